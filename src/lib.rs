@@ -1,0 +1,18 @@
+//! copus: a terminal explorer for the coupling between batch size (gradient noise scale,
+//! critical batch size) and 3D parallelism (hardware throughput) in large-model training.
+//!
+//! Data flows one way: `source` → `stats` → `trajectory` → `perf`/`goodput` → `plan` →
+//! `app` (state) → `tui` (view). `cli` is the command-line edge.
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod compute;
+pub mod fsutil;
+pub mod goodput;
+pub mod perf;
+pub mod plan;
+pub mod profiles;
+pub mod session;
+pub mod source;
+pub mod stats;
+pub mod trajectory;

@@ -1,0 +1,34 @@
+//! Hardware profiles: peak compute, memory, and the links collectives run over.
+//! Profiles live as RON under `assets/hardware/` (figures from REFERENCES.md).
+
+use serde::{Deserialize, Serialize};
+
+/// One accelerator type and the links around it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HardwareProfile {
+    /// Short name used on the CLI and in sessions (e.g. "h100-sxm").
+    pub name: String,
+    /// Dense BF16 peak per GPU, FLOP/s.
+    pub peak_flops: f64,
+    /// HBM capacity per GPU, bytes.
+    pub hbm_bytes: f64,
+    /// HBM bandwidth per GPU, bytes/s.
+    pub mem_bw_bytes_per_s: f64,
+    /// Scale-up (NVLink / Infinity Fabric) bandwidth per GPU per direction, bytes/s.
+    pub intra_bw_bytes_per_s: f64,
+    /// Scale-out (InfiniBand / Ethernet) bandwidth per GPU per direction, bytes/s.
+    pub inter_bw_bytes_per_s: f64,
+    /// GPUs that share the fast scale-up domain (8 for an HGX node, 4 for an MI210 hive).
+    pub scale_up_domain: u32,
+    /// Collective latency on the scale-up link, seconds.
+    pub intra_latency_s: f64,
+    /// Collective latency on the scale-out link, seconds.
+    pub inter_latency_s: f64,
+    /// Achievable fraction of scale-up bandwidth.
+    pub intra_link_eff: f64,
+    /// Achievable fraction of scale-out bandwidth.
+    pub inter_link_eff: f64,
+    /// Where the figures come from.
+    #[serde(default)]
+    pub source: String,
+}

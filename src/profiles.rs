@@ -1,0 +1,144 @@
+//! Built-in hardware and model profiles (the RON files under `assets/`, embedded so that the
+//! binary finds them from any directory), and loading of profiles from user files.
+
+use crate::perf::{HardwareProfile, ModelProfile};
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+
+/// Embedded hardware profiles: (name, RON text).
+pub const BUILTIN_HARDWARE: &[(&str, &str)] = &[
+    ("a100-80g", include_str!("../assets/hardware/a100-80g.ron")),
+    ("h100-sxm", include_str!("../assets/hardware/h100-sxm.ron")),
+    ("h200", include_str!("../assets/hardware/h200.ron")),
+    ("mi210", include_str!("../assets/hardware/mi210.ron")),
+];
+
+/// Embedded model profiles: (name, RON text).
+pub const BUILTIN_MODELS: &[(&str, &str)] = &[
+    ("gpt-1.7b", include_str!("../assets/models/gpt-1.7b.ron")),
+    ("gpt-119b", include_str!("../assets/models/gpt-119b.ron")),
+    ("gpt-16b", include_str!("../assets/models/gpt-16b.ron")),
+    ("gpt-177b", include_str!("../assets/models/gpt-177b.ron")),
+    ("gpt-314b", include_str!("../assets/models/gpt-314b.ron")),
+    ("gpt-32b", include_str!("../assets/models/gpt-32b.ron")),
+    ("gpt-462b", include_str!("../assets/models/gpt-462b.ron")),
+    ("gpt-7.1b", include_str!("../assets/models/gpt-7.1b.ron")),
+    ("gpt-70b", include_str!("../assets/models/gpt-70b.ron")),
+    ("llama-32b", include_str!("../assets/models/llama-32b.ron")),
+    ("llama-3b", include_str!("../assets/models/llama-3b.ron")),
+    ("llama-7b", include_str!("../assets/models/llama-7b.ron")),
+];
+
+/// Why a profile could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// Neither a built-in name nor an existing file.
+    #[error("unknown {kind} profile '{name}' (built-in: {known}; or give a .ron file)")]
+    Unknown {
+        /// "hardware" or "model".
+        kind: &'static str,
+        /// What was asked for.
+        name: String,
+        /// Comma-separated built-in names.
+        known: String,
+    },
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The RON text does not describe a profile.
+    #[error("{origin}:{line}:{col}: {msg}")]
+    Parse {
+        /// File path or "built-in NAME".
+        origin: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// Parse RON text, naming `origin` and the position on error.
+pub fn parse_ron<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, ProfileError> {
+    ron::from_str(text).map_err(|e| ProfileError::Parse {
+        origin: origin.to_string(),
+        line: e.span.start.line,
+        col: e.span.start.col,
+        msg: e.code.to_string(),
+    })
+}
+
+fn load<T: DeserializeOwned>(
+    kind: &'static str,
+    table: &[(&str, &str)],
+    name_or_path: &str,
+    base: &Path,
+) -> Result<T, ProfileError> {
+    if let Some((name, text)) = table.iter().find(|(n, _)| *n == name_or_path) {
+        return parse_ron(text, &format!("built-in {kind} {name}"));
+    }
+    let path = base.join(name_or_path);
+    if path.extension().is_some_and(|e| e == "ron") || path.exists() {
+        let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        return parse_ron(&text, &path.display().to_string());
+    }
+    Err(ProfileError::Unknown {
+        kind,
+        name: name_or_path.to_string(),
+        known: table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+    })
+}
+
+/// A hardware profile by built-in name or by path (relative to `base`).
+pub fn hardware(name_or_path: &str, base: &Path) -> Result<HardwareProfile, ProfileError> {
+    load("hardware", BUILTIN_HARDWARE, name_or_path, base)
+}
+
+/// A model profile by built-in name or by path (relative to `base`).
+pub fn model(name_or_path: &str, base: &Path) -> Result<ModelProfile, ProfileError> {
+    load("model", BUILTIN_MODELS, name_or_path, base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_profile_parses_and_is_named_like_its_file() {
+        for (name, _) in BUILTIN_HARDWARE {
+            let hw = hardware(name, Path::new(".")).expect("built-in hardware parses");
+            assert_eq!(&hw.name, name);
+            assert!(hw.peak_flops > 1e14 && hw.hbm_bytes > 1e10);
+        }
+        for (name, _) in BUILTIN_MODELS {
+            let m = model(name, Path::new(".")).expect("built-in model parses");
+            assert_eq!(&m.name, name);
+            assert_eq!(m.hidden % m.heads, 0);
+            assert_eq!(m.heads % m.kv_heads, 0);
+        }
+    }
+
+    #[test]
+    fn unknown_names_list_the_builtins() {
+        let err = hardware("tpu-v9", Path::new(".")).expect_err("unknown");
+        let msg = err.to_string();
+        assert!(msg.contains("tpu-v9") && msg.contains("h100-sxm"), "{msg}");
+    }
+
+    #[test]
+    fn parse_errors_name_the_position() {
+        let err = parse_ron::<HardwareProfile>("(name: \"x\",\n peak_flops: oops)", "f.ron")
+            .expect_err("bad");
+        let msg = err.to_string();
+        assert!(msg.starts_with("f.ron:2:"), "{msg}");
+    }
+}

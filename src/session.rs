@@ -1,0 +1,299 @@
+//! Sessions: everything needed to reopen an exploration, as RON (`sessions/*.ron`).
+//! Paths inside a session are relative to the session file. Saving is atomic.
+
+use crate::goodput::{Cluster, SearchSpace, StatEffForm};
+use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
+use crate::plan::ReconfigCosts;
+use crate::profiles::{self, ProfileError};
+use crate::source::scenario::Scenario;
+use crate::stats::EstimatorSettings;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A hardware or model profile: a built-in name, a file, or written inline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ProfileRef<T> {
+    /// A built-in name (e.g. "h100-sxm") or a path to a .ron file relative to the session.
+    Named(String),
+    /// The profile itself.
+    Inline(T),
+}
+
+/// The cluster of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterSpec {
+    /// Accelerator profile.
+    pub hardware: ProfileRef<HardwareProfile>,
+    /// Nodes.
+    pub nodes: u32,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+}
+
+/// Where the B_crit trajectory comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum DataSource {
+    /// A published law sampled into phases.
+    Scenario(Scenario),
+    /// A stats protocol v1 file (.ndjson), relative to the session.
+    Stats {
+        /// Path of the file.
+        path: String,
+    },
+    /// A gradient dump directory, relative to the session.
+    Dumps {
+        /// Path of the directory.
+        path: String,
+        /// Samples per file, overriding the files' metadata.
+        #[serde(default)]
+        samples: Option<f64>,
+    },
+    /// A live run: a growing file or `tcp://HOST:PORT`.
+    Live {
+        /// File path or TCP address.
+        target: String,
+    },
+}
+
+/// Panels of the explorer that can hold focus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Panel {
+    /// B_crit over training.
+    #[default]
+    Timeline,
+    /// Goodput heatmap.
+    Heatmap,
+    /// Recommendation.
+    Recommendation,
+}
+
+/// Where the user was: restored when the session reopens.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ViewState {
+    /// Index of the scrubbed trajectory point.
+    pub cursor: usize,
+    /// Focused panel.
+    pub focus: Panel,
+    /// Selected heatmap cell (layout row, batch column), if any.
+    pub selected: Option<(usize, usize)>,
+}
+
+/// One step of a guided workshop tour.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TourStep {
+    /// What to read at this step.
+    pub text: String,
+    /// The panel it points at.
+    #[serde(default)]
+    pub panel: Panel,
+    /// Trajectory index to move the cursor to, if any.
+    #[serde(default)]
+    pub cursor: Option<usize>,
+}
+
+/// A saved exploration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// Title shown in the explorer.
+    pub name: String,
+    /// What the session shows and where its numbers come from.
+    #[serde(default)]
+    pub description: String,
+    /// Model profile.
+    pub model: ProfileRef<ModelProfile>,
+    /// Cluster and hardware.
+    pub cluster: ClusterSpec,
+    /// Source of the B_crit trajectory.
+    pub source: DataSource,
+    /// Estimator settings.
+    #[serde(default)]
+    pub estimator: EstimatorSettings,
+    /// Efficiency curve and link parameters of the performance model.
+    #[serde(default)]
+    pub efficiency: EfficiencyParams,
+    /// Multiplier applied to estimated B_crit (GNS can underestimate the measured CBS).
+    #[serde(default = "one")]
+    pub b_crit_scale: f64,
+    /// Statistical-efficiency form.
+    #[serde(default)]
+    pub stat_eff: StatEffForm,
+    /// Batch sizes and options searched.
+    #[serde(default)]
+    pub search: SearchSpace,
+    /// Reconfiguration costs.
+    #[serde(default)]
+    pub costs: ReconfigCosts,
+    /// The batch size (samples) the user runs now, marked on the heatmap.
+    #[serde(default)]
+    pub current_batch: Option<u64>,
+    /// Guided tour for workshops.
+    #[serde(default)]
+    pub tour: Vec<TourStep>,
+    /// View state.
+    #[serde(default)]
+    pub view: ViewState,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Why a session could not be loaded, resolved or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// Reading or writing the file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The RON text is not a valid session.
+    #[error("{path}:{line}:{col}: {msg}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A profile the session names could not be loaded.
+    #[error("{path}: {source}")]
+    Profile {
+        /// The session file.
+        path: PathBuf,
+        /// The profile error.
+        source: ProfileError,
+    },
+    /// A value is out of range.
+    #[error("{path}: {msg}")]
+    Invalid {
+        /// The session file.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
+    /// Serialising failed.
+    #[error("serialising session: {0}")]
+    Serialize(String),
+}
+
+/// A session with its profiles loaded and its base directory known.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The session as written.
+    pub session: Session,
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Directory relative paths resolve against.
+    pub base: PathBuf,
+    /// Loaded hardware profile.
+    pub hardware: HardwareProfile,
+    /// Loaded model profile.
+    pub model: ModelProfile,
+}
+
+impl Resolved {
+    /// The cluster shape.
+    pub fn cluster(&self) -> Cluster {
+        Cluster {
+            nodes: self.session.cluster.nodes,
+            gpus_per_node: self.session.cluster.gpus_per_node,
+        }
+    }
+
+    /// A session-relative path made absolute.
+    pub fn resolve_path(&self, p: &str) -> PathBuf {
+        self.base.join(p)
+    }
+}
+
+impl Session {
+    /// Parse a session from RON text; `path` is only used in error messages.
+    pub fn from_ron(text: &str, path: &Path) -> Result<Self, SessionError> {
+        ron::from_str(text).map_err(|e| SessionError::Parse {
+            path: path.to_path_buf(),
+            line: e.span.start.line,
+            col: e.span.start.col,
+            msg: e.code.to_string(),
+        })
+    }
+
+    /// Read and parse a session file.
+    pub fn load(path: &Path) -> Result<Self, SessionError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SessionError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_ron(&text, path)
+    }
+
+    /// Check ranges and load the profiles it names.
+    pub fn resolve(self, path: &Path) -> Result<Resolved, SessionError> {
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let invalid = |msg: String| SessionError::Invalid {
+            path: path.to_path_buf(),
+            msg,
+        };
+        let c = &self.cluster;
+        if c.nodes == 0 || c.gpus_per_node == 0 {
+            return Err(invalid(format!(
+                "cluster needs nodes ≥ 1 and gpus_per_node ≥ 1, got {} × {}",
+                c.nodes, c.gpus_per_node
+            )));
+        }
+        if !(self.b_crit_scale.is_finite() && self.b_crit_scale > 0.0) {
+            return Err(invalid(format!(
+                "b_crit_scale must be a positive number, got {}",
+                self.b_crit_scale
+            )));
+        }
+        if self.search.batch_sizes.is_empty() || self.search.batch_sizes.contains(&0) {
+            return Err(invalid(
+                "search.batch_sizes must be non-empty and positive".into(),
+            ));
+        }
+        let profile_err = |source| SessionError::Profile {
+            path: path.to_path_buf(),
+            source,
+        };
+        let hardware = match &c.hardware {
+            ProfileRef::Named(n) => profiles::hardware(n, &base).map_err(profile_err)?,
+            ProfileRef::Inline(h) => h.clone(),
+        };
+        let model = match &self.model {
+            ProfileRef::Named(n) => profiles::model(n, &base).map_err(profile_err)?,
+            ProfileRef::Inline(m) => m.clone(),
+        };
+        Ok(Resolved {
+            session: self,
+            path: path.to_path_buf(),
+            base,
+            hardware,
+            model,
+        })
+    }
+
+    /// Serialise to pretty RON.
+    pub fn to_ron(&self) -> Result<String, SessionError> {
+        let cfg = ron::ser::PrettyConfig::new().struct_names(false);
+        ron::ser::to_string_pretty(self, cfg).map_err(|e| SessionError::Serialize(e.to_string()))
+    }
+
+    /// Write atomically: a temporary file beside `path`, flushed, then renamed over it.
+    pub fn save_atomic(&self, path: &Path) -> Result<(), SessionError> {
+        let text = self.to_ron()?;
+        crate::fsutil::write_atomic(path, text.as_bytes()).map_err(|source| SessionError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
