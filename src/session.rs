@@ -297,3 +297,51 @@ impl Session {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demo_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron")
+    }
+
+    #[test]
+    fn demo_session_loads_resolves_and_round_trips() {
+        let s = Session::load(&demo_path()).expect("demo parses");
+        let text = s.to_ron().expect("serialises");
+        let back = Session::from_ron(&text, Path::new("x.ron")).expect("reparses");
+        assert_eq!(s, back);
+        let r = s.resolve(&demo_path()).expect("demo resolves");
+        assert_eq!(r.hardware.name, "h100-sxm");
+        assert_eq!(r.cluster().gpus(), 32);
+    }
+
+    #[test]
+    fn wrong_sessions_name_file_and_position() {
+        let err = Session::from_ron("(name: \"x\",\n model: 7)", Path::new("bad.ron"))
+            .expect_err("wrong type");
+        assert!(err.to_string().starts_with("bad.ron:2:"), "{err}");
+        let mut s = Session::load(&demo_path()).expect("demo");
+        s.cluster.nodes = 0;
+        let err = s.resolve(Path::new("z.ron")).expect_err("zero nodes");
+        assert!(err.to_string().contains("z.ron") && err.to_string().contains("nodes"));
+    }
+
+    #[test]
+    fn save_is_atomic_and_reloads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.ron");
+        let mut s = Session::load(&demo_path()).expect("demo");
+        s.view.cursor = 17;
+        s.save_atomic(&path).expect("save");
+        let back = Session::load(&path).expect("reload");
+        assert_eq!(back.view.cursor, 17);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+}
