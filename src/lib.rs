@@ -5,6 +5,7 @@
 //! `app` (state) → `tui` (view). `cli` is the command-line edge.
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod cli;
 pub mod compute;
 pub mod fsutil;
@@ -16,3 +17,4 @@ pub mod session;
 pub mod source;
 pub mod stats;
 pub mod trajectory;
+pub mod tui;

@@ -1,0 +1,13 @@
+//! Explorer state, messages and update (Elm-style). The view (`crate::tui`) only reads
+//! [`App`]; everything that changes it goes through [`update::update`] as a [`msg::Msg`].
+//! Slow work (throughput tables, loading) is requested as [`update::Effect`]s that a worker
+//! thread carries out, answering with messages.
+
+pub mod msg;
+pub mod recommend;
+pub mod state;
+pub mod update;
+
+pub use msg::Msg;
+pub use state::App;
+pub use update::{Effect, update};

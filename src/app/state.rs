@@ -1,0 +1,84 @@
+//! The explorer's state: the session, its B_crit trajectory, the throughput table, the cursor
+//! and what the user is looking at.
+
+use crate::goodput::{GoodputGrid, ThroughputTable};
+use crate::session::{Panel, Resolved};
+use crate::trajectory::Trajectory;
+use std::sync::Arc;
+
+/// Everything the view draws.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// The session with its profiles.
+    pub resolved: Resolved,
+    /// B_crit over training, with the session's B_crit scale applied.
+    pub trajectory: Trajectory,
+    /// Throughput of every layout × batch size, once the worker has computed it.
+    pub table: Option<Arc<ThroughputTable>>,
+    /// Generation of the table the app is waiting for (bumped on every what-if change).
+    pub table_generation: u64,
+    /// Goodput at the cursor (recomputed on every scrub; cheap).
+    pub grid: Option<GoodputGrid>,
+    /// Index of the scrubbed trajectory point.
+    pub cursor: usize,
+    /// Focused panel.
+    pub focus: Panel,
+    /// Selected heatmap cell (layout row, batch column).
+    pub selected: (usize, usize),
+    /// Whether the help overlay is shown.
+    pub show_help: bool,
+    /// One-line status (last save, errors, device notes).
+    pub status: String,
+    /// Set when the user asked to quit.
+    pub quit: bool,
+}
+
+impl App {
+    /// A new explorer on `resolved` whose (unscaled) trajectory is `raw`.
+    pub fn new(resolved: Resolved, raw: Trajectory) -> Self {
+        let scale = resolved.session.b_crit_scale;
+        let mut trajectory = raw;
+        for p in &mut trajectory.points {
+            p.b_crit *= scale;
+            p.ci = p.ci.map(|(lo, hi)| (lo * scale, hi * scale));
+        }
+        let view = resolved.session.view.clone();
+        let cursor = view.cursor.min(trajectory.points.len().saturating_sub(1));
+        Self {
+            resolved,
+            trajectory,
+            table: None,
+            table_generation: 0,
+            grid: None,
+            cursor,
+            focus: view.focus,
+            selected: view.selected.unwrap_or((0, 0)),
+            show_help: false,
+            status: String::new(),
+            quit: false,
+        }
+    }
+
+    /// B_crit (samples) at the cursor, if the trajectory has points.
+    pub fn b_crit_at_cursor(&self) -> Option<f64> {
+        self.trajectory.points.get(self.cursor).map(|p| p.b_crit)
+    }
+
+    /// Recompute the goodput grid at the cursor from the table (if there is one).
+    pub fn refresh_grid(&mut self) {
+        self.grid = match (&self.table, self.b_crit_at_cursor()) {
+            (Some(t), Some(b)) => Some(GoodputGrid::at(t, b, self.resolved.session.stat_eff)),
+            _ => None,
+        };
+    }
+
+    /// Column of the session's current batch size on the batch axis, if it is on the grid.
+    pub fn current_batch_column(&self) -> Option<usize> {
+        let current = self.resolved.session.current_batch?;
+        self.table
+            .as_ref()?
+            .batches
+            .iter()
+            .position(|&b| b == current)
+    }
+}

@@ -1,0 +1,47 @@
+//! Number formatting for narrow terminal cells.
+
+/// A compact human number: 1234 → "1.2k", 3.4e6 → "3.4M".
+pub fn si(x: f64) -> String {
+    let a = x.abs();
+    let (v, s) = if a >= 1e12 {
+        (x / 1e12, "T")
+    } else if a >= 1e9 {
+        (x / 1e9, "G")
+    } else if a >= 1e6 {
+        (x / 1e6, "M")
+    } else if a >= 1e3 {
+        (x / 1e3, "k")
+    } else {
+        (x, "")
+    };
+    if v.abs() >= 100.0 || s.is_empty() {
+        format!("{v:.0}{s}")
+    } else {
+        format!("{v:.1}{s}")
+    }
+}
+
+/// Tokens as "12.3B tok" style text.
+pub fn tokens(t: f64) -> String {
+    if t >= 1e9 {
+        format!("{:.1}B", t / 1e9)
+    } else if t >= 1e6 {
+        format!("{:.1}M", t / 1e6)
+    } else {
+        format!("{t:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_numbers() {
+        assert_eq!(si(950.0), "950");
+        assert_eq!(si(1234.0), "1.2k");
+        assert_eq!(si(123_456.0), "123k");
+        assert_eq!(si(3.4e6), "3.4M");
+        assert_eq!(tokens(600e9), "600.0B");
+    }
+}

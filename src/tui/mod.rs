@@ -1,0 +1,85 @@
+//! The terminal front end: an event loop that turns key presses into messages, runs the
+//! update, hands effects to a worker thread and draws the view. The terminal is restored on
+//! every exit path (see [`terminal`]).
+
+pub mod format;
+pub mod heatmap;
+pub mod help;
+pub mod keys;
+pub mod palette;
+pub mod recommendation;
+pub mod terminal;
+pub mod timeline;
+pub mod view;
+pub mod worker;
+
+use crate::app::{App, Effect, Msg, update};
+use palette::ColorMode;
+use ratatui::crossterm::event::{self, Event};
+use std::sync::mpsc::{Sender, channel};
+use std::time::Duration;
+use worker::{Job, TableJob};
+
+/// Why the explorer stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    /// Terminal I/O failed.
+    #[error("terminal: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The settings a throughput table depends on, snapshotted from the app.
+pub fn table_job(app: &App) -> TableJob {
+    let r = &app.resolved;
+    TableJob {
+        hardware: r.hardware.clone(),
+        model: r.model.clone(),
+        efficiency: r.session.efficiency.clone(),
+        cluster: r.cluster(),
+        search: r.session.search.clone(),
+    }
+}
+
+fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
+    for effect in effects {
+        let job = matches!(effect, Effect::ComputeTable { .. }).then(|| Box::new(table_job(app)));
+        // A closed channel means the worker is gone; the loop notices on the next receive.
+        let _ = jobs.send(Job::Run(effect, job));
+    }
+}
+
+/// Run the explorer until the user quits.
+pub fn run(mut app: App) -> Result<(), TuiError> {
+    let mode = ColorMode::from_env();
+    let mut guard = terminal::TerminalGuard::enter()?;
+    let (results_tx, results) = channel();
+    let (jobs, worker) = worker::spawn(results_tx);
+    let first = crate::app::update::request_table(&mut app);
+    dispatch(&app, &jobs, vec![first]);
+    while !app.quit {
+        guard.terminal.draw(|frame| view::draw(frame, &app, mode))?;
+        if event::poll(Duration::from_millis(50))? {
+            let msg = match event::read()? {
+                Event::Key(key) => keys::key_to_msg(&app, key),
+                _ => None,
+            };
+            if let Some(msg) = msg {
+                let effects = update(&mut app, msg);
+                dispatch(&app, &jobs, effects);
+            }
+        }
+        while let Ok(msg) = results.try_recv() {
+            let effects = update(&mut app, msg);
+            dispatch(&app, &jobs, effects);
+        }
+    }
+    drop(jobs);
+    let _ = worker.join();
+    drop(guard);
+    Ok(())
+}
+
+/// Convenience for tests and headless front ends: apply a message and return the effects.
+pub fn apply(app: &mut App, msg: Msg) -> Vec<Effect> {
+    update(app, msg)
+}

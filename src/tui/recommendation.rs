@@ -1,0 +1,101 @@
+//! Recommendation panel: the best batch and configuration at the cursor, its gain over the
+//! current batch, and why; plus the selected heatmap cell.
+
+use super::format::si;
+use crate::app::App;
+use crate::app::recommend::recommend;
+use crate::goodput::TableCell;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Wrap};
+
+/// Draw the recommendation into `area`.
+pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
+    let border = if focused {
+        Color::Cyan
+    } else {
+        Color::DarkGray
+    };
+    let block = Block::bordered()
+        .title(" Recommendation ")
+        .border_style(Style::new().fg(border));
+    let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
+        frame.render_widget(Paragraph::new("waiting for the grid…").block(block), area);
+        return;
+    };
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let mut lines = Vec::new();
+    match recommend(table, grid, app.current_batch_column()) {
+        Some(r) => {
+            lines.push(Line::from(vec![
+                Span::raw("best: "),
+                Span::styled(
+                    format!("batch {} on {}", r.best.batch, r.best.config.layout_label()),
+                    bold.fg(Color::Green),
+                ),
+            ]));
+            lines.push(Line::from(format!(
+                "  mbs {} · ZeRO-{} · recompute {}",
+                r.best.config.mbs, r.best.config.zero, r.best.config.recompute
+            )));
+            lines.push(Line::from(format!(
+                "  goodput {} tok/s = {} × {:.2}",
+                si(r.best.goodput),
+                si(r.best.tokens_per_s),
+                r.best.stat_eff
+            )));
+            if let (Some(c), Some(gain)) = (&r.current, r.gain) {
+                lines.push(Line::from(vec![
+                    Span::raw(format!(
+                        "now: batch {} on {} → ",
+                        c.batch,
+                        c.config.layout_label()
+                    )),
+                    Span::styled(format!("{:+.1}%", gain * 100.0), bold.fg(Color::Yellow)),
+                ]));
+            }
+            for reason in &r.reasons {
+                lines.push(Line::styled(
+                    format!("· {reason}"),
+                    Style::new().fg(Color::Gray),
+                ));
+            }
+        }
+        None => lines.push(Line::from("no configuration runs at any batch size")),
+    }
+    let (row, col) = app.selected;
+    if row < table.layouts.len() && col < table.batches.len() {
+        lines.push(Line::from(""));
+        let label = format!(
+            "selected: {} @ batch {}",
+            table.layouts[row].label(),
+            table.batches[col]
+        );
+        lines.push(Line::styled(label, bold));
+        match table.cell(row, col) {
+            TableCell::Feasible { config, prediction } => {
+                lines.push(Line::from(format!(
+                    "  {} tok/s · {:.0}% MFU · {:.2} s/step · mbs {}",
+                    si(prediction.tokens_per_s),
+                    prediction.mfu * 100.0,
+                    prediction.step_time_s,
+                    config.mbs
+                )));
+            }
+            TableCell::Infeasible(why) => {
+                lines.push(Line::styled(
+                    format!("  cannot run: {why}"),
+                    Style::new().fg(Color::Red),
+                ));
+            }
+        }
+    }
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}

@@ -1,0 +1,130 @@
+//! Timeline panel: B_crit over training (log scale) with its interval, the current batch,
+//! the loss and the scrub cursor.
+
+use super::format::{si, tokens};
+use crate::app::App;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style, Stylize};
+use ratatui::symbols::Marker;
+use ratatui::text::Span;
+use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType};
+
+/// Draw the timeline into `area`.
+pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
+    let pts = &app.trajectory.points;
+    let title = match pts.get(app.cursor) {
+        Some(p) => format!(
+            " B_crit timeline · {} · step {} · {} tokens · B_crit {} samples{} ",
+            app.trajectory.label,
+            p.step,
+            tokens(p.tokens),
+            si(p.b_crit),
+            p.loss
+                .map(|l| format!(" · loss {l:.3}"))
+                .unwrap_or_default()
+        ),
+        None => " B_crit timeline (no data) ".to_string(),
+    };
+    let border = if focused {
+        Color::Cyan
+    } else {
+        Color::DarkGray
+    };
+    let block = Block::bordered()
+        .title(title)
+        .border_style(Style::new().fg(border));
+    let Some((lo, hi)) = app.trajectory.b_crit_range() else {
+        frame.render_widget(block, area);
+        return;
+    };
+    let current = app.resolved.session.current_batch.map(|b| b as f64);
+    let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();
+    let y_hi = current.map_or(hi, |c| c.max(hi)).max(1e-9).log10().ceil();
+    let y_hi = if y_hi <= y_lo { y_lo + 1.0 } else { y_hi };
+    let x_lo = pts.first().map_or(0.0, |p| p.tokens);
+    let x_hi = pts.last().map_or(1.0, |p| p.tokens).max(x_lo + 1.0);
+
+    let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.tokens, p.b_crit.log10())).collect();
+    let ci_lo: Vec<(f64, f64)> = pts
+        .iter()
+        .filter_map(|p| p.ci.map(|c| (p.tokens, c.0.max(1e-9).log10())))
+        .collect();
+    let ci_hi: Vec<(f64, f64)> = pts
+        .iter()
+        .filter_map(|p| p.ci.map(|c| (p.tokens, c.1.max(1e-9).log10())))
+        .collect();
+    let cursor_x = pts.get(app.cursor).map_or(x_lo, |p| p.tokens);
+    let cursor: Vec<(f64, f64)> = (0..=20)
+        .map(|i| (cursor_x, y_lo + (y_hi - y_lo) * i as f64 / 20.0))
+        .collect();
+    let current_line: Vec<(f64, f64)> = current
+        .map(|c| {
+            (0..=60)
+                .map(|i| (x_lo + (x_hi - x_lo) * i as f64 / 60.0, c.log10()))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut datasets = vec![];
+    for band in [&ci_lo, &ci_hi] {
+        if !band.is_empty() {
+            datasets.push(
+                Dataset::default()
+                    .marker(Marker::Dot)
+                    .graph_type(GraphType::Line)
+                    .style(Style::new().fg(Color::DarkGray))
+                    .data(band),
+            );
+        }
+    }
+    if !current_line.is_empty() {
+        datasets.push(
+            Dataset::default()
+                .name("current batch")
+                .marker(Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(Style::new().fg(Color::Magenta))
+                .data(&current_line),
+        );
+    }
+    datasets.push(
+        Dataset::default()
+            .name("B_crit")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(Style::new().fg(Color::Yellow))
+            .data(&line),
+    );
+    datasets.push(
+        Dataset::default()
+            .marker(Marker::Block)
+            .graph_type(GraphType::Line)
+            .style(Style::new().fg(Color::Cyan))
+            .data(&cursor),
+    );
+
+    let y_labels: Vec<Span> = (y_lo as i32..=y_hi as i32)
+        .map(|e| Span::raw(si(10f64.powi(e))))
+        .collect();
+    let x_labels = vec![
+        Span::raw(tokens(x_lo)),
+        Span::raw(tokens((x_lo + x_hi) / 2.0)),
+        Span::raw(tokens(x_hi)),
+    ];
+    let chart = Chart::new(datasets)
+        .block(block)
+        .x_axis(
+            Axis::default()
+                .title("tokens".dark_gray())
+                .bounds([x_lo, x_hi])
+                .labels(x_labels),
+        )
+        .y_axis(
+            Axis::default()
+                .title("samples".dark_gray())
+                .bounds([y_lo, y_hi])
+                .labels(y_labels),
+        );
+    frame.render_widget(chart, area);
+}

@@ -1,0 +1,64 @@
+//! The worker thread: carries out [`Effect`]s off the UI thread and answers with [`Msg`]s.
+
+use crate::app::{Effect, Msg};
+use crate::goodput::{Cluster, SearchSpace, throughput_table};
+use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile, PerfContext};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+
+/// What the worker needs to compute a throughput table (a snapshot, so the UI keeps going).
+#[derive(Debug, Clone)]
+pub struct TableJob {
+    /// Hardware profile.
+    pub hardware: HardwareProfile,
+    /// Model profile.
+    pub model: ModelProfile,
+    /// Efficiency parameters.
+    pub efficiency: EfficiencyParams,
+    /// Cluster.
+    pub cluster: Cluster,
+    /// Search space.
+    pub search: SearchSpace,
+}
+
+/// A job for the worker.
+pub enum Job {
+    /// Run an effect; `table` carries the settings a `ComputeTable` needs.
+    Run(Effect, Option<Box<TableJob>>),
+}
+
+/// Start the worker; it stops when the job sender is dropped.
+pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
+    let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
+    let handle = std::thread::spawn(move || {
+        for Job::Run(effect, job) in rx {
+            let msg = match (effect, job) {
+                (Effect::ComputeTable { generation }, Some(job)) => {
+                    let ctx = PerfContext {
+                        hw: &job.hardware,
+                        model: &job.model,
+                        eff: &job.efficiency,
+                        gpus_per_node: job.cluster.gpus_per_node,
+                    };
+                    let table = throughput_table(&ctx, &job.cluster, &job.search);
+                    Msg::TableReady {
+                        generation,
+                        table: Arc::new(table),
+                    }
+                }
+                (Effect::ComputeTable { .. }, None) => continue,
+                (Effect::Save { session, path }, _) => Msg::Saved(
+                    session
+                        .save_atomic(&path)
+                        .map(|()| path.display().to_string())
+                        .map_err(|e| e.to_string()),
+                ),
+            };
+            if results.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+    (tx, handle)
+}
