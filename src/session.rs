@@ -55,7 +55,8 @@ pub enum DataSource {
     },
 }
 
-/// Panels of the explorer that can hold focus.
+/// Panels of the explorer. The timeline and the heatmap are always shown; one of the side
+/// panels (`Panel::SIDE`) is shown beside the heatmap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Panel {
     /// B_crit over training.
@@ -63,12 +64,53 @@ pub enum Panel {
     Timeline,
     /// Goodput heatmap.
     Heatmap,
-    /// Recommendation.
+    /// Recommendation at the cursor.
     Recommendation,
+    /// What-if editor (cluster, hardware, model, options).
+    WhatIf,
+    /// Throughput against batch size for the selected layout.
+    Throughput,
+    /// Estimators side by side, per-layer breakdown and diagnostics.
+    Estimators,
+    /// Switch plan and strategy comparison.
+    Plan,
+}
+
+impl Panel {
+    /// The side panels, in the order of the number keys 1–5.
+    pub const SIDE: [Panel; 5] = [
+        Panel::Recommendation,
+        Panel::WhatIf,
+        Panel::Throughput,
+        Panel::Estimators,
+        Panel::Plan,
+    ];
+
+    /// Whether this is one of the side panels.
+    pub fn is_side(self) -> bool {
+        Self::SIDE.contains(&self)
+    }
+
+    /// Title shown on the panel's border.
+    pub fn title(self) -> &'static str {
+        match self {
+            Panel::Timeline => "B_crit timeline",
+            Panel::Heatmap => "Goodput",
+            Panel::Recommendation => "Recommendation",
+            Panel::WhatIf => "What-if",
+            Panel::Throughput => "Throughput vs batch",
+            Panel::Estimators => "Estimators",
+            Panel::Plan => "Plan",
+        }
+    }
+}
+
+fn default_side() -> Panel {
+    Panel::Recommendation
 }
 
 /// Where the user was: restored when the session reopens.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ViewState {
     /// Index of the scrubbed trajectory point.
@@ -77,6 +119,26 @@ pub struct ViewState {
     pub focus: Panel,
     /// Selected heatmap cell (layout row, batch column), if any.
     pub selected: Option<(usize, usize)>,
+    /// Side panel shown beside the heatmap.
+    #[serde(default = "default_side")]
+    pub side: Panel,
+    /// Selected row of the what-if editor.
+    pub whatif_row: usize,
+    /// Current step of the guided tour, if one is running.
+    pub tour_step: Option<usize>,
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        Self {
+            cursor: 0,
+            focus: Panel::Timeline,
+            selected: None,
+            side: default_side(),
+            whatif_row: 0,
+            tour_step: None,
+        }
+    }
 }
 
 /// One step of a guided workshop tour.

@@ -76,16 +76,23 @@ fn scrubbing_moves_the_cursor_and_the_grid_follows_b_crit() {
 fn stale_tables_are_ignored_and_focus_cycles() {
     let mut app = demo_with_table();
     let table = app.table.clone().expect("table");
-    let cursor_grid = app.grid.clone();
-    copus::app::update::request_table(&mut app);
+    let grid = app.grid.clone();
+    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
+        panic!("request_table asks for a table");
+    };
     update(
         &mut app,
         Msg::TableReady {
-            generation: 0,
-            table,
+            generation: generation - 1,
+            table: table.clone(),
         },
     );
-    assert_eq!(app.grid, cursor_grid, "a stale answer changes nothing");
+    assert!(
+        app.table.is_none() && app.grid.is_none(),
+        "a stale answer is dropped"
+    );
+    update(&mut app, Msg::TableReady { generation, table });
+    assert_eq!(app.grid, grid, "the awaited answer is used");
     assert_eq!(app.focus, Panel::Timeline);
     for expected in [Panel::Heatmap, Panel::Recommendation, Panel::Timeline] {
         let msg = keys::key_to_msg(&app, key(KeyCode::Tab, KeyModifiers::NONE)).expect("tab");
@@ -106,11 +113,14 @@ fn heatmap_focus_turns_arrows_into_selection_and_save_snapshots_the_view() {
     assert_eq!(app.cursor, 0, "arrows in the heatmap do not scrub");
     let effects = update(&mut app, Msg::Save);
     match effects.as_slice() {
-        [Effect::Save { session, .. }] => {
+        [Effect::Write { files, .. }] => {
+            assert_eq!(files.len(), 1);
+            let session = copus::session::Session::from_ron(&files[0].1, &files[0].0)
+                .expect("saved text is a session");
             assert_eq!(session.view.selected, Some((2, 1)));
             assert_eq!(session.view.focus, Panel::Heatmap);
         }
-        other => panic!("expected one save effect, got {other:?}"),
+        other => panic!("expected one write effect, got {other:?}"),
     }
     let quit = keys::key_to_msg(&app, key(KeyCode::Char('q'), KeyModifiers::NONE));
     update(&mut app, quit.expect("q is bound"));
@@ -147,4 +157,132 @@ fn the_best_cell_is_starred_and_no_color_uses_glyphs() {
     let screen = render(&app, 200, 60, ColorMode::Monochrome);
     assert!(screen.contains('★'), "best cell marked:\n{screen}");
     assert!(screen.contains("░▒▓█"), "legend in glyphs:\n{screen}");
+}
+
+fn table_for(app: &App) -> Arc<copus::goodput::ThroughputTable> {
+    let job = table_job(app);
+    let ctx = PerfContext {
+        hw: &job.hardware,
+        model: &job.model,
+        eff: &job.efficiency,
+        gpus_per_node: job.cluster.gpus_per_node,
+    };
+    Arc::new(throughput_table(&ctx, &job.cluster, &job.search))
+}
+
+#[test]
+fn what_if_changes_recompute_the_table_and_the_recommendation() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    assert_eq!(app.focus, Panel::WhatIf);
+    let before = app.table.as_ref().expect("table").layouts.len();
+    // Row 0 is the node count: 4 → 8 nodes doubles the GPUs.
+    let effects = update(&mut app, Msg::WhatIfChange(1));
+    let generation = match effects.as_slice() {
+        [Effect::ComputeTable { generation }] => *generation,
+        other => panic!("a cluster change must request a table, got {other:?}"),
+    };
+    assert_eq!(app.resolved.cluster().gpus(), 40);
+    assert!(
+        app.table.is_none(),
+        "the old table is dropped while recomputing"
+    );
+    let table = table_for(&app);
+    update(&mut app, Msg::TableReady { generation, table });
+    let after = app.table.as_ref().expect("new table").layouts.len();
+    assert_ne!(before, after, "40 GPUs allow other layouts than 32");
+
+    // The B_crit scale changes efficiency only: no new table, but the grid moves.
+    let b_before = app.grid.as_ref().expect("grid").b_crit;
+    update(&mut app, Msg::WhatIfRow(6));
+    let effects = update(&mut app, Msg::WhatIfChange(1));
+    assert!(effects.is_empty(), "{effects:?}");
+    let b_after = app.grid.as_ref().expect("grid").b_crit;
+    assert!(
+        (b_after / b_before - 2.0).abs() < 1e-9,
+        "{b_before} → {b_after}"
+    );
+}
+
+#[test]
+fn export_writes_csv_and_json_of_every_cell() {
+    let mut app = demo_with_table();
+    let effects = update(&mut app, Msg::Export);
+    let [Effect::Write { files, .. }] = effects.as_slice() else {
+        panic!("expected a write, got {effects:?}");
+    };
+    let csv = &files
+        .iter()
+        .find(|f| f.0.extension().is_some_and(|e| e == "csv"))
+        .expect("csv")
+        .1;
+    let json = &files
+        .iter()
+        .find(|f| f.0.extension().is_some_and(|e| e == "json"))
+        .expect("json")
+        .1;
+    let table = app.table.as_ref().expect("table");
+    assert_eq!(csv.lines().count(), 1 + table.cells.len());
+    let v: serde_json::Value = serde_json::from_str(json).expect("valid json");
+    assert_eq!(
+        v["cells"].as_array().expect("cells").len(),
+        table.cells.len()
+    );
+    let best: Vec<_> = v["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .filter(|c| c["best"] == true)
+        .collect();
+    assert_eq!(best.len(), 1, "exactly one best cell");
+}
+
+#[test]
+fn tour_steps_move_focus_and_cursor() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::Tour(1));
+    if app.resolved.session.tour.is_empty() {
+        assert!(app.status.contains("no guided tour"));
+        return;
+    }
+    assert_eq!(app.tour_step, Some(0));
+    let first = app.resolved.session.tour[0].clone();
+    assert_eq!(app.focus, first.panel);
+    if let Some(c) = first.cursor {
+        assert_eq!(app.cursor, c);
+    }
+    update(&mut app, Msg::Tour(-1));
+    assert_eq!(
+        app.tour_step, None,
+        "stepping back from the first step ends the tour"
+    );
+}
+
+#[test]
+fn mouse_clicks_select_cells_and_scrub() {
+    use copus::tui::geometry::areas;
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    use ratatui::layout::Rect;
+    let mut app = demo_with_table();
+    let a = areas(Rect::new(0, 0, 120, 40));
+    let click = |x, y| MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: x,
+        row: y,
+        modifiers: KeyModifiers::NONE,
+    };
+    // First data row, second column of the heatmap (border + 2 header lines; label 13 wide).
+    let ev = click(a.heatmap.x + 1 + 13 + 9 + 2, a.heatmap.y + 3);
+    let msg = keys::mouse_to_msg(&app, &a, ev).expect("hits a cell");
+    update(&mut app, msg);
+    assert_eq!(app.selected, (0, 1));
+    assert_eq!(app.focus, Panel::Heatmap);
+    let ev = click(a.timeline.x + a.timeline.width - 2, a.timeline.y + 3);
+    let msg = keys::mouse_to_msg(&app, &a, ev).expect("hits the timeline");
+    update(&mut app, msg);
+    assert_eq!(
+        app.cursor,
+        app.trajectory.points.len() - 1,
+        "a click at the right edge scrubs to the end"
+    );
 }

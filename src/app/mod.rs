@@ -1,12 +1,14 @@
 //! Explorer state, messages and update (Elm-style). The view (`crate::tui`) only reads
 //! [`App`]; everything that changes it goes through [`update::update`] as a [`msg::Msg`].
-//! Slow work (throughput tables, loading) is requested as [`update::Effect`]s that a worker
-//! thread carries out, answering with messages.
+//! Slow work (throughput tables, writing files) is requested as [`update::Effect`]s that a
+//! worker thread carries out, answering with messages.
 
+pub mod export;
 pub mod msg;
 pub mod recommend;
 pub mod state;
 pub mod update;
+pub mod whatif;
 
 pub use msg::Msg;
 pub use state::App;

@@ -1,6 +1,7 @@
 //! Messages: everything that can happen to the explorer.
 
 use crate::goodput::ThroughputTable;
+use crate::session::Panel;
 use std::sync::Arc;
 
 /// One event for [`crate::app::update`].
@@ -8,18 +9,36 @@ use std::sync::Arc;
 pub enum Msg {
     /// Move the scrub cursor by this many trajectory points (negative: back).
     Scrub(i64),
+    /// Put the cursor on trajectory point `index` (a click on the timeline).
+    ScrubTo(usize),
     /// Jump to the first trajectory point.
     Home,
     /// Jump to the last trajectory point.
     End,
+    /// Jump to the next (+1) or previous (−1) planned switch point.
+    JumpSwitch(i64),
     /// Move the heatmap selection by (rows, columns).
     MoveSelection(i64, i64),
-    /// Cycle keyboard focus between panels.
+    /// Select heatmap cell (layout row, batch column) (a click on the heatmap).
+    Select(usize, usize),
+    /// Drill into the selected cell: show its throughput curve.
+    DrillIn,
+    /// Cycle keyboard focus: timeline → heatmap → side panel.
     FocusNext,
+    /// Show this side panel beside the heatmap and focus it.
+    ShowSide(Panel),
+    /// Move the what-if editor's row selection.
+    WhatIfRow(i64),
+    /// Step the selected what-if value up (+1) or down (−1).
+    WhatIfChange(i32),
+    /// Next (+1) or previous (−1) step of the guided tour.
+    Tour(i64),
     /// Show or hide the help overlay.
     ToggleHelp,
     /// Save the session (atomically) where it came from.
     Save,
+    /// Export the current view as CSV and JSON beside the session.
+    Export,
     /// Quit the explorer.
     Quit,
     /// The worker finished a throughput table for table generation `generation`.
@@ -29,6 +48,6 @@ pub enum Msg {
         /// The table.
         table: Arc<ThroughputTable>,
     },
-    /// A save finished: `Ok(path)` or an error message.
-    Saved(Result<String, String>),
+    /// A save or export finished: `Ok(what was written)` or an error message.
+    Written(Result<String, String>),
 }

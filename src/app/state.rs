@@ -9,8 +9,10 @@ use std::sync::Arc;
 /// Everything the view draws.
 #[derive(Debug, Clone)]
 pub struct App {
-    /// The session with its profiles.
+    /// The session with its profiles (edited in place by the what-if editor).
     pub resolved: Resolved,
+    /// B_crit over training as the source gave it (before the session's B_crit scale).
+    pub raw_trajectory: Trajectory,
     /// B_crit over training, with the session's B_crit scale applied.
     pub trajectory: Trajectory,
     /// Throughput of every layout × batch size, once the worker has computed it.
@@ -23,8 +25,16 @@ pub struct App {
     pub cursor: usize,
     /// Focused panel.
     pub focus: Panel,
+    /// Side panel shown beside the heatmap.
+    pub side: Panel,
     /// Selected heatmap cell (layout row, batch column).
     pub selected: (usize, usize),
+    /// Selected row of the what-if editor.
+    pub whatif_row: usize,
+    /// Current guided-tour step, when a tour is running.
+    pub tour_step: Option<usize>,
+    /// Trajectory indices where the plan switches (for `[` and `]`), ascending.
+    pub switch_points: Vec<usize>,
     /// Whether the help overlay is shown.
     pub show_help: bool,
     /// One-line status (last save, errors, device notes).
@@ -33,30 +43,50 @@ pub struct App {
     pub quit: bool,
 }
 
+fn scaled(raw: &Trajectory, scale: f64) -> Trajectory {
+    let mut t = raw.clone();
+    for p in &mut t.points {
+        p.b_crit *= scale;
+        p.ci = p.ci.map(|(lo, hi)| (lo * scale, hi * scale));
+    }
+    t
+}
+
 impl App {
     /// A new explorer on `resolved` whose (unscaled) trajectory is `raw`.
     pub fn new(resolved: Resolved, raw: Trajectory) -> Self {
-        let scale = resolved.session.b_crit_scale;
-        let mut trajectory = raw;
-        for p in &mut trajectory.points {
-            p.b_crit *= scale;
-            p.ci = p.ci.map(|(lo, hi)| (lo * scale, hi * scale));
-        }
+        let trajectory = scaled(&raw, resolved.session.b_crit_scale);
         let view = resolved.session.view.clone();
         let cursor = view.cursor.min(trajectory.points.len().saturating_sub(1));
+        let side = if view.side.is_side() {
+            view.side
+        } else {
+            Panel::Recommendation
+        };
         Self {
             resolved,
+            raw_trajectory: raw,
             trajectory,
             table: None,
             table_generation: 0,
             grid: None,
             cursor,
             focus: view.focus,
+            side,
             selected: view.selected.unwrap_or((0, 0)),
+            whatif_row: view.whatif_row,
+            tour_step: view.tour_step,
+            switch_points: Vec::new(),
             show_help: false,
             status: String::new(),
             quit: false,
         }
+    }
+
+    /// Re-apply the session's B_crit scale to the raw trajectory.
+    pub fn rescale(&mut self) {
+        self.trajectory = scaled(&self.raw_trajectory, self.resolved.session.b_crit_scale);
+        self.refresh_grid();
     }
 
     /// B_crit (samples) at the cursor, if the trajectory has points.

@@ -11,8 +11,11 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
+use std::ops::Range;
 
 const LABEL_W: usize = 13;
+/// Lines above the first layout row inside the border: batch header and efficiency row.
+const HEADER_LINES: u16 = 2;
 
 /// First row to show so that `selected` is visible in `visible` rows.
 pub fn scroll_offset(selected: usize, visible: usize, rows: usize) -> usize {
@@ -20,6 +23,93 @@ pub fn scroll_offset(selected: usize, visible: usize, rows: usize) -> usize {
         return 0;
     }
     selected.saturating_sub(visible - 1).min(rows - visible)
+}
+
+/// Which rows and columns are drawn where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Geometry {
+    /// Width of one cell, characters.
+    pub cell_w: usize,
+    /// Layout rows shown.
+    pub rows: Range<usize>,
+    /// Batch columns shown.
+    pub cols: Range<usize>,
+}
+
+/// The geometry of the heatmap in `area` for `rows` × `cols` cells with `selected` visible.
+pub fn geometry(area: Rect, rows: usize, cols: usize, selected: (usize, usize)) -> Geometry {
+    let inner_w = area.width.saturating_sub(2) as usize;
+    let cell_w = (inner_w.saturating_sub(LABEL_W) / cols.max(1)).clamp(7, 9);
+    let visible_cols = (inner_w.saturating_sub(LABEL_W) / cell_w).max(1);
+    let first_col = scroll_offset(selected.1, visible_cols, cols);
+    let visible_rows = (area.height as usize).saturating_sub(2 + HEADER_LINES as usize + 1);
+    let first_row = scroll_offset(selected.0, visible_rows, rows);
+    Geometry {
+        cell_w,
+        rows: first_row..(first_row + visible_rows).min(rows),
+        cols: first_col..(first_col + visible_cols).min(cols),
+    }
+}
+
+/// The (layout row, batch column) under screen position (x, y), if any.
+pub fn hit(area: Rect, app: &App, x: u16, y: u16) -> Option<(usize, usize)> {
+    let table = app.table.as_ref()?;
+    let g = geometry(area, table.layouts.len(), table.batches.len(), app.selected);
+    let top = area.y + 1 + HEADER_LINES;
+    let left = area.x as usize + 1 + LABEL_W;
+    if y < top || (x as usize) < left {
+        return None;
+    }
+    let row = g.rows.start + (y - top) as usize;
+    let col = g.cols.start + (x as usize - left) / g.cell_w;
+    (g.rows.contains(&row) && g.cols.contains(&col)).then_some((row, col))
+}
+
+/// How one cell is drawn.
+#[derive(Clone, Copy)]
+struct CellStyle {
+    max: f64,
+    width: usize,
+    focused: bool,
+    mode: ColorMode,
+}
+
+fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
+    let CellStyle {
+        max,
+        width: w,
+        focused,
+        mode,
+    } = *cs;
+    let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
+        return Span::raw("");
+    };
+    let g = grid.goodput[r * table.batches.len() + c];
+    let best = grid.best == Some((r, c));
+    let (text, mut style) = match (g, table.cell(r, c)) {
+        (Some(g), TableCell::Feasible { .. }) => {
+            let t = if max > 0.0 { g / max } else { 0.0 };
+            let star = if best { "★" } else { "" };
+            match mode {
+                ColorMode::Indexed => (
+                    format!("{star}{}", si(g)),
+                    Style::new().bg(ramp_color(t)).fg(text_on(t)),
+                ),
+                ColorMode::Monochrome => {
+                    let s = shade(t).to_string().repeat(2);
+                    (format!("{star}{}{s}", si(g)), Style::new())
+                }
+            }
+        }
+        _ => ("×".to_string(), Style::new().fg(Color::DarkGray)),
+    };
+    if focused && app.selected == (r, c) {
+        style = style.add_modifier(Modifier::REVERSED);
+    }
+    if best {
+        style = style.add_modifier(Modifier::BOLD);
+    }
+    Span::styled(format!("{text:>w$}"), style)
 }
 
 /// Draw the heatmap into `area`.
@@ -40,43 +130,31 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         return;
     };
     let nb = table.batches.len();
-    let inner_w = area.width.saturating_sub(2) as usize;
-    let cell_w = (inner_w.saturating_sub(LABEL_W) / nb.max(1)).clamp(7, 9);
-    let visible_cols = (inner_w.saturating_sub(LABEL_W) / cell_w).max(1);
-    let first_col = scroll_offset(app.selected.1, visible_cols, nb);
-    let cols = first_col..(first_col + visible_cols).min(nb);
-    let max = grid.goodput.iter().flatten().copied().fold(0.0, f64::max);
+    let g = geometry(area, table.layouts.len(), nb, app.selected);
+    let cell_w = g.cell_w;
+    let cs = CellStyle {
+        max: grid.goodput.iter().flatten().copied().fold(0.0, f64::max),
+        width: cell_w,
+        focused,
+        mode,
+    };
     let current_col = app.current_batch_column();
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let dim = Style::new().fg(Color::DarkGray);
 
-    let mut lines = Vec::new();
     let mut header = vec![Span::raw(format!("{:<LABEL_W$}", "layout\\batch"))];
-    for c in cols.clone() {
-        let b = table.batches[c];
+    let mut eff = vec![Span::styled(format!("{:<LABEL_W$}", "stat. eff."), dim)];
+    for c in g.cols.clone() {
         let mark = if Some(c) == current_col { "▼" } else { "" };
-        header.push(Span::styled(
-            format!("{:>cell_w$}", format!("{mark}{b}")),
-            Style::new().add_modifier(Modifier::BOLD),
-        ));
+        let label = format!("{mark}{}", table.batches[c]);
+        header.push(Span::styled(format!("{label:>cell_w$}"), bold));
+        let e = format!("{:.2}", grid.stat_eff[c]);
+        eff.push(Span::styled(format!("{e:>cell_w$}"), dim));
     }
-    lines.push(Line::from(header));
-    let mut eff = vec![Span::styled(
-        format!("{:<LABEL_W$}", "stat. eff."),
-        Style::new().fg(Color::DarkGray),
-    )];
-    for e in &grid.stat_eff[cols.clone()] {
-        eff.push(Span::styled(
-            format!("{:>cell_w$}", format!("{:.2}", e)),
-            Style::new().fg(Color::DarkGray),
-        ));
-    }
-    lines.push(Line::from(eff));
-
-    let visible = (area.height as usize).saturating_sub(2 + 2 + 1);
-    let rows = table.layouts.len();
-    let first = scroll_offset(app.selected.0, visible, rows);
-    for r in first..(first + visible).min(rows) {
+    let mut lines = vec![Line::from(header), Line::from(eff)];
+    for r in g.rows.clone() {
         let label_style = if r == app.selected.0 {
-            Style::new().add_modifier(Modifier::BOLD)
+            bold
         } else {
             Style::new()
         };
@@ -84,38 +162,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
             format!("{:<LABEL_W$}", table.layouts[r].label()),
             label_style,
         )];
-        for c in cols.clone() {
-            let g = grid.goodput[r * nb + c];
-            let best = grid.best == Some((r, c));
-            let selected = focused && app.selected == (r, c);
-            let (text, mut style) = match (g, table.cell(r, c)) {
-                (Some(g), TableCell::Feasible { .. }) => {
-                    let t = if max > 0.0 { g / max } else { 0.0 };
-                    let star = if best { "★" } else { "" };
-                    match mode {
-                        ColorMode::Indexed => (
-                            format!("{star}{}", si(g)),
-                            Style::new().bg(ramp_color(t)).fg(text_on(t)),
-                        ),
-                        ColorMode::Monochrome => {
-                            let s = shade(t).to_string().repeat(2);
-                            (format!("{star}{}{s}", si(g)), Style::new())
-                        }
-                    }
-                }
-                _ => ("×".to_string(), Style::new().fg(Color::DarkGray)),
-            };
-            if selected {
-                style = style.add_modifier(Modifier::REVERSED);
-            }
-            if best {
-                style = style.add_modifier(Modifier::BOLD);
-            }
-            spans.push(Span::styled(format!("{text:>cell_w$}"), style));
-        }
+        spans.extend(g.cols.clone().map(|c| cell_span(app, r, c, &cs)));
         lines.push(Line::from(spans));
     }
-    let legend = match mode {
+    let mut legend = match mode {
         ColorMode::Indexed => {
             let mut l = vec![Span::raw("low ")];
             for i in 0..6 {
@@ -131,20 +181,22 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
             "low ·░▒▓█ high · ★ best · ▼ current batch · × cannot run",
         )],
     };
-    let shown = format!(
-        "  rows {}–{}/{} · cols {}–{}/{}",
-        first + 1,
-        (first + visible).min(rows),
-        rows,
-        cols.start + 1,
-        cols.end,
-        nb
-    );
-    let mut legend_line = legend;
-    if rows > visible || cols.len() < nb {
-        legend_line.push(Span::styled(shown, Style::new().fg(Color::DarkGray)));
+    let rows = table.layouts.len();
+    if g.rows.len() < rows || g.cols.len() < nb {
+        legend.push(Span::styled(
+            format!(
+                "  rows {}–{}/{} · cols {}–{}/{}",
+                g.rows.start + 1,
+                g.rows.end,
+                rows,
+                g.cols.start + 1,
+                g.cols.end,
+                nb
+            ),
+            dim,
+        ));
     }
-    lines.push(Line::from(legend_line));
+    lines.push(Line::from(legend));
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
@@ -159,5 +211,15 @@ mod tests {
         assert_eq!(scroll_offset(5, 5, 18), 1);
         assert_eq!(scroll_offset(17, 5, 18), 13);
         assert_eq!(scroll_offset(3, 20, 18), 0);
+    }
+
+    #[test]
+    fn geometry_fits_the_area() {
+        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (0, 0));
+        assert!(LABEL_W + g.cols.len() * g.cell_w <= 48);
+        assert_eq!(g.rows, 0..9);
+        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (17, 7));
+        assert_eq!(g.rows.end, 18);
+        assert_eq!(g.cols.end, 8);
     }
 }

@@ -24,7 +24,7 @@ pub const BINDINGS: &[(&str, &str)] = &[
 /// The bottom key-help line.
 pub fn key_line() -> Line<'static> {
     Line::styled(
-        " ←/→ scrub · Shift 10× · Home/End · Tab focus · s save · ? help · q quit",
+        " ←/→ scrub · Tab focus · 1-5 panels · n tour · s save · e export · ? help · q quit",
         Style::new().fg(Color::DarkGray),
     )
 }
@@ -35,7 +35,7 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect) {
     let [v] = Layout::vertical([Constraint::Length(height)])
         .flex(Flex::Center)
         .areas(area);
-    let [r] = Layout::horizontal([Constraint::Length(72.min(area.width))])
+    let [r] = Layout::horizontal([Constraint::Length(84.min(area.width))])
         .flex(Flex::Center)
         .areas(v);
     let mut lines: Vec<Line> = BINDINGS

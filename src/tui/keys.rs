@@ -1,8 +1,12 @@
 //! Key and mouse bindings: crossterm events to [`Msg`]s, depending on the focused panel.
 
+use super::geometry::{Areas, contains};
+use super::heatmap;
 use crate::app::{App, Msg};
 use crate::session::Panel;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::event::{
+    KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
 
 /// Points moved by Shift+←/→ (and PageUp/PageDown).
 pub const BIG_STEP: i64 = 10;
@@ -21,23 +25,64 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
             _ => None,
         };
     }
-    let in_heatmap = app.focus == Panel::Heatmap;
-    Some(match key.code {
-        KeyCode::Char('q') | KeyCode::Esc => Msg::Quit,
-        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Msg::Quit,
-        KeyCode::Char('?') => Msg::ToggleHelp,
-        KeyCode::Char('s') => Msg::Save,
-        KeyCode::Tab => Msg::FocusNext,
-        KeyCode::Home => Msg::Home,
-        KeyCode::End => Msg::End,
-        KeyCode::PageUp => Msg::Scrub(-BIG_STEP),
-        KeyCode::PageDown => Msg::Scrub(BIG_STEP),
-        KeyCode::Left if in_heatmap => Msg::MoveSelection(0, -1),
-        KeyCode::Right if in_heatmap => Msg::MoveSelection(0, 1),
-        KeyCode::Up if in_heatmap => Msg::MoveSelection(-1, 0),
-        KeyCode::Down if in_heatmap => Msg::MoveSelection(1, 0),
-        KeyCode::Left => Msg::Scrub(-step),
-        KeyCode::Right => Msg::Scrub(step),
+    let arrows_edit = match app.focus {
+        Panel::Heatmap => Some(true),
+        Panel::WhatIf => Some(false),
+        _ => None,
+    };
+    Some(match (key.code, arrows_edit) {
+        (KeyCode::Char('q') | KeyCode::Esc, _) => Msg::Quit,
+        (KeyCode::Char('c'), _) if key.modifiers.contains(KeyModifiers::CONTROL) => Msg::Quit,
+        (KeyCode::Char('?'), _) => Msg::ToggleHelp,
+        (KeyCode::Char('s'), _) => Msg::Save,
+        (KeyCode::Char('e'), _) => Msg::Export,
+        (KeyCode::Char('n'), _) => Msg::Tour(1),
+        (KeyCode::Char('p'), _) => Msg::Tour(-1),
+        (KeyCode::Char('['), _) => Msg::JumpSwitch(-1),
+        (KeyCode::Char(']'), _) => Msg::JumpSwitch(1),
+        (KeyCode::Char(c @ '1'..='5'), _) => Msg::ShowSide(Panel::SIDE[c as usize - '1' as usize]),
+        (KeyCode::Tab, _) => Msg::FocusNext,
+        (KeyCode::Home, _) => Msg::Home,
+        (KeyCode::End, _) => Msg::End,
+        (KeyCode::PageUp, _) => Msg::Scrub(-BIG_STEP),
+        (KeyCode::PageDown, _) => Msg::Scrub(BIG_STEP),
+        (KeyCode::Enter, Some(true)) => Msg::DrillIn,
+        (KeyCode::Left, Some(true)) => Msg::MoveSelection(0, -1),
+        (KeyCode::Right, Some(true)) => Msg::MoveSelection(0, 1),
+        (KeyCode::Up, Some(true)) => Msg::MoveSelection(-1, 0),
+        (KeyCode::Down, Some(true)) => Msg::MoveSelection(1, 0),
+        (KeyCode::Left | KeyCode::Char('-'), Some(false)) => Msg::WhatIfChange(-1),
+        (KeyCode::Right | KeyCode::Char('+'), Some(false)) => Msg::WhatIfChange(1),
+        (KeyCode::Up, Some(false)) => Msg::WhatIfRow(-1),
+        (KeyCode::Down, Some(false)) => Msg::WhatIfRow(1),
+        (KeyCode::Left, _) => Msg::Scrub(-step),
+        (KeyCode::Right, _) => Msg::Scrub(step),
         _ => return None,
     })
+}
+
+/// The message for a mouse event on a screen split as `areas`, if it hits something.
+pub fn mouse_to_msg(app: &App, areas: &Areas, ev: MouseEvent) -> Option<Msg> {
+    if ev.kind != MouseEventKind::Down(MouseButton::Left) || app.show_help {
+        return None;
+    }
+    let (x, y) = (ev.column, ev.row);
+    if contains(areas.heatmap, x, y) {
+        return heatmap::hit(areas.heatmap, app, x, y).map(|(r, c)| Msg::Select(r, c));
+    }
+    if contains(areas.timeline, x, y) {
+        let pts = &app.trajectory.points;
+        // The plot spans the panel's inside right of the y-axis labels (about 7 columns).
+        let left = areas.timeline.x + 1 + 7;
+        let right = areas.timeline.x + areas.timeline.width.saturating_sub(2);
+        if pts.len() < 2 || x < left || right <= left {
+            return None;
+        }
+        let f = ((x - left) as f64 / (right - left) as f64).min(1.0);
+        let (lo, hi) = (pts[0].tokens, pts[pts.len() - 1].tokens);
+        return Some(Msg::ScrubTo(
+            app.trajectory.index_at_tokens(lo + f * (hi - lo)),
+        ));
+    }
+    None
 }

@@ -2,15 +2,20 @@
 //! update, hands effects to a worker thread and draws the view. The terminal is restored on
 //! every exit path (see [`terminal`]).
 
+pub mod estimators;
 pub mod format;
+pub mod geometry;
 pub mod heatmap;
 pub mod help;
 pub mod keys;
 pub mod palette;
+pub mod plan;
 pub mod recommendation;
 pub mod terminal;
+pub mod throughput;
 pub mod timeline;
 pub mod view;
+pub mod whatif;
 pub mod worker;
 
 use crate::app::{App, Effect, Msg, update};
@@ -61,6 +66,11 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
         if event::poll(Duration::from_millis(50))? {
             let msg = match event::read()? {
                 Event::Key(key) => keys::key_to_msg(&app, key),
+                Event::Mouse(m) => {
+                    let size = guard.terminal.size()?;
+                    let screen = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+                    keys::mouse_to_msg(&app, &geometry::areas(screen), m)
+                }
                 _ => None,
             };
             if let Some(msg) = msg {

@@ -1,57 +1,94 @@
-//! The whole screen: title, timeline, heatmap beside the recommendation, key help, overlays.
+//! The whole screen: title, timeline, heatmap beside the side panel(s), key help, overlays.
 
+use super::geometry::areas;
 use super::palette::ColorMode;
-use super::{heatmap, help, recommendation, timeline};
+use super::{estimators, heatmap, help, plan, recommendation, throughput, timeline, whatif};
 use crate::app::App;
 use crate::session::Panel;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
-/// Draw the explorer for `app`.
-pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
-    let area = frame.area();
-    let [title, top, bottom, keys] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Percentage(35),
-        Constraint::Min(8),
-        Constraint::Length(1),
-    ])
-    .areas(area);
-    let cluster = app.resolved.cluster();
-    let mut title_spans = vec![
+fn draw_side(frame: &mut Frame, area: Rect, app: &App, panel: Panel) {
+    let focused = app.focus == panel;
+    match panel {
+        Panel::WhatIf => whatif::draw(frame, area, app, focused),
+        Panel::Throughput => throughput::draw(frame, area, app, focused),
+        Panel::Estimators => estimators::draw(frame, area, app, focused),
+        Panel::Plan => plan::draw(frame, area, app, focused),
+        _ => recommendation::draw(frame, area, app, focused),
+    }
+}
+
+fn title_line(app: &App) -> Line<'static> {
+    let r = &app.resolved;
+    let cluster = r.cluster();
+    let mut spans = vec![
         Span::styled(
             " copus ",
             Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan),
         ),
         Span::raw(format!(
             "{} · {} on {}×{} {}",
-            app.resolved.session.name,
-            app.resolved.model.name,
-            cluster.nodes,
-            cluster.gpus_per_node,
-            app.resolved.hardware.name
+            r.session.name, r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name
         )),
     ];
-    if (app.resolved.session.b_crit_scale - 1.0).abs() > 1e-12 {
-        title_spans.push(Span::raw(format!(
-            " · B_crit ×{}",
-            app.resolved.session.b_crit_scale
-        )));
+    if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
+        spans.push(Span::raw(format!(" · B_crit ×{}", r.session.b_crit_scale)));
     }
-    frame.render_widget(Line::from(title_spans), title);
-    timeline::draw(frame, top, app, app.focus == Panel::Timeline);
-    let [left, right] =
-        Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(bottom);
-    heatmap::draw(frame, left, app, app.focus == Panel::Heatmap, mode);
-    recommendation::draw(frame, right, app, app.focus == Panel::Recommendation);
+    Line::from(spans)
+}
+
+fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
+    let Some(i) = app.tour_step else { return };
+    let Some(step) = app.resolved.session.tour.get(i) else {
+        return;
+    };
+    let width = (area.width / 2).max(40).min(area.width);
+    let height = 7.min(area.height);
+    let r = Rect::new(area.x + area.width - width, area.y + 1, width, height);
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(step.text.clone())
+            .wrap(Wrap { trim: true })
+            .block(
+                Block::bordered()
+                    .title(format!(
+                        " Tour {}/{} · n next · p back ",
+                        i + 1,
+                        app.resolved.session.tour.len()
+                    ))
+                    .border_style(Style::new().fg(Color::Yellow)),
+            ),
+        r,
+    );
+}
+
+/// Draw the explorer for `app`.
+pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
+    let area = frame.area();
+    let a = areas(area);
+    frame.render_widget(title_line(app), a.title);
+    timeline::draw(frame, a.timeline, app, app.focus == Panel::Timeline);
+    heatmap::draw(frame, a.heatmap, app, app.focus == Panel::Heatmap, mode);
+    if app.side != Panel::Recommendation && a.side.height >= 30 {
+        let [top, bottom] =
+            Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)])
+                .areas(a.side);
+        draw_side(frame, top, app, Panel::Recommendation);
+        draw_side(frame, bottom, app, app.side);
+    } else {
+        draw_side(frame, a.side, app, app.side);
+    }
     let key_line = if app.status.is_empty() {
         help::key_line()
     } else {
         Line::styled(format!(" {}", app.status), Style::new().fg(Color::Yellow))
     };
-    frame.render_widget(key_line, keys);
+    frame.render_widget(key_line, a.keys);
+    draw_tour(frame, area, app);
     if app.show_help {
         help::draw_overlay(frame, area);
     }

@@ -48,11 +48,14 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
                     }
                 }
                 (Effect::ComputeTable { .. }, None) => continue,
-                (Effect::Save { session, path }, _) => Msg::Saved(
-                    session
-                        .save_atomic(&path)
-                        .map(|()| path.display().to_string())
-                        .map_err(|e| e.to_string()),
+                (Effect::Write { files, what }, _) => Msg::Written(
+                    files
+                        .iter()
+                        .try_for_each(|(path, text)| {
+                            crate::fsutil::write_atomic(path, text.as_bytes())
+                                .map_err(|e| format!("{}: {e}", path.display()))
+                        })
+                        .map(|()| what),
                 ),
             };
             if results.send(msg).is_err() {

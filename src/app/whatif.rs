@@ -1,0 +1,171 @@
+//! The what-if editor: the settings a user can change in the explorer, each stepped up or down,
+//! applied to the session so that the throughput table is recomputed at once.
+
+use crate::goodput::StatEffForm;
+use crate::perf::Recompute;
+use crate::profiles::{self, BUILTIN_HARDWARE, BUILTIN_MODELS};
+use crate::session::{ProfileRef, Resolved};
+
+/// An editable setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// Nodes in the cluster.
+    Nodes,
+    /// GPUs per node.
+    GpusPerNode,
+    /// Hardware profile (built-ins).
+    Hardware,
+    /// Model profile (built-ins).
+    Model,
+    /// ZeRO stage (searched: exactly this one).
+    Zero,
+    /// Recompute policy (searched: all, or exactly one).
+    Recompute,
+    /// Multiplier on B_crit.
+    BCritScale,
+    /// Statistical-efficiency form.
+    StatEff,
+    /// The batch the user runs now.
+    CurrentBatch,
+}
+
+/// The editor's rows, top to bottom.
+pub const FIELDS: [Field; 9] = [
+    Field::Nodes,
+    Field::GpusPerNode,
+    Field::Hardware,
+    Field::Model,
+    Field::Zero,
+    Field::Recompute,
+    Field::BCritScale,
+    Field::StatEff,
+    Field::CurrentBatch,
+];
+
+const GPUS_PER_NODE: [u32; 4] = [1, 2, 4, 8];
+const SCALES: [f64; 11] = [
+    0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0,
+];
+
+impl Field {
+    /// Row label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Field::Nodes => "nodes",
+            Field::GpusPerNode => "GPUs per node",
+            Field::Hardware => "hardware",
+            Field::Model => "model",
+            Field::Zero => "ZeRO stage",
+            Field::Recompute => "recompute",
+            Field::BCritScale => "B_crit scale",
+            Field::StatEff => "efficiency form",
+            Field::CurrentBatch => "current batch",
+        }
+    }
+
+    /// Whether a change to this field changes throughput (and so needs a new table).
+    pub fn affects_throughput(self) -> bool {
+        !matches!(
+            self,
+            Field::BCritScale | Field::StatEff | Field::CurrentBatch
+        )
+    }
+}
+
+fn step_in<T: PartialEq + Copy>(items: &[T], current: T, delta: i32) -> T {
+    let i = items.iter().position(|x| *x == current).unwrap_or(0) as i64;
+    let n = items.len() as i64;
+    items[(i + delta as i64).clamp(0, n - 1) as usize]
+}
+
+fn step_name(table: &[(&str, &str)], current: &str, delta: i32) -> String {
+    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+    let i = names.iter().position(|n| *n == current).unwrap_or(0) as i64;
+    let n = names.len() as i64;
+    names[(i + delta as i64).rem_euclid(n) as usize].to_string()
+}
+
+/// The field's value as text.
+pub fn value(r: &Resolved, field: Field) -> String {
+    let s = &r.session;
+    match field {
+        Field::Nodes => s.cluster.nodes.to_string(),
+        Field::GpusPerNode => s.cluster.gpus_per_node.to_string(),
+        Field::Hardware => r.hardware.name.clone(),
+        Field::Model => r.model.name.clone(),
+        Field::Zero => match s.search.zero.as_slice() {
+            [one] => one.to_string(),
+            many => format!("{many:?}"),
+        },
+        Field::Recompute => match s.search.recompute.as_slice() {
+            [one] => one.to_string(),
+            _ => "fastest that fits".into(),
+        },
+        Field::BCritScale => format!("×{}", s.b_crit_scale),
+        Field::StatEff => match s.stat_eff {
+            StatEffForm::McCandlish => "McCandlish B/(B+Bc)".into(),
+            StatEffForm::Pollux { b0 } => format!("Pollux, B0 = {b0}"),
+        },
+        Field::CurrentBatch => s.current_batch.map_or("none".into(), |b| b.to_string()),
+    }
+}
+
+/// Step `field` by `delta` (±1); returns an error text when the new value cannot be loaded.
+pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
+    let s = &mut r.session;
+    match field {
+        Field::Nodes => {
+            let n = s.cluster.nodes as i64 + delta as i64;
+            s.cluster.nodes = n.clamp(1, 256) as u32;
+        }
+        Field::GpusPerNode => {
+            s.cluster.gpus_per_node = step_in(&GPUS_PER_NODE, s.cluster.gpus_per_node, delta)
+        }
+        Field::Hardware => {
+            let name = step_name(BUILTIN_HARDWARE, &r.hardware.name, delta);
+            r.hardware = profiles::hardware(&name, &r.base).map_err(|e| e.to_string())?;
+            s.cluster.hardware = ProfileRef::Named(name);
+        }
+        Field::Model => {
+            let name = step_name(BUILTIN_MODELS, &r.model.name, delta);
+            r.model = profiles::model(&name, &r.base).map_err(|e| e.to_string())?;
+            s.model = ProfileRef::Named(name);
+        }
+        Field::Zero => {
+            let current = s.search.zero.first().copied().unwrap_or(1);
+            s.search.zero = vec![step_in(&[0u8, 1, 2, 3], current, delta)];
+        }
+        Field::Recompute => {
+            // Cycle: all (fastest that fits) → none → selective → full.
+            let options: [Option<Recompute>; 4] = [
+                None,
+                Some(Recompute::None),
+                Some(Recompute::Selective),
+                Some(Recompute::Full),
+            ];
+            let current = match s.search.recompute.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            };
+            s.search.recompute = match step_in(&options, current, delta) {
+                Some(one) => vec![one],
+                None => vec![Recompute::None, Recompute::Selective, Recompute::Full],
+            };
+        }
+        Field::BCritScale => s.b_crit_scale = step_in(&SCALES, s.b_crit_scale, delta),
+        Field::StatEff => {
+            s.stat_eff = match s.stat_eff {
+                StatEffForm::McCandlish => StatEffForm::Pollux {
+                    b0: s.current_batch.unwrap_or(s.search.batch_sizes[0]) as f64,
+                },
+                StatEffForm::Pollux { .. } => StatEffForm::McCandlish,
+            }
+        }
+        Field::CurrentBatch => {
+            let batches = &s.search.batch_sizes;
+            let current = s.current_batch.unwrap_or(batches[0]);
+            s.current_batch = Some(step_in(batches, current, delta));
+        }
+    }
+    Ok(())
+}
