@@ -89,17 +89,11 @@ impl Diagnostic {
 pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut batch_changes = Vec::new();
-    let mut jumps = Vec::new();
+    let jumps = level_jumps(records);
     for w in records.windows(2) {
         let (p, c) = (w[0], w[1]);
         if p.b_small != c.b_small || p.b_big != c.b_big {
             batch_changes.push((c.step, p.b_small, p.b_big, c.b_small, c.b_big));
-        }
-        if p.sq_small > 0.0 && p.sq_big > 0.0 && c.sq_small > 0.0 && c.sq_big > 0.0 {
-            let (rs, rb) = ((c.sq_small / p.sq_small).ln(), (c.sq_big / p.sq_big).ln());
-            if rs.abs() >= 3.5f64.ln() && rb.abs() >= 3.5f64.ln() && (rs - rb).abs() < 0.1 {
-                jumps.push((c.step, rs.exp()));
-            }
         }
     }
     if let (Some(first), Some(last)) = (batch_changes.first(), batch_changes.last()) {
@@ -115,7 +109,7 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
     }
     if let (Some(first), Some(last)) = (jumps.first(), jumps.last()) {
         let msg = format!(
-            "{} sudden joint jump(s) of both squared norms, first at step {} by x{:.2}: an AMP loss \
+            "{} sudden level jump(s) of both squared norms, first at step {} by x{:.2}: an AMP loss \
              scale that was not divided out (norms need /scale^2)?",
             jumps.len(),
             first.0,
@@ -127,6 +121,40 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
         );
     }
     out.extend(lr_change(records));
+    out
+}
+
+/// Window (steps) of the level-jump detector.
+const JUMP_WINDOW: usize = 5;
+
+/// Steps where both squared norms change level by ≥ 3× at once and stay there: the medians of
+/// the `JUMP_WINDOW` steps before and from the step differ by ≥ 3× (sq_big: ≥ 2×, same
+/// direction) and the step itself already sits at the new level.
+fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
+    let w = JUMP_WINDOW;
+    let mut out = Vec::new();
+    let mut t = w;
+    while t + w <= records.len() {
+        let med = |f: fn(&StepStats) -> f64, a: usize, b: usize| {
+            let mut v: Vec<f64> = records[a..b].iter().map(|r| f(r)).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let small = |r: &StepStats| r.sq_small;
+        let big = |r: &StepStats| r.sq_big;
+        let before = med(small, t - w, t);
+        let ratio = med(small, t, t + w) / before;
+        let here = records[t].sq_small / before;
+        let ratio_big = med(big, t, t + w) / med(big, t - w, t);
+        let up = ratio >= 3.0 && here >= 3.0 && ratio_big >= 2.0;
+        let down = ratio <= 1.0 / 3.0 && here <= 1.0 / 3.0 && ratio_big <= 0.5;
+        if before > 0.0 && (up || down) {
+            out.push((records[t].step, ratio));
+            t += w;
+        } else {
+            t += 1;
+        }
+    }
     out
 }
 

@@ -24,10 +24,19 @@ pub fn two_batch(b_small: f64, b_big: f64, sq_small: f64, sq_big: f64) -> Option
     if !(b_small > 0.0 && b_big > b_small) {
         return None;
     }
-    let span = b_big - b_small;
+    solve_two_sizes(b_small, sq_small, b_big, sq_big)
+}
+
+/// Solve E|G_B|² = |G|² + tr(Σ)/B from squared norms at any two distinct positive batch sizes
+/// (the order of the pairs does not matter); `None` if the sizes coincide or are not positive.
+pub fn solve_two_sizes(b1: f64, sq1: f64, b2: f64, sq2: f64) -> Option<TwoBatch> {
+    if !(b1 > 0.0 && b2 > 0.0) || b1 == b2 {
+        return None;
+    }
+    let span = b2 - b1;
     Some(TwoBatch {
-        g2: (b_big * sq_big - b_small * sq_small) / span,
-        trace: (sq_small - sq_big) * b_small * b_big / span,
+        g2: (b2 * sq2 - b1 * sq1) / span,
+        trace: (sq1 - sq2) * b1 * b2 / span,
     })
 }
 

@@ -7,7 +7,7 @@
 //! Same joint distribution, n times fewer draws.
 #![allow(dead_code)]
 
-use copus::stats::StepStats;
+use copus::stats::{LayerSq, StepStats};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand_distr::{ChiSquared, Distribution, StandardNormal};
@@ -22,6 +22,8 @@ pub struct Model {
     pub b_small: f64,
     /// Small batches per step (b_big = n · b_small).
     pub n_small: u32,
+    /// If set, dims below this index form layer "top", the rest layer "rest".
+    pub layer_split: Option<usize>,
 }
 
 impl Model {
@@ -38,6 +40,7 @@ impl Model {
             g_dir,
             b_small,
             n_small,
+            layer_split: None,
         }
     }
 
@@ -56,21 +59,28 @@ impl Model {
         let n = f64::from(self.n_small);
         let chi = ChiSquared::new(n - 1.0).expect("n_small >= 2");
         let g_norm = g2.sqrt();
-        let (mut sq_big, mut scatter) = (0.0, 0.0);
-        for (l, d) in self.lambda.iter().zip(&self.g_dir) {
+        // Per layer: (|ḡ|², scatter).
+        let mut acc = [(0.0, 0.0); 2];
+        let split = self.layer_split.unwrap_or(usize::MAX);
+        for (i, (l, d)) in self.lambda.iter().zip(&self.g_dir).enumerate() {
             let z: f64 = StandardNormal.sample(rng);
             let m = g_norm * d + (l / (n * self.b_small)).sqrt() * z;
-            sq_big += m * m;
-            scatter += l / self.b_small * chi.sample(rng);
+            let a = &mut acc[usize::from(i >= split)];
+            a.0 += m * m;
+            a.1 += l / self.b_small * chi.sample(rng);
         }
-        let mut r = StepStats::new(
-            step,
-            self.b_small,
-            self.b_big(),
-            sq_big + scatter / n,
-            sq_big,
-        );
+        let sq = |a: (f64, f64)| LayerSq {
+            sq_small: a.0 + a.1 / n,
+            sq_big: a.0,
+        };
+        let (top, rest) = (sq(acc[0]), sq(acc[1]));
+        let (small, big) = (top.sq_small + rest.sq_small, top.sq_big + rest.sq_big);
+        let mut r = StepStats::new(step, self.b_small, self.b_big(), small, big);
         r.n_small = Some(self.n_small);
+        if self.layer_split.is_some() {
+            r.layers.insert("top".into(), top);
+            r.layers.insert("rest".into(), rest);
+        }
         r
     }
 
@@ -79,4 +89,12 @@ impl Model {
         let mut rng = SmallRng::seed_from_u64(seed);
         (0..steps).map(|t| self.draw(&mut rng, t, g2(t))).collect()
     }
+}
+
+/// Write records as protocol v1 lines.
+pub fn to_ndjson(records: &[StepStats]) -> String {
+    records
+        .iter()
+        .map(|r| serde_json::to_string(r).expect("serialise") + "\n")
+        .collect()
 }
