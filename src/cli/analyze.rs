@@ -171,8 +171,8 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{:>10} {:>14} {:>28} {:>14} {:>14}",
-        "step", "B_simple", "CI", "sq_small", "sq_big"
+        "\n{:>10} {:>14} {:>28} {:>14} {:>14} {:>16}",
+        "step", "B_simple", "CI", "sq_small", "sq_big", "ratio-EMA*"
     );
     let every = if rows == 0 {
         1
@@ -182,13 +182,18 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
     for row in r.steps.iter().step_by(every) {
         let _ = writeln!(
             out,
-            "{:>10} {:>14} {:>28} {:>14.6e} {:>14.6e}",
+            "{:>10} {:>14} {:>28} {:>14.6e} {:>14.6e} {:>16}",
             row.step,
             fmt_opt(row.b_simple),
             fmt_ci(row.ci),
             row.sq_small,
-            row.sq_big
+            row.sq_big,
+            fmt_opt(row.ratio_ema)
         );
     }
+    let _ = writeln!(
+        out,
+        "* ratio-EMA: EMA of per-step tr/|G|^2 ratios, a biased teaching comparison, never the estimate"
+    );
     out
 }

@@ -51,9 +51,12 @@ pub fn breakdown(
     }
     rows.sort_by(|a, b| b.trace_share.total_cmp(&a.trace_share));
     let mut diags = Vec::new();
+    // With k layers an even split gives 1/k each: "dominating" needs more than the threshold
+    // and more than 1.5× an even share (so two layers need > 75%).
+    let k = rows.len() as f64;
     if let Some(top) = rows
         .first()
-        .filter(|r| rows.len() > 1 && r.trace_share > dominating_share)
+        .filter(|r| k > 1.0 && r.trace_share > dominating_share.max(1.5 / k))
     {
         let msg = format!(
             "layer {} holds {:.0}% of tr(Sigma): the whole-model B_simple mostly reflects this one \

@@ -38,7 +38,8 @@ pub struct EstimatorSettings {
     pub block_length: Option<usize>,
     /// Fewer usable steps than this gives a "too few steps" warning.
     pub min_steps: usize,
-    /// A layer holding more than this share of tr(Σ) gives a "dominating layer" warning.
+    /// A layer holding more than this share of tr(Σ) (and more than 1.5× an even split over the
+    /// k layers) gives a "dominating layer" warning.
     pub dominating_layer_share: f64,
     /// A larger fraction of negative per-step |G|² estimates than this gives a warning.
     pub negative_g2_warn: f64,
