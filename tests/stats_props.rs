@@ -119,3 +119,27 @@ proptest! {
             "{r} not in {ci:?}");
     }
 }
+
+#[test]
+fn normal_quantiles_match_tables() {
+    use copus::stats::interval::{normal_quantile, z_for};
+    assert!((z_for(0.95) - 1.959_963_985).abs() < 1e-8);
+    assert!((z_for(0.90) - 1.644_853_627).abs() < 1e-8);
+    assert!((z_for(0.99) - 2.575_829_304).abs() < 1e-8);
+    assert!((normal_quantile(0.001) + 3.090_232_306).abs() < 1e-8);
+}
+
+#[test]
+fn settings_round_trip_through_a_session_block_and_default_missing_fields() {
+    let s = EstimatorSettings {
+        smoother: SmootherKind::OneSided,
+        bandwidth_steps: Some(40.0),
+        ..EstimatorSettings::default()
+    };
+    let text = ron::to_string(&s).expect("ron");
+    let back: EstimatorSettings = ron::from_str(&text).expect("parse");
+    assert_eq!(back, s);
+    let old: EstimatorSettings = ron::from_str("(confidence: 0.9)").expect("old session block");
+    assert_eq!(old.confidence, 0.9);
+    assert_eq!(old.smoother, SmootherKind::TwoSided);
+}

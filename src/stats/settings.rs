@@ -13,7 +13,8 @@ pub enum SmootherKind {
     #[default]
     TwoSided,
     /// One-sided EMA decayed per sample (θ = decay^(b_big/B0)) with bias correction, for live
-    /// runs where the future is not known yet (AdaptDL style).
+    /// runs where the future is not known yet (AdaptDL style). It lags a moving noise scale by
+    /// about 1/(1−θ) steps.
     OneSided,
 }
 
