@@ -172,3 +172,19 @@ fn differencing_recovers_a_fixed_gradient_and_is_labelled_biased() {
     // G does not move here, so the pairing is unbiased in this set-up.
     assert!((b / b_true - 1.0).abs() < 0.15, "{b} vs {b_true}");
 }
+
+#[test]
+fn swapped_norms_give_a_negative_trace_diagnostic() {
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    let records: Vec<StepStats> = m
+        .run(9, 200, |_| 1.0)
+        .into_iter()
+        .map(|mut r| {
+            std::mem::swap(&mut r.sq_small, &mut r.sq_big);
+            r
+        })
+        .collect();
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    assert!(kinds(&r).contains(&K::NegativeTrace));
+    assert_eq!(r.summary.verdict, Verdict::Unreliable);
+}

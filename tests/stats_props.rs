@@ -143,3 +143,18 @@ fn settings_round_trip_through_a_session_block_and_default_missing_fields() {
     assert_eq!(old.confidence, 0.9);
     assert_eq!(old.smoother, SmootherKind::TwoSided);
 }
+
+#[test]
+fn a_huge_bandwidth_is_the_run_mean() {
+    let m = Model::power_law(40, 1.0, 100.0, 2.0, 4);
+    let records = m.run(3, 50, |_| 5.0);
+    let s = EstimatorSettings {
+        bandwidth_steps: Some(1e15),
+        ..EstimatorSettings::default()
+    };
+    let r = analyze(&records, &s).expect("analysis");
+    let b = r.summary.b_simple.expect("bounded");
+    for row in &r.steps {
+        assert!(close(row.b_simple.expect("bounded"), b, 1e-9));
+    }
+}

@@ -186,3 +186,20 @@ fn empty_or_all_bad_input_is_an_error() {
         Err(StatsError::Settings(_))
     ));
 }
+
+#[test]
+fn extreme_step_numbers_do_not_panic() {
+    let mut a = copus::stats::StepStats::new(u64::MAX - 1, 8.0, 8.0, 2.0, 2.0);
+    a.tokens = Some(1.0);
+    let mut b = copus::stats::StepStats::new(u64::MAX, 8.0, 8.0, 2.0, 2.0);
+    b.dot_prev = Some(0.5);
+    b.tokens = Some(2.0);
+    let c = copus::stats::StepStats::new(0, 1.0, 8.0, 3.0, 1.0);
+    let r = analyze(&[a, b, c], &EstimatorSettings::default()).expect("analysis");
+    assert_eq!(r.summary.steps, 2);
+    let line = format!(
+        r#"{{"v":1,"step":{},"b_small":1,"b_big":2,"sq_small":2,"sq_big":1}}"#,
+        u64::MAX
+    );
+    assert_eq!(parse_line(&line).expect("max step").step, u64::MAX);
+}

@@ -12,6 +12,8 @@ pub enum DiagnosticKind {
     NegativeG2,
     /// Steps where even the smoothed |G|² is not positive: B_simple unbounded there.
     NonPositiveSmoothedG2,
+    /// The run-average tr(Σ) is negative: sq_small < sq_big on average (fields swapped?).
+    NegativeTrace,
     /// The summary interval has no upper bound: |G|² not distinguishable from zero.
     UnboundedInterval,
     /// One layer holds more than the threshold share of tr(Σ).

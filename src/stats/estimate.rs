@@ -108,7 +108,9 @@ pub fn estimate_record(
     }
     let dot = r.dot_prev.ok_or(NoEstimate::NoDotPrev)?;
     let p = prev
-        .filter(|p| p.step + 1 == r.step && p.is_single_gradient() && p.b_big == r.b_big)
+        .filter(|p| {
+            p.step.checked_add(1) == Some(r.step) && p.is_single_gradient() && p.b_big == r.b_big
+        })
         .ok_or(NoEstimate::NoPredecessor)?;
     let tb = differencing(r.b_big, p.sq_big, r.sq_big, dot).ok_or(NoEstimate::NoPredecessor)?;
     Ok(make(tb, EstimatorKind::Differencing))

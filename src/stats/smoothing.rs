@@ -88,29 +88,36 @@ impl Moments {
     }
 }
 
-/// Two-sided Gaussian kernel (σ = `bandwidth` steps, truncated at 4σ) over step positions.
+/// Two-sided Gaussian kernel (σ = `bandwidth` steps, truncated at 4σ) over step positions
+/// (`steps` sorted ascending).
 /// Returns each position's moments and its own normalised weight w_jj/Σw (for residual
 /// corrections).
 pub fn two_sided(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Vec<(Moments, f64)> {
     let n = t.len();
-    let reach = 4.0 * bandwidth;
+    let reach = (4.0 * bandwidth).floor() as u64;
+    let weight = |d: u64| {
+        let x = d as f64 / bandwidth;
+        (-0.5 * x * x).exp()
+    };
+    // Steps are integers: tabulate the kernel by offset (bounded, for huge σ).
+    let table: Vec<f64> = (0..=reach.min(1 << 16)).map(weight).collect();
     let mut out = Vec::with_capacity(n);
     let mut lo = 0;
     for i in 0..n {
-        let centre = steps[i] as f64;
-        while lo < n && (steps[lo] as f64) < centre - reach {
+        let centre = steps[i];
+        while lo < n && steps[lo].saturating_add(reach) < centre {
             lo += 1;
         }
         let mut m = Moments::default();
         for j in lo..n {
-            let d = (steps[j] as f64 - centre) / bandwidth;
-            if d > 4.0 {
+            let d = steps[j].abs_diff(centre);
+            if steps[j] > centre && d > reach {
                 break;
             }
-            m.add((-0.5 * d * d).exp(), t[j], g[j]);
+            let w = table.get(d as usize).copied().unwrap_or_else(|| weight(d));
+            m.add(w, t[j], g[j]);
         }
-        let self_weight = 1.0 / m.w;
-        out.push((m, self_weight));
+        out.push((m, 1.0 / m.w));
     }
     out
 }

@@ -53,6 +53,14 @@ pub(crate) fn finish_diagnostics(
             &[first.0, last.1],
         ));
     }
+    if summary.trace < 0.0 {
+        let msg =
+            "the run-average tr(Sigma) is negative: sq_small < sq_big on average, impossible \
+                   for a mean over small batches (fields swapped, or sq_small summed rather than \
+                   averaged over the small batches?)"
+                .to_string();
+        out.push(Diagnostic::new(K::NegativeTrace, Severity::Warning, msg));
+    }
     if !summary.ci[1].is_finite() {
         let msg = "the summary interval has no upper bound: the run-average |G|^2 is not \
                    distinguishable from zero at this confidence"
@@ -148,7 +156,8 @@ pub(crate) fn finish_diagnostics(
 /// Stable / noisy / unreliable, from the summary interval and the warnings.
 pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> Verdict {
     let unbounded = !s.ci[1].is_finite();
-    if s.b_simple.is_none() || unbounded || s.steps < settings.min_steps {
+    let negative = s.b_simple.is_none_or(|b| b < 0.0);
+    if negative || unbounded || s.steps < settings.min_steps {
         return Verdict::Unreliable;
     }
     let wide = s.ci[0] <= 0.0 || s.ci[1] / s.ci[0] > 2.0;
@@ -164,7 +173,7 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> Verdict {
 pub(crate) fn infer_seq_len(records: &[&StepStats]) -> Option<f64> {
     let mut ratios: Vec<f64> = records
         .windows(2)
-        .filter(|w| w[1].step == w[0].step + 1)
+        .filter(|w| w[0].step.checked_add(1) == Some(w[1].step))
         .filter_map(|w| Some((w[1].tokens? - w[0].tokens?) / w[1].b_big))
         .filter(|x| x.is_finite() && *x > 0.0)
         .collect();
