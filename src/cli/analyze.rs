@@ -1,7 +1,19 @@
-//! `copus analyze`: noise-scale estimate of a stats file or dump directory.
+//! `copus analyze`: noise-scale estimate of a stats protocol v1 file (.ndjson).
 
-use clap::Args;
+use crate::stats::{AnalyzeReport, EstimatorSettings, SmootherKind, analyze_outcome, read_ndjson};
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use std::io::BufReader;
 use std::path::PathBuf;
+
+/// Smoother choice on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SmootherArg {
+    /// Two-sided Gaussian kernel over steps (recorded runs).
+    TwoSided,
+    /// One-sided EMA decayed per sample (live runs).
+    OneSided,
+}
 
 /// Arguments of `copus analyze`.
 #[derive(Debug, Args)]
@@ -11,9 +23,177 @@ pub struct AnalyzeArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Smoother of the per-step trajectory.
+    #[arg(long, value_enum)]
+    pub smoother: Option<SmootherArg>,
+    /// Two-sided kernel standard deviation in steps (default: steps/40, clamped to 3..200).
+    #[arg(long, value_name = "STEPS")]
+    pub bandwidth: Option<f64>,
+    /// One-sided EMA decay per reference batch (θ = decay^(b_big/B0)).
+    #[arg(long)]
+    pub decay: Option<f64>,
+    /// Reference batch B0 of the per-sample decay, in samples (default: first b_big).
+    #[arg(long, value_name = "SAMPLES")]
+    pub reference_batch: Option<f64>,
+    /// Confidence level of the intervals, in (0, 1).
+    #[arg(long)]
+    pub confidence: Option<f64>,
+    /// Autocorrelation window of the interval variance, in steps.
+    #[arg(long, value_name = "STEPS")]
+    pub block_length: Option<usize>,
+    /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step.
+    #[arg(long, default_value_t = 20)]
+    pub rows: usize,
+}
+
+impl AnalyzeArgs {
+    /// The default settings overridden by the flags given.
+    pub fn settings(&self, base: &EstimatorSettings) -> EstimatorSettings {
+        let mut s = base.clone();
+        if let Some(k) = self.smoother {
+            s.smoother = match k {
+                SmootherArg::TwoSided => SmootherKind::TwoSided,
+                SmootherArg::OneSided => SmootherKind::OneSided,
+            };
+        }
+        s.bandwidth_steps = self.bandwidth.or(s.bandwidth_steps);
+        s.ema_decay = self.decay.unwrap_or(s.ema_decay);
+        s.reference_batch = self.reference_batch.or(s.reference_batch);
+        s.confidence = self.confidence.unwrap_or(s.confidence);
+        s.block_length = self.block_length.or(s.block_length);
+        s
+    }
 }
 
 /// Run `copus analyze`.
-pub fn run(_args: &AnalyzeArgs) -> anyhow::Result<()> {
-    Err(super::not_available("analyze", "the noise-scale engine"))
+pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
+    let path = &args.path;
+    if path.is_dir() {
+        bail!(
+            "{} is a directory: gradient dump directories are handled by the dump reader, \
+             not by the stats-file analysis (give a protocol v1 .ndjson file)",
+            path.display()
+        );
+    }
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let outcome = read_ndjson(BufReader::new(file))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let settings = args.settings(&EstimatorSettings::default());
+    let report = analyze_outcome(&outcome, &settings).with_context(|| {
+        let first = outcome
+            .errors
+            .first()
+            .map(|e| format!(" (first problem, line {}: {})", e.line, e.reason))
+            .unwrap_or_default();
+        format!("{}{first}", path.display())
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render_table(&report, args.rows));
+        for e in &outcome.errors {
+            eprintln!("{}:{}: {}", path.display(), e.line, e.reason);
+        }
+    }
+    Ok(())
+}
+
+fn fmt_ci(ci: [f64; 2]) -> String {
+    let hi = if ci[1].is_finite() {
+        format!("{:.4}", ci[1])
+    } else {
+        "inf".into()
+    };
+    format!("[{:.4}, {hi}]", ci[0])
+}
+
+fn fmt_opt(x: Option<f64>) -> String {
+    x.map_or_else(|| "unbounded".into(), |v| format!("{v:.4}"))
+}
+
+/// The readable report: summary, layers, diagnostics and an evenly spaced trajectory sample.
+pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
+    use std::fmt::Write;
+    let s = &r.summary;
+    let mut out = String::new();
+    let pct = 100.0 * s.confidence;
+    let _ = writeln!(
+        out,
+        "B_simple  {} samples  {pct:.0}% CI {}  verdict: {:?}",
+        fmt_opt(s.b_simple),
+        fmt_ci(s.ci),
+        s.verdict
+    );
+    if let Some(t) = s.b_simple_tokens {
+        let _ = writeln!(
+            out,
+            "          = {t:.4e} tokens (seq_len {:.0} inferred)",
+            s.seq_len.unwrap_or(0.0)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "|G|^2     {:.6e}   tr(Sigma) {:.6e}",
+        s.g2, s.trace_sigma
+    );
+    let _ = writeln!(
+        out,
+        "steps     {} usable, {} malformed line(s), {} non-finite skipped; estimator {:?}; {}",
+        s.steps, s.malformed_lines, s.non_finite_skipped, s.estimator, s.smoother
+    );
+    if !s.layers.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:<32} {:>8} {:>14}  CI",
+            "layer", "share", "B_simple"
+        );
+        for l in &s.layers {
+            let _ = writeln!(
+                out,
+                "{:<32} {:>7.1}% {:>14}  {}",
+                l.name,
+                100.0 * l.trace_share,
+                fmt_opt(l.b_simple),
+                fmt_ci(l.ci)
+            );
+        }
+    }
+    if !s.diagnostics.is_empty() {
+        let _ = writeln!(out, "\ndiagnostics");
+        for d in &s.diagnostics {
+            let range = d
+                .steps
+                .map(|[a, b]| format!(" [steps {a}-{b}]"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  {:?} {:?}: {}{range}", d.severity, d.kind, d.message);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{:>10} {:>14} {:>28} {:>14} {:>14} {:>16}",
+        "step", "B_simple", "CI", "sq_small", "sq_big", "ratio-EMA*"
+    );
+    let every = if rows == 0 {
+        1
+    } else {
+        r.steps.len().div_ceil(rows).max(1)
+    };
+    for row in r.steps.iter().step_by(every) {
+        let _ = writeln!(
+            out,
+            "{:>10} {:>14} {:>28} {:>14.6e} {:>14.6e} {:>16}",
+            row.step,
+            fmt_opt(row.b_simple),
+            fmt_ci(row.ci),
+            row.sq_small,
+            row.sq_big,
+            fmt_opt(row.ratio_ema)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "* ratio-EMA: EMA of per-step tr/|G|^2 ratios, a biased teaching comparison, never the estimate"
+    );
+    out
 }

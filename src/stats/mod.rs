@@ -1,8 +1,28 @@
 //! Gradient statistics: the per-step record, the stats protocol, and the noise-scale
 //! estimators with smoothing, intervals and diagnostics (DESIGN.md §3).
+//!
+//! Entry points: [`read_ndjson`] (protocol v1 stream → records), [`analyze`] /
+//! [`analyze_outcome`] (records → [`AnalyzeReport`]).
 
+pub mod analyze;
+pub mod diagnostics;
+pub mod estimate;
+pub mod interval;
+pub mod layers;
+pub mod protocol;
+pub mod reader;
+pub mod report;
 pub mod settings;
+pub mod smoothed;
+pub mod smoothing;
 pub mod step;
+mod summary_diags;
 
-pub use settings::EstimatorSettings;
+pub use analyze::{InputCounts, StatsError, analyze, analyze_outcome, analyze_with_counts};
+pub use diagnostics::{Diagnostic, DiagnosticKind, Severity};
+pub use estimate::{EstimatorKind, TwoBatch, two_batch};
+pub use protocol::{ProtocolError, parse_line};
+pub use reader::{LineError, ReadOutcome, read_ndjson};
+pub use report::{AnalyzeReport, LayerRow, StepRow, Summary, Verdict};
+pub use settings::{EstimatorSettings, SmootherKind};
 pub use step::{LayerSq, StepConfig, StepStats};

@@ -1,18 +1,106 @@
-//! Estimator settings carried in sessions and set on the CLI.
-//! SKELETON: the noise-scale engine extends this (fields with serde defaults).
+//! Estimator settings carried in sessions and set on the CLI (`copus analyze --smoother ...`).
+//!
+//! Every field has a serde default so older sessions keep loading.
 
 use serde::{Deserialize, Serialize};
 
-/// How the noise scale is estimated and smoothed.
+/// Which smoother turns per-step estimates of |G|² and tr(Σ) into a trajectory.
+///
+/// Numerator and denominator are always smoothed separately and divided afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum SmootherKind {
+    /// Low-lag two-sided Gaussian kernel over steps, for recorded runs (the default).
+    #[default]
+    TwoSided,
+    /// One-sided EMA decayed per sample (θ = decay^(b_big/B0)) with bias correction, for live
+    /// runs where the future is not known yet (AdaptDL style). It lags a moving noise scale by
+    /// about 1/(1−θ) steps.
+    OneSided,
+}
+
+/// How the noise scale is estimated, smoothed and given an interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct EstimatorSettings {
-    /// Confidence level of the reported intervals (e.g. 0.95).
+    /// Confidence level of the reported intervals (e.g. 0.95), in (0, 1).
     pub confidence: f64,
+    /// Smoother of the per-step trajectory.
+    pub smoother: SmootherKind,
+    /// Standard deviation of the two-sided Gaussian kernel, in **steps**; `None` picks
+    /// `clamp(steps / 40, 3, 200)`.
+    pub bandwidth_steps: Option<f64>,
+    /// One-sided EMA decay per reference batch B0 (θ = decay^(b_big/B0)); e.g. 0.99 remembers
+    /// about 100 reference batches. Also used by the ratio-EMA teaching comparison.
+    pub ema_decay: f64,
+    /// Reference batch B0 of the per-sample decay, in **samples**; `None` = first step's b_big.
+    pub reference_batch: Option<f64>,
+    /// Autocorrelation window (Bartlett lag, in steps) of the interval variance, the length of a
+    /// block of dependent steps; `None` picks the Newey–West rule ⌊4·(steps/100)^(2/9)⌋.
+    pub block_length: Option<usize>,
+    /// Fewer usable steps than this gives a "too few steps" warning.
+    pub min_steps: usize,
+    /// A layer holding more than this share of tr(Σ) (and more than 1.5× an even split over the
+    /// k layers) gives a "dominating layer" warning.
+    pub dominating_layer_share: f64,
+    /// A larger fraction of negative per-step |G|² estimates than this gives a warning.
+    pub negative_g2_warn: f64,
 }
 
 impl Default for EstimatorSettings {
     fn default() -> Self {
-        Self { confidence: 0.95 }
+        Self {
+            confidence: 0.95,
+            smoother: SmootherKind::TwoSided,
+            bandwidth_steps: None,
+            ema_decay: 0.99,
+            reference_batch: None,
+            block_length: None,
+            min_steps: 50,
+            dominating_layer_share: 0.5,
+            negative_g2_warn: 0.3,
+        }
+    }
+}
+
+impl EstimatorSettings {
+    /// Check the settings; the message names the offending field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Err(format!(
+                "confidence must lie in (0, 1), got {}",
+                self.confidence
+            ));
+        }
+        if let Some(h) = self.bandwidth_steps
+            && !(h.is_finite() && h > 0.0)
+        {
+            return Err(format!("bandwidth_steps must be positive, got {h}"));
+        }
+        if !(self.ema_decay > 0.0 && self.ema_decay < 1.0) {
+            return Err(format!(
+                "ema_decay must lie in (0, 1), got {}",
+                self.ema_decay
+            ));
+        }
+        if let Some(b0) = self.reference_batch
+            && !(b0.is_finite() && b0 > 0.0)
+        {
+            return Err(format!(
+                "reference_batch must be positive samples, got {b0}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Kernel bandwidth in steps for a run of `steps` usable steps.
+    pub fn bandwidth_for(&self, steps: usize) -> f64 {
+        self.bandwidth_steps
+            .unwrap_or_else(|| (steps as f64 / 40.0).clamp(3.0, 200.0))
+    }
+
+    /// Autocorrelation window (steps) for a run of `steps` usable steps.
+    pub fn block_length_for(&self, steps: usize) -> usize {
+        self.block_length
+            .unwrap_or_else(|| (4.0 * (steps as f64 / 100.0).powf(2.0 / 9.0)).floor() as usize)
     }
 }

@@ -71,6 +71,10 @@ pub struct StepStats {
     /// Why the producer flagged this step as unusable (e.g. "non-finite", "loss-scale change").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// Inner product ⟨g_t, g_{t−1}⟩ of this step's gradient with the previous step's, for
+    /// single-gradient records (`b_small == b_big`) analysed by consecutive-step differencing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dot_prev: Option<f64>,
 }
 
 impl StepStats {
@@ -91,6 +95,27 @@ impl StepStats {
             config: None,
             layers: BTreeMap::new(),
             skipped: None,
+            dot_prev: None,
         }
+    }
+
+    /// True when the record holds one gradient only (`b_small == b_big`): the two-batch
+    /// estimator cannot run on it alone; consecutive-step differencing needs `dot_prev`.
+    pub fn is_single_gradient(&self) -> bool {
+        self.b_small == self.b_big
+    }
+
+    /// Per-step unbiased |G|² of the two-batch estimator (McCandlish App. A.1), in the units of
+    /// the squared norms; `None` for a single-gradient record.
+    pub fn g2_estimate(&self) -> Option<f64> {
+        crate::stats::estimate::two_batch(self.b_small, self.b_big, self.sq_small, self.sq_big)
+            .map(|e| e.g2)
+    }
+
+    /// Per-step unbiased tr(Σ) (per-sample covariance trace) of the two-batch estimator;
+    /// `None` for a single-gradient record.
+    pub fn trace_estimate(&self) -> Option<f64> {
+        crate::stats::estimate::two_batch(self.b_small, self.b_big, self.sq_small, self.sq_big)
+            .map(|e| e.trace)
     }
 }

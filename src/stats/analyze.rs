@@ -1,0 +1,255 @@
+//! The noise-scale analysis of a run: filter records, estimate per step, smooth, attach
+//! intervals, per-layer breakdown and diagnostics. Entry points for the CLI, the TUI and the
+//! dump reader.
+
+use super::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, record_changes};
+use super::estimate::{EstimatorKind, NoEstimate, StepEstimate, estimate_record};
+use super::interval::z_for;
+use super::layers::breakdown;
+use super::protocol::{ProtocolError, validate};
+use super::reader::ReadOutcome;
+use super::report::{AnalyzeReport, StepRow, Summary};
+use super::settings::EstimatorSettings;
+use super::smoothed::{Series, smooth};
+use super::step::StepStats;
+use super::summary_diags::{finish_diagnostics, infer_seq_len, verdict};
+
+/// Why no analysis could be produced.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StatsError {
+    /// The estimator settings are out of range.
+    #[error("invalid estimator settings: {0}")]
+    Settings(String),
+    /// Nothing to analyse: no record at all.
+    #[error(
+        "no stats records in the input ({malformed} malformed and {non_finite} non-finite line(s) skipped)"
+    )]
+    Empty {
+        /// Malformed lines seen.
+        malformed: usize,
+        /// Non-finite lines seen.
+        non_finite: usize,
+    },
+    /// Records exist but none gives an estimate.
+    #[error("none of the {records} record(s) is usable: {reasons}")]
+    NoUsableSteps {
+        /// Records given.
+        records: usize,
+        /// Counts of the reasons.
+        reasons: String,
+    },
+}
+
+/// Counts of lines rejected before analysis (from a [`ReadOutcome`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InputCounts {
+    /// Malformed lines.
+    pub malformed: usize,
+    /// Non-finite lines.
+    pub non_finite: usize,
+    /// Steps of the non-finite lines, where known.
+    pub non_finite_steps: Vec<u64>,
+}
+
+/// Analyse records (any source). Non-finite, invalid and producer-skipped records are excluded
+/// with a diagnostic; an error only when nothing is usable.
+pub fn analyze(
+    records: &[StepStats],
+    settings: &EstimatorSettings,
+) -> Result<AnalyzeReport, StatsError> {
+    analyze_with_counts(records, &InputCounts::default(), settings)
+}
+
+/// Analyse what [`super::read_ndjson`] read, reporting its malformed and non-finite lines.
+pub fn analyze_outcome(
+    outcome: &ReadOutcome,
+    settings: &EstimatorSettings,
+) -> Result<AnalyzeReport, StatsError> {
+    let counts = InputCounts {
+        malformed: outcome.malformed,
+        non_finite: outcome.non_finite,
+        non_finite_steps: outcome.non_finite_steps.clone(),
+    };
+    analyze_with_counts(&outcome.records, &counts, settings)
+}
+
+/// Tallies of records dropped before estimation, for diagnostics.
+#[derive(Debug, Default)]
+pub(crate) struct Dropped {
+    pub(crate) skipped: Vec<(u64, String)>,
+    pub(crate) non_finite: Vec<u64>,
+    pub(crate) invalid: Vec<(u64, String)>,
+    pub(crate) no_dot: Vec<u64>,
+    pub(crate) no_pred: Vec<u64>,
+    pub(crate) unordered: usize,
+}
+
+/// Analyse records, with line counts from a reader.
+pub fn analyze_with_counts(
+    records: &[StepStats],
+    counts: &InputCounts,
+    settings: &EstimatorSettings,
+) -> Result<AnalyzeReport, StatsError> {
+    settings.validate().map_err(StatsError::Settings)?;
+    if records.is_empty() {
+        return Err(StatsError::Empty {
+            malformed: counts.malformed,
+            non_finite: counts.non_finite,
+        });
+    }
+    let mut dropped = Dropped::default();
+    dropped.non_finite.extend(&counts.non_finite_steps);
+    let mut kept: Vec<&StepStats> = Vec::with_capacity(records.len());
+    for r in records {
+        if let Some(reason) = &r.skipped {
+            dropped.skipped.push((r.step, reason.clone()));
+            continue;
+        }
+        match validate(r) {
+            Ok(()) => kept.push(r),
+            Err(ProtocolError::NonFinite { .. }) => dropped.non_finite.push(r.step),
+            Err(e) => dropped.invalid.push((r.step, e.to_string())),
+        }
+    }
+    dropped.unordered = kept.windows(2).filter(|w| w[1].step <= w[0].step).count();
+    kept.sort_by_key(|r| r.step);
+
+    let mut est: Vec<StepEstimate> = Vec::with_capacity(kept.len());
+    for (i, r) in kept.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|p| kept[p]);
+        match estimate_record(i, r, prev) {
+            Ok(e) => est.push(e),
+            Err(NoEstimate::NoDotPrev) => dropped.no_dot.push(r.step),
+            Err(NoEstimate::NoPredecessor) => dropped.no_pred.push(r.step),
+        }
+    }
+    let non_finite_total =
+        counts.non_finite + dropped.non_finite.len() - counts.non_finite_steps.len();
+    if est.is_empty() {
+        return Err(StatsError::NoUsableSteps {
+            records: records.len(),
+            reasons: format!(
+                "{} skipped by the producer, {} non-finite, {} invalid, {} single-gradient without dot_prev, \
+                 {} single-gradient without a predecessor",
+                dropped.skipped.len(),
+                non_finite_total,
+                dropped.invalid.len(),
+                dropped.no_dot.len(),
+                dropped.no_pred.len()
+            ),
+        });
+    }
+
+    let steps: Vec<u64> = est.iter().map(|e| e.step).collect();
+    let trace: Vec<f64> = est.iter().map(|e| e.trace).collect();
+    let g2: Vec<f64> = est.iter().map(|e| e.g2).collect();
+    let b_big: Vec<f64> = est.iter().map(|e| kept[e.index].b_big).collect();
+    let series = Series {
+        steps: &steps,
+        trace: &trace,
+        g2: &g2,
+        b_big: &b_big,
+    };
+    let sm = smooth(&series, settings);
+    let b0 = settings.reference_batch.unwrap_or(b_big[0]);
+    let ratio = super::smoothing::ratio_ema(&trace, &g2, &b_big, settings.ema_decay, b0);
+
+    let rows: Vec<StepRow> = est
+        .iter()
+        .zip(&sm.points)
+        .zip(ratio)
+        .map(|((e, p), ratio_ema)| {
+            let r = kept[e.index];
+            StepRow {
+                step: e.step,
+                b_simple: p.b_simple,
+                ci: p.ci,
+                sq_small: r.sq_small,
+                sq_big: r.sq_big,
+                b_small: r.b_small,
+                b_big: r.b_big,
+                g2: p.g2,
+                trace_sigma: p.trace,
+                g2_step: e.g2,
+                trace_step: e.trace,
+                ratio_ema,
+                estimator: e.kind,
+                tokens: r.tokens,
+                loss: r.loss,
+                lr: r.lr,
+            }
+        })
+        .collect();
+
+    let used: Vec<&StepStats> = est.iter().map(|e| kept[e.index]).collect();
+    let two_batch: Vec<&StepStats> = est
+        .iter()
+        .filter(|e| !e.kind.is_biased())
+        .map(|e| kept[e.index])
+        .collect();
+    let z = z_for(settings.confidence);
+    let lag = settings.block_length_for(est.len());
+    let (layers, layer_diags) = breakdown(&two_batch, z, lag, settings.dominating_layer_share);
+
+    let mut diagnostics = record_changes(&used);
+    diagnostics.extend(layer_diags);
+    let negative = g2.iter().filter(|x| **x < 0.0).count() as f64 / g2.len() as f64;
+    finish_diagnostics(
+        &mut diagnostics,
+        &dropped,
+        counts,
+        &est,
+        &rows,
+        &sm.summary,
+        negative,
+        settings,
+    );
+    diagnostics.sort_by_key(|d| std::cmp::Reverse(d.severity));
+
+    let estimator = majority_kind(&est);
+    let seq_len = infer_seq_len(&used);
+    let mut summary = Summary {
+        b_simple: sm.summary.b_simple,
+        ci: sm.summary.ci,
+        g2: sm.summary.g2,
+        trace_sigma: sm.summary.trace,
+        steps: est.len(),
+        malformed_lines: counts.malformed,
+        layers,
+        diagnostics,
+        verdict: super::report::Verdict::Stable,
+        confidence: settings.confidence,
+        negative_g2_fraction: negative,
+        non_finite_skipped: non_finite_total,
+        estimator,
+        smoother: sm.description,
+        seq_len,
+        b_simple_tokens: seq_len.zip(sm.summary.b_simple).map(|(s, b)| s * b),
+    };
+    summary.verdict = verdict(&summary, settings);
+    Ok(AnalyzeReport {
+        summary,
+        steps: rows,
+    })
+}
+
+fn majority_kind(est: &[StepEstimate]) -> EstimatorKind {
+    let count = |k| est.iter().filter(|e| e.kind == k).count();
+    [
+        EstimatorKind::TwoBatch,
+        EstimatorKind::PerExample,
+        EstimatorKind::Differencing,
+    ]
+    .into_iter()
+    .max_by_key(|k| count(*k))
+    .unwrap_or(EstimatorKind::TwoBatch)
+}
+
+/// Shorthand used by the diagnostics assembly.
+pub(crate) fn diag(kind: K, severity: Severity, msg: String, steps: &[u64]) -> Diagnostic {
+    let d = Diagnostic::new(kind, severity, msg);
+    match (steps.iter().min(), steps.iter().max()) {
+        (Some(a), Some(b)) => d.at(*a, *b),
+        _ => d,
+    }
+}

@@ -1,0 +1,135 @@
+//! The result of a noise-scale analysis, as `copus analyze --json` prints it and the TUI reads
+//! it. B_simple and batch sizes are in **samples**; |G|² and tr(Σ) in the units of the squared
+//! norms the producer sent. An infinite interval bound serialises as `null` (unbounded).
+
+use super::diagnostics::{Diagnostic, Severity};
+use super::estimate::EstimatorKind;
+use serde::Serialize;
+
+/// Whole analysis: run summary plus the smoothed trajectory, one row per usable step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnalyzeReport {
+    /// Run-level estimate, interval, layers and diagnostics.
+    pub summary: Summary,
+    /// Smoothed per-step trajectory.
+    pub steps: Vec<StepRow>,
+}
+
+/// Overall trust in the summary estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Bounded, reasonably narrow interval and no warnings.
+    Stable,
+    /// Bounded interval, but wide (hi/lo > 2) or with warnings.
+    Noisy,
+    /// No upper bound, too few steps, or |G|² not positive.
+    Unreliable,
+}
+
+/// Run-level summary: ratio of the run-average tr(Σ) to the run-average |G|².
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// B_simple = tr(Σ)/|G|² in samples; `null` when the average |G|² is not positive.
+    pub b_simple: Option<f64>,
+    /// Confidence interval of `b_simple` (Fieller, autocorrelation-aware); hi `null` = unbounded.
+    pub ci: [f64; 2],
+    /// Run-average |G|² estimate.
+    pub g2: f64,
+    /// Run-average tr(Σ) estimate (per-sample covariance).
+    pub trace_sigma: f64,
+    /// Usable steps that entered the estimate.
+    pub steps: usize,
+    /// Lines of the input that were not protocol v1 records.
+    pub malformed_lines: usize,
+    /// Per-layer breakdown (empty when the records carry no layers).
+    pub layers: Vec<LayerRow>,
+    /// Reasons the estimate may be unstable or biased.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Overall trust in the estimate.
+    pub verdict: Verdict,
+    /// Confidence level of every interval in the report.
+    pub confidence: f64,
+    /// Fraction of usable steps whose single-step |G|² estimate is negative.
+    pub negative_g2_fraction: f64,
+    /// Steps skipped because of NaN/±Inf values (lines and records).
+    pub non_finite_skipped: usize,
+    /// Estimator of most steps.
+    pub estimator: EstimatorKind,
+    /// Smoother of the per-step trajectory, e.g. `two_sided(gaussian sigma=75 steps)`.
+    pub smoother: String,
+    /// Sequence length in tokens inferred from `tokens` and `b_big`, if the records allow it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq_len: Option<f64>,
+    /// `b_simple × seq_len`: B_simple in tokens, when `seq_len` is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_simple_tokens: Option<f64>,
+}
+
+/// One layer's share of the noise and its own noise scale, from run-averaged sums.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayerRow {
+    /// Layer (tensor group) name as the producer sent it.
+    pub name: String,
+    /// Share of the summed per-layer tr(Σ) (can be < 0 for a noise-dominated layer).
+    pub trace_share: f64,
+    /// The layer's own B_simple in samples; `null` when its average |G|² is not positive.
+    pub b_simple: Option<f64>,
+    /// Interval of the layer's B_simple.
+    pub ci: [f64; 2],
+    /// Run-average tr(Σ) of the layer.
+    pub trace_sigma: f64,
+    /// Run-average |G|² of the layer.
+    pub g2: f64,
+    /// Steps that carried this layer.
+    pub steps: usize,
+}
+
+/// One usable step of the smoothed trajectory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepRow {
+    /// Optimizer step.
+    pub step: u64,
+    /// Smoothed B_simple at this step (samples); `null` where the smoothed |G|² is not positive.
+    pub b_simple: Option<f64>,
+    /// Interval of the smoothed B_simple; hi `null` = unbounded.
+    pub ci: [f64; 2],
+    /// Mean over small batches of |g_small|² as recorded.
+    pub sq_small: f64,
+    /// |g_big|² as recorded.
+    pub sq_big: f64,
+    /// Samples per small batch.
+    pub b_small: f64,
+    /// Samples per big batch.
+    pub b_big: f64,
+    /// Smoothed |G|².
+    pub g2: f64,
+    /// Smoothed tr(Σ).
+    pub trace_sigma: f64,
+    /// This step's own (unsmoothed) |G|² estimate.
+    pub g2_step: f64,
+    /// This step's own (unsmoothed) tr(Σ) estimate.
+    pub trace_step: f64,
+    /// Teaching comparison: EMA of the per-step ratio (biased; never the estimate).
+    pub ratio_ema: Option<f64>,
+    /// Estimator of this step.
+    pub estimator: EstimatorKind,
+    /// Cumulative tokens, if recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<f64>,
+    /// Loss (nats), if recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
+    /// Learning rate, if recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lr: Option<f64>,
+}
+
+impl Summary {
+    /// True when any diagnostic is a warning.
+    pub fn has_warnings(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Warning)
+    }
+}

@@ -1,0 +1,158 @@
+//! Smoothing the per-step numerator tr(Σ) and denominator |G|² **separately** (never their
+//! ratio), with the weighted second moments the per-step intervals need.
+//!
+//! Two smoothers: a two-sided Gaussian kernel over steps (recorded runs, low lag) and a
+//! one-sided EMA decayed per sample, θ = decay^(b_big/B0), whose bias correction is the
+//! division by the running weight sum (Adam style). The ratio-EMA is a teaching comparison.
+
+/// Weighted sums over steps of (t, g) = (tr Σ, |G|²) estimates: Σw, Σw², Σw·x, Σw²·x, Σw²·x·y.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Moments {
+    /// Σ w.
+    pub w: f64,
+    /// Σ w².
+    pub w2: f64,
+    /// Σ w·t.
+    pub wt: f64,
+    /// Σ w·g.
+    pub wg: f64,
+    /// Σ w²·t.
+    pub qt: f64,
+    /// Σ w²·g.
+    pub qg: f64,
+    /// Σ w²·t².
+    pub qtt: f64,
+    /// Σ w²·t·g.
+    pub qtg: f64,
+    /// Σ w²·g².
+    pub qgg: f64,
+}
+
+impl Moments {
+    /// Add one step with weight `w`.
+    pub fn add(&mut self, w: f64, t: f64, g: f64) {
+        let w2 = w * w;
+        self.w += w;
+        self.w2 += w2;
+        self.wt += w * t;
+        self.wg += w * g;
+        self.qt += w2 * t;
+        self.qg += w2 * g;
+        self.qtt += w2 * t * t;
+        self.qtg += w2 * t * g;
+        self.qgg += w2 * g * g;
+    }
+
+    /// Multiply every weight by `a` (EMA decay).
+    pub fn decay(&mut self, a: f64) {
+        let a2 = a * a;
+        self.w *= a;
+        self.wt *= a;
+        self.wg *= a;
+        for q in [
+            &mut self.w2,
+            &mut self.qt,
+            &mut self.qg,
+            &mut self.qtt,
+            &mut self.qtg,
+            &mut self.qgg,
+        ] {
+            *q *= a2;
+        }
+    }
+
+    /// Weighted mean of t (smoothed tr Σ).
+    pub fn mean_t(&self) -> f64 {
+        self.wt / self.w
+    }
+
+    /// Weighted mean of g (smoothed |G|²).
+    pub fn mean_g(&self) -> f64 {
+        self.wg / self.w
+    }
+
+    /// Variances and covariance (v_tt, v_tg, v_gg) of the two weighted means, from the
+    /// weighted residuals around them (heteroscedasticity-robust), with the effective-sample
+    /// correction 1/(1 − Σw²/(Σw)²). Infinite when only one step carries weight.
+    pub fn mean_cov(&self) -> (f64, f64, f64) {
+        let (mt, mg) = (self.mean_t(), self.mean_g());
+        let keep = 1.0 - self.w2 / (self.w * self.w);
+        if keep <= 1e-12 {
+            return (f64::INFINITY, 0.0, f64::INFINITY);
+        }
+        let norm = self.w * self.w * keep;
+        let vtt = self.qtt - 2.0 * mt * self.qt + mt * mt * self.w2;
+        let vtg = self.qtg - mt * self.qg - mg * self.qt + mt * mg * self.w2;
+        let vgg = self.qgg - 2.0 * mg * self.qg + mg * mg * self.w2;
+        (vtt.max(0.0) / norm, vtg / norm, vgg.max(0.0) / norm)
+    }
+}
+
+/// Two-sided Gaussian kernel (σ = `bandwidth` steps, truncated at 4σ) over step positions
+/// (`steps` sorted ascending).
+/// Returns each position's moments and its own normalised weight w_jj/Σw (for residual
+/// corrections).
+pub fn two_sided(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Vec<(Moments, f64)> {
+    let n = t.len();
+    let reach = (4.0 * bandwidth).floor() as u64;
+    let weight = |d: u64| {
+        let x = d as f64 / bandwidth;
+        (-0.5 * x * x).exp()
+    };
+    // Steps are integers: tabulate the kernel by offset (bounded, for huge σ).
+    let table: Vec<f64> = (0..=reach.min(1 << 16)).map(weight).collect();
+    let mut out = Vec::with_capacity(n);
+    let mut lo = 0;
+    for i in 0..n {
+        let centre = steps[i];
+        while lo < n && steps[lo].saturating_add(reach) < centre {
+            lo += 1;
+        }
+        let mut m = Moments::default();
+        for j in lo..n {
+            let d = steps[j].abs_diff(centre);
+            if steps[j] > centre && d > reach {
+                break;
+            }
+            let w = table.get(d as usize).copied().unwrap_or_else(|| weight(d));
+            m.add(w, t[j], g[j]);
+        }
+        out.push((m, 1.0 / m.w));
+    }
+    out
+}
+
+/// One-sided EMA decayed per sample: before adding step j the weights decay by
+/// θ_j = decay^(b_big_j/B0) and step j enters with weight 1 − θ_j.
+pub fn one_sided(t: &[f64], g: &[f64], b_big: &[f64], decay: f64, b0: f64) -> Vec<Moments> {
+    let mut m = Moments::default();
+    t.iter()
+        .zip(g)
+        .zip(b_big)
+        .map(|((&ti, &gi), &b)| {
+            let theta = decay.powf(b / b0);
+            m.decay(theta);
+            m.add(1.0 - theta, ti, gi);
+            m
+        })
+        .collect()
+}
+
+/// Teaching comparison: a bias-corrected EMA of the per-step ratio tr/|G|² (the wrong way: the
+/// ratio is heavy-tailed and its mean is not the ratio of means). Steps whose |G|² estimate is
+/// not positive are passed over, as naive implementations do.
+pub fn ratio_ema(t: &[f64], g: &[f64], b_big: &[f64], decay: f64, b0: f64) -> Vec<Option<f64>> {
+    let (mut num, mut den) = (0.0, 0.0);
+    t.iter()
+        .zip(g)
+        .zip(b_big)
+        .map(|((&ti, &gi), &b)| {
+            if gi > 0.0 {
+                let theta = decay.powf(b / b0);
+                num = theta * num + (1.0 - theta) * ti / gi;
+                den = theta * den + (1.0 - theta);
+            }
+            (den > 0.0).then(|| num / den)
+        })
+        .collect()
+}

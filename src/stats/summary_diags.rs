@@ -1,0 +1,185 @@
+//! Run-level diagnostics (dropped records, noisy steps, unbounded intervals), the stability
+//! verdict and the sequence length inferred from token counts.
+
+use super::analyze::{Dropped, InputCounts, diag};
+use super::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, runs};
+use super::estimate::StepEstimate;
+use super::report::{StepRow, Summary, Verdict};
+use super::settings::EstimatorSettings;
+use super::smoothed::Point;
+use super::step::StepStats;
+
+/// Append the run-level diagnostics to `out`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish_diagnostics(
+    out: &mut Vec<Diagnostic>,
+    dropped: &Dropped,
+    counts: &InputCounts,
+    est: &[StepEstimate],
+    rows: &[StepRow],
+    summary: &Point,
+    negative: f64,
+    settings: &EstimatorSettings,
+) {
+    let n = est.len();
+    let sev = if negative > settings.negative_g2_warn {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    out.push(Diagnostic::new(
+        K::NegativeG2,
+        sev,
+        format!(
+            "{:.0}% of single-step |G|^2 estimates are negative (noise dominates one step; only \
+             the smoothed sums are meaningful)",
+            100.0 * negative
+        ),
+    ));
+    let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+    let flags: Vec<bool> = rows.iter().map(|r| r.b_simple.is_none()).collect();
+    let bad_runs = runs(&steps, &flags);
+    if let (Some(first), Some(last)) = (bad_runs.first(), bad_runs.last()) {
+        let count = flags.iter().filter(|f| **f).count();
+        let msg = format!(
+            "the smoothed |G|^2 is not positive on {count} step(s) in {} stretch(es): B_simple is \
+             unbounded there (widen the smoother or collect more samples per step)",
+            bad_runs.len()
+        );
+        out.push(diag(
+            K::NonPositiveSmoothedG2,
+            Severity::Warning,
+            msg,
+            &[first.0, last.1],
+        ));
+    }
+    if summary.trace < 0.0 {
+        let msg =
+            "the run-average tr(Sigma) is negative: sq_small < sq_big on average, impossible \
+                   for a mean over small batches (fields swapped, or sq_small summed rather than \
+                   averaged over the small batches?)"
+                .to_string();
+        out.push(Diagnostic::new(K::NegativeTrace, Severity::Warning, msg));
+    }
+    if !summary.ci[1].is_finite() {
+        let msg = "the summary interval has no upper bound: the run-average |G|^2 is not \
+                   distinguishable from zero at this confidence"
+            .to_string();
+        out.push(Diagnostic::new(
+            K::UnboundedInterval,
+            Severity::Warning,
+            msg,
+        ));
+    }
+    if n < settings.min_steps {
+        let msg = format!(
+            "only {n} usable step(s) (fewer than {}): the interval is unreliable",
+            settings.min_steps
+        );
+        out.push(Diagnostic::new(K::TooFewSteps, Severity::Warning, msg));
+    }
+    let non_finite = counts.non_finite + dropped.non_finite.len() - counts.non_finite_steps.len();
+    if non_finite > 0 {
+        let msg = format!(
+            "{non_finite} step(s) with NaN/Inf values skipped (non-finite gradients or loss)"
+        );
+        out.push(diag(
+            K::NonFiniteSkipped,
+            Severity::Warning,
+            msg,
+            &dropped.non_finite,
+        ));
+    }
+    if let Some((_, reason)) = dropped.skipped.first() {
+        let steps: Vec<u64> = dropped.skipped.iter().map(|s| s.0).collect();
+        let msg = format!(
+            "{} step(s) flagged skipped by the producer (first reason: {reason})",
+            steps.len()
+        );
+        out.push(diag(K::ProducerSkipped, Severity::Info, msg, &steps));
+    }
+    if counts.malformed > 0 {
+        let msg = format!("{} malformed line(s) skipped", counts.malformed);
+        out.push(Diagnostic::new(K::MalformedLines, Severity::Warning, msg));
+    }
+    if let Some((_, reason)) = dropped.invalid.first() {
+        let steps: Vec<u64> = dropped.invalid.iter().map(|s| s.0).collect();
+        let msg = format!(
+            "{} invalid record(s) skipped (first: {reason})",
+            steps.len()
+        );
+        out.push(diag(K::InvalidRecords, Severity::Warning, msg, &steps));
+    }
+    let single: Vec<u64> = dropped
+        .no_dot
+        .iter()
+        .chain(&dropped.no_pred)
+        .copied()
+        .collect();
+    if !single.is_empty() {
+        let msg = format!(
+            "{} single-gradient record(s) (b_small == b_big) unusable: {} without dot_prev, {} \
+             without the previous step as a single-gradient record of the same batch size",
+            single.len(),
+            dropped.no_dot.len(),
+            dropped.no_pred.len()
+        );
+        out.push(diag(
+            K::SingleGradientUnusable,
+            Severity::Warning,
+            msg,
+            &single,
+        ));
+    }
+    let diff: Vec<u64> = est
+        .iter()
+        .filter(|e| e.kind.is_biased())
+        .map(|e| e.step)
+        .collect();
+    if !diff.is_empty() {
+        let msg = format!(
+            "{} step(s) estimated by consecutive-step differencing: biased (parameters move between \
+             the two gradients, inflating tr(Sigma))",
+            diff.len()
+        );
+        out.push(diag(K::DifferencingBiased, Severity::Warning, msg, &diff));
+    }
+    if dropped.unordered > 0 {
+        let msg = format!(
+            "{} record(s) out of step order or repeated; sorted by step before smoothing",
+            dropped.unordered
+        );
+        out.push(Diagnostic::new(K::StepOrder, Severity::Warning, msg));
+    }
+}
+
+/// Stable / noisy / unreliable, from the summary interval and the warnings.
+pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> Verdict {
+    let unbounded = !s.ci[1].is_finite();
+    let negative = s.b_simple.is_none_or(|b| b < 0.0);
+    if negative || unbounded || s.steps < settings.min_steps {
+        return Verdict::Unreliable;
+    }
+    let wide = s.ci[0] <= 0.0 || s.ci[1] / s.ci[0] > 2.0;
+    if wide || s.has_warnings() {
+        Verdict::Noisy
+    } else {
+        Verdict::Stable
+    }
+}
+
+/// Sequence length in tokens: median of Δtokens / b_big over consecutive steps that both record
+/// cumulative `tokens`.
+pub(crate) fn infer_seq_len(records: &[&StepStats]) -> Option<f64> {
+    let mut ratios: Vec<f64> = records
+        .windows(2)
+        .filter(|w| w[0].step.checked_add(1) == Some(w[1].step))
+        .filter_map(|w| Some((w[1].tokens? - w[0].tokens?) / w[1].b_big))
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    Some(ratios[ratios.len() / 2])
+}

@@ -1,0 +1,145 @@
+//! `copus analyze` end to end: the real binary on a generated stats file.
+
+mod stats_support;
+
+use stats_support::{Model, to_ndjson};
+use std::process::Command;
+
+fn copus() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_copus"))
+}
+
+#[test]
+fn analyze_json_reports_the_documented_fields() {
+    let mut m = Model::power_law(200, 1.0, 1000.0, 4.0, 8);
+    m.layer_split = Some(20);
+    let b_true = 96.0;
+    let mut records = m.run(42, 1500, |_| m.trace() / b_true);
+    for (i, r) in records.iter_mut().enumerate() {
+        r.tokens = Some(2048.0 * 32.0 * (i + 1) as f64);
+        r.loss = Some(3.0);
+    }
+    let mut text = to_ndjson(&records);
+    text.push_str("garbage line\n{\"v\":1,\"step\":5000}\n");
+    text.push_str(
+        "{\"v\":1,\"step\":5001,\"b_small\":4,\"b_big\":32,\"sq_small\":\"NaN\",\"sq_big\":1}\n",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    std::fs::write(&path, text).expect("write");
+
+    let out = copus()
+        .arg("analyze")
+        .arg(&path)
+        .arg("--json")
+        .output()
+        .expect("run copus");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    let s = &v["summary"];
+    let b = s["b_simple"].as_f64().expect("b_simple");
+    assert!((b / b_true - 1.0).abs() < 0.15, "{b}");
+    let (lo, hi) = (
+        s["ci"][0].as_f64().expect("lo"),
+        s["ci"][1].as_f64().expect("hi"),
+    );
+    assert!(lo < b && b < hi);
+    assert!(s["g2"].as_f64().expect("g2") > 0.0);
+    assert!(s["trace_sigma"].as_f64().expect("trace") > 0.0);
+    assert_eq!(s["steps"], 1500);
+    assert_eq!(s["malformed_lines"], 2);
+    assert_eq!(s["non_finite_skipped"], 1);
+    assert_eq!(s["seq_len"].as_f64(), Some(2048.0));
+    let layers = s["layers"].as_array().expect("layers");
+    assert_eq!(layers.len(), 2);
+    for l in layers {
+        assert!(l["name"].is_string() && l["trace_share"].is_f64() && l["b_simple"].is_f64());
+    }
+    let diags = s["diagnostics"].as_array().expect("diagnostics");
+    let kinds: Vec<&str> = diags.iter().filter_map(|d| d["kind"].as_str()).collect();
+    assert!(
+        kinds.contains(&"malformed_lines") && kinds.contains(&"non_finite_skipped"),
+        "{kinds:?}"
+    );
+    assert!(
+        diags
+            .iter()
+            .all(|d| d["message"].is_string() && d["severity"].is_string())
+    );
+    let steps = v["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 1500);
+    for st in steps {
+        for key in ["step", "b_simple", "sq_small", "sq_big"] {
+            assert!(st[key].is_number(), "{key} in {st}");
+        }
+        assert_eq!(st["ci"].as_array().map(Vec::len), Some(2));
+    }
+    assert_eq!(steps[10]["sq_big"].as_f64(), Some(records[10].sq_big));
+}
+
+#[test]
+fn analyze_table_flags_and_errors() {
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    std::fs::write(&path, to_ndjson(&m.run(1, 300, |_| 2.0))).expect("write");
+
+    let out = copus()
+        .args([
+            "analyze",
+            "--smoother",
+            "one-sided",
+            "--decay",
+            "0.95",
+            "--confidence",
+            "0.9",
+        ])
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("B_simple") && table.contains("90% CI"),
+        "{table}"
+    );
+    assert!(table.contains("one_sided(ema decay=0.95"), "{table}");
+
+    let bad = copus()
+        .args(["analyze", "--confidence", "2"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("confidence"));
+
+    let empty = dir.path().join("empty.ndjson");
+    std::fs::write(&empty, "").expect("write");
+    let out = copus().arg("analyze").arg(&empty).output().expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no stats records"));
+
+    let out = copus()
+        .arg("analyze")
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dump reader"));
+
+    let missing = copus()
+        .arg("analyze")
+        .arg(dir.path().join("nope.ndjson"))
+        .output()
+        .expect("run");
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.ndjson"));
+}
