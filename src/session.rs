@@ -276,6 +276,38 @@ impl Resolved {
 }
 
 impl Session {
+    /// A session for a data source opened without a session file: default settings, the
+    /// named built-in (or file) profiles, and a cluster of `nodes` × `gpus_per_node`.
+    pub fn adhoc(
+        name: String,
+        source: DataSource,
+        model: &str,
+        hardware: &str,
+        nodes: u32,
+        gpus_per_node: u32,
+    ) -> Self {
+        Self {
+            name,
+            description: "opened without a session file; `s` saves one beside the data".into(),
+            model: ProfileRef::Named(model.to_string()),
+            cluster: ClusterSpec {
+                hardware: ProfileRef::Named(hardware.to_string()),
+                nodes,
+                gpus_per_node,
+            },
+            source,
+            estimator: EstimatorSettings::default(),
+            efficiency: EfficiencyParams::default(),
+            b_crit_scale: 1.0,
+            stat_eff: StatEffForm::default(),
+            search: SearchSpace::default(),
+            costs: ReconfigCosts::default(),
+            current_batch: None,
+            tour: Vec::new(),
+            view: ViewState::default(),
+        }
+    }
+
     /// Parse a session from RON text; `path` is only used in error messages.
     pub fn from_ron(text: &str, path: &Path) -> Result<Self, SessionError> {
         ron::from_str(text).map_err(|e| SessionError::Parse {

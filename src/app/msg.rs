@@ -2,6 +2,7 @@
 
 use crate::goodput::ThroughputTable;
 use crate::session::Panel;
+use crate::source::Loaded;
 use std::sync::Arc;
 
 /// One event for [`crate::app::update`].
@@ -48,6 +49,10 @@ pub enum Msg {
         /// The table.
         table: Arc<ThroughputTable>,
     },
+    /// The worker loaded the data source (or says why it could not).
+    SourceLoaded(Box<Result<Loaded, String>>),
+    /// Progress of a long load, 0–1, with a label.
+    Progress(f64, String),
     /// A save or export finished: `Ok(what was written)` or an error message.
     Written(Result<String, String>),
 }

@@ -3,6 +3,8 @@
 
 use crate::goodput::{GoodputGrid, ThroughputTable};
 use crate::session::{Panel, Resolved};
+use crate::source::Loaded;
+use crate::stats::AnalyzeReport;
 use crate::trajectory::Trajectory;
 use std::sync::Arc;
 
@@ -15,6 +17,10 @@ pub struct App {
     pub raw_trajectory: Trajectory,
     /// B_crit over training, with the session's B_crit scale applied.
     pub trajectory: Trajectory,
+    /// The noise-scale analysis, when the source is a measured run.
+    pub analysis: Option<Arc<AnalyzeReport>>,
+    /// Whether the data source is still being loaded by the worker.
+    pub loading: bool,
     /// Throughput of every layout × batch size, once the worker has computed it.
     pub table: Option<Arc<ThroughputTable>>,
     /// Generation of the table the app is waiting for (bumped on every what-if change).
@@ -53,8 +59,38 @@ fn scaled(raw: &Trajectory, scale: f64) -> Trajectory {
 }
 
 impl App {
-    /// A new explorer on `resolved` whose (unscaled) trajectory is `raw`.
-    pub fn new(resolved: Resolved, raw: Trajectory) -> Self {
+    /// An explorer on `resolved` whose source is still loading (see `Msg::SourceLoaded`).
+    pub fn loading(resolved: Resolved) -> Self {
+        let label = format!("loading {}…", resolved.path.display());
+        let seq_len = resolved.model.seq_len;
+        let mut app = Self::new(
+            resolved,
+            Loaded {
+                trajectory: Trajectory {
+                    label,
+                    seq_len,
+                    points: Vec::new(),
+                },
+                analysis: None,
+            },
+        );
+        app.loading = true;
+        app
+    }
+
+    /// Install a loaded source (keeps the cursor where the session left it, if it fits).
+    pub fn set_loaded(&mut self, loaded: Loaded) {
+        self.raw_trajectory = loaded.trajectory;
+        self.analysis = loaded.analysis.map(Arc::new);
+        self.loading = false;
+        let n = self.raw_trajectory.points.len();
+        self.cursor = self.cursor.min(n.saturating_sub(1));
+        self.rescale();
+    }
+
+    /// A new explorer on `resolved` with its loaded source.
+    pub fn new(resolved: Resolved, loaded: Loaded) -> Self {
+        let raw = loaded.trajectory;
         let trajectory = scaled(&raw, resolved.session.b_crit_scale);
         let view = resolved.session.view.clone();
         let cursor = view.cursor.min(trajectory.points.len().saturating_sub(1));
@@ -67,6 +103,8 @@ impl App {
             resolved,
             raw_trajectory: raw,
             trajectory,
+            analysis: loaded.analysis.map(Arc::new),
+            loading: false,
             table: None,
             table_generation: 0,
             grid: None,

@@ -14,6 +14,8 @@ pub enum Effect {
         /// Generation to tag the answer with.
         generation: u64,
     },
+    /// Load the session's data source.
+    LoadSource,
     /// Write files atomically (a save or an export), then report `what`.
     Write {
         /// (path, contents) pairs.
@@ -212,6 +214,21 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 app.refresh_grid();
             }
         }
+        Msg::SourceLoaded(result) => match *result {
+            Ok(loaded) => {
+                app.set_loaded(loaded);
+                app.status = format!(
+                    "loaded {} points: {}",
+                    app.trajectory.points.len(),
+                    app.trajectory.label
+                );
+            }
+            Err(e) => {
+                app.loading = false;
+                app.status = format!("loading failed: {e}");
+            }
+        },
+        Msg::Progress(f, what) => app.status = format!("{what} {:.0}%", f * 100.0),
         Msg::Written(Ok(what)) => app.status = what,
         Msg::Written(Err(e)) => app.status = format!("write failed: {e}"),
     }

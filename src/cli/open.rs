@@ -1,7 +1,8 @@
-//! `copus open` and the no-argument default: the explorer on a session.
+//! `copus open` and the no-argument default: the explorer on a session, a stats file or a
+//! gradient dump directory.
 
 use crate::app::App;
-use crate::session::Session;
+use crate::session::{DataSource, Resolved, Session};
 use anyhow::Context;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,18 @@ use std::path::{Path, PathBuf};
 pub struct OpenArgs {
     /// A session (.ron), a gradient dump directory, or a stats .ndjson file.
     pub path: PathBuf,
+    /// Model profile for a stats file or dump (built-in name or .ron file).
+    #[arg(long, default_value = "llama-7b")]
+    pub model: String,
+    /// Hardware profile for a stats file or dump (built-in name or .ron file).
+    #[arg(long, default_value = "h100-sxm")]
+    pub hardware: String,
+    /// Nodes in the cluster, for a stats file or dump.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
+    /// GPUs per node, for a stats file or dump.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
 }
 
 /// Where the bundled demo session lives in the source tree.
@@ -18,46 +31,72 @@ pub fn demo_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron")
 }
 
-/// Load and resolve a session file and build the explorer state for it.
+/// Load and resolve a session file.
+pub fn resolve_session(path: &Path) -> anyhow::Result<Resolved> {
+    Ok(Session::load(path)?.resolve(path)?)
+}
+
+/// Load a session and its data source synchronously (for headless use and tests).
 pub fn app_for_session(path: &Path) -> anyhow::Result<App> {
-    let resolved = Session::load(path)?.resolve(path)?;
-    let trajectory = crate::source::load_trajectory(&resolved)
-        .with_context(|| format!("loading the B_crit trajectory of {}", path.display()))?;
-    Ok(App::new(resolved, trajectory))
+    let resolved = resolve_session(path)?;
+    let loaded = crate::source::load(&resolved)
+        .with_context(|| format!("loading the data source of {}", path.display()))?;
+    Ok(App::new(resolved, loaded))
 }
 
 /// Open the explorer on the bundled demo session.
 pub fn run_demo() -> anyhow::Result<()> {
     let path = demo_path();
-    let app = app_for_session(&path)
-        .with_context(|| format!("the bundled demo session {}", path.display()))?;
-    crate::tui::run(app)?;
+    let resolved =
+        resolve_session(&path).with_context(|| format!("the bundled demo {}", path.display()))?;
+    crate::tui::run(App::loading(resolved))?;
     Ok(())
+}
+
+/// The session for a path that is not a session file: a stats file or a dump directory.
+pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
+    let p = &args.path;
+    let name = p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let source_path = name.clone();
+    let source = if p.is_dir() {
+        DataSource::Dumps {
+            path: source_path,
+            samples: None,
+        }
+    } else {
+        DataSource::Stats { path: source_path }
+    };
+    let session = Session::adhoc(
+        name.clone(),
+        source,
+        &args.model,
+        &args.hardware,
+        args.nodes,
+        args.gpus_per_node,
+    );
+    let dir = p.parent().unwrap_or(Path::new("."));
+    let session_path = dir.join(format!("{name}.copus.ron"));
+    Ok(session.resolve(&session_path)?)
 }
 
 /// Run `copus open`.
 pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
     let p = &args.path;
-    if p.is_dir() {
-        anyhow::bail!(
-            "{}: opening a gradient dump directory in the explorer is not available yet; \
-             use a session file",
-            p.display()
-        );
+    if !p.exists() {
+        anyhow::bail!("{}: no such file or directory", p.display());
     }
-    match p.extension().and_then(|e| e.to_str()) {
-        Some("ron") => {
-            let app = app_for_session(p)?;
-            crate::tui::run(app)?;
-            Ok(())
-        }
-        Some("ndjson") | Some("jsonl") => anyhow::bail!(
-            "{}: opening a stats file in the explorer is not available yet; use a session file",
-            p.display()
-        ),
+    let resolved = match p.extension().and_then(|e| e.to_str()) {
+        Some("ron") if p.is_file() => resolve_session(p)?,
+        _ if p.is_dir() => adhoc_session(args)?,
+        Some("ndjson" | "jsonl" | "json") => adhoc_session(args)?,
         _ => anyhow::bail!(
             "{}: expected a session (.ron), a stats file (.ndjson) or a dump directory",
             p.display()
         ),
-    }
+    };
+    crate::tui::run(App::loading(resolved))?;
+    Ok(())
 }

@@ -1,13 +1,96 @@
-//! Estimator panel: where B_crit at the cursor comes from, its interval, and (for measured
-//! runs) the estimators side by side with the per-layer breakdown and diagnostics.
+//! Estimator panel: where B_crit at the cursor comes from and how sure we are — for measured
+//! runs the estimators side by side (smoothed two-batch, the per-step ratio, the ratio-EMA
+//! shown only as a teaching comparison), the per-layer breakdown and the diagnostics.
 
 use super::format::{si, tokens};
 use crate::app::App;
+use crate::stats::{AnalyzeReport, Severity, StepRow};
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Style};
+use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Wrap};
+
+fn interval(ci: [f64; 2]) -> String {
+    let hi = if ci[1].is_finite() {
+        si(ci[1])
+    } else {
+        "∞".into()
+    };
+    format!("[{} – {hi}]", si(ci[0]))
+}
+
+/// The analysis row of optimizer step `step`, if the analysis has it.
+pub fn row_at(report: &AnalyzeReport, step: u64) -> Option<&StepRow> {
+    report
+        .steps
+        .binary_search_by_key(&step, |r| r.step)
+        .ok()
+        .map(|i| &report.steps[i])
+}
+
+fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Line<'static>>) {
+    let s = &report.summary;
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let dim = Style::new().fg(Color::DarkGray);
+    lines.push(Line::styled(
+        format!(
+            "run: B_simple {} {} · {:?} · {} steps",
+            s.b_simple.map_or("n/a".into(), si),
+            interval(s.ci),
+            s.verdict,
+            s.steps
+        ),
+        bold,
+    ));
+    lines.push(Line::styled(
+        format!(
+            "{:?} estimator, {} · |G|² < 0 on {:.0}% of steps",
+            s.estimator,
+            s.smoother,
+            s.negative_g2_fraction * 100.0
+        ),
+        dim,
+    ));
+    if let Some(row) = step.and_then(|st| row_at(report, st)) {
+        let per_step = if row.g2_step > 0.0 {
+            si(row.trace_step / row.g2_step)
+        } else {
+            "n/a (|G|² < 0)".into()
+        };
+        lines.push(Line::from(format!(
+            "here: smoothed {} {} · per-step ratio {per_step}",
+            row.b_simple.map_or("n/a".into(), si),
+            interval(row.ci)
+        )));
+        if let Some(r) = row.ratio_ema {
+            lines.push(Line::styled(
+                format!("  ratio-EMA {} (teaching only: E[x/y] ≠ E[x]/E[y])", si(r)),
+                dim,
+            ));
+        }
+    }
+    if !s.layers.is_empty() {
+        lines.push(Line::styled("layer · share of tr Σ · B_simple", bold));
+        let mut layers: Vec<_> = s.layers.iter().collect();
+        layers.sort_by(|a, b| b.trace_share.total_cmp(&a.trace_share));
+        for l in layers.iter().take(6) {
+            lines.push(Line::from(format!(
+                "  {:<18} {:>5.1}% {:>7}",
+                l.name,
+                l.trace_share * 100.0,
+                l.b_simple.map_or("n/a".into(), si)
+            )));
+        }
+    }
+    for d in &s.diagnostics {
+        let style = match d.severity {
+            Severity::Warning => Style::new().fg(Color::Yellow),
+            Severity::Info => dim,
+        };
+        lines.push(Line::styled(format!("! {}", d.message), style));
+    }
+}
 
 /// Draw the panel into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
@@ -20,24 +103,21 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         .title(" Estimators ")
         .border_style(Style::new().fg(border));
     let mut lines = vec![Line::from(format!("source: {}", app.trajectory.label))];
-    if let Some(p) = app.trajectory.points.get(app.cursor) {
+    let point = app.trajectory.points.get(app.cursor);
+    if let Some(p) = point {
         lines.push(Line::from(format!(
             "at {} tokens: B_crit {} samples ({} tokens)",
             tokens(p.tokens),
             si(p.b_crit),
             si(p.b_crit * app.trajectory.seq_len as f64)
         )));
-        match p.ci {
-            Some((lo, hi)) => lines.push(Line::from(format!(
-                "95% interval: {} – {} samples",
-                si(lo),
-                si(hi)
-            ))),
-            None => lines.push(Line::styled(
-                "a published law: no sampling interval",
-                Style::new().fg(Color::DarkGray),
-            )),
-        }
+    }
+    match &app.analysis {
+        Some(report) => measured_lines(report, point.map(|p| p.step), &mut lines),
+        None => lines.push(Line::styled(
+            "a published law, not a measurement: no sampling interval",
+            Style::new().fg(Color::DarkGray),
+        )),
     }
     let scale = app.resolved.session.b_crit_scale;
     if (scale - 1.0).abs() > 1e-12 {

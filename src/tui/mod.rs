@@ -47,6 +47,10 @@ pub fn table_job(app: &App) -> TableJob {
 
 fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
     for effect in effects {
+        if effect == Effect::LoadSource {
+            let _ = jobs.send(Job::Load(Box::new(app.resolved.clone())));
+            continue;
+        }
         let job = matches!(effect, Effect::ComputeTable { .. }).then(|| Box::new(table_job(app)));
         // A closed channel means the worker is gone; the loop notices on the next receive.
         let _ = jobs.send(Job::Run(effect, job));
@@ -59,8 +63,11 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
     let mut guard = terminal::TerminalGuard::enter()?;
     let (results_tx, results) = channel();
     let (jobs, worker) = worker::spawn(results_tx);
-    let first = crate::app::update::request_table(&mut app);
-    dispatch(&app, &jobs, vec![first]);
+    let mut first = vec![crate::app::update::request_table(&mut app)];
+    if app.loading {
+        first.push(Effect::LoadSource);
+    }
+    dispatch(&app, &jobs, first);
     while !app.quit {
         guard.terminal.draw(|frame| view::draw(frame, &app, mode))?;
         if event::poll(Duration::from_millis(50))? {

@@ -113,6 +113,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Span::raw(tokens(x_hi)),
     ];
     let chart = Chart::new(datasets)
+        .legend_position(None)
         .block(block)
         .x_axis(
             Axis::default()

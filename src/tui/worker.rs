@@ -26,14 +26,27 @@ pub struct TableJob {
 pub enum Job {
     /// Run an effect; `table` carries the settings a `ComputeTable` needs.
     Run(Effect, Option<Box<TableJob>>),
+    /// Load a session's data source.
+    Load(Box<crate::session::Resolved>),
 }
 
 /// Start the worker; it stops when the job sender is dropped.
 pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
     let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
     let handle = std::thread::spawn(move || {
-        for Job::Run(effect, job) in rx {
+        for job in rx {
+            let (effect, job) = match job {
+                Job::Run(effect, job) => (effect, job),
+                Job::Load(resolved) => {
+                    let loaded = crate::source::load(&resolved).map_err(|e| e.to_string());
+                    if results.send(Msg::SourceLoaded(Box::new(loaded))).is_err() {
+                        break;
+                    }
+                    continue;
+                }
+            };
             let msg = match (effect, job) {
+                (Effect::LoadSource, _) => continue,
                 (Effect::ComputeTable { generation }, Some(job)) => {
                     let ctx = PerfContext {
                         hw: &job.hardware,

@@ -1,0 +1,67 @@
+//! The explorer on a measured run: a stats file opened without a session file gets an ad-hoc
+//! session, its trajectory carries intervals, and the estimator panel shows the analysis.
+
+use copus::app::{App, Msg, update};
+use copus::cli::open::{OpenArgs, adhoc_session};
+use copus::session::Panel;
+use copus::tui::palette::ColorMode;
+use copus::tui::view;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use std::path::Path;
+
+fn open_args(path: &Path) -> OpenArgs {
+    OpenArgs {
+        path: path.to_path_buf(),
+        model: "llama-7b".into(),
+        hardware: "h100-sxm".into(),
+        nodes: 1,
+        gpus_per_node: 8,
+    }
+}
+
+#[test]
+fn a_stats_file_opens_with_intervals_and_estimators() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let resolved = adhoc_session(&open_args(&sample)).expect("ad-hoc session");
+    assert!(
+        resolved.path.ends_with("sample-run.ndjson.copus.ron"),
+        "{:?}",
+        resolved.path
+    );
+    let mut app = App::loading(resolved.clone());
+    assert!(app.loading && app.trajectory.points.is_empty());
+    let loaded = copus::source::load(&resolved).map_err(|e| e.to_string());
+    update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
+    assert!(!app.loading);
+    let report = app
+        .analysis
+        .clone()
+        .expect("a measured run carries its analysis");
+    assert!(app.trajectory.points.len() > 100);
+    assert!(app.trajectory.points.iter().any(|p| p.ci.is_some()));
+    assert!(
+        report.summary.malformed_lines >= 1,
+        "the sample has a malformed line"
+    );
+
+    update(&mut app, Msg::ShowSide(Panel::Estimators));
+    let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+    term.draw(|f| view::draw(f, &app, ColorMode::Indexed))
+        .expect("draws");
+    let buf = term.backend().buffer().clone();
+    let text: String = (0..60)
+        .flat_map(|y| (0..200).map(move |x| (x, y)))
+        .map(|(x, y)| buf[(x, y)].symbol().to_string())
+        .collect();
+    assert!(text.contains("run: B_simple"), "{text}");
+    assert!(text.contains("malformed"), "diagnostics shown");
+}
+
+#[test]
+fn a_missing_stats_file_is_a_clear_error_not_a_panic() {
+    let resolved = adhoc_session(&open_args(Path::new("/nonexistent/run.ndjson")))
+        .expect("the session itself resolves");
+    let err = copus::source::load(&resolved).expect_err("missing file");
+    assert!(err.to_string().contains("/nonexistent/run.ndjson"), "{err}");
+}
