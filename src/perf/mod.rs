@@ -10,6 +10,7 @@ pub mod efficiency;
 pub mod enumerate;
 pub mod flops;
 pub mod hardware;
+pub mod measurements;
 pub mod memory;
 pub mod model;
 pub mod moe;
@@ -19,6 +20,7 @@ pub mod validate;
 pub use config::{ParallelConfig, Recompute};
 pub use efficiency::EfficiencyParams;
 pub use hardware::HardwareProfile;
+pub use measurements::Measurement;
 pub use model::{ModelProfile, MoeSpec};
 pub use step_time::ConfigCost;
 
