@@ -106,13 +106,15 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
             .ok()
             .filter(|x: &f64| x.is_finite() && *x > 0.0)
             .ok_or_else(|| err(n, format!("'step_time_s' = '{t}' is not a positive number")))?;
-        let recompute = match rc.map(|i| field(i, "recompute")).transpose()? {
+        let optional =
+            |i: Option<usize>| i.and_then(|i| f.get(i).copied().filter(|s| !s.is_empty()));
+        let recompute = match optional(rc) {
             None | Some("selective") => Recompute::Selective,
             Some("none") => Recompute::None,
             Some("full") => Recompute::Full,
             Some(o) => return Err(err(n, format!("recompute '{o}' (none|selective|full)"))),
         };
-        let zero = match zero {
+        let zero = match zero.filter(|_| optional(zero).is_some()) {
             Some(i) => u8::try_from(int(i, "zero")?)
                 .ok()
                 .filter(|z| *z <= 3)
@@ -127,7 +129,7 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
                 mbs: small(mbs, "mbs")?,
                 zero,
                 recompute,
-                vpp: match vpp {
+                vpp: match vpp.filter(|_| optional(vpp).is_some()) {
                     Some(i) => small(i, "vpp")?,
                     None => 1,
                 },
