@@ -174,6 +174,8 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         recompute: a.recompute.into(),
         vpp: a.vpp,
     };
+    crate::perf::validate::structure(&model, &cfg)
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
     let p = if a.mbs == "auto" {
         let (c, p) = enumerate::auto(&ctx, &cfg, a.batch, &[cfg.recompute], &[cfg.vpp])
             .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;

@@ -142,7 +142,7 @@ pub fn fastest<'a>(
 
 /// `mbs auto`: the fastest fitting configuration of `base`'s layout at `global_batch`, trying
 /// every micro-batch size that divides the per-replica batch, the given recompute policies and
-/// virtual-stage counts (ZeRO stage as in `base`).
+/// exactly the given virtual-stage counts (include 1 for plain 1F1B; ZeRO stage as in `base`).
 pub fn auto(
     ctx: &PerfContext,
     base: &ParallelConfig,
@@ -165,6 +165,7 @@ pub fn auto(
     super::validate::structure(ctx.model, &ParallelConfig { vpp: 1, ..*base })?;
     let costs: Vec<ConfigCost> = layout_configs((base.dp, base.tp, base.pp), &choices)
         .iter()
+        .filter(|c| interleave.contains(&c.vpp))
         .filter_map(|c| ConfigCost::new(ctx, c).ok())
         .collect();
     fastest(ctx, &costs, global_batch)
