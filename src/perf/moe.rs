@@ -55,7 +55,7 @@ fn normal_pdf(z: f64) -> f64 {
     (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
 }
 
-/// Upper tail 1 − Φ(z) via erfc (W. J. Cody-style rational approximation, |error| < 1.2e-7).
+/// Upper tail 1 − Φ(z) via erfc.
 fn normal_sf(z: f64) -> f64 {
     0.5 * erfc(z / std::f64::consts::SQRT_2)
 }
