@@ -2,9 +2,11 @@
 //!
 //! Throughput does not depend on B_crit, so it is tabulated once per what-if change
 //! ([`ThroughputTable`]); scrubbing the timeline only re-weights it ([`GoodputGrid::at`]).
-//! SKELETON: the enumeration is complete in shape; the performance-model issue refines it.
+//! Each cell holds the fastest fitting configuration of its layout (micro-batch, ZeRO stage,
+//! recompute, interleave) or the reason none runs (memory, divisibility, the MoE batch floor).
 
-use crate::perf::{self, Invalid, ParallelConfig, PerfContext, Prediction, Recompute};
+use crate::perf::enumerate::{self, Choices};
+use crate::perf::{ConfigCost, ParallelConfig, PerfContext, Prediction, Recompute, moe};
 use serde::{Deserialize, Serialize};
 
 /// Statistical efficiency per sample as a function of batch size.
@@ -13,7 +15,8 @@ pub enum StatEffForm {
     /// McCandlish et al.: B_crit/(B + B_crit) (1 at B → 0).
     #[default]
     McCandlish,
-    /// Pollux/AdaptDL: (B_crit + B0)/(B_crit + B), 1 at B = B0.
+    /// Pollux/AdaptDL: (B_crit + B0)/(B_crit + B), normalised to 1 at B = B0 (the batch the
+    /// learning rate was tuned for); above 1 below B0.
     Pollux {
         /// Reference batch size B0, samples.
         b0: f64,
@@ -125,80 +128,92 @@ impl ThroughputTable {
     }
 }
 
-fn divisors(n: u32) -> impl Iterator<Item = u32> {
-    (1..=n).filter(move |d| n.is_multiple_of(*d))
-}
-
-/// All (dp, tp, pp) layouts of the cluster that the model's shape allows.
+/// All (dp, tp, pp) layouts of the cluster that the model's shape allows (heatmap rows).
 pub fn layouts(ctx: &PerfContext, cluster: &Cluster, search: &SearchSpace) -> Vec<Layout> {
-    let gpus = cluster.gpus();
-    let mut out = Vec::new();
-    for tp in divisors(gpus) {
-        if !ctx.model.heads.is_multiple_of(tp)
-            || (!search.allow_cross_node_tp && tp > cluster.gpus_per_node)
-        {
-            continue;
-        }
-        for pp in divisors(gpus / tp) {
-            if !ctx.model.layers.is_multiple_of(pp) {
-                continue;
-            }
-            out.push(Layout {
-                dp: gpus / tp / pp,
-                tp,
-                pp,
-            });
-        }
-    }
-    out
+    enumerate::factorisations(cluster.gpus())
+        .into_iter()
+        .filter(|&l| enumerate::layout_problem(ctx, l, search.allow_cross_node_tp).is_none())
+        .map(|(dp, tp, pp)| Layout { dp, tp, pp })
+        .collect()
 }
 
-/// Tabulate the fastest configuration of every layout at every batch size.
+/// The layouts of the cluster that cannot run, each with its reason (not heatmap rows).
+pub fn invalid_layouts(
+    ctx: &PerfContext,
+    cluster: &Cluster,
+    search: &SearchSpace,
+) -> Vec<(Layout, String)> {
+    enumerate::factorisations(cluster.gpus())
+        .into_iter()
+        .filter_map(|l| {
+            let why = enumerate::layout_problem(ctx, l, search.allow_cross_node_tp)?;
+            Some((
+                Layout {
+                    dp: l.0,
+                    tp: l.1,
+                    pp: l.2,
+                },
+                why.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Why `batch` is below the model's MoE batch floor (too many tokens dropped), if it is.
+pub fn moe_floor_problem(ctx: &PerfContext, batch: u64) -> Option<String> {
+    let spec = ctx.model.moe.as_ref()?;
+    let share = moe::dropped_share(spec, batch, ctx.model.seq_len);
+    (share > moe::DEFAULT_MAX_DROP).then(|| {
+        let floor = moe::batch_floor(spec, ctx.model.seq_len, moe::DEFAULT_MAX_DROP, 1 << 24)
+            .map_or_else(|| "none".to_string(), |f| f.to_string());
+        format!(
+            "MoE: {:.1}% of tokens dropped at batch {batch} ({:.0} tokens per expert; floor {floor})",
+            share * 100.0,
+            moe::tokens_per_expert(spec, batch, ctx.model.seq_len)
+        )
+    })
+}
+
+/// Tabulate the fastest configuration of every layout at every batch size. Each layout's
+/// configurations are costed once; every batch only re-assembles the step.
 pub fn throughput_table(
     ctx: &PerfContext,
     cluster: &Cluster,
     search: &SearchSpace,
 ) -> ThroughputTable {
     let layouts = layouts(ctx, cluster, search);
+    let choices = Choices {
+        micro_batches: &search.micro_batches,
+        zero: &search.zero,
+        recompute: &search.recompute,
+        interleave: &search.interleave,
+    };
+    let floors: Vec<Option<String>> = search
+        .batch_sizes
+        .iter()
+        .map(|&b| moe_floor_problem(ctx, b))
+        .collect();
     let mut cells = Vec::with_capacity(layouts.len() * search.batch_sizes.len());
     for layout in &layouts {
-        for &batch in &search.batch_sizes {
-            let mut best: Option<(ParallelConfig, Prediction)> = None;
-            let mut reason = String::from("no micro-batch size divides the batch");
-            for &mbs in &search.micro_batches {
-                for &zero in &search.zero {
-                    for &recompute in &search.recompute {
-                        let cfg = ParallelConfig {
-                            dp: layout.dp,
-                            tp: layout.tp,
-                            pp: layout.pp,
-                            mbs,
-                            zero,
-                            recompute,
-                            vpp: 1,
-                        };
-                        match perf::predict(ctx, &cfg, batch) {
-                            Ok(p) if p.fits => {
-                                if best.is_none_or(|(_, b)| p.step_time_s < b.step_time_s) {
-                                    best = Some((cfg, p));
-                                }
-                            }
-                            Ok(p) => {
-                                reason = Invalid::OutOfMemory {
-                                    need_gb: p.memory_per_gpu_bytes / 1e9,
-                                    have_gb: ctx.hw.hbm_bytes / 1e9,
-                                }
-                                .to_string()
-                            }
-                            Err(e) => reason = e.to_string(),
-                        }
-                    }
-                }
-            }
-            cells.push(match best {
-                Some((config, prediction)) => TableCell::Feasible { config, prediction },
-                None => TableCell::Infeasible(reason),
-            });
+        let configs = enumerate::layout_configs((layout.dp, layout.tp, layout.pp), &choices);
+        let mut problems = Vec::new();
+        let costs: Vec<ConfigCost> = configs
+            .iter()
+            .filter_map(|c| ConfigCost::new(ctx, c).map_err(|e| problems.push(e)).ok())
+            .collect();
+        for (&batch, floor) in search.batch_sizes.iter().zip(&floors) {
+            let cell = match floor {
+                Some(why) => TableCell::Infeasible(why.clone()),
+                None if costs.is_empty() => TableCell::Infeasible(problems.last().map_or_else(
+                    || "no configuration in the search space".to_string(),
+                    ToString::to_string,
+                )),
+                None => match enumerate::fastest(ctx, &costs, batch) {
+                    Ok((config, prediction)) => TableCell::Feasible { config, prediction },
+                    Err(e) => TableCell::Infeasible(e.to_string()),
+                },
+            };
+            cells.push(cell);
         }
     }
     ThroughputTable {
@@ -222,6 +237,13 @@ pub struct GoodputGrid {
 }
 
 impl GoodputGrid {
+    /// [`GoodputGrid::at`] with the estimated B_crit multiplied by `scale` (GNS can
+    /// underestimate the critical batch size measured by branched training; sessions carry
+    /// the factor as `b_crit_scale`).
+    pub fn at_scaled(table: &ThroughputTable, b_crit: f64, scale: f64, form: StatEffForm) -> Self {
+        Self::at(table, b_crit * scale, form)
+    }
+
     /// Weight `table`'s throughput by the statistical efficiency at `b_crit` samples.
     pub fn at(table: &ThroughputTable, b_crit: f64, form: StatEffForm) -> Self {
         let stat_eff: Vec<f64> = table

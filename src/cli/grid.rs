@@ -1,6 +1,12 @@
 //! `copus grid`: the Goodput grid of a session at one training point.
 
+use crate::goodput::{GoodputGrid, TableCell, throughput_table};
+use crate::perf::{ParallelConfig, PerfContext};
+use crate::session::Session;
+use crate::source::load_trajectory;
+use anyhow::Context;
 use clap::Args;
+use serde::Serialize;
 use std::path::PathBuf;
 
 /// Arguments of `copus grid`.
@@ -8,7 +14,7 @@ use std::path::PathBuf;
 pub struct GridArgs {
     /// Session file (.ron).
     pub session: PathBuf,
-    /// Training step to evaluate at (nearest trajectory point).
+    /// Training step to evaluate at (nearest trajectory point; default: the first point).
     #[arg(long)]
     pub at: Option<u64>,
     /// Print JSON.
@@ -16,7 +22,145 @@ pub struct GridArgs {
     pub json: bool,
 }
 
+/// One cell of `copus grid --json`.
+#[derive(Debug, Serialize)]
+struct CellOut {
+    layout: String,
+    batch: u64,
+    feasible: bool,
+    tokens_per_s: Option<f64>,
+    mfu: Option<f64>,
+    stat_eff: f64,
+    goodput: Option<f64>,
+    config: Option<ParallelConfig>,
+    memory_per_gpu_bytes: Option<f64>,
+    reason: Option<String>,
+}
+
+/// What `copus grid --json` prints.
+#[derive(Debug, Serialize)]
+struct GridOut {
+    session: String,
+    step: u64,
+    tokens: f64,
+    b_crit_estimate: f64,
+    b_crit_scale: f64,
+    b_crit: f64,
+    best: Option<CellOut>,
+    cells: Vec<CellOut>,
+}
+
 /// Run `copus grid`.
-pub fn run(_args: &GridArgs) -> anyhow::Result<()> {
-    Err(super::not_available("grid", "the performance model"))
+pub fn run(a: &GridArgs) -> anyhow::Result<()> {
+    let resolved = Session::load(&a.session)?.resolve(&a.session)?;
+    let traj = load_trajectory(&resolved)?;
+    let point = match a.at {
+        None => traj.points.first(),
+        Some(step) => traj.points.iter().min_by_key(|p| p.step.abs_diff(step)),
+    }
+    .with_context(|| format!("{}: the trajectory has no points", a.session.display()))?;
+    let s = &resolved.session;
+    let cluster = resolved.cluster();
+    let ctx = PerfContext {
+        hw: &resolved.hardware,
+        model: &resolved.model,
+        eff: &s.efficiency,
+        gpus_per_node: cluster.gpus_per_node,
+    };
+    let table = throughput_table(&ctx, &cluster, &s.search);
+    let grid = GoodputGrid::at_scaled(&table, point.b_crit, s.b_crit_scale, s.stat_eff);
+    let nb = table.batches.len();
+    let cell_out = |i: usize| {
+        let (l, b) = (i / nb, i % nb);
+        let base = CellOut {
+            layout: table.layouts[l].label(),
+            batch: table.batches[b],
+            feasible: false,
+            tokens_per_s: None,
+            mfu: None,
+            stat_eff: grid.stat_eff[b],
+            goodput: grid.goodput[i],
+            config: None,
+            memory_per_gpu_bytes: None,
+            reason: None,
+        };
+        match &table.cells[i] {
+            TableCell::Feasible { config, prediction } => CellOut {
+                feasible: true,
+                tokens_per_s: Some(prediction.tokens_per_s),
+                mfu: Some(prediction.mfu),
+                config: Some(*config),
+                memory_per_gpu_bytes: Some(prediction.memory_per_gpu_bytes),
+                ..base
+            },
+            TableCell::Infeasible(why) => CellOut {
+                reason: Some(why.clone()),
+                ..base
+            },
+        }
+    };
+    let out = GridOut {
+        session: s.name.clone(),
+        step: point.step,
+        tokens: point.tokens,
+        b_crit_estimate: point.b_crit,
+        b_crit_scale: s.b_crit_scale,
+        b_crit: grid.b_crit,
+        best: grid.best.map(|(l, b)| cell_out(l * nb + b)),
+        cells: (0..table.cells.len()).map(cell_out).collect(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_text(&out);
+    }
+    Ok(())
+}
+
+fn print_text(o: &GridOut) {
+    println!("{}", o.session);
+    println!(
+        "step {} ({:.3e} tokens): B_crit {:.0} samples (estimate {:.0} × scale {})",
+        o.step, o.tokens, o.b_crit, o.b_crit_estimate, o.b_crit_scale
+    );
+    match &o.best {
+        Some(b) => println!(
+            "best: {} at batch {}: {:.0} tokens/s × efficiency {:.3} = goodput {:.0} ({})",
+            b.layout,
+            b.batch,
+            b.tokens_per_s.unwrap_or(0.0),
+            b.stat_eff,
+            b.goodput.unwrap_or(0.0),
+            b.config.map(|c| c.to_string()).unwrap_or_default()
+        ),
+        None => println!("best: no configuration runs at any batch size"),
+    }
+    println!(
+        "{:<16} {:>6} {:>12} {:>6} {:>7} {:>12}  configuration / reason",
+        "layout", "batch", "tokens/s", "MFU", "eff", "goodput"
+    );
+    for c in &o.cells {
+        match (c.tokens_per_s, c.goodput, c.config) {
+            (Some(t), Some(g), Some(cfg)) => println!(
+                "{:<16} {:>6} {:>12.0} {:>5.1}% {:>7.3} {:>12.0}  {}",
+                c.layout,
+                c.batch,
+                t,
+                c.mfu.unwrap_or(0.0) * 100.0,
+                c.stat_eff,
+                g,
+                cfg
+            ),
+            _ => println!(
+                "{:<16} {:>6} {:>12} {:>6} {:>7.3} {:>12}  infeasible: {}",
+                c.layout,
+                c.batch,
+                "-",
+                "-",
+                c.stat_eff,
+                "-",
+                c.reason.as_deref().unwrap_or("")
+            ),
+        }
+    }
 }

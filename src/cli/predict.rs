@@ -1,22 +1,282 @@
 //! `copus predict`: step time, throughput and memory of one parallel configuration.
 
-use clap::Args;
+use crate::perf::memory::peak_memory;
+use crate::perf::{
+    EfficiencyParams, Invalid, ModelProfile, ParallelConfig, PerfContext, Prediction, Recompute,
+    enumerate, predict,
+};
+use crate::profiles;
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use std::path::Path;
+
+/// Recompute policy on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecomputeArg {
+    /// Keep all activations.
+    None,
+    /// Recompute the attention core.
+    Selective,
+    /// Recompute every layer.
+    Full,
+}
+
+impl From<RecomputeArg> for Recompute {
+    fn from(r: RecomputeArg) -> Self {
+        match r {
+            RecomputeArg::None => Recompute::None,
+            RecomputeArg::Selective => Recompute::Selective,
+            RecomputeArg::Full => Recompute::Full,
+        }
+    }
+}
 
 /// Arguments of `copus predict`.
 #[derive(Debug, Args)]
 pub struct PredictArgs {
     /// Hardware profile: a built-in name (h100-sxm, h200, a100-80g, mi210) or a .ron file.
-    #[arg(long)]
-    pub hardware: Option<String>,
-    /// Model profile: a built-in name or a .ron file.
-    #[arg(long)]
+    #[arg(long, default_value = "h100-sxm")]
+    pub hardware: String,
+    /// Model profile: a built-in name or a .ron file (or give the shape inline).
+    #[arg(long, conflicts_with_all = ["layers", "hidden", "heads", "vocab"])]
     pub model: Option<String>,
+    /// Inline model: transformer layers.
+    #[arg(long)]
+    pub layers: Option<u32>,
+    /// Inline model: hidden size.
+    #[arg(long)]
+    pub hidden: Option<u32>,
+    /// Inline model: attention heads.
+    #[arg(long)]
+    pub heads: Option<u32>,
+    /// Inline model: vocabulary size.
+    #[arg(long)]
+    pub vocab: Option<u32>,
+    /// Sequence length in tokens (inline model; overrides a profile's).
+    #[arg(long)]
+    pub seq: Option<u32>,
+    /// Inline model: feed-forward size (default 4·hidden).
+    #[arg(long)]
+    pub ffn: Option<u32>,
+    /// Inline model: key/value heads (default: heads).
+    #[arg(long)]
+    pub kv_heads: Option<u32>,
+    /// Inline model: gated (SwiGLU) MLP.
+    #[arg(long)]
+    pub swiglu: bool,
+    /// Total GPUs (dp = gpus / (tp·pp)).
+    #[arg(long)]
+    pub gpus: u32,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
+    /// Tensor-parallel degree.
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    #[arg(long, default_value_t = 1)]
+    pub pp: u32,
+    /// Virtual pipeline stages per GPU (interleaved 1F1B when > 1).
+    #[arg(long, default_value_t = 1)]
+    pub vpp: u32,
+    /// Micro-batch size in samples, or `auto` (fastest that fits).
+    #[arg(long, default_value = "auto")]
+    pub mbs: String,
+    /// Global batch size in samples (sequences).
+    #[arg(long)]
+    pub batch: u64,
+    /// Activation recomputation.
+    #[arg(long, value_enum, default_value = "selective")]
+    pub recompute: RecomputeArg,
+    /// ZeRO stage (0–3).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero: u8,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// What `copus predict --json` prints.
+#[derive(Debug, Serialize)]
+struct Output<'a> {
+    model: &'a str,
+    hardware: &'a str,
+    dp: u32,
+    tp: u32,
+    pp: u32,
+    vpp: u32,
+    mbs: u32,
+    zero: u8,
+    recompute: String,
+    batch: u64,
+    #[serde(flatten)]
+    prediction: Prediction,
+    memory: crate::perf::memory::MemoryBreakdown,
+}
+
+fn model_of(a: &PredictArgs) -> anyhow::Result<ModelProfile> {
+    if let Some(name) = &a.model {
+        let mut m = profiles::model(name, Path::new("."))?;
+        if let Some(s) = a.seq {
+            m.seq_len = s;
+        }
+        return Ok(m);
+    }
+    let need = |v: Option<u32>, flag: &str| {
+        v.with_context(|| format!("give --model NAME|FILE or the inline shape (missing --{flag})"))
+    };
+    let (layers, hidden, heads) = (
+        need(a.layers, "layers")?,
+        need(a.hidden, "hidden")?,
+        need(a.heads, "heads")?,
+    );
+    Ok(ModelProfile {
+        name: "inline".into(),
+        layers,
+        hidden,
+        heads,
+        kv_heads: a.kv_heads.unwrap_or(heads),
+        ffn_hidden: a.ffn.unwrap_or(4 * hidden),
+        vocab: need(a.vocab, "vocab")?,
+        seq_len: need(a.seq, "seq")?,
+        swiglu: a.swiglu,
+        tied_embeddings: false,
+        moe: None,
+        source: "command line".into(),
+    })
+}
+
 /// Run `copus predict`.
-pub fn run(_args: &PredictArgs) -> anyhow::Result<()> {
-    Err(super::not_available("predict", "the performance model"))
+pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
+    let hw = profiles::hardware(&a.hardware, Path::new("."))?;
+    let model = model_of(a)?;
+    let eff = EfficiencyParams::default();
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &model,
+        eff: &eff,
+        gpus_per_node: a.gpus_per_node.max(1),
+    };
+    let used = a.tp.max(1) * a.pp.max(1);
+    if a.tp == 0 || a.pp == 0 || a.gpus == 0 || !a.gpus.is_multiple_of(used) {
+        bail!(
+            "invalid configuration: tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",
+            a.gpus
+        );
+    }
+    let mut cfg = ParallelConfig {
+        dp: a.gpus / used,
+        tp: a.tp,
+        pp: a.pp,
+        mbs: 1,
+        zero: a.zero,
+        recompute: a.recompute.into(),
+        vpp: a.vpp,
+    };
+    crate::perf::validate::structure(&model, &cfg)
+        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let p = if a.mbs == "auto" {
+        let (c, p) = enumerate::auto(&ctx, &cfg, a.batch, &[cfg.recompute], &[cfg.vpp])
+            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+        cfg = c;
+        p
+    } else {
+        cfg.mbs = a.mbs.parse().ok().filter(|m| *m > 0).with_context(|| {
+            format!(
+                "--mbs must be a positive whole number or 'auto', got '{}'",
+                a.mbs
+            )
+        })?;
+        predict(&ctx, &cfg, a.batch).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?
+    };
+    let mb = a.batch / (cfg.dp as u64 * cfg.mbs as u64);
+    let memory = peak_memory(&model, &cfg, mb, hw.reserved_bytes);
+    let out = Output {
+        model: &model.name,
+        hardware: &hw.name,
+        dp: cfg.dp,
+        tp: cfg.tp,
+        pp: cfg.pp,
+        vpp: cfg.vpp,
+        mbs: cfg.mbs,
+        zero: cfg.zero,
+        recompute: cfg.recompute.to_string(),
+        batch: a.batch,
+        prediction: p,
+        memory,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_text(&out);
+    }
+    if !p.fits {
+        bail!(
+            "{}",
+            Invalid::OutOfMemory {
+                need_gb: p.memory_per_gpu_bytes / 1e9,
+                have_gb: hw.hbm_bytes / 1e9
+            }
+        );
+    }
+    Ok(())
+}
+
+fn print_text(o: &Output) {
+    let p = &o.prediction;
+    let b = &p.breakdown;
+    println!(
+        "{} on {}: {} (global batch {})",
+        o.model,
+        o.hardware,
+        ParallelConfig {
+            dp: o.dp,
+            tp: o.tp,
+            pp: o.pp,
+            mbs: o.mbs,
+            zero: o.zero,
+            recompute: Recompute::None,
+            vpp: o.vpp,
+        }
+        .layout_label(),
+        o.batch
+    );
+    println!(
+        "  micro-batch {}  ZeRO-{}  recompute {}  vpp {}",
+        o.mbs, o.zero, o.recompute, o.vpp
+    );
+    println!("  step time        {:>10.4} s", p.step_time_s);
+    println!(
+        "  throughput       {:>10.0} tokens/s ({:.0} per GPU)",
+        p.tokens_per_s, p.tokens_per_s_per_gpu
+    );
+    println!(
+        "  model TFLOP/s    {:>10.1} per GPU (MFU {:.1}%)",
+        p.model_tflops_per_gpu,
+        p.mfu * 100.0
+    );
+    println!(
+        "  hardware TFLOP/s {:>10.1} per GPU",
+        p.hardware_tflops_per_gpu
+    );
+    println!(
+        "  memory           {:>10.1} GB per GPU ({}; states {:.1}, activations {:.1}, output {:.1}, reserved {:.1})",
+        p.memory_per_gpu_bytes / 1e9,
+        if p.fits { "fits" } else { "does NOT fit" },
+        o.memory.model_states / 1e9,
+        o.memory.activations / 1e9,
+        o.memory.output / 1e9,
+        o.memory.reserved / 1e9
+    );
+    let pct = |x: f64| 100.0 * x / p.step_time_s;
+    println!(
+        "  breakdown        compute {:.1}%  bubble {:.1}%  TP {:.1}%  PP {:.1}%  DP {:.1}%  optimizer {:.1}%",
+        pct(b.compute_s),
+        pct(b.bubble_s),
+        pct(b.tp_s),
+        pct(b.pp_s),
+        pct(b.dp_s),
+        pct(b.optimizer_s)
+    );
 }

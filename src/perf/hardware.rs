@@ -28,7 +28,23 @@ pub struct HardwareProfile {
     pub intra_link_eff: f64,
     /// Achievable fraction of scale-out bandwidth.
     pub inter_link_eff: f64,
+    /// HBM not available to the model (CUDA context, NCCL buffers, allocator fragmentation),
+    /// bytes.
+    #[serde(default = "default_reserved")]
+    pub reserved_bytes: f64,
     /// Where the figures come from.
     #[serde(default)]
     pub source: String,
+}
+
+fn default_reserved() -> f64 {
+    4e9
+}
+
+impl HardwareProfile {
+    /// GPUs that share the fast link in a node of `gpus_per_node` (the smaller of the node and
+    /// the scale-up domain: an MI210 node of 8 has two hives of 4).
+    pub fn fast_domain(&self, gpus_per_node: u32) -> u32 {
+        self.scale_up_domain.min(gpus_per_node).max(1)
+    }
 }

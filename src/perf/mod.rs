@@ -1,17 +1,28 @@
-//! Performance model: step time, throughput and memory of one 3D-parallel configuration.
-//!
-//! SKELETON: `predict` below is a crude placeholder (6·N·tokens over a saturating efficiency)
-//! that the performance-model issue replaces with the full model of DESIGN.md §4.
+//! Performance model: step time, throughput and memory of one 3D-parallel configuration
+//! (DESIGN.md §4): FLOPs ([`flops`]), memory ([`memory`]), collectives ([`comms`]), step time
+//! ([`step_time`]), configuration search ([`enumerate`]), calibration ([`calibrate`]) and the
+//! mixture-of-experts batch floor ([`moe`]).
 
+pub mod calibrate;
+pub mod comms;
 pub mod config;
 pub mod efficiency;
+pub mod enumerate;
+pub mod flops;
 pub mod hardware;
+pub mod measurements;
+pub mod memory;
 pub mod model;
+pub mod moe;
+pub mod step_time;
+pub mod validate;
 
 pub use config::{ParallelConfig, Recompute};
 pub use efficiency::EfficiencyParams;
 pub use hardware::HardwareProfile;
-pub use model::ModelProfile;
+pub use measurements::Measurement;
+pub use model::{ModelProfile, MoeSpec};
+pub use step_time::ConfigCost;
 
 use serde::Serialize;
 
@@ -92,51 +103,18 @@ pub enum Invalid {
     },
 }
 
-/// Parameters of a dense decoder (embedding included), from the shape.
+/// Parameters of the model (embeddings included, all experts of an MoE counted), from the shape.
 pub fn parameter_count(m: &ModelProfile) -> f64 {
-    let h = m.hidden as f64;
-    let kv = h * m.kv_heads as f64 / m.heads as f64;
-    let attn = h * h * 2.0 + 2.0 * h * kv;
-    let mlp = if m.swiglu { 3.0 } else { 2.0 } * h * m.ffn_hidden as f64;
-    m.layers as f64 * (attn + mlp) + m.vocab as f64 * h
+    m.layers as f64 * m.layer_params() + m.embedding_params()
 }
 
-/// Predict step time and throughput of `cfg` at `global_batch` samples (PLACEHOLDER model).
+/// Predict step time, throughput and memory of `cfg` at `global_batch` samples. A
+/// configuration that runs but does not fit in memory is `Ok` with `fits: false`; one that
+/// cannot run at all (shape, divisibility) is an [`Invalid`] with the reason.
 pub fn predict(
     ctx: &PerfContext,
     cfg: &ParallelConfig,
     global_batch: u64,
 ) -> Result<Prediction, Invalid> {
-    let per_replica = cfg.dp as u64 * cfg.mbs as u64;
-    if per_replica == 0 || !global_batch.is_multiple_of(per_replica) {
-        return Err(Invalid::Other(format!(
-            "batch {global_batch} not divisible by dp·mbs = {per_replica}"
-        )));
-    }
-    let n = parameter_count(ctx.model);
-    let tokens = global_batch as f64 * ctx.model.seq_len as f64;
-    let gpus = cfg.gpus() as f64;
-    let gemm_tokens = cfg.mbs as f64 * ctx.model.seq_len as f64 / cfg.tp as f64;
-    let eff = ctx.eff.max_eff * gemm_tokens / (gemm_tokens + ctx.eff.half_tokens);
-    let flops = 6.0 * n * tokens;
-    let compute = flops / (gpus * ctx.hw.peak_flops * eff);
-    let m = global_batch as f64 / per_replica as f64;
-    let bubble = compute * (cfg.pp as f64 - 1.0) / m;
-    let step = compute + bubble;
-    let model_tflops = flops / step / gpus / 1e12;
-    Ok(Prediction {
-        step_time_s: step,
-        tokens_per_s: tokens / step,
-        tokens_per_s_per_gpu: tokens / step / gpus,
-        model_tflops_per_gpu: model_tflops,
-        hardware_tflops_per_gpu: model_tflops,
-        mfu: model_tflops * 1e12 / ctx.hw.peak_flops,
-        memory_per_gpu_bytes: 0.0,
-        fits: true,
-        breakdown: Breakdown {
-            compute_s: compute,
-            bubble_s: bubble,
-            ..Breakdown::default()
-        },
-    })
+    ConfigCost::new(ctx, cfg)?.at(ctx, global_batch)
 }

@@ -36,10 +36,58 @@ pub struct ModelProfile {
     /// Gated (SwiGLU) MLP with three projections instead of two.
     #[serde(default)]
     pub swiglu: bool,
+    /// Input embedding and output layer share one matrix (false: two V×h matrices, as in the
+    /// Megatron GPT table and Llama 2/3 ≥ 7B).
+    #[serde(default)]
+    pub tied_embeddings: bool,
     /// Mixture-of-experts settings, if any.
     #[serde(default)]
     pub moe: Option<MoeSpec>,
     /// Where the shape comes from.
     #[serde(default)]
     pub source: String,
+}
+
+impl ModelProfile {
+    /// Key/value projection width (h·kv_heads/heads), elements.
+    pub fn kv_hidden(&self) -> f64 {
+        self.hidden as f64 * self.kv_heads as f64 / self.heads.max(1) as f64
+    }
+
+    /// Feed-forward projection matrices per expert (3 for SwiGLU, 2 otherwise).
+    pub fn ffn_matrices(&self) -> f64 {
+        if self.swiglu { 3.0 } else { 2.0 }
+    }
+
+    /// Experts per MoE layer (1 for a dense model).
+    pub fn experts(&self) -> f64 {
+        self.moe.as_ref().map_or(1.0, |m| m.experts.max(1) as f64)
+    }
+
+    /// Experts each token visits (1 for a dense model).
+    pub fn active_experts(&self) -> f64 {
+        self.moe.as_ref().map_or(1.0, |m| m.top_k.max(1) as f64)
+    }
+
+    /// Attention parameters of one layer (Q, K, V, output projections).
+    pub fn attention_params(&self) -> f64 {
+        let h = self.hidden as f64;
+        2.0 * h * h + 2.0 * h * self.kv_hidden()
+    }
+
+    /// Feed-forward parameters of one expert of one layer.
+    pub fn expert_params(&self) -> f64 {
+        self.ffn_matrices() * self.hidden as f64 * self.ffn_hidden as f64
+    }
+
+    /// Parameters of one transformer layer (all experts), norms and biases left out.
+    pub fn layer_params(&self) -> f64 {
+        self.attention_params() + self.experts() * self.expert_params()
+    }
+
+    /// Parameters of the input embedding and output layer together (V·h, twice if untied).
+    pub fn embedding_params(&self) -> f64 {
+        let one = self.vocab as f64 * self.hidden as f64;
+        if self.tied_embeddings { one } else { 2.0 * one }
+    }
 }

@@ -1,0 +1,172 @@
+//! Configuration search: every (dp, tp, pp) factorisation of a GPU count with its options,
+//! each valid one costed and each invalid one kept with its reason; and the fastest fitting
+//! choice (`mbs auto`).
+
+use super::{ConfigCost, Invalid, ParallelConfig, PerfContext, Prediction, Recompute};
+
+/// Options a search may pick from for one 3D layout.
+#[derive(Debug, Clone, Copy)]
+pub struct Choices<'a> {
+    /// Micro-batch sizes, samples.
+    pub micro_batches: &'a [u32],
+    /// ZeRO stages.
+    pub zero: &'a [u8],
+    /// Recompute policies.
+    pub recompute: &'a [Recompute],
+    /// Virtual pipeline stages (used only where pp > 1; 1 is always tried).
+    pub interleave: &'a [u32],
+}
+
+/// Divisors of `n`, ascending.
+pub fn divisors(n: u32) -> Vec<u32> {
+    (1..=n).filter(|d| n.is_multiple_of(*d)).collect()
+}
+
+/// All (dp, tp, pp) with dp·tp·pp = `gpus`, ascending in tp then pp.
+pub fn factorisations(gpus: u32) -> Vec<(u32, u32, u32)> {
+    let mut out = Vec::new();
+    for tp in divisors(gpus) {
+        for pp in divisors(gpus / tp) {
+            out.push((gpus / tp / pp, tp, pp));
+        }
+    }
+    out
+}
+
+/// Why a layout cannot run on this cluster, if it cannot (shape and placement only).
+pub fn layout_problem(
+    ctx: &PerfContext,
+    (dp, tp, pp): (u32, u32, u32),
+    allow_cross_node_tp: bool,
+) -> Option<Invalid> {
+    if !allow_cross_node_tp && tp > ctx.gpus_per_node {
+        return Some(Invalid::Other(format!(
+            "TP {tp} spans nodes of {} GPUs",
+            ctx.gpus_per_node
+        )));
+    }
+    let cfg = ParallelConfig {
+        dp,
+        tp,
+        pp,
+        mbs: 1,
+        zero: 0,
+        recompute: Recompute::Selective,
+        vpp: 1,
+    };
+    super::validate::structure(ctx.model, &cfg).err()
+}
+
+/// Every full configuration of one layout under `choices` (vpp > 1 only where pp > 1).
+pub fn layout_configs((dp, tp, pp): (u32, u32, u32), choices: &Choices) -> Vec<ParallelConfig> {
+    let mut vpps = vec![1u32];
+    if pp > 1 {
+        vpps.extend(choices.interleave.iter().copied().filter(|&v| v > 1));
+    }
+    let mut out = Vec::new();
+    for &mbs in choices.micro_batches {
+        for &zero in choices.zero {
+            for &recompute in choices.recompute {
+                for &vpp in &vpps {
+                    out.push(ParallelConfig {
+                        dp,
+                        tp,
+                        pp,
+                        mbs,
+                        zero,
+                        recompute,
+                        vpp,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every configuration of `gpus` GPUs under `choices`, each costed or with the reason it
+/// cannot run (TP across nodes, heads, layers, ZeRO with PP, …).
+pub fn configurations(
+    ctx: &PerfContext,
+    gpus: u32,
+    choices: &Choices,
+    allow_cross_node_tp: bool,
+) -> Vec<(ParallelConfig, Result<ConfigCost, Invalid>)> {
+    let mut out = Vec::new();
+    for layout in factorisations(gpus) {
+        let problem = layout_problem(ctx, layout, allow_cross_node_tp);
+        for cfg in layout_configs(layout, choices) {
+            let cost = match &problem {
+                Some(p) => Err(p.clone()),
+                None => ConfigCost::new(ctx, &cfg),
+            };
+            out.push((cfg, cost));
+        }
+    }
+    out
+}
+
+/// The fastest configuration among `costs` that runs and fits at `global_batch`, or the reason
+/// of the closest miss (out of memory by the least, else the last other reason).
+pub fn fastest<'a>(
+    ctx: &PerfContext,
+    costs: impl IntoIterator<Item = &'a ConfigCost>,
+    global_batch: u64,
+) -> Result<(ParallelConfig, Prediction), Invalid> {
+    let mut best: Option<(ParallelConfig, Prediction)> = None;
+    let mut oom: Option<f64> = None;
+    let mut other: Option<Invalid> = None;
+    for cost in costs {
+        match cost.at(ctx, global_batch) {
+            Ok(p) if p.fits => {
+                if best.is_none_or(|(_, b)| p.step_time_s < b.step_time_s) {
+                    best = Some((cost.cfg, p));
+                }
+            }
+            Ok(p) => {
+                oom = Some(oom.map_or(p.memory_per_gpu_bytes, |o| o.min(p.memory_per_gpu_bytes)))
+            }
+            Err(e) => other = Some(e),
+        }
+    }
+    match (best, oom, other) {
+        (Some(b), _, _) => Ok(b),
+        (None, Some(need), _) => Err(Invalid::OutOfMemory {
+            need_gb: need / 1e9,
+            have_gb: ctx.hw.hbm_bytes / 1e9,
+        }),
+        (None, None, Some(e)) => Err(e),
+        (None, None, None) => Err(Invalid::Other("no configuration to try".into())),
+    }
+}
+
+/// `mbs auto`: the fastest fitting configuration of `base`'s layout at `global_batch`, trying
+/// every micro-batch size that divides the per-replica batch, the given recompute policies and
+/// exactly the given virtual-stage counts (include 1 for plain 1F1B; ZeRO stage as in `base`).
+pub fn auto(
+    ctx: &PerfContext,
+    base: &ParallelConfig,
+    global_batch: u64,
+    recompute: &[Recompute],
+    interleave: &[u32],
+) -> Result<(ParallelConfig, Prediction), Invalid> {
+    let per_replica = global_batch / base.dp.max(1) as u64;
+    let mbs: Vec<u32> = (1..=per_replica.min(64) as u32)
+        .filter(|b| per_replica.is_multiple_of(*b as u64))
+        .collect();
+    let choices = Choices {
+        micro_batches: &mbs,
+        zero: &[base.zero],
+        recompute,
+        interleave,
+    };
+    // A structural problem of the layout itself is the answer; per-option problems (a vpp
+    // that does not divide the stage) only drop that option.
+    super::validate::structure(ctx.model, &ParallelConfig { vpp: 1, ..*base })?;
+    let costs: Vec<ConfigCost> = layout_configs((base.dp, base.tp, base.pp), &choices)
+        .iter()
+        .filter(|c| interleave.contains(&c.vpp))
+        .filter_map(|c| ConfigCost::new(ctx, c).ok())
+        .collect();
+    fastest(ctx, &costs, global_batch)
+}

@@ -1,0 +1,223 @@
+//! Memory per GPU: model states under ZeRO (Rajbhandari et al. 2020) and activations per
+//! layer (Korthikanti et al. 2022, arXiv 2205.05198), generalised to GQA, SwiGLU and MoE.
+//!
+//! With TP > 1 sequence parallelism is assumed (Megatron's default), so every activation is
+//! split by TP; with TP = 1 the formulas reduce to the no-parallelism case.
+
+use super::{ModelProfile, ParallelConfig, Recompute};
+use serde::Serialize;
+
+/// Bytes per parameter of weights, gradients and Adam state with mixed precision (BF16
+/// weights and gradients, FP32 master weights, momentum and variance) under ZeRO `stage`
+/// over `dp` data-parallel ranks: 16; 4 + 12/dp; 2 + 14/dp; 16/dp.
+pub fn zero_bytes_per_param(stage: u8, dp: u32) -> f64 {
+    let d = dp.max(1) as f64;
+    match stage {
+        0 => 16.0,
+        1 => 4.0 + 12.0 / d,
+        2 => 2.0 + 14.0 / d,
+        _ => 16.0 / d,
+    }
+}
+
+/// Activation bytes one transformer layer keeps for the backward pass of one micro-batch of
+/// `mbs` sequences on one GPU, with TP degree `tp` and sequence parallelism `sp`.
+///
+/// GPT shape (kv = h, ffn = 4h): s·b·h·(34 + 5as/h) without parallelism; s·b·h·(10 + 24/t +
+/// 5as/(ht)) with TP; s·b·h·(34/t + 5as/(ht)) with TP+SP; the 5as/h term (attention scores,
+/// softmax, dropout mask) disappears with selective recompute; full recompute keeps only the
+/// layer input, 2·s·b·h (divided by t under SP).
+pub fn layer_activation_bytes(
+    m: &ModelProfile,
+    mbs: u32,
+    tp: u32,
+    sp: bool,
+    recompute: Recompute,
+) -> f64 {
+    let (s, b, h, t) = (
+        m.seq_len as f64,
+        mbs as f64,
+        m.hidden as f64,
+        tp.max(1) as f64,
+    );
+    let sbh = s * b * h;
+    let split_by = |x: f64| if sp { x / t } else { x };
+    if recompute == Recompute::Full {
+        return split_by(2.0 * sbh);
+    }
+    // Not split by TP without SP: LN inputs (4), QKV and FC1 inputs (2 + 2), dropout masks (1 + 1).
+    let replicated = 10.0 * sbh;
+    // Split by TP: Q (2), K and V (4·kv/h), projection input (2), the FFN internals.
+    let ffn_bytes_per_elem = if m.swiglu { 6.0 } else { 4.0 };
+    let attn_split = s * b * (4.0 * h + 4.0 * m.kv_hidden());
+    let ffn_split = s * b * ffn_bytes_per_elem * m.ffn_hidden as f64 * m.active_experts();
+    let scores = if recompute == Recompute::None {
+        5.0 * m.heads as f64 * s * s * b
+    } else {
+        0.0
+    };
+    split_by(replicated) + (attn_split + ffn_split + scores) / t
+}
+
+/// Peak memory of one GPU, bytes, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct MemoryBreakdown {
+    /// Weights, gradients and optimizer state after ZeRO sharding, bytes.
+    pub model_states: f64,
+    /// Activations kept for backward (all in-flight micro-batches), bytes.
+    pub activations: f64,
+    /// Logits and the FP32 cross-entropy buffer of the output layer, bytes.
+    pub output: f64,
+    /// Reserved by the runtime (hardware profile), bytes.
+    pub reserved: f64,
+}
+
+impl MemoryBreakdown {
+    /// Total bytes.
+    pub fn total(&self) -> f64 {
+        self.model_states + self.activations + self.output + self.reserved
+    }
+}
+
+/// Parameters held by the first and the last pipeline stage of one GPU (before ZeRO-3).
+pub fn stage_params(m: &ModelProfile, tp: u32, pp: u32) -> (f64, f64) {
+    let t = tp.max(1) as f64;
+    let layers = m.layers as f64 / pp.max(1) as f64;
+    let body = layers * m.layer_params() / t;
+    let vh = m.vocab as f64 * m.hidden as f64 / t;
+    if pp <= 1 {
+        (
+            body + m.embedding_params() / t,
+            body + m.embedding_params() / t,
+        )
+    } else {
+        // Tied embeddings still need a copy on the last stage for the output layer.
+        (body + vh, body + vh)
+    }
+}
+
+/// Peak memory per GPU of `cfg` with `micro_batches` micro-batches per step (the stage that
+/// needs most: the first keeps `min(m, pp)` micro-batches in flight, the last the logits).
+pub fn peak_memory(
+    m: &ModelProfile,
+    cfg: &ParallelConfig,
+    micro_batches: u64,
+    reserved: f64,
+) -> MemoryBreakdown {
+    let (first_p, last_p) = stage_params(m, cfg.tp, cfg.pp);
+    let per_param = zero_bytes_per_param(cfg.zero, cfg.dp);
+    let layers = m.layers as f64 / cfg.pp.max(1) as f64;
+    let sp = cfg.tp > 1;
+    let per_layer = layer_activation_bytes(m, cfg.mbs, cfg.tp, sp, cfg.recompute);
+    // Full recompute re-materialises one layer at a time in backward.
+    let working = if cfg.recompute == Recompute::Full {
+        layer_activation_bytes(m, cfg.mbs, cfg.tp, sp, Recompute::Selective)
+    } else {
+        0.0
+    };
+    let pp = cfg.pp.max(1) as f64;
+    let mut in_flight = (micro_batches.max(1) as f64).min(pp);
+    if cfg.vpp > 1 && cfg.pp > 1 {
+        in_flight *= 1.0 + (pp - 1.0) / (pp * cfg.vpp as f64);
+    }
+    let logits = m.seq_len as f64 * cfg.mbs as f64 * m.vocab as f64 / cfg.tp.max(1) as f64 * 6.0;
+    let first = MemoryBreakdown {
+        model_states: first_p * per_param,
+        activations: layers * per_layer * in_flight + working,
+        output: if cfg.pp <= 1 { logits } else { 0.0 },
+        reserved,
+    };
+    let last = MemoryBreakdown {
+        model_states: last_p * per_param,
+        activations: layers * per_layer + working,
+        output: logits,
+        reserved,
+    };
+    if first.total() >= last.total() {
+        first
+    } else {
+        last
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpt(h: u32, a: u32) -> ModelProfile {
+        ModelProfile {
+            name: "gpt".into(),
+            layers: 4,
+            hidden: h,
+            heads: a,
+            kv_heads: a,
+            ffn_hidden: 4 * h,
+            vocab: 1000,
+            seq_len: 2048,
+            swiglu: false,
+            tied_embeddings: false,
+            moe: None,
+            source: String::new(),
+        }
+    }
+
+    #[test]
+    fn reproduces_korthikanti_formulas() {
+        for (h, a, b, t) in [
+            (4096u32, 32u32, 1u32, 8u32),
+            (2048, 16, 4, 2),
+            (12288, 96, 2, 4),
+        ] {
+            let m = gpt(h, a);
+            let (s, bf, hf, af, tf) = (2048.0, b as f64, h as f64, a as f64, t as f64);
+            let sbh = s * bf * hf;
+            let rel = |x: f64, y: f64| (x / y - 1.0).abs() < 1e-12;
+            let none1 = layer_activation_bytes(&m, b, 1, false, Recompute::None);
+            assert!(rel(none1, sbh * (34.0 + 5.0 * af * s / hf)));
+            let tp = layer_activation_bytes(&m, b, t, false, Recompute::None);
+            assert!(rel(tp, sbh * (10.0 + 24.0 / tf + 5.0 * af * s / (hf * tf))));
+            let sp = layer_activation_bytes(&m, b, t, true, Recompute::None);
+            assert!(rel(sp, sbh * (34.0 / tf + 5.0 * af * s / (hf * tf))));
+            let sel = layer_activation_bytes(&m, b, t, true, Recompute::Selective);
+            assert!(rel(sel, sbh * 34.0 / tf));
+            let full = layer_activation_bytes(&m, b, 1, false, Recompute::Full);
+            assert!(rel(full, 2.0 * sbh));
+        }
+    }
+
+    #[test]
+    fn reproduces_zero_stages() {
+        for dp in [1u32, 2, 8, 64] {
+            let d = dp as f64;
+            assert_eq!(zero_bytes_per_param(0, dp), 16.0);
+            assert!((zero_bytes_per_param(1, dp) - (4.0 + 12.0 / d)).abs() < 1e-12);
+            assert!((zero_bytes_per_param(2, dp) - (2.0 + 14.0 / d)).abs() < 1e-12);
+            assert!((zero_bytes_per_param(3, dp) - 16.0 / d).abs() < 1e-12);
+        }
+        // Higher stages never need more memory.
+        for dp in 1..100 {
+            let b: Vec<f64> = (0..4).map(|z| zero_bytes_per_param(z, dp)).collect();
+            assert!(b.windows(2).all(|w| w[1] <= w[0] + 1e-12));
+        }
+    }
+
+    #[test]
+    fn pipeline_first_stage_holds_pp_micro_batches() {
+        let m = gpt(4096, 32);
+        let cfg = |pp, vpp| ParallelConfig {
+            dp: 1,
+            tp: 1,
+            pp,
+            mbs: 1,
+            zero: 1,
+            recompute: Recompute::Selective,
+            vpp,
+        };
+        let a1 = peak_memory(&m, &cfg(1, 1), 8, 0.0).activations;
+        let a4 = peak_memory(&m, &cfg(4, 1), 8, 0.0).activations;
+        // pp = 4: a quarter of the layers, four micro-batches in flight.
+        assert!((a4 / a1 - 1.0).abs() < 1e-12);
+        let a4v = peak_memory(&m, &cfg(4, 2), 8, 0.0).activations;
+        assert!((a4v / a4 - (1.0 + 3.0 / 8.0)).abs() < 1e-12);
+    }
+}
