@@ -408,7 +408,7 @@ mod tests {
         assert_eq!(s, back);
         let r = s.resolve(&demo_path()).expect("demo resolves");
         assert_eq!(r.hardware.name, "h100-sxm");
-        assert_eq!(r.cluster().gpus(), 32);
+        assert_eq!(r.cluster().gpus(), 64);
     }
 
     #[test]
