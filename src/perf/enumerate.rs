@@ -126,7 +126,11 @@ pub fn fastest<'a>(
             Ok(p) => {
                 oom = Some(oom.map_or(p.memory_per_gpu_bytes, |o| o.min(p.memory_per_gpu_bytes)))
             }
-            Err(e) => other = Some(e),
+            // Keep the first reason: configurations come smallest micro-batch first, so it
+            // names the least demanding one ("not divisible by dp·mbs = 64", not 256).
+            Err(e) => {
+                other.get_or_insert(e);
+            }
         }
     }
     match (best, oom, other) {
