@@ -6,24 +6,19 @@ use copus::trainer::{MlpShape, Trainer, TrainerConfig, Workspace};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-#[test]
-fn backward_pass_matches_finite_differences() {
-    let shape = MlpShape {
-        vocab: 7,
-        context: 2,
-        embed: 3,
-        hidden: 8,
-    };
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+/// Worst relative error between the backward pass and central finite differences.
+fn gradient_error(shape: MlpShape, n_samples: usize, seed: u64) -> f64 {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let mut params = shape.init(&mut rng);
-    // Larger output weights than at init, so every gradient entry is well away from zero.
+    // Larger weights than at init, so every gradient entry is well away from zero.
     params.iter_mut().for_each(|p| *p *= 2.0);
-    let ctx: Vec<[u8; 2]> = (0..9)
-        .map(|_| [rng.random_range(0..7), rng.random_range(0..7)])
+    let v = shape.vocab as u8;
+    let ctx: Vec<Vec<u8>> = (0..n_samples)
+        .map(|_| (0..shape.context).map(|_| rng.random_range(0..v)).collect())
         .collect();
     let samples: Vec<(&[u8], u8)> = ctx
         .iter()
-        .map(|c| (&c[..], rng.random_range(0..7)))
+        .map(|c| (&c[..], rng.random_range(0..v)))
         .collect();
     let mut ws = Workspace::new();
     let mut grad = vec![0.0; shape.n_params()];
@@ -41,7 +36,31 @@ fn backward_pass_matches_finite_differences() {
         let numeric = (up - down) / (2.0 * h);
         worst = worst.max((numeric - grad[i]).abs() / (1e-6 + numeric.abs() + grad[i].abs()));
     }
-    assert!(worst < 1e-5, "worst relative gradient error {worst}");
+    worst
+}
+
+#[test]
+fn backward_pass_matches_finite_differences() {
+    // Large enough for the GEMM path, and small enough for the plain-loop path.
+    let big = MlpShape {
+        vocab: 7,
+        context: 2,
+        embed: 3,
+        hidden: 8,
+    };
+    let small = MlpShape {
+        vocab: 5,
+        context: 2,
+        embed: 2,
+        hidden: 3,
+    };
+    for (shape, n, seed) in [(big, 9, 11), (small, 3, 12)] {
+        let worst = gradient_error(shape, n, seed);
+        assert!(
+            worst < 1e-5,
+            "{shape:?}, {n} samples: worst relative error {worst}"
+        );
+    }
 }
 
 fn run(cfg: TrainerConfig, steps: usize) -> Vec<StepStats> {

@@ -96,18 +96,60 @@ impl Workspace {
 type View<'a> = DMatrixView<'a, f64, Dyn, Dyn>;
 type ViewMut<'a> = DMatrixViewMut<'a, f64, Dyn, Dyn>;
 
-/// A row-major `r × c` matrix stored in `s`.
-fn rows(s: &[f64], r: usize, c: usize) -> View<'_> {
-    View::from_slice_with_strides(s, r, c, c, 1)
+/// A read-only strided matrix over a slice: element (i, j) is `data[i * rs + j * cs]`.
+#[derive(Clone, Copy)]
+struct Mat<'a> {
+    data: &'a [f64],
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+/// The row-major `r × c` matrix stored in `s`.
+fn rows(s: &[f64], r: usize, c: usize) -> Mat<'_> {
+    Mat {
+        data: s,
+        rows: r,
+        cols: c,
+        rs: c,
+        cs: 1,
+    }
 }
 
 /// The transpose (`c × r`) of the row-major `r × c` matrix stored in `s`, without copying.
-fn rows_t(s: &[f64], r: usize, c: usize) -> View<'_> {
-    View::from_slice_with_strides(s, c, r, 1, c)
+fn rows_t(s: &[f64], r: usize, c: usize) -> Mat<'_> {
+    Mat {
+        data: s,
+        rows: c,
+        cols: r,
+        rs: 1,
+        cs: c,
+    }
 }
 
-fn rows_mut(s: &mut [f64], r: usize, c: usize) -> ViewMut<'_> {
-    ViewMut::from_slice_with_strides_mut(s, r, c, c, 1)
+/// `y = a·b + beta·y` with `y` row-major. Large products go through nalgebra's GEMM
+/// (matrixmultiply, optimised even in debug builds); small ones use plain loops, because
+/// nalgebra's small-matrix fallback mis-handles strided views (it loops over the view's
+/// storage span instead of its rows).
+fn gemm(y: &mut [f64], a: Mat<'_>, b: Mat<'_>, beta: f64) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    debug_assert_eq!(b.rows, k);
+    if m > 5 && k > 5 && n > 5 {
+        let av = View::from_slice_with_strides(a.data, m, k, a.rs, a.cs);
+        let bv = View::from_slice_with_strides(b.data, k, n, b.rs, b.cs);
+        ViewMut::from_slice_with_strides_mut(y, m, n, n, 1).gemm(1.0, &av, &bv, beta);
+        return;
+    }
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k)
+                .map(|l| a.data[i * a.rs + l * a.cs] * b.data[l * b.rs + j * b.cs])
+                .sum();
+            let out = &mut y[i * n + j];
+            *out = dot + if beta == 0.0 { 0.0 } else { beta * *out };
+        }
+    }
 }
 
 /// Add each row of the row-major `matrix` (rows of `v.len()`) to `v`.
@@ -161,13 +203,13 @@ pub fn accumulate_grad(
             xc.copy_from_slice(&emb[id * e..(id + 1) * e]);
         }
     }
-    rows_mut(&mut ws.a, n, h).gemm(1.0, &rows(&ws.x, n, inp), &rows_t(w1, h, inp), 0.0);
+    gemm(&mut ws.a, rows(&ws.x, n, inp), rows_t(w1, h, inp), 0.0);
     for row in ws.a.chunks_exact_mut(h) {
         row.iter_mut()
             .zip(b1)
             .for_each(|(a, b)| *a = (*a + b).tanh());
     }
-    rows_mut(&mut ws.p, n, v).gemm(1.0, &rows(&ws.a, n, h), &rows_t(w2, v, h), 0.0);
+    gemm(&mut ws.p, rows(&ws.a, n, h), rows_t(w2, v, h), 0.0);
     // Softmax, loss, and d logits = (softmax − onehot) / n, in place.
     let mut loss = 0.0;
     for ((_, target), row) in samples.iter().zip(ws.p.chunks_exact_mut(v)) {
@@ -184,16 +226,16 @@ pub fn accumulate_grad(
         row[t] -= scale;
     }
     // Backward.
-    rows_mut(g_w2, v, h).gemm(1.0, &rows_t(&ws.p, n, v), &rows(&ws.a, n, h), 1.0);
+    gemm(g_w2, rows_t(&ws.p, n, v), rows(&ws.a, n, h), 1.0);
     add_column_sums(g_b2, &ws.p);
-    rows_mut(&mut ws.da, n, h).gemm(1.0, &rows(&ws.p, n, v), &rows(w2, v, h), 0.0);
+    gemm(&mut ws.da, rows(&ws.p, n, v), rows(w2, v, h), 0.0);
     ws.da
         .iter_mut()
         .zip(&ws.a)
         .for_each(|(d, a)| *d *= 1.0 - a * a);
-    rows_mut(g_w1, h, inp).gemm(1.0, &rows_t(&ws.da, n, h), &rows(&ws.x, n, inp), 1.0);
+    gemm(g_w1, rows_t(&ws.da, n, h), rows(&ws.x, n, inp), 1.0);
     add_column_sums(g_b1, &ws.da);
-    rows_mut(&mut ws.dx, n, inp).gemm(1.0, &rows(&ws.da, n, h), &rows(w1, h, inp), 0.0);
+    gemm(&mut ws.dx, rows(&ws.da, n, h), rows(w1, h, inp), 0.0);
     for ((ctx, _), dx) in samples.iter().zip(ws.dx.chunks_exact(inp)) {
         for (&id, dxc) in ctx.iter().zip(dx.chunks_exact(e)) {
             let id = id as usize;

@@ -109,7 +109,7 @@ impl Trainer {
         if cfg.micro_batch_size == 0 || cfg.context == 0 || cfg.embed == 0 || cfg.hidden == 0 {
             return bad("micro-batch size, context, embedding and hidden sizes must be >= 1");
         }
-        if !(cfg.lr.is_finite() && cfg.lr > 0.0) || !(0.0..1.0).contains(&cfg.momentum) {
+        if !(cfg.lr.is_finite() && cfg.lr > 0.0 && (0.0..1.0).contains(&cfg.momentum)) {
             return bad("lr must be > 0 and momentum in [0, 1)");
         }
         if corpus.ids().len() <= cfg.context + 1 {
