@@ -99,8 +99,13 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
         }
         if file.is_none() && server.is_none() {
             let mut out = stdout.lock();
-            writeln!(out, "{}", crate::trainer::sink::protocol_line(&rec))?;
-            out.flush()?;
+            let line = crate::trainer::sink::protocol_line(&rec);
+            match writeln!(out, "{line}").and_then(|()| out.flush()) {
+                Ok(()) => {}
+                // The reader went away (`| head`): stop quietly, like other Unix filters.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                Err(e) => return Err(anyhow::Error::new(e).context("cannot write to stdout")),
+            }
         }
         if !args.quiet && ((i + 1) % progress_every == 0 || i + 1 == args.steps) {
             eprintln!(

@@ -52,6 +52,7 @@ where
     let mut open: Option<OpenFile> = None;
     let mut said_waiting = false;
     let mut said_removed = false;
+    let mut said_read_error = false;
     let shown = path.display();
     while !em.should_stop() {
         let Some(of) = open.as_mut() else {
@@ -85,13 +86,17 @@ where
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(e) => {
-                em.status(format!("reading {shown} failed ({e}); reopening"));
-                open = None;
-                drop_partial(&mut ingest, em, "the unreadable file");
+                // Keep the handle and position: reopening from the start would ingest
+                // the file's lines twice. Retry at the next poll.
+                if !said_read_error {
+                    em.status(format!("reading {shown} failed ({e}); retrying"));
+                    said_read_error = true;
+                }
                 em.sleep(opts.poll);
                 continue;
             }
         }
+        said_read_error = false;
         // At the end of what has been written so far: look for truncation and rotation.
         match std::fs::metadata(path) {
             Ok(meta) => {
