@@ -43,7 +43,7 @@ proptest! {
         prop_assert_eq!(&events(text.as_bytes(), &cuts), &whole);
         let records = whole.iter().filter(|e| matches!(e, LiveEvent::Record(_))).count() as u64;
         prop_assert_eq!(records, n);
-        let expected_bad = if garbage_every > 0 { (n - 1) / garbage_every + 1 } else { 0 };
+        let expected_bad = (n - 1).checked_div(garbage_every).map_or(0, |k| k + 1);
         prop_assert_eq!(whole.len() as u64 - records, expected_bad);
     }
 }
