@@ -33,6 +33,8 @@ pub struct WatchArgs {
 
 /// How many malformed lines are quoted in the summary.
 const MALFORMED_EXAMPLES: usize = 5;
+/// How many malformed lines are printed to stderr as they arrive.
+const MALFORMED_PRINTED: u64 = 20;
 
 /// What a headless watch saw.
 #[derive(Debug, Serialize)]
@@ -226,8 +228,12 @@ pub fn watch_headless(
         ) {
             Ok(LiveEvent::Record(r)) => records.push(r),
             Ok(LiveEvent::Malformed { line_no, reason }) => {
-                eprintln!("copus watch: {shown}: line {line_no}: {reason}");
                 malformed += 1;
+                if malformed <= MALFORMED_PRINTED {
+                    eprintln!("copus watch: {shown}: line {line_no}: {reason}");
+                } else if malformed == MALFORMED_PRINTED + 1 {
+                    eprintln!("copus watch: further malformed lines are counted, not shown");
+                }
                 if examples.len() < MALFORMED_EXAMPLES {
                     examples.push((line_no, reason));
                 }
