@@ -16,5 +16,6 @@ pub mod profiles;
 pub mod session;
 pub mod source;
 pub mod stats;
+pub mod trainer;
 pub mod trajectory;
 pub mod tui;

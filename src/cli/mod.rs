@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod demo_train;
 pub mod grid;
 pub mod open;
 pub mod plan;
@@ -37,6 +38,9 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Measure the gradient-reduction bandwidth against a memory-read baseline.
     Bench(bench::BenchArgs),
+    /// Train a small character-level language model for real (built-in, CPU) and stream its
+    /// per-micro-batch gradient statistics (protocol v1) to a file, TCP clients or stdout.
+    DemoTrain(demo_train::DemoTrainArgs),
 }
 
 /// Run the parsed command line.
@@ -50,6 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Grid(a)) => grid::run(&a),
         Some(Command::Plan(a)) => plan::run(&a),
         Some(Command::Bench(a)) => bench::run(&a),
+        Some(Command::DemoTrain(a)) => demo_train::run(&a),
     }
 }
 

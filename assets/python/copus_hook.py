@@ -1,0 +1,288 @@
+"""Stream gradient-noise statistics from a PyTorch training run to copus (protocol v1).
+
+Standard library only at import time; ``torch`` is imported inside the functions that need
+it, so the protocol writer runs (and is tested) with plain ``python3``.
+
+Protocol v1: one JSON object per line, e.g.
+    {"v":1,"step":12,"b_small":8,"b_big":64,"sq_small":0.91,"sq_big":0.17,"n_small":8}
+``b_small`` and ``b_big`` are samples (sequences); ``sq_small`` is the mean over the small
+batches of |g_small|^2 and ``sq_big`` is |g_big|^2. See docs/LIVE.md.
+
+In data-parallel training the small batch is one rank's batch (before the all-reduce) and
+the big one is the global batch (after it), so the measurement is nearly free:
+
+    writer = copus_hook.open_writer(path="stats.ndjson", serve="127.0.0.1:7000")
+    hook = copus_hook.DdpNoiseHook(ddp_model, writer, samples_per_rank=bs * accum)
+    hook.install()                      # before the first backward
+    ...
+    scaler.scale(loss).backward()       # inside no_sync() for all but the last micro-step
+    hook.step_end(step, loss=loss.item(), lr=lr, loss_scale=scaler.get_scale())
+    scaler.step(opt)                    # clip / unscale after measuring, not before
+"""
+
+import json
+import math
+import os
+import socket
+import threading
+import warnings
+
+PROTOCOL_VERSION = 1
+
+
+def _finite(x):
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def make_record(step, b_small, b_big, sq_small, sq_big, *, n_small=None, tokens=None,
+                loss=None, lr=None, step_time_s=None, layers=None, loss_scale=None,
+                skipped=None, config=None):
+    """Build one protocol v1 record (a dict) for an optimizer step.
+
+    Squared norms measured on loss-scaled gradients (AMP) are divided by ``loss_scale**2``.
+    Non-finite values cannot travel in JSON: they are written as 0 and the step is flagged
+    ``skipped`` (copus then leaves it out of the estimate). Raises ValueError on impossible
+    batch sizes.
+    """
+    if not (_finite(b_small) and b_small > 0 and _finite(b_big) and b_big > b_small):
+        raise ValueError(f"need 0 < b_small < b_big (samples), got {b_small}, {b_big}")
+    divide = 1.0
+    if loss_scale is not None:
+        if not (_finite(loss_scale) and loss_scale > 0):
+            raise ValueError(f"loss_scale must be a positive number, got {loss_scale}")
+        divide = float(loss_scale) ** 2
+    bad = []
+
+    def clean(name, x):
+        x = float(x) / divide
+        if math.isfinite(x):
+            return x
+        bad.append(name)
+        return 0.0
+
+    rec = {"v": PROTOCOL_VERSION, "step": int(step), "b_small": b_small, "b_big": b_big,
+           "sq_small": clean("sq_small", sq_small), "sq_big": clean("sq_big", sq_big)}
+    if n_small is not None:
+        rec["n_small"] = int(n_small)
+    if loss is not None:
+        if _finite(float(loss)):
+            rec["loss"] = float(loss)
+        else:
+            bad.append("loss")
+    for key, val in (("tokens", tokens), ("lr", lr), ("step_time_s", step_time_s)):
+        if val is not None and _finite(float(val)):
+            rec[key] = float(val)
+    if config is not None:
+        rec["config"] = {k: int(config[k]) for k in ("dp", "tp", "pp", "mbs")}
+    if layers:
+        rec["layers"] = {name: {"sq_small": clean(f"{name}.sq_small", s),
+                                "sq_big": clean(f"{name}.sq_big", b)}
+                         for name, (s, b) in sorted(layers.items())}
+    if bad:
+        note = "non-finite: " + ", ".join(bad)
+        skipped = f"{skipped}; {note}" if skipped else note
+    if skipped:
+        rec["skipped"] = str(skipped)
+    return rec
+
+
+def dumps(record):
+    """One protocol line (no newline): compact, strict JSON (NaN and Infinity refused)."""
+    return json.dumps(record, separators=(",", ":"), allow_nan=False)
+
+
+class FileSink:
+    """Writes each line to a file and flushes it, so a follower sees whole lines promptly."""
+
+    def __init__(self, path, append=False):
+        self._f = open(path, "a" if append else "w", encoding="utf-8")
+
+    def write_line(self, line):
+        self._f.write(line + "\n")
+        self._f.flush()
+
+    def close(self):
+        self._f.close()
+
+
+class TcpSink:
+    """A stats server: one listener, any number of clients; each new client first receives
+    every line so far. Loopback unless another host is named."""
+
+    def __init__(self, host="127.0.0.1", port=0, write_timeout_s=2.0):
+        host = host or "127.0.0.1"
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            warnings.warn(f"copus_hook: serving statistics on non-loopback host {host}")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.socket(family, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, port))
+        self._sock.listen()
+        self._sock.settimeout(0.1)
+        self.host, self.port = host, self._sock.getsockname()[1]
+        self._timeout = write_timeout_s
+        self._lock = threading.Lock()
+        self._history, self._clients = [], []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="copus-hook-server",
+                                        daemon=True)
+        self._thread.start()
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            conn.settimeout(self._timeout)
+            with self._lock:
+                try:
+                    conn.sendall(b"".join(self._history))
+                    self._clients.append(conn)
+                except OSError:
+                    conn.close()
+
+    def clients(self):
+        """Number of connected clients."""
+        with self._lock:
+            return len(self._clients)
+
+    def write_line(self, line):
+        data = (line + "\n").encode("utf-8")
+        with self._lock:
+            self._history.append(data)
+            alive = []
+            for c in self._clients:
+                try:
+                    c.sendall(data)
+                    alive.append(c)
+                except OSError:
+                    c.close()
+            self._clients = alive
+
+    def close(self):
+        self._stop.set()
+        self._thread.join()
+        self._sock.close()
+        with self._lock:
+            for c in self._clients:
+                c.close()
+            self._clients = []
+
+
+class StatsWriter:
+    """Serialises records and hands each line to every sink. With no sinks (ranks other than
+    0) it does nothing."""
+
+    def __init__(self, sinks=()):
+        self.sinks = list(sinks)
+
+    def write(self, record):
+        line = dumps(record)
+        for s in self.sinks:
+            s.write_line(line)
+        return line
+
+    def close(self):
+        for s in self.sinks:
+            s.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _rank():
+    try:
+        import torch.distributed as dist  # only when available and initialised
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank()
+    except ImportError:
+        pass
+    return int(os.environ.get("RANK", "0"))
+
+
+def open_writer(path=None, serve=None, rank=None):
+    """A writer for this process: on rank 0, a file sink (``path``) and/or a server
+    (``serve`` = "HOST:PORT", HOST empty for loopback); on other ranks, a no-op writer."""
+    if (rank if rank is not None else _rank()) != 0:
+        return StatsWriter()
+    sinks = []
+    if path:
+        sinks.append(FileSink(path))
+    if serve:
+        host, _, port = str(serve).removeprefix("tcp://").rpartition(":")
+        sinks.append(TcpSink(host.strip("[]") or "127.0.0.1", int(port)))
+    return StatsWriter(sinks)
+
+
+class DdpNoiseHook:
+    """A DDP communication hook that measures each rank's |g|^2 before the all-reduce and
+    the global |g|^2 after it, then averages the gradients exactly like DDP's default hook.
+
+    Per step: ``b_small`` = samples per rank, ``b_big`` = samples per rank x world size,
+    ``n_small`` = world size, ``sq_small`` = mean over ranks of |g_rank|^2. With gradient
+    accumulation, run all but the last micro-step under ``ddp_model.no_sync()`` (the usual
+    pattern) so the hook sees the accumulated gradient once per step, and pass
+    ``samples_per_rank`` = micro-batch size x accumulation steps. Measure before clipping;
+    pass the AMP loss scale to ``step_end``. Needs at least 2 ranks. Not run in CI (no
+    torch there); see docs/LIVE.md.
+    """
+
+    def __init__(self, ddp_model, writer, samples_per_rank, process_group=None):
+        self.model, self.writer = ddp_model, writer
+        self.samples_per_rank, self.group = samples_per_rank, process_group
+        self._local = self._global = None
+        self._calls = 0
+
+    def install(self):
+        """Register the hook on the DDP model (before the first backward)."""
+        self.model.register_comm_hook(state=self, hook=DdpNoiseHook._hook)
+        return self
+
+    @staticmethod
+    def _hook(state, bucket):
+        import torch.distributed as dist
+        buf = bucket.buffer()
+        if bucket.index() == 0:
+            state._calls += 1
+        sq = buf.detach().float().pow(2).sum()
+        state._local = sq if state._local is None else state._local + sq
+        world = dist.get_world_size(state.group)
+        fut = dist.all_reduce(buf.div_(world), group=state.group, async_op=True).get_future()
+
+        def after(f):
+            t = f.value()[0]
+            g = t.detach().float().pow(2).sum()
+            state._global = g if state._global is None else state._global + g
+            return t
+
+        return fut.then(after)
+
+    def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
+                 step_time_s=None):
+        """Call on every rank after backward (before the optimizer step): combines the
+        per-rank norms (one small all-reduce) and writes the record on rank 0."""
+        import torch
+        import torch.distributed as dist
+        world = dist.get_world_size(self.group)
+        if world < 2:
+            raise ValueError("DdpNoiseHook needs at least 2 ranks (two batch sizes)")
+        if self._local is None or self._global is None:
+            raise RuntimeError("no gradient seen since the last step_end: call install() "
+                               "before training and step_end() after backward()")
+        local = self._local.detach().reshape(1).to(torch.float64)
+        dist.all_reduce(local, group=self.group)
+        skipped = None
+        if self._calls > 1:
+            skipped = (f"comm hook ran {self._calls} times in one step: wrap all but the "
+                       "last micro-step in no_sync()")
+        rec = make_record(step, self.samples_per_rank, self.samples_per_rank * world,
+                          local.item() / world, float(self._global), n_small=world,
+                          loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
+                          step_time_s=step_time_s, skipped=skipped)
+        self._local = self._global = None
+        self._calls = 0
+        return self.writer.write(rec)

@@ -1,0 +1,132 @@
+//! `copus demo-train`: the built-in real trainer (a character-level MLP language model on
+//! bundled public-domain text), streaming protocol v1 to a file, a TCP server, or stdout.
+
+use crate::trainer::{FileSink, RecordSink, StatsServer, Trainer, TrainerConfig};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `copus demo-train`.
+#[derive(Debug, Args)]
+pub struct DemoTrainArgs {
+    /// Optimizer steps to run.
+    #[arg(long, default_value_t = 500)]
+    pub steps: u64,
+    /// Write protocol v1 lines to this file (created or truncated, flushed per line).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Serve protocol v1 lines over TCP: tcp://HOST:PORT (tcp://:7000 is loopback, port 0
+    /// picks a free port). Every client first receives the run so far.
+    #[arg(long)]
+    pub serve: Option<String>,
+    /// Micro-batches per step (K ≥ 2): the small batches of the two-batch estimator.
+    #[arg(long, default_value_t = 8)]
+    pub micro_batches: usize,
+    /// Samples (context → next character pairs) per micro-batch.
+    #[arg(long, default_value_t = 16)]
+    pub micro_batch_size: usize,
+    /// Seed of initialisation and data sampling (runs are reproducible, step times aside).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Learning rate of momentum SGD (constant).
+    #[arg(long, default_value_t = 0.05)]
+    pub lr: f64,
+    /// Pause after each step, in milliseconds, to watch a run unfold at human speed.
+    #[arg(long, default_value_t = 0)]
+    pub step_delay_ms: u64,
+    /// With --serve: keep serving this many seconds after the last step, so watchers that
+    /// attach late (or reconnect) still receive the whole run.
+    #[arg(long, default_value_t = 10.0)]
+    pub linger_s: f64,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Run `copus demo-train`. Without --out or --serve the lines go to stdout.
+pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
+    let cfg = TrainerConfig {
+        micro_batches: args.micro_batches,
+        micro_batch_size: args.micro_batch_size,
+        seed: args.seed,
+        lr: args.lr,
+        ..TrainerConfig::default()
+    };
+    if !(args.linger_s.is_finite() && args.linger_s >= 0.0) {
+        anyhow::bail!("--linger-s must be a non-negative number of seconds");
+    }
+    let mut trainer = Trainer::new(cfg)?;
+    let mut file = args.out.as_deref().map(FileSink::create).transpose()?;
+    let mut server = args.serve.as_deref().map(StatsServer::bind).transpose()?;
+    if let Some(s) = &server {
+        if !s.is_loopback() {
+            eprintln!(
+                "copus demo-train: warning: serving on a non-loopback address ({})",
+                s.local_addr()
+            );
+        }
+        // Scripts read this line to learn the port when they asked for port 0.
+        eprintln!(
+            "copus demo-train: serving protocol v1 on tcp://{}",
+            s.local_addr()
+        );
+    }
+    let shape = trainer.shape();
+    if !args.quiet {
+        eprintln!(
+            "copus demo-train: char MLP (vocab {}, context {}, embed {}, hidden {}; {} parameters), \
+             {} micro-batches x {} samples per step, {} steps",
+            shape.vocab,
+            shape.context,
+            shape.embed,
+            shape.hidden,
+            shape.n_params(),
+            args.micro_batches,
+            args.micro_batch_size,
+            args.steps
+        );
+    }
+    let stdout = std::io::stdout();
+    let progress_every = (args.steps / 10).max(1);
+    for i in 0..args.steps {
+        let rec = trainer.step();
+        if let Some(f) = file.as_mut() {
+            f.write_record(&rec)?;
+        }
+        if let Some(s) = server.as_mut() {
+            s.write_record(&rec)?;
+        }
+        if file.is_none() && server.is_none() {
+            let mut out = stdout.lock();
+            let line = crate::trainer::sink::protocol_line(&rec);
+            match writeln!(out, "{line}").and_then(|()| out.flush()) {
+                Ok(()) => {}
+                // The reader went away (`| head`): stop quietly, like other Unix filters.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                Err(e) => return Err(anyhow::Error::new(e).context("cannot write to stdout")),
+            }
+        }
+        if !args.quiet && ((i + 1) % progress_every == 0 || i + 1 == args.steps) {
+            eprintln!(
+                "copus demo-train: step {}/{}  loss {:.3} nats",
+                i + 1,
+                args.steps,
+                rec.loss.unwrap_or(f64::NAN)
+            );
+        }
+        if args.step_delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(args.step_delay_ms));
+        }
+    }
+    if server.is_some() && args.linger_s > 0.0 {
+        if !args.quiet {
+            eprintln!(
+                "copus demo-train: done; serving the run for {} s more",
+                args.linger_s
+            );
+        }
+        std::thread::sleep(Duration::from_secs_f64(args.linger_s));
+    }
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! Live attach: follow a running training job's stats (protocol v1, one JSON [`StepStats`]
+//! per line) from a growing file or a TCP stats server, on a worker thread that sends
+//! [`LiveEvent`]s over a channel, so the explorer never blocks on I/O.
+//!
+//! ```no_run
+//! use copus::source::live::{spawn_default_follower, LiveEvent, Target};
+//! let (tx, rx) = std::sync::mpsc::channel();
+//! let target = Target::parse("tcp://:7000")?; // loopback
+//! let follower = spawn_default_follower(target, tx)?;
+//! for event in rx {
+//!     if let LiveEvent::Record(step) = event {
+//!         println!("step {} sq_big {}", step.step, step.sq_big);
+//!     }
+//! }
+//! follower.stop();
+//! # Ok::<(), copus::source::live::LiveError>(())
+//! ```
+
+mod file;
+mod lines;
+mod record;
+mod target;
+mod tcp;
+
+pub use lines::{LineIngest, MAX_LINE_BYTES};
+pub use record::{check_record, parse_record};
+pub use target::{DEFAULT_HOST, Target, is_loopback, parse_tcp_address};
+
+use crate::stats::step::StepStats;
+use std::fmt::Display;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What a follower thread reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LiveEvent {
+    /// A valid record (it may carry a producer's `skipped` flag).
+    Record(StepStats),
+    /// A complete line that is not a valid record: counted and shown, never fatal.
+    Malformed {
+        /// 1-based line number in the current stream (file generation or TCP connection).
+        line_no: u64,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// Human-readable progress: waiting, connected, truncated, rotated, reconnecting...
+    Status(String),
+}
+
+/// Errors of live attach: bad targets, bad records, I/O.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The target string is not a file path or `tcp://HOST:PORT`.
+    #[error("bad live target {target:?}: {reason}")]
+    Target {
+        /// As given by the user.
+        target: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The line is not a JSON protocol record.
+    #[error("not a protocol v1 JSON record: {0}")]
+    Json(String),
+    /// The record declares a protocol version this build cannot read.
+    #[error("protocol version {0} is not supported (this copus reads version 1)")]
+    Version(u32),
+    /// A field has an impossible value.
+    #[error("field `{field}`: {reason}")]
+    Field {
+        /// Field name as in the protocol.
+        field: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A per-layer entry has an impossible value.
+    #[error("layer {layer:?}: {reason}")]
+    Layer {
+        /// Layer name.
+        layer: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An I/O operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Timing of a follower. The defaults suit interactive use; tests shorten them.
+#[derive(Debug, Clone)]
+pub struct FollowOptions {
+    /// How long to wait before looking again at a file with no new data, and the read
+    /// timeout of a TCP connection (how quickly a stop request is noticed).
+    pub poll: Duration,
+    /// First delay before reconnecting to a TCP server; doubles on each failure.
+    pub backoff_min: Duration,
+    /// Longest delay between reconnection attempts.
+    pub backoff_max: Duration,
+    /// Limit on one TCP connection attempt.
+    pub connect_timeout: Duration,
+}
+
+impl Default for FollowOptions {
+    fn default() -> Self {
+        Self {
+            poll: Duration::from_millis(50),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A running follower thread. Dropping it asks the thread to stop (without waiting).
+pub struct FollowerHandle {
+    stop: Arc<AtomicBool>,
+    join: Option<JoinHandle<()>>,
+}
+
+impl FollowerHandle {
+    /// Ask the thread to stop and wait for it (at most about one poll interval).
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+
+    /// Whether the thread has ended (stopped, or its channel's receiver was dropped).
+    pub fn is_finished(&self) -> bool {
+        self.join.as_ref().is_none_or(|j| j.is_finished())
+    }
+}
+
+impl Drop for FollowerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Follow `target` on a new thread with the default parser ([`parse_record`]) and timing.
+pub fn spawn_default_follower(
+    target: Target,
+    tx: Sender<LiveEvent>,
+) -> Result<FollowerHandle, LiveError> {
+    spawn_follower(target, parse_record, FollowOptions::default(), tx)
+}
+
+/// Follow `target` on a new thread, parsing each complete line with `parser` and sending
+/// events to `tx`. The thread ends when [`FollowerHandle::stop`] is called, the handle is
+/// dropped, or `tx`'s receiver is dropped.
+pub fn spawn_follower<P, E>(
+    target: Target,
+    parser: P,
+    opts: FollowOptions,
+    tx: Sender<LiveEvent>,
+) -> Result<FollowerHandle, LiveError>
+where
+    P: FnMut(&str) -> Result<StepStats, E> + Send + 'static,
+    E: Display,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut em = Emitter {
+        tx,
+        stop: Arc::clone(&stop),
+        closed: false,
+    };
+    let join = std::thread::Builder::new()
+        .name(format!("copus-follow {target}"))
+        .spawn(move || match &target {
+            Target::File(path) => file::follow_file(path, parser, &opts, &mut em),
+            Target::Tcp(addr) => tcp::follow_tcp(addr, parser, &opts, &mut em),
+        })
+        .map_err(|source| LiveError::Io {
+            context: "cannot start the follower thread".into(),
+            source,
+        })?;
+    Ok(FollowerHandle {
+        stop,
+        join: Some(join),
+    })
+}
+
+/// The follower thread's side of the channel, plus its stop flag.
+pub(crate) struct Emitter {
+    tx: Sender<LiveEvent>,
+    stop: Arc<AtomicBool>,
+    closed: bool,
+}
+
+impl Emitter {
+    fn should_stop(&self) -> bool {
+        self.closed || self.stop.load(Ordering::Relaxed)
+    }
+
+    fn send(&mut self, ev: LiveEvent) {
+        if self.tx.send(ev).is_err() {
+            self.closed = true;
+        }
+    }
+
+    fn status(&mut self, msg: String) {
+        self.send(LiveEvent::Status(msg));
+    }
+
+    /// Sleep for `d`, waking early (every 10 ms at most) if asked to stop.
+    fn sleep(&self, d: Duration) {
+        let end = Instant::now() + d;
+        while !self.should_stop() {
+            let now = Instant::now();
+            if now >= end {
+                return;
+            }
+            std::thread::sleep((end - now).min(Duration::from_millis(10)));
+        }
+    }
+}

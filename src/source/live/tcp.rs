@@ -1,0 +1,121 @@
+//! Following a stats server over TCP: connect, read lines, reconnect with exponential backoff
+//! when the connection drops or cannot be made.
+//!
+//! Servers (the built-in trainer, the Python hook) replay their history to each new client.
+//! So after a reconnect, records whose step is not above the last step received before the
+//! drop are taken as that replay and dropped, until a higher step arrives; the partial line
+//! cut by a drop is discarded. Malformed lines are counted as received (a replay counts its
+//! garbage again).
+
+use super::{Emitter, FollowOptions, LineIngest, LiveEvent};
+use crate::stats::step::StepStats;
+use std::fmt::Display;
+use std::io::{ErrorKind, Read};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// Follow the server at `addr` (`host:port`) until `em` says to stop.
+pub(super) fn follow_tcp<P, E>(addr: &str, parser: P, opts: &FollowOptions, em: &mut Emitter)
+where
+    P: FnMut(&str) -> Result<StepStats, E>,
+    E: Display,
+{
+    let mut ingest = LineIngest::new(parser);
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut backoff = opts.backoff_min;
+    let mut last_step: Option<u64> = None;
+    let mut failing_since_report = false;
+    while !em.should_stop() {
+        let stream = match connect(addr, opts.connect_timeout) {
+            Ok(s) => s,
+            Err(reason) => {
+                if !failing_since_report {
+                    em.status(format!(
+                        "cannot connect to tcp://{addr} ({reason}); retrying with backoff up to {} ms",
+                        opts.backoff_max.as_millis()
+                    ));
+                    failing_since_report = true;
+                }
+                em.sleep(backoff);
+                backoff = (backoff * 2).min(opts.backoff_max);
+                continue;
+            }
+        };
+        failing_since_report = false;
+        backoff = opts.backoff_min;
+        em.status(format!("connected to tcp://{addr}"));
+        let mut floor = last_step;
+        let mut replayed = 0u64;
+        let why = read_connection(stream, opts.poll, &mut buf, em, |bytes, em| {
+            ingest.feed(bytes, &mut |ev| match ev {
+                LiveEvent::Record(r) if floor.is_some_and(|f| r.step <= f) => replayed += 1,
+                LiveEvent::Record(r) => {
+                    if floor.take().is_some() && replayed > 0 {
+                        em.status(format!(
+                            "skipped {replayed} replayed records already received"
+                        ));
+                    }
+                    last_step = Some(r.step);
+                    em.send(LiveEvent::Record(r));
+                }
+                other => em.send(other),
+            });
+        });
+        if em.should_stop() {
+            return;
+        }
+        if floor.is_some() && replayed > 0 {
+            em.status(format!(
+                "skipped {replayed} replayed records already received"
+            ));
+        }
+        let pending = ingest.reset();
+        let cut = if pending > 0 {
+            format!("; dropped an incomplete line ({pending} bytes)")
+        } else {
+            String::new()
+        };
+        em.status(format!(
+            "connection to tcp://{addr} lost ({why}){cut}; reconnecting"
+        ));
+        em.sleep(backoff);
+    }
+}
+
+fn connect(addr: &str, timeout: Duration) -> Result<TcpStream, String> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve: {e}"))?
+        .collect();
+    let mut last = String::from("no address");
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, timeout) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(last)
+}
+
+/// Read until the peer closes, an error occurs, or the follower is stopped; returns why.
+fn read_connection(
+    mut stream: TcpStream,
+    poll: Duration,
+    buf: &mut [u8],
+    em: &mut Emitter,
+    mut on_bytes: impl FnMut(&[u8], &mut Emitter),
+) -> String {
+    if let Err(e) = stream.set_read_timeout(Some(poll.max(Duration::from_millis(1)))) {
+        return format!("cannot set a read timeout: {e}");
+    }
+    while !em.should_stop() {
+        match stream.read(buf) {
+            Ok(0) => return "closed by the server".into(),
+            Ok(n) => on_bytes(&buf[..n], em),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return e.to_string(),
+        }
+    }
+    "stopped".into()
+}
