@@ -3,12 +3,9 @@
 //! summary; the interactive explorer view is wired by the lead.
 
 use crate::source::live::{LiveEvent, Target, spawn_default_follower};
-use crate::stats::StepStats;
+use crate::stats::{EstimatorSettings, SmootherKind, StepStats};
 use clap::Args;
-use rand::rngs::Xoshiro256PlusPlus;
-use rand::{RngExt, SeedableRng};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
@@ -59,108 +56,61 @@ pub struct WatchSummary {
     pub elapsed_s: f64,
     /// The noise-scale estimate over every unflagged record; its fields are flattened in.
     #[serde(flatten)]
-    pub estimate: SummedBSimple,
+    pub estimate: LiveEstimate,
 }
 
-/// B_simple (samples) from the two-batch estimator, numerator and denominator summed over
-/// steps separately, with a block-bootstrap interval.
-#[derive(Debug, Clone, Serialize)]
-pub struct SummedBSimple {
-    /// Name of the estimator, for the reader of the JSON.
-    pub estimator: &'static str,
-    /// Steps used (unflagged records).
+/// The noise-scale estimate of a live run, from the stats engine with the one-sided (live)
+/// smoother: the whole-run ratio of means with its interval, and the smoothed estimate at the
+/// newest step (what the run looks like now).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LiveEstimate {
+    /// Steps the engine used (unflagged, finite records).
     pub steps_used: usize,
-    /// mean tr Σ / mean |G|², in samples; `None` when mean |G|² ≤ 0 (noise dominates).
+    /// Whole-run B_simple (samples): mean tr Σ / mean |G|²; `None` when mean |G|² ≤ 0.
     pub b_simple: Option<f64>,
-    /// 90 % moving-block-bootstrap interval of `b_simple`; an upper end of `null` means
-    /// unbounded (some resamples had mean |G|² ≤ 0).
-    pub ci: Option<[Option<f64>; 2]>,
-    /// Mean over steps of the unbiased |G|² estimate (`None` without steps).
-    pub mean_g2: Option<f64>,
-    /// Mean over steps of the unbiased tr Σ estimate (per-sample covariance trace).
-    pub mean_trace_sigma: Option<f64>,
-    /// The same ratio per layer (no interval).
-    pub layers_b_simple: BTreeMap<String, Option<f64>>,
+    /// Interval of `b_simple` at the engine's confidence (an infinite end is `null`).
+    pub ci: Option<[f64; 2]>,
+    /// One-sided smoothed B_simple at the newest step (samples).
+    pub b_simple_now: Option<f64>,
+    /// Interval of `b_simple_now`.
+    pub ci_now: Option<[f64; 2]>,
+    /// Stability verdict (stable, noisy, unreliable).
+    pub verdict: Option<crate::stats::Verdict>,
+    /// Diagnostics with reasons.
+    pub diagnostics: Vec<crate::stats::Diagnostic>,
+    /// Why there is no estimate, when there is none.
+    pub error: Option<String>,
 }
 
-/// Unbiased per-step estimates `(|G|², tr Σ)` from squared norms at two batch sizes
-/// (McCandlish et al. 2018, App. A.1).
-fn two_batch_terms(b_small: f64, b_big: f64, sq_small: f64, sq_big: f64) -> (f64, f64) {
-    let g2 = (b_big * sq_big - b_small * sq_small) / (b_big - b_small);
-    let trace = (sq_small - sq_big) / (1.0 / b_small - 1.0 / b_big);
-    (g2, trace)
-}
-
-fn ratio(trace: f64, g2: f64) -> Option<f64> {
-    (g2 > 0.0).then(|| trace / g2)
-}
-
-// LEAD: placeholder estimator for the headless summary; replace with the stats engine's
-// one-sided live smoother (and its interval) at merge time.
-/// B_simple over `records` with the summed two-batch estimator: per step |G|² and tr Σ from
-/// the two batch sizes, B_simple = mean tr Σ / mean |G|² (never a mean of per-step ratios),
-/// and a 90 % interval from a moving-block bootstrap over steps (block length ⌈n^(1/3)⌉,
-/// 400 resamples, fixed seed). Records flagged `skipped` are left out.
-pub fn summed_two_batch_b_simple(records: &[StepStats]) -> SummedBSimple {
-    let used: Vec<&StepStats> = records.iter().filter(|r| r.skipped.is_none()).collect();
-    let n = used.len();
-    let terms: Vec<(f64, f64)> = used
-        .iter()
-        .map(|r| two_batch_terms(r.b_small, r.b_big, r.sq_small, r.sq_big))
-        .collect();
-    let mean =
-        |f: fn(&(f64, f64)) -> f64| (n > 0).then(|| terms.iter().map(f).sum::<f64>() / n as f64);
-    let (mean_g2, mean_trace) = (mean(|t| t.0), mean(|t| t.1));
-    let b_simple = mean_trace.zip(mean_g2).and_then(|(tr, g2)| ratio(tr, g2));
-    let ci = (n >= 3 && b_simple.is_some()).then(|| block_bootstrap_ci(&terms));
-    let mut per_layer: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-    for r in &used {
-        for (name, l) in &r.layers {
-            let (g2, tr) = two_batch_terms(r.b_small, r.b_big, l.sq_small, l.sq_big);
-            let e = per_layer.entry(name.clone()).or_default();
-            e.0 += g2;
-            e.1 += tr;
-        }
-    }
-    SummedBSimple {
-        estimator: "two-batch unbiased |G|^2 and tr(Sigma), summed over steps (placeholder)",
-        steps_used: n,
-        b_simple,
-        ci,
-        mean_g2,
-        mean_trace_sigma: mean_trace,
-        layers_b_simple: per_layer
-            .into_iter()
-            .map(|(k, (g2, tr))| (k, ratio(tr, g2)))
-            .collect(),
+/// Settings the live estimate uses: the engine's defaults with the one-sided smoother.
+pub fn live_settings() -> EstimatorSettings {
+    EstimatorSettings {
+        smoother: SmootherKind::OneSided,
+        ..EstimatorSettings::default()
     }
 }
 
-/// 5 % and 95 % quantiles of the resampled ratio; a resample with mean |G|² ≤ 0 counts as
-/// +∞, and an upper quantile of +∞ is reported as `None` (unbounded).
-fn block_bootstrap_ci(terms: &[(f64, f64)]) -> [Option<f64>; 2] {
-    const RESAMPLES: usize = 400;
-    let n = terms.len();
-    let block = ((n as f64).cbrt().ceil() as usize).clamp(1, n);
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x0c09);
-    let mut ratios: Vec<f64> = (0..RESAMPLES)
-        .map(|_| {
-            let (mut g2, mut tr, mut taken) = (0.0, 0.0, 0);
-            while taken < n {
-                let start = rng.random_range(0..=n - block);
-                for t in &terms[start..start + block.min(n - taken)] {
-                    g2 += t.0;
-                    tr += t.1;
-                }
-                taken += block.min(n - taken);
+/// Estimate B_simple of the records received so far with the stats engine.
+pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
+    match crate::stats::analyze(records, &live_settings()) {
+        Ok(report) => {
+            let now = report.steps.last();
+            LiveEstimate {
+                steps_used: report.summary.steps,
+                b_simple: report.summary.b_simple,
+                ci: Some(report.summary.ci),
+                b_simple_now: now.and_then(|r| r.b_simple),
+                ci_now: now.map(|r| r.ci),
+                verdict: Some(report.summary.verdict),
+                diagnostics: report.summary.diagnostics,
+                error: None,
             }
-            ratio(tr, g2).unwrap_or(f64::INFINITY)
-        })
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    let q = |p: f64| ratios[((p * (RESAMPLES - 1) as f64).round() as usize).min(RESAMPLES - 1)];
-    let finite = |x: f64| x.is_finite().then_some(x);
-    [finite(q(0.05)), finite(q(0.95))]
+        }
+        Err(e) => LiveEstimate {
+            error: Some(e.to_string()),
+            ..LiveEstimate::default()
+        },
+    }
 }
 
 /// Run `copus watch`.
@@ -259,7 +209,7 @@ pub fn watch_headless(
         last_loss: records.iter().rev().find_map(|r| r.loss),
         complete: until_steps.is_none() || reached(&records),
         elapsed_s: start.elapsed().as_secs_f64(),
-        estimate: summed_two_batch_b_simple(&records),
+        estimate: live_estimate(&records),
     }
 }
 
@@ -273,22 +223,31 @@ fn print_summary(s: &WatchSummary) {
     if let Some([a, b]) = s.steps {
         println!("step range       {a}..={b}");
     }
-    let fmt = |x: Option<f64>| x.map_or("unbounded".to_owned(), |x| format!("{x:.1}"));
     let e = &s.estimate;
-    if e.steps_used == 0 {
-        println!("B_simple         no usable steps");
+    if let Some(err) = &e.error {
+        println!("B_simple         no estimate: {err}");
         return;
     }
+    let fmt = |x: f64| {
+        if x.is_finite() {
+            format!("{x:.1}")
+        } else {
+            "unbounded".to_owned()
+        }
+    };
     let b = e
         .b_simple
         .map_or("undefined (mean |G|^2 <= 0)".to_owned(), |x| {
             format!("{x:.1} samples")
         });
-    println!(
-        "B_simple         {b} over {} steps ({})",
-        e.steps_used, e.estimator
-    );
+    println!("B_simple (run)   {b} over {} steps", e.steps_used);
     if let Some([lo, hi]) = e.ci {
-        println!("90% interval     {} .. {}", fmt(lo), fmt(hi));
+        println!("interval         {} .. {}", fmt(lo), fmt(hi));
+    }
+    if let Some(now) = e.b_simple_now {
+        println!("B_simple (now)   {now:.1} samples (one-sided EMA)");
+    }
+    for d in &e.diagnostics {
+        println!("  {}", d.message);
     }
 }

@@ -61,28 +61,9 @@ pub enum LiveError {
         /// What is wrong.
         reason: String,
     },
-    /// The line is not a JSON protocol record.
-    #[error("not a protocol v1 JSON record: {0}")]
-    Json(String),
-    /// The record declares a protocol version this build cannot read.
-    #[error("protocol version {0} is not supported (this copus reads version 1)")]
-    Version(u32),
-    /// A field has an impossible value.
-    #[error("field `{field}`: {reason}")]
-    Field {
-        /// Field name as in the protocol.
-        field: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A per-layer entry has an impossible value.
-    #[error("layer {layer:?}: {reason}")]
-    Layer {
-        /// Layer name.
-        layer: String,
-        /// What is wrong.
-        reason: String,
-    },
+    /// The line is not a valid protocol v1 record.
+    #[error(transparent)]
+    Protocol(crate::stats::ProtocolError),
     /// An I/O operation failed.
     #[error("{context}: {source}")]
     Io {
