@@ -58,11 +58,19 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<Vec<BenchRow>> {
-    eprintln!("generating a {} MB dump (1 step, 4 F32 files) in {}", args.size_mb, dir.display());
+    eprintln!(
+        "generating a {} MB dump (1 step, 4 F32 files) in {}",
+        args.size_mb,
+        dir.display()
+    );
     write_dump(dir, &SynthSpec::of_size(args.size_mb << 20, 4, DType::F32))?;
     let index = scan(dir)?;
     let bytes = index.total_bytes() as f64;
-    let files: Vec<_> = index.steps[0].files.iter().map(|f| f.path.clone()).collect();
+    let files: Vec<_> = index.steps[0]
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .collect();
     let reps = args.reps.max(1);
     let best = |f: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<f64> {
         let mut best = f64::INFINITY;
@@ -73,8 +81,15 @@ fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<Vec<BenchRow>> {
         }
         Ok(best)
     };
-    let row = |what: String, s: f64| BenchRow { what, seconds: s, gb_per_s: bytes / s / 1e9 };
-    let mut rows = vec![row("memory read (u64 sum of the maps)".into(), best(&mut || read_baseline(&files).map(drop))?)];
+    let row = |what: String, s: f64| BenchRow {
+        what,
+        seconds: s,
+        gb_per_s: bytes / s / 1e9,
+    };
+    let mut rows = vec![row(
+        "memory read (u64 sum of the maps)".into(),
+        best(&mut || read_baseline(&files).map(drop))?,
+    )];
     let mut devices = vec![args.device];
     if args.device == Device::Auto {
         devices = vec![Device::Cpu, Device::Cuda];
@@ -111,7 +126,9 @@ pub fn read_baseline(files: &[std::path::PathBuf]) -> anyhow::Result<u64> {
             m.par_chunks(1 << 20)
                 .map(|c| {
                     c.chunks_exact(8)
-                        .map(|w| u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]))
+                        .map(|w| {
+                            u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])
+                        })
                         .fold(0u64, u64::wrapping_add)
                 })
                 .reduce(|| 0, u64::wrapping_add),

@@ -133,10 +133,34 @@ fn explain(path: &Path, buf: &[u8], e: SafeTensorError) -> DumpError {
             }
             header_err(path, err.to_string())
         }
-        SafeTensorError::TensorInvalidInfo | SafeTensorError::ValidationOverflow => header_err(
-            path,
-            format!("{e:?} (shape × dtype size does not match the offsets)"),
-        ),
+        SafeTensorError::TensorInvalidInfo | SafeTensorError::ValidationOverflow => {
+            let bad = header().and_then(|(_, map)| {
+                map.iter()
+                    .filter(|(k, _)| *k != "__metadata__")
+                    .find_map(|(name, v)| {
+                        let size = serde_json::from_value::<Dtype>(v["dtype"].clone())
+                            .ok()?
+                            .size() as u64;
+                        let elems = v["shape"]
+                            .as_array()?
+                            .iter()
+                            .try_fold(1u64, |a, d| a.checked_mul(d.as_u64()?));
+                        let (a, b) = (
+                            v["data_offsets"][0].as_u64()?,
+                            v["data_offsets"][1].as_u64()?,
+                        );
+                        (elems.and_then(|n| n.checked_mul(size)) != b.checked_sub(a))
+                            .then(|| name.clone())
+                    })
+            });
+            match bad {
+                Some(t) => header_err(
+                    path,
+                    format!("tensor {t}: shape × dtype size does not match its data_offsets"),
+                ),
+                None => header_err(path, format!("{e:?}")),
+            }
+        }
         other => header_err(path, format!("{other:?}")),
     }
 }
