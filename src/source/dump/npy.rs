@@ -76,7 +76,7 @@ pub fn read_header(path: &Path) -> Result<TensorEntry, DumpError> {
     f.read_exact(&mut header).map_err(io(path))?;
     let header = String::from_utf8_lossy(&header);
     let descr = dict_value(&header, "descr").ok_or_else(|| bad("no 'descr' in header"))?;
-    let descr = descr.trim_matches(|c| c == '\'' || c == '"');
+    let descr = quoted(descr).ok_or_else(|| bad("bad 'descr'"))?;
     let dtype = match descr {
         "<f4" => DType::F32,
         "<f2" => DType::F16,
@@ -131,6 +131,13 @@ fn dict_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     let at = header.find(&format!("'{key}'"))?;
     let rest = &header[at + key.len() + 2..];
     Some(rest[rest.find(':')? + 1..].trim_start())
+}
+
+/// The quoted string at the start of `s` ('<f4' or "<f4").
+fn quoted(s: &str) -> Option<&str> {
+    let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let rest = &s[1..];
+    Some(&rest[..rest.find(q)?])
 }
 
 fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {

@@ -140,7 +140,8 @@ fn explain(path: &Path, buf: &[u8], e: SafeTensorError) -> DumpError {
                     .find_map(|(name, v)| {
                         let size = serde_json::from_value::<Dtype>(v["dtype"].clone())
                             .ok()?
-                            .size() as u64;
+                            .bitsize() as u64
+                            / 8;
                         let elems = v["shape"]
                             .as_array()?
                             .iter()
