@@ -254,7 +254,7 @@ impl Backend for CudaBackend {
                     ema_noise: p[2],
                     ema_signal: p[3],
                 };
-                sums[job.seg] = sums[job.seg].add(s);
+                sums[job.seg] = sums[job.seg] + s;
             }
         }
         Ok(sums)

@@ -92,9 +92,10 @@ pub struct Sums {
     pub ema_signal: f64,
 }
 
-impl Sums {
+impl std::ops::Add for Sums {
+    type Output = Sums;
     /// Element-wise sum of two partial results.
-    pub fn add(self, o: Sums) -> Sums {
+    fn add(self, o: Sums) -> Sums {
         Sums {
             sq_parts: self.sq_parts + o.sq_parts,
             sq_big: self.sq_big + o.sq_big,
@@ -102,7 +103,9 @@ impl Sums {
             ema_signal: self.ema_signal + o.ema_signal,
         }
     }
+}
 
+impl Sums {
     /// True when every field is finite (a NaN or ±Inf element makes the sums non-finite).
     pub fn is_finite(&self) -> bool {
         self.sq_parts.is_finite()

@@ -72,7 +72,7 @@ pub(crate) fn reduce_step(
             });
             let sums = backend.reduce(&segs, &w, e)?;
             for ((t, _), s) in wave.iter().zip(sums) {
-                per_tensor[*t] = per_tensor[*t].add(s);
+                per_tensor[*t] = per_tensor[*t] + s;
             }
             progress(*bytes as u64);
             wave.clear();
@@ -114,7 +114,7 @@ pub(crate) fn reduce_step(
     stats.n_small = Some(k as u32);
     let mut total = Sums::default();
     for (t, s) in tensors.iter().zip(&per_tensor) {
-        total = total.add(*s);
+        total = total + *s;
         let e = stats.layers.entry(layer_key(&t.name)).or_insert(LayerSq {
             sq_small: 0.0,
             sq_big: 0.0,

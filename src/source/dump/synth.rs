@@ -33,7 +33,7 @@ impl SynthSpec {
         let elems = (bytes / (files.max(1) as u64 * dtype.size() as u64)) as usize;
         let chunk = 16 << 20;
         let mut tensor_elems = vec![chunk; elems / chunk];
-        if elems % chunk > 0 {
+        if !elems.is_multiple_of(chunk) {
             tensor_elems.push(elems % chunk);
         }
         SynthSpec {
