@@ -57,8 +57,14 @@ fn reduce_f32_with_ema(bencher: divan::Bencher) {
     let w = vec![1.0 / K as f64; K];
     let cpu = CpuBackend::new();
     let mut state = cpu.new_ema_state(ELEMS).expect("state");
-    let p = EmaParams { decay: 0.95, first: false };
+    let p = EmaParams {
+        decay: 0.95,
+        first: false,
+    };
     bencher
         .counter(divan::counter::BytesCount::new(ELEMS * K * 4))
-        .bench_local(|| cpu.reduce(&segs, &w, Some((&mut state, p))).expect("reduce"));
+        .bench_local(|| {
+            cpu.reduce(&segs, &w, Some((&mut state, p)))
+                .expect("reduce")
+        });
 }

@@ -33,7 +33,12 @@ fn main() -> anyhow::Result<()> {
         eprintln!("note: {note}");
     }
     let index = scan(&dir)?;
-    let out = reduce_dump(&index, &opts, sel.backend.as_ref(), &copus::cli::bench::stderr_progress)?;
+    let out = reduce_dump(
+        &index,
+        &opts,
+        sel.backend.as_ref(),
+        &copus::cli::bench::stderr_progress,
+    )?;
     copus::cli::bench::finish_progress();
     for s in &out.steps {
         println!("{}", serde_json::to_string(s)?);

@@ -19,6 +19,41 @@ const BLOCK: usize = 256;
 trait Load {
     const SIZE: usize;
     fn load(b: &[u8]) -> f32;
+    /// LANES consecutive elements from `b` (at least LANES × SIZE bytes).
+    #[inline(always)]
+    fn load_lanes(b: &[u8]) -> [f32; LANES] {
+        let b = &b[..LANES * Self::SIZE];
+        let mut out = [0f32; LANES];
+        for (l, o) in out.iter_mut().enumerate() {
+            *o = Self::load(&b[l * Self::SIZE..]);
+        }
+        out
+    }
+}
+
+/// F16 through the F16C instruction `vcvtph2ps`. Only used behind the run-time check in
+/// `dispatch` (AVX2 and F16C present).
+#[cfg(target_arch = "x86_64")]
+struct F16C;
+
+#[cfg(target_arch = "x86_64")]
+impl Load for F16C {
+    const SIZE: usize = 2;
+    #[inline(always)]
+    fn load(b: &[u8]) -> f32 {
+        F16L::load(b)
+    }
+    #[inline(always)]
+    fn load_lanes(b: &[u8]) -> [f32; LANES] {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm256_cvtph_ps};
+        let b = &b[..LANES * 2];
+        // SAFETY: `b` holds 16 readable bytes (unaligned load); F16C is present whenever
+        // this type is used (see `dispatch`).
+        unsafe {
+            let v = _mm_loadu_si128(b.as_ptr() as *const __m128i);
+            std::mem::transmute::<std::arch::x86_64::__m256, [f32; LANES]>(_mm256_cvtph_ps(v))
+        }
+    }
 }
 
 struct F32L;
@@ -54,7 +89,16 @@ pub(crate) type EmaSlices<'a> = Option<(&'a mut [f32], &'a mut [f32], EmaParams)
 pub(crate) fn reduce_segment(seg: &Segment<'_>, w: &[f64], ema: EmaSlices<'_>) -> Sums {
     match seg.dtype {
         DType::F32 => dispatch::<F32L>(&seg.parts, w, ema),
-        DType::F16 => dispatch::<F16L>(&seg.parts, w, ema),
+        DType::F16 => {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("f16c")
+            {
+                // SAFETY: the CPU supports AVX2 and F16C (checked just above).
+                return unsafe { run_avx2_f16c::<F16C>(&seg.parts, w, ema) };
+            }
+            dispatch::<F16L>(&seg.parts, w, ema)
+        }
         DType::BF16 => dispatch::<Bf16L>(&seg.parts, w, ema),
     }
 }
@@ -71,6 +115,12 @@ fn dispatch<L: Load>(parts: &[&[u8]], w: &[f64], ema: EmaSlices<'_>) -> Sums {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn run_avx2<L: Load>(parts: &[&[u8]], w: &[f64], ema: EmaSlices<'_>) -> Sums {
+    run::<L>(parts, w, ema)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+fn run_avx2_f16c<L: Load>(parts: &[&[u8]], w: &[f64], ema: EmaSlices<'_>) -> Sums {
     run::<L>(parts, w, ema)
 }
 
@@ -146,8 +196,9 @@ fn acc_first<L: Load>(bytes: &[u8], wk: f64, big: &mut [f64], small: &mut [f64; 
         .chunks_exact(LANES * L::SIZE)
         .zip(big.chunks_exact_mut(LANES))
     {
+        let xs = L::load_lanes(bc);
         for l in 0..LANES {
-            let x = L::load(&bc[l * L::SIZE..]) as f64;
+            let x = xs[l] as f64;
             small[l] += x * x;
             gc[l] = wk * x;
         }
@@ -161,8 +212,9 @@ fn acc<L: Load>(bytes: &[u8], wk: f64, big: &mut [f64], small: &mut [f64; LANES]
         .chunks_exact(LANES * L::SIZE)
         .zip(big.chunks_exact_mut(LANES))
     {
+        let xs = L::load_lanes(bc);
         for l in 0..LANES {
-            let x = L::load(&bc[l * L::SIZE..]) as f64;
+            let x = xs[l] as f64;
             small[l] += x * x;
             gc[l] += wk * x;
         }
