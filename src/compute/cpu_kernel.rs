@@ -239,3 +239,7 @@ fn ema_one(g: f64, mean: &mut f32, sq: &mut f32, p: EmaParams) -> (f64, f64) {
     let (m, s) = (*mean as f64, *sq as f64);
     (s - m * m, m * m)
 }
+
+#[cfg(test)]
+#[path = "cpu_kernel_tests.rs"]
+mod tests;
