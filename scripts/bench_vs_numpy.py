@@ -50,10 +50,12 @@ def generate(step_dir, size_mb, k=4):
     os.makedirs(step_dir, exist_ok=True)
     per_file = size_mb * (1 << 20) // k // 4            # f32 elements per file
     sizes, left = [], per_file
-    for s in [4096 * 4096, 4096 * 1376 + 3, 1_000_003, 4099, 7]:  # mixed, some odd
-        while left >= s and len(sizes) < 400:
-            sizes.append(s)
-            left -= s
+    mix = [4096 * 4096, 4096 * 1376 + 3, 1_000_003, 4099, 7]  # round-robin, some odd
+    while left >= mix[-1] and len(sizes) < 400:
+        for s in mix:
+            if left >= s:
+                sizes.append(s)
+                left -= s
     if left:
         sizes.append(left)
     rng = np.random.default_rng(0)

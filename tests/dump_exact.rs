@@ -143,3 +143,47 @@ fn samples_option_overrides_metadata_and_missing_samples_is_an_error() {
     assert!(rel(s.sq_small, (1.0 + 1.0 + 4.0 + 9.0 + 1.0 + 4.0) / 2.0) < 1e-12);
     assert!(rel(s.sq_big, 4.0 + 1.0 + 4.0) < 1e-12);
 }
+
+#[test]
+fn progress_is_monotonic_and_reaches_the_total() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = |n: usize| {
+        vec![T {
+            name: "x.w".into(),
+            dtype: DType::BF16,
+            shape: vec![n],
+            vals: vec![0.5; n],
+        }]
+    };
+    for step in 0..3 {
+        for k in 0..2 {
+            write_st(
+                &dir.path().join(format!("step_{step}/r{k}.safetensors")),
+                &t(1000 + step),
+                Some("1"),
+            );
+        }
+    }
+    let index = scan(dir.path()).expect("scan");
+    let seen = std::cell::RefCell::new(Vec::new());
+    let opts = DumpOptions {
+        segment_elems: Some(100),
+        ..Default::default()
+    };
+    reduce_steps(&index, &opts, &CpuBackend::new(), &|p| {
+        seen.borrow_mut().push(p)
+    })
+    .expect("reduce");
+    let seen = seen.into_inner();
+    let total = 2 * 2 * (1000 + 1001 + 1002) as u64;
+    assert!(!seen.is_empty());
+    assert!(
+        seen.windows(2)
+            .all(|w| w[0].bytes_done <= w[1].bytes_done && w[0].step <= w[1].step)
+    );
+    assert!(seen.iter().all(|p| p.bytes_total == total));
+    assert_eq!(
+        seen.last().map(|p| (p.step, p.bytes_done)),
+        Some((2, total))
+    );
+}

@@ -53,32 +53,39 @@ pub(crate) fn reduce_step(
         .unwrap_or_else(|| backend.preferred_segment_elems())
         .max(1);
     let mut per_tensor = vec![Sums::default(); tensors.len()];
-    let mut wave: Vec<(usize, Segment<'_>)> = Vec::new();
+    // (tensor, first element, end element, segment)
+    let mut wave: Vec<(usize, usize, usize, Segment<'_>)> = Vec::new();
     let (mut wave_bytes, mut offset) = (0usize, 0usize);
-    let mut flush =
-        |wave: &mut Vec<(usize, Segment<'_>)>, bytes: &mut usize| -> Result<(), DumpError> {
-            if wave.is_empty() {
-                return Ok(());
-            }
-            let segs: Vec<Segment<'_>> = wave.iter().map(|(_, s)| s.clone()).collect();
-            let e = ema.as_mut().map(|(st, decay, first)| {
-                (
-                    &mut **st,
-                    EmaParams {
-                        decay: *decay,
-                        first: *first,
-                    },
-                )
-            });
-            let sums = backend.reduce(&segs, &w, e)?;
-            for ((t, _), s) in wave.iter().zip(sums) {
-                per_tensor[*t] = per_tensor[*t] + s;
-            }
-            progress(*bytes as u64);
-            wave.clear();
-            *bytes = 0;
-            Ok(())
-        };
+    let mut flush = |wave: &mut Vec<(usize, usize, usize, Segment<'_>)>,
+                     bytes: &mut usize|
+     -> Result<(), DumpError> {
+        if wave.is_empty() {
+            return Ok(());
+        }
+        let segs: Vec<Segment<'_>> = wave.iter().map(|(.., s)| s.clone()).collect();
+        let e = ema.as_mut().map(|(st, decay, first)| {
+            (
+                &mut **st,
+                EmaParams {
+                    decay: *decay,
+                    first: *first,
+                },
+            )
+        });
+        let sums = backend.reduce(&segs, &w, e)?;
+        for ((t, ..), s) in wave.iter().zip(sums) {
+            per_tensor[*t] = per_tensor[*t] + s;
+        }
+        release(
+            step,
+            &maps,
+            wave.iter().map(|(t, lo, hi, _)| (*t, *lo, *hi)),
+        );
+        progress(*bytes as u64);
+        wave.clear();
+        *bytes = 0;
+        Ok(())
+    };
     for (i, t0) in tensors.iter().enumerate() {
         let (n, size) = (t0.elems(), t0.dtype.size());
         let mut lo = 0;
@@ -95,6 +102,8 @@ pub(crate) fn reduce_step(
                 .collect();
             wave.push((
                 i,
+                lo,
+                hi,
                 Segment {
                     dtype: t0.dtype,
                     parts,
@@ -158,6 +167,38 @@ fn map_files(step: &StepEntry) -> Result<HashMap<PathBuf, memmap2::Mmap>, DumpEr
         }
     }
     Ok(maps)
+}
+
+/// Drop reduced element ranges `(tensor, lo, hi)` from this process's mappings
+/// (MADV_DONTNEED), so that the resident set stays bounded by a wave rather than growing with
+/// the dump; the pages stay in the page cache. Whole pages only; failures are harmless.
+fn release(
+    step: &StepEntry,
+    maps: &HashMap<PathBuf, memmap2::Mmap>,
+    ranges: impl Iterator<Item = (usize, usize, usize)> + Clone,
+) {
+    const PAGE: u64 = 4096;
+    for f in &step.files {
+        for (i, lo, hi) in ranges.clone() {
+            let t = &f.tensors[i];
+            let size = t.dtype.size() as u64;
+            let start = (t.offset + lo as u64 * size).next_multiple_of(PAGE);
+            let end = (t.offset + hi as u64 * size) / PAGE * PAGE;
+            if end > start {
+                // SAFETY: a read-only shared file mapping: MADV_DONTNEED only drops page-table
+                // entries, a later access re-reads the same file bytes. No slice into the
+                // range is used after this point except through a fresh fault.
+                #[cfg(unix)]
+                let _ = unsafe {
+                    maps[&t.file].unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        start as usize,
+                        (end - start) as usize,
+                    )
+                };
+            }
+        }
+    }
 }
 
 /// "non-finite ..." naming the first file holding a NaN/±Inf in tensor `i` (rare path: a
