@@ -127,3 +127,49 @@ fn ema_needs_the_same_tensors_every_step() {
         .to_string();
     assert!(e.contains("step_1") && e.contains("tensor y"), "{e}");
 }
+
+#[test]
+fn ema_restarts_after_a_non_finite_step() {
+    let d = tempfile::tempdir().expect("tmp");
+    let t = |v: f64| {
+        vec![T {
+            name: "w".into(),
+            dtype: DType::F32,
+            shape: vec![3],
+            vals: vec![v, 1.0, 2.0],
+        }]
+    };
+    for (step, v) in [(0u64, 1.0), (1, f64::NAN), (2, 3.0), (3, 5.0)] {
+        write_st(
+            &d.path().join(format!("step_{step}/r0.safetensors")),
+            &t(v),
+            Some("1"),
+        );
+        write_st(
+            &d.path().join(format!("step_{step}/r1.safetensors")),
+            &t(1.0),
+            Some("1"),
+        );
+    }
+    let index = scan(d.path()).expect("scan");
+    let opts = DumpOptions {
+        ema_decay: Some(0.5),
+        ..Default::default()
+    };
+    let out = reduce_dump(&index, &opts, &CpuBackend::new(), &|_| {}).expect("reduce");
+    assert!(out.steps[1].skipped.is_some());
+    assert_eq!(
+        (out.ema[1].noise, out.ema[1].signal, out.ema[1].b_estimate),
+        (0.0, 0.0, None)
+    );
+    assert!(serde_json::to_string(&out.ema[1]).is_ok());
+    // Step 2 restarts: the state is set to g, so the noise is zero; step 3 blends again.
+    assert!(out.ema[2].noise.abs() < 1e-6 * out.ema[2].signal);
+    // g2 = (2, 1, 2), g3 = (3, 1, 2): EMA[g] = (2.5, 1, 2), EMA[g²] = (6.5, 1, 4) → noise 0.25.
+    assert!(
+        (out.ema[3].noise - 0.25).abs() < 1e-6,
+        "{}",
+        out.ema[3].noise
+    );
+    assert!((out.ema[3].b_estimate.expect("est") - 2.0 * 0.25 / 11.25).abs() < 1e-6);
+}

@@ -67,7 +67,8 @@ pub struct EmaPoint {
     pub noise: f64,
     /// Σ EMA[g]² over all elements.
     pub signal: f64,
-    /// B · noise / signal (samples); `None` when the signal is below 1e-12 or not finite.
+    /// B · noise / signal (samples); `None` when the signal is below 1e-12 or the step held
+    /// non-finite values (noise and signal are then 0).
     pub b_estimate: Option<f64>,
 }
 
@@ -76,7 +77,10 @@ pub const EMA_LABEL: &str = "temporal EMA (seed; biased: variance across steps)"
 
 impl EmaPoint {
     fn new(step: u64, b: f64, noise: f64, signal: f64) -> Self {
-        let est = ema_estimate(noise, signal, b).filter(|x| x.is_finite());
+        // A non-finite step gives NaN sums; JSON has no NaN, so report zeros and no estimate.
+        let finite = noise.is_finite() && signal.is_finite();
+        let (noise, signal) = if finite { (noise, signal) } else { (0.0, 0.0) };
+        let est = ema_estimate(noise, signal, b).filter(|x| finite && x.is_finite());
         EmaPoint {
             step,
             label: EMA_LABEL.into(),
