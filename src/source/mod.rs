@@ -1,6 +1,7 @@
 //! Sources of `StepStats` and B_crit trajectories: published-law scenarios, stats files,
 //! gradient dumps and live runs.
 
+pub mod dump;
 pub mod live;
 pub mod measured;
 pub mod scenario;

@@ -1,0 +1,281 @@
+//! The CUDA backend (feature `cuda`): kernels from `kernels/reduce.cu` compiled with NVRTC,
+//! two pinned staging buffers on two streams so that staging one range on the host overlaps
+//! the copy and reduction of the previous one, f64 partials per block summed on the host in a
+//! fixed order. The EMA state lives on the device.
+
+use super::ema::EmaStorage;
+use super::{Backend, ComputeError, DType, EmaParams, EmaState, Segment, Sums, kernels, validate};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
+    PinnedHostSlice, PushKernelArg,
+};
+use std::sync::{Arc, Mutex};
+
+/// Bytes per pinned staging buffer (all K parts of one launch).
+const STAGE_BYTES: usize = 64 << 20;
+/// Threads per block (must match COPUS_BLOCK in the kernel).
+const THREADS: u32 = 256;
+/// Most blocks per launch (each writes 4 f64 partials).
+const MAX_BLOCKS: usize = 1024;
+/// Alignment of each part inside a staging buffer, bytes.
+const ALIGN: usize = 256;
+
+fn cuda_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> ComputeError + '_ {
+    move |e| ComputeError::Cuda(format!("{what}: {e:?}"))
+}
+
+/// One staging lane: pinned host buffer, device buffer, stream, copy-done event.
+struct Lane {
+    stream: Arc<CudaStream>,
+    pinned: PinnedHostSlice<u8>,
+    dev: CudaSlice<u8>,
+    copied: Option<CudaEvent>,
+}
+
+struct Inner {
+    lanes: [Lane; 2],
+    dummy: CudaSlice<f32>,
+}
+
+// SAFETY: the pinned buffers are plain host memory owned by this struct; every access goes
+// through the backend's Mutex, and each lane's buffers are only used on that lane's stream.
+unsafe impl Send for Inner {}
+
+/// CUDA reduction on one device.
+pub struct CudaBackend {
+    ctx: Arc<CudaContext>,
+    funcs: [CudaFunction; 3],
+    inner: Mutex<Inner>,
+    name: String,
+}
+
+impl CudaBackend {
+    /// Open device `ordinal`, compile the kernels and allocate the staging buffers. Call
+    /// [`super::device::probe_cuda`] first: cudarc panics when a library is missing.
+    pub fn new(ordinal: usize) -> Result<Self, ComputeError> {
+        let ctx = CudaContext::new(ordinal).map_err(cuda_err("open device"))?;
+        // SAFETY: all cross-stream ordering is explicit below (events and stream syncs).
+        unsafe { ctx.disable_event_tracking() };
+        let (src_name, src, _) = kernels::KERNELS[0];
+        let ptx = kernels::compile(src_name, src)?;
+        let module = ctx.load_module(ptx).map_err(cuda_err("load module"))?;
+        let f = |n: &str| module.load_function(n).map_err(cuda_err("load function"));
+        let funcs = [
+            f("copus_reduce_f32")?,
+            f("copus_reduce_f16")?,
+            f("copus_reduce_bf16")?,
+        ];
+        let lane = || -> Result<Lane, ComputeError> {
+            let stream = ctx.new_stream().map_err(cuda_err("stream"))?;
+            // SAFETY: the buffer is fully written before any read of it (it is only copied
+            // from after being filled).
+            let pinned =
+                unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(cuda_err("pinned"))?;
+            let dev = stream
+                .alloc_zeros::<u8>(STAGE_BYTES)
+                .map_err(cuda_err("alloc"))?;
+            Ok(Lane {
+                stream,
+                pinned,
+                dev,
+                copied: None,
+            })
+        };
+        let lanes = [lane()?, lane()?];
+        let dummy = lanes[0]
+            .stream
+            .alloc_zeros::<f32>(1)
+            .map_err(cuda_err("alloc"))?;
+        let name = format!(
+            "cuda:{ordinal} {}",
+            ctx.name().unwrap_or_else(|_| "unknown GPU".into())
+        );
+        Ok(CudaBackend {
+            ctx,
+            funcs,
+            inner: Mutex::new(Inner { lanes, dummy }),
+            name,
+        })
+    }
+}
+
+/// One launch: element range [lo, hi) of segment `seg`.
+struct Job {
+    seg: usize,
+    lo: usize,
+    hi: usize,
+}
+
+fn plan(segments: &[Segment<'_>], k: usize) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for (i, s) in segments.iter().enumerate() {
+        let per = ((STAGE_BYTES / k.max(1)) & !(ALIGN - 1)) / s.dtype.size();
+        let mut lo = 0;
+        while lo < s.len() {
+            let hi = (lo + per).min(s.len());
+            jobs.push(Job { seg: i, lo, hi });
+            lo = hi;
+        }
+    }
+    jobs
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn reduce(
+        &self,
+        segments: &[Segment<'_>],
+        weights: &[f64],
+        mut ema: Option<(&mut EmaState, EmaParams)>,
+    ) -> Result<Vec<Sums>, ComputeError> {
+        validate(segments, weights)?;
+        let k = weights.len();
+        let jobs = plan(segments, k);
+        let mut guard = self
+            .inner
+            .lock()
+            .map_err(|_| ComputeError::Cuda("backend poisoned".into()))?;
+        let inner = &mut *guard;
+        let per_lane = [jobs.len().div_ceil(2), jobs.len() / 2];
+        let mut outs = Vec::with_capacity(2);
+        let mut ws = Vec::with_capacity(2);
+        for (lane, &n) in inner.lanes.iter().zip(&per_lane) {
+            outs.push(
+                lane.stream
+                    .alloc_zeros::<f64>((n * MAX_BLOCKS * 4).max(4))
+                    .map_err(cuda_err("alloc"))?,
+            );
+            ws.push(
+                lane.stream
+                    .clone_htod(weights)
+                    .map_err(cuda_err("upload weights"))?,
+            );
+        }
+        for (j, job) in jobs.iter().enumerate() {
+            let li = j % 2;
+            let seg = &segments[job.seg];
+            let size = seg.dtype.size();
+            let n = job.hi - job.lo;
+            let stride_bytes = (n * size).next_multiple_of(ALIGN);
+            let lane = &mut inner.lanes[li];
+            if let Some(ev) = lane.copied.take() {
+                ev.synchronize().map_err(cuda_err("wait for staging"))?;
+            }
+            let host = lane.pinned.as_mut_slice().map_err(cuda_err("pinned"))?;
+            for (p, part) in seg.parts.iter().enumerate() {
+                host[p * stride_bytes..p * stride_bytes + n * size]
+                    .copy_from_slice(&part[job.lo * size..job.hi * size]);
+            }
+            let total = k * stride_bytes;
+            {
+                let (dptr, _sync) = lane.dev.device_ptr(&lane.stream);
+                // SAFETY: `host` is pinned and not touched again until `copied` completes;
+                // `dev` holds STAGE_BYTES ≥ total.
+                unsafe {
+                    cudarc::driver::result::memcpy_htod_async(
+                        dptr,
+                        &host[..total],
+                        lane.stream.cu_stream(),
+                    )
+                }
+                .map_err(cuda_err("copy to device"))?;
+            }
+            lane.copied = Some(lane.stream.record_event(None).map_err(cuda_err("event"))?);
+            let blocks = n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS);
+            let slot = j / 2 * MAX_BLOCKS * 4;
+            let mut out = outs[li].slice_mut(slot..slot + MAX_BLOCKS * 4);
+            let stride = (stride_bytes / size) as u64;
+            let (k_i, n_u) = (k as i32, n as u64);
+            let (decay, mode) = match &ema {
+                Some((_, p)) => (p.decay, if p.first { 1i32 } else { 2 }),
+                None => (0.0, 0),
+            };
+            let func = &self.funcs[match seg.dtype {
+                DType::F32 => 0,
+                DType::F16 => 1,
+                DType::BF16 => 2,
+            }];
+            let cfg = LaunchConfig {
+                grid_dim: (blocks as u32, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let mut b = lane.stream.launch_builder(func);
+            b.arg(&lane.dev)
+                .arg(&stride)
+                .arg(&k_i)
+                .arg(&n_u)
+                .arg(&ws[li])
+                .arg(&mut out);
+            let (mut mv, mut sv);
+            match ema.as_mut() {
+                Some((state, _)) => {
+                    let EmaStorage::Device { mean, sq } = &mut state.storage else {
+                        return Err(ComputeError::Invalid(
+                            "EMA state was created by another backend".into(),
+                        ));
+                    };
+                    let at = seg.offset + job.lo;
+                    if at + n > state.len {
+                        return Err(ComputeError::Invalid("segment leaves the EMA state".into()));
+                    }
+                    mv = mean.slice_mut(at..at + n);
+                    sv = sq.slice_mut(at..at + n);
+                    b.arg(&mut mv).arg(&mut sv);
+                }
+                None => {
+                    b.arg(&inner.dummy).arg(&inner.dummy);
+                }
+            }
+            b.arg(&decay).arg(&mode);
+            // SAFETY: argument types match the kernel signature in kernels/reduce.cu; every
+            // index the kernel touches is below n, inside each buffer.
+            unsafe { b.launch(cfg) }.map_err(cuda_err("launch"))?;
+        }
+        let mut host_outs = Vec::with_capacity(2);
+        for (lane, out) in inner.lanes.iter().zip(&outs) {
+            lane.stream.synchronize().map_err(cuda_err("synchronize"))?;
+            host_outs.push(
+                lane.stream
+                    .clone_dtoh(out)
+                    .map_err(cuda_err("copy partials"))?,
+            );
+        }
+        let mut sums = vec![Sums::default(); segments.len()];
+        for (j, job) in jobs.iter().enumerate() {
+            let slot = j / 2 * MAX_BLOCKS * 4;
+            for p in host_outs[j % 2][slot..slot + MAX_BLOCKS * 4].chunks_exact(4) {
+                let s = Sums {
+                    sq_parts: p[0],
+                    sq_big: p[1],
+                    ema_noise: p[2],
+                    ema_signal: p[3],
+                };
+                sums[job.seg] = sums[job.seg] + s;
+            }
+        }
+        Ok(sums)
+    }
+
+    fn preferred_segment_elems(&self) -> usize {
+        4 << 20
+    }
+
+    fn new_ema_state(&self, len: usize) -> Result<EmaState, ComputeError> {
+        let stream = self.ctx.default_stream();
+        let mean = stream
+            .alloc_zeros::<f32>(len.max(1))
+            .map_err(cuda_err("alloc EMA"))?;
+        let sq = stream
+            .alloc_zeros::<f32>(len.max(1))
+            .map_err(cuda_err("alloc EMA"))?;
+        stream.synchronize().map_err(cuda_err("synchronize"))?;
+        Ok(EmaState {
+            len,
+            storage: EmaStorage::Device { mean, sq },
+        })
+    }
+}

@@ -1,0 +1,80 @@
+//! The scanned layout of a dump: steps, their K gradient files, and where each tensor's bytes
+//! lie. Built by [`super::scan`]; no tensor data is read.
+
+use crate::compute::DType;
+use std::path::PathBuf;
+
+/// All steps of a dump directory, in increasing step order.
+#[derive(Debug, Clone)]
+pub struct DumpIndex {
+    /// The directory that was scanned.
+    pub root: PathBuf,
+    /// Steps, sorted by step number.
+    pub steps: Vec<StepEntry>,
+}
+
+/// One optimizer step: K ≥ 2 gradient files of the same tensors.
+#[derive(Debug, Clone)]
+pub struct StepEntry {
+    /// Optimizer step (the N of `step_<N>`).
+    pub step: u64,
+    /// The step directory.
+    pub dir: PathBuf,
+    /// The gradient files (sorted by name); `files[k].tensors[i]` is the same tensor for all k.
+    pub files: Vec<GradFile>,
+}
+
+/// One gradient set (a micro-batch's or rank's mean gradient).
+#[derive(Debug, Clone)]
+pub struct GradFile {
+    /// The .safetensors file, or the directory of .npy files.
+    pub path: PathBuf,
+    /// Samples (sequences) this gradient averages over, from the file's metadata, if given.
+    pub samples: Option<f64>,
+    /// Tensors in processing order (the same order in every file of the step).
+    pub tensors: Vec<TensorEntry>,
+}
+
+/// Where one tensor's bytes are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorEntry {
+    /// Tensor name (e.g. `model.layers.3.mlp.up_proj.weight`).
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape (row-major for safetensors; .npy may be Fortran-ordered, see `fortran`).
+    pub shape: Vec<usize>,
+    /// .npy only: the data is in Fortran (column-major) order.
+    pub fortran: bool,
+    /// File holding the bytes.
+    pub file: PathBuf,
+    /// Byte offset of the data in `file`.
+    pub offset: u64,
+    /// Bytes of data (elements × dtype size).
+    pub nbytes: u64,
+}
+
+impl TensorEntry {
+    /// Number of elements.
+    pub fn elems(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+impl DumpIndex {
+    /// Total tensor bytes of all files of all steps (the progress denominator).
+    pub fn total_bytes(&self) -> u64 {
+        self.steps.iter().map(StepEntry::bytes).sum()
+    }
+}
+
+impl StepEntry {
+    /// Total tensor bytes of this step's files.
+    pub fn bytes(&self) -> u64 {
+        self.files
+            .iter()
+            .flat_map(|f| &f.tensors)
+            .map(|t| t.nbytes)
+            .sum()
+    }
+}

@@ -1,0 +1,129 @@
+//! Scanning a dump directory: find the steps and their gradient files, read every header,
+//! and check that the files of a step agree on tensor names, shapes and dtypes.
+
+use super::error::{DumpError, io};
+use super::index::{DumpIndex, GradFile, StepEntry};
+use super::{npy, st_file};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Scan `dir`: either a dump root holding `step_<N>/` directories, or one step directory.
+pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
+    let mut steps: Vec<(u64, PathBuf)> = list(dir)?
+        .into_iter()
+        .filter(|p| p.is_dir())
+        .filter_map(|p| step_number(&p).map(|n| (n, p)))
+        .collect();
+    if steps.is_empty() {
+        steps.push((step_number(dir).unwrap_or(0), dir.to_path_buf()));
+    }
+    steps.sort();
+    let mut out = Vec::with_capacity(steps.len());
+    for (step, sdir) in steps {
+        let files = step_files(&sdir)?;
+        if files.is_empty() && out.is_empty() && sdir == dir {
+            return Err(DumpError::Empty { path: dir.into() });
+        }
+        out.push(StepEntry {
+            step,
+            dir: sdir.clone(),
+            files: align(&sdir, files)?,
+        });
+    }
+    Ok(DumpIndex {
+        root: dir.into(),
+        steps: out,
+    })
+}
+
+/// `step_<N>` → N.
+fn step_number(p: &Path) -> Option<u64> {
+    p.file_name()?.to_str()?.strip_prefix("step_")?.parse().ok()
+}
+
+fn list(dir: &Path) -> Result<Vec<PathBuf>, DumpError> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io(dir))?
+        .map(|e| e.map(|e| e.path()).map_err(io(dir)))
+        .collect::<Result<_, _>>()?;
+    v.sort();
+    Ok(v)
+}
+
+/// The gradient sets of one step: `*.safetensors` files and directories of `*.npy` files.
+fn step_files(sdir: &Path) -> Result<Vec<GradFile>, DumpError> {
+    let mut files = Vec::new();
+    for p in list(sdir)? {
+        if p.is_file() && p.extension().is_some_and(|x| x == "safetensors") {
+            files.push(st_file::read_header(&p)?);
+        } else if p.is_dir()
+            && list(&p)?
+                .iter()
+                .any(|q| q.extension().is_some_and(|x| x == "npy"))
+        {
+            files.push(npy::read_part_dir(&p)?);
+        }
+    }
+    Ok(files)
+}
+
+/// Check K ≥ 2 and put every file's tensors in the first file's order, or say which file and
+/// tensor differ.
+fn align(sdir: &Path, mut files: Vec<GradFile>) -> Result<Vec<GradFile>, DumpError> {
+    if files.len() < 2 {
+        return Err(DumpError::TooFewFiles {
+            path: sdir.into(),
+            found: files.len(),
+        });
+    }
+    let first = files[0].clone();
+    for f in files.iter_mut().skip(1) {
+        let mut by_name: HashMap<String, _> =
+            f.tensors.drain(..).map(|t| (t.name.clone(), t)).collect();
+        let mismatch = |tensor: &str, what: String| DumpError::Mismatch {
+            path: f.path.clone(),
+            tensor: tensor.into(),
+            what,
+        };
+        let mut aligned = Vec::with_capacity(first.tensors.len());
+        for t0 in &first.tensors {
+            let Some(t) = by_name.remove(&t0.name) else {
+                return Err(mismatch(
+                    &t0.name,
+                    format!("missing (present in {})", first.path.display()),
+                ));
+            };
+            if t.shape != t0.shape || t.fortran != t0.fortran {
+                return Err(mismatch(
+                    &t0.name,
+                    format!(
+                        "shape {:?} differs from {:?} in {}",
+                        t.shape,
+                        t0.shape,
+                        first.path.display()
+                    ),
+                ));
+            }
+            if t.dtype != t0.dtype {
+                return Err(mismatch(
+                    &t0.name,
+                    format!(
+                        "dtype {} differs from {} in {}",
+                        t.dtype.name(),
+                        t0.dtype.name(),
+                        first.path.display()
+                    ),
+                ));
+            }
+            aligned.push(t);
+        }
+        if let Some(extra) = by_name.keys().min() {
+            return Err(mismatch(
+                extra,
+                format!("not present in {}", first.path.display()),
+            ));
+        }
+        f.tensors = aligned;
+    }
+    Ok(files)
+}

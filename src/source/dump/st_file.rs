@@ -1,0 +1,174 @@
+//! Reading a .safetensors header (through the `safetensors` crate over a memory map) into a
+//! [`GradFile`], with errors that name the file and the tensor at fault.
+
+use super::error::{DumpError, io};
+use super::index::{GradFile, TensorEntry};
+use crate::compute::DType;
+use safetensors::{Dtype, SafeTensorError, SafeTensors};
+use std::path::Path;
+
+/// Metadata key holding the number of samples the file's mean gradient covers.
+pub const SAMPLES_KEY: &str = "samples";
+
+/// Parse the header of one .safetensors gradient file. Tensors come sorted by data offset.
+pub fn read_header(path: &Path) -> Result<GradFile, DumpError> {
+    let file = std::fs::File::open(path).map_err(io(path))?;
+    // SAFETY: read-only map; a dump rewritten while being read can give wrong numbers but
+    // not unsoundness in this code, which only reads bytes.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io(path))?;
+    let (n, meta) = SafeTensors::read_metadata(&map).map_err(|e| explain(path, &map, e))?;
+    let base = 8 + n as u64;
+    let mut tensors = Vec::new();
+    for name in meta.offset_keys() {
+        let Some(info) = meta.info(&name) else {
+            continue;
+        };
+        let dtype = match info.dtype {
+            Dtype::F32 => DType::F32,
+            Dtype::F16 => DType::F16,
+            Dtype::BF16 => DType::BF16,
+            other => {
+                return Err(DumpError::UnknownDtype {
+                    path: path.into(),
+                    tensor: name,
+                    dtype: format!("{other:?}"),
+                });
+            }
+        };
+        let (a, b) = info.data_offsets;
+        tensors.push(TensorEntry {
+            name,
+            dtype,
+            shape: info.shape.clone(),
+            fortran: false,
+            file: path.into(),
+            offset: base + a as u64,
+            nbytes: (b - a) as u64,
+        });
+    }
+    let samples = match meta.metadata().as_ref().and_then(|m| m.get(SAMPLES_KEY)) {
+        None => None,
+        Some(s) => Some(parse_samples(path, s)?),
+    };
+    Ok(GradFile {
+        path: path.into(),
+        samples,
+        tensors,
+    })
+}
+
+/// Parse a positive sample count ("8", "8.0").
+pub(crate) fn parse_samples(path: &Path, s: &str) -> Result<f64, DumpError> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(DumpError::Samples {
+            path: path.into(),
+            message: format!("\"{SAMPLES_KEY}\" must be a positive number, got {s:?}"),
+        }),
+    }
+}
+
+/// Turn a safetensors error into one naming the file and, where possible, the tensor, by
+/// re-reading the header leniently.
+fn explain(path: &Path, buf: &[u8], e: SafeTensorError) -> DumpError {
+    let have = buf.len() as u64;
+    let header = || -> Option<(u64, serde_json::Map<String, serde_json::Value>)> {
+        let n = u64::from_le_bytes(buf.get(..8)?.try_into().ok()?);
+        let text = buf.get(8..8usize.checked_add(usize::try_from(n).ok()?)?)?;
+        Some((8 + n, serde_json::from_slice(text).ok()?))
+    };
+    let header_need = buf
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(|b| u64::from_le_bytes(b).saturating_add(8));
+    match e {
+        SafeTensorError::HeaderTooSmall
+        | SafeTensorError::InvalidHeaderLength
+        | SafeTensorError::HeaderTooLarge => DumpError::Truncated {
+            path: path.into(),
+            tensor: None,
+            need: header_need.unwrap_or(8),
+            have,
+        },
+        SafeTensorError::MetadataIncompleteBuffer | SafeTensorError::InvalidOffset(_) => {
+            let Some((base, map)) = header() else {
+                return header_err(path, format!("{e:?}"));
+            };
+            // The first tensor (by end offset) that does not fit, else the offending name.
+            let mut worst: Option<(String, u64)> = None;
+            for (name, v) in map.iter().filter(|(k, _)| *k != "__metadata__") {
+                let end = v["data_offsets"][1].as_u64().unwrap_or(0);
+                if base + end > have && worst.as_ref().is_none_or(|(_, w)| end < *w) {
+                    worst = Some((name.clone(), end));
+                }
+            }
+            match (worst, e) {
+                (Some((tensor, end)), _) => DumpError::Truncated {
+                    path: path.into(),
+                    tensor: Some(tensor),
+                    need: base + end,
+                    have,
+                },
+                (None, SafeTensorError::InvalidOffset(t)) => header_err(
+                    path,
+                    format!(
+                        "tensor {t}: data_offsets overlap, leave gaps or do not match shape × dtype"
+                    ),
+                ),
+                (None, _) => header_err(path, "bytes after the last tensor's data".into()),
+            }
+        }
+        SafeTensorError::InvalidHeaderDeserialization(err) => {
+            if let Some((_, map)) = header() {
+                for (name, v) in map.iter().filter(|(k, _)| *k != "__metadata__") {
+                    let d = v["dtype"].as_str().unwrap_or("?");
+                    if serde_json::from_value::<Dtype>(v["dtype"].clone()).is_err() {
+                        return DumpError::UnknownDtype {
+                            path: path.into(),
+                            tensor: name.clone(),
+                            dtype: d.to_string(),
+                        };
+                    }
+                }
+            }
+            header_err(path, err.to_string())
+        }
+        SafeTensorError::TensorInvalidInfo | SafeTensorError::ValidationOverflow => {
+            let bad = header().and_then(|(_, map)| {
+                map.iter()
+                    .filter(|(k, _)| *k != "__metadata__")
+                    .find_map(|(name, v)| {
+                        let size = serde_json::from_value::<Dtype>(v["dtype"].clone())
+                            .ok()?
+                            .bitsize() as u64
+                            / 8;
+                        let elems = v["shape"]
+                            .as_array()?
+                            .iter()
+                            .try_fold(1u64, |a, d| a.checked_mul(d.as_u64()?));
+                        let (a, b) = (
+                            v["data_offsets"][0].as_u64()?,
+                            v["data_offsets"][1].as_u64()?,
+                        );
+                        (elems.and_then(|n| n.checked_mul(size)) != b.checked_sub(a))
+                            .then(|| name.clone())
+                    })
+            });
+            match bad {
+                Some(t) => header_err(
+                    path,
+                    format!("tensor {t}: shape × dtype size does not match its data_offsets"),
+                ),
+                None => header_err(path, format!("{e:?}")),
+            }
+        }
+        other => header_err(path, format!("{other:?}")),
+    }
+}
+
+fn header_err(path: &Path, message: String) -> DumpError {
+    DumpError::Header {
+        path: path.into(),
+        message,
+    }
+}
