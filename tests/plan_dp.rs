@@ -1,57 +1,11 @@
 //! The dynamic programme against brute force and its limiting cases.
 
 use copus::plan::dp::{optimal, optimal_with_value};
-use copus::plan::{Phase, PlanState, Problem, SwitchCosts};
+use copus::plan::{Phase, PlanState, Problem, SwitchCosts, synthetic};
 use proptest::prelude::*;
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 
-/// A small random instance: layouts drawn from a few (dp, tp, pp) so that every switch kind
-/// occurs, batches from a few powers of two, step time = per-step overhead + per-sample time
-/// (so the best batch moves with B_crit), B_crit wandering up and down, phase times of the
-/// order of the switch costs.
 fn instance(seed: u64, n: usize, ns: usize, dwell: usize, costs: SwitchCosts) -> Problem {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let layouts = [(8, 1, 1), (4, 2, 1), (2, 2, 2), (4, 1, 2), (2, 1, 1)];
-    let batches = [16u64, 32, 64, 128, 256];
-    let states = (0..ns)
-        .map(|_| {
-            let (dp, tp, pp) = layouts[rng.random_range(0..layouts.len())];
-            let batch = batches[rng.random_range(0..batches.len())];
-            let overhead: f64 = rng.random_range(0.05..1.0);
-            let per_sample: f64 = rng.random_range(0.001..0.01);
-            PlanState {
-                dp,
-                tp,
-                pp,
-                batch,
-                step_time_s: overhead + per_sample * batch as f64,
-                cell: None,
-            }
-        })
-        .collect();
-    let mut b_crit: f64 = rng.random_range(4.0..64.0);
-    let phases = (0..n)
-        .map(|i| {
-            b_crit *= rng.random_range(0.4..4.0);
-            Phase {
-                start_tokens: i as f64,
-                end_tokens: i as f64 + 1.0,
-                b_crit,
-                min_samples: rng.random_range(1000.0..20000.0),
-            }
-        })
-        .collect();
-    Problem::new(phases, states, costs, dwell).expect("valid instance")
-}
-
-fn random_costs(seed: u64) -> SwitchCosts {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0x9e37_79b9);
-    SwitchCosts {
-        batch_s: rng.random_range(0.0..10.0),
-        dp_resize_s: rng.random_range(0.0..30.0),
-        reshard_s: rng.random_range(0.0..60.0),
-    }
+    synthetic::random_problem(seed, n, ns, dwell, costs).expect("valid instance")
 }
 
 /// Least total time over every assignment that respects the dwell.
@@ -84,7 +38,7 @@ proptest! {
 
     #[test]
     fn dp_equals_brute_force(seed in any::<u64>(), n in 1usize..=6, ns in 1usize..=5, dwell in 1usize..=3) {
-        let p = instance(seed, n, ns, dwell, random_costs(seed));
+        let p = instance(seed, n, ns, dwell, synthetic::random_costs(seed));
         let (plan, value) = optimal_with_value(&p);
         let brute = brute_force(&p);
         prop_assert!(close(value, brute), "dp {} vs brute {}", value, brute);

@@ -36,6 +36,7 @@ pub mod problem;
 pub mod progress;
 pub mod report;
 pub mod strategies;
+pub mod synthetic;
 
 pub use costs::{ReconfigCosts, SwitchCosts, SwitchKind};
 pub use problem::{PlanState, Problem, ProblemError, Schedule, Switch};
