@@ -77,9 +77,19 @@ fn pollux_threshold_blocks_small_gains_and_allows_large_ones() {
     )
     .expect("valid");
     let gain = |c: f64| (1.0 / 32.0 + 1.0 / c) / (1.9 / 64.0 + 1.9 / c) - 1.0;
-    assert!(gain(10_000.0) > 0.04 && gain(10_000.0) < 0.06, "{}", gain(10_000.0));
-    let strict = StrategyParams { batch_threshold: 0.06, greedy_every: 1 };
-    let loose = StrategyParams { batch_threshold: 0.04, greedy_every: 1 };
+    assert!(
+        gain(10_000.0) > 0.04 && gain(10_000.0) < 0.06,
+        "{}",
+        gain(10_000.0)
+    );
+    let strict = StrategyParams {
+        batch_threshold: 0.06,
+        greedy_every: 1,
+    };
+    let loose = StrategyParams {
+        batch_threshold: 0.04,
+        greedy_every: 1,
+    };
     assert!(strategies::batch_adaptive(&p, &strict).switches.is_empty());
     let s = strategies::batch_adaptive(&p, &loose);
     assert_eq!(s.states, vec![0, 0, 1]);
@@ -89,10 +99,16 @@ fn pollux_threshold_blocks_small_gains_and_allows_large_ones() {
 fn greedy_checks_only_every_n_phases() {
     let states = one_layout(&[(32, 1.0), (256, 3.0)]);
     let b = [10.0, 1e5, 1e5, 1e5, 1e5, 1e5];
-    let p = Problem::new(phases_with_b_crit(&b), states, SwitchCosts::uniform(0.0), 1)
-        .expect("valid");
-    let every3 = StrategyParams { batch_threshold: 0.05, greedy_every: 3 };
-    assert_eq!(strategies::greedy_joint(&p, &every3).states, vec![0, 0, 0, 1, 1, 1]);
+    let p =
+        Problem::new(phases_with_b_crit(&b), states, SwitchCosts::uniform(0.0), 1).expect("valid");
+    let every3 = StrategyParams {
+        batch_threshold: 0.05,
+        greedy_every: 3,
+    };
+    assert_eq!(
+        strategies::greedy_joint(&p, &every3).states,
+        vec![0, 0, 0, 1, 1, 1]
+    );
     let optimal = compare(&p, &every3).pop().expect("optimal-joint");
     assert_eq!(optimal.schedule.states, vec![0, 1, 1, 1, 1, 1]);
 }
@@ -103,7 +119,13 @@ fn trajectory(points: &[(u64, f64, f64)]) -> Trajectory {
         seq_len: 1000,
         points: points
             .iter()
-            .map(|&(step, tokens, b_crit)| TrajectoryPoint { step, tokens, b_crit, ci: None, loss: None })
+            .map(|&(step, tokens, b_crit)| TrajectoryPoint {
+                step,
+                tokens,
+                b_crit,
+                ci: None,
+                loss: None,
+            })
             .collect(),
     }
 }
@@ -111,7 +133,12 @@ fn trajectory(points: &[(u64, f64, f64)]) -> Trajectory {
 #[test]
 fn reference_batch_reproduces_the_token_budget() {
     // 3 phases, B_crit 100 → 400 → 1600 → 6400 samples, 1e9 tokens each.
-    let t = trajectory(&[(0, 0.0, 100.0), (0, 1e9, 400.0), (0, 2e9, 1600.0), (0, 3e9, 6400.0)]);
+    let t = trajectory(&[
+        (0, 0.0, 100.0),
+        (0, 1e9, 400.0),
+        (0, 2e9, 1600.0),
+        (0, 3e9, 6400.0),
+    ]);
     let b_ref = 512.0;
     let ph = progress::phases(&t, TokenAxis::ReferenceBatch(b_ref), 1.0).expect("phases");
     assert_eq!(ph.len(), 3);

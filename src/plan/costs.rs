@@ -85,7 +85,10 @@ impl ReconfigCosts {
             ("dp_resize_s", self.dp_resize_s),
             ("restart_s", self.restart_s),
             ("warmup_s", self.warmup_s),
-            ("checkpoint_bytes_per_param", self.checkpoint_bytes_per_param),
+            (
+                "checkpoint_bytes_per_param",
+                self.checkpoint_bytes_per_param,
+            ),
             ("batch_adaptive_threshold", self.batch_adaptive_threshold),
         ];
         for (name, v) in named {

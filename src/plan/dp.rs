@@ -8,7 +8,7 @@
 //!   for k ≥ 1, F[k][t] = min over s ≠ t of U[k][s] + c(kind(s, t)).
 //!
 //! U[k][s] = min(U[k−1][s] + T[k−1][s], F[k−D][s] + P[k][s] − P[k−D][s]), with T the phase
-//! time and P its prefix sum per state: stay while already eligible, or become eligible exactly
+//! time and P its prefix sum per state (kept as one running row, the ring storing F − P): stay while already eligible, or become eligible exactly
 //! D phases after entering. The last segment may be shorter than D (the run ends), so the
 //! answer is min over s of U[n][s] and F[k][s] + P[n][s] − P[k][s] for n − D < k < n.
 //!
@@ -19,10 +19,14 @@
 //! least U[k][s], s ≠ t, over t's layout, over t's (tp, pp) group and over all states: a
 //! predecessor in t's layout is also counted with the dearer DP or reshard cost, which can
 //! only overestimate, and every predecessor is counted with its exact cost in its own group.
-//! "s ≠ t" is handled by keeping the two best (value, state) pairs per group. Memory: rolling
-//! rows of D states, a bit per (boundary, state) for the U choice, and the group minima per
-//! boundary for backtracking.
+//! "s ≠ t" is handled by keeping the two best (value, state) pairs per group. States are
+//! visited in layout order, so the layout minima come from one contiguous pass; the (tp, pp)
+//! and global minima merge the layouts' pairs; and every state of a layout except the
+//! layout's own best gets the same F value, so a row of F is a fill plus one write per layout.
+//! Memory: rolling rows of D states, a bit per (boundary, state) for the U choice, and the
+//! group minima per boundary for backtracking.
 
+use super::costs::SwitchCosts;
 use super::problem::{Problem, Schedule};
 
 #[derive(Debug, Clone, Copy)]
@@ -64,22 +68,98 @@ impl Top2 {
     }
 }
 
-/// Best predecessor of `t` from the group minima at one boundary: (value incl. cost, state).
-#[inline]
-fn best_entry(p: &Problem, groups: &[Top2], t: usize) -> (f64, u32) {
-    let t32 = t as u32;
-    let c = p.costs;
-    let (vl, il) = groups[p.layout_of[t] as usize].excluding(t32);
-    let (vg, ig) = groups[p.n_layouts + p.tp_pp_of[t] as usize].excluding(t32);
-    let (va, ia) = groups[p.n_layouts + p.n_tp_pp].excluding(t32);
-    let mut best = (vl + c.batch_s, il);
-    if vg + c.dp_resize_s < best.0 {
-        best = (vg + c.dp_resize_s, ig);
+/// States in layout order, with the per-state coefficients of the phase time.
+struct Prepared {
+    /// Permuted position → original state index.
+    order: Vec<usize>,
+    /// Seconds per sample (step / B) and per step, in permuted order.
+    per_sample: Vec<f64>,
+    per_step: Vec<f64>,
+    /// Contiguous range of each layout group and its (tp, pp) group.
+    ranges: Vec<(usize, usize, usize)>,
+    /// Layout group of each permuted position.
+    layout: Vec<u32>,
+    n_tp_pp: usize,
+}
+
+impl Prepared {
+    fn new(p: &Problem) -> Self {
+        let mut order: Vec<usize> = (0..p.states.len()).collect();
+        order.sort_by_key(|&s| p.layout_of[s]);
+        let mut ranges = Vec::with_capacity(p.n_layouts);
+        let mut lo = 0;
+        for j in 1..=order.len() {
+            if j == order.len() || p.layout_of[order[j]] != p.layout_of[order[lo]] {
+                ranges.push((lo, j, p.tp_pp_of[order[lo]] as usize));
+                lo = j;
+            }
+        }
+        let mut layout = vec![0u32; order.len()];
+        for (l, &(lo, hi, _)) in ranges.iter().enumerate() {
+            layout[lo..hi].fill(l as u32);
+        }
+        Self {
+            per_sample: order.iter().map(|&s| p.per_sample[s]).collect(),
+            per_step: order.iter().map(|&s| p.per_step[s]).collect(),
+            order,
+            ranges,
+            layout,
+            n_tp_pp: p.n_tp_pp,
+        }
     }
-    if va + c.reshard_s < best.0 {
-        best = (va + c.reshard_s, ia);
+
+    fn n_groups(&self) -> usize {
+        self.ranges.len() + self.n_tp_pp + 1
     }
-    best
+
+    /// Fill the group minima of `u` (layouts, then (tp, pp) groups, then global) into `g`.
+    fn group_minima(&self, u: &[f64], g: &mut [Top2]) {
+        g.fill(Top2::EMPTY);
+        let (nl, last) = (self.ranges.len(), g.len() - 1);
+        for (l, &(lo, hi, tp_pp)) in self.ranges.iter().enumerate() {
+            let mut t2 = Top2::EMPTY;
+            for (j, &v) in u[lo..hi].iter().enumerate() {
+                t2.push(v, (lo + j) as u32);
+            }
+            g[l] = t2;
+            for (v, i) in [(t2.v1, t2.i1), (t2.v2, t2.i2)] {
+                g[nl + tp_pp].push(v, i);
+                g[last].push(v, i);
+            }
+        }
+    }
+
+    /// Best predecessor of permuted state `t`: (value including the switch cost, state).
+    fn best_entry(&self, c: &SwitchCosts, g: &[Top2], t: usize) -> (f64, u32) {
+        let l = self.layout[t] as usize;
+        let t32 = t as u32;
+        let (vl, il) = g[l].excluding(t32);
+        let (vg, ig) = g[self.ranges.len() + self.ranges[l].2].excluding(t32);
+        let (va, ia) = g[g.len() - 1].excluding(t32);
+        let mut best = (vl + c.batch_s, il);
+        if vg + c.dp_resize_s < best.0 {
+            best = (vg + c.dp_resize_s, ig);
+        }
+        if va + c.reshard_s < best.0 {
+            best = (va + c.reshard_s, ia);
+        }
+        best
+    }
+
+    /// Row F[k] from the group minima: one value for every state of a layout but its best.
+    fn entry_row(&self, c: &SwitchCosts, g: &[Top2], row: &mut [f64]) {
+        let (nl, last) = (self.ranges.len(), g.len() - 1);
+        for (l, &(lo, hi, tp_pp)) in self.ranges.iter().enumerate() {
+            let generic = (g[l].v1 + c.batch_s)
+                .min(g[nl + tp_pp].v1 + c.dp_resize_s)
+                .min(g[last].v1 + c.reshard_s);
+            row[lo..hi].fill(generic);
+            let best = g[l].i1 as usize;
+            if best < row.len() {
+                row[best] = self.best_entry(c, g, best).0;
+            }
+        }
+    }
 }
 
 /// The schedule of least total time (switch costs included) that respects the minimum dwell.
@@ -93,33 +173,51 @@ pub fn optimal_with_value(p: &Problem) -> (Schedule, f64) {
     let n = p.phases.len();
     let ns = p.states.len();
     let d = p.min_dwell.clamp(1, n);
-    let n_groups = p.n_layouts + p.n_tp_pp + 1;
+    let q = Prepared::new(p);
+    let c = p.costs;
+    let n_groups = q.n_groups();
     let inf = f64::INFINITY;
     let mut u = vec![inf; ns];
+    // P[k][s]: time of phases < k spent in s (one running row). The ring keeps
+    // F[j][s] − P[j][s] for the last D boundaries, so entering at j and staying until k costs
+    // ring[j][s] + P[k][s].
+    let mut prefix = vec![0.0; ns];
     let mut f_ring = vec![inf; d * ns];
     f_ring[..ns].fill(0.0);
-    let mut p_ring = vec![0.0; (d + 1) * ns];
     let words = ns.div_ceil(64);
     let mut entered = vec![0u64; (n + 1) * words];
     let mut groups = vec![Top2::EMPTY; n.saturating_sub(d) * n_groups];
 
     for k in 1..=n {
-        let (prev, cur) = ((k - 1) % (d + 1), k % (d + 1));
-        let old = (k + 1) % (d + 1); // slot of P[k − d]
-        let fslot = k % d; // holds F[k − d], then receives F[k]
-        for s in 0..ns {
-            let t = p.phase_time(k - 1, s);
-            let pk = p_ring[prev * ns + s] + t;
-            p_ring[cur * ns + s] = pk;
-            let stay = u[s] + t;
-            u[s] = stay;
-            if k >= d {
-                let enter = f_ring[fslot * ns + s] + pk - p_ring[old * ns + s];
-                if enter < stay {
-                    u[s] = enter;
-                    entered[k * words + s / 64] |= 1 << (s % 64);
-                }
+        let ph = &p.phases[k - 1];
+        let (x, y) = (ph.min_samples, ph.min_samples / ph.b_crit);
+        let fslot = k % d; // holds F[k − d] − P[k − d] (∞ while k < d), then receives F[k] − P[k]
+        let frow = &f_ring[fslot * ns..(fslot + 1) * ns];
+        let bits = &mut entered[k * words..(k + 1) * words];
+        let chunks = u
+            .chunks_mut(64)
+            .zip(prefix.chunks_mut(64))
+            .zip(frow.chunks(64))
+            .zip(q.per_sample.chunks(64).zip(q.per_step.chunks(64)));
+        for (word, (((uc, pc), fc), (ac, bc))) in bits.iter_mut().zip(chunks) {
+            let mut w = 0u64;
+            for (i, ((((uu, pp), &fe), &a), &b)) in uc
+                .iter_mut()
+                .zip(pc.iter_mut())
+                .zip(fc)
+                .zip(ac)
+                .zip(bc)
+                .enumerate()
+            {
+                let t = x * a + y * b;
+                *pp += t;
+                let stay = *uu + t;
+                let enter = fe + *pp;
+                let take = enter < stay;
+                *uu = if take { enter } else { stay };
+                w |= (take as u64) << i;
             }
+            *word = w;
         }
         if k >= n {
             break;
@@ -130,32 +228,28 @@ pub fn optimal_with_value(p: &Problem) -> (Schedule, f64) {
             continue;
         }
         let g = &mut groups[(k - d) * n_groups..(k - d + 1) * n_groups];
-        for (s, &v) in u.iter().enumerate() {
-            g[p.layout_of[s] as usize].push(v, s as u32);
-            g[p.n_layouts + p.tp_pp_of[s] as usize].push(v, s as u32);
-            g[n_groups - 1].push(v, s as u32);
-        }
-        for (t, slot) in row.iter_mut().enumerate() {
-            *slot = best_entry(p, g, t).0;
+        q.group_minima(&u, g);
+        q.entry_row(&c, g, row);
+        for (f, &pk) in row.iter_mut().zip(&prefix) {
+            *f -= pk;
         }
     }
 
     // Final: eligible at n, or a last segment entered less than D phases before the end.
-    let pn = (n % (d + 1)) * ns;
     let mut best = (inf, 0usize, n); // (value, state, entry boundary; n = "via U")
     for s in 0..ns {
         if u[s] < best.0 {
             best = (u[s], s, n);
         }
         for k in (n + 1).saturating_sub(d)..n {
-            let v = f_ring[(k % d) * ns + s] + p_ring[pn + s] - p_ring[(k % (d + 1)) * ns + s];
+            let v = f_ring[(k % d) * ns + s] + prefix[s];
             if v < best.0 {
                 best = (v, s, k);
             }
         }
     }
 
-    // Backtrack.
+    // Backtrack in permuted positions.
     let mut assignment = vec![usize::MAX; n];
     let (value, mut s, entry) = best;
     let mut k = n;
@@ -179,9 +273,10 @@ pub fn optimal_with_value(p: &Problem) -> (Schedule, f64) {
                 break;
             }
             let g = &groups[(k - d) * n_groups..(k - d + 1) * n_groups];
-            s = best_entry(p, g, s).1 as usize;
+            s = q.best_entry(&c, g, s).1 as usize;
             in_u = true;
         }
     }
+    let assignment = assignment.into_iter().map(|j| q.order[j]).collect();
     (p.schedule(assignment), value)
 }

@@ -56,8 +56,8 @@ pub struct Problem {
     pub(crate) n_layouts: usize,
     pub(crate) n_tp_pp: usize,
     /// Per state: step_time / batch (s per sample) and step_time (s).
-    per_sample: Vec<f64>,
-    per_step: Vec<f64>,
+    pub(crate) per_sample: Vec<f64>,
+    pub(crate) per_step: Vec<f64>,
 }
 
 impl Problem {
@@ -97,7 +97,10 @@ impl Problem {
             tp_pp_of.push(*tp_pps.entry((s.tp, s.pp)).or_insert(n));
         }
         Ok(Self {
-            per_sample: states.iter().map(|s| s.step_time_s / s.batch as f64).collect(),
+            per_sample: states
+                .iter()
+                .map(|s| s.step_time_s / s.batch as f64)
+                .collect(),
             per_step: states.iter().map(|s| s.step_time_s).collect(),
             phases,
             states,

@@ -116,7 +116,10 @@ pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
     let base = format!("DP{}·TP{}·PP{} B={}", st.dp, st.tp, st.pp, st.batch);
     match st.cell.map(|(l, b)| table.cell(l, b)) {
         Some(TableCell::Feasible { config, .. }) => {
-            format!("{base} (mbs{} Z{} rc:{})", config.mbs, config.zero, config.recompute)
+            format!(
+                "{base} (mbs{} Z{} rc:{})",
+                config.mbs, config.zero, config.recompute
+            )
         }
         _ => base,
     }
@@ -157,7 +160,14 @@ pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
         greedy_every: costs.greedy_every_phases.map_or(dwell, |g| g as usize),
     };
     let results = strategies::compare(&problem, &params);
-    Ok(build_report(r, &traj.label, axis, &table, &problem, &results))
+    Ok(build_report(
+        r,
+        &traj.label,
+        axis,
+        &table,
+        &problem,
+        &results,
+    ))
 }
 
 fn build_report(

@@ -163,9 +163,14 @@ impl Scenario {
             tokens_per_param,
             reference_seq_len,
         } = &self.law
-            && [*coefficient, *exponent, *tokens_per_param, *reference_seq_len]
-                .iter()
-                .any(|v| !(v.is_finite() && *v > 0.0))
+            && [
+                *coefficient,
+                *exponent,
+                *tokens_per_param,
+                *reference_seq_len,
+            ]
+            .iter()
+            .any(|v| !(v.is_finite() && *v > 0.0))
         {
             return Err(ScenarioError::Invalid(
                 "ZhangDataScaling parameters must be positive and finite".into(),
