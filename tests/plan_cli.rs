@@ -60,6 +60,13 @@ fn demo_plan_json_has_every_strategy_and_the_optimal_switches() {
         assert!((speedup - time(0) / time(i)).abs() < 1e-9);
         assert!(s["switches"].as_u64().is_some());
     }
+    let at_current = v["current_batch_static"]["time_s"]
+        .as_f64()
+        .expect("demo has current_batch");
+    assert!(
+        at_current >= time(0) * (1.0 - 1e-12),
+        "static is the best fixed cell"
+    );
     let switches = v["switches"].as_array().expect("switches");
     assert_eq!(
         switches.len() as u64,

@@ -10,7 +10,6 @@ use crate::perf::{self, PerfContext};
 use crate::session::{DataSource, Resolved};
 use crate::source::{self, SourceError};
 use serde::Serialize;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Why a session could not be planned.
@@ -108,6 +107,9 @@ pub struct PlanReport {
     pub strategies: Vec<StrategyRow>,
     /// Switch points of the optimal-joint plan.
     pub switches: Vec<SwitchRow>,
+    /// The best layout held at the session's `current_batch` for the whole run (what a user who
+    /// keeps today's batch would get), when that batch is on the grid and feasible.
+    pub current_batch_static: Option<StrategyRow>,
 }
 
 /// Label of a planner state: layout, batch and the table's chosen options.
@@ -160,14 +162,23 @@ pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
         greedy_every: costs.greedy_every_phases.map_or(dwell, |g| g as usize),
     };
     let results = strategies::compare(&problem, &params);
-    Ok(build_report(
-        r,
-        &traj.label,
-        axis,
-        &table,
-        &problem,
-        &results,
-    ))
+    let mut report = build_report(r, &traj.label, axis, &table, &problem, &results);
+    let at_current = r
+        .session
+        .current_batch
+        .and_then(|b| strategies::static_at_batch(&problem, b).map(|s| (b, s)));
+    if let Some((batch, s)) = at_current {
+        let static_time = report.strategies.first().map_or(f64::NAN, |s| s.time_s);
+        report.current_batch_static = Some(StrategyRow {
+            name: format!("static@{batch}"),
+            how: "best layout at the session's current batch, whole run".into(),
+            time_s: s.time_s,
+            speedup_vs_static: static_time / s.time_s,
+            switches: 0,
+            start: state_label(&table, &problem, s.states[0]),
+        });
+    }
+    Ok(report)
 }
 
 fn build_report(
@@ -228,58 +239,6 @@ fn build_report(
         min_dwell_phases: p.min_dwell,
         strategies,
         switches,
+        current_batch_static: None,
     }
-}
-
-/// The human-readable report.
-pub fn render_text(rep: &PlanReport) -> String {
-    let mut o = String::new();
-    let h = |s: f64| s / 3600.0;
-    let _ = writeln!(o, "{}", rep.session);
-    let _ = writeln!(
-        o,
-        "B_crit: {} · {} phases · {} (layout, batch) states · token axis {:?}",
-        rep.trajectory, rep.phases, rep.states, rep.token_axis
-    );
-    let c = rep.costs;
-    let _ = writeln!(
-        o,
-        "switch costs: batch {:.0} s, DP resize {:.0} s, TP/PP reshard {:.0} s; min dwell {} phase(s)\n",
-        c.batch_s, c.dp_resize_s, c.reshard_s, rep.min_dwell_phases
-    );
-    let _ = writeln!(
-        o,
-        "{:<16} {:>10} {:>9} {:>8}  starts at",
-        "strategy", "time (h)", "speedup", "switches"
-    );
-    for s in &rep.strategies {
-        let _ = writeln!(
-            o,
-            "{:<16} {:>10.1} {:>8.3}× {:>8}  {}",
-            s.name,
-            h(s.time_s),
-            s.speedup_vs_static,
-            s.switches,
-            s.start
-        );
-    }
-    let _ = writeln!(o, "\noptimal-joint switch points:");
-    if rep.switches.is_empty() {
-        let _ = writeln!(o, "  none: the best static plan is optimal here");
-    }
-    for s in &rep.switches {
-        let _ = writeln!(
-            o,
-            "  {:>8.1}B tokens, step {:>7} (B_crit {:.0}): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
-            s.at_tokens / 1e9,
-            s.at_step,
-            s.b_crit,
-            s.from,
-            s.to,
-            s.kind,
-            s.cost_s,
-            h(s.gain_s)
-        );
-    }
-    o
 }

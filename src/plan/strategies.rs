@@ -45,6 +45,17 @@ pub fn static_best(p: &Problem) -> Schedule {
     p.schedule(vec![best; n])
 }
 
+/// The best layout held at global batch `batch` (samples) for the whole run, if any state
+/// has that batch: the baseline of a user who keeps today's batch.
+pub fn static_at_batch(p: &Problem, batch: u64) -> Option<Schedule> {
+    let keep: Vec<usize> = (0..p.states.len())
+        .filter(|&s| p.states[s].batch == batch)
+        .collect();
+    let sub = p.restricted(&keep).ok()?;
+    let plan = static_best(&sub);
+    Some(p.schedule(plan.states.iter().map(|&i| keep[i]).collect()))
+}
+
 fn argmin_at(p: &Problem, i: usize, among: &[usize]) -> usize {
     among
         .iter()
@@ -90,6 +101,11 @@ pub fn batch_adaptive(p: &Problem, params: &StrategyParams) -> Schedule {
 
 /// One global batch for the whole run; the best layout per phase with switch costs, by the
 /// exact dynamic programme restricted to that batch. The best batch is kept.
+///
+/// While step times do not depend on the training phase, a phase's time at fixed batch B is
+/// ΔS_min·(1/B + 1/B_crit)·τ, so the layouts' ranking never changes and this strategy equals
+/// the best static plan at its batch: configuration changes only pay off together with batch
+/// changes. It will differ once throughput depends on the phase (e.g. sequence-length warm-up).
 pub fn config_adaptive(p: &Problem) -> Schedule {
     let mut batches: Vec<u64> = p.states.iter().map(|s| s.batch).collect();
     batches.sort_unstable();
