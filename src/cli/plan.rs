@@ -13,7 +13,19 @@ pub struct PlanArgs {
     pub json: bool,
 }
 
-/// Run `copus plan`.
-pub fn run(_args: &PlanArgs) -> anyhow::Result<()> {
-    Err(super::not_available("plan", "the switch-point planner"))
+/// Run `copus plan`: load and resolve the session, plan every strategy, print the report.
+pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
+    let p = &args.session;
+    let resolved = copus_session(p)?;
+    let report = crate::plan::plan_session(&resolved)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", crate::plan::render_text(&report));
+    }
+    Ok(())
+}
+
+fn copus_session(p: &std::path::Path) -> anyhow::Result<crate::session::Resolved> {
+    Ok(crate::session::Session::load(p)?.resolve(p)?)
 }

@@ -57,6 +57,21 @@ pub enum ScenarioLaw {
     /// (168B tokens, 2048 docs) and (503B tokens, 4096 docs), then plateaus at 4096 documents
     /// of 4096 tokens.
     MerrillPlateau,
+    /// Zhang et al. 2024 (arXiv 2410.21676) read as a function of data seen: for
+    /// Chinchilla-optimal runs B* ≈ `coefficient`·N^`exponent` sequences of `reference_seq_len`
+    /// tokens (N in millions of parameters; paper: 93.2, 0.47, 512), and CBS scales with data
+    /// size, so after D tokens we take N = D / `tokens_per_param` (Chinchilla: 20). An
+    /// extrapolation of an end-of-run law to a within-run trajectory; say so where it is used.
+    ZhangDataScaling {
+        /// Coefficient of the fit (paper: 93.2 sequences).
+        coefficient: f64,
+        /// Exponent of the fit (paper: 0.47).
+        exponent: f64,
+        /// Tokens per parameter of a Chinchilla-optimal run (20).
+        tokens_per_param: f64,
+        /// Sequence length of the fit's sequences, tokens (512).
+        reference_seq_len: f64,
+    },
     /// Log-linear interpolation between (tokens, B_crit samples) points, held flat outside.
     Piecewise {
         /// (tokens, B_crit in samples), ascending in tokens.
@@ -109,6 +124,16 @@ impl Scenario {
                 let docs = (c1 * (tokens.max(1.0) / t1).powf(k)).min(c2);
                 (docs * MERRILL_DOC_TOKENS / seq, None)
             }
+            ScenarioLaw::ZhangDataScaling {
+                coefficient,
+                exponent,
+                tokens_per_param,
+                reference_seq_len,
+            } => {
+                let n_millions = tokens.max(1.0) / tokens_per_param / 1e6;
+                let seqs = coefficient * n_millions.powf(*exponent);
+                (seqs * reference_seq_len / seq, None)
+            }
             ScenarioLaw::Piecewise { points } => (interpolate_log(points, tokens), None),
         }
     }
@@ -130,6 +155,25 @@ impl Scenario {
         if self.nominal_batch == 0 || seq_len == 0 {
             return Err(ScenarioError::Invalid(
                 "nominal_batch and seq_len must be positive".into(),
+            ));
+        }
+        if let ScenarioLaw::ZhangDataScaling {
+            coefficient,
+            exponent,
+            tokens_per_param,
+            reference_seq_len,
+        } = &self.law
+            && [
+                *coefficient,
+                *exponent,
+                *tokens_per_param,
+                *reference_seq_len,
+            ]
+            .iter()
+            .any(|v| !(v.is_finite() && *v > 0.0))
+        {
+            return Err(ScenarioError::Invalid(
+                "ZhangDataScaling parameters must be positive and finite".into(),
             ));
         }
         if let ScenarioLaw::Piecewise { points } = &self.law
@@ -171,6 +215,9 @@ impl Scenario {
                 "Kaplan et al. 2020 B_crit(L) on a Chinchilla loss curve".into()
             }
             ScenarioLaw::MerrillPlateau => "Merrill et al. 2025 measured CBS (OLMo)".into(),
+            ScenarioLaw::ZhangDataScaling { .. } => {
+                "Zhang et al. 2024 CBS ∝ N^0.47 read at N = D/20 (data seen)".into()
+            }
             ScenarioLaw::Piecewise { .. } => "piecewise B_crit points".into(),
         }
     }

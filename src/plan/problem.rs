@@ -1,0 +1,266 @@
+//! A planning instance: phases × states with per-phase times and per-kind switch costs, and the
+//! exact accounting every strategy is scored with.
+
+use super::costs::{SwitchCosts, SwitchKind};
+use super::progress::Phase;
+use crate::goodput::{TableCell, ThroughputTable};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One thing the job can run as: a 3D layout at a global batch with a known step time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PlanState {
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    pub pp: u32,
+    /// Global batch, samples.
+    pub batch: u64,
+    /// Seconds per optimizer step at `batch`.
+    pub step_time_s: f64,
+    /// (layout row, batch column) in the throughput table it came from, if any.
+    pub cell: Option<(usize, usize)>,
+}
+
+/// Why a planning instance is malformed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProblemError {
+    /// No phase to plan.
+    #[error("nothing to plan: no phases")]
+    NoPhases,
+    /// No feasible state.
+    #[error("nothing to plan: no feasible (layout, batch) cell")]
+    NoStates,
+    /// A value is out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A planning instance.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    /// Phases in training order.
+    pub phases: Vec<Phase>,
+    /// Candidate states.
+    pub states: Vec<PlanState>,
+    /// Effective (monotone) per-kind switch costs, seconds.
+    pub costs: SwitchCosts,
+    /// Minimum phases between switches (≥ 1).
+    pub min_dwell: usize,
+    /// Layout group of each state (same dp, tp, pp).
+    pub(crate) layout_of: Vec<u32>,
+    /// (tp, pp) group of each state.
+    pub(crate) tp_pp_of: Vec<u32>,
+    pub(crate) n_layouts: usize,
+    pub(crate) n_tp_pp: usize,
+    /// Per state: step_time / batch (s per sample) and step_time (s).
+    pub(crate) per_sample: Vec<f64>,
+    pub(crate) per_step: Vec<f64>,
+}
+
+impl Problem {
+    /// Build an instance; costs are made effective, `min_dwell` 0 is read as 1.
+    pub fn new(
+        phases: Vec<Phase>,
+        states: Vec<PlanState>,
+        costs: SwitchCosts,
+        min_dwell: usize,
+    ) -> Result<Self, ProblemError> {
+        if phases.is_empty() {
+            return Err(ProblemError::NoPhases);
+        }
+        if states.is_empty() {
+            return Err(ProblemError::NoStates);
+        }
+        for (i, p) in phases.iter().enumerate() {
+            if !(p.b_crit > 0.0 && p.b_crit.is_finite() && p.min_samples.is_finite())
+                || p.min_samples < 0.0
+            {
+                return Err(ProblemError::Invalid(format!("phase {i}: {p:?}")));
+            }
+        }
+        for (i, s) in states.iter().enumerate() {
+            if s.batch == 0 || !(s.step_time_s.is_finite() && s.step_time_s > 0.0) {
+                return Err(ProblemError::Invalid(format!("state {i}: {s:?}")));
+            }
+        }
+        let mut layouts = HashMap::new();
+        let mut tp_pps = HashMap::new();
+        let mut layout_of = Vec::with_capacity(states.len());
+        let mut tp_pp_of = Vec::with_capacity(states.len());
+        for s in &states {
+            let n = layouts.len() as u32;
+            layout_of.push(*layouts.entry((s.dp, s.tp, s.pp)).or_insert(n));
+            let n = tp_pps.len() as u32;
+            tp_pp_of.push(*tp_pps.entry((s.tp, s.pp)).or_insert(n));
+        }
+        Ok(Self {
+            per_sample: states
+                .iter()
+                .map(|s| s.step_time_s / s.batch as f64)
+                .collect(),
+            per_step: states.iter().map(|s| s.step_time_s).collect(),
+            phases,
+            states,
+            costs: costs.effective(),
+            min_dwell: min_dwell.max(1),
+            layout_of,
+            tp_pp_of,
+            n_layouts: layouts.len(),
+            n_tp_pp: tp_pps.len(),
+        })
+    }
+
+    /// One state per feasible cell of `table`, step time of the cell's fastest configuration.
+    pub fn from_table(
+        table: &ThroughputTable,
+        phases: Vec<Phase>,
+        costs: SwitchCosts,
+        min_dwell: usize,
+    ) -> Result<Self, ProblemError> {
+        let nb = table.batches.len();
+        let states = table
+            .cells
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| match c {
+                TableCell::Feasible { prediction, .. } => {
+                    let (l, b) = (i / nb, i % nb);
+                    let layout = table.layouts[l];
+                    Some(PlanState {
+                        dp: layout.dp,
+                        tp: layout.tp,
+                        pp: layout.pp,
+                        batch: table.batches[b],
+                        step_time_s: prediction.step_time_s,
+                        cell: Some((l, b)),
+                    })
+                }
+                TableCell::Infeasible(_) => None,
+            })
+            .collect();
+        Self::new(phases, states, costs, min_dwell)
+    }
+
+    /// The same instance restricted to the states `keep` (indices into `self.states`).
+    pub fn restricted(&self, keep: &[usize]) -> Result<Self, ProblemError> {
+        let states = keep.iter().map(|&i| self.states[i]).collect();
+        Self::new(self.phases.clone(), states, self.costs, self.min_dwell)
+    }
+
+    /// Seconds state `s` takes to finish phase `i`:
+    /// ΔS_min·(1 + B/B_crit)/B steps × step time = ΔS_min·(step/B + step/B_crit).
+    #[inline]
+    pub fn phase_time(&self, i: usize, s: usize) -> f64 {
+        let p = &self.phases[i];
+        p.min_samples * self.per_sample[s] + (p.min_samples / p.b_crit) * self.per_step[s]
+    }
+
+    /// Kind of a switch from state `from` to state `to`; `None` when they are the same state.
+    pub fn kind(&self, from: usize, to: usize) -> Option<SwitchKind> {
+        if from == to {
+            None
+        } else if self.layout_of[from] == self.layout_of[to] {
+            Some(SwitchKind::Batch)
+        } else if self.tp_pp_of[from] == self.tp_pp_of[to] {
+            Some(SwitchKind::DpResize)
+        } else {
+            Some(SwitchKind::Reshard)
+        }
+    }
+
+    /// Effective cost of switching from `from` to `to`, seconds (0 when they are equal).
+    pub fn switch_cost(&self, from: usize, to: usize) -> f64 {
+        self.kind(from, to).map_or(0.0, |k| self.costs.of(k))
+    }
+
+    /// Whether every segment of `assignment` except the last lasts at least `min_dwell` phases.
+    pub fn respects_dwell(&self, assignment: &[usize]) -> bool {
+        let mut last = 0;
+        for k in 1..assignment.len() {
+            if assignment[k] != assignment[k - 1] {
+                if k - last < self.min_dwell {
+                    return false;
+                }
+                last = k;
+            }
+        }
+        true
+    }
+
+    /// Total seconds of a per-phase state assignment, switch costs included.
+    pub fn evaluate(&self, assignment: &[usize]) -> f64 {
+        let run: f64 = assignment
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| self.phase_time(i, s))
+            .sum();
+        let switches: f64 = assignment
+            .windows(2)
+            .map(|w| self.switch_cost(w[0], w[1]))
+            .sum();
+        run + switches
+    }
+
+    /// A scored schedule from a per-phase assignment (one state index per phase).
+    pub fn schedule(&self, assignment: Vec<usize>) -> Schedule {
+        let mut switches = Vec::new();
+        for k in 1..assignment.len() {
+            let (from, to) = (assignment[k - 1], assignment[k]);
+            let Some(kind) = self.kind(from, to) else {
+                continue;
+            };
+            let end = (k + 1..assignment.len())
+                .find(|&j| assignment[j] != to)
+                .unwrap_or(assignment.len());
+            let saved: f64 = (k..end)
+                .map(|i| self.phase_time(i, from) - self.phase_time(i, to))
+                .sum();
+            let cost_s = self.costs.of(kind);
+            switches.push(Switch {
+                phase: k,
+                from,
+                to,
+                kind,
+                cost_s,
+                gain_s: saved - cost_s,
+            });
+        }
+        Schedule {
+            time_s: self.evaluate(&assignment),
+            states: assignment,
+            switches,
+        }
+    }
+}
+
+/// A per-phase plan with its predicted time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Schedule {
+    /// State index of each phase.
+    pub states: Vec<usize>,
+    /// Predicted seconds to the target, switch costs included.
+    pub time_s: f64,
+    /// Switches in order.
+    pub switches: Vec<Switch>,
+}
+
+/// One switch of a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Switch {
+    /// First phase run in the new state (the switch happens at this phase boundary).
+    pub phase: usize,
+    /// State before.
+    pub from: usize,
+    /// State after.
+    pub to: usize,
+    /// Kind of switch.
+    pub kind: SwitchKind,
+    /// Its cost, seconds.
+    pub cost_s: f64,
+    /// Predicted net gain, seconds: time saved over staying in `from` until the next switch (or
+    /// the end), minus `cost_s`.
+    pub gain_s: f64,
+}

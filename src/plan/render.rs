@@ -1,0 +1,70 @@
+//! The human-readable `copus plan` report.
+
+use super::report::PlanReport;
+use std::fmt::Write as _;
+
+/// The human-readable report.
+pub fn render_text(rep: &PlanReport) -> String {
+    let mut o = String::new();
+    let h = |s: f64| s / 3600.0;
+    let _ = writeln!(o, "{}", rep.session);
+    let _ = writeln!(
+        o,
+        "B_crit: {} · {} phases · {} (layout, batch) states · token axis {:?}",
+        rep.trajectory, rep.phases, rep.states, rep.token_axis
+    );
+    let c = rep.costs;
+    let _ = writeln!(
+        o,
+        "switch costs: batch {:.0} s, DP resize {:.0} s, TP/PP reshard {:.0} s; min dwell {} phase(s)\n",
+        c.batch_s, c.dp_resize_s, c.reshard_s, rep.min_dwell_phases
+    );
+    let _ = writeln!(
+        o,
+        "{:<16} {:>10} {:>9} {:>8}  starts at",
+        "strategy", "time (h)", "speedup", "switches"
+    );
+    for s in &rep.strategies {
+        let _ = writeln!(
+            o,
+            "{:<16} {:>10.1} {:>8.3}× {:>8}  {}",
+            s.name,
+            h(s.time_s),
+            s.speedup_vs_static,
+            s.switches,
+            s.start
+        );
+    }
+    if let Some(c) = &rep.current_batch_static {
+        let opt = rep.strategies.last().map_or(f64::NAN, |s| s.time_s);
+        let _ = writeln!(
+            o,
+            "{:<16} {:>10.1} {:>8.3}× {:>8}  {}  (optimal-joint is {:.3}× faster)",
+            c.name,
+            h(c.time_s),
+            c.speedup_vs_static,
+            0,
+            c.start,
+            c.time_s / opt
+        );
+    }
+    let _ = writeln!(o, "\noptimal-joint switch points:");
+    if rep.switches.is_empty() {
+        let _ = writeln!(o, "  none: the best static plan is optimal here");
+    }
+    for s in &rep.switches {
+        let _ = writeln!(
+            o,
+            "  {:>8.1}B tokens, step {:>7} (B_crit {:.0}): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
+            s.at_tokens / 1e9,
+            s.at_step,
+            s.b_crit,
+            s.from,
+            s.to,
+            s.kind,
+            s.cost_s,
+            h(s.gain_s)
+        );
+    }
+    o
+}

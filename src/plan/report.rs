@@ -1,0 +1,244 @@
+//! `copus plan` end to end: a resolved session → phases, throughput table, strategies, and the
+//! report (JSON and text).
+
+use super::costs::{ReconfigCosts, SwitchCosts};
+use super::problem::{Problem, ProblemError};
+use super::progress::{self, ProgressError, TokenAxis};
+use super::strategies::{self, StrategyParams, StrategyResult};
+use crate::goodput::{self, TableCell, ThroughputTable};
+use crate::perf::{self, PerfContext};
+use crate::session::{DataSource, Resolved};
+use crate::source::{self, SourceError};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Why a session could not be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The trajectory could not be produced.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The trajectory could not be cut into phases.
+    #[error("{path}: {source}")]
+    Progress {
+        /// Session file.
+        path: PathBuf,
+        /// What is wrong.
+        source: ProgressError,
+    },
+    /// The planning instance is empty or malformed.
+    #[error("{path}: {source}")]
+    Problem {
+        /// Session file.
+        path: PathBuf,
+        /// What is wrong.
+        source: ProblemError,
+    },
+    /// A session value is out of range.
+    #[error("{path}: {msg}")]
+    Invalid {
+        /// Session file.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// One strategy in the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StrategyRow {
+    /// Strategy name.
+    pub name: String,
+    /// How it decides.
+    pub how: String,
+    /// Predicted time to the target, seconds, switch costs included.
+    pub time_s: f64,
+    /// Static time / this time (> 1 is faster than the best static plan).
+    pub speedup_vs_static: f64,
+    /// Number of switches.
+    pub switches: usize,
+    /// State of the first phase.
+    pub start: String,
+}
+
+/// One switch of the optimal-joint plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SwitchRow {
+    /// Trajectory-axis tokens at the switch (where it sits on the timeline).
+    pub at_tokens: f64,
+    /// Optimizer steps the optimal plan has run before the switch.
+    pub at_step: u64,
+    /// Tokens the optimal plan has consumed before the switch.
+    pub consumed_tokens: f64,
+    /// Phase index the new state starts at.
+    pub phase: usize,
+    /// B_crit of that phase, samples.
+    pub b_crit: f64,
+    /// State before.
+    pub from: String,
+    /// State after.
+    pub to: String,
+    /// Cost, seconds.
+    pub cost_s: f64,
+    /// "batch", "dp-resize" or "reshard".
+    pub kind: String,
+    /// Predicted net gain until the next switch, seconds (saved time minus cost).
+    pub gain_s: f64,
+}
+
+/// The report of `copus plan`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanReport {
+    /// Session name.
+    pub session: String,
+    /// Where the B_crit trajectory comes from.
+    pub trajectory: String,
+    /// How its token axis was read.
+    pub token_axis: TokenAxis,
+    /// Phases planned.
+    pub phases: usize,
+    /// Candidate (layout, batch) states.
+    pub states: usize,
+    /// Effective per-kind switch costs, seconds.
+    pub costs: SwitchCosts,
+    /// Minimum dwell, phases.
+    pub min_dwell_phases: usize,
+    /// Strategies in report order.
+    pub strategies: Vec<StrategyRow>,
+    /// Switch points of the optimal-joint plan.
+    pub switches: Vec<SwitchRow>,
+    /// The best layout held at the session's `current_batch` for the whole run (what a user who
+    /// keeps today's batch would get), when that batch is on the grid and feasible.
+    pub current_batch_static: Option<StrategyRow>,
+}
+
+/// Label of a planner state: layout, batch and the table's chosen options.
+pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
+    let st = &p.states[s];
+    let base = format!("DP{}·TP{}·PP{} B={}", st.dp, st.tp, st.pp, st.batch);
+    match st.cell.map(|(l, b)| table.cell(l, b)) {
+        Some(TableCell::Feasible { config, .. }) => {
+            format!(
+                "{base} (mbs{} Z{} rc:{})",
+                config.mbs, config.zero, config.recompute
+            )
+        }
+        _ => base,
+    }
+}
+
+/// Plan a resolved session: every strategy and the optimal switch points.
+pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
+    let path = r.path.clone();
+    let costs: &ReconfigCosts = &r.session.costs;
+    costs.validate().map_err(|msg| PlanError::Invalid {
+        path: path.clone(),
+        msg,
+    })?;
+    let traj = source::load_trajectory(r)?;
+    let axis = match &r.session.source {
+        DataSource::Scenario(s) => TokenAxis::ReferenceBatch(s.nominal_batch as f64),
+        _ => TokenAxis::FromSteps,
+    };
+    let phases = progress::phases(&traj, axis, r.session.b_crit_scale).map_err(|source| {
+        PlanError::Progress {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    let ctx = PerfContext {
+        hw: &r.hardware,
+        model: &r.model,
+        eff: &r.session.efficiency,
+        gpus_per_node: r.session.cluster.gpus_per_node,
+    };
+    let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
+    let switch_costs = costs.switch_costs(perf::parameter_count(&r.model));
+    let dwell = costs.min_dwell_phases as usize;
+    let problem = Problem::from_table(&table, phases, switch_costs, dwell)
+        .map_err(|source| PlanError::Problem { path, source })?;
+    let params = StrategyParams {
+        batch_threshold: costs.batch_adaptive_threshold,
+        greedy_every: costs.greedy_every_phases.map_or(dwell, |g| g as usize),
+    };
+    let results = strategies::compare(&problem, &params);
+    let mut report = build_report(r, &traj.label, axis, &table, &problem, &results);
+    let at_current = r
+        .session
+        .current_batch
+        .and_then(|b| strategies::static_at_batch(&problem, b).map(|s| (b, s)));
+    if let Some((batch, s)) = at_current {
+        let static_time = report.strategies.first().map_or(f64::NAN, |s| s.time_s);
+        report.current_batch_static = Some(StrategyRow {
+            name: format!("static@{batch}"),
+            how: "best layout at the session's current batch, whole run".into(),
+            time_s: s.time_s,
+            speedup_vs_static: static_time / s.time_s,
+            switches: 0,
+            start: state_label(&table, &problem, s.states[0]),
+        });
+    }
+    Ok(report)
+}
+
+fn build_report(
+    r: &Resolved,
+    label: &str,
+    axis: TokenAxis,
+    table: &ThroughputTable,
+    p: &Problem,
+    results: &[StrategyResult],
+) -> PlanReport {
+    let static_time = results
+        .iter()
+        .find(|s| s.name == "static")
+        .map_or(f64::NAN, |s| s.schedule.time_s);
+    let strategies = results
+        .iter()
+        .map(|s| StrategyRow {
+            name: s.name.to_string(),
+            how: s.how.to_string(),
+            time_s: s.schedule.time_s,
+            speedup_vs_static: static_time / s.schedule.time_s,
+            switches: s.schedule.switches.len(),
+            start: state_label(table, p, s.schedule.states[0]),
+        })
+        .collect();
+    let mut switches = Vec::new();
+    if let Some(best) = results.iter().find(|s| s.name == "optimal-joint") {
+        let seq = r.model.seq_len as f64;
+        let (mut steps, mut samples, mut next) = (0.0, 0.0, 0);
+        for sw in &best.schedule.switches {
+            for i in next..sw.phase {
+                let batch = p.states[best.schedule.states[i]].batch as f64;
+                steps += p.phases[i].steps_at(batch);
+                samples += p.phases[i].samples_at(batch);
+            }
+            next = sw.phase;
+            switches.push(SwitchRow {
+                at_tokens: p.phases[sw.phase].start_tokens,
+                at_step: steps.round() as u64,
+                consumed_tokens: samples * seq,
+                phase: sw.phase,
+                b_crit: p.phases[sw.phase].b_crit,
+                from: state_label(table, p, sw.from),
+                to: state_label(table, p, sw.to),
+                cost_s: sw.cost_s,
+                kind: sw.kind.name().to_string(),
+                gain_s: sw.gain_s,
+            });
+        }
+    }
+    PlanReport {
+        session: r.session.name.clone(),
+        trajectory: label.to_string(),
+        token_axis: axis,
+        phases: p.phases.len(),
+        states: p.states.len(),
+        costs: p.costs,
+        min_dwell_phases: p.min_dwell,
+        strategies,
+        switches,
+        current_batch_static: None,
+    }
+}
