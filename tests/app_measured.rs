@@ -17,6 +17,7 @@ fn open_args(path: &Path) -> OpenArgs {
         hardware: "h100-sxm".into(),
         nodes: 1,
         gpus_per_node: 8,
+        device: copus::compute::Device::Cpu,
     }
 }
 
@@ -64,4 +65,32 @@ fn a_missing_stats_file_is_a_clear_error_not_a_panic() {
         .expect("the session itself resolves");
     let err = copus::source::load(&resolved).expect_err("missing file");
     assert!(err.to_string().contains("/nonexistent/run.ndjson"), "{err}");
+}
+
+#[test]
+fn a_dump_directory_opens_with_the_seed_estimator_beside() {
+    use copus::compute::DType;
+    use copus::source::dump::synth::{SynthSpec, write_dump};
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dump");
+    let spec = SynthSpec {
+        steps: 12,
+        files: 4,
+        samples: 8.0,
+        dtype: DType::BF16,
+        tensor_elems: vec![4096, 999, 17],
+        seed: 3,
+    };
+    write_dump(&dir, &spec).expect("synthetic dump");
+    let resolved = adhoc_session(&open_args(&dir)).expect("ad-hoc session for a directory");
+    let progress = std::cell::Cell::new(0u64);
+    let loaded = copus::source::load_with(&resolved, copus::compute::Device::Cpu, &|p| {
+        progress.set(p.bytes_done)
+    })
+    .expect("the dump loads");
+    assert!(progress.get() > 0, "progress was reported");
+    assert_eq!(loaded.seed_ema.len(), 12);
+    assert!(loaded.analysis.is_some());
+    let app = App::new(resolved, loaded);
+    assert_eq!(app.seed_ema.len(), 12);
 }

@@ -19,8 +19,12 @@ pub struct App {
     pub trajectory: Trajectory,
     /// The noise-scale analysis, when the source is a measured run.
     pub analysis: Option<Arc<AnalyzeReport>>,
+    /// The seed's temporal EMA estimate per step (dumps only; a labelled, biased comparison).
+    pub seed_ema: Arc<Vec<crate::source::dump::EmaPoint>>,
     /// Whether the data source is still being loaded by the worker.
     pub loading: bool,
+    /// Where gradient dumps are reduced (auto: CUDA when usable, else the CPU).
+    pub device: crate::compute::Device,
     /// Throughput of every layout × batch size, once the worker has computed it.
     pub table: Option<Arc<ThroughputTable>>,
     /// Generation of the table the app is waiting for (bumped on every what-if change).
@@ -72,6 +76,8 @@ impl App {
                     points: Vec::new(),
                 },
                 analysis: None,
+                seed_ema: Vec::new(),
+                note: None,
             },
         );
         app.loading = true;
@@ -82,6 +88,7 @@ impl App {
     pub fn set_loaded(&mut self, loaded: Loaded) {
         self.raw_trajectory = loaded.trajectory;
         self.analysis = loaded.analysis.map(Arc::new);
+        self.seed_ema = Arc::new(loaded.seed_ema);
         self.loading = false;
         let n = self.raw_trajectory.points.len();
         self.cursor = self.cursor.min(n.saturating_sub(1));
@@ -104,7 +111,9 @@ impl App {
             raw_trajectory: raw,
             trajectory,
             analysis: loaded.analysis.map(Arc::new),
+            seed_ema: Arc::new(loaded.seed_ema),
             loading: false,
+            device: crate::compute::Device::Auto,
             table: None,
             table_generation: 0,
             grid: None,

@@ -216,11 +216,13 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         }
         Msg::SourceLoaded(result) => match *result {
             Ok(loaded) => {
+                let note = loaded.note.clone();
                 app.set_loaded(loaded);
                 app.status = format!(
-                    "loaded {} points: {}",
+                    "loaded {} points: {}{}",
                     app.trajectory.points.len(),
-                    app.trajectory.label
+                    app.trajectory.label,
+                    note.map(|n| format!(" · {n}")).unwrap_or_default()
                 );
             }
             Err(e) => {

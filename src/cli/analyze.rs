@@ -1,7 +1,9 @@
-//! `copus analyze`: noise-scale estimate of a stats protocol v1 file (.ndjson).
+//! `copus analyze`: noise-scale estimate of a stats protocol v1 file (.ndjson) or of a
+//! gradient dump directory (reduced in one streaming pass on the CPU or a GPU).
 
+use crate::compute::Device;
 use crate::stats::{AnalyzeReport, EstimatorSettings, SmootherKind, analyze_outcome, read_ndjson};
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -44,6 +46,15 @@ pub struct AnalyzeArgs {
     /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step.
     #[arg(long, default_value_t = 20)]
     pub rows: usize,
+    /// Dumps: where to reduce them (auto falls back to the CPU with a note).
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    pub device: Device,
+    /// Dumps: samples per gradient file, overriding the files' `samples` metadata.
+    #[arg(long, value_name = "SAMPLES")]
+    pub samples: Option<f64>,
+    /// Dumps: sequence length in tokens, to show tokens beside samples.
+    #[arg(long, default_value_t = 4096)]
+    pub seq_len: u32,
 }
 
 impl AnalyzeArgs {
@@ -69,11 +80,7 @@ impl AnalyzeArgs {
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
     if path.is_dir() {
-        bail!(
-            "{} is a directory: gradient dump directories are handled by the dump reader, \
-             not by the stats-file analysis (give a protocol v1 .ndjson file)",
-            path.display()
-        );
+        return run_dump(args);
     }
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
@@ -94,6 +101,40 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         print!("{}", render_table(&report, args.rows));
         for e in &outcome.errors {
             eprintln!("{}:{}: {}", path.display(), e.line, e.reason);
+        }
+    }
+    Ok(())
+}
+
+/// `copus analyze <dump dir>`: reduce, analyse, and show the seed's EMA estimate beside.
+fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
+    let selected = crate::compute::select(args.device)?;
+    if let Some(note) = &selected.note {
+        eprintln!("copus: {note}");
+    }
+    let settings = args.settings(&EstimatorSettings::default());
+    let d = crate::source::measured::load_dump_dir(
+        &args.path,
+        args.samples,
+        selected.backend.as_ref(),
+        &settings,
+        args.seq_len,
+        &crate::cli::bench::stderr_progress,
+    );
+    crate::cli::bench::finish_progress();
+    let d = d?;
+    if args.json {
+        let mut v = serde_json::to_value(&d.report)?;
+        v["seed_ema"] = serde_json::to_value(&d.seed_ema)?;
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", render_table(&d.report, args.rows));
+        if let Some(last) = d.seed_ema.iter().rev().find(|p| p.b_estimate.is_some()) {
+            println!(
+                "\nseed EMA estimate (biased: temporal variance of a moving target) at step {}: {:.1} samples",
+                last.step,
+                last.b_estimate.unwrap_or(f64::NAN)
+            );
         }
     }
     Ok(())

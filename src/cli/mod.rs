@@ -57,8 +57,3 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::DemoTrain(a)) => demo_train::run(&a),
     }
 }
-
-/// The error every not-yet-built engine returns: plain, non-zero, never a fake result.
-pub(crate) fn not_available(what: &str, issue: &str) -> anyhow::Error {
-    anyhow::anyhow!("copus {what} is not available yet (it lands with {issue})")
-}

@@ -24,6 +24,9 @@ pub struct OpenArgs {
     /// GPUs per node, for a stats file or dump.
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: u32,
+    /// Where gradient dumps are reduced (auto falls back to the CPU with a note).
+    #[arg(long, value_enum, default_value_t = crate::compute::Device::Auto)]
+    pub device: crate::compute::Device,
 }
 
 /// Where the bundled demo session lives in the source tree.
@@ -82,6 +85,26 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     Ok(session.resolve(&session_path)?)
 }
 
+/// Probe the compute device before the terminal is taken over (a GPU probe may print or
+/// fail): only dump sources need one. Returns the device the worker should use.
+fn probe_device(
+    app: &App,
+    wanted: crate::compute::Device,
+) -> anyhow::Result<crate::compute::Device> {
+    use crate::compute::{Device, select};
+    if !matches!(app.resolved.session.source, DataSource::Dumps { .. }) {
+        return Ok(Device::Cpu);
+    }
+    let selected = select(wanted)?;
+    Ok(match selected.note {
+        Some(note) => {
+            eprintln!("copus: {note}");
+            Device::Cpu
+        }
+        None => wanted,
+    })
+}
+
 /// Run `copus open`.
 pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
     let p = &args.path;
@@ -97,6 +120,8 @@ pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
             p.display()
         ),
     };
-    crate::tui::run(App::loading(resolved))?;
+    let mut app = App::loading(resolved);
+    app.device = probe_device(&app, args.device)?;
+    crate::tui::run(app)?;
     Ok(())
 }

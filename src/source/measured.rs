@@ -76,3 +76,72 @@ pub fn load_stats_file(
     let label = format!("measured: {name} ({})", report.summary.smoother);
     Ok((trajectory_from_report(&report, seq_len, label), report))
 }
+
+/// A gradient dump reduced and analysed.
+#[derive(Debug, Clone)]
+pub struct DumpAnalysis {
+    /// Trajectory of the smoothed B_simple.
+    pub trajectory: Trajectory,
+    /// The noise-scale analysis of the reduced steps.
+    pub report: AnalyzeReport,
+    /// The seed's temporal EMA estimate per step (labelled biased; a comparison only).
+    pub seed_ema: Vec<crate::source::dump::EmaPoint>,
+    /// The reduced per-step statistics.
+    pub steps: Vec<crate::stats::StepStats>,
+}
+
+/// Why a dump could not be analysed.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpAnalysisError {
+    /// Reading or reducing the dump failed (names the file and tensor).
+    #[error(transparent)]
+    Dump(#[from] crate::source::dump::DumpError),
+    /// The analysis of the reduced steps failed.
+    #[error("{path}: {source}")]
+    Stats {
+        /// The dump directory.
+        path: std::path::PathBuf,
+        /// The engine's error.
+        source: crate::stats::StatsError,
+    },
+}
+
+/// Decay per step of the seed's temporal EMA estimator when it runs beside the two-batch one.
+pub const SEED_EMA_DECAY: f64 = 0.95;
+
+/// Reduce every step of the dump in `dir` on `backend` (one streaming pass), analyse the steps
+/// and run the seed's EMA estimator beside them for comparison.
+pub fn load_dump_dir(
+    dir: &Path,
+    samples: Option<f64>,
+    backend: &dyn crate::compute::Backend,
+    settings: &EstimatorSettings,
+    seq_len: u32,
+    progress: &dyn Fn(crate::source::dump::Progress),
+) -> Result<DumpAnalysis, DumpAnalysisError> {
+    use crate::source::dump::{DumpOptions, reduce_dump, scan};
+    let index = scan(dir)?;
+    let opts = DumpOptions {
+        samples,
+        ema_decay: Some(SEED_EMA_DECAY),
+        segment_elems: None,
+    };
+    let reduction = reduce_dump(&index, &opts, backend, progress)?;
+    let report = crate::stats::analyze(&reduction.steps, settings).map_err(|source| {
+        DumpAnalysisError::Stats {
+            path: dir.to_path_buf(),
+            source,
+        }
+    })?;
+    let name = dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let label = format!("dump: {name} ({})", report.summary.smoother);
+    Ok(DumpAnalysis {
+        trajectory: trajectory_from_report(&report, seq_len, label),
+        report,
+        seed_ema: reduction.ema,
+        steps: reduction.steps,
+    })
+}

@@ -24,6 +24,12 @@ pub enum SourceError {
     /// A measured run could not be read or analysed.
     #[error(transparent)]
     Measured(#[from] measured::MeasuredError),
+    /// A gradient dump could not be read, reduced or analysed.
+    #[error(transparent)]
+    Dump(#[from] measured::DumpAnalysisError),
+    /// The compute backend could not start.
+    #[error(transparent)]
+    Compute(#[from] crate::compute::ComputeError),
     /// This kind of source cannot produce a trajectory (yet).
     #[error("{0}")]
     Unsupported(String),
@@ -36,10 +42,24 @@ pub struct Loaded {
     pub trajectory: Trajectory,
     /// The noise-scale analysis of a measured run.
     pub analysis: Option<AnalyzeReport>,
+    /// The seed's temporal EMA estimate per step (gradient dumps only; labelled biased).
+    pub seed_ema: Vec<dump::EmaPoint>,
+    /// A note for the user (e.g. the GPU was not usable and the CPU reduced the dump).
+    pub note: Option<String>,
 }
 
-/// Load a resolved session's data source.
+/// Load a resolved session's data source on the CPU, without progress reports.
 pub fn load(resolved: &Resolved) -> Result<Loaded, SourceError> {
+    load_with(resolved, crate::compute::Device::Cpu, &|_| {})
+}
+
+/// Load a resolved session's data source; gradient dumps are reduced on `device` (auto falls
+/// back to the CPU with a note) and report their progress.
+pub fn load_with(
+    resolved: &Resolved,
+    device: crate::compute::Device,
+    progress: &dyn Fn(dump::Progress),
+) -> Result<Loaded, SourceError> {
     let seq_len = resolved.model.seq_len;
     match &resolved.session.source {
         DataSource::Scenario(s) => {
@@ -52,6 +72,8 @@ pub fn load(resolved: &Resolved) -> Result<Loaded, SourceError> {
             Ok(Loaded {
                 trajectory,
                 analysis: None,
+                seed_ema: Vec::new(),
+                note: None,
             })
         }
         DataSource::Stats { path } => {
@@ -63,11 +85,27 @@ pub fn load(resolved: &Resolved) -> Result<Loaded, SourceError> {
             Ok(Loaded {
                 trajectory,
                 analysis: Some(report),
+                seed_ema: Vec::new(),
+                note: None,
             })
         }
-        DataSource::Dumps { path, .. } => Err(SourceError::Unsupported(format!(
-            "dump sources ({path}) are not wired into sessions yet"
-        ))),
+        DataSource::Dumps { path, samples } => {
+            let selected = crate::compute::select(device)?;
+            let d = measured::load_dump_dir(
+                &resolved.resolve_path(path),
+                *samples,
+                selected.backend.as_ref(),
+                &resolved.session.estimator,
+                seq_len,
+                progress,
+            )?;
+            Ok(Loaded {
+                trajectory: d.trajectory,
+                analysis: Some(d.report),
+                seed_ema: d.seed_ema,
+                note: selected.note,
+            })
+        }
         DataSource::Live { target } => Err(SourceError::Unsupported(format!(
             "live sources ({target}) are opened with `copus watch`"
         ))),

@@ -112,6 +112,15 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             si(p.b_crit * app.trajectory.seq_len as f64)
         )));
     }
+    if let Some(ema) = point.and_then(|p| app.seed_ema.iter().find(|e| e.step == p.step)) {
+        lines.push(Line::styled(
+            format!(
+                "seed EMA estimate: {} (biased: temporal variance of a moving target)",
+                ema.b_estimate.map_or("n/a".into(), si)
+            ),
+            Style::new().fg(Color::Magenta),
+        ));
+    }
     match &app.analysis {
         Some(report) => measured_lines(report, point.map(|p| p.step), &mut lines),
         None => lines.push(Line::styled(

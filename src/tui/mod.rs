@@ -48,7 +48,7 @@ pub fn table_job(app: &App) -> TableJob {
 fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
     for effect in effects {
         if effect == Effect::LoadSource {
-            let _ = jobs.send(Job::Load(Box::new(app.resolved.clone())));
+            let _ = jobs.send(Job::Load(Box::new(app.resolved.clone()), app.device));
             continue;
         }
         let job = matches!(effect, Effect::ComputeTable { .. }).then(|| Box::new(table_job(app)));

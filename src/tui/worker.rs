@@ -26,8 +26,8 @@ pub struct TableJob {
 pub enum Job {
     /// Run an effect; `table` carries the settings a `ComputeTable` needs.
     Run(Effect, Option<Box<TableJob>>),
-    /// Load a session's data source.
-    Load(Box<crate::session::Resolved>),
+    /// Load a session's data source, reducing dumps on the given device.
+    Load(Box<crate::session::Resolved>, crate::compute::Device),
 }
 
 /// Start the worker; it stops when the job sender is dropped.
@@ -37,8 +37,15 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
         for job in rx {
             let (effect, job) = match job {
                 Job::Run(effect, job) => (effect, job),
-                Job::Load(resolved) => {
-                    let loaded = crate::source::load(&resolved).map_err(|e| e.to_string());
+                Job::Load(resolved, device) => {
+                    let progress = |p: crate::source::dump::Progress| {
+                        if p.bytes_total > 0 {
+                            let f = p.bytes_done as f64 / p.bytes_total as f64;
+                            let _ = results.send(Msg::Progress(f, "reducing the dump".into()));
+                        }
+                    };
+                    let loaded = crate::source::load_with(&resolved, device, &progress)
+                        .map_err(|e| e.to_string());
                     if results.send(Msg::SourceLoaded(Box::new(loaded))).is_err() {
                         break;
                     }
