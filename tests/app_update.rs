@@ -29,7 +29,8 @@ fn demo_with_table() -> App {
         gpus_per_node: job.cluster.gpus_per_node,
     };
     let table = Arc::new(throughput_table(&ctx, &job.cluster, &job.search));
-    update(&mut app, Msg::TableReady { generation, table });
+    let effects = update(&mut app, Msg::TableReady { generation, table });
+    assert!(matches!(effects.as_slice(), [Effect::ComputePlan { .. }]));
     app
 }
 
@@ -198,7 +199,12 @@ fn what_if_changes_recompute_the_table_and_the_recommendation() {
     let b_before = app.grid.as_ref().expect("grid").b_crit;
     update(&mut app, Msg::WhatIfRow(6));
     let effects = update(&mut app, Msg::WhatIfChange(1));
-    assert!(effects.is_empty(), "{effects:?}");
+    assert!(
+        effects
+            .iter()
+            .all(|e| matches!(e, Effect::ComputePlan { .. })),
+        "{effects:?}"
+    );
     let b_after = app.grid.as_ref().expect("grid").b_crit;
     assert!(
         (b_after / b_before - 2.0).abs() < 1e-9,
@@ -286,5 +292,56 @@ fn mouse_clicks_select_cells_and_scrub() {
         app.cursor,
         app.trajectory.points.len() - 1,
         "a click at the right edge scrubs to the end"
+    );
+}
+
+#[test]
+fn the_plan_arrives_and_brackets_jump_between_switch_points() {
+    let mut app = demo_with_table();
+    let effects = update(&mut app, Msg::Home);
+    assert!(effects.is_empty());
+    let generation = match copus::app::update::request_plan(&mut app) {
+        Some(Effect::ComputePlan { generation }) => generation,
+        other => panic!("a table and a trajectory ask for a plan, got {other:?}"),
+    };
+    let table = app.table.clone().expect("table");
+    let plan = copus::plan::plan_with(&app.resolved, &app.raw_trajectory, &table)
+        .map_err(|e| e.to_string());
+    let switches = plan.as_ref().expect("the demo plans").switches.len();
+    update(
+        &mut app,
+        Msg::PlanReady {
+            generation,
+            plan: Box::new(plan),
+        },
+    );
+    let plan = app.plan.clone().expect("plan installed");
+    let names: Vec<_> = plan.strategies.iter().map(|s| s.name.as_str()).collect();
+    for n in [
+        "static",
+        "batch-adaptive",
+        "config-adaptive",
+        "greedy-joint",
+        "optimal-joint",
+    ] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    assert!(app.switch_points.len() <= switches);
+    if let Some(&first) = app.switch_points.first() {
+        update(&mut app, Msg::JumpSwitch(1));
+        assert_eq!(app.cursor, first);
+        update(&mut app, Msg::JumpSwitch(-1));
+        assert!(app.cursor < first || app.status.contains("no further"));
+    } else {
+        update(&mut app, Msg::JumpSwitch(1));
+        assert!(app.status.contains("no planned switch"));
+    }
+    // A B_crit-scale what-if re-plans without recomputing the table.
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    update(&mut app, Msg::WhatIfRow(6));
+    let effects = update(&mut app, Msg::WhatIfChange(1));
+    assert!(
+        matches!(effects.as_slice(), [Effect::ComputePlan { .. }]),
+        "{effects:?}"
     );
 }

@@ -49,6 +49,13 @@ pub enum Msg {
         /// The table.
         table: Arc<ThroughputTable>,
     },
+    /// The worker finished the plan for plan generation `generation`.
+    PlanReady {
+        /// Which request this answers (stale answers are dropped).
+        generation: u64,
+        /// The plan, or why there is none.
+        plan: Box<Result<crate::plan::PlanReport, String>>,
+    },
     /// The worker loaded the data source (or says why it could not).
     SourceLoaded(Box<Result<Loaded, String>>),
     /// Progress of a long load, 0–1, with a label.

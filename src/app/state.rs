@@ -43,6 +43,10 @@ pub struct App {
     pub whatif_row: usize,
     /// Current guided-tour step, when a tour is running.
     pub tour_step: Option<usize>,
+    /// The switch plan and strategy comparison, once the worker has computed it.
+    pub plan: Option<Arc<crate::plan::PlanReport>>,
+    /// Generation of the plan the app is waiting for.
+    pub plan_generation: u64,
     /// Trajectory indices where the plan switches (for `[` and `]`), ascending.
     pub switch_points: Vec<usize>,
     /// Whether the help overlay is shown.
@@ -123,6 +127,8 @@ impl App {
             selected: view.selected.unwrap_or((0, 0)),
             whatif_row: view.whatif_row,
             tour_step: view.tour_step,
+            plan: None,
+            plan_generation: 0,
             switch_points: Vec::new(),
             show_help: false,
             status: String::new(),

@@ -16,6 +16,11 @@ pub enum Effect {
     },
     /// Load the session's data source.
     LoadSource,
+    /// Plan switch points over the current trajectory and table.
+    ComputePlan {
+        /// Generation to tag the answer with.
+        generation: u64,
+    },
     /// Write files atomically (a save or an export), then report `what`.
     Write {
         /// (path, contents) pairs.
@@ -53,6 +58,16 @@ pub fn request_table(app: &mut App) -> Effect {
     Effect::ComputeTable {
         generation: app.table_generation,
     }
+}
+
+/// Request a fresh plan when there is a table and a trajectory to plan over.
+pub fn request_plan(app: &mut App) -> Option<Effect> {
+    app.plan_generation += 1;
+    app.plan = None;
+    app.switch_points.clear();
+    (app.table.is_some() && app.trajectory.points.len() >= 2).then_some(Effect::ComputePlan {
+        generation: app.plan_generation,
+    })
 }
 
 fn set_cursor(app: &mut App, cursor: usize) {
@@ -182,6 +197,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                     if field.affects_throughput() {
                         return vec![request_table(app)];
                     }
+                    return request_plan(app).into_iter().collect();
                 }
                 Err(e) => app.status = e,
             }
@@ -212,6 +228,25 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 );
                 app.table = Some(table);
                 app.refresh_grid();
+                return request_plan(app).into_iter().collect();
+            }
+        }
+        Msg::PlanReady { generation, plan } => {
+            if generation == app.plan_generation {
+                match *plan {
+                    Ok(plan) => {
+                        let mut points: Vec<usize> = plan
+                            .switches
+                            .iter()
+                            .map(|s| app.trajectory.index_at_tokens(s.at_tokens))
+                            .collect();
+                        points.sort_unstable();
+                        points.dedup();
+                        app.switch_points = points;
+                        app.plan = Some(std::sync::Arc::new(plan));
+                    }
+                    Err(e) => app.status = format!("plan: {e}"),
+                }
             }
         }
         Msg::SourceLoaded(result) => match *result {
@@ -224,6 +259,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                     app.trajectory.label,
                     note.map(|n| format!(" · {n}")).unwrap_or_default()
                 );
+                return request_plan(app).into_iter().collect();
             }
             Err(e) => {
                 app.loading = false;

@@ -43,5 +43,5 @@ pub use costs::{ReconfigCosts, SwitchCosts, SwitchKind};
 pub use problem::{PlanState, Problem, ProblemError, Schedule, Switch};
 pub use progress::{Phase, TokenAxis};
 pub use render::render_text;
-pub use report::{PlanError, PlanReport, plan_session};
+pub use report::{PlanError, PlanReport, plan_session, plan_with};
 pub use strategies::{StrategyParams, StrategyResult, compare};

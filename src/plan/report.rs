@@ -9,6 +9,7 @@ use crate::goodput::{self, TableCell, ThroughputTable};
 use crate::perf::{self, PerfContext};
 use crate::session::{DataSource, Resolved};
 use crate::source::{self, SourceError};
+use crate::trajectory::Trajectory;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -129,23 +130,7 @@ pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
 
 /// Plan a resolved session: every strategy and the optimal switch points.
 pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
-    let path = r.path.clone();
-    let costs: &ReconfigCosts = &r.session.costs;
-    costs.validate().map_err(|msg| PlanError::Invalid {
-        path: path.clone(),
-        msg,
-    })?;
     let traj = source::load_trajectory(r)?;
-    let axis = match &r.session.source {
-        DataSource::Scenario(s) => TokenAxis::ReferenceBatch(s.nominal_batch as f64),
-        _ => TokenAxis::FromSteps,
-    };
-    let phases = progress::phases(&traj, axis, r.session.b_crit_scale).map_err(|source| {
-        PlanError::Progress {
-            path: path.clone(),
-            source,
-        }
-    })?;
     let ctx = PerfContext {
         hw: &r.hardware,
         model: &r.model,
@@ -153,16 +138,42 @@ pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
         gpus_per_node: r.session.cluster.gpus_per_node,
     };
     let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
+    plan_with(r, &traj, &table)
+}
+
+/// Plan over an already loaded trajectory (before the session's B_crit scale) and throughput
+/// table — what the explorer calls, so that nothing is loaded or tabulated twice.
+pub fn plan_with(
+    r: &Resolved,
+    traj: &Trajectory,
+    table: &ThroughputTable,
+) -> Result<PlanReport, PlanError> {
+    let path = r.path.clone();
+    let costs: &ReconfigCosts = &r.session.costs;
+    costs.validate().map_err(|msg| PlanError::Invalid {
+        path: path.clone(),
+        msg,
+    })?;
+    let axis = match &r.session.source {
+        DataSource::Scenario(s) => TokenAxis::ReferenceBatch(s.nominal_batch as f64),
+        _ => TokenAxis::FromSteps,
+    };
+    let phases = progress::phases(traj, axis, r.session.b_crit_scale).map_err(|source| {
+        PlanError::Progress {
+            path: path.clone(),
+            source,
+        }
+    })?;
     let switch_costs = costs.switch_costs(perf::parameter_count(&r.model));
     let dwell = costs.min_dwell_phases as usize;
-    let problem = Problem::from_table(&table, phases, switch_costs, dwell)
+    let problem = Problem::from_table(table, phases, switch_costs, dwell)
         .map_err(|source| PlanError::Problem { path, source })?;
     let params = StrategyParams {
         batch_threshold: costs.batch_adaptive_threshold,
         greedy_every: costs.greedy_every_phases.map_or(dwell, |g| g as usize),
     };
     let results = strategies::compare(&problem, &params);
-    let mut report = build_report(r, &traj.label, axis, &table, &problem, &results);
+    let mut report = build_report(r, &traj.label, axis, table, &problem, &results);
     let at_current = r
         .session
         .current_batch
@@ -175,7 +186,7 @@ pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
             time_s: s.time_s,
             speedup_vs_static: static_time / s.time_s,
             switches: 0,
-            start: state_label(&table, &problem, s.states[0]),
+            start: state_label(table, &problem, s.states[0]),
         });
     }
     Ok(report)

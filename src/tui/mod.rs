@@ -51,6 +51,15 @@ fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
             let _ = jobs.send(Job::Load(Box::new(app.resolved.clone()), app.device));
             continue;
         }
+        if let (Effect::ComputePlan { generation }, Some(table)) = (&effect, &app.table) {
+            let _ = jobs.send(Job::Plan(
+                Box::new(app.resolved.clone()),
+                Box::new(app.raw_trajectory.clone()),
+                table.clone(),
+                *generation,
+            ));
+            continue;
+        }
         let job = matches!(effect, Effect::ComputeTable { .. }).then(|| Box::new(table_job(app)));
         // A closed channel means the worker is gone; the loop notices on the next receive.
         let _ = jobs.send(Job::Run(effect, job));

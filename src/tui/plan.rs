@@ -1,11 +1,21 @@
-//! Plan panel: the switch points of the planned schedule and the strategies compared.
+//! Plan panel: the strategies compared (predicted time to the target and speedup over the best
+//! static choice) and the switch points of the optimal joint schedule.
 
+use super::format::tokens;
 use crate::app::App;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Style};
+use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Wrap};
+
+fn hours(s: f64) -> String {
+    if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{:.0} s", s)
+    }
+}
 
 /// Draw the panel into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
@@ -15,19 +25,61 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Color::DarkGray
     };
     let block = Block::bordered()
-        .title(" Plan ")
+        .title(" Plan ([ ] jump to switches) ")
         .border_style(Style::new().fg(border));
-    let lines = if app.switch_points.is_empty() {
-        vec![Line::styled(
-            "no plan computed for this session",
-            Style::new().fg(Color::DarkGray),
-        )]
-    } else {
-        vec![Line::from(format!(
-            "{} switch points ([ and ] jump)",
-            app.switch_points.len()
-        ))]
+    let Some(plan) = &app.plan else {
+        let text = if app.table.is_some() {
+            "planning…"
+        } else {
+            "waiting for the throughput table…"
+        };
+        frame.render_widget(Paragraph::new(text).block(block), area);
+        return;
     };
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let mut lines = vec![Line::styled(
+        format!(
+            "{:<16}{:>10}{:>9}{:>5}",
+            "strategy", "time", "speedup", "sw"
+        ),
+        bold,
+    )];
+    for s in plan
+        .strategies
+        .iter()
+        .chain(plan.current_batch_static.iter())
+    {
+        lines.push(Line::from(format!(
+            "{:<16}{:>10}{:>8.1}%{:>5}",
+            s.name,
+            hours(s.time_s),
+            (s.speedup_vs_static - 1.0) * 100.0,
+            s.switches
+        )));
+    }
+    lines.push(Line::from(""));
+    if plan.switches.is_empty() {
+        lines.push(Line::from("optimal-joint: no switch pays for itself"));
+    } else {
+        lines.push(Line::styled("optimal-joint switches", bold));
+    }
+    for sw in &plan.switches {
+        lines.push(Line::from(format!(
+            "{} tok · {} → {}",
+            tokens(sw.at_tokens),
+            sw.from,
+            sw.to
+        )));
+        lines.push(Line::styled(
+            format!(
+                "   {} · cost {} · gains {}",
+                sw.kind,
+                hours(sw.cost_s),
+                hours(sw.gain_s)
+            ),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
     frame.render_widget(
         Paragraph::new(lines)
             .block(block)

@@ -66,7 +66,22 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         })
         .unwrap_or_default();
 
+    let switches: Vec<(f64, f64)> = app
+        .switch_points
+        .iter()
+        .filter_map(|&i| pts.get(i))
+        .flat_map(|p| (0..=8).map(move |k| (p.tokens, y_hi - (y_hi - y_lo) * k as f64 / 40.0)))
+        .collect();
     let mut datasets = vec![];
+    if !switches.is_empty() {
+        datasets.push(
+            Dataset::default()
+                .marker(Marker::Braille)
+                .graph_type(GraphType::Scatter)
+                .style(Style::new().fg(Color::LightRed))
+                .data(&switches),
+        );
+    }
     for band in [&ci_lo, &ci_hi] {
         if !band.is_empty() {
             datasets.push(

@@ -26,6 +26,13 @@ pub struct TableJob {
 pub enum Job {
     /// Run an effect; `table` carries the settings a `ComputeTable` needs.
     Run(Effect, Option<Box<TableJob>>),
+    /// Plan switch points: the session, its raw trajectory and the throughput table.
+    Plan(
+        Box<crate::session::Resolved>,
+        Box<crate::trajectory::Trajectory>,
+        Arc<crate::goodput::ThroughputTable>,
+        u64,
+    ),
     /// Load a session's data source, reducing dumps on the given device.
     Load(Box<crate::session::Resolved>, crate::compute::Device),
 }
@@ -37,6 +44,18 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
         for job in rx {
             let (effect, job) = match job {
                 Job::Run(effect, job) => (effect, job),
+                Job::Plan(resolved, trajectory, table, generation) => {
+                    let plan = crate::plan::plan_with(&resolved, &trajectory, &table)
+                        .map_err(|e| e.to_string());
+                    let msg = Msg::PlanReady {
+                        generation,
+                        plan: Box::new(plan),
+                    };
+                    if results.send(msg).is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 Job::Load(resolved, device) => {
                     let progress = |p: crate::source::dump::Progress| {
                         if p.bytes_total > 0 {
@@ -53,7 +72,7 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
                 }
             };
             let msg = match (effect, job) {
-                (Effect::LoadSource, _) => continue,
+                (Effect::LoadSource | Effect::ComputePlan { .. }, _) => continue,
                 (Effect::ComputeTable { generation }, Some(job)) => {
                     let ctx = PerfContext {
                         hw: &job.hardware,
