@@ -133,7 +133,7 @@ fn analyze_table_flags_and_errors() {
         .output()
         .expect("run");
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("dump reader"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no gradient dump found"));
 
     let missing = copus()
         .arg("analyze")
