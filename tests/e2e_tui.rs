@@ -2,59 +2,18 @@
 //! checks the panels, scrubs, opens help, saves, quits, and checks that the terminal came back
 //! and the saved session reopens where it was left.
 
+mod tmux_support;
 use copus::session::Session;
 use std::path::Path;
-use std::process::Command;
 use std::thread::sleep;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tmux_support::Tmux;
 
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("tmux runs (CI installs it; install tmux to run this test)")
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "e2e"]).stdout).into()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            self.cmd(&["send-keys", "-t", "e2e", k]);
-            sleep(Duration::from_millis(60));
-        }
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if s.contains(what) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "timed out waiting for {what:?}; screen:\n{s}"
-            );
-            sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .output();
-    }
+fn best_line(screen: &str) -> String {
+    screen
+        .lines()
+        .find_map(|l| l.find("best: batch").map(|i| l[i..].to_string()))
+        .expect("a best line")
 }
 
 fn step_in_title(screen: &str) -> u64 {
@@ -72,26 +31,12 @@ fn demo_opens_scrubs_helps_saves_and_quits() {
     let session = dir.path().join("demo.ron");
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron");
     std::fs::copy(&demo, &session).expect("copy demo");
-    let tmux = Tmux {
-        socket: format!("copus-e2e-{}", std::process::id()),
-    };
     let command = format!(
         "{} open {}; echo COPUS-EXITED $?; sleep 30",
         env!("CARGO_BIN_EXE_copus"),
         session.display()
     );
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "e2e",
-        "-x",
-        "120",
-        "-y",
-        "36",
-        &command,
-    ]);
-    assert!(out.status.success(), "tmux new-session failed: {out:?}");
+    let tmux = Tmux::start("e2e", 120, 36, &command);
 
     let first = tmux.wait_for("Recommendation");
     assert!(first.contains("B_crit timeline"), "{first}");
@@ -110,6 +55,26 @@ fn demo_opens_scrubs_helps_saves_and_quits() {
     tmux.keys(&["?"]);
     tmux.wait_for("this help");
     tmux.keys(&["?"]);
+
+    // What-if: multiply B_crit by 8 and the recommended batch changes.
+    let before = best_line(&tmux.wait_for("best: batch"));
+    tmux.keys(&["2", "Down", "Down", "Down", "Down", "Down", "Down"]);
+    tmux.keys(&["Right", "Right", "Right"]);
+    tmux.wait_for("B_crit ×8");
+    tmux.keys(&["1"]);
+    let after = best_line(&tmux.wait_for("best: batch"));
+    assert_ne!(before, after, "a what-if change moves the recommendation");
+    tmux.keys(&["2", "Left", "Left", "Left", "1"]);
+    tmux.wait_for("best: batch");
+
+    // Resize down to 80×24: every panel still draws.
+    tmux.cmd(&["resize-window", "-t", "e2e", "-x", "80", "-y", "24"]);
+    sleep(Duration::from_millis(300));
+    let small = tmux.wait_for("Recommendation");
+    assert!(
+        small.contains("Goodput") && small.contains("B_crit timeline"),
+        "{small}"
+    );
 
     tmux.keys(&["s"]);
     tmux.wait_for("saved");

@@ -58,6 +58,17 @@ pub enum Msg {
     },
     /// The worker loaded the data source (or says why it could not).
     SourceLoaded(Box<Result<Loaded, String>>),
+    /// A live run was re-estimated: the new trajectory (or why there is none yet) and counts.
+    Live {
+        /// The re-estimated source.
+        update: Box<Result<Loaded, String>>,
+        /// Valid records received so far.
+        steps: u64,
+        /// Malformed lines so far.
+        malformed: u64,
+    },
+    /// A status line from the live follower (waiting, reconnecting, truncation, …).
+    LiveStatus(String),
     /// Progress of a long load, 0–1, with a label.
     Progress(f64, String),
     /// A save or export finished: `Ok(what was written)` or an error message.

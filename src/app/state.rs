@@ -49,6 +49,10 @@ pub struct App {
     pub plan_generation: u64,
     /// Trajectory indices where the plan switches (for `[` and `]`), ascending.
     pub switch_points: Vec<usize>,
+    /// Live attach: the target followed, when this is a live run.
+    pub live_target: Option<String>,
+    /// Live attach: keep the cursor at the newest point until the user scrubs away.
+    pub follow: bool,
     /// Whether the help overlay is shown.
     pub show_help: bool,
     /// One-line status (last save, errors, device notes).
@@ -130,6 +134,8 @@ impl App {
             plan: None,
             plan_generation: 0,
             switch_points: Vec::new(),
+            live_target: None,
+            follow: true,
             show_help: false,
             status: String::new(),
             quit: false,

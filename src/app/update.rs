@@ -71,7 +71,10 @@ pub fn request_plan(app: &mut App) -> Option<Effect> {
 }
 
 fn set_cursor(app: &mut App, cursor: usize) {
-    app.cursor = cursor.min(app.trajectory.points.len().saturating_sub(1));
+    let last = app.trajectory.points.len().saturating_sub(1);
+    app.cursor = cursor.min(last);
+    // Follow mode (live runs): on while the cursor sits on the newest point.
+    app.follow = app.cursor == last;
     app.refresh_grid();
 }
 
@@ -266,6 +269,31 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 app.status = format!("loading failed: {e}");
             }
         },
+        Msg::Live {
+            update,
+            steps,
+            malformed,
+        } => {
+            let head = format!("live: {steps} steps, {malformed} malformed");
+            match *update {
+                Ok(loaded) => {
+                    let follow = app.follow;
+                    app.set_loaded(loaded);
+                    if follow {
+                        app.cursor = app.trajectory.points.len().saturating_sub(1);
+                        app.refresh_grid();
+                    }
+                    app.status = if follow {
+                        format!("{head} · following the head")
+                    } else {
+                        format!("{head} · End resumes following")
+                    };
+                    return request_plan(app).into_iter().collect();
+                }
+                Err(e) => app.status = format!("{head} · no estimate yet: {e}"),
+            }
+        }
+        Msg::LiveStatus(s) => app.status = s,
         Msg::Progress(f, what) => app.status = format!("{what} {:.0}%", f * 100.0),
         Msg::Written(Ok(what)) => app.status = what,
         Msg::Written(Err(e)) => app.status = format!("write failed: {e}"),

@@ -26,6 +26,18 @@ pub struct WatchArgs {
     /// Give up after this many seconds (non-zero exit if --until-steps was not reached).
     #[arg(long)]
     pub timeout_s: Option<f64>,
+    /// Explorer: model profile of the run (built-in name or .ron file).
+    #[arg(long, default_value = "llama-7b")]
+    pub model: String,
+    /// Explorer: hardware profile (built-in name or .ron file).
+    #[arg(long, default_value = "h100-sxm")]
+    pub hardware: String,
+    /// Explorer: nodes in the cluster.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
+    /// Explorer: GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
 }
 
 /// How many malformed lines are quoted in the summary.
@@ -117,11 +129,7 @@ pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
 pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let target = Target::parse(&args.target)?;
     if !args.headless {
-        anyhow::bail!(
-            "the live explorer view is not available yet; use `copus watch {} --headless \
-             --until-steps N` for a summary",
-            args.target
-        );
+        return run_explorer(args);
     }
     if args.until_steps.is_none() && args.timeout_s.is_none() {
         anyhow::bail!("--headless needs --until-steps N or --timeout-s S, so that it stops");
@@ -145,6 +153,28 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
         ),
         _ => Ok(()),
     }
+}
+
+/// The explorer on a live run: an ad-hoc session (saved beside the current directory as
+/// `copus-live.ron` on `s`) whose trajectory grows as records arrive.
+fn run_explorer(args: &WatchArgs) -> anyhow::Result<()> {
+    let session = crate::session::Session::adhoc(
+        format!("live: {}", args.target),
+        crate::session::DataSource::Live {
+            target: args.target.clone(),
+        },
+        &args.model,
+        &args.hardware,
+        args.nodes,
+        args.gpus_per_node,
+    );
+    let resolved = session.resolve(std::path::Path::new("copus-live.ron"))?;
+    let mut app = crate::app::App::loading(resolved);
+    app.loading = false;
+    app.live_target = Some(args.target.clone());
+    app.status = format!("waiting for records from {}…", args.target);
+    crate::tui::run(app)?;
+    Ok(())
 }
 
 /// Follow `target` until `until_steps` records arrived or `timeout` passed; statuses and

@@ -8,6 +8,7 @@ pub mod geometry;
 pub mod heatmap;
 pub mod help;
 pub mod keys;
+pub mod live;
 pub mod palette;
 pub mod plan;
 pub mod recommendation;
@@ -71,6 +72,19 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
     let mode = ColorMode::from_env();
     let mut guard = terminal::TerminalGuard::enter()?;
     let (results_tx, results) = channel();
+    let live = match &app.live_target {
+        Some(t) => {
+            let target = crate::source::live::Target::parse(t)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let settings = app.resolved.session.estimator.clone();
+            let seq_len = app.resolved.model.seq_len;
+            Some(
+                live::spawn(target, settings, seq_len, results_tx.clone())
+                    .map_err(|e| std::io::Error::other(e.to_string()))?,
+            )
+        }
+        None => None,
+    };
     let (jobs, worker) = worker::spawn(results_tx);
     let mut first = vec![crate::app::update::request_table(&mut app)];
     if app.loading {
@@ -99,6 +113,7 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
             dispatch(&app, &jobs, effects);
         }
     }
+    drop(live);
     drop(jobs);
     let _ = worker.join();
     drop(guard);
