@@ -47,6 +47,10 @@ pub enum DataSource {
         /// Samples per file, overriding the files' metadata.
         #[serde(default)]
         samples: Option<f64>,
+        /// Also run the seed's temporal EMA estimator (a biased comparison; its state costs
+        /// 8 bytes per parameter).
+        #[serde(default)]
+        seed_ema: bool,
     },
     /// A live run: a growing file or `tcp://HOST:PORT`.
     Live {

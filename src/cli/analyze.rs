@@ -52,6 +52,9 @@ pub struct AnalyzeArgs {
     /// Dumps: samples per gradient file, overriding the files' `samples` metadata.
     #[arg(long, value_name = "SAMPLES")]
     pub samples: Option<f64>,
+    /// Dumps: also run the seed's temporal EMA estimator (biased; 8 bytes per parameter).
+    #[arg(long)]
+    pub seed_ema: bool,
     /// Dumps: sequence length in tokens, to show tokens beside samples.
     #[arg(long, default_value_t = 4096)]
     pub seq_len: u32,
@@ -116,6 +119,8 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let d = crate::source::measured::load_dump_dir(
         &args.path,
         args.samples,
+        args.seed_ema
+            .then_some(crate::source::measured::SEED_EMA_DECAY),
         selected.backend.as_ref(),
         &settings,
         args.seq_len,
@@ -125,7 +130,9 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let d = d?;
     if args.json {
         let mut v = serde_json::to_value(&d.report)?;
-        v["seed_ema"] = serde_json::to_value(&d.seed_ema)?;
+        if args.seed_ema {
+            v["seed_ema"] = serde_json::to_value(&d.seed_ema)?;
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", render_table(&d.report, args.rows));

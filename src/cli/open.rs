@@ -68,6 +68,7 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
         DataSource::Dumps {
             path: source_path,
             samples: None,
+            seed_ema: true,
         }
     } else {
         DataSource::Stats { path: source_path }

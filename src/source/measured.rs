@@ -109,11 +109,13 @@ pub enum DumpAnalysisError {
 /// Decay per step of the seed's temporal EMA estimator when it runs beside the two-batch one.
 pub const SEED_EMA_DECAY: f64 = 0.95;
 
-/// Reduce every step of the dump in `dir` on `backend` (one streaming pass), analyse the steps
-/// and run the seed's EMA estimator beside them for comparison.
+/// Reduce every step of the dump in `dir` on `backend` (one streaming pass) and analyse the
+/// steps; with `seed_ema_decay`, also run the seed's temporal EMA estimator beside them for
+/// comparison (its state costs 8 bytes per parameter).
 pub fn load_dump_dir(
     dir: &Path,
     samples: Option<f64>,
+    seed_ema_decay: Option<f64>,
     backend: &dyn crate::compute::Backend,
     settings: &EstimatorSettings,
     seq_len: u32,
@@ -123,7 +125,7 @@ pub fn load_dump_dir(
     let index = scan(dir)?;
     let opts = DumpOptions {
         samples,
-        ema_decay: Some(SEED_EMA_DECAY),
+        ema_decay: seed_ema_decay,
         segment_elems: None,
     };
     let reduction = reduce_dump(&index, &opts, backend, progress)?;

@@ -89,11 +89,16 @@ pub fn load_with(
                 note: None,
             })
         }
-        DataSource::Dumps { path, samples } => {
+        DataSource::Dumps {
+            path,
+            samples,
+            seed_ema,
+        } => {
             let selected = crate::compute::select(device)?;
             let d = measured::load_dump_dir(
                 &resolved.resolve_path(path),
                 *samples,
+                seed_ema.then_some(measured::SEED_EMA_DECAY),
                 selected.backend.as_ref(),
                 &resolved.session.estimator,
                 seq_len,
