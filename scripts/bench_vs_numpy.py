@@ -3,13 +3,13 @@
 
 Generates a one-step F32 safetensors dump of K=4 files (about --size-mb MB in total) unless
 --dir already holds one, warms the page cache, then alternates whole-process runs of
-  copus:  target/release/examples/dump_reduce DIR --device cpu   (or --copus "CMD {dir}")
+  copus:  target/release/copus analyze DIR --json --device cpu   (or --copus "CMD {dir}")
   numpy:  python3 this_script.py --numpy-worker DIR
 and prints the best and median times, GB/s and the ratio. The numpy worker memory-maps the
 same files and, per tensor, takes float32 np.dot(g_k, g_k) for each file plus the
 sample-weighted sum across files for the big batch and its np.dot (the obvious numpy way).
 
-Needs numpy (pip install numpy). Build first: cargo build --release --example dump_reduce
+Needs numpy (pip install numpy). Build first: cargo build --release --bin copus
 """
 import argparse, glob, json, mmap, os, statistics, struct, subprocess, sys, time
 
@@ -87,7 +87,7 @@ def main():
     ap.add_argument("--dir", default="/tmp/copus-numpy-bench/step_0")
     ap.add_argument("--size-mb", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--copus", default="target/release/examples/dump_reduce {dir} --device cpu")
+    ap.add_argument("--copus", default="target/release/copus analyze {dir} --json --device cpu")
     a = ap.parse_args()
     if a.numpy_worker:
         return numpy_worker(a.numpy_worker)
@@ -99,7 +99,12 @@ def main():
     numpy = [sys.executable, os.path.abspath(__file__), "--numpy-worker", a.dir]
     _, c_out = timed(copus)          # warm the page cache and check agreement
     _, n_out = timed(numpy)
-    c = json.loads(c_out.splitlines()[0])
+    try:
+        c = json.loads(c_out)
+    except json.JSONDecodeError:
+        c = json.loads(c_out.splitlines()[0])
+    if "steps" in c:  # `copus analyze --json`: the per-step rows
+        c = c["steps"][0]
     n = json.loads(n_out)
     for key in ("sq_small", "sq_big"):
         if abs(c[key] - n[key]) > 1e-4 * abs(n[key]):

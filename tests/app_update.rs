@@ -345,3 +345,32 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
         "{effects:?}"
     );
 }
+
+#[test]
+fn efficiency_and_switch_cost_what_ifs() {
+    use copus::app::whatif::{FIELDS, Field};
+    let mut app = demo_with_table();
+    let row = |f: Field| FIELDS.iter().position(|x| *x == f).expect("field listed") as i64;
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    let plateau = app.resolved.session.efficiency.max_eff;
+    update(&mut app, Msg::WhatIfRow(row(Field::GemmPlateau)));
+    let effects = update(&mut app, Msg::WhatIfChange(-1));
+    assert!(app.resolved.session.efficiency.max_eff < plateau);
+    assert!(
+        matches!(effects.as_slice(), [Effect::ComputeTable { .. }]),
+        "the efficiency model changes throughput: {effects:?}"
+    );
+    let restart = app.resolved.session.costs.restart_s;
+    update(
+        &mut app,
+        Msg::WhatIfRow(row(Field::RestartCost) - row(Field::GemmPlateau)),
+    );
+    let effects = update(&mut app, Msg::WhatIfChange(1));
+    assert!(app.resolved.session.costs.restart_s > restart);
+    assert!(
+        effects
+            .iter()
+            .all(|e| !matches!(e, Effect::ComputeTable { .. })),
+        "switch costs only re-plan: {effects:?}"
+    );
+}

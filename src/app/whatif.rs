@@ -27,10 +27,18 @@ pub enum Field {
     StatEff,
     /// The batch the user runs now.
     CurrentBatch,
+    /// Efficiency model: the GEMM plateau (fraction of peak reached by large GEMMs).
+    GemmPlateau,
+    /// Efficiency model: multiplier on the scale-out (inter-node) bandwidth.
+    InterLinkScale,
+    /// Switch cost: process-group restart on a TP/PP change, seconds.
+    RestartCost,
+    /// Switch cost: checkpoint storage bandwidth, bytes/s.
+    CheckpointBandwidth,
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 9] = [
+pub const FIELDS: [Field; 13] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -40,7 +48,17 @@ pub const FIELDS: [Field; 9] = [
     Field::BCritScale,
     Field::StatEff,
     Field::CurrentBatch,
+    Field::GemmPlateau,
+    Field::InterLinkScale,
+    Field::RestartCost,
+    Field::CheckpointBandwidth,
 ];
+const PLATEAUS: [f64; 13] = [
+    0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9,
+];
+const LINK_SCALES: [f64; 7] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
+const RESTARTS_S: [f64; 9] = [0.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
+const CHECKPOINT_BW: [f64; 7] = [0.5e9, 1e9, 2e9, 5e9, 10e9, 20e9, 50e9];
 
 const GPUS_PER_NODE: [u32; 4] = [1, 2, 4, 8];
 const SCALES: [f64; 11] = [
@@ -60,6 +78,10 @@ impl Field {
             Field::BCritScale => "B_crit scale",
             Field::StatEff => "efficiency form",
             Field::CurrentBatch => "current batch",
+            Field::GemmPlateau => "GEMM plateau",
+            Field::InterLinkScale => "scale-out bw ×",
+            Field::RestartCost => "TP/PP restart",
+            Field::CheckpointBandwidth => "checkpoint bw",
         }
     }
 
@@ -67,7 +89,11 @@ impl Field {
     pub fn affects_throughput(self) -> bool {
         !matches!(
             self,
-            Field::BCritScale | Field::StatEff | Field::CurrentBatch
+            Field::BCritScale
+                | Field::StatEff
+                | Field::CurrentBatch
+                | Field::RestartCost
+                | Field::CheckpointBandwidth
         )
     }
 }
@@ -76,6 +102,16 @@ fn step_in<T: PartialEq + Copy>(items: &[T], current: T, delta: i32) -> T {
     let i = items.iter().position(|x| *x == current).unwrap_or(0) as i64;
     let n = items.len() as i64;
     items[(i + delta as i64).clamp(0, n - 1) as usize]
+}
+
+/// Step from the entry of `items` nearest to `current` (values need not be on the list).
+fn step_nearest(items: &[f64], current: f64, delta: i32) -> f64 {
+    let i = items
+        .iter()
+        .enumerate()
+        .min_by(|a, b| (a.1 - current).abs().total_cmp(&(b.1 - current).abs()))
+        .map_or(0, |(i, _)| i) as i64;
+    items[(i + delta as i64).clamp(0, items.len() as i64 - 1) as usize]
 }
 
 fn step_name(table: &[(&str, &str)], current: &str, delta: i32) -> String {
@@ -107,6 +143,12 @@ pub fn value(r: &Resolved, field: Field) -> String {
             StatEffForm::Pollux { b0 } => format!("Pollux, B0 = {b0}"),
         },
         Field::CurrentBatch => s.current_batch.map_or("none".into(), |b| b.to_string()),
+        Field::GemmPlateau => format!("{:.0}% of peak", s.efficiency.max_eff * 100.0),
+        Field::InterLinkScale => format!("×{}", s.efficiency.inter_link_scale),
+        Field::RestartCost => format!("{:.0} s", s.costs.restart_s),
+        Field::CheckpointBandwidth => {
+            format!("{:.1} GB/s", s.costs.checkpoint_bw_bytes_per_s / 1e9)
+        }
     }
 }
 
@@ -165,6 +207,20 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             let batches = &s.search.batch_sizes;
             let current = s.current_batch.unwrap_or(batches[0]);
             s.current_batch = Some(step_in(batches, current, delta));
+        }
+        Field::GemmPlateau => {
+            s.efficiency.max_eff = step_nearest(&PLATEAUS, s.efficiency.max_eff, delta)
+        }
+        Field::InterLinkScale => {
+            s.efficiency.inter_link_scale =
+                step_nearest(&LINK_SCALES, s.efficiency.inter_link_scale, delta)
+        }
+        Field::RestartCost => {
+            s.costs.restart_s = step_nearest(&RESTARTS_S, s.costs.restart_s, delta)
+        }
+        Field::CheckpointBandwidth => {
+            s.costs.checkpoint_bw_bytes_per_s =
+                step_nearest(&CHECKPOINT_BW, s.costs.checkpoint_bw_bytes_per_s, delta)
         }
     }
     Ok(())
