@@ -22,18 +22,7 @@ fn demo() -> App {
     let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
         panic!("table request");
     };
-    let job = table_job(&app);
-    let ctx = copus::perf::PerfContext {
-        hw: &job.hardware,
-        model: &job.model,
-        eff: &job.efficiency,
-        gpus_per_node: job.cluster.gpus_per_node,
-    };
-    let table = Arc::new(copus::goodput::throughput_table(
-        &ctx,
-        &job.cluster,
-        &job.search,
-    ));
+    let table = Arc::new(table_job(&app).compute());
     update(&mut app, Msg::TableReady { generation, table });
     app
 }

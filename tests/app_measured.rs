@@ -13,10 +13,7 @@ use std::path::Path;
 fn open_args(path: &Path) -> OpenArgs {
     OpenArgs {
         path: path.to_path_buf(),
-        model: "llama-7b".into(),
-        hardware: "h100-sxm".into(),
-        nodes: 1,
-        gpus_per_node: 8,
+        cluster: copus::cli::cluster_args::ClusterArgs::default(),
         device: copus::compute::Device::Cpu,
     }
 }

@@ -3,8 +3,6 @@
 
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{app_for_session, demo_path};
-use copus::goodput::throughput_table;
-use copus::perf::PerfContext;
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
 use copus::tui::{keys, table_job, view};
@@ -21,14 +19,7 @@ fn demo_with_table() -> App {
         Effect::ComputeTable { generation } => generation,
         other => panic!("unexpected effect {other:?}"),
     };
-    let job = table_job(&app);
-    let ctx = PerfContext {
-        hw: &job.hardware,
-        model: &job.model,
-        eff: &job.efficiency,
-        gpus_per_node: job.cluster.gpus_per_node,
-    };
-    let table = Arc::new(throughput_table(&ctx, &job.cluster, &job.search));
+    let table = Arc::new(table_job(&app).compute());
     let effects = update(&mut app, Msg::TableReady { generation, table });
     assert!(matches!(effects.as_slice(), [Effect::ComputePlan { .. }]));
     app
@@ -161,14 +152,7 @@ fn the_best_cell_is_starred_and_no_color_uses_glyphs() {
 }
 
 fn table_for(app: &App) -> Arc<copus::goodput::ThroughputTable> {
-    let job = table_job(app);
-    let ctx = PerfContext {
-        hw: &job.hardware,
-        model: &job.model,
-        eff: &job.efficiency,
-        gpus_per_node: job.cluster.gpus_per_node,
-    };
-    Arc::new(throughput_table(&ctx, &job.cluster, &job.search))
+    Arc::new(table_job(app).compute())
 }
 
 #[test]

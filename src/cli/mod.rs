@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod cluster_args;
 pub mod demo_train;
 pub mod grid;
 pub mod open;

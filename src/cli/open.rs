@@ -12,18 +12,9 @@ use std::path::{Path, PathBuf};
 pub struct OpenArgs {
     /// A session (.ron), a gradient dump directory, or a stats .ndjson file.
     pub path: PathBuf,
-    /// Model profile for a stats file or dump (built-in name or .ron file).
-    #[arg(long, default_value = "llama-7b")]
-    pub model: String,
-    /// Hardware profile for a stats file or dump (built-in name or .ron file).
-    #[arg(long, default_value = "h100-sxm")]
-    pub hardware: String,
-    /// Nodes in the cluster, for a stats file or dump.
-    #[arg(long, default_value_t = 1)]
-    pub nodes: u32,
-    /// GPUs per node, for a stats file or dump.
-    #[arg(long, default_value_t = 8)]
-    pub gpus_per_node: u32,
+    /// Model and cluster for a stats file or dump.
+    #[command(flatten)]
+    pub cluster: super::cluster_args::ClusterArgs,
     /// Where gradient dumps are reduced (auto falls back to the CPU with a note).
     #[arg(long, value_enum, default_value_t = crate::compute::Device::Auto)]
     pub device: crate::compute::Device,
@@ -73,14 +64,7 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     } else {
         DataSource::Stats { path: source_path }
     };
-    let session = Session::adhoc(
-        name.clone(),
-        source,
-        &args.model,
-        &args.hardware,
-        args.nodes,
-        args.gpus_per_node,
-    );
+    let session = args.cluster.session(name.clone(), source);
     let dir = p.parent().unwrap_or(Path::new("."));
     let session_path = dir.join(format!("{name}.copus.ron"));
     Ok(session.resolve(&session_path)?)

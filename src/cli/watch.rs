@@ -26,18 +26,9 @@ pub struct WatchArgs {
     /// Give up after this many seconds (non-zero exit if --until-steps was not reached).
     #[arg(long)]
     pub timeout_s: Option<f64>,
-    /// Explorer: model profile of the run (built-in name or .ron file).
-    #[arg(long, default_value = "llama-7b")]
-    pub model: String,
-    /// Explorer: hardware profile (built-in name or .ron file).
-    #[arg(long, default_value = "h100-sxm")]
-    pub hardware: String,
-    /// Explorer: nodes in the cluster.
-    #[arg(long, default_value_t = 1)]
-    pub nodes: u32,
-    /// Explorer: GPUs per node.
-    #[arg(long, default_value_t = 8)]
-    pub gpus_per_node: u32,
+    /// Explorer: model and cluster of the run.
+    #[command(flatten)]
+    pub cluster: super::cluster_args::ClusterArgs,
 }
 
 /// How many malformed lines are quoted in the summary.
@@ -158,15 +149,11 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
 /// The explorer on a live run: an ad-hoc session (saved beside the current directory as
 /// `copus-live.ron` on `s`) whose trajectory grows as records arrive.
 fn run_explorer(args: &WatchArgs) -> anyhow::Result<()> {
-    let session = crate::session::Session::adhoc(
+    let session = args.cluster.session(
         format!("live: {}", args.target),
         crate::session::DataSource::Live {
             target: args.target.clone(),
         },
-        &args.model,
-        &args.hardware,
-        args.nodes,
-        args.gpus_per_node,
     );
     let resolved = session.resolve(std::path::Path::new("copus-live.ron"))?;
     let mut app = crate::app::App::loading(resolved);

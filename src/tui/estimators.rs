@@ -9,7 +9,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Wrap};
+use ratatui::widgets::{Paragraph, Wrap};
 
 fn interval(ci: [f64; 2]) -> String {
     let hi = if ci[1].is_finite() {
@@ -94,14 +94,7 @@ fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Lin
 
 /// Draw the panel into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
-    let border = if focused {
-        Color::Cyan
-    } else {
-        Color::DarkGray
-    };
-    let block = Block::bordered()
-        .title(" Estimators ")
-        .border_style(Style::new().fg(border));
+    let block = super::panel::block(" Estimators ", focused);
     let mut lines = vec![Line::from(format!("source: {}", app.trajectory.label))];
     let point = app.trajectory.points.get(app.cursor);
     if let Some(p) = point {

@@ -10,7 +10,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 use std::ops::Range;
 
 const LABEL_W: usize = 13;
@@ -114,14 +114,7 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
 
 /// Draw the heatmap into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: ColorMode) {
-    let border = if focused {
-        Color::Cyan
-    } else {
-        Color::DarkGray
-    };
-    let block = Block::bordered()
-        .title(" Goodput = tokens/s × statistical efficiency ")
-        .border_style(Style::new().fg(border));
+    let block = super::panel::block(" Goodput = tokens/s × statistical efficiency ", focused);
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
         frame.render_widget(
             Paragraph::new("computing throughput of every configuration…").block(block),

@@ -10,6 +10,7 @@ pub mod help;
 pub mod keys;
 pub mod live;
 pub mod palette;
+pub mod panel;
 pub mod plan;
 pub mod recommendation;
 pub mod terminal;

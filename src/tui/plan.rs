@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Wrap};
+use ratatui::widgets::{Paragraph, Wrap};
 
 fn hours(s: f64) -> String {
     if s >= 3600.0 {
@@ -19,14 +19,7 @@ fn hours(s: f64) -> String {
 
 /// Draw the panel into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
-    let border = if focused {
-        Color::Cyan
-    } else {
-        Color::DarkGray
-    };
-    let block = Block::bordered()
-        .title(" Plan ([ ] jump to switches) ")
-        .border_style(Style::new().fg(border));
+    let block = super::panel::block(" Plan ([ ] jump to switches) ", focused);
     let Some(plan) = &app.plan else {
         let text = if app.table.is_some() {
             "planning…"

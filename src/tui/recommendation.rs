@@ -9,18 +9,11 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Wrap};
+use ratatui::widgets::{Paragraph, Wrap};
 
 /// Draw the recommendation into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
-    let border = if focused {
-        Color::Cyan
-    } else {
-        Color::DarkGray
-    };
-    let block = Block::bordered()
-        .title(" Recommendation ")
-        .border_style(Style::new().fg(border));
+    let block = super::panel::block(" Recommendation ", focused);
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
         frame.render_widget(Paragraph::new("waiting for the grid…").block(block), area);
         return;

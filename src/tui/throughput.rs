@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Style, Stylize};
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
-use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType, Paragraph};
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph};
 
 /// Fraction of the row's best throughput from which a batch counts as compute-bound.
 pub const PLATEAU: f64 = 0.9;
@@ -38,11 +38,6 @@ pub fn plateau_start(points: &[(u64, f64)]) -> Option<u64> {
 
 /// Draw the panel into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
-    let border = if focused {
-        Color::Cyan
-    } else {
-        Color::DarkGray
-    };
     let row = app.selected.0;
     let label = app
         .table
@@ -54,9 +49,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Some(b) => format!(" Throughput · {label} · plateau from batch {b} "),
         None => format!(" Throughput · {label} "),
     };
-    let block = Block::bordered()
-        .title(title)
-        .border_style(Style::new().fg(border));
+    let block = super::panel::block(title, focused);
     if pts.is_empty() {
         frame.render_widget(
             Paragraph::new("no batch size runs on this layout").block(block),

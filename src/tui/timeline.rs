@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Style, Stylize};
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
-use ratatui::widgets::{Axis, Block, Chart, Dataset, GraphType};
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType};
 
 /// Draw the timeline into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
@@ -26,14 +26,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         ),
         None => " B_crit timeline (no data) ".to_string(),
     };
-    let border = if focused {
-        Color::Cyan
-    } else {
-        Color::DarkGray
-    };
-    let block = Block::bordered()
-        .title(title)
-        .border_style(Style::new().fg(border));
+    let block = super::panel::block(title, focused);
     let Some((lo, hi)) = app.trajectory.b_crit_range() else {
         frame.render_widget(block, area);
         return;

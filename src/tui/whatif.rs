@@ -6,18 +6,11 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 
 /// Draw the what-if editor into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
-    let border = if focused {
-        Color::Cyan
-    } else {
-        Color::DarkGray
-    };
-    let block = Block::bordered()
-        .title(" What-if (↑/↓ field, ←/→ change) ")
-        .border_style(Style::new().fg(border));
+    let block = super::panel::block(" What-if (↑/↓ field, ←/→ change) ", focused);
     let mut lines: Vec<Line> = FIELDS
         .iter()
         .enumerate()

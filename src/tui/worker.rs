@@ -22,6 +22,19 @@ pub struct TableJob {
     pub search: SearchSpace,
 }
 
+impl TableJob {
+    /// Compute the throughput table (every layout × batch size) for these settings.
+    pub fn compute(&self) -> crate::goodput::ThroughputTable {
+        let ctx = PerfContext {
+            hw: &self.hardware,
+            model: &self.model,
+            eff: &self.efficiency,
+            gpus_per_node: self.cluster.gpus_per_node,
+        };
+        throughput_table(&ctx, &self.cluster, &self.search)
+    }
+}
+
 /// A job for the worker.
 pub enum Job {
     /// Run an effect; `table` carries the settings a `ComputeTable` needs.
@@ -73,19 +86,10 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
             };
             let msg = match (effect, job) {
                 (Effect::LoadSource | Effect::ComputePlan { .. }, _) => continue,
-                (Effect::ComputeTable { generation }, Some(job)) => {
-                    let ctx = PerfContext {
-                        hw: &job.hardware,
-                        model: &job.model,
-                        eff: &job.efficiency,
-                        gpus_per_node: job.cluster.gpus_per_node,
-                    };
-                    let table = throughput_table(&ctx, &job.cluster, &job.search);
-                    Msg::TableReady {
-                        generation,
-                        table: Arc::new(table),
-                    }
-                }
+                (Effect::ComputeTable { generation }, Some(job)) => Msg::TableReady {
+                    generation,
+                    table: Arc::new(job.compute()),
+                },
                 (Effect::ComputeTable { .. }, None) => continue,
                 (Effect::Write { files, what }, _) => Msg::Written(
                     files
