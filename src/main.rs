@@ -2,7 +2,19 @@
 
 use clap::Parser;
 
+/// Die quietly on a closed pipe (`copus grid … | head`) like other command-line tools, instead
+/// of panicking on the failed print: restore the default SIGPIPE action that Rust ignores.
+#[cfg(unix)]
+fn default_sigpipe() {
+    // SAFETY: called once at start-up, before any thread exists; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> std::process::ExitCode {
+    #[cfg(unix)]
+    default_sigpipe();
     let cli = copus::cli::Cli::parse();
     match copus::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
