@@ -91,3 +91,23 @@ fn a_dump_directory_opens_with_the_seed_estimator_beside() {
     let app = App::new(resolved, loaded);
     assert_eq!(app.seed_ema.len(), 12);
 }
+
+#[test]
+fn a_long_load_shows_a_gauge_until_the_source_arrives() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let resolved = adhoc_session(&open_args(&sample)).expect("ad-hoc session");
+    let mut app = App::loading(resolved.clone());
+    update(&mut app, Msg::Progress(0.42, "reducing the dump".into()));
+    let mut term = Terminal::new(TestBackend::new(120, 40)).expect("terminal");
+    term.draw(|f| view::draw(f, &app, ColorMode::Indexed))
+        .expect("draws");
+    let buf = term.backend().buffer().clone();
+    let text: String = (0..40)
+        .flat_map(|y| (0..120).map(move |x| (x, y)))
+        .map(|(x, y)| buf[(x, y)].symbol().to_string())
+        .collect();
+    assert!(text.contains("reducing the dump: 42%"), "{text}");
+    let loaded = copus::source::load(&resolved).map_err(|e| e.to_string());
+    update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
+    assert!(app.progress.is_none() && !app.loading);
+}

@@ -23,6 +23,8 @@ pub struct App {
     pub seed_ema: Arc<Vec<crate::source::dump::EmaPoint>>,
     /// Whether the data source is still being loaded by the worker.
     pub loading: bool,
+    /// Progress of a long load (0–1) and what is being done, while loading.
+    pub progress: Option<(f64, String)>,
     /// Where gradient dumps are reduced (auto: CUDA when usable, else the CPU).
     pub device: crate::compute::Device,
     /// Throughput of every layout × batch size, once the worker has computed it.
@@ -98,6 +100,7 @@ impl App {
         self.analysis = loaded.analysis.map(Arc::new);
         self.seed_ema = Arc::new(loaded.seed_ema);
         self.loading = false;
+        self.progress = None;
         let n = self.raw_trajectory.points.len();
         self.cursor = self.cursor.min(n.saturating_sub(1));
         self.rescale();
@@ -121,6 +124,7 @@ impl App {
             analysis: loaded.analysis.map(Arc::new),
             seed_ema: Arc::new(loaded.seed_ema),
             loading: false,
+            progress: None,
             device: crate::compute::Device::Auto,
             table: None,
             table_generation: 0,

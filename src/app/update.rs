@@ -266,6 +266,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             }
             Err(e) => {
                 app.loading = false;
+                app.progress = None;
                 app.status = format!("loading failed: {e}");
             }
         },
@@ -294,7 +295,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             }
         }
         Msg::LiveStatus(s) => app.status = s,
-        Msg::Progress(f, what) => app.status = format!("{what} {:.0}%", f * 100.0),
+        Msg::Progress(f, what) => {
+            app.status = format!("{what} {:.0}%", f * 100.0);
+            app.progress = Some((f.clamp(0.0, 1.0), what));
+        }
         Msg::Written(Ok(what)) => app.status = what,
         Msg::Written(Err(e)) => app.status = format!("write failed: {e}"),
     }

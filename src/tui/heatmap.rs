@@ -115,11 +115,22 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
 /// Draw the heatmap into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: ColorMode) {
     let block = super::panel::block(" Goodput = tokens/s × statistical efficiency ", focused);
+    if let (true, Some((f, what))) = (app.loading, &app.progress) {
+        let gauge = ratatui::widgets::Gauge::default()
+            .block(block)
+            .gauge_style(Style::new().fg(Color::Cyan))
+            .ratio(*f)
+            .label(format!("{what}: {:.0}%", f * 100.0));
+        frame.render_widget(gauge, area);
+        return;
+    }
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
-        frame.render_widget(
-            Paragraph::new("computing throughput of every configuration…").block(block),
-            area,
-        );
+        let text = if app.loading {
+            "loading the data source…"
+        } else {
+            "computing throughput of every configuration…"
+        };
+        frame.render_widget(Paragraph::new(text).block(block), area);
         return;
     };
     let nb = table.batches.len();
