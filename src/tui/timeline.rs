@@ -4,11 +4,11 @@
 use super::format::{si, tokens};
 use crate::app::App;
 use ratatui::Frame;
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style, Stylize};
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
-use ratatui::widgets::{Axis, Chart, Dataset, GraphType};
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Sparkline};
 
 /// Draw the timeline into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
@@ -120,9 +120,19 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Span::raw(tokens((x_lo + x_hi) / 2.0)),
         Span::raw(tokens(x_hi)),
     ];
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let losses: Vec<f64> = pts.iter().filter_map(|p| p.loss).collect();
+    let chart_area = if losses.len() >= 2 && inner.height >= 8 {
+        let [chart_area, loss_area] =
+            Layout::vertical([Constraint::Min(4), Constraint::Length(1)]).areas(inner);
+        draw_loss(frame, loss_area, &losses);
+        chart_area
+    } else {
+        inner
+    };
     let chart = Chart::new(datasets)
         .legend_position(None)
-        .block(block)
         .x_axis(
             Axis::default()
                 .title("tokens".dark_gray())
@@ -135,5 +145,36 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 .bounds([y_lo, y_hi])
                 .labels(y_labels),
         );
-    frame.render_widget(chart, area);
+    frame.render_widget(chart, chart_area);
+}
+
+/// One row under the chart: the loss over training as a sparkline, with its first and last
+/// values (nats).
+fn draw_loss(frame: &mut Frame, area: Rect, losses: &[f64]) {
+    let first = losses[0];
+    let last = losses[losses.len() - 1];
+    let label = format!(" loss {first:.2}→{last:.2} ");
+    let width = label.chars().count() as u16;
+    let [l, r] = Layout::horizontal([Constraint::Length(width), Constraint::Min(1)]).areas(area);
+    frame.render_widget(Span::styled(label, Style::new().fg(Color::DarkGray)), l);
+    // Resample to the available width; the lowest loss draws the lowest bar, the highest a full one.
+    let n = r.width.max(1) as usize;
+    let (lo, hi) = losses
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let span = (hi - lo).max(1e-12);
+    let data: Vec<u64> = (0..n)
+        .map(|i| {
+            let x = losses[i * (losses.len() - 1) / (n - 1).max(1)];
+            13 + ((x - lo) / span * 87.0) as u64
+        })
+        .collect();
+    frame.render_widget(
+        Sparkline::default()
+            .data(&data)
+            .style(Style::new().fg(Color::DarkGray)),
+        r,
+    );
 }
