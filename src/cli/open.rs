@@ -107,6 +107,11 @@ pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
     };
     let mut app = App::loading(resolved);
     app.device = probe_device(&app, args.device)?;
+    if let DataSource::Live { target } = &app.resolved.session.source {
+        // A saved live session reattaches to its run.
+        app.live_target = Some(target.clone());
+        app.loading = false;
+    }
     crate::tui::run(app)?;
     Ok(())
 }
