@@ -20,7 +20,7 @@ pub mod view;
 pub mod whatif;
 pub mod worker;
 
-use crate::app::{App, Effect, Msg, update};
+use crate::app::{App, Effect, update};
 use palette::ColorMode;
 use ratatui::crossterm::event::{self, Event};
 use std::sync::mpsc::{Sender, channel};
@@ -119,9 +119,4 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
     let _ = worker.join();
     drop(guard);
     Ok(())
-}
-
-/// Convenience for tests and headless front ends: apply a message and return the effects.
-pub fn apply(app: &mut App, msg: Msg) -> Vec<Effect> {
-    update(app, msg)
 }
