@@ -1,0 +1,292 @@
+"""copus_hook under real torch.distributed: DDP with the gloo backend on CPU, 2 and 3 processes.
+
+Scenarios: plain DDP; gradient accumulation under no_sync(); 3 ranks with one bucket per
+parameter; GradScaler loss scaling with an overflowing step that the scaler skips; bf16
+autocast; accumulation without no_sync() (flagged). Every record is checked against an
+independent recomputation in the test process: each rank's gradient is recomputed from the
+saved parameters and the same data in float64 on a plain (non-DDP) copy of the model, and
+sq_small = mean_r |g_r|^2, sq_big = |mean_r g_r|^2 are formed from those.
+
+Needs torch (``scripts/python_env.sh`` makes a venv with it). Run from this directory:
+``python -m unittest -v test_torch_hook``. With COPUS_TORCH_OUT=DIR the records are kept in
+DIR (the Rust test `tests/python_torch.rs` then parses them with copus).
+
+On a GPU machine (``scripts/gpu_check.sh``): COPUS_TORCH_DEVICE=cuda runs the ranks on the
+GPUs (rank r on cuda:r mod n) and COPUS_TORCH_DIST_BACKEND=nccl uses NCCL, which needs a GPU
+per rank: scenarios with more ranks than GPUs are then skipped, with the reason.
+"""
+
+import contextlib
+import datetime
+import json
+import math
+import os
+import sys
+import tempfile
+import unittest
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+
+import copus_hook  # noqa: E402
+
+D_IN, D_H, D_OUT = 8, 16, 4
+LR = 0.1
+DEVICE = os.environ.get("COPUS_TORCH_DEVICE", "cpu")
+BACKEND = os.environ.get("COPUS_TORCH_DIST_BACKEND", "gloo")
+
+# name: world, micro-batch size, accumulation steps, optimizer steps, options
+SCENARIOS = {
+    "ddp": dict(world=2, mbs=8, accum=1, steps=4),
+    "accum": dict(world=2, mbs=4, accum=3, steps=3),
+    "accum_3ranks_buckets": dict(world=3, mbs=4, accum=2, steps=3, bucket_cap_mb=1e-5),
+    "grad_scaler_overflow": dict(world=2, mbs=4, accum=2, steps=4, scaler=2.0 ** 12,
+                                 overflow_step=2),
+    "fixed_scale": dict(world=2, mbs=8, accum=1, steps=3, fixed_scale=1024.0),
+    "bf16_autocast": dict(world=2, mbs=8, accum=1, steps=3, autocast=torch.bfloat16),
+    "accum_without_no_sync": dict(world=2, mbs=4, accum=2, steps=2, no_sync=False),
+}
+
+
+def make_model():
+    torch.manual_seed(1234)
+    return torch.nn.Sequential(torch.nn.Linear(D_IN, D_H), torch.nn.Tanh(),
+                               torch.nn.Linear(D_H, D_OUT))
+
+
+def batch(name, step, rank, micro, n):
+    """The data of one micro-batch: a pure function of where it is used."""
+    seed = (zlib.crc32(name.encode()) % 10_000) * 1_000_003 + step * 10_007 + rank * 101 + micro
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, D_IN, generator=g)
+    y = torch.randint(0, D_OUT, (n,), generator=g)
+    return x, y
+
+
+def _device(rank):
+    if DEVICE == "cuda":
+        return torch.device("cuda", rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def _runnable(world):
+    """None when `world` ranks can run here, else why not."""
+    if BACKEND == "nccl" and world > torch.cuda.device_count():
+        return f"NCCL needs a GPU per rank: {world} ranks, {torch.cuda.device_count()} GPU(s)"
+    return None
+
+
+def _worker(rank, world, store_dir, names, outdir):
+    torch.set_num_threads(1)
+    if DEVICE == "cuda":
+        torch.cuda.set_device(_device(rank))
+    dist.init_process_group(BACKEND, init_method=f"file://{store_dir}/rdzv", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
+    try:
+        for name in names:
+            _run_scenario(rank, world, name, SCENARIOS[name], outdir)
+            dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _run_scenario(rank, world, name, sc, outdir):
+    dev = _device(rank)
+    model = make_model().to(dev)
+    ddp = DDP(model, bucket_cap_mb=sc.get("bucket_cap_mb", 25),
+              device_ids=[dev.index] if dev.type == "cuda" else None)
+    writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
+    mbs, accum = sc["mbs"], sc["accum"]
+    hook = copus_hook.DdpNoiseHook(ddp, writer, samples_per_rank=mbs * accum).install()
+    opt = torch.optim.SGD(ddp.parameters(), lr=LR)
+    scaler = (torch.amp.GradScaler(dev.type, init_scale=sc["scaler"], growth_interval=1000)
+              if "scaler" in sc else None)
+    snapshots, scales, losses = [], [], []
+    for step in range(sc["steps"]):
+        snapshots.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+        total = 0.0
+        for i in range(accum):
+            x, y = batch(name, step, rank, i, mbs)
+            x, y = x.to(dev), y.to(dev)
+            sync = sc.get("no_sync", True) and i < accum - 1
+            ctx = ddp.no_sync() if sync else contextlib.nullcontext()
+            amp = (torch.autocast(dev.type, dtype=sc["autocast"]) if "autocast" in sc
+                   else contextlib.nullcontext())
+            with ctx:
+                with amp:
+                    loss = F.cross_entropy(ddp(x), y) / accum
+                total += loss.item()
+                if step == sc.get("overflow_step") and rank == 1 and i == accum - 1:
+                    loss = loss * float("inf")  # an overflow on one rank
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                elif "fixed_scale" in sc:
+                    (loss * sc["fixed_scale"]).backward()
+                else:
+                    loss.backward()
+        scale = (scaler.get_scale() if scaler is not None else sc.get("fixed_scale"))
+        scales.append(scale)
+        losses.append(total)
+        hook.step_end(step, loss=total, lr=LR, loss_scale=scale)
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            if "fixed_scale" in sc:
+                for p in model.parameters():
+                    p.grad.div_(sc["fixed_scale"])
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+    writer.close()
+    if rank == 0:
+        torch.save({"snapshots": snapshots, "scales": scales, "losses": losses},
+                   os.path.join(outdir, f"{name}.pt"))
+
+
+def _spawn(world, names, outdir):
+    with tempfile.TemporaryDirectory() as store:
+        mp.spawn(_worker, args=(world, store, names, outdir), nprocs=world, join=True)
+
+
+def reference_grads(name, sc, step, snapshot, rank, dtype=torch.float64, autocast=None):
+    """One rank's accumulated gradient, recomputed on a plain copy of the model."""
+    model = make_model()
+    model.load_state_dict(snapshot)
+    model = model.to(dtype)
+    for i in range(sc["accum"]):
+        x, y = batch(name, step, rank, i, sc["mbs"])
+        ctx = (torch.autocast("cpu", dtype=autocast) if autocast is not None
+               else contextlib.nullcontext())
+        with ctx:
+            loss = F.cross_entropy(model(x.to(dtype)), y) / sc["accum"]
+        loss.backward()
+    return torch.cat([p.grad.reshape(-1).to(torch.float64) for p in model.parameters()])
+
+
+def expected(name, sc, step, snapshot, dtype=torch.float64, autocast=None):
+    gs = [reference_grads(name, sc, step, snapshot, r, dtype, autocast)
+          for r in range(sc["world"])]
+    sq_small = sum(float(g.pow(2).sum()) for g in gs) / len(gs)
+    sq_big = float(torch.stack(gs).mean(0).pow(2).sum())
+    return sq_small, sq_big
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-300)
+
+
+class TorchDdpHookTests(unittest.TestCase):
+    outdir = None
+
+    @classmethod
+    def setUpClass(cls):
+        keep = os.environ.get("COPUS_TORCH_OUT")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            cls._tmp, cls.outdir = None, keep
+        else:
+            cls._tmp = tempfile.TemporaryDirectory()
+            cls.outdir = cls._tmp.name
+        by_world = {}
+        for name, sc in SCENARIOS.items():
+            if _runnable(sc["world"]) is None:
+                by_world.setdefault(sc["world"], []).append(name)
+        for world, names in sorted(by_world.items()):
+            _spawn(world, names, cls.outdir)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls._tmp is not None:
+            cls._tmp.cleanup()
+
+    def load(self, name):
+        why = _runnable(SCENARIOS[name]["world"])
+        if why is not None:
+            self.skipTest(why)
+        with open(os.path.join(self.outdir, f"{name}.ndjson"), encoding="utf-8") as f:
+            recs = [json.loads(line) for line in f]
+        saved = torch.load(os.path.join(self.outdir, f"{name}.pt"))
+        return recs, saved
+
+    def check_scenario(self, name, tol=1e-5, autocast=None):
+        sc = SCENARIOS[name]
+        recs, saved = self.load(name)
+        self.assertEqual([r["step"] for r in recs], list(range(sc["steps"])))
+        checked = 0
+        for rec, snap, loss in zip(recs, saved["snapshots"], saved["losses"]):
+            self.assertEqual(rec["v"], 1)
+            self.assertEqual(rec["b_small"], sc["mbs"] * sc["accum"])
+            self.assertEqual(rec["b_big"], sc["mbs"] * sc["accum"] * sc["world"])
+            self.assertEqual(rec["n_small"], sc["world"])
+            self.assertEqual(rec["lr"], LR)
+            if rec["step"] == sc.get("overflow_step"):
+                self.assertIn("non-finite", rec.get("skipped", ""), rec)
+                self.assertEqual((rec["sq_small"], rec["sq_big"]), (0.0, 0.0))
+                continue
+            self.assertNotIn("skipped", rec, rec)
+            self.assertAlmostEqual(rec["loss"], loss, places=5)
+            step = rec["step"]
+            small, big = expected(name, sc, step, snap)
+            if autocast is None:
+                self.assertLess(rel(rec["sq_small"], small), tol, (name, rec, small))
+                self.assertLess(rel(rec["sq_big"], big), tol, (name, rec, big))
+            else:
+                # Same arithmetic as the run (CPU autocast), summed independently in float64
+                # (on a GPU its bf16 kernels differ: only the float64 comparison applies) ...
+                if DEVICE == "cpu":
+                    small_a, big_a = expected(name, sc, step, snap, torch.float32, autocast)
+                    self.assertLess(rel(rec["sq_small"], small_a), tol, (name, rec, small_a))
+                    self.assertLess(rel(rec["sq_big"], big_a), tol, (name, rec, big_a))
+                # ... and close to the exact float64 values (bf16 keeps ~3 digits).
+                self.assertLess(rel(rec["sq_small"], small), 0.05, (name, rec, small))
+                self.assertLess(rel(rec["sq_big"], big), 0.05, (name, rec, big))
+            checked += 1
+        return recs, saved, checked
+
+    def test_plain_ddp_two_ranks(self):
+        _, _, n = self.check_scenario("ddp")
+        self.assertEqual(n, 4)
+
+    def test_accumulation_under_no_sync(self):
+        _, _, n = self.check_scenario("accum")
+        self.assertEqual(n, 3)
+
+    def test_three_ranks_one_bucket_per_parameter(self):
+        _, _, n = self.check_scenario("accum_3ranks_buckets")
+        self.assertEqual(n, 3)
+
+    def test_grad_scaler_scale_divided_out_and_overflow_step_skipped(self):
+        recs, saved, n = self.check_scenario("grad_scaler_overflow")
+        self.assertEqual(n, 3)
+        scales = saved["scales"]
+        # The scaler skipped the overflowing step: the scale halved and the parameters did
+        # not move, and the records after it are still right with the new scale.
+        self.assertEqual(scales[:3], [2.0 ** 12] * 3)
+        self.assertEqual(scales[3], 2.0 ** 11)
+        a, b = saved["snapshots"][2], saved["snapshots"][3]
+        for k in a:
+            self.assertTrue(torch.equal(a[k], b[k]), k)
+
+    def test_fixed_loss_scale(self):
+        _, _, n = self.check_scenario("fixed_scale")
+        self.assertEqual(n, 3)
+
+    def test_bf16_autocast(self):
+        _, _, n = self.check_scenario("bf16_autocast", tol=1e-4, autocast=torch.bfloat16)
+        self.assertEqual(n, 3)
+
+    def test_accumulation_without_no_sync_is_flagged(self):
+        recs, _ = self.load("accum_without_no_sync")
+        self.assertEqual(len(recs), 2)
+        for r in recs:
+            self.assertIn("no_sync()", r.get("skipped", ""), r)
+
+
+if __name__ == "__main__":
+    unittest.main()
