@@ -1,7 +1,9 @@
 //! The PyTorch hook under real torch: `assets/python/test_torch_hook.py` runs DDP with gloo on
 //! CPU in 2 and 3 processes (accumulation, GradScaler with a skipped overflow step, a fixed
 //! loss scale, bf16 autocast) and checks every record against an independent float64
-//! recomputation; its records are then read back by copus's parser.
+//! recomputation; its records are then read back by copus's parser. It also writes gradient
+//! dumps of a real model with `dump_gradients` (F32, BF16, F16), which `copus analyze` reads
+//! (B_simple within 5 % of the per-example truth) and which open in the explorer.
 //!
 //! Needs a Python with torch: `COPUS_PYTHON`, else the venv `scripts/python_env.sh` makes
 //! (`$HOME/.cache/copus-ci-venv`). Without one the tests print a visible skip, except under
@@ -63,11 +65,39 @@ fn ddp_hook_under_real_torch_matches_an_independent_recomputation() {
         .args(["-m", "unittest", "-v", "test_torch_hook"])
         .current_dir(python_dir())
         .env("COPUS_TORCH_OUT", out_dir.path())
+        .env("COPUS_BIN", env!("CARGO_BIN_EXE_copus"))
         .output()
         .expect("run python");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "torch tests failed:\n{log}");
-    assert!(log.contains("Ran 7 tests") && log.contains("\nOK"), "{log}");
+    assert!(
+        log.contains("Ran 10 tests") && log.contains("\nOK"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("skipped="),
+        "no torch test may skip here:\n{log}"
+    );
+
+    // The dump written by dump_gradients opens in the explorer (what `copus open DIR` does
+    // after its terminal set-up): 200 steps, with the analysis.
+    {
+        use copus::app::{App, Msg, update};
+        use copus::cli::open::{OpenArgs, adhoc_session};
+        let args = OpenArgs {
+            path: out_dir.path().join("dump_f32"),
+            cluster: copus::cli::cluster_args::ClusterArgs::default(),
+            device: copus::compute::Device::Auto,
+        };
+        let resolved = adhoc_session(&args).expect("an ad-hoc session for the dump");
+        let mut app = App::loading(resolved.clone());
+        let loaded =
+            copus::source::load_with(&resolved, args.device, &|_| {}).map_err(|e| e.to_string());
+        update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
+        assert!(!app.loading, "{}", app.status);
+        assert!(app.status.starts_with("loaded "), "{}", app.status);
+        assert_eq!(app.analysis.as_ref().map(|a| a.steps.len()), Some(200));
+    }
 
     // Every record the hook wrote parses in copus, with the flags the scenarios expect.
     let mut files = 0;

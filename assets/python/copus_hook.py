@@ -20,10 +20,12 @@ the big one is the global batch (after it), so the measurement is nearly free:
     scaler.step(opt)                    # clip / unscale after measuring, not before
 """
 
+import ctypes
 import json
 import math
 import os
 import socket
+import struct
 import threading
 import warnings
 
@@ -286,3 +288,121 @@ class DdpNoiseHook:
         self._local = self._global = None
         self._calls = 0
         return self.writer.write(rec)
+
+
+# --- Gradient dumps (docs/DUMPS.md): one safetensors file per gradient set ---------------
+
+_ST_DTYPES = {"f32": "F32", "float32": "F32", "f16": "F16", "float16": "F16",
+              "bf16": "BF16", "bfloat16": "BF16"}
+
+
+def _st_dtype(dtype, tensor):
+    """The safetensors name (F32, F16, BF16) for a requested dtype, or for the tensor's own
+    dtype when none is requested (F32 for anything else, e.g. float64)."""
+    import torch
+    if dtype is None:
+        return {torch.float16: "F16", torch.bfloat16: "BF16"}.get(tensor.dtype, "F32")
+    if isinstance(dtype, str):
+        try:
+            return _ST_DTYPES[dtype.lower()]
+        except KeyError:
+            raise ValueError(f"dtype must be f32, f16 or bf16, not {dtype!r}") from None
+    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+    if dtype not in names:
+        raise ValueError(f"dtype must be torch.float32, float16 or bfloat16, not {dtype}")
+    return names[dtype]
+
+
+def _named_grads(grads):
+    """(name, gradient tensor) pairs from a module (its parameters' .grad), a mapping of names
+    to tensors, or an iterable of (name, tensor-or-parameter) pairs. A parameter that takes
+    gradients but has none yet counts as a zero gradient (every set of a step must hold the
+    same tensors); a leading "module." (DDP's wrapper) is dropped from every name."""
+    import torch
+    if isinstance(grads, torch.nn.Module):
+        items = [(n, p) for n, p in grads.named_parameters() if p.requires_grad]
+    elif isinstance(grads, dict):
+        items = list(grads.items())
+    else:
+        items = list(grads)
+    out = []
+    for name, t in items:
+        if isinstance(t, torch.nn.Parameter):
+            g = t.grad
+            if g is None:
+                g = torch.zeros_like(t)
+        else:
+            g = t
+        if not isinstance(g, torch.Tensor):
+            raise TypeError(f"{name}: not a tensor")
+        if hasattr(g, "full_tensor"):  # a DTensor (FSDP2): gather the whole gradient
+            g = g.full_tensor()
+        out.append((name, g))
+    if out and all(n.startswith("module.") for n, _ in out):
+        out = [(n[len("module."):], g) for n, g in out]
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names):
+        raise ValueError("tensor names repeat")
+    return out
+
+
+def safetensors_bytes(named, metadata=None, dtype=None, scale=None):
+    """The bytes of a safetensors file holding `named` [(name, tensor)] converted to `dtype`
+    (f32, f16, bf16; default: each tensor's own when it is one of those, else f32), every
+    tensor multiplied by `scale` first when given. `metadata` values become strings."""
+    import torch
+    cast = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+    header, blobs, offset = {}, [], 0
+    for name, t in named:
+        st = _st_dtype(dtype, t)
+        x = t.detach()
+        if scale is not None:
+            x = x.to(torch.float32) * float(scale)
+        x = x.to(device="cpu", dtype=cast[st]).contiguous()
+        n = x.numel() * x.element_size()
+        blobs.append(ctypes.string_at(x.data_ptr(), n) if n else b"")
+        header[name] = {"dtype": st, "shape": list(x.shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-(8 + len(text)) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def dump_gradients(grads, directory, step, name, samples, dtype=None, loss_scale=None):
+    """Write one gradient set as ``<directory>/step_<step>/<name>.safetensors``, the layout
+    ``copus open DIR`` and ``copus analyze DIR`` read (docs/DUMPS.md).
+
+    A gradient set is the MEAN gradient over ``samples`` samples of one micro-batch or one
+    rank, before accumulation or the all-reduce; a step needs at least two sets (e.g.
+    ``mb0``, ``mb1`` ... or ``rank0``, ``rank1`` ...). ``grads``: a module (its parameters'
+    ``.grad``), a mapping name -> tensor, or (name, tensor) pairs. ``dtype``: "f32", "bf16",
+    "f16" (or the torch dtype); by default each tensor's own. ``loss_scale``: the AMP scale the
+    gradients carry, divided out before writing (dump unscaled, unclipped gradients). The file
+    is written atomically (a reader never sees half of it). Returns its path.
+
+        for i, (x, y) in enumerate(micro_batches):
+            model.zero_grad()
+            F.cross_entropy(model(x), y).backward()        # mean over the micro-batch
+            copus_hook.dump_gradients(model, "dumps", step, f"mb{i}", samples=len(x))
+    """
+    if not (_finite(samples) and samples > 0):
+        raise ValueError(f"samples must be a positive number, got {samples}")
+    scale = None
+    if loss_scale is not None:
+        if not (_finite(loss_scale) and loss_scale > 0):
+            raise ValueError(f"loss_scale must be a positive number, got {loss_scale}")
+        scale = 1.0 / float(loss_scale)
+    if os.sep in str(name) or str(name).startswith("."):
+        raise ValueError(f"name must be a plain file name, not {name!r}")
+    samples_text = str(int(samples)) if float(samples).is_integer() else repr(float(samples))
+    data = safetensors_bytes(_named_grads(grads), {"samples": samples_text}, dtype, scale)
+    step_dir = os.path.join(os.fspath(directory), f"step_{int(step)}")
+    os.makedirs(step_dir, exist_ok=True)
+    path = os.path.join(step_dir, f"{name}.safetensors")
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return path

@@ -288,5 +288,162 @@ class TorchDdpHookTests(unittest.TestCase):
             self.assertIn("no_sync()", r.get("skipped", ""), r)
 
 
+def copus_bin():
+    """The copus binary: COPUS_BIN (the Rust test passes its own), else a build in target/."""
+    path = os.environ.get("COPUS_BIN")
+    if path:
+        return path
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    builds = [os.path.join(root, "target", profile, "copus") for profile in ("release", "debug")]
+    builds = [p for p in builds if os.path.exists(p)]
+    return max(builds, key=os.path.getmtime) if builds else None
+
+
+def analyze(directory):
+    import subprocess
+    exe = copus_bin()
+    if exe is None:
+        raise unittest.SkipTest("no copus binary (set COPUS_BIN or cargo build)")
+    out = subprocess.run([exe, "analyze", directory, "--json", "--device", "cpu"],
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise AssertionError(f"copus analyze {directory} failed: {out.stderr}")
+    return json.loads(out.stdout)
+
+
+class DumpRoundTripTests(unittest.TestCase):
+    """dump_gradients writes what copus reads: a real torch model's micro-batch gradients,
+    analysed by `copus analyze`, agree with an independent per-example recomputation."""
+
+    M, D, H, C = 1024, 16, 32, 5
+
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        M, D, H, C = cls.M, cls.D, cls.H, cls.C
+        cls.X = torch.randn(M, D)
+        cls.Y = (cls.X @ torch.randn(D, C) + torch.randn(M, C)).argmax(1)
+        cls.model = torch.nn.Sequential(torch.nn.Linear(D, H), torch.nn.Tanh(),
+                                        torch.nn.Linear(H, C))
+        keep = os.environ.get("COPUS_TORCH_OUT")
+        cls._tmp = None if keep else tempfile.TemporaryDirectory()
+        cls.outdir = keep or cls._tmp.name
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls._tmp is not None:
+            cls._tmp.cleanup()
+
+    def micro_grads(self, idx):
+        """The mean gradient of one micro-batch, by a real backward pass."""
+        self.model.zero_grad()
+        F.cross_entropy(self.model(self.X[idx]), self.Y[idx]).backward()
+        return self.model
+
+    def flat(self, path, dtype=torch.float64):
+        """A dumped file read back independently: header, then each tensor as float64."""
+        import struct
+        with open(path, "rb") as f:
+            data = f.read()
+        (n,) = struct.unpack("<Q", data[:8])
+        self.assertEqual((8 + n) % 8, 0, "data starts 8-byte aligned")
+        header = json.loads(data[8:8 + n])
+        meta = header.pop("__metadata__")
+        body = data[8 + n:]
+        kinds = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+        parts = []
+        for name in sorted(header):
+            h = header[name]
+            a, b = h["data_offsets"]
+            t = torch.frombuffer(bytearray(body[a:b]), dtype=kinds[h["dtype"]])
+            parts.append(t.to(dtype))
+        return torch.cat(parts), header, meta
+
+    def test_f32_dump_analyzed_by_copus_matches_per_example_truth(self):
+        n, K, S = 16, 8, 200
+        d = os.path.join(self.outdir, "dump_f32")
+        gen = torch.Generator().manual_seed(1)
+        for step in range(S):
+            idx = torch.randint(0, self.M, (K, n), generator=gen)
+            for k in range(K):
+                copus_hook.dump_gradients(self.micro_grads(idx[k]), d, step, f"mb{k}",
+                                          samples=n)
+        # Per-example truth at the same (fixed) parameters.
+        params = list(self.model.parameters())
+        per = []
+        for i in range(self.M):
+            self.model.zero_grad()
+            F.cross_entropy(self.model(self.X[i:i + 1]), self.Y[i:i + 1]).backward()
+            per.append(torch.cat([p.grad.reshape(-1) for p in params]).double())
+        G = torch.stack(per)
+        gbar = G.mean(0)
+        truth = float(((G - gbar) ** 2).sum(1).mean() / (gbar ** 2).sum())
+
+        report = analyze(d)
+        self.assertTrue(report["backend"].startswith("cpu"))
+        self.assertEqual(len(report["steps"]), S)
+        # Every step's sums equal the ones formed from the files, read back independently.
+        for row in report["steps"][:5]:
+            gs = [self.flat(os.path.join(d, f"step_{row['step']}", f"mb{k}.safetensors"))[0]
+                  for k in range(K)]
+            small = sum(float(g.pow(2).sum()) for g in gs) / K
+            big = float(torch.stack(gs).mean(0).pow(2).sum())
+            self.assertLess(rel(row["sq_small"], small), 1e-9)
+            self.assertLess(rel(row["sq_big"], big), 1e-9)
+            self.assertEqual((row["b_small"], row["b_big"]), (n, n * K))
+        est = report["summary"]["b_simple"]
+        self.assertLess(rel(est, truth), 0.05, f"copus {est:.2f} vs per-example {truth:.2f}")
+
+    def test_bf16_and_f16_dumps_and_the_loss_scale(self):
+        gen = torch.Generator().manual_seed(2)
+        for dt, kind in (("bf16", torch.bfloat16), ("f16", torch.float16)):
+            d = os.path.join(self.outdir, f"dump_{dt}")
+            ref = []
+            for step in range(3):
+                idx = torch.randint(0, self.M, (3, 8), generator=gen)
+                gs = []
+                for k in range(3):
+                    m = self.micro_grads(idx[k])
+                    # The gradients of a loss scaled by 1024, divided out on the way.
+                    for p in m.parameters():
+                        p.grad.mul_(1024.0)
+                    path = copus_hook.dump_gradients(m, d, step, f"rank{k}", samples=8,
+                                                     dtype=dt, loss_scale=1024.0)
+                    flat, header, meta = self.flat(path)
+                    self.assertEqual(meta, {"samples": "8"})
+                    self.assertEqual({h["dtype"] for h in header.values()},
+                                     {"BF16" if dt == "bf16" else "F16"})
+                    want = torch.cat([p.grad.reshape(-1) / 1024.0 for p in m.parameters()])
+                    # What was written is the unscaled gradient rounded to the dtype.
+                    by_name = [p.grad.reshape(-1) / 1024.0 for _, p in
+                               sorted(m.named_parameters())]
+                    self.assertTrue(torch.equal(flat, torch.cat(by_name).to(kind).double()))
+                    self.assertEqual(flat.numel(), want.numel())
+                    gs.append(flat)
+                ref.append((sum(float(g.pow(2).sum()) for g in gs) / 3,
+                            float(torch.stack(gs).mean(0).pow(2).sum())))
+            report = analyze(d)
+            for row, (small, big) in zip(report["steps"], ref):
+                self.assertLess(rel(row["sq_small"], small), 1e-9, dt)
+                self.assertLess(rel(row["sq_big"], big), 1e-9, dt)
+
+    def test_names_layout_and_refusals(self):
+        ddp_like = torch.nn.Module()
+        ddp_like.module = torch.nn.Linear(3, 2)
+        ddp_like.module.weight.grad = torch.ones(2, 3)  # bias has no gradient yet: zeros
+        with tempfile.TemporaryDirectory() as d:
+            path = copus_hook.dump_gradients(ddp_like, d, 7, "rank0", samples=4)
+            self.assertEqual(path, os.path.join(d, "step_7", "rank0.safetensors"))
+            flat, header, meta = self.flat(path)
+            self.assertEqual(sorted(header), ["bias", "weight"], "DDP's module. prefix dropped")
+            self.assertEqual(header["weight"]["shape"], [2, 3])
+            self.assertEqual(float(flat.sum()), 6.0)
+            self.assertEqual(os.listdir(os.path.join(d, "step_7")), ["rank0.safetensors"])
+            for bad in (dict(samples=0), dict(samples=4, dtype="f64"),
+                        dict(samples=4, loss_scale=0.0)):
+                with self.assertRaises(ValueError):
+                    copus_hook.dump_gradients(ddp_like, d, 0, "x", **bad)
+
+
 if __name__ == "__main__":
     unittest.main()
