@@ -229,8 +229,8 @@ class DdpNoiseHook:
     accumulation, run all but the last micro-step under ``ddp_model.no_sync()`` (the usual
     pattern) so the hook sees the accumulated gradient once per step, and pass
     ``samples_per_rank`` = micro-batch size x accumulation steps. Measure before clipping;
-    pass the AMP loss scale to ``step_end``. Needs at least 2 ranks. Not run in CI (no
-    torch there); see docs/LIVE.md.
+    pass the AMP loss scale to ``step_end``. Needs at least 2 ranks. Tested under real
+    torch.distributed (gloo DDP on CPU) in CI: test_torch_hook.py; see docs/LIVE.md.
     """
 
     def __init__(self, ddp_model, writer, samples_per_rank, process_group=None):
