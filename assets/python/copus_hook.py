@@ -290,6 +290,206 @@ class DdpNoiseHook:
         return self.writer.write(rec)
 
 
+
+def _sq(t):
+    """|t|^2 as a float64 scalar tensor on t's device (bf16/f16/f32 alike)."""
+    import torch
+    return t.detach().to(torch.float32).pow(2).sum(dtype=torch.float64)
+
+
+def _local(t):
+    """The local part of a DTensor (a shard), or the tensor itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+class FsdpNoiseHook:
+    """The same measurement for FSDP2 (``torch.distributed.fsdp.fully_shard``).
+
+    FSDP2 reduce-scatters each rank's unsharded gradient into shards of the mean gradient.
+    ``install()`` puts a measuring reduce-scatter (FSDP2's public
+    ``set_custom_reduce_scatter``) on every FSDP module: it adds |input|^2 (this rank's whole
+    local gradient, as FSDP hands it over) and |output|^2 (its shard of the reduced one)
+    around the same collective. ``step_end`` takes |G|^2 from the sharded ``.grad`` DTensors
+    (the mean gradient, summed over the shards of the group) and uses the ratio of the two
+    reduced norms to undo whatever factor FSDP divided the input by before the collective,
+    so sq_small is the mean over ranks of |g_rank|^2 whatever the backend's choice.
+
+    With gradient accumulation, call ``model.set_requires_gradient_sync(False)`` for all but
+    the last micro-batch (FSDP2's no_sync); ``samples_per_rank`` = micro-batch size x
+    accumulation steps. Needs at least 2 ranks in the sharding group.
+    """
+
+    def __init__(self, model, writer, samples_per_rank, process_group=None):
+        self.model, self.writer = model, writer
+        self.samples_per_rank, self.group = samples_per_rank, process_group
+        self._local = self._out = None
+        self._op = None
+        self._calls = 0
+
+    def install(self):
+        """Put the measuring reduce-scatter on every FSDP module (after ``fully_shard``)."""
+        from torch.distributed.fsdp import FSDPModule
+        comm = _MeasuringReduceScatter(self)
+        mods = [m for m in self.model.modules() if isinstance(m, FSDPModule)]
+        if not mods:
+            raise ValueError("FsdpNoiseHook: no FSDP module in the model (call fully_shard)")
+        for m in mods:
+            m.set_custom_reduce_scatter(comm)
+        return self
+
+    def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
+                 step_time_s=None):
+        """Call on every rank after backward (before clipping and the optimizer step)."""
+        import torch
+        import torch.distributed as dist
+        world = dist.get_world_size(self.group)
+        if world < 2:
+            raise ValueError("FsdpNoiseHook needs at least 2 ranks (two batch sizes)")
+        if self._local is None:
+            raise RuntimeError("no reduce-scatter seen since the last step_end: call install() "
+                               "after fully_shard and step_end() after backward()")
+        g2 = None
+        for p in self.model.parameters():
+            if p.grad is not None:
+                x = _sq(_local(p.grad))
+                g2 = x if g2 is None else g2 + x
+        sums = torch.stack([self._local.to(g2.device), self._out.to(g2.device), g2])
+        dist.all_reduce(sums, group=self.group)
+        local, out, g2 = (float(v) for v in sums.cpu())
+        # The collective reduced x_r = g_r / f; AVG gives mean(x) = G / f, SUM gives
+        # W * mean(x) = W * G / f, so f^2 = |G|^2 / |mean x|^2.
+        mean_x2 = out / (world * world) if self._op == "sum" else out
+        f2 = g2 / mean_x2 if mean_x2 > 0 else float("nan")
+        rec = make_record(step, self.samples_per_rank, self.samples_per_rank * world,
+                          f2 * local / world, g2, n_small=world, loss=loss, lr=lr,
+                          loss_scale=loss_scale, tokens=tokens, step_time_s=step_time_s)
+        self._local = self._out = None
+        self._calls = 0
+        return self.writer.write(rec)
+
+
+def _measuring_reduce_scatter_class():
+    from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
+
+    class MeasuringReduceScatter(ReduceScatter):
+        def __init__(self, hook):
+            self.hook = hook
+
+        def allocate(self, size, *, dtype, device):
+            import torch
+            return torch.empty(*size, dtype=dtype, device=device)
+
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            import torch.distributed as dist
+            h = self.hook
+            x = _sq(input_tensor)
+            h._local = x if h._local is None else h._local + x
+            work = dist.reduce_scatter_tensor(output_tensor, input_tensor, op=op, group=group,
+                                              async_op=async_op)
+            if work is not None:
+                work.wait()
+            y = _sq(output_tensor)
+            h._out = y if h._out is None else h._out + y
+            h._op = "sum" if op == dist.ReduceOp.SUM else "avg"
+            h._calls += 1
+            return None
+
+    return MeasuringReduceScatter
+
+
+def _MeasuringReduceScatter(hook):
+    return _measuring_reduce_scatter_class()(hook)
+
+
+class ModelParallelNoiseHook:
+    """The measurement for tensor-, pipeline- and data-parallel (3D) training, where each
+    rank holds a shard of the model (Megatron-LM, DeepSpeed): the "3D-parallel-aware"
+    noise scale of the COPUS paper.
+
+    Squared norms of the gradient shards are summed over the model-parallel group
+    (``mp_group``: the tensor x pipeline ranks holding one copy of the model; Megatron's
+    ``get_model_parallel_group()``), parameters replicated on every rank of the
+    tensor-parallel group (``tp_group``, default ``mp_group``; e.g. layer norms and the
+    biases of row-parallel layers) counted once, and the data-parallel group (``dp_group``)
+    gives the two batch sizes: ``b_small`` = samples per data-parallel rank, ``b_big`` =
+    x its size.
+
+        hook = ModelParallelNoiseHook(model.named_parameters(), writer, samples_per_dp_rank,
+                                      dp_group=dp, mp_group=mp, tp_group=tp,
+                                      replicated=lambda name, p: not getattr(
+                                          p, "tensor_model_parallel", False))
+        loss.backward()
+        hook.local()          # before the data-parallel gradient reduction
+        ...                   # the reduction (all-reduce or reduce-scatter + gather)
+        hook.step_end(step, loss=..., loss_scale=...)   # after it, before clipping
+
+    ``grad`` reads a parameter's gradient (default ``p.grad``; Megatron keeps it in
+    ``p.main_grad``). Every rank calls both methods; rank 0 of the world writes.
+    """
+
+    def __init__(self, named_params, writer, samples_per_dp_rank, dp_group=None,
+                 mp_group=None, tp_group=None, replicated=None, grad=None):
+        self.params = list(named_params)
+        self.writer, self.samples = writer, samples_per_dp_rank
+        self.dp, self.mp = dp_group, mp_group
+        self.tp = tp_group if tp_group is not None else mp_group
+        if replicated is None:
+            replicated = frozenset()
+        if isinstance(replicated, (set, frozenset, list, tuple)):
+            names = frozenset(replicated)
+            self._replicated = lambda name, p: name in names
+        else:
+            self._replicated = replicated
+        self._grad = grad or (lambda p: p.grad)
+        self._local = None
+
+    def _model_norm(self):
+        """|g|^2 of the whole model: this rank's shards, replicated ones weighted 1/copies,
+        summed over the model-parallel group."""
+        import torch
+        import torch.distributed as dist
+        copies = dist.get_world_size(self.tp) if self.tp is not None else 1
+        total = None
+        for name, p in self.params:
+            g = self._grad(p)
+            if g is None:
+                continue
+            x = _sq(_local(g))
+            if self._replicated(name, p):
+                x = x / copies
+            total = x if total is None else total + x
+        if total is None:
+            raise RuntimeError("ModelParallelNoiseHook: no parameter has a gradient")
+        total = total.reshape(1).to(torch.float64)
+        if self.mp is not None:
+            dist.all_reduce(total, group=self.mp)
+        return total
+
+    def local(self):
+        """Measure this data-parallel rank's gradient (after backward, before the data-parallel
+        reduction)."""
+        self._local = self._model_norm()
+
+    def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
+                 step_time_s=None):
+        """Measure the reduced gradient and write the record (after the data-parallel
+        reduction, before clipping)."""
+        import torch.distributed as dist
+        if self._local is None:
+            raise RuntimeError("call local() after backward and before the data-parallel "
+                               "reduction, then step_end()")
+        world = dist.get_world_size(self.dp)
+        if world < 2:
+            raise ValueError("ModelParallelNoiseHook needs at least 2 data-parallel ranks")
+        big = self._model_norm()
+        local = self._local
+        dist.all_reduce(local, group=self.dp)
+        rec = make_record(step, self.samples, self.samples * world, float(local) / world,
+                          float(big), n_small=world, loss=loss, lr=lr, loss_scale=loss_scale,
+                          tokens=tokens, step_time_s=step_time_s)
+        self._local = None
+        return self.writer.write(rec)
+
 # --- Gradient dumps (docs/DUMPS.md): one safetensors file per gradient set ---------------
 
 _ST_DTYPES = {"f32": "F32", "float32": "F32", "f16": "F16", "float16": "F16",

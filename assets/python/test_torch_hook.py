@@ -1,11 +1,14 @@
-"""copus_hook under real torch.distributed: DDP with the gloo backend on CPU, 2 and 3 processes.
+"""copus_hook under real torch.distributed: the gloo backend on CPU, 2, 3 and 4 processes.
 
 Scenarios: plain DDP; gradient accumulation under no_sync(); 3 ranks with one bucket per
-parameter; GradScaler loss scaling with an overflowing step that the scaler skips; bf16
-autocast; accumulation without no_sync() (flagged). Every record is checked against an
-independent recomputation in the test process: each rank's gradient is recomputed from the
-saved parameters and the same data in float64 on a plain (non-DDP) copy of the model, and
-sq_small = mean_r |g_r|^2, sq_big = |mean_r g_r|^2 are formed from those.
+parameter; GradScaler loss scaling with an overflowing step that the scaler skips; a fixed
+loss scale; bf16 autocast; accumulation without no_sync() (flagged); FSDP2 (fully_shard)
+with accumulation; the model-parallel mode on a hand-sharded tensor-parallel MLP (TP 2 x DP 2,
+a replicated bias). Every record is checked against an independent recomputation in the test
+process: each data-parallel rank's gradient is recomputed from the saved (whole) parameters
+and the same data in float64 on a plain copy of the model, and sq_small = mean_r |g_r|^2,
+sq_big = |mean_r g_r|^2 are formed from those. DumpRoundTripTests check dump_gradients
+against `copus analyze`.
 
 Needs torch (``scripts/python_env.sh`` makes a venv with it). Run from this directory:
 ``python -m unittest -v test_torch_hook``. With COPUS_TORCH_OUT=DIR the records are kept in
@@ -51,6 +54,10 @@ SCENARIOS = {
     "fixed_scale": dict(world=2, mbs=8, accum=1, steps=3, fixed_scale=1024.0),
     "bf16_autocast": dict(world=2, mbs=8, accum=1, steps=3, autocast=torch.bfloat16),
     "accum_without_no_sync": dict(world=2, mbs=4, accum=2, steps=2, no_sync=False),
+    # FSDP2: each Linear and the root sharded over 2 ranks, accumulation without sync.
+    "fsdp2": dict(world=2, mbs=4, accum=2, steps=3, kind="fsdp2"),
+    # 3D-parallel-aware: a hand-sharded tensor-parallel MLP, TP=2 x DP=2 on 4 ranks.
+    "tp2_dp2": dict(world=4, dp=2, mbs=4, accum=2, steps=3, kind="tp"),
 }
 
 
@@ -97,6 +104,11 @@ def _worker(rank, world, store_dir, names, outdir):
 
 
 def _run_scenario(rank, world, name, sc, outdir):
+    kind = sc.get("kind", "ddp")
+    if kind == "fsdp2":
+        return _run_fsdp2(rank, world, name, sc, outdir)
+    if kind == "tp":
+        return _run_tp(rank, world, name, sc, outdir)
     dev = _device(rank)
     model = make_model().to(dev)
     ddp = DDP(model, bucket_cap_mb=sc.get("bucket_cap_mb", 25),
@@ -149,6 +161,117 @@ def _run_scenario(rank, world, name, sc, outdir):
                    os.path.join(outdir, f"{name}.pt"))
 
 
+def _run_fsdp2(rank, world, name, sc, outdir):
+    from torch.distributed.fsdp import fully_shard
+    dev = _device(rank)
+    model = make_model().to(dev)
+    for layer in (model[0], model[2]):
+        fully_shard(layer)
+    fully_shard(model)
+    writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
+    mbs, accum = sc["mbs"], sc["accum"]
+    hook = copus_hook.FsdpNoiseHook(model, writer, samples_per_rank=mbs * accum).install()
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    snapshots, losses = [], []
+    for step in range(sc["steps"]):
+        # The whole parameters (a collective: every rank gathers its shards).
+        snapshots.append({k: v.full_tensor().detach().cpu().clone()
+                          for k, v in model.state_dict().items()})
+        total = 0.0
+        for i in range(accum):
+            model.set_requires_gradient_sync(i == accum - 1)
+            x, y = batch(name, step, rank, i, mbs)
+            loss = F.cross_entropy(model(x.to(dev)), y.to(dev)) / accum
+            total += loss.item()
+            loss.backward()
+        losses.append(total)
+        hook.step_end(step, loss=total, lr=LR)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    writer.close()
+    if rank == 0:
+        torch.save({"snapshots": snapshots, "scales": [None] * sc["steps"], "losses": losses},
+                   os.path.join(outdir, f"{name}.pt"))
+
+
+class _ReduceFromTensorParallel(torch.autograd.Function):
+    """Megatron's row-parallel output: all-reduce forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        out = x.clone()
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+def _run_tp(rank, world, name, sc, outdir):
+    """TP x DP by hand: layer 1 column-parallel (rows of W1 and b1 split), layer 2
+    row-parallel (columns of W2 split, partial outputs all-reduced), its bias b2 replicated
+    on both tensor-parallel ranks. The data-parallel reduction is done by hand after
+    ``local()``."""
+    tp_size = world // sc["dp"]
+    tp_groups = [dist.new_group(list(range(d * tp_size, (d + 1) * tp_size)))
+                 for d in range(sc["dp"])]
+    dp_groups = [dist.new_group(list(range(t, world, tp_size))) for t in range(tp_size)]
+    dp_rank, tp_rank = divmod(rank, tp_size)
+    tp, dp = tp_groups[dp_rank], dp_groups[tp_rank]
+    full = make_model()
+    h = D_H // tp_size
+    cut = slice(tp_rank * h, (tp_rank + 1) * h)
+    params = {
+        "w1": torch.nn.Parameter(full[0].weight.detach()[cut].clone()),
+        "b1": torch.nn.Parameter(full[0].bias.detach()[cut].clone()),
+        "w2": torch.nn.Parameter(full[2].weight.detach()[:, cut].clone()),
+        "b2": torch.nn.Parameter(full[2].bias.detach().clone()),
+    }
+    writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
+    mbs, accum = sc["mbs"], sc["accum"]
+    hook = copus_hook.ModelParallelNoiseHook(params.items(), writer, mbs * accum, dp_group=dp,
+                                             mp_group=tp, replicated={"b2"})
+    shards, losses = [], []
+    for step in range(sc["steps"]):
+        shards.append({k: v.detach().clone() for k, v in params.items()})
+        total = 0.0
+        for i in range(accum):
+            x, y = batch(name, step, dp_rank, i, mbs)
+            hid = torch.tanh(x @ params["w1"].T + params["b1"])
+            out = _ReduceFromTensorParallel.apply(hid @ params["w2"].T, tp) + params["b2"]
+            loss = F.cross_entropy(out, y) / accum
+            total += loss.item()
+            loss.backward()
+        losses.append(total)
+        hook.local()
+        for p in params.values():  # the data-parallel reduction
+            dist.all_reduce(p.grad, group=dp)
+            p.grad.div_(sc["dp"])
+        hook.step_end(step, loss=total, lr=LR)
+        with torch.no_grad():
+            for p in params.values():
+                p -= LR * p.grad
+                p.grad = None
+    writer.close()
+    torch.save({"shards": shards, "losses": losses},
+               os.path.join(outdir, f"{name}.rank{rank}.pt"))
+    dist.barrier()
+    if rank == 0:  # the whole model of data-parallel rank 0, from its tensor-parallel shards
+        parts = [torch.load(os.path.join(outdir, f"{name}.rank{r}.pt")) for r in range(tp_size)]
+        snapshots = []
+        for step in range(sc["steps"]):
+            s = [p["shards"][step] for p in parts]
+            for other in s[1:]:
+                assert torch.equal(other["b2"], s[0]["b2"]), "replicated b2 diverged"
+            snapshots.append({"0.weight": torch.cat([x["w1"] for x in s], 0),
+                              "0.bias": torch.cat([x["b1"] for x in s], 0),
+                              "2.weight": torch.cat([x["w2"] for x in s], 1),
+                              "2.bias": s[0]["b2"]})
+        torch.save({"snapshots": snapshots, "scales": [None] * sc["steps"], "losses": losses},
+                   os.path.join(outdir, f"{name}.pt"))
+
+
 def _spawn(world, names, outdir):
     with tempfile.TemporaryDirectory() as store:
         mp.spawn(_worker, args=(world, store, names, outdir), nprocs=world, join=True)
@@ -171,7 +294,7 @@ def reference_grads(name, sc, step, snapshot, rank, dtype=torch.float64, autocas
 
 def expected(name, sc, step, snapshot, dtype=torch.float64, autocast=None):
     gs = [reference_grads(name, sc, step, snapshot, r, dtype, autocast)
-          for r in range(sc["world"])]
+          for r in range(sc.get("dp", sc["world"]))]
     sq_small = sum(float(g.pow(2).sum()) for g in gs) / len(gs)
     sq_big = float(torch.stack(gs).mean(0).pow(2).sum())
     return sq_small, sq_big
@@ -222,8 +345,9 @@ class TorchDdpHookTests(unittest.TestCase):
         for rec, snap, loss in zip(recs, saved["snapshots"], saved["losses"]):
             self.assertEqual(rec["v"], 1)
             self.assertEqual(rec["b_small"], sc["mbs"] * sc["accum"])
-            self.assertEqual(rec["b_big"], sc["mbs"] * sc["accum"] * sc["world"])
-            self.assertEqual(rec["n_small"], sc["world"])
+            ranks = sc.get("dp", sc["world"])
+            self.assertEqual(rec["b_big"], sc["mbs"] * sc["accum"] * ranks)
+            self.assertEqual(rec["n_small"], ranks)
             self.assertEqual(rec["lr"], LR)
             if rec["step"] == sc.get("overflow_step"):
                 self.assertIn("non-finite", rec.get("skipped", ""), rec)
@@ -279,6 +403,16 @@ class TorchDdpHookTests(unittest.TestCase):
 
     def test_bf16_autocast(self):
         _, _, n = self.check_scenario("bf16_autocast", tol=1e-4, autocast=torch.bfloat16)
+        self.assertEqual(n, 3)
+
+    def test_fsdp2_fully_shard_with_accumulation(self):
+        _, _, n = self.check_scenario("fsdp2")
+        self.assertEqual(n, 3)
+
+    def test_tensor_parallel_model_parallel_mode(self):
+        # Shard norms summed over the tensor-parallel group, the replicated bias counted once,
+        # the data-parallel group giving the batch sizes: equal to the unsharded model's.
+        _, _, n = self.check_scenario("tp2_dp2")
         self.assertEqual(n, 3)
 
     def test_accumulation_without_no_sync_is_flagged(self):
