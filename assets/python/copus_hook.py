@@ -490,6 +490,195 @@ class ModelParallelNoiseHook:
         self._local = None
         return self.writer.write(rec)
 
+
+class GradNoiseMeter:
+    """The measurement from gradient accumulation, with no communication hook: the small
+    batch is one micro-batch, the big one is the micro-batches of one optimizer step on one
+    rank. Works on one device or under DDP (with ``no_sync()`` for all but the last
+    micro-batch, as Lightning and the Hugging Face Trainer do), and is what the framework
+    callbacks use.
+
+    Each parameter gets a gradient hook (``Tensor.register_hook``) that runs in backward,
+    before the gradient is accumulated: it adds the micro-batch gradient's |g|^2, and the
+    |.grad + g|^2 of the rank's accumulated gradient so far, so no copy of the gradients is
+    kept and clipping after backward does not disturb the measurement. ``step_end`` averages
+    over the ranks (one scalar all-reduce) and writes: ``b_small`` = micro-batch size,
+    ``b_big`` = x ``accum_steps``, ``sq_small`` = mean |g_micro|^2, ``sq_big`` = mean over
+    ranks of |g_step|^2. The loss is taken to be divided by ``accum_steps`` (as the frameworks
+    do; ``loss_divided=False`` otherwise). Needs ``accum_steps`` >= 2. The AMP loss scale of
+    the backward passes goes to ``step_end``.
+    """
+
+    def __init__(self, model, writer, micro_batch_size, accum_steps, process_group=None,
+                 loss_divided=True):
+        if int(accum_steps) < 2:
+            raise ValueError("GradNoiseMeter needs gradient accumulation (accum_steps >= 2): "
+                             "the micro-batches give the small batch size")
+        self.model, self.writer = model, writer
+        self.micro_batch_size, self.accum = micro_batch_size, int(accum_steps)
+        self.group, self.loss_divided = process_group, loss_divided
+        self._handles = []
+        self._micro = None
+        self._acc = {}
+        self._backwards = {}
+
+    def install(self):
+        """Register the gradient hooks (before the first backward)."""
+        for p in self.model.parameters():
+            if p.requires_grad:
+                self._handles.append(p.register_hook(self._make_hook(p)))
+        return self
+
+    def remove(self):
+        """Remove the gradient hooks."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _make_hook(self, p):
+        key = id(p)
+
+        def hook(g):
+            x = _sq(g)
+            self._micro = x if self._micro is None else self._micro + x
+            acc = g if p.grad is None else p.grad.detach() + g.detach()
+            self._acc[key] = _sq(acc)
+            self._backwards[key] = self._backwards.get(key, 0) + 1
+            return None
+
+        return hook
+
+    def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
+                 step_time_s=None):
+        """Call after the step's last backward (before or after clipping: the hooks measured
+        in backward), on every rank; rank 0 writes the record."""
+        import torch
+        import torch.distributed as dist
+        if self._micro is None:
+            raise RuntimeError("no gradient seen since the last step_end: call install() "
+                               "before training")
+        k = self.accum
+        seen = max(self._backwards.values())
+        acc = sum(self._acc.values())
+        # The hooks saw gradients of loss / k: micro-batch means are k x those.
+        f = float(k * k) if self.loss_divided else 1.0
+        g = 1.0 if self.loss_divided else 1.0 / (k * k)
+        sums = torch.stack([self._micro.reshape(()) * f, acc.reshape(()) * g]).to(torch.float64)
+        world = 1
+        if dist.is_available() and dist.is_initialized():
+            world = dist.get_world_size(self.group)
+            dist.all_reduce(sums, group=self.group)
+        micro, big = (float(v) for v in sums.cpu())
+        skipped = None
+        if seen != k:
+            skipped = f"{seen} backward passes in a step of {k} micro-batches"
+        b = self.micro_batch_size
+        rec = make_record(step, b, b * k, micro / (k * world), big / world, n_small=k * world,
+                          loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
+                          step_time_s=step_time_s, skipped=skipped)
+        self._micro = None
+        self._acc, self._backwards = {}, {}
+        return self.writer.write(rec)
+
+
+def _batch_size(batch):
+    """Samples in a batch: the first dimension of its first tensor."""
+    import torch
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0])
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for x in batch:
+            n = _batch_size(x)
+            if n:
+                return n
+    return 0
+
+
+def lightning_callback(path=None, serve=None, micro_batch_size=None):
+    """A PyTorch Lightning callback that writes protocol v1 (to ``path`` and/or a server at
+    ``serve`` = "HOST:PORT") from the gradient-accumulation measurement of
+    :class:`GradNoiseMeter`; needs ``Trainer(accumulate_grad_batches >= 2)``. The
+    micro-batch size is taken from the first batch unless given.
+
+        trainer = L.Trainer(accumulate_grad_batches=4,
+                            callbacks=[copus_hook.lightning_callback(path="stats.ndjson")])
+    """
+    try:
+        from lightning.pytorch import Callback
+    except ImportError:  # the older package name
+        from pytorch_lightning import Callback
+
+    class CopusLightningCallback(Callback):
+        def __init__(self):
+            self.meter = self.writer = None
+            self.mbs = micro_batch_size
+
+        def on_train_start(self, trainer, pl_module):
+            self.writer = open_writer(path=path, serve=serve, rank=trainer.global_rank)
+            self.meter = GradNoiseMeter(pl_module, self.writer, self.mbs or 1,
+                                        trainer.accumulate_grad_batches).install()
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if self.mbs is None:
+                self.mbs = _batch_size(batch)
+                self.meter.micro_batch_size = self.mbs
+
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+            scaler = getattr(trainer.precision_plugin, "scaler", None)
+            scale = scaler.get_scale() if scaler is not None else None
+            self.meter.step_end(trainer.global_step, lr=optimizer.param_groups[0]["lr"],
+                                loss_scale=scale)
+
+        def on_train_end(self, trainer, pl_module):
+            self.meter.remove()
+            self.writer.close()
+
+    return CopusLightningCallback()
+
+
+def hf_trainer_callback(path=None, serve=None, trainer=None):
+    """A Hugging Face ``transformers.TrainerCallback`` that writes protocol v1 (to ``path``
+    and/or a server at ``serve``) from the gradient-accumulation measurement of
+    :class:`GradNoiseMeter`; needs ``gradient_accumulation_steps >= 2``. Measured in backward,
+    so the Trainer's clipping does not disturb it. With fp16 AMP pass ``trainer=`` (its loss
+    scale is read from ``trainer.accelerator.scaler``).
+
+        trainer = Trainer(model, TrainingArguments(..., gradient_accumulation_steps=4), ...)
+        trainer.add_callback(copus_hook.hf_trainer_callback(path="stats.ndjson"))
+    """
+    from transformers import TrainerCallback
+
+    class CopusTrainerCallback(TrainerCallback):
+        def __init__(self):
+            self.meter = self.writer = None
+            self.trainer = trainer
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            rank = 0 if state.is_world_process_zero else 1
+            self.writer = open_writer(path=path, serve=serve, rank=rank)
+            self.meter = GradNoiseMeter(model, self.writer, args.per_device_train_batch_size,
+                                        args.gradient_accumulation_steps).install()
+
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            scale = None
+            acc = getattr(self.trainer, "accelerator", None)
+            if getattr(acc, "scaler", None) is not None:
+                scale = acc.scaler.get_scale()
+            elif args.fp16:
+                raise ValueError("copus: with fp16 pass trainer= to hf_trainer_callback so "
+                                 "that the loss scale can be divided out")
+            sched = kwargs.get("lr_scheduler")
+            lr = sched.get_last_lr()[0] if sched is not None else None
+            self.meter.step_end(state.global_step, lr=lr, loss_scale=scale)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self.meter.remove()
+            self.writer.close()
+
+    return CopusTrainerCallback()
+
 # --- Gradient dumps (docs/DUMPS.md): one safetensors file per gradient set ---------------
 
 _ST_DTYPES = {"f32": "F32", "float32": "F32", "f16": "F16", "float16": "F16",

@@ -54,6 +54,8 @@ SCENARIOS = {
     "fixed_scale": dict(world=2, mbs=8, accum=1, steps=3, fixed_scale=1024.0),
     "bf16_autocast": dict(world=2, mbs=8, accum=1, steps=3, autocast=torch.bfloat16),
     "accum_without_no_sync": dict(world=2, mbs=4, accum=2, steps=2, no_sync=False),
+    # GradNoiseMeter (what the callbacks use) under DDP: micro-batches as the small batch.
+    "meter_ddp": dict(world=2, mbs=4, accum=3, steps=2, kind="meter", scaler=2.0 ** 8),
     # FSDP2: each Linear and the root sharded over 2 ranks, accumulation without sync.
     "fsdp2": dict(world=2, mbs=4, accum=2, steps=3, kind="fsdp2"),
     # 3D-parallel-aware: a hand-sharded tensor-parallel MLP, TP=2 x DP=2 on 4 ranks.
@@ -115,7 +117,10 @@ def _run_scenario(rank, world, name, sc, outdir):
               device_ids=[dev.index] if dev.type == "cuda" else None)
     writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
     mbs, accum = sc["mbs"], sc["accum"]
-    hook = copus_hook.DdpNoiseHook(ddp, writer, samples_per_rank=mbs * accum).install()
+    if kind == "meter":
+        hook = copus_hook.GradNoiseMeter(ddp, writer, mbs, accum).install()
+    else:
+        hook = copus_hook.DdpNoiseHook(ddp, writer, samples_per_rank=mbs * accum).install()
     opt = torch.optim.SGD(ddp.parameters(), lr=LR)
     scaler = (torch.amp.GradScaler(dev.type, init_scale=sc["scaler"], growth_interval=1000)
               if "scaler" in sc else None)
@@ -300,6 +305,23 @@ def expected(name, sc, step, snapshot, dtype=torch.float64, autocast=None):
     return sq_small, sq_big
 
 
+def expected_micro(name, sc, step, snapshot):
+    """GradNoiseMeter's pair: micro-batch gradients of every rank, the step's per rank."""
+    small, big = [], []
+    for r in range(sc["world"]):
+        gs = []
+        for i in range(sc["accum"]):
+            m = make_model()
+            m.load_state_dict(snapshot)
+            m = m.double()
+            x, y = batch(name, step, r, i, sc["mbs"])
+            F.cross_entropy(m(x.double()), y).backward()
+            gs.append(torch.cat([p.grad.reshape(-1) for p in m.parameters()]))
+        small += [float(g.pow(2).sum()) for g in gs]
+        big.append(float(torch.stack(gs).mean(0).pow(2).sum()))
+    return sum(small) / len(small), sum(big) / len(big)
+
+
 def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-300)
 
@@ -344,10 +366,14 @@ class TorchDdpHookTests(unittest.TestCase):
         checked = 0
         for rec, snap, loss in zip(recs, saved["snapshots"], saved["losses"]):
             self.assertEqual(rec["v"], 1)
-            self.assertEqual(rec["b_small"], sc["mbs"] * sc["accum"])
             ranks = sc.get("dp", sc["world"])
-            self.assertEqual(rec["b_big"], sc["mbs"] * sc["accum"] * ranks)
-            self.assertEqual(rec["n_small"], ranks)
+            if sc.get("kind") == "meter":
+                self.assertEqual((rec["b_small"], rec["b_big"], rec["n_small"]),
+                                 (sc["mbs"], sc["mbs"] * sc["accum"], sc["accum"] * ranks))
+            else:
+                self.assertEqual(rec["b_small"], sc["mbs"] * sc["accum"])
+                self.assertEqual(rec["b_big"], sc["mbs"] * sc["accum"] * ranks)
+                self.assertEqual(rec["n_small"], ranks)
             self.assertEqual(rec["lr"], LR)
             if rec["step"] == sc.get("overflow_step"):
                 self.assertIn("non-finite", rec.get("skipped", ""), rec)
@@ -356,7 +382,10 @@ class TorchDdpHookTests(unittest.TestCase):
             self.assertNotIn("skipped", rec, rec)
             self.assertAlmostEqual(rec["loss"], loss, places=5)
             step = rec["step"]
-            small, big = expected(name, sc, step, snap)
+            if sc.get("kind") == "meter":
+                small, big = expected_micro(name, sc, step, snap)
+            else:
+                small, big = expected(name, sc, step, snap)
             if autocast is None:
                 self.assertLess(rel(rec["sq_small"], small), tol, (name, rec, small))
                 self.assertLess(rel(rec["sq_big"], big), tol, (name, rec, big))
@@ -404,6 +433,10 @@ class TorchDdpHookTests(unittest.TestCase):
     def test_bf16_autocast(self):
         _, _, n = self.check_scenario("bf16_autocast", tol=1e-4, autocast=torch.bfloat16)
         self.assertEqual(n, 3)
+
+    def test_grad_noise_meter_under_ddp_with_a_loss_scale(self):
+        _, _, n = self.check_scenario("meter_ddp")
+        self.assertEqual(n, 2)
 
     def test_fsdp2_fully_shard_with_accumulation(self):
         _, _, n = self.check_scenario("fsdp2")
@@ -577,6 +610,131 @@ class DumpRoundTripTests(unittest.TestCase):
                         dict(samples=4, loss_scale=0.0)):
                 with self.assertRaises(ValueError):
                     copus_hook.dump_gradients(ddp_like, d, 0, "x", **bad)
+
+
+def _micro_reference(seen, k):
+    """Per step: (sq_small, sq_big) recomputed in float64 from the parameters at the step's
+    first micro-batch and the micro-batches the model saw."""
+    out = []
+    for start in range(0, len(seen) - k + 1, k):
+        snap = seen[start][0]
+        gs = []
+        for _, x, y in seen[start:start + k]:
+            m = make_model()
+            m.load_state_dict(snap)
+            m = m.double()
+            F.cross_entropy(m(x.double()), y).backward()
+            gs.append(torch.cat([p.grad.reshape(-1) for p in m.parameters()]))
+        out.append((sum(float(g.pow(2).sum()) for g in gs) / k,
+                    float(torch.stack(gs).mean(0).pow(2).sum())))
+    return out
+
+
+class CallbackTests(unittest.TestCase):
+    """The Lightning and Hugging Face Trainer callbacks (GradNoiseMeter: micro-batches as the
+    small batch), one process on CPU with accumulation; records against a recomputation from
+    the micro-batches the model really saw."""
+
+    K, MBS, STEPS = 3, 4, 3
+
+    def data(self):
+        g = torch.Generator().manual_seed(5)
+        return torch.randn(64, D_IN, generator=g), torch.randint(0, D_OUT, (64,), generator=g)
+
+    def check(self, path, seen):
+        with open(path, encoding="utf-8") as f:
+            recs = [json.loads(line) for line in f]
+        self.assertEqual([r["step"] for r in recs], list(range(self.STEPS)))
+        ref = _micro_reference(seen, self.K)
+        self.assertEqual(len(ref), self.STEPS)
+        for r, (small, big) in zip(recs, ref):
+            self.assertEqual((r["b_small"], r["b_big"], r["n_small"]),
+                             (self.MBS, self.MBS * self.K, self.K))
+            self.assertNotIn("skipped", r)
+            self.assertLess(rel(r["sq_small"], small), 1e-5, (r, small))
+            self.assertLess(rel(r["sq_big"], big), 1e-5, (r, big))
+            self.assertAlmostEqual(r["lr"], LR)
+        return recs
+
+    def test_lightning_callback(self):
+        try:
+            import lightning.pytorch as pl
+        except ImportError:
+            self.skipTest("lightning is not installed")
+        seen = []
+
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.net = make_model()
+
+            def training_step(self, batch, idx):
+                x, y = batch
+                seen.append(({k: v.detach().clone() for k, v in self.net.state_dict().items()},
+                             x.clone(), y.clone()))
+                return F.cross_entropy(self.net(x), y)
+
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), lr=LR)
+
+        X, Y = self.data()
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y),
+                                             batch_size=self.MBS, shuffle=False)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "lightning.ndjson")
+            trainer = pl.Trainer(max_steps=self.STEPS, accumulate_grad_batches=self.K,
+                                 accelerator="cpu", devices=1, logger=False,
+                                 enable_checkpointing=False, enable_progress_bar=False,
+                                 enable_model_summary=False, gradient_clip_val=1e-3,
+                                 callbacks=[copus_hook.lightning_callback(path=path)])
+            trainer.fit(Lit(), loader)
+            self.check(path, seen)
+
+    def test_hf_trainer_callback(self):
+        try:
+            from transformers import Trainer, TrainingArguments
+        except ImportError:
+            self.skipTest("transformers is not installed")
+        seen = []
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = make_model()
+
+            def forward(self, x, labels):
+                if self.training:
+                    seen.append(({k: v.detach().clone()
+                                  for k, v in self.net.state_dict().items()},
+                                 x.clone(), labels.clone()))
+                return {"loss": F.cross_entropy(self.net(x), labels)}
+
+        X, Y = self.data()
+
+        class Data(torch.utils.data.Dataset):
+            def __len__(self):
+                return len(X)
+
+            def __getitem__(self, i):
+                return {"x": X[i], "labels": Y[i]}
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "hf.ndjson")
+            args = TrainingArguments(output_dir=d, per_device_train_batch_size=self.MBS,
+                                     gradient_accumulation_steps=self.K, max_steps=self.STEPS,
+                                     learning_rate=LR, lr_scheduler_type="constant",
+                                     optim="sgd", weight_decay=0.0, max_grad_norm=1e-3,
+                                     report_to=[], use_cpu=True, save_strategy="no",
+                                     logging_strategy="no", disable_tqdm=True,
+                                     remove_unused_columns=False)
+            trainer = Trainer(model=Net(), args=args, train_dataset=Data())
+            trainer.add_callback(copus_hook.hf_trainer_callback(path=path, trainer=trainer))
+            trainer.train()
+            self.check(path, seen)
+
+    def test_the_meter_refuses_no_accumulation(self):
+        with self.assertRaises(ValueError):
+            copus_hook.GradNoiseMeter(make_model(), copus_hook.StatsWriter(), 4, 1)
 
 
 if __name__ == "__main__":
