@@ -11,8 +11,8 @@
 #   kernels_gpu  tests/kernels_gpu.rs with COPUS_REQUIRE_GPU=1 (a missing GPU FAILS there)
 #   agree_<dt>   `copus analyze --device cpu` against `--device cuda` on generated dumps in
 #                F32, BF16 and F16: every step's sq_small and sq_big within 1e-9 relative
-#   bench        `copus bench --device cuda` (reduction beside the pinned host-to-device copy
-#                bandwidth) and `--device cpu` (beside the memory-read baseline)
+#   bench        `copus bench --device cuda` (reduction beside the pinned host-to-device and
+#                the device-to-device copy bandwidth) and `--device cpu` (beside the memory-read baseline)
 #   hook_nccl    assets/python/test_torch_hook.py on the GPUs with NCCL (one GPU: gloo on
 #                CUDA tensors, since NCCL needs a GPU per rank)
 # On a machine without a GPU the GPU steps report "no GPU" and the rest still runs, so the

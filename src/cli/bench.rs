@@ -1,7 +1,8 @@
 //! `copus bench`: generate a gradient dump of a given size in a temporary directory and
 //! measure the reduction's bandwidth (GB/s of tensor bytes) beside a plain memory-read
 //! baseline (summing the mapped bytes as u64 on all cores) in the same run, on the CPU and,
-//! when present, on CUDA (beside the pinned host-to-device copy bandwidth, its bound).
+//! when present, on CUDA (beside the pinned host-to-device copy bandwidth, its bound, and the
+//! device-to-device copy bandwidth, the kernel's roofline).
 //! `copus bench --devices` lists the backends compiled in and whether each is usable here.
 
 use crate::compute::{DType, Device, select};
@@ -185,20 +186,26 @@ fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<BenchReport> {
             Err(e) => return Err(e.into()),
         };
         let backend = sel.backend.as_ref();
-        // A GPU backend: its pinned host-to-device copy of the same bytes, the reduction's
-        // bound (timed inside the backend, after a warm-up copy).
-        if let Some(warm_up) = backend.time_transfer(bytes as usize) {
-            warm_up?;
-            let mut fastest = f64::INFINITY;
-            for _ in 0..reps {
-                if let Some(t) = backend.time_transfer(bytes as usize) {
-                    fastest = fastest.min(t?);
-                }
+        // A GPU backend: its copies of the same bytes (host to device, the reduction's
+        // bound, and device to device), timed inside the backend after a warm-up round.
+        let warm_up = backend.copy_baselines(bytes as usize);
+        let mut fastest = vec![f64::INFINITY; warm_up.len()];
+        for (_, t) in &warm_up {
+            if let Err(e) = t {
+                anyhow::bail!("{e}");
             }
-            rows.push(row(
-                format!("host->device copy, pinned ({})", backend.name()),
-                fastest,
-            ));
+        }
+        for _ in 0..reps {
+            for (i, (_, t)) in backend
+                .copy_baselines(bytes as usize)
+                .into_iter()
+                .enumerate()
+            {
+                fastest[i] = fastest[i].min(t?);
+            }
+        }
+        for ((what, _), s) in warm_up.iter().zip(fastest) {
+            rows.push(row(format!("{what} ({})", backend.name()), s));
         }
         let s = best(&mut || {
             reduce_steps(&index, &DumpOptions::default(), backend, &stderr_progress)?;

@@ -156,11 +156,11 @@ pub trait Backend: Send + Sync {
         1 << 16
     }
 
-    /// Seconds to move `bytes` to where this backend reduces them (host to device for a GPU),
-    /// the transfer bound a benchmark shows beside the reduction; `None` when data is reduced
-    /// where it lies (the CPU).
-    fn time_transfer(&self, _bytes: usize) -> Option<Result<f64, ComputeError>> {
-        None
+    /// Copy baselines a benchmark shows beside this backend's reduction of `bytes` bytes:
+    /// (what, seconds) for each, e.g. the host-to-device copy that bounds a GPU's reduction
+    /// and the device's own copy bandwidth. Empty when data is reduced where it lies (CPU).
+    fn copy_baselines(&self, _bytes: usize) -> Vec<(String, Result<f64, ComputeError>)> {
+        Vec::new()
     }
 }
 
