@@ -237,3 +237,34 @@ fn one_sided_flag_is_the_live_smoother() {
         "{last}"
     );
 }
+
+/// `copus analyze A --compare B --json`: both analyses and the comparison.
+#[test]
+fn compare_two_runs_in_json() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/data/sample-run.ndjson");
+    let out = copus()
+        .args(["analyze", "--json", sample, "--compare", sample])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["a"]["summary"]["now"]["b_simple"].is_f64());
+    assert_eq!(v["a"]["summary"], v["b"]["summary"]);
+    let c = &v["comparison"];
+    assert_eq!(c["aligned_by"], "tokens");
+    assert_eq!(c["differs_share"].as_f64(), Some(0.0));
+    assert_eq!(c["now"]["ratio"].as_f64(), Some(1.0));
+    assert_eq!(c["now"]["differs"], false);
+    assert_eq!(c["points"].as_array().map(Vec::len), Some(599));
+
+    let missing = copus()
+        .args(["analyze", sample, "--compare", "/nonexistent/b.ndjson"])
+        .output()
+        .expect("run");
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/b.ndjson"));
+}

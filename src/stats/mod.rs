@@ -5,6 +5,7 @@
 //! [`analyze_outcome`] (records → [`AnalyzeReport`]).
 
 pub mod analyze;
+pub mod compare;
 pub mod diagnostics;
 pub mod estimate;
 pub mod interval;
@@ -20,6 +21,7 @@ mod summary_diags;
 pub mod window;
 
 pub use analyze::{InputCounts, StatsError, analyze, analyze_outcome, analyze_with_counts};
+pub use compare::{Comparison, compare};
 pub use diagnostics::{Diagnostic, DiagnosticKind, Severity};
 pub use estimate::{EstimatorKind, TwoBatch, two_batch};
 pub use protocol::{ProtocolError, parse_line};
