@@ -13,7 +13,7 @@ use std::path::PathBuf;
 pub enum SmootherArg {
     /// Two-sided Gaussian kernel over steps (recorded runs).
     TwoSided,
-    /// One-sided EMA decayed per sample (live runs).
+    /// One-sided double EMA decayed per sample, lag-corrected (live runs).
     OneSided,
 }
 

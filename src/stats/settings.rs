@@ -12,9 +12,10 @@ pub enum SmootherKind {
     /// Low-lag two-sided Gaussian kernel over steps, for recorded runs (the default).
     #[default]
     TwoSided,
-    /// One-sided EMA decayed per sample (θ = decay^(b_big/B0)) with bias correction, for live
-    /// runs where the future is not known yet (AdaptDL style). It lags a moving noise scale by
-    /// about 1/(1−θ) steps.
+    /// One-sided double EMA (Brown) decayed per sample (θ = decay^(b_big/B0)), normalised by
+    /// its weight sum, for live runs where the future is not known yet. Unlike a plain EMA
+    /// (which trails a moving noise scale by θ/(1−θ) steps) it has no lag on a linear trend;
+    /// see `smoothing::one_sided_lag_corrected`.
     OneSided,
 }
 

@@ -1,9 +1,11 @@
 //! Smoothing the per-step numerator tr(Σ) and denominator |G|² **separately** (never their
 //! ratio), with the weighted second moments the per-step intervals need.
 //!
-//! Two smoothers: a two-sided Gaussian kernel over steps (recorded runs, low lag) and a
-//! one-sided EMA decayed per sample, θ = decay^(b_big/B0), whose bias correction is the
-//! division by the running weight sum (Adam style). The ratio-EMA is a teaching comparison.
+//! Smoothers: a two-sided Gaussian kernel over steps (recorded runs, low lag); for live runs a
+//! one-sided double EMA (Brown) decayed per sample, θ = decay^(b_big/B0), without lag on a
+//! linear trend ([`one_sided_lag_corrected`], what the live view uses); and the plain one-sided
+//! EMA ([`one_sided`], for comparison). Both one-sided ones are normalised by their running
+//! weight sum (Adam-style bias correction). The ratio-EMA is a teaching comparison.
 
 /// Weighted sums over steps of (t, g) = (tr Σ, |G|²) estimates: Σw, Σw², Σw·x, Σw²·x, Σw²·x·y.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
