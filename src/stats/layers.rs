@@ -9,6 +9,7 @@ use super::report::{LayerPoint, LayerRow};
 use super::settings::EstimatorSettings;
 use super::smoothed::{Series, smooth};
 use super::step::StepStats;
+use rayon::prelude::*;
 use std::collections::BTreeMap;
 
 /// One layer's per-step estimates, in step order.
@@ -61,12 +62,18 @@ pub fn breakdown(records: &[&StepStats], settings: &EstimatorSettings) -> Breakd
             mismatch.3 = mismatch.3.max(r.step);
         }
     }
-    let mut rows: Vec<LayerRow> = Vec::with_capacity(series.len());
+    // One smoothing pass per layer: independent, so in parallel (a live run with many layers
+    // is re-analysed several times a second).
+    let series: Vec<(&str, LayerSeries)> = series.into_iter().collect();
+    let done: Vec<(LayerRow, Vec<(u64, LayerPoint)>)> = series
+        .par_iter()
+        .map(|(name, s)| layer(name, s, settings))
+        .collect();
+    let mut rows: Vec<LayerRow> = Vec::with_capacity(done.len());
     let mut trajectories = BTreeMap::new();
-    for (name, s) in series {
-        let (row, traj) = layer(name, &s, settings);
+    for (row, traj) in done {
+        trajectories.insert(row.name.clone(), traj);
         rows.push(row);
-        trajectories.insert(name.to_string(), traj);
     }
     let total: f64 = rows.iter().map(|r| r.trace_sigma).sum();
     for row in &mut rows {
