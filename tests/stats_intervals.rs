@@ -151,3 +151,34 @@ fn the_live_smoother_does_not_lag_a_linear_trend() {
     let lag = (t[last] - plain[last].mean_t()) / 0.01;
     assert!((lag - 99.0).abs() < 0.5, "plain EMA lag {lag} steps");
 }
+
+/// Per-step intervals of both smoothers under AR(1)-correlated steps (their variance is
+/// inflated by the autocorrelation factor of the detrended residuals).
+#[test]
+fn per_step_intervals_cover_under_autocorrelated_steps() {
+    use copus::stats::SmootherKind;
+    let m = Model::power_law(300, 1.0, 1000.0, 4.0, 8);
+    let b_true = 128.0;
+    for smoother in [SmootherKind::TwoSided, SmootherKind::OneSided] {
+        let s = EstimatorSettings {
+            smoother,
+            ..EstimatorSettings::default()
+        };
+        let cov: Vec<f64> = (0..6u64)
+            .into_par_iter()
+            .map(|seed| {
+                let records = m.run_ar1(seed, 3000, m.trace() / b_true, 0.5);
+                let r = analyze(&records, &s).expect("analysis");
+                let n = r.steps.len() as f64;
+                r.steps
+                    .iter()
+                    .filter(|row| row.ci[0] <= b_true && b_true <= row.ci[1])
+                    .count() as f64
+                    / n
+            })
+            .collect();
+        let mean = cov.iter().sum::<f64>() / cov.len() as f64;
+        eprintln!("AR(1) per-step coverage {smoother:?}: mean {mean:.3}, runs {cov:.2?}");
+        assert!(mean >= 0.88, "{smoother:?} per-step coverage {mean}");
+    }
+}
