@@ -198,19 +198,21 @@ fn producer_flagged_nan_counts_as_non_finite() {
     let mut records = m.run(12, 1000, |_| 1.0);
     records[417].skipped = Some("non-finite: 3 NaN/Inf values in tensor w of step_417".into());
     records[600].skipped = Some("loss-scale overflow".into());
+    records[800].skipped = Some("comm hook ran 2 times in one step; non-finite: loss".into());
     let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
-    assert_eq!(r.summary.non_finite_skipped, 1);
+    assert_eq!(r.summary.non_finite_skipped, 2);
     let nf = r
         .summary
         .diagnostics
         .iter()
         .find(|d| d.kind == K::NonFiniteSkipped)
         .expect("non-finite diagnostic");
-    assert_eq!(nf.steps, Some([417, 417]));
+    assert_eq!(nf.steps, Some([417, 800]));
+    assert_eq!(nf.at, vec![[417, 417], [800, 800]]);
     assert_eq!(
         nf.severity,
         copus::stats::Severity::Info,
-        "one step in 1000"
+        "two steps in 1000"
     );
     let skipped = r
         .summary
@@ -232,6 +234,7 @@ fn producer_flagged_nan_counts_as_non_finite() {
         .find(|d| d.kind == K::NonFiniteSkipped)
         .expect("non-finite");
     assert_eq!(nf.severity, copus::stats::Severity::Warning);
+    // Steps 100, 150, …, 950 and 417.
     assert_eq!(nf.at.len(), 19, "each NaN step located: {:?}", nf.at);
     assert!(
         r.summary

@@ -266,12 +266,11 @@ pub fn analyze_with_counts(
     })
 }
 
-/// True for a producer's skip reason that reports NaN/±Inf values (`non-finite ...`).
+/// True for a producer's skip reason that reports NaN/±Inf values: it mentions `non-finite`
+/// (any case), as the dump reader, the built-in trainer and the Python hook write it (the hook
+/// may append it to another reason: `"...; non-finite: loss"`).
 pub fn is_non_finite_reason(reason: &str) -> bool {
-    reason
-        .trim_start()
-        .get(..10)
-        .is_some_and(|p| p.eq_ignore_ascii_case("non-finite"))
+    reason.to_ascii_lowercase().contains("non-finite")
 }
 
 /// Put each layer's per-step points on the rows of the same step (rows sorted by step).
