@@ -210,10 +210,16 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
                 d.factor, d.ci[0], d.ci[1], d.from.first_step, d.from.last_step
             );
         }
-        None => {
+        None if s.steps < 2 * s.now.steps => {
             let _ = writeln!(
                 out,
                 "drift         not measured: fewer steps than two windows"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "drift         not measured: no positive estimate in the first or the last window"
             );
         }
     }
