@@ -97,7 +97,7 @@ fn live_md_lists_exactly_the_fields_watch_json_emits() {
         .expect("diagnostics")
     {
         let k = keys(d);
-        let allowed: BTreeSet<String> = ["kind", "severity", "message", "steps"]
+        let allowed: BTreeSet<String> = ["kind", "severity", "message", "steps", "at"]
             .map(String::from)
             .into();
         assert!(k.is_subset(&allowed), "{k:?}");

@@ -111,7 +111,11 @@ fn analyze_table_flags_and_errors() {
         table.contains("B_simple") && table.contains("90% CI"),
         "{table}"
     );
-    assert!(table.contains("one_sided(ema decay=0.95"), "{table}");
+    assert!(table.contains("one_sided(double ema decay=0.95"), "{table}");
+    // The headline leads with the last window and labels the run-wide value.
+    assert!(table.starts_with("B_simple now "), "{table}");
+    assert!(table.contains("run-wide "), "{table}");
+    assert!(table.contains("verdict       "), "{table}");
 
     let bad = copus()
         .args(["analyze", "--confidence", "2"])
@@ -142,4 +146,125 @@ fn analyze_table_flags_and_errors() {
         .expect("run");
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("nope.ndjson"));
+}
+
+/// The shipped sample run drifts (B_simple grows several-fold; the lr halves at step 450): the
+/// text and the JSON lead with the last window, report the drift and locate the lr change.
+#[test]
+fn the_sample_run_reads_as_a_drifting_run() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/data/sample-run.ndjson");
+    let out = copus()
+        .args(["analyze", "--json", sample])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let s = &v["summary"];
+    let now = s["now"]["b_simple"].as_f64().expect("now");
+    let run_wide = s["run_wide"]["b_simple"].as_f64().expect("run-wide");
+    assert_eq!(s["b_simple"].as_f64(), Some(run_wide));
+    assert_eq!(s["now"]["last_step"], 599);
+    assert!(now > 2.0 * run_wide, "now {now}, run-wide {run_wide}");
+    let drift = &s["drift"];
+    assert_eq!(drift["significant"], true, "{drift}");
+    assert!(drift["ci"][0].as_f64().expect("lo") > 2.0, "{drift}");
+    let diags = s["diagnostics"].as_array().expect("diagnostics");
+    let find = |k: &str| diags.iter().find(|d| d["kind"] == k).cloned();
+    let d = find("drift").expect("drift diagnostic");
+    assert_eq!(d["severity"], "warning");
+    let lr = find("lr_change").expect("lr change");
+    assert_eq!(lr["steps"], serde_json::json!([450, 450]));
+    assert_eq!(lr["at"], serde_json::json!([[450, 450]]));
+    // One malformed line and one NaN in 601 lines: counted, information only.
+    let nf = find("non_finite_skipped").expect("nan");
+    assert_eq!(nf["severity"], "info");
+    assert_eq!(nf["steps"], serde_json::json!([301, 301]));
+    assert_eq!(
+        find("malformed_lines").expect("malformed")["severity"],
+        "info"
+    );
+    // The verdict lists its reasons with what to do: here the drift only.
+    assert_eq!(s["verdict"], "noisy");
+    let reasons = s["reasons"].as_array().expect("reasons");
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert_eq!(reasons[0]["kind"], "drift");
+    assert!(reasons[0]["action"].as_str().is_some_and(|a| !a.is_empty()));
+    assert!(
+        s["verdict_meaning"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("noisy"))
+    );
+    // Per-layer B_simple over time.
+    let st = &v["steps"][300];
+    for layer in ["embed", "blocks"] {
+        assert!(st["layers"][layer]["b_simple"].is_f64(), "{st}");
+        assert_eq!(st["layers"][layer]["ci"].as_array().map(Vec::len), Some(2));
+    }
+
+    let out = copus().args(["analyze", sample]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.starts_with("B_simple now"), "{text}");
+    assert!(first.contains("steps 541-599"), "{first}");
+    assert!(text.contains("\ndrift         x"), "{text}");
+    assert!(text.contains("\nrun-wide "), "{text}");
+    assert!(text.contains("what to do:"), "{text}");
+}
+
+/// `--one-sided` runs the live view's smoother, with per-step intervals in `steps[]`.
+#[test]
+fn one_sided_flag_is_the_live_smoother() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/data/sample-run.ndjson");
+    let out = copus()
+        .args(["analyze", "--one-sided", "--json", sample])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let smoother = v["summary"]["smoother"].as_str().expect("smoother");
+    assert!(smoother.starts_with("one_sided(double ema"), "{smoother}");
+    let last = v["steps"].as_array().and_then(|s| s.last()).expect("steps");
+    assert!(
+        last["b_simple"].is_f64() && last["ci"][0].is_f64(),
+        "{last}"
+    );
+}
+
+/// `copus analyze A --compare B --json`: both analyses and the comparison.
+#[test]
+fn compare_two_runs_in_json() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/data/sample-run.ndjson");
+    let out = copus()
+        .args(["analyze", "--json", sample, "--compare", sample])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["a"]["summary"]["now"]["b_simple"].is_f64());
+    assert_eq!(v["a"]["summary"], v["b"]["summary"]);
+    let c = &v["comparison"];
+    assert_eq!(c["aligned_by"], "tokens");
+    assert_eq!(c["differs_share"].as_f64(), Some(0.0));
+    assert_eq!(c["now"]["ratio"].as_f64(), Some(1.0));
+    assert_eq!(c["now"]["differs"], false);
+    assert_eq!(c["points"].as_array().map(Vec::len), Some(599));
+
+    let missing = copus()
+        .args(["analyze", sample, "--compare", "/nonexistent/b.ndjson"])
+        .output()
+        .expect("run");
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/b.ndjson"));
 }

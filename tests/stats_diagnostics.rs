@@ -188,3 +188,141 @@ fn swapped_norms_give_a_negative_trace_diagnostic() {
     assert!(kinds(&r).contains(&K::NegativeTrace));
     assert_eq!(r.summary.verdict, Verdict::Unreliable);
 }
+
+/// A producer's `skipped: "non-finite ..."` (what the dump reader and the trainer write for a
+/// NaN gradient) is the same event as a NaN in a stats line: counted as non-finite, located,
+/// and rated by how many steps it costs.
+#[test]
+fn producer_flagged_nan_counts_as_non_finite() {
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    let mut records = m.run(12, 1000, |_| 1.0);
+    records[417].skipped = Some("non-finite: 3 NaN/Inf values in tensor w of step_417".into());
+    records[600].skipped = Some("loss-scale overflow".into());
+    records[800].skipped = Some("comm hook ran 2 times in one step; non-finite: loss".into());
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    assert_eq!(r.summary.non_finite_skipped, 2);
+    let nf = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::NonFiniteSkipped)
+        .expect("non-finite diagnostic");
+    assert_eq!(nf.steps, Some([417, 800]));
+    assert_eq!(nf.at, vec![[417, 417], [800, 800]]);
+    assert_eq!(
+        nf.severity,
+        copus::stats::Severity::Info,
+        "two steps in 1000"
+    );
+    let skipped = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::ProducerSkipped)
+        .expect("producer skipped");
+    assert_eq!(skipped.steps, Some([600, 600]));
+
+    // Many NaN steps: a warning, and the verdict says so.
+    for r in records.iter_mut().skip(100).step_by(50) {
+        r.skipped = Some("non-finite gradient or loss: update skipped".into());
+    }
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    let nf = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::NonFiniteSkipped)
+        .expect("non-finite");
+    assert_eq!(nf.severity, copus::stats::Severity::Warning);
+    // Steps 100, 150, …, 950 and 417.
+    assert_eq!(nf.at.len(), 19, "each NaN step located: {:?}", nf.at);
+    assert!(
+        r.summary
+            .reasons
+            .iter()
+            .any(|x| x.kind == K::NonFiniteSkipped)
+    );
+}
+
+/// One malformed line and one NaN do not lower the verdict of a long steady run; the verdict
+/// carries its meaning and no reasons.
+#[test]
+fn a_single_bad_line_does_not_make_a_run_noisy() {
+    use copus::stats::{InputCounts, analyze_with_counts};
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 8);
+    let mut records = m.run(13, 2000, |_| 4.0);
+    records[700].sq_small = f64::NAN;
+    let counts = InputCounts {
+        malformed: 1,
+        ..InputCounts::default()
+    };
+    let r = analyze_with_counts(&records, &counts, &EstimatorSettings::default()).expect("a");
+    assert_eq!(r.summary.non_finite_skipped, 1);
+    assert_eq!(r.summary.malformed_lines, 1);
+    assert!(kinds(&r).contains(&K::MalformedLines) && kinds(&r).contains(&K::NonFiniteSkipped));
+    assert_eq!(
+        r.summary.verdict,
+        Verdict::Stable,
+        "{:?}",
+        r.summary.reasons
+    );
+    assert!(r.summary.reasons.is_empty());
+    assert!(r.summary.verdict_meaning.starts_with("stable"));
+
+    // 30 malformed lines in 2000 (1.5%): a warning and a reason.
+    let counts = InputCounts {
+        malformed: 30,
+        ..InputCounts::default()
+    };
+    let r = analyze_with_counts(&records, &counts, &EstimatorSettings::default()).expect("a");
+    assert_eq!(r.summary.verdict, Verdict::Noisy);
+    let reason = r
+        .summary
+        .reasons
+        .iter()
+        .find(|x| x.kind == K::MalformedLines)
+        .expect("reason");
+    assert!(reason.action.contains("protocol v1"));
+}
+
+/// Per-layer trajectories use the whole model's smoother and interval construction: a layer
+/// holding every dimension gives exactly the whole-model numbers, per step and run-wide, on a
+/// growing run (where an interval that is not detrended would be far wider).
+#[test]
+fn per_layer_intervals_are_built_like_the_whole_model() {
+    use copus::stats::SmootherKind;
+    let mut m = Model::power_law(200, 1.0, 1000.0, 4.0, 8);
+    m.layer_split = Some(200);
+    let records = m.run(14, 1500, |t| {
+        m.trace() / (16.0 * 8.0f64.powf(t as f64 / 1499.0))
+    });
+    for smoother in [SmootherKind::TwoSided, SmootherKind::OneSided] {
+        let s = EstimatorSettings {
+            smoother,
+            ..EstimatorSettings::default()
+        };
+        let r = analyze(&records, &s).expect("analysis");
+        let top = r
+            .summary
+            .layers
+            .iter()
+            .find(|l| l.name == "top")
+            .expect("top");
+        let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        assert!(same(
+            top.b_simple.expect("b"),
+            r.summary.b_simple.expect("b")
+        ));
+        assert!(same(top.ci[0], r.summary.ci[0]) && same(top.ci[1], r.summary.ci[1]));
+        for row in &r.steps {
+            let p = row.layers.get("top").expect("layer point");
+            match (p.b_simple, row.b_simple) {
+                (Some(a), Some(b)) => assert!(same(a, b), "step {}: {a} vs {b}", row.step),
+                (a, b) => assert_eq!(a.is_some(), b.is_some()),
+            }
+            assert!(same(p.ci[0], row.ci[0]), "step {}", row.step);
+            // The empty layer has no noise scale.
+            assert_eq!(row.layers.get("rest").and_then(|p| p.b_simple), None);
+        }
+    }
+}

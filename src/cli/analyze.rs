@@ -13,7 +13,7 @@ use std::path::PathBuf;
 pub enum SmootherArg {
     /// Two-sided Gaussian kernel over steps (recorded runs).
     TwoSided,
-    /// One-sided EMA decayed per sample (live runs).
+    /// One-sided double EMA decayed per sample, lag-corrected (live runs).
     OneSided,
 }
 
@@ -26,8 +26,16 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub json: bool,
     /// Smoother of the per-step trajectory.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, conflicts_with = "one_sided")]
     pub smoother: Option<SmootherArg>,
+    /// The live view's smoother (same as `--smoother one-sided`): the exact estimate and
+    /// intervals `copus watch` shows.
+    #[arg(long)]
+    pub one_sided: bool,
+    /// Steps in the last window ("now") and the first window of the drift diagnostic
+    /// (default: steps/10, at least 50).
+    #[arg(long, value_name = "STEPS")]
+    pub window: Option<usize>,
     /// Two-sided kernel standard deviation in steps (default: steps/40, clamped to 3..200).
     #[arg(long, value_name = "STEPS")]
     pub bandwidth: Option<f64>,
@@ -43,6 +51,10 @@ pub struct AnalyzeArgs {
     /// Autocorrelation window of the interval variance, in steps.
     #[arg(long, value_name = "STEPS")]
     pub block_length: Option<usize>,
+    /// A second run (stats file or dump directory) to lay over the first: trajectories aligned
+    /// by tokens, stretches where they differ beyond their intervals, ratio of the estimates.
+    #[arg(long, value_name = "PATH")]
+    pub compare: Option<PathBuf>,
     /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step.
     #[arg(long, default_value_t = 20)]
     pub rows: usize,
@@ -70,6 +82,10 @@ impl AnalyzeArgs {
                 SmootherArg::OneSided => SmootherKind::OneSided,
             };
         }
+        if self.one_sided {
+            s.smoother = SmootherKind::OneSided;
+        }
+        s.window_steps = self.window.or(s.window_steps);
         s.bandwidth_steps = self.bandwidth.or(s.bandwidth_steps);
         s.ema_decay = self.decay.unwrap_or(s.ema_decay);
         s.reference_batch = self.reference_batch.or(s.reference_batch);
@@ -82,6 +98,9 @@ impl AnalyzeArgs {
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
+    if let Some(other) = &args.compare {
+        return super::analyze_compare::run(args, other);
+    }
     if path.is_dir() {
         return run_dump(args);
     }
@@ -153,7 +172,84 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn fmt_ci(ci: [f64; 2]) -> String {
+/// The headline: where B_simple is now (last window), its drift, the run-wide value labelled
+/// as such, and the verdict with its meaning and reasons.
+pub fn render_headline(s: &crate::stats::Summary) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let pct = 100.0 * s.confidence;
+    let n = &s.now;
+    let _ = writeln!(
+        out,
+        "B_simple now  {} samples  {pct:.0}% CI {}  (last window: steps {}-{}, {} steps)",
+        fmt_opt(n.b_simple),
+        fmt_ci(n.ci),
+        n.first_step,
+        n.last_step,
+        n.steps
+    );
+    if let (Some(t), Some(b)) = (s.seq_len, n.b_simple) {
+        let _ = writeln!(
+            out,
+            "              = {:.4e} tokens (seq_len {t:.0} inferred)",
+            t * b
+        );
+    }
+    match &s.drift {
+        Some(d) if d.significant => {
+            let _ = writeln!(
+                out,
+                "drift         x{:.2} ({pct:.0}% CI x{:.2}-x{:.2}) from {} samples over steps {}-{}",
+                d.factor,
+                d.ci[0],
+                d.ci[1],
+                fmt_opt(d.from.b_simple),
+                d.from.first_step,
+                d.from.last_step
+            );
+        }
+        Some(d) => {
+            let _ = writeln!(
+                out,
+                "drift         none: x{:.2} ({pct:.0}% CI x{:.2}-x{:.2}) since steps {}-{} is within \
+                 the uncertainty",
+                d.factor, d.ci[0], d.ci[1], d.from.first_step, d.from.last_step
+            );
+        }
+        None if s.steps < 2 * s.now.steps => {
+            let _ = writeln!(
+                out,
+                "drift         not measured: fewer steps than two windows"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "drift         not measured: no positive estimate in the first or the last window"
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "run-wide      {} samples  {pct:.0}% CI {}  (ratio of run averages over steps {}-{}; \
+         weighted toward early steps where |G|^2 is large)",
+        fmt_opt(s.b_simple),
+        fmt_ci(s.ci),
+        s.run_wide.first_step,
+        s.run_wide.last_step
+    );
+    if let Some(t) = s.b_simple_tokens {
+        let _ = writeln!(out, "              = {t:.4e} tokens");
+    }
+    let _ = writeln!(out, "verdict       {}", s.verdict_meaning);
+    for r in &s.reasons {
+        let _ = writeln!(out, "  because     {}", r.message);
+        let _ = writeln!(out, "    what to do: {}", r.action);
+    }
+    out
+}
+
+pub(crate) fn fmt_ci(ci: [f64; 2]) -> String {
     let hi = if ci[1].is_finite() {
         format!("{:.4}", ci[1])
     } else {
@@ -162,7 +258,7 @@ fn fmt_ci(ci: [f64; 2]) -> String {
     format!("[{:.4}, {hi}]", ci[0])
 }
 
-fn fmt_opt(x: Option<f64>) -> String {
+pub(crate) fn fmt_opt(x: Option<f64>) -> String {
     x.map_or_else(|| "unbounded".into(), |v| format!("{v:.4}"))
 }
 
@@ -171,24 +267,10 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
     use std::fmt::Write;
     let s = &r.summary;
     let mut out = String::new();
-    let pct = 100.0 * s.confidence;
+    out.push_str(&render_headline(s));
     let _ = writeln!(
         out,
-        "B_simple  {} samples  {pct:.0}% CI {}  verdict: {:?}",
-        fmt_opt(s.b_simple),
-        fmt_ci(s.ci),
-        s.verdict
-    );
-    if let Some(t) = s.b_simple_tokens {
-        let _ = writeln!(
-            out,
-            "          = {t:.4e} tokens (seq_len {:.0} inferred)",
-            s.seq_len.unwrap_or(0.0)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "|G|^2     {:.6e}   tr(Sigma) {:.6e}",
+        "|G|^2     {:.6e}   tr(Sigma) {:.6e}  (run averages)",
         s.g2, s.trace_sigma
     );
     let _ = writeln!(
@@ -221,6 +303,19 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
                 .map(|[a, b]| format!(" [steps {a}-{b}]"))
                 .unwrap_or_default();
             let _ = writeln!(out, "  {:?} {:?}: {}{range}", d.severity, d.kind, d.message);
+            if d.at.len() > 1 {
+                let list: Vec<String> =
+                    d.at.iter()
+                        .map(|[a, b]| {
+                            if a == b {
+                                a.to_string()
+                            } else {
+                                format!("{a}-{b}")
+                            }
+                        })
+                        .collect();
+                let _ = writeln!(out, "      at steps {}", list.join(", "));
+            }
         }
     }
     let _ = writeln!(

@@ -2,6 +2,7 @@
 //! Each subcommand's arguments and runner live in a file of their own.
 
 pub mod analyze;
+pub mod analyze_compare;
 pub mod bench;
 pub mod cluster_args;
 pub mod demo_train;

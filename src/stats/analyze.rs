@@ -4,15 +4,16 @@
 
 use super::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, record_changes};
 use super::estimate::{EstimatorKind, NoEstimate, StepEstimate, estimate_record};
-use super::interval::z_for;
 use super::layers::breakdown;
 use super::protocol::{ProtocolError, validate};
 use super::reader::ReadOutcome;
-use super::report::{AnalyzeReport, StepRow, Summary};
+use super::report::{AnalyzeReport, LayerPoint, StepRow, Summary};
 use super::settings::EstimatorSettings;
 use super::smoothed::{Series, smooth};
 use super::step::StepStats;
 use super::summary_diags::{finish_diagnostics, infer_seq_len, verdict};
+use super::window::{self, Drift, WindowEstimate};
+use std::collections::BTreeMap;
 
 /// Why no analysis could be produced.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -102,7 +103,13 @@ pub fn analyze_with_counts(
     let mut kept: Vec<&StepStats> = Vec::with_capacity(records.len());
     for r in records {
         if let Some(reason) = &r.skipped {
-            dropped.skipped.push((r.step, reason.clone()));
+            // Producers (the dump reader, the trainer, the Python hook) flag NaN/Inf steps with
+            // a reason starting "non-finite": the same event as a NaN in a stats line.
+            if is_non_finite_reason(reason) {
+                dropped.non_finite.push(r.step);
+            } else {
+                dropped.skipped.push((r.step, reason.clone()));
+            }
             continue;
         }
         match validate(r) {
@@ -151,6 +158,19 @@ pub fn analyze_with_counts(
         b_big: &b_big,
     };
     let sm = smooth(&series, settings);
+    let run_wide = WindowEstimate {
+        first_step: steps[0],
+        last_step: steps[steps.len() - 1],
+        steps: steps.len(),
+        b_simple: sm.summary.b_simple,
+        ci: sm.summary.ci,
+        g2: sm.summary.g2,
+        trace_sigma: sm.summary.trace,
+    };
+    let drift = sm
+        .first
+        .as_ref()
+        .and_then(|f| window::drift(f, &sm.now, settings.confidence, settings.drift_min_factor));
     let b0 = settings.reference_batch.unwrap_or(b_big[0]);
     let ratio = super::smoothing::ratio_ema(&trace, &g2, &b_big, settings.ema_decay, b0);
 
@@ -177,6 +197,7 @@ pub fn analyze_with_counts(
                 tokens: r.tokens,
                 loss: r.loss,
                 lr: r.lr,
+                layers: BTreeMap::new(),
             }
         })
         .collect();
@@ -187,12 +208,15 @@ pub fn analyze_with_counts(
         .filter(|e| !e.kind.is_biased())
         .map(|e| kept[e.index])
         .collect();
-    let z = z_for(settings.confidence);
-    let lag = settings.block_length_for(est.len());
-    let (layers, layer_diags) = breakdown(&two_batch, z, lag, settings.dominating_layer_share);
+    let per_layer = breakdown(&two_batch, settings);
+    let mut rows = rows;
+    attach_layers(&mut rows, per_layer.trajectories);
 
     let mut diagnostics = record_changes(&used);
-    diagnostics.extend(layer_diags);
+    diagnostics.extend(per_layer.diagnostics);
+    if let Some(d) = drift.as_ref().filter(|d| d.significant) {
+        diagnostics.push(drift_diagnostic(d, settings.confidence));
+    }
     let negative = g2.iter().filter(|x| **x < 0.0).count() as f64 / g2.len() as f64;
     finish_diagnostics(
         &mut diagnostics,
@@ -203,6 +227,7 @@ pub fn analyze_with_counts(
         &sm.summary,
         negative,
         settings,
+        records.len(),
     );
     diagnostics.sort_by_key(|d| std::cmp::Reverse(d.severity));
 
@@ -211,13 +236,18 @@ pub fn analyze_with_counts(
     let mut summary = Summary {
         b_simple: sm.summary.b_simple,
         ci: sm.summary.ci,
+        run_wide,
+        now: (&sm.now).into(),
+        drift,
         g2: sm.summary.g2,
         trace_sigma: sm.summary.trace,
         steps: est.len(),
         malformed_lines: counts.malformed,
-        layers,
+        layers: per_layer.rows,
         diagnostics,
         verdict: super::report::Verdict::Stable,
+        verdict_meaning: String::new(),
+        reasons: Vec::new(),
         confidence: settings.confidence,
         negative_g2_fraction: negative,
         non_finite_skipped: non_finite_total,
@@ -226,11 +256,57 @@ pub fn analyze_with_counts(
         seq_len,
         b_simple_tokens: seq_len.zip(sm.summary.b_simple).map(|(s, b)| s * b),
     };
-    summary.verdict = verdict(&summary, settings);
+    let (v, reasons) = verdict(&summary, settings);
+    summary.verdict = v;
+    summary.verdict_meaning = v.meaning().to_string();
+    summary.reasons = reasons;
     Ok(AnalyzeReport {
         summary,
         steps: rows,
     })
+}
+
+/// True for a producer's skip reason that reports NaN/±Inf values: it mentions `non-finite`
+/// (any case), as the dump reader, the built-in trainer and the Python hook write it (the hook
+/// may append it to another reason: `"...; non-finite: loss"`).
+pub fn is_non_finite_reason(reason: &str) -> bool {
+    reason.to_ascii_lowercase().contains("non-finite")
+}
+
+/// Put each layer's per-step points on the rows of the same step (rows sorted by step).
+fn attach_layers(rows: &mut [StepRow], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) {
+    for (name, points) in traj {
+        for (step, p) in points {
+            if let Ok(i) = rows.binary_search_by_key(&step, |r| r.step) {
+                rows[i].layers.insert(name.clone(), p);
+            }
+        }
+    }
+}
+
+fn drift_diagnostic(d: &Drift, confidence: f64) -> Diagnostic {
+    let fmt = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.1}"));
+    let dir = if d.factor >= 1.0 { "grows" } else { "shrinks" };
+    let msg = format!(
+        "B_simple {dir} x{:.2} ({:.0}% CI x{:.2}-x{:.2}) from {} samples over steps {}-{} to {} \
+         samples over steps {}-{}: the run-wide value averages a moving target",
+        d.factor,
+        100.0 * confidence,
+        d.ci[0],
+        d.ci[1],
+        fmt(d.from.b_simple),
+        d.from.first_step,
+        d.from.last_step,
+        fmt(d.to.b_simple),
+        d.to.first_step,
+        d.to.last_step,
+    );
+    Diagnostic::new(K::Drift, Severity::Warning, msg)
+        .at(d.from.first_step, d.to.last_step)
+        .located(&[
+            [d.from.first_step, d.from.last_step],
+            [d.to.first_step, d.to.last_step],
+        ])
 }
 
 fn majority_kind(est: &[StepEstimate]) -> EstimatorKind {
@@ -245,11 +321,7 @@ fn majority_kind(est: &[StepEstimate]) -> EstimatorKind {
     .unwrap_or(EstimatorKind::TwoBatch)
 }
 
-/// Shorthand used by the diagnostics assembly.
+/// Shorthand used by the diagnostics assembly: located at the stretches of `steps`.
 pub(crate) fn diag(kind: K, severity: Severity, msg: String, steps: &[u64]) -> Diagnostic {
-    let d = Diagnostic::new(kind, severity, msg);
-    match (steps.iter().min(), steps.iter().max()) {
-        (Some(a), Some(b)) => d.at(*a, *b),
-        _ => d,
-    }
+    Diagnostic::new(kind, severity, msg).located(&super::diagnostics::stretches_of(steps))
 }

@@ -43,6 +43,56 @@ pub enum DiagnosticKind {
     LrChange,
     /// Steps are not in increasing order or repeat (sorted before smoothing).
     StepOrder,
+    /// B_simple changes between the first and the last window by more than its uncertainty:
+    /// the run-wide value averages a moving target.
+    Drift,
+    /// The run-wide interval is wide (hi/lo > 2 or lo = 0); a verdict reason only.
+    WideInterval,
+    /// The run-average |G|² is not positive, so there is no run-wide B_simple; a verdict reason
+    /// only.
+    NonPositiveG2,
+}
+
+impl DiagnosticKind {
+    /// What to do about it, in one sentence.
+    pub fn action(self) -> &'static str {
+        use DiagnosticKind as K;
+        match self {
+            K::NegativeG2 => "collect larger batches per step or smooth over more steps",
+            K::NonPositiveSmoothedG2 => {
+                "widen the smoother (--bandwidth, --decay) or record more samples per step"
+            }
+            K::NegativeTrace => {
+                "check that sq_small is the mean over small batches and not swapped with sq_big"
+            }
+            K::UnboundedInterval => "record more steps or larger batches before trusting a value",
+            K::DominatingLayer => "look at that layer's own B_simple over time (steps[].layers)",
+            K::LayersDoNotAddUp => {
+                "check that every layer is reported once, with sharded gradients gathered"
+            }
+            K::TooFewSteps => "record more steps",
+            K::BatchSizeChange => "compare estimates within stretches of equal batch size",
+            K::LossScaleJump => {
+                "divide the squared norms by the loss scale squared before writing them"
+            }
+            K::NonFiniteSkipped => "look at the named steps for overflowing gradients or loss",
+            K::ProducerSkipped => "nothing, unless many steps are skipped",
+            K::MalformedLines => "fix the producer so every line is a protocol v1 record",
+            K::InvalidRecords => "fix the producer's batch sizes or norms at the named steps",
+            K::SingleGradientUnusable => {
+                "send dot_prev and consecutive steps, or two batch sizes per step"
+            }
+            K::DifferencingBiased => "send two batch sizes per step (b_small < b_big)",
+            K::LrChange => "compare estimates at equal learning rate (before/after the change)",
+            K::StepOrder => "write steps in increasing order, once each",
+            K::Drift => {
+                "read the `now` value and the trajectory, not the run-wide value; re-plan the \
+                 batch size as B_crit moves"
+            }
+            K::WideInterval => "record more steps or larger batches, or read the trajectory",
+            K::NonPositiveG2 => "record larger batches per step; the gradient signal is lost",
+        }
+    }
 }
 
 /// How serious a diagnostic is.
@@ -64,10 +114,19 @@ pub struct Diagnostic {
     pub severity: Severity,
     /// Human-readable reason, with numbers.
     pub message: String,
-    /// First and last optimizer step concerned, when it is about a range of steps.
+    /// First and last optimizer step concerned, when it is about a range of steps (for a
+    /// single located step, e.g. a learning-rate change point, both are that step).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<[u64; 2]>,
+    /// Every located step or stretch, `[first, last]` each (a single step is `[s, s]`), in step
+    /// order, at most [`MAX_LOCATED`]: change points, jumps, NaN steps, stretches where the
+    /// smoothed |G|² is not positive.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub at: Vec<[u64; 2]>,
 }
+
+/// Most located steps or stretches a diagnostic lists in `at`.
+pub const MAX_LOCATED: usize = 100;
 
 impl Diagnostic {
     /// A diagnostic without a step range.
@@ -77,6 +136,7 @@ impl Diagnostic {
             severity,
             message: message.into(),
             steps: None,
+            at: Vec::new(),
         }
     }
 
@@ -85,6 +145,34 @@ impl Diagnostic {
         self.steps = Some([first, last]);
         self
     }
+
+    /// Attach located stretches (`[first, last]` each, in step order; at most
+    /// [`MAX_LOCATED`] kept); `steps` becomes their hull unless already set.
+    pub fn located(mut self, stretches: &[[u64; 2]]) -> Self {
+        if let (Some(a), Some(b)) = (stretches.first(), stretches.last())
+            && self.steps.is_none()
+        {
+            self.steps = Some([a[0], b[1]]);
+        }
+        self.at = stretches.iter().take(MAX_LOCATED).copied().collect();
+        self
+    }
+}
+
+/// Contiguous stretches of the sorted steps `steps` (consecutive integers merge), as
+/// `[first, last]` pairs.
+pub fn stretches_of(steps: &[u64]) -> Vec<[u64; 2]> {
+    let mut v: Vec<u64> = steps.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for s in v {
+        match out.last_mut() {
+            Some(last) if last[1].checked_add(1) == Some(s) => last[1] = s,
+            _ => out.push([s, s]),
+        }
+    }
+    out
 }
 
 /// Batch-size changes, loss-scale jumps and lr changes along the (sorted, usable) records.
@@ -117,9 +205,11 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
             first.0,
             first.1
         );
+        let at: Vec<[u64; 2]> = jumps.iter().map(|j| [j.0, j.0]).collect();
         out.push(
             Diagnostic::new(DiagnosticKind::LossScaleJump, Severity::Warning, msg)
-                .at(first.0, last.0),
+                .at(first.0, last.0)
+                .located(&at),
         );
     }
     out.extend(lr_change(records));
@@ -160,10 +250,20 @@ fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
     out
 }
 
+/// A jump of the learning rate between consecutive records by more than this factor is a
+/// change point.
+const LR_JUMP: f64 = 1.05;
+
+/// Learning-rate changes: located at the change points (consecutive records whose lr differs by
+/// more than [`LR_JUMP`]×); a smooth schedule without jumps is located where the lr first
+/// departs by more than 10% from its first value, up to the last step.
 fn lr_change(records: &[&StepStats]) -> Option<Diagnostic> {
     let lrs: Vec<(u64, f64)> = records
         .iter()
-        .filter_map(|r| r.lr.filter(|l| *l > 0.0).map(|l| (r.step, l)))
+        .filter_map(|r| {
+            r.lr.filter(|l| *l > 0.0 && l.is_finite())
+                .map(|l| (r.step, l))
+        })
         .collect();
     let (lo, hi) = lrs
         .iter()
@@ -173,13 +273,36 @@ fn lr_change(records: &[&StepStats]) -> Option<Diagnostic> {
     if lrs.len() < 2 || hi <= lo * 1.1 {
         return None;
     }
+    let jumps: Vec<(u64, f64, f64)> = lrs
+        .windows(2)
+        .filter(|w| w[1].1 > w[0].1 * LR_JUMP || w[0].1 > w[1].1 * LR_JUMP)
+        .map(|w| (w[1].0, w[0].1, w[1].1))
+        .collect();
+    let tail = "B_simple scales as 1/temperature (lr/B), so an lr decay inflates it: compare \
+                steps at equal lr";
+    if let Some(&(s, from, to)) = jumps.first() {
+        let at: Vec<[u64; 2]> = jumps.iter().map(|j| [j.0, j.0]).collect();
+        let msg = format!(
+            "learning rate changes {} time(s), first at step {s} ({from:.3e} -> {to:.3e}, x{:.2}); \
+             it varies from {lo:.3e} to {hi:.3e} (x{:.1}) over the run; {tail}",
+            jumps.len(),
+            to / from,
+            hi / lo
+        );
+        return Some(Diagnostic::new(DiagnosticKind::LrChange, Severity::Info, msg).located(&at));
+    }
+    let l0 = lrs[0].1;
+    let start = lrs
+        .iter()
+        .find(|(_, l)| *l > l0 * 1.1 || *l < l0 / 1.1)
+        .map_or(lrs[0].0, |p| p.0);
+    let last = lrs[lrs.len() - 1].0;
     let msg = format!(
-        "learning rate varies from {lo:.3e} to {hi:.3e} (x{:.1}); B_simple scales as 1/temperature \
-         (lr/B), so lr decay inflates it: compare steps at equal lr",
+        "learning rate moves smoothly from {lo:.3e} to {hi:.3e} (x{:.1}), departing from its first \
+         value by more than 10% at step {start}; {tail}",
         hi / lo
     );
-    let (first, last) = (lrs[0].0, lrs[lrs.len() - 1].0);
-    Some(Diagnostic::new(DiagnosticKind::LrChange, Severity::Info, msg).at(first, last))
+    Some(Diagnostic::new(DiagnosticKind::LrChange, Severity::Info, msg).at(start, last))
 }
 
 /// Contiguous runs of `true` in `flags`, as (first, last) step pairs.

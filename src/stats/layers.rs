@@ -1,21 +1,41 @@
 //! Per-layer breakdown: each layer's share of tr(Σ) and its own B_simple, from run-averaged
-//! per-layer estimates (ratio of averages, never average of ratios).
+//! per-layer estimates (ratio of averages, never average of ratios), and each layer's smoothed
+//! B_simple over time. Intervals are built exactly as the whole model's: Fieller's with the
+//! Newey–West variance of residuals detrended by the two-sided kernel.
 
 use super::diagnostics::{Diagnostic, DiagnosticKind, Severity};
 use super::estimate::two_batch;
-use super::interval::{fieller, hac_mean_cov};
-use super::report::LayerRow;
+use super::report::{LayerPoint, LayerRow};
+use super::settings::EstimatorSettings;
+use super::smoothed::{Series, smooth};
 use super::step::StepStats;
+use rayon::prelude::*;
 use std::collections::BTreeMap;
 
-/// Per-layer rows (sorted by descending trace share) and the layer diagnostics.
-pub fn breakdown(
-    records: &[&StepStats],
-    z: f64,
-    lag: usize,
-    dominating_share: f64,
-) -> (Vec<LayerRow>, Vec<Diagnostic>) {
-    let mut series: BTreeMap<&str, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+/// One layer's per-step estimates, in step order.
+#[derive(Default)]
+struct LayerSeries {
+    steps: Vec<u64>,
+    trace: Vec<f64>,
+    g2: Vec<f64>,
+    b_big: Vec<f64>,
+}
+
+/// Per-layer results: rows, diagnostics and trajectories.
+pub struct Breakdown {
+    /// Run-level rows, sorted by descending trace share.
+    pub rows: Vec<LayerRow>,
+    /// Dominating-layer and layers-do-not-add-up diagnostics.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Each layer's smoothed B_simple per step: name → (step, point), in step order.
+    pub trajectories: BTreeMap<String, Vec<(u64, LayerPoint)>>,
+}
+
+/// Per-layer rows (sorted by descending trace share), the layer diagnostics and the per-layer
+/// trajectories, from two-batch `records` sorted by step.
+pub fn breakdown(records: &[&StepStats], settings: &EstimatorSettings) -> Breakdown {
+    let dominating_share = settings.dominating_layer_share;
+    let mut series: BTreeMap<&str, LayerSeries> = BTreeMap::new();
     let mut mismatch = (0usize, 0usize, u64::MAX, 0u64);
     for r in records {
         if r.layers.is_empty() {
@@ -24,10 +44,15 @@ pub fn breakdown(
         let mut sum_small = 0.0;
         for (name, l) in &r.layers {
             sum_small += l.sq_small;
-            if let Some(tb) = two_batch(r.b_small, r.b_big, l.sq_small, l.sq_big) {
+            if let Some(tb) = two_batch(r.b_small, r.b_big, l.sq_small, l.sq_big)
+                && tb.trace.is_finite()
+                && tb.g2.is_finite()
+            {
                 let e = series.entry(name.as_str()).or_default();
-                e.0.push(tb.trace);
-                e.1.push(tb.g2);
+                e.steps.push(r.step);
+                e.trace.push(tb.trace);
+                e.g2.push(tb.g2);
+                e.b_big.push(r.b_big);
             }
         }
         mismatch.1 += 1;
@@ -37,10 +62,19 @@ pub fn breakdown(
             mismatch.3 = mismatch.3.max(r.step);
         }
     }
-    let mut rows: Vec<LayerRow> = series
-        .into_iter()
-        .map(|(name, (t, g))| layer_row(name, &t, &g, z, lag))
+    // One smoothing pass per layer: independent, so in parallel (a live run with many layers
+    // is re-analysed several times a second).
+    let series: Vec<(&str, LayerSeries)> = series.into_iter().collect();
+    let done: Vec<(LayerRow, Vec<(u64, LayerPoint)>)> = series
+        .par_iter()
+        .map(|(name, s)| layer(name, s, settings))
         .collect();
+    let mut rows: Vec<LayerRow> = Vec::with_capacity(done.len());
+    let mut trajectories = BTreeMap::new();
+    for (row, traj) in done {
+        trajectories.insert(row.name.clone(), traj);
+        rows.push(row);
+    }
     let total: f64 = rows.iter().map(|r| r.trace_sigma).sum();
     for row in &mut rows {
         row.trace_share = if total != 0.0 {
@@ -81,23 +115,49 @@ pub fn breakdown(
                 .at(mismatch.2, mismatch.3),
         );
     }
-    (rows, diags)
+    Breakdown {
+        rows,
+        diagnostics: diags,
+        trajectories,
+    }
 }
 
-fn layer_row(name: &str, t: &[f64], g: &[f64], z: f64, lag: usize) -> LayerRow {
-    let n = t.len() as f64;
-    let mt = t.iter().sum::<f64>() / n;
-    let mg = g.iter().sum::<f64>() / n;
-    let dt: Vec<f64> = t.iter().map(|x| x - mt).collect();
-    let dg: Vec<f64> = g.iter().map(|x| x - mg).collect();
-    let ci = fieller(mt, mg, hac_mean_cov(&dt, &dg, None, lag), z);
-    LayerRow {
+fn layer(
+    name: &str,
+    s: &LayerSeries,
+    settings: &EstimatorSettings,
+) -> (LayerRow, Vec<(u64, LayerPoint)>) {
+    let sm = smooth(
+        &Series {
+            steps: &s.steps,
+            trace: &s.trace,
+            g2: &s.g2,
+            b_big: &s.b_big,
+        },
+        settings,
+    );
+    let row = LayerRow {
         name: name.to_string(),
         trace_share: 0.0,
-        b_simple: (mg > 0.0).then(|| mt / mg),
-        ci,
-        trace_sigma: mt,
-        g2: mg,
-        steps: t.len(),
-    }
+        b_simple: sm.summary.b_simple,
+        ci: sm.summary.ci,
+        trace_sigma: sm.summary.trace,
+        g2: sm.summary.g2,
+        steps: s.steps.len(),
+    };
+    let traj = s
+        .steps
+        .iter()
+        .zip(&sm.points)
+        .map(|(&step, p)| {
+            (
+                step,
+                LayerPoint {
+                    b_simple: p.b_simple,
+                    ci: p.ci,
+                },
+            )
+        })
+        .collect();
+    (row, traj)
 }

@@ -5,6 +5,7 @@
 //! [`analyze_outcome`] (records → [`AnalyzeReport`]).
 
 pub mod analyze;
+pub mod compare;
 pub mod diagnostics;
 pub mod estimate;
 pub mod interval;
@@ -17,12 +18,15 @@ pub mod smoothed;
 pub mod smoothing;
 pub mod step;
 mod summary_diags;
+pub mod window;
 
 pub use analyze::{InputCounts, StatsError, analyze, analyze_outcome, analyze_with_counts};
+pub use compare::{Comparison, compare};
 pub use diagnostics::{Diagnostic, DiagnosticKind, Severity};
 pub use estimate::{EstimatorKind, TwoBatch, two_batch};
 pub use protocol::{ProtocolError, parse_line};
 pub use reader::{LineError, ReadOutcome, read_ndjson};
-pub use report::{AnalyzeReport, LayerRow, StepRow, Summary, Verdict};
+pub use report::{AnalyzeReport, LayerPoint, LayerRow, Reason, StepRow, Summary, Verdict};
 pub use settings::{EstimatorSettings, SmootherKind};
 pub use step::{LayerSq, StepConfig, StepStats};
+pub use window::{Drift, WindowEstimate};

@@ -2,9 +2,11 @@
 //! it. B_simple and batch sizes are in **samples**; |G|² and tr(Σ) in the units of the squared
 //! norms the producer sent. An infinite interval bound serialises as `null` (unbounded).
 
-use super::diagnostics::{Diagnostic, Severity};
+use super::diagnostics::{Diagnostic, DiagnosticKind, Severity};
 use super::estimate::EstimatorKind;
+use super::window::{Drift, WindowEstimate};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// Whole analysis: run summary plus the smoothed trajectory, one row per usable step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,13 +29,56 @@ pub enum Verdict {
     Unreliable,
 }
 
-/// Run-level summary: ratio of the run-average tr(Σ) to the run-average |G|².
+impl Verdict {
+    /// What the verdict means, in one sentence.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Verdict::Stable => {
+                "stable: the run-wide interval is bounded and narrow (hi/lo <= 2) and no warning \
+                 bears on the estimate"
+            }
+            Verdict::Noisy => {
+                "noisy: the run-wide interval is bounded, but it is wide (hi/lo > 2) or a warning \
+                 bears on the estimate; read the reasons before trusting one number"
+            }
+            Verdict::Unreliable => {
+                "unreliable: no usable number; the average |G|^2 is not positive or not \
+                 distinguishable from zero, or there are too few steps"
+            }
+        }
+    }
+}
+
+/// One reason for a verdict below `stable`, with what to do about it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reason {
+    /// The diagnostic behind it (`wide_interval` and `non_positive_g2` have no other entry).
+    pub kind: DiagnosticKind,
+    /// What is wrong, with numbers.
+    pub message: String,
+    /// What to do about it.
+    pub action: String,
+}
+
+/// Run-level summary: where B_simple is now (last window), how it moved (drift), and the
+/// run-wide ratio of the run-average tr(Σ) to the run-average |G|².
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
-    /// B_simple = tr(Σ)/|G|² in samples; `null` when the average |G|² is not positive.
+    /// Run-wide B_simple = mean tr(Σ)/mean |G|² over all steps, in samples; `null` when the
+    /// average |G|² is not positive. Dominated by steps where |G|² is large (early training):
+    /// on a drifting run read `now`.
     pub b_simple: Option<f64>,
-    /// Confidence interval of `b_simple` (Fieller, autocorrelation-aware); hi `null` = unbounded.
+    /// Confidence interval of the run-wide `b_simple` (Fieller, autocorrelation-aware); hi
+    /// `null` = unbounded.
     pub ci: [f64; 2],
+    /// The run-wide estimate as a window covering every step (same numbers as `b_simple`,
+    /// `ci`, `g2`, `trace_sigma`, labelled by its step range).
+    pub run_wide: WindowEstimate,
+    /// Where the estimate is now: the ratio of means over the last window of steps.
+    pub now: WindowEstimate,
+    /// First window against last window; absent when the run is shorter than two windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
     /// Run-average |G|² estimate.
     pub g2: f64,
     /// Run-average tr(Σ) estimate (per-sample covariance).
@@ -46,8 +91,12 @@ pub struct Summary {
     pub layers: Vec<LayerRow>,
     /// Reasons the estimate may be unstable or biased.
     pub diagnostics: Vec<Diagnostic>,
-    /// Overall trust in the estimate.
+    /// Overall trust in the run-wide estimate.
     pub verdict: Verdict,
+    /// What the verdict means (one sentence).
+    pub verdict_meaning: String,
+    /// Why the verdict is not `stable`, each with what to do (empty when stable).
+    pub reasons: Vec<Reason>,
     /// Confidence level of every interval in the report.
     pub confidence: f64,
     /// Fraction of usable steps whose single-step |G|² estimate is negative.
@@ -123,6 +172,19 @@ pub struct StepRow {
     /// Learning rate, if recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lr: Option<f64>,
+    /// Per-layer smoothed B_simple at this step (same smoother and interval construction as
+    /// the whole model), by layer name; absent when the records carry no layers.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub layers: BTreeMap<String, LayerPoint>,
+}
+
+/// One layer's smoothed noise scale at one step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LayerPoint {
+    /// Smoothed B_simple of the layer (samples); `null` where its smoothed |G|² is not positive.
+    pub b_simple: Option<f64>,
+    /// Interval of the layer's smoothed B_simple; hi `null` = unbounded.
+    pub ci: [f64; 2],
 }
 
 impl Summary {

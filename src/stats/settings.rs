@@ -12,9 +12,10 @@ pub enum SmootherKind {
     /// Low-lag two-sided Gaussian kernel over steps, for recorded runs (the default).
     #[default]
     TwoSided,
-    /// One-sided EMA decayed per sample (θ = decay^(b_big/B0)) with bias correction, for live
-    /// runs where the future is not known yet (AdaptDL style). It lags a moving noise scale by
-    /// about 1/(1−θ) steps.
+    /// One-sided double EMA (Brown) decayed per sample (θ = decay^(b_big/B0)), normalised by
+    /// its weight sum, for live runs where the future is not known yet. Unlike a plain EMA
+    /// (which trails a moving noise scale by θ/(1−θ) steps) it has no lag on a linear trend;
+    /// see `smoothing::one_sided_lag_corrected`.
     OneSided,
 }
 
@@ -44,6 +45,15 @@ pub struct EstimatorSettings {
     pub dominating_layer_share: f64,
     /// A larger fraction of negative per-step |G|² estimates than this gives a warning.
     pub negative_g2_warn: f64,
+    /// Length in **steps** of the last window ("now") and of the first window the drift
+    /// diagnostic compares it with; `None` picks `max(steps/10, min_steps)`, at most all steps.
+    pub window_steps: Option<usize>,
+    /// The drift diagnostic is reported when the interval of the growth factor between the first
+    /// and the last window lies entirely above this factor (or below its inverse), e.g. 1.25.
+    pub drift_min_factor: f64,
+    /// Skipped steps (malformed, non-finite, invalid, producer-flagged) up to this fraction of
+    /// all records are reported as information, above it as a warning.
+    pub dropped_warn: f64,
 }
 
 impl Default for EstimatorSettings {
@@ -58,6 +68,9 @@ impl Default for EstimatorSettings {
             min_steps: 50,
             dominating_layer_share: 0.5,
             negative_g2_warn: 0.3,
+            window_steps: None,
+            drift_min_factor: 1.25,
+            dropped_warn: 0.01,
         }
     }
 }
@@ -89,7 +102,30 @@ impl EstimatorSettings {
                 "reference_batch must be positive samples, got {b0}"
             ));
         }
+        if self.window_steps == Some(0) {
+            return Err("window_steps must be at least 1".into());
+        }
+        if !(self.drift_min_factor.is_finite() && self.drift_min_factor >= 1.0) {
+            return Err(format!(
+                "drift_min_factor must be a factor >= 1, got {}",
+                self.drift_min_factor
+            ));
+        }
+        if !(self.dropped_warn >= 0.0 && self.dropped_warn <= 1.0) {
+            return Err(format!(
+                "dropped_warn must lie in [0, 1], got {}",
+                self.dropped_warn
+            ));
+        }
         Ok(())
+    }
+
+    /// Steps in the "now" window (and the first window) for a run of `steps` usable steps:
+    /// at least 1, at most `steps`.
+    pub fn window_for(&self, steps: usize) -> usize {
+        self.window_steps
+            .unwrap_or_else(|| (steps / 10).max(self.min_steps))
+            .clamp(1, steps.max(1))
     }
 
     /// Kernel bandwidth in steps for a run of `steps` usable steps.

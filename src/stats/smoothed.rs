@@ -1,9 +1,10 @@
-//! From per-step estimates to the run summary and the smoothed per-step trajectory, each with a
-//! Fieller interval whose variance accounts for autocorrelation between steps.
+//! From per-step estimates to the run summary, the estimate over the last window ("now"), the
+//! first window (for drift), and the smoothed per-step trajectory, each with a Fieller interval
+//! whose variance accounts for autocorrelation between steps.
 
 use super::interval::{fieller, hac_mean_cov, inflation, z_for};
 use super::settings::{EstimatorSettings, SmootherKind};
-use super::smoothing::{Moments, one_sided, two_sided};
+use super::smoothing::{Moments, one_sided_lag_corrected, two_sided};
 
 /// Per-step input series, in step order (units of the squared norms; batch sizes in samples).
 pub struct Series<'a> {
@@ -30,18 +31,82 @@ pub struct Point {
     pub ci: [f64; 2],
 }
 
-/// The summary point and the trajectory, plus a description of the smoother used.
+/// The ratio of means over a contiguous window of steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowPoint {
+    /// First optimizer step of the window.
+    pub first_step: u64,
+    /// Last optimizer step of the window.
+    pub last_step: u64,
+    /// Usable steps in the window.
+    pub steps: usize,
+    /// Window means and the interval of their ratio.
+    pub point: Point,
+    /// Delta-method variance of ln(B_simple) (ln T̄ − ln Ḡ); `None` when either mean is not
+    /// positive or the variance is not finite.
+    pub var_ln: Option<f64>,
+}
+
+/// The summary point, the windows and the trajectory, plus a description of the smoother used.
 pub struct Smoothed {
     /// Run-average point (ratio of means over all steps).
     pub summary: Point,
+    /// The last window of steps (where the estimate is now).
+    pub now: WindowPoint,
+    /// The first window, when it does not overlap the last one (for drift).
+    pub first: Option<WindowPoint>,
     /// One point per input step.
     pub points: Vec<Point>,
     /// E.g. `two_sided(gaussian sigma=75 steps)`.
     pub description: String,
 }
 
-/// Summary and trajectory. Values are rescaled internally for numerical range; B_simple is
-/// invariant to that scale.
+/// Residuals of the per-step estimates around the two-sided kernel (the detrended noise), with
+/// each step's retained-variance factor; the input of every autocorrelation-aware variance.
+pub struct Detrended {
+    /// tr(Σ) residuals.
+    pub dt: Vec<f64>,
+    /// |G|² residuals.
+    pub dg: Vec<f64>,
+    /// Variance a residual retains of its step's noise, 1 − 2·w_jj/Σw + Σw²/(Σw)².
+    pub keep: Vec<f64>,
+    /// The kernel's moments at every step (the two-sided trajectory).
+    pub kernel: Vec<Moments>,
+}
+
+/// Detrend (t, g) over `steps` by the two-sided Gaussian kernel of `bandwidth` steps.
+pub fn detrend(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Detrended {
+    let kernel = two_sided(t, g, steps, bandwidth);
+    let n = t.len();
+    let mut d = Detrended {
+        dt: Vec::with_capacity(n),
+        dg: Vec::with_capacity(n),
+        keep: Vec::with_capacity(n),
+        kernel: Vec::with_capacity(n),
+    };
+    for (i, (m, self_w)) in kernel.into_iter().enumerate() {
+        d.dt.push(t[i] - m.mean_t());
+        d.dg.push(g[i] - m.mean_g());
+        d.keep.push(1.0 - 2.0 * self_w + m.w2 / (m.w * m.w));
+        d.kernel.push(m);
+    }
+    d
+}
+
+impl Detrended {
+    /// Long-run (co)variances of the means of t and g over steps `range` (Bartlett lag `lag`).
+    pub fn mean_cov(&self, range: std::ops::Range<usize>, lag: usize) -> (f64, f64, f64) {
+        hac_mean_cov(
+            &self.dt[range.clone()],
+            &self.dg[range.clone()],
+            Some(&self.keep[range]),
+            lag,
+        )
+    }
+}
+
+/// Summary, windows and trajectory. Values are rescaled internally for numerical range;
+/// B_simple is invariant to that scale.
 pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
     let n = series.trace.len();
     let scale = series
@@ -62,25 +127,33 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
     let h = settings.bandwidth_for(n);
 
     // Two-sided kernel: detrending residuals for the variances (whatever the smoother).
-    let kernel = two_sided(&t, &g, series.steps, h);
-    let mut dt = Vec::with_capacity(n);
-    let mut dg = Vec::with_capacity(n);
-    let mut keep = Vec::with_capacity(n);
-    for (i, (m, self_w)) in kernel.iter().enumerate() {
-        dt.push(t[i] - m.mean_t());
-        dg.push(g[i] - m.mean_g());
-        keep.push(1.0 - 2.0 * self_w + m.w2 / (m.w * m.w));
-    }
-    let mt = t.iter().sum::<f64>() / n as f64;
-    let mg = g.iter().sum::<f64>() / n as f64;
-    let v = hac_mean_cov(&dt, &dg, Some(&keep), lag);
-    let summary = point(mt, mg, v, z, scale);
+    let d = detrend(&t, &g, series.steps, h);
+    let window = |range: std::ops::Range<usize>| {
+        let k = range.len() as f64;
+        let mt = t[range.clone()].iter().sum::<f64>() / k;
+        let mg = g[range.clone()].iter().sum::<f64>() / k;
+        let v = d.mean_cov(range.clone(), lag);
+        let var_ln = (mt > 0.0 && mg > 0.0)
+            .then(|| v.0 / (mt * mt) - 2.0 * v.1 / (mt * mg) + v.2 / (mg * mg))
+            .filter(|x| x.is_finite() && *x >= 0.0);
+        WindowPoint {
+            first_step: series.steps[range.start],
+            last_step: series.steps[range.end - 1],
+            steps: range.len(),
+            point: point(mt, mg, v, z, scale),
+            var_ln,
+        }
+    };
+    let summary = window(0..n).point;
+    let w = settings.window_for(n);
+    let now = window(n - w..n);
+    let first = (2 * w <= n).then(|| window(0..w));
 
     let r = summary.b_simple.unwrap_or(0.0);
-    let phi = inflation(&dt, &dg, r, lag);
+    let phi = inflation(&d.dt, &d.dg, r, lag);
     let (moments, description): (Vec<Moments>, String) = match settings.smoother {
         SmootherKind::TwoSided => (
-            kernel.iter().map(|(m, _)| *m).collect(),
+            d.kernel.clone(),
             format!("two_sided(gaussian sigma={h:.0} steps)"),
         ),
         SmootherKind::OneSided => {
@@ -88,10 +161,10 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
                 .reference_batch
                 .or_else(|| series.b_big.first().copied())
                 .unwrap_or(1.0);
-            let d = settings.ema_decay;
+            let dec = settings.ema_decay;
             (
-                one_sided(&t, &g, series.b_big, d, b0),
-                format!("one_sided(ema decay={d} per {b0} samples, bias-corrected)"),
+                one_sided_lag_corrected(&t, &g, series.b_big, dec, b0),
+                format!("one_sided(double ema decay={dec} per {b0} samples, lag-corrected)"),
             )
         }
     };
@@ -110,6 +183,8 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
         .collect();
     Smoothed {
         summary,
+        now,
+        first,
         points,
         description,
     }

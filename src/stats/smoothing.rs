@@ -1,9 +1,11 @@
 //! Smoothing the per-step numerator tr(Σ) and denominator |G|² **separately** (never their
 //! ratio), with the weighted second moments the per-step intervals need.
 //!
-//! Two smoothers: a two-sided Gaussian kernel over steps (recorded runs, low lag) and a
-//! one-sided EMA decayed per sample, θ = decay^(b_big/B0), whose bias correction is the
-//! division by the running weight sum (Adam style). The ratio-EMA is a teaching comparison.
+//! Smoothers: a two-sided Gaussian kernel over steps (recorded runs, low lag); for live runs a
+//! one-sided double EMA (Brown) decayed per sample, θ = decay^(b_big/B0), without lag on a
+//! linear trend ([`one_sided_lag_corrected`], what the live view uses); and the plain one-sided
+//! EMA ([`one_sided`], for comparison). Both one-sided ones are normalised by their running
+//! weight sum (Adam-style bias correction). The ratio-EMA is a teaching comparison.
 
 /// Weighted sums over steps of (t, g) = (tr Σ, |G|²) estimates: Σw, Σw², Σw·x, Σw²·x, Σw²·x·y.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -123,7 +125,8 @@ pub fn two_sided(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Vec<(Mo
 }
 
 /// One-sided EMA decayed per sample: before adding step j the weights decay by
-/// θ_j = decay^(b_big_j/B0) and step j enters with weight 1 − θ_j.
+/// θ_j = decay^(b_big_j/B0) and step j enters with weight 1 − θ_j. Its weighted mean lags a
+/// moving value by about θ/(1 − θ) steps; [`one_sided_lag_corrected`] removes that lag.
 pub fn one_sided(t: &[f64], g: &[f64], b_big: &[f64], decay: f64, b0: f64) -> Vec<Moments> {
     let mut m = Moments::default();
     t.iter()
@@ -134,6 +137,68 @@ pub fn one_sided(t: &[f64], g: &[f64], b_big: &[f64], decay: f64, b0: f64) -> Ve
             m.decay(theta);
             m.add(1.0 - theta, ti, gi);
             m
+        })
+        .collect()
+}
+
+/// Sums Σ c·f over steps of f ∈ {1, t, g, t², t·g, g²} for one set of step coefficients c.
+type Sums6 = [f64; 6];
+
+fn f6(t: f64, g: f64) -> Sums6 {
+    [1.0, t, g, t * t, t * g, g * g]
+}
+
+/// The live smoother: Brown's double exponential smoothing of numerator and denominator
+/// separately, each step's weight w_j = 2·a_j − b_j where a_j are the one-sided EMA weights and
+/// b_j the weights of the EMA of that EMA (both decayed per sample, θ_j = decay^(b_big_j/B0)).
+///
+/// The EMA's mean lag θ/(1−θ) steps and the double EMA's 2θ/(1−θ) cancel, so the level is
+/// unbiased for a locally linear trend (a one-sided window otherwise trails a growing noise
+/// scale and its interval misses the present value). The price is about 2.5× the variance of
+/// the plain EMA, which the interval carries. Weights are normalised by Σw (bias correction
+/// at the start). The second moments Σw², Σw²x, … follow exactly from the recursions of
+/// Σa²f, Σa·b·f and Σb²f, so the cost is O(1) per step.
+pub fn one_sided_lag_corrected(
+    t: &[f64],
+    g: &[f64],
+    b_big: &[f64],
+    decay: f64,
+    b0: f64,
+) -> Vec<Moments> {
+    let (mut a1, mut b1) = ([0.0; 3], [0.0; 3]);
+    let (mut aa, mut ab, mut bb): (Sums6, Sums6, Sums6) = ([0.0; 6], [0.0; 6], [0.0; 6]);
+    t.iter()
+        .zip(g)
+        .zip(b_big)
+        .map(|((&ti, &gi), &b)| {
+            let theta = decay.powf(b / b0);
+            let alpha = 1.0 - theta;
+            let f = f6(ti, gi);
+            let th2 = theta * theta;
+            for k in 0..3 {
+                a1[k] = theta * a1[k] + alpha * f[k];
+                b1[k] = theta * b1[k] + alpha * a1[k];
+            }
+            for k in 0..6 {
+                // Order matters: each uses the previous value of the later sums.
+                bb[k] = th2 * bb[k] + 2.0 * th2 * alpha * ab[k];
+                aa[k] = th2 * aa[k] + alpha * alpha * f[k];
+                ab[k] = th2 * ab[k] + alpha * aa[k];
+                bb[k] += alpha * alpha * aa[k];
+            }
+            let lin = |k: usize| 2.0 * a1[k] - b1[k];
+            let quad = |k: usize| 4.0 * aa[k] - 4.0 * ab[k] + bb[k];
+            Moments {
+                w: lin(0),
+                wt: lin(1),
+                wg: lin(2),
+                w2: quad(0),
+                qt: quad(1),
+                qg: quad(2),
+                qtt: quad(3),
+                qtg: quad(4),
+                qgg: quad(5),
+            }
         })
         .collect()
 }

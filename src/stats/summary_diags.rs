@@ -4,7 +4,7 @@
 use super::analyze::{Dropped, InputCounts, diag};
 use super::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, runs};
 use super::estimate::StepEstimate;
-use super::report::{StepRow, Summary, Verdict};
+use super::report::{Reason, StepRow, Summary, Verdict};
 use super::settings::EstimatorSettings;
 use super::smoothed::Point;
 use super::step::StepStats;
@@ -20,8 +20,19 @@ pub(crate) fn finish_diagnostics(
     summary: &Point,
     negative: f64,
     settings: &EstimatorSettings,
+    records: usize,
 ) {
     let n = est.len();
+    // Lost steps (lines and records) are a warning only above a share of the input: one bad
+    // line in a long run does not change the estimate.
+    let total = records.saturating_add(counts.malformed).max(1) as f64;
+    let lost = |count: usize| {
+        if count as f64 > settings.dropped_warn * total {
+            Severity::Warning
+        } else {
+            Severity::Info
+        }
+    };
     let sev = if negative > settings.negative_g2_warn {
         Severity::Warning
     } else {
@@ -39,19 +50,15 @@ pub(crate) fn finish_diagnostics(
     let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
     let flags: Vec<bool> = rows.iter().map(|r| r.b_simple.is_none()).collect();
     let bad_runs = runs(&steps, &flags);
-    if let (Some(first), Some(last)) = (bad_runs.first(), bad_runs.last()) {
+    if !bad_runs.is_empty() {
         let count = flags.iter().filter(|f| **f).count();
         let msg = format!(
             "the smoothed |G|^2 is not positive on {count} step(s) in {} stretch(es): B_simple is \
              unbounded there (widen the smoother or collect more samples per step)",
             bad_runs.len()
         );
-        out.push(diag(
-            K::NonPositiveSmoothedG2,
-            Severity::Warning,
-            msg,
-            &[first.0, last.1],
-        ));
+        let at: Vec<[u64; 2]> = bad_runs.iter().map(|r| [r.0, r.1]).collect();
+        out.push(Diagnostic::new(K::NonPositiveSmoothedG2, Severity::Warning, msg).located(&at));
     }
     if summary.trace < 0.0 {
         let msg =
@@ -85,7 +92,7 @@ pub(crate) fn finish_diagnostics(
         );
         out.push(diag(
             K::NonFiniteSkipped,
-            Severity::Warning,
+            lost(non_finite),
             msg,
             &dropped.non_finite,
         ));
@@ -96,11 +103,15 @@ pub(crate) fn finish_diagnostics(
             "{} step(s) flagged skipped by the producer (first reason: {reason})",
             steps.len()
         );
-        out.push(diag(K::ProducerSkipped, Severity::Info, msg, &steps));
+        out.push(diag(K::ProducerSkipped, lost(steps.len()), msg, &steps));
     }
     if counts.malformed > 0 {
         let msg = format!("{} malformed line(s) skipped", counts.malformed);
-        out.push(Diagnostic::new(K::MalformedLines, Severity::Warning, msg));
+        out.push(Diagnostic::new(
+            K::MalformedLines,
+            lost(counts.malformed),
+            msg,
+        ));
     }
     if let Some((_, reason)) = dropped.invalid.first() {
         let steps: Vec<u64> = dropped.invalid.iter().map(|s| s.0).collect();
@@ -108,7 +119,7 @@ pub(crate) fn finish_diagnostics(
             "{} invalid record(s) skipped (first: {reason})",
             steps.len()
         );
-        out.push(diag(K::InvalidRecords, Severity::Warning, msg, &steps));
+        out.push(diag(K::InvalidRecords, lost(steps.len()), msg, &steps));
     }
     let single: Vec<u64> = dropped
         .no_dot
@@ -153,18 +164,63 @@ pub(crate) fn finish_diagnostics(
     }
 }
 
-/// Stable / noisy / unreliable, from the summary interval and the warnings.
-pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> Verdict {
-    let unbounded = !s.ci[1].is_finite();
-    let negative = s.b_simple.is_none_or(|b| b < 0.0);
-    if negative || unbounded || s.steps < settings.min_steps {
-        return Verdict::Unreliable;
+/// Stable / noisy / unreliable from the run-wide interval and the warnings, with the reasons
+/// (each with what to do) when it is not stable.
+pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Vec<Reason>) {
+    let reason = |kind: K, message: String| Reason {
+        kind,
+        message,
+        action: kind.action().to_string(),
+    };
+    let mut hard = Vec::new();
+    if s.b_simple.is_none_or(|b| b < 0.0) {
+        hard.push(reason(
+            K::NonPositiveG2,
+            format!(
+                "the run-average |G|^2 is {:.3e}: no positive B_simple",
+                s.g2
+            ),
+        ));
     }
-    let wide = s.ci[0] <= 0.0 || s.ci[1] / s.ci[0] > 2.0;
-    if wide || s.has_warnings() {
-        Verdict::Noisy
+    if !s.ci[1].is_finite() {
+        hard.push(reason(
+            K::UnboundedInterval,
+            "the run-wide interval has no upper bound".into(),
+        ));
+    }
+    if s.steps < settings.min_steps {
+        hard.push(reason(
+            K::TooFewSteps,
+            format!(
+                "{} usable step(s), fewer than {}",
+                s.steps, settings.min_steps
+            ),
+        ));
+    }
+    if !hard.is_empty() {
+        return (Verdict::Unreliable, hard);
+    }
+    let mut soft = Vec::new();
+    if s.ci[0] <= 0.0 || s.ci[1] / s.ci[0] > 2.0 {
+        soft.push(reason(
+            K::WideInterval,
+            format!(
+                "the run-wide interval [{:.4}, {:.4}] spans more than x2",
+                s.ci[0], s.ci[1]
+            ),
+        ));
+    }
+    for d in s
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+    {
+        soft.push(reason(d.kind, d.message.clone()));
+    }
+    if soft.is_empty() {
+        (Verdict::Stable, soft)
     } else {
-        Verdict::Stable
+        (Verdict::Noisy, soft)
     }
 }
 

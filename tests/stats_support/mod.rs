@@ -84,6 +84,50 @@ impl Model {
         r
     }
 
+    /// A run whose noise in the mean gradient is AR(1) across steps with coefficient `rho`
+    /// (ḡ_t = G + u_t, u_t = ρ·u_{t−1} + √(1−ρ²)·N(0, Σ/(n·b_small)), stationary from step 0):
+    /// each step's norms have exactly the marginal distribution of [`Model::draw`], but
+    /// consecutive steps are correlated, as with momentum-correlated data order or overlapping
+    /// batches. True |G|² = `g2` at every step.
+    pub fn run_ar1(&self, seed: u64, steps: u64, g2: f64, rho: f64) -> Vec<StepStats> {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let n = f64::from(self.n_small);
+        let chi = ChiSquared::new(n - 1.0).expect("n_small >= 2");
+        let sd: Vec<f64> = self
+            .lambda
+            .iter()
+            .map(|l| (l / (n * self.b_small)).sqrt())
+            .collect();
+        let mut u: Vec<f64> = sd
+            .iter()
+            .map(|s| {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                s * z
+            })
+            .collect();
+        let innov = (1.0 - rho * rho).sqrt();
+        let g_norm = g2.sqrt();
+        (0..steps)
+            .map(|t| {
+                if t > 0 {
+                    for (ui, s) in u.iter_mut().zip(&sd) {
+                        let z: f64 = StandardNormal.sample(&mut rng);
+                        *ui = rho * *ui + innov * s * z;
+                    }
+                }
+                let (mut big, mut scatter) = (0.0, 0.0);
+                for ((l, d), ui) in self.lambda.iter().zip(&self.g_dir).zip(&u) {
+                    let m = g_norm * d + ui;
+                    big += m * m;
+                    scatter += l / self.b_small * chi.sample(&mut rng);
+                }
+                let mut r = StepStats::new(t, self.b_small, self.b_big(), big + scatter / n, big);
+                r.n_small = Some(self.n_small);
+                r
+            })
+            .collect()
+    }
+
     /// A run of `steps` steps whose true |G|² at step t is `g2(t)`.
     pub fn run(&self, seed: u64, steps: u64, g2: impl Fn(u64) -> f64) -> Vec<StepStats> {
         let mut rng = SmallRng::seed_from_u64(seed);

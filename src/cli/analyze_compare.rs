@@ -1,0 +1,101 @@
+//! `copus analyze A --compare B`: two runs side by side (the comparison itself is
+//! `stats::compare`).
+
+use super::analyze::{AnalyzeArgs, render_headline};
+use crate::stats::{AnalyzeReport, EstimatorSettings, analyze_outcome, read_ndjson};
+use anyhow::Context;
+use std::io::BufReader;
+
+/// The analysis of one path (stats file or dump directory) for `--compare`; file problems go
+/// to stderr as in the single-run case.
+fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<AnalyzeReport> {
+    let settings = args.settings(&EstimatorSettings::default());
+    if path.is_dir() {
+        let selected = crate::compute::select(args.device)?;
+        if let Some(note) = &selected.note {
+            eprintln!("copus: {note}");
+        }
+        let d = crate::source::measured::load_dump_dir(
+            path,
+            args.samples,
+            None,
+            selected.backend.as_ref(),
+            &settings,
+            args.seq_len,
+            &crate::cli::bench::stderr_progress,
+        );
+        crate::cli::bench::finish_progress();
+        return Ok(d?.report);
+    }
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let outcome = read_ndjson(BufReader::new(file))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    for e in &outcome.errors {
+        eprintln!("{}:{}: {}", path.display(), e.line, e.reason);
+    }
+    analyze_outcome(&outcome, &settings).with_context(|| path.display().to_string())
+}
+
+/// `copus analyze A --compare B`: both analyses and the comparison of B with A.
+pub fn run(args: &AnalyzeArgs, other: &std::path::Path) -> anyhow::Result<()> {
+    let a = report_of(&args.path, args)?;
+    let b = report_of(other, args)?;
+    let confidence = args.settings(&EstimatorSettings::default()).confidence;
+    let c = crate::stats::compare(&a, &b, confidence);
+    if args.json {
+        let v = serde_json::json!({ "a": &a, "b": &b, "comparison": &c });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("A: {}", args.path.display());
+    print!("{}", render_headline(&a.summary));
+    println!("\nB: {}", other.display());
+    print!("{}", render_headline(&b.summary));
+    print!("\n{}", render_comparison(&c, confidence));
+    Ok(())
+}
+
+/// The comparison as text: ratios of the estimates and the stretches that differ.
+pub fn render_comparison(c: &crate::stats::Comparison, confidence: f64) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let pct = 100.0 * confidence;
+    let axis = match c.aligned_by {
+        crate::stats::compare::AlignedBy::Tokens => "tokens",
+        crate::stats::compare::AlignedBy::Steps => "steps",
+    };
+    let ratio = |name: &str, r: &Option<crate::stats::compare::WindowRatio>| match r {
+        Some(r) => format!(
+            "{name:<9} B/A x{:.3}{}{}",
+            r.ratio,
+            r.ci.map(|c| format!(" ({pct:.0}% CI x{:.3}-x{:.3})", c[0], c[1]))
+                .unwrap_or_default(),
+            if r.differs { " differs" } else { "" }
+        ),
+        None => format!("{name:<9} B/A not available (an estimate is not positive)"),
+    };
+    let _ = writeln!(out, "{}", ratio("now", &c.now));
+    let _ = writeln!(out, "{}", ratio("run-wide", &c.run_wide));
+    let _ = writeln!(
+        out,
+        "aligned by {axis}: {} point(s), intervals apart on {:.0}%",
+        c.points.len(),
+        100.0 * c.differs_share
+    );
+    for d in &c.differs {
+        let _ = writeln!(
+            out,
+            "  {axis} {:.4e}-{:.4e} (A steps {}-{}, B steps {}-{}): B {} than A, median x{:.3}",
+            d.at[0],
+            d.at[1],
+            d.steps_a[0],
+            d.steps_a[1],
+            d.steps_b[0],
+            d.steps_b[1],
+            if d.b_higher { "higher" } else { "lower" },
+            d.median_ratio
+        );
+    }
+    out
+}
