@@ -143,8 +143,8 @@ pub fn value(r: &Resolved, field: Field) -> String {
             StatEffForm::Pollux { b0 } => format!("Pollux, B0 = {b0}"),
         },
         Field::CurrentBatch => s.current_batch.map_or("none".into(), |b| b.to_string()),
-        Field::GemmPlateau => format!("{:.0}% of peak", s.efficiency.max_eff * 100.0),
-        Field::InterLinkScale => format!("×{}", s.efficiency.inter_link_scale),
+        Field::GemmPlateau => format!("{:.0}% of peak", r.efficiency().max_eff * 100.0),
+        Field::InterLinkScale => format!("×{}", r.efficiency().inter_link_scale),
         Field::RestartCost => format!("{:.0} s", s.costs.restart_s),
         Field::CheckpointBandwidth => {
             format!("{:.1} GB/s", s.costs.checkpoint_bw_bytes_per_s / 1e9)
@@ -209,11 +209,14 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.current_batch = Some(step_in(batches, current, delta));
         }
         Field::GemmPlateau => {
-            s.efficiency.max_eff = step_nearest(&PLATEAUS, s.efficiency.max_eff, delta)
+            let mut e = r.efficiency();
+            e.max_eff = step_nearest(&PLATEAUS, e.max_eff, delta);
+            r.session.efficiency = Some(e);
         }
         Field::InterLinkScale => {
-            s.efficiency.inter_link_scale =
-                step_nearest(&LINK_SCALES, s.efficiency.inter_link_scale, delta)
+            let mut e = r.efficiency();
+            e.inter_link_scale = step_nearest(&LINK_SCALES, e.inter_link_scale, delta);
+            r.session.efficiency = Some(e);
         }
         Field::RestartCost => {
             s.costs.restart_s = step_nearest(&RESTARTS_S, s.costs.restart_s, delta)
