@@ -35,10 +35,12 @@ pub enum Field {
     RestartCost,
     /// Switch cost: checkpoint storage bandwidth, bytes/s.
     CheckpointBandwidth,
+    /// Performance model: calibrated on the run's step times, or the hardware profile's.
+    PerfModel,
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 13] = [
+pub const FIELDS: [Field; 14] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -52,6 +54,7 @@ pub const FIELDS: [Field; 13] = [
     Field::InterLinkScale,
     Field::RestartCost,
     Field::CheckpointBandwidth,
+    Field::PerfModel,
 ];
 const PLATEAUS: [f64; 13] = [
     0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9,
@@ -82,6 +85,7 @@ impl Field {
             Field::InterLinkScale => "scale-out bw ×",
             Field::RestartCost => "TP/PP restart",
             Field::CheckpointBandwidth => "checkpoint bw",
+            Field::PerfModel => "perf model",
         }
     }
 
@@ -149,6 +153,12 @@ pub fn value(r: &Resolved, field: Field) -> String {
         Field::CheckpointBandwidth => {
             format!("{:.1} GB/s", s.costs.checkpoint_bw_bytes_per_s / 1e9)
         }
+        Field::PerfModel => match (&r.calibration, r.use_calibration) {
+            _ if s.efficiency.is_some() => "session's own".into(),
+            (Some(c), true) => format!("calibrated ±{:.0}%", c.rms_rel_error * 100.0),
+            (Some(_), false) => "profile (calibration off)".into(),
+            (None, _) => "profile".into(),
+        },
     }
 }
 
@@ -224,6 +234,20 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         Field::CheckpointBandwidth => {
             s.costs.checkpoint_bw_bytes_per_s =
                 step_nearest(&CHECKPOINT_BW, s.costs.checkpoint_bw_bytes_per_s, delta)
+        }
+        Field::PerfModel => {
+            if r.calibration.is_none() {
+                return Err(
+                    "no calibration: the source carries no step times (see `copus calibrate`)"
+                        .into(),
+                );
+            }
+            if r.session.efficiency.is_some() {
+                return Err(
+                    "the session sets its own efficiency model, which takes precedence".into(),
+                );
+            }
+            r.use_calibration = !r.use_calibration;
         }
     }
     Ok(())

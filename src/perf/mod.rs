@@ -16,6 +16,7 @@ pub mod measurements;
 pub mod memory;
 pub mod model;
 pub mod moe;
+pub mod run_calibration;
 pub mod step_time;
 pub mod validate;
 pub mod validation;

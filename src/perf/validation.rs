@@ -305,7 +305,9 @@ pub fn resolve(
         vec![c.vpp]
     } else if c.pp > 1 {
         let per_stage = row.model.layers / c.pp.max(1);
-        (1..=per_stage).filter(|v| per_stage.is_multiple_of(*v)).collect()
+        (1..=per_stage)
+            .filter(|v| per_stage.is_multiple_of(*v))
+            .collect()
     } else {
         vec![1]
     };

@@ -46,6 +46,8 @@ pub struct Loaded {
     pub seed_ema: Vec<dump::EmaPoint>,
     /// A note for the user (e.g. the GPU was not usable and the CPU reduced the dump).
     pub note: Option<String>,
+    /// The performance model calibrated on the run's own step times, when it carries them.
+    pub calibration: Option<crate::perf::run_calibration::RunCalibration>,
 }
 
 /// Load a resolved session's data source on the CPU, without progress reports.
@@ -74,19 +76,19 @@ pub fn load_with(
                 analysis: None,
                 seed_ema: Vec::new(),
                 note: None,
+                calibration: None,
             })
         }
         DataSource::Stats { path } => {
-            let (trajectory, report) = measured::load_stats_file(
-                &resolved.resolve_path(path),
-                &resolved.session.estimator,
-                seq_len,
-            )?;
+            let file = resolved.resolve_path(path);
+            let (trajectory, report) =
+                measured::load_stats_file(&file, &resolved.session.estimator, seq_len)?;
             Ok(Loaded {
                 trajectory,
                 analysis: Some(report),
                 seed_ema: Vec::new(),
                 note: None,
+                calibration: calibrate_stats_file(resolved, &file),
             })
         }
         DataSource::Dumps {
@@ -109,12 +111,40 @@ pub fn load_with(
                 analysis: Some(d.report),
                 seed_ema: d.seed_ema,
                 note: selected.note,
+                calibration: None,
             })
         }
         DataSource::Live { target } => Err(SourceError::Unsupported(format!(
             "live sources ({target}) are opened with `copus watch`"
         ))),
     }
+}
+
+/// The performance model calibrated on the step times a stats file carries (`step_time_s`
+/// with `config`), for the session's hardware and model; `None` when it carries too few.
+fn calibrate_stats_file(
+    resolved: &Resolved,
+    file: &std::path::Path,
+) -> Option<crate::perf::run_calibration::RunCalibration> {
+    let f = std::fs::File::open(file).ok()?;
+    let outcome = crate::stats::read_ndjson(std::io::BufReader::new(f)).ok()?;
+    let target = crate::perf::calibrate::Target {
+        hw: &resolved.hardware,
+        model: &resolved.model,
+        gpus_per_node: resolved.session.cluster.gpus_per_node,
+    };
+    let search = &resolved.session.search;
+    crate::perf::run_calibration::calibrate_run(
+        &outcome.records,
+        &target,
+        &resolved.hardware.efficiency,
+        search.zero.first().copied().unwrap_or(1),
+        search
+            .recompute
+            .first()
+            .copied()
+            .unwrap_or(crate::perf::Recompute::Selective),
+    )
 }
 
 /// The B_crit trajectory of a resolved session, before the session's B_crit scale.
