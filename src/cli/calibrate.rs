@@ -183,8 +183,20 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         out.rms_rel_error * 100.0,
         out.cv_rel_error * 100.0
     );
-    for (k, v) in &out.params {
-        println!("  {k:24} {v:.4e}");
+    let mut s0 = start.clone();
+    for k in &knobs {
+        let v = out.params[k.name()];
+        let v0 = *k.slot(&mut s0);
+        let bound = crate::perf::calibrate::BOUND;
+        let at_bound = (v / v0 - bound).abs() < 1e-6 * bound
+            || (v0 / v - bound).abs() < 1e-6 * bound
+            || (v - k.upper()).abs() < 1e-9;
+        let note = if at_bound {
+            "  (at the edge of its range: the measurements want more; a cost the model lacks?)"
+        } else {
+            ""
+        };
+        println!("  {:24} {v:.4e}  (profile {v0:.4e}){note}", k.name());
     }
     if let Some(o) = &out.out {
         println!("  written to {o} (use --calibration {o})");
