@@ -2,6 +2,7 @@
 //! Paths inside a session are relative to the session file. Saving is atomic.
 
 use crate::goodput::{Cluster, SearchSpace, StatEffForm};
+use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
 use crate::plan::ReconfigCosts;
 use crate::profiles::{self, ProfileError};
@@ -175,9 +176,13 @@ pub struct Session {
     /// Estimator settings.
     #[serde(default)]
     pub estimator: EstimatorSettings,
-    /// Efficiency curve and link parameters of the performance model.
+    /// Efficiency curve, overlap and stack settings of the performance model; absent: the
+    /// calibration's (if `calibration` is set), else the hardware profile's.
     #[serde(default)]
-    pub efficiency: EfficiencyParams,
+    pub efficiency: Option<EfficiencyParams>,
+    /// A calibration file (`copus calibrate --out`), relative to the session.
+    #[serde(default)]
+    pub calibration: Option<String>,
     /// Multiplier applied to estimated B_crit (GNS can underestimate the measured CBS).
     #[serde(default = "one")]
     pub b_crit_scale: f64,
@@ -262,6 +267,10 @@ pub struct Resolved {
     pub hardware: HardwareProfile,
     /// Loaded model profile.
     pub model: ModelProfile,
+    /// Loaded calibration, if the session names one.
+    pub calibration: Option<CalibrationFile>,
+    /// Use the calibration (true) or the profile model (false) when both exist.
+    pub use_calibration: bool,
 }
 
 impl Resolved {
@@ -270,6 +279,18 @@ impl Resolved {
         Cluster {
             nodes: self.session.cluster.nodes,
             gpus_per_node: self.session.cluster.gpus_per_node,
+        }
+    }
+
+    /// The efficiency parameters in force: the session's own, else the calibration's (when
+    /// loaded and in use), else the hardware profile's.
+    pub fn efficiency(&self) -> EfficiencyParams {
+        if let Some(e) = &self.session.efficiency {
+            return e.clone();
+        }
+        match &self.calibration {
+            Some(c) if self.use_calibration => c.params.clone(),
+            _ => self.hardware.efficiency.clone(),
         }
     }
 
@@ -301,7 +322,8 @@ impl Session {
             },
             source,
             estimator: EstimatorSettings::default(),
-            efficiency: EfficiencyParams::default(),
+            efficiency: None,
+            calibration: None,
             b_crit_scale: 1.0,
             stat_eff: StatEffForm::default(),
             search: SearchSpace::default(),
@@ -371,12 +393,24 @@ impl Session {
             ProfileRef::Named(n) => profiles::model(n, &base).map_err(profile_err)?,
             ProfileRef::Inline(m) => m.clone(),
         };
+        let calibration =
+            match &self.calibration {
+                Some(p) => Some(CalibrationFile::load(&base.join(p)).map_err(|e| {
+                    SessionError::Invalid {
+                        path: path.to_path_buf(),
+                        msg: format!("calibration: {e}"),
+                    }
+                })?),
+                None => None,
+            };
         Ok(Resolved {
             session: self,
             path: path.to_path_buf(),
             base,
             hardware,
             model,
+            calibration,
+            use_calibration: true,
         })
     }
 

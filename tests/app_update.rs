@@ -336,10 +336,10 @@ fn efficiency_and_switch_cost_what_ifs() {
     let mut app = demo_with_table();
     let row = |f: Field| FIELDS.iter().position(|x| *x == f).expect("field listed") as i64;
     update(&mut app, Msg::ShowSide(Panel::WhatIf));
-    let plateau = app.resolved.session.efficiency.max_eff;
+    let plateau = app.resolved.efficiency().max_eff;
     update(&mut app, Msg::WhatIfRow(row(Field::GemmPlateau)));
     let effects = update(&mut app, Msg::WhatIfChange(-1));
-    assert!(app.resolved.session.efficiency.max_eff < plateau);
+    assert!(app.resolved.efficiency().max_eff < plateau);
     assert!(
         matches!(effects.as_slice(), [Effect::ComputeTable { .. }]),
         "the efficiency model changes throughput: {effects:?}"

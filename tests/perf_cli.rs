@@ -118,3 +118,117 @@ fn grid_on_the_demo_session() {
     let (ok, _, err) = copus(&["grid", "/nonexistent/s.ron"]);
     assert!(!ok && err.contains("/nonexistent/s.ron"), "{err}");
 }
+
+#[test]
+fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
+    use copus::perf::{EfficiencyParams, ParallelConfig, PerfContext, Recompute, predict};
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let model = copus::profiles::model("llama-7b", Path::new(".")).expect("model");
+    let truth = EfficiencyParams {
+        max_eff: 0.45,
+        microbatch_overhead_s: 3e-3,
+        ..hw.efficiency.clone()
+    };
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &model,
+        eff: &truth,
+        gpus_per_node: 8,
+    };
+    let mut csv = String::from("dp,tp,pp,mbs,batch,step_time_s\n");
+    for (dp, tp, pp, mbs, batch) in [
+        (16u32, 1u32, 1u32, 1u32, 64u64),
+        (16, 1, 1, 2, 128),
+        (8, 2, 1, 2, 64),
+        (8, 2, 1, 4, 256),
+        (4, 2, 2, 2, 64),
+        (4, 4, 1, 4, 128),
+        (16, 1, 1, 1, 256),
+        (8, 1, 2, 1, 64),
+    ] {
+        let cfg = ParallelConfig {
+            dp,
+            tp,
+            pp,
+            mbs,
+            zero: 1,
+            recompute: Recompute::Selective,
+            vpp: 1,
+        };
+        let t = predict(&ctx, &cfg, batch).expect("runs").step_time_s;
+        csv.push_str(&format!("{dp},{tp},{pp},{mbs},{batch},{t}\n"));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv_path = dir.path().join("steps.csv");
+    std::fs::write(&csv_path, csv).expect("csv");
+    let cal = dir.path().join("cal.ron");
+    let (ok, out, err) = copus(&[
+        "calibrate",
+        csv_path.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--fit",
+        "max_eff,microbatch_overhead_s",
+        "--out",
+        cal.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["n"], 8);
+    assert!(v["rms_rel_error"].as_f64().expect("rms") < 0.005, "{v}");
+    assert!(
+        v["profile_rms_rel_error"].as_f64().expect("profile") > 0.2,
+        "{v}"
+    );
+    assert!(v["cv_rel_error"].as_f64().expect("cv") < 0.02, "{v}");
+    let max_eff = v["params"]["max_eff"].as_f64().expect("max_eff");
+    assert!((max_eff / 0.45 - 1.0).abs() < 0.02, "{max_eff}");
+
+    // predict with the calibration reproduces a measured step; without it, it does not.
+    let cfg = ParallelConfig {
+        dp: 8,
+        tp: 2,
+        pp: 1,
+        mbs: 2,
+        zero: 1,
+        recompute: Recompute::Selective,
+        vpp: 1,
+    };
+    let want = predict(&ctx, &cfg, 64).expect("runs").step_time_s;
+    let args = [
+        "predict", "--model", "llama-7b", "--gpus", "16", "--tp", "2", "--mbs", "2", "--batch",
+        "64", "--json",
+    ];
+    let step = |extra: &[&str]| {
+        let mut a: Vec<&str> = args.to_vec();
+        a.extend_from_slice(extra);
+        let (ok, out, err) = copus(&a);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        v["step_time_s"].as_f64().expect("step")
+    };
+    let calibrated = step(&["--calibration", cal.to_str().expect("utf-8")]);
+    let profile = step(&[]);
+    assert!(
+        (calibrated / want - 1.0).abs() < 0.01,
+        "{calibrated} vs {want}"
+    );
+    assert!((profile / want - 1.0).abs() > 0.2, "{profile} vs {want}");
+
+    // grid and plan accept it too, and a missing file is an error naming it.
+    for cmd in ["grid", "plan"] {
+        let (ok, _, err) = copus(&[
+            cmd,
+            "sessions/paper-3b-8xh100.ron",
+            "--calibration",
+            cal.to_str().expect("utf-8"),
+            "--json",
+        ]);
+        assert!(ok, "{cmd}: {err}");
+    }
+    let (ok, _, err) = copus(&["grid", "sessions/demo.ron", "--calibration", "nope.ron"]);
+    assert!(!ok && err.contains("nope.ron"), "{err}");
+}

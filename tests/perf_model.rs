@@ -106,7 +106,12 @@ fn invalid_configurations_say_why() {
 
 #[test]
 fn recompute_trades_memory_for_time_and_interleaving_cuts_the_bubble() {
-    let (hw, m, eff) = (hw(), model("gpt-70b"), EfficiencyParams::default());
+    // Unfused attention keeps the s×s scores unless recomputed (Korthikanti et al. 2022).
+    let (hw, m) = (hw(), model("gpt-70b"));
+    let eff = EfficiencyParams {
+        attention: copus::perf::efficiency::AttentionKind::Unfused,
+        ..EfficiencyParams::default()
+    };
     let ctx = PerfContext {
         hw: &hw,
         model: &m,
@@ -132,6 +137,20 @@ fn recompute_trades_memory_for_time_and_interleaving_cuts_the_bubble() {
     assert!(full.hardware_tflops_per_gpu > full.model_tflops_per_gpu);
     let inter = run(Recompute::Selective, 3);
     assert!(inter.breakdown.bubble_s < sel.breakdown.bubble_s / 2.5);
+    // Fused (flash) attention never stores the scores: selective recompute saves no memory
+    // and only costs the attention forward again.
+    let fused = EfficiencyParams::default();
+    let fctx = PerfContext { eff: &fused, ..ctx };
+    let frun = |rc| {
+        let c = ParallelConfig {
+            recompute: rc,
+            ..cfg(4, 8, 4, 1)
+        };
+        predict(&fctx, &c, 64).expect("valid")
+    };
+    let (fnone, fsel) = (frun(Recompute::None), frun(Recompute::Selective));
+    assert_eq!(fnone.memory_per_gpu_bytes, fsel.memory_per_gpu_bytes);
+    assert!(fsel.step_time_s > fnone.step_time_s);
 }
 
 #[test]

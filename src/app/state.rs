@@ -59,6 +59,9 @@ pub struct App {
     pub show_help: bool,
     /// One-line status (last save, errors, device notes).
     pub status: String,
+    /// The performance model calibrated on the run's step times, with the run's own
+    /// configuration measured against predicted.
+    pub run_calibration: Option<Arc<crate::perf::run_calibration::RunCalibration>>,
     /// Set when the user asked to quit.
     pub quit: bool,
 }
@@ -88,6 +91,7 @@ impl App {
                 analysis: None,
                 seed_ema: Vec::new(),
                 note: None,
+                calibration: None,
             },
         );
         app.loading = true;
@@ -142,6 +146,7 @@ impl App {
             follow: true,
             show_help: false,
             status: String::new(),
+            run_calibration: loaded.calibration.clone().map(Arc::new),
             quit: false,
         }
     }

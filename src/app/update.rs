@@ -255,7 +255,14 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::SourceLoaded(result) => match *result {
             Ok(loaded) => {
                 let note = loaded.note.clone();
+                let calibration = loaded.calibration.clone();
                 app.set_loaded(loaded);
+                if let Some(c) = calibration {
+                    app.resolved.calibration = Some(c.file.clone());
+                    app.status = format!("perf model {}", c.summary());
+                    app.run_calibration = Some(std::sync::Arc::new(c));
+                    return vec![request_table(app)];
+                }
                 app.status = format!(
                     "loaded {} points: {}{}",
                     app.trajectory.points.len(),

@@ -35,10 +35,12 @@ pub enum Field {
     RestartCost,
     /// Switch cost: checkpoint storage bandwidth, bytes/s.
     CheckpointBandwidth,
+    /// Performance model: calibrated on the run's step times, or the hardware profile's.
+    PerfModel,
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 13] = [
+pub const FIELDS: [Field; 14] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -52,6 +54,7 @@ pub const FIELDS: [Field; 13] = [
     Field::InterLinkScale,
     Field::RestartCost,
     Field::CheckpointBandwidth,
+    Field::PerfModel,
 ];
 const PLATEAUS: [f64; 13] = [
     0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9,
@@ -82,6 +85,7 @@ impl Field {
             Field::InterLinkScale => "scale-out bw ×",
             Field::RestartCost => "TP/PP restart",
             Field::CheckpointBandwidth => "checkpoint bw",
+            Field::PerfModel => "perf model",
         }
     }
 
@@ -143,12 +147,18 @@ pub fn value(r: &Resolved, field: Field) -> String {
             StatEffForm::Pollux { b0 } => format!("Pollux, B0 = {b0}"),
         },
         Field::CurrentBatch => s.current_batch.map_or("none".into(), |b| b.to_string()),
-        Field::GemmPlateau => format!("{:.0}% of peak", s.efficiency.max_eff * 100.0),
-        Field::InterLinkScale => format!("×{}", s.efficiency.inter_link_scale),
+        Field::GemmPlateau => format!("{:.0}% of peak", r.efficiency().max_eff * 100.0),
+        Field::InterLinkScale => format!("×{}", r.efficiency().inter_link_scale),
         Field::RestartCost => format!("{:.0} s", s.costs.restart_s),
         Field::CheckpointBandwidth => {
             format!("{:.1} GB/s", s.costs.checkpoint_bw_bytes_per_s / 1e9)
         }
+        Field::PerfModel => match (&r.calibration, r.use_calibration) {
+            _ if s.efficiency.is_some() => "session's own".into(),
+            (Some(c), true) => format!("calibrated ±{:.0}%", c.rms_rel_error * 100.0),
+            (Some(_), false) => "profile (calibration off)".into(),
+            (None, _) => "profile".into(),
+        },
     }
 }
 
@@ -209,11 +219,14 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.current_batch = Some(step_in(batches, current, delta));
         }
         Field::GemmPlateau => {
-            s.efficiency.max_eff = step_nearest(&PLATEAUS, s.efficiency.max_eff, delta)
+            let mut e = r.efficiency();
+            e.max_eff = step_nearest(&PLATEAUS, e.max_eff, delta);
+            r.session.efficiency = Some(e);
         }
         Field::InterLinkScale => {
-            s.efficiency.inter_link_scale =
-                step_nearest(&LINK_SCALES, s.efficiency.inter_link_scale, delta)
+            let mut e = r.efficiency();
+            e.inter_link_scale = step_nearest(&LINK_SCALES, e.inter_link_scale, delta);
+            r.session.efficiency = Some(e);
         }
         Field::RestartCost => {
             s.costs.restart_s = step_nearest(&RESTARTS_S, s.costs.restart_s, delta)
@@ -221,6 +234,20 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         Field::CheckpointBandwidth => {
             s.costs.checkpoint_bw_bytes_per_s =
                 step_nearest(&CHECKPOINT_BW, s.costs.checkpoint_bw_bytes_per_s, delta)
+        }
+        Field::PerfModel => {
+            if r.calibration.is_none() {
+                return Err(
+                    "no calibration: the source carries no step times (see `copus calibrate`)"
+                        .into(),
+                );
+            }
+            if r.session.efficiency.is_some() {
+                return Err(
+                    "the session sets its own efficiency model, which takes precedence".into(),
+                );
+            }
+            r.use_calibration = !r.use_calibration;
         }
     }
     Ok(())

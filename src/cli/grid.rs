@@ -2,7 +2,6 @@
 
 use crate::goodput::{GoodputGrid, TableCell, throughput_table};
 use crate::perf::{ParallelConfig, PerfContext};
-use crate::session::Session;
 use crate::source::load_trajectory;
 use anyhow::Context;
 use clap::Args;
@@ -17,6 +16,9 @@ pub struct GridArgs {
     /// Training step to evaluate at (nearest trajectory point; default: the first point).
     #[arg(long)]
     pub at: Option<u64>,
+    /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -52,7 +54,7 @@ struct GridOut {
 
 /// Run `copus grid`.
 pub fn run(a: &GridArgs) -> anyhow::Result<()> {
-    let resolved = Session::load(&a.session)?.resolve(&a.session)?;
+    let resolved = super::model_args::resolve_session(&a.session, a.calibration.as_deref())?;
     let traj = load_trajectory(&resolved)?;
     let point = match a.at {
         None => traj.points.first(),
@@ -61,10 +63,11 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     .with_context(|| format!("{}: the trajectory has no points", a.session.display()))?;
     let s = &resolved.session;
     let cluster = resolved.cluster();
+    let eff = resolved.efficiency();
     let ctx = PerfContext {
         hw: &resolved.hardware,
         model: &resolved.model,
-        eff: &s.efficiency,
+        eff: &eff,
         gpus_per_node: cluster.gpus_per_node,
     };
     let table = throughput_table(&ctx, &cluster, &s.search);

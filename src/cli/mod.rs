@@ -4,9 +4,11 @@
 pub mod analyze;
 pub mod analyze_compare;
 pub mod bench;
+pub mod calibrate;
 pub mod cluster_args;
 pub mod demo_train;
 pub mod grid;
+pub mod model_args;
 pub mod open;
 pub mod plan;
 pub mod predict;
@@ -47,6 +49,8 @@ pub enum Command {
     Analyze(analyze::AnalyzeArgs),
     /// Predict step time, throughput and memory of one parallel configuration.
     Predict(predict::PredictArgs),
+    /// Fit the performance model's efficiencies to measured step times (CSV or stats file).
+    Calibrate(calibrate::CalibrateArgs),
     /// The Goodput grid (batch sizes × parallel layouts) of a session at one training point.
     Grid(grid::GridArgs),
     /// Plan batch-size and parallel-configuration switch points for a session.
@@ -70,6 +74,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Watch(a)) => watch::run(&a),
         Some(Command::Analyze(a)) => analyze::run(&a),
         Some(Command::Predict(a)) => predict::run(&a),
+        Some(Command::Calibrate(a)) => calibrate::run(&a),
         Some(Command::Grid(a)) => grid::run(&a),
         Some(Command::Plan(a)) => plan::run(&a),
         Some(Command::Bench(a)) => bench::run(&a),

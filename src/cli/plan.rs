@@ -8,6 +8,9 @@ use std::path::PathBuf;
 pub struct PlanArgs {
     /// Session file (.ron).
     pub session: PathBuf,
+    /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -16,7 +19,7 @@ pub struct PlanArgs {
 /// Run `copus plan`: load and resolve the session, plan every strategy, print the report.
 pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let p = &args.session;
-    let resolved = copus_session(p)?;
+    let resolved = super::model_args::resolve_session(p, args.calibration.as_deref())?;
     let report = crate::plan::plan_session(&resolved)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -24,8 +27,4 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         print!("{}", crate::plan::render_text(&report));
     }
     Ok(())
-}
-
-fn copus_session(p: &std::path::Path) -> anyhow::Result<crate::session::Resolved> {
-    Ok(crate::session::Session::load(p)?.resolve(p)?)
 }

@@ -1,9 +1,9 @@
 //! `copus predict`: step time, throughput and memory of one parallel configuration.
 
+use super::model_args::{ModelArgs, efficiency};
 use crate::perf::memory::peak_memory;
 use crate::perf::{
-    EfficiencyParams, Invalid, ModelProfile, ParallelConfig, PerfContext, Prediction, Recompute,
-    enumerate, predict,
+    Invalid, ParallelConfig, PerfContext, Prediction, Recompute, enumerate, predict,
 };
 use crate::profiles;
 use anyhow::{Context, bail};
@@ -38,33 +38,13 @@ pub struct PredictArgs {
     /// Hardware profile: a built-in name (h100-sxm, h200, a100-80g, mi210) or a .ron file.
     #[arg(long, default_value = "h100-sxm")]
     pub hardware: String,
-    /// Model profile: a built-in name or a .ron file (or give the shape inline).
-    #[arg(long, conflicts_with_all = ["layers", "hidden", "heads", "vocab"])]
-    pub model: Option<String>,
-    /// Inline model: transformer layers.
+    /// The model: a profile or an inline shape.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Calibration file (`copus calibrate --out`) to use instead of the hardware profile's
+    /// efficiencies.
     #[arg(long)]
-    pub layers: Option<u32>,
-    /// Inline model: hidden size.
-    #[arg(long)]
-    pub hidden: Option<u32>,
-    /// Inline model: attention heads.
-    #[arg(long)]
-    pub heads: Option<u32>,
-    /// Inline model: vocabulary size.
-    #[arg(long)]
-    pub vocab: Option<u32>,
-    /// Sequence length in tokens (inline model; overrides a profile's).
-    #[arg(long)]
-    pub seq: Option<u32>,
-    /// Inline model: feed-forward size (default 4·hidden).
-    #[arg(long)]
-    pub ffn: Option<u32>,
-    /// Inline model: key/value heads (default: heads).
-    #[arg(long)]
-    pub kv_heads: Option<u32>,
-    /// Inline model: gated (SwiGLU) MLP.
-    #[arg(long)]
-    pub swiglu: bool,
+    pub calibration: Option<std::path::PathBuf>,
     /// Total GPUs (dp = gpus / (tp·pp)).
     #[arg(long)]
     pub gpus: u32,
@@ -115,43 +95,11 @@ struct Output<'a> {
     memory: crate::perf::memory::MemoryBreakdown,
 }
 
-fn model_of(a: &PredictArgs) -> anyhow::Result<ModelProfile> {
-    if let Some(name) = &a.model {
-        let mut m = profiles::model(name, Path::new("."))?;
-        if let Some(s) = a.seq {
-            m.seq_len = s;
-        }
-        return Ok(m);
-    }
-    let need = |v: Option<u32>, flag: &str| {
-        v.with_context(|| format!("give --model NAME|FILE or the inline shape (missing --{flag})"))
-    };
-    let (layers, hidden, heads) = (
-        need(a.layers, "layers")?,
-        need(a.hidden, "hidden")?,
-        need(a.heads, "heads")?,
-    );
-    Ok(ModelProfile {
-        name: "inline".into(),
-        layers,
-        hidden,
-        heads,
-        kv_heads: a.kv_heads.unwrap_or(heads),
-        ffn_hidden: a.ffn.unwrap_or(4 * hidden),
-        vocab: need(a.vocab, "vocab")?,
-        seq_len: need(a.seq, "seq")?,
-        swiglu: a.swiglu,
-        tied_embeddings: false,
-        moe: None,
-        source: "command line".into(),
-    })
-}
-
 /// Run `copus predict`.
 pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let hw = profiles::hardware(&a.hardware, Path::new("."))?;
-    let model = model_of(a)?;
-    let eff = EfficiencyParams::default();
+    let model = a.model.profile()?;
+    let eff = efficiency(&hw, a.calibration.as_deref())?;
     let ctx = PerfContext {
         hw: &hw,
         model: &model,
@@ -191,7 +139,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         predict(&ctx, &cfg, a.batch).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?
     };
     let mb = a.batch / (cfg.dp as u64 * cfg.mbs as u64);
-    let memory = peak_memory(&model, &cfg, mb, hw.reserved_bytes);
+    let memory = peak_memory(&model, &cfg, mb, hw.reserved_bytes, &eff);
     let out = Output {
         model: &model.name,
         hardware: &hw.name,

@@ -2,30 +2,53 @@
 //! all-reduce moves 2(n−1)/n·S per rank, reduce-scatter and all-gather (n−1)/n·S. Groups that
 //! span several scale-up domains run hierarchically: the fast link inside a domain, and the
 //! scale-out link (one NIC per GPU) for the 1/k share each of the k domain members carries.
+//!
+//! Two costs grow with the group size, as they do on real clusters: a ring phase over n ranks
+//! takes n − 1 steps, each paying a hop latency (the inter-node one for steps that cross
+//! domains, NCCL's own latency model), and the bus bandwidth falls when the chunk each rank
+//! moves per step, S/n, is small: `bw · c/(c + chunk_half)` for a chunk of c bytes (the
+//! nccl-tests bandwidth-against-size curve).
 
 use super::{EfficiencyParams, HardwareProfile};
 
-/// One kind of link as the model sees it: achievable bandwidth and latency.
+/// One kind of link as the model sees it: achievable bandwidth and latencies.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Link {
     /// Achievable bandwidth per GPU per direction, bytes/s.
     pub bw: f64,
-    /// Latency of one collective phase, seconds.
+    /// Fixed latency of one collective phase, seconds.
     pub latency: f64,
+    /// Latency of one ring step over this link, seconds.
+    pub hop: f64,
 }
 
-/// The scale-up (intra-domain) and scale-out links of `hw`, with the link efficiencies of the
-/// profile scaled by the calibration knobs of `eff`.
-pub fn links(hw: &HardwareProfile, eff: &EfficiencyParams) -> (Link, Link) {
-    let intra = Link {
-        bw: hw.intra_bw_bytes_per_s * (hw.intra_link_eff * eff.intra_link_scale).min(1.0),
-        latency: hw.intra_latency_s,
-    };
-    let inter = Link {
-        bw: hw.inter_bw_bytes_per_s * (hw.inter_link_eff * eff.inter_link_scale).min(1.0),
-        latency: hw.inter_latency_s,
-    };
-    (intra, inter)
+/// The network a collective runs over: both links and the small-chunk bandwidth fall-off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Net {
+    /// Scale-up (intra-domain) link.
+    pub intra: Link,
+    /// Scale-out link.
+    pub inter: Link,
+    /// Per-rank chunk size at which a ring reaches half its bus bandwidth, bytes.
+    pub chunk_half_bytes: f64,
+}
+
+/// The scale-up and scale-out links of `hw`, with the link efficiencies of the profile
+/// scaled by the calibration knobs of `eff`.
+pub fn net(hw: &HardwareProfile, eff: &EfficiencyParams) -> Net {
+    Net {
+        intra: Link {
+            bw: hw.intra_bw_bytes_per_s * (hw.intra_link_eff * eff.intra_link_scale).min(1.0),
+            latency: hw.intra_latency_s,
+            hop: eff.hop_latency_intra_s,
+        },
+        inter: Link {
+            bw: hw.inter_bw_bytes_per_s * (hw.inter_link_eff * eff.inter_link_scale).min(1.0),
+            latency: hw.inter_latency_s,
+            hop: eff.hop_latency_inter_s,
+        },
+        chunk_half_bytes: eff.coll_chunk_half_bytes,
+    }
 }
 
 /// Where a communication group's ranks sit.
@@ -51,29 +74,40 @@ impl Placement {
             per_domain,
         }
     }
+
+    /// Scale-up domains the group spans.
+    pub fn domains(&self) -> f64 {
+        self.size as f64 / self.per_domain.clamp(1, self.size.max(1)) as f64
+    }
 }
 
 /// Seconds of a reduce-scatter (or all-gather) of `bytes` (the full, unsharded buffer) over
 /// the group `g`.
-pub fn reduce_scatter(bytes: f64, g: Placement, intra: Link, inter: Link) -> f64 {
+pub fn reduce_scatter(bytes: f64, g: Placement, net: &Net) -> f64 {
     if g.size <= 1 || bytes <= 0.0 {
         return 0.0;
     }
+    let n = g.size as f64;
     let k = g.per_domain.min(g.size) as f64;
-    let domains = g.size as f64 / k;
+    let domains = g.domains();
+    let chunk = bytes / n;
+    let bus = chunk / (chunk + net.chunk_half_bytes.max(0.0));
     let mut t = 0.0;
     if k > 1.0 {
-        t += (k - 1.0) / k * bytes / intra.bw + intra.latency;
+        t += (k - 1.0) / k * bytes / (net.intra.bw * bus);
     }
     if domains > 1.0 {
-        t += (domains - 1.0) / domains * (bytes / k) / inter.bw + inter.latency;
+        t += (domains - 1.0) / domains * (bytes / k) / (net.inter.bw * bus);
+        t += net.inter.latency;
+    } else {
+        t += net.intra.latency;
     }
-    t
+    t + (n - domains) * net.intra.hop + (domains - 1.0) * net.inter.hop
 }
 
 /// Seconds of an all-reduce of `bytes` over the group `g` (reduce-scatter + all-gather).
-pub fn all_reduce(bytes: f64, g: Placement, intra: Link, inter: Link) -> f64 {
-    2.0 * reduce_scatter(bytes, g, intra, inter)
+pub fn all_reduce(bytes: f64, g: Placement, net: &Net) -> f64 {
+    2.0 * reduce_scatter(bytes, g, net)
 }
 
 /// Seconds of a point-to-point transfer of `bytes` over `link`.
@@ -85,13 +119,18 @@ pub fn p2p(bytes: f64, link: Link) -> f64 {
 mod tests {
     use super::*;
 
-    const FAST: Link = Link {
-        bw: 300e9,
-        latency: 10e-6,
-    };
-    const SLOW: Link = Link {
-        bw: 45e9,
-        latency: 20e-6,
+    const NET: Net = Net {
+        intra: Link {
+            bw: 300e9,
+            latency: 10e-6,
+            hop: 0.0,
+        },
+        inter: Link {
+            bw: 45e9,
+            latency: 20e-6,
+            hop: 0.0,
+        },
+        chunk_half_bytes: 0.0,
     };
 
     #[test]
@@ -99,21 +138,43 @@ mod tests {
         let s = 1e9;
         for n in [2u32, 4, 8] {
             let g = Placement::strided(n, 1, 8);
-            let want = 2.0 * (n as f64 - 1.0) / n as f64 * s / FAST.bw + 2.0 * FAST.latency;
-            assert!((all_reduce(s, g, FAST, SLOW) - want).abs() < 1e-12);
+            let want =
+                2.0 * (n as f64 - 1.0) / n as f64 * s / NET.intra.bw + 2.0 * NET.intra.latency;
+            assert!((all_reduce(s, g, &NET) - want).abs() < 1e-12);
         }
         // One rank per node: everything on the scale-out link.
         let g = Placement::strided(4, 8, 8);
-        let want = 0.75 * s / SLOW.bw + SLOW.latency;
-        assert!((reduce_scatter(s, g, FAST, SLOW) - want).abs() < 1e-12);
+        let want = 0.75 * s / NET.inter.bw + NET.inter.latency;
+        assert!((reduce_scatter(s, g, &NET) - want).abs() < 1e-12);
     }
 
     #[test]
     fn hierarchy_spreads_inter_node_traffic_over_the_domain() {
         let s = 1e9;
-        let one_per_node = reduce_scatter(s, Placement::strided(16, 8, 8), FAST, SLOW);
-        let eight_per_node = reduce_scatter(s, Placement::strided(128, 1, 8), FAST, SLOW);
+        let one_per_node = reduce_scatter(s, Placement::strided(16, 8, 8), &NET);
+        let eight_per_node = reduce_scatter(s, Placement::strided(128, 1, 8), &NET);
         assert!(eight_per_node < one_per_node / 3.0);
-        assert_eq!(all_reduce(s, Placement::strided(1, 1, 8), FAST, SLOW), 0.0);
+        assert_eq!(all_reduce(s, Placement::strided(1, 1, 8), &NET), 0.0);
+    }
+
+    #[test]
+    fn ring_steps_and_small_chunks_cost_more_as_the_group_grows() {
+        let mut net = NET;
+        net.inter.hop = 5e-6;
+        net.intra.hop = 1e-6;
+        // 64 ranks in 8 domains: 56 intra steps and 7 inter steps.
+        let g = Placement::strided(64, 1, 8);
+        let with_hops = reduce_scatter(1e9, g, &net) - reduce_scatter(1e9, g, &NET);
+        assert!((with_hops - (56.0 * 1e-6 + 7.0 * 5e-6)).abs() < 1e-12);
+        // Half-bandwidth chunk: a buffer whose per-rank chunk equals it takes twice as long
+        // (latency aside).
+        net = NET;
+        net.chunk_half_bytes = 1e9 / 64.0;
+        let slow = reduce_scatter(1e9, g, &net) - NET.inter.latency;
+        let fast = reduce_scatter(1e9, g, &NET) - NET.inter.latency;
+        assert!((slow / fast - 2.0).abs() < 1e-9);
+        // Per-GPU time of a fixed buffer grows with the group once chunks are small.
+        let t = |n: u32| reduce_scatter(1e9, Placement::strided(n, 1, 8), &net);
+        assert!(t(1024) > t(256) && t(256) > t(64) * 0.99);
     }
 }

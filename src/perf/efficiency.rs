@@ -1,18 +1,32 @@
-//! Kernel-efficiency and overlap parameters of the performance model: what fraction of the
-//! hardware's peaks real kernels reach, and how much communication hides behind compute.
-//! These are the parameters [`crate::perf::calibrate`] fits to measured step times.
+//! Kernel-efficiency, overlap and software-stack parameters of the performance model: what
+//! fraction of the hardware's peaks real kernels reach, how much communication hides behind
+//! compute, and which kernels and collectives the training stack runs. Every hardware profile
+//! carries its own set (`assets/hardware/*.ron`, with sources); sessions and calibration files
+//! may replace it. These are the parameters [`crate::perf::calibrate`] fits to measured step
+//! times.
 //!
 //! The GEMM curve is a roofline with a fixed per-kernel cost: a GEMM of `F` FLOPs moving `Q`
-//! bytes takes `max(F / (peak·max_eff), Q / (hbm_bw·mem_eff)) + gemm_overhead_s`. Thin GEMMs
-//! (few tokens per GPU per micro-batch, or a high TP degree splitting the weight) spend their
-//! time in the fixed cost and the memory roof (overhead-bound); large ones sit on the
-//! compute-bound plateau `max_eff`.
+//! bytes takes `max(F / (peak·max_eff·K/(K+k_half)), Q / (hbm_bw·mem_eff)) + gemm_overhead_s`.
+//! Thin GEMMs (few tokens per GPU per micro-batch, or a high TP degree splitting the weight)
+//! spend their time in the fixed cost and the memory roof (overhead-bound); large ones sit on
+//! the compute-bound plateau `max_eff`.
 
 use serde::{Deserialize, Serialize};
 
-/// Parameters of the efficiency curve, the memory-bound kernels and the overlap of
-/// communication with compute. Every field has a default (H100-class, physically motivated:
-/// sustained tensor-core rate under the power cap, fused-attention rate, streaming-copy rate).
+/// How the attention core (QKᵀ, softmax, dropout, ·V) runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum AttentionKind {
+    /// One fused kernel (FlashAttention, cuDNN fused attention): scores never reach HBM.
+    #[default]
+    Fused,
+    /// Batched GEMMs with the s×s scores written to HBM and memory-bound scale, mask,
+    /// softmax and dropout kernels between them (Megatron-LM before fused attention).
+    Unfused,
+}
+
+/// Parameters of the efficiency curve, the memory-bound kernels, the overlap of communication
+/// with compute and the stack's choices. Every field has a default (H100-class, modern
+/// Megatron-Core stack); hardware profiles give their own values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct EfficiencyParams {
@@ -25,17 +39,54 @@ pub struct EfficiencyParams {
     pub gemm_k_half: f64,
     /// Fraction of dense peak reached by fused (flash) attention, counting causal FLOPs only.
     pub attn_eff: f64,
+    /// Attention kernel kind the stack runs.
+    pub attention: AttentionKind,
     /// Fraction of HBM bandwidth reached by memory-bound kernels (norms, activations, optimizer).
     pub mem_eff: f64,
     /// Fixed cost per memory-bound kernel, seconds.
     pub kernel_overhead_s: f64,
+    /// Fixed cost of one micro-batch on one pipeline stage besides its kernels (framework
+    /// dispatch, synchronisation, data loading share), seconds.
+    pub microbatch_overhead_s: f64,
+    /// Extra cost of each virtual pipeline stage per micro-batch (schedule bookkeeping, more
+    /// and smaller point-to-point transfers), seconds.
+    pub vpp_stage_overhead_s: f64,
+    /// Sequence parallelism with tensor parallelism (Korthikanti et al. 2022): norms, dropout
+    /// and residual activations split by TP, all-gather/reduce-scatter instead of all-reduce.
+    pub sequence_parallel: bool,
     /// Fraction of tensor-parallel communication hidden behind GEMMs (0 = none, 1 = all).
     pub tp_overlap: f64,
     /// Slowdown of compute while it hides communication, as a fraction of the hidden
     /// communication time (communication kernels take SMs and HBM bandwidth).
     pub overlap_cost: f64,
-    /// Bytes per gradient element on the wire (4: Megatron reduces BF16 gradients in FP32).
-    pub grad_comm_bytes: f64,
+    /// Bytes per gradient element, in the gradient buffer and on the wire (4: Megatron
+    /// accumulates and reduces BF16 gradients in FP32; 2: BF16 reduction).
+    #[serde(alias = "grad_comm_bytes")]
+    pub grad_bytes: f64,
+    /// Fraction of the last micro-batch's backward pass that the data-parallel gradient
+    /// reduction can hide behind (1: bucketed reduction overlapped with backward, as
+    /// Megatron-Core's overlap option and PyTorch DDP; 0: reduced after the backward).
+    pub grad_reduce_overlap: f64,
+    /// Gradient bucket size of the data-parallel reduction, bytes (one collective per bucket).
+    pub grad_bucket_bytes: f64,
+    /// Parameter all-gathers per layer per pass under ZeRO-3 / FSDP (one per parameter tensor
+    /// in DeepSpeed ZeRO-3; one per wrapped layer in FSDP).
+    pub zero3_collectives_per_layer: f64,
+    /// Fraction of a layer's ZeRO-3 collectives that prefetching hides behind that layer's
+    /// compute (the rest, and whatever exceeds the compute, is exposed).
+    pub zero3_overlap: f64,
+    /// Latency of one ring step inside the scale-up domain, seconds (a ring collective over
+    /// n ranks takes n − 1 steps per phase).
+    pub hop_latency_intra_s: f64,
+    /// Latency of one ring step that crosses the scale-out network, seconds.
+    pub hop_latency_inter_s: f64,
+    /// Per-rank chunk size at which a ring collective reaches half its bus bandwidth, bytes
+    /// (small chunks: many ranks sharing a small buffer).
+    pub coll_chunk_half_bytes: f64,
+    /// The same for ZeRO-3 / FSDP parameter gathers and gradient scatters, which move one
+    /// layer's parameters in many small per-rank shards (the framework's per-shard bookkeeping
+    /// adds to NCCL's own fall-off), bytes.
+    pub zero3_chunk_half_bytes: f64,
     /// Multiplier on the hardware's scale-up link efficiency (calibration knob, 1 = datasheet).
     pub intra_link_scale: f64,
     /// Multiplier on the hardware's scale-out link efficiency (calibration knob, 1 = datasheet).
@@ -49,11 +100,23 @@ impl Default for EfficiencyParams {
             gemm_overhead_s: 20e-6,
             gemm_k_half: 128.0,
             attn_eff: 0.45,
+            attention: AttentionKind::Fused,
             mem_eff: 0.8,
             kernel_overhead_s: 4e-6,
+            microbatch_overhead_s: 1e-3,
+            vpp_stage_overhead_s: 0.3e-3,
+            sequence_parallel: true,
             tp_overlap: 0.5,
             overlap_cost: 0.2,
-            grad_comm_bytes: 4.0,
+            grad_bytes: 4.0,
+            grad_reduce_overlap: 1.0,
+            grad_bucket_bytes: 160e6,
+            zero3_collectives_per_layer: 4.0,
+            zero3_overlap: 0.5,
+            hop_latency_intra_s: 1e-6,
+            hop_latency_inter_s: 10e-6,
+            coll_chunk_half_bytes: 0.5e6,
+            zero3_chunk_half_bytes: 0.5e6,
             intra_link_scale: 1.0,
             inter_link_scale: 1.0,
         }
@@ -69,6 +132,19 @@ impl EfficiencyParams {
         let k_eff = k / (k + self.gemm_k_half);
         (flops / (peak_flops * self.max_eff * k_eff)).max(bytes / (hbm_bw * self.mem_eff))
             + self.gemm_overhead_s
+    }
+
+    /// Seconds for `count` independent GEMMs of one shape run as one batched kernel: the
+    /// roofline of all of them plus one fixed cost.
+    pub fn batched_gemm_time(
+        &self,
+        count: f64,
+        (m, k, n): (f64, f64, f64),
+        peak_flops: f64,
+        hbm_bw: f64,
+    ) -> f64 {
+        let one = self.gemm_time(m, k, n, peak_flops, hbm_bw) - self.gemm_overhead_s;
+        count * one + self.gemm_overhead_s
     }
 
     /// Seconds for the backward of that GEMM: data gradient (M×N)·(N×K) and weight gradient

@@ -1,6 +1,8 @@
-//! Hardware profiles: peak compute, memory, and the links collectives run over.
-//! Profiles live as RON under `assets/hardware/` (figures from REFERENCES.md).
+//! Hardware profiles: peak compute, memory, the links collectives run over, and the kernel
+//! efficiencies the performance model uses on that hardware. Profiles live as RON under
+//! `assets/hardware/`; each names the sources of its figures (docs/MODEL.md).
 
+use super::EfficiencyParams;
 use serde::{Deserialize, Serialize};
 
 /// One accelerator type and the links around it.
@@ -32,6 +34,10 @@ pub struct HardwareProfile {
     /// bytes.
     #[serde(default = "default_reserved")]
     pub reserved_bytes: f64,
+    /// Kernel efficiencies, overlap and stack defaults on this hardware (fitted on published
+    /// measurements, docs/MODEL.md); absent fields take the generic defaults.
+    #[serde(default)]
+    pub efficiency: EfficiencyParams,
     /// Where the figures come from.
     #[serde(default)]
     pub source: String,

@@ -1,38 +1,45 @@
 //! Memory per GPU: model states under ZeRO (Rajbhandari et al. 2020) and activations per
 //! layer (Korthikanti et al. 2022, arXiv 2205.05198), generalised to GQA, SwiGLU and MoE.
 //!
-//! With TP > 1 sequence parallelism is assumed (Megatron's default), so every activation is
-//! split by TP; with TP = 1 the formulas reduce to the no-parallelism case.
+//! With TP > 1 and sequence parallelism on (Megatron's default) every activation is split by
+//! TP; without it the norm, dropout and residual activations are replicated. With TP = 1 the
+//! formulas reduce to the no-parallelism case. The s×s attention scores are kept only when
+//! attention runs unfused and nothing is recomputed.
 
-use super::{ModelProfile, ParallelConfig, Recompute};
+use super::efficiency::AttentionKind;
+use super::{EfficiencyParams, ModelProfile, ParallelConfig, Recompute};
 use serde::Serialize;
 
 /// Bytes per parameter of weights, gradients and Adam state with mixed precision (BF16
-/// weights and gradients, FP32 master weights, momentum and variance) under ZeRO `stage`
-/// over `dp` data-parallel ranks: 16; 4 + 12/dp; 2 + 14/dp; 16/dp.
-pub fn zero_bytes_per_param(stage: u8, dp: u32) -> f64 {
+/// weights, gradients of `grad_bytes` each, FP32 master weights, momentum and variance) under
+/// ZeRO `stage` over `dp` data-parallel ranks. With BF16 gradients (2 bytes) these are the
+/// ZeRO paper's 16; 4 + 12/dp; 2 + 14/dp; 16/dp.
+pub fn zero_bytes_per_param(stage: u8, dp: u32, grad_bytes: f64) -> f64 {
     let d = dp.max(1) as f64;
+    let (w, g, o) = (2.0, grad_bytes, 12.0);
     match stage {
-        0 => 16.0,
-        1 => 4.0 + 12.0 / d,
-        2 => 2.0 + 14.0 / d,
-        _ => 16.0 / d,
+        0 => w + g + o,
+        1 => w + g + o / d,
+        2 => w + (g + o) / d,
+        _ => (w + g + o) / d,
     }
 }
 
 /// Activation bytes one transformer layer keeps for the backward pass of one micro-batch of
-/// `mbs` sequences on one GPU, with TP degree `tp` and sequence parallelism `sp`.
+/// `mbs` sequences on one GPU, with TP degree `tp`, sequence parallelism `sp` and the
+/// attention kernel `attention`.
 ///
 /// GPT shape (kv = h, ffn = 4h): s·b·h·(34 + 5as/h) without parallelism; s·b·h·(10 + 24/t +
 /// 5as/(ht)) with TP; s·b·h·(34/t + 5as/(ht)) with TP+SP; the 5as/h term (attention scores,
-/// softmax, dropout mask) disappears with selective recompute; full recompute keeps only the
-/// layer input, 2·s·b·h (divided by t under SP).
+/// softmax, dropout mask) disappears with selective recompute and with fused attention; full
+/// recompute keeps only the layer input, 2·s·b·h (divided by t under SP).
 pub fn layer_activation_bytes(
     m: &ModelProfile,
     mbs: u32,
     tp: u32,
     sp: bool,
     recompute: Recompute,
+    attention: AttentionKind,
 ) -> f64 {
     let (s, b, h, t) = (
         m.seq_len as f64,
@@ -51,7 +58,7 @@ pub fn layer_activation_bytes(
     let ffn_bytes_per_elem = if m.swiglu { 6.0 } else { 4.0 };
     let attn_split = s * b * (4.0 * h + 4.0 * m.kv_hidden());
     let ffn_split = s * b * ffn_bytes_per_elem * m.ffn_hidden as f64 * m.active_experts();
-    let scores = if recompute == Recompute::None {
+    let scores = if recompute == Recompute::None && attention == AttentionKind::Unfused {
         5.0 * m.heads as f64 * s * s * b
     } else {
         0.0
@@ -103,15 +110,17 @@ pub fn peak_memory(
     cfg: &ParallelConfig,
     micro_batches: u64,
     reserved: f64,
+    eff: &EfficiencyParams,
 ) -> MemoryBreakdown {
     let (first_p, last_p) = stage_params(m, cfg.tp, cfg.pp);
-    let per_param = zero_bytes_per_param(cfg.zero, cfg.dp);
+    let per_param = zero_bytes_per_param(cfg.zero, cfg.dp, eff.grad_bytes);
     let layers = m.layers as f64 / cfg.pp.max(1) as f64;
-    let sp = cfg.tp > 1;
-    let per_layer = layer_activation_bytes(m, cfg.mbs, cfg.tp, sp, cfg.recompute);
+    let sp = cfg.tp > 1 && eff.sequence_parallel;
+    let attn = eff.attention;
+    let per_layer = layer_activation_bytes(m, cfg.mbs, cfg.tp, sp, cfg.recompute, attn);
     // Full recompute re-materialises one layer at a time in backward.
     let working = if cfg.recompute == Recompute::Full {
-        layer_activation_bytes(m, cfg.mbs, cfg.tp, sp, Recompute::Selective)
+        layer_activation_bytes(m, cfg.mbs, cfg.tp, sp, Recompute::None, attn)
     } else {
         0.0
     };
@@ -172,15 +181,20 @@ mod tests {
             let (s, bf, hf, af, tf) = (2048.0, b as f64, h as f64, a as f64, t as f64);
             let sbh = s * bf * hf;
             let rel = |x: f64, y: f64| (x / y - 1.0).abs() < 1e-12;
-            let none1 = layer_activation_bytes(&m, b, 1, false, Recompute::None);
+            let un = AttentionKind::Unfused;
+            let none1 = layer_activation_bytes(&m, b, 1, false, Recompute::None, un);
             assert!(rel(none1, sbh * (34.0 + 5.0 * af * s / hf)));
-            let tp = layer_activation_bytes(&m, b, t, false, Recompute::None);
+            let tp = layer_activation_bytes(&m, b, t, false, Recompute::None, un);
             assert!(rel(tp, sbh * (10.0 + 24.0 / tf + 5.0 * af * s / (hf * tf))));
-            let sp = layer_activation_bytes(&m, b, t, true, Recompute::None);
+            let sp = layer_activation_bytes(&m, b, t, true, Recompute::None, un);
             assert!(rel(sp, sbh * (34.0 / tf + 5.0 * af * s / (hf * tf))));
-            let sel = layer_activation_bytes(&m, b, t, true, Recompute::Selective);
+            let sel = layer_activation_bytes(&m, b, t, true, Recompute::Selective, un);
             assert!(rel(sel, sbh * 34.0 / tf));
-            let full = layer_activation_bytes(&m, b, 1, false, Recompute::Full);
+            // Fused attention never stores the scores: as selective recompute.
+            let fused =
+                layer_activation_bytes(&m, b, t, true, Recompute::None, AttentionKind::Fused);
+            assert!(rel(fused, sel));
+            let full = layer_activation_bytes(&m, b, 1, false, Recompute::Full, un);
             assert!(rel(full, 2.0 * sbh));
         }
     }
@@ -189,14 +203,19 @@ mod tests {
     fn reproduces_zero_stages() {
         for dp in [1u32, 2, 8, 64] {
             let d = dp as f64;
-            assert_eq!(zero_bytes_per_param(0, dp), 16.0);
-            assert!((zero_bytes_per_param(1, dp) - (4.0 + 12.0 / d)).abs() < 1e-12);
-            assert!((zero_bytes_per_param(2, dp) - (2.0 + 14.0 / d)).abs() < 1e-12);
-            assert!((zero_bytes_per_param(3, dp) - 16.0 / d).abs() < 1e-12);
+            assert_eq!(zero_bytes_per_param(0, dp, 2.0), 16.0);
+            assert!((zero_bytes_per_param(1, dp, 2.0) - (4.0 + 12.0 / d)).abs() < 1e-12);
+            assert!((zero_bytes_per_param(2, dp, 2.0) - (2.0 + 14.0 / d)).abs() < 1e-12);
+            assert!((zero_bytes_per_param(3, dp, 2.0) - 16.0 / d).abs() < 1e-12);
+            // FP32 gradient buffers (Megatron's default with BF16): two more bytes unsharded.
+            assert_eq!(
+                zero_bytes_per_param(1, dp, 4.0),
+                zero_bytes_per_param(1, dp, 2.0) + 2.0
+            );
         }
         // Higher stages never need more memory.
         for dp in 1..100 {
-            let b: Vec<f64> = (0..4).map(|z| zero_bytes_per_param(z, dp)).collect();
+            let b: Vec<f64> = (0..4).map(|z| zero_bytes_per_param(z, dp, 4.0)).collect();
             assert!(b.windows(2).all(|w| w[1] <= w[0] + 1e-12));
         }
     }
@@ -213,11 +232,12 @@ mod tests {
             recompute: Recompute::Selective,
             vpp,
         };
-        let a1 = peak_memory(&m, &cfg(1, 1), 8, 0.0).activations;
-        let a4 = peak_memory(&m, &cfg(4, 1), 8, 0.0).activations;
+        let e = EfficiencyParams::default();
+        let a1 = peak_memory(&m, &cfg(1, 1), 8, 0.0, &e).activations;
+        let a4 = peak_memory(&m, &cfg(4, 1), 8, 0.0, &e).activations;
         // pp = 4: a quarter of the layers, four micro-batches in flight.
         assert!((a4 / a1 - 1.0).abs() < 1e-12);
-        let a4v = peak_memory(&m, &cfg(4, 2), 8, 0.0).activations;
+        let a4v = peak_memory(&m, &cfg(4, 2), 8, 0.0, &e).activations;
         assert!((a4v / a4 - (1.0 + 3.0 / 8.0)).abs() < 1e-12);
     }
 }

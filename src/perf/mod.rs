@@ -4,8 +4,10 @@
 //! mixture-of-experts batch floor ([`moe`]).
 
 pub mod calibrate;
+pub mod calibration_file;
 pub mod comms;
 pub mod config;
+pub mod crossval;
 pub mod efficiency;
 pub mod enumerate;
 pub mod flops;
@@ -14,8 +16,10 @@ pub mod measurements;
 pub mod memory;
 pub mod model;
 pub mod moe;
+pub mod run_calibration;
 pub mod step_time;
 pub mod validate;
+pub mod validation;
 
 pub use config::{ParallelConfig, Recompute};
 pub use efficiency::EfficiencyParams;

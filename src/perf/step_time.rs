@@ -1,19 +1,24 @@
-//! Step time of one configuration (DESIGN.md §4), split into the batch-independent cost of a
+//! Step time of one configuration (docs/MODEL.md), split into the batch-independent cost of a
 //! micro-batch ([`ConfigCost::new`]) and the batch-dependent assembly ([`ConfigCost::at`]),
 //! so a grid over many batch sizes evaluates each configuration once.
 //!
 //! One micro-batch on the slowest pipeline stage: GEMMs on the roofline-plus-overhead curve,
-//! fused causal attention, memory-bound kernels (norms, activations, dropout, residuals; the
-//! FP32 cross-entropy over the vocabulary on the last stage), sequence-parallel TP
-//! collectives partly hidden behind GEMMs, and blocking pipeline point-to-point transfers.
-//! A step: `m` micro-batches, the pipeline bubble `(pp−1)/v` stage times, the data-parallel
-//! gradient/parameter collectives of the ZeRO stage hidden behind one micro-batch's backward
-//! (or forward) where they fit, and the memory-bound Adam step.
+//! attention fused (flash) or unfused (batched GEMMs around memory-bound softmax and dropout
+//! over the s×s scores), memory-bound kernels (norms, activations, dropout, residuals; the FP32
+//! cross-entropy over the vocabulary on the last stage), tensor-parallel collectives partly
+//! hidden behind GEMMs, blocking pipeline point-to-point transfers, and a fixed cost per
+//! micro-batch and per virtual stage. A step: `m` micro-batches, the pipeline bubble
+//! `(pp−1)/v` stage times, the data-parallel collectives of the ZeRO stage (bucketed gradient
+//! reduction hidden behind at most the last backward; ZeRO-3 parameter all-gathers and
+//! gradient reduce-scatters per layer and micro-batch, hidden behind that layer's compute as
+//! far as prefetching allows), and the memory-bound Adam step.
 
-use super::comms::{self, Placement};
+use super::comms::{self, Net, Placement};
+use super::efficiency::AttentionKind;
 use super::memory::{peak_memory, stage_params};
 use super::{
-    Breakdown, Invalid, ParallelConfig, PerfContext, Prediction, Recompute, flops, validate,
+    Breakdown, EfficiencyParams, Invalid, ModelProfile, ParallelConfig, PerfContext, Prediction,
+    Recompute, flops, validate,
 };
 
 /// Bytes of HBM traffic per logit of the FP32 cross-entropy (cast, max, exp, sum, normalise,
@@ -24,6 +29,10 @@ const CE_BYTES_PER_LOGIT: f64 = 36.0;
 const ELEMWISE_BYTES_PER_HIDDEN: f64 = 38.0;
 /// Memory-bound kernels in one layer's forward pass (backward launches twice as many).
 const ELEMWISE_KERNELS: f64 = 12.0;
+/// Bytes of HBM traffic per attention score in the forward pass of unfused attention besides
+/// the two GEMMs' own reads and writes: fused scale-mask-softmax read and written (4), dropout
+/// read, written and its mask (5), BF16. The backward moves about 1.25× as much.
+const UNFUSED_BYTES_PER_SCORE: f64 = 9.0;
 /// Adam step bytes per parameter (FP32 gradient, master weight, moments; BF16 copy out).
 const OPTIMIZER_BYTES_PER_PARAM: f64 = 32.0;
 
@@ -32,7 +41,8 @@ const OPTIMIZER_BYTES_PER_PARAM: f64 = 32.0;
 pub struct ConfigCost {
     /// The configuration.
     pub cfg: ParallelConfig,
-    /// Compute seconds of one micro-batch (forward + backward + recompute) on the slowest stage.
+    /// Compute seconds of one micro-batch (forward + backward + recompute + fixed costs) on
+    /// the slowest stage.
     pub compute_mb: f64,
     /// Compute seconds of one micro-batch averaged over stages (sets the bubble).
     pub compute_mb_avg: f64,
@@ -42,9 +52,10 @@ pub struct ConfigCost {
     pub tp_mb: f64,
     /// Pipeline point-to-point seconds per micro-batch.
     pub p2p_mb: f64,
-    /// Data-parallel seconds per micro-batch before overlap (ZeRO-2/3).
-    pub dp_per_mb: f64,
-    /// Once-per-step gradient collective seconds before overlap (hidden behind a backward).
+    /// Exposed data-parallel seconds per micro-batch (ZeRO-2 gradient reduce-scatter,
+    /// ZeRO-3 per-layer parameter gathers and gradient reduce-scatters).
+    pub dp_exposed_mb: f64,
+    /// Once-per-step gradient collective seconds before overlap.
     pub dp_grad_once: f64,
     /// Once-per-step parameter all-gather seconds before overlap (hidden behind a forward).
     pub dp_param_once: f64,
@@ -52,57 +63,130 @@ pub struct ConfigCost {
     pub optimizer_s: f64,
 }
 
+/// Seconds of one layer's forward on one GPU, split into GEMMs, attention core and
+/// memory-bound kernels.
+struct LayerTimes {
+    gemm_fwd: f64,
+    gemm_bwd: f64,
+    attn_fwd: f64,
+    attn_bwd: f64,
+    elem_fwd: f64,
+}
+
+fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
+    let (m, hw, e) = (ctx.model, ctx.hw, ctx.eff);
+    let (peak, bw) = (hw.peak_flops, hw.mem_bw_bytes_per_s);
+    let t = cfg.tp as f64;
+    let (s, h) = (m.seq_len as f64, m.hidden as f64);
+    let b = cfg.mbs as f64;
+    let tokens = b * s;
+    let gemm = |mm: f64, k: f64, n: f64| e.gemm_time(mm, k, n, peak, bw);
+    let gemm_bwd = |mm: f64, k: f64, n: f64| e.gemm_backward_time(mm, k, n, peak, bw);
+    let experts = m.experts();
+    let expert_tokens = tokens * m.active_experts() / experts;
+    let up_cols = (m.ffn_matrices() - 1.0) * m.ffn_hidden as f64 / t;
+    let f = m.ffn_hidden as f64;
+    let shapes = [
+        (tokens, h, (h + 2.0 * m.kv_hidden()) / t, 1.0),
+        (tokens, h / t, h, 1.0),
+        (expert_tokens, h, up_cols, experts),
+        (expert_tokens, f / t, h, experts),
+    ];
+    let gemm_fwd: f64 = shapes.iter().map(|&(a, k, n, c)| c * gemm(a, k, n)).sum();
+    let gemm_bwd: f64 = shapes
+        .iter()
+        .map(|&(a, k, n, c)| c * gemm_bwd(a, k, n))
+        .sum();
+    let (attn_fwd, attn_bwd) = match e.attention {
+        AttentionKind::Fused => {
+            let fwd = 2.0 * b * s * s * h / t / (peak * e.attn_eff);
+            (fwd, 2.0 * fwd)
+        }
+        AttentionKind::Unfused => {
+            let heads = b * m.heads as f64 / t;
+            let d = h / m.heads as f64;
+            let scores = heads * s * s;
+            let bg = |dims| e.batched_gemm_time(heads, dims, peak, bw);
+            let soft = |passes: f64| {
+                e.memory_time(passes * UNFUSED_BYTES_PER_SCORE * scores, 2.0 * passes, bw)
+            };
+            let fwd = bg((s, d, s)) + bg((s, s, d)) + soft(1.0);
+            let bwd = bg((s, s, d)) + bg((d, s, s)) + bg((s, d, s)) + bg((s, s, d)) + soft(1.25);
+            (fwd, bwd)
+        }
+    };
+    let ffn_elem = if m.swiglu { 6.0 } else { 4.0 } * f * m.active_experts();
+    let sp_split = if e.sequence_parallel { t } else { 1.0 };
+    let elem_bytes = ELEMWISE_BYTES_PER_HIDDEN * h * tokens / sp_split + ffn_elem * tokens / t;
+    let elem_fwd = e.memory_time(elem_bytes, ELEMWISE_KERNELS, bw);
+    LayerTimes {
+        gemm_fwd,
+        gemm_bwd,
+        attn_fwd,
+        attn_bwd,
+        elem_fwd,
+    }
+}
+
+/// Exposed seconds of ZeRO-3 collectives per micro-batch: parameters gathered per layer in
+/// forward and again in backward, gradients reduce-scattered per layer in backward, each
+/// layer's traffic hidden behind that layer's compute as far as prefetching allows.
+fn zero3_exposed(
+    e: &EfficiencyParams,
+    local_params: f64,
+    layers: f64,
+    (fwd_layer, bwd_layer): (f64, f64),
+    group: Placement,
+    net: &Net,
+) -> f64 {
+    let per_layer = local_params / layers.max(1.0);
+    let n = e.zero3_collectives_per_layer.max(1.0);
+    let net = &Net {
+        chunk_half_bytes: net.chunk_half_bytes.max(e.zero3_chunk_half_bytes),
+        ..*net
+    };
+    let gather = n * comms::reduce_scatter(per_layer * 2.0 / n, group, net);
+    let scatter = n * comms::reduce_scatter(per_layer * e.grad_bytes / n, group, net);
+    let overlap = e.zero3_overlap.clamp(0.0, 1.0);
+    layers
+        * (e.exposed(gather, overlap * fwd_layer)
+            + e.exposed(gather + scatter, overlap * bwd_layer))
+}
+
+/// Seconds of a bucketed collective over `group`: one collective per bucket of at most
+/// `bucket` bytes.
+fn bucketed(bytes: f64, bucket: f64, group: Placement, net: &Net) -> f64 {
+    if bytes <= 0.0 {
+        return 0.0;
+    }
+    let buckets = (bytes / bucket.max(1.0)).ceil().max(1.0);
+    buckets * comms::reduce_scatter(bytes / buckets, group, net)
+}
+
 impl ConfigCost {
     /// Evaluate `cfg` for the context's model and hardware, or say why it cannot run.
     pub fn new(ctx: &PerfContext, cfg: &ParallelConfig) -> Result<Self, Invalid> {
         validate::structure(ctx.model, cfg)?;
-        let (m, hw, e) = (ctx.model, ctx.hw, ctx.eff);
-        let (intra, inter) = comms::links(hw, e);
+        let (m, hw, e): (&ModelProfile, _, &EfficiencyParams) = (ctx.model, ctx.hw, ctx.eff);
+        let net = comms::net(hw, e);
         let domain = hw.fast_domain(ctx.gpus_per_node);
-        let (peak, bw) = (hw.peak_flops, hw.mem_bw_bytes_per_s);
+        let bw = hw.mem_bw_bytes_per_s;
         let t = cfg.tp as f64;
         let (s, h) = (m.seq_len as f64, m.hidden as f64);
         let tokens = cfg.mbs as f64 * s;
-        let gemm = |mm: f64, k: f64, n: f64| e.gemm_time(mm, k, n, peak, bw);
-        let gemm_bwd = |mm: f64, k: f64, n: f64| e.gemm_backward_time(mm, k, n, peak, bw);
-
-        // One layer, forward, per GPU.
-        let experts = m.experts();
-        let expert_tokens = tokens * m.active_experts() / experts;
-        let up_cols = (m.ffn_matrices() - 1.0) * m.ffn_hidden as f64 / t;
-        let f = m.ffn_hidden as f64;
-        let shapes = [
-            (tokens, h, (h + 2.0 * m.kv_hidden()) / t, 1.0),
-            (tokens, h / t, h, 1.0),
-            (expert_tokens, h, up_cols, experts),
-            (expert_tokens, f / t, h, experts),
-        ];
-        let gemm_fwd: f64 = shapes.iter().map(|&(a, b, c, n)| n * gemm(a, b, c)).sum();
-        let gemm_back: f64 = shapes
-            .iter()
-            .map(|&(a, b, c, n)| n * gemm_bwd(a, b, c))
-            .sum();
-        let attn_fwd = 2.0 * cfg.mbs as f64 * s * s * h / t / (peak * e.attn_eff);
-        let attn_bwd_factor = if cfg.recompute == Recompute::None {
-            2.0
-        } else {
-            2.5
-        };
-        let ffn_elem = if m.swiglu { 6.0 } else { 4.0 } * f * m.active_experts();
-        let elem_bytes = (ELEMWISE_BYTES_PER_HIDDEN * h + ffn_elem) * tokens / t;
-        let elem_fwd = e.memory_time(elem_bytes, ELEMWISE_KERNELS, bw);
-        let fwd = gemm_fwd + attn_fwd + elem_fwd;
-        let bwd = gemm_back + attn_bwd_factor * attn_fwd + 2.0 * elem_fwd;
-        let recompute = if cfg.recompute == Recompute::Full {
-            fwd
-        } else {
-            0.0
+        let lt = layer_times(ctx, cfg);
+        let fwd = lt.gemm_fwd + lt.attn_fwd + lt.elem_fwd;
+        let bwd = lt.gemm_bwd + lt.attn_bwd + 2.0 * lt.elem_fwd;
+        let recompute = match cfg.recompute {
+            Recompute::None => 0.0,
+            Recompute::Selective => lt.attn_fwd,
+            Recompute::Full => fwd,
         };
 
-        // Sequence-parallel TP: all-gather + reduce-scatter around attention and MLP, forward
-        // and backward (= 2 all-reduces of s·b·h each way).
+        // TP: with sequence parallelism an all-gather and a reduce-scatter around attention and
+        // the MLP, without it two all-reduces: the same bytes, 2 all-reduces of s·b·h each way.
         let tp_group = Placement::strided(cfg.tp, 1, domain);
-        let tp_fwd = 2.0 * comms::all_reduce(tokens * h * 2.0, tp_group, intra, inter);
+        let tp_fwd = 2.0 * comms::all_reduce(tokens * h * 2.0, tp_group, &net);
         let tp_passes = if cfg.recompute == Recompute::Full {
             3.0
         } else {
@@ -113,24 +197,30 @@ impl ConfigCost {
             e.exposed(tp_layer * e.tp_overlap, f64::INFINITY) + tp_layer * (1.0 - e.tp_overlap);
 
         // Output layer and FP32 cross-entropy on the last stage.
-        let v = m.vocab as f64;
-        let logits = gemm(tokens, h, v / t)
-            + gemm_bwd(tokens, h, v / t)
+        let (peak, v) = (hw.peak_flops, m.vocab as f64);
+        let logits = e.gemm_time(tokens, h, v / t, peak, bw)
+            + e.gemm_backward_time(tokens, h, v / t, peak, bw)
             + e.memory_time(tokens * v / t * CE_BYTES_PER_LOGIT, 10.0, bw);
 
         let layers = m.layers as f64 / cfg.pp as f64;
-        let body = layers * (fwd + bwd + recompute);
+        let fixed = e.microbatch_overhead_s
+            + if cfg.vpp > 1 {
+                cfg.vpp as f64 * e.vpp_stage_overhead_s
+            } else {
+                0.0
+            };
+        let body = layers * (fwd + bwd + recompute) + fixed;
         let compute_mb = body + logits;
         let compute_mb_avg = body + logits / cfg.pp as f64;
-        let backward_mb = layers * bwd + logits * 2.0 / 3.0;
+        let backward_mb = layers * (bwd + recompute) + logits * 2.0 / 3.0;
         let tp_mb = layers * tp_exposed;
 
         // Pipeline p2p: activation forward and gradient backward at each virtual boundary.
         let p2p_mb = if cfg.pp > 1 {
             let link = if cfg.tp * cfg.dp * cfg.pp <= domain {
-                intra
+                net.intra
             } else {
-                inter
+                net.inter
             };
             2.0 * cfg.vpp as f64 * comms::p2p(tokens * h * 2.0 / t, link)
         } else {
@@ -141,14 +231,19 @@ impl ConfigCost {
         let (first, last) = stage_params(m, cfg.tp, cfg.pp);
         let local = first.max(last);
         let dp_group = Placement::strided(cfg.dp, cfg.tp, domain);
-        let grads = local * e.grad_comm_bytes;
+        let grads = local * e.grad_bytes;
         let params = local * 2.0;
-        let rs = |b| comms::reduce_scatter(b, dp_group, intra, inter);
-        let (dp_per_mb, dp_grad_once, dp_param_once) = match cfg.zero {
+        let bucket = e.grad_bucket_bytes;
+        let rs = |b| bucketed(b, bucket, dp_group, &net);
+        let (dp_exposed_mb, dp_grad_once, dp_param_once) = match cfg.zero {
             0 => (0.0, 2.0 * rs(grads), 0.0),
             1 => (0.0, rs(grads), rs(params)),
-            2 => (rs(grads), 0.0, rs(params)),
-            _ => (rs(grads) + 2.0 * rs(params), 0.0, 0.0),
+            2 => (e.exposed(rs(grads), layers * bwd), 0.0, rs(params)),
+            _ => {
+                let windows = (fwd, bwd + recompute);
+                let exposed = zero3_exposed(e, local, layers, windows, dp_group, &net);
+                (exposed, 0.0, 0.0)
+            }
         };
         let opt_params = if cfg.zero >= 1 {
             local / cfg.dp as f64
@@ -163,7 +258,7 @@ impl ConfigCost {
             backward_mb,
             tp_mb,
             p2p_mb,
-            dp_per_mb,
+            dp_exposed_mb,
             dp_grad_once,
             dp_param_once,
             optimizer_s,
@@ -180,9 +275,10 @@ impl ConfigCost {
         let stage_avg = self.compute_mb_avg + self.tp_mb;
         let bubble_s = (cfg.pp as f64 - 1.0) / cfg.vpp as f64 * stage_avg;
         let forward_mb = stage - self.backward_mb;
-        let dp_s = m * e.exposed(self.dp_per_mb, stage)
-            + e.exposed(self.dp_grad_once, self.backward_mb)
-            + e.exposed(self.dp_param_once, forward_mb);
+        let overlap = e.grad_reduce_overlap.clamp(0.0, 1.0);
+        let dp_s = m * self.dp_exposed_mb
+            + e.exposed(self.dp_grad_once, overlap * self.backward_mb)
+            + e.exposed(self.dp_param_once, overlap * forward_mb);
         let breakdown = Breakdown {
             compute_s: m * self.compute_mb,
             bubble_s,
@@ -201,7 +297,7 @@ impl ConfigCost {
         let tokens = global_batch as f64 * ctx.model.seq_len as f64;
         let model_flops = flops::model_flops(ctx.model, tokens);
         let hw_flops = flops::hardware_flops(ctx.model, tokens, cfg.recompute);
-        let memory = peak_memory(ctx.model, cfg, mb, ctx.hw.reserved_bytes).total();
+        let memory = peak_memory(ctx.model, cfg, mb, ctx.hw.reserved_bytes, e).total();
         Ok(Prediction {
             step_time_s: step,
             tokens_per_s: tokens / step,

@@ -131,10 +131,11 @@ pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
 /// Plan a resolved session: every strategy and the optimal switch points.
 pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
     let traj = source::load_trajectory(r)?;
+    let eff = r.efficiency();
     let ctx = PerfContext {
         hw: &r.hardware,
         model: &r.model,
-        eff: &r.session.efficiency,
+        eff: &eff,
         gpus_per_node: r.session.cluster.gpus_per_node,
     };
     let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);

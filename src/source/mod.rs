@@ -47,6 +47,8 @@ pub struct Loaded {
     /// A note for the user: for a dump, the backend that reduced it and, when `auto` fell
     /// back to the CPU, why ("reduced on cpu (2 threads) · CPU (no CUDA driver found)").
     pub note: Option<String>,
+    /// The performance model calibrated on the run's own step times, when it carries them.
+    pub calibration: Option<crate::perf::run_calibration::RunCalibration>,
 }
 
 /// Load a resolved session's data source on the CPU, without progress reports.
@@ -75,19 +77,19 @@ pub fn load_with(
                 analysis: None,
                 seed_ema: Vec::new(),
                 note: None,
+                calibration: None,
             })
         }
         DataSource::Stats { path } => {
-            let (trajectory, report) = measured::load_stats_file(
-                &resolved.resolve_path(path),
-                &resolved.session.estimator,
-                seq_len,
-            )?;
+            let file = resolved.resolve_path(path);
+            let (trajectory, report) =
+                measured::load_stats_file(&file, &resolved.session.estimator, seq_len)?;
             Ok(Loaded {
                 trajectory,
                 analysis: Some(report),
                 seed_ema: Vec::new(),
                 note: None,
+                calibration: calibrate_stats_file(resolved, &file),
             })
         }
         DataSource::Dumps {
@@ -113,12 +115,40 @@ pub fn load_with(
                     Some(why) => format!("reduced on {} · {why}", selected.backend.name()),
                     None => format!("reduced on {}", selected.backend.name()),
                 }),
+                calibration: None,
             })
         }
         DataSource::Live { target } => Err(SourceError::Unsupported(format!(
             "live sources ({target}) are opened with `copus watch`"
         ))),
     }
+}
+
+/// The performance model calibrated on the step times a stats file carries (`step_time_s`
+/// with `config`), for the session's hardware and model; `None` when it carries too few.
+fn calibrate_stats_file(
+    resolved: &Resolved,
+    file: &std::path::Path,
+) -> Option<crate::perf::run_calibration::RunCalibration> {
+    let f = std::fs::File::open(file).ok()?;
+    let outcome = crate::stats::read_ndjson(std::io::BufReader::new(f)).ok()?;
+    let target = crate::perf::calibrate::Target {
+        hw: &resolved.hardware,
+        model: &resolved.model,
+        gpus_per_node: resolved.session.cluster.gpus_per_node,
+    };
+    let search = &resolved.session.search;
+    crate::perf::run_calibration::calibrate_run(
+        &outcome.records,
+        &target,
+        &resolved.hardware.efficiency,
+        search.zero.first().copied().unwrap_or(1),
+        search
+            .recompute
+            .first()
+            .copied()
+            .unwrap_or(crate::perf::Recompute::Selective),
+    )
 }
 
 /// The B_crit trajectory of a resolved session, before the session's B_crit scale.

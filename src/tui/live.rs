@@ -80,6 +80,7 @@ fn aggregate(
                     analysis: Some(report),
                     seed_ema: Vec::new(),
                     note: None,
+                    calibration: None,
                 }),
                 Err(e) => Err(e.to_string()),
             };

@@ -41,7 +41,7 @@ pub fn table_job(app: &App) -> TableJob {
     TableJob {
         hardware: r.hardware.clone(),
         model: r.model.clone(),
-        efficiency: r.session.efficiency.clone(),
+        efficiency: r.efficiency(),
         cluster: r.cluster(),
         search: r.session.search.clone(),
     }

@@ -1,0 +1,53 @@
+//! Prints the performance model against every published table in `assets/validation/`:
+//! `cargo run --release --example validate_model`.
+
+use copus::perf::validation::{self, error_summary};
+use copus::profiles;
+use std::path::Path;
+
+fn main() -> anyhow::Result<()> {
+    let mut files: Vec<_> = std::fs::read_dir("assets/validation")?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file)?;
+        let rows = validation::parse(&text, &file.display().to_string())?;
+        println!("== {}", file.display());
+        let mut errors = Vec::new();
+        for row in &rows {
+            let hw = profiles::hardware(&row.hardware, Path::new("."))?;
+            match validation::score(row, &hw, &hw.efficiency) {
+                Ok(s) => {
+                    let b = s.prediction.breakdown;
+                    println!(
+                        "{:11} {:10} {:34} pub {:6.1} pred {:6.1} err {:+6.1}%  [comp {:.2} bub {:.2} tp {:.2} pp {:.2} dp {:.2} opt {:.2}] mem {:.0}GB",
+                        row.set,
+                        row.model.name,
+                        s.config.to_string(),
+                        row.tflops,
+                        s.tflops,
+                        s.rel_error * 100.0,
+                        b.compute_s,
+                        b.bubble_s,
+                        b.tp_s,
+                        b.pp_s,
+                        b.dp_s,
+                        b.optimizer_s,
+                        s.prediction.memory_per_gpu_bytes / 1e9
+                    );
+                    errors.push(s.rel_error);
+                }
+                Err(e) => println!("{:11} {:10} cannot run: {e}", row.set, row.model.name),
+            }
+        }
+        let (mean, worst) = error_summary(&errors);
+        println!(
+            "mean |err| {:.1}%  worst {:.1}%",
+            mean * 100.0,
+            worst * 100.0
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! `copus calibrate`: fit the performance model's efficiencies to measured step times.
+
+use super::model_args::ModelArgs;
+use super::predict::RecomputeArg;
+use crate::fsutil;
+use crate::perf::calibrate::{Knob, Target, calibrate};
+use crate::perf::calibration_file::CalibrationFile;
+use crate::perf::crossval::{cross_validate, rel_errors, rms};
+use crate::perf::measurements::{Measurement, from_step_stats, parse_csv};
+use crate::profiles;
+use crate::stats::protocol::parse_line;
+use anyhow::{Context, bail};
+use clap::Args;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `copus calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Measured step times: a CSV (`dp,tp,pp,mbs,batch,step_time_s`, optional
+    /// `zero,recompute,vpp`) or a stats .ndjson whose records carry `step_time_s` and `config`.
+    pub measurements: PathBuf,
+    /// Hardware profile the measurements ran on: a built-in name or a .ron file.
+    #[arg(long)]
+    pub hardware: String,
+    /// The model: a profile or an inline shape.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_node: u32,
+    /// ZeRO stage of stats-file records (the protocol does not carry it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero: u8,
+    /// Recompute policy of stats-file records (the protocol does not carry it).
+    #[arg(long, value_enum, default_value = "selective")]
+    pub recompute: RecomputeArg,
+    /// Parameters to fit, comma-separated (default: chosen by the number of measurements from
+    /// max_eff, microbatch_overhead_s, gemm_overhead_s, inter_link_scale, intra_link_scale).
+    #[arg(long, value_delimiter = ',')]
+    pub fit: Vec<String>,
+    /// Folds of the cross-validation (leave-one-out when ≥ the measurements).
+    #[arg(long, default_value_t = 5)]
+    pub folds: usize,
+    /// Write the calibration here (RON; use with `--calibration` or a session's `calibration`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `copus calibrate --json` prints.
+#[derive(Debug, Serialize)]
+struct Output {
+    n: usize,
+    rms_rel_error: f64,
+    cv_rel_error: f64,
+    profile_rms_rel_error: f64,
+    params: BTreeMap<String, f64>,
+    out: Option<String>,
+}
+
+const DEFAULT_KNOBS: [Knob; 5] = [
+    Knob::MaxEff,
+    Knob::MicrobatchOverhead,
+    Knob::GemmOverhead,
+    Knob::InterLink,
+    Knob::IntraLink,
+];
+
+fn read_measurements(a: &CalibrateArgs) -> anyhow::Result<Vec<Measurement>> {
+    let path = &a.measurements;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let origin = path.display().to_string();
+    if path
+        .extension()
+        .is_some_and(|e| e == "ndjson" || e == "jsonl")
+    {
+        let mut records = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let r = parse_line(line).with_context(|| format!("{origin}:{}", i + 1))?;
+            records.push(r);
+        }
+        let m = from_step_stats(&records, a.zero, a.recompute.into());
+        if m.is_empty() {
+            bail!("{origin}: no record carries both step_time_s and config");
+        }
+        return Ok(m);
+    }
+    Ok(parse_csv(&text, &origin)?)
+}
+
+fn knobs(a: &CalibrateArgs, n: usize) -> anyhow::Result<Vec<Knob>> {
+    if a.fit.is_empty() {
+        // About three measurements per fitted parameter.
+        let k = (n / 3).clamp(1, DEFAULT_KNOBS.len());
+        return Ok(DEFAULT_KNOBS[..k].to_vec());
+    }
+    a.fit
+        .iter()
+        .map(|name| {
+            Knob::from_name(name).with_context(|| {
+                let names: Vec<&str> = Knob::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "--fit: unknown parameter '{name}' (one of {})",
+                    names.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// Run `copus calibrate`.
+pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
+    let hw = profiles::hardware(&a.hardware, Path::new("."))?;
+    let model = a.model.profile()?;
+    if a.gpus_per_node == 0 {
+        bail!("--gpus-per-node must be at least 1");
+    }
+    let points = read_measurements(a)?;
+    let knobs = knobs(a, points.len())?;
+    let target = Target {
+        hw: &hw,
+        model: &model,
+        gpus_per_node: a.gpus_per_node,
+    };
+    let start = hw.efficiency.clone();
+    let profile_errors = rel_errors(&target, &start, &points)?;
+    let fit = calibrate(&target, &start, &knobs, &points, 100)?;
+    let fitted_errors = rel_errors(&target, &fit.params, &points)?;
+    let cv = if points.len() > knobs.len() + 1 {
+        rms(&cross_validate(&target, &start, &knobs, &points, a.folds)?)
+    } else {
+        f64::NAN
+    };
+    let mut params = BTreeMap::new();
+    let mut p = fit.params.clone();
+    for k in &knobs {
+        params.insert(k.name().to_string(), *k.slot(&mut p));
+    }
+    let file = CalibrationFile {
+        hardware: hw.name.clone(),
+        model: model.name.clone(),
+        n: points.len(),
+        rms_rel_error: rms(&fitted_errors),
+        cv_rel_error: cv,
+        profile_rms_rel_error: rms(&profile_errors),
+        fitted: knobs.iter().map(|k| k.name().to_string()).collect(),
+        params: fit.params.clone(),
+    };
+    if let Some(out) = &a.out {
+        fsutil::write_atomic(out, file.to_ron()?.as_bytes())
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    let out = Output {
+        n: file.n,
+        rms_rel_error: file.rms_rel_error,
+        cv_rel_error: file.cv_rel_error,
+        profile_rms_rel_error: file.profile_rms_rel_error,
+        params,
+        out: a.out.as_ref().map(|p| p.display().to_string()),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "calibrated {} on {} measured steps ({} on {})",
+        knobs.len(),
+        out.n,
+        model.name,
+        hw.name
+    );
+    println!(
+        "  rms relative error: profile model {:.1}% → calibrated {:.1}% (cross-validated {:.1}%)",
+        out.profile_rms_rel_error * 100.0,
+        out.rms_rel_error * 100.0,
+        out.cv_rel_error * 100.0
+    );
+    let mut s0 = start.clone();
+    for k in &knobs {
+        let v = out.params[k.name()];
+        let v0 = *k.slot(&mut s0);
+        let bound = crate::perf::calibrate::BOUND;
+        let at_bound = (v / v0 - bound).abs() < 1e-6 * bound
+            || (v0 / v - bound).abs() < 1e-6 * bound
+            || (v - k.upper()).abs() < 1e-9;
+        let note = if at_bound {
+            "  (at the edge of its range: the measurements want more; a cost the model lacks?)"
+        } else {
+            ""
+        };
+        println!("  {:24} {v:.4e}  (profile {v0:.4e}){note}", k.name());
+    }
+    if let Some(o) = &out.out {
+        println!("  written to {o} (use --calibration {o})");
+    }
+    Ok(())
+}

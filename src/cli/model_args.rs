@@ -1,0 +1,123 @@
+//! Command-line model shape (a profile or inline dimensions) and calibration file, shared by
+//! `predict` and `calibrate`.
+
+use crate::perf::calibration_file::CalibrationFile;
+use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
+use crate::profiles;
+use anyhow::Context;
+use clap::Args;
+use std::path::Path;
+
+/// A model on the command line.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// Model profile: a built-in name or a .ron file (or give the shape inline).
+    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab"])]
+    pub name: Option<String>,
+    /// Inline model: transformer layers.
+    #[arg(long)]
+    pub layers: Option<u32>,
+    /// Inline model: hidden size.
+    #[arg(long)]
+    pub hidden: Option<u32>,
+    /// Inline model: attention heads.
+    #[arg(long)]
+    pub heads: Option<u32>,
+    /// Inline model: vocabulary size.
+    #[arg(long)]
+    pub vocab: Option<u32>,
+    /// Sequence length in tokens (inline model; overrides a profile's).
+    #[arg(long)]
+    pub seq: Option<u32>,
+    /// Inline model: feed-forward size (default 4·hidden).
+    #[arg(long)]
+    pub ffn: Option<u32>,
+    /// Inline model: key/value heads (default: heads).
+    #[arg(long)]
+    pub kv_heads: Option<u32>,
+    /// Inline model: gated (SwiGLU) MLP.
+    #[arg(long)]
+    pub swiglu: bool,
+}
+
+impl ModelArgs {
+    /// The model profile these arguments name or describe.
+    pub fn profile(&self) -> anyhow::Result<ModelProfile> {
+        if let Some(name) = &self.name {
+            let mut m = profiles::model(name, Path::new("."))?;
+            if let Some(s) = self.seq {
+                m.seq_len = s;
+            }
+            return Ok(m);
+        }
+        let need = |v: Option<u32>, flag: &str| {
+            v.with_context(|| {
+                format!("give --model NAME|FILE or the inline shape (missing --{flag})")
+            })
+        };
+        let (layers, hidden, heads) = (
+            need(self.layers, "layers")?,
+            need(self.hidden, "hidden")?,
+            need(self.heads, "heads")?,
+        );
+        Ok(ModelProfile {
+            name: "inline".into(),
+            layers,
+            hidden,
+            heads,
+            kv_heads: self.kv_heads.unwrap_or(heads),
+            ffn_hidden: self
+                .ffn
+                .map_or_else(|| hidden.checked_mul(4), Some)
+                .context("--hidden too large")?,
+            vocab: need(self.vocab, "vocab")?,
+            seq_len: need(self.seq, "seq")?,
+            swiglu: self.swiglu,
+            tied_embeddings: false,
+            moe: None,
+            source: "command line".into(),
+        })
+    }
+}
+
+/// The efficiency parameters to use on `hw`: a calibration file's, else the profile's.
+pub fn efficiency(
+    hw: &HardwareProfile,
+    calibration: Option<&Path>,
+) -> anyhow::Result<EfficiencyParams> {
+    match calibration {
+        Some(p) => {
+            let c = CalibrationFile::load(p)?;
+            if c.hardware != hw.name {
+                eprintln!(
+                    "note: {} was calibrated on {}, used here for {}",
+                    p.display(),
+                    c.hardware,
+                    hw.name
+                );
+            }
+            Ok(c.params)
+        }
+        None => Ok(hw.efficiency.clone()),
+    }
+}
+
+/// Load a session and resolve it, with `calibration` (when given) in force instead of the
+/// session's own.
+pub fn resolve_session(
+    path: &Path,
+    calibration: Option<&Path>,
+) -> anyhow::Result<crate::session::Resolved> {
+    let mut r = crate::session::Session::load(path)?.resolve(path)?;
+    if let Some(c) = calibration {
+        r.calibration = Some(CalibrationFile::load(c)?);
+        r.use_calibration = true;
+        if r.session.efficiency.is_some() {
+            eprintln!(
+                "note: {} sets its own efficiency, which takes precedence over --calibration",
+                path.display()
+            );
+        }
+    }
+    Ok(r)
+}

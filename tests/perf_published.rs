@@ -1,0 +1,224 @@
+//! The performance model against published measurements (assets/validation/*.csv, sources in
+//! each file and in docs/MODEL.md). Hardware defaults were fitted on the rows marked `train`
+//! (examples/fit_profiles.rs); every threshold below is asserted on rows marked `test`, which
+//! no fit saw, except where a test says otherwise.
+
+use copus::perf::calibrate::{Knob, calibrate_samples};
+use copus::perf::efficiency::AttentionKind;
+use copus::perf::validation::{self, PublishedRow, Scored, error_summary, spearman};
+use copus::perf::{EfficiencyParams, HardwareProfile, ModelProfile, ParallelConfig, Recompute};
+use copus::perf::{PerfContext, predict};
+use copus::profiles;
+use std::path::Path;
+
+fn rows(file: &str) -> Vec<PublishedRow> {
+    let path = Path::new("assets/validation").join(file);
+    let text = std::fs::read_to_string(&path).expect("validation file");
+    validation::parse(&text, file).expect("parses")
+}
+
+fn hw(name: &str) -> HardwareProfile {
+    profiles::hardware(name, Path::new(".")).expect("hardware profile")
+}
+
+fn scored(rows: &[PublishedRow]) -> Vec<(PublishedRow, Scored)> {
+    rows.iter()
+        .map(|r| {
+            let h = hw(&r.hardware);
+            let s = validation::score(r, &h, &h.efficiency)
+                .unwrap_or_else(|e| panic!("{} {}: {e}", r.set, r.model.name));
+            println!(
+                "{:13} {:10} {:34} published {:6.1} predicted {:6.1} {:+6.1}% {}",
+                r.set,
+                r.model.name,
+                s.config.to_string(),
+                r.tflops,
+                s.tflops,
+                s.rel_error * 100.0,
+                if r.train { "train" } else { "test" }
+            );
+            (r.clone(), s)
+        })
+        .collect()
+}
+
+#[test]
+fn held_out_a100_rows_from_1_7b_to_1t_within_ten_percent_mean() {
+    let mut all = rows("narayanan2021-table1.csv");
+    all.extend(
+        rows("narayanan2021-table2.csv")
+            .into_iter()
+            .filter(|r| r.set.starts_with("ptdp")),
+    );
+    let held_out: Vec<PublishedRow> = all.into_iter().filter(|r| !r.train).collect();
+    assert!(held_out.len() >= 8);
+    let sizes: Vec<&str> = held_out.iter().map(|r| r.model.name.as_str()).collect();
+    assert!(
+        sizes.contains(&"gpt-3.6b") && sizes.contains(&"gpt-1008b"),
+        "{sizes:?}"
+    );
+    let errors: Vec<f64> = scored(&held_out).iter().map(|(_, s)| s.rel_error).collect();
+    let (mean, worst) = error_summary(&errors);
+    println!(
+        "held-out A100: mean |error| {:.1}%, worst {:.1}%",
+        mean * 100.0,
+        worst * 100.0
+    );
+    assert!(mean <= 0.10, "mean {mean}");
+    assert!(worst <= 0.20, "worst {worst}");
+}
+
+#[test]
+fn sharded_data_parallel_falls_with_gpu_count_as_measured() {
+    // DeepSpeed ZeRO-3 without model parallelism at a fixed global batch: per-GPU throughput
+    // falls about threefold as the GPU count grows 4x (micro-batch 4 -> 1). The 175B job was
+    // in the fit; the 530B job was not.
+    let all = rows("narayanan2021-table2.csv");
+    for job in ["zero3-175b", "zero3-530b"] {
+        let r: Vec<PublishedRow> = all.iter().filter(|r| r.set == job).cloned().collect();
+        let s = scored(&r);
+        let (first, last) = (&s[0], &s[s.len() - 1]);
+        let measured = first.0.tflops / last.0.tflops;
+        let predicted = first.1.tflops / last.1.tflops;
+        let ratio = predicted / measured;
+        println!("{job}: measured fall {measured:.2}x, predicted {predicted:.2}x");
+        assert!(
+            (1.0 / 1.5..=1.5).contains(&ratio),
+            "{job}: predicted fall {predicted:.2} vs measured {measured:.2}"
+        );
+        // And the order of the three GPU counts is right.
+        assert!(s.windows(2).all(|w| w[1].1.tflops < w[0].1.tflops));
+    }
+}
+
+#[test]
+fn splits_of_one_job_rank_as_measured() {
+    // Figures 14-16 of Narayanan et al.: (TP, DP, PP, micro-batch, batch) splits of one model on
+    // 64 GPUs, read from the plots; none was in the fit.
+    let all = rows("narayanan2021-figures.csv");
+    for job in ["fig14-15-5.9b", "fig16-91b"] {
+        let r: Vec<PublishedRow> = all.iter().filter(|r| r.set == job).cloned().collect();
+        assert!(r.len() >= 6 && r.iter().all(|r| !r.train));
+        let s = scored(&r);
+        let measured: Vec<f64> = s.iter().map(|(r, _)| r.tflops).collect();
+        let predicted: Vec<f64> = s.iter().map(|(_, s)| s.tflops).collect();
+        let rho = spearman(&measured, &predicted);
+        println!(
+            "{job}: Spearman rank correlation {rho:.2} over {} splits",
+            r.len()
+        );
+        assert!(rho >= 0.8, "{job}: rank correlation {rho}");
+    }
+}
+
+#[test]
+fn megatron_core_h100_table_within_eight_percent_mean() {
+    let s = scored(&rows("megatron-core-h100.csv"));
+    let all: Vec<f64> = s.iter().map(|(_, s)| s.rel_error).collect();
+    let held: Vec<f64> = s
+        .iter()
+        .filter(|(r, _)| !r.train)
+        .map(|(_, s)| s.rel_error)
+        .collect();
+    let (mean, worst) = error_summary(&all);
+    let (held_mean, held_worst) = error_summary(&held);
+    println!(
+        "H100 all rows: mean {:.1}% worst {:.1}%; held out: mean {:.1}% worst {:.1}%",
+        mean * 100.0,
+        worst * 100.0,
+        held_mean * 100.0,
+        held_worst * 100.0
+    );
+    assert!(mean <= 0.08, "mean {mean}");
+    assert!(held_mean <= 0.10 && worst <= 0.20, "{held_mean} {worst}");
+}
+
+#[test]
+fn shipped_a100_defaults_are_the_fit_on_the_training_rows() {
+    // The A100 profile's kernel efficiencies are what examples/fit_profiles.rs finds on the
+    // training rows, starting from the generic defaults: rerun the fit and compare.
+    let h = hw("a100-80g");
+    let mut train: Vec<PublishedRow> = rows("narayanan2021-table1.csv");
+    train.extend(rows("narayanan2021-table2.csv"));
+    train.retain(|r| r.train);
+    let start = EfficiencyParams::default();
+    let knobs = [
+        Knob::MaxEff,
+        Knob::GemmOverhead,
+        Knob::MemEff,
+        Knob::MicrobatchOverhead,
+        Knob::Zero3ChunkHalf,
+        Knob::Zero3Overlap,
+    ];
+    let samples = validation::samples(&train, &h, &start).expect("samples");
+    let fit = calibrate_samples(&samples, &start, &knobs, 60).expect("fit");
+    assert!(
+        fit.rms < fit.initial_rms / 3.0,
+        "{} -> {}",
+        fit.initial_rms,
+        fit.rms
+    );
+    let (mut fitted, mut shipped) = (fit.params.clone(), h.efficiency.clone());
+    for k in knobs {
+        let (f, s) = (*k.slot(&mut fitted), *k.slot(&mut shipped));
+        println!("{:24} fitted {f:.4e} shipped {s:.4e}", k.name());
+        assert!(
+            (f / s - 1.0).abs() < 0.05,
+            "{}: fitted {f} shipped {s}",
+            k.name()
+        );
+    }
+}
+
+fn gpt(layers: u32, hidden: u32, heads: u32) -> ModelProfile {
+    ModelProfile {
+        name: "gpt".into(),
+        layers,
+        hidden,
+        heads,
+        kv_heads: heads,
+        ffn_hidden: 4 * hidden,
+        vocab: 51200,
+        seq_len: 2048,
+        swiglu: false,
+        tied_embeddings: false,
+        moe: None,
+        source: String::new(),
+    }
+}
+
+#[test]
+fn one_gpu_gains_from_larger_micro_batches_as_published() {
+    // Narayanan et al. 2021, Figure 7: a 4-layer GPT (h 4096, 128 heads) on one A100 runs about
+    // 1.3x faster per sample at micro-batch 8 than at 1 (read from the plot: ~67 -> ~88
+    // TFLOP/s). The model gets the direction but only part of the size (a known gap,
+    // docs/MODEL.md): GEMMs, the 32-wide attention heads and the per-micro-batch cost explain
+    // ~1.05x; the rest is not modelled. The test holds the direction and the honest range.
+    let h = hw("a100-80g");
+    let m = gpt(4, 4096, 128);
+    let mut eff = h.efficiency.clone();
+    eff.attention = AttentionKind::Unfused;
+    eff.sequence_parallel = false;
+    let ctx = PerfContext {
+        hw: &h,
+        model: &m,
+        eff: &eff,
+        gpus_per_node: 8,
+    };
+    let per_sample = |mbs: u32| {
+        let cfg = ParallelConfig {
+            dp: 1,
+            tp: 1,
+            pp: 1,
+            mbs,
+            zero: 0,
+            recompute: Recompute::Full,
+            vpp: 1,
+        };
+        let p = predict(&ctx, &cfg, 8 * mbs as u64).expect("runs");
+        p.step_time_s / (8 * mbs) as f64
+    };
+    let gain = per_sample(1) / per_sample(8);
+    println!("micro-batch 1 -> 8: {gain:.2}x");
+    assert!((1.03..=1.5).contains(&gain), "gain {gain}");
+}

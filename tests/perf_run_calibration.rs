@@ -1,0 +1,137 @@
+//! A measured run that carries step times calibrates the model in the background: the source
+//! load returns the calibration, the explorer uses it for the throughput table, and the
+//! what-if editor switches between the calibrated and the profile model.
+
+use copus::app::whatif::{FIELDS, Field};
+use copus::app::{App, Effect, Msg, update};
+use copus::perf::{ParallelConfig, PerfContext, Recompute, predict};
+use copus::session::{Panel, Session};
+use copus::stats::{StepConfig, StepStats};
+use std::io::Write;
+
+/// A stats file whose step times come from the model with a GEMM plateau far below the H100
+/// profile's, over three configurations of 8 GPUs.
+fn timed_run(dir: &std::path::Path) -> std::path::PathBuf {
+    let hw = copus::profiles::hardware("h100-sxm", std::path::Path::new(".")).expect("hw");
+    let model = copus::profiles::model("llama-7b", std::path::Path::new(".")).expect("model");
+    let truth = copus::perf::EfficiencyParams {
+        max_eff: 0.4,
+        ..hw.efficiency.clone()
+    };
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &model,
+        eff: &truth,
+        gpus_per_node: 8,
+    };
+    let path = dir.join("run.ndjson");
+    let mut f = std::fs::File::create(&path).expect("create");
+    let layouts = [(8u32, 1u32, 1u32, 1u32), (4, 2, 1, 2), (2, 4, 1, 4)];
+    for step in 0..60u64 {
+        let (dp, tp, pp, mbs) = layouts[(step / 20) as usize];
+        let batch = 64u64;
+        let cfg = ParallelConfig {
+            dp,
+            tp,
+            pp,
+            mbs,
+            zero: 1,
+            recompute: Recompute::Selective,
+            vpp: 1,
+        };
+        let t = predict(&ctx, &cfg, batch).expect("runs").step_time_s;
+        let mut r = StepStats::new(step, mbs as f64, batch as f64, 2.0, 1.0);
+        r.step_time_s = Some(t * (1.0 + 0.01 * ((step % 5) as f64 - 2.0)));
+        r.config = Some(StepConfig { dp, tp, pp, mbs });
+        writeln!(f, "{}", serde_json::to_string(&r).expect("json")).expect("write");
+    }
+    path
+}
+
+#[test]
+fn a_timed_run_calibrates_the_explorer_and_the_editor_switches_models() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    timed_run(dir.path());
+    let session_path = dir.path().join("s.ron");
+    std::fs::write(
+        &session_path,
+        r#"(name: "timed", model: Named("llama-7b"),
+            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 8),
+            source: Stats(path: "run.ndjson"),
+            search: (batch_sizes: [16, 32, 64], micro_batches: [1, 2, 4], zero: [1],
+                     recompute: [Selective], interleave: [1], allow_cross_node_tp: false))"#,
+    )
+    .expect("session");
+    let resolved = Session::load(&session_path)
+        .expect("loads")
+        .resolve(&session_path)
+        .expect("resolves");
+    let loaded = copus::source::load(&resolved).expect("source loads");
+    let cal = loaded
+        .calibration
+        .clone()
+        .expect("calibrated from step times");
+    println!("{}", cal.summary());
+    assert_eq!(cal.file.n, 60);
+    // The profile model is far off (its plateau is ~1.6x the truth's); the calibration is not.
+    assert!(
+        cal.file.profile_rms_rel_error > 0.2,
+        "{}",
+        cal.file.profile_rms_rel_error
+    );
+    assert!(cal.file.rms_rel_error < 0.03, "{}", cal.file.rms_rel_error);
+    assert!((cal.calibrated_step_s / cal.measured_step_s - 1.0).abs() < 0.03);
+    assert!((cal.file.params.max_eff / 0.4 - 1.0).abs() < 0.05);
+
+    // The explorer takes it: a new throughput table with the calibrated model.
+    let mut app = App::loading(resolved);
+    let effects = update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
+    assert!(
+        matches!(effects.as_slice(), [Effect::ComputeTable { .. }]),
+        "{effects:?}"
+    );
+    assert!(
+        app.status.contains("calibrated on 60 steps"),
+        "{}",
+        app.status
+    );
+    assert!((app.resolved.efficiency().max_eff / 0.4 - 1.0).abs() < 0.05);
+
+    // The what-if editor switches to the profile model and back.
+    let row = FIELDS
+        .iter()
+        .position(|f| *f == Field::PerfModel)
+        .expect("row") as i64;
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    update(&mut app, Msg::WhatIfRow(row));
+    let effects = update(&mut app, Msg::WhatIfChange(1));
+    assert!(matches!(effects.as_slice(), [Effect::ComputeTable { .. }]));
+    assert_eq!(
+        app.resolved.efficiency().max_eff,
+        app.resolved.hardware.efficiency.max_eff
+    );
+    update(&mut app, Msg::WhatIfChange(1));
+    assert!((app.resolved.efficiency().max_eff / 0.4 - 1.0).abs() < 0.05);
+}
+
+#[test]
+fn a_run_without_step_times_keeps_the_profile_model() {
+    let path = std::path::Path::new("sessions/measured-sample.ron");
+    let resolved = Session::load(path)
+        .expect("loads")
+        .resolve(path)
+        .expect("resolves");
+    let loaded = copus::source::load(&resolved).expect("source loads");
+    assert!(loaded.calibration.is_none());
+    let mut app = App::loading(resolved);
+    update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
+    let row = FIELDS
+        .iter()
+        .position(|f| *f == Field::PerfModel)
+        .expect("row") as i64;
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    update(&mut app, Msg::WhatIfRow(row));
+    let effects = update(&mut app, Msg::WhatIfChange(1));
+    assert!(effects.is_empty(), "{effects:?}");
+    assert!(app.status.contains("no calibration"), "{}", app.status);
+}
