@@ -99,11 +99,19 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let point = app.trajectory.points.get(app.cursor);
     if let Some(p) = point {
         lines.push(Line::from(format!(
-            "at {} tokens: B_crit {} samples ({} tokens)",
+            "at {} tokens: B_crit {} samples × {} tok = {} tokens",
             tokens(p.tokens),
             si(p.b_crit),
+            app.trajectory.seq_len,
             si(p.b_crit * app.trajectory.seq_len as f64)
         )));
+        let model_seq = app.resolved.model.seq_len;
+        if model_seq != app.trajectory.seq_len {
+            lines.push(Line::from(format!(
+                "heatmap: {} sequences of {model_seq} tokens (the model's)",
+                si(p.b_crit * app.samples_to_model_seqs())
+            )));
+        }
     }
     if let Some(ema) = point.and_then(|p| app.seed_ema.iter().find(|e| e.step == p.step)) {
         lines.push(Line::styled(

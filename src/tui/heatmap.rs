@@ -112,9 +112,28 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
     Span::styled(format!("{text:>w$}"), style)
 }
 
+/// The panel title: B_crit in the model's sequences (the batch axis's unit), converted from the
+/// run's samples when a measured run counts another number of tokens per sample.
+pub fn title(app: &App) -> String {
+    let Some(b) = app.b_crit_model_seqs_at_cursor() else {
+        return " Goodput = tokens/s × statistical efficiency ".into();
+    };
+    let model = app.resolved.model.seq_len;
+    let run = app.run_seq_len();
+    let conversion = if run != model {
+        format!(
+            " = {} run samples × {run} tok",
+            si(app.b_crit_at_cursor().unwrap_or(b))
+        )
+    } else {
+        String::new()
+    };
+    format!(" Goodput · B_crit {} seq × {model} tok{conversion} ", si(b))
+}
+
 /// Draw the heatmap into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: ColorMode) {
-    let block = super::panel::block(" Goodput = tokens/s × statistical efficiency ", focused);
+    let block = super::panel::block(title(app), focused);
     if let (true, Some((f, what))) = (app.loading, &app.progress) {
         let gauge = ratatui::widgets::Gauge::default()
             .block(block)
@@ -122,6 +141,42 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
             .ratio(*f)
             .label(format!("{what}: {:.0}%", f * 100.0));
         frame.render_widget(gauge, area);
+        return;
+    }
+    if let Some(e) = &app.load_error {
+        let text = vec![
+            Line::styled(
+                "The data source could not be loaded:",
+                Style::new().fg(Color::Red),
+            ),
+            Line::from(e.clone()),
+            Line::from(""),
+            Line::from("q quits; fix the path or the flags and open it again."),
+        ];
+        frame.render_widget(
+            Paragraph::new(text)
+                .wrap(ratatui::widgets::Wrap { trim: false })
+                .block(block),
+            area,
+        );
+        return;
+    }
+    if let Some(e) = &app.load_error {
+        let text = vec![
+            Line::styled(
+                "The data source could not be loaded:",
+                Style::new().fg(Color::Red),
+            ),
+            Line::from(e.clone()),
+            Line::from(""),
+            Line::from("q quits; fix the path or the flags and open it again."),
+        ];
+        frame.render_widget(
+            Paragraph::new(text)
+                .wrap(ratatui::widgets::Wrap { trim: false })
+                .block(block),
+            area,
+        );
         return;
     }
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
@@ -147,7 +202,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     let dim = Style::new().fg(Color::DarkGray);
 
     let mut header = vec![Span::raw(format!("{:<LABEL_W$}", "layout\\batch"))];
-    let mut eff = vec![Span::styled(format!("{:<LABEL_W$}", "stat. eff."), dim)];
+    let eff_label = crate::app::recommend::eff_label(app.resolved.session.stat_eff);
+    let mut eff = vec![Span::styled(format!("{eff_label:<LABEL_W$}"), dim)];
     for c in g.cols.clone() {
         let mark = if Some(c) == current_col { "▼" } else { "" };
         let label = format!("{mark}{}", table.batches[c]);

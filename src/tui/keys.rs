@@ -2,7 +2,7 @@
 
 use super::geometry::{Areas, contains};
 use super::heatmap;
-use crate::app::{App, Msg};
+use crate::app::{App, Msg, PromptEdit};
 use crate::session::Panel;
 use ratatui::crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
@@ -18,9 +18,29 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
     }
     let shift = key.modifiers.contains(KeyModifiers::SHIFT);
     let step = if shift { BIG_STEP } else { 1 };
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if app.confirm.is_some() {
+        // A question is open: only its answers (and Esc) mean something.
+        return match key.code {
+            KeyCode::Esc => Some(Msg::Escape),
+            KeyCode::Char(c @ ('y' | 'n' | 's')) if !ctrl => Some(Msg::Answer(c)),
+            KeyCode::Char('c') if ctrl => Some(Msg::Answer('y')),
+            _ => None,
+        };
+    }
+    if app.prompt.is_some() {
+        return match key.code {
+            KeyCode::Esc => Some(Msg::Escape),
+            KeyCode::Enter => Some(Msg::Prompt(PromptEdit::Submit)),
+            KeyCode::Backspace => Some(Msg::Prompt(PromptEdit::Backspace)),
+            KeyCode::Char(c) if !ctrl => Some(Msg::Prompt(PromptEdit::Char(c))),
+            _ => None,
+        };
+    }
     if app.show_help {
         return match key.code {
-            KeyCode::Char('?') | KeyCode::Esc => Some(Msg::ToggleHelp),
+            KeyCode::Char('?') => Some(Msg::ToggleHelp),
+            KeyCode::Esc => Some(Msg::Escape),
             KeyCode::Char('q') => Some(Msg::Quit),
             _ => None,
         };
@@ -31,10 +51,12 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         _ => None,
     };
     Some(match (key.code, arrows_edit) {
-        (KeyCode::Char('q') | KeyCode::Esc, _) => Msg::Quit,
-        (KeyCode::Char('c'), _) if key.modifiers.contains(KeyModifiers::CONTROL) => Msg::Quit,
+        (KeyCode::Char('q'), _) => Msg::Quit,
+        (KeyCode::Esc, _) => Msg::Escape,
+        (KeyCode::Char('c'), _) if ctrl => Msg::Quit,
         (KeyCode::Char('?'), _) => Msg::ToggleHelp,
         (KeyCode::Char('s'), _) => Msg::Save,
+        (KeyCode::Char('S'), _) => Msg::SaveAs,
         (KeyCode::Char('e'), _) => Msg::Export,
         (KeyCode::Char('n'), _) => Msg::Tour(1),
         (KeyCode::Char('p'), _) => Msg::Tour(-1),
@@ -63,7 +85,11 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
 
 /// The message for a mouse event on a screen split as `areas`, if it hits something.
 pub fn mouse_to_msg(app: &App, areas: &Areas, ev: MouseEvent) -> Option<Msg> {
-    if ev.kind != MouseEventKind::Down(MouseButton::Left) || app.show_help {
+    if ev.kind != MouseEventKind::Down(MouseButton::Left)
+        || app.show_help
+        || app.confirm.is_some()
+        || app.prompt.is_some()
+    {
         return None;
     }
     let (x, y) = (ev.column, ev.row);

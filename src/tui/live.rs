@@ -5,7 +5,7 @@
 use crate::app::Msg;
 use crate::source::Loaded;
 use crate::source::live::{FollowerHandle, LiveEvent, Target, spawn_default_follower};
-use crate::source::measured::trajectory_from_report;
+use crate::source::measured::{run_seq_len, seq_len_note, trajectory_from_report};
 use crate::stats::{EstimatorSettings, SmootherKind, StepStats, analyze};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
@@ -75,12 +75,15 @@ fn aggregate(
             dirty = false;
             last = Instant::now();
             let update = match analyze(&records, &settings) {
-                Ok(report) => Ok(Loaded {
-                    trajectory: trajectory_from_report(&report, seq_len, label.clone()),
-                    analysis: Some(report),
-                    seed_ema: Vec::new(),
-                    note: None,
-                }),
+                Ok(report) => {
+                    let (run_seq, origin) = run_seq_len(&report, None, seq_len);
+                    Ok(Loaded {
+                        trajectory: trajectory_from_report(&report, run_seq, label.clone()),
+                        analysis: Some(report),
+                        seed_ema: Vec::new(),
+                        note: Some(seq_len_note(run_seq, origin)),
+                    })
+                }
                 Err(e) => Err(e.to_string()),
             };
             let msg = Msg::Live {

@@ -3,7 +3,7 @@
 use super::geometry::areas;
 use super::palette::ColorMode;
 use super::{estimators, heatmap, help, plan, recommendation, throughput, timeline, whatif};
-use crate::app::App;
+use crate::app::{App, Confirm};
 use crate::session::Panel;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -35,6 +35,13 @@ fn title_line(app: &App) -> Line<'static> {
             r.session.name, r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name
         )),
     ];
+    if app.dirty() {
+        // Before the name, so it survives truncation at 80 columns.
+        spans.insert(
+            1,
+            Span::styled("[modified] ", Style::new().fg(Color::Yellow)),
+        );
+    }
     if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
         spans.push(Span::raw(format!(" · B_crit ×{}", r.session.b_crit_scale)));
     }
@@ -92,4 +99,61 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
     if app.show_help {
         help::draw_overlay(frame, area);
     }
+    draw_prompt(frame, area, app);
+    draw_confirm(frame, area, app);
+}
+
+/// A small centred box of `lines` titled `title`.
+fn popup(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>) {
+    let width = 70.min(area.width);
+    let inner = width.saturating_sub(2).max(1) as usize;
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let height = (rows as u16 + 2).min(area.height);
+    let r = Rect::new(
+        area.x + (area.width - width) / 2,
+        area.y + (area.height - height) / 2,
+        width,
+        height,
+    );
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::bordered()
+                .title(title.to_string())
+                .border_style(Style::new().fg(Color::Yellow)),
+        ),
+        r,
+    );
+}
+
+fn draw_confirm(frame: &mut Frame, area: Rect, app: &App) {
+    let lines = match &app.confirm {
+        None => return,
+        Some(Confirm::Quit) => vec![
+            Line::from("There are unsaved changes (what-if settings)."),
+            Line::from(format!("s save to {} and quit", app.save_path.display())),
+            Line::from("y quit without saving · n / Esc stay"),
+        ],
+        Some(Confirm::Overwrite { existing, .. }) => vec![
+            Line::from(format!(
+                "{} exists and this session did not write it.",
+                existing.display()
+            )),
+            Line::from("y replace it · n / Esc keep it (S saves elsewhere)"),
+        ],
+    };
+    popup(frame, area, " Confirm ", lines);
+}
+
+fn draw_prompt(frame: &mut Frame, area: Rect, app: &App) {
+    let Some(text) = &app.prompt else { return };
+    popup(
+        frame,
+        area,
+        " Save as ",
+        vec![
+            Line::from(format!("{text}▏")),
+            Line::from("Enter saves · Esc cancels · relative to the working directory"),
+        ],
+    );
 }

@@ -1,6 +1,6 @@
 //! The worker thread: carries out [`Effect`]s off the UI thread and answers with [`Msg`]s.
 
-use crate::app::{Effect, Msg};
+use crate::app::{Effect, Msg, WriteJob};
 use crate::goodput::{Cluster, SearchSpace, throughput_table};
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile, PerfContext};
 use std::sync::Arc;
@@ -50,6 +50,27 @@ pub enum Job {
     Load(Box<crate::session::Resolved>, crate::compute::Device),
 }
 
+/// Carry out a write: nothing is replaced unless the job allows it (then the user is asked).
+pub fn write(job: WriteJob) -> Msg {
+    if !job.overwrite
+        && let Some((existing, _)) = job.files.iter().find(|(p, _)| p.exists())
+    {
+        let existing = existing.clone();
+        return Msg::WouldOverwrite {
+            job: Box::new(job),
+            existing,
+        };
+    }
+    let result = job.files.iter().try_for_each(|(path, text)| {
+        crate::fsutil::write_atomic(path, text.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))
+    });
+    Msg::Written {
+        job: Box::new(job),
+        result,
+    }
+}
+
 /// Start the worker; it stops when the job sender is dropped.
 pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
     let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
@@ -91,15 +112,7 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
                     table: Arc::new(job.compute()),
                 },
                 (Effect::ComputeTable { .. }, None) => continue,
-                (Effect::Write { files, what }, _) => Msg::Written(
-                    files
-                        .iter()
-                        .try_for_each(|(path, text)| {
-                            crate::fsutil::write_atomic(path, text.as_bytes())
-                                .map_err(|e| format!("{}: {e}", path.display()))
-                        })
-                        .map(|()| what),
-                ),
+                (Effect::Write(job), _) => write(job),
             };
             if results.send(msg).is_err() {
                 break;

@@ -1,4 +1,4 @@
-//! Number formatting for narrow terminal cells.
+//! Number formatting for narrow terminal cells and status lines (shared by the app and the view).
 
 /// A compact human number: 1234 → "1.2k", 3.4e6 → "3.4M".
 pub fn si(x: f64) -> String {
