@@ -35,6 +35,8 @@ pub enum Msg {
     WhatIfChange(i32),
     /// Next (+1) or previous (−1) step of the guided tour.
     Tour(i64),
+    /// Scroll the tour popup's text down (+) or up (−) by this many lines.
+    TourScroll(i64),
     /// Show or hide the help overlay.
     ToggleHelp,
     /// Close the topmost popup (question, save-as prompt, help, tour); never quits.

@@ -48,6 +48,8 @@ pub struct App {
     pub whatif_row: usize,
     /// Current guided-tour step, when a tour is running.
     pub tour_step: Option<usize>,
+    /// Lines the tour popup's text is scrolled down by (reset on every step).
+    pub tour_scroll: u16,
     /// The switch plan and strategy comparison, once the worker has computed it.
     pub plan: Option<Arc<crate::plan::PlanReport>>,
     /// Generation of the plan the app is waiting for.
@@ -184,6 +186,7 @@ impl App {
             selected: view.selected.unwrap_or((0, 0)),
             whatif_row: view.whatif_row,
             tour_step: view.tour_step,
+            tour_scroll: 0,
             plan: None,
             plan_generation: 0,
             switch_points: Vec::new(),

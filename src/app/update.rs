@@ -103,6 +103,7 @@ fn tour(app: &mut App, delta: i64) {
         }
     };
     app.tour_step = next;
+    app.tour_scroll = 0;
     if let Some(i) = next {
         let step = app.resolved.session.tour[i].clone();
         if step.panel.is_side() {
@@ -338,6 +339,12 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             }
         }
         Msg::Tour(d) => tour(app, d),
+        Msg::TourScroll(d) => {
+            if app.tour_step.is_some() {
+                // The view clamps to the text's length; this bounds the state.
+                app.tour_scroll = (app.tour_scroll as i64 + d).clamp(0, 100) as u16;
+            }
+        }
         Msg::ToggleHelp => app.show_help = !app.show_help,
         Msg::Escape => escape(app),
         Msg::Save => return save(app),

@@ -20,6 +20,22 @@ pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
     )
 }
 
+/// The marks of the chart, each with its glyph (so it reads without colour).
+fn legend(app: &App) -> String {
+    let mut parts = vec!["⠤ B_crit".to_string()];
+    if app.trajectory.points.iter().any(|p| p.ci.is_some()) {
+        parts.push("• interval".into());
+    }
+    if let Some(b) = app.resolved.session.current_batch {
+        parts.push(format!("▄ batch {b} now"));
+    }
+    parts.push("█ cursor".into());
+    if !app.switch_points.is_empty() {
+        parts.push("⡇ switch ([ ])".into());
+    }
+    format!(" {} ", parts.join(" · "))
+}
+
 /// Draw the timeline into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let pts = &app.trajectory.points;
@@ -36,7 +52,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         ),
         None => " B_crit timeline (no data) ".to_string(),
     };
-    let block = super::panel::block(title, focused);
+    let block = super::panel::block(title, focused).title_bottom(legend(app));
     let Some((lo, hi)) = app.trajectory.b_crit_range() else {
         frame.render_widget(block, area);
         return;
@@ -100,7 +116,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         datasets.push(
             Dataset::default()
                 .name("current batch")
-                .marker(Marker::Braille)
+                .marker(Marker::Bar)
                 .graph_type(GraphType::Line)
                 .style(Style::new().fg(Color::Magenta))
                 .data(&current_line),

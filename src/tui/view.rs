@@ -48,27 +48,71 @@ fn title_line(app: &App) -> Line<'static> {
     Line::from(spans)
 }
 
+/// Lines `text` takes when word-wrapped to `width` columns.
+pub fn wrapped_lines(text: &str, width: usize) -> usize {
+    let width = width.max(1);
+    let mut lines = 1;
+    let mut col = 0;
+    for word in text.split_whitespace() {
+        let w = word.chars().count();
+        if col > 0 && col + 1 + w > width {
+            lines += 1;
+            col = 0;
+        }
+        col += if col > 0 { 1 + w } else { w };
+        while col > width {
+            lines += 1;
+            col -= width;
+        }
+    }
+    lines
+}
+
+/// Where the tour popup goes: away from the panel the step describes (over the side panel
+/// for the timeline, over the timeline for the heatmap and the side panels).
+pub fn tour_area(screen: Rect, panel: Panel) -> Rect {
+    let a = areas(screen);
+    match panel {
+        Panel::Timeline => a.side,
+        _ => a.timeline,
+    }
+}
+
 fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     let Some(i) = app.tour_step else { return };
     let Some(step) = app.resolved.session.tour.get(i) else {
         return;
     };
-    let width = (area.width / 2).max(40).min(area.width);
-    let height = 7.min(area.height);
-    let r = Rect::new(area.x + area.width - width, area.y + 1, width, height);
+    let r = tour_area(area, step.panel);
+    if r.width < 4 || r.height < 3 {
+        return;
+    }
+    let inner_w = r.width.saturating_sub(2) as usize;
+    let visible = r.height.saturating_sub(2) as usize;
+    let total = wrapped_lines(&step.text, inner_w);
+    let max_scroll = total.saturating_sub(visible);
+    let scroll = (app.tour_scroll as usize).min(max_scroll);
+    let mut block = Block::bordered()
+        .title(format!(
+            " Tour {}/{} · n next · p back · Esc close ",
+            i + 1,
+            app.resolved.session.tour.len()
+        ))
+        .border_style(Style::new().fg(Color::Yellow));
+    if max_scroll > 0 {
+        let more = if scroll < max_scroll {
+            " Shift+↓ more "
+        } else {
+            " Shift+↑ back "
+        };
+        block = block.title_bottom(more);
+    }
     frame.render_widget(Clear, r);
     frame.render_widget(
         Paragraph::new(step.text.clone())
             .wrap(Wrap { trim: true })
-            .block(
-                Block::bordered()
-                    .title(format!(
-                        " Tour {}/{} · n next · p back ",
-                        i + 1,
-                        app.resolved.session.tour.len()
-                    ))
-                    .border_style(Style::new().fg(Color::Yellow)),
-            ),
+            .scroll((scroll as u16, 0))
+            .block(block),
         r,
     );
 }
