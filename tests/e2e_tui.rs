@@ -104,7 +104,11 @@ fn demo_opens_scrubs_helps_saves_and_quits() {
     );
     let tmux = Tmux::start("e2e-reopen", 120, 36, &command);
     tmux.wait_for("best: batch");
-    assert_eq!(step_in_title(&tmux.screen()), step5, "reopened at the saved cursor");
+    assert_eq!(
+        step_in_title(&tmux.screen()),
+        step5,
+        "reopened at the saved cursor"
+    );
     tmux.keys(&["q"]);
     tmux.wait_for("COPUS-EXITED 0");
 }

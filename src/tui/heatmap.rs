@@ -120,15 +120,13 @@ pub fn title(app: &App) -> String {
     };
     let model = app.resolved.model.seq_len;
     let run = app.run_seq_len();
+    // "B_crit 35×4096 tok = 71×2048": sequences of the model = the run's samples × tokens.
     let conversion = if run != model {
-        format!(
-            " = {} run samples × {run} tok",
-            si(app.b_crit_at_cursor().unwrap_or(b))
-        )
+        format!(" = {}×{run}", si(app.b_crit_at_cursor().unwrap_or(b)))
     } else {
         String::new()
     };
-    format!(" Goodput · B_crit {} seq × {model} tok{conversion} ", si(b))
+    format!(" Goodput · B_crit {}×{model} tok{conversion} ", si(b))
 }
 
 /// Draw the heatmap into `area`.
@@ -225,6 +223,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         spans.extend(g.cols.clone().map(|c| cell_span(app, r, c, &cs)));
         lines.push(Line::from(spans));
     }
+    let mut marks = String::new();
+    if current_col.is_some() {
+        marks.push_str(" · ▼ current batch");
+    }
+    if grid.goodput.iter().any(Option::is_none) {
+        marks.push_str(" · × cannot run");
+    }
     let mut legend = match mode {
         ColorMode::Indexed => {
             let mut l = vec![Span::raw("low ")];
@@ -234,12 +239,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
                     Style::new().bg(ramp_color(i as f64 / 5.0)),
                 ));
             }
-            l.push(Span::raw(" high · ★ best · ▼ current batch · × cannot run"));
+            l.push(Span::raw(format!(" high · ★ best{marks}")));
             l
         }
-        ColorMode::Monochrome => vec![Span::raw(
-            "low ·░▒▓█ high · ★ best · ▼ current batch · × cannot run",
-        )],
+        ColorMode::Monochrome => vec![Span::raw(format!("low ·░▒▓█ high · ★ best{marks}"))],
     };
     let rows = table.layouts.len();
     if g.rows.len() < rows || g.cols.len() < nb {
