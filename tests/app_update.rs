@@ -97,6 +97,7 @@ fn stale_tables_are_ignored_and_focus_cycles() {
 fn heatmap_focus_turns_arrows_into_selection_and_save_snapshots_the_view() {
     let mut app = demo_with_table();
     update(&mut app, Msg::FocusNext);
+    update(&mut app, Msg::Select(0, 0));
     for code in [KeyCode::Down, KeyCode::Down, KeyCode::Right] {
         let msg = keys::key_to_msg(&app, key(code, KeyModifiers::NONE)).expect("bound");
         update(&mut app, msg);
@@ -354,5 +355,125 @@ fn efficiency_and_switch_cost_what_ifs() {
             .iter()
             .all(|e| !matches!(e, Effect::ComputeTable { .. })),
         "switch costs only re-plan: {effects:?}"
+    );
+}
+
+#[test]
+fn the_key_map_drives_help_and_hints_and_every_listed_key_works() {
+    use copus::tui::keymap::{KEYMAP, Scope};
+    let mut app = demo_with_table();
+    for b in KEYMAP {
+        for &(code, mods) in b.keys {
+            let mut a = app.clone();
+            match b.scope {
+                Scope::Global | Scope::Timeline | Scope::Mouse => a.focus = Panel::Timeline,
+                Scope::Heatmap => a.focus = Panel::Heatmap,
+                Scope::WhatIf => a.focus = Panel::WhatIf,
+                Scope::Tour => a.tour_step = Some(0),
+                Scope::Popup => a.confirm = Some(copus::app::Confirm::Quit),
+            }
+            assert!(
+                keys::key_to_msg(&a, key(code, mods)).is_some(),
+                "{} ({:?}) does nothing in {:?}",
+                b.label,
+                code,
+                b.scope
+            );
+        }
+    }
+    update(&mut app, Msg::ToggleHelp);
+    let screen = render(&app, 200, 60, ColorMode::Indexed);
+    for b in KEYMAP {
+        assert!(
+            screen.contains(b.label),
+            "help lacks {}:\n{screen}",
+            b.label
+        );
+    }
+    // The hint line shows once a key replaces a stale status.
+    update(&mut app, Msg::ToggleHelp);
+    app.status = "saved somewhere".into();
+    update(&mut app, Msg::Scrub(1));
+    let screen = render(&app, 200, 60, ColorMode::Indexed);
+    assert!(screen.contains(&copus::tui::keymap::hints()), "{screen}");
+}
+
+#[test]
+fn selection_starts_on_the_best_cell_and_star_jumps_back() {
+    let mut app = demo_with_table();
+    let best = app.grid.as_ref().and_then(|g| g.best).expect("a best cell");
+    assert_eq!(app.selected, best, "not an infeasible corner");
+    update(&mut app, Msg::Select(0, 0));
+    update(&mut app, Msg::End);
+    assert_eq!(app.selected, (0, 0), "the user's choice stays");
+    let msg = keys::key_to_msg(&app, key(KeyCode::Char('*'), KeyModifiers::NONE)).expect("bound");
+    update(&mut app, msg);
+    assert_eq!(Some(app.selected), app.grid.as_ref().and_then(|g| g.best));
+}
+
+#[test]
+fn mouse_drag_scrubs_and_the_wheel_moves() {
+    use copus::tui::geometry::areas;
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    use ratatui::layout::Rect;
+    let mut app = demo_with_table();
+    let a = areas(Rect::new(0, 0, 120, 40));
+    let ev = |kind, x, y| MouseEvent {
+        kind,
+        column: x,
+        row: y,
+        modifiers: KeyModifiers::NONE,
+    };
+    let mid = a.timeline.x + a.timeline.width / 2;
+    let msg = keys::mouse_to_msg(
+        &app,
+        &a,
+        ev(
+            MouseEventKind::Drag(MouseButton::Left),
+            mid,
+            a.timeline.y + 3,
+        ),
+    )
+    .expect("a drag on the timeline scrubs");
+    update(&mut app, msg);
+    let n = app.trajectory.points.len();
+    assert!(
+        app.cursor > n / 4 && app.cursor < 3 * n / 4,
+        "{}",
+        app.cursor
+    );
+    let before = app.cursor;
+    let msg = keys::mouse_to_msg(
+        &app,
+        &a,
+        ev(MouseEventKind::ScrollDown, mid, a.timeline.y + 3),
+    )
+    .expect("wheel");
+    update(&mut app, msg);
+    assert_eq!(app.cursor, before + 1);
+    let row = app.selected.0;
+    let msg = keys::mouse_to_msg(
+        &app,
+        &a,
+        ev(
+            MouseEventKind::ScrollDown,
+            a.heatmap.x + 20,
+            a.heatmap.y + 5,
+        ),
+    )
+    .expect("wheel over the heatmap");
+    update(&mut app, msg);
+    assert_eq!(app.selected.0, row + 1);
+}
+
+#[test]
+fn a_tiny_terminal_says_so_and_focus_shows_without_colour() {
+    let app = demo_with_table();
+    let screen = render(&app, 40, 10, ColorMode::Monochrome);
+    assert!(screen.contains("terminal too small"), "{screen}");
+    let screen = render(&app, 80, 24, ColorMode::Monochrome);
+    assert!(
+        screen.contains('┏'),
+        "the focused panel has a thick border:\n{screen}"
     );
 }

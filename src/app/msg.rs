@@ -23,6 +23,8 @@ pub enum Msg {
     MoveSelection(i64, i64),
     /// Select heatmap cell (layout row, batch column) (a click on the heatmap).
     Select(usize, usize),
+    /// Select the best cell (★).
+    SelectBest,
     /// Drill into the selected cell: show its throughput curve.
     DrillIn,
     /// Cycle keyboard focus: timeline → heatmap → side panel.

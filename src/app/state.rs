@@ -44,6 +44,9 @@ pub struct App {
     pub side: Panel,
     /// Selected heatmap cell (layout row, batch column).
     pub selected: (usize, usize),
+    /// Whether the user (or the saved session) chose the selected cell; until then the
+    /// selection follows the best cell when a table arrives.
+    pub user_selected: bool,
     /// Selected row of the what-if editor.
     pub whatif_row: usize,
     /// Current guided-tour step, when a tour is running.
@@ -184,6 +187,7 @@ impl App {
             focus: view.focus,
             side,
             selected: view.selected.unwrap_or((0, 0)),
+            user_selected: view.selected.is_some(),
             whatif_row: view.whatif_row,
             tour_step: view.tour_step,
             tour_scroll: 0,

@@ -264,9 +264,34 @@ fn written(app: &mut App, job: WriteJob, result: Result<(), String>) {
     }
 }
 
+/// Whether `msg` comes from the user (a key or the mouse): it replaces a stale status line
+/// with the key hints.
+fn from_user(msg: &Msg) -> bool {
+    !matches!(
+        msg,
+        Msg::TableReady { .. }
+            | Msg::PlanReady { .. }
+            | Msg::SourceLoaded(_)
+            | Msg::Live { .. }
+            | Msg::LiveStatus(_)
+            | Msg::Progress(..)
+            | Msg::Written { .. }
+            | Msg::WouldOverwrite { .. }
+    )
+}
+
+fn select_best(app: &mut App) {
+    if let Some(best) = app.grid.as_ref().and_then(|g| g.best) {
+        app.selected = best;
+    }
+}
+
 /// Apply `msg` to `app`; return the effects to run.
 pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
     let n = app.trajectory.points.len();
+    if from_user(&msg) && app.load_error.is_none() {
+        app.status.clear();
+    }
     match msg {
         Msg::Scrub(d) => set_cursor(app, clamp_add(app.cursor, d, n)),
         Msg::ScrubTo(i) => set_cursor(app, i),
@@ -286,7 +311,13 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 None => app.status = "no further switch point".into(),
             }
         }
+        Msg::SelectBest => {
+            select_best(app);
+            app.user_selected = true;
+            app.focus = Panel::Heatmap;
+        }
         Msg::MoveSelection(dr, dc) => {
+            app.user_selected = true;
             if let Some(t) = &app.table {
                 app.selected = (
                     clamp_add(app.selected.0, dr, t.layouts.len()),
@@ -300,6 +331,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 && c < t.batches.len()
             {
                 app.selected = (r, c);
+                app.user_selected = true;
                 app.focus = Panel::Heatmap;
             }
         }
@@ -374,6 +406,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 );
                 app.table = Some(table);
                 app.refresh_grid();
+                if !app.user_selected {
+                    // Start on the best cell, not on one that cannot run.
+                    select_best(app);
+                }
                 return request_plan(app).into_iter().collect();
             }
         }

@@ -60,6 +60,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('e'), _) => Msg::Export,
         (KeyCode::Char('n'), _) => Msg::Tour(1),
         (KeyCode::Char('p'), _) => Msg::Tour(-1),
+        (KeyCode::Char('*'), _) => Msg::SelectBest,
         (KeyCode::Char('['), _) => Msg::JumpSwitch(-1),
         (KeyCode::Char(']'), _) => Msg::JumpSwitch(1),
         (KeyCode::Char(c @ '1'..='5'), _) => Msg::ShowSide(Panel::SIDE[c as usize - '1' as usize]),
@@ -85,28 +86,36 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
     })
 }
 
-/// The message for a mouse event on a screen split as `areas`, if it hits something.
+/// The message for a mouse event on a screen split as `areas`, if it hits something: a left
+/// click or drag selects a heatmap cell or scrubs the timeline; the wheel scrubs over the
+/// timeline and moves the selection over the heatmap.
 pub fn mouse_to_msg(app: &App, areas: &Areas, ev: MouseEvent) -> Option<Msg> {
-    if ev.kind != MouseEventKind::Down(MouseButton::Left)
-        || app.show_help
-        || app.confirm.is_some()
-        || app.prompt.is_some()
-    {
+    if app.show_help || app.confirm.is_some() || app.prompt.is_some() {
         return None;
     }
     let (x, y) = (ev.column, ev.row);
-    if contains(areas.heatmap, x, y) {
+    let on_heatmap = contains(areas.heatmap, x, y);
+    let on_timeline = contains(areas.timeline, x, y);
+    match ev.kind {
+        MouseEventKind::ScrollUp if on_timeline => return Some(Msg::Scrub(-1)),
+        MouseEventKind::ScrollDown if on_timeline => return Some(Msg::Scrub(1)),
+        MouseEventKind::ScrollUp if on_heatmap => return Some(Msg::MoveSelection(-1, 0)),
+        MouseEventKind::ScrollDown if on_heatmap => return Some(Msg::MoveSelection(1, 0)),
+        MouseEventKind::Down(MouseButton::Left) | MouseEventKind::Drag(MouseButton::Left) => {}
+        _ => return None,
+    }
+    if on_heatmap {
         return heatmap::hit(areas.heatmap, app, x, y).map(|(r, c)| Msg::Select(r, c));
     }
-    if contains(areas.timeline, x, y) {
+    if on_timeline {
         let pts = &app.trajectory.points;
         // The plot spans the panel's inside right of the y-axis labels (about 7 columns).
         let left = areas.timeline.x + 1 + 7;
         let right = areas.timeline.x + areas.timeline.width.saturating_sub(2);
-        if pts.len() < 2 || x < left || right <= left {
+        if pts.len() < 2 || right <= left {
             return None;
         }
-        let f = ((x - left) as f64 / (right - left) as f64).min(1.0);
+        let f = (x.saturating_sub(left) as f64 / (right - left) as f64).min(1.0);
         let (lo, hi) = (pts[0].tokens, pts[pts.len() - 1].tokens);
         return Some(Msg::ScrubTo(
             app.trajectory.index_at_tokens(lo + f * (hi - lo)),

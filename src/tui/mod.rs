@@ -7,6 +7,7 @@ pub use crate::format;
 pub mod geometry;
 pub mod heatmap;
 pub mod help;
+pub mod keymap;
 pub mod keys;
 pub mod live;
 pub mod palette;

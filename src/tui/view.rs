@@ -117,9 +117,20 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     );
 }
 
+/// The smallest terminal (columns, rows) the explorer draws in.
+pub const MIN_SIZE: (u16, u16) = (60, 16);
+
 /// Draw the explorer for `app`.
 pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
     let area = frame.area();
+    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+        let text = format!(
+            "terminal too small: {}×{}, copus needs {}×{} (q quits)",
+            area.width, area.height, MIN_SIZE.0, MIN_SIZE.1
+        );
+        frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+        return;
+    }
     let a = areas(area);
     frame.render_widget(title_line(app), a.title);
     timeline::draw(frame, a.timeline, app, app.focus == Panel::Timeline);
