@@ -21,6 +21,16 @@ pub fn si(x: f64) -> String {
     }
 }
 
+/// A count that may be below one (B_crit in another unit): 0.27 → "0.27", 8.5 → "8.50",
+/// larger values as [`si`].
+pub fn count(x: f64) -> String {
+    if x.abs() < 10.0 {
+        format!("{x:.2}")
+    } else {
+        si(x)
+    }
+}
+
 /// Tokens as "12.3B tok" style text.
 pub fn tokens(t: f64) -> String {
     if t >= 1e9 {
@@ -43,5 +53,7 @@ mod tests {
         assert_eq!(si(123_456.0), "123k");
         assert_eq!(si(3.4e6), "3.4M");
         assert_eq!(tokens(600e9), "600.0B");
+        assert_eq!(count(0.27), "0.27");
+        assert_eq!(count(2304.0), "2.3k");
     }
 }

@@ -112,8 +112,8 @@ pub fn recommend(
     let gain = current.as_ref().map(|c| best.goodput / c.goodput - 1.0);
     let b_crit_tokens = grid.b_crit * units.seq_len as f64;
     let mut reasons = vec![format!(
-        "B_crit ≈ {:.0} sequences of {} tokens ({} tokens): batch {} keeps {}",
-        grid.b_crit,
+        "B_crit ≈ {} sequences of {} tokens ({} tokens): batch {} keeps {}",
+        crate::format::count(grid.b_crit),
         units.seq_len,
         crate::format::si(b_crit_tokens),
         best.batch,

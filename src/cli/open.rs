@@ -261,7 +261,8 @@ pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
         let flags = args.data_flags();
         if !flags.is_empty() {
             anyhow::bail!(
-                "{}: {} only apply to a stats file or a dump directory; a session names its \
+                "{}: {} cannot be used with a session (they are for a stats file or a dump \
+                 directory); a session names its \
                  own model, cluster and settings (change them in the what-if panel, 2)",
                 p.display(),
                 flags.join(", ")

@@ -109,7 +109,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         if model_seq != app.trajectory.seq_len {
             lines.push(Line::from(format!(
                 "heatmap: {} sequences of {model_seq} tokens (the model's)",
-                si(p.b_crit * app.samples_to_model_seqs())
+                crate::format::count(p.b_crit * app.samples_to_model_seqs())
             )));
         }
     }

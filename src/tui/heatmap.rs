@@ -126,7 +126,10 @@ pub fn title(app: &App) -> String {
     } else {
         String::new()
     };
-    format!(" Goodput · B_crit {}×{model} tok{conversion} ", si(b))
+    format!(
+        " Goodput · B_crit {}×{model} tok{conversion} ",
+        crate::format::count(b)
+    )
 }
 
 /// Draw the heatmap into `area`.
