@@ -477,3 +477,24 @@ fn a_tiny_terminal_says_so_and_focus_shows_without_colour() {
         "the focused panel has a thick border:\n{screen}"
     );
 }
+
+#[test]
+fn the_live_connection_stays_in_the_title() {
+    let mut app = demo_with_table();
+    update(
+        &mut app,
+        Msg::LiveStatus("reconnecting to tcp://x:1 in 2 s".into()),
+    );
+    update(
+        &mut app,
+        Msg::Live {
+            update: Box::new(Err("too few steps".into())),
+            steps: 3,
+            malformed: 0,
+        },
+    );
+    assert!(app.status.starts_with("live: 3 steps"), "{}", app.status);
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    let title = screen.lines().next().expect("title");
+    assert!(title.contains("◉ reconnecting to tcp://x:1"), "{title}");
+}

@@ -61,6 +61,9 @@ pub struct App {
     pub switch_points: Vec<usize>,
     /// Live attach: the target followed, when this is a live run.
     pub live_target: Option<String>,
+    /// Live attach: the follower's last word on the connection (following, waiting,
+    /// reconnecting, restarted, ended), kept in the title line.
+    pub live_link: Option<String>,
     /// Live attach: keep the cursor at the newest point until the user scrubs away.
     pub follow: bool,
     /// Whether the help overlay is shown.
@@ -195,6 +198,7 @@ impl App {
             plan_generation: 0,
             switch_points: Vec::new(),
             live_target: None,
+            live_link: None,
             follow: true,
             show_help: false,
             status: String::new(),

@@ -474,7 +474,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 Err(e) => app.status = format!("{head} · no estimate yet: {e}"),
             }
         }
-        Msg::LiveStatus(s) => app.status = s,
+        Msg::LiveStatus(s) => {
+            app.live_link = Some(s.clone());
+            app.status = s;
+        }
         Msg::Progress(f, what) => {
             app.status = format!("{what} {:.0}%", f * 100.0);
             app.progress = Some((f.clamp(0.0, 1.0), what));

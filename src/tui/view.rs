@@ -42,6 +42,12 @@ fn title_line(app: &App) -> Line<'static> {
             Span::styled("[modified] ", Style::new().fg(Color::Yellow)),
         );
     }
+    if let Some(link) = &app.live_link {
+        spans.insert(
+            1,
+            Span::styled(format!("◉ {link} · "), Style::new().fg(Color::Green)),
+        );
+    }
     if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
         spans.push(Span::raw(format!(" · B_crit ×{}", r.session.b_crit_scale)));
     }
