@@ -143,3 +143,59 @@ fn the_demo_runs_from_an_empty_directory_and_saves_there() {
     tmux.keys(&["y"]);
     tmux.wait_for("COPUS-EXITED 0");
 }
+
+#[test]
+fn the_whole_tour_works_at_80x24() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let command = format!(
+        "cd {} && {}; echo COPUS-EXITED $?; sleep 30",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_copus")
+    );
+    let tmux = Tmux::start("e2e-tour", 80, 24, &command);
+    tmux.wait_for("best: batch");
+    let steps = Session::from_ron(copus::cli::open::DEMO_RON, Path::new("demo"))
+        .expect("demo")
+        .tour
+        .len();
+    for i in 1..=steps {
+        tmux.keys(&["n"]);
+        let screen = tmux.wait_for(&format!("Tour {i}/{steps}"));
+        // What each step describes is on screen next to the popup.
+        let expect = match i {
+            1 | 6 => "· step ",
+            2 | 5 => "★",
+            3 => "best: batch",
+            4 => "Throughput",
+            _ => "nodes",
+        };
+        assert!(
+            screen.contains(expect),
+            "step {i} hides {expect:?}:\n{screen}"
+        );
+        if i == 6 {
+            // "scrub back with ← (Shift+← jumps 10 points)"
+            let before = step_in_title(&screen);
+            tmux.keys(&["S-Left"]);
+            sleep(Duration::from_millis(400));
+            let after = step_in_title(&tmux.screen());
+            assert!(after < before, "Shift+← scrubs back: {before} → {after}");
+        }
+        if i == steps {
+            // "↑/↓ picks a row, ←/→ changes it"
+            tmux.keys(&["Down", "Left"]);
+            tmux.wait_for("[modified]");
+        }
+    }
+    tmux.keys(&["n"]);
+    tmux.wait_for("tour ended");
+    tmux.keys(&["q"]);
+    tmux.wait_for("unsaved changes");
+    tmux.keys(&["y"]);
+    tmux.wait_for("COPUS-EXITED 0");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("list").count(),
+        0,
+        "nothing written without asking"
+    );
+}
