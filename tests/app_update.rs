@@ -498,3 +498,59 @@ fn the_live_connection_stays_in_the_title() {
     let title = screen.lines().next().expect("title");
     assert!(title.contains("◉ reconnecting to tcp://x:1"), "{title}");
 }
+
+#[test]
+fn models_step_by_size_and_a_cluster_where_nothing_runs_says_what_to_try() {
+    use copus::app::whatif::{FIELDS, Field, models_by_size};
+    let sizes: Vec<f64> = models_by_size(std::path::Path::new("."))
+        .iter()
+        .map(|(n, _)| {
+            let m = copus::profiles::model(n, std::path::Path::new(".")).expect("built-in");
+            copus::perf::parameter_count(&m)
+        })
+        .collect();
+    assert!(sizes.windows(2).all(|w| w[0] <= w[1]), "{sizes:?}");
+    // The largest model on one GPU: nothing fits, and the panel says why and what to try.
+    let mut app = demo_with_table();
+    app.resolved.session.cluster.nodes = 1;
+    app.resolved.session.cluster.gpus_per_node = 1;
+    let row = FIELDS
+        .iter()
+        .position(|f| *f == Field::Model)
+        .expect("model row");
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    update(&mut app, Msg::WhatIfRow(row as i64));
+    let effects = update(&mut app, Msg::WhatIfChange(-1));
+    let size = |m: &copus::perf::ModelProfile| copus::perf::parameter_count(m);
+    let demo_model = copus::profiles::model("llama-7b", std::path::Path::new(".")).expect("7b");
+    assert!(
+        size(&app.resolved.model) < size(&demo_model),
+        "← steps to a smaller model, got {}",
+        app.resolved.model.name
+    );
+    assert!(matches!(effects.as_slice(), [Effect::ComputeTable { .. }]));
+    let largest = models_by_size(std::path::Path::new("."))
+        .last()
+        .expect("models")
+        .0;
+    let mut generation = 0;
+    for _ in 0..sizes.len() {
+        if app.resolved.model.name == largest {
+            break;
+        }
+        if let [Effect::ComputeTable { generation: g }] =
+            update(&mut app, Msg::WhatIfChange(1)).as_slice()
+        {
+            generation = *g;
+        }
+    }
+    assert_eq!(app.resolved.model.name, largest);
+    let table = Arc::new(table_job(&app).compute());
+    let why = copus::app::recommend::nothing_runs(&table, 1).expect("nothing runs");
+    assert!(why.contains("Try "), "{why}");
+    update(&mut app, Msg::TableReady { generation, table });
+    update(&mut app, Msg::ShowSide(Panel::Recommendation));
+    let screen = render(&app, 200, 60, ColorMode::Indexed);
+    assert!(screen.contains("no configuration runs"), "{screen}");
+    assert!(screen.contains("Try "), "{screen}");
+}

@@ -170,3 +170,36 @@ fn current_reason(
         )
     })
 }
+
+/// Why no cell of `table` runs, with the change to try; `None` when some cell runs.
+pub fn nothing_runs(table: &ThroughputTable, gpus: u32) -> Option<String> {
+    if table.layouts.is_empty() {
+        return Some(format!(
+            "no 3D layout of {gpus} GPUs fits the model's shape: try another number of nodes or \
+             GPUs per node (what-if, 2)"
+        ));
+    }
+    let mut reasons: Vec<(&str, usize)> = Vec::new();
+    for cell in &table.cells {
+        match cell {
+            TableCell::Feasible { .. } => return None,
+            TableCell::Infeasible(why) => match reasons.iter_mut().find(|(r, _)| *r == why) {
+                Some((_, n)) => *n += 1,
+                None => reasons.push((why, 1)),
+            },
+        }
+    }
+    let (why, _) = reasons.iter().max_by_key(|(_, n)| *n)?;
+    let fix = if why.contains("memory") {
+        "more nodes, ZeRO stage 3 or full recompute"
+    } else if why.contains("MoE") {
+        "larger batch sizes"
+    } else if why.contains("divisible") {
+        "other batch sizes or another number of GPUs"
+    } else {
+        "another cluster or model"
+    };
+    Some(format!(
+        "no configuration runs at any batch size; most cells: {why}. Try {fix} (what-if, 2)"
+    ))
+}

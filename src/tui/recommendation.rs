@@ -65,7 +65,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 ));
             }
         }
-        None => lines.push(Line::from("no configuration runs at any batch size")),
+        None => lines.push(Line::styled(
+            crate::app::recommend::nothing_runs(table, app.resolved.cluster().gpus())
+                .unwrap_or_else(|| "no configuration runs at any batch size".into()),
+            Style::new().fg(Color::Red),
+        )),
     }
     let (row, col) = app.selected;
     if row < table.layouts.len() && col < table.batches.len() {
