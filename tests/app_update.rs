@@ -369,6 +369,7 @@ fn the_key_map_drives_help_and_hints_and_every_listed_key_works() {
                 Scope::Global | Scope::Timeline | Scope::Mouse => a.focus = Panel::Timeline,
                 Scope::Heatmap => a.focus = Panel::Heatmap,
                 Scope::WhatIf => a.focus = Panel::WhatIf,
+                Scope::Side => a.focus = Panel::Estimators,
                 Scope::Tour => a.tour_step = Some(0),
                 Scope::Popup => a.confirm = Some(copus::app::Confirm::Quit),
             }
@@ -553,4 +554,24 @@ fn models_step_by_size_and_a_cluster_where_nothing_runs_says_what_to_try() {
     let screen = render(&app, 200, 60, ColorMode::Indexed);
     assert!(screen.contains("no configuration runs"), "{screen}");
     assert!(screen.contains("Try "), "{screen}");
+}
+
+#[test]
+fn a_long_side_panel_scrolls_at_80x24() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ShowSide(Panel::Estimators));
+    let top = render(&app, 80, 24, ColorMode::Indexed);
+    assert!(top.contains("↓ more"), "{top}");
+    for _ in 0..3 {
+        let msg = keys::key_to_msg(&app, key(KeyCode::Down, KeyModifiers::NONE)).expect("bound");
+        update(&mut app, msg);
+    }
+    assert_eq!(app.side_scroll, 3);
+    assert_ne!(
+        render(&app, 80, 24, ColorMode::Indexed),
+        top,
+        "the text moved"
+    );
+    update(&mut app, Msg::ShowSide(Panel::Recommendation));
+    assert_eq!(app.side_scroll, 0, "a new panel starts at its top");
 }

@@ -31,6 +31,8 @@ pub enum Msg {
     FocusNext,
     /// Show this side panel beside the heatmap and focus it.
     ShowSide(Panel),
+    /// Scroll the focused side panel's text down (+) or up (−) by this many lines.
+    ScrollSide(i64),
     /// Move the what-if editor's row selection.
     WhatIfRow(i64),
     /// Step the selected what-if value up (+1) or down (−1).

@@ -49,6 +49,8 @@ pub struct App {
     pub user_selected: bool,
     /// Selected row of the what-if editor.
     pub whatif_row: usize,
+    /// Lines the focused side panel's text is scrolled down by (reset when the panel changes).
+    pub side_scroll: u16,
     /// Current guided-tour step, when a tour is running.
     pub tour_step: Option<usize>,
     /// Lines the tour popup's text is scrolled down by (reset on every step).
@@ -192,6 +194,7 @@ impl App {
             selected: view.selected.unwrap_or((0, 0)),
             user_selected: view.selected.is_some(),
             whatif_row: view.whatif_row,
+            side_scroll: 0,
             tour_step: view.tour_step,
             tour_scroll: 0,
             plan: None,

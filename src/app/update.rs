@@ -337,6 +337,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         }
         Msg::DrillIn => {
             app.side = Panel::Throughput;
+            app.side_scroll = 0;
         }
         Msg::FocusNext => {
             app.focus = match app.focus {
@@ -349,7 +350,12 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             if p.is_side() {
                 app.side = p;
                 app.focus = p;
+                app.side_scroll = 0;
             }
+        }
+        Msg::ScrollSide(d) => {
+            // The view clamps to the text's length; this bounds the state.
+            app.side_scroll = (app.side_scroll as i64 + d).clamp(0, 500) as u16;
         }
         Msg::WhatIfRow(d) => app.whatif_row = clamp_add(app.whatif_row, d, FIELDS.len()),
         Msg::WhatIfChange(d) => {

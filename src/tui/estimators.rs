@@ -9,7 +9,6 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Paragraph, Wrap};
 
 fn interval(ci: [f64; 2]) -> String {
     let hi = if ci[1].is_finite() {
@@ -138,10 +137,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
          (Merrill et al. 2025): try the B_crit scale in the what-if panel.",
         Style::new().fg(Color::Gray),
     ));
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        area,
-    );
+    let scroll = if focused { app.side_scroll } else { 0 };
+    super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }

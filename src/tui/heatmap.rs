@@ -51,6 +51,44 @@ pub fn geometry(area: Rect, rows: usize, cols: usize, selected: (usize, usize)) 
     }
 }
 
+/// "↑2 ↓7 more rows · →4 more batches": what the selection can scroll to, if anything is hidden.
+pub fn more_marker(g: &Geometry, rows: usize, cols: usize) -> Option<String> {
+    let mut parts = Vec::new();
+    let (above, below) = (g.rows.start, rows.saturating_sub(g.rows.end));
+    if above + below > 0 {
+        parts.push(format!(
+            "{}{}more rows",
+            if above > 0 {
+                format!("↑{above} ")
+            } else {
+                String::new()
+            },
+            if below > 0 {
+                format!("↓{below} ")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let (left, right) = (g.cols.start, cols.saturating_sub(g.cols.end));
+    if left + right > 0 {
+        parts.push(format!(
+            "{}{}more batches",
+            if left > 0 {
+                format!("←{left} ")
+            } else {
+                String::new()
+            },
+            if right > 0 {
+                format!("→{right} ")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    (!parts.is_empty()).then(|| format!(" {} ", parts.join(" · ")))
+}
+
 /// The (layout row, batch column) under screen position (x, y), if any.
 pub fn hit(area: Rect, app: &App, x: u16, y: u16) -> Option<(usize, usize)> {
     let table = app.table.as_ref()?;
@@ -233,7 +271,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     if grid.goodput.iter().any(Option::is_none) {
         marks.push_str(" · × cannot run");
     }
-    let mut legend = match mode {
+    let legend = match mode {
         ColorMode::Indexed => {
             let mut l = vec![Span::raw("low ")];
             for i in 0..6 {
@@ -247,22 +285,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         }
         ColorMode::Monochrome => vec![Span::raw(format!("low ·░▒▓█ high · ★ best{marks}"))],
     };
-    let rows = table.layouts.len();
-    if g.rows.len() < rows || g.cols.len() < nb {
-        legend.push(Span::styled(
-            format!(
-                "  rows {}–{}/{} · cols {}–{}/{}",
-                g.rows.start + 1,
-                g.rows.end,
-                rows,
-                g.cols.start + 1,
-                g.cols.end,
-                nb
-            ),
-            dim,
-        ));
-    }
     lines.push(Line::from(legend));
+    let block = match more_marker(&g, table.layouts.len(), nb) {
+        Some(m) => block.title_bottom(Line::from(m).right_aligned()),
+        None => block,
+    };
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
@@ -277,6 +304,18 @@ mod tests {
         assert_eq!(scroll_offset(5, 5, 18), 1);
         assert_eq!(scroll_offset(17, 5, 18), 13);
         assert_eq!(scroll_offset(3, 20, 18), 0);
+    }
+
+    #[test]
+    fn hidden_rows_and_columns_are_announced() {
+        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (0, 0));
+        let m = more_marker(&g, 18, 8).expect("rows and columns hidden");
+        assert!(
+            m.contains("↓9 more rows") && m.contains("→3 more batches"),
+            "{m}"
+        );
+        let g = geometry(Rect::new(0, 0, 200, 60), 18, 8, (0, 0));
+        assert_eq!(more_marker(&g, 18, 8), None);
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub enum Scope {
     Heatmap,
     /// When the what-if editor has the focus.
     WhatIf,
+    /// When a side panel other than the what-if editor has the focus.
+    Side,
     /// While the guided tour is shown.
     Tour,
     /// While a question or the save-as prompt is open.
@@ -134,6 +136,13 @@ pub const KEYMAP: &[Binding] = &[
             (KeyCode::Char('+'), NONE),
             (KeyCode::Char('-'), NONE),
         ],
+        hint: None,
+    },
+    Binding {
+        label: "↑/↓",
+        what: "focused side panel: scroll its text (↓ more on its border)",
+        scope: Scope::Side,
+        keys: &[(KeyCode::Up, NONE), (KeyCode::Down, NONE)],
         hint: None,
     },
     Binding {

@@ -80,6 +80,8 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Right | KeyCode::Char('+'), Some(false)) => Msg::WhatIfChange(1),
         (KeyCode::Up, Some(false)) => Msg::WhatIfRow(-1),
         (KeyCode::Down, Some(false)) => Msg::WhatIfRow(1),
+        (KeyCode::Up, None) if app.focus.is_side() => Msg::ScrollSide(-1),
+        (KeyCode::Down, None) if app.focus.is_side() => Msg::ScrollSide(1),
         (KeyCode::Left, _) => Msg::Scrub(-step),
         (KeyCode::Right, _) => Msg::Scrub(step),
         _ => return None,

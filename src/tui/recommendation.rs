@@ -10,7 +10,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::Paragraph;
 
 /// Draw the recommendation into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
@@ -98,12 +98,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             }
         }
     }
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        area,
-    );
+    let scroll = if focused { app.side_scroll } else { 0 };
+    super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }
 
 /// "goodput 692k tok/s = 738k × 0.94 stat. eff." — or, for the Pollux form, the efficiency as a
