@@ -253,3 +253,18 @@ fn open_refuses_flags_it_would_ignore() {
     assert_eq!(r.session.current_batch, Some(256));
     assert_eq!(r.session.cluster.nodes, 2);
 }
+
+#[test]
+fn open_passes_estimator_flags_and_names_a_bad_one_once() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let args = OpenArgs {
+        confidence: Some(7.0),
+        ..OpenArgs::for_path(&sample)
+    };
+    let resolved = adhoc_session(&args).expect("session");
+    assert_eq!(resolved.session.estimator.confidence, 7.0);
+    let err = prepared(resolved, copus::compute::Device::Cpu).expect_err("bad confidence");
+    let text = format!("{err:#}");
+    assert_eq!(text.matches("confidence").count(), 1, "{text}");
+    assert!(text.contains("sample-run.ndjson"), "{text}");
+}

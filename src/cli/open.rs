@@ -43,6 +43,15 @@ pub struct OpenArgs {
     /// Stats file or dump: one-sided EMA decay per reference batch.
     #[arg(long)]
     pub decay: Option<f64>,
+    /// Stats file or dump: reference batch B0 of the one-sided decay, samples.
+    #[arg(long, value_name = "SAMPLES")]
+    pub reference_batch: Option<f64>,
+    /// Stats file or dump: confidence level of the intervals, in (0, 1).
+    #[arg(long)]
+    pub confidence: Option<f64>,
+    /// Stats file or dump: autocorrelation window of the interval variance, steps.
+    #[arg(long, value_name = "STEPS")]
+    pub block_length: Option<usize>,
     /// Stats file or dump: the batch (sequences of the model) the run uses now, marked ▼.
     #[arg(long, value_name = "SAMPLES")]
     pub current_batch: Option<u64>,
@@ -63,7 +72,10 @@ impl OpenArgs {
     /// The options given that only make sense for a stats file or a dump.
     fn data_flags(&self) -> Vec<&'static str> {
         let mut given = Vec::new();
-        let flags: [(&str, bool); 10] = [
+        let flags: [(&str, bool); 13] = [
+            ("--reference-batch", self.reference_batch.is_some()),
+            ("--confidence", self.confidence.is_some()),
+            ("--block-length", self.block_length.is_some()),
             ("--model", self.model.is_some()),
             ("--hardware", self.hardware.is_some()),
             ("--nodes", self.nodes.is_some()),
@@ -191,6 +203,9 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     }
     session.estimator.bandwidth_steps = args.bandwidth.or(session.estimator.bandwidth_steps);
     session.estimator.ema_decay = args.decay.unwrap_or(session.estimator.ema_decay);
+    session.estimator.reference_batch = args.reference_batch.or(session.estimator.reference_batch);
+    session.estimator.confidence = args.confidence.unwrap_or(session.estimator.confidence);
+    session.estimator.block_length = args.block_length.or(session.estimator.block_length);
     session.current_batch = args.current_batch;
     let dir = p.parent().unwrap_or(Path::new("."));
     let session_path = dir.join(format!("{name}.copus.ron"));
@@ -234,10 +249,12 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
             app.loading = false;
         }
         DataSource::Dumps { path: dir, .. } => {
-            crate::source::dump::scan(&app.resolved.resolve_path(dir))?;
+            // The error's text already names its cause: no second copy of the chain.
+            crate::source::dump::scan(&app.resolved.resolve_path(dir))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         DataSource::Scenario(_) | DataSource::Stats { .. } => {
-            let loaded = crate::source::load(&app.resolved)?;
+            let loaded = crate::source::load(&app.resolved).map_err(|e| anyhow::anyhow!("{e}"))?;
             let _ = update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
             if app.trajectory.points.is_empty() {
                 anyhow::bail!(
