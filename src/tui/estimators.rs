@@ -28,24 +28,32 @@ pub fn row_at(report: &AnalyzeReport, step: u64) -> Option<&StepRow> {
         .map(|i| &report.steps[i])
 }
 
+/// The stable snake_case name of a reported kind, as words ("two_batch" → "two-batch").
+fn word<T: serde::Serialize>(x: &T) -> String {
+    serde_json::to_value(x)
+        .ok()
+        .and_then(|v| v.as_str().map(|s| s.replace('_', "-")))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Line<'static>>) {
     let s = &report.summary;
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let dim = Style::new().fg(Color::DarkGray);
     lines.push(Line::styled(
         format!(
-            "run: B_simple {} {} · {:?} · {} steps",
+            "run: B_simple {} {} · {} · {} steps",
             s.b_simple.map_or("n/a".into(), si),
             interval(s.ci),
-            s.verdict,
+            word(&s.verdict),
             s.steps
         ),
         bold,
     ));
     lines.push(Line::styled(
         format!(
-            "{:?} estimator, {} · |G|² < 0 on {:.0}% of steps",
-            s.estimator,
+            "{} estimator, {} · |G|² < 0 on {:.0}% of steps",
+            word(&s.estimator),
             s.smoother,
             s.negative_g2_fraction * 100.0
         ),
