@@ -3,6 +3,7 @@
 //! user says so, Esc closes popups and never quits, quitting with unsaved changes asks, the
 //! saved cursor is restored, exports are named as reported, and load failures are shown.
 
+mod dump_support;
 use copus::app::{App, Confirm, Effect, Msg, PromptEdit, WriteJob, update};
 use copus::cli::open::{
     DEMO_RON, OpenArgs, adhoc_session, demo_session, has_comments, prepared, save_target,
@@ -267,4 +268,35 @@ fn open_passes_estimator_flags_and_names_a_bad_one_once() {
     let text = format!("{err:#}");
     assert_eq!(text.matches("confidence").count(), 1, "{text}");
     assert!(text.contains("sample-run.ndjson"), "{text}");
+}
+
+#[test]
+fn a_dump_without_sample_counts_is_refused_before_the_terminal() {
+    use copus::compute::DType;
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dump");
+    for (step, k) in [(1, 0), (1, 1), (2, 0), (2, 1)] {
+        let t = dump_support::T {
+            name: "w".into(),
+            dtype: DType::F32,
+            shape: vec![4],
+            vals: vec![0.1, 0.2, 0.3, 0.4 + k as f64],
+        };
+        let part = dir.join(format!("step_{step}/rank{k}"));
+        dump_support::write_npy(&part.join("w.npy"), &t);
+    }
+    let resolved = adhoc_session(&OpenArgs::for_path(&dir)).expect("session");
+    let err = prepared(resolved, copus::compute::Device::Cpu).expect_err("no samples");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("no sample count") && text.contains("--samples"),
+        "{text}"
+    );
+    // With --samples it opens.
+    let args = OpenArgs {
+        samples: Some(4.0),
+        ..OpenArgs::for_path(&dir)
+    };
+    let resolved = adhoc_session(&args).expect("session");
+    prepared(resolved, copus::compute::Device::Cpu).expect("opens with --samples");
 }

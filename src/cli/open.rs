@@ -248,10 +248,25 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
             app.live_target = Some(target.clone());
             app.loading = false;
         }
-        DataSource::Dumps { path: dir, .. } => {
+        DataSource::Dumps {
+            path: dir, samples, ..
+        } => {
             // The error's text already names its cause: no second copy of the chain.
-            crate::source::dump::scan(&app.resolved.resolve_path(dir))
+            let index = crate::source::dump::scan(&app.resolved.resolve_path(dir))
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if samples.is_none()
+                && let Some(f) = index
+                    .steps
+                    .iter()
+                    .flat_map(|s| &s.files)
+                    .find(|f| f.samples.is_none())
+            {
+                anyhow::bail!(
+                    "{}: no sample count: add \"samples\" to the safetensors __metadata__ (or \
+                     samples.txt beside .npy files), or pass --samples",
+                    f.path.display()
+                );
+            }
         }
         DataSource::Scenario(_) | DataSource::Stats { .. } => {
             let loaded = crate::source::load(&app.resolved).map_err(|e| anyhow::anyhow!("{e}"))?;
