@@ -575,3 +575,20 @@ fn a_long_side_panel_scrolls_at_80x24() {
     update(&mut app, Msg::ShowSide(Panel::Recommendation));
     assert_eq!(app.side_scroll, 0, "a new panel starts at its top");
 }
+
+#[test]
+fn the_help_page_fits_or_scrolls_at_80x24() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ToggleHelp);
+    let screen = render(&app, 80, 24, ColorMode::Monochrome);
+    let last = copus::tui::keymap::KEYMAP.last().expect("bindings").label;
+    if !screen.contains(last) {
+        assert!(screen.contains("↓ more"), "{screen}");
+        for _ in 0..30 {
+            let msg = keys::key_to_msg(&app, key(KeyCode::Down, KeyModifiers::NONE)).expect("↓");
+            update(&mut app, msg);
+        }
+        let screen = render(&app, 80, 24, ColorMode::Monochrome);
+        assert!(screen.contains(last), "scrolled to the end:\n{screen}");
+    }
+}

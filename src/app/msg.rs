@@ -41,6 +41,8 @@ pub enum Msg {
     Tour(i64),
     /// Scroll the tour popup's text down (+) or up (−) by this many lines.
     TourScroll(i64),
+    /// Scroll the help overlay down (+) or up (−) by this many lines.
+    HelpScroll(i64),
     /// Show or hide the help overlay.
     ToggleHelp,
     /// Close the topmost popup (question, save-as prompt, help, tour); never quits.

@@ -70,6 +70,8 @@ pub struct App {
     pub follow: bool,
     /// Whether the help overlay is shown.
     pub show_help: bool,
+    /// Lines the help overlay is scrolled down by.
+    pub help_scroll: u16,
     /// One-line status (last save, errors, device notes).
     pub status: String,
     /// Set when the user asked to quit.
@@ -204,6 +206,7 @@ impl App {
             live_link: None,
             follow: true,
             show_help: false,
+            help_scroll: 0,
             status: String::new(),
             quit: false,
             clean: settings_of(&resolved_session),

@@ -383,7 +383,13 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 app.tour_scroll = (app.tour_scroll as i64 + d).clamp(0, 100) as u16;
             }
         }
-        Msg::ToggleHelp => app.show_help = !app.show_help,
+        Msg::ToggleHelp => {
+            app.show_help = !app.show_help;
+            app.help_scroll = 0;
+        }
+        Msg::HelpScroll(d) => {
+            app.help_scroll = (app.help_scroll as i64 + d).clamp(0, 100) as u16;
+        }
         Msg::Escape => escape(app),
         Msg::Save => return save(app),
         Msg::SaveAs => {

@@ -5,7 +5,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Block, Clear};
 
 /// The bottom key-help line, from the key map.
 pub fn key_line() -> Line<'static> {
@@ -15,8 +15,8 @@ pub fn key_line() -> Line<'static> {
     )
 }
 
-/// Draw the help overlay centred in `area`.
-pub fn draw_overlay(frame: &mut Frame, area: Rect) {
+/// Draw the help overlay centred in `area`, its text scrolled down by `scroll` lines.
+pub fn draw_overlay(frame: &mut Frame, area: Rect, scroll: u16) {
     let mut lines: Vec<Line> = KEYMAP
         .iter()
         .map(|b| Line::from(format!(" {:<15} {}", b.label, b.what)))
@@ -34,10 +34,11 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect) {
         .flex(Flex::Center)
         .areas(v);
     frame.render_widget(Clear, r);
-    frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(" Help · every key ")),
+    super::panel::draw_scrolled(
+        frame,
         r,
+        Block::bordered().title(" Help · every key "),
+        lines,
+        scroll,
     );
 }

@@ -140,7 +140,7 @@ pub const KEYMAP: &[Binding] = &[
     },
     Binding {
         label: "↑/↓",
-        what: "focused side panel: scroll its text (↓ more on its border)",
+        what: "focused side panel or this help: scroll its text (↓ more on its border)",
         scope: Scope::Side,
         keys: &[(KeyCode::Up, NONE), (KeyCode::Down, NONE)],
         hint: None,

@@ -41,6 +41,8 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         return match key.code {
             KeyCode::Char('?') => Some(Msg::ToggleHelp),
             KeyCode::Esc => Some(Msg::Escape),
+            KeyCode::Up => Some(Msg::HelpScroll(-1)),
+            KeyCode::Down => Some(Msg::HelpScroll(1)),
             KeyCode::Char('q') => Some(Msg::Quit),
             _ => None,
         };

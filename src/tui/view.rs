@@ -54,18 +54,21 @@ fn title_line(app: &App) -> Line<'static> {
     Line::from(spans)
 }
 
-/// Lines `text` takes when word-wrapped to `width` columns.
+/// Lines `text` takes when word-wrapped to `width` columns (greedy, as the paragraphs wrap;
+/// every space counts, so it errs on the long side rather than hide text).
 pub fn wrapped_lines(text: &str, width: usize) -> usize {
     let width = width.max(1);
     let mut lines = 1;
     let mut col = 0;
-    for word in text.split_whitespace() {
+    for (i, word) in text.split(' ').enumerate() {
         let w = word.chars().count();
-        if col > 0 && col + 1 + w > width {
+        let gap = usize::from(i > 0);
+        if col > 0 && col + gap + w > width {
             lines += 1;
-            col = 0;
+            col = w;
+        } else {
+            col += gap + w;
         }
-        col += if col > 0 { 1 + w } else { w };
         while col > width {
             lines += 1;
             col -= width;
@@ -158,7 +161,7 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
     frame.render_widget(key_line, a.keys);
     draw_tour(frame, area, app);
     if app.show_help {
-        help::draw_overlay(frame, area);
+        help::draw_overlay(frame, area, app.help_scroll);
     }
     draw_prompt(frame, area, app);
     draw_confirm(frame, area, app);
