@@ -30,9 +30,11 @@ fn title_line(app: &App) -> Line<'static> {
             " copus ",
             Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan),
         ),
+        // Model and cluster first (the what-if editor changes them); the name last, so a
+        // narrow terminal cuts the name rather than the facts.
         Span::raw(format!(
-            "{} · {} on {}×{} {}",
-            r.session.name, r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name
+            "{} on {}×{} {} · {}",
+            r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name, r.session.name
         )),
     ];
     if app.dirty() {
