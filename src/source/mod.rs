@@ -123,10 +123,10 @@ pub fn load_with(
                 seed_ema: d.seed_ema,
                 note: Some(match selected.note {
                     Some(why) => format!(
-                        "reduced on {} · {why} · {seq_note}",
+                        "{seq_note} · reduced on {} · {why}",
                         selected.backend.name()
                     ),
-                    None => format!("reduced on {} · {seq_note}", selected.backend.name()),
+                    None => format!("{seq_note} · reduced on {}", selected.backend.name()),
                 }),
             })
         }
