@@ -8,6 +8,7 @@
 pub mod app;
 pub mod cli;
 pub mod compute;
+pub mod format;
 pub mod fsutil;
 pub mod goodput;
 pub mod perf;

@@ -40,6 +40,10 @@ pub enum DataSource {
     Stats {
         /// Path of the file.
         path: String,
+        /// Tokens per sample of the run; `None`: inferred from the records' `tokens` and
+        /// `b_big`, else the model's sequence length (with a note).
+        #[serde(default)]
+        seq_len: Option<u32>,
     },
     /// A gradient dump directory, relative to the session.
     Dumps {
@@ -52,6 +56,9 @@ pub enum DataSource {
         /// 8 bytes per parameter).
         #[serde(default)]
         seed_ema: bool,
+        /// Tokens per sample of the run; `None`: the model's sequence length (with a note).
+        #[serde(default)]
+        seq_len: Option<u32>,
     },
     /// A live run: a growing file or `tcp://HOST:PORT`.
     Live {

@@ -43,6 +43,23 @@ impl Trajectory {
             .map_or(0, |(i, _)| i)
     }
 
+    /// The same trajectory with B_crit counted in sequences of `seq_len` tokens instead of this
+    /// trajectory's samples (equal tokens: B × own seq_len / `seq_len`). The goodput grid and
+    /// the planner count batches in the model's sequences; a measured run counts its own.
+    pub fn in_sequences_of(&self, seq_len: u32) -> Trajectory {
+        let mut t = self.clone();
+        if seq_len == 0 || self.seq_len == 0 || seq_len == self.seq_len {
+            return t;
+        }
+        let ratio = self.seq_len as f64 / seq_len as f64;
+        for p in &mut t.points {
+            p.b_crit *= ratio;
+            p.ci = p.ci.map(|(lo, hi)| (lo * ratio, hi * ratio));
+        }
+        t.seq_len = seq_len;
+        t
+    }
+
     /// Smallest and largest B_crit (samples), for axis scaling.
     pub fn b_crit_range(&self) -> Option<(f64, f64)> {
         let lo = self.points.iter().map(|p| p.ci.map_or(p.b_crit, |c| c.0));

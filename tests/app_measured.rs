@@ -12,9 +12,8 @@ use std::path::Path;
 
 fn open_args(path: &Path) -> OpenArgs {
     OpenArgs {
-        path: path.to_path_buf(),
-        cluster: copus::cli::cluster_args::ClusterArgs::default(),
         device: copus::compute::Device::Cpu,
+        ..OpenArgs::for_path(path)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Update and render tests of the explorer on the demo session: key sequences drive the state,
 //! and every panel draws at 80×24 and 200×60 without panicking.
 
-use copus::app::{App, Effect, Msg, update};
+use copus::app::{App, Effect, Msg, WriteJob, update};
 use copus::cli::open::{app_for_session, demo_path};
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
@@ -97,6 +97,7 @@ fn stale_tables_are_ignored_and_focus_cycles() {
 fn heatmap_focus_turns_arrows_into_selection_and_save_snapshots_the_view() {
     let mut app = demo_with_table();
     update(&mut app, Msg::FocusNext);
+    update(&mut app, Msg::Select(0, 0));
     for code in [KeyCode::Down, KeyCode::Down, KeyCode::Right] {
         let msg = keys::key_to_msg(&app, key(code, KeyModifiers::NONE)).expect("bound");
         update(&mut app, msg);
@@ -105,7 +106,7 @@ fn heatmap_focus_turns_arrows_into_selection_and_save_snapshots_the_view() {
     assert_eq!(app.cursor, 0, "arrows in the heatmap do not scrub");
     let effects = update(&mut app, Msg::Save);
     match effects.as_slice() {
-        [Effect::Write { files, .. }] => {
+        [Effect::Write(WriteJob { files, .. })] => {
             assert_eq!(files.len(), 1);
             let session = copus::session::Session::from_ron(&files[0].1, &files[0].0)
                 .expect("saved text is a session");
@@ -125,12 +126,7 @@ fn every_panel_renders_at_80x24_and_200x60() {
     for (w, h) in [(80, 24), (200, 60)] {
         for mode in [ColorMode::Indexed, ColorMode::Monochrome] {
             let screen = render(&app, w, h, mode);
-            for panel in [
-                "B_crit timeline",
-                "Goodput",
-                "Recommendation",
-                "best: batch",
-            ] {
+            for panel in ["· step ", "Goodput", "Recommendation", "best: batch"] {
                 assert!(screen.contains(panel), "{w}×{h} lacks {panel:?}:\n{screen}");
             }
         }
@@ -200,7 +196,7 @@ fn what_if_changes_recompute_the_table_and_the_recommendation() {
 fn export_writes_csv_and_json_of_every_cell() {
     let mut app = demo_with_table();
     let effects = update(&mut app, Msg::Export);
-    let [Effect::Write { files, .. }] = effects.as_slice() else {
+    let [Effect::Write(WriteJob { files, .. })] = effects.as_slice() else {
         panic!("expected a write, got {effects:?}");
     };
     let csv = &files
@@ -214,7 +210,10 @@ fn export_writes_csv_and_json_of_every_cell() {
         .expect("json")
         .1;
     let table = app.table.as_ref().expect("table");
-    assert_eq!(csv.lines().count(), 1 + table.cells.len());
+    assert_eq!(
+        csv.lines().filter(|l| !l.starts_with('#')).count(),
+        1 + table.cells.len()
+    );
     let v: serde_json::Value = serde_json::from_str(json).expect("valid json");
     assert_eq!(
         v["cells"].as_array().expect("cells").len(),
@@ -357,4 +356,239 @@ fn efficiency_and_switch_cost_what_ifs() {
             .all(|e| !matches!(e, Effect::ComputeTable { .. })),
         "switch costs only re-plan: {effects:?}"
     );
+}
+
+#[test]
+fn the_key_map_drives_help_and_hints_and_every_listed_key_works() {
+    use copus::tui::keymap::{KEYMAP, Scope};
+    let mut app = demo_with_table();
+    for b in KEYMAP {
+        for &(code, mods) in b.keys {
+            let mut a = app.clone();
+            match b.scope {
+                Scope::Global | Scope::Timeline | Scope::Mouse => a.focus = Panel::Timeline,
+                Scope::Heatmap => a.focus = Panel::Heatmap,
+                Scope::WhatIf => a.focus = Panel::WhatIf,
+                Scope::Side => a.focus = Panel::Estimators,
+                Scope::Tour => a.tour_step = Some(0),
+                Scope::Popup => a.confirm = Some(copus::app::Confirm::Quit),
+            }
+            assert!(
+                keys::key_to_msg(&a, key(code, mods)).is_some(),
+                "{} ({:?}) does nothing in {:?}",
+                b.label,
+                code,
+                b.scope
+            );
+        }
+    }
+    update(&mut app, Msg::ToggleHelp);
+    let screen = render(&app, 200, 60, ColorMode::Indexed);
+    for b in KEYMAP {
+        assert!(
+            screen.contains(b.label),
+            "help lacks {}:\n{screen}",
+            b.label
+        );
+    }
+    // The hint line shows once a key replaces a stale status.
+    update(&mut app, Msg::ToggleHelp);
+    app.status = "saved somewhere".into();
+    update(&mut app, Msg::Scrub(1));
+    let screen = render(&app, 200, 60, ColorMode::Indexed);
+    assert!(screen.contains(&copus::tui::keymap::hints()), "{screen}");
+}
+
+#[test]
+fn selection_starts_on_the_best_cell_and_star_jumps_back() {
+    let mut app = demo_with_table();
+    let best = app.grid.as_ref().and_then(|g| g.best).expect("a best cell");
+    assert_eq!(app.selected, best, "not an infeasible corner");
+    update(&mut app, Msg::Select(0, 0));
+    update(&mut app, Msg::End);
+    assert_eq!(app.selected, (0, 0), "the user's choice stays");
+    let msg = keys::key_to_msg(&app, key(KeyCode::Char('*'), KeyModifiers::NONE)).expect("bound");
+    update(&mut app, msg);
+    assert_eq!(Some(app.selected), app.grid.as_ref().and_then(|g| g.best));
+}
+
+#[test]
+fn mouse_drag_scrubs_and_the_wheel_moves() {
+    use copus::tui::geometry::areas;
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    use ratatui::layout::Rect;
+    let mut app = demo_with_table();
+    let a = areas(Rect::new(0, 0, 120, 40));
+    let ev = |kind, x, y| MouseEvent {
+        kind,
+        column: x,
+        row: y,
+        modifiers: KeyModifiers::NONE,
+    };
+    let mid = a.timeline.x + a.timeline.width / 2;
+    let msg = keys::mouse_to_msg(
+        &app,
+        &a,
+        ev(
+            MouseEventKind::Drag(MouseButton::Left),
+            mid,
+            a.timeline.y + 3,
+        ),
+    )
+    .expect("a drag on the timeline scrubs");
+    update(&mut app, msg);
+    let n = app.trajectory.points.len();
+    assert!(
+        app.cursor > n / 4 && app.cursor < 3 * n / 4,
+        "{}",
+        app.cursor
+    );
+    let before = app.cursor;
+    let msg = keys::mouse_to_msg(
+        &app,
+        &a,
+        ev(MouseEventKind::ScrollDown, mid, a.timeline.y + 3),
+    )
+    .expect("wheel");
+    update(&mut app, msg);
+    assert_eq!(app.cursor, before + 1);
+    let row = app.selected.0;
+    let msg = keys::mouse_to_msg(
+        &app,
+        &a,
+        ev(
+            MouseEventKind::ScrollDown,
+            a.heatmap.x + 20,
+            a.heatmap.y + 5,
+        ),
+    )
+    .expect("wheel over the heatmap");
+    update(&mut app, msg);
+    assert_eq!(app.selected.0, row + 1);
+}
+
+#[test]
+fn a_tiny_terminal_says_so_and_focus_shows_without_colour() {
+    let app = demo_with_table();
+    let screen = render(&app, 40, 10, ColorMode::Monochrome);
+    assert!(screen.contains("terminal too small"), "{screen}");
+    let screen = render(&app, 80, 24, ColorMode::Monochrome);
+    assert!(
+        screen.contains('┏'),
+        "the focused panel has a thick border:\n{screen}"
+    );
+}
+
+#[test]
+fn the_live_connection_stays_in_the_title() {
+    let mut app = demo_with_table();
+    update(
+        &mut app,
+        Msg::LiveStatus("reconnecting to tcp://x:1 in 2 s".into()),
+    );
+    update(
+        &mut app,
+        Msg::Live {
+            update: Box::new(Err("too few steps".into())),
+            steps: 3,
+            malformed: 0,
+        },
+    );
+    assert!(app.status.starts_with("live: 3 steps"), "{}", app.status);
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    let title = screen.lines().next().expect("title");
+    assert!(title.contains("◉ reconnecting to tcp://x:1"), "{title}");
+}
+
+#[test]
+fn models_step_by_size_and_a_cluster_where_nothing_runs_says_what_to_try() {
+    use copus::app::whatif::{FIELDS, Field, models_by_size};
+    let sizes: Vec<f64> = models_by_size(std::path::Path::new("."))
+        .iter()
+        .map(|(n, _)| {
+            let m = copus::profiles::model(n, std::path::Path::new(".")).expect("built-in");
+            copus::perf::parameter_count(&m)
+        })
+        .collect();
+    assert!(sizes.windows(2).all(|w| w[0] <= w[1]), "{sizes:?}");
+    // The largest model on one GPU: nothing fits, and the panel says why and what to try.
+    let mut app = demo_with_table();
+    app.resolved.session.cluster.nodes = 1;
+    app.resolved.session.cluster.gpus_per_node = 1;
+    let row = FIELDS
+        .iter()
+        .position(|f| *f == Field::Model)
+        .expect("model row");
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    update(&mut app, Msg::WhatIfRow(row as i64));
+    let effects = update(&mut app, Msg::WhatIfChange(-1));
+    let size = |m: &copus::perf::ModelProfile| copus::perf::parameter_count(m);
+    let demo_model = copus::profiles::model("llama-7b", std::path::Path::new(".")).expect("7b");
+    assert!(
+        size(&app.resolved.model) < size(&demo_model),
+        "← steps to a smaller model, got {}",
+        app.resolved.model.name
+    );
+    assert!(matches!(effects.as_slice(), [Effect::ComputeTable { .. }]));
+    let largest = models_by_size(std::path::Path::new("."))
+        .last()
+        .expect("models")
+        .0;
+    let mut generation = 0;
+    for _ in 0..sizes.len() {
+        if app.resolved.model.name == largest {
+            break;
+        }
+        if let [Effect::ComputeTable { generation: g }] =
+            update(&mut app, Msg::WhatIfChange(1)).as_slice()
+        {
+            generation = *g;
+        }
+    }
+    assert_eq!(app.resolved.model.name, largest);
+    let table = Arc::new(table_job(&app).compute());
+    let why = copus::app::recommend::nothing_runs(&table, 1).expect("nothing runs");
+    assert!(why.contains("Try "), "{why}");
+    update(&mut app, Msg::TableReady { generation, table });
+    update(&mut app, Msg::ShowSide(Panel::Recommendation));
+    let screen = render(&app, 200, 60, ColorMode::Indexed);
+    assert!(screen.contains("no configuration runs"), "{screen}");
+    assert!(screen.contains("Try "), "{screen}");
+}
+
+#[test]
+fn a_long_side_panel_scrolls_at_80x24() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ShowSide(Panel::Estimators));
+    let top = render(&app, 80, 24, ColorMode::Indexed);
+    assert!(top.contains("↓ more"), "{top}");
+    for _ in 0..3 {
+        let msg = keys::key_to_msg(&app, key(KeyCode::Down, KeyModifiers::NONE)).expect("bound");
+        update(&mut app, msg);
+    }
+    assert_eq!(app.side_scroll, 3);
+    assert_ne!(
+        render(&app, 80, 24, ColorMode::Indexed),
+        top,
+        "the text moved"
+    );
+    update(&mut app, Msg::ShowSide(Panel::Recommendation));
+    assert_eq!(app.side_scroll, 0, "a new panel starts at its top");
+}
+
+#[test]
+fn the_help_page_fits_or_scrolls_at_80x24() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ToggleHelp);
+    let screen = render(&app, 80, 24, ColorMode::Monochrome);
+    let last = copus::tui::keymap::KEYMAP.last().expect("bindings").label;
+    if !screen.contains(last) {
+        assert!(screen.contains("↓ more"), "{screen}");
+        for _ in 0..30 {
+            let msg = keys::key_to_msg(&app, key(KeyCode::Down, KeyModifiers::NONE)).expect("↓");
+            update(&mut app, msg);
+        }
+        let screen = render(&app, 80, 24, ColorMode::Monochrome);
+        assert!(screen.contains(last), "scrolled to the end:\n{screen}");
+    }
 }

@@ -184,9 +184,8 @@ fn the_explorer_status_line_names_the_backend_that_reduced_a_dump() {
     let dump = d.path().join("dump");
     small_dump(&dump);
     let args = OpenArgs {
-        path: dump.clone(),
-        cluster: copus::cli::cluster_args::ClusterArgs::default(),
         device: Device::Auto,
+        ..OpenArgs::for_path(&dump)
     };
     let resolved = adhoc_session(&args).expect("session");
     let mut app = App::loading(resolved.clone());

@@ -39,7 +39,7 @@ fn demo_opens_scrubs_helps_saves_and_quits() {
     let tmux = Tmux::start("e2e", 120, 36, &command);
 
     let first = tmux.wait_for("Recommendation");
-    assert!(first.contains("B_crit timeline"), "{first}");
+    assert!(first.contains("· step "), "{first}");
     assert!(first.contains("Goodput"), "{first}");
     tmux.wait_for("best: batch");
     let step0 = step_in_title(&tmux.screen());
@@ -72,7 +72,7 @@ fn demo_opens_scrubs_helps_saves_and_quits() {
     sleep(Duration::from_millis(300));
     let small = tmux.wait_for("Recommendation");
     assert!(
-        small.contains("Goodput") && small.contains("B_crit timeline"),
+        small.contains("Goodput") && small.contains("· step "),
         "{small}"
     );
 
@@ -85,9 +85,117 @@ fn demo_opens_scrubs_helps_saves_and_quits() {
         "the alternate screen is left on quit:\n{after}"
     );
 
-    let saved = Session::load(&session).expect("saved session reloads");
+    // The demo is commented: it is saved beside, never rewritten.
+    assert_eq!(
+        std::fs::read_to_string(&session).expect("read"),
+        std::fs::read_to_string(&demo).expect("read"),
+        "the commented session is untouched"
+    );
+    let beside = dir.path().join("demo.saved.ron");
+    let saved = Session::load(&beside).expect("saved session reloads");
     assert_eq!(
         saved.view.cursor, 5,
         "the saved session reopens where it was left"
+    );
+    let command = format!(
+        "{} open {}; echo COPUS-EXITED $?; sleep 30",
+        env!("CARGO_BIN_EXE_copus"),
+        beside.display()
+    );
+    let tmux = Tmux::start("e2e-reopen", 120, 36, &command);
+    tmux.wait_for("best: batch");
+    assert_eq!(
+        step_in_title(&tmux.screen()),
+        step5,
+        "reopened at the saved cursor"
+    );
+    tmux.keys(&["q"]);
+    tmux.wait_for("COPUS-EXITED 0");
+}
+
+#[test]
+fn the_demo_runs_from_an_empty_directory_and_saves_there() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let command = format!(
+        "cd {} && {}; echo COPUS-EXITED $?; sleep 30",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_copus")
+    );
+    let tmux = Tmux::start("e2e-demo", 80, 24, &command);
+    tmux.wait_for("best: batch");
+    // Esc with nothing open does not quit.
+    tmux.keys(&["Escape"]);
+    sleep(Duration::from_millis(300));
+    assert!(tmux.screen().contains("q quits"), "{}", tmux.screen());
+    tmux.keys(&["s"]);
+    tmux.wait_for("saved");
+    assert!(dir.path().join("copus-demo.ron").is_file());
+    // A what-if change, then q: asked, n stays, then y quits without saving.
+    tmux.keys(&["2", "Right"]);
+    tmux.wait_for("[modified]");
+    tmux.keys(&["q"]);
+    tmux.wait_for("unsaved changes");
+    tmux.keys(&["n"]);
+    sleep(Duration::from_millis(300));
+    assert!(!tmux.screen().contains("COPUS-EXITED"));
+    tmux.keys(&["q"]);
+    tmux.wait_for("unsaved changes");
+    tmux.keys(&["y"]);
+    tmux.wait_for("COPUS-EXITED 0");
+}
+
+#[test]
+fn the_whole_tour_works_at_80x24() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let command = format!(
+        "cd {} && {}; echo COPUS-EXITED $?; sleep 30",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_copus")
+    );
+    let tmux = Tmux::start("e2e-tour", 80, 24, &command);
+    tmux.wait_for("best: batch");
+    let steps = Session::from_ron(copus::cli::open::DEMO_RON, Path::new("demo"))
+        .expect("demo")
+        .tour
+        .len();
+    for i in 1..=steps {
+        tmux.keys(&["n"]);
+        let screen = tmux.wait_for(&format!("Tour {i}/{steps}"));
+        // What each step describes is on screen next to the popup.
+        let expect = match i {
+            1 | 6 => "· step ",
+            2 | 5 => "★",
+            3 => "best: batch",
+            4 => "Throughput",
+            _ => "nodes",
+        };
+        assert!(
+            screen.contains(expect),
+            "step {i} hides {expect:?}:\n{screen}"
+        );
+        if i == 6 {
+            // "scrub back with ← (Shift+← jumps 10 points)"
+            let before = step_in_title(&screen);
+            tmux.keys(&["S-Left"]);
+            sleep(Duration::from_millis(400));
+            let after = step_in_title(&tmux.screen());
+            assert!(after < before, "Shift+← scrubs back: {before} → {after}");
+        }
+        if i == steps {
+            // "↑/↓ picks a row, ←/→ changes it"
+            tmux.keys(&["Down", "Left"]);
+            tmux.wait_for("[modified]");
+        }
+    }
+    tmux.keys(&["n"]);
+    tmux.wait_for("tour ended");
+    tmux.keys(&["q"]);
+    tmux.wait_for("unsaved changes");
+    tmux.keys(&["y"]);
+    tmux.wait_for("COPUS-EXITED 0");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("list").count(),
+        0,
+        "nothing written without asking"
     );
 }

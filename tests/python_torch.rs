@@ -89,9 +89,8 @@ fn ddp_hook_under_real_torch_matches_an_independent_recomputation() {
         use copus::app::{App, Msg, update};
         use copus::cli::open::{OpenArgs, adhoc_session};
         let args = OpenArgs {
-            path: out_dir.path().join("dump_f32"),
-            cluster: copus::cli::cluster_args::ClusterArgs::default(),
             device: copus::compute::Device::Auto,
+            ..OpenArgs::for_path(&out_dir.path().join("dump_f32"))
         };
         let resolved = adhoc_session(&args).expect("an ad-hoc session for the dump");
         let mut app = App::loading(resolved.clone());

@@ -1,10 +1,11 @@
-//! Render snapshots of every panel of the explorer on the demo, at 80×24 and 200×60, with the
+//! Render snapshots of every panel of the explorer on the demo, and of the main view on a
+//! measured run (stats file), a gradient dump and a live source, at 80×24 and 200×60, with the
 //! buffer's styles (colours and modifiers of every cell run), so that a change to a panel's
 //! layout, numbers or heatmap colours shows up in review. Regenerate with
 //! `INSTA_UPDATE=always cargo test --test render_snapshots` and review the diff.
 
 use copus::app::{App, Effect, Msg, update};
-use copus::cli::open::{app_for_session, demo_path};
+use copus::cli::open::{OpenArgs, adhoc_session, app_for_session, demo_path};
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
 use copus::tui::{table_job, view};
@@ -22,7 +23,7 @@ fn demo_at(cursor: usize) -> App {
     if let [Effect::ComputePlan { generation }] = effects.as_slice() {
         let plan = copus::plan::plan_with(
             &app.resolved,
-            &app.raw_trajectory,
+            &app.planning_trajectory(),
             app.table.as_ref().expect("table"),
         )
         .map_err(|e| e.to_string());
@@ -65,4 +66,109 @@ fn every_side_panel() {
             insta::assert_debug_snapshot!(name, render(&app, w, h, ColorMode::Indexed));
         }
     }
+}
+
+fn with_table(mut app: App) -> App {
+    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
+        panic!("table request");
+    };
+    let table = Arc::new(table_job(&app).compute());
+    update(&mut app, Msg::TableReady { generation, table });
+    app
+}
+
+fn sample_run() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson")
+}
+
+fn snapshot_both(name: &str, app: &App) {
+    for (w, h) in [(80u16, 24u16), (200, 60)] {
+        insta::assert_debug_snapshot!(
+            format!("{name}_{w}x{h}"),
+            render(app, w, h, ColorMode::Indexed)
+        );
+    }
+}
+
+#[test]
+fn a_measured_run_in_its_own_tokens_per_sample() {
+    let resolved = adhoc_session(&OpenArgs::for_path(&sample_run())).expect("ad-hoc session");
+    let mut app = with_table(
+        copus::cli::open::prepared(resolved, copus::compute::Device::Cpu).expect("loads"),
+    );
+    update(&mut app, Msg::ScrubTo(300));
+    snapshot_both("measured", &app);
+    update(&mut app, Msg::ShowSide(Panel::Estimators));
+    snapshot_both("measured_estimators", &app);
+}
+
+#[test]
+fn a_gradient_dump() {
+    use copus::compute::DType;
+    use copus::source::dump::synth::{SynthSpec, write_dump};
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dump");
+    let spec = SynthSpec {
+        steps: 12,
+        files: 4,
+        samples: 8.0,
+        dtype: DType::F32,
+        tensor_elems: vec![4096, 999, 17],
+        seed: 3,
+    };
+    write_dump(&dir, &spec).expect("synthetic dump");
+    let args = OpenArgs {
+        seq_len: Some(1024),
+        ..OpenArgs::for_path(&dir)
+    };
+    let resolved = adhoc_session(&args).expect("ad-hoc session");
+    let loaded = copus::source::load(&resolved).map_err(|e| e.to_string());
+    let mut app = App::loading(resolved);
+    update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
+    let mut app = with_table(app);
+    update(&mut app, Msg::End);
+    update(&mut app, Msg::ShowSide(Panel::Estimators));
+    snapshot_both("dump", &app);
+}
+
+#[test]
+fn a_live_source() {
+    use copus::session::DataSource;
+    let resolved = adhoc_session(&OpenArgs::for_path(&sample_run())).expect("ad-hoc session");
+    let mut resolved = resolved;
+    resolved.session.source = DataSource::Live {
+        target: "run.ndjson".into(),
+    };
+    let mut app = with_table(App::loading(resolved.clone()));
+    app.loading = false;
+    app.live_target = Some("run.ndjson".into());
+    // What the live aggregator sends: the records re-estimated with the one-sided smoother.
+    let file = std::fs::File::open(sample_run()).expect("sample");
+    let outcome = copus::stats::read_ndjson(std::io::BufReader::new(file)).expect("reads");
+    let settings = copus::stats::EstimatorSettings {
+        smoother: copus::stats::SmootherKind::OneSided,
+        ..Default::default()
+    };
+    let report = copus::stats::analyze_outcome(&outcome, &settings).expect("analyses");
+    let (seq, origin) = copus::source::measured::run_seq_len(&report, None, 4096);
+    let loaded = copus::source::Loaded {
+        trajectory: copus::source::measured::trajectory_from_report(
+            &report,
+            seq,
+            "live: run.ndjson".into(),
+        ),
+        analysis: Some(report),
+        seed_ema: Vec::new(),
+        note: Some(copus::source::measured::seq_len_note(seq, origin)),
+    };
+    update(
+        &mut app,
+        Msg::Live {
+            update: Box::new(Ok(loaded)),
+            steps: 600,
+            malformed: 1,
+        },
+    );
+    assert_eq!(app.trajectory.seq_len, 2048);
+    snapshot_both("live", &app);
 }

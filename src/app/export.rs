@@ -1,15 +1,88 @@
-//! Export of the current view: the goodput grid at the cursor as CSV and JSON.
+//! Export of the current view: the goodput grid at the cursor as CSV and JSON, with the
+//! context needed to read it later (model, hardware, cluster, B_crit and its units, the
+//! efficiency form and the performance model's calibration).
 
-use crate::goodput::{GoodputGrid, TableCell, ThroughputTable};
+use super::App;
+use crate::goodput::{GoodputGrid, StatEffForm, TableCell, ThroughputTable};
+use crate::perf::EfficiencyParams;
+use crate::session::DataSource;
 use crate::trajectory::TrajectoryPoint;
 use serde::Serialize;
+
+/// What an exported grid was computed for.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportContext {
+    /// Session name.
+    pub session: String,
+    /// Model profile name.
+    pub model: String,
+    /// Tokens per sequence of the model (the unit of `batch` and of `b_crit`).
+    pub model_seq_len: u32,
+    /// Hardware profile name.
+    pub hardware: String,
+    /// Nodes in the cluster.
+    pub nodes: u32,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// Where B_crit comes from: "scenario", "stats_file", "dump" or "live".
+    pub b_crit_kind: &'static str,
+    /// The trajectory's label (law or run, and smoother).
+    pub b_crit_source: String,
+    /// Tokens per sample of the source (a measured run's own).
+    pub run_seq_len: u32,
+    /// Multiplier applied to the estimated B_crit (what-if).
+    pub b_crit_scale: f64,
+    /// Statistical-efficiency form: "mc_candlish" (0–1) or "pollux" (relative to `pollux_b0`).
+    pub stat_eff_form: &'static str,
+    /// Pollux reference batch B0, samples (model sequences), for the Pollux form.
+    pub pollux_b0: Option<f64>,
+    /// The efficiency parameters in force (session, calibration or hardware profile).
+    pub calibration: EfficiencyParams,
+}
+
+/// The export context of `app` as it stands.
+pub fn context(app: &App) -> ExportContext {
+    let r = &app.resolved;
+    let s = &r.session;
+    let b_crit_kind = match &s.source {
+        DataSource::Scenario(_) => "scenario",
+        DataSource::Stats { .. } => "stats_file",
+        DataSource::Dumps { .. } => "dump",
+        DataSource::Live { .. } => "live",
+    };
+    let (stat_eff_form, pollux_b0) = match s.stat_eff {
+        StatEffForm::McCandlish => ("mc_candlish", None),
+        StatEffForm::Pollux { b0 } => ("pollux", Some(b0)),
+    };
+    ExportContext {
+        session: s.name.clone(),
+        model: r.model.name.clone(),
+        model_seq_len: r.model.seq_len,
+        hardware: r.hardware.name.clone(),
+        nodes: s.cluster.nodes,
+        gpus_per_node: s.cluster.gpus_per_node,
+        b_crit_kind,
+        b_crit_source: app.trajectory.label.clone(),
+        run_seq_len: app.run_seq_len(),
+        b_crit_scale: s.b_crit_scale,
+        stat_eff_form,
+        pollux_b0,
+        calibration: r.efficiency(),
+    }
+}
 
 /// One exported cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExportCell {
     /// Layout label, e.g. "DP4·TP8·PP1".
     pub layout: String,
-    /// Global batch, samples.
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    pub pp: u32,
+    /// Global batch, sequences of the model.
     pub batch: u64,
     /// Whether some configuration of this layout runs at this batch.
     pub feasible: bool,
@@ -17,7 +90,7 @@ pub struct ExportCell {
     pub reason: Option<String>,
     /// Tokens per second.
     pub tokens_per_s: Option<f64>,
-    /// Statistical efficiency, 0–1.
+    /// Statistical efficiency: 0–1 (McCandlish) or relative to B0 (Pollux).
     pub stat_eff: f64,
     /// Goodput, tokens/s × efficiency.
     pub goodput: Option<f64>,
@@ -38,21 +111,27 @@ pub struct ExportCell {
 /// The exported view.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExportView {
+    /// What the grid was computed for.
+    pub context: ExportContext,
     /// Step at the cursor.
     pub step: u64,
     /// Tokens at the cursor.
     pub tokens: f64,
-    /// B_crit at the cursor (after the session's scale), samples.
+    /// B_crit at the cursor (after the session's scale), sequences of the model.
     pub b_crit: f64,
+    /// B_crit at the cursor (after the session's scale), samples of the source.
+    pub b_crit_run_samples: f64,
     /// Every cell, row-major (layout × batch).
     pub cells: Vec<ExportCell>,
 }
 
-/// Build the export of `grid` over `table` at trajectory point `at`.
+/// Build the export of `grid` over `table` at trajectory point `at` (B_crit in the source's
+/// samples, after the session's scale) in `context`.
 pub fn export_view(
     table: &ThroughputTable,
     grid: &GoodputGrid,
     at: &TrajectoryPoint,
+    context: &ExportContext,
 ) -> ExportView {
     let nb = table.batches.len();
     let cells = table
@@ -61,8 +140,12 @@ pub fn export_view(
         .enumerate()
         .map(|(i, cell)| {
             let (l, b) = (i / nb, i % nb);
+            let layout = table.layouts[l];
             let base = ExportCell {
-                layout: table.layouts[l].label(),
+                layout: layout.label(),
+                dp: layout.dp,
+                tp: layout.tp,
+                pp: layout.pp,
                 batch: table.batches[b],
                 feasible: false,
                 reason: None,
@@ -95,9 +178,11 @@ pub fn export_view(
         })
         .collect();
     ExportView {
+        context: context.clone(),
         step: at.step,
         tokens: at.tokens,
         b_crit: grid.b_crit,
+        b_crit_run_samples: at.b_crit,
         cells,
     }
 }
@@ -114,14 +199,56 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// The view as CSV with a header row.
+/// The view as CSV: `# key: value` comment lines with the context (read with `comment='#'`),
+/// then a header row and one row per cell.
 pub fn to_csv(view: &ExportView) -> String {
-    let mut out = String::from(
-        "layout,batch,feasible,reason,tokens_per_s,stat_eff,goodput,mbs,zero,recompute,mfu,step_time_s,best\n",
+    let c = &view.context;
+    let mut out = String::new();
+    let context = [
+        ("session", c.session.clone()),
+        (
+            "model",
+            format!("{} ({} tokens per sequence)", c.model, c.model_seq_len),
+        ),
+        ("hardware", c.hardware.clone()),
+        (
+            "cluster",
+            format!("{} nodes x {} GPUs", c.nodes, c.gpus_per_node),
+        ),
+        ("step", view.step.to_string()),
+        ("tokens", view.tokens.to_string()),
+        ("b_crit_kind", c.b_crit_kind.to_string()),
+        ("b_crit_source", c.b_crit_source.clone()),
+        ("b_crit_sequences", view.b_crit.to_string()),
+        (
+            "b_crit_run_samples",
+            format!("{} (x {} tokens)", view.b_crit_run_samples, c.run_seq_len),
+        ),
+        ("b_crit_scale", c.b_crit_scale.to_string()),
+        (
+            "stat_eff_form",
+            match c.pollux_b0 {
+                Some(b0) => format!("{} (relative to B0 = {b0})", c.stat_eff_form),
+                None => c.stat_eff_form.to_string(),
+            },
+        ),
+        (
+            "calibration",
+            serde_json::to_string(&c.calibration).unwrap_or_default(),
+        ),
+    ];
+    for (k, v) in context {
+        out.push_str(&format!("# {k}: {}\n", v.replace('\n', " ")));
+    }
+    out.push_str(
+        "layout,dp,tp,pp,batch,feasible,reason,tokens_per_s,stat_eff,goodput,mbs,zero,recompute,mfu,step_time_s,best\n",
     );
     for c in &view.cells {
         let row = [
             csv_field(&c.layout),
+            c.dp.to_string(),
+            c.tp.to_string(),
+            c.pp.to_string(),
             c.batch.to_string(),
             c.feasible.to_string(),
             csv_field(&opt(&c.reason)),

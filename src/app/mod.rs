@@ -10,6 +10,7 @@ pub mod state;
 pub mod update;
 pub mod whatif;
 
-pub use msg::Msg;
+pub use msg::{Msg, PromptEdit};
 pub use state::App;
-pub use update::{Effect, update};
+pub use state::Confirm;
+pub use update::{Effect, WriteJob, update};

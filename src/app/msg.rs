@@ -1,5 +1,6 @@
 //! Messages: everything that can happen to the explorer.
 
+use super::update::WriteJob;
 use crate::goodput::ThroughputTable;
 use crate::session::Panel;
 use crate::source::Loaded;
@@ -22,25 +23,41 @@ pub enum Msg {
     MoveSelection(i64, i64),
     /// Select heatmap cell (layout row, batch column) (a click on the heatmap).
     Select(usize, usize),
+    /// Select the best cell (★).
+    SelectBest,
     /// Drill into the selected cell: show its throughput curve.
     DrillIn,
     /// Cycle keyboard focus: timeline → heatmap → side panel.
     FocusNext,
     /// Show this side panel beside the heatmap and focus it.
     ShowSide(Panel),
+    /// Scroll the focused side panel's text down (+) or up (−) by this many lines.
+    ScrollSide(i64),
     /// Move the what-if editor's row selection.
     WhatIfRow(i64),
     /// Step the selected what-if value up (+1) or down (−1).
     WhatIfChange(i32),
     /// Next (+1) or previous (−1) step of the guided tour.
     Tour(i64),
+    /// Scroll the tour popup's text down (+) or up (−) by this many lines.
+    TourScroll(i64),
+    /// Scroll the help overlay down (+) or up (−) by this many lines.
+    HelpScroll(i64),
     /// Show or hide the help overlay.
     ToggleHelp,
-    /// Save the session (atomically) where it came from.
+    /// Close the topmost popup (question, save-as prompt, help, tour); never quits.
+    Escape,
+    /// Save the session (atomically) to its save path (see `App::save_path`).
     Save,
-    /// Export the current view as CSV and JSON beside the session.
+    /// Ask for a path to save the session to ("save as").
+    SaveAs,
+    /// An edit of the save-as prompt's text.
+    Prompt(PromptEdit),
+    /// The answer to the open question (`y`, `n`, `s`).
+    Answer(char),
+    /// Export the current view as CSV and JSON beside the save path.
     Export,
-    /// Quit the explorer.
+    /// Quit the explorer (asks first when there are unsaved changes).
     Quit,
     /// The worker finished a throughput table for table generation `generation`.
     TableReady {
@@ -71,6 +88,30 @@ pub enum Msg {
     LiveStatus(String),
     /// Progress of a long load, 0–1, with a label.
     Progress(f64, String),
-    /// A save or export finished: `Ok(what was written)` or an error message.
-    Written(Result<String, String>),
+    /// A save or export finished (`Ok`) or failed (an error message).
+    Written {
+        /// The write that was carried out.
+        job: Box<WriteJob>,
+        /// Its outcome.
+        result: Result<(), String>,
+    },
+    /// A write would have replaced `existing`, a file this session did not write: nothing was
+    /// written; the user is asked.
+    WouldOverwrite {
+        /// The write held back.
+        job: Box<WriteJob>,
+        /// The first file that exists.
+        existing: std::path::PathBuf,
+    },
+}
+
+/// An edit of a one-line text prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptEdit {
+    /// Type a character.
+    Char(char),
+    /// Delete the last character.
+    Backspace,
+    /// Accept the text.
+    Submit,
 }

@@ -1,7 +1,7 @@
 //! The recommendation at the cursor: the best (batch, configuration) cell, what it gains over
 //! the batch the user runs now, and why — derived from the goodput grid, never typed in.
 
-use crate::goodput::{GoodputGrid, TableCell, ThroughputTable};
+use crate::goodput::{GoodputGrid, StatEffForm, TableCell, ThroughputTable};
 use crate::perf::ParallelConfig;
 use serde::Serialize;
 
@@ -14,7 +14,7 @@ pub struct CellSummary {
     pub config: ParallelConfig,
     /// Tokens per second (whole job).
     pub tokens_per_s: f64,
-    /// Statistical efficiency at this batch, 0–1.
+    /// Statistical efficiency at this batch: 0–1 (McCandlish), or relative to B0 (Pollux).
     pub stat_eff: f64,
     /// Goodput: tokens/s × efficiency.
     pub goodput: f64,
@@ -25,7 +25,7 @@ pub struct CellSummary {
 /// Best cell, the current cell, the gain and the reasons.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Recommendation {
-    /// B_crit at the cursor, samples.
+    /// B_crit at the cursor, in the model's sequences.
     pub b_crit: f64,
     /// The best cell.
     pub best: CellSummary,
@@ -68,12 +68,41 @@ pub fn best_in_column(grid: &GoodputGrid, n_batches: usize, col: usize) -> Optio
         .map(|(row, _)| row)
 }
 
-/// The recommendation for `grid` (goodput at one B_crit) over `table`, against the user's
-/// current batch column `current_col`.
+/// How the efficiency column is read: the fraction of a sample's value kept (McCandlish, 0–1),
+/// or the progress per sample relative to the reference batch B0 (Pollux, above 1 below B0).
+pub fn eff_words(form: StatEffForm, eff: f64) -> String {
+    match form {
+        StatEffForm::McCandlish => format!("{:.0}% statistical efficiency", eff * 100.0),
+        StatEffForm::Pollux { b0 } => {
+            format!("{eff:.2}× the progress per sample of batch B0 = {b0:.0}")
+        }
+    }
+}
+
+/// Short label of the efficiency row of the heatmap.
+pub fn eff_label(form: StatEffForm) -> &'static str {
+    match form {
+        StatEffForm::McCandlish => "stat. eff.",
+        StatEffForm::Pollux { .. } => "eff. vs B0",
+    }
+}
+
+/// What the recommendation is computed in: the efficiency form and the model's sequence length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Units {
+    /// Statistical-efficiency form of the session.
+    pub form: StatEffForm,
+    /// Tokens per sequence of the model (the unit of the grid's batch axis and of `b_crit`).
+    pub seq_len: u32,
+}
+
+/// The recommendation for `grid` (goodput at one B_crit, in the model's sequences) over
+/// `table`, against the user's current batch column `current_col`.
 pub fn recommend(
     table: &ThroughputTable,
     grid: &GoodputGrid,
     current_col: Option<usize>,
+    units: Units,
 ) -> Option<Recommendation> {
     let (row, col) = grid.best?;
     let best = summary(table, grid, row, col)?;
@@ -81,11 +110,14 @@ pub fn recommend(
     let current = current_col
         .and_then(|c| best_in_column(grid, nb, c).and_then(|r| summary(table, grid, r, c)));
     let gain = current.as_ref().map(|c| best.goodput / c.goodput - 1.0);
+    let b_crit_tokens = grid.b_crit * units.seq_len as f64;
     let mut reasons = vec![format!(
-        "B_crit ≈ {:.0} samples: batch {} keeps {:.0}% statistical efficiency",
-        grid.b_crit,
+        "B_crit ≈ {} sequences of {} tokens ({} tokens): batch {} keeps {}",
+        crate::format::count(grid.b_crit),
+        units.seq_len,
+        crate::format::si(b_crit_tokens),
         best.batch,
-        best.stat_eff * 100.0
+        eff_words(units.form, best.stat_eff)
     )];
     reasons.push(format!(
         "{} is the fastest layout at batch {} ({:.0}% MFU, mbs {})",
@@ -95,19 +127,7 @@ pub fn recommend(
         best.config.mbs
     ));
     if let Some(c) = &current {
-        if c.batch > best.batch {
-            reasons.push(format!(
-                "batch {} is past B_crit: only {:.0}% of its samples count",
-                c.batch,
-                c.stat_eff * 100.0
-            ));
-        } else if c.batch < best.batch {
-            reasons.push(format!(
-                "batch {} under-fills the GPUs: {:.0}% MFU",
-                c.batch,
-                c.mfu * 100.0
-            ));
-        }
+        reasons.extend(current_reason(c, &best, grid.b_crit, units.form));
     }
     Some(Recommendation {
         b_crit: grid.b_crit,
@@ -116,4 +136,70 @@ pub fn recommend(
         gain,
         reasons,
     })
+}
+
+/// Why the current cell loses to the best one, in words that hold: "past B_crit" only when the
+/// current batch is above B_crit.
+fn current_reason(
+    c: &CellSummary,
+    best: &CellSummary,
+    b_crit: f64,
+    form: StatEffForm,
+) -> Option<String> {
+    if c.batch == best.batch {
+        return None;
+    }
+    let eff = eff_words(form, c.stat_eff);
+    Some(if c.batch as f64 > b_crit {
+        format!("batch {} is past B_crit ≈ {:.0}: {eff}", c.batch, b_crit)
+    } else if c.batch > best.batch {
+        format!(
+            "batch {} is below B_crit ≈ {:.0} yet keeps only {eff}, and its extra speed ({} against {} tok/s) does not make up for it",
+            c.batch,
+            b_crit,
+            crate::format::si(c.tokens_per_s),
+            crate::format::si(best.tokens_per_s)
+        )
+    } else {
+        format!(
+            "batch {} runs at {:.0}% MFU against {:.0}% at batch {}",
+            c.batch,
+            c.mfu * 100.0,
+            best.mfu * 100.0,
+            best.batch
+        )
+    })
+}
+
+/// Why no cell of `table` runs, with the change to try; `None` when some cell runs.
+pub fn nothing_runs(table: &ThroughputTable, gpus: u32) -> Option<String> {
+    if table.layouts.is_empty() {
+        return Some(format!(
+            "no 3D layout of {gpus} GPUs fits the model's shape: try another number of nodes or \
+             GPUs per node (what-if, 2)"
+        ));
+    }
+    let mut reasons: Vec<(&str, usize)> = Vec::new();
+    for cell in &table.cells {
+        match cell {
+            TableCell::Feasible { .. } => return None,
+            TableCell::Infeasible(why) => match reasons.iter_mut().find(|(r, _)| *r == why) {
+                Some((_, n)) => *n += 1,
+                None => reasons.push((why, 1)),
+            },
+        }
+    }
+    let (why, _) = reasons.iter().max_by_key(|(_, n)| *n)?;
+    let fix = if why.contains("memory") {
+        "more nodes, ZeRO stage 3 or full recompute"
+    } else if why.contains("MoE") {
+        "larger batch sizes"
+    } else if why.contains("divisible") {
+        "other batch sizes or another number of GPUs"
+    } else {
+        "another cluster or model"
+    };
+    Some(format!(
+        "no configuration runs at any batch size; most cells: {why}. Try {fix} (what-if, 2)"
+    ))
 }

@@ -1,11 +1,14 @@
 //! The explorer's state: the session, its B_crit trajectory, the throughput table, the cursor
 //! and what the user is looking at.
 
+use super::update::WriteJob;
 use crate::goodput::{GoodputGrid, ThroughputTable};
-use crate::session::{Panel, Resolved};
+use crate::session::{Panel, Resolved, Session, ViewState};
 use crate::source::Loaded;
 use crate::stats::AnalyzeReport;
 use crate::trajectory::Trajectory;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Everything the view draws.
@@ -41,10 +44,17 @@ pub struct App {
     pub side: Panel,
     /// Selected heatmap cell (layout row, batch column).
     pub selected: (usize, usize),
+    /// Whether the user (or the saved session) chose the selected cell; until then the
+    /// selection follows the best cell when a table arrives.
+    pub user_selected: bool,
     /// Selected row of the what-if editor.
     pub whatif_row: usize,
+    /// Lines the focused side panel's text is scrolled down by (reset when the panel changes).
+    pub side_scroll: u16,
     /// Current guided-tour step, when a tour is running.
     pub tour_step: Option<usize>,
+    /// Lines the tour popup's text is scrolled down by (reset on every step).
+    pub tour_scroll: u16,
     /// The switch plan and strategy comparison, once the worker has computed it.
     pub plan: Option<Arc<crate::plan::PlanReport>>,
     /// Generation of the plan the app is waiting for.
@@ -53,10 +63,15 @@ pub struct App {
     pub switch_points: Vec<usize>,
     /// Live attach: the target followed, when this is a live run.
     pub live_target: Option<String>,
+    /// Live attach: the follower's last word on the connection (following, waiting,
+    /// reconnecting, restarted, ended), kept in the title line.
+    pub live_link: Option<String>,
     /// Live attach: keep the cursor at the newest point until the user scrubs away.
     pub follow: bool,
     /// Whether the help overlay is shown.
     pub show_help: bool,
+    /// Lines the help overlay is scrolled down by.
+    pub help_scroll: u16,
     /// One-line status (last save, errors, device notes).
     pub status: String,
     /// The performance model calibrated on the run's step times, with the run's own
@@ -64,6 +79,45 @@ pub struct App {
     pub run_calibration: Option<Arc<crate::perf::run_calibration::RunCalibration>>,
     /// Set when the user asked to quit.
     pub quit: bool,
+    /// The session as last loaded or saved (what the dirty marker compares with).
+    pub clean: Session,
+    /// Where `s` writes the session (the opener chooses: never a shipped or commented file).
+    pub save_path: PathBuf,
+    /// Files this explorer may replace without asking (ones it wrote, or the plain session
+    /// file it opened).
+    pub may_overwrite: BTreeSet<PathBuf>,
+    /// A question waiting for an answer, drawn over everything.
+    pub confirm: Option<Confirm>,
+    /// The save-as prompt's text, while it is open.
+    pub prompt: Option<String>,
+    /// Quit once the pending save has been written.
+    pub quit_after_save: bool,
+    /// The session's saved cursor, applied when the source has loaded.
+    pub restore_cursor: Option<usize>,
+    /// Why the data source could not be loaded, shown in place of the heatmap.
+    pub load_error: Option<String>,
+}
+
+/// A question the explorer asks before doing something that loses work.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Confirm {
+    /// Quit with unsaved changes? (`y` quit, `s` save then quit, `n`/Esc stay)
+    Quit,
+    /// Replace a file this session did not write? (`y` replace, `n`/Esc keep it)
+    Overwrite {
+        /// The write held back.
+        job: Box<WriteJob>,
+        /// The file that exists.
+        existing: PathBuf,
+    },
+}
+
+/// The session without its view state: what counts as an unsaved change.
+fn settings_of(s: &Session) -> Session {
+    Session {
+        view: ViewState::default(),
+        ..s.clone()
+    }
 }
 
 fn scaled(raw: &Trajectory, scale: f64) -> Trajectory {
@@ -95,6 +149,7 @@ impl App {
             },
         );
         app.loading = true;
+        app.restore_cursor = Some(app.resolved.session.view.cursor);
         app
     }
 
@@ -105,7 +160,11 @@ impl App {
         self.seed_ema = Arc::new(loaded.seed_ema);
         self.loading = false;
         self.progress = None;
+        self.load_error = None;
         let n = self.raw_trajectory.points.len();
+        if let Some(c) = self.restore_cursor.take() {
+            self.cursor = c;
+        }
         self.cursor = self.cursor.min(n.saturating_sub(1));
         self.rescale();
     }
@@ -116,6 +175,8 @@ impl App {
         let trajectory = scaled(&raw, resolved.session.b_crit_scale);
         let view = resolved.session.view.clone();
         let cursor = view.cursor.min(trajectory.points.len().saturating_sub(1));
+        let resolved_session = resolved.session.clone();
+        let save_path = resolved.path.clone();
         let side = if view.side.is_side() {
             view.side
         } else {
@@ -137,18 +198,42 @@ impl App {
             focus: view.focus,
             side,
             selected: view.selected.unwrap_or((0, 0)),
+            user_selected: view.selected.is_some(),
             whatif_row: view.whatif_row,
+            side_scroll: 0,
             tour_step: view.tour_step,
+            tour_scroll: 0,
             plan: None,
             plan_generation: 0,
             switch_points: Vec::new(),
             live_target: None,
+            live_link: None,
             follow: true,
             show_help: false,
+            help_scroll: 0,
             status: String::new(),
             run_calibration: loaded.calibration.clone().map(Arc::new),
             quit: false,
+            clean: settings_of(&resolved_session),
+            save_path,
+            may_overwrite: BTreeSet::new(),
+            confirm: None,
+            prompt: None,
+            quit_after_save: false,
+            restore_cursor: None,
+            load_error: None,
         }
+    }
+
+    /// Whether settings changed since the session was loaded or last saved (view state such as
+    /// the cursor does not count).
+    pub fn dirty(&self) -> bool {
+        settings_of(&self.resolved.session) != self.clean
+    }
+
+    /// Mark `session` as what is on disk now (after a save).
+    pub fn mark_clean(&mut self, session: &Session) {
+        self.clean = settings_of(session);
     }
 
     /// Re-apply the session's B_crit scale to the raw trajectory.
@@ -162,9 +247,39 @@ impl App {
         self.trajectory.points.get(self.cursor).map(|p| p.b_crit)
     }
 
-    /// Recompute the goodput grid at the cursor from the table (if there is one).
+    /// Tokens per sample of the trajectory (the run's own for a measured run).
+    pub fn run_seq_len(&self) -> u32 {
+        self.trajectory.seq_len
+    }
+
+    /// How many of the model's sequences one sample of the trajectory is worth (equal tokens):
+    /// run tokens per sample / model sequence length; 1 for scenarios.
+    pub fn samples_to_model_seqs(&self) -> f64 {
+        let (run, model) = (self.trajectory.seq_len, self.resolved.model.seq_len);
+        if run == 0 || model == 0 {
+            1.0
+        } else {
+            run as f64 / model as f64
+        }
+    }
+
+    /// B_crit at the cursor in the model's sequences (what the heatmap's batch axis counts).
+    pub fn b_crit_model_seqs_at_cursor(&self) -> Option<f64> {
+        self.b_crit_at_cursor()
+            .map(|b| b * self.samples_to_model_seqs())
+    }
+
+    /// The raw trajectory counted in the model's sequences (what the planner compares with
+    /// the table's batches).
+    pub fn planning_trajectory(&self) -> Trajectory {
+        self.raw_trajectory
+            .in_sequences_of(self.resolved.model.seq_len)
+    }
+
+    /// Recompute the goodput grid at the cursor from the table (if there is one); B_crit is
+    /// converted from the run's samples to the model's sequences.
     pub fn refresh_grid(&mut self) {
-        self.grid = match (&self.table, self.b_crit_at_cursor()) {
+        self.grid = match (&self.table, self.b_crit_model_seqs_at_cursor()) {
             (Some(t), Some(b)) => Some(GoodputGrid::at(t, b, self.resolved.session.stat_eff)),
             _ => None,
         };

@@ -1,8 +1,9 @@
 //! `update`: the only place the explorer's state changes.
 
 use super::export::{export_view, to_csv};
+use super::state::Confirm;
 use super::whatif::{self, FIELDS};
-use super::{App, Msg};
+use super::{App, Msg, PromptEdit};
 use crate::session::{Panel, Session};
 use std::path::PathBuf;
 
@@ -21,13 +22,22 @@ pub enum Effect {
         /// Generation to tag the answer with.
         generation: u64,
     },
-    /// Write files atomically (a save or an export), then report `what`.
-    Write {
-        /// (path, contents) pairs.
-        files: Vec<(PathBuf, String)>,
-        /// Description for the status line.
-        what: String,
-    },
+    /// Write files atomically (a save or an export), then answer `Msg::Written`.
+    Write(WriteJob),
+}
+
+/// Files to write and what the write means, echoed back in `Msg::Written`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteJob {
+    /// (path, contents) pairs.
+    pub files: Vec<(PathBuf, String)>,
+    /// Description for the status line.
+    pub what: String,
+    /// Whether existing files may be replaced; when false and one exists, the worker writes
+    /// nothing and answers `Msg::WouldOverwrite` so the user is asked first.
+    pub overwrite: bool,
+    /// For a save: the session written (it becomes the clean state).
+    pub saved: Option<Box<Session>>,
 }
 
 fn clamp_add(value: usize, delta: i64, len: usize) -> usize {
@@ -93,6 +103,7 @@ fn tour(app: &mut App, delta: i64) {
         }
     };
     app.tour_step = next;
+    app.tour_scroll = 0;
     if let Some(i) = next {
         let step = app.resolved.session.tour[i].clone();
         if step.panel.is_side() {
@@ -108,32 +119,179 @@ fn tour(app: &mut App, delta: i64) {
     }
 }
 
+/// Directory exports go to: beside the save path (the working directory for the demo).
+fn export_dir(app: &App) -> PathBuf {
+    app.save_path
+        .parent()
+        .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf)
+}
+
+/// File stem of exports: the save path's name without its `.ron` (dots inside are kept).
+fn export_stem(app: &App) -> String {
+    let name = app
+        .save_path
+        .file_name()
+        .map_or_else(|| "copus".into(), |n| n.to_string_lossy().into_owned());
+    name.strip_suffix(".ron").unwrap_or(&name).to_string()
+}
+
 fn export(app: &App) -> Result<Effect, String> {
     let (Some(table), Some(grid), Some(at)) =
         (&app.table, &app.grid, app.trajectory.points.get(app.cursor))
     else {
         return Err("nothing to export yet".into());
     };
-    let view = export_view(table, grid, at);
+    let view = export_view(table, grid, at, &super::export::context(app));
     let json = serde_json::to_string_pretty(&view).map_err(|e| e.to_string())?;
-    let stem = app
-        .resolved
-        .path
-        .file_stem()
-        .map_or("copus".into(), |s| s.to_string_lossy().into_owned());
-    let base = app.resolved.base.join(format!("{stem}-step{}", at.step));
-    Ok(Effect::Write {
-        files: vec![
-            (base.with_extension("csv"), to_csv(&view)),
-            (base.with_extension("json"), json),
-        ],
-        what: format!("exported {}.csv and .json", base.display()),
-    })
+    let base = format!("{}-step{}", export_stem(app), at.step);
+    let dir = export_dir(app);
+    let (csv, json_path) = (
+        dir.join(format!("{base}.csv")),
+        dir.join(format!("{base}.json")),
+    );
+    let overwrite = app.may_overwrite.contains(&csv) && app.may_overwrite.contains(&json_path);
+    Ok(Effect::Write(WriteJob {
+        what: format!("exported {} and .json", csv.display()),
+        files: vec![(csv, to_csv(&view)), (json_path, json)],
+        overwrite,
+        saved: None,
+    }))
+}
+
+/// The save of the session as it stands to `app.save_path`.
+fn save(app: &mut App) -> Vec<Effect> {
+    let snapshot = session_snapshot(app);
+    match snapshot.to_ron() {
+        Ok(text) => {
+            app.status = "saving…".into();
+            let path = app.save_path.clone();
+            vec![Effect::Write(WriteJob {
+                files: vec![(path.clone(), text)],
+                what: format!("saved {}", path.display()),
+                overwrite: app.may_overwrite.contains(&path),
+                saved: Some(Box::new(snapshot)),
+            })]
+        }
+        Err(e) => {
+            app.status = format!("save failed: {e}");
+            app.quit_after_save = false;
+            Vec::new()
+        }
+    }
+}
+
+/// Esc: close the topmost popup; nothing open is not a reason to quit.
+fn escape(app: &mut App) {
+    if app.confirm.take().is_some() {
+        app.quit_after_save = false;
+        app.status = "cancelled".into();
+    } else if app.prompt.take().is_some() {
+        app.status = "save as: cancelled".into();
+    } else if app.show_help {
+        app.show_help = false;
+    } else if app.tour_step.take().is_some() {
+        app.status = "tour closed (n starts it again)".into();
+    } else {
+        app.status = "q quits".into();
+    }
+}
+
+fn answer(app: &mut App, c: char) -> Vec<Effect> {
+    match (app.confirm.take(), c) {
+        (Some(Confirm::Quit), 'y') => app.quit = true,
+        (Some(Confirm::Quit), 's') => {
+            app.quit_after_save = true;
+            return save(app);
+        }
+        (Some(Confirm::Overwrite { mut job, .. }), 'y') => {
+            job.overwrite = true;
+            return vec![Effect::Write(*job)];
+        }
+        (Some(_), _) => {
+            app.quit_after_save = false;
+            app.status = "cancelled: nothing written".into();
+        }
+        (None, _) => {}
+    }
+    Vec::new()
+}
+
+fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
+    let Some(text) = app.prompt.as_mut() else {
+        return Vec::new();
+    };
+    match edit {
+        PromptEdit::Char(c) => text.push(c),
+        PromptEdit::Backspace => {
+            text.pop();
+        }
+        PromptEdit::Submit => {
+            let path = text.trim().to_string();
+            app.prompt = None;
+            if path.is_empty() {
+                app.status = "save as: no path given".into();
+                return Vec::new();
+            }
+            let path = PathBuf::from(path);
+            app.save_path = if path.extension().is_some() {
+                path
+            } else {
+                path.with_extension("ron")
+            };
+            return save(app);
+        }
+    }
+    Vec::new()
+}
+
+fn written(app: &mut App, job: WriteJob, result: Result<(), String>) {
+    match result {
+        Ok(()) => {
+            app.may_overwrite
+                .extend(job.files.iter().map(|(p, _)| p.clone()));
+            if let Some(saved) = &job.saved {
+                app.mark_clean(saved);
+                if app.quit_after_save {
+                    app.quit = true;
+                }
+            }
+            app.status = job.what;
+        }
+        Err(e) => {
+            app.quit_after_save = false;
+            app.status = format!("write failed: {e}");
+        }
+    }
+}
+
+/// Whether `msg` comes from the user (a key or the mouse): it replaces a stale status line
+/// with the key hints.
+fn from_user(msg: &Msg) -> bool {
+    !matches!(
+        msg,
+        Msg::TableReady { .. }
+            | Msg::PlanReady { .. }
+            | Msg::SourceLoaded(_)
+            | Msg::Live { .. }
+            | Msg::LiveStatus(_)
+            | Msg::Progress(..)
+            | Msg::Written { .. }
+            | Msg::WouldOverwrite { .. }
+    )
+}
+
+fn select_best(app: &mut App) {
+    if let Some(best) = app.grid.as_ref().and_then(|g| g.best) {
+        app.selected = best;
+    }
 }
 
 /// Apply `msg` to `app`; return the effects to run.
 pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
     let n = app.trajectory.points.len();
+    if from_user(&msg) && app.load_error.is_none() {
+        app.status.clear();
+    }
     match msg {
         Msg::Scrub(d) => set_cursor(app, clamp_add(app.cursor, d, n)),
         Msg::ScrubTo(i) => set_cursor(app, i),
@@ -153,7 +311,13 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 None => app.status = "no further switch point".into(),
             }
         }
+        Msg::SelectBest => {
+            select_best(app);
+            app.user_selected = true;
+            app.focus = Panel::Heatmap;
+        }
         Msg::MoveSelection(dr, dc) => {
+            app.user_selected = true;
             if let Some(t) = &app.table {
                 app.selected = (
                     clamp_add(app.selected.0, dr, t.layouts.len()),
@@ -167,11 +331,13 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 && c < t.batches.len()
             {
                 app.selected = (r, c);
+                app.user_selected = true;
                 app.focus = Panel::Heatmap;
             }
         }
         Msg::DrillIn => {
             app.side = Panel::Throughput;
+            app.side_scroll = 0;
         }
         Msg::FocusNext => {
             app.focus = match app.focus {
@@ -184,7 +350,12 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             if p.is_side() {
                 app.side = p;
                 app.focus = p;
+                app.side_scroll = 0;
             }
+        }
+        Msg::ScrollSide(d) => {
+            // The view clamps to the text's length; this bounds the state.
+            app.side_scroll = (app.side_scroll as i64 + d).clamp(0, 500) as u16;
         }
         Msg::WhatIfRow(d) => app.whatif_row = clamp_add(app.whatif_row, d, FIELDS.len()),
         Msg::WhatIfChange(d) => {
@@ -206,22 +377,38 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             }
         }
         Msg::Tour(d) => tour(app, d),
-        Msg::ToggleHelp => app.show_help = !app.show_help,
-        Msg::Save => match session_snapshot(app).to_ron() {
-            Ok(text) => {
-                app.status = "saving…".into();
-                return vec![Effect::Write {
-                    files: vec![(app.resolved.path.clone(), text)],
-                    what: format!("saved {}", app.resolved.path.display()),
-                }];
+        Msg::TourScroll(d) => {
+            if app.tour_step.is_some() {
+                // The view clamps to the text's length; this bounds the state.
+                app.tour_scroll = (app.tour_scroll as i64 + d).clamp(0, 100) as u16;
             }
-            Err(e) => app.status = format!("save failed: {e}"),
-        },
+        }
+        Msg::ToggleHelp => {
+            app.show_help = !app.show_help;
+            app.help_scroll = 0;
+        }
+        Msg::HelpScroll(d) => {
+            app.help_scroll = (app.help_scroll as i64 + d).clamp(0, 100) as u16;
+        }
+        Msg::Escape => escape(app),
+        Msg::Save => return save(app),
+        Msg::SaveAs => {
+            app.prompt = Some(app.save_path.display().to_string());
+            app.status = "save as: type a path, Enter saves, Esc cancels".into();
+        }
+        Msg::Prompt(edit) => return prompt(app, edit),
+        Msg::Answer(c) => return answer(app, c),
         Msg::Export => match export(app) {
             Ok(effect) => return vec![effect],
             Err(e) => app.status = format!("export failed: {e}"),
         },
-        Msg::Quit => app.quit = true,
+        Msg::Quit => {
+            if app.dirty() {
+                app.confirm = Some(Confirm::Quit);
+            } else {
+                app.quit = true;
+            }
+        }
         Msg::TableReady { generation, table } => {
             if generation == app.table_generation {
                 let (rows, cols) = (table.layouts.len(), table.batches.len());
@@ -231,6 +418,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 );
                 app.table = Some(table);
                 app.refresh_grid();
+                if !app.user_selected {
+                    // Start on the best cell, not on one that cannot run.
+                    select_best(app);
+                }
                 return request_plan(app).into_iter().collect();
             }
         }
@@ -274,7 +465,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             Err(e) => {
                 app.loading = false;
                 app.progress = None;
-                app.status = format!("loading failed: {e}");
+                app.status = "loading failed (see the panel)".into();
+                app.load_error = Some(e);
             }
         },
         Msg::Live {
@@ -301,13 +493,19 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 Err(e) => app.status = format!("{head} · no estimate yet: {e}"),
             }
         }
-        Msg::LiveStatus(s) => app.status = s,
+        Msg::LiveStatus(s) => {
+            app.live_link = Some(s.clone());
+            app.status = s;
+        }
         Msg::Progress(f, what) => {
             app.status = format!("{what} {:.0}%", f * 100.0);
             app.progress = Some((f.clamp(0.0, 1.0), what));
         }
-        Msg::Written(Ok(what)) => app.status = what,
-        Msg::Written(Err(e)) => app.status = format!("write failed: {e}"),
+        Msg::Written { job, result } => written(app, *job, result),
+        Msg::WouldOverwrite { job, existing } => {
+            app.status = format!("{} exists", existing.display());
+            app.confirm = Some(Confirm::Overwrite { job, existing });
+        }
     }
     Vec::new()
 }

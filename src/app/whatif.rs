@@ -118,6 +118,20 @@ fn step_nearest(items: &[f64], current: f64, delta: i32) -> f64 {
     items[(i + delta as i64).clamp(0, items.len() as i64 - 1) as usize]
 }
 
+/// The built-in models' names, smallest first (by parameter count).
+pub fn models_by_size(base: &std::path::Path) -> Vec<(&'static str, &'static str)> {
+    let mut models: Vec<(f64, (&str, &str))> = BUILTIN_MODELS
+        .iter()
+        .map(|&(n, text)| {
+            let size = profiles::model(n, base)
+                .map_or(f64::INFINITY, |m| crate::perf::parameter_count(&m));
+            (size, (n, text))
+        })
+        .collect();
+    models.sort_by(|a, b| a.0.total_cmp(&b.0));
+    models.into_iter().map(|(_, m)| m).collect()
+}
+
 fn step_name(table: &[(&str, &str)], current: &str, delta: i32) -> String {
     let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
     let i = names.iter().position(|n| *n == current).unwrap_or(0) as i64;
@@ -179,7 +193,8 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.cluster.hardware = ProfileRef::Named(name);
         }
         Field::Model => {
-            let name = step_name(BUILTIN_MODELS, &r.model.name, delta);
+            let by_size = models_by_size(&r.base);
+            let name = step_name(&by_size, &r.model.name, delta);
             r.model = profiles::model(&name, &r.base).map_err(|e| e.to_string())?;
             s.model = ProfileRef::Named(name);
         }

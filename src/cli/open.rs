@@ -1,28 +1,118 @@
 //! `copus open` and the no-argument default: the explorer on a session, a stats file or a
-//! gradient dump directory.
+//! gradient dump directory. Everything that can fail is checked before the terminal is taken
+//! over; where `s` saves is decided here (never over a shipped or commented file).
 
-use crate::app::App;
+use super::analyze::SmootherArg;
+use crate::app::{App, Msg, update};
 use crate::session::{DataSource, Resolved, Session};
+use crate::stats::SmootherKind;
 use anyhow::Context;
 use clap::Args;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `copus open`.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct OpenArgs {
     /// A session (.ron), a gradient dump directory, or a stats .ndjson file.
     pub path: PathBuf,
-    /// Model and cluster for a stats file or dump.
-    #[command(flatten)]
-    pub cluster: super::cluster_args::ClusterArgs,
+    /// Stats file or dump: model profile (built-in name or .ron file) [default: llama-7b].
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Stats file or dump: hardware profile (built-in name or .ron file) [default: h100-sxm].
+    #[arg(long)]
+    pub hardware: Option<String>,
+    /// Stats file or dump: nodes in the cluster [default: 1].
+    #[arg(long)]
+    pub nodes: Option<u32>,
+    /// Stats file or dump: GPUs per node [default: 8].
+    #[arg(long)]
+    pub gpus_per_node: Option<u32>,
+    /// Stats file or dump: tokens per sample of the run [default: inferred from the records'
+    /// `tokens`/`b_big`, else the model's sequence length].
+    #[arg(long, value_name = "TOKENS")]
+    pub seq_len: Option<u32>,
+    /// Dump: samples per gradient file, overriding the files' `samples` metadata.
+    #[arg(long, value_name = "SAMPLES")]
+    pub samples: Option<f64>,
+    /// Stats file or dump: smoother of the B_crit trajectory [default: two-sided].
+    #[arg(long, value_enum)]
+    pub smoother: Option<SmootherArg>,
+    /// Stats file or dump: two-sided kernel standard deviation, steps.
+    #[arg(long, value_name = "STEPS")]
+    pub bandwidth: Option<f64>,
+    /// Stats file or dump: one-sided EMA decay per reference batch.
+    #[arg(long)]
+    pub decay: Option<f64>,
+    /// Stats file or dump: reference batch B0 of the one-sided decay, samples.
+    #[arg(long, value_name = "SAMPLES")]
+    pub reference_batch: Option<f64>,
+    /// Stats file or dump: confidence level of the intervals, in (0, 1).
+    #[arg(long)]
+    pub confidence: Option<f64>,
+    /// Stats file or dump: autocorrelation window of the interval variance, steps.
+    #[arg(long, value_name = "STEPS")]
+    pub block_length: Option<usize>,
+    /// Stats file or dump: the batch (sequences of the model) the run uses now, marked ▼.
+    #[arg(long, value_name = "SAMPLES")]
+    pub current_batch: Option<u64>,
     /// Where gradient dumps are reduced (auto falls back to the CPU with a note).
     #[arg(long, value_enum, default_value_t = crate::compute::Device::Auto)]
     pub device: crate::compute::Device,
 }
 
-/// Where the bundled demo session lives in the source tree.
+impl OpenArgs {
+    /// Arguments for `path` with every option at its default.
+    pub fn for_path(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            ..Self::default()
+        }
+    }
+
+    /// The options given that only make sense for a stats file or a dump.
+    fn data_flags(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        let flags: [(&str, bool); 13] = [
+            ("--reference-batch", self.reference_batch.is_some()),
+            ("--confidence", self.confidence.is_some()),
+            ("--block-length", self.block_length.is_some()),
+            ("--model", self.model.is_some()),
+            ("--hardware", self.hardware.is_some()),
+            ("--nodes", self.nodes.is_some()),
+            ("--gpus-per-node", self.gpus_per_node.is_some()),
+            ("--seq-len", self.seq_len.is_some()),
+            ("--samples", self.samples.is_some()),
+            ("--smoother", self.smoother.is_some()),
+            ("--bandwidth", self.bandwidth.is_some()),
+            ("--decay", self.decay.is_some()),
+            ("--current-batch", self.current_batch.is_some()),
+        ];
+        for (name, set) in flags {
+            if set {
+                given.push(name);
+            }
+        }
+        given
+    }
+}
+
+/// Where the bundled demo session lives in the source tree (tests; the binary embeds it).
 pub fn demo_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron")
+}
+
+/// The bundled demo session, embedded in the binary.
+pub const DEMO_RON: &str = include_str!("../../sessions/demo.ron");
+
+/// File name the demo is saved under, in the working directory.
+pub const DEMO_SAVE_NAME: &str = "copus-demo.ron";
+
+/// The embedded demo resolved as if it lived at `dir`/[`DEMO_SAVE_NAME`] (it names only
+/// built-in profiles, so nothing is read from `dir`).
+pub fn demo_session(dir: &Path) -> anyhow::Result<Resolved> {
+    let path = dir.join(DEMO_SAVE_NAME);
+    let session = Session::from_ron(DEMO_RON, Path::new("the bundled demo"))?;
+    Ok(session.resolve(&path)?)
 }
 
 /// Load and resolve a session file.
@@ -38,12 +128,33 @@ pub fn app_for_session(path: &Path) -> anyhow::Result<App> {
     Ok(App::new(resolved, loaded))
 }
 
-/// Open the explorer on the bundled demo session.
+/// Whether RON text holds comments that a save (which re-serialises) would drop.
+pub fn has_comments(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim_start();
+        t.starts_with("//") || t.contains("/*")
+    })
+}
+
+/// Where `s` saves a session opened from `path` whose text is `text`, and whether that file
+/// may be replaced without asking: the file itself when it holds no comments, else
+/// `<stem>.saved.ron` beside it (asked before replacing, if it exists).
+pub fn save_target(path: &Path, text: &str) -> (PathBuf, bool) {
+    if !has_comments(text) {
+        return (path.to_path_buf(), true);
+    }
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "session".into(), |s| s.to_string_lossy().into_owned());
+    (path.with_file_name(format!("{stem}.saved.ron")), false)
+}
+
+/// Open the explorer on the bundled demo; `s` saves to `./copus-demo.ron` (asking before it
+/// replaces a file that exists), `e` exports to the working directory.
 pub fn run_demo() -> anyhow::Result<()> {
-    let path = demo_path();
-    let resolved =
-        resolve_session(&path).with_context(|| format!("the bundled demo {}", path.display()))?;
-    crate::tui::run(App::loading(resolved))?;
+    let cwd = std::env::current_dir().context("the working directory")?;
+    let app = prepared(demo_session(&cwd)?, crate::compute::Device::Cpu)?;
+    crate::tui::run(app)?;
     Ok(())
 }
 
@@ -58,13 +169,44 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     let source = if p.is_dir() {
         DataSource::Dumps {
             path: source_path,
-            samples: None,
+            samples: args.samples,
             seed_ema: true,
+            seq_len: args.seq_len,
         }
     } else {
-        DataSource::Stats { path: source_path }
+        if args.samples.is_some() {
+            anyhow::bail!(
+                "{}: --samples applies to gradient dump directories, not to a stats file \
+                 (its records carry b_big)",
+                p.display()
+            );
+        }
+        DataSource::Stats {
+            path: source_path,
+            seq_len: args.seq_len,
+        }
     };
-    let session = args.cluster.session(name.clone(), source);
+    let defaults = super::cluster_args::ClusterArgs::default();
+    let mut session = Session::adhoc(
+        name.clone(),
+        source,
+        args.model.as_deref().unwrap_or(&defaults.model),
+        args.hardware.as_deref().unwrap_or(&defaults.hardware),
+        args.nodes.unwrap_or(defaults.nodes),
+        args.gpus_per_node.unwrap_or(defaults.gpus_per_node),
+    );
+    if let Some(k) = args.smoother {
+        session.estimator.smoother = match k {
+            SmootherArg::TwoSided => SmootherKind::TwoSided,
+            SmootherArg::OneSided => SmootherKind::OneSided,
+        };
+    }
+    session.estimator.bandwidth_steps = args.bandwidth.or(session.estimator.bandwidth_steps);
+    session.estimator.ema_decay = args.decay.unwrap_or(session.estimator.ema_decay);
+    session.estimator.reference_batch = args.reference_batch.or(session.estimator.reference_batch);
+    session.estimator.confidence = args.confidence.unwrap_or(session.estimator.confidence);
+    session.estimator.block_length = args.block_length.or(session.estimator.block_length);
+    session.current_batch = args.current_batch;
     let dir = p.parent().unwrap_or(Path::new("."));
     let session_path = dir.join(format!("{name}.copus.ron"));
     Ok(session.resolve(&session_path)?)
@@ -75,15 +217,65 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
 /// `auto` that falls back to the CPU says so once, on the status line, when the dump is loaded
 /// (the probe is cached, so the worker does not probe again).
 fn probe_device(
-    app: &App,
+    resolved: &Resolved,
     wanted: crate::compute::Device,
 ) -> anyhow::Result<crate::compute::Device> {
     use crate::compute::{Device, check};
-    if !matches!(app.resolved.session.source, DataSource::Dumps { .. }) {
+    if !matches!(resolved.session.source, DataSource::Dumps { .. }) {
         return Ok(Device::Cpu);
     }
     check(wanted)?;
     Ok(wanted)
+}
+
+/// An explorer on `resolved`, with everything that can fail checked before the terminal is
+/// taken over: scenarios and stats files are loaded here (they are quick), a dump directory
+/// is scanned (the reduction runs in the worker with a progress gauge), a live session
+/// reattaches to its run.
+pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::Result<App> {
+    let device = probe_device(&resolved, device)?;
+    let path = resolved.path.clone();
+    let mut app = App::loading(resolved);
+    app.device = device;
+    match &app.resolved.session.source {
+        DataSource::Live { target } => {
+            crate::source::live::Target::parse(target)
+                .with_context(|| format!("{}: live source", path.display()))?;
+            app.live_target = Some(target.clone());
+            app.loading = false;
+        }
+        DataSource::Dumps {
+            path: dir, samples, ..
+        } => {
+            // The error's text already names its cause: no second copy of the chain.
+            let index = crate::source::dump::scan(&app.resolved.resolve_path(dir))
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            if samples.is_none()
+                && let Some(f) = index
+                    .steps
+                    .iter()
+                    .flat_map(|s| &s.files)
+                    .find(|f| f.samples.is_none())
+            {
+                anyhow::bail!(
+                    "{}: no sample count: add \"samples\" to the safetensors __metadata__ (or \
+                     samples.txt beside .npy files), or pass --samples",
+                    f.path.display()
+                );
+            }
+        }
+        DataSource::Scenario(_) | DataSource::Stats { .. } => {
+            let loaded = crate::source::load(&app.resolved).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let _ = update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
+            if app.trajectory.points.is_empty() {
+                anyhow::bail!(
+                    "{}: no step gives a usable B_crit estimate (see `copus analyze`)",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(app)
 }
 
 /// Run `copus open`.
@@ -92,21 +284,49 @@ pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
     if !p.exists() {
         anyhow::bail!("{}: no such file or directory", p.display());
     }
-    let resolved = match p.extension().and_then(|e| e.to_str()) {
-        Some("ron") if p.is_file() => resolve_session(p)?,
-        _ if p.is_dir() => adhoc_session(args)?,
-        Some("ndjson" | "jsonl" | "json") => adhoc_session(args)?,
-        _ => anyhow::bail!(
+    let is_session = p.is_file() && p.extension().is_some_and(|e| e == "ron");
+    let (resolved, save) = if is_session {
+        let flags = args.data_flags();
+        if !flags.is_empty() {
+            anyhow::bail!(
+                "{}: {} cannot be used with a session (they are for a stats file or a dump \
+                 directory); a session names its \
+                 own model, cluster and settings (change them in the what-if panel, 2)",
+                p.display(),
+                flags.join(", ")
+            );
+        }
+        let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+        let resolved = Session::from_ron(&text, p)?.resolve(p)?;
+        (resolved, Some(save_target(p, &text)))
+    } else if p.is_dir()
+        || p.extension()
+            .is_some_and(|e| e == "ndjson" || e == "jsonl" || e == "json")
+    {
+        (adhoc_session(args)?, None)
+    } else {
+        anyhow::bail!(
             "{}: expected a session (.ron), a stats file (.ndjson) or a dump directory",
             p.display()
-        ),
+        )
     };
-    let mut app = App::loading(resolved);
-    app.device = probe_device(&app, args.device)?;
-    if let DataSource::Live { target } = &app.resolved.session.source {
-        // A saved live session reattaches to its run.
-        app.live_target = Some(target.clone());
-        app.loading = false;
+    let mut app = prepared(resolved, args.device)?;
+    if let Some((path, replace)) = save {
+        if replace {
+            app.may_overwrite.insert(path.clone());
+        } else {
+            let note = format!(
+                "s saves to {} ({} has comments and is not rewritten)",
+                path.display(),
+                p.display()
+            );
+            app.status = if app.status.is_empty() {
+                note
+            } else {
+                format!("{} · {note}", app.status)
+            };
+        }
+        app.save_path = path;
     }
     crate::tui::run(app)?;
     Ok(())

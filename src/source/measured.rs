@@ -27,6 +27,50 @@ pub enum MeasuredError {
     },
 }
 
+/// Where a measured run's tokens per sample come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeqLenOrigin {
+    /// Given by the user (`--seq-len`, or `seq_len` in the session's source).
+    Given,
+    /// Inferred from the records' cumulative `tokens` and `b_big`, as `copus analyze` does.
+    Inferred,
+    /// Neither: the model profile's sequence length is assumed.
+    Assumed,
+}
+
+/// Tokens per sample of a measured run: `given`, else inferred from the records (rounded, at
+/// least 1), else `assumed` (the model's sequence length).
+pub fn run_seq_len(
+    report: &AnalyzeReport,
+    given: Option<u32>,
+    assumed: u32,
+) -> (u32, SeqLenOrigin) {
+    if let Some(g) = given.filter(|&g| g > 0) {
+        return (g, SeqLenOrigin::Given);
+    }
+    match report
+        .summary
+        .seq_len
+        .filter(|s| s.is_finite() && *s >= 0.5 && *s < u32::MAX as f64)
+    {
+        Some(s) => (s.round() as u32, SeqLenOrigin::Inferred),
+        None => (assumed, SeqLenOrigin::Assumed),
+    }
+}
+
+/// A note for the user on where the tokens per sample of a run come from.
+pub fn seq_len_note(seq_len: u32, origin: SeqLenOrigin) -> String {
+    match origin {
+        SeqLenOrigin::Given => format!("{seq_len} tokens per sample (given)"),
+        SeqLenOrigin::Inferred => {
+            format!("{seq_len} tokens per sample (inferred from tokens/b_big)")
+        }
+        SeqLenOrigin::Assumed => format!(
+            "no token counts in the records: assuming the model's {seq_len} tokens per sample (--seq-len sets it)"
+        ),
+    }
+}
+
 /// Turn an analysis into a trajectory: one point per step with a finite, positive smoothed
 /// B_simple; tokens from the records, or accumulated as b_big × `seq_len` per step.
 pub fn trajectory_from_report(report: &AnalyzeReport, seq_len: u32, label: String) -> Trajectory {
@@ -54,11 +98,14 @@ pub fn trajectory_from_report(report: &AnalyzeReport, seq_len: u32, label: Strin
 }
 
 /// Read and analyse a stats file; return its trajectory and the full analysis.
+/// `given` tokens per sample override the inferred ones; `assumed` is the fallback (see
+/// [`run_seq_len`]); the trajectory's `seq_len` is the run's.
 pub fn load_stats_file(
     path: &Path,
     settings: &EstimatorSettings,
-    seq_len: u32,
-) -> Result<(Trajectory, AnalyzeReport), MeasuredError> {
+    given: Option<u32>,
+    assumed: u32,
+) -> Result<(Trajectory, AnalyzeReport, SeqLenOrigin), MeasuredError> {
     let io = |source| MeasuredError::Io {
         path: path.to_path_buf(),
         source,
@@ -74,7 +121,12 @@ pub fn load_stats_file(
         |n| n.to_string_lossy().into_owned(),
     );
     let label = format!("measured: {name} ({})", report.summary.smoother);
-    Ok((trajectory_from_report(&report, seq_len, label), report))
+    let (seq_len, origin) = run_seq_len(&report, given, assumed);
+    Ok((
+        trajectory_from_report(&report, seq_len, label),
+        report,
+        origin,
+    ))
 }
 
 /// A gradient dump reduced and analysed.

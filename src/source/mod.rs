@@ -80,15 +80,19 @@ pub fn load_with(
                 calibration: None,
             })
         }
-        DataSource::Stats { path } => {
+        DataSource::Stats {
+            path,
+            seq_len: given,
+        } => {
             let file = resolved.resolve_path(path);
-            let (trajectory, report) =
-                measured::load_stats_file(&file, &resolved.session.estimator, seq_len)?;
+            let (trajectory, report, origin) =
+                measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)?;
+            let note = measured::seq_len_note(trajectory.seq_len, origin);
             Ok(Loaded {
                 trajectory,
                 analysis: Some(report),
                 seed_ema: Vec::new(),
-                note: None,
+                note: Some(note),
                 calibration: calibrate_stats_file(resolved, &file),
             })
         }
@@ -96,6 +100,7 @@ pub fn load_with(
             path,
             samples,
             seed_ema,
+            seq_len: given,
         } => {
             let selected = crate::compute::select(device)?;
             let d = measured::load_dump_dir(
@@ -104,16 +109,25 @@ pub fn load_with(
                 seed_ema.then_some(measured::SEED_EMA_DECAY),
                 selected.backend.as_ref(),
                 &resolved.session.estimator,
-                seq_len,
+                given.unwrap_or(seq_len),
                 progress,
             )?;
+            let origin = if given.is_some() {
+                measured::SeqLenOrigin::Given
+            } else {
+                measured::SeqLenOrigin::Assumed
+            };
+            let seq_note = measured::seq_len_note(d.trajectory.seq_len, origin);
             Ok(Loaded {
                 trajectory: d.trajectory,
                 analysis: Some(d.report),
                 seed_ema: d.seed_ema,
                 note: Some(match selected.note {
-                    Some(why) => format!("reduced on {} · {why}", selected.backend.name()),
-                    None => format!("reduced on {}", selected.backend.name()),
+                    Some(why) => format!(
+                        "{seq_note} · reduced on {} · {why}",
+                        selected.backend.name()
+                    ),
+                    None => format!("{seq_note} · reduced on {}", selected.backend.name()),
                 }),
                 calibration: None,
             })
@@ -151,7 +165,10 @@ fn calibrate_stats_file(
     )
 }
 
-/// The B_crit trajectory of a resolved session, before the session's B_crit scale.
+/// The B_crit trajectory of a resolved session, before the session's B_crit scale, counted in
+/// the model's sequences (what the goodput grid and the planner compare batches with; a
+/// measured run's own samples may hold another number of tokens, see
+/// [`Trajectory::in_sequences_of`]).
 pub fn load_trajectory(resolved: &Resolved) -> Result<Trajectory, SourceError> {
-    load(resolved).map(|l| l.trajectory)
+    load(resolved).map(|l| l.trajectory.in_sequences_of(resolved.model.seq_len))
 }

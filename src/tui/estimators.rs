@@ -9,7 +9,6 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Paragraph, Wrap};
 
 fn interval(ci: [f64; 2]) -> String {
     let hi = if ci[1].is_finite() {
@@ -29,24 +28,32 @@ pub fn row_at(report: &AnalyzeReport, step: u64) -> Option<&StepRow> {
         .map(|i| &report.steps[i])
 }
 
+/// The stable snake_case name of a reported kind, as words ("two_batch" → "two-batch").
+fn word<T: serde::Serialize>(x: &T) -> String {
+    serde_json::to_value(x)
+        .ok()
+        .and_then(|v| v.as_str().map(|s| s.replace('_', "-")))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Line<'static>>) {
     let s = &report.summary;
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let dim = Style::new().fg(Color::DarkGray);
     lines.push(Line::styled(
         format!(
-            "run: B_simple {} {} · {:?} · {} steps",
+            "run: B_simple {} {} · {} · {} steps",
             s.b_simple.map_or("n/a".into(), si),
             interval(s.ci),
-            s.verdict,
+            word(&s.verdict),
             s.steps
         ),
         bold,
     ));
     lines.push(Line::styled(
         format!(
-            "{:?} estimator, {} · |G|² < 0 on {:.0}% of steps",
-            s.estimator,
+            "{} estimator, {} · |G|² < 0 on {:.0}% of steps",
+            word(&s.estimator),
             s.smoother,
             s.negative_g2_fraction * 100.0
         ),
@@ -99,11 +106,19 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let point = app.trajectory.points.get(app.cursor);
     if let Some(p) = point {
         lines.push(Line::from(format!(
-            "at {} tokens: B_crit {} samples ({} tokens)",
+            "at {} tokens: B_crit {} samples × {} tok = {} tokens",
             tokens(p.tokens),
             si(p.b_crit),
+            app.trajectory.seq_len,
             si(p.b_crit * app.trajectory.seq_len as f64)
         )));
+        let model_seq = app.resolved.model.seq_len;
+        if model_seq != app.trajectory.seq_len {
+            lines.push(Line::from(format!(
+                "heatmap: {} sequences of {model_seq} tokens (the model's)",
+                crate::format::count(p.b_crit * app.samples_to_model_seqs())
+            )));
+        }
     }
     if let Some(ema) = point.and_then(|p| app.seed_ema.iter().find(|e| e.step == p.step)) {
         lines.push(Line::styled(
@@ -130,10 +145,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
          (Merrill et al. 2025): try the B_crit scale in the what-if panel.",
         Style::new().fg(Color::Gray),
     ));
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        area,
-    );
+    let scroll = if focused { app.side_scroll } else { 0 };
+    super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }

@@ -51,6 +51,44 @@ pub fn geometry(area: Rect, rows: usize, cols: usize, selected: (usize, usize)) 
     }
 }
 
+/// "↑2 ↓7 more rows · →4 more batches": what the selection can scroll to, if anything is hidden.
+pub fn more_marker(g: &Geometry, rows: usize, cols: usize) -> Option<String> {
+    let mut parts = Vec::new();
+    let (above, below) = (g.rows.start, rows.saturating_sub(g.rows.end));
+    if above + below > 0 {
+        parts.push(format!(
+            "{}{}more rows",
+            if above > 0 {
+                format!("↑{above} ")
+            } else {
+                String::new()
+            },
+            if below > 0 {
+                format!("↓{below} ")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let (left, right) = (g.cols.start, cols.saturating_sub(g.cols.end));
+    if left + right > 0 {
+        parts.push(format!(
+            "{}{}more batches",
+            if left > 0 {
+                format!("←{left} ")
+            } else {
+                String::new()
+            },
+            if right > 0 {
+                format!("→{right} ")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    (!parts.is_empty()).then(|| format!(" {} ", parts.join(" · ")))
+}
+
 /// The (layout row, batch column) under screen position (x, y), if any.
 pub fn hit(area: Rect, app: &App, x: u16, y: u16) -> Option<(usize, usize)> {
     let table = app.table.as_ref()?;
@@ -112,9 +150,29 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
     Span::styled(format!("{text:>w$}"), style)
 }
 
+/// The panel title: B_crit in the model's sequences (the batch axis's unit), converted from the
+/// run's samples when a measured run counts another number of tokens per sample.
+pub fn title(app: &App) -> String {
+    let Some(b) = app.b_crit_model_seqs_at_cursor() else {
+        return " Goodput = tokens/s × statistical efficiency ".into();
+    };
+    let model = app.resolved.model.seq_len;
+    let run = app.run_seq_len();
+    // "B_crit 35×4096 tok = 71×2048": sequences of the model = the run's samples × tokens.
+    let conversion = if run != model {
+        format!(" = {}×{run}", si(app.b_crit_at_cursor().unwrap_or(b)))
+    } else {
+        String::new()
+    };
+    format!(
+        " Goodput · B_crit {}×{model} tok{conversion} ",
+        crate::format::count(b)
+    )
+}
+
 /// Draw the heatmap into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: ColorMode) {
-    let block = super::panel::block(" Goodput = tokens/s × statistical efficiency ", focused);
+    let block = super::panel::block(title(app), focused);
     if let (true, Some((f, what))) = (app.loading, &app.progress) {
         let gauge = ratatui::widgets::Gauge::default()
             .block(block)
@@ -122,6 +180,42 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
             .ratio(*f)
             .label(format!("{what}: {:.0}%", f * 100.0));
         frame.render_widget(gauge, area);
+        return;
+    }
+    if let Some(e) = &app.load_error {
+        let text = vec![
+            Line::styled(
+                "The data source could not be loaded:",
+                Style::new().fg(Color::Red),
+            ),
+            Line::from(e.clone()),
+            Line::from(""),
+            Line::from("q quits; fix the path or the flags and open it again."),
+        ];
+        frame.render_widget(
+            Paragraph::new(text)
+                .wrap(ratatui::widgets::Wrap { trim: false })
+                .block(block),
+            area,
+        );
+        return;
+    }
+    if let Some(e) = &app.load_error {
+        let text = vec![
+            Line::styled(
+                "The data source could not be loaded:",
+                Style::new().fg(Color::Red),
+            ),
+            Line::from(e.clone()),
+            Line::from(""),
+            Line::from("q quits; fix the path or the flags and open it again."),
+        ];
+        frame.render_widget(
+            Paragraph::new(text)
+                .wrap(ratatui::widgets::Wrap { trim: false })
+                .block(block),
+            area,
+        );
         return;
     }
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
@@ -147,7 +241,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     let dim = Style::new().fg(Color::DarkGray);
 
     let mut header = vec![Span::raw(format!("{:<LABEL_W$}", "layout\\batch"))];
-    let mut eff = vec![Span::styled(format!("{:<LABEL_W$}", "stat. eff."), dim)];
+    let eff_label = crate::app::recommend::eff_label(app.resolved.session.stat_eff);
+    let mut eff = vec![Span::styled(format!("{eff_label:<LABEL_W$}"), dim)];
     for c in g.cols.clone() {
         let mark = if Some(c) == current_col { "▼" } else { "" };
         let label = format!("{mark}{}", table.batches[c]);
@@ -169,7 +264,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         spans.extend(g.cols.clone().map(|c| cell_span(app, r, c, &cs)));
         lines.push(Line::from(spans));
     }
-    let mut legend = match mode {
+    let mut marks = String::new();
+    if current_col.is_some() {
+        marks.push_str(" · ▼ current batch");
+    }
+    if grid.goodput.iter().any(Option::is_none) {
+        marks.push_str(" · × cannot run");
+    }
+    let legend = match mode {
         ColorMode::Indexed => {
             let mut l = vec![Span::raw("low ")];
             for i in 0..6 {
@@ -178,29 +280,16 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
                     Style::new().bg(ramp_color(i as f64 / 5.0)),
                 ));
             }
-            l.push(Span::raw(" high · ★ best · ▼ current batch · × cannot run"));
+            l.push(Span::raw(format!(" high · ★ best{marks}")));
             l
         }
-        ColorMode::Monochrome => vec![Span::raw(
-            "low ·░▒▓█ high · ★ best · ▼ current batch · × cannot run",
-        )],
+        ColorMode::Monochrome => vec![Span::raw(format!("low ·░▒▓█ high · ★ best{marks}"))],
     };
-    let rows = table.layouts.len();
-    if g.rows.len() < rows || g.cols.len() < nb {
-        legend.push(Span::styled(
-            format!(
-                "  rows {}–{}/{} · cols {}–{}/{}",
-                g.rows.start + 1,
-                g.rows.end,
-                rows,
-                g.cols.start + 1,
-                g.cols.end,
-                nb
-            ),
-            dim,
-        ));
-    }
     lines.push(Line::from(legend));
+    let block = match more_marker(&g, table.layouts.len(), nb) {
+        Some(m) => block.title_bottom(Line::from(m).right_aligned()),
+        None => block,
+    };
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
@@ -215,6 +304,18 @@ mod tests {
         assert_eq!(scroll_offset(5, 5, 18), 1);
         assert_eq!(scroll_offset(17, 5, 18), 13);
         assert_eq!(scroll_offset(3, 20, 18), 0);
+    }
+
+    #[test]
+    fn hidden_rows_and_columns_are_announced() {
+        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (0, 0));
+        let m = more_marker(&g, 18, 8).expect("rows and columns hidden");
+        assert!(
+            m.contains("↓9 more rows") && m.contains("→3 more batches"),
+            "{m}"
+        );
+        let g = geometry(Rect::new(0, 0, 200, 60), 18, 8, (0, 0));
+        assert_eq!(more_marker(&g, 18, 8), None);
     }
 
     #[test]

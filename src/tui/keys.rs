@@ -2,7 +2,7 @@
 
 use super::geometry::{Areas, contains};
 use super::heatmap;
-use crate::app::{App, Msg};
+use crate::app::{App, Msg, PromptEdit};
 use crate::session::Panel;
 use ratatui::crossterm::event::{
     KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
@@ -18,9 +18,31 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
     }
     let shift = key.modifiers.contains(KeyModifiers::SHIFT);
     let step = if shift { BIG_STEP } else { 1 };
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if app.confirm.is_some() {
+        // A question is open: only its answers (and Esc) mean something.
+        return match key.code {
+            KeyCode::Esc => Some(Msg::Escape),
+            KeyCode::Char(c @ ('y' | 'n' | 's')) if !ctrl => Some(Msg::Answer(c)),
+            KeyCode::Char('c') if ctrl => Some(Msg::Answer('y')),
+            _ => None,
+        };
+    }
+    if app.prompt.is_some() {
+        return match key.code {
+            KeyCode::Esc => Some(Msg::Escape),
+            KeyCode::Enter => Some(Msg::Prompt(PromptEdit::Submit)),
+            KeyCode::Backspace => Some(Msg::Prompt(PromptEdit::Backspace)),
+            KeyCode::Char(c) if !ctrl => Some(Msg::Prompt(PromptEdit::Char(c))),
+            _ => None,
+        };
+    }
     if app.show_help {
         return match key.code {
-            KeyCode::Char('?') | KeyCode::Esc => Some(Msg::ToggleHelp),
+            KeyCode::Char('?') => Some(Msg::ToggleHelp),
+            KeyCode::Esc => Some(Msg::Escape),
+            KeyCode::Up => Some(Msg::HelpScroll(-1)),
+            KeyCode::Down => Some(Msg::HelpScroll(1)),
             KeyCode::Char('q') => Some(Msg::Quit),
             _ => None,
         };
@@ -31,17 +53,22 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         _ => None,
     };
     Some(match (key.code, arrows_edit) {
-        (KeyCode::Char('q') | KeyCode::Esc, _) => Msg::Quit,
-        (KeyCode::Char('c'), _) if key.modifiers.contains(KeyModifiers::CONTROL) => Msg::Quit,
+        (KeyCode::Char('q'), _) => Msg::Quit,
+        (KeyCode::Esc, _) => Msg::Escape,
+        (KeyCode::Char('c'), _) if ctrl => Msg::Quit,
         (KeyCode::Char('?'), _) => Msg::ToggleHelp,
         (KeyCode::Char('s'), _) => Msg::Save,
+        (KeyCode::Char('S'), _) => Msg::SaveAs,
         (KeyCode::Char('e'), _) => Msg::Export,
         (KeyCode::Char('n'), _) => Msg::Tour(1),
         (KeyCode::Char('p'), _) => Msg::Tour(-1),
+        (KeyCode::Char('*'), _) => Msg::SelectBest,
         (KeyCode::Char('['), _) => Msg::JumpSwitch(-1),
         (KeyCode::Char(']'), _) => Msg::JumpSwitch(1),
         (KeyCode::Char(c @ '1'..='5'), _) => Msg::ShowSide(Panel::SIDE[c as usize - '1' as usize]),
         (KeyCode::Tab, _) => Msg::FocusNext,
+        (KeyCode::Down, _) if shift && app.tour_step.is_some() => Msg::TourScroll(1),
+        (KeyCode::Up, _) if shift && app.tour_step.is_some() => Msg::TourScroll(-1),
         (KeyCode::Home, _) => Msg::Home,
         (KeyCode::End, _) => Msg::End,
         (KeyCode::PageUp, _) => Msg::Scrub(-BIG_STEP),
@@ -55,30 +82,44 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Right | KeyCode::Char('+'), Some(false)) => Msg::WhatIfChange(1),
         (KeyCode::Up, Some(false)) => Msg::WhatIfRow(-1),
         (KeyCode::Down, Some(false)) => Msg::WhatIfRow(1),
+        (KeyCode::Up, None) if app.focus.is_side() => Msg::ScrollSide(-1),
+        (KeyCode::Down, None) if app.focus.is_side() => Msg::ScrollSide(1),
         (KeyCode::Left, _) => Msg::Scrub(-step),
         (KeyCode::Right, _) => Msg::Scrub(step),
         _ => return None,
     })
 }
 
-/// The message for a mouse event on a screen split as `areas`, if it hits something.
+/// The message for a mouse event on a screen split as `areas`, if it hits something: a left
+/// click or drag selects a heatmap cell or scrubs the timeline; the wheel scrubs over the
+/// timeline and moves the selection over the heatmap.
 pub fn mouse_to_msg(app: &App, areas: &Areas, ev: MouseEvent) -> Option<Msg> {
-    if ev.kind != MouseEventKind::Down(MouseButton::Left) || app.show_help {
+    if app.show_help || app.confirm.is_some() || app.prompt.is_some() {
         return None;
     }
     let (x, y) = (ev.column, ev.row);
-    if contains(areas.heatmap, x, y) {
+    let on_heatmap = contains(areas.heatmap, x, y);
+    let on_timeline = contains(areas.timeline, x, y);
+    match ev.kind {
+        MouseEventKind::ScrollUp if on_timeline => return Some(Msg::Scrub(-1)),
+        MouseEventKind::ScrollDown if on_timeline => return Some(Msg::Scrub(1)),
+        MouseEventKind::ScrollUp if on_heatmap => return Some(Msg::MoveSelection(-1, 0)),
+        MouseEventKind::ScrollDown if on_heatmap => return Some(Msg::MoveSelection(1, 0)),
+        MouseEventKind::Down(MouseButton::Left) | MouseEventKind::Drag(MouseButton::Left) => {}
+        _ => return None,
+    }
+    if on_heatmap {
         return heatmap::hit(areas.heatmap, app, x, y).map(|(r, c)| Msg::Select(r, c));
     }
-    if contains(areas.timeline, x, y) {
+    if on_timeline {
         let pts = &app.trajectory.points;
         // The plot spans the panel's inside right of the y-axis labels (about 7 columns).
         let left = areas.timeline.x + 1 + 7;
         let right = areas.timeline.x + areas.timeline.width.saturating_sub(2);
-        if pts.len() < 2 || x < left || right <= left {
+        if pts.len() < 2 || right <= left {
             return None;
         }
-        let f = ((x - left) as f64 / (right - left) as f64).min(1.0);
+        let f = (x.saturating_sub(left) as f64 / (right - left) as f64).min(1.0);
         let (lo, hi) = (pts[0].tokens, pts[pts.len() - 1].tokens);
         return Some(Msg::ScrubTo(
             app.trajectory.index_at_tokens(lo + f * (hi - lo)),

@@ -5,13 +5,35 @@
 use crate::app::Msg;
 use crate::source::Loaded;
 use crate::source::live::{FollowerHandle, LiveEvent, Target, spawn_default_follower};
-use crate::source::measured::trajectory_from_report;
+use crate::source::measured::{run_seq_len, seq_len_note, trajectory_from_report};
 use crate::stats::{EstimatorSettings, SmootherKind, StepStats, analyze};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
 /// How often the trajectory is re-estimated while records arrive.
 pub const REFRESH: Duration = Duration::from_millis(300);
+
+/// After this long without a record the run is reported as ended or paused.
+pub const IDLE: Duration = Duration::from_secs(10);
+
+/// Add record `r` to the run in `records`. A step at or below the last one means the run was
+/// restarted (or a new run writes to the same target): the old records are dropped and the
+/// new run is followed from its first step; returns the note saying so.
+pub fn accept(records: &mut Vec<StepStats>, r: StepStats) -> Option<String> {
+    let note = match records.last() {
+        Some(last) if r.step <= last.step => {
+            let note = format!(
+                "restarted run detected (step {} after {}): following it as a new run",
+                r.step, last.step
+            );
+            records.clear();
+            Some(note)
+        }
+        _ => None,
+    };
+    records.push(r);
+    note
+}
 
 /// What the live view knows besides the trajectory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -52,12 +74,21 @@ fn aggregate(
     let mut counts = LiveCounts::default();
     let mut dirty = false;
     let mut last = Instant::now();
+    let mut last_record: Option<Instant> = None;
+    let mut told_idle = false;
     loop {
         match rx.recv_timeout(REFRESH) {
             Ok(LiveEvent::Record(r)) => {
-                records.push(r);
+                if let Some(note) = accept(&mut records, r) {
+                    counts = LiveCounts::default();
+                    if ui.send(Msg::LiveStatus(note)).is_err() {
+                        return;
+                    }
+                }
                 counts.steps += 1;
                 dirty = true;
+                last_record = Some(Instant::now());
+                told_idle = false;
             }
             Ok(LiveEvent::Malformed { .. }) => {
                 counts.malformed += 1;
@@ -68,20 +99,34 @@ fn aggregate(
                     return;
                 }
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => {
+                if !told_idle && last_record.is_some_and(|t| t.elapsed() >= IDLE) {
+                    told_idle = true;
+                    let note = format!(
+                        "no new records for {} s: the run ended or is paused",
+                        IDLE.as_secs()
+                    );
+                    if ui.send(Msg::LiveStatus(note)).is_err() {
+                        return;
+                    }
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => return,
         }
         if dirty && last.elapsed() >= REFRESH {
             dirty = false;
             last = Instant::now();
             let update = match analyze(&records, &settings) {
-                Ok(report) => Ok(Loaded {
-                    trajectory: trajectory_from_report(&report, seq_len, label.clone()),
-                    analysis: Some(report),
-                    seed_ema: Vec::new(),
-                    note: None,
-                    calibration: None,
-                }),
+                Ok(report) => {
+                    let (run_seq, origin) = run_seq_len(&report, None, seq_len);
+                    Ok(Loaded {
+                        trajectory: trajectory_from_report(&report, run_seq, label.clone()),
+                        analysis: Some(report),
+                        seed_ema: Vec::new(),
+                        note: Some(seq_len_note(run_seq, origin)),
+                        calibration: None,
+                    })
+                }
                 Err(e) => Err(e.to_string()),
             };
             let msg = Msg::Live {
@@ -93,5 +138,23 @@ fn aggregate(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_going_back_starts_a_new_run() {
+        let rec = |step| StepStats::new(step, 4.0, 32.0, 10.0, 2.0);
+        let mut records = Vec::new();
+        for s in 0..5 {
+            assert_eq!(accept(&mut records, rec(s)), None);
+        }
+        let note = accept(&mut records, rec(0)).expect("a restart is reported");
+        assert!(note.contains("step 0 after 4"), "{note}");
+        assert_eq!(records.len(), 1, "the old run is dropped");
+        assert_eq!(accept(&mut records, rec(1)), None);
     }
 }

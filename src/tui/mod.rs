@@ -3,10 +3,11 @@
 //! every exit path (see [`terminal`]).
 
 pub mod estimators;
-pub mod format;
+pub use crate::format;
 pub mod geometry;
 pub mod heatmap;
 pub mod help;
+pub mod keymap;
 pub mod keys;
 pub mod live;
 pub mod palette;
@@ -56,7 +57,7 @@ fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
         if let (Effect::ComputePlan { generation }, Some(table)) = (&effect, &app.table) {
             let _ = jobs.send(Job::Plan(
                 Box::new(app.resolved.clone()),
-                Box::new(app.raw_trajectory.clone()),
+                Box::new(app.planning_trajectory()),
                 table.clone(),
                 *generation,
             ));

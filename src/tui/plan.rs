@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::Paragraph;
 
 fn hours(s: f64) -> String {
     if s >= 3600.0 {
@@ -73,10 +73,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             Style::new().fg(Color::DarkGray),
         ));
     }
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        area,
-    );
+    let scroll = if focused { app.side_scroll } else { 0 };
+    super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }

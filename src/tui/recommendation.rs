@@ -3,13 +3,14 @@
 
 use super::format::si;
 use crate::app::App;
-use crate::app::recommend::recommend;
+use crate::app::recommend::{Units, recommend};
+use crate::goodput::StatEffForm;
 use crate::goodput::TableCell;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
+use ratatui::widgets::Paragraph;
 
 /// Draw the recommendation into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
@@ -20,7 +21,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     };
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines = Vec::new();
-    match recommend(table, grid, app.current_batch_column()) {
+    let form = app.resolved.session.stat_eff;
+    let units = Units {
+        form,
+        seq_len: app.resolved.model.seq_len,
+    };
+    match recommend(table, grid, app.current_batch_column(), units) {
         Some(r) => {
             lines.push(Line::from(vec![
                 Span::raw("best: "),
@@ -33,20 +39,23 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 "  mbs {} · ZeRO-{} · recompute {}",
                 r.best.config.mbs, r.best.config.zero, r.best.config.recompute
             )));
-            lines.push(Line::from(format!(
-                "  goodput {} tok/s = {} × {:.2}",
-                si(r.best.goodput),
-                si(r.best.tokens_per_s),
-                r.best.stat_eff
+            lines.push(Line::from(goodput_line(
+                form,
+                r.best.goodput,
+                r.best.tokens_per_s,
+                r.best.stat_eff,
             )));
             if let (Some(c), Some(gain)) = (&r.current, r.gain) {
+                lines.push(Line::from(format!(
+                    "now: batch {} on {}, goodput {}",
+                    c.batch,
+                    c.config.layout_label(),
+                    si(c.goodput)
+                )));
                 lines.push(Line::from(vec![
-                    Span::raw(format!(
-                        "now: batch {} on {} → ",
-                        c.batch,
-                        c.config.layout_label()
-                    )),
+                    Span::raw("  best has "),
                     Span::styled(format!("{:+.1}%", gain * 100.0), bold.fg(Color::Yellow)),
+                    Span::raw(" goodput over now"),
                 ]));
             }
             for reason in &r.reasons {
@@ -56,7 +65,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 ));
             }
         }
-        None => lines.push(Line::from("no configuration runs at any batch size")),
+        None => lines.push(Line::styled(
+            crate::app::recommend::nothing_runs(table, app.resolved.cluster().gpus())
+                .unwrap_or_else(|| "no configuration runs at any batch size".into()),
+            Style::new().fg(Color::Red),
+        )),
     }
     let (row, col) = app.selected;
     if row < table.layouts.len() && col < table.batches.len() {
@@ -85,10 +98,25 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             }
         }
     }
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        area,
-    );
+    let scroll = if focused { app.side_scroll } else { 0 };
+    super::panel::draw_scrolled(frame, area, block, lines, scroll);
+}
+
+/// "goodput 692k tok/s = 738k × 0.94 stat. eff." — or, for the Pollux form, the efficiency as a
+/// factor relative to B0 (it is not a fraction of samples and may exceed 1).
+pub fn goodput_line(form: StatEffForm, goodput: f64, tokens_per_s: f64, eff: f64) -> String {
+    match form {
+        StatEffForm::McCandlish => format!(
+            "  goodput {} tok/s = {} × {:.2} stat. eff.",
+            si(goodput),
+            si(tokens_per_s),
+            eff
+        ),
+        StatEffForm::Pollux { b0 } => format!(
+            "  goodput {} B0-equivalent tok/s = {} tok/s × {:.2} (progress per sample vs B0 = {b0:.0})",
+            si(goodput),
+            si(tokens_per_s),
+            eff
+        ),
+    }
 }

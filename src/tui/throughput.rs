@@ -1,5 +1,5 @@
 //! Throughput against batch size for the selected layout: the overhead-bound rise at small
-//! batches and the compute-bound plateau (seed 002), from the throughput table.
+//! batches and the compute-bound plateau, from the throughput table.
 
 use super::format::si;
 use crate::app::App;
@@ -49,7 +49,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Some(b) => format!(" Throughput · {label} · plateau from batch {b} "),
         None => format!(" Throughput · {label} "),
     };
-    let block = super::panel::block(title, focused);
+    let block = super::panel::block(title, focused).title_bottom(format!(
+        " ⠤ tok/s at each batch · • {:.0}% of the best (plateau) ",
+        PLATEAU * 100.0
+    ));
     if pts.is_empty() {
         frame.render_widget(
             Paragraph::new("no batch size runs on this layout").block(block),

@@ -10,23 +10,49 @@ use ratatui::symbols::Marker;
 use ratatui::text::Span;
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Sparkline};
 
+/// "22 samples (45k tok)": B_crit in the trajectory's samples with its token equivalent at
+/// `seq_len` tokens per sample (the run's own for a measured run).
+pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
+    format!(
+        "{} samples ({} tok)",
+        si(b_crit),
+        si(b_crit * seq_len as f64)
+    )
+}
+
+/// The marks of the chart, each with its glyph (so it reads without colour).
+fn legend(app: &App) -> String {
+    let mut parts = vec!["⠤ B_crit".to_string()];
+    if app.trajectory.points.iter().any(|p| p.ci.is_some()) {
+        parts.push("• interval".into());
+    }
+    if let Some(b) = app.resolved.session.current_batch {
+        parts.push(format!("▄ batch {b} now"));
+    }
+    parts.push("█ cursor".into());
+    if !app.switch_points.is_empty() {
+        parts.push("⡇ switch ([ ])".into());
+    }
+    format!(" {} ", parts.join(" · "))
+}
+
 /// Draw the timeline into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let pts = &app.trajectory.points;
     let title = match pts.get(app.cursor) {
         Some(p) => format!(
-            " B_crit timeline · {} · step {} · {} tokens · B_crit {} samples{} ",
-            app.trajectory.label,
+            " B_crit {} · step {} · {} tokens{} · {} ",
+            b_crit_words(p.b_crit, app.trajectory.seq_len),
             p.step,
             tokens(p.tokens),
-            si(p.b_crit),
             p.loss
                 .map(|l| format!(" · loss {l:.3}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            app.trajectory.label,
         ),
         None => " B_crit timeline (no data) ".to_string(),
     };
-    let block = super::panel::block(title, focused);
+    let block = super::panel::block(title, focused).title_bottom(legend(app));
     let Some((lo, hi)) = app.trajectory.b_crit_range() else {
         frame.render_widget(block, area);
         return;
@@ -90,7 +116,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         datasets.push(
             Dataset::default()
                 .name("current batch")
-                .marker(Marker::Braille)
+                .marker(Marker::Bar)
                 .graph_type(GraphType::Line)
                 .style(Style::new().fg(Color::Magenta))
                 .data(&current_line),

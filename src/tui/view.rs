@@ -3,7 +3,7 @@
 use super::geometry::areas;
 use super::palette::ColorMode;
 use super::{estimators, heatmap, help, plan, recommendation, throughput, timeline, whatif};
-use crate::app::App;
+use crate::app::{App, Confirm};
 use crate::session::Panel;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -30,15 +30,63 @@ fn title_line(app: &App) -> Line<'static> {
             " copus ",
             Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan),
         ),
+        // Model and cluster first (the what-if editor changes them); the name last, so a
+        // narrow terminal cuts the name rather than the facts.
         Span::raw(format!(
-            "{} · {} on {}×{} {}",
-            r.session.name, r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name
+            "{} on {}×{} {} · {}",
+            r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name, r.session.name
         )),
     ];
+    if app.dirty() {
+        // Before the name, so it survives truncation at 80 columns.
+        spans.insert(
+            1,
+            Span::styled("[modified] ", Style::new().fg(Color::Yellow)),
+        );
+    }
+    if let Some(link) = &app.live_link {
+        spans.insert(
+            1,
+            Span::styled(format!("◉ {link} · "), Style::new().fg(Color::Green)),
+        );
+    }
     if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
         spans.push(Span::raw(format!(" · B_crit ×{}", r.session.b_crit_scale)));
     }
     Line::from(spans)
+}
+
+/// Lines `text` takes when word-wrapped to `width` columns (greedy, as the paragraphs wrap;
+/// every space counts, so it errs on the long side rather than hide text).
+pub fn wrapped_lines(text: &str, width: usize) -> usize {
+    let width = width.max(1);
+    let mut lines = 1;
+    let mut col = 0;
+    for (i, word) in text.split(' ').enumerate() {
+        let w = word.chars().count();
+        let gap = usize::from(i > 0);
+        if col > 0 && col + gap + w > width {
+            lines += 1;
+            col = w;
+        } else {
+            col += gap + w;
+        }
+        while col > width {
+            lines += 1;
+            col -= width;
+        }
+    }
+    lines
+}
+
+/// Where the tour popup goes: away from the panel the step describes (over the side panel
+/// for the timeline, over the timeline for the heatmap and the side panels).
+pub fn tour_area(screen: Rect, panel: Panel) -> Rect {
+    let a = areas(screen);
+    match panel {
+        Panel::Timeline => a.side,
+        _ => a.timeline,
+    }
 }
 
 fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
@@ -46,29 +94,54 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     let Some(step) = app.resolved.session.tour.get(i) else {
         return;
     };
-    let width = (area.width / 2).max(40).min(area.width);
-    let height = 7.min(area.height);
-    let r = Rect::new(area.x + area.width - width, area.y + 1, width, height);
+    let r = tour_area(area, step.panel);
+    if r.width < 4 || r.height < 3 {
+        return;
+    }
+    let inner_w = r.width.saturating_sub(2) as usize;
+    let visible = r.height.saturating_sub(2) as usize;
+    let total = wrapped_lines(&step.text, inner_w);
+    let max_scroll = total.saturating_sub(visible);
+    let scroll = (app.tour_scroll as usize).min(max_scroll);
+    let mut block = Block::bordered()
+        .title(format!(
+            " Tour {}/{} · n next · p back · Esc close ",
+            i + 1,
+            app.resolved.session.tour.len()
+        ))
+        .border_style(Style::new().fg(Color::Yellow));
+    if max_scroll > 0 {
+        let more = if scroll < max_scroll {
+            " Shift+↓ more "
+        } else {
+            " Shift+↑ back "
+        };
+        block = block.title_bottom(more);
+    }
     frame.render_widget(Clear, r);
     frame.render_widget(
         Paragraph::new(step.text.clone())
             .wrap(Wrap { trim: true })
-            .block(
-                Block::bordered()
-                    .title(format!(
-                        " Tour {}/{} · n next · p back ",
-                        i + 1,
-                        app.resolved.session.tour.len()
-                    ))
-                    .border_style(Style::new().fg(Color::Yellow)),
-            ),
+            .scroll((scroll as u16, 0))
+            .block(block),
         r,
     );
 }
 
+/// The smallest terminal (columns, rows) the explorer draws in.
+pub const MIN_SIZE: (u16, u16) = (60, 16);
+
 /// Draw the explorer for `app`.
 pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
     let area = frame.area();
+    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+        let text = format!(
+            "terminal too small: {}×{}, copus needs {}×{} (q quits)",
+            area.width, area.height, MIN_SIZE.0, MIN_SIZE.1
+        );
+        frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+        return;
+    }
     let a = areas(area);
     frame.render_widget(title_line(app), a.title);
     timeline::draw(frame, a.timeline, app, app.focus == Panel::Timeline);
@@ -90,6 +163,63 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
     frame.render_widget(key_line, a.keys);
     draw_tour(frame, area, app);
     if app.show_help {
-        help::draw_overlay(frame, area);
+        help::draw_overlay(frame, area, app.help_scroll);
     }
+    draw_prompt(frame, area, app);
+    draw_confirm(frame, area, app);
+}
+
+/// A small centred box of `lines` titled `title`.
+fn popup(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>) {
+    let width = 70.min(area.width);
+    let inner = width.saturating_sub(2).max(1) as usize;
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let height = (rows as u16 + 2).min(area.height);
+    let r = Rect::new(
+        area.x + (area.width - width) / 2,
+        area.y + (area.height - height) / 2,
+        width,
+        height,
+    );
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::bordered()
+                .title(title.to_string())
+                .border_style(Style::new().fg(Color::Yellow)),
+        ),
+        r,
+    );
+}
+
+fn draw_confirm(frame: &mut Frame, area: Rect, app: &App) {
+    let lines = match &app.confirm {
+        None => return,
+        Some(Confirm::Quit) => vec![
+            Line::from("There are unsaved changes (what-if settings)."),
+            Line::from(format!("s save to {} and quit", app.save_path.display())),
+            Line::from("y quit without saving · n / Esc stay"),
+        ],
+        Some(Confirm::Overwrite { existing, .. }) => vec![
+            Line::from(format!(
+                "{} exists and this session did not write it.",
+                existing.display()
+            )),
+            Line::from("y replace it · n / Esc keep it (S saves elsewhere)"),
+        ],
+    };
+    popup(frame, area, " Confirm ", lines);
+}
+
+fn draw_prompt(frame: &mut Frame, area: Rect, app: &App) {
+    let Some(text) = &app.prompt else { return };
+    popup(
+        frame,
+        area,
+        " Save as ",
+        vec![
+            Line::from(format!("{text}▏")),
+            Line::from("Enter saves · Esc cancels · relative to the working directory"),
+        ],
+    );
 }

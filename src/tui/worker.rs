@@ -1,6 +1,6 @@
 //! The worker thread: carries out [`Effect`]s off the UI thread and answers with [`Msg`]s.
 
-use crate::app::{Effect, Msg};
+use crate::app::{Effect, Msg, WriteJob};
 use crate::goodput::{Cluster, SearchSpace, throughput_table};
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile, PerfContext};
 use std::sync::Arc;
@@ -50,61 +50,191 @@ pub enum Job {
     Load(Box<crate::session::Resolved>, crate::compute::Device),
 }
 
-/// Start the worker; it stops when the job sender is dropped.
+/// Carry out a write: nothing is replaced unless the job allows it (then the user is asked).
+pub fn write(job: WriteJob) -> Msg {
+    if !job.overwrite
+        && let Some((existing, _)) = job.files.iter().find(|(p, _)| p.exists())
+    {
+        let existing = existing.clone();
+        return Msg::WouldOverwrite {
+            job: Box::new(job),
+            existing,
+        };
+    }
+    let result = job.files.iter().try_for_each(|(path, text)| {
+        crate::fsutil::write_atomic(path, text.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))
+    });
+    Msg::Written {
+        job: Box::new(job),
+        result,
+    }
+}
+
+/// One lane of work: a thread that runs `f` on its jobs in order and sends what it answers.
+/// With `latest_wins`, jobs that queued up while it was busy are dropped but the newest (a
+/// newer table, plan or load supersedes the older ones; the app ignores stale answers anyway).
+fn lane<T: Send + 'static>(
+    name: &str,
+    results: Sender<Msg>,
+    latest_wins: bool,
+    f: impl Fn(T, &Sender<Msg>) -> Option<Msg> + Send + 'static,
+) -> (Sender<T>, JoinHandle<()>) {
+    let (tx, rx): (Sender<T>, Receiver<T>) = channel();
+    let handle = std::thread::Builder::new()
+        .name(format!("copus-{name}"))
+        .spawn(move || {
+            while let Ok(mut job) = rx.recv() {
+                if latest_wins {
+                    while let Ok(newer) = rx.try_recv() {
+                        job = newer;
+                    }
+                }
+                if let Some(msg) = f(job, &results)
+                    && results.send(msg).is_err()
+                {
+                    break;
+                }
+            }
+        })
+        .unwrap_or_else(|e| panic!("cannot start the {name} worker thread: {e}"));
+    (tx, handle)
+}
+
+fn load(
+    resolved: &crate::session::Resolved,
+    device: crate::compute::Device,
+    results: &Sender<Msg>,
+) -> Msg {
+    let progress = |p: crate::source::dump::Progress| {
+        if p.bytes_total > 0 {
+            let f = p.bytes_done as f64 / p.bytes_total as f64;
+            let _ = results.send(Msg::Progress(f, "reducing the dump".into()));
+        }
+    };
+    let loaded = crate::source::load_with(resolved, device, &progress).map_err(|e| e.to_string());
+    Msg::SourceLoaded(Box::new(loaded))
+}
+
+/// Start the workers: one lane per kind of job (load, table, plan: latest wins; writes: all,
+/// in order), so that a long dump load never holds up a table, a plan or a save. They stop
+/// when the job sender is dropped; the handle joins them all.
 pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
+    type LoadJob = (Box<crate::session::Resolved>, crate::compute::Device);
+    type PlanJob = (
+        Box<crate::session::Resolved>,
+        Box<crate::trajectory::Trajectory>,
+        Arc<crate::goodput::ThroughputTable>,
+        u64,
+    );
+    let (loads, load_h) = lane("load", results.clone(), true, |(r, d): LoadJob, res| {
+        Some(load(&r, d, res))
+    });
+    let (tables, table_h) = lane(
+        "table",
+        results.clone(),
+        true,
+        |(generation, job): (u64, Box<TableJob>), _| {
+            Some(Msg::TableReady {
+                generation,
+                table: Arc::new(job.compute()),
+            })
+        },
+    );
+    let (plans, plan_h) = lane(
+        "plan",
+        results.clone(),
+        true,
+        |(r, t, table, generation): PlanJob, _| {
+            let plan = crate::plan::plan_with(&r, &t, &table).map_err(|e| e.to_string());
+            Some(Msg::PlanReady {
+                generation,
+                plan: Box::new(plan),
+            })
+        },
+    );
+    let (writes, write_h) = lane("write", results, false, |job: WriteJob, _| Some(write(job)));
     let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
     let handle = std::thread::spawn(move || {
         for job in rx {
-            let (effect, job) = match job {
-                Job::Run(effect, job) => (effect, job),
-                Job::Plan(resolved, trajectory, table, generation) => {
-                    let plan = crate::plan::plan_with(&resolved, &trajectory, &table)
-                        .map_err(|e| e.to_string());
-                    let msg = Msg::PlanReady {
-                        generation,
-                        plan: Box::new(plan),
-                    };
-                    if results.send(msg).is_err() {
-                        break;
-                    }
-                    continue;
+            // A closed lane means its thread is gone (the UI went away); stop routing.
+            let sent = match job {
+                Job::Load(r, d) => loads.send((r, d)).is_ok(),
+                Job::Plan(r, t, table, g) => plans.send((r, t, table, g)).is_ok(),
+                Job::Run(Effect::ComputeTable { generation }, Some(job)) => {
+                    tables.send((generation, job)).is_ok()
                 }
-                Job::Load(resolved, device) => {
-                    let progress = |p: crate::source::dump::Progress| {
-                        if p.bytes_total > 0 {
-                            let f = p.bytes_done as f64 / p.bytes_total as f64;
-                            let _ = results.send(Msg::Progress(f, "reducing the dump".into()));
-                        }
-                    };
-                    let loaded = crate::source::load_with(&resolved, device, &progress)
-                        .map_err(|e| e.to_string());
-                    if results.send(Msg::SourceLoaded(Box::new(loaded))).is_err() {
-                        break;
-                    }
-                    continue;
-                }
+                Job::Run(Effect::Write(job), _) => writes.send(job).is_ok(),
+                Job::Run(_, _) => true,
             };
-            let msg = match (effect, job) {
-                (Effect::LoadSource | Effect::ComputePlan { .. }, _) => continue,
-                (Effect::ComputeTable { generation }, Some(job)) => Msg::TableReady {
-                    generation,
-                    table: Arc::new(job.compute()),
-                },
-                (Effect::ComputeTable { .. }, None) => continue,
-                (Effect::Write { files, what }, _) => Msg::Written(
-                    files
-                        .iter()
-                        .try_for_each(|(path, text)| {
-                            crate::fsutil::write_atomic(path, text.as_bytes())
-                                .map_err(|e| format!("{}: {e}", path.display()))
-                        })
-                        .map(|()| what),
-                ),
-            };
-            if results.send(msg).is_err() {
+            if !sent {
                 break;
             }
         }
+        drop((loads, tables, plans, writes));
+        // Writes must land before the explorer exits; a dump load still running is left to
+        // stop on its own (its answer has nowhere to go).
+        drop(load_h);
+        for h in [table_h, plan_h, write_h] {
+            let _ = h.join();
+        }
     });
     (tx, handle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_busy_lane_answers_only_the_newest_of_the_jobs_queued_meanwhile() {
+        let (results, answers) = channel();
+        let (started_tx, started) = channel();
+        let (jobs, handle) = lane("test", results, true, move |n: u64, _| {
+            let _ = started_tx.send(n);
+            std::thread::sleep(Duration::from_millis(100));
+            Some(Msg::Progress(n as f64, String::new()))
+        });
+        jobs.send(1).expect("lane alive");
+        assert_eq!(started.recv().ok(), Some(1), "the first job starts");
+        // Queued while the lane is busy with job 1: only the newest survives.
+        for n in 2..=5 {
+            jobs.send(n).expect("lane alive");
+        }
+        drop(jobs);
+        handle.join().expect("lane ends");
+        let done: Vec<f64> = answers
+            .try_iter()
+            .filter_map(|m| match m {
+                Msg::Progress(f, _) => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done, [1.0, 5.0]);
+    }
+
+    #[test]
+    fn writes_are_never_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (results, answers) = channel();
+        let (jobs, handle) = spawn(results);
+        for i in 0..5 {
+            let job = WriteJob {
+                files: vec![(dir.path().join(format!("f{i}")), "x".into())],
+                what: format!("w{i}"),
+                overwrite: false,
+                saved: None,
+            };
+            jobs.send(Job::Run(Effect::Write(job), None))
+                .expect("alive");
+        }
+        drop(jobs);
+        handle.join().expect("workers end");
+        let written = answers
+            .try_iter()
+            .filter(|m| matches!(m, Msg::Written { result: Ok(()), .. }))
+            .count();
+        assert_eq!(written, 5);
+    }
 }

@@ -1,4 +1,4 @@
-//! Number formatting for narrow terminal cells.
+//! Number formatting for narrow terminal cells and status lines (shared by the app and the view).
 
 /// A compact human number: 1234 → "1.2k", 3.4e6 → "3.4M".
 pub fn si(x: f64) -> String {
@@ -18,6 +18,16 @@ pub fn si(x: f64) -> String {
         format!("{v:.0}{s}")
     } else {
         format!("{v:.1}{s}")
+    }
+}
+
+/// A count that may be below one (B_crit in another unit): 0.27 → "0.27", 8.5 → "8.50",
+/// larger values as [`si`].
+pub fn count(x: f64) -> String {
+    if x.abs() < 10.0 {
+        format!("{x:.2}")
+    } else {
+        si(x)
     }
 }
 
@@ -43,5 +53,7 @@ mod tests {
         assert_eq!(si(123_456.0), "123k");
         assert_eq!(si(3.4e6), "3.4M");
         assert_eq!(tokens(600e9), "600.0B");
+        assert_eq!(count(0.27), "0.27");
+        assert_eq!(count(2304.0), "2.3k");
     }
 }

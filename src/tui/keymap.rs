@@ -1,0 +1,234 @@
+//! The key map: one table of every binding, where it applies and what it does. The `?` page and
+//! the footer hints are drawn from it, and a test checks that [`super::keys::key_to_msg`]
+//! answers every key listed here in its context (and nothing is listed that does nothing).
+
+use ratatui::crossterm::event::{KeyCode, KeyModifiers};
+
+/// Where a binding applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everywhere (no popup open).
+    Global,
+    /// When the timeline (or a side panel other than the what-if editor) has the focus.
+    Timeline,
+    /// When the heatmap has the focus.
+    Heatmap,
+    /// When the what-if editor has the focus.
+    WhatIf,
+    /// When a side panel other than the what-if editor has the focus.
+    Side,
+    /// While the guided tour is shown.
+    Tour,
+    /// While a question or the save-as prompt is open.
+    Popup,
+    /// The mouse (not a key).
+    Mouse,
+}
+
+/// One line of the key map.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding {
+    /// Keys as shown to the user.
+    pub label: &'static str,
+    /// What they do.
+    pub what: &'static str,
+    /// Where.
+    pub scope: Scope,
+    /// The key presses (code, modifiers) the label stands for; empty for the mouse.
+    pub keys: &'static [(KeyCode, KeyModifiers)],
+    /// Shown in the footer hint line (short form).
+    pub hint: Option<&'static str>,
+}
+
+const NONE: KeyModifiers = KeyModifiers::NONE;
+const SHIFT: KeyModifiers = KeyModifiers::SHIFT;
+
+/// Every binding, in the order the `?` page lists them.
+pub const KEYMAP: &[Binding] = &[
+    Binding {
+        label: "←/→",
+        what: "scrub through training (Shift: 10 points)",
+        scope: Scope::Timeline,
+        keys: &[
+            (KeyCode::Left, NONE),
+            (KeyCode::Right, NONE),
+            (KeyCode::Left, SHIFT),
+            (KeyCode::Right, SHIFT),
+        ],
+        hint: Some("←/→ scrub"),
+    },
+    Binding {
+        label: "PgUp/PgDn",
+        what: "scrub 10 points",
+        scope: Scope::Global,
+        keys: &[(KeyCode::PageUp, NONE), (KeyCode::PageDown, NONE)],
+        hint: None,
+    },
+    Binding {
+        label: "Home/End",
+        what: "first / last point (End follows a live run)",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Home, NONE), (KeyCode::End, NONE)],
+        hint: None,
+    },
+    Binding {
+        label: "[ / ]",
+        what: "previous / next planned switch point",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('['), NONE), (KeyCode::Char(']'), NONE)],
+        hint: None,
+    },
+    Binding {
+        label: "Tab",
+        what: "cycle focus: timeline → heatmap → side panel",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Tab, NONE)],
+        hint: Some("Tab focus"),
+    },
+    Binding {
+        label: "1 – 5",
+        what: "side panel: recommendation, what-if, throughput, estimators, plan",
+        scope: Scope::Global,
+        keys: &[
+            (KeyCode::Char('1'), NONE),
+            (KeyCode::Char('2'), NONE),
+            (KeyCode::Char('3'), NONE),
+            (KeyCode::Char('4'), NONE),
+            (KeyCode::Char('5'), NONE),
+        ],
+        hint: Some("1-5 panels"),
+    },
+    Binding {
+        label: "arrows",
+        what: "heatmap: select a cell (details in the recommendation)",
+        scope: Scope::Heatmap,
+        keys: &[
+            (KeyCode::Left, NONE),
+            (KeyCode::Right, NONE),
+            (KeyCode::Up, NONE),
+            (KeyCode::Down, NONE),
+        ],
+        hint: None,
+    },
+    Binding {
+        label: "Enter",
+        what: "heatmap: throughput against batch size of the selected layout",
+        scope: Scope::Heatmap,
+        keys: &[(KeyCode::Enter, NONE)],
+        hint: None,
+    },
+    Binding {
+        label: "*",
+        what: "select the best cell (★)",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('*'), NONE)],
+        hint: None,
+    },
+    Binding {
+        label: "↑/↓  ←/→ (+/-)",
+        what: "what-if: pick a setting / change it (all is recomputed)",
+        scope: Scope::WhatIf,
+        keys: &[
+            (KeyCode::Up, NONE),
+            (KeyCode::Down, NONE),
+            (KeyCode::Left, NONE),
+            (KeyCode::Right, NONE),
+            (KeyCode::Char('+'), NONE),
+            (KeyCode::Char('-'), NONE),
+        ],
+        hint: None,
+    },
+    Binding {
+        label: "↑/↓",
+        what: "focused side panel or this help: scroll its text (↓ more on its border)",
+        scope: Scope::Side,
+        keys: &[(KeyCode::Up, NONE), (KeyCode::Down, NONE)],
+        hint: None,
+    },
+    Binding {
+        label: "n / p",
+        what: "guided tour: next / previous step",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('n'), NONE), (KeyCode::Char('p'), NONE)],
+        hint: Some("n tour"),
+    },
+    Binding {
+        label: "Shift+↑/↓",
+        what: "tour: scroll its text",
+        scope: Scope::Tour,
+        keys: &[(KeyCode::Up, SHIFT), (KeyCode::Down, SHIFT)],
+        hint: None,
+    },
+    Binding {
+        label: "s / S",
+        what: "save the session (atomic; asks before replacing a file) / save as…",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('s'), NONE), (KeyCode::Char('S'), SHIFT)],
+        hint: Some("s save"),
+    },
+    Binding {
+        label: "e",
+        what: "export the grid at the cursor as CSV and JSON, with its context",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('e'), NONE)],
+        hint: Some("e export"),
+    },
+    Binding {
+        label: "?",
+        what: "this help",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('?'), NONE)],
+        hint: Some("? help"),
+    },
+    Binding {
+        label: "Esc",
+        what: "close the topmost popup (question, prompt, help, tour); never quits",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Esc, NONE)],
+        hint: None,
+    },
+    Binding {
+        label: "q / Ctrl+C",
+        what: "quit (asks first when there are unsaved changes)",
+        scope: Scope::Global,
+        keys: &[
+            (KeyCode::Char('q'), NONE),
+            (KeyCode::Char('c'), KeyModifiers::CONTROL),
+        ],
+        hint: Some("q quit"),
+    },
+    Binding {
+        label: "y / n / s",
+        what: "answer a question (s: save, then quit)",
+        scope: Scope::Popup,
+        keys: &[
+            (KeyCode::Char('y'), NONE),
+            (KeyCode::Char('n'), NONE),
+            (KeyCode::Char('s'), NONE),
+        ],
+        hint: None,
+    },
+    Binding {
+        label: "click / drag",
+        what: "mouse: select a cell; click or drag on the timeline to scrub",
+        scope: Scope::Mouse,
+        keys: &[],
+        hint: None,
+    },
+    Binding {
+        label: "wheel",
+        what: "mouse: scrub over the timeline, move the selection over the heatmap",
+        scope: Scope::Mouse,
+        keys: &[],
+        hint: None,
+    },
+];
+
+/// The footer hint line: the short forms, in table order.
+pub fn hints() -> String {
+    KEYMAP
+        .iter()
+        .filter_map(|b| b.hint)
+        .collect::<Vec<_>>()
+        .join(" · ")
+}

@@ -1,0 +1,302 @@
+//! Nothing the user wrote is lost: the embedded demo saves to the working directory, a
+//! commented session is never rewritten in place, an existing file is replaced only when the
+//! user says so, Esc closes popups and never quits, quitting with unsaved changes asks, the
+//! saved cursor is restored, exports are named as reported, and load failures are shown.
+
+mod dump_support;
+use copus::app::{App, Confirm, Effect, Msg, PromptEdit, WriteJob, update};
+use copus::cli::open::{
+    DEMO_RON, OpenArgs, adhoc_session, demo_session, has_comments, prepared, save_target,
+};
+use copus::session::Session;
+use copus::tui::palette::ColorMode;
+use copus::tui::{keys, table_job, view, worker};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::path::Path;
+use std::sync::Arc;
+
+fn render(app: &App, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    term.draw(|f| view::draw(f, app, ColorMode::Monochrome))
+        .expect("draws");
+    let buf = term.backend().buffer().clone();
+    (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+        .collect()
+}
+
+fn with_table(mut app: App) -> App {
+    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
+        panic!("table request");
+    };
+    let table = Arc::new(table_job(&app).compute());
+    update(&mut app, Msg::TableReady { generation, table });
+    app
+}
+
+fn demo_in(dir: &Path) -> App {
+    let resolved = demo_session(dir).expect("the embedded demo resolves");
+    with_table(prepared(resolved, copus::compute::Device::Cpu).expect("prepared"))
+}
+
+fn press(app: &mut App, code: KeyCode) -> Vec<Effect> {
+    match keys::key_to_msg(app, KeyEvent::new(code, KeyModifiers::NONE)) {
+        Some(msg) => update(app, msg),
+        None => Vec::new(),
+    }
+}
+
+fn the_write(effects: Vec<Effect>) -> WriteJob {
+    match effects.as_slice() {
+        [Effect::Write(job)] => job.clone(),
+        other => panic!("expected one write, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_embedded_demo_saves_to_the_working_directory_and_asks_before_replacing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_in(dir.path());
+    assert!(!app.trajectory.points.is_empty(), "the demo loaded");
+    let job = the_write(press(&mut app, KeyCode::Char('s')));
+    assert_eq!(job.files[0].0, dir.path().join("copus-demo.ron"));
+    assert!(!job.overwrite, "a file there is not ours");
+    // Something the user wrote is there: the write is held back and the user asked.
+    std::fs::write(dir.path().join("copus-demo.ron"), "mine").expect("write");
+    let msg = worker::write(job);
+    assert!(matches!(msg, Msg::WouldOverwrite { .. }), "{msg:?}");
+    update(&mut app, msg);
+    assert!(matches!(app.confirm, Some(Confirm::Overwrite { .. })));
+    assert!(render(&app, 80, 24).contains("y replace it"));
+    // n keeps the file.
+    assert!(press(&mut app, KeyCode::Char('n')).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("copus-demo.ron")).expect("read"),
+        "mine"
+    );
+    // Asked again, y replaces it; later saves go through without asking.
+    let job = the_write(press(&mut app, KeyCode::Char('s')));
+    update(&mut app, worker::write(job));
+    let job = the_write(press(&mut app, KeyCode::Char('y')));
+    assert!(job.overwrite);
+    update(&mut app, worker::write(job));
+    let saved = Session::load(&dir.path().join("copus-demo.ron")).expect("a session");
+    assert_eq!(saved.name, app.resolved.session.name);
+    let job = the_write(press(&mut app, KeyCode::Char('s')));
+    assert!(job.overwrite, "this session wrote it");
+}
+
+#[test]
+fn save_as_writes_where_the_user_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_in(dir.path());
+    press(&mut app, KeyCode::Char('S'));
+    assert!(app.prompt.is_some());
+    // Replace the proposed path with one in the temp dir.
+    for _ in 0..app.prompt.as_ref().map_or(0, |p| p.chars().count()) {
+        press(&mut app, KeyCode::Backspace);
+    }
+    let target = dir.path().join("mine");
+    for c in target.display().to_string().chars() {
+        update(&mut app, Msg::Prompt(PromptEdit::Char(c)));
+    }
+    let job = the_write(press(&mut app, KeyCode::Enter));
+    assert_eq!(job.files[0].0, dir.path().join("mine.ron"));
+    assert_eq!(app.save_path, dir.path().join("mine.ron"));
+}
+
+#[test]
+fn a_commented_session_is_saved_beside_never_in_place() {
+    assert!(has_comments(DEMO_RON), "the shipped demo is commented");
+    let (path, replace) = save_target(Path::new("/x/demo.ron"), DEMO_RON);
+    assert_eq!(path, Path::new("/x/demo.saved.ron"));
+    assert!(!replace);
+    let plain = "(name: \"x\")";
+    let (path, replace) = save_target(Path::new("/x/plain.ron"), plain);
+    assert_eq!(path, Path::new("/x/plain.ron"));
+    assert!(replace, "a plain session the user opened is saved in place");
+}
+
+#[test]
+fn esc_closes_popups_and_never_quits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_in(dir.path());
+    update(&mut app, Msg::Tour(1));
+    update(&mut app, Msg::ToggleHelp);
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.show_help && app.tour_step.is_some(), "help first");
+    press(&mut app, KeyCode::Esc);
+    assert!(app.tour_step.is_none(), "then the tour");
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.quit, "Esc with nothing open does not quit");
+}
+
+#[test]
+fn quitting_with_unsaved_changes_asks_and_the_title_marks_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_in(dir.path());
+    assert!(!render(&app, 80, 24).contains("[modified]"));
+    update(&mut app, Msg::ShowSide(copus::session::Panel::WhatIf));
+    update(&mut app, Msg::WhatIfChange(1));
+    assert!(app.dirty());
+    assert!(render(&app, 80, 24).contains("[modified]"));
+    press(&mut app, KeyCode::Char('q'));
+    assert!(!app.quit);
+    assert_eq!(app.confirm, Some(Confirm::Quit));
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.quit && app.confirm.is_none(), "Esc stays");
+    // s saves, then quits once the save is written.
+    press(&mut app, KeyCode::Char('q'));
+    let job = the_write(press(&mut app, KeyCode::Char('s')));
+    assert!(!app.quit, "not before the save is written");
+    update(&mut app, worker::write(job));
+    assert!(app.quit && !app.dirty());
+    // Scrubbing alone is not an unsaved change.
+    let mut app = demo_in(dir.path());
+    update(&mut app, Msg::Scrub(5));
+    press(&mut app, KeyCode::Char('q'));
+    assert!(app.quit);
+}
+
+#[test]
+fn the_saved_cursor_is_restored_when_the_source_loads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut resolved = demo_session(dir.path()).expect("demo");
+    resolved.session.view.cursor = 37;
+    let app = prepared(resolved, copus::compute::Device::Cpu).expect("prepared");
+    assert_eq!(app.cursor, 37);
+}
+
+#[test]
+fn exports_are_named_as_reported_and_carry_their_context() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_in(dir.path());
+    app.save_path = dir.path().join("sample-run.ndjson.copus.ron");
+    update(&mut app, Msg::End);
+    let step = app.trajectory.points[app.cursor].step;
+    let job = the_write(update(&mut app, Msg::Export));
+    let names: Vec<String> = job
+        .files
+        .iter()
+        .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            format!("sample-run.ndjson.copus-step{step}.csv"),
+            format!("sample-run.ndjson.copus-step{step}.json")
+        ]
+    );
+    assert!(job.what.contains(&names[0]), "{}", job.what);
+    let csv = &job.files[0].1;
+    for key in [
+        "# model: llama-7b",
+        "# hardware:",
+        "# b_crit_kind: scenario",
+        "# stat_eff_form:",
+        "# calibration:",
+    ] {
+        assert!(
+            csv.contains(key),
+            "{key} missing:\n{}",
+            &csv[..600.min(csv.len())]
+        );
+    }
+    assert!(
+        csv.contains("\nlayout,dp,tp,pp,batch,"),
+        "structured layout columns"
+    );
+    let json: serde_json::Value = serde_json::from_str(&job.files[1].1).expect("json");
+    assert_eq!(json["context"]["nodes"], 8);
+    assert_eq!(json["context"]["model_seq_len"], 4096);
+    assert!(json["cells"][0]["dp"].as_u64().is_some());
+}
+
+#[test]
+fn a_load_failure_is_an_error_before_the_terminal_or_a_panel() {
+    // A directory without dumps: refused before the terminal is taken over.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let resolved = adhoc_session(&OpenArgs::for_path(dir.path())).expect("session");
+    let err = prepared(resolved, copus::compute::Device::Cpu).expect_err("no dumps");
+    assert!(
+        err.to_string().contains(&dir.path().display().to_string()),
+        "{err}"
+    );
+    // A failure in the worker is shown in full instead of "computing throughput…".
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let resolved = adhoc_session(&OpenArgs::for_path(&sample)).expect("session");
+    let mut app = with_table(App::loading(resolved));
+    let why = "run.ndjson: no step gives a usable estimate (samples missing)".to_string();
+    update(&mut app, Msg::SourceLoaded(Box::new(Err(why))));
+    let screen = render(&app, 120, 40);
+    assert!(screen.contains("could not be loaded"), "{screen}");
+    assert!(screen.contains("samples missing"), "{screen}");
+    assert!(!screen.contains("computing throughput"), "{screen}");
+}
+
+#[test]
+fn open_refuses_flags_it_would_ignore() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let args = OpenArgs {
+        samples: Some(8.0),
+        ..OpenArgs::for_path(&sample)
+    };
+    let err = adhoc_session(&args).expect_err("--samples on a stats file");
+    assert!(err.to_string().contains("--samples"), "{err}");
+    let args = OpenArgs {
+        current_batch: Some(256),
+        nodes: Some(2),
+        ..OpenArgs::for_path(&sample)
+    };
+    let r = adhoc_session(&args).expect("session");
+    assert_eq!(r.session.current_batch, Some(256));
+    assert_eq!(r.session.cluster.nodes, 2);
+}
+
+#[test]
+fn open_passes_estimator_flags_and_names_a_bad_one_once() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let args = OpenArgs {
+        confidence: Some(7.0),
+        ..OpenArgs::for_path(&sample)
+    };
+    let resolved = adhoc_session(&args).expect("session");
+    assert_eq!(resolved.session.estimator.confidence, 7.0);
+    let err = prepared(resolved, copus::compute::Device::Cpu).expect_err("bad confidence");
+    let text = format!("{err:#}");
+    assert_eq!(text.matches("confidence").count(), 1, "{text}");
+    assert!(text.contains("sample-run.ndjson"), "{text}");
+}
+
+#[test]
+fn a_dump_without_sample_counts_is_refused_before_the_terminal() {
+    use copus::compute::DType;
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dump");
+    for (step, k) in [(1, 0), (1, 1), (2, 0), (2, 1)] {
+        let t = dump_support::T {
+            name: "w".into(),
+            dtype: DType::F32,
+            shape: vec![4],
+            vals: vec![0.1, 0.2, 0.3, 0.4 + k as f64],
+        };
+        let part = dir.join(format!("step_{step}/rank{k}"));
+        dump_support::write_npy(&part.join("w.npy"), &t);
+    }
+    let resolved = adhoc_session(&OpenArgs::for_path(&dir)).expect("session");
+    let err = prepared(resolved, copus::compute::Device::Cpu).expect_err("no samples");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("no sample count") && text.contains("--samples"),
+        "{text}"
+    );
+    // With --samples it opens.
+    let args = OpenArgs {
+        samples: Some(4.0),
+        ..OpenArgs::for_path(&dir)
+    };
+    let resolved = adhoc_session(&args).expect("session");
+    prepared(resolved, copus::compute::Device::Cpu).expect("opens with --samples");
+}

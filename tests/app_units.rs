@@ -1,0 +1,172 @@
+//! The explorer's numbers and words: a measured run's B_crit is read in the run's own tokens
+//! per sample and converted explicitly to the model's sequences for the heatmap; "past B_crit"
+//! only when the batch is; the Pollux efficiency is shown relative to B0.
+
+use copus::app::recommend::{Units, recommend};
+use copus::app::{App, Effect, Msg, update};
+use copus::cli::open::{OpenArgs, adhoc_session, app_for_session, demo_path};
+use copus::goodput::StatEffForm;
+use copus::session::Panel;
+use copus::tui::palette::ColorMode;
+use copus::tui::{table_job, view};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use std::path::Path;
+use std::sync::Arc;
+
+fn render(app: &App, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    term.draw(|f| view::draw(f, app, ColorMode::Indexed))
+        .expect("draws");
+    let buf = term.backend().buffer().clone();
+    (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+        .collect()
+}
+
+fn with_table(mut app: App) -> App {
+    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
+        panic!("table request");
+    };
+    let table = Arc::new(table_job(&app).compute());
+    update(&mut app, Msg::TableReady { generation, table });
+    app
+}
+
+fn sample_run(args: OpenArgs) -> App {
+    let resolved = adhoc_session(&args).expect("ad-hoc session");
+    let mut app = App::loading(resolved.clone());
+    let loaded = copus::source::load(&resolved).map_err(|e| e.to_string());
+    update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
+    with_table(app)
+}
+
+fn sample_path() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson")
+}
+
+#[test]
+fn a_measured_run_counts_its_own_tokens_per_sample_and_the_heatmap_converts() {
+    // The sample run records 65536 tokens per step of b_big 32: 2048 tokens per sample; the
+    // default model (llama-7b) has 4096-token sequences.
+    let mut app = sample_run(OpenArgs::for_path(&sample_path()));
+    assert_eq!(app.trajectory.seq_len, 2048, "inferred from tokens/b_big");
+    assert_eq!(app.resolved.model.seq_len, 4096);
+    assert!(
+        app.status.contains("2048 tokens per sample"),
+        "{}",
+        app.status
+    );
+    let point = app.trajectory.points[app.cursor];
+    let grid = app.grid.as_ref().expect("grid");
+    assert!(
+        (grid.b_crit - point.b_crit * 2048.0 / 4096.0).abs() < 1e-9 * point.b_crit,
+        "the heatmap counts the model's sequences: {} run samples → {} sequences",
+        point.b_crit,
+        grid.b_crit
+    );
+    update(&mut app, Msg::ShowSide(Panel::Estimators));
+    let screen = render(&app, 200, 60);
+    assert!(screen.contains("samples × 2048 tok"), "{screen}");
+    assert!(
+        screen.contains("×4096 tok = ") && screen.contains("×2048 "),
+        "heatmap title:\n{screen}"
+    );
+}
+
+#[test]
+fn a_given_seq_len_overrides_the_inferred_one() {
+    let args = OpenArgs {
+        seq_len: Some(4096),
+        ..OpenArgs::for_path(&sample_path())
+    };
+    let app = sample_run(args);
+    assert_eq!(app.trajectory.seq_len, 4096);
+    let point = app.trajectory.points[app.cursor];
+    let grid = app.grid.as_ref().expect("grid");
+    assert!((grid.b_crit - point.b_crit).abs() < 1e-9 * point.b_crit);
+    assert!(app.status.contains("(given)"), "{}", app.status);
+}
+
+#[test]
+fn the_planner_and_grid_cli_get_the_trajectory_in_model_sequences() {
+    let args = OpenArgs::for_path(&sample_path());
+    let resolved = adhoc_session(&args).expect("ad-hoc session");
+    let raw = copus::source::load(&resolved).expect("loads").trajectory;
+    let model = copus::source::load_trajectory(&resolved).expect("loads");
+    assert_eq!(model.seq_len, 4096);
+    assert!((model.points[0].b_crit * 2.0 - raw.points[0].b_crit).abs() < 1e-9);
+    assert_eq!(model.points[0].tokens, raw.points[0].tokens, "same tokens");
+}
+
+fn demo_at(cursor: usize) -> App {
+    let mut app = with_table(app_for_session(&demo_path()).expect("demo"));
+    update(&mut app, Msg::ScrubTo(cursor));
+    app
+}
+
+fn units(app: &App) -> Units {
+    Units {
+        form: app.resolved.session.stat_eff,
+        seq_len: app.resolved.model.seq_len,
+    }
+}
+
+#[test]
+fn past_b_crit_only_when_the_current_batch_is_above_it() {
+    let mut seen_past = false;
+    let mut seen_below = false;
+    for cursor in [0, 10, 40, 80, 119] {
+        let app = demo_at(cursor);
+        let (table, grid) = (app.table.as_ref().unwrap(), app.grid.as_ref().unwrap());
+        let r = recommend(table, grid, app.current_batch_column(), units(&app)).expect("rec");
+        let current = r.current.as_ref().expect("batch 512 runs").batch as f64;
+        for reason in &r.reasons {
+            if reason.contains("past B_crit") {
+                seen_past = true;
+                assert!(current > grid.b_crit, "{reason} at B_crit {}", grid.b_crit);
+            }
+            if reason.contains("below B_crit") {
+                seen_below = true;
+                assert!(current <= grid.b_crit, "{reason} at B_crit {}", grid.b_crit);
+            }
+        }
+    }
+    assert!(
+        seen_past && seen_below,
+        "the demo crosses B_crit = 512 along the run"
+    );
+}
+
+#[test]
+fn the_now_line_says_what_it_compares() {
+    let app = demo_at(119);
+    let screen = render(&app, 200, 60);
+    assert!(screen.contains("now: batch 512"), "{screen}");
+    assert!(screen.contains("goodput over now"), "{screen}");
+}
+
+#[test]
+fn pollux_efficiency_reads_relative_to_b0_never_as_a_fraction_of_samples() {
+    let mut app = demo_at(119);
+    app.resolved.session.stat_eff = StatEffForm::Pollux { b0: 512.0 };
+    app.rescale();
+    let (table, grid) = (app.table.as_ref().unwrap(), app.grid.as_ref().unwrap());
+    assert!(
+        grid.stat_eff.iter().any(|&e| e > 1.0),
+        "Pollux exceeds 1 below B0: {:?}",
+        grid.stat_eff
+    );
+    let r = recommend(table, grid, app.current_batch_column(), units(&app)).expect("rec");
+    for reason in &r.reasons {
+        assert!(!reason.contains("samples count"), "{reason}");
+        assert!(!reason.contains("% statistical efficiency"), "{reason}");
+    }
+    let screen = render(&app, 200, 60);
+    assert!(
+        screen.contains("eff. vs B0"),
+        "heatmap row label:\n{screen}"
+    );
+    assert!(screen.contains("vs B0 = 512"), "recommendation:\n{screen}");
+    assert!(!screen.contains("stat. eff."), "{screen}");
+}
