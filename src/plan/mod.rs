@@ -32,6 +32,7 @@
 
 pub mod costs;
 pub mod dp;
+pub mod objective;
 pub mod problem;
 pub mod progress;
 pub mod render;
@@ -39,7 +40,8 @@ pub mod report;
 pub mod strategies;
 pub mod synthetic;
 
-pub use costs::{ReconfigCosts, SwitchCosts, SwitchKind};
+pub use costs::{ReconfigCosts, ReshardMode, SwitchCosts, SwitchKind};
+pub use objective::{Efficiency, Objective};
 pub use problem::{PlanState, Problem, ProblemError, Schedule, Switch};
 pub use progress::{Phase, TokenAxis};
 pub use render::render_text;
