@@ -238,3 +238,32 @@ fn lr_sqrt_batch_grows_with_b_crit_on_the_7b_session() {
     // The lr-sqrt optimum leaves the smallest batch for most of the run.
     assert!(last >= 128, "{last}");
 }
+
+#[test]
+fn bad_objectives_are_named() {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", "--objective", "sgd"])
+        .arg(sessions().join("demo.ron"))
+        .output()
+        .expect("run copus");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mccandlish or lr-sqrt"), "{err}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("zero-ref.ron");
+    let demo = std::fs::read_to_string(sessions().join("demo.ron")).expect("demo");
+    let broken = demo.replace(
+        "current_batch: Some(512),",
+        "current_batch: Some(512), planner: (objective: LrSqrt, lr_reference_batch: Some(0)),",
+    );
+    assert_ne!(broken, demo);
+    std::fs::write(&path, broken).expect("write");
+    let out = copus_plan(&path, true);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("zero-ref.ron") && err.contains("reference batch"),
+        "{err}"
+    );
+}
