@@ -88,7 +88,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     for s in &rep.switches {
         let _ = writeln!(
             o,
-            "  {:>8.1}B tokens, step {:>7} (B_crit {:.0}): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
+            "  {:>8.1}B tokens, step {:>7} (B_noise {:.0}): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
             s.at_tokens / 1e9,
             s.at_step,
             s.b_crit,

@@ -75,7 +75,7 @@ pub struct SwitchRow {
     pub consumed_tokens: f64,
     /// Phase index the new state starts at.
     pub phase: usize,
-    /// B_crit of that phase, samples.
+    /// B_noise of that phase (the source's B_crit times the session's `b_crit_scale`), samples.
     pub b_crit: f64,
     /// State before.
     pub from: String,
