@@ -5,6 +5,7 @@ use crate::goodput::{Cluster, SearchSpace, StatEffForm};
 use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
 use crate::plan::ReconfigCosts;
+use crate::plan::objective::PlannerSettings;
 use crate::profiles::{self, ProfileError};
 use crate::source::scenario::Scenario;
 use crate::stats::EstimatorSettings;
@@ -202,6 +203,9 @@ pub struct Session {
     /// Reconfiguration costs.
     #[serde(default)]
     pub costs: ReconfigCosts,
+    /// Planner objective and B_crit conversion source (`docs/PLANNER.md`).
+    #[serde(default)]
+    pub planner: PlannerSettings,
     /// The batch size (samples) the user runs now, marked on the heatmap.
     #[serde(default)]
     pub current_batch: Option<u64>,
@@ -335,6 +339,7 @@ impl Session {
             stat_eff: StatEffForm::default(),
             search: SearchSpace::default(),
             costs: ReconfigCosts::default(),
+            planner: PlannerSettings::default(),
             current_batch: None,
             tour: Vec::new(),
             view: ViewState::default(),

@@ -12,6 +12,34 @@ fn copus_plan(session: &Path, json: bool) -> std::process::Output {
     cmd.output().expect("run copus")
 }
 
+const EIGHT: [&str; 8] = [
+    "static",
+    "static-gbs",
+    "cbs-fixed-small",
+    "cbs-fixed-large",
+    "batch-adaptive",
+    "config-adaptive",
+    "greedy-joint",
+    "optimal-joint",
+];
+
+fn plan_json(session: &Path, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .arg("plan")
+        .arg(session)
+        .arg("--json")
+        .args(extra)
+        .output()
+        .expect("run copus");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        session.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
 fn sessions() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions")
 }
@@ -30,16 +58,7 @@ fn demo_plan_json_has_every_strategy_and_the_optimal_switches() {
         .iter()
         .filter_map(|s| s["name"].as_str())
         .collect();
-    assert_eq!(
-        names,
-        [
-            "static",
-            "batch-adaptive",
-            "config-adaptive",
-            "greedy-joint",
-            "optimal-joint"
-        ]
-    );
+    assert_eq!(names, EIGHT);
     let time = |i: usize| strategies[i]["time_s"].as_f64().expect("time_s");
     assert!(
         (strategies[0]["speedup_vs_static"]
@@ -52,7 +71,7 @@ fn demo_plan_json_has_every_strategy_and_the_optimal_switches() {
     for (i, s) in strategies.iter().enumerate() {
         assert!(time(i) > 0.0 && time(i).is_finite());
         assert!(
-            time(4) <= time(i) * (1.0 + 1e-12),
+            time(7) <= time(i) * (1.0 + 1e-12),
             "optimal slower than {}",
             s["name"]
         );
@@ -70,7 +89,7 @@ fn demo_plan_json_has_every_strategy_and_the_optimal_switches() {
     let switches = v["switches"].as_array().expect("switches");
     assert_eq!(
         switches.len() as u64,
-        strategies[4]["switches"].as_u64().expect("n")
+        strategies[7]["switches"].as_u64().expect("n")
     );
     let mut last = (f64::NEG_INFINITY, 0);
     for s in switches {
@@ -104,13 +123,7 @@ fn every_shipped_session_plans_in_text() {
             path.display(),
             String::from_utf8_lossy(&out.stderr)
         );
-        for name in [
-            "static",
-            "batch-adaptive",
-            "config-adaptive",
-            "greedy-joint",
-            "optimal-joint",
-        ] {
+        for name in EIGHT {
             assert!(
                 text.contains(name),
                 "{}: no {name} in\n{text}",
@@ -143,4 +156,114 @@ fn bad_sessions_fail_with_the_file_named() {
     let out = copus_plan(&dir.path().join("missing.ron"), false);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.ron"));
+}
+
+#[test]
+fn paper_sessions_report_both_speedups_consistently_under_both_objectives() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(sessions()).expect("sessions dir") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        if !name.starts_with("paper-") || !name.ends_with(".ron") {
+            continue;
+        }
+        for objective in ["mccandlish", "lr-sqrt"] {
+            let v = plan_json(&path, &["--objective", objective]);
+            assert_eq!(v["objective"], objective, "{name}");
+            let rows = v["strategies"].as_array().expect("strategies");
+            let names: Vec<&str> = rows.iter().filter_map(|s| s["name"].as_str()).collect();
+            assert_eq!(names, EIGHT, "{name}");
+            let time = |n: &str| {
+                rows.iter()
+                    .find(|s| s["name"] == n)
+                    .and_then(|s| s["time_s"].as_f64())
+                    .expect("time")
+            };
+            let opt = time("optimal-joint");
+            for s in EIGHT {
+                assert!(opt <= time(s) * (1.0 + 1e-12), "{name} {objective}: {s}");
+            }
+            let fastest = ["static-gbs", "cbs-fixed-small", "cbs-fixed-large"]
+                .map(time)
+                .into_iter()
+                .fold(f64::INFINITY, f64::min);
+            let sb = v["speedup_vs_fastest_baseline"].as_f64().expect("field");
+            let sh = v["speedup_vs_hindsight_static"].as_f64().expect("field");
+            assert!((sb - fastest / opt).abs() < 1e-9, "{name}: {sb}");
+            assert!((sh - time("static") / opt).abs() < 1e-9, "{name}: {sh}");
+            assert!(sb >= sh - 1e-12, "hindsight static bounds the baselines");
+            assert_eq!(time(v["fastest_baseline"].as_str().expect("name")), fastest);
+            let kind = v["b_crit"]["kind"].as_str().expect("kind");
+            assert!(["noise-scale", "threshold-cbs", "scaling-law", "given"].contains(&kind));
+            assert!(v["b_crit"]["factor"].as_f64().is_some_and(|f| f > 0.0));
+            assert!(
+                v["b_crit"]["factor_source"]
+                    .as_str()
+                    .is_some_and(|s| !s.is_empty())
+            );
+            assert_eq!(v["lr_reference_batch"].is_null(), objective == "mccandlish");
+        }
+        n += 1;
+    }
+    assert!(n >= 4, "four paper-like sessions, found {n}");
+}
+
+#[test]
+fn lr_sqrt_batch_grows_with_b_crit_on_the_7b_session() {
+    let path = sessions().join("paper-7b-16xh100.ron");
+    let batch_of = |label: &str| -> u64 {
+        let b = label.split("B=").nth(1).expect("B=");
+        b.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|d| d.parse().ok())
+            .expect("batch")
+    };
+    let v = plan_json(&path, &["--objective", "lr-sqrt"]);
+    let switches = v["switches"].as_array().expect("switches");
+    assert!(switches.len() >= 3, "{switches:?}");
+    let mut last_b_crit = 0.0;
+    for s in switches {
+        let (from, to) = (
+            batch_of(s["from"].as_str().expect("from")),
+            batch_of(s["to"].as_str().expect("to")),
+        );
+        assert!(to > from, "the batch only grows: {from} → {to}");
+        let b_crit = s["b_crit"].as_f64().expect("b_crit");
+        assert!(b_crit > last_b_crit, "as B_crit grows");
+        last_b_crit = b_crit;
+    }
+    let first = batch_of(switches[0]["from"].as_str().expect("from"));
+    let last = batch_of(switches[switches.len() - 1]["to"].as_str().expect("to"));
+    assert!(last >= 8 * first, "{first} → {last}");
+    // The lr-sqrt optimum leaves the smallest batch for most of the run.
+    assert!(last >= 128, "{last}");
+}
+
+#[test]
+fn bad_objectives_are_named() {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", "--objective", "sgd"])
+        .arg(sessions().join("demo.ron"))
+        .output()
+        .expect("run copus");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mccandlish or lr-sqrt"), "{err}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("zero-ref.ron");
+    let demo = std::fs::read_to_string(sessions().join("demo.ron")).expect("demo");
+    let broken = demo.replace(
+        "current_batch: Some(512),",
+        "current_batch: Some(512), planner: (objective: LrSqrt, lr_reference_batch: Some(0)),",
+    );
+    assert_ne!(broken, demo);
+    std::fs::write(&path, broken).expect("write");
+    let out = copus_plan(&path, true);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("zero-ref.ron") && err.contains("reference batch"),
+        "{err}"
+    );
 }

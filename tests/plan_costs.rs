@@ -1,6 +1,6 @@
 //! Switch kinds and their costs.
 
-use copus::plan::{Phase, PlanState, Problem, ReconfigCosts, SwitchCosts, SwitchKind};
+use copus::plan::{Phase, PlanState, Problem, ReconfigCosts, ReshardMode, SwitchCosts, SwitchKind};
 
 #[test]
 fn reshard_cost_is_checkpoint_write_and_read_plus_restart_and_warmup() {
@@ -119,5 +119,57 @@ fn invalid_costs_and_defaults() {
     let c: ReconfigCosts = ron::from_str("(restart_s: 5.0)").expect("parses");
     assert_eq!(c.restart_s, 5.0);
     assert_eq!(c.checkpoint_bytes_per_param, 14.0);
-    assert_eq!(c.batch_adaptive_threshold, 0.05);
+    assert_eq!(c.switch_threshold, 0.05);
+}
+
+#[test]
+fn in_place_reshard_moves_the_state_over_the_fast_network_and_reinitialises() {
+    let params = 7e9;
+    let c = ReconfigCosts {
+        reshard: ReshardMode::InPlace {
+            network_bw_bytes_per_s: None,
+            reinit_s: 20.0,
+        },
+        ..ReconfigCosts::default()
+    };
+    // 16 GPUs at 50 GB/s each: 98 GB move in 0.1225 s.
+    let s = c.switch_costs_on(params, 16.0 * 50e9);
+    assert!(
+        (s.reshard_s - (params * 14.0 / 800e9 + 20.0)).abs() < 1e-9,
+        "{s:?}"
+    );
+    // Its own bandwidth wins over the cluster's.
+    let own = ReconfigCosts {
+        reshard: ReshardMode::InPlace {
+            network_bw_bytes_per_s: Some(1e9),
+            reinit_s: 0.0,
+        },
+        ..ReconfigCosts::default()
+    };
+    assert!((own.switch_costs_on(params, 800e9).reshard_s - 98.0).abs() < 1e-9);
+    // Far cheaper than checkpoint-and-restart of the same model.
+    assert!(s.reshard_s < ReconfigCosts::default().switch_costs(params).reshard_s / 5.0);
+    // RON, and bad values named.
+    let c: ReconfigCosts =
+        ron::from_str("(reshard: InPlace(reinit_s: 30.0), switch_threshold: 0.1)").expect("parses");
+    assert_eq!(c.reshard.name(), "in-place");
+    assert_eq!(c.switch_threshold, 0.1);
+    let old: ReconfigCosts = ron::from_str("(batch_adaptive_threshold: 0.2)").expect("alias");
+    assert_eq!(old.switch_threshold, 0.2);
+    let bad = ReconfigCosts {
+        reshard: ReshardMode::InPlace {
+            network_bw_bytes_per_s: Some(0.0),
+            reinit_s: 1.0,
+        },
+        ..ReconfigCosts::default()
+    };
+    assert!(bad.validate().expect_err("zero bw").contains("network_bw"));
+    let bad = ReconfigCosts {
+        reshard: ReshardMode::InPlace {
+            network_bw_bytes_per_s: None,
+            reinit_s: f64::NAN,
+        },
+        ..ReconfigCosts::default()
+    };
+    assert!(bad.validate().expect_err("NaN").contains("reinit_s"));
 }

@@ -107,3 +107,36 @@ fn growing_b_crit_with_free_switches_moves_to_larger_batches() {
     assert_eq!(plan.states[9], 1, "large batch once B_crit is large");
     assert_eq!(plan.switches.len(), 1, "{:?}", plan.states);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+
+    #[test]
+    fn dp_equals_brute_force_under_lr_sqrt(
+        seed in any::<u64>(), n in 1usize..=6, ns in 1usize..=5, dwell in 1usize..=3,
+        b_ref in prop::sample::select(vec![16.0f64, 64.0, 256.0]),
+    ) {
+        let base = instance(seed, n, ns, dwell, synthetic::random_costs(seed));
+        let eff = copus::plan::Efficiency {
+            objective: copus::plan::Objective::LrSqrt,
+            reference_batch: b_ref,
+        };
+        let p = Problem::with_efficiency(
+            base.phases.clone(), base.states.clone(), base.costs, base.min_dwell, eff,
+        ).expect("valid");
+        let (plan, value) = optimal_with_value(&p);
+        let brute = brute_force(&p);
+        prop_assert!(close(value, brute), "dp {} vs brute {}", value, brute);
+        prop_assert!(close(p.evaluate(&plan.states), plan.time_s));
+        prop_assert!(p.respects_dwell(&plan.states));
+        // The learning rate is off its optimum except at B_ref: never faster than McCandlish.
+        for i in 0..n {
+            for s in 0..ns {
+                prop_assert!(p.phase_time(i, s) >= base.phase_time(i, s) * (1.0 - 1e-12));
+                if p.states[s].batch as f64 == b_ref {
+                    prop_assert!(close(p.phase_time(i, s), base.phase_time(i, s)));
+                }
+            }
+        }
+    }
+}

@@ -33,3 +33,32 @@ fn zhang_matches_the_published_fit_at_chinchilla_optimal_data() {
     assert!(t.points.windows(2).all(|w| w[1].b_crit > w[0].b_crit));
     assert!(zhang(0.0).trajectory(4096).is_err());
 }
+
+#[test]
+fn each_law_says_what_it_measures_and_the_factor_its_definition_implies() {
+    use copus::plan::Efficiency;
+    use copus::source::scenario::{BCritKind, ChinchillaLoss, ScenarioLaw};
+    let zhang = ScenarioLaw::ZhangDataScaling {
+        coefficient: 93.2,
+        exponent: 0.47,
+        tokens_per_param: 20.0,
+        reference_seq_len: 512.0,
+    };
+    assert_eq!(zhang.kind(), BCritKind::ThresholdCbs);
+    assert_eq!(ScenarioLaw::MerrillPlateau.kind(), BCritKind::ThresholdCbs);
+    assert!(ScenarioLaw::MerrillPlateau.b_noise_factor().is_none());
+    let kaplan = ScenarioLaw::KaplanChinchilla {
+        b_star_tokens: 2e8,
+        alpha_b: 0.21,
+        loss: ChinchillaLoss::default(),
+        params: 7e9,
+    };
+    assert_eq!(kaplan.kind(), BCritKind::ScalingLaw);
+    assert_eq!(kaplan.b_noise_factor().map(|f| f.0), Some(1.0));
+    // Zhang's CBS: steps exceed linear scaling (ΔS_min/B) by 20 %. With the implied factor,
+    // the McCandlish step count at B = CBS is exactly 1.2× the linear one.
+    let (factor, _) = zhang.b_noise_factor().expect("Zhang implies a factor");
+    let cbs = 300.0;
+    let steps = Efficiency::MCCANDLISH.steps_per_min_sample(cbs, factor * cbs);
+    assert!((steps * cbs - 1.2).abs() < 1e-12, "{}", steps * cbs);
+}

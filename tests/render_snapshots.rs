@@ -160,6 +160,7 @@ fn a_live_source() {
         analysis: Some(report),
         seed_ema: Vec::new(),
         note: Some(copus::source::measured::seq_len_note(seq, origin)),
+        calibration: None,
     };
     update(
         &mut app,

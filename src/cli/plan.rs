@@ -11,6 +11,10 @@ pub struct PlanArgs {
     /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
     #[arg(long)]
     pub calibration: Option<PathBuf>,
+    /// Objective: mccandlish (learning rate re-tuned per batch) or lr-sqrt (tuned at a
+    /// reference batch, scaled by √B); default: the session's.
+    #[arg(long, value_parser = crate::plan::Objective::parse)]
+    pub objective: Option<crate::plan::Objective>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -19,7 +23,10 @@ pub struct PlanArgs {
 /// Run `copus plan`: load and resolve the session, plan every strategy, print the report.
 pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let p = &args.session;
-    let resolved = super::model_args::resolve_session(p, args.calibration.as_deref())?;
+    let mut resolved = super::model_args::resolve_session(p, args.calibration.as_deref())?;
+    if let Some(o) = args.objective {
+        resolved.session.planner.objective = o;
+    }
     let report = crate::plan::plan_session(&resolved)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

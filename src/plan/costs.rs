@@ -7,9 +7,11 @@
 //! - [`SwitchKind::DpResize`]: same (tp, pp), different dp — data-parallel groups are rebuilt.
 //!   On a fixed cluster every layout uses all GPUs, so dp is fixed by (tp, pp) and this kind only
 //!   appears in elastic or synthetic instances.
-//! - [`SwitchKind::Reshard`]: tp or pp changes — the model and optimizer state is resharded by
-//!   writing and reading a checkpoint at the storage bandwidth, then process groups restart and
-//!   the job warms up.
+//! - [`SwitchKind::Reshard`]: tp or pp changes — the model and optimizer state is resharded
+//!   either by writing and reading a checkpoint at the storage bandwidth, then process groups
+//!   restart and the job warms up ([`ReshardMode::CheckpointRestart`]), or in place
+//!   ([`ReshardMode::InPlace`], as the COPUS paper does): the state is sent over the fast
+//!   network to its new owners and the job re-initialises its process groups and buffers.
 //!
 //! The reshard cost depends only on the model size, which is fixed for a session, so every
 //! kind has one constant cost per session. A checkpoint-restart can perform any change, so the
@@ -43,8 +45,39 @@ pub struct ReconfigCosts {
     /// How often the seed's greedy-joint strategy re-checks the argmax, in phases; `None`
     /// means every `min_dwell_phases` phases.
     pub greedy_every_phases: Option<u32>,
-    /// Goodput gain (fraction) a batch-adaptive (Pollux-like) switch must predict, e.g. 0.05.
-    pub batch_adaptive_threshold: f64,
+    /// Goodput gain (fraction) a greedy switch (batch-adaptive, greedy-joint) must predict in
+    /// the phase it is considered at, e.g. 0.05 as Pollux (Qiao et al. 2021, arXiv 2008.12260).
+    #[serde(alias = "batch_adaptive_threshold")]
+    pub switch_threshold: f64,
+    /// How a TP/PP change moves the state.
+    pub reshard: ReshardMode,
+}
+
+/// How a TP/PP change (reshard) is carried out.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub enum ReshardMode {
+    /// Write and read a checkpoint at `checkpoint_bw_bytes_per_s`, restart, warm up.
+    #[default]
+    CheckpointRestart,
+    /// Move the checkpointed bytes over the fast network, then re-initialise.
+    InPlace {
+        /// Aggregate bandwidth of the move, bytes/s; `None`: every GPU at its fast-network
+        /// bandwidth (NVLink within a node, the inter-node NIC across nodes).
+        #[serde(default)]
+        network_bw_bytes_per_s: Option<f64>,
+        /// Re-initialising process groups, buffers and the data pipeline, seconds.
+        reinit_s: f64,
+    },
+}
+
+impl ReshardMode {
+    /// "checkpoint-restart" or "in-place".
+    pub fn name(&self) -> &'static str {
+        match self {
+            ReshardMode::CheckpointRestart => "checkpoint-restart",
+            ReshardMode::InPlace { .. } => "in-place",
+        }
+    }
 }
 
 impl Default for ReconfigCosts {
@@ -58,7 +91,8 @@ impl Default for ReconfigCosts {
             min_dwell_phases: 1,
             checkpoint_bytes_per_param: 14.0,
             greedy_every_phases: None,
-            batch_adaptive_threshold: 0.05,
+            switch_threshold: 0.05,
+            reshard: ReshardMode::CheckpointRestart,
         }
     }
 }
@@ -69,12 +103,32 @@ impl ReconfigCosts {
         2.0 * params * self.checkpoint_bytes_per_param / self.checkpoint_bw_bytes_per_s
     }
 
-    /// The constant per-kind costs of a session whose model has `params` parameters.
+    /// The constant per-kind costs of a session whose model has `params` parameters, with
+    /// in-place resharding (if chosen) at its own bandwidth or, when it has none, at infinite
+    /// bandwidth (re-initialisation only).
     pub fn switch_costs(&self, params: f64) -> SwitchCosts {
+        self.switch_costs_on(params, f64::INFINITY)
+    }
+
+    /// [`Self::switch_costs`] with `fast_network_bw` (aggregate bytes/s) for an in-place
+    /// reshard that sets no bandwidth of its own.
+    pub fn switch_costs_on(&self, params: f64, fast_network_bw: f64) -> SwitchCosts {
+        let reshard_s = match &self.reshard {
+            ReshardMode::CheckpointRestart => {
+                self.checkpoint_s(params) + self.restart_s + self.warmup_s
+            }
+            ReshardMode::InPlace {
+                network_bw_bytes_per_s,
+                reinit_s,
+            } => {
+                let bw = network_bw_bytes_per_s.unwrap_or(fast_network_bw);
+                params * self.checkpoint_bytes_per_param / bw + reinit_s
+            }
+        };
         SwitchCosts {
             batch_s: self.batch_only_s,
             dp_resize_s: self.dp_resize_s,
-            reshard_s: self.checkpoint_s(params) + self.restart_s + self.warmup_s,
+            reshard_s,
         }
     }
 
@@ -89,7 +143,7 @@ impl ReconfigCosts {
                 "checkpoint_bytes_per_param",
                 self.checkpoint_bytes_per_param,
             ),
-            ("batch_adaptive_threshold", self.batch_adaptive_threshold),
+            ("switch_threshold", self.switch_threshold),
         ];
         for (name, v) in named {
             if !(v.is_finite() && v >= 0.0) {
@@ -101,6 +155,24 @@ impl ReconfigCosts {
             return Err(format!(
                 "costs.checkpoint_bw_bytes_per_s must be positive, got {bw}"
             ));
+        }
+        if let ReshardMode::InPlace {
+            network_bw_bytes_per_s,
+            reinit_s,
+        } = &self.reshard
+        {
+            if !(reinit_s.is_finite() && *reinit_s >= 0.0) {
+                return Err(format!(
+                    "costs.reshard.reinit_s must be finite and ≥ 0, got {reinit_s}"
+                ));
+            }
+            if let Some(bw) = network_bw_bytes_per_s
+                && !(bw.is_finite() && *bw > 0.0)
+            {
+                return Err(format!(
+                    "costs.reshard.network_bw_bytes_per_s must be positive, got {bw}"
+                ));
+            }
         }
         Ok(())
     }

@@ -72,9 +72,9 @@ impl Top2 {
 struct Prepared {
     /// Permuted position → original state index.
     order: Vec<usize>,
-    /// Seconds per sample (step / B) and per step, in permuted order.
-    per_sample: Vec<f64>,
+    /// Seconds per step and batch index, in permuted order.
     per_step: Vec<f64>,
+    batch_idx: Vec<u32>,
     /// Contiguous range of each layout group and its (tp, pp) group.
     ranges: Vec<(usize, usize, usize)>,
     /// Layout group of each permuted position.
@@ -99,7 +99,7 @@ impl Prepared {
             layout[lo..hi].fill(l as u32);
         }
         Self {
-            per_sample: order.iter().map(|&s| p.per_sample[s]).collect(),
+            batch_idx: order.iter().map(|&s| p.batch_idx[s]).collect(),
             per_step: order.iter().map(|&s| p.per_step[s]).collect(),
             order,
             ranges,
@@ -189,8 +189,8 @@ pub fn optimal_with_value(p: &Problem) -> (Schedule, f64) {
     let mut groups = vec![Top2::EMPTY; n.saturating_sub(d) * n_groups];
 
     for k in 1..=n {
-        let ph = &p.phases[k - 1];
-        let (x, y) = (ph.min_samples, ph.min_samples / ph.b_crit);
+        let nb = p.batches.len();
+        let steps = &p.steps[(k - 1) * nb..k * nb];
         let fslot = k % d; // holds F[k − d] − P[k − d] (∞ while k < d), then receives F[k] − P[k]
         let frow = &f_ring[fslot * ns..(fslot + 1) * ns];
         let bits = &mut entered[k * words..(k + 1) * words];
@@ -198,18 +198,18 @@ pub fn optimal_with_value(p: &Problem) -> (Schedule, f64) {
             .chunks_mut(64)
             .zip(prefix.chunks_mut(64))
             .zip(frow.chunks(64))
-            .zip(q.per_sample.chunks(64).zip(q.per_step.chunks(64)));
+            .zip(q.batch_idx.chunks(64).zip(q.per_step.chunks(64)));
         for (word, (((uc, pc), fc), (ac, bc))) in bits.iter_mut().zip(chunks) {
             let mut w = 0u64;
-            for (i, ((((uu, pp), &fe), &a), &b)) in uc
+            for (i, ((((uu, pp), &fe), a), &b)) in uc
                 .iter_mut()
                 .zip(pc.iter_mut())
                 .zip(fc)
-                .zip(ac)
+                .zip(ac.iter().copied())
                 .zip(bc)
                 .enumerate()
             {
-                let t = x * a + y * b;
+                let t = steps[a as usize] * b;
                 *pp += t;
                 let stay = *uu + t;
                 let enter = fe + *pp;

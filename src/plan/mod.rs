@@ -16,7 +16,8 @@
 //!
 //! which equals ΔS_min,i · seq_len / goodput with goodput = tokens/s × B_crit/(B + B_crit), the
 //! McCandlish statistical efficiency of [`crate::goodput`]. Times are absolute, so the planner
-//! always uses this form, whatever `stat_eff` the session displays.
+//! uses this form (the `mccandlish` objective), whatever `stat_eff` the session displays, or the
+//! learning-rate-aware `lr-sqrt` form of [`objective`] (`docs/PLANNER.md`).
 //!
 //! # Token axis
 //!
@@ -27,11 +28,13 @@
 //!
 //! # Plans
 //!
-//! [`dp::optimal`] is exact and O(phases × states); [`strategies`] scores the alternatives
-//! with the same accounting; [`report::plan_session`] runs it all for a session.
+//! [`dp::optimal`] is exact and O(phases × states); [`strategies`] scores the alternatives (the
+//! COPUS paper's baselines among them) with the same accounting; [`report::plan_session`] runs
+//! it all for a session.
 
 pub mod costs;
 pub mod dp;
+pub mod objective;
 pub mod problem;
 pub mod progress;
 pub mod render;
@@ -39,7 +42,8 @@ pub mod report;
 pub mod strategies;
 pub mod synthetic;
 
-pub use costs::{ReconfigCosts, SwitchCosts, SwitchKind};
+pub use costs::{ReconfigCosts, ReshardMode, SwitchCosts, SwitchKind};
+pub use objective::{Efficiency, Objective};
 pub use problem::{PlanState, Problem, ProblemError, Schedule, Switch};
 pub use progress::{Phase, TokenAxis};
 pub use render::render_text;

@@ -2,6 +2,7 @@
 //! exact accounting every strategy is scored with.
 
 use super::costs::{SwitchCosts, SwitchKind};
+use super::objective::Efficiency;
 use super::progress::Phase;
 use crate::goodput::{TableCell, ThroughputTable};
 use serde::Serialize;
@@ -49,25 +50,49 @@ pub struct Problem {
     pub costs: SwitchCosts,
     /// Minimum phases between switches (≥ 1).
     pub min_dwell: usize,
+    /// Statistical-efficiency model phase times are computed under.
+    pub efficiency: Efficiency,
     /// Layout group of each state (same dp, tp, pp).
     pub(crate) layout_of: Vec<u32>,
     /// (tp, pp) group of each state.
     pub(crate) tp_pp_of: Vec<u32>,
     pub(crate) n_layouts: usize,
     pub(crate) n_tp_pp: usize,
-    /// Per state: step_time / batch (s per sample) and step_time (s).
-    pub(crate) per_sample: Vec<f64>,
+    /// Per state: step time (s) and index of its batch in the distinct batches.
     pub(crate) per_step: Vec<f64>,
+    pub(crate) batch_idx: Vec<u32>,
+    /// Distinct batches, ascending, samples.
+    pub(crate) batches: Vec<u64>,
+    /// Steps to finish phase i at batch j: `steps[i * batches.len() + j]`.
+    pub(crate) steps: Vec<f64>,
 }
 
 impl Problem {
-    /// Build an instance; costs are made effective, `min_dwell` 0 is read as 1.
+    /// Build an instance under the McCandlish objective; costs are made effective,
+    /// `min_dwell` 0 is read as 1.
     pub fn new(
         phases: Vec<Phase>,
         states: Vec<PlanState>,
         costs: SwitchCosts,
         min_dwell: usize,
     ) -> Result<Self, ProblemError> {
+        Self::with_efficiency(phases, states, costs, min_dwell, Efficiency::MCCANDLISH)
+    }
+
+    /// Build an instance under `efficiency` (its reference batch must be positive).
+    pub fn with_efficiency(
+        phases: Vec<Phase>,
+        states: Vec<PlanState>,
+        costs: SwitchCosts,
+        min_dwell: usize,
+        efficiency: Efficiency,
+    ) -> Result<Self, ProblemError> {
+        let b_ref = efficiency.reference_batch;
+        if !(b_ref.is_finite() && b_ref > 0.0) {
+            return Err(ProblemError::Invalid(format!(
+                "reference batch must be positive, got {b_ref}"
+            )));
+        }
         if phases.is_empty() {
             return Err(ProblemError::NoPhases);
         }
@@ -96,16 +121,31 @@ impl Problem {
             let n = tp_pps.len() as u32;
             tp_pp_of.push(*tp_pps.entry((s.tp, s.pp)).or_insert(n));
         }
+        let mut batches: Vec<u64> = states.iter().map(|s| s.batch).collect();
+        batches.sort_unstable();
+        batches.dedup();
+        let batch_idx = states
+            .iter()
+            .map(|s| batches.partition_point(|&b| b < s.batch) as u32)
+            .collect();
+        let steps = phases
+            .iter()
+            .flat_map(|p| {
+                batches.iter().map(move |&b| {
+                    p.min_samples * efficiency.steps_per_min_sample(b as f64, p.b_crit)
+                })
+            })
+            .collect();
         Ok(Self {
-            per_sample: states
-                .iter()
-                .map(|s| s.step_time_s / s.batch as f64)
-                .collect(),
             per_step: states.iter().map(|s| s.step_time_s).collect(),
+            batch_idx,
+            batches,
+            steps,
             phases,
             states,
             costs: costs.effective(),
             min_dwell: min_dwell.max(1),
+            efficiency,
             layout_of,
             tp_pp_of,
             n_layouts: layouts.len(),
@@ -147,15 +187,26 @@ impl Problem {
     /// The same instance restricted to the states `keep` (indices into `self.states`).
     pub fn restricted(&self, keep: &[usize]) -> Result<Self, ProblemError> {
         let states = keep.iter().map(|&i| self.states[i]).collect();
-        Self::new(self.phases.clone(), states, self.costs, self.min_dwell)
+        Self::with_efficiency(
+            self.phases.clone(),
+            states,
+            self.costs,
+            self.min_dwell,
+            self.efficiency,
+        )
     }
 
-    /// Seconds state `s` takes to finish phase `i`:
-    /// ΔS_min·(1 + B/B_crit)/B steps × step time = ΔS_min·(step/B + step/B_crit).
+    /// Optimizer steps state `s` takes to finish phase `i` under the objective (McCandlish:
+    /// ΔS_min·(1/B + 1/B_crit)).
+    #[inline]
+    pub fn steps(&self, i: usize, s: usize) -> f64 {
+        self.steps[i * self.batches.len() + self.batch_idx[s] as usize]
+    }
+
+    /// Seconds state `s` takes to finish phase `i`: steps × step time.
     #[inline]
     pub fn phase_time(&self, i: usize, s: usize) -> f64 {
-        let p = &self.phases[i];
-        p.min_samples * self.per_sample[s] + (p.min_samples / p.b_crit) * self.per_step[s]
+        self.steps(i, s) * self.per_step[s]
     }
 
     /// Kind of a switch from state `from` to state `to`; `None` when they are the same state.

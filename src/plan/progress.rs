@@ -43,13 +43,14 @@ pub struct Phase {
 }
 
 impl Phase {
-    /// Samples consumed to finish the phase at global batch `batch` (samples):
-    /// ΔS_min · (1 + B/B_crit).
+    /// Samples consumed to finish the phase at global batch `batch` (samples) under the
+    /// McCandlish objective: ΔS_min · (1 + B/B_crit) (see [`super::Problem::steps`] for any
+    /// objective).
     pub fn samples_at(&self, batch: f64) -> f64 {
         self.min_samples * (1.0 + batch / self.b_crit)
     }
 
-    /// Optimizer steps to finish the phase at `batch` samples.
+    /// Optimizer steps to finish the phase at `batch` samples (McCandlish objective).
     pub fn steps_at(&self, batch: f64) -> f64 {
         self.samples_at(batch) / batch
     }

@@ -13,16 +13,44 @@ pub fn render_text(rep: &PlanReport) -> String {
         "B_crit: {} · {} phases · {} (layout, batch) states · token axis {:?}",
         rep.trajectory, rep.phases, rep.states, rep.token_axis
     );
+    let b = &rep.b_crit;
+    let _ = writeln!(
+        o,
+        "B_crit kind: {} ({}); B_noise = {} × B_crit ({})",
+        b.kind, b.measures, b.factor, b.factor_source
+    );
+    if let (Some(f), Some(why)) = (b.implied_factor, &b.implied_because)
+        && (f - b.factor).abs() > 1e-12
+    {
+        let _ = writeln!(o, "  note: the source's definition implies ×{f}: {why}");
+    }
+    let _ = match rep.lr_reference_batch {
+        Some(b_ref) => writeln!(
+            o,
+            "objective: {} (learning rate tuned at B = {b_ref:.0}, scaled by √(B/{b_ref:.0}))",
+            rep.objective
+        ),
+        None => writeln!(
+            o,
+            "objective: {} (learning rate re-tuned at every batch)",
+            rep.objective
+        ),
+    };
     let c = rep.costs;
     let _ = writeln!(
         o,
-        "switch costs: batch {:.0} s, DP resize {:.0} s, TP/PP reshard {:.0} s; min dwell {} phase(s)\n",
-        c.batch_s, c.dp_resize_s, c.reshard_s, rep.min_dwell_phases
+        "switch costs: batch {:.0} s, DP resize {:.0} s, TP/PP reshard {:.0} s ({}); min dwell {} phase(s); greedy switch threshold {:.0} %\n",
+        c.batch_s,
+        c.dp_resize_s,
+        c.reshard_s,
+        rep.reshard_mode,
+        rep.min_dwell_phases,
+        rep.switch_threshold * 100.0
     );
     let _ = writeln!(
         o,
         "{:<16} {:>10} {:>9} {:>8}  starts at",
-        "strategy", "time (h)", "speedup", "switches"
+        "strategy", "time (h)", "vs static", "switches"
     );
     for s in &rep.strategies {
         let _ = writeln!(
@@ -48,6 +76,11 @@ pub fn render_text(rep: &PlanReport) -> String {
             c.time_s / opt
         );
     }
+    let _ = writeln!(
+        o,
+        "\noptimal-joint vs fastest paper baseline ({}): {:.3}× · vs hindsight static: {:.3}×",
+        rep.fastest_baseline, rep.speedup_vs_fastest_baseline, rep.speedup_vs_hindsight_static
+    );
     let _ = writeln!(o, "\noptimal-joint switch points:");
     if rep.switches.is_empty() {
         let _ = writeln!(o, "  none: the best static plan is optimal here");
@@ -55,7 +88,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     for s in &rep.switches {
         let _ = writeln!(
             o,
-            "  {:>8.1}B tokens, step {:>7} (B_crit {:.0}): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
+            "  {:>8.1}B tokens, step {:>7} (B_noise {:.0}): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
             s.at_tokens / 1e9,
             s.at_step,
             s.b_crit,

@@ -2,12 +2,14 @@
 //! report (JSON and text).
 
 use super::costs::{ReconfigCosts, SwitchCosts};
+use super::objective::{Efficiency, Objective};
 use super::problem::{Problem, ProblemError};
 use super::progress::{self, ProgressError, TokenAxis};
 use super::strategies::{self, StrategyParams, StrategyResult};
 use crate::goodput::{self, TableCell, ThroughputTable};
 use crate::perf::{self, PerfContext};
 use crate::session::{DataSource, Resolved};
+use crate::source::scenario::BCritKind;
 use crate::source::{self, SourceError};
 use crate::trajectory::Trajectory;
 use serde::Serialize;
@@ -73,7 +75,7 @@ pub struct SwitchRow {
     pub consumed_tokens: f64,
     /// Phase index the new state starts at.
     pub phase: usize,
-    /// B_crit of that phase, samples.
+    /// B_noise of that phase (the source's B_crit times the session's `b_crit_scale`), samples.
     pub b_crit: f64,
     /// State before.
     pub from: String,
@@ -87,13 +89,47 @@ pub struct SwitchRow {
     pub gain_s: f64,
 }
 
+/// What the B_crit source measures and how it is converted to the noise scale B_noise.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BCritConversion {
+    /// "noise-scale", "threshold-cbs", "scaling-law" or "given".
+    pub kind: String,
+    /// What the source measures, in words.
+    pub measures: String,
+    /// Factor applied: B_noise = factor × source B_crit (the session's `b_crit_scale`).
+    pub factor: f64,
+    /// Where the factor comes from.
+    pub factor_source: String,
+    /// The factor the source's own definition implies, where it implies one.
+    pub implied_factor: Option<f64>,
+    /// Why it implies that factor.
+    pub implied_because: Option<String>,
+}
+
 /// The report of `copus plan`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanReport {
     /// Session name.
     pub session: String,
+    /// Objective the times are computed under: "mccandlish" or "lr-sqrt".
+    pub objective: String,
+    /// Reference batch of `lr-sqrt` (learning rate tuned there), samples; `None` under
+    /// mccandlish.
+    pub lr_reference_batch: Option<f64>,
     /// Where the B_crit trajectory comes from.
     pub trajectory: String,
+    /// What the trajectory measures and its conversion to B_noise.
+    pub b_crit: BCritConversion,
+    /// "checkpoint-restart" or "in-place".
+    pub reshard_mode: String,
+    /// Goodput gain a greedy switch must predict (fraction).
+    pub switch_threshold: f64,
+    /// Fastest of the paper's baselines (static-gbs, cbs-fixed-small, cbs-fixed-large).
+    pub fastest_baseline: String,
+    /// Its time / optimal-joint's time (> 1: optimal-joint is faster).
+    pub speedup_vs_fastest_baseline: f64,
+    /// Hindsight static's time / optimal-joint's time.
+    pub speedup_vs_hindsight_static: f64,
     /// How its token axis was read.
     pub token_axis: TokenAxis,
     /// Phases planned.
@@ -165,13 +201,53 @@ pub fn plan_with(
             source,
         }
     })?;
-    let switch_costs = costs.switch_costs(perf::parameter_count(&r.model));
+    let switch_costs = costs.switch_costs_on(perf::parameter_count(&r.model), fast_network_bw(r));
     let dwell = costs.min_dwell_phases as usize;
-    let problem = Problem::from_table(table, phases, switch_costs, dwell)
+    let nominal = match &r.session.source {
+        DataSource::Scenario(s) => Some(s.nominal_batch),
+        _ => None,
+    };
+    let gbs = r.session.current_batch.or(nominal);
+    let planner = &r.session.planner;
+    let efficiency = match planner.objective {
+        Objective::McCandlish => Efficiency::MCCANDLISH,
+        Objective::LrSqrt => {
+            let b_ref = planner
+                .lr_reference_batch
+                .or(gbs)
+                .ok_or_else(|| PlanError::Invalid {
+                    path: path.clone(),
+                    msg: "objective lr-sqrt needs planner.lr_reference_batch, current_batch or a \
+                      scenario's nominal_batch"
+                        .into(),
+                })?;
+            Efficiency {
+                objective: Objective::LrSqrt,
+                reference_batch: b_ref as f64,
+            }
+        }
+    };
+    let mut problem =
+        Problem::from_table(table, phases, switch_costs, dwell).map_err(|source| {
+            PlanError::Problem {
+                path: path.clone(),
+                source,
+            }
+        })?;
+    if efficiency != Efficiency::MCCANDLISH {
+        problem = Problem::with_efficiency(
+            problem.phases,
+            problem.states,
+            switch_costs,
+            dwell,
+            efficiency,
+        )
         .map_err(|source| PlanError::Problem { path, source })?;
+    }
     let params = StrategyParams {
-        batch_threshold: costs.batch_adaptive_threshold,
+        switch_threshold: costs.switch_threshold,
         greedy_every: costs.greedy_every_phases.map_or(dwell, |g| g as usize),
+        gbs,
     };
     let results = strategies::compare(&problem, &params);
     let mut report = build_report(r, &traj.label, axis, table, &problem, &results);
@@ -193,6 +269,47 @@ pub fn plan_with(
     Ok(report)
 }
 
+/// Aggregate fast-network bandwidth of the cluster, bytes/s: every GPU at NVLink speed within
+/// one node, at its inter-node NIC across nodes.
+fn fast_network_bw(r: &Resolved) -> f64 {
+    let c = &r.session.cluster;
+    let per_gpu = if c.nodes > 1 {
+        r.hardware.inter_bw_bytes_per_s
+    } else {
+        r.hardware.intra_bw_bytes_per_s
+    };
+    f64::from(c.nodes) * f64::from(c.gpus_per_node) * per_gpu
+}
+
+/// What the session's B_crit source measures and how it is converted.
+fn b_crit_conversion(r: &Resolved) -> BCritConversion {
+    let (kind, implied) = match &r.session.source {
+        DataSource::Scenario(s) => (s.law.kind(), s.law.b_noise_factor()),
+        _ => (BCritKind::NoiseScale, None),
+    };
+    let factor = r.session.b_crit_scale;
+    let factor_source = r
+        .session
+        .planner
+        .b_crit_scale_source
+        .clone()
+        .unwrap_or_else(|| {
+            if (factor - 1.0).abs() < 1e-12 {
+                "default: the source is used as B_noise unconverted".into()
+            } else {
+                "session b_crit_scale (no source given)".into()
+            }
+        });
+    BCritConversion {
+        kind: kind.name().into(),
+        measures: kind.measures().into(),
+        factor,
+        factor_source,
+        implied_factor: implied.map(|i| i.0),
+        implied_because: implied.map(|i| i.1.to_string()),
+    }
+}
+
 fn build_report(
     r: &Resolved,
     label: &str,
@@ -205,6 +322,19 @@ fn build_report(
         .iter()
         .find(|s| s.name == "static")
         .map_or(f64::NAN, |s| s.schedule.time_s);
+    let time_of = |name: &str| {
+        results
+            .iter()
+            .find(|s| s.name == name)
+            .map_or(f64::NAN, |s| s.schedule.time_s)
+    };
+    let optimal = time_of("optimal-joint");
+    let (fastest_baseline, baseline_time) = strategies::PAPER_BASELINES
+        .iter()
+        .map(|&n| (n, time_of(n)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or(("static-gbs", f64::NAN));
+    let eff = p.efficiency;
     let strategies = results
         .iter()
         .map(|s| StrategyRow {
@@ -222,9 +352,9 @@ fn build_report(
         let (mut steps, mut samples, mut next) = (0.0, 0.0, 0);
         for sw in &best.schedule.switches {
             for i in next..sw.phase {
-                let batch = p.states[best.schedule.states[i]].batch as f64;
-                steps += p.phases[i].steps_at(batch);
-                samples += p.phases[i].samples_at(batch);
+                let s = best.schedule.states[i];
+                steps += p.steps(i, s);
+                samples += p.steps(i, s) * p.states[s].batch as f64;
             }
             next = sw.phase;
             switches.push(SwitchRow {
@@ -241,9 +371,18 @@ fn build_report(
             });
         }
     }
+    let costs = &r.session.costs;
     PlanReport {
         session: r.session.name.clone(),
+        objective: eff.objective.name().into(),
+        lr_reference_batch: (eff.objective == Objective::LrSqrt).then_some(eff.reference_batch),
         trajectory: label.to_string(),
+        b_crit: b_crit_conversion(r),
+        reshard_mode: costs.reshard.name().into(),
+        switch_threshold: costs.switch_threshold,
+        fastest_baseline: fastest_baseline.into(),
+        speedup_vs_fastest_baseline: baseline_time / optimal,
+        speedup_vs_hindsight_static: static_time / optimal,
         token_axis: axis,
         phases: p.phases.len(),
         states: p.states.len(),

@@ -5,20 +5,25 @@ use super::dp;
 use super::problem::{Problem, Schedule};
 use serde::Serialize;
 
-/// Knobs of the heuristic strategies.
+/// Knobs of the heuristic strategies and baselines.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct StrategyParams {
-    /// Goodput gain (fraction) a batch-adaptive switch must predict (Pollux: 0.05).
-    pub batch_threshold: f64,
+    /// Goodput gain (fraction) a greedy switch (batch-adaptive, greedy-joint) must predict in
+    /// the phase it is considered at (Pollux: 0.05).
+    pub switch_threshold: f64,
     /// Phases between two argmax checks of greedy-joint (raised to the minimum dwell).
     pub greedy_every: usize,
+    /// The session's fixed global batch for `static-gbs`, samples (`None`: the median batch of
+    /// the grid); the nearest batch on the grid (in log scale) is used.
+    pub gbs: Option<u64>,
 }
 
 impl Default for StrategyParams {
     fn default() -> Self {
         Self {
-            batch_threshold: 0.05,
+            switch_threshold: 0.05,
             greedy_every: 1,
+            gbs: None,
         }
     }
 }
@@ -26,7 +31,8 @@ impl Default for StrategyParams {
 /// One strategy's plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StrategyResult {
-    /// "static", "batch-adaptive", "config-adaptive", "greedy-joint" or "optimal-joint".
+    /// "static", "static-gbs", "cbs-fixed-small", "cbs-fixed-large", "batch-adaptive",
+    /// "config-adaptive", "greedy-joint" or "optimal-joint".
     pub name: &'static str,
     /// How it decides, in a few words.
     pub how: &'static str,
@@ -84,7 +90,7 @@ pub fn batch_adaptive(p: &Problem, params: &StrategyParams) -> Schedule {
                 let cand = argmin_at(p, k, among);
                 // Goodput ∝ 1 / (time per minimal sample) in a phase.
                 let gain = p.phase_time(k, cur) / p.phase_time(k, cand) - 1.0;
-                if cand != cur && gain > params.batch_threshold {
+                if cand != cur && gain > params.switch_threshold {
                     cur = cand;
                     last = k;
                 }
@@ -128,7 +134,8 @@ pub fn config_adaptive(p: &Problem) -> Schedule {
 }
 
 /// The seed's loop: every `greedy_every` phases (at least the dwell) jump to the argmax-goodput
-/// state of the current phase, paying whatever the switch costs.
+/// state of the current phase when its goodput beats the current state's by more than the
+/// switch threshold, paying whatever the switch costs.
 pub fn greedy_joint(p: &Problem, params: &StrategyParams) -> Schedule {
     let n = p.phases.len();
     let every = params.greedy_every.max(p.min_dwell).max(1);
@@ -137,7 +144,11 @@ pub fn greedy_joint(p: &Problem, params: &StrategyParams) -> Schedule {
     let assignment = (0..n)
         .map(|k| {
             if k > 0 && k % every == 0 {
-                cur = argmin_at(p, k, &all);
+                let cand = argmin_at(p, k, &all);
+                let gain = p.phase_time(k, cur) / p.phase_time(k, cand) - 1.0;
+                if gain > params.switch_threshold {
+                    cur = cand;
+                }
             }
             cur
         })
@@ -145,14 +156,105 @@ pub fn greedy_joint(p: &Problem, params: &StrategyParams) -> Schedule {
     p.schedule(assignment)
 }
 
-/// Every strategy, in report order: static, batch-adaptive, config-adaptive, greedy-joint,
-/// optimal-joint.
+/// The state among `among` whose batch is nearest to `target` samples in log scale (ties: the
+/// smaller batch, then the faster step).
+fn nearest_batch(p: &Problem, among: &[usize], target: f64) -> Option<usize> {
+    let d = |s: usize| ((p.states[s].batch as f64) / target).ln().abs();
+    among.iter().copied().min_by(|&a, &b| {
+        d(a).total_cmp(&d(b))
+            .then(p.states[a].batch.cmp(&p.states[b].batch))
+            .then(p.per_step[a].total_cmp(&p.per_step[b]))
+    })
+}
+
+/// The paper's fixed-batch baseline: the session's global batch (nearest on the grid to
+/// `params.gbs`) with the best layout and micro-batch for it, held for the whole run.
+pub fn static_gbs(p: &Problem, params: &StrategyParams) -> Schedule {
+    let target = params.gbs.map_or_else(
+        || p.batches[p.batches.len() / 2] as f64,
+        |b| b.max(1) as f64,
+    );
+    let all: Vec<usize> = (0..p.states.len()).collect();
+    nearest_batch(p, &all, target)
+        .and_then(|s| static_at_batch(p, p.states[s].batch))
+        .unwrap_or_else(|| static_best(p))
+}
+
+/// Which layout a CBS-following baseline is fixed to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CbsLayout {
+    /// The fastest layout at the batch nearest the smallest B_crit of the run (pessimistic).
+    Small,
+    /// The fastest layout at the batch nearest the largest B_crit of the run (optimistic).
+    Large,
+}
+
+/// The paper's CBS baselines: the batch follows B_crit (the nearest batch on the grid that
+/// the fixed layout can run, in log scale), on one layout chosen for a small or a large batch.
+/// A batch change waits for the minimum dwell.
+pub fn cbs_fixed(p: &Problem, which: CbsLayout) -> Schedule {
+    let n = p.phases.len();
+    let b_crits = p.phases.iter().map(|ph| ph.b_crit);
+    let target = match which {
+        CbsLayout::Small => b_crits.fold(f64::INFINITY, f64::min),
+        CbsLayout::Large => b_crits.fold(0.0, f64::max),
+    };
+    let all: Vec<usize> = (0..p.states.len()).collect();
+    let Some(at) = nearest_batch(p, &all, target) else {
+        return static_best(p);
+    };
+    let batch = p.states[at].batch;
+    let layout = (0..p.states.len())
+        .filter(|&s| p.states[s].batch == batch)
+        .min_by(|&a, &b| p.per_step[a].total_cmp(&p.per_step[b]))
+        .map_or(p.layout_of[at], |s| p.layout_of[s]);
+    let among: Vec<usize> = (0..p.states.len())
+        .filter(|&s| p.layout_of[s] == layout)
+        .collect();
+    let (mut cur, mut last) = (at, 0);
+    let assignment = (0..n)
+        .map(|k| {
+            let want = nearest_batch(p, &among, p.phases[k].b_crit).unwrap_or(cur);
+            if k == 0 || (want != cur && k - last >= p.min_dwell) {
+                if k > 0 {
+                    last = k;
+                }
+                cur = want;
+            }
+            cur
+        })
+        .collect();
+    p.schedule(assignment)
+}
+
+/// Names of the paper's baselines (Sakip et al. 2026, arXiv 2604.26687), the ones
+/// `speedup_vs_fastest_baseline` is taken over.
+pub const PAPER_BASELINES: [&str; 3] = ["static-gbs", "cbs-fixed-small", "cbs-fixed-large"];
+
+/// Every strategy, in report order: static (hindsight, an upper bound on baselines),
+/// static-gbs, cbs-fixed-small, cbs-fixed-large, batch-adaptive, config-adaptive,
+/// greedy-joint, optimal-joint.
 pub fn compare(p: &Problem, params: &StrategyParams) -> Vec<StrategyResult> {
     vec![
         StrategyResult {
             name: "static",
-            how: "best single (layout, batch) for the whole run",
+            how: "hindsight: best single (layout, batch) for the whole run (upper bound on baselines)",
             schedule: static_best(p),
+        },
+        StrategyResult {
+            name: "static-gbs",
+            how: "paper baseline: the session's global batch, best layout for it, whole run",
+            schedule: static_gbs(p, params),
+        },
+        StrategyResult {
+            name: "cbs-fixed-small",
+            how: "paper baseline: batch follows B_crit on the layout best for a small batch",
+            schedule: cbs_fixed(p, CbsLayout::Small),
+        },
+        StrategyResult {
+            name: "cbs-fixed-large",
+            how: "paper baseline: batch follows B_crit on the layout best for a large batch",
+            schedule: cbs_fixed(p, CbsLayout::Large),
         },
         StrategyResult {
             name: "batch-adaptive",

@@ -309,3 +309,74 @@ mod tests {
         assert!(s.trajectory(4096).is_err());
     }
 }
+
+/// What a B_crit source measures. The planner's efficiency formula needs McCandlish's noise
+/// scale B_noise (efficiency 1/2 at B = B_noise); the session's `b_crit_scale` converts the
+/// source to it (see `docs/PLANNER.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BCritKind {
+    /// A gradient noise scale (McCandlish et al. 2018, arXiv 1812.06162: B_simple), as the
+    /// estimators measure: already B_noise up to the B_simple/B_noise gap.
+    NoiseScale,
+    /// A threshold critical batch: the batch below which loss or steps degrade by less than a
+    /// set tolerance (Merrill et al. 2025, arXiv 2505.23971; Zhang et al. 2024, arXiv
+    /// 2410.21676).
+    ThresholdCbs,
+    /// A scaling-law B_crit(L) fitted on another dataset and tokenizer (Kaplan et al. 2020,
+    /// arXiv 2001.08361), defined as E_min/S_min, i.e. McCandlish's B_crit.
+    ScalingLaw,
+    /// Points given by the user: whatever they measured.
+    Given,
+}
+
+impl BCritKind {
+    /// Kebab-case name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            BCritKind::NoiseScale => "noise-scale",
+            BCritKind::ThresholdCbs => "threshold-cbs",
+            BCritKind::ScalingLaw => "scaling-law",
+            BCritKind::Given => "given",
+        }
+    }
+
+    /// What it measures, in a few words.
+    pub fn measures(self) -> &'static str {
+        match self {
+            BCritKind::NoiseScale => "gradient noise scale (B_simple ≈ B_noise)",
+            BCritKind::ThresholdCbs => "threshold critical batch (tolerance on loss or steps)",
+            BCritKind::ScalingLaw => "scaling-law B_crit(L) = E_min/S_min on another dataset",
+            BCritKind::Given => "user-given points",
+        }
+    }
+}
+
+impl ScenarioLaw {
+    /// What this law measures.
+    pub fn kind(&self) -> BCritKind {
+        match self {
+            ScenarioLaw::KaplanChinchilla { .. } => BCritKind::ScalingLaw,
+            ScenarioLaw::MerrillPlateau | ScenarioLaw::ZhangDataScaling { .. } => {
+                BCritKind::ThresholdCbs
+            }
+            ScenarioLaw::Piecewise { .. } => BCritKind::Given,
+        }
+    }
+
+    /// The factor B_noise / (this law's B_crit) its definition implies, with the reasoning;
+    /// `None` where the definition gives none.
+    pub fn b_noise_factor(&self) -> Option<(f64, &'static str)> {
+        match self {
+            ScenarioLaw::KaplanChinchilla { .. } => Some((
+                1.0,
+                "Kaplan et al. define B_crit = E_min/S_min, McCandlish's B_crit ≈ B_noise",
+            )),
+            ScenarioLaw::ZhangDataScaling { .. } => Some((
+                5.0,
+                "Zhang et al.: CBS where steps exceed linear scaling by 20 %; with \
+                 S = S_min(1 + B_noise/B) that is B = 0.2·B_noise",
+            )),
+            ScenarioLaw::MerrillPlateau | ScenarioLaw::Piecewise { .. } => None,
+        }
+    }
+}

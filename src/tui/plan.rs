@@ -1,5 +1,6 @@
-//! Plan panel: the strategies compared (predicted time to the target and speedup over the best
-//! static choice) and the switch points of the optimal joint schedule.
+//! Plan panel: the objective and B_crit conversion, the strategies compared (predicted time to
+//! the target and speedup over the hindsight static choice), the paper-style speedup over the
+//! fastest baseline, and the switch points of the optimal joint schedule.
 
 use super::format::tokens;
 use crate::app::App;
@@ -30,13 +31,28 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         return;
     };
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let mut lines = vec![Line::styled(
-        format!(
-            "{:<16}{:>10}{:>9}{:>5}",
-            "strategy", "time", "speedup", "sw"
+    let dim = Style::new().fg(Color::DarkGray);
+    let mut lines = vec![
+        Line::styled(
+            format!(
+                "{} · B_crit {} ×{}",
+                plan.objective, plan.b_crit.kind, plan.b_crit.factor
+            ),
+            dim,
         ),
-        bold,
-    )];
+        Line::from(format!(
+            "optimal {:+.1}% vs {} (fastest baseline)",
+            (plan.speedup_vs_fastest_baseline - 1.0) * 100.0,
+            plan.fastest_baseline
+        )),
+        Line::styled(
+            format!(
+                "{:<16}{:>10}{:>9}{:>5}",
+                "strategy", "time", "vs stat", "sw"
+            ),
+            bold,
+        ),
+    ];
     for s in plan
         .strategies
         .iter()
@@ -70,7 +86,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 hours(sw.cost_s),
                 hours(sw.gain_s)
             ),
-            Style::new().fg(Color::DarkGray),
+            dim,
         ));
     }
     let scroll = if focused { app.side_scroll } else { 0 };

@@ -1,0 +1,67 @@
+//! The explorer's plan panel shows the objective, the B_crit kind and conversion, and the
+//! paper-style speedup of the plan it received.
+
+use copus::app::{App, Effect, Msg, update};
+use copus::cli::open::{app_for_session, demo_path};
+use copus::session::Panel;
+use copus::tui::palette::ColorMode;
+use copus::tui::{table_job, view};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use std::sync::Arc;
+
+fn demo_with_plan() -> (App, copus::plan::PlanReport) {
+    let mut app = app_for_session(&demo_path()).expect("demo loads");
+    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
+        panic!("table request");
+    };
+    let table = Arc::new(table_job(&app).compute());
+    let effects = update(&mut app, Msg::TableReady { generation, table });
+    let [Effect::ComputePlan { generation }] = effects.as_slice() else {
+        panic!("plan request");
+    };
+    let plan = copus::plan::plan_with(
+        &app.resolved,
+        &app.raw_trajectory,
+        app.table.as_ref().expect("table"),
+    )
+    .expect("demo plans");
+    update(
+        &mut app,
+        Msg::PlanReady {
+            generation: *generation,
+            plan: Box::new(Ok(plan.clone())),
+        },
+    );
+    update(&mut app, Msg::ShowSide(Panel::Plan));
+    (app, plan)
+}
+
+#[test]
+fn plan_panel_shows_objective_b_crit_kind_and_paper_speedup() {
+    let (app, plan) = demo_with_plan();
+    let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+    term.draw(|f| view::draw(f, &app, ColorMode::Indexed))
+        .expect("draws");
+    let buf = term.backend().buffer();
+    let text: String = (0..buf.area.height)
+        .map(|y| {
+            (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+                + "\n"
+        })
+        .collect();
+    let head = format!(
+        "{} · B_crit {} ×{}",
+        plan.objective, plan.b_crit.kind, plan.b_crit.factor
+    );
+    assert!(text.contains(&head), "{head} in\n{text}");
+    let pct = format!("{:+.1}%", (plan.speedup_vs_fastest_baseline - 1.0) * 100.0);
+    let line = format!(
+        "optimal {pct} vs {} (fastest baseline)",
+        plan.fastest_baseline
+    );
+    assert!(text.contains(&line), "{line} in\n{text}");
+    assert!(text.contains("cbs-fixed-small"));
+}
