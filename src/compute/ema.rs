@@ -4,7 +4,7 @@
 //! `B · Σ(EMA[g²] − EMA[g]²) / Σ EMA[g]²`.
 //!
 //! This measures the temporal variance of a moving target (the parameters change between
-//! steps), not the within-batch gradient noise of McCandlish et al.; DESIGN.md §3 keeps it as
+//! steps), not the within-batch gradient noise of McCandlish et al.; docs/STATISTICS.md keeps it as
 //! a labelled, biased comparison estimator, never the default. Its state is two f32 vectors
 //! the size of the model (8 bytes per parameter), held on the backend's device.
 

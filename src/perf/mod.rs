@@ -1,5 +1,5 @@
 //! Performance model: step time, throughput and memory of one 3D-parallel configuration
-//! (DESIGN.md §4): FLOPs ([`flops`]), memory ([`memory`]), collectives ([`comms`]), step time
+//! (docs/MODEL.md): FLOPs ([`flops`]), memory ([`memory`]), collectives ([`comms`]), step time
 //! ([`step_time`]), configuration search ([`enumerate`]), calibration ([`calibrate`]) and the
 //! mixture-of-experts batch floor ([`moe`]).
 

@@ -1,5 +1,5 @@
 //! Switch-point planning: when to change batch size and parallel configuration as B_crit
-//! grows, and what each strategy costs (DESIGN.md §5).
+//! grows, and what each strategy costs (docs/PLANNER.md).
 //!
 //! # Progress in minimal-sample units
 //!

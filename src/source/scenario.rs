@@ -1,4 +1,4 @@
-//! B_crit scenarios from published laws (REFERENCES.md), for the demo, the planner and
+//! B_crit scenarios from published laws (Kaplan et al. 2020, arXiv 2001.08361; Merrill et al. 2025, arXiv 2505.23971; Zhang et al. 2024, arXiv 2410.21676), for the demo, the planner and
 //! what-if work when no measured run is at hand.
 
 use crate::trajectory::{Trajectory, TrajectoryPoint};

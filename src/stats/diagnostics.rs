@@ -1,4 +1,4 @@
-//! Typed diagnostics: why a noise-scale estimate may be unstable or biased (DESIGN.md §3 traps),
+//! Typed diagnostics: why a noise-scale estimate may be unstable or biased (docs/STATISTICS.md),
 //! each with a kind, a severity, a readable message and, where it applies, a step range.
 
 use super::step::StepStats;

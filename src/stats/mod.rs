@@ -1,5 +1,5 @@
 //! Gradient statistics: the per-step record, the stats protocol, and the noise-scale
-//! estimators with smoothing, intervals and diagnostics (DESIGN.md §3).
+//! estimators with smoothing, intervals and diagnostics (docs/STATISTICS.md).
 //!
 //! Entry points: [`read_ndjson`] (protocol v1 stream → records), [`analyze`] /
 //! [`analyze_outcome`] (records → [`AnalyzeReport`]).

@@ -6,7 +6,7 @@
 //! samples); the record carries `b_small = b`, `b_big = K·b`, `n_small = K`,
 //! `sq_small = mean_k |g_k|²`, `sq_big = |mean_k g_k|²` (whole model and per layer). The
 //! norms are of the **raw** gradients, measured before the optimizer touches them (no
-//! momentum, clipping or preconditioning; DESIGN.md §3). A sample is one (context,
+//! momentum, clipping or preconditioning; docs/STATISTICS.md). A sample is one (context,
 //! next-character) pair, so one sample is one predicted token.
 //!
 //! Everything in a record except `step_time_s` is a deterministic function of the config.
@@ -52,7 +52,7 @@ pub struct TrainerConfig {
     pub micro_batch_size: usize,
     /// Seed of initialisation and data sampling.
     pub seed: u64,
-    /// Learning rate (constant: lr decay would inflate B_simple, DESIGN.md §3).
+    /// Learning rate (constant: lr decay would inflate B_simple, docs/STATISTICS.md).
     pub lr: f64,
     /// Momentum of SGD (0 for plain SGD).
     pub momentum: f64,

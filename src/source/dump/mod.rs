@@ -54,7 +54,7 @@ pub struct Progress {
 }
 
 /// The seed's temporal EMA estimate at one step. **Biased**: it measures the variance of the
-/// gradient across steps (a moving target), not the within-batch noise (DESIGN.md §3).
+/// gradient across steps (a moving target), not the within-batch noise (docs/STATISTICS.md).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EmaPoint {
     /// Optimizer step.
