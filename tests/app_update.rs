@@ -592,3 +592,69 @@ fn the_help_page_fits_or_scrolls_at_80x24() {
         assert!(screen.contains(last), "scrolled to the end:\n{screen}");
     }
 }
+
+#[test]
+fn planner_what_ifs_replan_without_a_new_table() {
+    use copus::app::whatif::{FIELDS, Field, value};
+    use copus::plan::{Objective, ReshardMode};
+    let mut app = demo_with_table();
+    let row = |f: Field| FIELDS.iter().position(|x| *x == f).expect("field listed") as i64;
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    update(&mut app, Msg::WhatIfRow(row(Field::Objective)));
+    let before = app.resolved.session.planner.objective;
+    let effects = update(&mut app, Msg::WhatIfChange(1));
+    assert_ne!(app.resolved.session.planner.objective, before);
+    assert!(
+        matches!(effects.as_slice(), [Effect::ComputePlan { .. }]),
+        "{effects:?}"
+    );
+    assert_eq!(
+        value(&app.resolved, Field::Objective),
+        if before == Objective::McCandlish {
+            "lr-sqrt"
+        } else {
+            "mccandlish"
+        }
+    );
+    let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+    term.draw(|f| copus::tui::view::draw(f, &app, ColorMode::Indexed))
+        .expect("draws");
+    let screen: String = term
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect();
+    assert!(
+        screen.contains(&format!(
+            "objective {}",
+            app.resolved.session.planner.objective.name()
+        )),
+        "heatmap title names the objective"
+    );
+    // Row moves are relative to the selected row.
+    update(
+        &mut app,
+        Msg::WhatIfRow(row(Field::Reshard) - row(Field::Objective)),
+    );
+    let was_in_place = matches!(
+        app.resolved.session.costs.reshard,
+        ReshardMode::InPlace { .. }
+    );
+    update(&mut app, Msg::WhatIfChange(1));
+    assert_ne!(
+        matches!(
+            app.resolved.session.costs.reshard,
+            ReshardMode::InPlace { .. }
+        ),
+        was_in_place
+    );
+    update(
+        &mut app,
+        Msg::WhatIfRow(row(Field::SwitchThreshold) - row(Field::Reshard)),
+    );
+    let t = app.resolved.session.costs.switch_threshold;
+    update(&mut app, Msg::WhatIfChange(1));
+    assert!(app.resolved.session.costs.switch_threshold > t);
+}

@@ -3,6 +3,8 @@
 
 use crate::goodput::StatEffForm;
 use crate::perf::Recompute;
+use crate::plan::Objective;
+use crate::plan::costs::ReshardMode;
 use crate::profiles::{self, BUILTIN_HARDWARE, BUILTIN_MODELS};
 use crate::session::{ProfileRef, Resolved};
 
@@ -37,10 +39,16 @@ pub enum Field {
     CheckpointBandwidth,
     /// Performance model: calibrated on the run's step times, or the hardware profile's.
     PerfModel,
+    /// Planner objective (McCandlish or learning-rate-aware square-root scaling).
+    Objective,
+    /// How a TP/PP change is carried out: checkpoint-and-restart or in-place resharding.
+    Reshard,
+    /// Smallest predicted gain that makes the greedy strategies switch, 0–1.
+    SwitchThreshold,
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 14] = [
+pub const FIELDS: [Field; 17] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -55,6 +63,9 @@ pub const FIELDS: [Field; 14] = [
     Field::RestartCost,
     Field::CheckpointBandwidth,
     Field::PerfModel,
+    Field::Objective,
+    Field::Reshard,
+    Field::SwitchThreshold,
 ];
 const PLATEAUS: [f64; 13] = [
     0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9,
@@ -64,6 +75,7 @@ const RESTARTS_S: [f64; 9] = [0.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0
 const CHECKPOINT_BW: [f64; 7] = [0.5e9, 1e9, 2e9, 5e9, 10e9, 20e9, 50e9];
 
 const GPUS_PER_NODE: [u32; 4] = [1, 2, 4, 8];
+const THRESHOLDS: [f64; 6] = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2];
 const SCALES: [f64; 11] = [
     0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0,
 ];
@@ -86,6 +98,9 @@ impl Field {
             Field::RestartCost => "TP/PP restart",
             Field::CheckpointBandwidth => "checkpoint bw",
             Field::PerfModel => "perf model",
+            Field::Objective => "plan objective",
+            Field::Reshard => "TP/PP switch",
+            Field::SwitchThreshold => "switch threshold",
         }
     }
 
@@ -98,6 +113,9 @@ impl Field {
                 | Field::CurrentBatch
                 | Field::RestartCost
                 | Field::CheckpointBandwidth
+                | Field::Objective
+                | Field::Reshard
+                | Field::SwitchThreshold
         )
     }
 }
@@ -167,6 +185,12 @@ pub fn value(r: &Resolved, field: Field) -> String {
         Field::CheckpointBandwidth => {
             format!("{:.1} GB/s", s.costs.checkpoint_bw_bytes_per_s / 1e9)
         }
+        Field::Objective => s.planner.objective.name().into(),
+        Field::Reshard => match &s.costs.reshard {
+            ReshardMode::CheckpointRestart => "checkpoint + restart".into(),
+            ReshardMode::InPlace { reinit_s, .. } => format!("in place, {reinit_s:.0} s re-init"),
+        },
+        Field::SwitchThreshold => format!("{:.0}% gain", s.costs.switch_threshold * 100.0),
         Field::PerfModel => match (&r.calibration, r.use_calibration) {
             _ if s.efficiency.is_some() => "session's own".into(),
             (Some(c), true) => format!("calibrated ±{:.0}%", c.rms_rel_error * 100.0),
@@ -249,6 +273,24 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         Field::CheckpointBandwidth => {
             s.costs.checkpoint_bw_bytes_per_s =
                 step_nearest(&CHECKPOINT_BW, s.costs.checkpoint_bw_bytes_per_s, delta)
+        }
+        Field::Objective => {
+            s.planner.objective = match s.planner.objective {
+                Objective::McCandlish => Objective::LrSqrt,
+                Objective::LrSqrt => Objective::McCandlish,
+            }
+        }
+        Field::Reshard => {
+            s.costs.reshard = match s.costs.reshard {
+                ReshardMode::CheckpointRestart => ReshardMode::InPlace {
+                    network_bw_bytes_per_s: None,
+                    reinit_s: 30.0,
+                },
+                ReshardMode::InPlace { .. } => ReshardMode::CheckpointRestart,
+            }
+        }
+        Field::SwitchThreshold => {
+            s.costs.switch_threshold = step_nearest(&THRESHOLDS, s.costs.switch_threshold, delta)
         }
         Field::PerfModel => {
             if r.calibration.is_none() {

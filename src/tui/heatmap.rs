@@ -165,8 +165,9 @@ pub fn title(app: &App) -> String {
         String::new()
     };
     format!(
-        " Goodput · B_crit {}×{model} tok{conversion} ",
-        crate::format::count(b)
+        " Goodput · B_crit {}×{model} tok{conversion} · objective {} ",
+        crate::format::count(b),
+        app.resolved.session.planner.objective.name()
     )
 }
 
