@@ -205,6 +205,9 @@ fn one() -> f64 {
     1.0
 }
 
+/// Largest session file read, bytes.
+pub const MAX_SESSION_BYTES: u64 = 16 << 20;
+
 /// Why a session could not be loaded, resolved or saved.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -313,21 +316,36 @@ impl Session {
     }
 
     /// Parse a session from RON text; `path` is only used in error messages.
+    /// A field the session type does not have is an error naming the nearest known field
+    /// (serde would otherwise ignore a typo and keep the default). A leading UTF-8
+    /// byte-order mark is ignored.
     pub fn from_ron(text: &str, path: &Path) -> Result<Self, SessionError> {
-        ron::from_str(text).map_err(|e| SessionError::Parse {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let session: Self = ron::from_str(text).map_err(|e| SessionError::Parse {
             path: path.to_path_buf(),
             line: e.span.start.line,
             col: e.span.start.col,
             msg: e.code.to_string(),
-        })
+        })?;
+        if let Some(u) = crate::validate::fields::unknown_field(text, &session) {
+            let (line, col) = u.position.unwrap_or((1, 1));
+            return Err(SessionError::Parse {
+                path: path.to_path_buf(),
+                line,
+                col,
+                msg: u.to_string(),
+            });
+        }
+        Ok(session)
     }
 
-    /// Read and parse a session file.
+    /// Read and parse a session file (a regular file of at most [`MAX_SESSION_BYTES`]).
     pub fn load(path: &Path) -> Result<Self, SessionError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SessionError::Io {
+        let io = |source| SessionError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let text = crate::fsutil::read_capped(path, MAX_SESSION_BYTES).map_err(io)?;
         Self::from_ron(&text, path)
     }
 
@@ -342,23 +360,9 @@ impl Session {
             msg,
         };
         let c = &self.cluster;
-        if c.nodes == 0 || c.gpus_per_node == 0 {
-            return Err(invalid(format!(
-                "cluster needs nodes ≥ 1 and gpus_per_node ≥ 1, got {} × {}",
-                c.nodes, c.gpus_per_node
-            )));
-        }
-        if !(self.b_crit_scale.is_finite() && self.b_crit_scale > 0.0) {
-            return Err(invalid(format!(
-                "b_crit_scale must be a positive number, got {}",
-                self.b_crit_scale
-            )));
-        }
-        if self.search.batch_sizes.is_empty() || self.search.batch_sizes.contains(&0) {
-            return Err(invalid(
-                "search.batch_sizes must be non-empty and positive".into(),
-            ));
-        }
+        // Cheap checks first, so that a huge cluster or list fails before profiles load.
+        crate::validate::session::cluster(c.nodes, c.gpus_per_node)
+            .map_err(|e| invalid(e.to_string()))?;
         let profile_err = |source| SessionError::Profile {
             path: path.to_path_buf(),
             source,
@@ -371,13 +375,15 @@ impl Session {
             ProfileRef::Named(n) => profiles::model(n, &base).map_err(profile_err)?,
             ProfileRef::Inline(m) => m.clone(),
         };
-        Ok(Resolved {
+        let resolved = Resolved {
             session: self,
             path: path.to_path_buf(),
             base,
             hardware,
             model,
-        })
+        };
+        crate::validate::session::check(&resolved).map_err(|e| invalid(e.to_string()))?;
+        Ok(resolved)
     }
 
     /// Serialise to pretty RON.

@@ -50,7 +50,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     pub device: Device,
     /// Dumps: samples per gradient file, overriding the files' `samples` metadata.
-    #[arg(long, value_name = "SAMPLES")]
+    #[arg(long, value_name = "SAMPLES", value_parser = positive_finite)]
     pub samples: Option<f64>,
     /// Dumps: also run the seed's temporal EMA estimator (biased; 8 bytes per parameter).
     #[arg(long)]
@@ -244,4 +244,13 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
         "* ratio-EMA: EMA of per-step tr/|G|^2 ratios, a biased teaching comparison, never the estimate"
     );
     out
+}
+
+/// Parse a positive finite number (for `--samples`).
+fn positive_finite(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("must be a positive finite number, got {v}")),
+        Err(e) => Err(format!("not a number: {e}")),
+    }
 }

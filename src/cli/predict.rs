@@ -137,7 +137,7 @@ fn model_of(a: &PredictArgs) -> anyhow::Result<ModelProfile> {
         hidden,
         heads,
         kv_heads: a.kv_heads.unwrap_or(heads),
-        ffn_hidden: a.ffn.unwrap_or(4 * hidden),
+        ffn_hidden: a.ffn.unwrap_or(hidden.saturating_mul(4)),
         vocab: need(a.vocab, "vocab")?,
         seq_len: need(a.seq, "seq")?,
         swiglu: a.swiglu,
@@ -158,7 +158,16 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         eff: &eff,
         gpus_per_node: a.gpus_per_node.max(1),
     };
-    let used = a.tp.max(1) * a.pp.max(1);
+    crate::validate::profile::model(&model, "model")?;
+    crate::validate::profile::hardware(&hw, "hardware")?;
+    let Some(used) = a.tp.max(1).checked_mul(a.pp.max(1)) else {
+        bail!(
+            "invalid configuration: tp·pp = {} × {} overflows; it must divide --gpus {}",
+            a.tp,
+            a.pp,
+            a.gpus
+        );
+    };
     if a.tp == 0 || a.pp == 0 || a.gpus == 0 || !a.gpus.is_multiple_of(used) {
         bail!(
             "invalid configuration: tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",

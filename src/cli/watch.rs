@@ -125,11 +125,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
     if args.until_steps.is_none() && args.timeout_s.is_none() {
         anyhow::bail!("--headless needs --until-steps N or --timeout-s S, so that it stops");
     }
-    let timeout = match args.timeout_s {
-        Some(t) if t.is_finite() && t >= 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => anyhow::bail!("--timeout-s must be a non-negative number of seconds, not {t}"),
-        None => None,
-    };
+    let timeout = args.timeout_s.map(timeout_of).transpose()?;
     let summary = watch_headless(target, args.until_steps, timeout);
     if args.json {
         println!("{}", serde_json::json!({ "summary": &summary }));
@@ -144,6 +140,19 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
         ),
         _ => Ok(()),
     }
+}
+
+/// Longest `--timeout-s` accepted: one year, in seconds.
+pub const MAX_TIMEOUT_S: f64 = 365.0 * 24.0 * 3600.0;
+
+/// `--timeout-s` as a duration: finite, non-negative and at most [`MAX_TIMEOUT_S`].
+pub fn timeout_of(t: f64) -> anyhow::Result<Duration> {
+    if !(t.is_finite() && (0.0..=MAX_TIMEOUT_S).contains(&t)) {
+        anyhow::bail!(
+            "--timeout-s must be a number of seconds between 0 and {MAX_TIMEOUT_S} (one year), not {t}"
+        );
+    }
+    Ok(Duration::from_secs_f64(t))
 }
 
 /// The explorer on a live run: an ad-hoc session (saved beside the current directory as
