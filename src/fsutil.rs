@@ -53,3 +53,23 @@ pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
         None => text,
     })
 }
+
+/// Check that `path` is something a stream of records can be read from to its end: a regular
+/// file or a pipe. A device (`/dev/zero`, a terminal), a socket or a directory is an error,
+/// so that a reader neither hangs nor runs forever.
+pub fn check_readable_stream(path: &Path) -> std::io::Result<()> {
+    let ft = std::fs::metadata(path)?.file_type();
+    #[cfg(unix)]
+    let pipe = std::os::unix::fs::FileTypeExt::is_fifo(&ft);
+    #[cfg(not(unix))]
+    let pipe = false;
+    if ft.is_file() || pipe {
+        Ok(())
+    } else if ft.is_dir() {
+        Err(std::io::Error::other("is a directory, not a stats file"))
+    } else {
+        Err(std::io::Error::other(
+            "not a regular file or a pipe (a device or socket cannot be read as a stats file)",
+        ))
+    }
+}

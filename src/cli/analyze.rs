@@ -85,6 +85,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if path.is_dir() {
         return run_dump(args);
     }
+    crate::fsutil::check_readable_stream(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let outcome = read_ndjson(BufReader::new(file))
@@ -156,6 +158,19 @@ fn fmt_ci(ci: [f64; 2]) -> String {
     format!("[{:.4}, {hi}]", ci[0])
 }
 
+/// B_simple for the terminal, saying plainly when the estimate is negative (the tr Σ
+/// estimate fell below zero: the noise is not resolved), instead of a negative count of
+/// samples beside a clamped interval.
+pub fn fmt_b_simple(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v < 0.0 => format!(
+            "negative ({v:.4}: the tr(Sigma) estimate is below zero, noise not resolved; no batch-size estimate)"
+        ),
+        Some(v) => format!("{v:.4} samples"),
+        None => "unbounded samples".into(),
+    }
+}
+
 fn fmt_opt(x: Option<f64>) -> String {
     x.map_or_else(|| "unbounded".into(), |v| format!("{v:.4}"))
 }
@@ -168,8 +183,8 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
     let pct = 100.0 * s.confidence;
     let _ = writeln!(
         out,
-        "B_simple  {} samples  {pct:.0}% CI {}  verdict: {:?}",
-        fmt_opt(s.b_simple),
+        "B_simple  {}  {pct:.0}% CI {}  verdict: {:?}",
+        fmt_b_simple(s.b_simple),
         fmt_ci(s.ci),
         s.verdict
     );
