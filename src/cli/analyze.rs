@@ -103,9 +103,17 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render_table(&report, args.rows));
+        print!(
+            "{}",
+            super::escape_controls(&render_table(&report, args.rows))
+        );
         for e in &outcome.errors {
-            eprintln!("{}:{}: {}", path.display(), e.line, e.reason);
+            eprintln!(
+                "{}:{}: {}",
+                path.display(),
+                e.line,
+                super::escape_controls(&e.reason)
+            );
         }
     }
     Ok(())
@@ -137,7 +145,10 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", render_table(&d.report, args.rows));
+        print!(
+            "{}",
+            super::escape_controls(&render_table(&d.report, args.rows))
+        );
         if let Some(last) = d.seed_ema.iter().rev().find(|p| p.b_estimate.is_some()) {
             println!(
                 "\nseed EMA estimate (biased: temporal variance of a moving target) at step {}: {:.1} samples",

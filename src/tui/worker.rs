@@ -50,10 +50,18 @@ pub enum Job {
     Load(Box<crate::session::Resolved>, crate::compute::Device),
 }
 
+/// Environment variable that makes the worker panic on start (for tests only).
+pub const PANIC_TEST_VAR: &str = "COPUS_TEST_WORKER_PANIC";
+
 /// Start the worker; it stops when the job sender is dropped.
 pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
     let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
     let handle = std::thread::spawn(move || {
+        // Test hook for the end-to-end check that a worker panic stops the explorer with a
+        // message, a non-zero exit and the terminal restored (tests/reliability_tui.rs).
+        if std::env::var_os(PANIC_TEST_VAR).is_some() {
+            panic!("{PANIC_TEST_VAR} is set: deliberate worker panic");
+        }
         for job in rx {
             let (effect, job) = match job {
                 Job::Run(effect, job) => (effect, job),
