@@ -242,8 +242,6 @@ fn rank_entries_that_are_not_regular_files_are_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let step = dir.path().join("step_1");
     std::fs::create_dir_all(&step).expect("mkdir");
-    let tensor = reliability_support::write_npy_raw;
-    let _ = tensor;
     // Two good ranks and a dangling symlink as the third.
     for k in 0..2 {
         let part = step.join(format!("p{k}"));

@@ -33,7 +33,7 @@ fn a_dump_truncated_while_mapped_is_reported_not_a_silent_sigbus() {
     }
     drop(zeros);
     let victim = dir.path().join("step_1/p1/w.npy");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_copus"))
+    let child = Command::new(env!("CARGO_BIN_EXE_copus"))
         .args(["analyze", "--device", "cpu", "--samples", "4"])
         .arg(dir.path())
         .stdout(Stdio::null())
