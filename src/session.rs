@@ -205,6 +205,24 @@ fn one() -> f64 {
     1.0
 }
 
+/// Whether a relative path leaves its base directory (absolute, or more `..` than names).
+fn escapes(p: &Path) -> bool {
+    use std::path::Component;
+    let mut depth = 0i64;
+    for c in p.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => return true,
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
+}
+
 /// Largest session file read, bytes.
 pub const MAX_SESSION_BYTES: u64 = 16 << 20;
 
@@ -346,7 +364,55 @@ impl Session {
             source,
         };
         let text = crate::fsutil::read_capped(path, MAX_SESSION_BYTES).map_err(io)?;
-        Self::from_ron(&text, path)
+        let session = Self::from_ron(&text, path)?;
+        session.check_profile_paths(path)?;
+        Ok(session)
+    }
+
+    /// A session file may name profile files only beside or below itself: a profile is
+    /// parsed and quoted in errors, so `Named("../../etc/passwd")` must not read an
+    /// arbitrary file. (Data sources may live elsewhere; their readers do not quote them.)
+    fn check_profile_paths(&self, path: &Path) -> Result<(), SessionError> {
+        let names = [
+            ("model", self.model_name(), profiles::BUILTIN_MODELS),
+            (
+                "cluster.hardware",
+                self.hardware_name(),
+                profiles::BUILTIN_HARDWARE,
+            ),
+        ];
+        for (field, name, builtins) in names {
+            let Some(name) = name else { continue };
+            if builtins.iter().any(|(n, _)| *n == name) || !escapes(Path::new(&name)) {
+                continue;
+            }
+            return Err(SessionError::Invalid {
+                path: path.to_path_buf(),
+                msg: format!(
+                    "{field}: the profile file {name:?} lies outside the session's directory; a session may name profile files only beside or below it (copy the file there, or use a built-in name: {})",
+                    builtins
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn model_name(&self) -> Option<String> {
+        match &self.model {
+            ProfileRef::Named(n) => Some(n.clone()),
+            ProfileRef::Inline(_) => None,
+        }
+    }
+
+    fn hardware_name(&self) -> Option<String> {
+        match &self.cluster.hardware {
+            ProfileRef::Named(n) => Some(n.clone()),
+            ProfileRef::Inline(_) => None,
+        }
     }
 
     /// Check ranges and load the profiles it names.

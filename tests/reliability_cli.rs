@@ -305,7 +305,30 @@ fn session_sizes_and_profile_files_are_bounded() {
             "z.ron",
             &demo_with("Named(\"h100-sxm\")", "Named(\"/dev/zero\")"),
         );
-        grid(&s).fails_with(&["/dev/zero", "not a regular file"]);
+        grid(&s).fails_with(&["/dev/zero"]);
+        copus(&[
+            "predict",
+            "--hardware",
+            "/dev/zero",
+            "--model",
+            "llama-7b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+        ])
+        .fails_with(&["/dev/zero", "not a regular file"]);
+    }
+    // A profile path that leaves the session's directory is refused, not read and quoted.
+    for escape in ["../../../../etc/passwd", "/etc/passwd"] {
+        let s = session(
+            dir.path(),
+            "e.ron",
+            &demo_with("Named(\"h100-sxm\")", &format!("Named({escape:?})")),
+        );
+        let run = grid(&s);
+        run.fails_with(&["cluster.hardware", "outside the session's directory"]);
+        assert!(!run.stderr.contains("root"), "{}", run.stderr);
     }
 }
 

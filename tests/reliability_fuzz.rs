@@ -208,6 +208,23 @@ fn descr() -> impl Strategy<Value = String> {
     ]
 }
 
+thread_local! {
+    /// One scratch directory per test thread, reused by every case (on tmpfs where there is
+    /// one): creating a directory per case would make file cases 100× slower.
+    static SCRATCH: tempfile::TempDir = {
+        let shm = Path::new("/dev/shm");
+        if shm.is_dir() {
+            tempfile::tempdir_in(shm).expect("tempdir")
+        } else {
+            tempfile::tempdir().expect("tempdir")
+        }
+    };
+}
+
+fn scratch() -> std::path::PathBuf {
+    SCRATCH.with(|d| d.path().to_path_buf())
+}
+
 fn write_tmp(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).expect("write");
@@ -219,8 +236,7 @@ proptest! {
 
     #[test]
     fn npy_header_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = write_tmp(dir.path(), "a.npy", &bytes);
+        let p = write_tmp(&scratch(), "a.npy", &bytes);
         if let Ok(t) = npy::read_header(&p) {
             prop_assert!(t.offset + t.nbytes <= bytes.len() as u64);
         }
@@ -232,8 +248,7 @@ proptest! {
                           delta in prop_oneof![Just(0i32), -20i32..20, any::<i32>()],
                           data in 0usize..96) {
         let bytes = npy_bytes(version, &descr, &shape, delta, data);
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = write_tmp(dir.path(), "a.npy", &bytes);
+        let p = write_tmp(&scratch(), "a.npy", &bytes);
         if let Ok(t) = npy::read_header(&p) {
             prop_assert!(t.offset + t.nbytes <= bytes.len() as u64);
             prop_assert_eq!(t.nbytes, t.elems() as u64 * t.dtype.size() as u64);
@@ -245,14 +260,14 @@ proptest! {
     fn npy_dump_scan_and_reduce(a in (descr(), prop::collection::vec(dim(), 0..3), 0usize..64),
                                 b in (descr(), prop::collection::vec(dim(), 0..3), 0usize..64),
                                 samples in prop_oneof![Just("4".to_string()), "[ -~]{0,6}"]) {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = scratch().join("dump");
         for (k, (d, s, n)) in [a, b].into_iter().enumerate() {
-            let part = dir.path().join(format!("step_1/p{k}"));
+            let part = dir.join(format!("step_1/p{k}"));
             std::fs::create_dir_all(&part).expect("mkdir");
             write_tmp(&part, "w.npy", &npy_bytes(1, &d, &s, 0, n));
             write_tmp(&part, "samples.txt", samples.as_bytes());
         }
-        if let Ok(index) = scan(dir.path()) {
+        if let Ok(index) = scan(&dir) {
             let backend = copus::compute::select(copus::compute::Device::Cpu).expect("cpu").backend;
             let opts = DumpOptions { ema_decay: Some(0.9), ..DumpOptions::default() };
             let _ = reduce_dump(&index, &opts, backend.as_ref(), &|_| {});
@@ -261,8 +276,7 @@ proptest! {
 
     #[test]
     fn safetensors_header_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = write_tmp(dir.path(), "a.safetensors", &bytes);
+        let p = write_tmp(&scratch(), "a.safetensors", &bytes);
         if let Ok(f) = st_file::read_header(&p) {
             for t in &f.tensors {
                 prop_assert!(t.offset + t.nbytes <= bytes.len() as u64);
@@ -285,8 +299,7 @@ proptest! {
         let mut bytes = ((header.len() as i64).wrapping_add(len_delta) as u64).to_le_bytes().to_vec();
         bytes.extend_from_slice(header.as_bytes());
         bytes.extend(std::iter::repeat_n(0u8, data));
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = write_tmp(dir.path(), "a.safetensors", &bytes);
+        let p = write_tmp(&scratch(), "a.safetensors", &bytes);
         if let Ok(f) = st_file::read_header(&p) {
             for t in &f.tensors {
                 prop_assert!(t.offset + t.nbytes <= bytes.len() as u64);
