@@ -403,3 +403,84 @@ proptest! {
         check_session(&s);
     }
 }
+
+// ---- TCP follower ---------------------------------------------------------------------------
+
+/// Serve `chunks` over loopback twice: the first connection is cut after `cut` chunks, the
+/// second replays everything (as the trainer and the hook do). Returns what the follower
+/// delivered once both connections are done.
+fn follow_tcp_session(chunks: &[Vec<u8>], cut: usize) -> Vec<LiveEvent> {
+    use copus::source::live::{FollowOptions, Target, spawn_follower};
+    use std::io::Write;
+    use std::time::Duration;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let owned: Vec<Vec<u8>> = chunks.to_vec();
+    let server = std::thread::spawn(move || {
+        for conn in 0..2 {
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            let n = if conn == 0 {
+                cut.min(owned.len())
+            } else {
+                owned.len()
+            };
+            for c in &owned[..n] {
+                if s.write_all(c).is_err() {
+                    break;
+                }
+            }
+            let _ = s.flush();
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let opts = FollowOptions {
+        poll: Duration::from_millis(2),
+        backoff_min: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(5),
+        connect_timeout: Duration::from_millis(500),
+    };
+    let follower = spawn_follower(Target::Tcp(addr), parse_record, opts, tx).expect("spawn");
+    server.join().expect("server");
+    // Let the follower read what the second connection sent.
+    std::thread::sleep(Duration::from_millis(30));
+    follower.stop();
+    rx.try_iter().collect()
+}
+
+fn tcp_config() -> Config {
+    let c = config();
+    // Each case opens two connections: a tenth of the budget, at least 16.
+    Config {
+        cases: (c.cases / 10).max(16),
+        ..c
+    }
+}
+
+proptest! {
+    #![proptest_config(tcp_config())]
+
+    /// Exactly once over a real socket: no (step, values) pair is delivered twice, however the
+    /// stream is cut, replayed or corrupted.
+    #[test]
+    fn tcp_follower_replay_and_garbage(chunks in prop::collection::vec(
+        prop_oneof![
+            mutated_record().prop_map(|s| format!("{s}\n").into_bytes()),
+            (0u64..20).prop_map(|s| format!("{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":2,\"sq_big\":1}}\n").into_bytes()),
+            prop::collection::vec(any::<u8>(), 0..40),
+        ], 0..10), cut in 0usize..10) {
+        let events = follow_tcp_session(&chunks, cut);
+        let mut seen = std::collections::HashSet::new();
+        for e in &events {
+            if let LiveEvent::Restarted { .. } = e {
+                seen.clear();
+            }
+            if let LiveEvent::Record(r) = e {
+                check_record(r);
+                prop_assert!(seen.insert((r.step, copus::source::live::fingerprint(r))),
+                    "step {} delivered twice", r.step);
+            }
+        }
+    }
+}
