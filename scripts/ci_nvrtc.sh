@@ -3,7 +3,7 @@
 #
 # Installs NVRTC for CUDA 13.0 (matching cudarc's `cuda-13000` feature and the driver-580 /
 # CUDA 13.0 machines) from PyPI into a throw-away virtualenv, points the loader at the wheel's
-# lib dir, runs `cargo test --features cuda --test kernels_compile`, and FAILS unless the
+# lib dir, runs `cargo test --test kernels_compile`, and FAILS unless the
 # test really compiled the kernels (a "SKIPPED" run, e.g. NVRTC not found, is a failure).
 #
 # Usage: scripts/ci_nvrtc.sh            (NVRTC_WHEEL=nvidia-cuda-nvrtc==13.0.* to override)
@@ -28,7 +28,7 @@ ln -sf "$LIBDIR/libnvrtc.so.13" "$WORK/libnvrtc.so"
 export LD_LIBRARY_PATH="$WORK:$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 LOG="$WORK/test.log"
-cargo test --features cuda --test kernels_compile -- --nocapture 2>&1 | tee "$LOG"
+cargo test --test kernels_compile -- --nocapture 2>&1 | tee "$LOG"
 if grep -q "SKIPPED" "$LOG"; then
     echo "ci_nvrtc: FAILED: the kernel test skipped (NVRTC not loaded)" >&2
     exit 1

@@ -1,6 +1,7 @@
 //! The CUDA backend agrees with the CPU backend to f64 rounding (sums and EMA state), on F32,
-//! F16 and BF16 with odd sizes. Needs the `cuda` feature and a GPU; prints a visible skip
-//! otherwise.
+//! F16 and BF16 with odd sizes. Needs the `cuda` feature (default) and a GPU; prints a visible
+//! skip otherwise, and FAILS instead when `COPUS_REQUIRE_GPU=1` (`scripts/gpu_check.sh` sets
+//! it, so a check on a GPU machine cannot pass by skipping).
 #![cfg(feature = "cuda")]
 
 mod dump_support;
@@ -8,14 +9,51 @@ use copus::compute::{Backend, CpuBackend, DType, Device, select};
 use copus::source::dump::{DumpOptions, reduce_dump, scan};
 use dump_support::*;
 
+/// Whether the caller demands a GPU (`COPUS_REQUIRE_GPU=1`): then a missing one fails.
+fn gpu_required() -> bool {
+    std::env::var("COPUS_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
 fn gpu() -> Option<Box<dyn Backend>> {
     match select(Device::Cuda) {
         Ok(s) => Some(s.backend),
+        Err(e) if gpu_required() => {
+            panic!("COPUS_REQUIRE_GPU=1 but the CUDA backend cannot start: {e}")
+        }
         Err(e) => {
             eprintln!("SKIPPED kernels_gpu: {e}");
             None
         }
     }
+}
+
+#[test]
+fn requiring_a_gpu_fails_rather_than_skips() {
+    // Without a GPU, `COPUS_REQUIRE_GPU=1` must turn the skip into a failure: run this very
+    // test binary again with it set and check that `cuda_matches_cpu` fails.
+    if gpu_required() || std::env::var("COPUS_KERNELS_GPU_CHILD").is_ok() {
+        return;
+    }
+    if select(Device::Cuda).is_ok() {
+        return; // a GPU is here: the real test runs instead
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["cuda_matches_cpu", "--exact", "--nocapture"])
+        .env("COPUS_REQUIRE_GPU", "1")
+        .env("COPUS_KERNELS_GPU_CHILD", "1")
+        .output()
+        .expect("rerun the test binary");
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "must fail without a GPU:\n{log}");
+    assert!(
+        log.contains("COPUS_REQUIRE_GPU=1 but the CUDA backend cannot start"),
+        "{log}"
+    );
+    assert!(!log.contains("SKIPPED"), "{log}");
 }
 
 #[test]

@@ -20,10 +20,12 @@ the big one is the global batch (after it), so the measurement is nearly free:
     scaler.step(opt)                    # clip / unscale after measuring, not before
 """
 
+import ctypes
 import json
 import math
 import os
 import socket
+import struct
 import threading
 import warnings
 
@@ -227,8 +229,8 @@ class DdpNoiseHook:
     accumulation, run all but the last micro-step under ``ddp_model.no_sync()`` (the usual
     pattern) so the hook sees the accumulated gradient once per step, and pass
     ``samples_per_rank`` = micro-batch size x accumulation steps. Measure before clipping;
-    pass the AMP loss scale to ``step_end``. Needs at least 2 ranks. Not run in CI (no
-    torch there); see docs/LIVE.md.
+    pass the AMP loss scale to ``step_end``. Needs at least 2 ranks. Tested under real
+    torch.distributed (gloo DDP on CPU) in CI: test_torch_hook.py; see docs/LIVE.md.
     """
 
     def __init__(self, ddp_model, writer, samples_per_rank, process_group=None):
@@ -286,3 +288,510 @@ class DdpNoiseHook:
         self._local = self._global = None
         self._calls = 0
         return self.writer.write(rec)
+
+
+
+def _sq(t):
+    """|t|^2 as a float64 scalar tensor on t's device (bf16/f16/f32 alike)."""
+    import torch
+    return t.detach().to(torch.float32).pow(2).sum(dtype=torch.float64)
+
+
+def _local(t):
+    """The local part of a DTensor (a shard), or the tensor itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+class FsdpNoiseHook:
+    """The same measurement for FSDP2 (``torch.distributed.fsdp.fully_shard``).
+
+    FSDP2 reduce-scatters each rank's unsharded gradient into shards of the mean gradient.
+    ``install()`` puts a measuring reduce-scatter (FSDP2's public
+    ``set_custom_reduce_scatter``) on every FSDP module: it adds |input|^2 (this rank's whole
+    local gradient, as FSDP hands it over) and |output|^2 (its shard of the reduced one)
+    around the same collective. ``step_end`` takes |G|^2 from the sharded ``.grad`` DTensors
+    (the mean gradient, summed over the shards of the group) and uses the ratio of the two
+    reduced norms to undo whatever factor FSDP divided the input by before the collective,
+    so sq_small is the mean over ranks of |g_rank|^2 whatever the backend's choice.
+
+    With gradient accumulation, call ``model.set_requires_gradient_sync(False)`` for all but
+    the last micro-batch (FSDP2's no_sync); ``samples_per_rank`` = micro-batch size x
+    accumulation steps. Needs at least 2 ranks in the sharding group.
+    """
+
+    def __init__(self, model, writer, samples_per_rank, process_group=None):
+        self.model, self.writer = model, writer
+        self.samples_per_rank, self.group = samples_per_rank, process_group
+        self._local = self._out = None
+        self._op = None
+        self._calls = 0
+
+    def install(self):
+        """Put the measuring reduce-scatter on every FSDP module (after ``fully_shard``)."""
+        from torch.distributed.fsdp import FSDPModule
+        comm = _MeasuringReduceScatter(self)
+        mods = [m for m in self.model.modules() if isinstance(m, FSDPModule)]
+        if not mods:
+            raise ValueError("FsdpNoiseHook: no FSDP module in the model (call fully_shard)")
+        for m in mods:
+            m.set_custom_reduce_scatter(comm)
+        return self
+
+    def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
+                 step_time_s=None):
+        """Call on every rank after backward (before clipping and the optimizer step)."""
+        import torch
+        import torch.distributed as dist
+        world = dist.get_world_size(self.group)
+        if world < 2:
+            raise ValueError("FsdpNoiseHook needs at least 2 ranks (two batch sizes)")
+        if self._local is None:
+            raise RuntimeError("no reduce-scatter seen since the last step_end: call install() "
+                               "after fully_shard and step_end() after backward()")
+        g2 = None
+        for p in self.model.parameters():
+            if p.grad is not None:
+                x = _sq(_local(p.grad))
+                g2 = x if g2 is None else g2 + x
+        sums = torch.stack([self._local.to(g2.device), self._out.to(g2.device), g2])
+        dist.all_reduce(sums, group=self.group)
+        local, out, g2 = (float(v) for v in sums.cpu())
+        # The collective reduced x_r = g_r / f; AVG gives mean(x) = G / f, SUM gives
+        # W * mean(x) = W * G / f, so f^2 = |G|^2 / |mean x|^2.
+        mean_x2 = out / (world * world) if self._op == "sum" else out
+        f2 = g2 / mean_x2 if mean_x2 > 0 else float("nan")
+        rec = make_record(step, self.samples_per_rank, self.samples_per_rank * world,
+                          f2 * local / world, g2, n_small=world, loss=loss, lr=lr,
+                          loss_scale=loss_scale, tokens=tokens, step_time_s=step_time_s)
+        self._local = self._out = None
+        self._calls = 0
+        return self.writer.write(rec)
+
+
+def _measuring_reduce_scatter_class():
+    from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter
+
+    class MeasuringReduceScatter(ReduceScatter):
+        def __init__(self, hook):
+            self.hook = hook
+
+        def allocate(self, size, *, dtype, device):
+            import torch
+            return torch.empty(*size, dtype=dtype, device=device)
+
+        def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+            import torch.distributed as dist
+            h = self.hook
+            x = _sq(input_tensor)
+            h._local = x if h._local is None else h._local + x
+            work = dist.reduce_scatter_tensor(output_tensor, input_tensor, op=op, group=group,
+                                              async_op=async_op)
+            if work is not None:
+                work.wait()
+            y = _sq(output_tensor)
+            h._out = y if h._out is None else h._out + y
+            h._op = "sum" if op == dist.ReduceOp.SUM else "avg"
+            h._calls += 1
+            return None
+
+    return MeasuringReduceScatter
+
+
+def _MeasuringReduceScatter(hook):
+    return _measuring_reduce_scatter_class()(hook)
+
+
+class ModelParallelNoiseHook:
+    """The measurement for tensor-, pipeline- and data-parallel (3D) training, where each
+    rank holds a shard of the model (Megatron-LM, DeepSpeed): the "3D-parallel-aware"
+    noise scale of the COPUS paper.
+
+    Squared norms of the gradient shards are summed over the model-parallel group
+    (``mp_group``: the tensor x pipeline ranks holding one copy of the model; Megatron's
+    ``get_model_parallel_group()``), parameters replicated on every rank of the
+    tensor-parallel group (``tp_group``, default ``mp_group``; e.g. layer norms and the
+    biases of row-parallel layers) counted once, and the data-parallel group (``dp_group``)
+    gives the two batch sizes: ``b_small`` = samples per data-parallel rank, ``b_big`` =
+    x its size.
+
+        hook = ModelParallelNoiseHook(model.named_parameters(), writer, samples_per_dp_rank,
+                                      dp_group=dp, mp_group=mp, tp_group=tp,
+                                      replicated=lambda name, p: not getattr(
+                                          p, "tensor_model_parallel", False))
+        loss.backward()
+        hook.local()          # before the data-parallel gradient reduction
+        ...                   # the reduction (all-reduce or reduce-scatter + gather)
+        hook.step_end(step, loss=..., loss_scale=...)   # after it, before clipping
+
+    ``grad`` reads a parameter's gradient (default ``p.grad``; Megatron keeps it in
+    ``p.main_grad``). Every rank calls both methods; rank 0 of the world writes.
+    """
+
+    def __init__(self, named_params, writer, samples_per_dp_rank, dp_group=None,
+                 mp_group=None, tp_group=None, replicated=None, grad=None):
+        self.params = list(named_params)
+        self.writer, self.samples = writer, samples_per_dp_rank
+        self.dp, self.mp = dp_group, mp_group
+        self.tp = tp_group if tp_group is not None else mp_group
+        if replicated is None:
+            replicated = frozenset()
+        if isinstance(replicated, (set, frozenset, list, tuple)):
+            names = frozenset(replicated)
+            self._replicated = lambda name, p: name in names
+        else:
+            self._replicated = replicated
+        self._grad = grad or (lambda p: p.grad)
+        self._local = None
+
+    def _model_norm(self):
+        """|g|^2 of the whole model: this rank's shards, replicated ones weighted 1/copies,
+        summed over the model-parallel group."""
+        import torch
+        import torch.distributed as dist
+        copies = dist.get_world_size(self.tp) if self.tp is not None else 1
+        total = None
+        for name, p in self.params:
+            g = self._grad(p)
+            if g is None:
+                continue
+            x = _sq(_local(g))
+            if self._replicated(name, p):
+                x = x / copies
+            total = x if total is None else total + x
+        if total is None:
+            raise RuntimeError("ModelParallelNoiseHook: no parameter has a gradient")
+        total = total.reshape(1).to(torch.float64)
+        if self.mp is not None:
+            dist.all_reduce(total, group=self.mp)
+        return total
+
+    def local(self):
+        """Measure this data-parallel rank's gradient (after backward, before the data-parallel
+        reduction)."""
+        self._local = self._model_norm()
+
+    def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
+                 step_time_s=None):
+        """Measure the reduced gradient and write the record (after the data-parallel
+        reduction, before clipping)."""
+        import torch.distributed as dist
+        if self._local is None:
+            raise RuntimeError("call local() after backward and before the data-parallel "
+                               "reduction, then step_end()")
+        world = dist.get_world_size(self.dp)
+        if world < 2:
+            raise ValueError("ModelParallelNoiseHook needs at least 2 data-parallel ranks")
+        big = self._model_norm()
+        local = self._local
+        dist.all_reduce(local, group=self.dp)
+        rec = make_record(step, self.samples, self.samples * world, float(local) / world,
+                          float(big), n_small=world, loss=loss, lr=lr, loss_scale=loss_scale,
+                          tokens=tokens, step_time_s=step_time_s)
+        self._local = None
+        return self.writer.write(rec)
+
+
+class GradNoiseMeter:
+    """The measurement from gradient accumulation, with no communication hook: the small
+    batch is one micro-batch, the big one is the micro-batches of one optimizer step on one
+    rank. Works on one device or under DDP (with ``no_sync()`` for all but the last
+    micro-batch, as Lightning and the Hugging Face Trainer do), and is what the framework
+    callbacks use.
+
+    Each parameter gets a gradient hook (``Tensor.register_hook``) that runs in backward,
+    before the gradient is accumulated: it adds the micro-batch gradient's |g|^2, and the
+    |.grad + g|^2 of the rank's accumulated gradient so far, so no copy of the gradients is
+    kept and clipping after backward does not disturb the measurement. ``step_end`` averages
+    over the ranks (one scalar all-reduce) and writes: ``b_small`` = micro-batch size,
+    ``b_big`` = x ``accum_steps``, ``sq_small`` = mean |g_micro|^2, ``sq_big`` = mean over
+    ranks of |g_step|^2. The loss is taken to be divided by ``accum_steps`` (as the frameworks
+    do; ``loss_divided=False`` otherwise). Needs ``accum_steps`` >= 2. The AMP loss scale of
+    the backward passes goes to ``step_end``.
+    """
+
+    def __init__(self, model, writer, micro_batch_size, accum_steps, process_group=None,
+                 loss_divided=True):
+        if int(accum_steps) < 2:
+            raise ValueError("GradNoiseMeter needs gradient accumulation (accum_steps >= 2): "
+                             "the micro-batches give the small batch size")
+        self.model, self.writer = model, writer
+        self.micro_batch_size, self.accum = micro_batch_size, int(accum_steps)
+        self.group, self.loss_divided = process_group, loss_divided
+        self._handles = []
+        self._micro = None
+        self._acc = {}
+        self._backwards = {}
+
+    def install(self):
+        """Register the gradient hooks (before the first backward)."""
+        for p in self.model.parameters():
+            if p.requires_grad:
+                self._handles.append(p.register_hook(self._make_hook(p)))
+        return self
+
+    def remove(self):
+        """Remove the gradient hooks."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def _make_hook(self, p):
+        key = id(p)
+
+        def hook(g):
+            x = _sq(g)
+            self._micro = x if self._micro is None else self._micro + x
+            acc = g if p.grad is None else p.grad.detach() + g.detach()
+            self._acc[key] = _sq(acc)
+            self._backwards[key] = self._backwards.get(key, 0) + 1
+            return None
+
+        return hook
+
+    def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
+                 step_time_s=None):
+        """Call after the step's last backward (before or after clipping: the hooks measured
+        in backward), on every rank; rank 0 writes the record."""
+        import torch
+        import torch.distributed as dist
+        if self._micro is None:
+            raise RuntimeError("no gradient seen since the last step_end: call install() "
+                               "before training")
+        k = self.accum
+        seen = max(self._backwards.values())
+        acc = sum(self._acc.values())
+        # The hooks saw gradients of loss / k: micro-batch means are k x those.
+        f = float(k * k) if self.loss_divided else 1.0
+        g = 1.0 if self.loss_divided else 1.0 / (k * k)
+        sums = torch.stack([self._micro.reshape(()) * f, acc.reshape(()) * g]).to(torch.float64)
+        world = 1
+        if dist.is_available() and dist.is_initialized():
+            world = dist.get_world_size(self.group)
+            dist.all_reduce(sums, group=self.group)
+        micro, big = (float(v) for v in sums.cpu())
+        skipped = None
+        if seen != k:
+            skipped = f"{seen} backward passes in a step of {k} micro-batches"
+        b = self.micro_batch_size
+        rec = make_record(step, b, b * k, micro / (k * world), big / world, n_small=k * world,
+                          loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
+                          step_time_s=step_time_s, skipped=skipped)
+        self._micro = None
+        self._acc, self._backwards = {}, {}
+        return self.writer.write(rec)
+
+
+def _batch_size(batch):
+    """Samples in a batch: the first dimension of its first tensor."""
+    import torch
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0])
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for x in batch:
+            n = _batch_size(x)
+            if n:
+                return n
+    return 0
+
+
+def lightning_callback(path=None, serve=None, micro_batch_size=None):
+    """A PyTorch Lightning callback that writes protocol v1 (to ``path`` and/or a server at
+    ``serve`` = "HOST:PORT") from the gradient-accumulation measurement of
+    :class:`GradNoiseMeter`; needs ``Trainer(accumulate_grad_batches >= 2)``. The
+    micro-batch size is taken from the first batch unless given.
+
+        trainer = L.Trainer(accumulate_grad_batches=4,
+                            callbacks=[copus_hook.lightning_callback(path="stats.ndjson")])
+    """
+    try:
+        from lightning.pytorch import Callback
+    except ImportError:  # the older package name
+        from pytorch_lightning import Callback
+
+    class CopusLightningCallback(Callback):
+        def __init__(self):
+            self.meter = self.writer = None
+            self.mbs = micro_batch_size
+
+        def on_train_start(self, trainer, pl_module):
+            self.writer = open_writer(path=path, serve=serve, rank=trainer.global_rank)
+            self.meter = GradNoiseMeter(pl_module, self.writer, self.mbs or 1,
+                                        trainer.accumulate_grad_batches).install()
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if self.mbs is None:
+                self.mbs = _batch_size(batch)
+                self.meter.micro_batch_size = self.mbs
+
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+            scaler = getattr(trainer.precision_plugin, "scaler", None)
+            scale = scaler.get_scale() if scaler is not None else None
+            self.meter.step_end(trainer.global_step, lr=optimizer.param_groups[0]["lr"],
+                                loss_scale=scale)
+
+        def on_train_end(self, trainer, pl_module):
+            self.meter.remove()
+            self.writer.close()
+
+    return CopusLightningCallback()
+
+
+def hf_trainer_callback(path=None, serve=None, trainer=None):
+    """A Hugging Face ``transformers.TrainerCallback`` that writes protocol v1 (to ``path``
+    and/or a server at ``serve``) from the gradient-accumulation measurement of
+    :class:`GradNoiseMeter`; needs ``gradient_accumulation_steps >= 2``. Measured in backward,
+    so the Trainer's clipping does not disturb it. With fp16 AMP pass ``trainer=`` (its loss
+    scale is read from ``trainer.accelerator.scaler``).
+
+        trainer = Trainer(model, TrainingArguments(..., gradient_accumulation_steps=4), ...)
+        trainer.add_callback(copus_hook.hf_trainer_callback(path="stats.ndjson"))
+    """
+    from transformers import TrainerCallback
+
+    class CopusTrainerCallback(TrainerCallback):
+        def __init__(self):
+            self.meter = self.writer = None
+            self.trainer = trainer
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            rank = 0 if state.is_world_process_zero else 1
+            self.writer = open_writer(path=path, serve=serve, rank=rank)
+            self.meter = GradNoiseMeter(model, self.writer, args.per_device_train_batch_size,
+                                        args.gradient_accumulation_steps).install()
+
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            scale = None
+            acc = getattr(self.trainer, "accelerator", None)
+            if getattr(acc, "scaler", None) is not None:
+                scale = acc.scaler.get_scale()
+            elif args.fp16:
+                raise ValueError("copus: with fp16 pass trainer= to hf_trainer_callback so "
+                                 "that the loss scale can be divided out")
+            sched = kwargs.get("lr_scheduler")
+            lr = sched.get_last_lr()[0] if sched is not None else None
+            self.meter.step_end(state.global_step, lr=lr, loss_scale=scale)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self.meter.remove()
+            self.writer.close()
+
+    return CopusTrainerCallback()
+
+# --- Gradient dumps (docs/DUMPS.md): one safetensors file per gradient set ---------------
+
+_ST_DTYPES = {"f32": "F32", "float32": "F32", "f16": "F16", "float16": "F16",
+              "bf16": "BF16", "bfloat16": "BF16"}
+
+
+def _st_dtype(dtype, tensor):
+    """The safetensors name (F32, F16, BF16) for a requested dtype, or for the tensor's own
+    dtype when none is requested (F32 for anything else, e.g. float64)."""
+    import torch
+    if dtype is None:
+        return {torch.float16: "F16", torch.bfloat16: "BF16"}.get(tensor.dtype, "F32")
+    if isinstance(dtype, str):
+        try:
+            return _ST_DTYPES[dtype.lower()]
+        except KeyError:
+            raise ValueError(f"dtype must be f32, f16 or bf16, not {dtype!r}") from None
+    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+    if dtype not in names:
+        raise ValueError(f"dtype must be torch.float32, float16 or bfloat16, not {dtype}")
+    return names[dtype]
+
+
+def _named_grads(grads):
+    """(name, gradient tensor) pairs from a module (its parameters' .grad), a mapping of names
+    to tensors, or an iterable of (name, tensor-or-parameter) pairs. A parameter that takes
+    gradients but has none yet counts as a zero gradient (every set of a step must hold the
+    same tensors); a leading "module." (DDP's wrapper) is dropped from every name."""
+    import torch
+    if isinstance(grads, torch.nn.Module):
+        items = [(n, p) for n, p in grads.named_parameters() if p.requires_grad]
+    elif isinstance(grads, dict):
+        items = list(grads.items())
+    else:
+        items = list(grads)
+    out = []
+    for name, t in items:
+        if isinstance(t, torch.nn.Parameter):
+            g = t.grad
+            if g is None:
+                g = torch.zeros_like(t)
+        else:
+            g = t
+        if not isinstance(g, torch.Tensor):
+            raise TypeError(f"{name}: not a tensor")
+        if hasattr(g, "full_tensor"):  # a DTensor (FSDP2): gather the whole gradient
+            g = g.full_tensor()
+        out.append((name, g))
+    if out and all(n.startswith("module.") for n, _ in out):
+        out = [(n[len("module."):], g) for n, g in out]
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names):
+        raise ValueError("tensor names repeat")
+    return out
+
+
+def safetensors_bytes(named, metadata=None, dtype=None, scale=None):
+    """The bytes of a safetensors file holding `named` [(name, tensor)] converted to `dtype`
+    (f32, f16, bf16; default: each tensor's own when it is one of those, else f32), every
+    tensor multiplied by `scale` first when given. `metadata` values become strings."""
+    import torch
+    cast = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+    header, blobs, offset = {}, [], 0
+    for name, t in named:
+        st = _st_dtype(dtype, t)
+        x = t.detach()
+        if scale is not None:
+            x = x.to(torch.float32) * float(scale)
+        x = x.to(device="cpu", dtype=cast[st]).contiguous()
+        n = x.numel() * x.element_size()
+        blobs.append(ctypes.string_at(x.data_ptr(), n) if n else b"")
+        header[name] = {"dtype": st, "shape": list(x.shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-(8 + len(text)) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def dump_gradients(grads, directory, step, name, samples, dtype=None, loss_scale=None):
+    """Write one gradient set as ``<directory>/step_<step>/<name>.safetensors``, the layout
+    ``copus open DIR`` and ``copus analyze DIR`` read (docs/DUMPS.md).
+
+    A gradient set is the MEAN gradient over ``samples`` samples of one micro-batch or one
+    rank, before accumulation or the all-reduce; a step needs at least two sets (e.g.
+    ``mb0``, ``mb1`` ... or ``rank0``, ``rank1`` ...). ``grads``: a module (its parameters'
+    ``.grad``), a mapping name -> tensor, or (name, tensor) pairs. ``dtype``: "f32", "bf16",
+    "f16" (or the torch dtype); by default each tensor's own. ``loss_scale``: the AMP scale the
+    gradients carry, divided out before writing (dump unscaled, unclipped gradients). The file
+    is written atomically (a reader never sees half of it). Returns its path.
+
+        for i, (x, y) in enumerate(micro_batches):
+            model.zero_grad()
+            F.cross_entropy(model(x), y).backward()        # mean over the micro-batch
+            copus_hook.dump_gradients(model, "dumps", step, f"mb{i}", samples=len(x))
+    """
+    if not (_finite(samples) and samples > 0):
+        raise ValueError(f"samples must be a positive number, got {samples}")
+    scale = None
+    if loss_scale is not None:
+        if not (_finite(loss_scale) and loss_scale > 0):
+            raise ValueError(f"loss_scale must be a positive number, got {loss_scale}")
+        scale = 1.0 / float(loss_scale)
+    if os.sep in str(name) or str(name).startswith("."):
+        raise ValueError(f"name must be a plain file name, not {name!r}")
+    samples_text = str(int(samples)) if float(samples).is_integer() else repr(float(samples))
+    data = safetensors_bytes(_named_grads(grads), {"samples": samples_text}, dtype, scale)
+    step_dir = os.path.join(os.fspath(directory), f"step_{int(step)}")
+    os.makedirs(step_dir, exist_ok=True)
+    path = os.path.join(step_dir, f"{name}.safetensors")
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return path

@@ -122,9 +122,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
 /// `copus analyze <dump dir>`: reduce, analyse, and show the seed's EMA estimate beside.
 fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let selected = crate::compute::select(args.device)?;
-    if let Some(note) = &selected.note {
-        eprintln!("copus: {note}");
-    }
+    let backend = selected.backend.name();
     let settings = args.settings(&EstimatorSettings::default());
     let d = crate::source::measured::load_dump_dir(
         &args.path,
@@ -143,8 +141,16 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         if args.seed_ema {
             v["seed_ema"] = serde_json::to_value(&d.seed_ema)?;
         }
+        // Which backend reduced the dump, and why not the GPU when `auto` fell back.
+        v["backend"] = backend.into();
+        v["backend_note"] = selected.note.clone().into();
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        let why = selected
+            .note
+            .map(|n| format!("; --device auto: {n}"))
+            .unwrap_or_default();
+        println!("backend   {backend}{why}");
         print!(
             "{}",
             super::escape_controls(&render_table(&d.report, args.rows))

@@ -1,7 +1,9 @@
 //! `copus bench`: generate a gradient dump of a given size in a temporary directory and
 //! measure the reduction's bandwidth (GB/s of tensor bytes) beside a plain memory-read
 //! baseline (summing the mapped bytes as u64 on all cores) in the same run, on the CPU and,
-//! when present, on CUDA.
+//! when present, on CUDA (beside the pinned host-to-device copy bandwidth, its bound, and the
+//! device-to-device copy bandwidth, the kernel's roofline).
+//! `copus bench --devices` lists the backends compiled in and whether each is usable here.
 
 use crate::compute::{DType, Device, select};
 use crate::source::dump::synth::{SynthSpec, write_dump};
@@ -15,9 +17,22 @@ use std::time::Instant;
 /// Arguments of `copus bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Size of the generated dump (one step, 4 F32 files), MB.
+    /// Size of each step of the generated dump (all its files together), MB.
     #[arg(long, default_value_t = 256)]
     pub size_mb: u64,
+    /// Element type of the generated dump.
+    #[arg(long, value_enum, default_value_t = DTypeArg::F32)]
+    pub dtype: DTypeArg,
+    /// Steps of the generated dump.
+    #[arg(long, default_value_t = 1)]
+    pub steps: u64,
+    /// Gradient files per step (K).
+    #[arg(long, default_value_t = 4)]
+    pub files: usize,
+    /// Write the dump to this directory and keep it (e.g. to compare `copus analyze
+    /// --device cpu` with `--device cuda` on it), instead of a temporary one.
+    #[arg(long, value_name = "DIR")]
+    pub keep: Option<std::path::PathBuf>,
     /// Backend: auto measures the CPU and, when present, CUDA.
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     pub device: Device,
@@ -27,6 +42,41 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Only list the compute backends: compiled in, usable here, or why not.
+    #[arg(long)]
+    pub devices: bool,
+}
+
+/// Element type of a generated dump, on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DTypeArg {
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary16.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl From<DTypeArg> for DType {
+    fn from(d: DTypeArg) -> DType {
+        match d {
+            DTypeArg::F32 => DType::F32,
+            DTypeArg::F16 => DType::F16,
+            DTypeArg::Bf16 => DType::BF16,
+        }
+    }
+}
+
+/// What `copus bench --json` prints.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BenchReport {
+    /// The measurements, baseline first.
+    pub rows: Vec<BenchRow>,
+    /// Notes for the reader, e.g. why there is no CUDA row ("CPU (no CUDA driver found)").
+    pub notes: Vec<String>,
+    /// What `--device auto` uses on this machine, in words.
+    pub auto: String,
 }
 
 /// One measured row.
@@ -42,34 +92,62 @@ pub struct BenchRow {
 
 /// Run `copus bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let dir = std::env::temp_dir().join(format!("copus-bench-{}", std::process::id()));
+    if args.devices {
+        let report = crate::compute::backend_report();
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", report.render());
+        }
+        return Ok(());
+    }
+    let (dir, keep) = match &args.keep {
+        Some(d) => (d.clone(), true),
+        None => (
+            std::env::temp_dir().join(format!("copus-bench-{}", std::process::id())),
+            false,
+        ),
+    };
     let result = bench_in(&dir, args);
-    let _ = std::fs::remove_dir_all(&dir);
-    let rows = result?;
+    if !keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let report = result?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{:<40} {:>10} {:>10}", "measurement", "seconds", "GB/s");
-        for r in &rows {
-            println!("{:<40} {:>10.4} {:>10.2}", r.what, r.seconds, r.gb_per_s);
+        println!("{:<48} {:>10} {:>10}", "measurement", "seconds", "GB/s");
+        for r in &report.rows {
+            println!("{:<48} {:>10.4} {:>10.2}", r.what, r.seconds, r.gb_per_s);
+        }
+        for n in &report.notes {
+            println!("note: {n}");
         }
     }
     Ok(())
 }
 
-fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<Vec<BenchRow>> {
+fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<BenchReport> {
+    let dtype = DType::from(args.dtype);
+    let files = args.files.max(2);
     eprintln!(
-        "generating a {} MB dump (1 step, 4 F32 files) in {}",
+        "generating a dump of {} step(s) × {} MB ({files} {} files per step) in {}",
+        args.steps.max(1),
         args.size_mb,
+        dtype.name(),
         dir.display()
     );
-    write_dump(dir, &SynthSpec::of_size(args.size_mb << 20, 4, DType::F32))?;
+    let spec = SynthSpec {
+        steps: args.steps.max(1),
+        ..SynthSpec::of_size(args.size_mb << 20, files, dtype)
+    };
+    write_dump(dir, &spec)?;
     let index = scan(dir)?;
     let bytes = index.total_bytes() as f64;
-    let files: Vec<_> = index.steps[0]
-        .files
+    let files: Vec<_> = index
+        .steps
         .iter()
-        .map(|f| f.path.clone())
+        .flat_map(|s| s.files.iter().map(|f| f.path.clone()))
         .collect();
     let reps = args.reps.max(1);
     let best = |f: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<f64> {
@@ -90,6 +168,7 @@ fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<Vec<BenchRow>> {
         "memory read (u64 sum of the maps)".into(),
         best(&mut || read_baseline(&files).map(drop))?,
     )];
+    let mut notes = Vec::new();
     let mut devices = vec![args.device];
     if args.device == Device::Auto {
         devices = vec![Device::Cpu, Device::Cuda];
@@ -98,12 +177,36 @@ fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<Vec<BenchRow>> {
         let sel = match select(d) {
             Ok(s) => s,
             Err(e) if args.device == Device::Auto => {
-                eprintln!("note: {e}; CUDA row skipped");
+                notes.push(format!(
+                    "no CUDA row: {}",
+                    crate::compute::device::fallback_note(&e)
+                ));
                 continue;
             }
             Err(e) => return Err(e.into()),
         };
         let backend = sel.backend.as_ref();
+        // A GPU backend: its copies of the same bytes (host to device, the reduction's
+        // bound, and device to device), timed inside the backend after a warm-up round.
+        let warm_up = backend.copy_baselines(bytes as usize);
+        let mut fastest = vec![f64::INFINITY; warm_up.len()];
+        for (_, t) in &warm_up {
+            if let Err(e) = t {
+                anyhow::bail!("{e}");
+            }
+        }
+        for _ in 0..reps {
+            for (i, (_, t)) in backend
+                .copy_baselines(bytes as usize)
+                .into_iter()
+                .enumerate()
+            {
+                fastest[i] = fastest[i].min(t?);
+            }
+        }
+        for ((what, _), s) in warm_up.iter().zip(fastest) {
+            rows.push(row(format!("{what} ({})", backend.name()), s));
+        }
         let s = best(&mut || {
             reduce_steps(&index, &DumpOptions::default(), backend, &stderr_progress)?;
             Ok(())
@@ -111,7 +214,11 @@ fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<Vec<BenchRow>> {
         finish_progress();
         rows.push(row(format!("reduce {}", backend.name()), s));
     }
-    Ok(rows)
+    Ok(BenchReport {
+        rows,
+        notes,
+        auto: crate::compute::backend_report().auto,
+    })
 }
 
 /// The memory-read baseline: map every file and sum it as little-endian u64 words on all

@@ -15,11 +15,24 @@ use clap::{Parser, Subcommand};
 
 /// copus: explore how batch size (gradient noise scale) and 3D parallelism interact.
 #[derive(Debug, Parser)]
-#[command(name = "copus", version, about, long_about = None)]
+#[command(name = "copus", about, long_about = None, disable_version_flag = true)]
 pub struct Cli {
+    /// Print the version and the compute backends: compiled in, usable here, or why not.
+    #[arg(short = 'V', long)]
+    pub version: bool,
     /// What to do; without a subcommand the explorer opens on the bundled demo session.
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// What `copus --version` prints: the version, then each compute backend (compiled in, usable
+/// here or why not) and what `--device auto` picks, e.g. "CPU (no CUDA driver found)".
+pub fn version_text() -> String {
+    format!(
+        "copus {}\n{}",
+        env!("CARGO_PKG_VERSION"),
+        crate::compute::backend_report().render()
+    )
 }
 
 /// Subcommands.
@@ -46,6 +59,10 @@ pub enum Command {
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    if cli.version {
+        print!("{}", version_text());
+        return Ok(());
+    }
     match cli.command {
         None => open::run_demo(),
         Some(Command::Open(a)) => open::run(&a),

@@ -71,23 +71,19 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
 }
 
 /// Probe the compute device before the terminal is taken over (a GPU probe may print or
-/// fail): only dump sources need one. Returns the device the worker should use.
+/// fail): only dump sources need one. `--device cuda` that cannot run is an error here; an
+/// `auto` that falls back to the CPU says so once, on the status line, when the dump is loaded
+/// (the probe is cached, so the worker does not probe again).
 fn probe_device(
     app: &App,
     wanted: crate::compute::Device,
 ) -> anyhow::Result<crate::compute::Device> {
-    use crate::compute::{Device, select};
+    use crate::compute::{Device, check};
     if !matches!(app.resolved.session.source, DataSource::Dumps { .. }) {
         return Ok(Device::Cpu);
     }
-    let selected = select(wanted)?;
-    Ok(match selected.note {
-        Some(note) => {
-            eprintln!("copus: {note}");
-            Device::Cpu
-        }
-        None => wanted,
-    })
+    check(wanted)?;
+    Ok(wanted)
 }
 
 /// Run `copus open`.

@@ -1,24 +1,18 @@
-//! The CUDA backend (feature `cuda`): kernels from `kernels/reduce.cu` compiled with NVRTC,
+//! The CUDA backend (feature `cuda`, on by default): kernels from `kernels/reduce.cu` compiled with NVRTC,
 //! two pinned staging buffers on two streams so that staging one range on the host overlaps
 //! the copy and reduction of the previous one, f64 partials per block summed on the host in a
 //! fixed order. The EMA state lives on the device.
 
 use super::ema::EmaStorage;
+use super::staging::{
+    self, SLOT_F64, STAGE_BYTES, THREADS, blocks, lane_of, part_stride_bytes, slot_of,
+};
 use super::{Backend, ComputeError, DType, EmaParams, EmaState, Segment, Sums, kernels, validate};
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig,
     PinnedHostSlice, PushKernelArg,
 };
 use std::sync::{Arc, Mutex};
-
-/// Bytes per pinned staging buffer (all K parts of one launch).
-const STAGE_BYTES: usize = 64 << 20;
-/// Threads per block (must match COPUS_BLOCK in the kernel).
-const THREADS: u32 = 256;
-/// Most blocks per launch (each writes 4 f64 partials).
-const MAX_BLOCKS: usize = 1024;
-/// Alignment of each part inside a staging buffer, bytes.
-const ALIGN: usize = 256;
 
 fn cuda_err(what: &str) -> impl Fn(cudarc::driver::DriverError) -> ComputeError + '_ {
     move |e| ComputeError::Cuda(format!("{what}: {e:?}"))
@@ -99,25 +93,78 @@ impl CudaBackend {
     }
 }
 
-/// One launch: element range [lo, hi) of segment `seg`.
-struct Job {
-    seg: usize,
-    lo: usize,
-    hi: usize,
+impl CudaBackend {
+    /// Seconds to copy `bytes` from pinned host memory to the device in staging-buffer chunks
+    /// on both lanes: the host-to-device transfer every reduction pays, so the bound that
+    /// `copus bench` sets the reduction beside.
+    pub fn time_host_to_device(&self, bytes: usize) -> Result<f64, ComputeError> {
+        let mut guard = self
+            .inner
+            .lock()
+            .map_err(|_| ComputeError::Cuda("backend poisoned".into()))?;
+        let inner = &mut *guard;
+        for lane in inner.lanes.iter_mut() {
+            if let Some(ev) = lane.copied.take() {
+                ev.synchronize().map_err(cuda_err("wait for staging"))?;
+            }
+            lane.stream.synchronize().map_err(cuda_err("synchronize"))?;
+        }
+        let start = std::time::Instant::now();
+        let (mut left, mut j) = (bytes, 0usize);
+        while left > 0 {
+            let n = left.min(STAGE_BYTES);
+            let lane = &mut inner.lanes[lane_of(j)];
+            let host = lane.pinned.as_slice().map_err(cuda_err("pinned"))?;
+            let (dptr, _sync) = lane.dev.device_ptr(&lane.stream);
+            // SAFETY: `host` is pinned and only read; `dev` holds STAGE_BYTES ≥ n; both lanes
+            // are synchronised before the buffers are used again.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(dptr, &host[..n], lane.stream.cu_stream())
+            }
+            .map_err(cuda_err("copy to device"))?;
+            left -= n;
+            j += 1;
+        }
+        for lane in inner.lanes.iter() {
+            lane.stream.synchronize().map_err(cuda_err("synchronize"))?;
+        }
+        Ok(start.elapsed().as_secs_f64())
+    }
+
+    /// Seconds to copy `bytes` from one device buffer to another in staging-buffer chunks
+    /// (each byte read and written once in device memory): the device's own copy bandwidth,
+    /// the roofline of the reduction kernel once data is on the device.
+    pub fn time_device_to_device(&self, bytes: usize) -> Result<f64, ComputeError> {
+        let guard = self
+            .inner
+            .lock()
+            .map_err(|_| ComputeError::Cuda("backend poisoned".into()))?;
+        let [a, b] = &guard.lanes;
+        for lane in [a, b] {
+            lane.stream.synchronize().map_err(cuda_err("synchronize"))?;
+        }
+        let stream = &a.stream;
+        let start = std::time::Instant::now();
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(STAGE_BYTES);
+            let (src, _s) = a.dev.device_ptr(stream);
+            let (dst, _d) = b.dev.device_ptr(stream);
+            // SAFETY: both device buffers hold STAGE_BYTES ≥ n; no other work uses them
+            // while the backend's lock is held, and the stream is synchronised below.
+            unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, n, stream.cu_stream()) }
+                .map_err(cuda_err("device copy"))?;
+            left -= n;
+        }
+        stream.synchronize().map_err(cuda_err("synchronize"))?;
+        Ok(start.elapsed().as_secs_f64())
+    }
 }
 
-fn plan(segments: &[Segment<'_>], k: usize) -> Vec<Job> {
-    let mut jobs = Vec::new();
-    for (i, s) in segments.iter().enumerate() {
-        let per = ((STAGE_BYTES / k.max(1)) & !(ALIGN - 1)) / s.dtype.size();
-        let mut lo = 0;
-        while lo < s.len() {
-            let hi = (lo + per).min(s.len());
-            jobs.push(Job { seg: i, lo, hi });
-            lo = hi;
-        }
-    }
-    jobs
+/// Cut the batch into launches that fit one staging buffer (see [`staging::plan`]).
+fn plan(segments: &[Segment<'_>], k: usize) -> Result<Vec<staging::Job>, ComputeError> {
+    let lens: Vec<(usize, usize)> = segments.iter().map(|s| (s.len(), s.dtype.size())).collect();
+    staging::plan(&lens, k).map_err(ComputeError::Invalid)
 }
 
 impl Backend for CudaBackend {
@@ -133,19 +180,19 @@ impl Backend for CudaBackend {
     ) -> Result<Vec<Sums>, ComputeError> {
         validate(segments, weights)?;
         let k = weights.len();
-        let jobs = plan(segments, k);
+        let jobs = plan(segments, k)?;
         let mut guard = self
             .inner
             .lock()
             .map_err(|_| ComputeError::Cuda("backend poisoned".into()))?;
         let inner = &mut *guard;
-        let per_lane = [jobs.len().div_ceil(2), jobs.len() / 2];
+        let per_lane = staging::per_lane(jobs.len());
         let mut outs = Vec::with_capacity(2);
         let mut ws = Vec::with_capacity(2);
         for (lane, &n) in inner.lanes.iter().zip(&per_lane) {
             outs.push(
                 lane.stream
-                    .alloc_zeros::<f64>((n * MAX_BLOCKS * 4).max(4))
+                    .alloc_zeros::<f64>((n * SLOT_F64).max(4))
                     .map_err(cuda_err("alloc"))?,
             );
             ws.push(
@@ -155,11 +202,11 @@ impl Backend for CudaBackend {
             );
         }
         for (j, job) in jobs.iter().enumerate() {
-            let li = j % 2;
+            let li = lane_of(j);
             let seg = &segments[job.seg];
             let size = seg.dtype.size();
             let n = job.hi - job.lo;
-            let stride_bytes = (n * size).next_multiple_of(ALIGN);
+            let stride_bytes = part_stride_bytes(n, size);
             let lane = &mut inner.lanes[li];
             if let Some(ev) = lane.copied.take() {
                 ev.synchronize().map_err(cuda_err("wait for staging"))?;
@@ -184,9 +231,9 @@ impl Backend for CudaBackend {
                 .map_err(cuda_err("copy to device"))?;
             }
             lane.copied = Some(lane.stream.record_event(None).map_err(cuda_err("event"))?);
-            let blocks = n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS);
-            let slot = j / 2 * MAX_BLOCKS * 4;
-            let mut out = outs[li].slice_mut(slot..slot + MAX_BLOCKS * 4);
+            let blocks = blocks(n);
+            let slot = slot_of(j);
+            let mut out = outs[li].slice_mut(slot..slot + SLOT_F64);
             let stride = (stride_bytes / size) as u64;
             let (k_i, n_u) = (k as i32, n as u64);
             let (decay, mode) = match &ema {
@@ -246,8 +293,8 @@ impl Backend for CudaBackend {
         }
         let mut sums = vec![Sums::default(); segments.len()];
         for (j, job) in jobs.iter().enumerate() {
-            let slot = j / 2 * MAX_BLOCKS * 4;
-            for p in host_outs[j % 2][slot..slot + MAX_BLOCKS * 4].chunks_exact(4) {
+            let slot = slot_of(j);
+            for p in host_outs[lane_of(j)][slot..slot + SLOT_F64].chunks_exact(4) {
                 let s = Sums {
                     sq_parts: p[0],
                     sq_big: p[1],
@@ -262,6 +309,19 @@ impl Backend for CudaBackend {
 
     fn preferred_segment_elems(&self) -> usize {
         4 << 20
+    }
+
+    fn copy_baselines(&self, bytes: usize) -> Vec<(String, Result<f64, ComputeError>)> {
+        vec![
+            (
+                "host->device copy, pinned".into(),
+                self.time_host_to_device(bytes),
+            ),
+            (
+                "device->device copy".into(),
+                self.time_device_to_device(bytes),
+            ),
+        ]
     }
 
     fn new_ema_state(&self, len: usize) -> Result<EmaState, ComputeError> {

@@ -1,6 +1,8 @@
 //! Compute backends for the gradient-dump reduction: a CPU backend (rayon, vectorised f64
-//! lanes) and a CUDA backend (cudarc, behind the `cuda` cargo feature; kernels in
-//! `kernels/*.cu`, compiled with NVRTC at run time).
+//! lanes) and a CUDA backend (cudarc with dynamic loading, in the default build through the
+//! `cuda` cargo feature; kernels in `kernels/*.cu`, compiled with NVRTC at run time). A build
+//! without CUDA installed compiles and runs; `--device auto` uses the GPU when the probe in
+//! [`device`] finds a driver, NVRTC and a device, else the CPU with a note.
 //!
 //! The unit of work is a [`Segment`]: the same element range of one tensor in each of the K
 //! gradient files of a step. A backend reduces a batch of segments to per-segment [`Sums`]:
@@ -15,9 +17,10 @@ pub mod device;
 pub mod ema;
 mod half_bits;
 pub mod kernels;
+pub mod staging;
 
 pub use cpu::CpuBackend;
-pub use device::{Device, Selected, select};
+pub use device::{BackendReport, Device, Selected, backend_report, check, select};
 pub use ema::{EmaParams, EmaState};
 
 /// Element type of a gradient tensor on disk (little endian).
@@ -151,6 +154,13 @@ pub trait Backend: Send + Sync {
     /// few large ones to amortise launches).
     fn preferred_segment_elems(&self) -> usize {
         1 << 16
+    }
+
+    /// Copy baselines a benchmark shows beside this backend's reduction of `bytes` bytes:
+    /// (what, seconds) for each, e.g. the host-to-device copy that bounds a GPU's reduction
+    /// and the device's own copy bandwidth. Empty when data is reduced where it lies (CPU).
+    fn copy_baselines(&self, _bytes: usize) -> Vec<(String, Result<f64, ComputeError>)> {
+        Vec::new()
     }
 }
 

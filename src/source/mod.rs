@@ -44,7 +44,8 @@ pub struct Loaded {
     pub analysis: Option<AnalyzeReport>,
     /// The seed's temporal EMA estimate per step (gradient dumps only; labelled biased).
     pub seed_ema: Vec<dump::EmaPoint>,
-    /// A note for the user (e.g. the GPU was not usable and the CPU reduced the dump).
+    /// A note for the user: for a dump, the backend that reduced it and, when `auto` fell
+    /// back to the CPU, why ("reduced on cpu (2 threads) · CPU (no CUDA driver found)").
     pub note: Option<String>,
 }
 
@@ -108,7 +109,10 @@ pub fn load_with(
                 trajectory: d.trajectory,
                 analysis: Some(d.report),
                 seed_ema: d.seed_ema,
-                note: selected.note,
+                note: Some(match selected.note {
+                    Some(why) => format!("reduced on {} · {why}", selected.backend.name()),
+                    None => format!("reduced on {}", selected.backend.name()),
+                }),
             })
         }
         DataSource::Live { target } => Err(SourceError::Unsupported(format!(
