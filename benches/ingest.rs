@@ -80,7 +80,9 @@ fn ingest_parse_and_count(bencher: Bencher) {
             ingest.feed(chunk, &mut |ev| match ev {
                 LiveEvent::Record(_) => records += 1,
                 LiveEvent::Malformed { .. } => malformed += 1,
-                LiveEvent::Status(_) => {}
+                LiveEvent::Status(_)
+                | LiveEvent::Duplicate { .. }
+                | LiveEvent::Restarted { .. } => {}
             });
         }
         assert_eq!((records, records + malformed), (*valid, LINES));

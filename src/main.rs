@@ -19,8 +19,8 @@ fn main() -> std::process::ExitCode {
     match copus::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("copus: {e:#}");
-            std::process::ExitCode::FAILURE
+            eprintln!("copus: {}", copus::cli::error_message(&e));
+            std::process::ExitCode::from(copus::cli::exit_code(&e))
         }
     }
 }

@@ -65,16 +65,30 @@ pub enum ProfileError {
 }
 
 /// Parse RON text, naming `origin` and the position on error.
-pub fn parse_ron<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, ProfileError> {
-    ron::from_str(text).map_err(|e| ProfileError::Parse {
+/// A field the profile type does not have is an error naming the nearest known field.
+pub fn parse_ron<T: DeserializeOwned + serde::Serialize>(
+    text: &str,
+    origin: &str,
+) -> Result<T, ProfileError> {
+    let value: T = ron::from_str(text).map_err(|e| ProfileError::Parse {
         origin: origin.to_string(),
         line: e.span.start.line,
         col: e.span.start.col,
         msg: e.code.to_string(),
-    })
+    })?;
+    if let Some(u) = crate::validate::fields::unknown_field(text, &value) {
+        let (line, col) = u.position.unwrap_or((1, 1));
+        return Err(ProfileError::Parse {
+            origin: origin.to_string(),
+            line,
+            col,
+            msg: u.to_string(),
+        });
+    }
+    Ok(value)
 }
 
-fn load<T: DeserializeOwned>(
+fn load<T: DeserializeOwned + serde::Serialize>(
     kind: &'static str,
     table: &[(&str, &str)],
     name_or_path: &str,
@@ -85,9 +99,11 @@ fn load<T: DeserializeOwned>(
     }
     let path = base.join(name_or_path);
     if path.extension().is_some_and(|e| e == "ron") || path.exists() {
-        let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Io {
-            path: path.clone(),
-            source,
+        let text = crate::fsutil::read_capped(&path, MAX_PROFILE_BYTES).map_err(|source| {
+            ProfileError::Io {
+                path: path.clone(),
+                source,
+            }
         })?;
         return parse_ron(&text, &path.display().to_string());
     }
@@ -97,6 +113,9 @@ fn load<T: DeserializeOwned>(
         known: table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
     })
 }
+
+/// Largest profile file read, bytes (the built-in ones are under 2 KB).
+pub const MAX_PROFILE_BYTES: u64 = 1 << 20;
 
 /// A hardware profile by built-in name or by path (relative to `base`).
 pub fn hardware(name_or_path: &str, base: &Path) -> Result<HardwareProfile, ProfileError> {

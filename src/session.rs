@@ -221,6 +221,27 @@ fn one() -> f64 {
     1.0
 }
 
+/// Whether a relative path leaves its base directory (absolute, or more `..` than names).
+fn escapes(p: &Path) -> bool {
+    use std::path::Component;
+    let mut depth = 0i64;
+    for c in p.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => return true,
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
+}
+
+/// Largest session file read, bytes.
+pub const MAX_SESSION_BYTES: u64 = 16 << 20;
+
 /// Why a session could not be loaded, resolved or saved.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -347,22 +368,85 @@ impl Session {
     }
 
     /// Parse a session from RON text; `path` is only used in error messages.
+    /// A field the session type does not have is an error naming the nearest known field
+    /// (serde would otherwise ignore a typo and keep the default). A leading UTF-8
+    /// byte-order mark is ignored.
     pub fn from_ron(text: &str, path: &Path) -> Result<Self, SessionError> {
-        ron::from_str(text).map_err(|e| SessionError::Parse {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let session: Self = ron::from_str(text).map_err(|e| SessionError::Parse {
             path: path.to_path_buf(),
             line: e.span.start.line,
             col: e.span.start.col,
             msg: e.code.to_string(),
-        })
+        })?;
+        if let Some(u) = crate::validate::fields::unknown_field(text, &session) {
+            let (line, col) = u.position.unwrap_or((1, 1));
+            return Err(SessionError::Parse {
+                path: path.to_path_buf(),
+                line,
+                col,
+                msg: u.to_string(),
+            });
+        }
+        Ok(session)
     }
 
-    /// Read and parse a session file.
+    /// Read and parse a session file (a regular file of at most [`MAX_SESSION_BYTES`]).
     pub fn load(path: &Path) -> Result<Self, SessionError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SessionError::Io {
+        let io = |source| SessionError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
-        Self::from_ron(&text, path)
+        };
+        let text = crate::fsutil::read_capped(path, MAX_SESSION_BYTES).map_err(io)?;
+        let session = Self::from_ron(&text, path)?;
+        session.check_profile_paths(path)?;
+        Ok(session)
+    }
+
+    /// A session file may name profile files only beside or below itself: a profile is
+    /// parsed and quoted in errors, so `Named("../../etc/passwd")` must not read an
+    /// arbitrary file. (Data sources may live elsewhere; their readers do not quote them.)
+    fn check_profile_paths(&self, path: &Path) -> Result<(), SessionError> {
+        let names = [
+            ("model", self.model_name(), profiles::BUILTIN_MODELS),
+            (
+                "cluster.hardware",
+                self.hardware_name(),
+                profiles::BUILTIN_HARDWARE,
+            ),
+        ];
+        for (field, name, builtins) in names {
+            let Some(name) = name else { continue };
+            if builtins.iter().any(|(n, _)| *n == name) || !escapes(Path::new(&name)) {
+                continue;
+            }
+            return Err(SessionError::Invalid {
+                path: path.to_path_buf(),
+                msg: format!(
+                    "{field}: the profile file {name:?} lies outside the session's directory; a session may name profile files only beside or below it (copy the file there, or use a built-in name: {})",
+                    builtins
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn model_name(&self) -> Option<String> {
+        match &self.model {
+            ProfileRef::Named(n) => Some(n.clone()),
+            ProfileRef::Inline(_) => None,
+        }
+    }
+
+    fn hardware_name(&self) -> Option<String> {
+        match &self.cluster.hardware {
+            ProfileRef::Named(n) => Some(n.clone()),
+            ProfileRef::Inline(_) => None,
+        }
     }
 
     /// Check ranges and load the profiles it names.
@@ -376,23 +460,9 @@ impl Session {
             msg,
         };
         let c = &self.cluster;
-        if c.nodes == 0 || c.gpus_per_node == 0 {
-            return Err(invalid(format!(
-                "cluster needs nodes ≥ 1 and gpus_per_node ≥ 1, got {} × {}",
-                c.nodes, c.gpus_per_node
-            )));
-        }
-        if !(self.b_crit_scale.is_finite() && self.b_crit_scale > 0.0) {
-            return Err(invalid(format!(
-                "b_crit_scale must be a positive number, got {}",
-                self.b_crit_scale
-            )));
-        }
-        if self.search.batch_sizes.is_empty() || self.search.batch_sizes.contains(&0) {
-            return Err(invalid(
-                "search.batch_sizes must be non-empty and positive".into(),
-            ));
-        }
+        // Cheap checks first, so that a huge cluster or list fails before profiles load.
+        crate::validate::session::cluster(c.nodes, c.gpus_per_node)
+            .map_err(|e| invalid(e.to_string()))?;
         let profile_err = |source| SessionError::Profile {
             path: path.to_path_buf(),
             source,
@@ -415,7 +485,7 @@ impl Session {
                 })?),
                 None => None,
             };
-        Ok(Resolved {
+        let resolved = Resolved {
             session: self,
             path: path.to_path_buf(),
             base,
@@ -423,7 +493,9 @@ impl Session {
             model,
             calibration,
             use_calibration: true,
-        })
+        };
+        crate::validate::session::check(&resolved).map_err(|e| invalid(e.to_string()))?;
+        Ok(resolved)
     }
 
     /// Serialise to pretty RON.

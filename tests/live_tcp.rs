@@ -65,6 +65,7 @@ fn collect_until(rx: &Receiver<LiveEvent>, steps: usize) -> (Vec<u64>, u64, Vec<
             Ok(LiveEvent::Record(r)) => got.push(r.step),
             Ok(LiveEvent::Malformed { .. }) => bad += 1,
             Ok(LiveEvent::Status(s)) => statuses.push(s),
+            Ok(LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. }) => {}
             Err(e) => panic!("channel: {e}; statuses {statuses:?}"),
         }
     }
@@ -74,6 +75,7 @@ fn collect_until(rx: &Receiver<LiveEvent>, steps: usize) -> (Vec<u64>, u64, Vec<
             LiveEvent::Record(r) => got.push(r.step),
             LiveEvent::Malformed { .. } => bad += 1,
             LiveEvent::Status(s) => statuses.push(s),
+            LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } => {}
         }
     }
     (got, bad, statuses)

@@ -83,6 +83,9 @@ pub enum Msg {
         steps: u64,
         /// Malformed lines so far.
         malformed: u64,
+        /// Records dropped so far: duplicates (replayed or rewritten) and records superseded
+        /// by a restarted run.
+        dropped: u64,
     },
     /// A status line from the live follower (waiting, reconnecting, truncation, …).
     LiveStatus(String),

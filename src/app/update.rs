@@ -473,8 +473,15 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             update,
             steps,
             malformed,
+            dropped,
         } => {
-            let head = format!("live: {steps} steps, {malformed} malformed");
+            let head = if dropped > 0 {
+                format!(
+                    "live: {steps} steps, {malformed} malformed, {dropped} dropped (duplicate or superseded)"
+                )
+            } else {
+                format!("live: {steps} steps, {malformed} malformed")
+            };
             match *update {
                 Ok(loaded) => {
                     let follow = app.follow;

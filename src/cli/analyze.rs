@@ -62,7 +62,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     pub device: Device,
     /// Dumps: samples per gradient file, overriding the files' `samples` metadata.
-    #[arg(long, value_name = "SAMPLES")]
+    #[arg(long, value_name = "SAMPLES", value_parser = positive_finite)]
     pub samples: Option<f64>,
     /// Dumps: also run the seed's temporal EMA estimator (biased; 8 bytes per parameter).
     #[arg(long)]
@@ -104,6 +104,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if path.is_dir() {
         return run_dump(args);
     }
+    crate::fsutil::check_readable_stream(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let outcome = read_ndjson(BufReader::new(file))
@@ -120,9 +122,17 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", render_table(&report, args.rows));
+        print!(
+            "{}",
+            super::escape_controls(&render_table(&report, args.rows))
+        );
         for e in &outcome.errors {
-            eprintln!("{}:{}: {}", path.display(), e.line, e.reason);
+            eprintln!(
+                "{}:{}: {}",
+                path.display(),
+                e.line,
+                super::escape_controls(&e.reason)
+            );
         }
     }
     Ok(())
@@ -160,7 +170,10 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
             .map(|n| format!("; --device auto: {n}"))
             .unwrap_or_default();
         println!("backend   {backend}{why}");
-        print!("{}", render_table(&d.report, args.rows));
+        print!(
+            "{}",
+            super::escape_controls(&render_table(&d.report, args.rows))
+        );
         if let Some(last) = d.seed_ema.iter().rev().find(|p| p.b_estimate.is_some()) {
             println!(
                 "\nseed EMA estimate (biased: temporal variance of a moving target) at step {}: {:.1} samples",
@@ -181,8 +194,8 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     let n = &s.now;
     let _ = writeln!(
         out,
-        "B_simple now  {} samples  {pct:.0}% CI {}  (last window: steps {}-{}, {} steps)",
-        fmt_opt(n.b_simple),
+        "B_simple now  {}  {pct:.0}% CI {}  (last window: steps {}-{}, {} steps)",
+        fmt_b_simple(n.b_simple),
         fmt_ci(n.ci),
         n.first_step,
         n.last_step,
@@ -256,6 +269,19 @@ pub(crate) fn fmt_ci(ci: [f64; 2]) -> String {
         "inf".into()
     };
     format!("[{:.4}, {hi}]", ci[0])
+}
+
+/// B_simple for the terminal, saying plainly when the estimate is negative (the tr Σ
+/// estimate fell below zero: the noise is not resolved), instead of a negative count of
+/// samples beside a clamped interval.
+pub fn fmt_b_simple(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v < 0.0 => format!(
+            "negative ({v:.4}: the tr(Sigma) estimate is below zero, noise not resolved; no batch-size estimate)"
+        ),
+        Some(v) => format!("{v:.4} samples"),
+        None => "unbounded samples".into(),
+    }
 }
 
 pub(crate) fn fmt_opt(x: Option<f64>) -> String {
@@ -345,4 +371,13 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
         "* ratio-EMA: EMA of per-step tr/|G|^2 ratios, a biased teaching comparison, never the estimate"
     );
     out
+}
+
+/// Parse a positive finite number (for `--samples`).
+fn positive_finite(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("must be a positive finite number, got {v}")),
+        Err(e) => Err(format!("not a number: {e}")),
+    }
 }

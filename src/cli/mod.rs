@@ -81,3 +81,43 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::DemoTrain(a)) => demo_train::run(&a),
     }
 }
+
+/// The message of `e` for the terminal: each cause of the chain once (a cause whose text the
+/// message already holds is not repeated), joined by ": ", with control characters (terminal
+/// escape sequences in file or layer names) escaped.
+pub fn error_message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    escape_controls(&out)
+}
+
+/// `s` with control characters other than newline and tab written as `\u{..}`.
+pub fn escape_controls(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// Exit status of a failed command: 1, or [`crate::signals::SIGNAL_EXIT`] when a signal
+/// stopped the explorer.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    match e.downcast_ref::<crate::tui::TuiError>() {
+        Some(crate::tui::TuiError::Signal(_)) => crate::signals::SIGNAL_EXIT as u8,
+        _ => 1,
+    }
+}

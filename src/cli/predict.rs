@@ -106,7 +106,16 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         eff: &eff,
         gpus_per_node: a.gpus_per_node.max(1),
     };
-    let used = a.tp.max(1) * a.pp.max(1);
+    crate::validate::profile::model(&model, "model")?;
+    crate::validate::profile::hardware(&hw, "hardware")?;
+    let Some(used) = a.tp.max(1).checked_mul(a.pp.max(1)) else {
+        bail!(
+            "invalid configuration: tp·pp = {} × {} overflows; it must divide --gpus {}",
+            a.tp,
+            a.pp,
+            a.gpus
+        );
+    };
     if a.tp == 0 || a.pp == 0 || a.gpus == 0 || !a.gpus.is_multiple_of(used) {
         bail!(
             "invalid configuration: tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",

@@ -47,6 +47,14 @@ pub struct WatchSummary {
     pub steps_skipped: u64,
     /// Complete lines that were not valid records.
     pub malformed_lines: u64,
+    /// Records dropped because their step was already received with the same values
+    /// (replayed after a reconnect, or the file rewritten).
+    pub duplicates_dropped: u64,
+    /// Times the producer restarted (a step received again with other values).
+    pub restarts: u64,
+    /// Records received before a restart and superseded by the restarted run (from its first
+    /// step on), so no longer counted in `steps_ingested`.
+    pub superseded: u64,
     /// Up to 5 malformed lines: `(line number, reason)`.
     pub malformed_examples: Vec<(u64, String)>,
     /// Step index of the first and last record.
@@ -125,11 +133,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
     if args.until_steps.is_none() && args.timeout_s.is_none() {
         anyhow::bail!("--headless needs --until-steps N or --timeout-s S, so that it stops");
     }
-    let timeout = match args.timeout_s {
-        Some(t) if t.is_finite() && t >= 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => anyhow::bail!("--timeout-s must be a non-negative number of seconds, not {t}"),
-        None => None,
-    };
+    let timeout = args.timeout_s.map(timeout_of).transpose()?;
     let summary = watch_headless(target, args.until_steps, timeout);
     if args.json {
         println!("{}", serde_json::json!({ "summary": &summary }));
@@ -144,6 +148,19 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
         ),
         _ => Ok(()),
     }
+}
+
+/// Longest `--timeout-s` accepted: one year, in seconds.
+pub const MAX_TIMEOUT_S: f64 = 365.0 * 24.0 * 3600.0;
+
+/// `--timeout-s` as a duration: finite, non-negative and at most [`MAX_TIMEOUT_S`].
+pub fn timeout_of(t: f64) -> anyhow::Result<Duration> {
+    if !(t.is_finite() && (0.0..=MAX_TIMEOUT_S).contains(&t)) {
+        anyhow::bail!(
+            "--timeout-s must be a number of seconds between 0 and {MAX_TIMEOUT_S} (one year), not {t}"
+        );
+    }
+    Ok(Duration::from_secs_f64(t))
 }
 
 /// The explorer on a live run: an ad-hoc session (saved beside the current directory as
@@ -176,6 +193,7 @@ pub fn watch_headless(
     let (tx, rx) = std::sync::mpsc::channel();
     let mut records: Vec<StepStats> = Vec::new();
     let (mut malformed, mut examples) = (0u64, Vec::new());
+    let (mut duplicates, mut restarts, mut superseded) = (0u64, 0u64, 0u64);
     let follower = match spawn_default_follower(target, tx) {
         Ok(f) => Some(f),
         Err(e) => {
@@ -206,6 +224,17 @@ pub fn watch_headless(
                 }
             }
             Ok(LiveEvent::Status(s)) => eprintln!("copus watch: {s}"),
+            Ok(LiveEvent::Duplicate { .. }) => duplicates += 1,
+            Ok(LiveEvent::Restarted { step }) => {
+                restarts += 1;
+                let before = records.len();
+                records.retain(|r| r.step < step);
+                superseded += (before - records.len()) as u64;
+                eprintln!(
+                    "copus watch: {shown}: the run restarted at step {step}; {} earlier records from that step on are replaced",
+                    before - records.len()
+                );
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
@@ -218,6 +247,9 @@ pub fn watch_headless(
         steps_ingested: records.len() as u64,
         steps_skipped: records.iter().filter(|r| r.skipped.is_some()).count() as u64,
         malformed_lines: malformed,
+        duplicates_dropped: duplicates,
+        restarts,
+        superseded,
         malformed_examples: examples,
         steps: records
             .first()
@@ -237,6 +269,10 @@ fn print_summary(s: &WatchSummary) {
         s.steps_ingested, s.steps_skipped
     );
     println!("malformed lines  {}", s.malformed_lines);
+    println!(
+        "dropped          {} duplicate records (replayed or rewritten), {} superseded by {} restart(s)",
+        s.duplicates_dropped, s.superseded, s.restarts
+    );
     if let Some([a, b]) = s.steps {
         println!("step range       {a}..={b}");
     }
@@ -252,11 +288,10 @@ fn print_summary(s: &WatchSummary) {
             "unbounded".to_owned()
         }
     };
-    let b = e
-        .b_simple
-        .map_or("undefined (mean |G|^2 <= 0)".to_owned(), |x| {
-            format!("{x:.1} samples")
-        });
+    let b = match e.b_simple {
+        None => "undefined (mean |G|^2 <= 0)".to_owned(),
+        b => super::analyze::fmt_b_simple(b),
+    };
     println!("B_simple (run)   {b} over {} steps", e.steps_used);
     if let Some([lo, hi]) = e.ci {
         println!("interval         {} .. {}", fmt(lo), fmt(hi));

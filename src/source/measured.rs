@@ -110,6 +110,7 @@ pub fn load_stats_file(
         path: path.to_path_buf(),
         source,
     };
+    crate::fsutil::check_readable_stream(path).map_err(io)?;
     let file = std::fs::File::open(path).map_err(io)?;
     let outcome = read_ndjson(BufReader::new(file)).map_err(io)?;
     let report = analyze_outcome(&outcome, settings).map_err(|source| MeasuredError::Stats {

@@ -61,6 +61,8 @@ impl ProtocolError {
 
 /// Parse and validate one protocol v1 line.
 pub fn parse_line(line: &str) -> Result<StepStats, ProtocolError> {
+    // A UTF-8 byte-order mark (written by some editors and PowerShell) is not part of a record.
+    let line = line.strip_prefix('\u{feff}').unwrap_or(line);
     let value: Value = serde_json::from_str(line).map_err(|e| {
         if e.to_string().contains("number out of range") {
             ProtocolError::NonFinite {
@@ -122,6 +124,13 @@ pub fn validate(r: &StepStats) -> Result<(), ProtocolError> {
     for (name, l) in &r.layers {
         if !(l.sq_small.is_finite() && l.sq_big.is_finite()) {
             return Err(non_finite(&format!("layers.{name}")));
+        }
+        if l.sq_small < 0.0 || l.sq_big < 0.0 {
+            let reason = format!(
+                "squared norms of layer {:?} cannot be negative, got {} and {}",
+                name, l.sq_small, l.sq_big
+            );
+            return Err(invalid("layers", reason));
         }
     }
     if r.b_small <= 0.0 {

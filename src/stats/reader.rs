@@ -77,6 +77,45 @@ impl ReadOutcome {
     }
 }
 
+/// Longest line read, bytes; a longer line is skipped up to its newline and counted as
+/// malformed, so memory stays bounded whatever the input.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Read one line (through its `\n`) into `buf`, keeping at most `max` bytes. Returns the
+/// bytes consumed and whether the line was longer than `max` (its content then dropped).
+fn read_line_capped<R: BufRead>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<(usize, bool)> {
+    let (mut consumed, mut overlong) = (0usize, false);
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok((consumed, overlong));
+        }
+        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if !overlong && buf.len() + take <= max {
+            buf.extend_from_slice(&chunk[..take]);
+        } else {
+            overlong = true;
+            buf.clear();
+        }
+        reader.consume(take);
+        consumed += take;
+        if done {
+            return Ok((consumed, overlong));
+        }
+    }
+}
+
 /// Read a whole protocol v1 stream. Malformed and non-finite lines are counted and skipped;
 /// only an I/O error stops the read.
 pub fn read_ndjson<R: BufRead>(mut reader: R) -> std::io::Result<ReadOutcome> {
@@ -85,10 +124,18 @@ pub fn read_ndjson<R: BufRead>(mut reader: R) -> std::io::Result<ReadOutcome> {
     let mut line_no = 0;
     loop {
         buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
+        let (read, overlong) = read_line_capped(&mut reader, &mut buf, MAX_LINE_BYTES)?;
+        if read == 0 {
             break;
         }
         line_no += 1;
+        if overlong {
+            out.lines = out.lines.max(line_no);
+            let e =
+                ProtocolError::Json(format!("line longer than {MAX_LINE_BYTES} bytes: skipped"));
+            out.push_error(line_no, &e);
+            continue;
+        }
         match std::str::from_utf8(&buf) {
             Ok(s) => out.push_line(line_no, s),
             Err(_) => out.push_not_utf8(line_no),

@@ -42,6 +42,8 @@ pub struct LiveCounts {
     pub steps: u64,
     /// Lines that were not valid records.
     pub malformed: u64,
+    /// Records dropped as duplicates, plus records superseded by a restarted run.
+    pub dropped: u64,
 }
 
 /// Follow `target`, re-estimate every [`REFRESH`] while records arrive, and send
@@ -94,6 +96,24 @@ fn aggregate(
                 counts.malformed += 1;
                 dirty = true;
             }
+            Ok(LiveEvent::Duplicate { .. }) => {
+                counts.dropped += 1;
+                dirty = true;
+            }
+            Ok(LiveEvent::Restarted { step }) => {
+                let before = records.len();
+                records.retain(|r| r.step < step);
+                let gone = (before - records.len()) as u64;
+                counts.dropped += gone;
+                counts.steps = records.len() as u64;
+                dirty = true;
+                let note = format!(
+                    "the run restarted at step {step}: {gone} earlier records from that step on replaced"
+                );
+                if ui.send(Msg::LiveStatus(note)).is_err() {
+                    return;
+                }
+            }
             Ok(LiveEvent::Status(s)) => {
                 if ui.send(Msg::LiveStatus(s)).is_err() {
                     return;
@@ -133,6 +153,7 @@ fn aggregate(
                 update: Box::new(update),
                 steps: counts.steps,
                 malformed: counts.malformed,
+                dropped: counts.dropped,
             };
             if ui.send(msg).is_err() {
                 return;

@@ -34,6 +34,12 @@ pub enum TuiError {
     /// Terminal I/O failed.
     #[error("terminal: {0}")]
     Io(#[from] std::io::Error),
+    /// A termination signal stopped the explorer (the terminal was restored).
+    #[error("stopped by {0}; terminal restored")]
+    Signal(&'static str),
+    /// A background thread panicked (a bug); the explorer stopped and restored the terminal.
+    #[error("internal error, the explorer stopped: {0}")]
+    Panic(String),
 }
 
 /// The settings a throughput table depends on, snapshotted from the app.
@@ -73,6 +79,7 @@ fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
 pub fn run(mut app: App) -> Result<(), TuiError> {
     let mode = ColorMode::from_env();
     let mut guard = terminal::TerminalGuard::enter()?;
+    let signals = crate::signals::StopSignals::register()?;
     let (results_tx, results) = channel();
     let live = match &app.live_target {
         Some(t) => {
@@ -94,6 +101,21 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
     }
     dispatch(&app, &jobs, first);
     while !app.quit {
+        if let Some(sig) = signals.received() {
+            // Leave without waiting for the worker: it may be inside a long reduction.
+            drop(guard);
+            return Err(TuiError::Signal(crate::signals::signal_name(sig)));
+        }
+        if let Some(msg) = terminal::take_thread_panic() {
+            drop(guard);
+            return Err(TuiError::Panic(msg));
+        }
+        if worker.is_finished() {
+            drop(guard);
+            return Err(TuiError::Panic(
+                "the worker thread ended unexpectedly".into(),
+            ));
+        }
         guard.terminal.draw(|frame| view::draw(frame, &app, mode))?;
         if event::poll(Duration::from_millis(50))? {
             let msg = match event::read()? {
@@ -117,7 +139,12 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
     }
     drop(live);
     drop(jobs);
-    let _ = worker.join();
+    let joined = worker.join();
     drop(guard);
-    Ok(())
+    drop(signals);
+    match (joined, terminal::take_thread_panic()) {
+        (_, Some(msg)) => Err(TuiError::Panic(msg)),
+        (Err(_), None) => Err(TuiError::Panic("the worker thread panicked".into())),
+        (Ok(()), None) => Ok(()),
+    }
 }

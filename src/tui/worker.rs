@@ -116,6 +116,9 @@ fn load(
     Msg::SourceLoaded(Box::new(loaded))
 }
 
+/// Environment variable that makes the worker panic on start (for tests only).
+pub const PANIC_TEST_VAR: &str = "COPUS_TEST_WORKER_PANIC";
+
 /// Start the workers: one lane per kind of job (load, table, plan: latest wins; writes: all,
 /// in order), so that a long dump load never holds up a table, a plan or a save. They stop
 /// when the job sender is dropped; the handle joins them all.
@@ -156,6 +159,11 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
     let (writes, write_h) = lane("write", results, false, |job: WriteJob, _| Some(write(job)));
     let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
     let handle = std::thread::spawn(move || {
+        // Test hook for the end-to-end check that a worker panic stops the explorer with a
+        // message, a non-zero exit and the terminal restored (tests/reliability_tui.rs).
+        if std::env::var_os(PANIC_TEST_VAR).is_some() {
+            panic!("{PANIC_TEST_VAR} is set: deliberate worker panic");
+        }
         for job in rx {
             // A closed lane means its thread is gone (the UI went away); stop routing.
             let sent = match job {

@@ -21,12 +21,15 @@ pub fn read_part_dir(dir: &Path) -> Result<GradFile, DumpError> {
         .filter(|p| p.extension().is_some_and(|x| x == "npy"))
         .collect();
     files.sort();
+    for p in &files {
+        super::scan::regular_file(p)?;
+    }
     let tensors = files
         .iter()
         .map(|p| read_header(p))
         .collect::<Result<Vec<_>, _>>()?;
     let sp = dir.join(SAMPLES_FILE);
-    let samples = match std::fs::read_to_string(&sp) {
+    let samples = match read_small(&sp) {
         Ok(s) => Some(parse_samples(&sp, &s)?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io(&sp)(e)),
@@ -105,13 +108,21 @@ pub fn read_header(path: &Path) -> Result<TensorEntry, DumpError> {
         .iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
         .ok_or_else(|| bad("shape overflows"))?;
-    let nbytes = elems * dtype.size() as u64;
+    let nbytes = elems
+        .checked_mul(dtype.size() as u64)
+        .ok_or_else(|| bad("shape × dtype size overflows 64 bits"))?;
     let offset = start + hlen;
-    if offset + nbytes > have {
+    let need = offset
+        .checked_add(nbytes)
+        .ok_or_else(|| bad("shape × dtype size overflows 64 bits"))?;
+    if usize::try_from(elems).is_err() || usize::try_from(need).is_err() {
+        return Err(bad("tensor too large for this machine's address space"));
+    }
+    if need > have {
         return Err(DumpError::Truncated {
             path: path.into(),
             tensor: Some(name),
-            need: offset + nbytes,
+            need,
             have,
         });
     }
@@ -149,4 +160,23 @@ fn read_up_to(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(got)
+}
+
+/// Longest `samples.txt` read (a number and some whitespace).
+const SAMPLES_MAX_BYTES: u64 = 4096;
+
+/// Read a short text file, refusing one that is not a regular file or is longer than
+/// [`SAMPLES_MAX_BYTES`] (a FIFO or `/dev/zero` behind a symlink must not hang or fill memory).
+fn read_small(p: &Path) -> std::io::Result<String> {
+    let meta = std::fs::metadata(p)?;
+    if !meta.is_file() || meta.len() > SAMPLES_MAX_BYTES {
+        return Err(std::io::Error::other(format!(
+            "not a regular file of at most {SAMPLES_MAX_BYTES} bytes"
+        )));
+    }
+    let mut s = String::new();
+    std::fs::File::open(p)?
+        .take(SAMPLES_MAX_BYTES)
+        .read_to_string(&mut s)?;
+    Ok(s)
 }

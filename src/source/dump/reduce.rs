@@ -21,6 +21,16 @@ const WAVE_BYTES: usize = 64 << 20;
 
 /// Per-step sample weights: (w_k, b_small, b_big).
 fn weights(step: &StepEntry, opts: &DumpOptions) -> Result<(Vec<f64>, f64, f64), DumpError> {
+    if let Some(v) = opts.samples
+        && !(v.is_finite() && v > 0.0)
+    {
+        return Err(DumpError::Samples {
+            path: step.dir.clone(),
+            message: format!(
+                "the sample count given for every file (--samples, or `samples` in the session) must be a positive finite number, got {v}"
+            ),
+        });
+    }
     let n: Vec<f64> = step
         .files
         .iter()
@@ -148,6 +158,7 @@ pub(crate) fn reduce_step(
 /// Map every distinct file of a step once, checking it still holds its tensors' bytes.
 fn map_files(step: &StepEntry) -> Result<HashMap<PathBuf, memmap2::Mmap>, DumpError> {
     let mut maps = HashMap::new();
+    crate::signals::set_mapped_context(&format!("dump step directory {}", step.dir.display()));
     for t in step.files.iter().flat_map(|f| &f.tensors) {
         if !maps.contains_key(&t.file) {
             let f = std::fs::File::open(&t.file).map_err(io(&t.file))?;
@@ -157,11 +168,12 @@ fn map_files(step: &StepEntry) -> Result<HashMap<PathBuf, memmap2::Mmap>, DumpEr
             maps.insert(t.file.clone(), m);
         }
         let have = maps[&t.file].len() as u64;
-        if t.offset + t.nbytes > have {
+        let need = t.offset.saturating_add(t.nbytes);
+        if need > have {
             return Err(DumpError::Truncated {
                 path: t.file.clone(),
                 tensor: Some(t.name.clone()),
-                need: t.offset + t.nbytes,
+                need,
                 have,
             });
         }

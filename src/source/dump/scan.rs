@@ -53,8 +53,10 @@ fn list(dir: &Path) -> Result<Vec<PathBuf>, DumpError> {
 /// The gradient sets of one step: `*.safetensors` files and directories of `*.npy` files.
 fn step_files(sdir: &Path) -> Result<Vec<GradFile>, DumpError> {
     let mut files = Vec::new();
+    crate::signals::set_mapped_context(&format!("dump step directory {}", sdir.display()));
     for p in list(sdir)? {
-        if p.is_file() && p.extension().is_some_and(|x| x == "safetensors") {
+        if p.extension().is_some_and(|x| x == "safetensors") {
+            regular_file(&p)?;
             files.push(st_file::read_header(&p)?);
         } else if p.is_dir()
             && list(&p)?
@@ -65,6 +67,21 @@ fn step_files(sdir: &Path) -> Result<Vec<GradFile>, DumpError> {
         }
     }
     Ok(files)
+}
+
+/// Check that a gradient file is a regular file (following symlinks): a dangling link, a
+/// FIFO or a device would otherwise be skipped or block, and a step silently reduced with
+/// fewer ranks.
+pub(crate) fn regular_file(p: &Path) -> Result<(), DumpError> {
+    let meta = std::fs::metadata(p).map_err(io(p))?;
+    if meta.is_file() {
+        Ok(())
+    } else {
+        Err(DumpError::Header {
+            path: p.into(),
+            message: "not a regular file (a gradient file must be a plain file)".into(),
+        })
+    }
 }
 
 /// Check K ≥ 2 and put every file's tensors in the first file's order, or say which file and
@@ -93,7 +110,18 @@ fn align(sdir: &Path, mut files: Vec<GradFile>) -> Result<Vec<GradFile>, DumpErr
                     format!("missing (present in {})", first.path.display()),
                 ));
             };
-            if t.shape != t0.shape || t.fortran != t0.fortran {
+            if t.fortran != t0.fortran {
+                return Err(mismatch(
+                    &t0.name,
+                    format!(
+                        "memory order {} differs from {} in {}",
+                        order(t.fortran),
+                        order(t0.fortran),
+                        first.path.display()
+                    ),
+                ));
+            }
+            if t.shape != t0.shape {
                 return Err(mismatch(
                     &t0.name,
                     format!(
@@ -126,4 +154,12 @@ fn align(sdir: &Path, mut files: Vec<GradFile>) -> Result<Vec<GradFile>, DumpErr
         f.tensors = aligned;
     }
     Ok(files)
+}
+
+fn order(fortran: bool) -> &'static str {
+    if fortran {
+        "Fortran (column-major)"
+    } else {
+        "C (row-major)"
+    }
 }

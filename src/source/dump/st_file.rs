@@ -43,7 +43,7 @@ pub fn read_header(path: &Path) -> Result<GradFile, DumpError> {
             fortran: false,
             file: path.into(),
             offset: base + a as u64,
-            nbytes: (b - a) as u64,
+            nbytes: b.saturating_sub(a) as u64,
         });
     }
     let samples = match meta.metadata().as_ref().and_then(|m| m.get(SAMPLES_KEY)) {
@@ -82,13 +82,28 @@ fn explain(path: &Path, buf: &[u8], e: SafeTensorError) -> DumpError {
         .and_then(|b| b.try_into().ok())
         .map(|b| u64::from_le_bytes(b).saturating_add(8));
     match e {
-        SafeTensorError::HeaderTooSmall
-        | SafeTensorError::InvalidHeaderLength
-        | SafeTensorError::HeaderTooLarge => DumpError::Truncated {
-            path: path.into(),
-            tensor: None,
-            need: header_need.unwrap_or(8),
-            have,
+        SafeTensorError::HeaderTooLarge => header_err(
+            path,
+            format!(
+                "header length {} bytes exceeds the safetensors limit of 100,000,000",
+                header_need.map_or(0, |n| n - 8)
+            ),
+        ),
+        SafeTensorError::HeaderTooSmall | SafeTensorError::InvalidHeaderLength => match header_need
+        {
+            Some(need) if need > have => DumpError::Truncated {
+                path: path.into(),
+                tensor: None,
+                need,
+                have,
+            },
+            None if have < 8 => DumpError::Truncated {
+                path: path.into(),
+                tensor: None,
+                need: 8,
+                have,
+            },
+            _ => header_err(path, format!("invalid header length field ({e:?})")),
         },
         SafeTensorError::MetadataIncompleteBuffer | SafeTensorError::InvalidOffset(_) => {
             let Some((base, map)) = header() else {
@@ -98,7 +113,7 @@ fn explain(path: &Path, buf: &[u8], e: SafeTensorError) -> DumpError {
             let mut worst: Option<(String, u64)> = None;
             for (name, v) in map.iter().filter(|(k, _)| *k != "__metadata__") {
                 let end = v["data_offsets"][1].as_u64().unwrap_or(0);
-                if base + end > have && worst.as_ref().is_none_or(|(_, w)| end < *w) {
+                if base.saturating_add(end) > have && worst.as_ref().is_none_or(|(_, w)| end < *w) {
                     worst = Some((name.clone(), end));
                 }
             }
@@ -106,7 +121,7 @@ fn explain(path: &Path, buf: &[u8], e: SafeTensorError) -> DumpError {
                 (Some((tensor, end)), _) => DumpError::Truncated {
                     path: path.into(),
                     tensor: Some(tensor),
-                    need: base + end,
+                    need: base.saturating_add(end),
                     have,
                 },
                 (None, SafeTensorError::InvalidOffset(t)) => header_err(

@@ -10,6 +10,10 @@
 //! - **Rotation** (the path now names another file, by device and inode on Unix): the old
 //!   file is drained to its end first, then the new one is read from offset 0, so every line
 //!   of both is ingested exactly once. On non-Unix systems rotation is not detected.
+//! - Whatever is read again (a rewrite renamed over the file, a truncation followed by the
+//!   same lines) passes the follower's exactly-once filter: records already delivered with
+//!   the same values are dropped as duplicates, and a step delivered before with other
+//!   values announces a restarted run (see `dedupe.rs`).
 //! - **Removal**: the open file keeps being read; when a file reappears at the path it is
 //!   treated as a rotation.
 
@@ -81,7 +85,9 @@ where
             Ok(0) => {}
             Ok(n) => {
                 of.offset += n as u64;
-                ingest.feed(&buf[..n], &mut |ev| em.send(ev));
+                ingest.feed(&buf[..n], &mut |ev| {
+                    em.deliver(ev);
+                });
                 continue;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -150,7 +156,9 @@ where
             Ok(0) => return,
             Ok(n) => {
                 of.offset += n as u64;
-                ingest.feed(&buf[..n], &mut |ev| em.send(ev));
+                ingest.feed(&buf[..n], &mut |ev| {
+                    em.deliver(ev);
+                });
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(_) => return,

@@ -16,12 +16,14 @@
 //! # Ok::<(), copus::source::live::LiveError>(())
 //! ```
 
+mod dedupe;
 mod file;
 mod lines;
 mod record;
 mod target;
 mod tcp;
 
+pub use dedupe::{Admit, Dedupe, fingerprint};
 pub use lines::{LineIngest, MAX_LINE_BYTES};
 pub use record::{check_record, parse_record};
 pub use target::{DEFAULT_HOST, Target, is_loopback, parse_tcp_address};
@@ -48,6 +50,18 @@ pub enum LiveEvent {
     },
     /// Human-readable progress: waiting, connected, truncated, rotated, reconnecting...
     Status(String),
+    /// A record dropped because its step was already delivered with the same values (the
+    /// stream was replayed after a reconnect, or the file rewritten and renamed).
+    Duplicate {
+        /// Its step.
+        step: u64,
+    },
+    /// The producer restarted: `step` was delivered before with other values. Drop what was
+    /// received from `step` on; the [`LiveEvent::Record`] that follows starts the new run.
+    Restarted {
+        /// The step the new run starts at.
+        step: u64,
+    },
 }
 
 /// Errors of live attach: bad targets, bad records, I/O.
@@ -152,6 +166,7 @@ where
         tx,
         stop: Arc::clone(&stop),
         closed: false,
+        dedupe: Dedupe::default(),
     };
     let join = std::thread::Builder::new()
         .name(format!("copus-follow {target}"))
@@ -174,6 +189,8 @@ pub(crate) struct Emitter {
     tx: Sender<LiveEvent>,
     stop: Arc<AtomicBool>,
     closed: bool,
+    /// Exactly-once filter over every stream of this follower.
+    dedupe: Dedupe,
 }
 
 impl Emitter {
@@ -185,6 +202,26 @@ impl Emitter {
         if self.tx.send(ev).is_err() {
             self.closed = true;
         }
+    }
+
+    /// Send `ev`, passing records through the exactly-once filter: a duplicate becomes
+    /// [`LiveEvent::Duplicate`], a restart is announced by [`LiveEvent::Restarted`]. Returns
+    /// the verdict for a record.
+    fn deliver(&mut self, ev: LiveEvent) -> Option<Admit> {
+        let LiveEvent::Record(r) = ev else {
+            self.send(ev);
+            return None;
+        };
+        let verdict = self.dedupe.admit(&r);
+        match verdict {
+            Admit::New => self.send(LiveEvent::Record(r)),
+            Admit::Duplicate => self.send(LiveEvent::Duplicate { step: r.step }),
+            Admit::Restart => {
+                self.send(LiveEvent::Restarted { step: r.step });
+                self.send(LiveEvent::Record(r));
+            }
+        }
+        Some(verdict)
     }
 
     fn status(&mut self, msg: String) {

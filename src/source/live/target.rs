@@ -31,6 +31,12 @@ impl Target {
                 reason: "empty path".into(),
             });
         }
+        if std::path::Path::new(path).is_dir() {
+            return Err(LiveError::Target {
+                target: s.to_owned(),
+                reason: "is a directory; give the stats file that the run writes (e.g. DIR/stats.ndjson)".into(),
+            });
+        }
         Ok(Target::File(PathBuf::from(path)))
     }
 }

@@ -2,12 +2,13 @@
 //! when the connection drops or cannot be made.
 //!
 //! Servers (the built-in trainer, the Python hook) replay their history to each new client.
-//! So after a reconnect, records whose step is not above the last step received before the
-//! drop are taken as that replay and dropped, until a higher step arrives; the partial line
-//! cut by a drop is discarded. Malformed lines are counted as received (a replay counts its
+//! After a reconnect, records already delivered with the same values are that replay and are
+//! dropped as duplicates (see `dedupe.rs`; an out-of-order step no longer lets the rest of
+//! the replay through, and a restarted producer is detected); the partial line cut by a drop
+//! is discarded. Malformed lines are counted as received (a replay counts its
 //! garbage again).
 
-use super::{Emitter, FollowOptions, LineIngest, LiveEvent};
+use super::{Admit, Emitter, FollowOptions, LineIngest};
 use crate::stats::step::StepStats;
 use std::fmt::Display;
 use std::io::{ErrorKind, Read};
@@ -23,7 +24,6 @@ where
     let mut ingest = LineIngest::new(parser);
     let mut buf = vec![0u8; 64 * 1024];
     let mut backoff = opts.backoff_min;
-    let mut last_step: Option<u64> = None;
     let mut failing_since_report = false;
     while !em.should_stop() {
         let stream = match connect(addr, opts.connect_timeout) {
@@ -44,27 +44,25 @@ where
         failing_since_report = false;
         backoff = opts.backoff_min;
         em.status(format!("connected to tcp://{addr}"));
-        let mut floor = last_step;
+        // Replayed history comes back as duplicates of what was delivered (see dedupe.rs).
         let mut replayed = 0u64;
+        let mut said = false;
         let why = read_connection(stream, opts.poll, &mut buf, em, |bytes, em| {
-            ingest.feed(bytes, &mut |ev| match ev {
-                LiveEvent::Record(r) if floor.is_some_and(|f| r.step <= f) => replayed += 1,
-                LiveEvent::Record(r) => {
-                    if floor.take().is_some() && replayed > 0 {
-                        em.status(format!(
-                            "skipped {replayed} replayed records already received"
-                        ));
-                    }
-                    last_step = Some(r.step);
-                    em.send(LiveEvent::Record(r));
+            ingest.feed(bytes, &mut |ev| match em.deliver(ev) {
+                Some(Admit::Duplicate) => replayed += 1,
+                Some(_) if replayed > 0 && !said => {
+                    em.status(format!(
+                        "skipped {replayed} replayed records already received"
+                    ));
+                    said = true;
                 }
-                other => em.send(other),
+                _ => {}
             });
         });
         if em.should_stop() {
             return;
         }
-        if floor.is_some() && replayed > 0 {
+        if replayed > 0 && !said {
             em.status(format!(
                 "skipped {replayed} replayed records already received"
             ));

@@ -1,0 +1,223 @@
+//! Process-wide signal handling that must work from inside a signal handler: restoring the
+//! terminal the explorer took over (raw mode, alternate screen, mouse capture, hidden cursor),
+//! stopping the explorer cleanly on SIGTERM, SIGINT and SIGHUP, and turning the SIGBUS of a
+//! memory-mapped dump file that shrank under the reader into a message naming the file.
+//!
+//! Everything called from a handler here is async-signal-safe: atomic loads and stores,
+//! `write(2)`, `tcsetattr(3)` and `_exit(2)`.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+
+/// Exit status after a fatal signal that the program turned into an error (SIGBUS on a dump
+/// that changed, or a second SIGTERM/SIGINT/SIGHUP while the explorer was shutting down).
+pub const SIGNAL_EXIT: i32 = 3;
+
+/// Whether the explorer currently owns the terminal (raw mode, alternate screen).
+static TUI_ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The terminal's file descriptor whose settings were saved (-1: none).
+static TTY_FD: AtomicI32 = AtomicI32::new(-1);
+/// The terminal settings before raw mode.
+#[cfg(unix)]
+static SAVED_TERMIOS: OnceLock<libc::termios> = OnceLock::new();
+#[cfg(not(unix))]
+static SAVED_TERMIOS: OnceLock<()> = OnceLock::new();
+
+/// What SIGBUS should report: a leaked message, swapped in one atomic store.
+static BUS_MSG: AtomicPtr<&'static [u8]> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The escape sequences that undo the explorer's terminal modes: mouse capture (all the
+/// modes crossterm enables), the alternate screen, and the hidden cursor.
+const RESTORE_SEQ: &[u8] =
+    b"\x1b[?1006l\x1b[?1015l\x1b[?1003l\x1b[?1002l\x1b[?1000l\x1b[?1049l\x1b[?25h";
+
+/// Save the terminal's settings so that a signal handler can restore them. Call before raw
+/// mode is enabled; the first call wins.
+pub fn save_terminal() {
+    #[cfg(unix)]
+    {
+        if SAVED_TERMIOS.get().is_some() {
+            return;
+        }
+        // SAFETY: isatty/open/tcgetattr on a valid descriptor with a zeroed termios out-param.
+        unsafe {
+            let fd = if libc::isatty(libc::STDIN_FILENO) == 1 {
+                libc::STDIN_FILENO
+            } else {
+                libc::open(c"/dev/tty".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC)
+            };
+            if fd < 0 {
+                return;
+            }
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut t) == 0 {
+                let _ = SAVED_TERMIOS.set(t);
+                TTY_FD.store(fd, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// Mark whether the explorer owns the terminal (so that a fatal signal restores it).
+pub fn set_tui_active(active: bool) {
+    TUI_ACTIVE.store(active, Ordering::SeqCst);
+}
+
+/// Whether the explorer owns the terminal.
+pub fn tui_active() -> bool {
+    TUI_ACTIVE.load(Ordering::SeqCst)
+}
+
+/// Restore the terminal from anywhere, including a signal handler: leave the alternate
+/// screen, stop mouse capture, show the cursor and put back the saved settings. Does nothing
+/// when the explorer does not own the terminal.
+pub fn emergency_restore() {
+    if !TUI_ACTIVE.swap(false, Ordering::SeqCst) {
+        return;
+    }
+    #[cfg(unix)]
+    // SAFETY: write(2) and tcsetattr(3) are async-signal-safe; the termios was written once
+    // before TUI_ACTIVE was set.
+    unsafe {
+        let _ = libc::write(
+            libc::STDOUT_FILENO,
+            RESTORE_SEQ.as_ptr().cast(),
+            RESTORE_SEQ.len(),
+        );
+        let fd = TTY_FD.load(Ordering::SeqCst);
+        if let (true, Some(t)) = (fd >= 0, SAVED_TERMIOS.get()) {
+            let _ = libc::tcsetattr(fd, libc::TCSANOW, t);
+        }
+    }
+}
+
+/// Write `msg` to stderr with `write(2)` (async-signal-safe).
+fn write_stderr(msg: &[u8]) {
+    #[cfg(unix)]
+    // SAFETY: a valid buffer of `msg.len()` bytes.
+    unsafe {
+        let _ = libc::write(libc::STDERR_FILENO, msg.as_ptr().cast(), msg.len());
+    }
+    #[cfg(not(unix))]
+    let _ = msg;
+}
+
+/// Say what a SIGBUS means right now: `what` names the memory-mapped file or directory being
+/// read (e.g. "dump step directory runs/step_40"). The text is kept for the life of the
+/// process (a few dozen bytes per step).
+pub fn set_mapped_context(what: &str) {
+    install_sigbus_handler();
+    let msg = format!(
+        "copus: {what}: a memory-mapped file shrank or vanished while it was read (SIGBUS); \
+         rerun once the files are complete\n"
+    );
+    let text: &'static [u8] = Box::leak(msg.into_bytes().into_boxed_slice());
+    // Never freed: a handler racing with this store reads the old message whole.
+    BUS_MSG.store(Box::into_raw(Box::new(text)), Ordering::SeqCst);
+}
+
+#[cfg(unix)]
+extern "C" fn on_sigbus(_sig: libc::c_int) {
+    emergency_restore();
+    let p = BUS_MSG.load(Ordering::SeqCst);
+    if p.is_null() {
+        write_stderr(b"copus: bus error (SIGBUS) reading a memory-mapped file\n");
+    } else {
+        // SAFETY: p comes from Box::into_raw of a leaked &'static [u8] and is never freed.
+        write_stderr(unsafe { *p });
+    }
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(SIGNAL_EXIT) }
+}
+
+/// Install the SIGBUS handler (once per process).
+pub fn install_sigbus_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    #[cfg(unix)]
+    ONCE.call_once(|| {
+        // SAFETY: installing a handler that only calls async-signal-safe functions.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_sigbus as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+        }
+    });
+    #[cfg(not(unix))]
+    ONCE.call_once(|| {});
+}
+
+/// The termination signals the explorer stops on.
+#[cfg(unix)]
+pub const STOP_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+#[cfg(not(unix))]
+pub const STOP_SIGNALS: [i32; 0] = [];
+
+/// The last termination signal received while [`StopSignals`] was registered (0: none).
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// Name of a termination signal.
+pub fn signal_name(sig: i32) -> &'static str {
+    #[cfg(unix)]
+    match sig {
+        libc::SIGTERM => return "SIGTERM",
+        libc::SIGINT => return "SIGINT",
+        libc::SIGHUP => return "SIGHUP",
+        _ => {}
+    }
+    let _ = sig;
+    "a termination signal"
+}
+
+/// SIGTERM, SIGINT and SIGHUP handlers for the explorer's lifetime: the first signal asks the
+/// event loop to stop (it restores the terminal on its way out); a second one, if the loop
+/// does not get there, restores the terminal from the handler and exits with
+/// [`SIGNAL_EXIT`]. Dropping the value puts the previous handlers back.
+pub struct StopSignals {
+    #[cfg(unix)]
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl StopSignals {
+    /// Register the handlers.
+    pub fn register() -> std::io::Result<Self> {
+        STOP_SIGNAL.store(0, Ordering::SeqCst);
+        #[cfg(unix)]
+        {
+            let mut ids = Vec::new();
+            for sig in STOP_SIGNALS {
+                // SAFETY: the closure only uses atomics, write(2), tcsetattr(3) and _exit(2).
+                let id = unsafe {
+                    signal_hook::low_level::register(sig, move || {
+                        if STOP_SIGNAL.swap(sig, Ordering::SeqCst) != 0 {
+                            emergency_restore();
+                            write_stderr(b"copus: stopped by a second signal\n");
+                            libc::_exit(SIGNAL_EXIT);
+                        }
+                    })
+                }?;
+                ids.push(id);
+            }
+            Ok(Self { ids })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// The signal received since registration, if any.
+    pub fn received(&self) -> Option<i32> {
+        match STOP_SIGNAL.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s),
+        }
+    }
+}
+
+impl Drop for StopSignals {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! Regression corpus of the reliability issue: every hostile input that crashed, hung, ate
+//! memory or gave a silently wrong answer, run through the real binary as a user would. Each
+//! must end within 10 s and 2 GB with a clear message and an exit status in 1–100 (or give a
+//! correct result), never a panic, abort or signal death.
+
+mod reliability_support;
+
+use reliability_support::{copus, copus_in, demo_with, write_npy_raw};
+use std::path::Path;
+
+fn session(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write session");
+    p.display().to_string()
+}
+
+fn grid(path: &str) -> reliability_support::Run {
+    copus(&["grid", path, "--json"])
+}
+
+// ---- crashes ------------------------------------------------------------------------------
+
+fn overflowing_npy_dump(dir: &Path) -> String {
+    for k in 0..2 {
+        let part = dir.join(format!("ovf/step_1/part{k}"));
+        std::fs::create_dir_all(&part).expect("mkdir");
+        // 2^62 elements × 4 bytes = 2^64: wrapped to 0 before the fix.
+        write_npy_raw(&part.join("w.npy"), "<f4", "(4611686018427387904,)", &[]);
+        std::fs::write(part.join("samples.txt"), "8").expect("samples");
+    }
+    dir.join("ovf").display().to_string()
+}
+
+#[test]
+fn npy_shape_times_dtype_overflow_is_an_error_everywhere() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dump = overflowing_npy_dump(dir.path());
+    copus(&["analyze", &dump, "--device", "cpu"]).fails_with(&["w.npy", "overflows"]);
+    copus(&["analyze", &dump, "--device", "cpu", "--seed-ema"]).fails_with(&["overflows"]);
+    let s = session(
+        dir.path(),
+        "d.ron",
+        r#"(name: "d", model: Named("llama-7b"),
+            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 8),
+            source: Dumps(path: "ovf"))"#,
+    );
+    grid(&s).fails_with(&["overflows"]);
+    copus(&["plan", &s]).fails_with(&["overflows"]);
+}
+
+#[test]
+fn huge_phases_are_refused_before_allocating() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for phases in ["4294967295", "18446744073709551615", "100000000"] {
+        let s = session(
+            dir.path(),
+            "p.ron",
+            &demo_with("phases: 120", &format!("phases: {phases}")),
+        );
+        let run = grid(&s);
+        run.fails_with(&["source.phases", phases]);
+    }
+}
+
+#[test]
+fn watch_timeout_out_of_range_is_blamed_on_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("s.ndjson");
+    std::fs::write(&f, "").expect("touch");
+    let f = f.display().to_string();
+    for t in ["1e20", "-1", "NaN", "inf"] {
+        let flag = format!("--timeout-s={t}");
+        copus(&["watch", &f, "--headless", &flag]).fails_with(&["--timeout-s"]);
+    }
+}
+
+// ---- silent wrong answers ------------------------------------------------------------------
+
+#[test]
+fn cluster_sizes_that_wrap_u32_are_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (nodes, gpn) in [("8", "536870913"), ("65536", "65536")] {
+        let s = session(
+            dir.path(),
+            "c.ron",
+            &demo_with(
+                "nodes: 8, gpus_per_node: 8",
+                &format!("nodes: {nodes}, gpus_per_node: {gpn}"),
+            ),
+        );
+        grid(&s).fails_with(&["cluster", "at most 1048576"]);
+    }
+    let s = session(
+        dir.path(),
+        "z.ron",
+        &demo_with("gpus_per_node: 8", "gpus_per_node: 0"),
+    );
+    grid(&s).fails_with(&["cluster.gpus_per_node"]);
+    copus(&[
+        "predict", "--model", "llama-7b", "--gpus", "8", "--tp", "65536", "--pp", "65536",
+        "--batch", "64",
+    ])
+    .fails_with(&["tp·pp", "overflows"]);
+}
+
+#[test]
+fn out_of_range_laws_figures_and_parameters_name_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let h100 = r#"hardware: Inline((name: "h", peak_flops: 989e12, hbm_bytes: 80e9,
+        mem_bw_bytes_per_s: NaN, intra_bw_bytes_per_s: 450e9, inter_bw_bytes_per_s: 50e9,
+        scale_up_domain: 8, intra_latency_s: 10e-6, inter_latency_s: 20e-6,
+        intra_link_eff: 0.65, inter_link_eff: 0.9))"#;
+    let cases = [
+        (
+            "law: MerrillPlateau",
+            "law: KaplanChinchilla(b_star_tokens: -2e8, alpha_b: 0.21, loss: (e: 1.69, a: 406.4, alpha: 0.34, b: 410.7, beta: 0.28), params: 7e9)",
+            "source.law.b_star_tokens",
+        ),
+        (
+            "stat_eff: McCandlish",
+            "stat_eff: Pollux(b0: -5.0)",
+            "stat_eff.Pollux.b0",
+        ),
+        (
+            "hardware: Named(\"h100-sxm\")",
+            h100,
+            "cluster.hardware.mem_bw_bytes_per_s",
+        ),
+        (
+            "b_crit_scale: 1.0,",
+            "b_crit_scale: 1.0, efficiency: (tp_overlap: NaN),",
+            "efficiency.tp_overlap",
+        ),
+        ("b_crit_scale: 1.0,", "b_crit_scale: inf,", "b_crit_scale"),
+    ];
+    for (from, to, field) in cases {
+        let s = session(dir.path(), "x.ron", &demo_with(from, to));
+        grid(&s).fails_with(&[field]);
+    }
+}
+
+#[test]
+fn inconsistent_model_shapes_are_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = |edit: &str| {
+        let base = "name: \"m\", layers: 32, hidden: 4096, heads: 32, kv_heads: 32, ffn_hidden: 11008, vocab: 32000, seq_len: 4096, swiglu: true";
+        format!(
+            "model: Inline(({}))",
+            base.replace(
+                edit.split('|').next().unwrap_or(""),
+                edit.split('|').nth(1).unwrap_or("")
+            )
+        )
+    };
+    let cases = [
+        ("hidden: 4096|hidden: 4097", "model.hidden"),
+        ("kv_heads: 32|kv_heads: 64", "model.kv_heads"),
+        ("ffn_hidden: 11008|ffn_hidden: 0", "model.ffn_hidden"),
+        ("vocab: 32000|vocab: 0", "model.vocab"),
+        (
+            "swiglu: true|swiglu: true, moe: Some((experts: 8, top_k: 2, capacity_factor: NaN))",
+            "model.moe.capacity_factor",
+        ),
+    ];
+    for (edit, field) in cases {
+        let s = session(
+            dir.path(),
+            "m.ron",
+            &demo_with("model: Named(\"llama-7b\")", &model(edit)),
+        );
+        grid(&s).fails_with(&[field]);
+    }
+}
+
+#[test]
+fn unknown_session_fields_name_the_nearest_known_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = session(
+        dir.path(),
+        "t.ron",
+        &demo_with("current_batch: Some(512)", "curent_batch: Some(512)"),
+    );
+    grid(&s).fails_with(&[
+        "t.ron:",
+        "unknown field `curent_batch`",
+        "did you mean `current_batch`",
+    ]);
+    let s = session(
+        dir.path(),
+        "n.ron",
+        &demo_with("micro_batches:", "micro_batchs:"),
+    );
+    grid(&s).fails_with(&["search", "did you mean `micro_batches`"]);
+}
+
+#[test]
+fn negative_per_layer_norms_are_rejected() {
+    let line = r#"{"v":1,"step":1,"b_small":4,"b_big":32,"sq_small":2,"sq_big":1,"layers":{"a":{"sq_small":-1,"sq_big":0.5}}}"#;
+    let err = copus::stats::parse_line(line).expect_err("negative layer norm");
+    assert!(err.to_string().contains("cannot be negative"), "{err}");
+}
+
+fn records(sq_small: f64, sq_big: f64, n: u64) -> String {
+    (0..n)
+        .map(|s| {
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":{sq_small},\"sq_big\":{sq_big}}}\n"
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_negative_b_simple_is_printed_as_such() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("neg.ndjson");
+    // sq_small < sq_big every step: the tr Σ estimate is negative.
+    std::fs::write(&f, records(1.0, 1.5, 60)).expect("write");
+    let run = copus(&["analyze", &f.display().to_string()]);
+    assert!(!run.stderr.contains("panicked"), "{run:?}");
+    run.succeeds();
+    let first = run.stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("B_simple  negative (-1.4545"),
+        "a negative B_simple must be called negative, not a sample count: {first}"
+    );
+}
+
+#[test]
+fn samples_flag_out_of_range_is_blamed_on_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dump = dir.path().display().to_string();
+    for v in ["0", "nan", "inf", "-3"] {
+        let flag = format!("--samples={v}");
+        copus(&["analyze", &dump, &flag]).fails_with(&["--samples"]);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn rank_entries_that_are_not_regular_files_are_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let step = dir.path().join("step_1");
+    std::fs::create_dir_all(&step).expect("mkdir");
+    // Two good ranks and a dangling symlink as the third.
+    for k in 0..2 {
+        let part = step.join(format!("p{k}"));
+        std::fs::create_dir_all(&part).expect("mkdir");
+        write_npy_raw(&part.join("w.npy"), "<f4", "(2,)", &[0u8; 8]);
+        std::fs::write(part.join("samples.txt"), "4").expect("samples");
+    }
+    std::os::unix::fs::symlink(dir.path().join("gone"), step.join("r2.safetensors"))
+        .expect("symlink");
+    let d = dir.path().display().to_string();
+    copus(&["analyze", &d, "--device", "cpu"]).fails_with(&["r2.safetensors"]);
+    std::fs::remove_file(step.join("r2.safetensors")).expect("rm");
+    let fifo = step.join("r2.safetensors");
+    let ok = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(ok.success());
+    copus(&["analyze", &d, "--device", "cpu"])
+        .fails_with(&["r2.safetensors", "not a regular file"]);
+}
+
+// ---- limits and messages -------------------------------------------------------------------
+
+#[test]
+fn an_over_long_line_is_counted_not_buffered_and_devices_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("long.ndjson");
+    let mut text = records(2.0, 1.0, 60);
+    text.push_str(&format!(
+        "{{\"v\":1,\"junk\":[{}0]}}\n",
+        "0,".repeat(1_500_000)
+    ));
+    std::fs::write(&f, text).expect("write");
+    let run = copus(&["analyze", &f.display().to_string(), "--json"]);
+    run.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
+    assert_eq!(v["summary"]["malformed_lines"], 1, "{}", run.stdout);
+    assert_eq!(v["summary"]["steps"], 60, "{}", run.stdout);
+    #[cfg(unix)]
+    copus(&["analyze", "/dev/zero"]).fails_with(&["/dev/zero", "not a regular file"]);
+}
+
+#[test]
+fn session_sizes_and_profile_files_are_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let many: Vec<String> = (1..=100_000).map(|b| b.to_string()).collect();
+    let s = session(
+        dir.path(),
+        "b.ron",
+        &demo_with(
+            "batch_sizes: [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]",
+            &format!("batch_sizes: [{}]", many.join(", ")),
+        ),
+    );
+    grid(&s).fails_with(&["search.batch_sizes", "at most 256"]);
+    #[cfg(unix)]
+    {
+        let s = session(
+            dir.path(),
+            "z.ron",
+            &demo_with("Named(\"h100-sxm\")", "Named(\"/dev/zero\")"),
+        );
+        grid(&s).fails_with(&["/dev/zero"]);
+        copus(&[
+            "predict",
+            "--hardware",
+            "/dev/zero",
+            "--model",
+            "llama-7b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+        ])
+        .fails_with(&["/dev/zero", "not a regular file"]);
+    }
+    // A profile path that leaves the session's directory is refused, not read and quoted.
+    for escape in ["../../../../etc/passwd", "/etc/passwd"] {
+        let s = session(
+            dir.path(),
+            "e.ron",
+            &demo_with("Named(\"h100-sxm\")", &format!("Named({escape:?})")),
+        );
+        let run = grid(&s);
+        run.fails_with(&["cluster.hardware", "outside the session's directory"]);
+        assert!(!run.stderr.contains("root"), "{}", run.stderr);
+    }
+}
+
+#[test]
+fn watch_of_a_directory_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display().to_string();
+    copus(&["watch", &d, "--headless", "--until-steps", "1"]).fails_with(&["is a directory"]);
+}
+
+#[test]
+fn chained_errors_are_printed_once() {
+    let run = copus(&["grid", "/nonexistent/session.ron"]);
+    run.fails_with(&["/nonexistent/session.ron"]);
+    assert_eq!(
+        run.stderr.matches("No such file").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn control_characters_in_names_are_escaped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("esc.ndjson");
+    let text: String = (0..60)
+        .map(|s| {
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":2,\"sq_big\":1,\"layers\":{{\"evil\\u001b[2J\":{{\"sq_small\":2,\"sq_big\":1}}}}}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&f, text).expect("write");
+    let run = copus(&["analyze", &f.display().to_string()]);
+    run.succeeds();
+    assert!(!run.stdout.contains('\u{1b}'), "raw escape printed");
+    assert!(run.stdout.contains("evil\\u{1b}[2J"), "{}", run.stdout);
+}
+
+#[test]
+fn a_utf8_bom_costs_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("bom.ndjson");
+    std::fs::write(&f, format!("\u{feff}{}", records(2.0, 1.0, 60))).expect("write");
+    let run = copus(&["analyze", &f.display().to_string(), "--json"]);
+    run.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
+    assert_eq!(v["summary"]["steps"], 60);
+    assert_eq!(v["summary"]["malformed_lines"], 0);
+    let s = session(
+        dir.path(),
+        "bom.ron",
+        &format!("\u{feff}{}", demo_with("", "")),
+    );
+    grid(&s).succeeds();
+}
+
+// ---- live data loss ------------------------------------------------------------------------
+
+fn watch_json(
+    dir: &Path,
+    file: &str,
+    until: &str,
+) -> std::thread::JoinHandle<reliability_support::Run> {
+    let (dir, file, until) = (dir.to_path_buf(), file.to_owned(), until.to_owned());
+    std::thread::spawn(move || {
+        copus_in(
+            &dir,
+            &[
+                "watch",
+                &file,
+                "--headless",
+                "--until-steps",
+                &until,
+                "--timeout-s",
+                "8",
+                "--json",
+            ],
+            &[],
+        )
+    })
+}
+
+fn rewrite_atomically(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("tmp");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+#[test]
+fn an_atomic_rewrite_is_not_counted_twice_and_a_restart_is_detected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("run.ndjson");
+    std::fs::write(&f, records(2.0, 1.0, 10)).expect("write");
+    let h = watch_json(dir.path(), "run.ndjson", "15");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The producer rewrites the whole file (tmp + rename) with 5 more steps.
+    rewrite_atomically(&f, &records(2.0, 1.0, 15));
+    let run = h.join().expect("watch");
+    run.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
+    let s = &v["summary"];
+    assert_eq!(s["steps_ingested"], 15, "{}", run.stdout);
+    assert_eq!(s["duplicates_dropped"], 10, "{}", run.stdout);
+    assert_eq!(s["restarts"], 0);
+
+    // A restarted producer: steps 0..5 as before, then other values from step 5 on.
+    std::fs::write(&f, records(2.0, 1.0, 10)).expect("write");
+    let h = watch_json(dir.path(), "run.ndjson", "15");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let restarted: String = records(2.0, 1.0, 5)
+        + &(5..15)
+            .map(|s| format!("{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":3,\"sq_big\":1}}\n"))
+            .collect::<String>();
+    rewrite_atomically(&f, &restarted);
+    let run = h.join().expect("watch");
+    run.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
+    let s = &v["summary"];
+    assert_eq!(s["restarts"], 1, "{}", run.stdout);
+    assert_eq!(s["superseded"], 5, "{}", run.stdout);
+    assert_eq!(s["steps_ingested"], 15, "{}", run.stdout);
+    assert_eq!(s["duplicates_dropped"], 5, "{}", run.stdout);
+}
