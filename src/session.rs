@@ -184,9 +184,15 @@ pub struct Session {
     /// Estimator settings.
     #[serde(default)]
     pub estimator: EstimatorSettings,
-    /// Efficiency curve, overlap and stack settings of the performance model; absent: the
-    /// calibration's (if `calibration` is set), else the hardware profile's.
-    #[serde(default)]
+    /// Efficiency curve, overlap and stack settings of the performance model, written as
+    /// `efficiency: (max_eff: 0.6, ...)`; absent: the calibration's (if `calibration` is set),
+    /// else the hardware profile's.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "plain_some::serialize",
+        deserialize_with = "plain_some::deserialize"
+    )]
     pub efficiency: Option<EfficiencyParams>,
     /// A calibration file (`copus calibrate --out`), relative to the session.
     #[serde(default)]
@@ -219,6 +225,26 @@ pub struct Session {
 
 fn one() -> f64 {
     1.0
+}
+
+/// An optional section written without `Some(...)`: present means set.
+mod plain_some {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Write the value itself (the field is skipped when `None`).
+    pub fn serialize<T: Serialize, S: Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) => x.serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Read the value itself as `Some`.
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        T::deserialize(d).map(Some)
+    }
 }
 
 /// Whether a relative path leaves its base directory (absolute, or more `..` than names).

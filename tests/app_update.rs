@@ -492,6 +492,7 @@ fn the_live_connection_stays_in_the_title() {
             update: Box::new(Err("too few steps".into())),
             steps: 3,
             malformed: 0,
+            dropped: 0,
         },
     );
     assert!(app.status.starts_with("live: 3 steps"), "{}", app.status);

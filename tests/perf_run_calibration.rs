@@ -135,3 +135,20 @@ fn a_run_without_step_times_keeps_the_profile_model() {
     assert!(effects.is_empty(), "{effects:?}");
     assert!(app.status.contains("no calibration"), "{}", app.status);
 }
+
+#[test]
+fn a_session_efficiency_section_round_trips_without_some() {
+    let path = std::path::Path::new("sessions/demo.ron");
+    let mut s = Session::load(path).expect("loads");
+    assert!(s.efficiency.is_none());
+    assert!(!s.to_ron().expect("ron").contains("efficiency: ("));
+    let e = copus::perf::EfficiencyParams {
+        max_eff: 0.55,
+        ..copus::perf::EfficiencyParams::default()
+    };
+    s.efficiency = Some(e.clone());
+    let text = s.to_ron().expect("ron");
+    assert!(text.contains("efficiency: ("), "written plainly");
+    let back = Session::from_ron(&text, path).expect("reads back");
+    assert_eq!(back.efficiency, Some(e));
+}

@@ -168,6 +168,7 @@ fn a_live_source() {
             update: Box::new(Ok(loaded)),
             steps: 600,
             malformed: 1,
+            dropped: 0,
         },
     );
     assert_eq!(app.trajectory.seq_len, 2048);
