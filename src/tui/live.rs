@@ -58,6 +58,7 @@ fn aggregate(
         match rx.recv_timeout(REFRESH) {
             Ok(LiveEvent::Record(r)) => {
                 records.push(r);
+                crate::source::live::keep_bounded(&mut records);
                 counts.steps += 1;
                 dirty = true;
             }
