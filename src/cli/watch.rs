@@ -55,6 +55,9 @@ pub struct WatchSummary {
     /// Records received before a restart and superseded by the restarted run (from its first
     /// step on), so no longer counted in `steps_ingested`.
     pub superseded: u64,
+    /// Oldest records forgotten to bound memory (more than
+    /// [`crate::source::live::MAX_KEPT_RECORDS`] received); the estimate covers the newest.
+    pub records_evicted: u64,
     /// Up to 5 malformed lines: `(line number, reason)`.
     pub malformed_examples: Vec<(u64, String)>,
     /// Step index of the first and last record.
@@ -194,6 +197,7 @@ pub fn watch_headless(
     let mut records: Vec<StepStats> = Vec::new();
     let (mut malformed, mut examples) = (0u64, Vec::new());
     let (mut duplicates, mut restarts, mut superseded) = (0u64, 0u64, 0u64);
+    let mut evicted = 0u64;
     let follower = match spawn_default_follower(target, tx) {
         Ok(f) => Some(f),
         Err(e) => {
@@ -201,8 +205,10 @@ pub fn watch_headless(
             None
         }
     };
-    let reached = |records: &Vec<StepStats>| until_steps.is_some_and(|n| records.len() as u64 >= n);
-    while follower.is_some() && !reached(&records) {
+    let reached = |records: &Vec<StepStats>, evicted: u64| {
+        until_steps.is_some_and(|n| records.len() as u64 + evicted >= n)
+    };
+    while follower.is_some() && !reached(&records, evicted) {
         let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
         if left == Some(Duration::ZERO) {
             break;
@@ -211,7 +217,10 @@ pub fn watch_headless(
             left.unwrap_or(Duration::from_secs(1))
                 .min(Duration::from_millis(200)),
         ) {
-            Ok(LiveEvent::Record(r)) => records.push(r),
+            Ok(LiveEvent::Record(r)) => {
+                records.push(r);
+                evicted += crate::source::live::keep_bounded(&mut records);
+            }
             Ok(LiveEvent::Malformed { line_no, reason }) => {
                 malformed += 1;
                 if malformed <= MALFORMED_PRINTED {
@@ -244,7 +253,8 @@ pub fn watch_headless(
     }
     WatchSummary {
         target: shown,
-        steps_ingested: records.len() as u64,
+        steps_ingested: records.len() as u64 + evicted,
+        records_evicted: evicted,
         steps_skipped: records.iter().filter(|r| r.skipped.is_some()).count() as u64,
         malformed_lines: malformed,
         duplicates_dropped: duplicates,
@@ -256,7 +266,7 @@ pub fn watch_headless(
             .zip(records.last())
             .map(|(a, b)| [a.step, b.step]),
         last_loss: records.iter().rev().find_map(|r| r.loss),
-        complete: until_steps.is_none() || reached(&records),
+        complete: until_steps.is_none() || reached(&records, evicted),
         elapsed_s: start.elapsed().as_secs_f64(),
         estimate: live_estimate(&records),
     }

@@ -87,6 +87,7 @@ fn aggregate(
                         return;
                     }
                 }
+                crate::source::live::keep_bounded(&mut records);
                 counts.steps += 1;
                 dirty = true;
                 last_record = Some(Instant::now());

@@ -88,6 +88,27 @@ pub enum LiveError {
     },
 }
 
+/// Most records a live consumer keeps (`copus watch`, the explorer): about 1 M steps. Past
+/// it the oldest are forgotten (and counted), so a run of any length is followed in bounded
+/// memory; the estimate then covers the newest records.
+pub const MAX_KEPT_RECORDS: usize = 1 << 20;
+
+/// Keep at most [`MAX_KEPT_RECORDS`] (dropping the oldest in batches of an eighth, so the cost
+/// is amortised); returns how many were dropped now.
+pub fn keep_bounded(records: &mut Vec<StepStats>) -> u64 {
+    keep_at_most(records, MAX_KEPT_RECORDS)
+}
+
+/// [`keep_bounded`] with an explicit limit.
+pub fn keep_at_most(records: &mut Vec<StepStats>, max: usize) -> u64 {
+    if records.len() <= max + max / 8 {
+        return 0;
+    }
+    let n = records.len() - max;
+    records.drain(..n);
+    n as u64
+}
+
 /// Timing of a follower. The defaults suit interactive use; tests shorten them.
 #[derive(Debug, Clone)]
 pub struct FollowOptions {
@@ -238,5 +259,24 @@ impl Emitter {
             }
             std::thread::sleep((end - now).min(Duration::from_millis(10)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_records_are_bounded_and_the_newest_stay() {
+        let mut v: Vec<StepStats> = Vec::new();
+        let mut evicted = 0;
+        for s in 0..1000 {
+            v.push(StepStats::new(s, 4.0, 32.0, 2.0, 1.0));
+            evicted += keep_at_most(&mut v, 100);
+            assert!(v.len() <= 100 + 100 / 8);
+        }
+        assert_eq!(evicted + v.len() as u64, 1000);
+        assert_eq!(v.last().map(|r| r.step), Some(999));
+        assert_eq!(v.first().map(|r| r.step), Some(evicted));
     }
 }
