@@ -29,6 +29,18 @@ pub enum TokenAxis {
     Minimal,
 }
 
+impl std::fmt::Display for TokenAxis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenAxis::ReferenceBatch(b) => {
+                write!(f, "tokens consumed at a batch of {b:.0} samples")
+            }
+            TokenAxis::FromSteps => f.write_str("tokens the measured run consumed"),
+            TokenAxis::Minimal => f.write_str("minimal tokens (B → 0)"),
+        }
+    }
+}
+
 /// One phase of training between two trajectory points.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Phase {

@@ -10,7 +10,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     let _ = writeln!(o, "{}", rep.session);
     let _ = writeln!(
         o,
-        "B_crit: {} · {} phases · {} (layout, batch) states · token axis {:?}",
+        "B_crit: {} · {} phases · {} (layout, batch) states · token axis: {}",
         rep.trajectory, rep.phases, rep.states, rep.token_axis
     );
     let b = &rep.b_crit;
