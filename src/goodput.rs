@@ -246,10 +246,20 @@ impl GoodputGrid {
 
     /// Weight `table`'s throughput by the statistical efficiency at `b_crit` samples.
     pub fn at(table: &ThroughputTable, b_crit: f64, form: StatEffForm) -> Self {
+        Self::with_efficiency(table, b_crit, &|b| stat_eff(form, b, b_crit))
+    }
+
+    /// Weight `table`'s throughput by `efficiency(batch)` (batch in samples, efficiency 0–1 per
+    /// sample): for a planner objective other than the session's form (e.g. `lr-sqrt`).
+    pub fn with_efficiency(
+        table: &ThroughputTable,
+        b_crit: f64,
+        efficiency: &dyn Fn(f64) -> f64,
+    ) -> Self {
         let stat_eff: Vec<f64> = table
             .batches
             .iter()
-            .map(|&b| stat_eff(form, b as f64, b_crit))
+            .map(|&b| efficiency(b as f64))
             .collect();
         let nb = table.batches.len();
         let mut best: Option<(usize, usize, f64)> = None;

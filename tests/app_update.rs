@@ -617,6 +617,29 @@ fn planner_what_ifs_replan_without_a_new_table() {
             "mccandlish"
         }
     );
+    // The heatmap weights by the objective's efficiency, as the plan does.
+    let grid = app.grid.as_ref().expect("grid");
+    let table = app.table.as_ref().expect("table");
+    let eff = copus::plan::heatmap_efficiency(&app.resolved);
+    let mccandlish = |b: f64| grid.b_crit / (b + grid.b_crit);
+    for (i, &b) in table.batches.iter().enumerate() {
+        let want = match eff {
+            Some(e) => e.stat_eff(b as f64, grid.b_crit),
+            None => mccandlish(b as f64),
+        };
+        assert!((grid.stat_eff[i] - want).abs() < 1e-12, "batch {b}");
+    }
+    if app.resolved.session.planner.objective == Objective::LrSqrt {
+        assert!(
+            eff.is_some(),
+            "the demo has a current batch to tune the rate at"
+        );
+        let b = table.batches[0] as f64;
+        assert!(
+            grid.stat_eff[0] < mccandlish(b),
+            "off the reference batch lr-sqrt loses"
+        );
+    }
     let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
     term.draw(|f| copus::tui::view::draw(f, &app, ColorMode::Indexed))
         .expect("draws");

@@ -71,7 +71,11 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         gpus_per_node: cluster.gpus_per_node,
     };
     let table = throughput_table(&ctx, &cluster, &s.search);
-    let grid = GoodputGrid::at_scaled(&table, point.b_crit, s.b_crit_scale, s.stat_eff);
+    let b_noise = point.b_crit * s.b_crit_scale;
+    let grid = match crate::plan::heatmap_efficiency(&resolved) {
+        Some(e) => GoodputGrid::with_efficiency(&table, b_noise, &|x| e.stat_eff(x, b_noise)),
+        None => GoodputGrid::at(&table, b_noise, s.stat_eff),
+    };
     let nb = table.batches.len();
     let cell_out = |i: usize| {
         let (l, b) = (i / nb, i % nb);

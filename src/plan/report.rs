@@ -164,6 +164,29 @@ pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
     }
 }
 
+/// The per-sample efficiency the heatmap should weight by when the session's objective is not
+/// McCandlish's: `lr-sqrt` at its reference batch (`planner.lr_reference_batch`, else
+/// `current_batch`, else the scenario's `nominal_batch`); `None` for McCandlish (the session's
+/// `stat_eff` form applies) or when no reference batch is known.
+pub fn heatmap_efficiency(r: &Resolved) -> Option<Efficiency> {
+    let planner = &r.session.planner;
+    if planner.objective != Objective::LrSqrt {
+        return None;
+    }
+    let nominal = match &r.session.source {
+        DataSource::Scenario(s) => Some(s.nominal_batch),
+        _ => None,
+    };
+    let b_ref = planner
+        .lr_reference_batch
+        .or(r.session.current_batch)
+        .or(nominal)?;
+    Some(Efficiency {
+        objective: Objective::LrSqrt,
+        reference_batch: b_ref as f64,
+    })
+}
+
 /// Plan a resolved session: every strategy and the optimal switch points.
 pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
     let traj = source::load_trajectory(r)?;
