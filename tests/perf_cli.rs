@@ -104,6 +104,28 @@ fn grid_on_the_demo_session() {
             .iter()
             .any(|c| c["feasible"] == true && c["goodput"].is_f64())
     );
+    // Every runnable cell explains itself: the step-time components add up to the step time,
+    // the memory components to the memory per GPU.
+    for c in cells.iter().filter(|c| c["feasible"] == true) {
+        let b = c["breakdown"].as_object().expect("breakdown");
+        let parts: f64 = b.values().map(|v| v.as_f64().expect("seconds")).sum();
+        let step = c["step_time_s"].as_f64().expect("step time");
+        assert!((parts / step - 1.0).abs() < 1e-9, "{c}");
+        for k in [
+            "compute_s",
+            "bubble_s",
+            "tp_s",
+            "pp_s",
+            "dp_s",
+            "optimizer_s",
+        ] {
+            assert!(b.contains_key(k), "{k} in {c}");
+        }
+        let m = c["memory"].as_object().expect("memory");
+        let total: f64 = m.values().map(|v| v.as_f64().expect("bytes")).sum();
+        let per_gpu = c["memory_per_gpu_bytes"].as_f64().expect("memory");
+        assert!((total / per_gpu - 1.0).abs() < 1e-9, "{c}");
+    }
     let best_early = early["best"]["batch"].as_u64().expect("best batch");
     let (ok, out, err) = copus(&["grid", demo, "--at", "10000000", "--json"]);
     assert!(ok, "{err}");

@@ -35,7 +35,12 @@ struct CellOut {
     stat_eff: f64,
     goodput: Option<f64>,
     config: Option<ParallelConfig>,
+    step_time_s: Option<f64>,
+    /// Where the step time goes (seconds), the same fields as `copus predict --json`.
+    breakdown: Option<crate::perf::Breakdown>,
     memory_per_gpu_bytes: Option<f64>,
+    /// Peak memory per GPU by component (bytes).
+    memory: Option<crate::perf::memory::MemoryBreakdown>,
     reason: Option<String>,
 }
 
@@ -88,18 +93,34 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             stat_eff: grid.stat_eff[b],
             goodput: grid.goodput[i],
             config: None,
+            step_time_s: None,
+            breakdown: None,
             memory_per_gpu_bytes: None,
+            memory: None,
             reason: None,
         };
         match &table.cells[i] {
-            TableCell::Feasible { config, prediction } => CellOut {
-                feasible: true,
-                tokens_per_s: Some(prediction.tokens_per_s),
-                mfu: Some(prediction.mfu),
-                config: Some(*config),
-                memory_per_gpu_bytes: Some(prediction.memory_per_gpu_bytes),
-                ..base
-            },
+            TableCell::Feasible { config, prediction } => {
+                let micro_batches =
+                    table.batches[b] / (config.dp as u64 * config.mbs as u64).max(1);
+                CellOut {
+                    feasible: true,
+                    tokens_per_s: Some(prediction.tokens_per_s),
+                    mfu: Some(prediction.mfu),
+                    config: Some(*config),
+                    step_time_s: Some(prediction.step_time_s),
+                    breakdown: Some(prediction.breakdown),
+                    memory_per_gpu_bytes: Some(prediction.memory_per_gpu_bytes),
+                    memory: Some(crate::perf::memory::peak_memory(
+                        &resolved.model,
+                        config,
+                        micro_batches,
+                        resolved.hardware.reserved_bytes,
+                        &eff,
+                    )),
+                    ..base
+                }
+            }
             TableCell::Infeasible(why) => CellOut {
                 reason: Some(why.clone()),
                 ..base
