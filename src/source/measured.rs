@@ -1,7 +1,7 @@
 //! Trajectories from measured runs: a stats protocol v1 file analysed by the noise-scale
 //! engine, with the smoothed B_simple and its interval at every step.
 
-use crate::stats::{AnalyzeReport, EstimatorSettings, analyze_outcome, read_ndjson};
+use crate::stats::{AnalyzeReport, EstimatorSettings, StepStats, analyze_outcome, read_ndjson};
 use crate::trajectory::{Trajectory, TrajectoryPoint};
 use std::io::BufReader;
 use std::path::Path;
@@ -97,7 +97,8 @@ pub fn trajectory_from_report(report: &AnalyzeReport, seq_len: u32, label: Strin
     }
 }
 
-/// Read and analyse a stats file; return its trajectory and the full analysis.
+/// Read and analyse a stats file; return its trajectory, the full analysis, where its
+/// sequence length came from, and the records that carry a step time and a configuration.
 /// `given` tokens per sample override the inferred ones; `assumed` is the fallback (see
 /// [`run_seq_len`]); the trajectory's `seq_len` is the run's.
 pub fn load_stats_file(
@@ -105,7 +106,7 @@ pub fn load_stats_file(
     settings: &EstimatorSettings,
     given: Option<u32>,
     assumed: u32,
-) -> Result<(Trajectory, AnalyzeReport, SeqLenOrigin), MeasuredError> {
+) -> Result<(Trajectory, AnalyzeReport, SeqLenOrigin, Vec<StepStats>), MeasuredError> {
     let io = |source| MeasuredError::Io {
         path: path.to_path_buf(),
         source,
@@ -123,10 +124,19 @@ pub fn load_stats_file(
     );
     let label = format!("measured: {name} ({})", report.summary.smoother);
     let (seq_len, origin) = run_seq_len(&report, given, assumed);
+    // The records that carry a step time and a configuration, for calibrating the performance
+    // model without reading the file again.
+    let timed = outcome
+        .records
+        .iter()
+        .filter(|r| r.step_time_s.is_some() && r.config.is_some())
+        .cloned()
+        .collect();
     Ok((
         trajectory_from_report(&report, seq_len, label),
         report,
         origin,
+        timed,
     ))
 }
 

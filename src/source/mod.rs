@@ -85,7 +85,7 @@ pub fn load_with(
             seq_len: given,
         } => {
             let file = resolved.resolve_path(path);
-            let (trajectory, report, origin) =
+            let (trajectory, report, origin, timed) =
                 measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)?;
             let note = measured::seq_len_note(trajectory.seq_len, origin);
             Ok(Loaded {
@@ -93,7 +93,7 @@ pub fn load_with(
                 analysis: Some(report),
                 seed_ema: Vec::new(),
                 note: Some(note),
-                calibration: calibrate_stats_file(resolved, &file),
+                calibration: calibrate_run(resolved, &timed),
             })
         }
         DataSource::Dumps {
@@ -138,14 +138,12 @@ pub fn load_with(
     }
 }
 
-/// The performance model calibrated on the step times a stats file carries (`step_time_s`
-/// with `config`), for the session's hardware and model; `None` when it carries too few.
-fn calibrate_stats_file(
+/// The performance model calibrated on a run's timed records (`step_time_s` with `config`),
+/// for the session's hardware and model; `None` when there are too few.
+fn calibrate_run(
     resolved: &Resolved,
-    file: &std::path::Path,
+    timed: &[crate::stats::StepStats],
 ) -> Option<crate::perf::run_calibration::RunCalibration> {
-    let f = std::fs::File::open(file).ok()?;
-    let outcome = crate::stats::read_ndjson(std::io::BufReader::new(f)).ok()?;
     let target = crate::perf::calibrate::Target {
         hw: &resolved.hardware,
         model: &resolved.model,
@@ -153,7 +151,7 @@ fn calibrate_stats_file(
     };
     let search = &resolved.session.search;
     crate::perf::run_calibration::calibrate_run(
-        &outcome.records,
+        timed,
         &target,
         &resolved.hardware.efficiency,
         search.zero.first().copied().unwrap_or(1),
