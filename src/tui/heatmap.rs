@@ -201,24 +201,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         );
         return;
     }
-    if let Some(e) = &app.load_error {
-        let text = vec![
-            Line::styled(
-                "The data source could not be loaded:",
-                Style::new().fg(Color::Red),
-            ),
-            Line::from(e.clone()),
-            Line::from(""),
-            Line::from("q quits; fix the path or the flags and open it again."),
-        ];
-        frame.render_widget(
-            Paragraph::new(text)
-                .wrap(ratatui::widgets::Wrap { trim: false })
-                .block(block),
-            area,
-        );
-        return;
-    }
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
         let text = if app.loading {
             "loading the data source…"
