@@ -84,7 +84,7 @@ fn measured_lines(
         )),
     }
     lines.push(Line::from(format!(
-        "run-wide: B_simple {} {} · {} steps (weighted toward early steps)",
+        "run-wide: B_simple {} {} over {} steps",
         s.b_simple.map_or("n/a".into(), si),
         interval(s.ci),
         s.steps
