@@ -230,3 +230,68 @@ fn compare_lays_b_over_a_and_finds_where_they_differ() {
     let err = copus::cli::open_compare::attach(&mut demo, &b_path).expect_err("a scenario");
     assert!(err.to_string().contains("stats file"), "{err}");
 }
+
+#[test]
+fn a_stretch_without_signal_is_marked_across_the_axis() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let m = Model::power_law(200, 1.0, 1000.0, 4.0, 8);
+    // No gradient signal between steps 250 and 450: the smoothed |G|² falls to zero there.
+    let records = m.run(5, 700, |t| {
+        if (250..450).contains(&t) {
+            0.0
+        } else {
+            m.trace() / 64.0
+        }
+    });
+    let report = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    let d = report
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == copus::stats::DiagnosticKind::NonPositiveSmoothedG2)
+        .expect("a stretch where |G|² is not positive");
+    let traj = copus::source::measured::trajectory_from_report(&report, 1, "synthetic".into());
+    let marked: Vec<_> = mv::causes(&report, &traj)
+        .into_iter()
+        .filter(|c| c.kind == CauseKind::NonPositiveG2)
+        .collect();
+    assert_eq!(marked.len(), d.at.len());
+    assert!(
+        marked
+            .iter()
+            .all(|c| c.steps[0] >= 200 && c.steps[1] <= 500),
+        "{marked:?}"
+    );
+
+    let resolved =
+        copus::cli::open::adhoc_session(&copus::cli::open::OpenArgs::for_path(&sample_run()))
+            .expect("session");
+    let app = copus::app::App::new(
+        resolved,
+        copus::source::Loaded {
+            trajectory: traj,
+            analysis: Some(report),
+            seed_ema: Vec::new(),
+            note: None,
+            calibration: None,
+        },
+    );
+    let mut term = Terminal::new(TestBackend::new(120, 40)).expect("terminal");
+    term.draw(|f| copus::tui::view::draw(f, &app, copus::tui::palette::ColorMode::Indexed))
+        .expect("draws");
+    let buf = term.backend().buffer();
+    let axis = (0..40u16)
+        .map(|y| {
+            (0..120u16)
+                .map(|x| buf[(x, y)].symbol())
+                .collect::<String>()
+        })
+        .find(|row| row.contains('└'))
+        .expect("the timeline's token axis");
+    let glyph = CauseKind::NonPositiveG2.glyph();
+    assert!(
+        axis.matches(glyph).count() >= 2,
+        "a stretch spans several columns: {axis}"
+    );
+}
