@@ -51,7 +51,7 @@ fn a_stats_file_opens_with_intervals_and_estimators() {
         .flat_map(|y| (0..200).map(move |x| (x, y)))
         .map(|(x, y)| buf[(x, y)].symbol().to_string())
         .collect();
-    assert!(text.contains("run: B_simple"), "{text}");
+    assert!(text.contains("run-wide: B_simple"), "{text}");
     // Diagnostics are listed, warnings first: the sample run drifts.
     assert!(
         text.contains("B_simple grows x"),

@@ -27,6 +27,8 @@ pub enum Msg {
     SelectBest,
     /// Drill into the selected cell: show its throughput curve.
     DrillIn,
+    /// Show the next layer's B_simple over time on the timeline (then the whole model again).
+    CycleLayer,
     /// Cycle keyboard focus: timeline → heatmap → side panel.
     FocusNext,
     /// Show this side panel beside the heatmap and focus it.

@@ -96,6 +96,11 @@ pub struct App {
     pub restore_cursor: Option<usize>,
     /// Why the data source could not be loaded, shown in place of the heatmap.
     pub load_error: Option<String>,
+    /// The layer whose B_simple over time the timeline shows (index into
+    /// [`super::measured_view::layer_names`]); `None`: the whole model.
+    pub layer_view: Option<usize>,
+    /// A second run laid over this one (`copus open A --compare B`).
+    pub compare: Option<Arc<super::measured_view::CompareRun>>,
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -222,6 +227,8 @@ impl App {
             quit_after_save: false,
             restore_cursor: None,
             load_error: None,
+            layer_view: None,
+            compare: None,
         }
     }
 
@@ -286,6 +293,33 @@ impl App {
             }),
             _ => None,
         };
+    }
+
+    /// The layer the timeline shows (see `layer_view`), by name, when the run has it.
+    pub fn viewed_layer(&self) -> Option<String> {
+        let names = super::measured_view::layer_names(self.analysis.as_deref()?);
+        names.get(self.layer_view?).cloned()
+    }
+
+    /// Step to the next per-layer view of the timeline: whole model → each layer (largest
+    /// share of tr(Σ) first) → whole model. Returns the layer now shown; says why on the
+    /// status line when the run has no layers.
+    pub fn cycle_layer(&mut self) -> Option<String> {
+        let n = self
+            .analysis
+            .as_deref()
+            .map_or(0, |r| r.summary.layers.len());
+        if n == 0 {
+            self.layer_view = None;
+            self.status = "no per-layer statistics in this run (records carry no `layers`)".into();
+            return None;
+        }
+        self.layer_view = match self.layer_view {
+            None => Some(0),
+            Some(i) if i + 1 < n => Some(i + 1),
+            Some(_) => None,
+        };
+        self.viewed_layer()
     }
 
     /// Column of the session's current batch size on the batch axis, if it is on the grid.

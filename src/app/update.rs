@@ -335,6 +335,17 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 app.focus = Panel::Heatmap;
             }
         }
+        Msg::CycleLayer => {
+            if let Some(name) = app.cycle_layer() {
+                app.status = format!("timeline: layer {name} (l: next layer)");
+            } else if app
+                .analysis
+                .as_ref()
+                .is_some_and(|r| !r.summary.layers.is_empty())
+            {
+                app.status = "timeline: whole model".into();
+            }
+        }
         Msg::DrillIn => {
             app.side = Panel::Throughput;
             app.side_scroll = 0;

@@ -10,6 +10,7 @@ pub mod demo_train;
 pub mod grid;
 pub mod model_args;
 pub mod open;
+pub mod open_compare;
 pub mod plan;
 pub mod predict;
 pub mod watch;

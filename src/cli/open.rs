@@ -55,6 +55,10 @@ pub struct OpenArgs {
     /// Stats file or dump: the batch (sequences of the model) the run uses now, marked ▼.
     #[arg(long, value_name = "SAMPLES")]
     pub current_batch: Option<u64>,
+    /// Stats file: a second run (stats file) laid over the timeline, aligned by tokens, with
+    /// where the two differ beyond their intervals (as `analyze A --compare B`).
+    #[arg(long, value_name = "B")]
+    pub compare: Option<PathBuf>,
     /// Where gradient dumps are reduced (auto falls back to the CPU with a note).
     #[arg(long, value_enum, default_value_t = crate::compute::Device::Auto)]
     pub device: crate::compute::Device,
@@ -311,6 +315,9 @@ pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
         )
     };
     let mut app = prepared(resolved, args.device)?;
+    if let Some(other) = &args.compare {
+        super::open_compare::attach(&mut app, other)?;
+    }
     if let Some((path, replace)) = save {
         if replace {
             app.may_overwrite.insert(path.clone());

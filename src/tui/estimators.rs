@@ -36,20 +36,80 @@ fn word<T: serde::Serialize>(x: &T) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Line<'static>>) {
+fn measured_lines(
+    app: &App,
+    report: &AnalyzeReport,
+    step: Option<u64>,
+    lines: &mut Vec<Line<'static>>,
+) {
+    use crate::app::measured_view as mv;
     let s = &report.summary;
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let dim = Style::new().fg(Color::DarkGray);
+    let warn = Style::new().fg(Color::Yellow);
+    // Where B_crit is now and how it moved lead; the run-wide value is labelled as such.
     lines.push(Line::styled(
         format!(
-            "run: B_simple {} {} · {} · {} steps",
-            s.b_simple.map_or("n/a".into(), si),
-            interval(s.ci),
-            word(&s.verdict),
-            s.steps
+            "now (steps {}–{}): B_simple {} {}",
+            s.now.first_step,
+            s.now.last_step,
+            s.now.b_simple.map_or("n/a".into(), si),
+            interval(s.now.ci)
         ),
         bold,
     ));
+    match &s.drift {
+        Some(d) => lines.push(Line::styled(
+            format!(
+                "{} {} [{} – {}] since steps {}–{} (B_simple {})",
+                if !d.significant {
+                    "steady:"
+                } else if d.factor >= 1.0 {
+                    "drift: grew"
+                } else {
+                    "drift: shrank"
+                },
+                mv::factor_words(d.factor),
+                mv::factor_words(d.ci[0]),
+                mv::factor_words(d.ci[1]),
+                d.from.first_step,
+                d.from.last_step,
+                d.from.b_simple.map_or("n/a".into(), si)
+            ),
+            if d.significant { warn } else { Style::new() },
+        )),
+        None => lines.push(Line::styled(
+            "drift: n/a (the run is shorter than two windows)",
+            dim,
+        )),
+    }
+    lines.push(Line::from(format!(
+        "run-wide: B_simple {} {} over {} steps",
+        s.b_simple.map_or("n/a".into(), si),
+        interval(s.ci),
+        s.steps
+    )));
+    lines.push(Line::styled(format!("verdict {}", word(&s.verdict)), bold));
+    for r in &s.reasons {
+        lines.push(Line::styled(format!("  because {}", r.message), warn));
+        lines.push(Line::styled(format!("  → {}", r.action), dim));
+    }
+    if let Some(c) = &app.compare {
+        lines.push(Line::styled(format!("compared with B = {}", c.label), bold));
+        lines.push(Line::from(format!(
+            "  {}",
+            mv::compare_summary(&c.comparison)
+        )));
+        for d in c.comparison.differs.iter().take(4) {
+            lines.push(Line::from(format!(
+                "  ≠ A steps {}–{}: B {} than A, median {}",
+                d.steps_a[0],
+                d.steps_a[1],
+                if d.b_higher { "higher" } else { "lower" },
+                mv::factor_words(d.median_ratio)
+            )));
+        }
+    }
     lines.push(Line::styled(
         format!(
             "{} estimator, {} · |G|² < 0 on {:.0}% of steps",
@@ -78,12 +138,26 @@ fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Lin
         }
     }
     if !s.layers.is_empty() {
-        lines.push(Line::styled("layer · share of tr Σ · B_simple", bold));
+        lines.push(Line::styled(
+            "layer · share of tr Σ · run-wide · here [interval] (l: over time)",
+            bold,
+        ));
         let mut layers: Vec<_> = s.layers.iter().collect();
         layers.sort_by(|a, b| b.trace_share.total_cmp(&a.trace_share));
+        let viewed = app.viewed_layer();
         for l in layers.iter().take(6) {
+            let here = step
+                .and_then(|st| mv::layer_at(report, st, &l.name))
+                .map_or("n/a".into(), |p| {
+                    format!("{} {}", p.b_simple.map_or("n/a".into(), si), interval(p.ci))
+                });
+            let mark = if viewed.as_deref() == Some(l.name.as_str()) {
+                "▸"
+            } else {
+                " "
+            };
             lines.push(Line::from(format!(
-                "  {:<18} {:>5.1}% {:>7}",
+                "{mark} {:<14} {:>5.1}% {:>6} · {here}",
                 l.name,
                 l.trace_share * 100.0,
                 l.b_simple.map_or("n/a".into(), si)
@@ -92,10 +166,29 @@ fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Lin
     }
     for d in &s.diagnostics {
         let style = match d.severity {
-            Severity::Warning => Style::new().fg(Color::Yellow),
+            Severity::Warning => warn,
             Severity::Info => dim,
         };
-        lines.push(Line::styled(format!("! {}", d.message), style));
+        let glyph = mv::CauseKind::of(d.kind).map_or('!', |k| k.glyph());
+        let at = match (d.at.as_slice(), d.steps) {
+            ([], None) => String::new(),
+            ([], Some([a, b])) | (&[[a, b]], _) if a == b => format!(" [step {a}]"),
+            ([], Some([a, b])) => format!(" [steps {a}–{b}]"),
+            (at, _) => format!(
+                " [steps {}{}]",
+                at.iter()
+                    .take(5)
+                    .map(|[a, b]| if a == b {
+                        a.to_string()
+                    } else {
+                        format!("{a}–{b}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if at.len() > 5 { ", …" } else { "" }
+            ),
+        };
+        lines.push(Line::styled(format!("{glyph} {}{at}", d.message), style));
     }
 }
 
@@ -130,7 +223,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         ));
     }
     match &app.analysis {
-        Some(report) => measured_lines(report, point.map(|p| p.step), &mut lines),
+        Some(report) => measured_lines(app, report, point.map(|p| p.step), &mut lines),
         None => lines.push(Line::styled(
             "a published law, not a measurement: no sampling interval",
             Style::new().fg(Color::DarkGray),

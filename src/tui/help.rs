@@ -23,6 +23,12 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, scroll: u16) {
         .collect();
     lines.push(Line::from(""));
     lines.push(Line::from(
+        " Timeline marks (measured runs): ◆ lr change · ↯ loss-scale jump · ░ |G|²≤0 · ✕ NaN step",
+    ));
+    lines.push(Line::from(
+        "   + compared run (open A --compare B) · ≠ the two differ beyond their intervals",
+    ));
+    lines.push(Line::from(
         " Goodput = throughput × statistical efficiency (McCandlish et al. 2018).",
     ));
     lines.push(Line::from(" ? or Esc closes this help."));

@@ -198,6 +198,13 @@ pub const KEYMAP: &[Binding] = &[
         hint: Some("q quit"),
     },
     Binding {
+        label: "l",
+        what: "timeline: one layer over time, with intervals (next; off)",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('l'), NONE)],
+        hint: None,
+    },
+    Binding {
         label: "y / n / s",
         what: "answer a question (s: save, then quit)",
         scope: Scope::Popup,

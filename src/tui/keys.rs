@@ -65,6 +65,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('*'), _) => Msg::SelectBest,
         (KeyCode::Char('['), _) => Msg::JumpSwitch(-1),
         (KeyCode::Char(']'), _) => Msg::JumpSwitch(1),
+        (KeyCode::Char('l'), _) => Msg::CycleLayer,
         (KeyCode::Char(c @ '1'..='5'), _) => Msg::ShowSide(Panel::SIDE[c as usize - '1' as usize]),
         (KeyCode::Tab, _) => Msg::FocusNext,
         (KeyCode::Down, _) if shift && app.tour_step.is_some() => Msg::TourScroll(1),

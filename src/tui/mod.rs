@@ -17,6 +17,7 @@ pub mod recommendation;
 pub mod terminal;
 pub mod throughput;
 pub mod timeline;
+pub mod timeline_marks;
 pub mod view;
 pub mod whatif;
 pub mod worker;

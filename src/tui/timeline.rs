@@ -21,8 +21,11 @@ pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
 }
 
 /// The marks of the chart, each with its glyph (so it reads without colour).
-fn legend(app: &App) -> String {
-    let mut parts = vec!["⠤ B_crit".to_string()];
+fn legend(app: &App) -> Vec<String> {
+    let mut parts = vec![match app.viewed_layer() {
+        Some(name) => format!("⠤ layer {name}"),
+        None => "⠤ B_crit".to_string(),
+    }];
     if app.trajectory.points.iter().any(|p| p.ci.is_some()) {
         parts.push("• interval".into());
     }
@@ -33,14 +36,59 @@ fn legend(app: &App) -> String {
     if !app.switch_points.is_empty() {
         parts.push("⡇ switch ([ ])".into());
     }
-    format!(" {} ", parts.join(" · "))
+    parts.extend(super::timeline_marks::legend_entries(app));
+    parts
+}
+
+/// The legend joined to fit `width` columns where it can (tighter separators when long).
+fn legend_text(parts: &[String], width: usize) -> String {
+    let full = format!(" {} ", parts.join(" · "));
+    if full.chars().count() <= width {
+        return full;
+    }
+    let tight = format!(" {} ", parts.join(" "));
+    if tight.chars().count() <= width {
+        return tight;
+    }
+    // Each entry cut to its glyph and first word.
+    let short: Vec<String> = parts
+        .iter()
+        .map(|p| p.split(' ').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    format!(" {} ", short.join(" "))
 }
 
 /// Draw the timeline into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
-    let pts = &app.trajectory.points;
-    let title = match pts.get(app.cursor) {
-        Some(p) => format!(
+    // The per-layer view (l) shows one layer's B_simple in place of the whole model's.
+    let layer = app.viewed_layer().and_then(|name| {
+        let report = app.analysis.as_deref()?;
+        Some((
+            name.clone(),
+            crate::app::measured_view::layer_trajectory(report, &name, &app.trajectory),
+        ))
+    });
+    let shown = layer.as_ref().map_or(&app.trajectory, |l| &l.1);
+    let pts = &shown.points;
+    let at_cursor = app.trajectory.points.get(app.cursor);
+    let title = match (&layer, at_cursor) {
+        (Some((name, lt)), Some(p)) => {
+            let here = lt.points.iter().find(|q| q.step == p.step);
+            format!(
+                " layer {name}: B_simple {} · step {} · {} tokens · l next layer ",
+                here.map_or("n/a".into(), |q| {
+                    format!(
+                        "{}{}",
+                        b_crit_words(q.b_crit, app.trajectory.seq_len),
+                        q.ci.map(|(lo, hi)| format!(" [{}–{}]", si(lo), si(hi)))
+                            .unwrap_or_default()
+                    )
+                }),
+                p.step,
+                tokens(p.tokens)
+            )
+        }
+        (None, Some(p)) => format!(
             " B_crit {} · step {} · {} tokens{} · {} ",
             b_crit_words(p.b_crit, app.trajectory.seq_len),
             p.step,
@@ -50,19 +98,27 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 .unwrap_or_default(),
             app.trajectory.label,
         ),
-        None => " B_crit timeline (no data) ".to_string(),
+        (_, None) => " B_crit timeline (no data) ".to_string(),
     };
-    let block = super::panel::block(title, focused).title_bottom(legend(app));
-    let Some((lo, hi)) = app.trajectory.b_crit_range() else {
+    let legend = legend_text(&legend(app), area.width.saturating_sub(2) as usize);
+    let block = super::panel::block(title, focused).title_bottom(legend);
+    let Some((lo, hi)) = shown.b_crit_range() else {
         frame.render_widget(block, area);
         return;
     };
+    // A compared run shares the axis.
+    let (lo, hi) =
+        match super::timeline_marks::compare_trajectory(app).and_then(|b| b.b_crit_range()) {
+            Some((blo, bhi)) => (lo.min(blo), hi.max(bhi)),
+            None => (lo, hi),
+        };
     let current = app.resolved.session.current_batch.map(|b| b as f64);
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();
     let y_hi = current.map_or(hi, |c| c.max(hi)).max(1e-9).log10().ceil();
     let y_hi = if y_hi <= y_lo { y_lo + 1.0 } else { y_hi };
-    let x_lo = pts.first().map_or(0.0, |p| p.tokens);
-    let x_hi = pts.last().map_or(1.0, |p| p.tokens).max(x_lo + 1.0);
+    let all = &app.trajectory.points;
+    let x_lo = all.first().map_or(0.0, |p| p.tokens);
+    let x_hi = all.last().map_or(1.0, |p| p.tokens).max(x_lo + 1.0);
 
     let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.tokens, p.b_crit.log10())).collect();
     let ci_lo: Vec<(f64, f64)> = pts
@@ -73,7 +129,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         .iter()
         .filter_map(|p| p.ci.map(|c| (p.tokens, c.1.max(1e-9).log10())))
         .collect();
-    let cursor_x = pts.get(app.cursor).map_or(x_lo, |p| p.tokens);
+    let cursor_x = at_cursor.map_or(x_lo, |p| p.tokens);
     let cursor: Vec<(f64, f64)> = (0..=20)
         .map(|i| (cursor_x, y_lo + (y_hi - y_lo) * i as f64 / 20.0))
         .collect();
@@ -146,9 +202,17 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Span::raw(tokens((x_lo + x_hi) / 2.0)),
         Span::raw(tokens(x_hi)),
     ];
-    let inner = block.inner(area);
+    let mut inner = block.inner(area);
     frame.render_widget(block, area);
-    let losses: Vec<f64> = pts.iter().filter_map(|p| p.loss).collect();
+    if inner.height >= 5
+        && let Some(head) = super::timeline_marks::headline(app, inner.width as usize)
+    {
+        let [top, rest] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+        frame.render_widget(head, top);
+        inner = rest;
+    }
+    let losses: Vec<f64> = all.iter().filter_map(|p| p.loss).collect();
     let chart_area = if losses.len() >= 2 && inner.height >= 8 {
         let [chart_area, loss_area] =
             Layout::vertical([Constraint::Min(4), Constraint::Length(1)]).areas(inner);
@@ -172,6 +236,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 .labels(y_labels),
         );
     frame.render_widget(chart, chart_area);
+    super::timeline_marks::draw(
+        frame.buffer_mut(),
+        chart_area,
+        app,
+        [x_lo, x_hi],
+        [y_lo, y_hi],
+    );
 }
 
 /// One row under the chart: the loss over training as a sparkline, with its first and last

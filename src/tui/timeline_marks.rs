@@ -1,0 +1,163 @@
+//! What the timeline adds for a measured run: the headline row (where B_crit is now, how it
+//! moved, the run-wide value), the located causes as glyphs on the token axis, the stretches
+//! where a compared run differs, and the compared run's trajectory as a second glyph. The
+//! logic (which causes, which numbers) lives in [`crate::app::measured_view`].
+
+use crate::app::App;
+use crate::app::measured_view::{self as mv, CauseKind};
+use crate::trajectory::Trajectory;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+
+/// Glyph of the compared run's trajectory on the chart.
+pub const COMPARE_GLYPH: &str = "+";
+/// Glyph on the token axis where the compared run differs beyond the intervals.
+pub const DIFFERS_GLYPH: char = '≠';
+
+/// The headline row for a measured run, fitted to `width` columns (value first), or `None`
+/// when the source is not measured.
+pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
+    let report = app.analysis.as_deref()?;
+    let mut segments = mv::headline_segments(report);
+    if let Some(c) = &app.compare {
+        // After now and drift, before the run-wide value: what a comparison is for.
+        segments.insert(2, mv::compare_headline(&c.comparison));
+    }
+    let text = mv::fit_segments(&segments, width.saturating_sub(1));
+    let drifting = report.summary.drift.as_ref().is_some_and(|d| d.significant);
+    let style = if drifting {
+        Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD)
+    } else {
+        Style::new().add_modifier(Modifier::BOLD)
+    };
+    Some(Line::from(Span::styled(format!(" {text}"), style)))
+}
+
+/// The legend entries this module adds (one per cause kind present, the compared run and its
+/// differences), each led by its glyph.
+pub fn legend_entries(app: &App) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(report) = app.analysis.as_deref() {
+        let mut kinds: Vec<CauseKind> = mv::causes(report, &app.trajectory)
+            .iter()
+            .map(|c| c.kind)
+            .collect();
+        kinds.dedup();
+        out.extend(kinds.iter().map(|k| format!("{} {}", k.glyph(), k.label())));
+    }
+    if let Some(c) = &app.compare {
+        out.push(format!("{COMPARE_GLYPH} B {}", c.label));
+        if !c.comparison.differs.is_empty() {
+            out.push(format!("{DIFFERS_GLYPH} B≠A"));
+        }
+    }
+    out
+}
+
+/// The compared run's trajectory as the timeline draws it (A's samples, the session's B_crit
+/// scale applied as to A).
+pub fn compare_trajectory(app: &App) -> Option<Trajectory> {
+    let c = app.compare.as_ref()?;
+    let scale = app.resolved.session.b_crit_scale;
+    let mut t = c.trajectory.clone();
+    for p in &mut t.points {
+        p.b_crit *= scale;
+        p.ci = p.ci.map(|(lo, hi)| (lo * scale, hi * scale));
+    }
+    Some(t)
+}
+
+/// The plot area of a chart drawn in `chart_area`: right of the y axis, above the x axis, and
+/// the row of the x axis (found from the axis corner `└` the chart drew).
+fn plot_area(buf: &Buffer, chart_area: Rect) -> Option<(Rect, u16)> {
+    for y in chart_area.y..chart_area.bottom() {
+        for x in chart_area.x..chart_area.right() {
+            if buf[(x, y)].symbol() == "└" {
+                let left = x + 1;
+                let width = chart_area.right().saturating_sub(left);
+                let height = y.saturating_sub(chart_area.y);
+                if width < 2 || height < 1 {
+                    return None;
+                }
+                return Some((Rect::new(left, chart_area.y, width, height), y));
+            }
+        }
+    }
+    None
+}
+
+/// Column of position `x` in [`lo`, `hi`] across `plot`.
+fn column(plot: Rect, x: f64, lo: f64, hi: f64) -> u16 {
+    let f = ((x - lo) / (hi - lo).max(f64::MIN_POSITIVE)).clamp(0.0, 1.0);
+    plot.x + (f * (plot.width - 1) as f64).round() as u16
+}
+
+/// Mark a token range on the axis row with `glyph` (at least one cell).
+fn mark_range(
+    buf: &mut Buffer,
+    plot: Rect,
+    axis: u16,
+    range: [f64; 2],
+    x: [f64; 2],
+    glyph: char,
+    style: Style,
+) {
+    let (a, b) = (
+        column(plot, range[0], x[0], x[1]),
+        column(plot, range[1], x[0], x[1]),
+    );
+    for c in a.min(b)..=a.max(b) {
+        buf[(c, axis)].set_char(glyph).set_style(style);
+    }
+}
+
+/// Draw the marks over a chart already rendered in `chart_area` whose axes span tokens `x`
+/// and log10 samples `y`: the compared run's trajectory, the stretches where it differs, and
+/// the located causes on the token axis (drawn last, so a cause is never hidden).
+pub fn draw(buf: &mut Buffer, chart_area: Rect, app: &App, x: [f64; 2], y: [f64; 2]) {
+    let Some((plot, axis)) = plot_area(buf, chart_area) else {
+        return;
+    };
+    if let Some(b) = compare_trajectory(app)
+        && let (Some(first), Some(last)) = (b.points.first(), b.points.last())
+    {
+        let style = Style::new().fg(Color::LightMagenta);
+        for c in plot.x..plot.right() {
+            let f = (c - plot.x) as f64 / (plot.width - 1).max(1) as f64;
+            let t = x[0] + f * (x[1] - x[0]);
+            if t < first.tokens || t > last.tokens {
+                continue;
+            }
+            let p = &b.points[b.index_at_tokens(t)];
+            let v = p.b_crit.max(1e-9).log10();
+            if !(y[0]..=y[1]).contains(&v) {
+                continue;
+            }
+            let g = (y[1] - v) / (y[1] - y[0]).max(f64::MIN_POSITIVE);
+            let row = plot.y + (g * (plot.height - 1) as f64).round() as u16;
+            let cell = &mut buf[(c, row)];
+            // Never over the cursor or the axis titles.
+            if cell.symbol() == "█" || cell.symbol().chars().any(char::is_alphanumeric) {
+                continue;
+            }
+            cell.set_symbol(COMPARE_GLYPH).set_style(style);
+        }
+    }
+    if let Some(c) = &app.compare {
+        let style = Style::new().fg(Color::LightMagenta);
+        for r in mv::differ_stretches(c, &app.trajectory) {
+            mark_range(buf, plot, axis, r, x, DIFFERS_GLYPH, style);
+        }
+    }
+    if let Some(report) = app.analysis.as_deref() {
+        for cause in mv::causes(report, &app.trajectory) {
+            let style = match cause.kind {
+                CauseKind::NonFinite | CauseKind::LossScaleJump => Style::new().fg(Color::Red),
+                _ => Style::new().fg(Color::LightYellow),
+            };
+            mark_range(buf, plot, axis, cause.tokens, x, cause.kind.glyph(), style);
+        }
+    }
+}
