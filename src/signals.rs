@@ -221,3 +221,80 @@ impl Drop for StopSignals {
         }
     }
 }
+
+/// How often the hang-up watch looks at the terminal, in milliseconds.
+const HANGUP_POLL_MS: i32 = 200;
+/// How long a received stop signal may wait for the event loop before the watch ends the
+/// process itself, in milliseconds.
+const STOP_GRACE_MS: u64 = 2_000;
+
+/// Whether the terminal the explorer owns has hung up (its pseudo-terminal closed, e.g. the
+/// tmux session or the SSH connection went away). A terminal reading end-of-file makes the
+/// terminal library's reader spin without returning, so the event loop cannot notice it.
+#[cfg(unix)]
+fn terminal_hung_up() -> bool {
+    let fd = TTY_FD.load(Ordering::SeqCst);
+    if fd < 0 {
+        return false;
+    }
+    // events = 0: only POLLHUP, POLLERR and POLLNVAL are reported, never pending input.
+    let mut pfd = libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd; poll(2) with a bounded timeout.
+    let n = unsafe { libc::poll(&mut pfd, 1, HANGUP_POLL_MS) };
+    n > 0 && pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+}
+
+/// A background thread for the explorer's lifetime that ends the process when the terminal
+/// hangs up (exit status [`SIGNAL_EXIT`]; there is no terminal left to restore or to ask
+/// about unsaved changes), and when a stop signal was received but the event loop has not
+/// left within two seconds (terminal restored first). Dropping the value stops the thread.
+pub struct HangupWatch {
+    stop: std::sync::Arc<AtomicBool>,
+}
+
+impl HangupWatch {
+    /// Start watching the terminal saved by [`save_terminal`].
+    pub fn spawn() -> Self {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        #[cfg(unix)]
+        {
+            let flag = stop.clone();
+            let _ = std::thread::Builder::new()
+                .name("copus-hangup".into())
+                .spawn(move || {
+                    let mut signalled_at: Option<std::time::Instant> = None;
+                    while !flag.load(Ordering::SeqCst) {
+                        if terminal_hung_up() {
+                            TUI_ACTIVE.store(false, Ordering::SeqCst);
+                            write_stderr(b"copus: the terminal hung up; stopped\n");
+                            // SAFETY: _exit ends the process without running destructors
+                            // that could block on the dead terminal.
+                            unsafe { libc::_exit(SIGNAL_EXIT) }
+                        }
+                        if STOP_SIGNAL.load(Ordering::SeqCst) != 0 {
+                            let since = *signalled_at.get_or_insert_with(std::time::Instant::now);
+                            if since.elapsed().as_millis() > u128::from(STOP_GRACE_MS)
+                                && !flag.load(Ordering::SeqCst)
+                            {
+                                emergency_restore();
+                                write_stderr(b"copus: stopped by a signal\n");
+                                // SAFETY: as above; the terminal was restored first.
+                                unsafe { libc::_exit(SIGNAL_EXIT) }
+                            }
+                        }
+                    }
+                });
+        }
+        Self { stop }
+    }
+}
+
+impl Drop for HangupWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}

@@ -175,3 +175,33 @@ fn a_worker_panic_ends_the_explorer_with_a_message_and_status_1() {
     assert!(s.contains("deliberate worker panic"), "{s}");
     assert!(s.contains("internal error"), "{s}");
 }
+
+/// Whether process `pid` has ended (gone, or a zombie waiting for its parent).
+fn ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn the_explorer_ends_when_its_terminal_goes_away() {
+    // Closing the pseudo-terminal (the tmux server killed, an SSH connection dropped) makes
+    // terminal reads return end-of-file; the explorer must end, not spin on them forever.
+    let (t, dir) = explorer("hangup", "");
+    t.wait_for("Goodput");
+    let pid = std::fs::read_to_string(dir.path().join("pid")).expect("pid");
+    let pid = pid.trim().to_owned();
+    assert!(!ended(&pid), "the explorer is not running");
+    drop(t); // kills the tmux server and with it the terminal
+    let start = Instant::now();
+    while !ended(&pid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the explorer (pid {pid}) still runs 5 s after its terminal went away"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -81,6 +81,7 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
     let mode = ColorMode::from_env();
     let mut guard = terminal::TerminalGuard::enter()?;
     let signals = crate::signals::StopSignals::register()?;
+    let _hangup = crate::signals::HangupWatch::spawn();
     let (results_tx, results) = channel();
     let live = match &app.live_target {
         Some(t) => {
