@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Whole-process ingest and analysis benchmark (issue 15): `copus analyze FILE --json` on a
+# generated protocol file, against baselines measured in the same run on the same file: a
+# byte-count pass (`wc -l`) and Python's `json` module reading it line by line.
+#
+# Usage: scripts/bench_ingest.sh [LINES] [REPS]   (defaults 100000 and 5)
+# Environment: BIN (default target/release/copus; build it first with `cargo build --release`),
+# LAYERS (default 4), DIR (default /tmp/copus-bench-ingest; generated files go there).
+# Prints the best and the worst wall time of REPS runs of each command, lines/s of the best,
+# and the peak RSS of one run of each copus command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LINES=${1:-100000}
+REPS=${2:-5}
+BIN=${BIN:-target/release/copus}
+LAYERS=${LAYERS:-4}
+DIR=${DIR:-/tmp/copus-bench-ingest}
+mkdir -p "$DIR"
+distinct="$DIR/distinct-$LINES-$LAYERS.ndjson"
+repeated="$DIR/repeated-$LINES-$LAYERS.ndjson"
+[ -s "$distinct" ] || python3 scripts/gen_stats.py "$distinct" "$LINES" --layers "$LAYERS"
+[ -s "$repeated" ] || python3 scripts/gen_stats.py "$repeated" "$LINES" --layers "$LAYERS" --repeat-step
+echo "input: $LINES lines, $LAYERS layers, $(($(stat -c %s "$distinct") / LINES)) bytes a line; best of $REPS"
+
+# bench NAME COMMAND...: best and worst wall time of REPS runs (stdout discarded).
+bench() {
+    local name=$1
+    shift
+    local best="" worst="" t0 t1 ms
+    for _ in $(seq "$REPS"); do
+        t0=$(date +%s%N)
+        "$@" >/dev/null
+        t1=$(date +%s%N)
+        ms=$(((t1 - t0) / 1000000))
+        if [ -z "$best" ] || [ "$ms" -lt "$best" ]; then best=$ms; fi
+        if [ -z "$worst" ] || [ "$ms" -gt "$worst" ]; then worst=$ms; fi
+    done
+    local rate=$((LINES * 1000 / (best > 0 ? best : 1)))
+    printf '%-44s best %6d ms  worst %6d ms  %9d lines/s\n' "$name" "$best" "$worst" "$rate"
+}
+
+# peak NAME COMMAND...: peak resident memory of one run.
+peak() {
+    local name=$1
+    shift
+    local kb
+    kb=$( { /usr/bin/time -f '%M' "$@" >/dev/null; } 2>&1 | tail -n 1)
+    printf '%-44s peak RSS %6d MiB\n' "$name" "$((kb / 1024))"
+}
+
+py_json='import json, sys
+n = 0
+for line in open(sys.argv[1], "rb"):
+    json.loads(line)
+    n += 1'
+
+bench "wc -l (byte-count baseline)" wc -l "$distinct"
+bench "python3 json.loads per line (baseline)" python3 -c "$py_json" "$distinct"
+bench "copus analyze --json (distinct steps)" "$BIN" analyze "$distinct" --json
+bench "copus analyze --json (one repeated step)" "$BIN" analyze "$repeated" --json
+bench "copus analyze (table)" "$BIN" analyze "$distinct"
+peak "copus analyze --json (distinct steps)" "$BIN" analyze "$distinct" --json
+peak "copus analyze --json (one repeated step)" "$BIN" analyze "$repeated" --json
