@@ -22,21 +22,25 @@ repeated="$DIR/repeated-$LINES-$LAYERS.ndjson"
 [ -s "$repeated" ] || python3 scripts/gen_stats.py "$repeated" "$LINES" --layers "$LAYERS" --repeat-step
 echo "input: $LINES lines, $LAYERS layers, $(($(stat -c %s "$distinct") / LINES)) bytes a line; best of $REPS"
 
-# bench NAME COMMAND...: best and worst wall time of REPS runs (stdout discarded).
+# bench NAME COMMAND...: best and worst wall time of REPS runs (stdout discarded), and the
+# best CPU time (user + system, all threads): on a shared machine the wall time includes
+# waiting for a core, the CPU time does not.
 bench() {
     local name=$1
     shift
-    local best="" worst="" t0 t1 ms
+    local best="" worst="" cpu="" out wall c
     for _ in $(seq "$REPS"); do
-        t0=$(date +%s%N)
-        "$@" >/dev/null
-        t1=$(date +%s%N)
-        ms=$(((t1 - t0) / 1000000))
-        if [ -z "$best" ] || [ "$ms" -lt "$best" ]; then best=$ms; fi
-        if [ -z "$worst" ] || [ "$ms" -gt "$worst" ]; then worst=$ms; fi
+        out=$( { /usr/bin/time -f '%e %U %S' "$@" >/dev/null; } 2>&1 | tail -n 1)
+        wall=$(echo "$out" | awk '{printf "%d", $1 * 1000}')
+        c=$(echo "$out" | awk '{printf "%d", ($2 + $3) * 1000}')
+        if [ -z "$best" ] || [ "$wall" -lt "$best" ]; then best=$wall; fi
+        if [ -z "$worst" ] || [ "$wall" -gt "$worst" ]; then worst=$wall; fi
+        if [ -z "$cpu" ] || [ "$c" -lt "$cpu" ]; then cpu=$c; fi
     done
     local rate=$((LINES * 1000 / (best > 0 ? best : 1)))
-    printf '%-44s best %6d ms  worst %6d ms  %9d lines/s\n' "$name" "$best" "$worst" "$rate"
+    local crate=$((LINES * 1000 / (cpu > 0 ? cpu : 1)))
+    printf '%-42s wall best %6d ms worst %6d ms = %8d lines/s | cpu %6d ms = %8d lines/cpu-s\n' \
+        "$name" "$best" "$worst" "$rate" "$cpu" "$crate"
 }
 
 # peak NAME COMMAND...: peak resident memory of one run.

@@ -198,3 +198,100 @@ pub fn read_ndjson<R: BufRead>(mut reader: R) -> std::io::Result<ReadOutcome> {
 fn keep((range, newline): (std::ops::Range<usize>, bool)) -> Span {
     (range.len() + usize::from(newline) <= MAX_LINE_BYTES).then_some(range)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader before issue 15 (one line at a time through a capped line buffer): the oracle.
+    fn sequential(mut reader: impl BufRead) -> ReadOutcome {
+        let mut out = ReadOutcome::default();
+        let (mut buf, mut line_no) = (Vec::new(), 0);
+        loop {
+            buf.clear();
+            let (mut read, mut overlong) = (0usize, false);
+            loop {
+                let chunk = reader.fill_buf().expect("in memory");
+                if chunk.is_empty() {
+                    break;
+                }
+                let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+                    Some(i) => (i + 1, true),
+                    None => (chunk.len(), false),
+                };
+                if !overlong && buf.len() + take <= MAX_LINE_BYTES {
+                    buf.extend_from_slice(&chunk[..take]);
+                } else {
+                    overlong = true;
+                    buf.clear();
+                }
+                reader.consume(take);
+                read += take;
+                if done {
+                    break;
+                }
+            }
+            if read == 0 {
+                return out;
+            }
+            line_no += 1;
+            if overlong {
+                out.lines = out.lines.max(line_no);
+                let e = ProtocolError::Json(format!(
+                    "line longer than {MAX_LINE_BYTES} bytes: skipped"
+                ));
+                out.push_error(line_no, &e);
+                continue;
+            }
+            match std::str::from_utf8(&buf) {
+                Ok(s) => out.push_line(line_no, s),
+                Err(_) => out.push_not_utf8(line_no),
+            }
+        }
+    }
+
+    fn record(step: u64) -> String {
+        format!(r#"{{"v":1,"step":{step},"b_small":2,"b_big":8,"sq_small":1.5,"sq_big":0.5}}"#)
+    }
+
+    /// Blocks, parallel parsing and over-long lines across block boundaries give exactly what
+    /// the line-by-line reader gave: records, counts, kept errors and line numbers.
+    #[test]
+    fn block_reader_equals_the_line_reader() {
+        let long = |n: usize| "x".repeat(n);
+        let mut text = String::new();
+        for i in 0..2000 {
+            text.push_str(&record(i));
+            text.push_str(["\n", "\r\n", "\n\n", "\n  \n"][i as usize % 4]);
+            if i % 500 == 7 {
+                text.push_str("{\"v\":1,\"step\":\"bad\"}\n{\"v\":1,\"step\":3,\"b_small\":2,\"b_big\":8,\"sq_small\":null,\"sq_big\":1}\n");
+            }
+        }
+        // Exactly at the cap (newline included), one over, and lines several blocks long.
+        text.push_str(&long(MAX_LINE_BYTES - 1));
+        text.push('\n');
+        text.push_str(&long(MAX_LINE_BYTES));
+        text.push('\n');
+        text.push_str(&record(5000));
+        text.push('\n');
+        text.push_str(&long(BLOCK_BYTES + 3 * MAX_LINE_BYTES));
+        text.push('\n');
+        text.push_str(&record(5001));
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(b"\n\xff\xfe\n");
+        bytes.extend_from_slice(record(5002).as_bytes());
+        for tail in [&b""[..], b"\n", b"\nxxxx"] {
+            let mut input = bytes.clone();
+            input.extend_from_slice(tail);
+            let want = sequential(std::io::Cursor::new(&input));
+            let got = read_ndjson(std::io::Cursor::new(&input)).expect("in memory");
+            assert_eq!(got, want);
+            assert!(got.records.len() >= 2003 && got.malformed >= 8 && got.non_finite == 4);
+        }
+        // A final over-long line without a newline.
+        let input = format!("{}\n{}", record(1), long(BLOCK_BYTES + 5)).into_bytes();
+        let got = read_ndjson(std::io::Cursor::new(&input)).expect("in memory");
+        assert_eq!(got, sequential(std::io::Cursor::new(&input)));
+        assert_eq!((got.records.len(), got.malformed, got.lines), (1, 1, 2));
+    }
+}
