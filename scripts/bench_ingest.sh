@@ -65,3 +65,10 @@ bench "copus analyze --json (one repeated step)" "$BIN" analyze "$repeated" --js
 bench "copus analyze (table)" "$BIN" analyze "$distinct"
 peak "copus analyze --json (distinct steps)" "$BIN" analyze "$distinct" --json
 peak "copus analyze --json (one repeated step)" "$BIN" analyze "$repeated" --json
+
+# Optional: the distinct-step command with an earlier build (e.g. BEFORE=/tmp/copus-before).
+# (Not the repeated-step file: before issue 15 that case was quadratic, minutes at 100k lines.)
+if [ -n "${BEFORE:-}" ]; then
+    bench "before: copus analyze --json (distinct)" "$BEFORE" analyze "$distinct" --json
+    peak "before: copus analyze --json (distinct)" "$BEFORE" analyze "$distinct" --json
+fi
