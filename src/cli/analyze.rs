@@ -5,7 +5,7 @@ use crate::compute::Device;
 use crate::stats::{AnalyzeReport, EstimatorSettings, SmootherKind, analyze_outcome, read_ndjson};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use std::io::BufReader;
+use std::io::{BufReader, Write};
 use std::path::PathBuf;
 
 /// Smoother choice on the command line.
@@ -120,7 +120,11 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         format!("{}{first}", path.display())
     })?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        // Streamed: a long run's report is hundreds of MB of text.
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+        out.flush()?;
     } else {
         print!(
             "{}",

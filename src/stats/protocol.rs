@@ -60,9 +60,22 @@ impl ProtocolError {
 }
 
 /// Parse and validate one protocol v1 line.
+///
+/// Well-formed lines take a typed fast path (no JSON tree); any other line goes through the
+/// general path below, which names what is wrong.
 pub fn parse_line(line: &str) -> Result<StepStats, ProtocolError> {
     // A UTF-8 byte-order mark (written by some editors and PowerShell) is not part of a record.
     let line = line.strip_prefix('\u{feff}').unwrap_or(line);
+    if let Some(record) = super::protocol_fast::parse(line) {
+        validate(&record)?;
+        return Ok(record);
+    }
+    parse_general(line)
+}
+
+/// The general path of [`parse_line`] (through a JSON tree), for any line: the exact error of
+/// a bad one. `line` has no byte-order mark.
+pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
     let value: Value = serde_json::from_str(line).map_err(|e| {
         if e.to_string().contains("number out of range") {
             ProtocolError::NonFinite {

@@ -3,8 +3,9 @@
 
 use super::protocol::{ProtocolError, parse_line};
 use super::step::StepStats;
+use rayon::prelude::*;
 use serde::Serialize;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 /// How many problem lines are kept verbatim (with line number and reason) for display.
 pub const KEPT_ERRORS: usize = 20;
@@ -77,69 +78,220 @@ impl ReadOutcome {
     }
 }
 
-/// Longest line read, bytes; a longer line is skipped up to its newline and counted as
-/// malformed, so memory stays bounded whatever the input.
+/// Longest line read, bytes, by every reader of the protocol (this one and the live line
+/// reader); a longer line is skipped up to its newline and counted as malformed, so memory
+/// stays bounded whatever the input.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 
-/// Read one line (through its `\n`) into `buf`, keeping at most `max` bytes. Returns the
-/// bytes consumed and whether the line was longer than `max` (its content then dropped).
-fn read_line_capped<R: BufRead>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<(usize, bool)> {
-    let (mut consumed, mut overlong) = (0usize, false);
-    loop {
-        let chunk = match reader.fill_buf() {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+/// Bytes read at a time; more than [`MAX_LINE_BYTES`], so a block without a newline means an
+/// over-long line.
+const BLOCK_BYTES: usize = 8 << 20;
+
+/// Lines parsed per parallel task (a few hundred KiB of text).
+const LINES_PER_TASK: usize = 512;
+
+/// What became of one line, in parallel, before it is counted in stream order.
+enum Parsed {
+    Blank,
+    Record(StepStats),
+    Error(ProtocolError),
+    NotUtf8,
+}
+
+fn parse_bytes(bytes: &[u8]) -> Parsed {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => match s.trim() {
+            "" => Parsed::Blank,
+            line => match parse_line(line) {
+                Ok(r) => Parsed::Record(r),
+                Err(e) => Parsed::Error(e),
+            },
+        },
+        Err(_) => Parsed::NotUtf8,
+    }
+}
+
+/// One line of a block: its bytes (without the newline), or `None` when it was longer than
+/// [`MAX_LINE_BYTES`] (newline included).
+type Span = Option<std::ops::Range<usize>>;
+
+/// Read until `buf` holds at least [`BLOCK_BYTES`] or the stream ends; true at the end.
+fn top_up<R: Read>(reader: &mut R, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    let mut chunk = vec![0u8; 1 << 16];
+    while buf.len() < BLOCK_BYTES {
+        match reader.read(&mut chunk) {
+            Ok(0) => return Ok(true),
+            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
-        };
-        if chunk.is_empty() {
-            return Ok((consumed, overlong));
         }
-        let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        if !overlong && buf.len() + take <= max {
-            buf.extend_from_slice(&chunk[..take]);
-        } else {
-            overlong = true;
+    }
+    Ok(false)
+}
+
+/// Read a whole protocol v1 stream. Malformed and non-finite lines are counted and skipped;
+/// only an I/O error stops the read. Lines are parsed in parallel, block by block, and
+/// counted in stream order.
+pub fn read_ndjson<R: BufRead>(mut reader: R) -> std::io::Result<ReadOutcome> {
+    let mut out = ReadOutcome::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + (1 << 16));
+    let mut line_no = 0;
+    // Inside an over-long line whose start was dropped: skip to its newline.
+    let mut skipping = false;
+    loop {
+        let eof = top_up(&mut reader, &mut buf)?;
+        let mut spans: Vec<Span> = Vec::new();
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', &buf) {
+            let span = (start..nl, true);
+            start = nl + 1;
+            if std::mem::take(&mut skipping) {
+                spans.push(None);
+                continue;
+            }
+            spans.push(keep(span));
+        }
+        if eof && (start < buf.len() || skipping) {
+            let span = (start..buf.len(), false);
+            start = buf.len();
+            spans.push(if skipping { None } else { keep(span) });
+            skipping = false;
+        }
+        let parsed: Vec<Parsed> = spans
+            .par_iter()
+            .with_min_len(LINES_PER_TASK)
+            .map(|s| match s {
+                Some(r) => parse_bytes(&buf[r.clone()]),
+                None => Parsed::Blank,
+            })
+            .collect();
+        for (span, p) in spans.iter().zip(parsed) {
+            line_no += 1;
+            out.lines = out.lines.max(line_no);
+            if span.is_none() {
+                let e = ProtocolError::Json(format!(
+                    "line longer than {MAX_LINE_BYTES} bytes: skipped"
+                ));
+                out.push_error(line_no, &e);
+                continue;
+            }
+            match p {
+                Parsed::Blank => {}
+                Parsed::Record(r) => out.records.push(r),
+                Parsed::Error(e) => out.push_error(line_no, &e),
+                Parsed::NotUtf8 => out.push_not_utf8(line_no),
+            }
+        }
+        if eof {
+            return Ok(out);
+        }
+        buf.drain(..start);
+        // A partial line already longer than the cap: drop it and skip to its newline.
+        if buf.len() > MAX_LINE_BYTES {
             buf.clear();
-        }
-        reader.consume(take);
-        consumed += take;
-        if done {
-            return Ok((consumed, overlong));
+            skipping = true;
         }
     }
 }
 
-/// Read a whole protocol v1 stream. Malformed and non-finite lines are counted and skipped;
-/// only an I/O error stops the read.
-pub fn read_ndjson<R: BufRead>(mut reader: R) -> std::io::Result<ReadOutcome> {
-    let mut out = ReadOutcome::default();
-    let mut buf = Vec::new();
-    let mut line_no = 0;
-    loop {
-        buf.clear();
-        let (read, overlong) = read_line_capped(&mut reader, &mut buf, MAX_LINE_BYTES)?;
-        if read == 0 {
-            break;
-        }
-        line_no += 1;
-        if overlong {
-            out.lines = out.lines.max(line_no);
-            let e =
-                ProtocolError::Json(format!("line longer than {MAX_LINE_BYTES} bytes: skipped"));
-            out.push_error(line_no, &e);
-            continue;
-        }
-        match std::str::from_utf8(&buf) {
-            Ok(s) => out.push_line(line_no, s),
-            Err(_) => out.push_not_utf8(line_no),
+/// The span of a complete line, or `None` when it is over the cap (counting its newline).
+fn keep((range, newline): (std::ops::Range<usize>, bool)) -> Span {
+    (range.len() + usize::from(newline) <= MAX_LINE_BYTES).then_some(range)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader before issue 15 (one line at a time through a capped line buffer): the oracle.
+    fn sequential(mut reader: impl BufRead) -> ReadOutcome {
+        let mut out = ReadOutcome::default();
+        let (mut buf, mut line_no) = (Vec::new(), 0);
+        loop {
+            buf.clear();
+            let (mut read, mut overlong) = (0usize, false);
+            loop {
+                let chunk = reader.fill_buf().expect("in memory");
+                if chunk.is_empty() {
+                    break;
+                }
+                let (take, done) = match chunk.iter().position(|b| *b == b'\n') {
+                    Some(i) => (i + 1, true),
+                    None => (chunk.len(), false),
+                };
+                if !overlong && buf.len() + take <= MAX_LINE_BYTES {
+                    buf.extend_from_slice(&chunk[..take]);
+                } else {
+                    overlong = true;
+                    buf.clear();
+                }
+                reader.consume(take);
+                read += take;
+                if done {
+                    break;
+                }
+            }
+            if read == 0 {
+                return out;
+            }
+            line_no += 1;
+            if overlong {
+                out.lines = out.lines.max(line_no);
+                let e = ProtocolError::Json(format!(
+                    "line longer than {MAX_LINE_BYTES} bytes: skipped"
+                ));
+                out.push_error(line_no, &e);
+                continue;
+            }
+            match std::str::from_utf8(&buf) {
+                Ok(s) => out.push_line(line_no, s),
+                Err(_) => out.push_not_utf8(line_no),
+            }
         }
     }
-    Ok(out)
+
+    fn record(step: u64) -> String {
+        format!(r#"{{"v":1,"step":{step},"b_small":2,"b_big":8,"sq_small":1.5,"sq_big":0.5}}"#)
+    }
+
+    /// Blocks, parallel parsing and over-long lines across block boundaries give exactly what
+    /// the line-by-line reader gave: records, counts, kept errors and line numbers.
+    #[test]
+    fn block_reader_equals_the_line_reader() {
+        let long = |n: usize| "x".repeat(n);
+        let mut text = String::new();
+        for i in 0..2000 {
+            text.push_str(&record(i));
+            text.push_str(["\n", "\r\n", "\n\n", "\n  \n"][i as usize % 4]);
+            if i % 500 == 7 {
+                text.push_str("{\"v\":1,\"step\":\"bad\"}\n{\"v\":1,\"step\":3,\"b_small\":2,\"b_big\":8,\"sq_small\":null,\"sq_big\":1}\n");
+            }
+        }
+        // Exactly at the cap (newline included), one over, and lines several blocks long.
+        text.push_str(&long(MAX_LINE_BYTES - 1));
+        text.push('\n');
+        text.push_str(&long(MAX_LINE_BYTES));
+        text.push('\n');
+        text.push_str(&record(5000));
+        text.push('\n');
+        text.push_str(&long(BLOCK_BYTES + 3 * MAX_LINE_BYTES));
+        text.push('\n');
+        text.push_str(&record(5001));
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(b"\n\xff\xfe\n");
+        bytes.extend_from_slice(record(5002).as_bytes());
+        for tail in [&b""[..], b"\n", b"\nxxxx"] {
+            let mut input = bytes.clone();
+            input.extend_from_slice(tail);
+            let want = sequential(std::io::Cursor::new(&input));
+            let got = read_ndjson(std::io::Cursor::new(&input)).expect("in memory");
+            assert_eq!(got, want);
+            assert!(got.records.len() >= 2003 && got.malformed >= 8 && got.non_finite == 4);
+        }
+        // A final over-long line without a newline.
+        let input = format!("{}\n{}", record(1), long(BLOCK_BYTES + 5)).into_bytes();
+        let got = read_ndjson(std::io::Cursor::new(&input)).expect("in memory");
+        assert_eq!(got, sequential(std::io::Cursor::new(&input)));
+        assert_eq!((got.records.len(), got.malformed, got.lines), (1, 1, 2));
+    }
 }

@@ -45,6 +45,21 @@ impl Moments {
         self.qgg += w2 * g * g;
     }
 
+    /// Add the records of one step at once with weight `w`: `s` holds their count, Σt, Σg,
+    /// Σt², Σt·g and Σg² (the same sums as adding them one by one).
+    pub(crate) fn add_sums(&mut self, w: f64, s: &[f64; 6]) {
+        let w2 = w * w;
+        self.w += w * s[0];
+        self.w2 += w2 * s[0];
+        self.wt += w * s[1];
+        self.wg += w * s[2];
+        self.qt += w2 * s[1];
+        self.qg += w2 * s[2];
+        self.qtt += w2 * s[3];
+        self.qtg += w2 * s[4];
+        self.qgg += w2 * s[5];
+    }
+
     /// Multiply every weight by `a` (EMA decay).
     pub fn decay(&mut self, a: f64) {
         let a2 = a * a;
@@ -91,37 +106,15 @@ impl Moments {
 }
 
 /// Two-sided Gaussian kernel (σ = `bandwidth` steps, truncated at 4σ) over step positions
-/// (`steps` sorted ascending).
+/// (`steps` sorted ascending; repeated step numbers allowed).
 /// Returns each position's moments and its own normalised weight w_jj/Σw (for residual
 /// corrections).
+///
+/// O(n) in the records whatever the bandwidth and however steps repeat: records of one step
+/// are summed first, and long windows are convolved by FFT (module `kernel_sums`); the
+/// results equal the record-by-record sums up to rounding (docs/STATISTICS.md).
 pub fn two_sided(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Vec<(Moments, f64)> {
-    let n = t.len();
-    let reach = (4.0 * bandwidth).floor() as u64;
-    let weight = |d: u64| {
-        let x = d as f64 / bandwidth;
-        (-0.5 * x * x).exp()
-    };
-    // Steps are integers: tabulate the kernel by offset (bounded, for huge σ).
-    let table: Vec<f64> = (0..=reach.min(1 << 16)).map(weight).collect();
-    let mut out = Vec::with_capacity(n);
-    let mut lo = 0;
-    for i in 0..n {
-        let centre = steps[i];
-        while lo < n && steps[lo].saturating_add(reach) < centre {
-            lo += 1;
-        }
-        let mut m = Moments::default();
-        for j in lo..n {
-            let d = steps[j].abs_diff(centre);
-            if steps[j] > centre && d > reach {
-                break;
-            }
-            let w = table.get(d as usize).copied().unwrap_or_else(|| weight(d));
-            m.add(w, t[j], g[j]);
-        }
-        out.push((m, 1.0 / m.w));
-    }
-    out
+    super::kernel_sums::kernel_moments(t, g, steps, bandwidth, super::kernel_sums::Method::Auto)
 }
 
 /// One-sided EMA decayed per sample: before adding step j the weights decay by
@@ -221,3 +214,7 @@ pub fn ratio_ema(t: &[f64], g: &[f64], b_big: &[f64], decay: f64, b0: f64) -> Ve
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "smoothing_tests.rs"]
+mod tests;

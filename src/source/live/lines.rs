@@ -5,9 +5,10 @@ use super::LiveEvent;
 use crate::stats::step::StepStats;
 use std::fmt::Display;
 
-/// Longest line accepted, in bytes; a longer one is discarded up to its newline and counted
-/// as malformed (so a stream without newlines cannot grow memory without bound).
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Longest line accepted, in bytes (the cap every protocol reader shares); a longer one is
+/// discarded up to its newline and counted as malformed (so a stream without newlines cannot
+/// grow memory without bound).
+pub use crate::stats::reader::MAX_LINE_BYTES;
 
 /// Splits bytes into lines and parses each with `parser`, emitting [`LiveEvent`]s.
 ///

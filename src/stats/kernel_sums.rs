@@ -1,0 +1,316 @@
+//! The two-sided Gaussian kernel sums of the smoother in O(n), whatever the bandwidth and
+//! however step numbers repeat (issue 15).
+//!
+//! The kernel weight depends only on the distance between two step numbers, so records that
+//! share a step are summed first into one bucket (count, Σt, Σg, Σt², Σt·g, Σg²). Each
+//! distinct step then needs Σ w(d)·bucket for the kernel w and Σ w(d)²·bucket for w²: a
+//! discrete convolution of the buckets, laid on the grid of step numbers (divided by their
+//! common step), with the tabulated kernel. Stretches of steps further apart than the
+//! kernel's reach (4σ) do not interact and are handled separately. Each stretch is summed
+//! directly when its windows are small, otherwise by FFT convolution in overlap-save blocks of
+//! a few kernel widths (so rounding stays relative to nearby values); the choice follows the
+//! estimated cost of each. Both give the sums of the old record-by-record loop up to rounding.
+
+use super::fft::Fft;
+use super::smoothing::Moments;
+use std::ops::Range;
+
+/// How the sums of one stretch are computed (tests force each one).
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    /// Whichever is estimated cheaper.
+    Auto,
+    /// Distinct step by distinct step over the window.
+    Direct,
+    /// FFT convolution (a stretch of one distinct step is always direct).
+    Fft,
+}
+
+/// Per distinct step (sorted ascending): the step and [count, Σt, Σg, Σt², Σt·g, Σg²].
+struct Buckets {
+    step: Vec<u64>,
+    sums: Vec<[f64; 6]>,
+}
+
+/// Gaussian weight of a distance of `d` steps for standard deviation `h` steps.
+fn gauss(d: u64, h: f64) -> f64 {
+    let x = d as f64 / h;
+    (-0.5 * x * x).exp()
+}
+
+/// Each record's kernel moments and its own normalised weight 1/Σw (see
+/// [`super::smoothing::two_sided`]): steps need not be distinct; unsorted input is sorted
+/// first and the results put back in input order.
+pub(crate) fn kernel_moments(
+    t: &[f64],
+    g: &[f64],
+    steps: &[u64],
+    bandwidth: f64,
+    method: Method,
+) -> Vec<(Moments, f64)> {
+    let n = t.len().min(g.len()).min(steps.len());
+    if steps[..n].windows(2).any(|w| w[1] < w[0]) {
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| steps[i]);
+        let pick = |x: &[f64]| order.iter().map(|&i| x[i]).collect::<Vec<f64>>();
+        let s: Vec<u64> = order.iter().map(|&i| steps[i]).collect();
+        let sorted = kernel_moments(&pick(t), &pick(g), &s, bandwidth, method);
+        let mut out = vec![(Moments::default(), 0.0); n];
+        for (k, &i) in order.iter().enumerate() {
+            out[i] = sorted[k];
+        }
+        return out;
+    }
+    let mut b = Buckets {
+        step: Vec::new(),
+        sums: Vec::new(),
+    };
+    let mut count: Vec<usize> = Vec::new();
+    for i in 0..n {
+        if b.step.last() != Some(&steps[i]) {
+            b.step.push(steps[i]);
+            b.sums.push([0.0; 6]);
+            count.push(0);
+        }
+        let (s, k) = (b.sums.last_mut(), count.last_mut());
+        if let (Some(s), Some(k)) = (s, k) {
+            let (ti, gi) = (t[i], g[i]);
+            for (acc, x) in s.iter_mut().zip([1.0, ti, gi, ti * ti, ti * gi, gi * gi]) {
+                *acc += x;
+            }
+            *k += 1;
+        }
+    }
+    let reach = (4.0 * bandwidth).floor() as u64;
+    let mut per_bucket = vec![Moments::default(); b.step.len()];
+    let mut a = 0;
+    while a < b.step.len() {
+        let mut e = a + 1;
+        while e < b.step.len() && b.step[e] - b.step[e - 1] <= reach {
+            e += 1;
+        }
+        stretch(&b, a..e, reach, bandwidth, method, &mut per_bucket);
+        a = e;
+    }
+    let mut out = Vec::with_capacity(n);
+    for (m, k) in per_bucket.iter().zip(count) {
+        out.extend(std::iter::repeat_n((*m, 1.0 / m.w), k));
+    }
+    out
+}
+
+/// Sums for the buckets `seg` (no bucket outside it lies within `reach`).
+fn stretch(
+    b: &Buckets,
+    seg: Range<usize>,
+    reach: u64,
+    h: f64,
+    method: Method,
+    out: &mut [Moments],
+) {
+    let first = b.step[seg.start];
+    let gcd = b.step[seg.clone()]
+        .iter()
+        .fold(0u64, |acc, &s| gcd(acc, s - first));
+    let use_fft = match method {
+        _ if seg.len() < 2 || gcd == 0 => false,
+        Method::Direct => false,
+        Method::Fft => true,
+        Method::Auto => {
+            let plan = Plan::new(b, &seg, reach, gcd);
+            plan.cost() < direct_cost(b, &seg, reach)
+        }
+    };
+    if use_fft {
+        Plan::new(b, &seg, reach, gcd).run(b, &seg, h, out);
+    } else {
+        direct(b, seg, reach, h, out);
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Kernel-weight evaluations of the direct sums (two pointers, O(buckets)).
+fn direct_cost(b: &Buckets, seg: &Range<usize>, reach: u64) -> f64 {
+    let (mut lo, mut hi, mut pairs) = (seg.start, seg.start, 0usize);
+    for k in seg.clone() {
+        let c = b.step[k];
+        while b.step[lo].saturating_add(reach) < c {
+            lo += 1;
+        }
+        while hi < seg.end && b.step[hi] <= c.saturating_add(reach) {
+            hi += 1;
+        }
+        pairs += hi - lo;
+    }
+    // One pair: a table look-up and nine multiply-adds, about two butterflies.
+    2.0 * pairs as f64
+}
+
+/// The direct sums, distinct step by distinct step (the old loop over buckets).
+fn direct(b: &Buckets, seg: Range<usize>, reach: u64, h: f64, out: &mut [Moments]) {
+    let table: Vec<f64> = (0..=reach.min(1 << 16)).map(|d| gauss(d, h)).collect();
+    let mut lo = seg.start;
+    for k in seg.clone() {
+        let c = b.step[k];
+        while b.step[lo].saturating_add(reach) < c {
+            lo += 1;
+        }
+        let mut m = Moments::default();
+        for j in lo..seg.end {
+            let d = b.step[j].abs_diff(c);
+            if b.step[j] > c && d > reach {
+                break;
+            }
+            let w = table
+                .get(d as usize)
+                .copied()
+                .unwrap_or_else(|| gauss(d, h));
+            m.add_sums(w, &b.sums[j]);
+        }
+        out[k] = m;
+    }
+}
+
+/// The FFT convolution of one stretch on its grid of steps (step numbers / `gcd`).
+struct Plan {
+    /// Grid steps spanned by the stretch.
+    span: u64,
+    /// Kernel reach on the grid (at most the span).
+    r: usize,
+    /// FFT size.
+    len: usize,
+    gcd: u64,
+}
+
+/// Channels convolved with w (count, Σt, Σg) then with w² (count, Σt, Σg, Σt², Σtg, Σg²),
+/// packed two to a complex transform.
+const PAIRS: [(usize, usize, bool); 5] = [
+    (0, 1, false),
+    (2, 6, false),
+    (0, 1, true),
+    (2, 3, true),
+    (4, 5, true),
+];
+
+impl Plan {
+    fn new(b: &Buckets, seg: &Range<usize>, reach: u64, gcd: u64) -> Self {
+        let span = (b.step[seg.end - 1] - b.step[seg.start]) / gcd;
+        let r = (reach / gcd).min(span) as usize;
+        let block = (4 * (2 * r + 1)).next_power_of_two().max(64);
+        let whole = (span as usize + 1 + 2 * r).next_power_of_two();
+        Self {
+            span,
+            r,
+            len: block.min(whole),
+            gcd,
+        }
+    }
+
+    /// Output positions per block.
+    fn step(&self) -> usize {
+        self.len - 2 * self.r
+    }
+
+    /// Estimated cost in butterflies: five forward and five inverse transforms per block.
+    fn cost(&self) -> f64 {
+        let blocks = (self.span as f64 + 1.0) / self.step() as f64;
+        let l = self.len as f64;
+        blocks.ceil() * (5.0 * l * l.log2() + 12.0 * l)
+    }
+
+    fn run(&self, b: &Buckets, seg: &Range<usize>, h: f64, out: &mut [Moments]) {
+        let (len, r) = (self.len, self.r);
+        let fft = Fft::new(len);
+        // Kernel spectra of w and w², laid circularly (symmetric around 0).
+        let mut spectra = [
+            (vec![0.0; len], vec![0.0; len]),
+            (vec![0.0; len], vec![0.0; len]),
+        ];
+        for m in 0..=r {
+            let w = gauss(m as u64 * self.gcd, h);
+            for (sq, (re, _)) in spectra.iter_mut().enumerate() {
+                let v = if sq == 1 { w * w } else { w };
+                re[m] = v;
+                re[(len - m) % len] = v;
+            }
+        }
+        for (re, im) in spectra.iter_mut() {
+            fft.forward(re, im);
+        }
+        let first = b.step[seg.start];
+        let pos = |j: usize| ((b.step[j] - first) / self.gcd) as usize;
+        let mut bufs: Vec<(Vec<f64>, Vec<f64>)> = vec![(vec![0.0; len], vec![0.0; len]); 5];
+        let (mut in_lo, mut out_lo) = (seg.start, seg.start);
+        let mut s = 0usize;
+        while out_lo < seg.end {
+            // Skip empty blocks: start at the next bucket that needs an output.
+            s = s.max(pos(out_lo));
+            let lo = s.saturating_sub(r);
+            let origin = s as i64 - r as i64;
+            while pos(in_lo) < lo {
+                in_lo += 1;
+            }
+            let mut in_hi = in_lo;
+            while in_hi < seg.end && (pos(in_hi) as i64) < origin + len as i64 {
+                in_hi += 1;
+            }
+            // Scale each channel to unit size in the block, so a pair's rounding error is
+            // relative to each channel's own values.
+            let mut scale = [0.0f64; 7];
+            for j in in_lo..in_hi {
+                for (c, x) in b.sums[j].iter().enumerate() {
+                    scale[c] = scale[c].max(x.abs());
+                }
+            }
+            let scale = scale.map(|x| if x > 0.0 && x.is_finite() { x } else { 1.0 });
+            for ((re, im), &(cr, ci, _)) in bufs.iter_mut().zip(&PAIRS) {
+                re.fill(0.0);
+                im.fill(0.0);
+                for j in in_lo..in_hi {
+                    let idx = (pos(j) as i64 - origin) as usize;
+                    let val = |c: usize| b.sums[j].get(c).map_or(0.0, |x| x / scale[c]);
+                    re[idx] = val(cr);
+                    im[idx] = val(ci);
+                }
+                fft.forward(re, im);
+            }
+            for ((re, im), &(_, _, sq)) in bufs.iter_mut().zip(&PAIRS) {
+                let (kr, ki) = &spectra[usize::from(sq)];
+                for i in 0..len {
+                    let (a, c) = (re[i], im[i]);
+                    re[i] = a * kr[i] - c * ki[i];
+                    im[i] = a * ki[i] + c * kr[i];
+                }
+                fft.inverse(re, im);
+            }
+            let end = s + self.step();
+            while out_lo < seg.end && pos(out_lo) < end {
+                let idx = (pos(out_lo) as i64 - origin) as usize;
+                let get = |p: usize, imag: bool, c: usize| {
+                    let (re, im) = &bufs[p];
+                    (if imag { im[idx] } else { re[idx] }) * scale[c]
+                };
+                out[out_lo] = Moments {
+                    w: get(0, false, 0),
+                    wt: get(0, true, 1),
+                    wg: get(1, false, 2),
+                    w2: get(2, false, 0),
+                    qt: get(2, true, 1),
+                    qg: get(3, false, 2),
+                    qtt: get(3, true, 3),
+                    qtg: get(4, false, 4),
+                    qgg: get(4, true, 5),
+                };
+                out_lo += 1;
+            }
+            s = end;
+        }
+    }
+}
