@@ -2,7 +2,9 @@
 //! Headless mode collects records until enough steps arrived (or a timeout) and prints a
 //! summary; the interactive explorer view is wired by the lead.
 
-use crate::source::live::{LiveEvent, Target, spawn_default_follower};
+use crate::source::live::history::{History, HistoryBin};
+use crate::source::live::{LiveEvent, Target, spawn_default_follower_batched};
+use crate::stats::incremental::{LiveEstimator, Placement, inflation_of_rows};
 use crate::stats::{EstimatorSettings, SmootherKind, StepStats};
 use clap::Args;
 use serde::Serialize;
@@ -33,6 +35,10 @@ pub struct WatchArgs {
 
 /// How many malformed lines are quoted in the summary.
 const MALFORMED_EXAMPLES: usize = 5;
+/// Most step ranges in `history`.
+pub const HISTORY_BINS: usize = 64;
+/// Records the live estimate can place behind the newest (out-of-order arrivals).
+pub const REPLAY_RECORDS: usize = 4096;
 /// How many malformed lines are printed to stderr as they arrive.
 const MALFORMED_PRINTED: u64 = 20;
 
@@ -68,6 +74,13 @@ pub struct WatchSummary {
     pub complete: bool,
     /// Seconds spent watching.
     pub elapsed_s: f64,
+    /// Records the incremental (live) estimate left out because they arrived too far behind
+    /// the newest (the final estimate includes them).
+    pub late_records: u64,
+    /// The whole run's smoothed B_simple in at most [`HISTORY_BINS`] step ranges, from the
+    /// incremental one-sided smoother (bounded memory: recent steps in full, older ones
+    /// binned; see docs/LIVE.md).
+    pub history: Vec<HistoryBin>,
     /// The noise-scale estimate over every unflagged record; its fields are flattened in.
     #[serde(flatten)]
     pub estimate: LiveEstimate,
@@ -92,6 +105,14 @@ pub struct LiveEstimate {
     pub verdict: Option<crate::stats::Verdict>,
     /// Diagnostics with reasons.
     pub diagnostics: Vec<crate::stats::Diagnostic>,
+    /// Where the estimate is now: the ratio of means over the last window of steps (as in
+    /// `analyze --json`'s summary); `null` without an estimate.
+    pub now: Option<crate::stats::WindowEstimate>,
+    /// First window against last window (as in `analyze --json`); `null` when the run is
+    /// shorter than two windows.
+    pub drift: Option<crate::stats::Drift>,
+    /// Why the verdict is not `stable`, each with what to do (as in `analyze --json`).
+    pub reasons: Vec<crate::stats::Reason>,
     /// Why there is no estimate, when there is none.
     pub error: Option<String>,
 }
@@ -106,10 +127,17 @@ pub fn live_settings() -> EstimatorSettings {
 
 /// Estimate B_simple of the records received so far with the stats engine.
 pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
-    match crate::stats::analyze(records, &live_settings()) {
+    live_estimate_and_inflation(records).0
+}
+
+/// [`live_estimate`] and the variance inflation φ of its smoothed points (1 without one).
+fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
+    let settings = live_settings();
+    match crate::stats::analyze(records, &settings) {
         Ok(report) => {
+            let phi = inflation_of_rows(&report.steps, &settings);
             let now = report.steps.last();
-            LiveEstimate {
+            let estimate = LiveEstimate {
                 steps_used: report.summary.steps,
                 b_simple: report.summary.b_simple,
                 ci: Some(report.summary.ci),
@@ -117,13 +145,20 @@ pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
                 ci_now: now.map(|r| r.ci),
                 verdict: Some(report.summary.verdict),
                 diagnostics: report.summary.diagnostics,
+                now: Some(report.summary.now),
+                drift: report.summary.drift,
+                reasons: report.summary.reasons,
                 error: None,
-            }
+            };
+            (estimate, phi)
         }
-        Err(e) => LiveEstimate {
-            error: Some(e.to_string()),
-            ..LiveEstimate::default()
-        },
+        Err(e) => (
+            LiveEstimate {
+                error: Some(e.to_string()),
+                ..LiveEstimate::default()
+            },
+            1.0,
+        ),
     }
 }
 
@@ -194,55 +229,30 @@ pub fn watch_headless(
     let start = Instant::now();
     let shown = target.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut records: Vec<StepStats> = Vec::new();
-    let (mut malformed, mut examples) = (0u64, Vec::new());
-    let (mut duplicates, mut restarts, mut superseded) = (0u64, 0u64, 0u64);
-    let mut evicted = 0u64;
-    let follower = match spawn_default_follower(target, tx) {
+    let follower = match spawn_default_follower_batched(target, tx) {
         Ok(f) => Some(f),
         Err(e) => {
             eprintln!("copus watch: {e}");
             None
         }
     };
-    let reached = |records: &Vec<StepStats>, evicted: u64| {
-        until_steps.is_some_and(|n| records.len() as u64 + evicted >= n)
-    };
-    while follower.is_some() && !reached(&records, evicted) {
+    let mut state = WatchState::new(shown.clone());
+    'outer: while follower.is_some() && !state.reached(until_steps) {
         let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
         if left == Some(Duration::ZERO) {
             break;
         }
-        match rx.recv_timeout(
-            left.unwrap_or(Duration::from_secs(1))
-                .min(Duration::from_millis(200)),
-        ) {
-            Ok(LiveEvent::Record(r)) => {
-                records.push(r);
-                evicted += crate::source::live::keep_bounded(&mut records);
-            }
-            Ok(LiveEvent::Malformed { line_no, reason }) => {
-                malformed += 1;
-                if malformed <= MALFORMED_PRINTED {
-                    eprintln!("copus watch: {shown}: line {line_no}: {reason}");
-                } else if malformed == MALFORMED_PRINTED + 1 {
-                    eprintln!("copus watch: further malformed lines are counted, not shown");
+        let wait = left
+            .unwrap_or(Duration::from_secs(1))
+            .min(Duration::from_millis(200));
+        match rx.recv_timeout(wait) {
+            Ok(batch) => {
+                for ev in batch {
+                    state.event(ev);
+                    if state.reached(until_steps) {
+                        break 'outer;
+                    }
                 }
-                if examples.len() < MALFORMED_EXAMPLES {
-                    examples.push((line_no, reason));
-                }
-            }
-            Ok(LiveEvent::Status(s)) => eprintln!("copus watch: {s}"),
-            Ok(LiveEvent::Duplicate { .. }) => duplicates += 1,
-            Ok(LiveEvent::Restarted { step }) => {
-                restarts += 1;
-                let before = records.len();
-                records.retain(|r| r.step < step);
-                superseded += (before - records.len()) as u64;
-                eprintln!(
-                    "copus watch: {shown}: the run restarted at step {step}; {} earlier records from that step on are replaced",
-                    before - records.len()
-                );
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
@@ -251,24 +261,131 @@ pub fn watch_headless(
     if let Some(f) = follower {
         f.stop();
     }
-    WatchSummary {
-        target: shown,
-        steps_ingested: records.len() as u64 + evicted,
-        records_evicted: evicted,
-        steps_skipped: records.iter().filter(|r| r.skipped.is_some()).count() as u64,
-        malformed_lines: malformed,
-        duplicates_dropped: duplicates,
-        restarts,
-        superseded,
-        malformed_examples: examples,
-        steps: records
-            .first()
-            .zip(records.last())
-            .map(|(a, b)| [a.step, b.step]),
-        last_loss: records.iter().rev().find_map(|r| r.loss),
-        complete: until_steps.is_none() || reached(&records, evicted),
-        elapsed_s: start.elapsed().as_secs_f64(),
-        estimate: live_estimate(&records),
+    state.finish(until_steps, start.elapsed().as_secs_f64())
+}
+
+/// What a watch accumulates: a bounded window of records for the final estimate, the
+/// incremental estimate and its bounded history, and the counts.
+pub struct WatchState {
+    shown: String,
+    records: Vec<StepStats>,
+    evicted: u64,
+    malformed: u64,
+    examples: Vec<(u64, String)>,
+    duplicates: u64,
+    restarts: u64,
+    superseded: u64,
+    live: LiveEstimator,
+    history: History,
+    points: Vec<crate::stats::incremental::LivePoint>,
+}
+
+impl WatchState {
+    /// Nothing received yet from `shown` (the target, for messages).
+    pub fn new(shown: String) -> Self {
+        Self {
+            shown,
+            records: Vec::new(),
+            evicted: 0,
+            malformed: 0,
+            examples: Vec::new(),
+            duplicates: 0,
+            restarts: 0,
+            superseded: 0,
+            live: LiveEstimator::new(&live_settings(), REPLAY_RECORDS),
+            history: History::default(),
+            points: Vec::new(),
+        }
+    }
+
+    /// Valid records received (including evicted ones).
+    pub fn steps(&self) -> u64 {
+        self.records.len() as u64 + self.evicted
+    }
+
+    fn reached(&self, until_steps: Option<u64>) -> bool {
+        until_steps.is_some_and(|n| self.steps() >= n)
+    }
+
+    /// Entries held by the incremental history (bounded).
+    pub fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Take one event from the follower.
+    pub fn event(&mut self, ev: LiveEvent) {
+        let shown = &self.shown;
+        match ev {
+            LiveEvent::Record(r) => {
+                self.points.clear();
+                match self.live.push(&r, &mut self.points) {
+                    Placement::Replayed { from_step } => self.history.truncate_from(from_step),
+                    Placement::Appended | Placement::Late | Placement::Excluded => {}
+                }
+                for p in self.points.drain(..) {
+                    self.history.push(p);
+                }
+                self.records.push(r);
+                self.evicted += crate::source::live::keep_bounded(&mut self.records);
+            }
+            LiveEvent::Malformed { line_no, reason } => {
+                self.malformed += 1;
+                if self.malformed <= MALFORMED_PRINTED {
+                    eprintln!("copus watch: {shown}: line {line_no}: {reason}");
+                } else if self.malformed == MALFORMED_PRINTED + 1 {
+                    eprintln!("copus watch: further malformed lines are counted, not shown");
+                }
+                if self.examples.len() < MALFORMED_EXAMPLES {
+                    self.examples.push((line_no, reason));
+                }
+            }
+            LiveEvent::Status(s) => eprintln!("copus watch: {s}"),
+            LiveEvent::Duplicate { .. } => self.duplicates += 1,
+            LiveEvent::Restarted { step } => {
+                self.restarts += 1;
+                let before = self.records.len();
+                self.records.retain(|r| r.step < step);
+                self.superseded += (before - self.records.len()) as u64;
+                if self.live.truncate_from(step) {
+                    self.history.truncate_from(step);
+                } else {
+                    self.history.clear();
+                }
+                eprintln!(
+                    "copus watch: {shown}: the run restarted at step {step}; {} earlier records from that step on are replaced",
+                    before - self.records.len()
+                );
+            }
+        }
+    }
+
+    /// The summary of what was received.
+    pub fn finish(self, until_steps: Option<u64>, elapsed_s: f64) -> WatchSummary {
+        let (estimate, phi) = live_estimate_and_inflation(&self.records);
+        let records = &self.records;
+        WatchSummary {
+            target: self.shown.clone(),
+            steps_ingested: self.steps(),
+            records_evicted: self.evicted,
+            steps_skipped: records.iter().filter(|r| r.skipped.is_some()).count() as u64,
+            malformed_lines: self.malformed,
+            duplicates_dropped: self.duplicates,
+            restarts: self.restarts,
+            superseded: self.superseded,
+            malformed_examples: self.examples.clone(),
+            steps: records
+                .first()
+                .zip(records.last())
+                .map(|(a, b)| [a.step, b.step]),
+            last_loss: records.iter().rev().find_map(|r| r.loss),
+            complete: until_steps.is_none() || self.reached(until_steps),
+            elapsed_s,
+            late_records: self.live.late(),
+            history: self
+                .history
+                .summary(HISTORY_BINS, phi, live_settings().confidence),
+            estimate,
+        }
     }
 }
 

@@ -8,6 +8,7 @@ pub mod analyze;
 pub mod compare;
 pub mod diagnostics;
 pub mod estimate;
+pub mod incremental;
 pub mod interval;
 pub mod layers;
 pub mod protocol;
