@@ -430,3 +430,122 @@ fn print_summary(s: &WatchSummary) {
         println!("  {}", d.message);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::live::{Admit, Dedupe};
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+
+    /// Records of a run with out-of-order steps, replayed stretches (exact duplicates) and a
+    /// restart from an earlier step with other values.
+    fn run(rng: &mut StdRng) -> Vec<StepStats> {
+        let make = |step: u64, rng: &mut StdRng| {
+            let g2 = 1.0 / (1.0 + step as f64 / 100.0);
+            let mut r = StepStats::new(
+                step,
+                8.0,
+                128.0,
+                g2 + 50.0 / 8.0 * rng.random_range(0.6..1.4),
+                g2 + 50.0 / 128.0 * rng.random_range(0.6..1.4),
+            );
+            r.loss = Some(2.0 + 1.0 / (1.0 + step as f64));
+            r
+        };
+        let mut out: Vec<StepStats> = (0..600).map(|s| make(s, rng)).collect();
+        for i in (10..590).step_by(37) {
+            out.swap(i, i + 2);
+        }
+        let replay: Vec<StepStats> = out[100..150].to_vec();
+        out.splice(300..300, replay);
+        out.extend((450..700).map(|s| make(s, rng)));
+        out
+    }
+
+    /// The follower's events for `records`, through the exactly-once filter.
+    fn events(records: &[StepStats]) -> Vec<LiveEvent> {
+        let mut d = Dedupe::default();
+        let mut out = Vec::new();
+        for r in records {
+            match d.admit(r) {
+                Admit::New => out.push(LiveEvent::Record(r.clone())),
+                Admit::Duplicate => out.push(LiveEvent::Duplicate { step: r.step }),
+                Admit::Restart => {
+                    out.push(LiveEvent::Restarted { step: r.step });
+                    out.push(LiveEvent::Record(r.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+    }
+
+    #[test]
+    fn the_summary_equals_the_batch_analysis_of_the_records_the_old_path_kept() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let evs = events(&run(&mut rng));
+        // The old path: keep records, drop those superseded by a restart, analyse them all.
+        let mut kept: Vec<StepStats> = Vec::new();
+        for ev in &evs {
+            match ev {
+                LiveEvent::Record(r) => kept.push(r.clone()),
+                LiveEvent::Restarted { step } => kept.retain(|r| r.step < *step),
+                _ => {}
+            }
+        }
+        let mut state = WatchState::new("fixture".into());
+        for ev in evs {
+            state.event(ev);
+        }
+        let s = state.finish(None, 0.0);
+        assert_eq!((s.duplicates_dropped, s.restarts), (50, 1));
+        assert_eq!(s.steps_ingested, kept.len() as u64);
+        let expected = crate::stats::analyze(&kept, &live_settings()).expect("an estimate");
+        let got = serde_json::to_value(&s.estimate).expect("json");
+        let want = serde_json::to_value(live_estimate(&kept)).expect("json");
+        assert_eq!(got, want);
+        assert_eq!(
+            got["now"],
+            serde_json::to_value(&expected.summary.now).expect("json")
+        );
+        assert_eq!(
+            got["drift"],
+            serde_json::to_value(&expected.summary.drift).expect("json")
+        );
+        assert!(!got["drift"].is_null(), "a 700-step run has two windows");
+        assert_eq!(
+            got["reasons"],
+            serde_json::to_value(&expected.summary.reasons).expect("json")
+        );
+        // The incremental history ends where the batch smoother ends, and counts every step.
+        let last = s.history.last().expect("history");
+        let (now, ci_now) = (
+            s.estimate.b_simple_now.expect("now"),
+            s.estimate.ci_now.expect("ci"),
+        );
+        assert!(close(last.b_simple.expect("b"), now), "{last:?} vs {now}");
+        assert!(close(last.ci[0], ci_now[0]) && close(last.ci[1], ci_now[1]));
+        assert_eq!(
+            s.history.iter().map(|b| b.steps).sum::<u64>(),
+            expected.steps.len() as u64
+        );
+        assert_eq!(s.late_records, 0);
+    }
+
+    #[test]
+    fn what_a_watch_holds_stays_bounded() {
+        let mut state = WatchState::new("bounded".into());
+        let limit = crate::source::live::history::RECENT_POINTS
+            + crate::source::live::history::MAX_BINS
+            + 1;
+        for s in 0..(3 * limit as u64) {
+            state.event(LiveEvent::Record(StepStats::new(s, 4.0, 64.0, 3.0, 1.0)));
+            assert!(state.history_len() <= limit);
+        }
+        assert_eq!(state.steps(), 3 * limit as u64);
+    }
+}

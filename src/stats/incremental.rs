@@ -55,6 +55,8 @@ pub struct LagCorrectedEma {
 impl LagCorrectedEma {
     /// Add the next step with decay `theta`; returns the moments at this step (the same
     /// arithmetic, in the same order, as the batch function).
+    // Indexed loops over the parallel sums, written as the batch function writes them.
+    #[allow(clippy::needless_range_loop)]
     pub fn push(&mut self, t: f64, g: f64, theta: f64) -> Moments {
         let alpha = 1.0 - theta;
         let f = [1.0, t, g, t * t, t * g, g * g];
