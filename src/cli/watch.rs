@@ -261,8 +261,21 @@ pub fn watch_headless(
     if let Some(f) = follower {
         f.stop();
     }
-    state.finish(until_steps, start.elapsed().as_secs_f64())
+    let ingested = start.elapsed();
+    let summary = state.finish(until_steps, start.elapsed().as_secs_f64());
+    if std::env::var_os(TIMING_ENV).is_some() {
+        eprintln!(
+            "copus watch: timing: ingest {:.3} s, final estimate {:.3} s",
+            ingested.as_secs_f64(),
+            (start.elapsed() - ingested).as_secs_f64()
+        );
+    }
+    summary
 }
+
+/// With this environment variable set, headless `watch` prints the time of its two phases
+/// (ingest until `--until-steps`, then the final estimate) to stderr.
+pub const TIMING_ENV: &str = "COPUS_WATCH_TIMING";
 
 /// What a watch accumulates: a bounded window of records for the final estimate, the
 /// incremental estimate and its bounded history, and the counts.

@@ -121,9 +121,14 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
             ));
         }
         if dirty {
-            let started = std::time::Instant::now();
+            let (started, cpu) = (std::time::Instant::now(), frame_log::thread_cpu());
             guard.terminal.draw(|frame| view::draw(frame, &app, mode))?;
-            frames.record(started.elapsed());
+            if frames.is_on() {
+                frames.record(
+                    started.elapsed(),
+                    frame_log::thread_cpu().saturating_sub(cpu),
+                );
+            }
             dirty = false;
         }
         if event::poll(Duration::from_millis(50))? {
