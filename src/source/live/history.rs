@@ -1,5 +1,5 @@
 //! Bounded history of a live run's smoothed estimate: the newest points at full resolution,
-//! older ones summarised in bins (docs/LIVE.md, "Memory").
+//! older ones summarised in bins (docs/LIVE.md, "Incremental estimate and memory").
 //!
 //! A point leaving the recent window goes into the open bin; a full bin is closed; when the
 //! closed bins reach their limit, neighbours are merged pairwise and the bin width doubles. So
