@@ -496,7 +496,13 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             match *update {
                 Ok(loaded) => {
                     let follow = app.follow;
+                    // The live aggregator sends the full analysis only when it re-ran it;
+                    // between two, the trajectory moves and the analysis stays.
+                    let kept = loaded.analysis.is_none().then(|| app.analysis.clone());
                     app.set_loaded(loaded);
+                    if let Some(a) = kept.flatten() {
+                        app.analysis = Some(a);
+                    }
                     if follow {
                         app.cursor = app.trajectory.points.len().saturating_sub(1);
                         app.refresh_grid();

@@ -2,7 +2,9 @@
 //! Headless mode collects records until enough steps arrived (or a timeout) and prints a
 //! summary; the interactive explorer view is wired by the lead.
 
-use crate::source::live::{LiveEvent, Target, spawn_default_follower};
+use crate::source::live::history::{History, HistoryBin};
+use crate::source::live::{LiveEvent, Target, spawn_default_follower_batched};
+use crate::stats::incremental::{LiveEstimator, Placement, inflation_of_rows};
 use crate::stats::{EstimatorSettings, SmootherKind, StepStats};
 use clap::Args;
 use serde::Serialize;
@@ -33,6 +35,10 @@ pub struct WatchArgs {
 
 /// How many malformed lines are quoted in the summary.
 const MALFORMED_EXAMPLES: usize = 5;
+/// Most step ranges in `history`.
+pub const HISTORY_BINS: usize = 64;
+/// Records the live estimate can place behind the newest (out-of-order arrivals).
+pub const REPLAY_RECORDS: usize = 4096;
 /// How many malformed lines are printed to stderr as they arrive.
 const MALFORMED_PRINTED: u64 = 20;
 
@@ -68,6 +74,13 @@ pub struct WatchSummary {
     pub complete: bool,
     /// Seconds spent watching.
     pub elapsed_s: f64,
+    /// Records the incremental (live) estimate left out because they arrived too far behind
+    /// the newest (the final estimate includes them).
+    pub late_records: u64,
+    /// The whole run's smoothed B_simple in at most [`HISTORY_BINS`] step ranges, from the
+    /// incremental one-sided smoother (bounded memory: recent steps in full, older ones
+    /// binned; see docs/LIVE.md).
+    pub history: Vec<HistoryBin>,
     /// The noise-scale estimate over every unflagged record; its fields are flattened in.
     #[serde(flatten)]
     pub estimate: LiveEstimate,
@@ -92,6 +105,14 @@ pub struct LiveEstimate {
     pub verdict: Option<crate::stats::Verdict>,
     /// Diagnostics with reasons.
     pub diagnostics: Vec<crate::stats::Diagnostic>,
+    /// Where the estimate is now: the ratio of means over the last window of steps (as in
+    /// `analyze --json`'s summary); `null` without an estimate.
+    pub now: Option<crate::stats::WindowEstimate>,
+    /// First window against last window (as in `analyze --json`); `null` when the run is
+    /// shorter than two windows.
+    pub drift: Option<crate::stats::Drift>,
+    /// Why the verdict is not `stable`, each with what to do (as in `analyze --json`).
+    pub reasons: Vec<crate::stats::Reason>,
     /// Why there is no estimate, when there is none.
     pub error: Option<String>,
 }
@@ -106,10 +127,17 @@ pub fn live_settings() -> EstimatorSettings {
 
 /// Estimate B_simple of the records received so far with the stats engine.
 pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
-    match crate::stats::analyze(records, &live_settings()) {
+    live_estimate_and_inflation(records).0
+}
+
+/// [`live_estimate`] and the variance inflation φ of its smoothed points (1 without one).
+fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
+    let settings = live_settings();
+    match crate::stats::analyze(records, &settings) {
         Ok(report) => {
+            let phi = inflation_of_rows(&report.steps, &settings);
             let now = report.steps.last();
-            LiveEstimate {
+            let estimate = LiveEstimate {
                 steps_used: report.summary.steps,
                 b_simple: report.summary.b_simple,
                 ci: Some(report.summary.ci),
@@ -117,13 +145,20 @@ pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
                 ci_now: now.map(|r| r.ci),
                 verdict: Some(report.summary.verdict),
                 diagnostics: report.summary.diagnostics,
+                now: Some(report.summary.now),
+                drift: report.summary.drift,
+                reasons: report.summary.reasons,
                 error: None,
-            }
+            };
+            (estimate, phi)
         }
-        Err(e) => LiveEstimate {
-            error: Some(e.to_string()),
-            ..LiveEstimate::default()
-        },
+        Err(e) => (
+            LiveEstimate {
+                error: Some(e.to_string()),
+                ..LiveEstimate::default()
+            },
+            1.0,
+        ),
     }
 }
 
@@ -194,55 +229,30 @@ pub fn watch_headless(
     let start = Instant::now();
     let shown = target.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut records: Vec<StepStats> = Vec::new();
-    let (mut malformed, mut examples) = (0u64, Vec::new());
-    let (mut duplicates, mut restarts, mut superseded) = (0u64, 0u64, 0u64);
-    let mut evicted = 0u64;
-    let follower = match spawn_default_follower(target, tx) {
+    let follower = match spawn_default_follower_batched(target, tx) {
         Ok(f) => Some(f),
         Err(e) => {
             eprintln!("copus watch: {e}");
             None
         }
     };
-    let reached = |records: &Vec<StepStats>, evicted: u64| {
-        until_steps.is_some_and(|n| records.len() as u64 + evicted >= n)
-    };
-    while follower.is_some() && !reached(&records, evicted) {
+    let mut state = WatchState::new(shown.clone());
+    'outer: while follower.is_some() && !state.reached(until_steps) {
         let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
         if left == Some(Duration::ZERO) {
             break;
         }
-        match rx.recv_timeout(
-            left.unwrap_or(Duration::from_secs(1))
-                .min(Duration::from_millis(200)),
-        ) {
-            Ok(LiveEvent::Record(r)) => {
-                records.push(r);
-                evicted += crate::source::live::keep_bounded(&mut records);
-            }
-            Ok(LiveEvent::Malformed { line_no, reason }) => {
-                malformed += 1;
-                if malformed <= MALFORMED_PRINTED {
-                    eprintln!("copus watch: {shown}: line {line_no}: {reason}");
-                } else if malformed == MALFORMED_PRINTED + 1 {
-                    eprintln!("copus watch: further malformed lines are counted, not shown");
+        let wait = left
+            .unwrap_or(Duration::from_secs(1))
+            .min(Duration::from_millis(200));
+        match rx.recv_timeout(wait) {
+            Ok(batch) => {
+                for ev in batch {
+                    state.event(ev);
+                    if state.reached(until_steps) {
+                        break 'outer;
+                    }
                 }
-                if examples.len() < MALFORMED_EXAMPLES {
-                    examples.push((line_no, reason));
-                }
-            }
-            Ok(LiveEvent::Status(s)) => eprintln!("copus watch: {s}"),
-            Ok(LiveEvent::Duplicate { .. }) => duplicates += 1,
-            Ok(LiveEvent::Restarted { step }) => {
-                restarts += 1;
-                let before = records.len();
-                records.retain(|r| r.step < step);
-                superseded += (before - records.len()) as u64;
-                eprintln!(
-                    "copus watch: {shown}: the run restarted at step {step}; {} earlier records from that step on are replaced",
-                    before - records.len()
-                );
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
@@ -251,24 +261,144 @@ pub fn watch_headless(
     if let Some(f) = follower {
         f.stop();
     }
-    WatchSummary {
-        target: shown,
-        steps_ingested: records.len() as u64 + evicted,
-        records_evicted: evicted,
-        steps_skipped: records.iter().filter(|r| r.skipped.is_some()).count() as u64,
-        malformed_lines: malformed,
-        duplicates_dropped: duplicates,
-        restarts,
-        superseded,
-        malformed_examples: examples,
-        steps: records
-            .first()
-            .zip(records.last())
-            .map(|(a, b)| [a.step, b.step]),
-        last_loss: records.iter().rev().find_map(|r| r.loss),
-        complete: until_steps.is_none() || reached(&records, evicted),
-        elapsed_s: start.elapsed().as_secs_f64(),
-        estimate: live_estimate(&records),
+    let ingested = start.elapsed();
+    let summary = state.finish(until_steps, start.elapsed().as_secs_f64());
+    if std::env::var_os(TIMING_ENV).is_some() {
+        eprintln!(
+            "copus watch: timing: ingest {:.3} s, final estimate {:.3} s",
+            ingested.as_secs_f64(),
+            (start.elapsed() - ingested).as_secs_f64()
+        );
+    }
+    summary
+}
+
+/// With this environment variable set, headless `watch` prints the time of its two phases
+/// (ingest until `--until-steps`, then the final estimate) to stderr.
+pub const TIMING_ENV: &str = "COPUS_WATCH_TIMING";
+
+/// What a watch accumulates: a bounded window of records for the final estimate, the
+/// incremental estimate and its bounded history, and the counts.
+pub struct WatchState {
+    shown: String,
+    records: Vec<StepStats>,
+    evicted: u64,
+    malformed: u64,
+    examples: Vec<(u64, String)>,
+    duplicates: u64,
+    restarts: u64,
+    superseded: u64,
+    live: LiveEstimator,
+    history: History,
+    points: Vec<crate::stats::incremental::LivePoint>,
+}
+
+impl WatchState {
+    /// Nothing received yet from `shown` (the target, for messages).
+    pub fn new(shown: String) -> Self {
+        Self {
+            shown,
+            records: Vec::new(),
+            evicted: 0,
+            malformed: 0,
+            examples: Vec::new(),
+            duplicates: 0,
+            restarts: 0,
+            superseded: 0,
+            live: LiveEstimator::new(&live_settings(), REPLAY_RECORDS),
+            history: History::default(),
+            points: Vec::new(),
+        }
+    }
+
+    /// Valid records received (including evicted ones).
+    pub fn steps(&self) -> u64 {
+        self.records.len() as u64 + self.evicted
+    }
+
+    fn reached(&self, until_steps: Option<u64>) -> bool {
+        until_steps.is_some_and(|n| self.steps() >= n)
+    }
+
+    /// Entries held by the incremental history (bounded).
+    pub fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Take one event from the follower.
+    pub fn event(&mut self, ev: LiveEvent) {
+        let shown = &self.shown;
+        match ev {
+            LiveEvent::Record(r) => {
+                self.points.clear();
+                match self.live.push(&r, &mut self.points) {
+                    Placement::Replayed { from_step } => self.history.truncate_from(from_step),
+                    Placement::Appended | Placement::Late | Placement::Excluded => {}
+                }
+                for p in self.points.drain(..) {
+                    self.history.push(p);
+                }
+                self.records.push(r);
+                self.evicted += crate::source::live::keep_bounded(&mut self.records);
+            }
+            LiveEvent::Malformed { line_no, reason } => {
+                self.malformed += 1;
+                if self.malformed <= MALFORMED_PRINTED {
+                    eprintln!("copus watch: {shown}: line {line_no}: {reason}");
+                } else if self.malformed == MALFORMED_PRINTED + 1 {
+                    eprintln!("copus watch: further malformed lines are counted, not shown");
+                }
+                if self.examples.len() < MALFORMED_EXAMPLES {
+                    self.examples.push((line_no, reason));
+                }
+            }
+            LiveEvent::Status(s) => eprintln!("copus watch: {s}"),
+            LiveEvent::Duplicate { .. } => self.duplicates += 1,
+            LiveEvent::Restarted { step } => {
+                self.restarts += 1;
+                let before = self.records.len();
+                self.records.retain(|r| r.step < step);
+                self.superseded += (before - self.records.len()) as u64;
+                if self.live.truncate_from(step) {
+                    self.history.truncate_from(step);
+                } else {
+                    self.history.clear();
+                }
+                eprintln!(
+                    "copus watch: {shown}: the run restarted at step {step}; {} earlier records from that step on are replaced",
+                    before - self.records.len()
+                );
+            }
+        }
+    }
+
+    /// The summary of what was received.
+    pub fn finish(self, until_steps: Option<u64>, elapsed_s: f64) -> WatchSummary {
+        let (estimate, phi) = live_estimate_and_inflation(&self.records);
+        let records = &self.records;
+        WatchSummary {
+            target: self.shown.clone(),
+            steps_ingested: self.steps(),
+            records_evicted: self.evicted,
+            steps_skipped: records.iter().filter(|r| r.skipped.is_some()).count() as u64,
+            malformed_lines: self.malformed,
+            duplicates_dropped: self.duplicates,
+            restarts: self.restarts,
+            superseded: self.superseded,
+            malformed_examples: self.examples.clone(),
+            steps: records
+                .first()
+                .zip(records.last())
+                .map(|(a, b)| [a.step, b.step]),
+            last_loss: records.iter().rev().find_map(|r| r.loss),
+            complete: until_steps.is_none() || self.reached(until_steps),
+            elapsed_s,
+            late_records: self.live.late(),
+            history: self
+                .history
+                .summary(HISTORY_BINS, phi, live_settings().confidence),
+            estimate,
+        }
     }
 }
 
@@ -311,5 +441,124 @@ fn print_summary(s: &WatchSummary) {
     }
     for d in &e.diagnostics {
         println!("  {}", d.message);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::live::{Admit, Dedupe};
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+
+    /// Records of a run with out-of-order steps, replayed stretches (exact duplicates) and a
+    /// restart from an earlier step with other values.
+    fn run(rng: &mut StdRng) -> Vec<StepStats> {
+        let make = |step: u64, rng: &mut StdRng| {
+            let g2 = 1.0 / (1.0 + step as f64 / 100.0);
+            let mut r = StepStats::new(
+                step,
+                8.0,
+                128.0,
+                g2 + 50.0 / 8.0 * rng.random_range(0.6..1.4),
+                g2 + 50.0 / 128.0 * rng.random_range(0.6..1.4),
+            );
+            r.loss = Some(2.0 + 1.0 / (1.0 + step as f64));
+            r
+        };
+        let mut out: Vec<StepStats> = (0..600).map(|s| make(s, rng)).collect();
+        for i in (10..590).step_by(37) {
+            out.swap(i, i + 2);
+        }
+        let replay: Vec<StepStats> = out[100..150].to_vec();
+        out.splice(300..300, replay);
+        out.extend((450..700).map(|s| make(s, rng)));
+        out
+    }
+
+    /// The follower's events for `records`, through the exactly-once filter.
+    fn events(records: &[StepStats]) -> Vec<LiveEvent> {
+        let mut d = Dedupe::default();
+        let mut out = Vec::new();
+        for r in records {
+            match d.admit(r) {
+                Admit::New => out.push(LiveEvent::Record(r.clone())),
+                Admit::Duplicate => out.push(LiveEvent::Duplicate { step: r.step }),
+                Admit::Restart => {
+                    out.push(LiveEvent::Restarted { step: r.step });
+                    out.push(LiveEvent::Record(r.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+    }
+
+    #[test]
+    fn the_summary_equals_the_batch_analysis_of_the_records_the_old_path_kept() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let evs = events(&run(&mut rng));
+        // The old path: keep records, drop those superseded by a restart, analyse them all.
+        let mut kept: Vec<StepStats> = Vec::new();
+        for ev in &evs {
+            match ev {
+                LiveEvent::Record(r) => kept.push(r.clone()),
+                LiveEvent::Restarted { step } => kept.retain(|r| r.step < *step),
+                _ => {}
+            }
+        }
+        let mut state = WatchState::new("fixture".into());
+        for ev in evs {
+            state.event(ev);
+        }
+        let s = state.finish(None, 0.0);
+        assert_eq!((s.duplicates_dropped, s.restarts), (50, 1));
+        assert_eq!(s.steps_ingested, kept.len() as u64);
+        let expected = crate::stats::analyze(&kept, &live_settings()).expect("an estimate");
+        let got = serde_json::to_value(&s.estimate).expect("json");
+        let want = serde_json::to_value(live_estimate(&kept)).expect("json");
+        assert_eq!(got, want);
+        assert_eq!(
+            got["now"],
+            serde_json::to_value(&expected.summary.now).expect("json")
+        );
+        assert_eq!(
+            got["drift"],
+            serde_json::to_value(&expected.summary.drift).expect("json")
+        );
+        assert!(!got["drift"].is_null(), "a 700-step run has two windows");
+        assert_eq!(
+            got["reasons"],
+            serde_json::to_value(&expected.summary.reasons).expect("json")
+        );
+        // The incremental history ends where the batch smoother ends, and counts every step.
+        let last = s.history.last().expect("history");
+        let (now, ci_now) = (
+            s.estimate.b_simple_now.expect("now"),
+            s.estimate.ci_now.expect("ci"),
+        );
+        assert!(close(last.b_simple.expect("b"), now), "{last:?} vs {now}");
+        assert!(close(last.ci[0], ci_now[0]) && close(last.ci[1], ci_now[1]));
+        assert_eq!(
+            s.history.iter().map(|b| b.steps).sum::<u64>(),
+            expected.steps.len() as u64
+        );
+        assert_eq!(s.late_records, 0);
+    }
+
+    #[test]
+    fn what_a_watch_holds_stays_bounded() {
+        let mut state = WatchState::new("bounded".into());
+        let limit = crate::source::live::history::RECENT_POINTS
+            + crate::source::live::history::MAX_BINS
+            + 1;
+        for s in 0..(3 * limit as u64) {
+            state.event(LiveEvent::Record(StepStats::new(s, 4.0, 64.0, 3.0, 1.0)));
+            assert!(state.history_len() <= limit);
+        }
+        assert_eq!(state.steps(), 3 * limit as u64);
     }
 }

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod diagnostics;
 pub mod estimate;
 mod fft;
+pub mod incremental;
 pub mod interval;
 mod kernel_sums;
 pub mod layers;

@@ -1,39 +1,39 @@
 //! Live attach in the explorer: a follower thread reads the run's protocol lines, and this
-//! aggregator re-analyses the records with the one-sided (live) smoother a few times a second,
-//! sending the new trajectory to the UI as a message.
+//! aggregator updates the one-sided (live) estimate incrementally as each record arrives
+//! (O(1) per record, [`crate::stats::incremental`]), keeps a bounded history (recent steps in
+//! full, older ones binned, [`History`]), and sends the trajectory to the UI at most every
+//! [`REFRESH`] when something changed. The full analysis (run summary, diagnostics, layers,
+//! and the variance inflation of the intervals) is re-run on the kept records at a pace that
+//! bounds its share of a core: at most every [`FULL_MIN`], and never more often than
+//! [`FULL_DUTY`]⁻¹ times its own duration.
 
 use crate::app::Msg;
 use crate::source::Loaded;
-use crate::source::live::{FollowerHandle, LiveEvent, Target, spawn_default_follower};
-use crate::source::measured::{run_seq_len, seq_len_note, trajectory_from_report};
-use crate::stats::{EstimatorSettings, SmootherKind, StepStats, analyze};
+use crate::source::live::history::History;
+use crate::source::live::{
+    FollowerHandle, LiveEvent, Target, keep_bounded, spawn_default_follower_batched,
+};
+use crate::source::measured::{run_seq_len, seq_len_note};
+use crate::stats::incremental::{LiveEstimator, LivePoint, Placement, inflation_of_rows};
+use crate::stats::{AnalyzeReport, EstimatorSettings, SmootherKind, StepStats, analyze};
+use crate::trajectory::{Trajectory, TrajectoryPoint};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
-/// How often the trajectory is re-estimated while records arrive.
+/// How often, at most, the trajectory is sent to the UI while records arrive.
 pub const REFRESH: Duration = Duration::from_millis(300);
+
+/// Shortest interval between two full analyses.
+pub const FULL_MIN: Duration = Duration::from_secs(2);
+
+/// Most of the aggregator's time the full analysis may take (its pace adapts to its cost).
+pub const FULL_DUTY: f64 = 0.2;
+
+/// Records the live estimate can place behind the newest (out-of-order arrivals).
+pub const REPLAY_RECORDS: usize = 4096;
 
 /// After this long without a record the run is reported as ended or paused.
 pub const IDLE: Duration = Duration::from_secs(10);
-
-/// Add record `r` to the run in `records`. A step at or below the last one means the run was
-/// restarted (or a new run writes to the same target): the old records are dropped and the
-/// new run is followed from its first step; returns the note saying so.
-pub fn accept(records: &mut Vec<StepStats>, r: StepStats) -> Option<String> {
-    let note = match records.last() {
-        Some(last) if r.step <= last.step => {
-            let note = format!(
-                "restarted run detected (step {} after {}): following it as a new run",
-                r.step, last.step
-            );
-            records.clear();
-            Some(note)
-        }
-        _ => None,
-    };
-    records.push(r);
-    note
-}
 
 /// What the live view knows besides the trajectory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,8 +46,8 @@ pub struct LiveCounts {
     pub dropped: u64,
 }
 
-/// Follow `target`, re-estimate every [`REFRESH`] while records arrive, and send
-/// `Msg::Live` to `ui` until the UI goes away. Returns the follower (stopped when dropped).
+/// Follow `target`, update the estimate as records arrive, and send `Msg::Live` to `ui` until
+/// the UI goes away. Returns the follower (stopped when dropped).
 pub fn spawn(
     target: Target,
     settings: EstimatorSettings,
@@ -56,108 +56,242 @@ pub fn spawn(
 ) -> Result<FollowerHandle, crate::source::live::LiveError> {
     let (tx, rx) = channel();
     let label = format!("live: {target}");
-    let follower = spawn_default_follower(target, tx)?;
+    let follower = spawn_default_follower_batched(target, tx)?;
     let settings = EstimatorSettings {
         smoother: SmootherKind::OneSided,
         ..settings
     };
-    std::thread::spawn(move || aggregate(rx, settings, seq_len, label, ui));
+    std::thread::spawn(move || {
+        let mut agg = Aggregator::new(settings, seq_len, label);
+        agg.run(rx, ui);
+    });
     Ok(follower)
 }
 
-fn aggregate(
-    rx: Receiver<LiveEvent>,
+/// The live view's state off the UI thread: kept records, the incremental estimate and its
+/// bounded history, the latest full analysis.
+pub struct Aggregator {
     settings: EstimatorSettings,
     seq_len: u32,
     label: String,
-    ui: Sender<Msg>,
-) {
-    let mut records: Vec<StepStats> = Vec::new();
-    let mut counts = LiveCounts::default();
-    let mut dirty = false;
-    let mut last = Instant::now();
-    let mut last_record: Option<Instant> = None;
-    let mut told_idle = false;
-    loop {
-        match rx.recv_timeout(REFRESH) {
-            Ok(LiveEvent::Record(r)) => {
-                if let Some(note) = accept(&mut records, r) {
-                    counts = LiveCounts::default();
-                    if ui.send(Msg::LiveStatus(note)).is_err() {
-                        return;
-                    }
-                }
-                crate::source::live::keep_bounded(&mut records);
-                counts.steps += 1;
-                dirty = true;
-                last_record = Some(Instant::now());
-                told_idle = false;
-            }
-            Ok(LiveEvent::Malformed { .. }) => {
-                counts.malformed += 1;
-                dirty = true;
-            }
-            Ok(LiveEvent::Duplicate { .. }) => {
-                counts.dropped += 1;
-                dirty = true;
-            }
-            Ok(LiveEvent::Restarted { step }) => {
-                let before = records.len();
-                records.retain(|r| r.step < step);
-                let gone = (before - records.len()) as u64;
-                counts.dropped += gone;
-                counts.steps = records.len() as u64;
-                dirty = true;
-                let note = format!(
-                    "the run restarted at step {step}: {gone} earlier records from that step on replaced"
-                );
-                if ui.send(Msg::LiveStatus(note)).is_err() {
-                    return;
-                }
-            }
-            Ok(LiveEvent::Status(s)) => {
-                if ui.send(Msg::LiveStatus(s)).is_err() {
-                    return;
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                if !told_idle && last_record.is_some_and(|t| t.elapsed() >= IDLE) {
-                    told_idle = true;
-                    let note = format!(
-                        "no new records for {} s: the run ended or is paused",
-                        IDLE.as_secs()
-                    );
-                    if ui.send(Msg::LiveStatus(note)).is_err() {
-                        return;
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => return,
+    records: Vec<StepStats>,
+    live: LiveEstimator,
+    history: History,
+    points: Vec<LivePoint>,
+    counts: LiveCounts,
+    /// Variance inflation φ of the latest full analysis (1 before the first).
+    phi: f64,
+    /// Tokens per sample of the trajectory and the note saying where it comes from.
+    run_seq: (u32, String),
+    /// Records changed since the last full analysis / the last update sent.
+    stale_full: bool,
+    stale_view: bool,
+    last_full: Option<(Instant, Duration)>,
+}
+
+impl Aggregator {
+    /// Nothing received yet; `seq_len` is the model's tokens per sample (used until the
+    /// records' token counts give the run's own).
+    pub fn new(settings: EstimatorSettings, seq_len: u32, label: String) -> Self {
+        let live = LiveEstimator::new(&settings, REPLAY_RECORDS);
+        Self {
+            settings,
+            seq_len,
+            label,
+            records: Vec::new(),
+            live,
+            history: History::default(),
+            points: Vec::new(),
+            counts: LiveCounts::default(),
+            phi: 1.0,
+            run_seq: (seq_len, String::new()),
+            stale_full: false,
+            stale_view: false,
+            last_full: None,
         }
-        if dirty && last.elapsed() >= REFRESH {
-            dirty = false;
-            last = Instant::now();
-            let update = match analyze(&records, &settings) {
-                Ok(report) => {
-                    let (run_seq, origin) = run_seq_len(&report, None, seq_len);
-                    Ok(Loaded {
-                        trajectory: trajectory_from_report(&report, run_seq, label.clone()),
-                        analysis: Some(report),
-                        seed_ema: Vec::new(),
-                        note: Some(seq_len_note(run_seq, origin)),
-                        calibration: None,
-                    })
+    }
+
+    /// Counts so far.
+    pub fn counts(&self) -> &LiveCounts {
+        &self.counts
+    }
+
+    /// Entries held by the history (bounded whatever the run's length).
+    pub fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Take one event; returns a status line for the UI, if any.
+    pub fn event(&mut self, ev: LiveEvent) -> Option<String> {
+        match ev {
+            LiveEvent::Record(r) => {
+                self.points.clear();
+                if let Placement::Replayed { from_step } = self.live.push(&r, &mut self.points) {
+                    self.history.truncate_from(from_step);
                 }
-                Err(e) => Err(e.to_string()),
-            };
-            let msg = Msg::Live {
-                update: Box::new(update),
-                steps: counts.steps,
-                malformed: counts.malformed,
-                dropped: counts.dropped,
-            };
-            if ui.send(msg).is_err() {
+                for p in self.points.drain(..) {
+                    self.history.push(p);
+                }
+                self.records.push(r);
+                keep_bounded(&mut self.records);
+                self.counts.steps += 1;
+                self.stale_full = true;
+                self.stale_view = true;
+                None
+            }
+            LiveEvent::Malformed { .. } => {
+                self.counts.malformed += 1;
+                self.stale_view = true;
+                None
+            }
+            LiveEvent::Duplicate { .. } => {
+                self.counts.dropped += 1;
+                self.stale_view = true;
+                None
+            }
+            LiveEvent::Restarted { step } => {
+                let before = self.records.len();
+                self.records.retain(|r| r.step < step);
+                let gone = (before - self.records.len()) as u64;
+                if self.live.truncate_from(step) {
+                    self.history.truncate_from(step);
+                } else {
+                    self.history.clear();
+                }
+                self.counts.dropped += gone;
+                self.counts.steps = self.counts.steps.saturating_sub(gone);
+                self.stale_full = true;
+                self.stale_view = true;
+                Some(format!(
+                    "the run restarted at step {step}: {gone} earlier records from that step on replaced"
+                ))
+            }
+            LiveEvent::Status(s) => Some(s),
+        }
+    }
+
+    /// Whether a full analysis is due at `now` (records changed, and its pace allows it).
+    pub fn full_due(&self, now: Instant) -> bool {
+        self.stale_full
+            && self.last_full.is_none_or(|(at, took)| {
+                let pace = FULL_MIN.max(took.mul_f64(1.0 / FULL_DUTY));
+                now.duration_since(at) >= pace
+            })
+    }
+
+    /// Run the full analysis on the kept records; returns it (or why there is none).
+    pub fn full(&mut self) -> Result<AnalyzeReport, String> {
+        let start = Instant::now();
+        self.stale_full = false;
+        let out = analyze(&self.records, &self.settings).map_err(|e| e.to_string());
+        if let Ok(report) = &out {
+            self.phi = inflation_of_rows(&report.steps, &self.settings);
+            let (s, origin) = run_seq_len(report, None, self.seq_len);
+            self.run_seq = (s, seq_len_note(s, origin));
+        }
+        self.last_full = Some((Instant::now(), start.elapsed()));
+        out
+    }
+
+    /// The trajectory of the incremental estimate: one point per older bin (its last step),
+    /// then every recent step; points without a positive B_simple are left out.
+    pub fn trajectory(&self) -> Trajectory {
+        let seq = f64::from(self.run_seq.0);
+        let confidence = self.settings.confidence;
+        let mut tokens = 0.0;
+        let mut points = Vec::with_capacity(self.history.len());
+        let add = |p: &LivePoint, tokens: f64, points: &mut Vec<TrajectoryPoint>| {
+            let Some(b) = p.b_simple().filter(|b| b.is_finite() && *b > 0.0) else {
                 return;
+            };
+            let [lo, hi] = p.ci(self.phi, confidence);
+            points.push(TrajectoryPoint {
+                step: p.step,
+                tokens,
+                b_crit: b,
+                ci: (lo.is_finite() && hi.is_finite() && lo > 0.0).then_some((lo, hi)),
+                loss: p.loss,
+            });
+        };
+        for bin in self.history.bins() {
+            tokens = bin.last.tokens.unwrap_or(tokens + bin.b_big_sum * seq);
+            add(&bin.last, tokens, &mut points);
+        }
+        for p in self.history.recent() {
+            tokens = p.tokens.unwrap_or(tokens + p.b_big * seq);
+            add(p, tokens, &mut points);
+        }
+        Trajectory {
+            label: self.label.clone(),
+            seq_len: self.run_seq.0,
+            points,
+        }
+    }
+
+    /// The update for the UI: the trajectory, with the full analysis when a new one is given.
+    pub fn update(&mut self, report: Option<Result<AnalyzeReport, String>>) -> Msg {
+        self.stale_view = false;
+        let update = match report {
+            Some(Err(e)) => Err(e),
+            _ if self.history.is_empty() => Err("no usable step yet".to_owned()),
+            Some(Ok(report)) => Ok((Some(report), self.trajectory())),
+            None => Ok((None, self.trajectory())),
+        }
+        .map(|(analysis, trajectory)| Loaded {
+            trajectory,
+            analysis,
+            seed_ema: Vec::new(),
+            note: Some(self.run_seq.1.clone()).filter(|n| !n.is_empty()),
+            calibration: None,
+        });
+        Msg::Live {
+            update: Box::new(update),
+            steps: self.counts.steps,
+            malformed: self.counts.malformed,
+            dropped: self.counts.dropped,
+        }
+    }
+
+    fn run(&mut self, rx: Receiver<Vec<LiveEvent>>, ui: Sender<Msg>) {
+        let mut last_sent = Instant::now();
+        let mut last_record: Option<Instant> = None;
+        let mut told_idle = false;
+        loop {
+            match rx.recv_timeout(REFRESH) {
+                Ok(batch) => {
+                    for ev in batch {
+                        if matches!(ev, LiveEvent::Record(_)) {
+                            last_record = Some(Instant::now());
+                            told_idle = false;
+                        }
+                        if let Some(note) = self.event(ev)
+                            && ui.send(Msg::LiveStatus(note)).is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if !told_idle && last_record.is_some_and(|t| t.elapsed() >= IDLE) {
+                        told_idle = true;
+                        let note = format!(
+                            "no new records for {} s: the run ended or is paused",
+                            IDLE.as_secs()
+                        );
+                        if ui.send(Msg::LiveStatus(note)).is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            let now = Instant::now();
+            let full = self.full_due(now).then(|| self.full());
+            if full.is_some() || (self.stale_view && last_sent.elapsed() >= REFRESH) {
+                last_sent = now;
+                if ui.send(self.update(full)).is_err() {
+                    return;
+                }
             }
         }
     }
@@ -167,16 +301,52 @@ fn aggregate(
 mod tests {
     use super::*;
 
+    fn rec(step: u64) -> StepStats {
+        let mut r = StepStats::new(step, 4.0, 32.0, 10.0 + (step % 7) as f64, 2.0);
+        r.tokens = Some(step as f64 * 32.0 * 128.0);
+        r
+    }
+
     #[test]
-    fn a_step_going_back_starts_a_new_run() {
-        let rec = |step| StepStats::new(step, 4.0, 32.0, 10.0, 2.0);
-        let mut records = Vec::new();
-        for s in 0..5 {
-            assert_eq!(accept(&mut records, rec(s)), None);
+    fn the_trajectory_follows_the_records_and_the_full_analysis_agrees_at_the_head() {
+        let settings = EstimatorSettings {
+            smoother: SmootherKind::OneSided,
+            ..EstimatorSettings::default()
+        };
+        let mut agg = Aggregator::new(settings, 128, "live: test".into());
+        for s in 0..500 {
+            assert_eq!(agg.event(LiveEvent::Record(rec(s))), None);
         }
-        let note = accept(&mut records, rec(0)).expect("a restart is reported");
-        assert!(note.contains("step 0 after 4"), "{note}");
-        assert_eq!(records.len(), 1, "the old run is dropped");
-        assert_eq!(accept(&mut records, rec(1)), None);
+        let report = agg.full().expect("an analysis");
+        let traj = agg.trajectory();
+        assert_eq!(traj.points.len(), report.steps.len());
+        let (head, row) = (traj.points.last().expect("a point"), &report.steps[499]);
+        assert_eq!(head.step, 499);
+        let b = row.b_simple.expect("positive");
+        assert!(
+            (head.b_crit - b).abs() <= 1e-9 * b,
+            "{} vs {b}",
+            head.b_crit
+        );
+        let (lo, hi) = head.ci.expect("bounded");
+        assert!((lo - row.ci[0]).abs() <= 1e-9 * lo && (hi - row.ci[1]).abs() <= 1e-9 * hi);
+        // A restart drops the superseded records from the trajectory.
+        let note = agg.event(LiveEvent::Restarted { step: 400 });
+        assert!(note.is_some_and(|n| n.contains("400")));
+        assert_eq!(agg.trajectory().points.last().map(|p| p.step), Some(399));
+        assert_eq!(agg.counts().steps, 400);
+    }
+
+    #[test]
+    fn the_full_analysis_paces_itself() {
+        let mut agg = Aggregator::new(EstimatorSettings::default(), 128, "t".into());
+        let t0 = Instant::now();
+        assert!(!agg.full_due(t0), "nothing received");
+        agg.event(LiveEvent::Record(rec(0)));
+        assert!(agg.full_due(t0));
+        let _ = agg.full();
+        agg.event(LiveEvent::Record(rec(1)));
+        assert!(!agg.full_due(Instant::now()), "not again before FULL_MIN");
+        assert!(agg.full_due(Instant::now() + FULL_MIN));
     }
 }

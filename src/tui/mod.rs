@@ -4,6 +4,7 @@
 
 pub mod estimators;
 pub use crate::format;
+pub mod frame_log;
 pub mod geometry;
 pub mod heatmap;
 pub mod help;
@@ -102,6 +103,9 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
         first.push(Effect::LoadSource);
     }
     dispatch(&app, &jobs, first);
+    let mut frames = frame_log::FrameLog::from_env();
+    // Redraw only when something changed: an input event or a message from a worker.
+    let mut dirty = true;
     while !app.quit {
         if let Some(sig) = signals.received() {
             // Leave without waiting for the worker: it may be inside a long reduction.
@@ -118,8 +122,19 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
                 "the worker thread ended unexpectedly".into(),
             ));
         }
-        guard.terminal.draw(|frame| view::draw(frame, &app, mode))?;
+        if dirty {
+            let (started, cpu) = (std::time::Instant::now(), frame_log::thread_cpu());
+            guard.terminal.draw(|frame| view::draw(frame, &app, mode))?;
+            if frames.is_on() {
+                frames.record(
+                    started.elapsed(),
+                    frame_log::thread_cpu().saturating_sub(cpu),
+                );
+            }
+            dirty = false;
+        }
         if event::poll(Duration::from_millis(50))? {
+            dirty = true;
             let msg = match event::read()? {
                 Event::Key(key) => keys::key_to_msg(&app, key),
                 Event::Mouse(m) => {
@@ -135,6 +150,7 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
             }
         }
         while let Ok(msg) = results.try_recv() {
+            dirty = true;
             let effects = update(&mut app, msg);
             dispatch(&app, &jobs, effects);
         }

@@ -8,9 +8,17 @@
 //! and a **restarted run** when the step was seen with different values (the producer
 //! restarted, e.g. from a checkpoint: accepted, and the consumer drops the old records from
 //! that step on, which the new run supersedes).
+//!
+//! Memory is bounded: the fingerprints of the newest [`DEDUPE_WINDOW`] steps are kept; older
+//! steps are remembered as ranges only, so a record at such a step counts as a duplicate (a
+//! replay) without its values being compared: a producer restarting from a checkpoint more
+//! than that many steps back is not recognised as a restart.
 
 use crate::stats::step::StepStats;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+
+/// Steps whose fingerprints are kept (about 40 MB); older ones are kept as step ranges.
+pub const DEDUPE_WINDOW: usize = 1 << 20;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// What to do with a record.
@@ -25,11 +33,23 @@ pub enum Admit {
     Restart,
 }
 
-/// Steps delivered so far, with a fingerprint of each record's values (16 bytes per step).
-#[derive(Debug, Default, Clone)]
+/// Steps delivered so far: the newest with a fingerprint of each record's values, older ones
+/// as ranges.
+#[derive(Debug, Clone)]
 pub struct Dedupe {
     highest: Option<u64>,
     seen: HashMap<u64, u64>,
+    /// Steps in the order they entered `seen` (may hold steps since removed by a restart).
+    order: VecDeque<u64>,
+    /// Steps forgotten from `seen`: sorted, disjoint, inclusive ranges.
+    old: Vec<(u64, u64)>,
+    window: usize,
+}
+
+impl Default for Dedupe {
+    fn default() -> Self {
+        Self::with_window(DEDUPE_WINDOW)
+    }
 }
 
 /// A fingerprint of the values of a record (step, batch sizes, squared norms, loss).
@@ -45,6 +65,17 @@ pub fn fingerprint(r: &StepStats) -> u64 {
 }
 
 impl Dedupe {
+    /// A filter keeping the fingerprints of the newest `window` steps (at least 1).
+    pub fn with_window(window: usize) -> Self {
+        Self {
+            highest: None,
+            seen: HashMap::new(),
+            order: VecDeque::new(),
+            old: Vec::new(),
+            window: window.max(1),
+        }
+    }
+
     /// Decide about `r` and remember it when it is delivered.
     pub fn admit(&mut self, r: &StepStats) -> Admit {
         let fp = fingerprint(r);
@@ -52,21 +83,76 @@ impl Dedupe {
             (Some(h), _) if r.step > h => Admit::New,
             (_, Some(old)) if *old == fp => Admit::Duplicate,
             (_, Some(_)) => Admit::Restart,
+            (_, None) if self.in_old(r.step) => Admit::Duplicate,
             (_, None) => Admit::New,
         };
         match verdict {
             Admit::Duplicate => {}
             Admit::New => {
                 self.highest = Some(self.highest.map_or(r.step, |h| h.max(r.step)));
-                self.seen.insert(r.step, fp);
+                self.remember(r.step, fp);
             }
             Admit::Restart => {
                 self.seen.retain(|s, _| *s < r.step);
-                self.seen.insert(r.step, fp);
+                self.remember(r.step, fp);
                 self.highest = Some(r.step);
             }
         }
         verdict
+    }
+
+    /// Steps held with their fingerprints plus ranges of older steps (bounded by the window).
+    pub fn held(&self) -> (usize, usize) {
+        (self.seen.len(), self.old.len())
+    }
+
+    fn in_old(&self, step: u64) -> bool {
+        let i = self.old.partition_point(|r| r.1 < step);
+        self.old.get(i).is_some_and(|r| r.0 <= step)
+    }
+
+    fn remember(&mut self, step: u64, fp: u64) {
+        self.seen.insert(step, fp);
+        self.order.push_back(step);
+        while self.seen.len() > self.window || self.order.len() > 2 * self.window {
+            let Some(s) = self.order.pop_front() else {
+                break;
+            };
+            if self.seen.remove(&s).is_some() {
+                self.forget(s);
+            }
+        }
+    }
+
+    /// Move `step` into the ranges of old steps.
+    fn forget(&mut self, step: u64) {
+        if let Some(last) = self.old.last_mut()
+            && last.0 <= step
+        {
+            if step <= last.1 {
+                return;
+            }
+            if step == last.1 + 1 {
+                last.1 = step;
+                return;
+            }
+            self.old.push((step, step));
+            return;
+        }
+        let i = self.old.partition_point(|r| r.1 < step);
+        if self.old.get(i).is_some_and(|r| r.0 <= step) {
+            return;
+        }
+        self.old.insert(i, (step, step));
+        // Merge with neighbours that now touch.
+        if i + 1 < self.old.len() && self.old[i].1 + 1 >= self.old[i + 1].0 {
+            self.old[i].1 = self.old[i + 1].1;
+            self.old.remove(i + 1);
+        }
+        if i > 0 && self.old[i - 1].1 + 1 >= self.old[i].0 {
+            self.old[i - 1].1 = self.old[i].1;
+            self.old.remove(i);
+        }
     }
 
     /// The highest step delivered.
@@ -102,5 +188,20 @@ mod tests {
         assert_eq!(d.highest(), Some(3));
         assert_eq!(d.admit(&rec(4, 9.0)), Admit::New);
         assert_eq!(d.admit(&rec(2, 2.0)), Admit::Duplicate);
+    }
+
+    #[test]
+    fn memory_is_bounded_and_old_steps_still_count_as_seen() {
+        let mut d = Dedupe::with_window(100);
+        for s in 0..100_000 {
+            assert_eq!(d.admit(&rec(s, 2.0)), Admit::New);
+            let (fps, ranges) = d.held();
+            assert!(fps <= 100 && ranges <= 1, "{fps} {ranges}");
+        }
+        // A replay of the whole history: old steps are duplicates, recent ones compared.
+        assert_eq!(d.admit(&rec(5, 2.0)), Admit::Duplicate);
+        assert_eq!(d.admit(&rec(99_990, 2.0)), Admit::Duplicate);
+        assert_eq!(d.admit(&rec(99_990, 7.0)), Admit::Restart);
+        assert_eq!(d.highest(), Some(99_990));
     }
 }

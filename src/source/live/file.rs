@@ -88,6 +88,7 @@ where
                 ingest.feed(&buf[..n], &mut |ev| {
                     em.deliver(ev);
                 });
+                em.flush();
                 continue;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,

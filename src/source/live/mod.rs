@@ -18,6 +18,7 @@
 
 mod dedupe;
 mod file;
+pub mod history;
 mod lines;
 mod record;
 mod target;
@@ -88,10 +89,12 @@ pub enum LiveError {
     },
 }
 
-/// Most records a live consumer keeps (`copus watch`, the explorer): about 1 M steps. Past
-/// it the oldest are forgotten (and counted), so a run of any length is followed in bounded
-/// memory; the estimate then covers the newest records.
-pub const MAX_KEPT_RECORDS: usize = 1 << 20;
+/// Most records a live consumer keeps for its full analysis (`copus watch`, the explorer):
+/// 262,144 steps (about 130 MB with four layers per record, and as much again while they are
+/// analysed). Past it the oldest are forgotten (and counted), so a run of any length is
+/// followed in bounded memory; the full analysis then covers the newest records, while the
+/// incremental estimate and its binned history ([`history`]) cover every step.
+pub const MAX_KEPT_RECORDS: usize = 1 << 18;
 
 /// Keep at most [`MAX_KEPT_RECORDS`] (dropping the oldest in batches of an eighth, so the cost
 /// is amortised); returns how many were dropped now.
@@ -182,18 +185,49 @@ where
     P: FnMut(&str) -> Result<StepStats, E> + Send + 'static,
     E: Display,
 {
+    spawn_with_sink(target, parser, opts, Sink::One(tx))
+}
+
+/// Follow `target` with the default parser and timing, sending events in batches (one per
+/// chunk read, in order): one channel operation per chunk rather than per line, which is
+/// what a consumer ingesting at full speed wants.
+pub fn spawn_default_follower_batched(
+    target: Target,
+    tx: Sender<Vec<LiveEvent>>,
+) -> Result<FollowerHandle, LiveError> {
+    spawn_with_sink(
+        target,
+        parse_record,
+        FollowOptions::default(),
+        Sink::Batch(tx, Vec::new()),
+    )
+}
+
+fn spawn_with_sink<P, E>(
+    target: Target,
+    parser: P,
+    opts: FollowOptions,
+    sink: Sink,
+) -> Result<FollowerHandle, LiveError>
+where
+    P: FnMut(&str) -> Result<StepStats, E> + Send + 'static,
+    E: Display,
+{
     let stop = Arc::new(AtomicBool::new(false));
     let mut em = Emitter {
-        tx,
+        sink,
         stop: Arc::clone(&stop),
         closed: false,
         dedupe: Dedupe::default(),
     };
     let join = std::thread::Builder::new()
         .name(format!("copus-follow {target}"))
-        .spawn(move || match &target {
-            Target::File(path) => file::follow_file(path, parser, &opts, &mut em),
-            Target::Tcp(addr) => tcp::follow_tcp(addr, parser, &opts, &mut em),
+        .spawn(move || {
+            match &target {
+                Target::File(path) => file::follow_file(path, parser, &opts, &mut em),
+                Target::Tcp(addr) => tcp::follow_tcp(addr, parser, &opts, &mut em),
+            }
+            em.flush();
         })
         .map_err(|source| LiveError::Io {
             context: "cannot start the follower thread".into(),
@@ -205,9 +239,18 @@ where
     })
 }
 
+/// Where a follower's events go: one at a time, or gathered and sent per chunk read.
+enum Sink {
+    One(Sender<LiveEvent>),
+    Batch(Sender<Vec<LiveEvent>>, Vec<LiveEvent>),
+}
+
+/// Events gathered before a batch is sent even within one chunk.
+const BATCH_MAX: usize = 4096;
+
 /// The follower thread's side of the channel, plus its stop flag.
 pub(crate) struct Emitter {
-    tx: Sender<LiveEvent>,
+    sink: Sink,
     stop: Arc<AtomicBool>,
     closed: bool,
     /// Exactly-once filter over every stream of this follower.
@@ -220,7 +263,29 @@ impl Emitter {
     }
 
     fn send(&mut self, ev: LiveEvent) {
-        if self.tx.send(ev).is_err() {
+        let full = match &mut self.sink {
+            Sink::One(tx) => {
+                if tx.send(ev).is_err() {
+                    self.closed = true;
+                }
+                return;
+            }
+            Sink::Batch(_, pending) => {
+                pending.push(ev);
+                pending.len() >= BATCH_MAX
+            }
+        };
+        if full {
+            self.flush();
+        }
+    }
+
+    /// Send the gathered events (batched sink); called after each chunk, before waiting.
+    pub(crate) fn flush(&mut self) {
+        if let Sink::Batch(tx, pending) = &mut self.sink
+            && !pending.is_empty()
+            && tx.send(std::mem::take(pending)).is_err()
+        {
             self.closed = true;
         }
     }
@@ -249,8 +314,10 @@ impl Emitter {
         self.send(LiveEvent::Status(msg));
     }
 
-    /// Sleep for `d`, waking early (every 10 ms at most) if asked to stop.
-    fn sleep(&self, d: Duration) {
+    /// Sleep for `d` (after sending what is gathered), waking early (every 10 ms at most) if
+    /// asked to stop.
+    fn sleep(&mut self, d: Duration) {
+        self.flush();
         let end = Instant::now() + d;
         while !self.should_stop() {
             let now = Instant::now();

@@ -109,7 +109,10 @@ fn read_connection(
     while !em.should_stop() {
         match stream.read(buf) {
             Ok(0) => return "closed by the server".into(),
-            Ok(n) => on_bytes(&buf[..n], em),
+            Ok(n) => {
+                on_bytes(&buf[..n], em);
+                em.flush();
+            }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return e.to_string(),

@@ -1,0 +1,80 @@
+//! `copus watch --headless --json` reports `now`, `drift` and `reasons` exactly as
+//! `copus analyze --one-sided --json` does on the same records (issue 14), and its estimate is
+//! unchanged by the incremental live path on a file with out-of-order steps (issue 15).
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::Command;
+
+fn copus() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_copus"))
+}
+
+fn json(out: std::process::Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+#[test]
+fn watch_summary_carries_now_drift_and_reasons_as_analyze_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    let mut f = std::fs::File::create(&path).expect("create");
+    // A run whose noise scale grows (drift), with pairs of steps written out of order.
+    let n = 400u64;
+    let mut steps: Vec<u64> = (0..n).collect();
+    for i in (5..n as usize - 2).step_by(23) {
+        steps.swap(i, i + 1);
+    }
+    for s in steps {
+        let g2 = 1.0 / (1.0 + s as f64 / 50.0);
+        let wobble = 1.0 + 0.3 * ((s * 7919 % 101) as f64 / 101.0 - 0.5);
+        let sq_small = g2 + 40.0 / 8.0 * wobble;
+        let sq_big = g2 + 40.0 / 256.0 * (2.0 - wobble);
+        writeln!(
+            f,
+            r#"{{"v":1,"step":{s},"b_small":8,"b_big":256,"sq_small":{sq_small},"sq_big":{sq_big},"loss":2.5}}"#
+        )
+        .expect("write");
+    }
+    drop(f);
+    let watch = json(
+        copus()
+            .arg("watch")
+            .arg(&path)
+            .args(["--headless", "--until-steps", &n.to_string(), "--json"])
+            .args(["--timeout-s", "60"])
+            .output()
+            .expect("watch"),
+    );
+    let analyze = json(
+        copus()
+            .arg("analyze")
+            .arg(&path)
+            .args(["--one-sided", "--json"])
+            .output()
+            .expect("analyze"),
+    );
+    let (w, a) = (&watch["summary"], &analyze["summary"]);
+    for field in ["now", "reasons", "b_simple", "ci", "verdict"] {
+        assert_eq!(w[field], a[field], "{field}");
+    }
+    assert!(a["drift"].is_object(), "the fixture drifts: {}", a["drift"]);
+    assert_eq!(w["drift"], a["drift"]);
+    assert!(w["drift"]["significant"].as_bool().expect("bool"));
+    // The newest smoothed point is the analysis' last step row, and the history ends there.
+    let last = &analyze["steps"][n as usize - 1];
+    assert_eq!(w["b_simple_now"], last["b_simple"]);
+    let hist = w["history"].as_array().expect("history");
+    let tail = hist.last().expect("a bin");
+    assert_eq!(tail["last_step"], n - 1);
+    let (b, want) = (
+        tail["b_simple"].as_f64().expect("b"),
+        last["b_simple"].as_f64().expect("b"),
+    );
+    assert!((b - want).abs() <= 1e-9 * want, "{b} vs {want}");
+}
