@@ -27,6 +27,13 @@ pub enum Msg {
     SelectBest,
     /// Drill into the selected cell: show its throughput curve.
     DrillIn,
+    /// Open (or close) the explanation of the selected cell: step time and memory by part,
+    /// side by side with the marked cell when one is marked.
+    Explain,
+    /// Scroll the explanation popup down (+) or up (−) by this many lines.
+    ExplainScroll(i64),
+    /// Mark the selected cell for comparison (on the marked cell: unmark it).
+    Mark,
     /// Cycle keyboard focus: timeline → heatmap → side panel.
     FocusNext,
     /// Show this side panel beside the heatmap and focus it.
@@ -45,7 +52,7 @@ pub enum Msg {
     HelpScroll(i64),
     /// Show or hide the help overlay.
     ToggleHelp,
-    /// Close the topmost popup (question, save-as prompt, help, tour); never quits.
+    /// Close the topmost popup (question, save-as prompt, help, explanation, tour); never quits.
     Escape,
     /// Save the session (atomically) to its save path (see `App::save_path`).
     Save,

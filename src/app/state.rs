@@ -96,6 +96,12 @@ pub struct App {
     pub restore_cursor: Option<usize>,
     /// Why the data source could not be loaded, shown in place of the heatmap.
     pub load_error: Option<String>,
+    /// Whether the explanation popup of the selected cell (beside the marked one) is open.
+    pub explain_open: bool,
+    /// Lines the explanation popup is scrolled down by.
+    pub explain_scroll: u16,
+    /// The heatmap cell marked for comparison (layout row, batch column).
+    pub marked: Option<(usize, usize)>,
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -222,6 +228,9 @@ impl App {
             quit_after_save: false,
             restore_cursor: None,
             load_error: None,
+            explain_open: false,
+            explain_scroll: 0,
+            marked: None,
         }
     }
 

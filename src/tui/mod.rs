@@ -3,6 +3,7 @@
 //! every exit path (see [`terminal`]).
 
 pub mod estimators;
+pub mod explain;
 pub use crate::format;
 pub mod geometry;
 pub mod heatmap;
