@@ -187,12 +187,18 @@ pub fn compare(a: &CellView, b: &CellView) -> Option<Comparison> {
         .iter()
         .max_by(|x, y| (x.b - x.a).abs().total_cmp(&(y.b - y.a).abs()));
     let (ca, cb) = (&ea.config, &eb.config);
-    let what = if ca.dp != cb.dp {
+    let layouts = if (ca.tp, ca.pp) == (cb.tp, cb.pp) {
         format!("DP {} → {}", ca.dp, cb.dp)
-    } else if (ca.tp, ca.pp) != (cb.tp, cb.pp) {
-        format!("{} → {}", ca.layout_label(), cb.layout_label())
     } else {
-        format!("batch {} → {}", a.batch, b.batch)
+        format!("{} → {}", ca.layout_label(), cb.layout_label())
+    };
+    let what = match (
+        ca.dp == cb.dp && (ca.tp, ca.pp) == (cb.tp, cb.pp),
+        a.batch == b.batch,
+    ) {
+        (true, _) => format!("batch {} → {}", a.batch, b.batch),
+        (false, true) => format!("{layouts} at batch {}", a.batch),
+        (false, false) => format!("{layouts}, batch {} → {}", a.batch, b.batch),
     };
     let moved = biggest.map_or(String::new(), |d| {
         format!(" ({} {:+.3} s/step)", d.label, d.b - d.a)

@@ -123,7 +123,11 @@ fn options(e: &Explanation) -> String {
         "mbs {} · ZeRO-{} · recompute {} · interleave {}",
         c.mbs, c.zero, c.recompute, c.vpp
     );
-    s.push_str(&format!(" · {} micro-batches/step", e.micro_batches));
+    let n = e.micro_batches;
+    s.push_str(&format!(
+        " · {n} micro-batch{} per step",
+        if n == 1 { "" } else { "es" }
+    ));
     s
 }
 
@@ -392,9 +396,10 @@ pub fn popup_lines(app: &App, width: usize, mode: ColorMode) -> (String, Vec<Lin
     }
 }
 
-/// Where the popup goes in `area`: most of the screen, at most 110 columns wide.
+/// Where the popup goes in `area`: between the title and the key line, at most 110 columns
+/// wide and 44 rows high (all of the width on a narrow terminal).
 pub fn popup_area(area: Rect) -> Rect {
-    let width = area.width.saturating_sub(2).min(110);
+    let width = if area.width <= 114 { area.width } else { 110 };
     let height = area.height.saturating_sub(2).min(44);
     Rect::new(
         area.x + (area.width - width) / 2,

@@ -15,6 +15,7 @@ pub mod palette;
 pub mod panel;
 pub mod plan;
 pub mod recommendation;
+pub mod shares;
 pub mod terminal;
 pub mod throughput;
 pub mod timeline;
