@@ -18,9 +18,9 @@ pub enum CellKind {
         /// Why, as the table says.
         reason: String,
         /// The searched configuration that comes closest (least memory), if one splits the batch.
-        closest: Option<Explanation>,
+        closest: Option<Box<Explanation>>,
         /// The smallest change that makes it run, if a neighbour runs.
-        nearest: Option<NearestChange>,
+        nearest: Option<Box<NearestChange>>,
         /// The smallest batch above the MoE floor, when the floor is the reason.
         batch_floor: Option<u64>,
     },
@@ -100,10 +100,11 @@ pub fn cell_view(app: &App, (row, col): (usize, usize)) -> Option<CellView> {
                 None
             } else {
                 nearest_change(&ctx, dims, batch, &choices, search.allow_cross_node_tp)
+                    .map(Box::new)
             };
             CellKind::Infeasible {
                 reason: reason.clone(),
-                closest: closest_miss(&ctx, dims, batch, &choices),
+                closest: closest_miss(&ctx, dims, batch, &choices).map(Box::new),
                 nearest,
                 batch_floor: floor,
             }

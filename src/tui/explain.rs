@@ -41,13 +41,9 @@ pub fn bar_cells(values: &[f64], scale: f64, width: usize) -> Vec<usize> {
     let mut cells: Vec<usize> = exact.iter().map(|e| e.floor() as usize).collect();
     let mut order: Vec<usize> = (0..values.len()).collect();
     order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
-    let mut given: usize = cells.iter().sum();
-    for i in order {
-        if given >= total {
-            break;
-        }
+    let given: usize = cells.iter().sum();
+    for &i in order.iter().take(total.saturating_sub(given)) {
         cells[i] += 1;
-        given += 1;
     }
     cells
 }
@@ -243,11 +239,11 @@ pub fn cell_lines(v: &CellView, width: usize, mode: ColorMode) -> Vec<Line<'stat
 fn delta_row(glyph: char, label: &str, a: f64, b: f64, fmt: fn(f64) -> String) -> Line<'static> {
     let d = b - a;
     let sign = if d > 0.0 { "+" } else { "" };
+    let diff = format!("{sign}{}", fmt(d));
     Line::from(format!(
-        " {glyph} {label:<16}{:>11}{:>11}{:>12}",
+        " {glyph} {label:<16}{:>11}{:>11}{diff:>12}",
         fmt(a),
-        fmt(b),
-        format!("{sign}{}", fmt(d))
+        fmt(b)
     ))
 }
 
@@ -389,10 +385,20 @@ pub fn popup_lines(app: &App, width: usize, mode: ColorMode) -> (String, Vec<Lin
                 }
             }
         }
-        None => (
-            " Explain the selected cell · m marks it to compare · x/Esc close ".into(),
-            cell_lines(&b, width, mode),
-        ),
+        None => {
+            let mut lines = Vec::new();
+            if app.marked == Some(app.selected) {
+                lines.push(Line::styled(
+                    "This cell is marked: select another and press x to compare.",
+                    Style::new().fg(Color::Yellow),
+                ));
+            }
+            lines.extend(cell_lines(&b, width, mode));
+            (
+                " Explain the selected cell · m marks it to compare · x/Esc close ".into(),
+                lines,
+            )
+        }
     }
 }
 

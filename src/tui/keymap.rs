@@ -118,19 +118,11 @@ pub const KEYMAP: &[Binding] = &[
         hint: None,
     },
     Binding {
-        label: "x",
-        what: "explain the selected cell: step time and memory by part, the nearest change \
-               that makes an infeasible cell run; with a marked cell, both side by side",
+        label: "x / m",
+        what: "explain the selected cell / mark it to compare with another",
         scope: Scope::Global,
-        keys: &[(KeyCode::Char('x'), NONE)],
+        keys: &[(KeyCode::Char('x'), NONE), (KeyCode::Char('m'), NONE)],
         hint: Some("x explain"),
-    },
-    Binding {
-        label: "m",
-        what: "mark the selected cell to compare with another (x); m on it again unmarks",
-        scope: Scope::Global,
-        keys: &[(KeyCode::Char('m'), NONE)],
-        hint: None,
     },
     Binding {
         label: "*",
@@ -155,7 +147,7 @@ pub const KEYMAP: &[Binding] = &[
     },
     Binding {
         label: "↑/↓",
-        what: "focused side panel, the explanation or this help: scroll its text (↓ more on its border)",
+        what: "focused side panel or this help: scroll its text (↓ more on its border)",
         scope: Scope::Side,
         keys: &[(KeyCode::Up, NONE), (KeyCode::Down, NONE)],
         hint: None,
@@ -197,7 +189,7 @@ pub const KEYMAP: &[Binding] = &[
     },
     Binding {
         label: "Esc",
-        what: "close the topmost popup (question, prompt, help, explanation, tour); never quits",
+        what: "close the topmost popup (question, prompt, help, tour); never quits",
         scope: Scope::Global,
         keys: &[(KeyCode::Esc, NONE)],
         hint: None,

@@ -13,7 +13,7 @@ const LEVELS: [char; 9] = ['·', '▁', '▂', '▃', '▄', '▅', '▆', '▇'
 
 /// The glyph of `share` on a scale whose top is `top`.
 pub fn level(share: f64, top: f64) -> char {
-    if !(share > 0.0) || !(top > 0.0) {
+    if share.is_nan() || top.is_nan() || share <= 0.0 || top <= 0.0 {
         return LEVELS[0];
     }
     let i = (share / top * 8.0).ceil().clamp(1.0, 8.0) as usize;
