@@ -232,3 +232,39 @@ fn the_best_cell_along_training_is_the_heatmaps_best_at_each_phase() {
         "{s}"
     );
 }
+
+#[test]
+fn bar_cells_are_proportional_and_add_up_to_the_rounded_total() {
+    use copus::tui::explain::bar_cells;
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for width in [1usize, 7, 40, 60] {
+        for _ in 0..200 {
+            let values: Vec<f64> = (0..6).map(|_| next() * next() * 10.0).collect();
+            let total: f64 = values.iter().sum();
+            let scale = total * (0.5 + next());
+            let cells = bar_cells(&values, scale, width);
+            // Parts adding up to more than the scale fill the bar.
+            let scale = scale.max(total);
+            let want = ((total / scale * width as f64).round() as usize).min(width);
+            assert_eq!(
+                cells.iter().sum::<usize>(),
+                want,
+                "{values:?} {scale} {width}"
+            );
+            for (v, &c) in values.iter().zip(&cells) {
+                let exact = (v / scale * width as f64).min(width as f64);
+                assert!(
+                    (c as f64 - exact).abs() < 1.0 + 1e-9,
+                    "{v} → {c} of {exact}"
+                );
+            }
+        }
+    }
+    assert_eq!(bar_cells(&[1.0, 2.0], 0.0, 10), vec![0, 0]);
+}

@@ -27,12 +27,13 @@ fn part_color(key: &str) -> Color {
     }
 }
 
-/// Cells of a `width`-wide bar each part gets at `scale` (value per full bar), by largest
-/// remainder so that the cells add up to the rounded total.
+/// Cells of a `width`-wide bar each part gets at `scale` (value per full bar; parts adding up
+/// to more fill the bar), by largest remainder so that the cells add up to the rounded total.
 pub fn bar_cells(values: &[f64], scale: f64, width: usize) -> Vec<usize> {
-    if scale <= 0.0 || width == 0 {
+    if scale.is_nan() || scale <= 0.0 || width == 0 {
         return vec![0; values.len()];
     }
+    let scale = scale.max(values.iter().map(|v| v.max(0.0)).sum());
     let exact: Vec<f64> = values
         .iter()
         .map(|v| (v.max(0.0) / scale * width as f64).min(width as f64))
@@ -48,7 +49,8 @@ pub fn bar_cells(values: &[f64], scale: f64, width: usize) -> Vec<usize> {
     cells
 }
 
-/// A stacked bar of `parts` in `width` cells at `scale`, then free space ('·') up to `cap`.
+/// A stacked bar of `parts` in `width` cells at `scale`, then free space ('·') up to `cap`;
+/// when the parts exceed `cap`, a '┃' marks where it lies.
 fn bar(
     parts: &[Part],
     scale: f64,
@@ -58,26 +60,35 @@ fn bar(
 ) -> Line<'static> {
     let values: Vec<f64> = parts.iter().map(|p| p.value).collect();
     let cells = bar_cells(&values, scale, width);
-    let mut spans = vec![Span::raw("  ▕")];
-    let mut used = 0;
+    // One (glyph, part key) per cell; `None` for free space and the capacity mark.
+    let mut row: Vec<(char, Option<&'static str>)> = Vec::new();
     for (p, &n) in parts.iter().zip(&cells) {
-        if n == 0 {
-            continue;
-        }
-        used += n;
-        let text: String = std::iter::repeat_n(p.glyph, n).collect();
-        spans.push(match mode {
-            ColorMode::Indexed => {
-                Span::styled(text, Style::new().bg(part_color(p.key)).fg(Color::Black))
-            }
-            ColorMode::Monochrome => Span::raw(text),
-        });
+        row.extend(std::iter::repeat_n((p.glyph, Some(p.key)), n));
     }
-    if let Some(cap) = cap {
+    if let Some(cap) = cap.filter(|_| scale > 0.0) {
         let cap_cells = ((cap / scale * width as f64).round() as usize).min(width);
-        if cap_cells > used {
-            spans.push(Span::raw("·".repeat(cap_cells - used)));
+        if cap_cells > row.len() {
+            row.resize(cap_cells, ('·', None));
+        } else if cap_cells < row.len() {
+            row[cap_cells] = ('┃', None);
         }
+    }
+    let mut spans = vec![Span::raw("  ▕")];
+    let mut i = 0;
+    while i < row.len() {
+        let key = row[i].1;
+        let mut j = i;
+        while j < row.len() && row[j].1 == key && (key.is_some() || row[j].0 == row[i].0) {
+            j += 1;
+        }
+        let text: String = row[i..j].iter().map(|c| c.0).collect();
+        spans.push(match (mode, key) {
+            (ColorMode::Indexed, Some(k)) => {
+                Span::styled(text, Style::new().bg(part_color(k)).fg(Color::Black))
+            }
+            _ => Span::raw(text),
+        });
+        i = j;
     }
     spans.push(Span::raw("▏"));
     Line::from(spans)
