@@ -260,7 +260,7 @@ fn delta_row(glyph: char, label: &str, a: f64, b: f64, fmt: fn(f64) -> String) -
 
 fn ratio_row(label: &str, a: String, b: String, ratio: f64) -> Line<'static> {
     Line::from(format!(
-        "   {label:<16}{a:>11}{b:>11}{:>11.1}%",
+        "   {label:<16}{a:>11}{b:>11}{:>+11.1}%",
         (ratio - 1.0) * 100.0
     ))
 }
