@@ -254,3 +254,63 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
     let (ok, _, err) = copus(&["grid", "sessions/demo.ron", "--calibration", "nope.ron"]);
     assert!(!ok && err.contains("nope.ron"), "{err}");
 }
+
+#[test]
+fn grid_json_names_the_nearest_change_of_an_infeasible_cell_and_predict_runs_it() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron");
+    let demo = demo.to_str().expect("utf-8 path");
+    let (ok, out, err) = copus(&["grid", demo, "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let cells = v["cells"].as_array().expect("cells");
+    let mut checked = 0;
+    for c in cells {
+        if c["feasible"] == true {
+            let share = |k: &str| c[k].as_f64().unwrap_or_else(|| panic!("{k} in {c}"));
+            let (x, u) = (share("exposed_comm_share"), share("bubble_share"));
+            assert!((0.0..=1.0).contains(&(x + u)), "{c}");
+            continue;
+        }
+        let Some(n) = c["nearest_change"].as_object() else {
+            continue;
+        };
+        assert!(n["distance"].as_u64().expect("distance") > 0, "{c}");
+        assert!(!n["changes"].as_array().expect("changes").is_empty(), "{c}");
+        let cfg = &n["config"];
+        let arg = |k: &str| cfg[k].to_string().trim_matches('"').to_lowercase();
+        // The same configuration through `copus predict` runs and fits (exit status 0).
+        let (ok, out, err) = copus(&[
+            "predict",
+            "--model",
+            "llama-7b",
+            "--hardware",
+            "h100-sxm",
+            "--gpus",
+            "64",
+            "--tp",
+            &arg("tp"),
+            "--pp",
+            &arg("pp"),
+            "--vpp",
+            &arg("vpp"),
+            "--mbs",
+            &arg("mbs"),
+            "--zero",
+            &arg("zero"),
+            "--recompute",
+            &arg("recompute"),
+            "--batch",
+            &c["batch"].to_string(),
+            "--json",
+        ]);
+        assert!(ok, "{c}: {err}");
+        let p: serde_json::Value = serde_json::from_str(&out).expect("predict json");
+        let step = n["prediction"]["step_time_s"].as_f64().expect("step");
+        assert!((p["step_time_s"].as_f64().expect("step") / step - 1.0).abs() < 1e-9);
+        checked += 1;
+        if checked >= 3 {
+            break;
+        }
+    }
+    assert!(checked > 0, "no infeasible cell with a nearest change");
+}

@@ -267,3 +267,36 @@ fn bad_objectives_are_named() {
         "{err}"
     );
 }
+
+#[test]
+fn plan_json_has_the_best_cells_step_shares_per_phase() {
+    let v = plan_json(&sessions().join("demo.ron"), &[]);
+    let along = v["best_along"].as_array().expect("best_along");
+    assert_eq!(along.len() as u64, v["phases"].as_u64().expect("phases"));
+    let mut last_tokens = f64::NEG_INFINITY;
+    for b in along {
+        for key in [
+            "layout",
+            "batch",
+            "config",
+            "step_time_s",
+            "goodput",
+            "b_crit",
+        ] {
+            assert!(b.get(key).is_some(), "missing {key}: {b}");
+        }
+        let share = |k: &str| b[k].as_f64().unwrap_or_else(|| panic!("{k}: {b}"));
+        let (c, x, u) = (
+            share("compute_share"),
+            share("exposed_comm_share"),
+            share("bubble_share"),
+        );
+        for s in [c, x, u] {
+            assert!((0.0..=1.0).contains(&s), "{b}");
+        }
+        assert!(c + x + u <= 1.0 + 1e-9, "{b}");
+        let t = share("start_tokens");
+        assert!(t > last_tokens, "phases in token order");
+        last_tokens = t;
+    }
+}

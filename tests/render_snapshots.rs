@@ -174,3 +174,46 @@ fn a_live_source() {
     assert_eq!(app.trajectory.seq_len, 2048);
     snapshot_both("live", &app);
 }
+
+/// The first cell of `app`'s table that satisfies `want` (row-major).
+fn find_cell(app: &App, want: impl Fn(&copus::goodput::TableCell) -> bool) -> (usize, usize) {
+    let t = app.table.as_ref().expect("table");
+    let i = t.cells.iter().position(want).expect("such a cell");
+    (i / t.batches.len(), i % t.batches.len())
+}
+
+#[test]
+fn the_explanation_of_a_cell_and_two_cells_side_by_side() {
+    use copus::goodput::TableCell;
+    let mut app = demo_at(40);
+    // The best cell explained.
+    update(&mut app, Msg::SelectBest);
+    update(&mut app, Msg::Explain);
+    snapshot_both("explain_best", &app);
+    insta::assert_debug_snapshot!(
+        "explain_best_80x24_no_color",
+        render(&app, 80, 24, ColorMode::Monochrome)
+    );
+    // An infeasible cell: the reason and the nearest change.
+    update(&mut app, Msg::Escape);
+    let (r, c) = find_cell(&app, |c| matches!(c, TableCell::Infeasible(_)));
+    update(&mut app, Msg::Select(r, c));
+    update(&mut app, Msg::Explain);
+    snapshot_both("explain_infeasible", &app);
+    // Mark the best cell, select another runnable layout at the same batch: side by side.
+    update(&mut app, Msg::Escape);
+    update(&mut app, Msg::SelectBest);
+    update(&mut app, Msg::Mark);
+    let best = app.selected;
+    let t = app.table.clone().expect("table");
+    let other = (0..t.layouts.len())
+        .find(|&l| {
+            l != best.0
+                && t.layouts[l].dp != t.layouts[best.0].dp
+                && matches!(t.cell(l, best.1), TableCell::Feasible { .. })
+        })
+        .expect("another runnable layout at the best batch");
+    update(&mut app, Msg::Select(other, best.1));
+    update(&mut app, Msg::Explain);
+    snapshot_both("compare", &app);
+}

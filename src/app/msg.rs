@@ -29,6 +29,13 @@ pub enum Msg {
     DrillIn,
     /// Show the next layer's B_simple over time on the timeline (then the whole model again).
     CycleLayer,
+    /// Open (or close) the explanation of the selected cell: step time and memory by part,
+    /// side by side with the marked cell when one is marked.
+    Explain,
+    /// Scroll the explanation popup down (+) or up (−) by this many lines.
+    ExplainScroll(i64),
+    /// Mark the selected cell for comparison (on the marked cell: unmark it).
+    Mark,
     /// Cycle keyboard focus: timeline → heatmap → side panel.
     FocusNext,
     /// Show this side panel beside the heatmap and focus it.
@@ -47,7 +54,7 @@ pub enum Msg {
     HelpScroll(i64),
     /// Show or hide the help overlay.
     ToggleHelp,
-    /// Close the topmost popup (question, save-as prompt, help, tour); never quits.
+    /// Close the topmost popup (question, save-as prompt, help, explanation, tour); never quits.
     Escape,
     /// Save the session (atomically) to its save path (see `App::save_path`).
     Save,

@@ -101,6 +101,12 @@ pub struct App {
     pub layer_view: Option<usize>,
     /// A second run laid over this one (`copus open A --compare B`).
     pub compare: Option<Arc<super::measured_view::CompareRun>>,
+    /// Whether the explanation popup of the selected cell (beside the marked one) is open.
+    pub explain_open: bool,
+    /// Lines the explanation popup is scrolled down by.
+    pub explain_scroll: u16,
+    /// The heatmap cell marked for comparison (layout row, batch column).
+    pub marked: Option<(usize, usize)>,
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -229,6 +235,9 @@ impl App {
             load_error: None,
             layer_view: None,
             compare: None,
+            explain_open: false,
+            explain_scroll: 0,
+            marked: None,
         }
     }
 

@@ -189,6 +189,8 @@ fn escape(app: &mut App) {
         app.status = "save as: cancelled".into();
     } else if app.show_help {
         app.show_help = false;
+    } else if app.explain_open {
+        app.explain_open = false;
     } else if app.tour_step.take().is_some() {
         app.status = "tour closed (n starts it again)".into();
     } else {
@@ -286,6 +288,26 @@ fn select_best(app: &mut App) {
     }
 }
 
+/// `m`: mark the selected cell for comparison, or unmark it when it is the marked one.
+fn mark(app: &mut App) {
+    let Some(t) = &app.table else {
+        app.status = "nothing to mark until the grid is computed".into();
+        return;
+    };
+    let (r, c) = app.selected;
+    let label = match (t.layouts.get(r), t.batches.get(c)) {
+        (Some(l), Some(b)) => format!("{} @ batch {b}", l.label()),
+        _ => return,
+    };
+    if app.marked == Some(app.selected) {
+        app.marked = None;
+        app.status = format!("unmarked {label}");
+    } else {
+        app.marked = Some(app.selected);
+        app.status = format!("marked {label}: select another cell, x compares them");
+    }
+}
+
 /// Apply `msg` to `app`; return the effects to run.
 pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
     let n = app.trajectory.points.len();
@@ -350,6 +372,18 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             app.side = Panel::Throughput;
             app.side_scroll = 0;
         }
+        Msg::Explain => {
+            app.explain_open = !app.explain_open && app.table.is_some();
+            app.explain_scroll = 0;
+            if app.table.is_none() {
+                app.status = "nothing to explain until the grid is computed".into();
+            }
+        }
+        Msg::ExplainScroll(d) => {
+            // The view clamps to the text's length; this bounds the state.
+            app.explain_scroll = (app.explain_scroll as i64 + d).clamp(0, 500) as u16;
+        }
+        Msg::Mark => mark(app),
         Msg::FocusNext => {
             app.focus = match app.focus {
                 Panel::Timeline => Panel::Heatmap,
@@ -427,6 +461,9 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                     app.selected.0.min(rows.saturating_sub(1)),
                     app.selected.1.min(cols.saturating_sub(1)),
                 );
+                if app.marked.is_some_and(|(r, c)| r >= rows || c >= cols) {
+                    app.marked = None;
+                }
                 app.table = Some(table);
                 app.refresh_grid();
                 if !app.user_selected {

@@ -42,6 +42,13 @@ struct CellOut {
     /// Peak memory per GPU by component (bytes).
     memory: Option<crate::perf::memory::MemoryBreakdown>,
     reason: Option<String>,
+    /// Exposed TP, PP and DP communication as a share of the step (0–1).
+    exposed_comm_share: Option<f64>,
+    /// The pipeline bubble as a share of the step (0–1).
+    bubble_share: Option<f64>,
+    /// For a cell that cannot run: the nearest configuration on the same GPUs that runs (the
+    /// explorer's `x`; docs/MODEL.md, "Explaining a cell").
+    nearest_change: Option<crate::perf::explain::NearestChange>,
 }
 
 /// What `copus grid --json` prints.
@@ -82,6 +89,12 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         None => GoodputGrid::at(&table, b_noise, s.stat_eff),
     };
     let nb = table.batches.len();
+    let choices = crate::perf::enumerate::Choices {
+        micro_batches: &s.search.micro_batches,
+        zero: &s.search.zero,
+        recompute: &s.search.recompute,
+        interleave: &s.search.interleave,
+    };
     let cell_out = |i: usize| {
         let (l, b) = (i / nb, i % nb);
         let base = CellOut {
@@ -98,6 +111,9 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             memory_per_gpu_bytes: None,
             memory: None,
             reason: None,
+            exposed_comm_share: None,
+            bubble_share: None,
+            nearest_change: None,
         };
         match &table.cells[i] {
             TableCell::Feasible { config, prediction } => {
@@ -109,6 +125,8 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     mfu: Some(prediction.mfu),
                     config: Some(*config),
                     step_time_s: Some(prediction.step_time_s),
+                    exposed_comm_share: Some(crate::perf::explain::comm_share(prediction)),
+                    bubble_share: Some(crate::perf::explain::bubble_share(prediction)),
                     breakdown: Some(prediction.breakdown),
                     memory_per_gpu_bytes: Some(prediction.memory_per_gpu_bytes),
                     memory: Some(crate::perf::memory::peak_memory(
@@ -121,10 +139,27 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     ..base
                 }
             }
-            TableCell::Infeasible(why) => CellOut {
-                reason: Some(why.clone()),
-                ..base
-            },
+            TableCell::Infeasible(why) => {
+                let layout = table.layouts[l];
+                // Below the MoE batch floor no layout helps (the reason names the floor).
+                let nearest_change = crate::goodput::moe_floor_problem(&ctx, table.batches[b])
+                    .is_none()
+                    .then(|| {
+                        crate::perf::explain::nearest_change(
+                            &ctx,
+                            (layout.dp, layout.tp, layout.pp),
+                            table.batches[b],
+                            &choices,
+                            s.search.allow_cross_node_tp,
+                        )
+                    })
+                    .flatten();
+                CellOut {
+                    reason: Some(why.clone()),
+                    nearest_change,
+                    ..base
+                }
+            }
         }
     };
     let out = GridOut {

@@ -10,6 +10,7 @@ pub mod config;
 pub mod crossval;
 pub mod efficiency;
 pub mod enumerate;
+pub mod explain;
 pub mod flops;
 pub mod hardware;
 pub mod measurements;

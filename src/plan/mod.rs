@@ -39,6 +39,7 @@ pub mod problem;
 pub mod progress;
 pub mod render;
 pub mod report;
+pub mod shares;
 pub mod strategies;
 pub mod synthetic;
 

@@ -147,6 +147,9 @@ pub struct PlanReport {
     /// The best layout held at the session's `current_batch` for the whole run (what a user who
     /// keeps today's batch would get), when that batch is on the grid and feasible.
     pub current_batch_static: Option<StrategyRow>,
+    /// Per phase: the heatmap's best cell (★) at the phase's B_crit and the shares of its step
+    /// in exposed communication and the pipeline bubble.
+    pub best_along: Vec<super::shares::BestShares>,
 }
 
 /// Label of a planner state: layout, batch and the table's chosen options.
@@ -224,6 +227,7 @@ pub fn plan_with(
             source,
         }
     })?;
+    let best_along = super::shares::best_along(r, table, &phases);
     let switch_costs = costs.switch_costs_on(perf::parameter_count(&r.model), fast_network_bw(r));
     let dwell = costs.min_dwell_phases as usize;
     let nominal = match &r.session.source {
@@ -274,6 +278,7 @@ pub fn plan_with(
     };
     let results = strategies::compare(&problem, &params);
     let mut report = build_report(r, &traj.label, axis, table, &problem, &results);
+    report.best_along = best_along;
     let at_current = r
         .session
         .current_batch
@@ -414,5 +419,6 @@ fn build_report(
         strategies,
         switches,
         current_batch_static: None,
+        best_along: Vec::new(),
     }
 }

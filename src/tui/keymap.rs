@@ -118,6 +118,13 @@ pub const KEYMAP: &[Binding] = &[
         hint: None,
     },
     Binding {
+        label: "x / m",
+        what: "explain the selected cell / mark it to compare with another",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('x'), NONE), (KeyCode::Char('m'), NONE)],
+        hint: Some("x explain"),
+    },
+    Binding {
         label: "*",
         what: "select the best cell (★)",
         scope: Scope::Global,

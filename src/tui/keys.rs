@@ -47,6 +47,21 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
             _ => None,
         };
     }
+    if app.explain_open {
+        return match key.code {
+            KeyCode::Esc => Some(Msg::Escape),
+            KeyCode::Char('x') => Some(Msg::Explain),
+            KeyCode::Char('m') => Some(Msg::Mark),
+            KeyCode::Up => Some(Msg::ExplainScroll(-1)),
+            KeyCode::Down => Some(Msg::ExplainScroll(1)),
+            KeyCode::PageUp => Some(Msg::ExplainScroll(-BIG_STEP)),
+            KeyCode::PageDown => Some(Msg::ExplainScroll(BIG_STEP)),
+            KeyCode::Char('?') => Some(Msg::ToggleHelp),
+            KeyCode::Char('q') => Some(Msg::Quit),
+            KeyCode::Char('c') if ctrl => Some(Msg::Quit),
+            _ => None,
+        };
+    }
     let arrows_edit = match app.focus {
         Panel::Heatmap => Some(true),
         Panel::WhatIf => Some(false),
@@ -63,6 +78,8 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('n'), _) => Msg::Tour(1),
         (KeyCode::Char('p'), _) => Msg::Tour(-1),
         (KeyCode::Char('*'), _) => Msg::SelectBest,
+        (KeyCode::Char('x'), _) => Msg::Explain,
+        (KeyCode::Char('m'), _) => Msg::Mark,
         (KeyCode::Char('['), _) => Msg::JumpSwitch(-1),
         (KeyCode::Char(']'), _) => Msg::JumpSwitch(1),
         (KeyCode::Char('l'), _) => Msg::CycleLayer,
@@ -95,7 +112,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
 /// click or drag selects a heatmap cell or scrubs the timeline; the wheel scrubs over the
 /// timeline and moves the selection over the heatmap.
 pub fn mouse_to_msg(app: &App, areas: &Areas, ev: MouseEvent) -> Option<Msg> {
-    if app.show_help || app.confirm.is_some() || app.prompt.is_some() {
+    if app.show_help || app.explain_open || app.confirm.is_some() || app.prompt.is_some() {
         return None;
     }
     let (x, y) = (ev.column, ev.row);

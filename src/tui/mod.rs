@@ -3,6 +3,7 @@
 //! every exit path (see [`terminal`]).
 
 pub mod estimators;
+pub mod explain;
 pub use crate::format;
 pub mod frame_log;
 pub mod geometry;
@@ -15,6 +16,7 @@ pub mod palette;
 pub mod panel;
 pub mod plan;
 pub mod recommendation;
+pub mod shares;
 pub mod terminal;
 pub mod throughput;
 pub mod timeline;

@@ -67,6 +67,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         )));
     }
     lines.push(Line::from(""));
+    let strips = super::shares::lines(app, area.width.saturating_sub(2) as usize);
+    if !strips.is_empty() {
+        lines.extend(strips);
+        lines.push(Line::from(""));
+    }
     if plan.switches.is_empty() {
         lines.push(Line::from("optimal-joint: no switch pays for itself"));
     } else {

@@ -98,6 +98,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             }
         }
     }
+    if let Some((r, c)) = app.marked
+        && let (Some(l), Some(b)) = (table.layouts.get(r), table.batches.get(c))
+    {
+        lines.push(Line::from(format!(
+            "marked (m): {} @ batch {b} · x compares",
+            l.label()
+        )));
+    }
     let scroll = if focused { app.side_scroll } else { 0 };
     super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }

@@ -162,6 +162,7 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
     };
     frame.render_widget(key_line, a.keys);
     draw_tour(frame, area, app);
+    super::explain::draw(frame, area, app, mode);
     if app.show_help {
         help::draw_overlay(frame, area, app.help_scroll);
     }

@@ -1,0 +1,202 @@
+//! The cell explanation model: parts that add up to `predict`'s step time and memory, the
+//! weights / gradients / optimizer-state split of ZeRO, and the nearest change that makes an
+//! infeasible cell run (feasible, and minimal among the neighbours searched).
+
+use copus::goodput::{Cluster, SearchSpace, TableCell, throughput_table};
+use copus::perf::enumerate::Choices;
+use copus::perf::explain::{candidates, explain, nearest_change, zero_split};
+use copus::perf::memory::{peak_memory, zero_bytes_per_param};
+use copus::perf::{
+    EfficiencyParams, HardwareProfile, ModelProfile, ParallelConfig, PerfContext, Recompute,
+    predict,
+};
+use copus::profiles;
+use std::path::Path;
+
+fn hw() -> HardwareProfile {
+    profiles::hardware("h100-sxm", Path::new(".")).expect("hw")
+}
+
+fn model(name: &str) -> ModelProfile {
+    profiles::model(name, Path::new(".")).expect("model")
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-30)
+}
+
+#[test]
+fn parts_add_up_to_predict_for_every_option() {
+    let (hw, m, eff) = (hw(), model("llama-7b"), EfficiencyParams::default());
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &m,
+        eff: &eff,
+        gpus_per_node: 8,
+    };
+    let mut checked = 0;
+    for (dp, tp, pp) in [(64, 1, 1), (16, 2, 2), (8, 8, 1), (4, 4, 4), (2, 8, 4)] {
+        for zero in 0..=3u8 {
+            for recompute in [Recompute::None, Recompute::Selective, Recompute::Full] {
+                for (mbs, vpp) in [(1, 1), (2, 1), (1, 2)] {
+                    let cfg = ParallelConfig {
+                        dp,
+                        tp,
+                        pp,
+                        mbs,
+                        zero,
+                        recompute,
+                        vpp,
+                    };
+                    let batch = 1024;
+                    let Ok(p) = predict(&ctx, &cfg, batch) else {
+                        assert!(explain(&ctx, &cfg, batch).is_err(), "{cfg}");
+                        continue;
+                    };
+                    let e = explain(&ctx, &cfg, batch).expect("explains what predicts");
+                    assert_eq!(e.prediction, p, "{cfg}");
+                    let step: f64 = e.step.iter().map(|x| x.value).sum();
+                    assert!(
+                        close(step, p.step_time_s),
+                        "{cfg}: {step} vs {}",
+                        p.step_time_s
+                    );
+                    let b = &p.breakdown;
+                    for (key, v) in [
+                        ("compute", b.compute_s),
+                        ("bubble", b.bubble_s),
+                        ("tp", b.tp_s),
+                        ("pp", b.pp_s),
+                        ("dp", b.dp_s),
+                        ("optimizer", b.optimizer_s),
+                    ] {
+                        assert_eq!(e.step_part(key), v, "{cfg} {key}");
+                    }
+                    let mem: f64 = e.memory.iter().map(|x| x.value).sum();
+                    assert!(
+                        close(mem, p.memory_per_gpu_bytes),
+                        "{cfg}: {mem} vs {}",
+                        p.memory_per_gpu_bytes
+                    );
+                    let pm = peak_memory(&m, &cfg, e.micro_batches, hw.reserved_bytes, &eff);
+                    let states = e.memory_part("weights")
+                        + e.memory_part("gradients")
+                        + e.memory_part("optimizer_state");
+                    assert!(close(states, pm.model_states), "{cfg}");
+                    assert_eq!(e.memory_part("activations"), pm.activations);
+                    assert_eq!(e.capacity_bytes, hw.hbm_bytes);
+                    let shares = e.exposed_comm_share() + e.bubble_share();
+                    assert!((0.0..1.0).contains(&shares), "{cfg}: {shares}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} configurations ran");
+}
+
+#[test]
+fn zero_split_is_the_zero_papers_bytes_per_parameter() {
+    for dp in [1u32, 2, 8, 64] {
+        for stage in 0..=3u8 {
+            for g in [2.0, 4.0] {
+                let (w, gr, o) = zero_split(stage, dp, g);
+                assert!(close(w + gr + o, zero_bytes_per_param(stage, dp, g)));
+            }
+        }
+        let d = f64::from(dp);
+        // What each stage shards: optimizer state (1), gradients (2), weights (3).
+        assert!(close(zero_split(1, dp, 2.0).2, 12.0 / d));
+        assert!(close(zero_split(2, dp, 2.0).1, 2.0 / d));
+        assert!(close(zero_split(3, dp, 2.0).0, 2.0 / d));
+        assert_eq!(zero_split(2, dp, 2.0).0, 2.0);
+    }
+}
+
+#[test]
+fn every_runnable_grid_cell_is_explained_as_the_table_predicts() {
+    let (hw, m, eff) = (hw(), model("llama-7b"), EfficiencyParams::default());
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &m,
+        eff: &eff,
+        gpus_per_node: 8,
+    };
+    let cluster = Cluster {
+        nodes: 4,
+        gpus_per_node: 8,
+    };
+    let table = throughput_table(&ctx, &cluster, &SearchSpace::default());
+    let mut n = 0;
+    for (i, cell) in table.cells.iter().enumerate() {
+        if let TableCell::Feasible { config, prediction } = cell {
+            let batch = table.batches[i % table.batches.len()];
+            let e = explain(&ctx, config, batch).expect("runs");
+            assert_eq!(&e.prediction, prediction);
+            let mem: f64 = e.memory.iter().map(|x| x.value).sum();
+            assert!(close(mem, prediction.memory_per_gpu_bytes));
+            n += 1;
+        }
+    }
+    assert!(n > 10, "{n} runnable cells");
+}
+
+#[test]
+fn the_nearest_change_runs_and_nothing_nearer_does() {
+    let (hw, m, eff) = (hw(), model("gpt-70b"), EfficiencyParams::default());
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &m,
+        eff: &eff,
+        gpus_per_node: 8,
+    };
+    let search = SearchSpace::default();
+    let choices = Choices {
+        micro_batches: &search.micro_batches,
+        zero: &search.zero,
+        recompute: &search.recompute,
+        interleave: &search.interleave,
+    };
+    let mut found = 0;
+    // 70B on 64 GPUs: pure data parallelism and narrow layouts run out of memory.
+    for layout in [(64u32, 1u32, 1u32), (32, 2, 1), (16, 4, 1), (32, 1, 2)] {
+        for batch in [64u64, 256] {
+            let all = candidates(&ctx, layout, batch, &choices, false);
+            // The cell itself (distance 0 on its own layout) does not run.
+            assert!(
+                all.iter()
+                    .filter(|c| (c.config.dp, c.config.tp, c.config.pp) == layout
+                        && c.distance == 0)
+                    .all(|c| !c.runs()),
+                "{layout:?} runs at {batch} already"
+            );
+            let Some(n) = nearest_change(&ctx, layout, batch, &choices, false) else {
+                assert!(all.iter().all(|c| !c.runs()));
+                continue;
+            };
+            found += 1;
+            let p = predict(&ctx, &n.config, batch).expect("the change runs");
+            assert!(p.fits, "{}: {} GB", n.config, p.memory_per_gpu_bytes / 1e9);
+            assert_eq!(p, n.prediction);
+            assert!(n.distance > 0 && !n.changes.is_empty(), "{n:?}");
+            assert_eq!(n.tried, all.len());
+            for c in all.iter().filter(|c| c.runs()) {
+                assert!(c.distance >= n.distance, "{} is nearer", c.config);
+                if c.distance == n.distance {
+                    let t = c.outcome.as_ref().expect("runs").step_time_s;
+                    assert!(
+                        t >= n.prediction.step_time_s,
+                        "{} is as near and faster",
+                        c.config
+                    );
+                }
+            }
+            // The GPU count is kept.
+            assert_eq!(n.config.gpus(), layout.0 * layout.1 * layout.2);
+        }
+    }
+    assert!(
+        found >= 4,
+        "only {found} infeasible cells had a nearest change"
+    );
+}
