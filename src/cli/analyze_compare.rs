@@ -21,7 +21,7 @@ fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<Analy
             None,
             selected.backend.as_ref(),
             &settings,
-            args.seq_len,
+            args.seq_len.unwrap_or(super::analyze::DEFAULT_DUMP_SEQ_LEN),
             &crate::cli::bench::stderr_progress,
         );
         crate::cli::bench::finish_progress();

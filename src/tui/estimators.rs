@@ -84,7 +84,7 @@ fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Lin
         for l in layers.iter().take(6) {
             lines.push(Line::from(format!(
                 "  {:<18} {:>5.1}% {:>7}",
-                l.name,
+                crate::format::escape_controls(&l.name),
                 l.trace_share * 100.0,
                 l.b_simple.map_or("n/a".into(), si)
             )));
@@ -95,7 +95,10 @@ fn measured_lines(report: &AnalyzeReport, step: Option<u64>, lines: &mut Vec<Lin
             Severity::Warning => Style::new().fg(Color::Yellow),
             Severity::Info => dim,
         };
-        lines.push(Line::styled(format!("! {}", d.message), style));
+        lines.push(Line::styled(
+            format!("! {}", crate::format::escape_controls(&d.message)),
+            style,
+        ));
     }
 }
 
