@@ -233,3 +233,44 @@ fn predict_shows_why_a_configuration_does_not_fit_and_what_would() {
     ])
     .fails_with(&["no configuration of 8 GPUs fits", "more GPUs"]);
 }
+
+#[test]
+fn error_causes_are_printed_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = dir.path().join("missing-source.ron");
+    std::fs::write(
+        &s,
+        r#"(name: "m", model: Named("llama-7b"),
+            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 8),
+            source: Stats(path: "missing.ndjson"))"#,
+    )
+    .expect("write");
+    let s = s.display().to_string();
+    for run in [
+        copus(&["grid", &s]),
+        copus(&["plan", &s]),
+        copus(&["analyze", "/nonexistent/run.ndjson"]),
+        copus(&[
+            "predict",
+            "--model",
+            "/nonexistent/m.ron",
+            "--gpus",
+            "8",
+            "--batch",
+            "8",
+        ]),
+    ] {
+        run.fails_with(&["No such file"]);
+        assert_eq!(
+            run.stderr.matches("No such file").count(),
+            1,
+            "{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.matches("missing.ndjson").count() <= 1,
+            "{}",
+            run.stderr
+        );
+    }
+}
