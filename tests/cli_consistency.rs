@@ -66,6 +66,9 @@ fn analyze_refuses_dump_flags_on_a_stats_file() {
     copus(&["analyze", SAMPLE, "--samples", "8"]).fails_with(&["--samples", "dump"]);
     copus(&["analyze", SAMPLE, "--seed-ema"]).fails_with(&["--seed-ema", "dump"]);
     copus(&["analyze", SAMPLE, "--seq-len", "2048"]).fails_with(&["--seq-len", "dump"]);
+    copus(&["analyze", SAMPLE, "--device", "cpu"]).fails_with(&["--device", "dump"]);
+    copus(&["analyze", SAMPLE, "--json", "--rows", "5"]).fails_with(&["--rows", "--json"]);
+    copus(&["analyze", SAMPLE, "--rows", "5"]).succeeds();
     // The estimator flags shared with `open` still work here.
     copus(&[
         "analyze",

@@ -34,12 +34,13 @@ pub struct AnalyzeArgs {
     /// by tokens, stretches where they differ beyond their intervals, ratio of the estimates.
     #[arg(long, value_name = "PATH")]
     pub compare: Option<PathBuf>,
-    /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step.
-    #[arg(long, default_value_t = 20)]
-    pub rows: usize,
-    /// Dumps: where to reduce them (auto falls back to the CPU with a note).
-    #[arg(long, value_enum, default_value_t = Device::Auto)]
-    pub device: Device,
+    /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step
+    /// [default: 20]. Text output only.
+    #[arg(long)]
+    pub rows: Option<usize>,
+    /// Dumps: where to reduce them (auto falls back to the CPU with a note) [default: auto].
+    #[arg(long, value_enum)]
+    pub device: Option<Device>,
     /// Dumps: samples per gradient file, overriding the files' `samples` metadata.
     #[arg(long, value_name = "SAMPLES", value_parser = positive_finite)]
     pub samples: Option<f64>,
@@ -67,6 +68,9 @@ impl AnalyzeArgs {
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
+    if args.json && args.rows.is_some() {
+        anyhow::bail!("--rows sets the rows of the text table; --json prints every step");
+    }
     if let Some(other) = &args.compare {
         return super::analyze_compare::run(args, other);
     }
@@ -94,7 +98,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     } else {
         print!(
             "{}",
-            super::escape_controls(&render_table(&report, args.rows))
+            super::escape_controls(&render_table(&report, args.rows.unwrap_or(DEFAULT_ROWS)))
         );
         for e in &outcome.errors {
             eprintln!(
@@ -114,6 +118,7 @@ pub fn check_stats_file_flags(args: &AnalyzeArgs) -> anyhow::Result<()> {
         ("--samples", args.samples.is_some()),
         ("--seed-ema", args.seed_ema),
         ("--seq-len", args.seq_len.is_some()),
+        ("--device", args.device.is_some()),
     ]
     .into_iter()
     .filter_map(|(n, set)| set.then_some(n))
@@ -129,12 +134,15 @@ pub fn check_stats_file_flags(args: &AnalyzeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Rows of the text trajectory table when `--rows` is not given.
+pub const DEFAULT_ROWS: usize = 20;
+
 /// Sequence length of a dump when `--seq-len` is not given, tokens.
 pub const DEFAULT_DUMP_SEQ_LEN: u32 = 4096;
 
 /// `copus analyze <dump dir>`: reduce, analyse, and show the seed's EMA estimate beside.
 fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
-    let selected = crate::compute::select(args.device)?;
+    let selected = crate::compute::select(args.device.unwrap_or(Device::Auto))?;
     let backend = selected.backend.name();
     let settings = args.settings(&EstimatorSettings::default());
     let d = crate::source::measured::load_dump_dir(
@@ -166,7 +174,7 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         println!("backend   {backend}{why}");
         print!(
             "{}",
-            super::escape_controls(&render_table(&d.report, args.rows))
+            super::escape_controls(&render_table(&d.report, args.rows.unwrap_or(DEFAULT_ROWS)))
         );
         if let Some(last) = d.seed_ema.iter().rev().find(|p| p.b_estimate.is_some()) {
             println!(

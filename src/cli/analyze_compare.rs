@@ -11,7 +11,7 @@ use std::io::BufReader;
 fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<AnalyzeReport> {
     let settings = args.settings(&EstimatorSettings::default());
     if path.is_dir() {
-        let selected = crate::compute::select(args.device)?;
+        let selected = crate::compute::select(args.device.unwrap_or(crate::compute::Device::Auto))?;
         if let Some(note) = &selected.note {
             eprintln!("copus: {note}");
         }
