@@ -42,6 +42,20 @@ pub fn tokens(t: f64) -> String {
     }
 }
 
+/// `s` with control characters other than newline and tab written as `\u{..}` escapes, so a
+/// name read from a file (a layer, a run, a session) cannot drive the terminal.
+pub fn escape_controls(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,7 +92,7 @@ pub struct Layout {
 impl Layout {
     /// "DP4·TP8·PP1".
     pub fn label(&self) -> String {
-        format!("DP{}·TP{}·PP{}", self.dp, self.tp, self.pp)
+        crate::perf::config::layout_label(self.dp, self.tp, self.pp)
     }
 }
 
@@ -134,28 +134,6 @@ pub fn layouts(ctx: &PerfContext, cluster: &Cluster, search: &SearchSpace) -> Ve
         .into_iter()
         .filter(|&l| enumerate::layout_problem(ctx, l, search.allow_cross_node_tp).is_none())
         .map(|(dp, tp, pp)| Layout { dp, tp, pp })
-        .collect()
-}
-
-/// The layouts of the cluster that cannot run, each with its reason (not heatmap rows).
-pub fn invalid_layouts(
-    ctx: &PerfContext,
-    cluster: &Cluster,
-    search: &SearchSpace,
-) -> Vec<(Layout, String)> {
-    enumerate::factorisations(cluster.gpus())
-        .into_iter()
-        .filter_map(|l| {
-            let why = enumerate::layout_problem(ctx, l, search.allow_cross_node_tp)?;
-            Some((
-                Layout {
-                    dp: l.0,
-                    tp: l.1,
-                    pp: l.2,
-                },
-                why.to_string(),
-            ))
-        })
         .collect()
 }
 

@@ -259,7 +259,10 @@ fn open_refuses_flags_it_would_ignore() {
 fn open_passes_estimator_flags_and_names_a_bad_one_once() {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
     let args = OpenArgs {
-        confidence: Some(7.0),
+        estimator: copus::cli::estimator_args::EstimatorArgs {
+            confidence: Some(7.0),
+            ..Default::default()
+        },
         ..OpenArgs::for_path(&sample)
     };
     // Refused when the ad-hoc session is validated, or at the latest when the source is

@@ -484,3 +484,115 @@ proptest! {
         }
     }
 }
+
+// ---- TCP follower, in process ---------------------------------------------------------------
+
+/// One chunk of a server's stream: a record line, a small-step record (so replays and
+/// restarts collide), or raw bytes.
+fn tcp_chunk() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        mutated_record().prop_map(|s| format!("{s}\n").into_bytes()),
+        (0u64..20, 1u32..3).prop_map(|(s, v)| format!(
+            "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":{v},\"sq_big\":1}}\n"
+        )
+        .into_bytes()),
+        prop::collection::vec(any::<u8>(), 0..40),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// The TCP follower's framing, exactly-once filter and replay/cut-line reports, driven in
+    /// memory by the same state machine as the socket follower: up to four connections, each
+    /// a prefix of the server's stream (a replay, as the trainer and the hook do) split at
+    /// arbitrary points. No (step, values) pair is delivered twice between restarts, every
+    /// connection is reported opened and lost, and line numbers grow within a connection.
+    #[test]
+    fn tcp_follower_chunks_in_process(chunks in prop::collection::vec(tcp_chunk(), 0..10),
+        conns in prop::collection::vec((0usize..11, prop::collection::vec(0usize..64, 0..4)), 1..5)) {
+        let stream: Vec<u8> = chunks.concat();
+        let connections: Vec<Vec<Vec<u8>>> = conns
+            .iter()
+            .map(|(upto, cuts)| {
+                let mut rest: &[u8] = &chunks[..(*upto).min(chunks.len())].concat();
+                let mut out = Vec::new();
+                for c in cuts {
+                    let (a, b) = rest.split_at((*c).min(rest.len()));
+                    out.push(a.to_vec());
+                    rest = b;
+                }
+                out.push(rest.to_vec());
+                out
+            })
+            .collect();
+        prop_assert!(connections.iter().all(|c| c.concat().len() <= stream.len()));
+        let events = copus::source::live::follow_tcp_chunks("127.0.0.1:9", &connections, parse_record);
+        let mut seen = std::collections::HashSet::new();
+        let (mut opened, mut lost, mut last_line) = (0, 0, 0);
+        for e in &events {
+            match e {
+                LiveEvent::Restarted { step } => seen.retain(|(s, _)| s < step),
+                LiveEvent::Record(r) => {
+                    check_record(r);
+                    prop_assert!(seen.insert((r.step, copus::source::live::fingerprint(r))),
+                        "step {} delivered twice", r.step);
+                }
+                LiveEvent::Malformed { line_no, .. } => {
+                    prop_assert!(*line_no > last_line);
+                    last_line = *line_no;
+                }
+                LiveEvent::Status(s) if s.starts_with("connected to tcp://") => {
+                    opened += 1;
+                    last_line = 0;
+                }
+                LiveEvent::Status(s) if s.starts_with("connection to tcp://") => lost += 1,
+                _ => {}
+            }
+        }
+        prop_assert_eq!(opened, connections.len());
+        prop_assert_eq!(lost, connections.len());
+    }
+}
+
+/// The in-process driver and a real socket deliver the same records for the same stream:
+/// the fuzzed state machine is the one that runs behind the socket.
+#[test]
+fn tcp_in_process_matches_the_socket_follower() {
+    let lines: Vec<Vec<u8>> = (1..=6u64)
+        .map(|s| {
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":2,\"sq_big\":1}}\n"
+            )
+            .into_bytes()
+        })
+        .chain([b"garbage\n".to_vec(), b"{\"v\":1,\"st".to_vec()])
+        .collect();
+    let records = |events: &[LiveEvent]| -> Vec<u64> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                LiveEvent::Record(r) => Some(r.step),
+                _ => None,
+            })
+            .collect()
+    };
+    let socket = follow_tcp_session(&lines, 3);
+    let memory = copus::source::live::follow_tcp_chunks(
+        "x:1",
+        &[lines[..3].to_vec(), lines.clone()],
+        parse_record,
+    );
+    assert_eq!(records(&socket), vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(records(&memory), records(&socket));
+    let dups = |events: &[LiveEvent]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, LiveEvent::Duplicate { .. }))
+            .count()
+    };
+    assert_eq!(dups(&memory), 3);
+    assert_eq!(dups(&socket), dups(&memory));
+    let cut = memory.iter().any(|e| matches!(e, LiveEvent::Status(s) if s.contains("dropped an incomplete line (10 bytes)")));
+    assert!(cut, "{memory:?}");
+}

@@ -296,10 +296,7 @@ impl App {
     /// converted from the run's samples to the model's sequences.
     pub fn refresh_grid(&mut self) {
         self.grid = match (&self.table, self.b_crit_model_seqs_at_cursor()) {
-            (Some(t), Some(b)) => Some(match crate::plan::heatmap_efficiency(&self.resolved) {
-                Some(e) => GoodputGrid::with_efficiency(t, b, &|x| e.stat_eff(x, b)),
-                None => GoodputGrid::at(t, b, self.resolved.session.stat_eff),
-            }),
+            (Some(t), Some(b)) => Some(crate::plan::session_grid(&self.resolved, t, b)),
             _ => None,
         };
     }

@@ -167,7 +167,11 @@ pub fn value(r: &Resolved, field: Field) -> String {
         Field::Model => r.model.name.clone(),
         Field::Zero => match s.search.zero.as_slice() {
             [one] => one.to_string(),
-            many => format!("{many:?}"),
+            many => many
+                .iter()
+                .map(u8::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
         },
         Field::Recompute => match s.search.recompute.as_slice() {
             [one] => one.to_string(),

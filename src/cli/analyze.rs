@@ -4,18 +4,12 @@
 use crate::compute::Device;
 use crate::stats::{AnalyzeReport, EstimatorSettings, SmootherKind, analyze_outcome, read_ndjson};
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
 
-/// Smoother choice on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SmootherArg {
-    /// Two-sided Gaussian kernel over steps (recorded runs).
-    TwoSided,
-    /// One-sided double EMA decayed per sample, lag-corrected (live runs).
-    OneSided,
-}
+use super::estimator_args::EstimatorArgs;
+pub use super::estimator_args::SmootherArg;
 
 /// Arguments of `copus analyze`.
 #[derive(Debug, Args)]
@@ -25,72 +19,48 @@ pub struct AnalyzeArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Smoother of the per-step trajectory.
-    #[arg(long, value_enum, conflicts_with = "one_sided")]
-    pub smoother: Option<SmootherArg>,
+    /// Estimator settings (smoother, bandwidth, decay, …).
+    #[command(flatten)]
+    pub estimator: EstimatorArgs,
     /// The live view's smoother (same as `--smoother one-sided`): the exact estimate and
     /// intervals `copus watch` shows.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "smoother")]
     pub one_sided: bool,
     /// Steps in the last window ("now") and the first window of the drift diagnostic
     /// (default: steps/10, at least 50).
     #[arg(long, value_name = "STEPS")]
     pub window: Option<usize>,
-    /// Two-sided kernel standard deviation in steps (default: steps/40, clamped to 3..200).
-    #[arg(long, value_name = "STEPS")]
-    pub bandwidth: Option<f64>,
-    /// One-sided EMA decay per reference batch (θ = decay^(b_big/B0)).
-    #[arg(long)]
-    pub decay: Option<f64>,
-    /// Reference batch B0 of the per-sample decay, in samples (default: first b_big).
-    #[arg(long, value_name = "SAMPLES")]
-    pub reference_batch: Option<f64>,
-    /// Confidence level of the intervals, in (0, 1).
-    #[arg(long)]
-    pub confidence: Option<f64>,
-    /// Autocorrelation window of the interval variance, in steps.
-    #[arg(long, value_name = "STEPS")]
-    pub block_length: Option<usize>,
     /// A second run (stats file or dump directory) to lay over the first: trajectories aligned
     /// by tokens, stretches where they differ beyond their intervals, ratio of the estimates.
     #[arg(long, value_name = "PATH")]
     pub compare: Option<PathBuf>,
-    /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step.
-    #[arg(long, default_value_t = 20)]
-    pub rows: usize,
-    /// Dumps: where to reduce them (auto falls back to the CPU with a note).
-    #[arg(long, value_enum, default_value_t = Device::Auto)]
-    pub device: Device,
+    /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step
+    /// [default: 20]. Text output only.
+    #[arg(long)]
+    pub rows: Option<usize>,
+    /// Dumps: where to reduce them (auto falls back to the CPU with a note) [default: auto].
+    #[arg(long, value_enum)]
+    pub device: Option<Device>,
     /// Dumps: samples per gradient file, overriding the files' `samples` metadata.
     #[arg(long, value_name = "SAMPLES", value_parser = positive_finite)]
     pub samples: Option<f64>,
     /// Dumps: also run the seed's temporal EMA estimator (biased; 8 bytes per parameter).
     #[arg(long)]
     pub seed_ema: bool,
-    /// Dumps: sequence length in tokens, to show tokens beside samples.
-    #[arg(long, default_value_t = 4096)]
-    pub seq_len: u32,
+    /// Dumps: sequence length in tokens, to show tokens beside samples [default: 4096].
+    #[arg(long)]
+    pub seq_len: Option<u32>,
 }
 
 impl AnalyzeArgs {
     /// The default settings overridden by the flags given.
     pub fn settings(&self, base: &EstimatorSettings) -> EstimatorSettings {
         let mut s = base.clone();
-        if let Some(k) = self.smoother {
-            s.smoother = match k {
-                SmootherArg::TwoSided => SmootherKind::TwoSided,
-                SmootherArg::OneSided => SmootherKind::OneSided,
-            };
-        }
+        self.estimator.apply(&mut s);
         if self.one_sided {
             s.smoother = SmootherKind::OneSided;
         }
         s.window_steps = self.window.or(s.window_steps);
-        s.bandwidth_steps = self.bandwidth.or(s.bandwidth_steps);
-        s.ema_decay = self.decay.unwrap_or(s.ema_decay);
-        s.reference_batch = self.reference_batch.or(s.reference_batch);
-        s.confidence = self.confidence.unwrap_or(s.confidence);
-        s.block_length = self.block_length.or(s.block_length);
         s
     }
 }
@@ -98,12 +68,16 @@ impl AnalyzeArgs {
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
+    if args.json && args.rows.is_some() {
+        anyhow::bail!("--rows sets the rows of the text table; --json prints every step");
+    }
     if let Some(other) = &args.compare {
         return super::analyze_compare::run(args, other);
     }
     if path.is_dir() {
         return run_dump(args);
     }
+    check_stats_file_flags(args)?;
     crate::fsutil::check_readable_stream(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let file =
@@ -128,7 +102,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     } else {
         print!(
             "{}",
-            super::escape_controls(&render_table(&report, args.rows))
+            super::escape_controls(&render_table(&report, args.rows.unwrap_or(DEFAULT_ROWS)))
         );
         for e in &outcome.errors {
             eprintln!(
@@ -142,9 +116,37 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Dump-only flags given with a stats file do nothing: an error naming them.
+pub fn check_stats_file_flags(args: &AnalyzeArgs) -> anyhow::Result<()> {
+    let given: Vec<&str> = [
+        ("--samples", args.samples.is_some()),
+        ("--seed-ema", args.seed_ema),
+        ("--seq-len", args.seq_len.is_some()),
+        ("--device", args.device.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(n, set)| set.then_some(n))
+    .collect();
+    if !given.is_empty() {
+        anyhow::bail!(
+            "{}: {} applies to gradient dump directories, not to a stats file (its records carry \
+             b_big and tokens)",
+            args.path.display(),
+            given.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Rows of the text trajectory table when `--rows` is not given.
+pub const DEFAULT_ROWS: usize = 20;
+
+/// Sequence length of a dump when `--seq-len` is not given, tokens.
+pub const DEFAULT_DUMP_SEQ_LEN: u32 = 4096;
+
 /// `copus analyze <dump dir>`: reduce, analyse, and show the seed's EMA estimate beside.
 fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
-    let selected = crate::compute::select(args.device)?;
+    let selected = crate::compute::select(args.device.unwrap_or(Device::Auto))?;
     let backend = selected.backend.name();
     let settings = args.settings(&EstimatorSettings::default());
     let d = crate::source::measured::load_dump_dir(
@@ -154,7 +156,7 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
             .then_some(crate::source::measured::SEED_EMA_DECAY),
         selected.backend.as_ref(),
         &settings,
-        args.seq_len,
+        args.seq_len.unwrap_or(DEFAULT_DUMP_SEQ_LEN),
         &crate::cli::bench::stderr_progress,
     );
     crate::cli::bench::finish_progress();
@@ -176,7 +178,7 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         println!("backend   {backend}{why}");
         print!(
             "{}",
-            super::escape_controls(&render_table(&d.report, args.rows))
+            super::escape_controls(&render_table(&d.report, args.rows.unwrap_or(DEFAULT_ROWS)))
         );
         if let Some(last) = d.seed_ema.iter().rev().find(|p| p.b_estimate.is_some()) {
             println!(

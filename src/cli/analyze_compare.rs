@@ -11,7 +11,7 @@ use std::io::BufReader;
 fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<AnalyzeReport> {
     let settings = args.settings(&EstimatorSettings::default());
     if path.is_dir() {
-        let selected = crate::compute::select(args.device)?;
+        let selected = crate::compute::select(args.device.unwrap_or(crate::compute::Device::Auto))?;
         if let Some(note) = &selected.note {
             eprintln!("copus: {note}");
         }
@@ -21,7 +21,7 @@ fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<Analy
             None,
             selected.backend.as_ref(),
             &settings,
-            args.seq_len,
+            args.seq_len.unwrap_or(super::analyze::DEFAULT_DUMP_SEQ_LEN),
             &crate::cli::bench::stderr_progress,
         );
         crate::cli::bench::finish_progress();

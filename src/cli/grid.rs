@@ -1,6 +1,6 @@
 //! `copus grid`: the Goodput grid of a session at one training point.
 
-use crate::goodput::{GoodputGrid, TableCell, throughput_table};
+use crate::goodput::{TableCell, throughput_table};
 use crate::perf::{ParallelConfig, PerfContext};
 use crate::source::load_trajectory;
 use anyhow::Context;
@@ -13,15 +13,90 @@ use std::path::PathBuf;
 pub struct GridArgs {
     /// Session file (.ron).
     pub session: PathBuf,
-    /// Training step to evaluate at (nearest trajectory point; default: the first point).
-    #[arg(long)]
-    pub at: Option<u64>,
+    /// Where to evaluate: a training step (`1200`) or tokens trained with a K/M/B/T suffix
+    /// (`150B`); the nearest trajectory point is used and a value outside the trajectory is an
+    /// error [default: the first point].
+    #[arg(long, value_parser = parse_at, value_name = "STEP|TOKENS")]
+    pub at: Option<At>,
     /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
     #[arg(long)]
     pub calibration: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A point of training given on the command line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum At {
+    /// An optimizer step.
+    Step(u64),
+    /// Tokens trained so far.
+    Tokens(f64),
+}
+
+/// Parse `--at`: a whole step number, or a token count with a K/M/B/T suffix (`150B`).
+pub fn parse_at(s: &str) -> Result<At, String> {
+    let t = s.trim();
+    if let Ok(step) = t.parse::<u64>() {
+        return Ok(At::Step(step));
+    }
+    let scale = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => 1e3,
+        Some('M') => 1e6,
+        Some('B') | Some('G') => 1e9,
+        Some('T') => 1e12,
+        _ => {
+            return Err(format!(
+                "'{s}' is neither a step (a whole number) nor tokens with a K/M/B/T suffix (150B)"
+            ));
+        }
+    };
+    let number: f64 = t[..t.len() - 1]
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}': tokens must be a number before the suffix, as in 150B"))?;
+    let tokens = number * scale;
+    if !tokens.is_finite() || tokens < 0.0 {
+        return Err(format!("'{s}': tokens must be finite and not negative"));
+    }
+    Ok(At::Tokens(tokens))
+}
+
+/// The trajectory point nearest to `at`, or an error naming `--at` when it lies outside the
+/// trajectory (beyond its first and last points).
+pub fn point_at(
+    points: &[crate::trajectory::TrajectoryPoint],
+    at: At,
+) -> anyhow::Result<&crate::trajectory::TrajectoryPoint> {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        anyhow::bail!("the trajectory has no points");
+    };
+    match at {
+        At::Step(step) => {
+            if step < first.step || step > last.step {
+                anyhow::bail!(
+                    "--at {step}: outside the trajectory, which runs from step {} to {}",
+                    first.step,
+                    last.step
+                );
+            }
+            points.iter().min_by_key(|p| p.step.abs_diff(step))
+        }
+        At::Tokens(t) => {
+            if t < first.tokens || t > last.tokens {
+                anyhow::bail!(
+                    "--at {t:.3e} tokens: outside the trajectory, which runs from {} to {} tokens",
+                    crate::format::si(first.tokens),
+                    crate::format::si(last.tokens)
+                );
+            }
+            points
+                .iter()
+                .min_by(|a, b| (a.tokens - t).abs().total_cmp(&(b.tokens - t).abs()))
+        }
+    }
+    .ok_or_else(|| anyhow::anyhow!("the trajectory has no points"))
 }
 
 /// One cell of `copus grid --json`.
@@ -34,7 +109,9 @@ struct CellOut {
     mfu: Option<f64>,
     stat_eff: f64,
     goodput: Option<f64>,
-    config: Option<ParallelConfig>,
+    config: Option<crate::perf::config::ConfigJson>,
+    #[serde(skip)]
+    parallel: Option<ParallelConfig>,
     step_time_s: Option<f64>,
     /// Where the step time goes (seconds), the same fields as `copus predict --json`.
     breakdown: Option<crate::perf::Breakdown>,
@@ -70,7 +147,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let traj = load_trajectory(&resolved)?;
     let point = match a.at {
         None => traj.points.first(),
-        Some(step) => traj.points.iter().min_by_key(|p| p.step.abs_diff(step)),
+        Some(at) => Some(point_at(&traj.points, at)?),
     }
     .with_context(|| format!("{}: the trajectory has no points", a.session.display()))?;
     let s = &resolved.session;
@@ -84,10 +161,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     };
     let table = throughput_table(&ctx, &cluster, &s.search);
     let b_noise = point.b_crit * s.b_crit_scale;
-    let grid = match crate::plan::heatmap_efficiency(&resolved) {
-        Some(e) => GoodputGrid::with_efficiency(&table, b_noise, &|x| e.stat_eff(x, b_noise)),
-        None => GoodputGrid::at(&table, b_noise, s.stat_eff),
-    };
+    let grid = crate::plan::session_grid(&resolved, &table, b_noise);
     let nb = table.batches.len();
     let choices = crate::perf::enumerate::Choices {
         micro_batches: &s.search.micro_batches,
@@ -106,6 +180,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             stat_eff: grid.stat_eff[b],
             goodput: grid.goodput[i],
             config: None,
+            parallel: None,
             step_time_s: None,
             breakdown: None,
             memory_per_gpu_bytes: None,
@@ -123,7 +198,8 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     feasible: true,
                     tokens_per_s: Some(prediction.tokens_per_s),
                     mfu: Some(prediction.mfu),
-                    config: Some(*config),
+                    config: Some(config.into()),
+                    parallel: Some(*config),
                     step_time_s: Some(prediction.step_time_s),
                     exposed_comm_share: Some(crate::perf::explain::comm_share(prediction)),
                     bubble_share: Some(crate::perf::explain::bubble_share(prediction)),
@@ -181,7 +257,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
 }
 
 fn print_text(o: &GridOut) {
-    println!("{}", o.session);
+    println!("{}", super::escape_controls(&o.session));
     println!(
         "step {} ({:.3e} tokens): B_crit {:.0} samples (estimate {:.0} × scale {})",
         o.step, o.tokens, o.b_crit, o.b_crit_estimate, o.b_crit_scale
@@ -194,7 +270,7 @@ fn print_text(o: &GridOut) {
             b.tokens_per_s.unwrap_or(0.0),
             b.stat_eff,
             b.goodput.unwrap_or(0.0),
-            b.config.map(|c| c.to_string()).unwrap_or_default()
+            b.parallel.map(|c| c.to_string()).unwrap_or_default()
         ),
         None => println!("best: no configuration runs at any batch size"),
     }
@@ -203,7 +279,7 @@ fn print_text(o: &GridOut) {
         "layout", "batch", "tokens/s", "MFU", "eff", "goodput"
     );
     for c in &o.cells {
-        match (c.tokens_per_s, c.goodput, c.config) {
+        match (c.tokens_per_s, c.goodput, c.parallel) {
             (Some(t), Some(g), Some(cfg)) => println!(
                 "{:<16} {:>6} {:>12.0} {:>5.1}% {:>7.3} {:>12.0}  {}",
                 c.layout,

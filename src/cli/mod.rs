@@ -7,6 +7,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod cluster_args;
 pub mod demo_train;
+pub mod estimator_args;
 pub mod grid;
 pub mod model_args;
 pub mod open;
@@ -101,18 +102,7 @@ pub fn error_message(e: &anyhow::Error) -> String {
     escape_controls(&out)
 }
 
-/// `s` with control characters other than newline and tab written as `\u{..}`.
-pub fn escape_controls(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
+pub use crate::format::escape_controls;
 
 /// Exit status of a failed command: 1, or [`crate::signals::SIGNAL_EXIT`] when a signal
 /// stopped the explorer.

@@ -12,7 +12,7 @@ use std::path::Path;
 #[derive(Debug, Args)]
 pub struct ModelArgs {
     /// Model profile: a built-in name or a .ron file (or give the shape inline).
-    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab"])]
+    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu"])]
     pub name: Option<String>,
     /// Inline model: transformer layers.
     #[arg(long)]
@@ -102,12 +102,38 @@ pub fn efficiency(
     }
 }
 
+/// Why `path` cannot be a session for `grid` or `plan`: a stats file or a dump directory
+/// (which carry no model or cluster) gets an explanation of what to do instead.
+pub fn check_session_path(path: &Path) -> anyhow::Result<()> {
+    let data = path.is_dir()
+        || path
+            .extension()
+            .is_some_and(|e| e == "ndjson" || e == "jsonl" || e == "json");
+    if data {
+        anyhow::bail!(
+            "{}: this command needs a session (.ron) naming the model and cluster, not a {}; \
+             `copus open {}` builds one (with --model, --nodes, …), or write a session whose \
+             source is Stats(path: \"…\") or Dumps(path: \"…\") (see \
+             sessions/measured-sample.ron)",
+            path.display(),
+            if path.is_dir() {
+                "dump directory"
+            } else {
+                "stats file"
+            },
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Load a session and resolve it, with `calibration` (when given) in force instead of the
 /// session's own.
 pub fn resolve_session(
     path: &Path,
     calibration: Option<&Path>,
 ) -> anyhow::Result<crate::session::Resolved> {
+    check_session_path(path)?;
     let mut r = crate::session::Session::load(path)?.resolve(path)?;
     if let Some(c) = calibration {
         r.calibration = Some(CalibrationFile::load(c)?);

@@ -2,10 +2,9 @@
 //! gradient dump directory. Everything that can fail is checked before the terminal is taken
 //! over; where `s` saves is decided here (never over a shipped or commented file).
 
-use super::analyze::SmootherArg;
+use super::estimator_args::EstimatorArgs;
 use crate::app::{App, Msg, update};
 use crate::session::{DataSource, Resolved, Session};
-use crate::stats::SmootherKind;
 use anyhow::Context;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -34,24 +33,9 @@ pub struct OpenArgs {
     /// Dump: samples per gradient file, overriding the files' `samples` metadata.
     #[arg(long, value_name = "SAMPLES")]
     pub samples: Option<f64>,
-    /// Stats file or dump: smoother of the B_crit trajectory [default: two-sided].
-    #[arg(long, value_enum)]
-    pub smoother: Option<SmootherArg>,
-    /// Stats file or dump: two-sided kernel standard deviation, steps.
-    #[arg(long, value_name = "STEPS")]
-    pub bandwidth: Option<f64>,
-    /// Stats file or dump: one-sided EMA decay per reference batch.
-    #[arg(long)]
-    pub decay: Option<f64>,
-    /// Stats file or dump: reference batch B0 of the one-sided decay, samples.
-    #[arg(long, value_name = "SAMPLES")]
-    pub reference_batch: Option<f64>,
-    /// Stats file or dump: confidence level of the intervals, in (0, 1).
-    #[arg(long)]
-    pub confidence: Option<f64>,
-    /// Stats file or dump: autocorrelation window of the interval variance, steps.
-    #[arg(long, value_name = "STEPS")]
-    pub block_length: Option<usize>,
+    /// Stats file or dump: estimator settings (smoother, bandwidth, decay, …).
+    #[command(flatten)]
+    pub estimator: EstimatorArgs,
     /// Stats file or dump: the batch (sequences of the model) the run uses now, marked ▼.
     #[arg(long, value_name = "SAMPLES")]
     pub current_batch: Option<u64>,
@@ -75,20 +59,14 @@ impl OpenArgs {
 
     /// The options given that only make sense for a stats file or a dump.
     fn data_flags(&self) -> Vec<&'static str> {
-        let mut given = Vec::new();
-        let flags: [(&str, bool); 13] = [
-            ("--reference-batch", self.reference_batch.is_some()),
-            ("--confidence", self.confidence.is_some()),
-            ("--block-length", self.block_length.is_some()),
+        let mut given = self.estimator.given();
+        let flags: [(&str, bool); 7] = [
             ("--model", self.model.is_some()),
             ("--hardware", self.hardware.is_some()),
             ("--nodes", self.nodes.is_some()),
             ("--gpus-per-node", self.gpus_per_node.is_some()),
             ("--seq-len", self.seq_len.is_some()),
             ("--samples", self.samples.is_some()),
-            ("--smoother", self.smoother.is_some()),
-            ("--bandwidth", self.bandwidth.is_some()),
-            ("--decay", self.decay.is_some()),
             ("--current-batch", self.current_batch.is_some()),
         ];
         for (name, set) in flags {
@@ -199,17 +177,7 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
         args.nodes.unwrap_or(defaults.nodes),
         args.gpus_per_node.unwrap_or(defaults.gpus_per_node),
     );
-    if let Some(k) = args.smoother {
-        session.estimator.smoother = match k {
-            SmootherArg::TwoSided => SmootherKind::TwoSided,
-            SmootherArg::OneSided => SmootherKind::OneSided,
-        };
-    }
-    session.estimator.bandwidth_steps = args.bandwidth.or(session.estimator.bandwidth_steps);
-    session.estimator.ema_decay = args.decay.unwrap_or(session.estimator.ema_decay);
-    session.estimator.reference_batch = args.reference_batch.or(session.estimator.reference_batch);
-    session.estimator.confidence = args.confidence.unwrap_or(session.estimator.confidence);
-    session.estimator.block_length = args.block_length.or(session.estimator.block_length);
+    args.estimator.apply(&mut session.estimator);
     session.current_batch = args.current_batch;
     let dir = p.parent().unwrap_or(Path::new("."));
     let session_path = dir.join(format!("{name}.copus.ron"));

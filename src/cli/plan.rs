@@ -31,7 +31,10 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", crate::plan::render_text(&report));
+        print!(
+            "{}",
+            super::escape_controls(&crate::plan::render_text(&report))
+        );
     }
     Ok(())
 }

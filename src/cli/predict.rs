@@ -46,25 +46,25 @@ pub struct PredictArgs {
     #[arg(long)]
     pub calibration: Option<std::path::PathBuf>,
     /// Total GPUs (dp = gpus / (tp·pp)).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub gpus: u32,
     /// GPUs per node.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub gpus_per_node: u32,
     /// Tensor-parallel degree.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub tp: u32,
     /// Pipeline-parallel degree.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub pp: u32,
     /// Virtual pipeline stages per GPU (interleaved 1F1B when > 1).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub vpp: u32,
     /// Micro-batch size in samples, or `auto` (fastest that fits).
     #[arg(long, default_value = "auto")]
     pub mbs: String,
     /// Global batch size in samples (sequences).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Activation recomputation.
     #[arg(long, value_enum, default_value = "selective")]
@@ -108,18 +108,27 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     };
     crate::validate::profile::model(&model, "model")?;
     crate::validate::profile::hardware(&hw, "hardware")?;
-    let Some(used) = a.tp.max(1).checked_mul(a.pp.max(1)) else {
+    let flags = format!(
+        "--gpus {} --tp {} --pp {} --batch {}",
+        a.gpus, a.tp, a.pp, a.batch
+    );
+    let Some(used) = a.tp.checked_mul(a.pp) else {
+        bail!("invalid configuration ({flags}): tp·pp overflows; it must divide --gpus");
+    };
+    if !a.gpus.is_multiple_of(used) {
         bail!(
-            "invalid configuration: tp·pp = {} × {} overflows; it must divide --gpus {}",
-            a.tp,
-            a.pp,
+            "invalid configuration ({flags}): tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",
             a.gpus
         );
-    };
-    if a.tp == 0 || a.pp == 0 || a.gpus == 0 || !a.gpus.is_multiple_of(used) {
-        bail!(
-            "invalid configuration: tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",
-            a.gpus
+    }
+    if a.tp > a.gpus_per_node {
+        eprintln!(
+            "warning: --tp {} spans {} nodes of {} GPUs (--gpus-per-node): its all-reduces cross \
+             the inter-node network, which is slow (grids and plans leave such layouts out \
+             unless the session sets allow_cross_node_tp)",
+            a.tp,
+            a.tp.div_ceil(a.gpus_per_node),
+            a.gpus_per_node
         );
     }
     let mut cfg = ParallelConfig {
@@ -131,13 +140,19 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         recompute: a.recompute.into(),
         vpp: a.vpp,
     };
-    crate::perf::validate::structure(&model, &cfg)
-        .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
+    let invalid = |e: Invalid| anyhow::anyhow!("invalid configuration ({flags}): {e}");
+    crate::perf::validate::structure(&model, &cfg).map_err(invalid)?;
     let p = if a.mbs == "auto" {
-        let (c, p) = enumerate::auto(&ctx, &cfg, a.batch, &[cfg.recompute], &[cfg.vpp])
-            .map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?;
-        cfg = c;
-        p
+        match enumerate::auto(&ctx, &cfg, a.batch, &[cfg.recompute], &[cfg.vpp]) {
+            Ok((c, p)) => {
+                cfg = c;
+                p
+            }
+            // Nothing fits: show the smallest micro-batch's breakdown (memory by component)
+            // and what would fit instead.
+            Err(Invalid::OutOfMemory { .. }) => predict(&ctx, &cfg, a.batch).map_err(invalid)?,
+            Err(e) => return Err(invalid(e)),
+        }
     } else {
         cfg.mbs = a.mbs.parse().ok().filter(|m| *m > 0).with_context(|| {
             format!(
@@ -145,7 +160,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 a.mbs
             )
         })?;
-        predict(&ctx, &cfg, a.batch).map_err(|e| anyhow::anyhow!("invalid configuration: {e}"))?
+        predict(&ctx, &cfg, a.batch).map_err(invalid)?
     };
     let mb = a.batch / (cfg.dp as u64 * cfg.mbs as u64);
     let memory = peak_memory(&model, &cfg, mb, hw.reserved_bytes, &eff);
@@ -169,15 +184,81 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         print_text(&out);
     }
     if !p.fits {
-        bail!(
-            "{}",
-            Invalid::OutOfMemory {
-                need_gb: p.memory_per_gpu_bytes / 1e9,
-                have_gb: hw.hbm_bytes / 1e9
-            }
-        );
+        let oom = Invalid::OutOfMemory {
+            need_gb: p.memory_per_gpu_bytes / 1e9,
+            have_gb: hw.hbm_bytes / 1e9,
+        };
+        let hint = match what_fits(&ctx, a.gpus, a.batch, &cfg) {
+            Some((c, fit)) => format!(
+                "; fits instead: --tp {} --pp {} --mbs {} --zero {} --recompute {}{} ({:.0} tokens/s, {:.1} GB per GPU)",
+                c.tp,
+                c.pp,
+                c.mbs,
+                c.zero,
+                c.recompute,
+                if c.vpp > 1 {
+                    format!(" --vpp {}", c.vpp)
+                } else {
+                    String::new()
+                },
+                fit.tokens_per_s,
+                fit.memory_per_gpu_bytes / 1e9
+            ),
+            None => format!(
+                "; no configuration of {} GPUs fits batch {}: try more GPUs (--gpus)",
+                a.gpus, a.batch
+            ),
+        };
+        bail!("{oom}{hint}");
     }
     Ok(())
+}
+
+/// The fastest configuration of `gpus` GPUs that fits at `batch`: first with `base`'s ZeRO
+/// stage and recompute policy on every (tp, pp) layout within a node, then with any ZeRO
+/// stage and recompute policy. `None` when nothing fits.
+pub fn what_fits(
+    ctx: &PerfContext,
+    gpus: u32,
+    batch: u64,
+    base: &ParallelConfig,
+) -> Option<(ParallelConfig, Prediction)> {
+    let all = [Recompute::None, Recompute::Selective, Recompute::Full];
+    let tries: [(&[u8], &[Recompute]); 2] = [
+        (
+            std::slice::from_ref(&base.zero),
+            std::slice::from_ref(&base.recompute),
+        ),
+        (&[0, 1, 2, 3], &all),
+    ];
+    for (zeros, recomputes) in tries {
+        let mut best: Option<(ParallelConfig, Prediction)> = None;
+        for (dp, tp, pp) in enumerate::factorisations(gpus) {
+            if tp > ctx.gpus_per_node {
+                continue;
+            }
+            for &zero in zeros {
+                let cfg = ParallelConfig {
+                    dp,
+                    tp,
+                    pp,
+                    mbs: 1,
+                    zero,
+                    recompute: base.recompute,
+                    vpp: 1,
+                };
+                if let Ok((c, p)) = enumerate::auto(ctx, &cfg, batch, recomputes, &[1])
+                    && best.is_none_or(|(_, b)| p.step_time_s < b.step_time_s)
+                {
+                    best = Some((c, p));
+                }
+            }
+        }
+        if best.is_some() {
+            return best;
+        }
+    }
+    None
 }
 
 fn print_text(o: &Output) {

@@ -51,7 +51,49 @@ impl ParallelConfig {
 
     /// Short label of the 3D layout, e.g. "DP4·TP8·PP1".
     pub fn layout_label(&self) -> String {
-        format!("DP{}·TP{}·PP{}", self.dp, self.tp, self.pp)
+        layout_label(self.dp, self.tp, self.pp)
+    }
+}
+
+/// The label of a 3D layout, e.g. "DP4·TP8·PP1": the one place it is formatted.
+pub fn layout_label(dp: u32, tp: u32, pp: u32) -> String {
+    format!("DP{dp}·TP{tp}·PP{pp}")
+}
+
+/// A configuration as JSON output writes it: the degrees and options as numbers and
+/// snake_case words (never Rust enum names), with the layout label beside them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigJson {
+    /// "DP4·TP8·PP1".
+    pub layout: String,
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    pub pp: u32,
+    /// Micro-batch size, samples.
+    pub mbs: u32,
+    /// ZeRO stage 0–3.
+    pub zero: u8,
+    /// "none", "selective" or "full".
+    pub recompute: String,
+    /// Virtual pipeline stages per GPU.
+    pub vpp: u32,
+}
+
+impl From<&ParallelConfig> for ConfigJson {
+    fn from(c: &ParallelConfig) -> Self {
+        Self {
+            layout: c.layout_label(),
+            dp: c.dp,
+            tp: c.tp,
+            pp: c.pp,
+            mbs: c.mbs,
+            zero: c.zero,
+            recompute: c.recompute.to_string(),
+            vpp: c.vpp,
+        }
     }
 }
 
@@ -59,8 +101,11 @@ impl fmt::Display for ParallelConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "DP{}·TP{}·PP{} mbs{} Z{} rc:{}",
-            self.dp, self.tp, self.pp, self.mbs, self.zero, self.recompute
+            "{} mbs{} Z{} rc:{}",
+            self.layout_label(),
+            self.mbs,
+            self.zero,
+            self.recompute
         )?;
         if self.vpp > 1 {
             write!(f, " v{}", self.vpp)?;

@@ -48,5 +48,7 @@ pub use objective::{Efficiency, Objective};
 pub use problem::{PlanState, Problem, ProblemError, Schedule, Switch};
 pub use progress::{Phase, TokenAxis};
 pub use render::render_text;
-pub use report::{PlanError, PlanReport, heatmap_efficiency, plan_session, plan_with};
+pub use report::{
+    PlanError, PlanReport, heatmap_efficiency, plan_session, plan_with, session_grid,
+};
 pub use strategies::{StrategyParams, StrategyResult, compare};

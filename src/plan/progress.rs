@@ -17,8 +17,9 @@
 use crate::trajectory::Trajectory;
 use serde::Serialize;
 
-/// How the trajectory's token axis is read.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// How the trajectory's token axis is read. JSON writes it as `{"kind": "reference_batch",
+/// "batch": 512.0}`, `{"kind": "from_steps"}` or `{"kind": "minimal"}`.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TokenAxis {
     /// Tokens consumed by a run at this global batch, samples.
     ReferenceBatch(f64),
@@ -27,6 +28,21 @@ pub enum TokenAxis {
     FromSteps,
     /// Minimal tokens (the B → 0 limit of E = E_min(1 + B/B_crit)).
     Minimal,
+}
+
+impl Serialize for TokenAxis {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let (kind, batch) = match self {
+            TokenAxis::ReferenceBatch(b) => ("reference_batch", Some(*b)),
+            TokenAxis::FromSteps => ("from_steps", None),
+            TokenAxis::Minimal => ("minimal", None),
+        };
+        let mut st = ser.serialize_struct("TokenAxis", 2)?;
+        st.serialize_field("kind", kind)?;
+        st.serialize_field("batch", &batch)?;
+        st.end()
+    }
 }
 
 impl std::fmt::Display for TokenAxis {

@@ -62,6 +62,23 @@ pub struct StrategyRow {
     pub switches: usize,
     /// State of the first phase.
     pub start: String,
+    /// The same state, structured.
+    pub start_state: StateJson,
+}
+
+/// A planner state (layout, batch and the configuration it runs with) as JSON writes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateJson {
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    pub pp: u32,
+    /// Global batch, samples.
+    pub batch: u64,
+    /// The full configuration (micro-batch, ZeRO, recompute), when the cell runs.
+    pub config: Option<crate::perf::config::ConfigJson>,
 }
 
 /// One switch of the optimal-joint plan.
@@ -81,6 +98,10 @@ pub struct SwitchRow {
     pub from: String,
     /// State after.
     pub to: String,
+    /// State before, structured.
+    pub from_state: StateJson,
+    /// State after, structured.
+    pub to_state: StateJson,
     /// Cost, seconds.
     pub cost_s: f64,
     /// "batch", "dp-resize" or "reshard".
@@ -155,7 +176,11 @@ pub struct PlanReport {
 /// Label of a planner state: layout, batch and the table's chosen options.
 pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
     let st = &p.states[s];
-    let base = format!("DP{}·TP{}·PP{} B={}", st.dp, st.tp, st.pp, st.batch);
+    let base = format!(
+        "{} B={}",
+        crate::perf::config::layout_label(st.dp, st.tp, st.pp),
+        st.batch
+    );
     match st.cell.map(|(l, b)| table.cell(l, b)) {
         Some(TableCell::Feasible { config, .. }) => {
             format!(
@@ -164,6 +189,22 @@ pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
             )
         }
         _ => base,
+    }
+}
+
+/// State `s` of `p`, structured for JSON.
+pub fn state_json(table: &ThroughputTable, p: &Problem, s: usize) -> StateJson {
+    let st = &p.states[s];
+    let config = match st.cell.map(|(l, b)| table.cell(l, b)) {
+        Some(TableCell::Feasible { config, .. }) => Some(config.into()),
+        _ => None,
+    };
+    StateJson {
+        dp: st.dp,
+        tp: st.tp,
+        pp: st.pp,
+        batch: st.batch,
+        config,
     }
 }
 
@@ -188,6 +229,18 @@ pub fn heatmap_efficiency(r: &Resolved) -> Option<Efficiency> {
         objective: Objective::LrSqrt,
         reference_batch: b_ref as f64,
     })
+}
+
+/// The goodput grid of `table` at B_noise `b_noise` (the model's sequences), weighted as the
+/// session asks: by [`heatmap_efficiency`] when the objective is not McCandlish's, else by the
+/// session's `stat_eff` form. The one place the explorer and `copus grid` make this choice.
+pub fn session_grid(r: &Resolved, table: &ThroughputTable, b_noise: f64) -> goodput::GoodputGrid {
+    match heatmap_efficiency(r) {
+        Some(e) => {
+            goodput::GoodputGrid::with_efficiency(table, b_noise, &|x| e.stat_eff(x, b_noise))
+        }
+        None => goodput::GoodputGrid::at(table, b_noise, r.session.stat_eff),
+    }
 }
 
 /// Plan a resolved session: every strategy and the optimal switch points.
@@ -292,6 +345,7 @@ pub fn plan_with(
             speedup_vs_static: static_time / s.time_s,
             switches: 0,
             start: state_label(table, &problem, s.states[0]),
+            start_state: state_json(table, &problem, s.states[0]),
         });
     }
     Ok(report)
@@ -372,6 +426,7 @@ fn build_report(
             speedup_vs_static: static_time / s.schedule.time_s,
             switches: s.schedule.switches.len(),
             start: state_label(table, p, s.schedule.states[0]),
+            start_state: state_json(table, p, s.schedule.states[0]),
         })
         .collect();
     let mut switches = Vec::new();
@@ -393,6 +448,8 @@ fn build_report(
                 b_crit: p.phases[sw.phase].b_crit,
                 from: state_label(table, p, sw.from),
                 to: state_label(table, p, sw.to),
+                from_state: state_json(table, p, sw.from),
+                to_state: state_json(table, p, sw.to),
                 cost_s: sw.cost_s,
                 kind: sw.kind.name().to_string(),
                 gain_s: sw.gain_s,

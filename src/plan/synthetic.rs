@@ -76,7 +76,7 @@ pub fn cluster_problem(
     dwell: usize,
 ) -> Result<Problem, ProblemError> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let divisors = |n: u32| (1..=n).filter(move |d| n.is_multiple_of(*d));
+    let divisors = crate::perf::enumerate::divisors;
     let mut states = Vec::new();
     for tp in divisors(gpus) {
         for pp in divisors(gpus / tp) {

@@ -10,6 +10,27 @@ use crate::session::{DataSource, Resolved};
 use crate::stats::AnalyzeReport;
 use crate::trajectory::Trajectory;
 
+/// A live target that looks like a URL of a scheme copus cannot follow (`http://…`,
+/// `udp://…`): an error saying what is accepted, rather than a file of that name waited for.
+pub fn reject_url_scheme(target: &str) -> Result<(), live::LiveError> {
+    let Some((scheme, _)) = target.split_once("://") else {
+        return Ok(());
+    };
+    if scheme.is_empty()
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    {
+        return Ok(());
+    }
+    Err(live::LiveError::Target {
+        target: target.to_owned(),
+        reason: format!(
+            "the {scheme}:// scheme is not supported: give a stats file path or tcp://HOST:PORT"
+        ),
+    })
+}
+
 /// Why a session's trajectory could not be produced.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

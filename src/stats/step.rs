@@ -104,18 +104,4 @@ impl StepStats {
     pub fn is_single_gradient(&self) -> bool {
         self.b_small == self.b_big
     }
-
-    /// Per-step unbiased |G|² of the two-batch estimator (McCandlish App. A.1), in the units of
-    /// the squared norms; `None` for a single-gradient record.
-    pub fn g2_estimate(&self) -> Option<f64> {
-        crate::stats::estimate::two_batch(self.b_small, self.b_big, self.sq_small, self.sq_big)
-            .map(|e| e.g2)
-    }
-
-    /// Per-step unbiased tr(Σ) (per-sample covariance trace) of the two-batch estimator;
-    /// `None` for a single-gradient record.
-    pub fn trace_estimate(&self) -> Option<f64> {
-        crate::stats::estimate::two_batch(self.b_small, self.b_big, self.sq_small, self.sq_big)
-            .map(|e| e.trace)
-    }
 }

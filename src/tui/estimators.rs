@@ -158,7 +158,7 @@ fn measured_lines(
             };
             lines.push(Line::from(format!(
                 "{mark} {:<14} {:>5.1}% {:>6} · {here}",
-                l.name,
+                crate::format::escape_controls(&l.name),
                 l.trace_share * 100.0,
                 l.b_simple.map_or("n/a".into(), si)
             )));
@@ -188,7 +188,10 @@ fn measured_lines(
                 if at.len() > 5 { ", …" } else { "" }
             ),
         };
-        lines.push(Line::styled(format!("{glyph} {}{at}", d.message), style));
+        lines.push(Line::styled(
+            format!("{glyph} {}{at}", crate::format::escape_controls(&d.message)),
+            style,
+        ));
     }
 }
 

@@ -32,10 +32,10 @@ fn title_line(app: &App) -> Line<'static> {
         ),
         // Model and cluster first (the what-if editor changes them); the name last, so a
         // narrow terminal cuts the name rather than the facts.
-        Span::raw(format!(
+        Span::raw(crate::format::escape_controls(&format!(
             "{} on {}×{} {} · {}",
             r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name, r.session.name
-        )),
+        ))),
     ];
     if app.dirty() {
         // Before the name, so it survives truncation at 80 columns.

@@ -248,6 +248,39 @@ enum Sink {
 /// Events gathered before a batch is sent even within one chunk.
 const BATCH_MAX: usize = 4096;
 
+/// Run the TCP follower's byte handling (line framing, exactly-once filter, replay and cut-line
+/// reports) on `connections` held in memory instead of sockets: each connection is a list of
+/// chunks as `read` would return them, and ends as if the server closed it. Returns the events
+/// the follower would send, in order. The same state machine as a real TCP follower, so it can
+/// be fuzzed in-process at millions of cases.
+pub fn follow_tcp_chunks<P, E>(
+    addr: &str,
+    connections: &[Vec<Vec<u8>>],
+    parser: P,
+) -> Vec<LiveEvent>
+where
+    P: FnMut(&str) -> Result<StepStats, E>,
+    E: Display,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut em = Emitter {
+        sink: Sink::One(tx),
+        stop: Arc::new(AtomicBool::new(false)),
+        closed: false,
+        dedupe: Dedupe::default(),
+    };
+    let mut conn = tcp::TcpConnection::new(parser);
+    for chunks in connections {
+        conn.connected(addr, &mut em);
+        for c in chunks {
+            conn.received(c, &mut em);
+        }
+        conn.lost(addr, "closed by the server", &mut em);
+    }
+    drop(em);
+    rx.into_iter().collect()
+}
+
 /// The follower thread's side of the channel, plus its stop flag.
 pub(crate) struct Emitter {
     sink: Sink,

@@ -25,6 +25,7 @@ impl Target {
             return parse_tcp_address(rest).map(Target::Tcp);
         }
         let path = s.strip_prefix("file://").unwrap_or(s);
+        crate::source::reject_url_scheme(path)?;
         if path.is_empty() {
             return Err(LiveError::Target {
                 target: s.to_owned(),

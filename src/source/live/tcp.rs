@@ -21,7 +21,7 @@ where
     P: FnMut(&str) -> Result<StepStats, E>,
     E: Display,
 {
-    let mut ingest = LineIngest::new(parser);
+    let mut conn = TcpConnection::new(parser);
     let mut buf = vec![0u8; 64 * 1024];
     let mut backoff = opts.backoff_min;
     let mut failing_since_report = false;
@@ -43,31 +43,76 @@ where
         };
         failing_since_report = false;
         backoff = opts.backoff_min;
-        em.status(format!("connected to tcp://{addr}"));
-        // Replayed history comes back as duplicates of what was delivered (see dedupe.rs).
-        let mut replayed = 0u64;
-        let mut said = false;
+        conn.connected(addr, em);
         let why = read_connection(stream, opts.poll, &mut buf, em, |bytes, em| {
-            ingest.feed(bytes, &mut |ev| match em.deliver(ev) {
-                Some(Admit::Duplicate) => replayed += 1,
-                Some(_) if replayed > 0 && !said => {
-                    em.status(format!(
-                        "skipped {replayed} replayed records already received"
-                    ));
-                    said = true;
-                }
-                _ => {}
-            });
+            conn.received(bytes, em)
         });
         if em.should_stop() {
             return;
         }
-        if replayed > 0 && !said {
+        conn.lost(addr, &why, em);
+        em.sleep(backoff);
+    }
+}
+
+/// The byte-level state of a TCP follower across its connections, without the socket: line
+/// framing, the exactly-once filter (through the [`Emitter`]), the count of replayed records
+/// and the line cut by a dropped connection. [`follow_tcp`] drives it from a socket;
+/// [`super::follow_tcp_chunks`] drives it from byte chunks in memory (fuzzing, tests).
+pub(super) struct TcpConnection<P> {
+    ingest: LineIngest<P>,
+    /// Records of the current connection dropped as already delivered (the server's replay).
+    replayed: u64,
+    /// Whether the replay count of the current connection was reported.
+    said: bool,
+}
+
+impl<P, E> TcpConnection<P>
+where
+    P: FnMut(&str) -> Result<StepStats, E>,
+    E: Display,
+{
+    /// No connection yet; each complete line is parsed with `parser`.
+    pub(super) fn new(parser: P) -> Self {
+        Self {
+            ingest: LineIngest::new(parser),
+            replayed: 0,
+            said: false,
+        }
+    }
+
+    /// A connection to `addr` was made.
+    pub(super) fn connected(&mut self, addr: &str, em: &mut Emitter) {
+        em.status(format!("connected to tcp://{addr}"));
+        // Replayed history comes back as duplicates of what was delivered (see dedupe.rs).
+        self.replayed = 0;
+        self.said = false;
+    }
+
+    /// The connection delivered `bytes`.
+    pub(super) fn received(&mut self, bytes: &[u8], em: &mut Emitter) {
+        let (replayed, said) = (&mut self.replayed, &mut self.said);
+        self.ingest.feed(bytes, &mut |ev| match em.deliver(ev) {
+            Some(Admit::Duplicate) => *replayed += 1,
+            Some(_) if *replayed > 0 && !*said => {
+                em.status(format!(
+                    "skipped {replayed} replayed records already received"
+                ));
+                *said = true;
+            }
+            _ => {}
+        });
+    }
+
+    /// The connection ended (`why`): report the replay and the cut line, start a new stream.
+    pub(super) fn lost(&mut self, addr: &str, why: &str, em: &mut Emitter) {
+        if self.replayed > 0 && !self.said {
             em.status(format!(
-                "skipped {replayed} replayed records already received"
+                "skipped {} replayed records already received",
+                self.replayed
             ));
         }
-        let pending = ingest.reset();
+        let pending = self.ingest.reset();
         let cut = if pending > 0 {
             format!("; dropped an incomplete line ({pending} bytes)")
         } else {
@@ -76,7 +121,6 @@ where
         em.status(format!(
             "connection to tcp://{addr} lost ({why}){cut}; reconnecting"
         ));
-        em.sleep(backoff);
     }
 }
 

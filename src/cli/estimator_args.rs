@@ -1,0 +1,75 @@
+//! The estimator flags shared by `copus analyze` and `copus open` (stats files and dumps):
+//! smoother, bandwidth, decay, reference batch, confidence and block length, defined once.
+
+use crate::stats::{EstimatorSettings, SmootherKind};
+use clap::{Args, ValueEnum};
+
+/// Smoother choice on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SmootherArg {
+    /// Two-sided Gaussian kernel over steps (recorded runs).
+    TwoSided,
+    /// One-sided double EMA decayed per sample, lag-corrected (live runs).
+    OneSided,
+}
+
+impl From<SmootherArg> for SmootherKind {
+    fn from(k: SmootherArg) -> Self {
+        match k {
+            SmootherArg::TwoSided => SmootherKind::TwoSided,
+            SmootherArg::OneSided => SmootherKind::OneSided,
+        }
+    }
+}
+
+/// Estimator settings on the command line (each overrides the default or the session's).
+#[derive(Debug, Default, Clone, Args)]
+pub struct EstimatorArgs {
+    /// Smoother of the per-step B_crit trajectory [default: two-sided].
+    #[arg(long, value_enum)]
+    pub smoother: Option<SmootherArg>,
+    /// Two-sided kernel standard deviation in steps (default: steps/40, clamped to 3..200).
+    #[arg(long, value_name = "STEPS")]
+    pub bandwidth: Option<f64>,
+    /// One-sided EMA decay per reference batch (θ = decay^(b_big/B0)).
+    #[arg(long)]
+    pub decay: Option<f64>,
+    /// Reference batch B0 of the per-sample decay, in samples (default: first b_big).
+    #[arg(long, value_name = "SAMPLES")]
+    pub reference_batch: Option<f64>,
+    /// Confidence level of the intervals, in (0, 1).
+    #[arg(long)]
+    pub confidence: Option<f64>,
+    /// Autocorrelation window of the interval variance, in steps.
+    #[arg(long, value_name = "STEPS")]
+    pub block_length: Option<usize>,
+}
+
+impl EstimatorArgs {
+    /// Override `s` with the flags given.
+    pub fn apply(&self, s: &mut EstimatorSettings) {
+        if let Some(k) = self.smoother {
+            s.smoother = k.into();
+        }
+        s.bandwidth_steps = self.bandwidth.or(s.bandwidth_steps);
+        s.ema_decay = self.decay.unwrap_or(s.ema_decay);
+        s.reference_batch = self.reference_batch.or(s.reference_batch);
+        s.confidence = self.confidence.unwrap_or(s.confidence);
+        s.block_length = self.block_length.or(s.block_length);
+    }
+
+    /// The flags given, by name (to refuse them where they do nothing).
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            ("--smoother", self.smoother.is_some()),
+            ("--bandwidth", self.bandwidth.is_some()),
+            ("--decay", self.decay.is_some()),
+            ("--reference-batch", self.reference_batch.is_some()),
+            ("--confidence", self.confidence.is_some()),
+            ("--block-length", self.block_length.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect()
+    }
+}
