@@ -4,6 +4,7 @@
 //! worker thread carries out, answering with messages.
 
 pub mod export;
+pub mod lessons;
 pub mod msg;
 pub mod recommend;
 pub mod state;
