@@ -165,6 +165,12 @@ pub struct TourStep {
     /// Trajectory index to move the cursor to, if any.
     #[serde(default)]
     pub cursor: Option<usize>,
+    /// A question to predict before revealing the answer (lessons, `crate::app::lessons`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// The answer, shown on `r`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 /// A saved exploration.

@@ -5,6 +5,7 @@
 
 pub mod explain;
 pub mod export;
+pub mod lessons;
 pub mod measured_view;
 pub mod msg;
 pub mod recommend;

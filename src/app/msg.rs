@@ -54,6 +54,8 @@ pub enum Msg {
     HelpScroll(i64),
     /// Show or hide the help overlay.
     ToggleHelp,
+    /// Reveal (or hide again) the answer to the tour (lesson) step's question.
+    Reveal,
     /// Close the topmost popup (question, save-as prompt, help, explanation, tour); never quits.
     Escape,
     /// Save the session (atomically) to its save path (see `App::save_path`).

@@ -55,6 +55,8 @@ pub struct App {
     pub tour_step: Option<usize>,
     /// Lines the tour popup's text is scrolled down by (reset on every step).
     pub tour_scroll: u16,
+    /// Whether the answer to the tour (lesson) step's question is shown (reset on every step).
+    pub tour_revealed: bool,
     /// The switch plan and strategy comparison, once the worker has computed it.
     pub plan: Option<Arc<crate::plan::PlanReport>>,
     /// Generation of the plan the app is waiting for.
@@ -214,6 +216,7 @@ impl App {
             side_scroll: 0,
             tour_step: view.tour_step,
             tour_scroll: 0,
+            tour_revealed: false,
             plan: None,
             plan_generation: 0,
             switch_points: Vec::new(),

@@ -104,6 +104,7 @@ fn tour(app: &mut App, delta: i64) {
     };
     app.tour_step = next;
     app.tour_scroll = 0;
+    app.tour_revealed = false;
     if let Some(i) = next {
         let step = app.resolved.session.tour[i].clone();
         if step.panel.is_side() {
@@ -422,6 +423,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             }
         }
         Msg::Tour(d) => tour(app, d),
+        Msg::Reveal => {
+            let step = app.tour_step.and_then(|i| app.resolved.session.tour.get(i));
+            app.tour_revealed = super::lessons::reveal(step, app.tour_revealed);
+        }
         Msg::TourScroll(d) => {
             if app.tour_step.is_some() {
                 // The view clamps to the text's length; this bounds the state.

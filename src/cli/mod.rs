@@ -9,6 +9,7 @@ pub mod cluster_args;
 pub mod demo_train;
 pub mod estimator_args;
 pub mod grid;
+pub mod lesson;
 pub mod model_args;
 pub mod open;
 pub mod open_compare;
@@ -62,6 +63,9 @@ pub enum Command {
     /// Train a small character-level language model for real (built-in, CPU) and stream its
     /// per-micro-batch gradient statistics (protocol v1) to a file, TCP clients or stdout.
     DemoTrain(demo_train::DemoTrainArgs),
+    /// A guided lesson in the explorer (noise scale, coupling, a measured run, what-if);
+    /// `--list` lists them.
+    Lesson(lesson::LessonArgs),
 }
 
 /// Run the parsed command line.
@@ -80,6 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Grid(a)) => grid::run(&a),
         Some(Command::Plan(a)) => plan::run(&a),
         Some(Command::Bench(a)) => bench::run(&a),
+        Some(Command::Lesson(a)) => lesson::run(&a),
         Some(Command::DemoTrain(a)) => demo_train::run(&a),
     }
 }

@@ -34,7 +34,9 @@
 
 pub mod costs;
 pub mod dp;
+pub mod horizon;
 pub mod objective;
+pub mod paper_table;
 pub mod problem;
 pub mod progress;
 pub mod render;
@@ -44,6 +46,7 @@ pub mod strategies;
 pub mod synthetic;
 
 pub use costs::{ReconfigCosts, ReshardMode, SwitchCosts, SwitchKind};
+pub use horizon::Horizon;
 pub use objective::{Efficiency, Objective};
 pub use problem::{PlanState, Problem, ProblemError, Schedule, Switch};
 pub use progress::{Phase, TokenAxis};

@@ -109,4 +109,11 @@ pub struct PlannerSettings {
     /// Where the session's `b_crit_scale` (the factor converting its B_crit source to the
     /// noise scale B_noise the efficiency formula needs) comes from, e.g. a paper and figure.
     pub b_crit_scale_source: Option<String>,
+    /// Short horizon: plan only until the run's loss (mean over `loss_window` trajectory
+    /// points) reaches this value, nats (`super::horizon`); `None`: the whole trajectory.
+    /// Needs a source that carries a loss (a measured run).
+    pub target_loss: Option<f64>,
+    /// Trailing trajectory points the loss is averaged over for `target_loss`; `None`:
+    /// [`super::horizon::DEFAULT_LOSS_WINDOW`].
+    pub loss_window: Option<u32>,
 }

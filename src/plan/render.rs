@@ -13,6 +13,18 @@ pub fn render_text(rep: &PlanReport) -> String {
         "B_crit: {} · {} phases · {} (layout, batch) states · token axis: {}",
         rep.trajectory, rep.phases, rep.states, rep.token_axis
     );
+    if let Some(h) = &rep.horizon {
+        let _ = writeln!(
+            o,
+            "horizon: to loss {} (mean over {} points), reached at step {} ({:.4} nats; {} of {} points)",
+            h.target_loss,
+            h.window_points,
+            h.reached_at_step,
+            h.reached_loss,
+            h.points_kept,
+            h.points_total
+        );
+    }
     let b = &rep.b_crit;
     let _ = writeln!(
         o,

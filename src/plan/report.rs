@@ -37,6 +37,14 @@ pub enum PlanError {
         /// What is wrong.
         source: ProblemError,
     },
+    /// The short horizon (`planner.target_loss`) cannot be applied.
+    #[error("{path}: {source}")]
+    Horizon {
+        /// Session file.
+        path: PathBuf,
+        /// What is wrong.
+        source: super::horizon::HorizonError,
+    },
     /// A session value is out of range.
     #[error("{path}: {msg}")]
     Invalid {
@@ -153,6 +161,8 @@ pub struct PlanReport {
     pub speedup_vs_hindsight_static: f64,
     /// How its token axis was read.
     pub token_axis: TokenAxis,
+    /// Where the short horizon ends (`planner.target_loss`); `None`: the whole trajectory.
+    pub horizon: Option<super::horizon::Horizon>,
     /// Phases planned.
     pub phases: usize,
     /// Candidate (layout, batch) states.
@@ -274,6 +284,26 @@ pub fn plan_with(
         DataSource::Scenario(s) => TokenAxis::ReferenceBatch(s.nominal_batch as f64),
         _ => TokenAxis::FromSteps,
     };
+    let planner = &r.session.planner;
+    let cut = match planner.target_loss {
+        Some(target) => {
+            let window = planner
+                .loss_window
+                .unwrap_or(super::horizon::DEFAULT_LOSS_WINDOW);
+            let (t, h) = super::horizon::cut_at_loss(traj, target, window).map_err(|source| {
+                PlanError::Horizon {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+            Some((t, h))
+        }
+        None => None,
+    };
+    let (traj, horizon) = match &cut {
+        Some((t, h)) => (t, Some(h.clone())),
+        None => (traj, None),
+    };
     let phases = progress::phases(traj, axis, r.session.b_crit_scale).map_err(|source| {
         PlanError::Progress {
             path: path.clone(),
@@ -288,7 +318,6 @@ pub fn plan_with(
         _ => None,
     };
     let gbs = r.session.current_batch.or(nominal);
-    let planner = &r.session.planner;
     let efficiency = match planner.objective {
         Objective::McCandlish => Efficiency::MCCANDLISH,
         Objective::LrSqrt => {
@@ -332,6 +361,7 @@ pub fn plan_with(
     let results = strategies::compare(&problem, &params);
     let mut report = build_report(r, &traj.label, axis, table, &problem, &results);
     report.best_along = best_along;
+    report.horizon = horizon;
     let at_current = r
         .session
         .current_batch
@@ -469,6 +499,7 @@ fn build_report(
         speedup_vs_fastest_baseline: baseline_time / optimal,
         speedup_vs_hindsight_static: static_time / optimal,
         token_axis: axis,
+        horizon: None,
         phases: p.phases.len(),
         states: p.states.len(),
         costs: p.costs,

@@ -71,6 +71,27 @@ pub fn seq_len_note(seq_len: u32, origin: SeqLenOrigin) -> String {
     }
 }
 
+/// Factor by which a run's recorded token axis is rescaled when its tokens per sample are
+/// given (`given`, tokens) but its records imply another number (`implied`, tokens/b_big):
+/// the given value wins for the token axis too, so that B_crit's token equivalent and the
+/// axis agree (a session may read each sample of a small run as one of the model's
+/// sequences, `docs/PLANNER.md` §8). `None` when they agree or nothing is implied.
+pub fn token_rescale(given: u32, implied: Option<f64>) -> Option<f64> {
+    let implied = implied.filter(|s| s.is_finite() && *s > 0.0)?;
+    let ratio = f64::from(given) / implied;
+    ((ratio - 1.0).abs() > 1e-6 && given > 0).then_some(ratio)
+}
+
+/// A note on a given tokens-per-sample value that rescales the records' token axis.
+pub fn token_rescale_note(given: u32, implied: Option<f64>) -> Option<String> {
+    token_rescale(given, implied).map(|r| {
+        format!(
+            "the records imply {:.0} tokens per sample: token axis counted at the given {given} (×{r:.4})",
+            f64::from(given) / r
+        )
+    })
+}
+
 /// Turn an analysis into a trajectory: one point per step with a finite, positive smoothed
 /// B_simple; tokens from the records, or accumulated as b_big × `seq_len` per step.
 pub fn trajectory_from_report(report: &AnalyzeReport, seq_len: u32, label: String) -> Trajectory {
@@ -99,7 +120,8 @@ pub fn trajectory_from_report(report: &AnalyzeReport, seq_len: u32, label: Strin
 
 /// Read and analyse a stats file; return its trajectory, the full analysis, where its
 /// sequence length came from, and the records that carry a step time and a configuration.
-/// `given` tokens per sample override the inferred ones; `assumed` is the fallback (see
+/// `given` tokens per sample override the inferred ones (and rescale the records' token axis,
+/// [`token_rescale`]); `assumed` is the fallback (see
 /// [`run_seq_len`]); the trajectory's `seq_len` is the run's.
 pub fn load_stats_file(
     path: &Path,
@@ -132,12 +154,15 @@ pub fn load_stats_file(
         .filter(|r| r.step_time_s.is_some() && r.config.is_some())
         .cloned()
         .collect();
-    Ok((
-        trajectory_from_report(&report, seq_len, label),
-        report,
-        origin,
-        timed,
-    ))
+    let mut trajectory = trajectory_from_report(&report, seq_len, label);
+    if origin == SeqLenOrigin::Given
+        && let Some(ratio) = token_rescale(seq_len, report.summary.seq_len)
+    {
+        for p in &mut trajectory.points {
+            p.tokens *= ratio;
+        }
+    }
+    Ok((trajectory, report, origin, timed))
 }
 
 /// A gradient dump reduced and analysed.
@@ -209,4 +234,23 @@ pub fn load_dump_dir(
         seed_ema: reduction.ema,
         steps: reduction.steps,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_given_seq_len_rescales_the_axis_only_when_the_records_disagree() {
+        assert_eq!(token_rescale(4096, Some(1.0)), Some(4096.0));
+        assert_eq!(token_rescale(4096, Some(2048.0)), Some(2.0));
+        assert_eq!(token_rescale(2048, Some(2048.0)), None);
+        assert_eq!(token_rescale(2048, None), None);
+        assert_eq!(token_rescale(2048, Some(f64::NAN)), None);
+        let note = token_rescale_note(4096, Some(1.0)).expect("a note");
+        assert!(
+            note.contains("imply 1 tokens") && note.contains("×4096"),
+            "{note}"
+        );
+    }
 }

@@ -108,7 +108,13 @@ pub fn load_with(
             let file = resolved.resolve_path(path);
             let (trajectory, report, origin, timed) =
                 measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)?;
-            let note = measured::seq_len_note(trajectory.seq_len, origin);
+            let mut note = measured::seq_len_note(trajectory.seq_len, origin);
+            if origin == measured::SeqLenOrigin::Given
+                && let Some(n) =
+                    measured::token_rescale_note(trajectory.seq_len, report.summary.seq_len)
+            {
+                note = format!("{note} · {n}");
+            }
             Ok(Loaded {
                 trajectory,
                 analysis: Some(report),

@@ -31,6 +31,15 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, scroll: u16) {
     lines.push(Line::from(
         " Goodput = throughput × statistical efficiency (McCandlish et al. 2018).",
     ));
+    let names: Vec<String> = crate::app::lessons::builtin()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    lines.push(Line::from(format!(
+        " Lessons: copus lesson {} (--list: titles)",
+        names.join(" | ")
+    )));
     lines.push(Line::from(" ? or Esc closes this help."));
     let height = (lines.len() as u16 + 2).min(area.height);
     let [v] = Layout::vertical([Constraint::Length(height)])

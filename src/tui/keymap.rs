@@ -160,10 +160,14 @@ pub const KEYMAP: &[Binding] = &[
         hint: Some("n tour"),
     },
     Binding {
-        label: "Shift+↑/↓",
-        what: "tour: scroll its text",
+        label: "r  Shift+↑/↓",
+        what: "tour or lesson: reveal the answer (r) / scroll its text",
         scope: Scope::Tour,
-        keys: &[(KeyCode::Up, SHIFT), (KeyCode::Down, SHIFT)],
+        keys: &[
+            (KeyCode::Char('r'), NONE),
+            (KeyCode::Up, SHIFT),
+            (KeyCode::Down, SHIFT),
+        ],
         hint: None,
     },
     Binding {

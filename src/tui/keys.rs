@@ -85,6 +85,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('l'), _) => Msg::CycleLayer,
         (KeyCode::Char(c @ '1'..='5'), _) => Msg::ShowSide(Panel::SIDE[c as usize - '1' as usize]),
         (KeyCode::Tab, _) => Msg::FocusNext,
+        (KeyCode::Char('r'), _) if app.tour_step.is_some() => Msg::Reveal,
         (KeyCode::Down, _) if shift && app.tour_step.is_some() => Msg::TourScroll(1),
         (KeyCode::Up, _) if shift && app.tour_step.is_some() => Msg::TourScroll(-1),
         (KeyCode::Home, _) => Msg::Home,

@@ -89,6 +89,20 @@ pub fn tour_area(screen: Rect, panel: Panel) -> Rect {
     }
 }
 
+/// A tour step's text, with its question (lessons) and, once revealed, the answer.
+pub fn tour_text(step: &crate::session::TourStep, revealed: bool) -> String {
+    let mut text = step.text.clone();
+    if let Some(q) = &step.question {
+        text.push_str(&format!(" ▸ Predict: {q}"));
+        match (&step.answer, revealed) {
+            (Some(a), true) => text.push_str(&format!(" ▸ Answer: {a}")),
+            (Some(_), false) => text.push_str(" (r reveals)"),
+            (None, _) => {}
+        }
+    }
+    text
+}
+
 fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     let Some(i) = app.tour_step else { return };
     let Some(step) = app.resolved.session.tour.get(i) else {
@@ -100,7 +114,8 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     }
     let inner_w = r.width.saturating_sub(2) as usize;
     let visible = r.height.saturating_sub(2) as usize;
-    let total = wrapped_lines(&step.text, inner_w);
+    let text = tour_text(step, app.tour_revealed);
+    let total = wrapped_lines(&text, inner_w);
     let max_scroll = total.saturating_sub(visible);
     let scroll = (app.tour_scroll as usize).min(max_scroll);
     let mut block = Block::bordered()
@@ -120,7 +135,7 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     }
     frame.render_widget(Clear, r);
     frame.render_widget(
-        Paragraph::new(step.text.clone())
+        Paragraph::new(text)
             .wrap(Wrap { trim: true })
             .scroll((scroll as u16, 0))
             .block(block),

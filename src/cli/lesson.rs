@@ -1,0 +1,119 @@
+//! `copus lesson`: the explorer running one of the embedded lessons (`sessions/lessons/*.ron`),
+//! or `--list` of them. Lessons on the demo need nothing from disk; a lesson on a trainer run
+//! trains it first (a few seconds) into a temporary directory removed on exit.
+
+use crate::app::lessons::{self, Lesson, LessonData};
+use crate::app::{App, Msg, update};
+use crate::session::{DataSource, Session};
+use anyhow::Context;
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `copus lesson`.
+#[derive(Debug, Args)]
+pub struct LessonArgs {
+    /// The lesson to run (see --list).
+    pub name: Option<String>,
+    /// List the lessons and exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// The lesson list, one per line: name, title, steps.
+pub fn list_text() -> anyhow::Result<String> {
+    let mut o = String::new();
+    for l in lessons::builtin()? {
+        o.push_str(&format!(
+            "{:<13} {} ({} steps)\n",
+            l.name,
+            l.title,
+            l.steps.len()
+        ));
+    }
+    Ok(o)
+}
+
+/// Write the trainer run of a lesson (`steps` steps of `copus demo-train`, seed 0) to `path`.
+fn train(path: &Path, steps: u64) -> anyhow::Result<()> {
+    use crate::trainer::{FileSink, RecordSink, Trainer, TrainerConfig};
+    let mut trainer = Trainer::new(TrainerConfig::default())?;
+    let mut sink = FileSink::create(path)?;
+    for _ in 0..steps {
+        sink.write_record(&trainer.step())?;
+    }
+    Ok(())
+}
+
+/// The explorer prepared for `lesson` (its data under `dir` when it needs a file), at its
+/// first step.
+pub fn lesson_app(lesson: &Lesson, dir: &Path) -> anyhow::Result<App> {
+    let mut resolved = match &lesson.data {
+        LessonData::Demo => super::open::demo_session(dir)?,
+        LessonData::TrainerRun { steps } => {
+            let data = lessons::data_path(dir, lesson);
+            train(&data, *steps)
+                .with_context(|| format!("training the lesson's run into {}", data.display()))?;
+            let name = data
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let mut s = Session::adhoc(
+                format!("{} steps of copus demo-train", steps),
+                // Each sample of the character model read as one 4096-token sequence.
+                DataSource::Stats {
+                    path: name,
+                    seq_len: Some(4096),
+                },
+                "llama-7b",
+                "h100-sxm",
+                1,
+                8,
+            );
+            s.current_batch = Some(128);
+            s.resolve(&dir.join(format!("lesson-{}.ron", lesson.name)))?
+        }
+    };
+    resolved.session.name = format!("lesson: {} · {}", lesson.title, resolved.session.name);
+    resolved.session.tour = lesson.tour();
+    let mut app = match lesson.data {
+        LessonData::Demo => super::open::prepared(resolved, crate::compute::Device::Cpu)?,
+        // A small file: loaded now, so that the first step finds its data.
+        LessonData::TrainerRun { .. } => {
+            let loaded = crate::source::load(&resolved).context("loading the lesson's run")?;
+            App::new(resolved, loaded)
+        }
+    };
+    update(&mut app, Msg::Tour(1));
+    Ok(app)
+}
+
+/// A fresh directory for a lesson's data, under the system's temporary directory.
+fn scratch_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("copus-lesson-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Run `copus lesson`.
+pub fn run(args: &LessonArgs) -> anyhow::Result<()> {
+    let Some(name) = args.name.as_deref().filter(|_| !args.list) else {
+        print!("{}", list_text()?);
+        if !args.list {
+            println!("run one with: copus lesson NAME");
+        }
+        return Ok(());
+    };
+    let lesson = lessons::find(name)?;
+    match lesson.data {
+        LessonData::Demo => {
+            let cwd = std::env::current_dir().context("the working directory")?;
+            crate::tui::run(lesson_app(&lesson, &cwd)?)?;
+        }
+        LessonData::TrainerRun { .. } => {
+            let dir = scratch_dir()?;
+            let result = lesson_app(&lesson, &dir).and_then(|app| Ok(crate::tui::run(app)?));
+            let _ = std::fs::remove_dir_all(&dir);
+            result?;
+        }
+    }
+    Ok(())
+}

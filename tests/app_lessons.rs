@@ -1,0 +1,169 @@
+//! Lessons in-process at 80×24: the state machine (pure `update`: step, reveal, close), and
+//! every step of every embedded lesson, pressing the keys its instruction names and checking
+//! the change it describes, with the panel it points at focused and the question on screen.
+
+use copus::app::lessons::{self, Change, Lesson};
+use copus::app::{App, Effect, Msg, update};
+use copus::cli::lesson::lesson_app;
+use copus::tui::palette::ColorMode;
+use copus::tui::{keys, table_job, view};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::sync::Arc;
+
+fn render(app: &App, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+    term.draw(|f| view::draw(f, app, ColorMode::Monochrome))
+        .expect("draws");
+    let buf = term.backend().buffer().clone();
+    (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+        .collect()
+}
+
+/// The app for a lesson with its data loaded and its table computed, as the explorer has it.
+fn ready(lesson: &Lesson, dir: &std::path::Path) -> App {
+    let mut app = lesson_app(lesson, dir).expect("lesson app");
+    if app.loading {
+        let loaded = copus::source::load(&app.resolved).map_err(|e| e.to_string());
+        update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
+        // Loading resets the view: the lesson starts again at its first step.
+        update(&mut app, Msg::Escape);
+        update(&mut app, Msg::Tour(1));
+    }
+    if let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) {
+        let table = Arc::new(table_job(&app).compute());
+        let effects = update(&mut app, Msg::TableReady { generation, table });
+        // The plan (switch points for `]`), as the explorer's worker computes it.
+        if let [Effect::ComputePlan { generation }] = effects.as_slice() {
+            let plan = copus::plan::plan_with(
+                &app.resolved,
+                &app.planning_trajectory(),
+                app.table.as_ref().expect("table"),
+            )
+            .map_err(|e| e.to_string());
+            update(
+                &mut app,
+                Msg::PlanReady {
+                    generation: *generation,
+                    plan: Box::new(plan),
+                },
+            );
+        }
+    }
+    app
+}
+
+/// A tmux key name as a key event.
+fn key(name: &str) -> KeyEvent {
+    let (code, mods) = match name {
+        "End" => (KeyCode::End, KeyModifiers::NONE),
+        "Home" => (KeyCode::Home, KeyModifiers::NONE),
+        "Left" => (KeyCode::Left, KeyModifiers::NONE),
+        "Right" => (KeyCode::Right, KeyModifiers::NONE),
+        "Up" => (KeyCode::Up, KeyModifiers::NONE),
+        "Down" => (KeyCode::Down, KeyModifiers::NONE),
+        "S-Left" => (KeyCode::Left, KeyModifiers::SHIFT),
+        "S-Right" => (KeyCode::Right, KeyModifiers::SHIFT),
+        "PPage" => (KeyCode::PageUp, KeyModifiers::NONE),
+        "NPage" => (KeyCode::PageDown, KeyModifiers::NONE),
+        s if s.chars().count() == 1 => (
+            KeyCode::Char(s.chars().next().expect("a char")),
+            KeyModifiers::NONE,
+        ),
+        other => panic!("a lesson names key {other:?}, which this test does not know"),
+    };
+    KeyEvent::new(code, mods)
+}
+
+fn press(app: &mut App, k: KeyEvent) {
+    if let Some(msg) = keys::key_to_msg(app, k) {
+        update(app, msg);
+    }
+}
+
+#[test]
+fn the_lesson_state_machine_steps_reveals_and_closes() {
+    let lesson = lessons::find("coupling").expect("lesson");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = lesson_app(&lesson, dir.path()).expect("app");
+    assert_eq!(app.tour_step, Some(0), "a lesson opens at its first step");
+    assert!(!app.tour_revealed);
+    update(&mut app, Msg::Reveal);
+    assert!(app.tour_revealed, "r reveals");
+    update(&mut app, Msg::Reveal);
+    assert!(!app.tour_revealed, "r again hides");
+    update(&mut app, Msg::Reveal);
+    update(&mut app, Msg::Tour(1));
+    assert_eq!(app.tour_step, Some(1));
+    assert!(!app.tour_revealed, "a new step starts hidden");
+    update(&mut app, Msg::Tour(-1));
+    assert_eq!(app.tour_step, Some(0));
+    update(&mut app, Msg::Escape);
+    assert_eq!(app.tour_step, None, "Esc closes the lesson");
+    update(&mut app, Msg::Reveal);
+    assert!(!app.tour_revealed, "nothing to reveal without a step");
+    assert!(!app.dirty(), "running a lesson modifies nothing");
+}
+
+#[test]
+fn every_step_of_every_lesson_does_what_it_says_at_80x24() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for lesson in lessons::builtin().expect("lessons") {
+        let mut app = ready(&lesson, dir.path());
+        let n = lesson.steps.len();
+        for (i, step) in lesson.steps.iter().enumerate() {
+            let at = format!("{} step {}", lesson.name, i + 1);
+            assert_eq!(app.tour_step, Some(i), "{at}");
+            assert_eq!(app.focus, step.panel, "{at}: its panel is focused");
+            let screen = render(&app, 80, 24);
+            assert!(
+                screen.contains(&format!("Tour {}/{n}", i + 1)),
+                "{at}\n{screen}"
+            );
+            assert!(
+                screen.contains("Predict"),
+                "{at}: the question shows\n{screen}"
+            );
+            assert!(!screen.contains("Answer:"), "{at}: hidden before r");
+            press(&mut app, key("r"));
+            assert!(app.tour_revealed, "{at}: r reveals");
+            // The answer is in the popup (scroll to its end when it does not fit).
+            let mut seen = render(&app, 80, 24).contains("Answer:");
+            for _ in 0..12 {
+                if seen {
+                    break;
+                }
+                press(&mut app, KeyEvent::new(KeyCode::Down, KeyModifiers::SHIFT));
+                seen = render(&app, 80, 24).contains("Answer:");
+            }
+            assert!(seen, "{at}: the answer shows\n{}", render(&app, 80, 24));
+            let (cursor, best) = (app.cursor, app.grid.as_ref().and_then(|g| g.best));
+            for k in &step.keys {
+                press(&mut app, key(k));
+            }
+            match step.change {
+                Change::Cursor => assert_ne!(app.cursor, cursor, "{at}: the cursor moves"),
+                Change::Best => assert_ne!(
+                    app.grid.as_ref().and_then(|g| g.best),
+                    best,
+                    "{at}: the best cell moves"
+                ),
+                Change::Side(p) => {
+                    assert_eq!(app.side, p, "{at}: shows {p:?}");
+                    let screen = render(&app, 80, 24);
+                    let word = p.title().split_whitespace().next().expect("a title");
+                    assert!(screen.contains(&format!("┏ {word}")), "{at}\n{screen}");
+                }
+                Change::Modified => assert!(app.dirty(), "{at}: the session is modified"),
+            }
+            press(&mut app, key("n"));
+        }
+        assert_eq!(
+            app.tour_step, None,
+            "{}: n after the last step ends",
+            lesson.name
+        );
+    }
+}
