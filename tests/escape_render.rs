@@ -58,7 +58,8 @@ fn the_explorer_shows_layer_and_run_names_escaped() {
     let resolved = adhoc_session(&args).expect("ad-hoc session");
     let mut app = prepared(resolved, copus::compute::Device::Cpu).expect("prepared");
     update(&mut app, Msg::ShowSide(Panel::Estimators));
-    let text = screen(&app, 200, 60);
+    // Tall enough that the estimators panel reaches its layer table below the diagnostics.
+    let text = screen(&app, 200, 90);
     assert!(
         !text.contains('\u{1b}') && !text.contains('\u{7}'),
         "a raw control character reached the screen:\n{text}"

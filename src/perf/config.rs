@@ -82,6 +82,15 @@ pub struct ConfigJson {
     pub vpp: u32,
 }
 
+/// Serialize a configuration as [`ConfigJson`]; for `#[serde(serialize_with = ...)]` on
+/// fields of JSON outputs that hold a [`ParallelConfig`].
+pub fn serialize_as_json<S: serde::Serializer>(
+    c: &ParallelConfig,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&ConfigJson::from(c), s)
+}
+
 impl From<&ParallelConfig> for ConfigJson {
     fn from(c: &ParallelConfig) -> Self {
         Self {

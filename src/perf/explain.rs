@@ -213,7 +213,8 @@ impl Candidate {
 /// The smallest change that makes a cell run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NearestChange {
-    /// The configuration that runs.
+    /// The configuration that runs (written as [`super::config::ConfigJson`]).
+    #[serde(serialize_with = "super::config::serialize_as_json")]
     pub config: ParallelConfig,
     /// Its distance from the searched space (see [`Candidate::distance`]).
     pub distance: u32,

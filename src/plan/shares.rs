@@ -24,7 +24,8 @@ pub struct BestShares {
     pub layout: String,
     /// Global batch of the best cell, samples.
     pub batch: u64,
-    /// The best cell's configuration.
+    /// The best cell's configuration (written as [`crate::perf::config::ConfigJson`]: numbers and snake_case words).
+    #[serde(serialize_with = "crate::perf::config::serialize_as_json")]
     pub config: ParallelConfig,
     /// Its step time, seconds.
     pub step_time_s: f64,

@@ -144,7 +144,11 @@ pub fn load_stats_file(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let label = format!("measured: {name} ({})", report.summary.smoother);
+    let label = format!(
+        "measured: {} ({})",
+        crate::format::escape_controls(&name),
+        report.summary.smoother
+    );
     let (seq_len, origin) = run_seq_len(&report, given, assumed);
     // The records that carry a step time and a configuration, for calibrating the performance
     // model without reading the file again.
