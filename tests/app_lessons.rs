@@ -119,7 +119,7 @@ fn every_step_of_every_lesson_does_what_it_says_at_80x24() {
             assert_eq!(app.focus, step.panel, "{at}: its panel is focused");
             let screen = render(&app, 80, 24);
             assert!(
-                screen.contains(&format!("Tour {}/{n}", i + 1)),
+                screen.contains(&format!("Lesson {}/{n}", i + 1)),
                 "{at}\n{screen}"
             );
             assert!(

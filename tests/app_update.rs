@@ -499,7 +499,7 @@ fn the_live_connection_stays_in_the_title() {
     assert!(app.status.starts_with("live: 3 steps"), "{}", app.status);
     let screen = render(&app, 200, 60, ColorMode::Monochrome);
     let title = screen.lines().next().expect("title");
-    assert!(title.contains("◉ reconnecting to tcp://x:1"), "{title}");
+    assert!(title.contains("◌ reconnecting to tcp://x:1"), "{title}");
 }
 
 #[test]
@@ -682,4 +682,47 @@ fn planner_what_ifs_replan_without_a_new_table() {
     let t = app.resolved.session.costs.switch_threshold;
     update(&mut app, Msg::WhatIfChange(1));
     assert!(app.resolved.session.costs.switch_threshold > t);
+}
+
+#[test]
+fn the_footer_keeps_help_and_quit_whole_at_any_width() {
+    let app = demo_with_table();
+    for (w, h) in [(80u16, 24u16), (100, 30), (200, 60)] {
+        let screen = render(&app, w, h, ColorMode::Indexed);
+        let footer = screen.lines().last().unwrap_or_default().trim_end();
+        assert!(
+            footer.ends_with("? help · q quit"),
+            "{w}×{h}: footer cut or missing help/quit: {footer:?}"
+        );
+        // Only whole hints: every part is one of the key map's hints.
+        let all = copus::tui::keymap::hints();
+        for part in footer.trim().split(" · ") {
+            assert!(all.contains(part), "{w}×{h}: {part:?} is not a whole hint");
+        }
+    }
+    // Wide enough for all of them: nothing is left out.
+    let screen = render(&app, 200, 60, ColorMode::Indexed);
+    assert!(screen.contains(&copus::tui::keymap::hints()), "{screen}");
+}
+
+#[test]
+fn the_live_link_glyph_tells_connected_reconnecting_and_ended_apart() {
+    let mut app = demo_with_table();
+    let cases = [
+        ("connected to tcp://127.0.0.1:5000", "◉"),
+        (
+            "connection to tcp://127.0.0.1:5000 lost (reset); reconnecting",
+            "◌",
+        ),
+        ("no new records for 30 s: the run ended or is paused", "○"),
+    ];
+    for (status, glyph) in cases {
+        app.live_link = Some(status.to_owned());
+        let screen = render(&app, 200, 60, ColorMode::Monochrome);
+        let title = screen.lines().next().unwrap_or_default();
+        assert!(
+            title.contains(&format!("{glyph} {}", &status[..20])),
+            "{status}: {title}"
+        );
+    }
 }

@@ -7,10 +7,13 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Clear};
 
-/// The bottom key-help line, from the key map.
-pub fn key_line() -> Line<'static> {
+/// The bottom key-help line, from the key map, fitted to `width` columns.
+pub fn key_line(width: u16) -> Line<'static> {
     Line::styled(
-        format!(" {}", super::keymap::hints()),
+        format!(
+            " {}",
+            super::keymap::hints_fitting(usize::from(width).saturating_sub(1))
+        ),
         Style::new().fg(Color::DarkGray),
     )
 }

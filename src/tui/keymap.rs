@@ -250,3 +250,27 @@ pub fn hints() -> String {
         .collect::<Vec<_>>()
         .join(" · ")
 }
+
+/// The hints that are always kept in a narrow footer: how to get help and how to leave.
+const ALWAYS_HINTS: [&str; 2] = ["? help", "q quit"];
+
+/// The footer hint line within `width` terminal columns: whole hints in table order, leaving
+/// out the later optional ones that do not fit, but always ending with "? help · q quit" (the
+/// help page lists every key). Never cuts a hint in the middle.
+pub fn hints_fitting(width: usize) -> String {
+    let all: Vec<&str> = KEYMAP.iter().filter_map(|b| b.hint).collect();
+    let sep = " · ";
+    let tail = ALWAYS_HINTS.join(sep);
+    let mut budget = width.saturating_sub(tail.chars().count());
+    let mut kept: Vec<&str> = Vec::new();
+    for h in all.iter().filter(|h| !ALWAYS_HINTS.contains(h)) {
+        let need = h.chars().count() + sep.chars().count();
+        if need > budget {
+            break;
+        }
+        budget -= need;
+        kept.push(h);
+    }
+    kept.extend(ALWAYS_HINTS);
+    kept.join(sep)
+}

@@ -45,15 +45,42 @@ fn title_line(app: &App) -> Line<'static> {
         );
     }
     if let Some(link) = &app.live_link {
+        let (glyph, colour) = link_look(link);
         spans.insert(
             1,
-            Span::styled(format!("◉ {link} · "), Style::new().fg(Color::Green)),
+            Span::styled(format!("{glyph} {link} · "), Style::new().fg(colour)),
         );
     }
     if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
         spans.push(Span::raw(format!(" · B_crit ×{}", r.session.b_crit_scale)));
     }
     Line::from(spans)
+}
+
+/// The glyph and colour of the live link's state, read from the follower's latest status:
+/// `◌` yellow while it waits, retries or reconnects, `○` grey once the stream ended or went
+/// quiet, `◉` green while records flow (the glyph tells them apart without colour).
+fn link_look(status: &str) -> (&'static str, Color) {
+    let s = status.to_lowercase();
+    if [
+        "reconnecting",
+        "cannot connect",
+        "retrying",
+        "waiting",
+        "lost",
+    ]
+    .iter()
+    .any(|w| s.contains(w))
+    {
+        ("◌", Color::Yellow)
+    } else if ["ended", "no records", "removed"]
+        .iter()
+        .any(|w| s.contains(w))
+    {
+        ("○", Color::DarkGray)
+    } else {
+        ("◉", Color::Green)
+    }
 }
 
 /// Lines `text` takes when word-wrapped to `width` columns (greedy, as the paragraphs wrap;
@@ -118,9 +145,15 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     let total = wrapped_lines(&text, inner_w);
     let max_scroll = total.saturating_sub(visible);
     let scroll = (app.tour_scroll as usize).min(max_scroll);
+    // A lesson opened with `copus lesson` names itself so; the demo's guided tour is a tour.
+    let kind = if app.resolved.session.name.starts_with("lesson: ") {
+        "Lesson"
+    } else {
+        "Tour"
+    };
     let mut block = Block::bordered()
         .title(format!(
-            " Tour {}/{} · n next · p back · Esc close ",
+            " {kind} {}/{} · n next · p back · Esc close ",
             i + 1,
             app.resolved.session.tour.len()
         ))
@@ -171,7 +204,7 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
         draw_side(frame, a.side, app, app.side);
     }
     let key_line = if app.status.is_empty() {
-        help::key_line()
+        help::key_line(a.keys.width)
     } else {
         Line::styled(format!(" {}", app.status), Style::new().fg(Color::Yellow))
     };
