@@ -3,7 +3,8 @@
 //! prints. `scripts/paper_table.sh` splices it into README.md:
 //! `cargo run --example paper_table`.
 
-use copus::plan::{Objective, paper_table, plan_session};
+use copus::pipeline::plan_session;
+use copus::plan::{Objective, paper_table};
 use copus::session::{DataSource, Session};
 use std::path::Path;
 

@@ -3,6 +3,8 @@
 //!
 //! Data flows one way: `source` → `stats` → `trajectory` → `perf`/`goodput` → `plan` →
 //! `app` (state) → `tui` (view). `cli` is the command-line edge.
+//! `session` (configuration) and `pipeline` (a resolved session run through `source` → `plan`)
+//! sit above `source` and `plan`, which do not depend on them.
 #![warn(missing_docs)]
 
 pub mod app;
@@ -12,6 +14,7 @@ pub mod format;
 pub mod fsutil;
 pub mod goodput;
 pub mod perf;
+pub mod pipeline;
 pub mod plan;
 pub mod profiles;
 pub mod session;

@@ -24,7 +24,7 @@ fn demo() -> App {
 }
 
 fn with_plan(mut app: App) -> App {
-    let plan = copus::plan::plan_with(
+    let plan = copus::pipeline::plan_with(
         &app.resolved,
         &app.planning_trajectory(),
         app.table.as_ref().expect("table"),

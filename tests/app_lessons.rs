@@ -26,7 +26,7 @@ fn render(app: &App, w: u16, h: u16) -> String {
 fn ready(lesson: &Lesson, dir: &std::path::Path) -> App {
     let mut app = lesson_app(lesson, dir).expect("lesson app");
     if app.loading {
-        let loaded = copus::source::load(&app.resolved).map_err(|e| e.to_string());
+        let loaded = copus::pipeline::load(&app.resolved).map_err(|e| e.to_string());
         update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
         // Loading resets the view: the lesson starts again at its first step.
         update(&mut app, Msg::Escape);
@@ -37,7 +37,7 @@ fn ready(lesson: &Lesson, dir: &std::path::Path) -> App {
         let effects = update(&mut app, Msg::TableReady { generation, table });
         // The plan (switch points for `]`), as the explorer's worker computes it.
         if let [Effect::ComputePlan { generation }] = effects.as_slice() {
-            let plan = copus::plan::plan_with(
+            let plan = copus::pipeline::plan_with(
                 &app.resolved,
                 &app.planning_trajectory(),
                 app.table.as_ref().expect("table"),

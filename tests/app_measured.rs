@@ -28,7 +28,7 @@ fn a_stats_file_opens_with_intervals_and_estimators() {
     );
     let mut app = App::loading(resolved.clone());
     assert!(app.loading && app.trajectory.points.is_empty());
-    let loaded = copus::source::load(&resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     assert!(!app.loading);
     let report = app
@@ -63,7 +63,7 @@ fn a_stats_file_opens_with_intervals_and_estimators() {
 fn a_missing_stats_file_is_a_clear_error_not_a_panic() {
     let resolved = adhoc_session(&open_args(Path::new("/nonexistent/run.ndjson")))
         .expect("the session itself resolves");
-    let err = copus::source::load(&resolved).expect_err("missing file");
+    let err = copus::pipeline::load(&resolved).expect_err("missing file");
     assert!(err.to_string().contains("/nonexistent/run.ndjson"), "{err}");
 }
 
@@ -84,7 +84,7 @@ fn a_dump_directory_opens_with_the_seed_estimator_beside() {
     write_dump(&dir, &spec).expect("synthetic dump");
     let resolved = adhoc_session(&open_args(&dir)).expect("ad-hoc session for a directory");
     let progress = std::cell::Cell::new(0u64);
-    let loaded = copus::source::load_with(&resolved, copus::compute::Device::Cpu, &|p| {
+    let loaded = copus::pipeline::load_with(&resolved, copus::compute::Device::Cpu, &|p| {
         progress.set(p.bytes_done)
     })
     .expect("the dump loads");
@@ -110,7 +110,7 @@ fn a_long_load_shows_a_gauge_until_the_source_arrives() {
         .map(|(x, y)| buf[(x, y)].symbol().to_string())
         .collect();
     assert!(text.contains("reducing the dump: 42%"), "{text}");
-    let loaded = copus::source::load(&resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     assert!(app.progress.is_none() && !app.loading);
 }

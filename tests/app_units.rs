@@ -36,7 +36,7 @@ fn with_table(mut app: App) -> App {
 fn sample_run(args: OpenArgs) -> App {
     let resolved = adhoc_session(&args).expect("ad-hoc session");
     let mut app = App::loading(resolved.clone());
-    let loaded = copus::source::load(&resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     with_table(app)
 }
@@ -92,8 +92,8 @@ fn a_given_seq_len_overrides_the_inferred_one() {
 fn the_planner_and_grid_cli_get_the_trajectory_in_model_sequences() {
     let args = OpenArgs::for_path(&sample_path());
     let resolved = adhoc_session(&args).expect("ad-hoc session");
-    let raw = copus::source::load(&resolved).expect("loads").trajectory;
-    let model = copus::source::load_trajectory(&resolved).expect("loads");
+    let raw = copus::pipeline::load(&resolved).expect("loads").trajectory;
+    let model = copus::pipeline::load_trajectory(&resolved).expect("loads");
     assert_eq!(model.seq_len, 4096);
     assert!((model.points[0].b_crit * 2.0 - raw.points[0].b_crit).abs() < 1e-9);
     assert_eq!(model.points[0].tokens, raw.points[0].tokens, "same tokens");

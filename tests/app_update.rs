@@ -289,7 +289,7 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
         other => panic!("a table and a trajectory ask for a plan, got {other:?}"),
     };
     let table = app.table.clone().expect("table");
-    let plan = copus::plan::plan_with(&app.resolved, &app.raw_trajectory, &table)
+    let plan = copus::pipeline::plan_with(&app.resolved, &app.raw_trajectory, &table)
         .map_err(|e| e.to_string());
     let switches = plan.as_ref().expect("the demo plans").switches.len();
     update(
@@ -621,7 +621,7 @@ fn planner_what_ifs_replan_without_a_new_table() {
     // The heatmap weights by the objective's efficiency, as the plan does.
     let grid = app.grid.as_ref().expect("grid");
     let table = app.table.as_ref().expect("table");
-    let eff = copus::plan::heatmap_efficiency(&app.resolved);
+    let eff = copus::pipeline::heatmap_efficiency(&app.resolved);
     let mccandlish = |b: f64| grid.b_crit / (b + grid.b_crit);
     for (i, &b) in table.batches.iter().enumerate() {
         let want = match eff {

@@ -191,7 +191,7 @@ fn the_explorer_status_line_names_the_backend_that_reduced_a_dump() {
     let mut app = App::loading(resolved.clone());
     // What `copus open` hands the worker: the device as asked, the probe already cached.
     let loaded =
-        copus::source::load_with(&resolved, Device::Auto, &|_| {}).map_err(|e| e.to_string());
+        copus::pipeline::load_with(&resolved, Device::Auto, &|_| {}).map_err(|e| e.to_string());
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     assert!(app.status.contains(" · reduced on "), "{}", app.status);
     if no_driver() {

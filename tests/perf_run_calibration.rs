@@ -66,7 +66,7 @@ fn a_timed_run_calibrates_the_explorer_and_the_editor_switches_models() {
         .expect("loads")
         .resolve(&session_path)
         .expect("resolves");
-    let loaded = copus::source::load(&resolved).expect("source loads");
+    let loaded = copus::pipeline::load(&resolved).expect("source loads");
     let cal = loaded
         .calibration
         .clone()
@@ -121,7 +121,7 @@ fn a_run_without_step_times_keeps_the_profile_model() {
         .expect("loads")
         .resolve(path)
         .expect("resolves");
-    let loaded = copus::source::load(&resolved).expect("source loads");
+    let loaded = copus::pipeline::load(&resolved).expect("source loads");
     assert!(loaded.calibration.is_none());
     let mut app = App::loading(resolved);
     update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));

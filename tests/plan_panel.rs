@@ -20,7 +20,7 @@ fn demo_with_plan() -> (App, copus::plan::PlanReport) {
     let [Effect::ComputePlan { generation }] = effects.as_slice() else {
         panic!("plan request");
     };
-    let plan = copus::plan::plan_with(
+    let plan = copus::pipeline::plan_with(
         &app.resolved,
         &app.raw_trajectory,
         app.table.as_ref().expect("table"),

@@ -1,7 +1,8 @@
 //! Every shipped session plans with all eight strategies (optimal-joint never slower), and the
 //! README's comparison with the COPUS paper says what `copus plan --json` prints.
 
-use copus::plan::{Objective, plan_session};
+use copus::pipeline::plan_session;
+use copus::plan::Objective;
 use copus::session::{DataSource, Session};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -95,7 +95,7 @@ fn ddp_hook_under_real_torch_matches_an_independent_recomputation() {
         let resolved = adhoc_session(&args).expect("an ad-hoc session for the dump");
         let mut app = App::loading(resolved.clone());
         let loaded =
-            copus::source::load_with(&resolved, args.device, &|_| {}).map_err(|e| e.to_string());
+            copus::pipeline::load_with(&resolved, args.device, &|_| {}).map_err(|e| e.to_string());
         update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
         assert!(!app.loading, "{}", app.status);
         assert!(app.status.starts_with("loaded "), "{}", app.status);

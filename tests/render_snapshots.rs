@@ -21,7 +21,7 @@ fn demo_at(cursor: usize) -> App {
     let table = Arc::new(table_job(&app).compute());
     let effects = update(&mut app, Msg::TableReady { generation, table });
     if let [Effect::ComputePlan { generation }] = effects.as_slice() {
-        let plan = copus::plan::plan_with(
+        let plan = copus::pipeline::plan_with(
             &app.resolved,
             &app.planning_trajectory(),
             app.table.as_ref().expect("table"),
@@ -122,7 +122,7 @@ fn a_gradient_dump() {
         ..OpenArgs::for_path(&dir)
     };
     let resolved = adhoc_session(&args).expect("ad-hoc session");
-    let loaded = copus::source::load(&resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
     let mut app = App::loading(resolved);
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     let mut app = with_table(app);

@@ -299,7 +299,7 @@ impl App {
     /// converted from the run's samples to the model's sequences.
     pub fn refresh_grid(&mut self) {
         self.grid = match (&self.table, self.b_crit_model_seqs_at_cursor()) {
-            (Some(t), Some(b)) => Some(crate::plan::session_grid(&self.resolved, t, b)),
+            (Some(t), Some(b)) => Some(crate::pipeline::session_grid(&self.resolved, t, b)),
             _ => None,
         };
     }

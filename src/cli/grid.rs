@@ -2,7 +2,7 @@
 
 use crate::goodput::{TableCell, throughput_table};
 use crate::perf::{ParallelConfig, PerfContext};
-use crate::source::load_trajectory;
+use crate::pipeline::load_trajectory;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
@@ -161,7 +161,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     };
     let table = throughput_table(&ctx, &cluster, &s.search);
     let b_noise = point.b_crit * s.b_crit_scale;
-    let grid = crate::plan::session_grid(&resolved, &table, b_noise);
+    let grid = crate::pipeline::session_grid(&resolved, &table, b_noise);
     let nb = table.batches.len();
     let choices = crate::perf::enumerate::Choices {
         micro_batches: &s.search.micro_batches,

@@ -78,7 +78,7 @@ pub fn lesson_app(lesson: &Lesson, dir: &Path) -> anyhow::Result<App> {
         LessonData::Demo => super::open::prepared(resolved, crate::compute::Device::Cpu)?,
         // A small file: loaded now, so that the first step finds its data.
         LessonData::TrainerRun { .. } => {
-            let loaded = crate::source::load(&resolved).context("loading the lesson's run")?;
+            let loaded = crate::pipeline::load(&resolved).context("loading the lesson's run")?;
             App::new(resolved, loaded)
         }
     };

@@ -105,7 +105,7 @@ pub fn resolve_session(path: &Path) -> anyhow::Result<Resolved> {
 /// Load a session and its data source synchronously (for headless use and tests).
 pub fn app_for_session(path: &Path) -> anyhow::Result<App> {
     let resolved = resolve_session(path)?;
-    let loaded = crate::source::load(&resolved)
+    let loaded = crate::pipeline::load(&resolved)
         .with_context(|| format!("loading the data source of {}", path.display()))?;
     Ok(App::new(resolved, loaded))
 }
@@ -237,7 +237,8 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
             }
         }
         DataSource::Scenario(_) | DataSource::Stats { .. } => {
-            let loaded = crate::source::load(&app.resolved).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let loaded =
+                crate::pipeline::load(&app.resolved).map_err(|e| anyhow::anyhow!("{e}"))?;
             let _ = update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
             if app.trajectory.points.is_empty() {
                 anyhow::bail!(

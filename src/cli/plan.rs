@@ -27,7 +27,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     if let Some(o) = args.objective {
         resolved.session.planner.objective = o;
     }
-    let report = crate::plan::plan_session(&resolved)?;
+    let report = crate::pipeline::plan_session(&resolved)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -29,8 +29,8 @@
 //! # Plans
 //!
 //! [`dp::optimal`] is exact and O(phases × states); [`strategies`] scores the alternatives (the
-//! COPUS paper's baselines among them) with the same accounting; [`report::plan_session`] runs
-//! it all for a session.
+//! COPUS paper's baselines among them) with the same accounting;
+//! [`crate::pipeline::plan_session`] runs it all for a session.
 
 pub mod costs;
 pub mod dp;
@@ -51,7 +51,5 @@ pub use objective::{Efficiency, Objective};
 pub use problem::{PlanState, Problem, ProblemError, Schedule, Switch};
 pub use progress::{Phase, TokenAxis};
 pub use render::render_text;
-pub use report::{
-    PlanError, PlanReport, heatmap_efficiency, plan_session, plan_with, session_grid,
-};
+pub use report::{PlanError, PlanReport};
 pub use strategies::{StrategyParams, StrategyResult, compare};

@@ -3,12 +3,11 @@
 //! shares of its step spent in exposed communication and in the pipeline bubble, so the
 //! moment the best layout changes can be read off the chart.
 
+use super::objective::Efficiency;
 use super::progress::Phase;
-use super::report::heatmap_efficiency;
-use crate::goodput::{GoodputGrid, TableCell, ThroughputTable};
+use crate::goodput::{GoodputGrid, StatEffForm, TableCell, ThroughputTable};
 use crate::perf::ParallelConfig;
 use crate::perf::explain::{bubble_share, comm_share};
-use crate::session::Resolved;
 use serde::Serialize;
 
 /// The best cell at one phase and the shares of its step.
@@ -40,10 +39,14 @@ pub struct BestShares {
 }
 
 /// The best cell of `table` and its step shares at every phase of `phases`; phases where no
-/// cell runs are left out.
-pub fn best_along(r: &Resolved, table: &ThroughputTable, phases: &[Phase]) -> Vec<BestShares> {
-    let heat = heatmap_efficiency(r);
-    let form = r.session.stat_eff;
+/// cell runs are left out. Cells are weighted as the heatmap weights them: by `heat` when the
+/// objective is not McCandlish's (see `pipeline::heatmap_efficiency`), else by `form`.
+pub fn best_along(
+    heat: Option<Efficiency>,
+    form: StatEffForm,
+    table: &ThroughputTable,
+    phases: &[Phase],
+) -> Vec<BestShares> {
     phases
         .iter()
         .enumerate()

@@ -112,7 +112,7 @@ fn load(
             let _ = results.send(Msg::Progress(f, "reducing the dump".into()));
         }
     };
-    let loaded = crate::source::load_with(resolved, device, &progress).map_err(|e| e.to_string());
+    let loaded = crate::pipeline::load_with(resolved, device, &progress).map_err(|e| e.to_string());
     Msg::SourceLoaded(Box::new(loaded))
 }
 
@@ -149,7 +149,7 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
         results.clone(),
         true,
         |(r, t, table, generation): PlanJob, _| {
-            let plan = crate::plan::plan_with(&r, &t, &table).map_err(|e| e.to_string());
+            let plan = crate::pipeline::plan_with(&r, &t, &table).map_err(|e| e.to_string());
             Some(Msg::PlanReady {
                 generation,
                 plan: Box::new(plan),

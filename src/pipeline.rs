@@ -1,0 +1,437 @@
+//! Running a resolved session through the layers below it: its data source loaded
+//! ([`crate::source`]) and planned ([`crate::plan`]). This is the one place that reads a
+//! [`Resolved`] session's fields for loading and planning, so that `source` and `plan` take
+//! plain values and do not depend on [`crate::session`].
+
+use crate::goodput::{self, ThroughputTable};
+use crate::perf::{self, PerfContext};
+use crate::plan::costs::ReconfigCosts;
+use crate::plan::objective::{Efficiency, Objective};
+use crate::plan::problem::Problem;
+use crate::plan::progress::{self, TokenAxis};
+use crate::plan::report::{
+    BCritConversion, PlanError, PlanReport, StrategyRow, SwitchRow, state_json, state_label,
+};
+use crate::plan::strategies::{self, StrategyParams, StrategyResult};
+use crate::plan::{horizon, shares};
+use crate::session::{DataSource, Resolved};
+use crate::source::scenario::BCritKind;
+use crate::source::{Loaded, SourceError, dump, measured};
+use crate::trajectory::Trajectory;
+
+/// Load a resolved session's data source on the CPU, without progress reports.
+pub fn load(resolved: &Resolved) -> Result<Loaded, SourceError> {
+    load_with(resolved, crate::compute::Device::Cpu, &|_| {})
+}
+
+/// Load a resolved session's data source; gradient dumps are reduced on `device` (auto falls
+/// back to the CPU with a note) and report their progress.
+pub fn load_with(
+    resolved: &Resolved,
+    device: crate::compute::Device,
+    progress: &dyn Fn(dump::Progress),
+) -> Result<Loaded, SourceError> {
+    let seq_len = resolved.model.seq_len;
+    match &resolved.session.source {
+        DataSource::Scenario(s) => {
+            let trajectory = s
+                .trajectory(seq_len)
+                .map_err(|source| SourceError::Scenario {
+                    path: resolved.path.clone(),
+                    source,
+                })?;
+            Ok(Loaded {
+                trajectory,
+                analysis: None,
+                seed_ema: Vec::new(),
+                note: None,
+                calibration: None,
+            })
+        }
+        DataSource::Stats {
+            path,
+            seq_len: given,
+        } => {
+            let file = resolved.resolve_path(path);
+            let (trajectory, report, origin, timed) =
+                measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)?;
+            let mut note = measured::seq_len_note(trajectory.seq_len, origin);
+            if origin == measured::SeqLenOrigin::Given
+                && let Some(n) =
+                    measured::token_rescale_note(trajectory.seq_len, report.summary.seq_len)
+            {
+                note = format!("{note} · {n}");
+            }
+            Ok(Loaded {
+                trajectory,
+                analysis: Some(report),
+                seed_ema: Vec::new(),
+                note: Some(note),
+                calibration: calibrate_run(resolved, &timed),
+            })
+        }
+        DataSource::Dumps {
+            path,
+            samples,
+            seed_ema,
+            seq_len: given,
+        } => {
+            let selected = crate::compute::select(device)?;
+            let d = measured::load_dump_dir(
+                &resolved.resolve_path(path),
+                *samples,
+                seed_ema.then_some(measured::SEED_EMA_DECAY),
+                selected.backend.as_ref(),
+                &resolved.session.estimator,
+                given.unwrap_or(seq_len),
+                progress,
+            )?;
+            let origin = if given.is_some() {
+                measured::SeqLenOrigin::Given
+            } else {
+                measured::SeqLenOrigin::Assumed
+            };
+            let seq_note = measured::seq_len_note(d.trajectory.seq_len, origin);
+            Ok(Loaded {
+                trajectory: d.trajectory,
+                analysis: Some(d.report),
+                seed_ema: d.seed_ema,
+                note: Some(match selected.note {
+                    Some(why) => format!(
+                        "{seq_note} · reduced on {} · {why}",
+                        selected.backend.name()
+                    ),
+                    None => format!("{seq_note} · reduced on {}", selected.backend.name()),
+                }),
+                calibration: None,
+            })
+        }
+        DataSource::Live { target } => Err(SourceError::Unsupported(format!(
+            "live sources ({target}) are opened with `copus watch`"
+        ))),
+    }
+}
+
+/// The performance model calibrated on a run's timed records (`step_time_s` with `config`),
+/// for the session's hardware and model; `None` when there are too few.
+fn calibrate_run(
+    resolved: &Resolved,
+    timed: &[crate::stats::StepStats],
+) -> Option<crate::perf::run_calibration::RunCalibration> {
+    let target = crate::perf::calibrate::Target {
+        hw: &resolved.hardware,
+        model: &resolved.model,
+        gpus_per_node: resolved.session.cluster.gpus_per_node,
+    };
+    let search = &resolved.session.search;
+    crate::perf::run_calibration::calibrate_run(
+        timed,
+        &target,
+        &resolved.hardware.efficiency,
+        search.zero.first().copied().unwrap_or(1),
+        search
+            .recompute
+            .first()
+            .copied()
+            .unwrap_or(crate::perf::Recompute::Selective),
+    )
+}
+
+/// The B_crit trajectory of a resolved session, before the session's B_crit scale, counted in
+/// the model's sequences (what the goodput grid and the planner compare batches with; a
+/// measured run's own samples may hold another number of tokens, see
+/// [`Trajectory::in_sequences_of`]).
+pub fn load_trajectory(resolved: &Resolved) -> Result<Trajectory, SourceError> {
+    load(resolved).map(|l| l.trajectory.in_sequences_of(resolved.model.seq_len))
+}
+
+/// The per-sample efficiency the heatmap should weight by when the session's objective is not
+/// McCandlish's: `lr-sqrt` at its reference batch (`planner.lr_reference_batch`, else
+/// `current_batch`, else the scenario's `nominal_batch`); `None` for McCandlish (the session's
+/// `stat_eff` form applies) or when no reference batch is known.
+pub fn heatmap_efficiency(r: &Resolved) -> Option<Efficiency> {
+    let planner = &r.session.planner;
+    if planner.objective != Objective::LrSqrt {
+        return None;
+    }
+    let nominal = match &r.session.source {
+        DataSource::Scenario(s) => Some(s.nominal_batch),
+        _ => None,
+    };
+    let b_ref = planner
+        .lr_reference_batch
+        .or(r.session.current_batch)
+        .or(nominal)?;
+    Some(Efficiency {
+        objective: Objective::LrSqrt,
+        reference_batch: b_ref as f64,
+    })
+}
+
+/// The goodput grid of `table` at B_noise `b_noise` (the model's sequences), weighted as the
+/// session asks: by [`heatmap_efficiency`] when the objective is not McCandlish's, else by the
+/// session's `stat_eff` form. The one place the explorer and `copus grid` make this choice.
+pub fn session_grid(r: &Resolved, table: &ThroughputTable, b_noise: f64) -> goodput::GoodputGrid {
+    match heatmap_efficiency(r) {
+        Some(e) => {
+            goodput::GoodputGrid::with_efficiency(table, b_noise, &|x| e.stat_eff(x, b_noise))
+        }
+        None => goodput::GoodputGrid::at(table, b_noise, r.session.stat_eff),
+    }
+}
+
+/// Plan a resolved session: every strategy and the optimal switch points.
+pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
+    let traj = load_trajectory(r)?;
+    let eff = r.efficiency();
+    let ctx = PerfContext {
+        hw: &r.hardware,
+        model: &r.model,
+        eff: &eff,
+        gpus_per_node: r.session.cluster.gpus_per_node,
+    };
+    let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
+    plan_with(r, &traj, &table)
+}
+
+/// Plan over an already loaded trajectory (before the session's B_crit scale) and throughput
+/// table — what the explorer calls, so that nothing is loaded or tabulated twice.
+pub fn plan_with(
+    r: &Resolved,
+    traj: &Trajectory,
+    table: &ThroughputTable,
+) -> Result<PlanReport, PlanError> {
+    let path = r.path.clone();
+    let costs: &ReconfigCosts = &r.session.costs;
+    costs.validate().map_err(|msg| PlanError::Invalid {
+        path: path.clone(),
+        msg,
+    })?;
+    let axis = match &r.session.source {
+        DataSource::Scenario(s) => TokenAxis::ReferenceBatch(s.nominal_batch as f64),
+        _ => TokenAxis::FromSteps,
+    };
+    let planner = &r.session.planner;
+    let cut = match planner.target_loss {
+        Some(target) => {
+            let window = planner.loss_window.unwrap_or(horizon::DEFAULT_LOSS_WINDOW);
+            let (t, h) = horizon::cut_at_loss(traj, target, window).map_err(|source| {
+                PlanError::Horizon {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+            Some((t, h))
+        }
+        None => None,
+    };
+    let (traj, horizon) = match &cut {
+        Some((t, h)) => (t, Some(h.clone())),
+        None => (traj, None),
+    };
+    let phases = progress::phases(traj, axis, r.session.b_crit_scale).map_err(|source| {
+        PlanError::Progress {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    let best_along = shares::best_along(heatmap_efficiency(r), r.session.stat_eff, table, &phases);
+    let switch_costs = costs.switch_costs_on(perf::parameter_count(&r.model), fast_network_bw(r));
+    let dwell = costs.min_dwell_phases as usize;
+    let nominal = match &r.session.source {
+        DataSource::Scenario(s) => Some(s.nominal_batch),
+        _ => None,
+    };
+    let gbs = r.session.current_batch.or(nominal);
+    let efficiency = match planner.objective {
+        Objective::McCandlish => Efficiency::MCCANDLISH,
+        Objective::LrSqrt => {
+            let b_ref = planner
+                .lr_reference_batch
+                .or(gbs)
+                .ok_or_else(|| PlanError::Invalid {
+                    path: path.clone(),
+                    msg: "objective lr-sqrt needs planner.lr_reference_batch, current_batch or a \
+                      scenario's nominal_batch"
+                        .into(),
+                })?;
+            Efficiency {
+                objective: Objective::LrSqrt,
+                reference_batch: b_ref as f64,
+            }
+        }
+    };
+    let mut problem =
+        Problem::from_table(table, phases, switch_costs, dwell).map_err(|source| {
+            PlanError::Problem {
+                path: path.clone(),
+                source,
+            }
+        })?;
+    if efficiency != Efficiency::MCCANDLISH {
+        problem = Problem::with_efficiency(
+            problem.phases,
+            problem.states,
+            switch_costs,
+            dwell,
+            efficiency,
+        )
+        .map_err(|source| PlanError::Problem { path, source })?;
+    }
+    let params = StrategyParams {
+        switch_threshold: costs.switch_threshold,
+        greedy_every: costs.greedy_every_phases.map_or(dwell, |g| g as usize),
+        gbs,
+    };
+    let results = strategies::compare(&problem, &params);
+    let mut report = build_report(r, &traj.label, axis, table, &problem, &results);
+    report.best_along = best_along;
+    report.horizon = horizon;
+    let at_current = r
+        .session
+        .current_batch
+        .and_then(|b| strategies::static_at_batch(&problem, b).map(|s| (b, s)));
+    if let Some((batch, s)) = at_current {
+        let static_time = report.strategies.first().map_or(f64::NAN, |s| s.time_s);
+        report.current_batch_static = Some(StrategyRow {
+            name: format!("static@{batch}"),
+            how: "best layout at the session's current batch, whole run".into(),
+            time_s: s.time_s,
+            speedup_vs_static: static_time / s.time_s,
+            switches: 0,
+            start: state_label(table, &problem, s.states[0]),
+            start_state: state_json(table, &problem, s.states[0]),
+        });
+    }
+    Ok(report)
+}
+
+/// Aggregate fast-network bandwidth of the cluster, bytes/s: every GPU at NVLink speed within
+/// one node, at its inter-node NIC across nodes.
+fn fast_network_bw(r: &Resolved) -> f64 {
+    let c = &r.session.cluster;
+    let per_gpu = if c.nodes > 1 {
+        r.hardware.inter_bw_bytes_per_s
+    } else {
+        r.hardware.intra_bw_bytes_per_s
+    };
+    f64::from(c.nodes) * f64::from(c.gpus_per_node) * per_gpu
+}
+
+/// What the session's B_crit source measures and how it is converted.
+fn b_crit_conversion(r: &Resolved) -> BCritConversion {
+    let (kind, implied) = match &r.session.source {
+        DataSource::Scenario(s) => (s.law.kind(), s.law.b_noise_factor()),
+        _ => (BCritKind::NoiseScale, None),
+    };
+    let factor = r.session.b_crit_scale;
+    let factor_source = r
+        .session
+        .planner
+        .b_crit_scale_source
+        .clone()
+        .unwrap_or_else(|| {
+            if (factor - 1.0).abs() < 1e-12 {
+                "default: the source is used as B_noise unconverted".into()
+            } else {
+                "session b_crit_scale (no source given)".into()
+            }
+        });
+    BCritConversion {
+        kind: kind.name().into(),
+        measures: kind.measures().into(),
+        factor,
+        factor_source,
+        implied_factor: implied.map(|i| i.0),
+        implied_because: implied.map(|i| i.1.to_string()),
+    }
+}
+
+fn build_report(
+    r: &Resolved,
+    label: &str,
+    axis: TokenAxis,
+    table: &ThroughputTable,
+    p: &Problem,
+    results: &[StrategyResult],
+) -> PlanReport {
+    let static_time = results
+        .iter()
+        .find(|s| s.name == "static")
+        .map_or(f64::NAN, |s| s.schedule.time_s);
+    let time_of = |name: &str| {
+        results
+            .iter()
+            .find(|s| s.name == name)
+            .map_or(f64::NAN, |s| s.schedule.time_s)
+    };
+    let optimal = time_of("optimal-joint");
+    let (fastest_baseline, baseline_time) = strategies::PAPER_BASELINES
+        .iter()
+        .map(|&n| (n, time_of(n)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap_or(("static-gbs", f64::NAN));
+    let eff = p.efficiency;
+    let strategies = results
+        .iter()
+        .map(|s| StrategyRow {
+            name: s.name.to_string(),
+            how: s.how.to_string(),
+            time_s: s.schedule.time_s,
+            speedup_vs_static: static_time / s.schedule.time_s,
+            switches: s.schedule.switches.len(),
+            start: state_label(table, p, s.schedule.states[0]),
+            start_state: state_json(table, p, s.schedule.states[0]),
+        })
+        .collect();
+    let mut switches = Vec::new();
+    if let Some(best) = results.iter().find(|s| s.name == "optimal-joint") {
+        let seq = r.model.seq_len as f64;
+        let (mut steps, mut samples, mut next) = (0.0, 0.0, 0);
+        for sw in &best.schedule.switches {
+            for i in next..sw.phase {
+                let s = best.schedule.states[i];
+                steps += p.steps(i, s);
+                samples += p.steps(i, s) * p.states[s].batch as f64;
+            }
+            next = sw.phase;
+            switches.push(SwitchRow {
+                at_tokens: p.phases[sw.phase].start_tokens,
+                at_step: steps.round() as u64,
+                consumed_tokens: samples * seq,
+                phase: sw.phase,
+                b_crit: p.phases[sw.phase].b_crit,
+                from: state_label(table, p, sw.from),
+                to: state_label(table, p, sw.to),
+                from_state: state_json(table, p, sw.from),
+                to_state: state_json(table, p, sw.to),
+                cost_s: sw.cost_s,
+                kind: sw.kind.name().to_string(),
+                gain_s: sw.gain_s,
+            });
+        }
+    }
+    let costs = &r.session.costs;
+    PlanReport {
+        session: r.session.name.clone(),
+        objective: eff.objective.name().into(),
+        lr_reference_batch: (eff.objective == Objective::LrSqrt).then_some(eff.reference_batch),
+        trajectory: label.to_string(),
+        b_crit: b_crit_conversion(r),
+        reshard_mode: costs.reshard.name().into(),
+        switch_threshold: costs.switch_threshold,
+        fastest_baseline: fastest_baseline.into(),
+        speedup_vs_fastest_baseline: baseline_time / optimal,
+        speedup_vs_hindsight_static: static_time / optimal,
+        token_axis: axis,
+        horizon: None,
+        phases: p.phases.len(),
+        states: p.states.len(),
+        costs: p.costs,
+        min_dwell_phases: p.min_dwell,
+        strategies,
+        switches,
+        current_batch_static: None,
+        best_along: Vec::new(),
+    }
+}
