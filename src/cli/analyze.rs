@@ -71,6 +71,15 @@ impl AnalyzeArgs {
 /// its phases (reading, analysis, JSON output; seconds) to stderr.
 pub const TIMING_ENV: &str = "COPUS_ANALYZE_TIMING";
 
+/// Peak resident memory of this process so far, in MiB (`VmHWM` of `/proc/self/status`;
+/// `None` where that is not available).
+fn peak_rss_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
@@ -93,6 +102,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let outcome = read_ndjson(BufReader::new(file))
         .with_context(|| format!("cannot read {}", path.display()))?;
     let t1 = std::time::Instant::now();
+    let hwm_read = timing.then(peak_rss_mib).flatten();
     let settings = args.settings(&EstimatorSettings::default());
     let (mut report, row_layers) =
         analyze_outcome_split(&outcome, &settings).with_context(|| {
@@ -104,6 +114,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
             format!("{}{first}", path.display())
         })?;
     let t2 = std::time::Instant::now();
+    let hwm_analysis = timing.then(peak_rss_mib).flatten();
     if args.json {
         // Streamed: a long run's report is hundreds of MB of text.
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
@@ -116,6 +127,13 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
                 (t1 - t0).as_secs_f64(),
                 (t2 - t1).as_secs_f64(),
                 (t3 - t2).as_secs_f64()
+            );
+            let mib = |m: Option<u64>| m.map_or_else(|| "?".to_string(), |m| m.to_string());
+            eprintln!(
+                "copus analyze: peak RSS (MiB): after reading {}, after analysis {}, at the end {}",
+                mib(hwm_read),
+                mib(hwm_analysis),
+                mib(peak_rss_mib())
             );
         }
     } else {

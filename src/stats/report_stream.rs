@@ -25,22 +25,17 @@ impl RowLayers {
     /// Assign each layer's points (steps in any order) to the row of the same step, the row a
     /// binary search over `rows` (sorted by step) finds; points without a row are dropped.
     pub fn assign(rows: &[StepRow], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
-        let mut placed: Vec<(u32, u32, LayerPoint)> = Vec::new();
-        let mut names = Vec::with_capacity(traj.len());
-        for (k, (name, points)) in traj.into_iter().enumerate() {
-            names.push(name);
-            let k = k as u32;
-            placed.reserve(points.len());
-            for (step, p) in points {
-                if let Ok(i) = rows.binary_search_by_key(&step, |r| r.step) {
-                    placed.push((i as u32, k, p));
+        // Two passes over the points (count per row, then place), so that only the final
+        // entries are held: a counting sort by row, stable, so within a row name order and
+        // then arrival order.
+        let row_of = |step: u64| rows.binary_search_by_key(&step, |r| r.step).ok();
+        let mut starts = vec![0usize; rows.len() + 1];
+        for points in traj.values() {
+            for (step, _) in points {
+                if let Some(i) = row_of(*step) {
+                    starts[i + 1] += 1;
                 }
             }
-        }
-        // Counting sort by row, stable: within a row, name order and then arrival order.
-        let mut starts = vec![0usize; rows.len() + 1];
-        for (i, _, _) in &placed {
-            starts[*i as usize + 1] += 1;
         }
         for i in 0..rows.len() {
             starts[i + 1] += starts[i];
@@ -53,11 +48,16 @@ impl RowLayers {
                 ci: [0.0, 0.0],
             },
         );
-        let mut entries = vec![filler; placed.len()];
-        for (i, k, p) in placed {
-            let at = &mut next[i as usize];
-            entries[*at] = (k, p);
-            *at += 1;
+        let mut entries = vec![filler; starts[rows.len()]];
+        let mut names = Vec::with_capacity(traj.len());
+        for (k, (name, points)) in traj.into_iter().enumerate() {
+            names.push(name);
+            for (step, p) in points {
+                if let Some(i) = row_of(step) {
+                    entries[next[i]] = (k as u32, p);
+                    next[i] += 1;
+                }
+            }
         }
         Self {
             names,
