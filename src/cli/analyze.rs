@@ -2,7 +2,9 @@
 //! gradient dump directory (reduced in one streaming pass on the CPU or a GPU).
 
 use crate::compute::Device;
-use crate::stats::{AnalyzeReport, EstimatorSettings, SmootherKind, analyze_outcome, read_ndjson};
+use crate::stats::{
+    AnalyzeReport, EstimatorSettings, SmootherKind, analyze_outcome_split, read_ndjson,
+};
 use anyhow::Context;
 use clap::Args;
 use std::io::{BufReader, Write};
@@ -65,6 +67,19 @@ impl AnalyzeArgs {
     }
 }
 
+/// With this environment variable set, `copus analyze FILE --json` prints the wall time of
+/// its phases (reading, analysis, JSON output; seconds) to stderr.
+pub const TIMING_ENV: &str = "COPUS_ANALYZE_TIMING";
+
+/// Peak resident memory of this process so far, in MiB (`VmHWM` of `/proc/self/status`;
+/// `None` where that is not available).
+fn peak_rss_mib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024)
+}
+
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
@@ -80,26 +95,49 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     check_stats_file_flags(args)?;
     crate::fsutil::check_readable_stream(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
+    let timing = std::env::var_os(TIMING_ENV).is_some();
+    let t0 = std::time::Instant::now();
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let outcome = read_ndjson(BufReader::new(file))
         .with_context(|| format!("cannot read {}", path.display()))?;
+    let t1 = std::time::Instant::now();
+    let hwm_read = timing.then(peak_rss_mib).flatten();
     let settings = args.settings(&EstimatorSettings::default());
-    let report = analyze_outcome(&outcome, &settings).with_context(|| {
-        let first = outcome
-            .errors
-            .first()
-            .map(|e| format!(" (first problem, line {}: {})", e.line, e.reason))
-            .unwrap_or_default();
-        format!("{}{first}", path.display())
-    })?;
+    let (mut report, row_layers) =
+        analyze_outcome_split(&outcome, &settings).with_context(|| {
+            let first = outcome
+                .errors
+                .first()
+                .map(|e| format!(" (first problem, line {}: {})", e.line, e.reason))
+                .unwrap_or_default();
+            format!("{}{first}", path.display())
+        })?;
+    let t2 = std::time::Instant::now();
+    let hwm_analysis = timing.then(peak_rss_mib).flatten();
     if args.json {
         // Streamed: a long run's report is hundreds of MB of text.
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
+        crate::stats::report_stream::write_report_pretty(&report, &row_layers, &mut out)?;
         out.flush()?;
+        if timing {
+            let t3 = std::time::Instant::now();
+            eprintln!(
+                "copus analyze: timing: read {:.3} s, analysis {:.3} s, JSON output {:.3} s",
+                (t1 - t0).as_secs_f64(),
+                (t2 - t1).as_secs_f64(),
+                (t3 - t2).as_secs_f64()
+            );
+            let mib = |m: Option<u64>| m.map_or_else(|| "?".to_string(), |m| m.to_string());
+            eprintln!(
+                "copus analyze: peak RSS (MiB): after reading {}, after analysis {}, at the end {}",
+                mib(hwm_read),
+                mib(hwm_analysis),
+                mib(peak_rss_mib())
+            );
+        }
     } else {
+        row_layers.attach(&mut report.steps);
         print!(
             "{}",
             super::escape_controls(&render_table(&report, args.rows.unwrap_or(DEFAULT_ROWS)))

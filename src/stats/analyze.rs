@@ -8,6 +8,7 @@ use super::layers::breakdown;
 use super::protocol::{ProtocolError, validate};
 use super::reader::ReadOutcome;
 use super::report::{AnalyzeReport, LayerPoint, StepRow, Summary};
+use super::report_stream::RowLayers;
 use super::settings::EstimatorSettings;
 use super::smoothed::{Series, smooth};
 use super::step::StepStats;
@@ -61,17 +62,59 @@ pub fn analyze(
     analyze_with_counts(records, &InputCounts::default(), settings)
 }
 
+/// [`analyze`] without the per-layer points on the step rows (`steps[].layers` left empty):
+/// the summary, its per-layer rows and every other field are the same. For callers that read
+/// only the summary and the whole-model trajectory (the live watch's final estimate), this
+/// skips building one map per step.
+pub fn analyze_without_row_layers(
+    records: &[StepStats],
+    settings: &EstimatorSettings,
+) -> Result<AnalyzeReport, StatsError> {
+    analyze_impl(records, &InputCounts::default(), settings).map(|(r, _)| r)
+}
+
+/// [`analyze`] with the rows' per-layer points held apart, flat ([`RowLayers`]); the rows'
+/// own `layers` maps are empty. [`RowLayers::attach`] gives [`analyze`]'s report, and
+/// [`super::report_stream::write_report_pretty`] writes its JSON without attaching.
+pub fn analyze_split(
+    records: &[StepStats],
+    settings: &EstimatorSettings,
+) -> Result<(AnalyzeReport, RowLayers), StatsError> {
+    analyze_split_with_counts(records, &InputCounts::default(), settings)
+}
+
+/// [`analyze_outcome`] with the rows' per-layer points held apart (see [`analyze_split`]).
+pub fn analyze_outcome_split(
+    outcome: &ReadOutcome,
+    settings: &EstimatorSettings,
+) -> Result<(AnalyzeReport, RowLayers), StatsError> {
+    analyze_split_with_counts(&outcome.records, &counts_of(outcome), settings)
+}
+
+fn analyze_split_with_counts(
+    records: &[StepStats],
+    counts: &InputCounts,
+    settings: &EstimatorSettings,
+) -> Result<(AnalyzeReport, RowLayers), StatsError> {
+    let (report, traj) = analyze_impl(records, counts, settings)?;
+    let layers = RowLayers::assign(&report.steps, traj);
+    Ok((report, layers))
+}
+
+fn counts_of(outcome: &ReadOutcome) -> InputCounts {
+    InputCounts {
+        malformed: outcome.malformed,
+        non_finite: outcome.non_finite,
+        non_finite_steps: outcome.non_finite_steps.clone(),
+    }
+}
+
 /// Analyse what [`super::read_ndjson`] read, reporting its malformed and non-finite lines.
 pub fn analyze_outcome(
     outcome: &ReadOutcome,
     settings: &EstimatorSettings,
 ) -> Result<AnalyzeReport, StatsError> {
-    let counts = InputCounts {
-        malformed: outcome.malformed,
-        non_finite: outcome.non_finite,
-        non_finite_steps: outcome.non_finite_steps.clone(),
-    };
-    analyze_with_counts(&outcome.records, &counts, settings)
+    analyze_with_counts(&outcome.records, &counts_of(outcome), settings)
 }
 
 /// Tallies of records dropped before estimation, for diagnostics.
@@ -91,6 +134,19 @@ pub fn analyze_with_counts(
     counts: &InputCounts,
     settings: &EstimatorSettings,
 ) -> Result<AnalyzeReport, StatsError> {
+    let (mut report, layers) = analyze_split_with_counts(records, counts, settings)?;
+    layers.attach(&mut report.steps);
+    Ok(report)
+}
+
+/// The report with empty per-row layer maps, and each layer's per-step points by name.
+type Trajectories = BTreeMap<String, Vec<(u64, LayerPoint)>>;
+
+fn analyze_impl(
+    records: &[StepStats],
+    counts: &InputCounts,
+    settings: &EstimatorSettings,
+) -> Result<(AnalyzeReport, Trajectories), StatsError> {
     settings.validate().map_err(StatsError::Settings)?;
     if records.is_empty() {
         return Err(StatsError::Empty {
@@ -209,8 +265,7 @@ pub fn analyze_with_counts(
         .map(|e| kept[e.index])
         .collect();
     let per_layer = breakdown(&two_batch, settings);
-    let mut rows = rows;
-    attach_layers(&mut rows, per_layer.trajectories);
+    let trajectories = per_layer.trajectories;
 
     let mut diagnostics = record_changes(&used);
     diagnostics.extend(per_layer.diagnostics);
@@ -260,10 +315,13 @@ pub fn analyze_with_counts(
     summary.verdict = v;
     summary.verdict_meaning = v.meaning().to_string();
     summary.reasons = reasons;
-    Ok(AnalyzeReport {
-        summary,
-        steps: rows,
-    })
+    Ok((
+        AnalyzeReport {
+            summary,
+            steps: rows,
+        },
+        trajectories,
+    ))
 }
 
 /// True for a producer's skip reason that reports NaN/±Inf values: it mentions `non-finite`
@@ -271,17 +329,6 @@ pub fn analyze_with_counts(
 /// may append it to another reason: `"...; non-finite: loss"`).
 pub fn is_non_finite_reason(reason: &str) -> bool {
     reason.to_ascii_lowercase().contains("non-finite")
-}
-
-/// Put each layer's per-step points on the rows of the same step (rows sorted by step).
-fn attach_layers(rows: &mut [StepRow], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) {
-    for (name, points) in traj {
-        for (step, p) in points {
-            if let Ok(i) = rows.binary_search_by_key(&step, |r| r.step) {
-                rows[i].layers.insert(name.clone(), p);
-            }
-        }
-    }
 }
 
 fn drift_diagnostic(d: &Drift, confidence: f64) -> Diagnostic {

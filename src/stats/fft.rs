@@ -7,9 +7,10 @@
 /// A plan for transforms of one power-of-two size.
 pub(crate) struct Fft {
     n: usize,
-    /// cos(2πk/n), sin(2πk/n) for k < n/2.
-    cos: Vec<f64>,
-    sin: Vec<f64>,
+    /// Twiddles stage by stage: entries `half - 1 .. 2·half - 1` hold cos(2πk/(2·half)) and
+    /// sin(2πk/(2·half)) for k < half (each computed as cos/sin(2π·k·stride/n)).
+    tw_cos: Vec<f64>,
+    tw_sin: Vec<f64>,
     /// Bit-reversal permutation.
     rev: Vec<usize>,
 }
@@ -29,10 +30,20 @@ impl Fft {
             })
             .collect();
         let angle = |k: usize| 2.0 * std::f64::consts::PI * k as f64 / n as f64;
+        let cos: Vec<f64> = (0..n / 2).map(|k| angle(k).cos()).collect();
+        let sin: Vec<f64> = (0..n / 2).map(|k| angle(k).sin()).collect();
+        let (mut tw_cos, mut tw_sin) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut half = 1;
+        while half < n {
+            let stride = n / (2 * half);
+            tw_cos.extend((0..half).map(|k| cos[k * stride]));
+            tw_sin.extend((0..half).map(|k| sin[k * stride]));
+            half *= 2;
+        }
         Self {
             n,
-            cos: (0..n / 2).map(|k| angle(k).cos()).collect(),
-            sin: (0..n / 2).map(|k| angle(k).sin()).collect(),
+            tw_cos,
+            tw_sin,
             rev,
         }
     }
@@ -59,22 +70,35 @@ impl Fft {
                 im.swap(i, j);
             }
         }
-        let mut len = 2;
-        while len <= n {
-            let half = len / 2;
-            let stride = n / len;
-            for start in (0..n).step_by(len) {
-                for k in 0..half {
-                    let (c, s) = (self.cos[k * stride], sign * self.sin[k * stride]);
-                    let (a, b) = (start + k, start + k + half);
-                    let (br, bi) = (re[b] * c - im[b] * s, re[b] * s + im[b] * c);
-                    re[b] = re[a] - br;
-                    im[b] = im[a] - bi;
-                    re[a] += br;
-                    im[a] += bi;
+        // Stage by stage: the twiddles of a stage are contiguous (`tw_*[half - 1..2 * half - 1]`
+        // holds cos/sin(2πk/n · n/(2·half)) for k < half, the same numbers as the strided
+        // table), and each block splits into its two halves, so the loop runs without index
+        // checks; the arithmetic and its order are those of the plain loop.
+        let mut half = 1;
+        while half < n {
+            let len = 2 * half;
+            let tc = &self.tw_cos[half - 1..len - 1];
+            let ts = &self.tw_sin[half - 1..len - 1];
+            for (cr, ci) in re.chunks_exact_mut(len).zip(im.chunks_exact_mut(len)) {
+                let (ar, br) = cr.split_at_mut(half);
+                let (ai, bi) = ci.split_at_mut(half);
+                for (((((ar, ai), br), bi), &c), &s) in ar
+                    .iter_mut()
+                    .zip(ai.iter_mut())
+                    .zip(br.iter_mut())
+                    .zip(bi.iter_mut())
+                    .zip(tc)
+                    .zip(ts)
+                {
+                    let s = sign * s;
+                    let (xr, xi) = (*br * c - *bi * s, *br * s + *bi * c);
+                    *br = *ar - xr;
+                    *bi = *ai - xi;
+                    *ar += xr;
+                    *ai += xi;
                 }
             }
-            len *= 2;
+            half = len;
         }
     }
 }

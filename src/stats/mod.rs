@@ -17,6 +17,7 @@ pub mod protocol;
 mod protocol_fast;
 pub mod reader;
 pub mod report;
+pub mod report_stream;
 pub mod settings;
 pub mod smoothed;
 pub mod smoothing;
@@ -24,7 +25,10 @@ pub mod step;
 mod summary_diags;
 pub mod window;
 
-pub use analyze::{InputCounts, StatsError, analyze, analyze_outcome, analyze_with_counts};
+pub use analyze::{
+    InputCounts, StatsError, analyze, analyze_outcome, analyze_outcome_split, analyze_split,
+    analyze_with_counts, analyze_without_row_layers,
+};
 pub use compare::{Comparison, compare};
 pub use diagnostics::{Diagnostic, DiagnosticKind, Severity};
 pub use estimate::{EstimatorKind, TwoBatch, two_batch};

@@ -1,0 +1,274 @@
+//! The per-layer points of the step rows held flat, and the report written as pretty JSON in
+//! parallel chunks (`copus analyze --json`): the same bytes as
+//! `serde_json::to_writer_pretty(&report)` on the report with its per-row layer maps, without
+//! building one map per step (a run of 10⁵ steps × 4 layers otherwise allocates 4·10⁵ names
+//! and 10⁵ map nodes of about 1 KB each).
+
+use super::report::{AnalyzeReport, LayerPoint, StepRow};
+use rayon::prelude::*;
+use serde::Serialize;
+use serde::ser::SerializeMap;
+use std::collections::BTreeMap;
+use std::io::Write;
+
+/// Per-layer points of each step row: row `i` owns `entries[starts[i]..starts[i + 1]]`, in
+/// layer-name order; a name repeated within a row (repeated step numbers) keeps its last
+/// point, as inserting into a map would.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowLayers {
+    names: Vec<String>,
+    starts: Vec<usize>,
+    entries: Vec<(u32, LayerPoint)>,
+}
+
+impl RowLayers {
+    /// Assign each layer's points (steps in any order) to the row of the same step, the row a
+    /// binary search over `rows` (sorted by step) finds; points without a row are dropped.
+    pub fn assign(rows: &[StepRow], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
+        // Two passes over the points (count per row, then place), so that only the final
+        // entries are held: a counting sort by row, stable, so within a row name order and
+        // then arrival order.
+        let row_of = |step: u64| rows.binary_search_by_key(&step, |r| r.step).ok();
+        let mut starts = vec![0usize; rows.len() + 1];
+        for points in traj.values() {
+            for (step, _) in points {
+                if let Some(i) = row_of(*step) {
+                    starts[i + 1] += 1;
+                }
+            }
+        }
+        for i in 0..rows.len() {
+            starts[i + 1] += starts[i];
+        }
+        let mut next = starts.clone();
+        let filler = (
+            0u32,
+            LayerPoint {
+                b_simple: None,
+                ci: [0.0, 0.0],
+            },
+        );
+        let mut entries = vec![filler; starts[rows.len()]];
+        let mut names = Vec::with_capacity(traj.len());
+        for (k, (name, points)) in traj.into_iter().enumerate() {
+            names.push(name);
+            for (step, p) in points {
+                if let Some(i) = row_of(step) {
+                    entries[next[i]] = (k as u32, p);
+                    next[i] += 1;
+                }
+            }
+        }
+        Self {
+            names,
+            starts,
+            entries,
+        }
+    }
+
+    /// Rows covered (0 when nothing was assigned).
+    pub fn rows(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// Row `i`'s entries as (layer name, point), a repeated name keeping its last point.
+    fn row(&self, i: usize) -> impl Iterator<Item = (&str, &LayerPoint)> {
+        let slice = match (self.starts.get(i), self.starts.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.entries[a..b],
+            _ => &[],
+        };
+        slice
+            .iter()
+            .enumerate()
+            .filter(move |(j, (k, _))| slice.get(j + 1).is_none_or(|(next, _)| next != k))
+            .map(|(_, (k, p))| (self.names[*k as usize].as_str(), p))
+    }
+
+    /// Put the points into the rows' own maps (`StepRow::layers`).
+    pub fn attach(&self, rows: &mut [StepRow]) {
+        for (i, row) in rows.iter_mut().enumerate().take(self.rows()) {
+            row.layers
+                .extend(self.row(i).map(|(name, p)| (name.to_string(), *p)));
+        }
+    }
+}
+
+/// One step row serialised with its layers from a [`RowLayers`] (fields in `StepRow`'s order:
+/// `layers` is its last field).
+#[derive(Serialize)]
+struct RowOut<'a> {
+    #[serde(flatten)]
+    row: &'a StepRow,
+    #[serde(skip_serializing_if = "LayersOut::is_empty")]
+    layers: LayersOut<'a>,
+}
+
+struct LayersOut<'a> {
+    all: &'a RowLayers,
+    row: usize,
+}
+
+impl LayersOut<'_> {
+    fn is_empty(&self) -> bool {
+        self.all.row(self.row).next().is_none()
+    }
+}
+
+impl Serialize for LayersOut<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (name, p) in self.all.row(self.row) {
+            m.serialize_entry(name, p)?;
+        }
+        m.end()
+    }
+}
+
+/// Rows serialised by one task.
+const CHUNK_ROWS: usize = 2048;
+/// Rows serialised before their text is written (bounds the text held in memory).
+const BATCH_ROWS: usize = 16 * CHUNK_ROWS;
+
+/// Pretty JSON of `value` with every line after the first indented by `indent` more spaces
+/// (serde_json escapes newlines inside strings, so every raw newline is formatting).
+fn pretty_indented<T: Serialize>(
+    value: &T,
+    indent: &[u8],
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    serde_json::to_writer_pretty(&mut buf, value)?;
+    out.reserve(buf.len() + buf.len() / 8);
+    for &b in &buf {
+        out.push(b);
+        if b == b'\n' {
+            out.extend_from_slice(indent);
+        }
+    }
+    Ok(())
+}
+
+/// Write `report` (its rows' own `layers` maps left empty) with `layers` as the rows' layers,
+/// as pretty JSON followed by a newline: the bytes `serde_json::to_writer_pretty` writes for
+/// the report with [`RowLayers::attach`] applied. Rows are serialised in parallel chunks and
+/// written in order.
+pub fn write_report_pretty<W: Write>(
+    report: &AnalyzeReport,
+    layers: &RowLayers,
+    out: &mut W,
+) -> std::io::Result<()> {
+    let mut head = Vec::new();
+    head.extend_from_slice(b"{\n  \"summary\": ");
+    pretty_indented(&report.summary, b"  ", &mut head)?;
+    head.extend_from_slice(b",\n  \"steps\": [");
+    out.write_all(&head)?;
+    let rows = &report.steps;
+    for (b, batch) in rows.chunks(BATCH_ROWS).enumerate() {
+        let texts: Vec<serde_json::Result<Vec<u8>>> = batch
+            .par_chunks(CHUNK_ROWS)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let mut text = Vec::with_capacity(chunk.len() * 512);
+                for (j, row) in chunk.iter().enumerate() {
+                    let i = b * BATCH_ROWS + c * CHUNK_ROWS + j;
+                    text.extend_from_slice(if i == 0 { b"\n    " } else { b",\n    " });
+                    let out = RowOut {
+                        row,
+                        layers: LayersOut {
+                            all: layers,
+                            row: i,
+                        },
+                    };
+                    pretty_indented(&out, b"    ", &mut text)?;
+                }
+                Ok(text)
+            })
+            .collect();
+        for t in texts {
+            out.write_all(&t?)?;
+        }
+    }
+    out.write_all(if rows.is_empty() {
+        b"]\n}\n"
+    } else {
+        b"\n  ]\n}\n"
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{EstimatorSettings, StepStats, analyze, analyze_split};
+
+    fn records(repeat: bool) -> Vec<StepStats> {
+        (0..3000u64)
+            .map(|i| {
+                let step = if repeat { i / 3 } else { i };
+                let x = 1.0 + (i % 7) as f64 * 0.1;
+                let mut r =
+                    StepStats::new(step, 8.0, 64.0, 1.0 + 50.0 / 8.0 * x, 1.0 + 50.0 / 64.0 * x);
+                for (k, name) in ["b.1", "a\n\"0", "c"].iter().enumerate() {
+                    if k == 2 && i % 5 == 0 {
+                        continue; // a layer missing on some steps
+                    }
+                    r.layers.insert(
+                        (*name).to_string(),
+                        crate::stats::step::LayerSq {
+                            sq_small: r.sq_small / 3.0,
+                            sq_big: r.sq_big / 3.0 * (1.0 + k as f64 * 0.01),
+                        },
+                    );
+                }
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn streamed_pretty_json_equals_serde_pretty_of_the_attached_report() {
+        for repeat in [false, true] {
+            let recs = records(repeat);
+            let s = EstimatorSettings::default();
+            let full = analyze(&recs, &s).expect("an estimate");
+            assert!(full.steps.iter().any(|r| r.layers.len() == 3));
+            let mut expected = serde_json::to_vec_pretty(&full).expect("json");
+            expected.push(b'\n');
+            let (bare, layers) = analyze_split(&recs, &s).expect("an estimate");
+            assert!(bare.steps.iter().all(|r| r.layers.is_empty()));
+            let mut got = Vec::new();
+            write_report_pretty(&bare, &layers, &mut got).expect("written");
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&expected)
+            );
+        }
+    }
+
+    #[test]
+    fn a_repeated_name_in_a_row_keeps_its_last_point() {
+        let row = |step| {
+            let recs = records(false);
+            let mut r = analyze(&recs[..50], &EstimatorSettings::default())
+                .expect("an estimate")
+                .steps
+                .remove(0);
+            r.step = step;
+            r.layers.clear();
+            r
+        };
+        let rows = vec![row(1), row(2)];
+        let p = |b| LayerPoint {
+            b_simple: Some(b),
+            ci: [0.0, 1.0],
+        };
+        let mut traj = BTreeMap::new();
+        traj.insert("x".to_string(), vec![(2, p(1.0)), (2, p(2.0)), (9, p(3.0))]);
+        let layers = RowLayers::assign(&rows, traj);
+        let mut attached = rows.clone();
+        layers.attach(&mut attached);
+        assert!(attached[0].layers.is_empty());
+        assert_eq!(attached[1].layers.len(), 1);
+        assert_eq!(attached[1].layers["x"].b_simple, Some(2.0));
+    }
+}
