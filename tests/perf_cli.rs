@@ -125,6 +125,28 @@ fn grid_on_the_demo_session() {
         let total: f64 = m.values().map(|v| v.as_f64().expect("bytes")).sum();
         let per_gpu = c["memory_per_gpu_bytes"].as_f64().expect("memory");
         assert!((total / per_gpu - 1.0).abs() < 1e-9, "{c}");
+        // The model states split into weights, gradients and optimizer state, the rest as is.
+        let parts = c["memory_parts"].as_object().expect("memory_parts");
+        let states: f64 = ["weights", "gradients", "optimizer_state"]
+            .iter()
+            .map(|k| parts[*k].as_f64().expect("bytes"))
+            .sum();
+        let model_states = m["model_states"].as_f64().expect("bytes");
+        assert!((states / model_states - 1.0).abs() < 1e-9, "{c}");
+        for k in ["activations", "output", "reserved"] {
+            assert_eq!(parts[k], m[k], "{k} in {c}");
+        }
+        // ZeRO-1: the optimizer state is sharded over DP, weights and gradients are not, so
+        // with DP > 1 the weights are 2 of the (2 + grad_bytes + 12/DP) bytes per parameter.
+        let dp = c["config"]["dp"].as_f64().expect("dp");
+        if c["config"]["zero"] == 1 && dp > 1.0 {
+            let w = parts["weights"].as_f64().expect("bytes");
+            let o = parts["optimizer_state"].as_f64().expect("bytes");
+            assert!(
+                (o / w - 6.0 / dp).abs() < 1e-9,
+                "optimizer/weights = 12/DP / 2 in {c}"
+            );
+        }
     }
     let best_early = early["best"]["batch"].as_u64().expect("best batch");
     // The end of training, by tokens (a step past the trajectory is an error).

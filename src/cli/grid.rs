@@ -118,6 +118,10 @@ struct CellOut {
     memory_per_gpu_bytes: Option<f64>,
     /// Peak memory per GPU by component (bytes).
     memory: Option<crate::perf::memory::MemoryBreakdown>,
+    /// The same memory with the model states split by the ZeRO stage into weights, gradients
+    /// and optimizer state (bytes; keys `weights`, `gradients`, `optimizer_state`,
+    /// `activations`, `output`, `reserved`), as the explorer's `x` shows it.
+    memory_parts: Option<std::collections::BTreeMap<&'static str, f64>>,
     reason: Option<String>,
     /// Exposed TP, PP and DP communication as a share of the step (0–1).
     exposed_comm_share: Option<f64>,
@@ -185,6 +189,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             breakdown: None,
             memory_per_gpu_bytes: None,
             memory: None,
+            memory_parts: None,
             reason: None,
             exposed_comm_share: None,
             bubble_share: None,
@@ -194,6 +199,13 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             TableCell::Feasible { config, prediction } => {
                 let micro_batches =
                     table.batches[b] / (config.dp as u64 * config.mbs as u64).max(1);
+                let memory = crate::perf::memory::peak_memory(
+                    &resolved.model,
+                    config,
+                    micro_batches,
+                    resolved.hardware.reserved_bytes,
+                    &eff,
+                );
                 CellOut {
                     feasible: true,
                     tokens_per_s: Some(prediction.tokens_per_s),
@@ -205,13 +217,13 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     bubble_share: Some(crate::perf::explain::bubble_share(prediction)),
                     breakdown: Some(prediction.breakdown),
                     memory_per_gpu_bytes: Some(prediction.memory_per_gpu_bytes),
-                    memory: Some(crate::perf::memory::peak_memory(
-                        &resolved.model,
-                        config,
-                        micro_batches,
-                        resolved.hardware.reserved_bytes,
-                        &eff,
-                    )),
+                    memory: Some(memory),
+                    memory_parts: Some(
+                        crate::perf::explain::memory_parts(config, eff.grad_bytes, &memory)
+                            .into_iter()
+                            .map(|p| (p.key, p.value))
+                            .collect(),
+                    ),
                     ..base
                 }
             }
