@@ -17,75 +17,9 @@ use super::report::StepRow;
 use super::settings::EstimatorSettings;
 use super::smoothed::detrend;
 use super::smoothing::Moments;
+pub use super::smoothing::{LagCorrectedEma, OneSidedEma, theta};
 use super::step::StepStats;
 use std::collections::VecDeque;
-
-/// Per-sample decay of a step with `b_big` samples: θ = decay^(b_big/b0).
-pub fn theta(decay: f64, b_big: f64, b0: f64) -> f64 {
-    decay.powf(b_big / b0)
-}
-
-/// State of the plain one-sided EMA ([`super::smoothing::one_sided`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct OneSidedEma {
-    m: Moments,
-}
-
-impl OneSidedEma {
-    /// Add the next step (tr Σ estimate `t`, |G|² estimate `g`) with decay `theta`; returns the
-    /// moments at this step.
-    pub fn push(&mut self, t: f64, g: f64, theta: f64) -> Moments {
-        self.m.decay(theta);
-        self.m.add(1.0 - theta, t, g);
-        self.m
-    }
-}
-
-/// State of the lag-corrected double EMA ([`super::smoothing::one_sided_lag_corrected`]):
-/// first and second moments of the EMA weights a and of the EMA-of-EMA weights b.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct LagCorrectedEma {
-    a1: [f64; 3],
-    b1: [f64; 3],
-    aa: [f64; 6],
-    ab: [f64; 6],
-    bb: [f64; 6],
-}
-
-impl LagCorrectedEma {
-    /// Add the next step with decay `theta`; returns the moments at this step (the same
-    /// arithmetic, in the same order, as the batch function).
-    // Indexed loops over the parallel sums, written as the batch function writes them.
-    #[allow(clippy::needless_range_loop)]
-    pub fn push(&mut self, t: f64, g: f64, theta: f64) -> Moments {
-        let alpha = 1.0 - theta;
-        let f = [1.0, t, g, t * t, t * g, g * g];
-        let th2 = theta * theta;
-        for k in 0..3 {
-            self.a1[k] = theta * self.a1[k] + alpha * f[k];
-            self.b1[k] = theta * self.b1[k] + alpha * self.a1[k];
-        }
-        for k in 0..6 {
-            self.bb[k] = th2 * self.bb[k] + 2.0 * th2 * alpha * self.ab[k];
-            self.aa[k] = th2 * self.aa[k] + alpha * alpha * f[k];
-            self.ab[k] = th2 * self.ab[k] + alpha * self.aa[k];
-            self.bb[k] += alpha * alpha * self.aa[k];
-        }
-        let lin = |k: usize| 2.0 * self.a1[k] - self.b1[k];
-        let quad = |k: usize| 4.0 * self.aa[k] - 4.0 * self.ab[k] + self.bb[k];
-        Moments {
-            w: lin(0),
-            wt: lin(1),
-            wg: lin(2),
-            w2: quad(0),
-            qt: quad(1),
-            qg: quad(2),
-            qtt: quad(3),
-            qtg: quad(4),
-            qgg: quad(5),
-        }
-    }
-}
 
 /// The smoothed estimate at one step, before the autocorrelation inflation of its variance.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -121,16 +121,11 @@ pub fn two_sided(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Vec<(Mo
 /// θ_j = decay^(b_big_j/B0) and step j enters with weight 1 − θ_j. Its weighted mean lags a
 /// moving value by about θ/(1 − θ) steps; [`one_sided_lag_corrected`] removes that lag.
 pub fn one_sided(t: &[f64], g: &[f64], b_big: &[f64], decay: f64, b0: f64) -> Vec<Moments> {
-    let mut m = Moments::default();
+    let mut ema = OneSidedEma::default();
     t.iter()
         .zip(g)
         .zip(b_big)
-        .map(|((&ti, &gi), &b)| {
-            let theta = decay.powf(b / b0);
-            m.decay(theta);
-            m.add(1.0 - theta, ti, gi);
-            m
-        })
+        .map(|((&ti, &gi), &b)| ema.push(ti, gi, theta(decay, b, b0)))
         .collect()
 }
 
@@ -158,42 +153,80 @@ pub fn one_sided_lag_corrected(
     decay: f64,
     b0: f64,
 ) -> Vec<Moments> {
-    let (mut a1, mut b1) = ([0.0; 3], [0.0; 3]);
-    let (mut aa, mut ab, mut bb): (Sums6, Sums6, Sums6) = ([0.0; 6], [0.0; 6], [0.0; 6]);
+    let mut ema = LagCorrectedEma::default();
     t.iter()
         .zip(g)
         .zip(b_big)
-        .map(|((&ti, &gi), &b)| {
-            let theta = decay.powf(b / b0);
-            let alpha = 1.0 - theta;
-            let f = f6(ti, gi);
-            let th2 = theta * theta;
-            for k in 0..3 {
-                a1[k] = theta * a1[k] + alpha * f[k];
-                b1[k] = theta * b1[k] + alpha * a1[k];
-            }
-            for k in 0..6 {
-                // Order matters: each uses the previous value of the later sums.
-                bb[k] = th2 * bb[k] + 2.0 * th2 * alpha * ab[k];
-                aa[k] = th2 * aa[k] + alpha * alpha * f[k];
-                ab[k] = th2 * ab[k] + alpha * aa[k];
-                bb[k] += alpha * alpha * aa[k];
-            }
-            let lin = |k: usize| 2.0 * a1[k] - b1[k];
-            let quad = |k: usize| 4.0 * aa[k] - 4.0 * ab[k] + bb[k];
-            Moments {
-                w: lin(0),
-                wt: lin(1),
-                wg: lin(2),
-                w2: quad(0),
-                qt: quad(1),
-                qg: quad(2),
-                qtt: quad(3),
-                qtg: quad(4),
-                qgg: quad(5),
-            }
-        })
+        .map(|((&ti, &gi), &b)| ema.push(ti, gi, theta(decay, b, b0)))
         .collect()
+}
+
+/// Per-sample decay of a step with `b_big` samples: θ = decay^(b_big/b0).
+pub fn theta(decay: f64, b_big: f64, b0: f64) -> f64 {
+    decay.powf(b_big / b0)
+}
+
+/// State of the plain one-sided EMA ([`one_sided`] is this over a run).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OneSidedEma {
+    m: Moments,
+}
+
+impl OneSidedEma {
+    /// Add the next step (tr Σ estimate `t`, |G|² estimate `g`) with decay `theta`; returns the
+    /// moments at this step.
+    pub fn push(&mut self, t: f64, g: f64, theta: f64) -> Moments {
+        self.m.decay(theta);
+        self.m.add(1.0 - theta, t, g);
+        self.m
+    }
+}
+
+/// State of the lag-corrected double EMA ([`one_sided_lag_corrected`] is this over a run):
+/// first and second moments of the EMA weights a and of the EMA-of-EMA weights b.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LagCorrectedEma {
+    a1: [f64; 3],
+    b1: [f64; 3],
+    aa: Sums6,
+    ab: Sums6,
+    bb: Sums6,
+}
+
+impl LagCorrectedEma {
+    /// Add the next step with decay `theta`; returns the moments at this step (the same
+    /// arithmetic, in the same order, as the batch function).
+    // Indexed loops over the parallel sums, written as the batch function writes them.
+    #[allow(clippy::needless_range_loop)]
+    pub fn push(&mut self, t: f64, g: f64, theta: f64) -> Moments {
+        let alpha = 1.0 - theta;
+        let f = f6(t, g);
+        let th2 = theta * theta;
+        for k in 0..3 {
+            self.a1[k] = theta * self.a1[k] + alpha * f[k];
+            self.b1[k] = theta * self.b1[k] + alpha * self.a1[k];
+        }
+        for k in 0..6 {
+            // Order matters: each uses the previous value of the later sums.
+            self.bb[k] = th2 * self.bb[k] + 2.0 * th2 * alpha * self.ab[k];
+            self.aa[k] = th2 * self.aa[k] + alpha * alpha * f[k];
+            self.ab[k] = th2 * self.ab[k] + alpha * self.aa[k];
+            self.bb[k] += alpha * alpha * self.aa[k];
+        }
+        let lin = |k: usize| 2.0 * self.a1[k] - self.b1[k];
+        let quad = |k: usize| 4.0 * self.aa[k] - 4.0 * self.ab[k] + self.bb[k];
+        Moments {
+            w: lin(0),
+            wt: lin(1),
+            wg: lin(2),
+            w2: quad(0),
+            qt: quad(1),
+            qg: quad(2),
+            qtt: quad(3),
+            qtg: quad(4),
+            qgg: quad(5),
+        }
+    }
 }
 
 /// Teaching comparison: a bias-corrected EMA of the per-step ratio tr/|G|² (the wrong way: the
