@@ -1,15 +1,14 @@
 //! The explanation popup (`x`), the marked cell (`m`) and the comparison, and the best cell's
 //! step shares along training, on the demo session.
 
+mod render_support;
 use copus::app::explain::{CellKind, cell_view, compare};
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{app_for_session, demo_path};
 use copus::goodput::{GoodputGrid, TableCell};
 use copus::perf::{PerfContext, predict};
 use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job, view};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use copus::tui::{keys, table_job};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::sync::Arc;
 
@@ -48,18 +47,7 @@ fn press(app: &mut App, code: KeyCode) {
 }
 
 fn screen(app: &App, w: u16, h: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    term.draw(|f| view::draw(f, app, ColorMode::Monochrome))
-        .expect("draws");
-    let buf = term.backend().buffer().clone();
-    let mut out = String::new();
-    for y in 0..h {
-        for x in 0..w {
-            out.push_str(buf[(x, y)].symbol());
-        }
-        out.push('\n');
-    }
-    out
+    render_support::screen(app, w, h, ColorMode::Monochrome)
 }
 
 #[test]

@@ -2,24 +2,17 @@
 //! every step of every embedded lesson, pressing the keys its instruction names and checking
 //! the change it describes, with the panel it points at focused and the question on screen.
 
+mod render_support;
 use copus::app::lessons::{self, Change, Lesson};
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::lesson::lesson_app;
 use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job, view};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use copus::tui::{keys, table_job};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::sync::Arc;
 
 fn render(app: &App, w: u16, h: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    term.draw(|f| view::draw(f, app, ColorMode::Monochrome))
-        .expect("draws");
-    let buf = term.backend().buffer().clone();
-    (0..h)
-        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
-        .collect()
+    render_support::screen(app, w, h, ColorMode::Monochrome)
 }
 
 /// The app for a lesson with its data loaded and its table computed, as the explorer has it.

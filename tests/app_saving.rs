@@ -4,27 +4,20 @@
 //! saved cursor is restored, exports are named as reported, and load failures are shown.
 
 mod dump_support;
+mod render_support;
 use copus::app::{App, Confirm, Effect, Msg, PromptEdit, WriteJob, update};
 use copus::cli::open::{
     DEMO_RON, OpenArgs, adhoc_session, demo_session, has_comments, prepared, save_target,
 };
 use copus::session::Session;
 use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job, view, worker};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use copus::tui::{keys, table_job, worker};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::path::Path;
 use std::sync::Arc;
 
 fn render(app: &App, w: u16, h: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    term.draw(|f| view::draw(f, app, ColorMode::Monochrome))
-        .expect("draws");
-    let buf = term.backend().buffer().clone();
-    (0..h)
-        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
-        .collect()
+    render_support::screen(app, w, h, ColorMode::Monochrome)
 }
 
 fn with_table(mut app: App) -> App {

@@ -1,24 +1,17 @@
 //! The demo's guided tour at 80×24: every step's instruction works from where the step leaves
 //! the focus, the popup leaves what it describes visible, and the text reads without colour.
 
+mod render_support;
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{demo_session, prepared};
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job, view};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use copus::tui::{keys, table_job};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::sync::Arc;
 
 fn render(app: &App, w: u16, h: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    term.draw(|f| view::draw(f, app, ColorMode::Monochrome))
-        .expect("draws");
-    let buf = term.backend().buffer().clone();
-    (0..h)
-        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
-        .collect()
+    render_support::screen(app, w, h, ColorMode::Monochrome)
 }
 
 fn demo() -> App {

@@ -2,26 +2,19 @@
 //! per sample and converted explicitly to the model's sequences for the heatmap; "past B_crit"
 //! only when the batch is; the Pollux efficiency is shown relative to B0.
 
+mod render_support;
 use copus::app::recommend::{Units, recommend};
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{OpenArgs, adhoc_session, app_for_session, demo_path};
 use copus::goodput::StatEffForm;
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
-use copus::tui::{table_job, view};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use copus::tui::table_job;
 use std::path::Path;
 use std::sync::Arc;
 
 fn render(app: &App, w: u16, h: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-    term.draw(|f| view::draw(f, app, ColorMode::Indexed))
-        .expect("draws");
-    let buf = term.backend().buffer().clone();
-    (0..h)
-        .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
-        .collect()
+    render_support::screen(app, w, h, ColorMode::Indexed)
 }
 
 fn with_table(mut app: App) -> App {

@@ -1,11 +1,12 @@
 //! Update and render tests of the explorer on the demo session: key sequences drive the state,
 //! and every panel draws at 80×24 and 200×60 without panicking.
 
+mod render_support;
 use copus::app::{App, Effect, Msg, WriteJob, update};
 use copus::cli::open::{app_for_session, demo_path};
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job, view};
+use copus::tui::{keys, table_job};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -26,17 +27,7 @@ fn demo_with_table() -> App {
 }
 
 fn render(app: &App, w: u16, h: u16, mode: ColorMode) -> String {
-    let mut term = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
-    term.draw(|f| view::draw(f, app, mode)).expect("draws");
-    let buf = term.backend().buffer().clone();
-    let mut out = String::new();
-    for y in 0..h {
-        for x in 0..w {
-            out.push_str(buf[(x, y)].symbol());
-        }
-        out.push('\n');
-    }
-    out
+    render_support::screen(app, w, h, mode)
 }
 
 fn key(code: KeyCode, mods: KeyModifiers) -> KeyEvent {

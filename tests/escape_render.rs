@@ -2,13 +2,11 @@
 //! name holding ESC and a CSI sequence is shown as `\u{1b}[…`, never as a raw ESC byte that
 //! would drive the terminal, in the explorer's rendered buffer and in text CLI output.
 
+mod render_support;
 use copus::app::{Msg, update};
 use copus::cli::open::{OpenArgs, adhoc_session, prepared};
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
-use copus::tui::view;
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -33,18 +31,7 @@ fn evil_stats(dir: &Path) -> PathBuf {
 }
 
 fn screen(app: &copus::app::App, w: u16, h: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
-    term.draw(|f| view::draw(f, app, ColorMode::Indexed))
-        .expect("draws");
-    let buf = term.backend().buffer().clone();
-    let mut out = String::new();
-    for y in 0..h {
-        for x in 0..w {
-            out.push_str(buf[(x, y)].symbol());
-        }
-        out.push('\n');
-    }
-    out
+    render_support::screen(app, w, h, ColorMode::Indexed)
 }
 
 #[test]
