@@ -18,6 +18,7 @@ mod protocol_fast;
 pub mod reader;
 pub mod report;
 pub mod report_stream;
+mod row_json;
 pub mod settings;
 pub mod smoothed;
 pub mod smoothing;

@@ -7,7 +7,6 @@
 use super::report::{AnalyzeReport, LayerPoint, StepRow};
 use rayon::prelude::*;
 use serde::Serialize;
-use serde::ser::SerializeMap;
 use std::collections::BTreeMap;
 use std::io::Write;
 
@@ -17,6 +16,8 @@ use std::io::Write;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowLayers {
     names: Vec<String>,
+    /// Each name as a JSON string (quoted and escaped), for the JSON writer.
+    escaped: Vec<Vec<u8>>,
     starts: Vec<usize>,
     entries: Vec<(u32, LayerPoint)>,
 }
@@ -28,13 +29,10 @@ impl RowLayers {
         // Two passes over the points (count per row, then place), so that only the final
         // entries are held: a counting sort by row, stable, so within a row name order and
         // then arrival order.
-        let row_of = |step: u64| rows.binary_search_by_key(&step, |r| r.step).ok();
         let mut starts = vec![0usize; rows.len() + 1];
         for points in traj.values() {
-            for (step, _) in points {
-                if let Some(i) = row_of(*step) {
-                    starts[i + 1] += 1;
-                }
+            for i in RowWalk::new(rows, points).flatten() {
+                starts[i + 1] += 1;
             }
         }
         for i in 0..rows.len() {
@@ -50,17 +48,20 @@ impl RowLayers {
         );
         let mut entries = vec![filler; starts[rows.len()]];
         let mut names = Vec::with_capacity(traj.len());
+        let mut escaped = Vec::with_capacity(traj.len());
         for (k, (name, points)) in traj.into_iter().enumerate() {
-            names.push(name);
-            for (step, p) in points {
-                if let Some(i) = row_of(step) {
-                    entries[next[i]] = (k as u32, p);
+            for (i, (_, p)) in RowWalk::new(rows, &points).zip(&points) {
+                if let Some(i) = i {
+                    entries[next[i]] = (k as u32, *p);
                     next[i] += 1;
                 }
             }
+            escaped.push(super::row_json::escaped_key(&name));
+            names.push(name);
         }
         Self {
             names,
+            escaped,
             starts,
             entries,
         }
@@ -71,8 +72,8 @@ impl RowLayers {
         self.starts.len().saturating_sub(1)
     }
 
-    /// Row `i`'s entries as (layer name, point), a repeated name keeping its last point.
-    fn row(&self, i: usize) -> impl Iterator<Item = (&str, &LayerPoint)> {
+    /// Row `i`'s entries as (layer index, point), a repeated name keeping its last point.
+    fn row_entries(&self, i: usize) -> impl Iterator<Item = (usize, &LayerPoint)> {
         let slice = match (self.starts.get(i), self.starts.get(i + 1)) {
             (Some(&a), Some(&b)) => &self.entries[a..b],
             _ => &[],
@@ -81,7 +82,19 @@ impl RowLayers {
             .iter()
             .enumerate()
             .filter(move |(j, (k, _))| slice.get(j + 1).is_none_or(|(next, _)| next != k))
-            .map(|(_, (k, p))| (self.names[*k as usize].as_str(), p))
+            .map(|(_, (k, p))| (*k as usize, p))
+    }
+
+    /// Row `i`'s entries as (layer name, point), a repeated name keeping its last point.
+    fn row(&self, i: usize) -> impl Iterator<Item = (&str, &LayerPoint)> {
+        self.row_entries(i)
+            .map(|(k, p)| (self.names[k].as_str(), p))
+    }
+
+    /// Row `i`'s entries as (name as a quoted, escaped JSON string, point).
+    pub(crate) fn row_escaped(&self, i: usize) -> impl Iterator<Item = (&[u8], &LayerPoint)> {
+        self.row_entries(i)
+            .map(|(k, p)| (self.escaped[k].as_slice(), p))
     }
 
     /// Put the points into the rows' own maps (`StepRow::layers`).
@@ -93,34 +106,50 @@ impl RowLayers {
     }
 }
 
-/// One step row serialised with its layers from a [`RowLayers`] (fields in `StepRow`'s order:
-/// `layers` is its last field).
-#[derive(Serialize)]
-struct RowOut<'a> {
-    #[serde(flatten)]
-    row: &'a StepRow,
-    #[serde(skip_serializing_if = "LayersOut::is_empty")]
-    layers: LayersOut<'a>,
+/// The row of each point of one layer: a walk over the rows when the points are in step
+/// order (the analysis gives them so), else a binary search per point. Either way a point
+/// goes to the row `binary_search_by_key` finds, also among rows of a repeated step.
+struct RowWalk<'a> {
+    rows: &'a [StepRow],
+    points: std::slice::Iter<'a, (u64, LayerPoint)>,
+    sorted: bool,
+    at: usize,
 }
 
-struct LayersOut<'a> {
-    all: &'a RowLayers,
-    row: usize,
-}
+impl<'a> RowWalk<'a> {
+    fn new(rows: &'a [StepRow], points: &'a [(u64, LayerPoint)]) -> Self {
+        Self {
+            rows,
+            points: points.iter(),
+            sorted: points.windows(2).all(|w| w[0].0 <= w[1].0),
+            at: 0,
+        }
+    }
 
-impl LayersOut<'_> {
-    fn is_empty(&self) -> bool {
-        self.all.row(self.row).next().is_none()
+    fn search(&self, step: u64) -> Option<usize> {
+        self.rows.binary_search_by_key(&step, |r| r.step).ok()
     }
 }
 
-impl Serialize for LayersOut<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        for (name, p) in self.all.row(self.row) {
-            m.serialize_entry(name, p)?;
+impl Iterator for RowWalk<'_> {
+    type Item = Option<usize>;
+
+    fn next(&mut self) -> Option<Option<usize>> {
+        let &(step, _) = self.points.next()?;
+        if !self.sorted {
+            return Some(self.search(step));
         }
-        m.end()
+        while self.rows.get(self.at).is_some_and(|r| r.step < step) {
+            self.at += 1;
+        }
+        let here = self.rows.get(self.at).is_some_and(|r| r.step == step);
+        let repeated = self.rows.get(self.at + 1).is_some_and(|r| r.step == step);
+        Some(match (here, repeated) {
+            (false, _) => None,
+            (true, false) => Some(self.at),
+            // Rows of a repeated step: the one the binary search picks.
+            (true, true) => self.search(step),
+        })
     }
 }
 
@@ -164,7 +193,7 @@ pub fn write_report_pretty<W: Write>(
     out.write_all(&head)?;
     let rows = &report.steps;
     for (b, batch) in rows.chunks(BATCH_ROWS).enumerate() {
-        let texts: Vec<serde_json::Result<Vec<u8>>> = batch
+        let texts: Vec<Vec<u8>> = batch
             .par_chunks(CHUNK_ROWS)
             .enumerate()
             .map(|(c, chunk)| {
@@ -172,20 +201,13 @@ pub fn write_report_pretty<W: Write>(
                 for (j, row) in chunk.iter().enumerate() {
                     let i = b * BATCH_ROWS + c * CHUNK_ROWS + j;
                     text.extend_from_slice(if i == 0 { b"\n    " } else { b",\n    " });
-                    let out = RowOut {
-                        row,
-                        layers: LayersOut {
-                            all: layers,
-                            row: i,
-                        },
-                    };
-                    pretty_indented(&out, b"    ", &mut text)?;
+                    super::row_json::write_row(&mut text, row, layers.row_escaped(i));
                 }
-                Ok(text)
+                text
             })
             .collect();
         for t in texts {
-            out.write_all(&t?)?;
+            out.write_all(&t)?;
         }
     }
     out.write_all(if rows.is_empty() {

@@ -1,0 +1,220 @@
+//! One step row of `copus analyze --json` written straight as pretty JSON bytes: the bytes
+//! `serde_json::to_writer_pretty` writes for a [`StepRow`] with its layers, at the depth of
+//! the report's `steps` array, without going through serde's (flattened, map-based)
+//! serialisation. A long run's report is mostly these rows (10⁵ steps × 4 layers ≈ 126 MB),
+//! so their writer sets the speed of `--json`.
+//!
+//! Numbers are written as serde_json writes them: integers by `itoa`, finite floats by
+//! `zmij` (shortest round-trip form), NaN and ±∞ as `null`, `None` as `null`.
+
+use super::estimate::EstimatorKind;
+use super::report::{LayerPoint, StepRow};
+
+/// A layer name as a JSON string (quotes and escapes included), as serde_json writes it.
+pub(crate) fn escaped_key(name: &str) -> Vec<u8> {
+    // Serialising a string into a Vec cannot fail.
+    serde_json::to_vec(name).unwrap_or_else(|_| b"\"\"".to_vec())
+}
+
+fn f64_json(out: &mut Vec<u8>, x: f64) {
+    if x.is_finite() {
+        out.extend_from_slice(zmij::Buffer::new().format_finite(x).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}
+
+fn opt_json(out: &mut Vec<u8>, x: Option<f64>) {
+    match x {
+        Some(x) => f64_json(out, x),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// `"key": ` on a new line at `indent`, after a comma unless it is the object's first field.
+fn key(out: &mut Vec<u8>, indent: &[u8], name: &[u8], first: bool) {
+    out.extend_from_slice(if first { b"\n" } else { b",\n" });
+    out.extend_from_slice(indent);
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+}
+
+/// A two-number array (`ci`) whose opening bracket is already on the line of its key.
+fn pair(out: &mut Vec<u8>, indent: &[u8], ci: [f64; 2]) {
+    out.extend_from_slice(b"[\n");
+    out.extend_from_slice(indent);
+    out.extend_from_slice(b"  ");
+    f64_json(out, ci[0]);
+    out.extend_from_slice(b",\n");
+    out.extend_from_slice(indent);
+    out.extend_from_slice(b"  ");
+    f64_json(out, ci[1]);
+    out.push(b'\n');
+    out.extend_from_slice(indent);
+    out.push(b']');
+}
+
+fn estimator_name(k: EstimatorKind) -> &'static [u8] {
+    match k {
+        EstimatorKind::TwoBatch => b"\"two_batch\"",
+        EstimatorKind::PerExample => b"\"per_example\"",
+        EstimatorKind::Differencing => b"\"differencing\"",
+    }
+}
+
+/// Indentation of the row's fields (the row itself sits at depth 2 of the report).
+const FIELD: &[u8] = b"      ";
+/// Indentation of a layer's entry and of its fields.
+const LAYER: &[u8] = b"        ";
+const LAYER_FIELD: &[u8] = b"          ";
+
+/// Append `row` (its own `layers` map ignored) with `layers` (name as an escaped JSON string,
+/// point) as its `layers` object, from its opening brace to its closing one.
+pub(crate) fn write_row<'a>(
+    out: &mut Vec<u8>,
+    row: &StepRow,
+    layers: impl Iterator<Item = (&'a [u8], &'a LayerPoint)>,
+) {
+    out.push(b'{');
+    key(out, FIELD, b"\"step\"", true);
+    out.extend_from_slice(itoa::Buffer::new().format(row.step).as_bytes());
+    key(out, FIELD, b"\"b_simple\"", false);
+    opt_json(out, row.b_simple);
+    key(out, FIELD, b"\"ci\"", false);
+    pair(out, FIELD, row.ci);
+    let numbers: [(&[u8], f64); 8] = [
+        (b"\"sq_small\"", row.sq_small),
+        (b"\"sq_big\"", row.sq_big),
+        (b"\"b_small\"", row.b_small),
+        (b"\"b_big\"", row.b_big),
+        (b"\"g2\"", row.g2),
+        (b"\"trace_sigma\"", row.trace_sigma),
+        (b"\"g2_step\"", row.g2_step),
+        (b"\"trace_step\"", row.trace_step),
+    ];
+    for (name, x) in numbers {
+        key(out, FIELD, name, false);
+        f64_json(out, x);
+    }
+    key(out, FIELD, b"\"ratio_ema\"", false);
+    opt_json(out, row.ratio_ema);
+    key(out, FIELD, b"\"estimator\"", false);
+    out.extend_from_slice(estimator_name(row.estimator));
+    let optional: [(&[u8], Option<f64>); 3] = [
+        (b"\"tokens\"", row.tokens),
+        (b"\"loss\"", row.loss),
+        (b"\"lr\"", row.lr),
+    ];
+    for (name, x) in optional {
+        if let Some(x) = x {
+            key(out, FIELD, name, false);
+            f64_json(out, x);
+        }
+    }
+    let mut layers = layers.peekable();
+    if layers.peek().is_some() {
+        key(out, FIELD, b"\"layers\"", false);
+        out.push(b'{');
+        let mut first = true;
+        for (name, p) in layers {
+            key(out, LAYER, name, first);
+            first = false;
+            out.push(b'{');
+            key(out, LAYER_FIELD, b"\"b_simple\"", true);
+            opt_json(out, p.b_simple);
+            key(out, LAYER_FIELD, b"\"ci\"", false);
+            pair(out, LAYER_FIELD, p.ci);
+            out.push(b'\n');
+            out.extend_from_slice(LAYER);
+            out.push(b'}');
+        }
+        out.push(b'\n');
+        out.extend_from_slice(FIELD);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"\n    }");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn row(k: u64) -> StepRow {
+        // Values across every case the writer distinguishes: None, NaN, ±∞, −0, subnormal,
+        // huge and tiny, integers stored as floats.
+        let pick = |i: u64| -> f64 {
+            match (k + i) % 11 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => f64::NEG_INFINITY,
+                3 => -0.0,
+                4 => 5e-324,
+                5 => 1.7976931348623157e308,
+                6 => 128.0,
+                7 => 1e-7 * (k as f64 + 1.0),
+                8 => -123.456e20,
+                9 => 0.1 + 0.2,
+                _ => (k as f64).sqrt() * 1e5,
+            }
+        };
+        let opt = |i: u64| ((k + i) % 3 != 0).then(|| pick(i));
+        let mut layers = BTreeMap::new();
+        for j in 0..(k % 4) {
+            layers.insert(
+                ["a", "b\"\\\n\u{1}", "ü/z", ""][j as usize].to_string(),
+                LayerPoint {
+                    b_simple: opt(j + 20),
+                    ci: [pick(j + 21), pick(j + 22)],
+                },
+            );
+        }
+        StepRow {
+            step: k * 7919 + if k == 5 { u64::MAX - 7919 * 5 } else { 0 },
+            b_simple: opt(1),
+            ci: [pick(2), pick(3)],
+            sq_small: pick(4),
+            sq_big: pick(5),
+            b_small: pick(6),
+            b_big: pick(7),
+            g2: pick(8),
+            trace_sigma: pick(9),
+            g2_step: pick(10),
+            trace_step: pick(11),
+            ratio_ema: opt(12),
+            estimator: [
+                EstimatorKind::TwoBatch,
+                EstimatorKind::PerExample,
+                EstimatorKind::Differencing,
+            ][(k % 3) as usize],
+            tokens: opt(13),
+            loss: opt(14),
+            lr: opt(15),
+            layers,
+        }
+    }
+
+    /// The hand-written row is byte for byte what serde_json's pretty printer writes for the
+    /// row inside the report's `steps` array (two levels deep).
+    #[test]
+    fn equals_serde_pretty_at_depth_two() {
+        for k in 0..200 {
+            let r = row(k);
+            let escaped: Vec<(Vec<u8>, LayerPoint)> =
+                r.layers.iter().map(|(n, p)| (escaped_key(n), *p)).collect();
+            let mut got = Vec::new();
+            write_row(&mut got, &r, escaped.iter().map(|(n, p)| (n.as_slice(), p)));
+            #[derive(serde::Serialize)]
+            struct Wrapper<'a> {
+                steps: [&'a StepRow; 1],
+            }
+            let wrapped = Wrapper { steps: [&r] };
+            let text = serde_json::to_string_pretty(&wrapped).expect("json");
+            let want = text
+                .strip_prefix("{\n  \"steps\": [\n    ")
+                .and_then(|t| t.strip_suffix("\n  ]\n}"))
+                .expect("the wrapper's shape");
+            assert_eq!(String::from_utf8_lossy(&got), want, "row {k}");
+        }
+    }
+}
