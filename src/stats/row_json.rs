@@ -158,7 +158,7 @@ mod tests {
                 _ => (k as f64).sqrt() * 1e5,
             }
         };
-        let opt = |i: u64| ((k + i) % 3 != 0).then(|| pick(i));
+        let opt = |i: u64| (!(k + i).is_multiple_of(3)).then(|| pick(i));
         let mut layers = BTreeMap::new();
         for j in 0..(k % 4) {
             layers.insert(
