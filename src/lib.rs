@@ -13,6 +13,7 @@ pub mod compute;
 pub mod format;
 pub mod fsutil;
 pub mod goodput;
+pub mod malloc_tuning;
 pub mod perf;
 pub mod pipeline;
 pub mod plan;

@@ -15,6 +15,7 @@ fn default_sigpipe() {
 fn main() -> std::process::ExitCode {
     #[cfg(unix)]
     default_sigpipe();
+    copus::malloc_tuning::tune_for_large_buffers();
     let cli = copus::cli::Cli::parse();
     match copus::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -15,6 +15,7 @@ mod kernel_sums;
 pub mod layers;
 pub mod protocol;
 mod protocol_fast;
+mod protocol_scan;
 pub mod reader;
 pub mod report;
 pub mod report_stream;

@@ -72,23 +72,36 @@ fn plain(x: f64) -> bool {
 }
 
 /// The record of a well-formed line (before the domain checks of `validate`), or `None` when
-/// the general path must decide.
+/// the general path must decide. The hand scanner ([`super::protocol_scan`]) reads the usual
+/// shapes; serde's typed deserialiser the rest of the well-formed ones.
 pub(crate) fn parse(line: &str) -> Option<StepStats> {
+    match super::protocol_scan::scan(line) {
+        Some(r) => accept(r),
+        None => parse_serde(line),
+    }
+}
+
+/// The record when every number is one the general path takes as it is.
+fn accept(r: StepStats) -> Option<StepStats> {
+    let numbers = [r.b_small, r.b_big, r.sq_small, r.sq_big];
+    let optional = [r.tokens, r.loss, r.lr, r.step_time_s, r.dot_prev];
+    let ok = r.v == PROTOCOL_VERSION
+        && numbers.into_iter().all(plain)
+        && optional.into_iter().flatten().all(plain)
+        && r.layers
+            .values()
+            .all(|x| plain(x.sq_small) && plain(x.sq_big));
+    ok.then_some(r)
+}
+
+/// [`parse`] through serde's typed deserialiser only.
+pub(crate) fn parse_serde(line: &str) -> Option<StepStats> {
     // A top-level array would deserialise positionally into the struct: not a record.
     if !line.trim_start().starts_with('{') {
         return None;
     }
     let l: Line = serde_json::from_str(line).ok()?;
-    let layers = l.layers.map(|x| x.0).unwrap_or_default();
-    let numbers = [l.b_small, l.b_big, l.sq_small, l.sq_big];
-    let optional = [l.tokens, l.loss, l.lr, l.step_time_s, l.dot_prev];
-    let ok = l.v == PROTOCOL_VERSION
-        && numbers.into_iter().all(plain)
-        && optional.into_iter().flatten().all(plain)
-        && layers
-            .values()
-            .all(|x| plain(x.sq_small) && plain(x.sq_big));
-    ok.then_some(StepStats {
+    accept(StepStats {
         v: l.v,
         step: l.step,
         b_small: l.b_small,
@@ -101,7 +114,7 @@ pub(crate) fn parse(line: &str) -> Option<StepStats> {
         lr: l.lr,
         step_time_s: l.step_time_s,
         config: l.config,
-        layers,
+        layers: l.layers.map(|x| x.0).unwrap_or_default(),
         skipped: l.skipped,
         dot_prev: l.dot_prev,
     })
@@ -176,6 +189,16 @@ mod tests {
                 .iter()
                 .all(|&i| super::parse(&lines[i]).is_some())
         );
+        // ... and the serde path alone agrees with the scanner wherever the scanner reads.
+        for line in &lines {
+            if crate::stats::protocol_scan::scan(line).is_some() {
+                assert_eq!(
+                    format!("{:?}", super::parse(line)),
+                    format!("{:?}", super::parse_serde(line)),
+                    "line {line}"
+                );
+            }
+        }
         assert!(
             [3, 5, 14]
                 .iter()
