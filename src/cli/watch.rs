@@ -133,7 +133,7 @@ pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
 /// [`live_estimate`] and the variance inflation φ of its smoothed points (1 without one).
 fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
     let settings = live_settings();
-    match crate::stats::analyze_without_row_layers(records, &settings) {
+    match crate::stats::analyze_without_layer_detail(records, &settings) {
         Ok(report) => {
             let phi = inflation_of_rows(&report.steps, &settings);
             let now = report.steps.last();

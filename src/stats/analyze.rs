@@ -4,7 +4,7 @@
 
 use super::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, record_changes};
 use super::estimate::{EstimatorKind, NoEstimate, StepEstimate, estimate_record};
-use super::layers::breakdown;
+use super::layers::{LayerDetail, breakdown_with};
 use super::protocol::{ProtocolError, validate};
 use super::reader::ReadOutcome;
 use super::report::{AnalyzeReport, LayerPoint, StepRow, Summary};
@@ -62,15 +62,22 @@ pub fn analyze(
     analyze_with_counts(records, &InputCounts::default(), settings)
 }
 
-/// [`analyze`] without the per-layer points on the step rows (`steps[].layers` left empty):
-/// the summary, its per-layer rows and every other field are the same. For callers that read
-/// only the summary and the whole-model trajectory (the live watch's final estimate), this
-/// skips building one map per step.
-pub fn analyze_without_row_layers(
+/// [`analyze`] without the per-layer analysis beyond its diagnostics: `steps[].layers` and
+/// `summary.layers` are left empty; the diagnostics (a dominating layer, layers that do not
+/// add up) and every other field are the same. For callers that read only the summary and
+/// the whole-model trajectory (the live watch's final estimate), this skips one smoothing
+/// per layer.
+pub fn analyze_without_layer_detail(
     records: &[StepStats],
     settings: &EstimatorSettings,
 ) -> Result<AnalyzeReport, StatsError> {
-    analyze_impl(records, &InputCounts::default(), settings).map(|(r, _)| r)
+    analyze_impl(
+        records,
+        &InputCounts::default(),
+        settings,
+        LayerDetail::DiagnosticsOnly,
+    )
+    .map(|(r, _)| r)
 }
 
 /// [`analyze`] with the rows' per-layer points held apart, flat ([`RowLayers`]); the rows'
@@ -96,7 +103,7 @@ fn analyze_split_with_counts(
     counts: &InputCounts,
     settings: &EstimatorSettings,
 ) -> Result<(AnalyzeReport, RowLayers), StatsError> {
-    let (report, traj) = analyze_impl(records, counts, settings)?;
+    let (report, traj) = analyze_impl(records, counts, settings, LayerDetail::Full)?;
     let layers = RowLayers::assign(&report.steps, traj);
     Ok((report, layers))
 }
@@ -146,6 +153,7 @@ fn analyze_impl(
     records: &[StepStats],
     counts: &InputCounts,
     settings: &EstimatorSettings,
+    detail: LayerDetail,
 ) -> Result<(AnalyzeReport, Trajectories), StatsError> {
     settings.validate().map_err(StatsError::Settings)?;
     if records.is_empty() {
@@ -213,7 +221,16 @@ fn analyze_impl(
         g2: &g2,
         b_big: &b_big,
     };
-    let sm = smooth(&series, settings);
+    let two_batch: Vec<&StepStats> = est
+        .iter()
+        .filter(|e| !e.kind.is_biased())
+        .map(|e| kept[e.index])
+        .collect();
+    // The whole model's smoothing and the layers' are independent: side by side.
+    let (sm, per_layer) = rayon::join(
+        || smooth(&series, settings),
+        || breakdown_with(&two_batch, settings, detail),
+    );
     let run_wide = WindowEstimate {
         first_step: steps[0],
         last_step: steps[steps.len() - 1],
@@ -259,12 +276,6 @@ fn analyze_impl(
         .collect();
 
     let used: Vec<&StepStats> = est.iter().map(|e| kept[e.index]).collect();
-    let two_batch: Vec<&StepStats> = est
-        .iter()
-        .filter(|e| !e.kind.is_biased())
-        .map(|e| kept[e.index])
-        .collect();
-    let per_layer = breakdown(&two_batch, settings);
     let trajectories = per_layer.trajectories;
 
     let mut diagnostics = record_changes(&used);

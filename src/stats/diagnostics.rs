@@ -227,8 +227,13 @@ fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
     let mut out = Vec::new();
     let mut t = w;
     while t + w <= records.len() {
+        // Medians of JUMP_WINDOW values, on the stack (this runs for every step).
         let med = |f: fn(&StepStats) -> f64, a: usize, b: usize| {
-            let mut v: Vec<f64> = records[a..b].iter().map(|r| f(r)).collect();
+            let mut v = [0.0f64; JUMP_WINDOW];
+            for (x, r) in v.iter_mut().zip(&records[a..b]) {
+                *x = f(r);
+            }
+            let v = &mut v[..b - a];
             v.sort_by(f64::total_cmp);
             v[v.len() / 2]
         };

@@ -13,6 +13,7 @@
 
 use super::fft::Fft;
 use super::smoothing::Moments;
+use rustfft::num_complex::Complex64;
 use std::ops::Range;
 
 /// How the sums of one stretch are computed (tests force each one).
@@ -227,26 +228,24 @@ impl Plan {
 
     fn run(&self, b: &Buckets, seg: &Range<usize>, h: f64, out: &mut [Moments]) {
         let (len, r) = (self.len, self.r);
-        let fft = Fft::new(len);
+        let mut fft = Fft::new(len);
+        let zero = Complex64::new(0.0, 0.0);
         // Kernel spectra of w and w², laid circularly (symmetric around 0).
-        let mut spectra = [
-            (vec![0.0; len], vec![0.0; len]),
-            (vec![0.0; len], vec![0.0; len]),
-        ];
+        let mut spectra = [vec![zero; len], vec![zero; len]];
         for m in 0..=r {
             let w = gauss(m as u64 * self.gcd, h);
-            for (sq, (re, _)) in spectra.iter_mut().enumerate() {
+            for (sq, x) in spectra.iter_mut().enumerate() {
                 let v = if sq == 1 { w * w } else { w };
-                re[m] = v;
-                re[(len - m) % len] = v;
+                x[m] = Complex64::new(v, 0.0);
+                x[(len - m) % len] = Complex64::new(v, 0.0);
             }
         }
-        for (re, im) in spectra.iter_mut() {
-            fft.forward(re, im);
+        for x in spectra.iter_mut() {
+            fft.forward(x);
         }
         let first = b.step[seg.start];
         let pos = |j: usize| ((b.step[j] - first) / self.gcd) as usize;
-        let mut bufs: Vec<(Vec<f64>, Vec<f64>)> = vec![(vec![0.0; len], vec![0.0; len]); 5];
+        let mut bufs: Vec<Vec<Complex64>> = vec![vec![zero; len]; 5];
         let (mut in_lo, mut out_lo) = (seg.start, seg.start);
         let mut s = 0usize;
         while out_lo < seg.end {
@@ -270,32 +269,25 @@ impl Plan {
                 }
             }
             let scale = scale.map(|x| if x > 0.0 && x.is_finite() { x } else { 1.0 });
-            for ((re, im), &(cr, ci, _)) in bufs.iter_mut().zip(&PAIRS) {
-                re.fill(0.0);
-                im.fill(0.0);
+            for (x, &(cr, ci, sq)) in bufs.iter_mut().zip(&PAIRS) {
+                x.fill(zero);
                 for j in in_lo..in_hi {
                     let idx = (pos(j) as i64 - origin) as usize;
                     let val = |c: usize| b.sums[j].get(c).map_or(0.0, |x| x / scale[c]);
-                    re[idx] = val(cr);
-                    im[idx] = val(ci);
+                    x[idx] = Complex64::new(val(cr), val(ci));
                 }
-                fft.forward(re, im);
-            }
-            for ((re, im), &(_, _, sq)) in bufs.iter_mut().zip(&PAIRS) {
-                let (kr, ki) = &spectra[usize::from(sq)];
-                for i in 0..len {
-                    let (a, c) = (re[i], im[i]);
-                    re[i] = a * kr[i] - c * ki[i];
-                    im[i] = a * ki[i] + c * kr[i];
+                fft.forward(x);
+                for (v, k) in x.iter_mut().zip(&spectra[usize::from(sq)]) {
+                    *v *= k;
                 }
-                fft.inverse(re, im);
+                fft.inverse(x);
             }
             let end = s + self.step();
             while out_lo < seg.end && pos(out_lo) < end {
                 let idx = (pos(out_lo) as i64 - origin) as usize;
                 let get = |p: usize, imag: bool, c: usize| {
-                    let (re, im) = &bufs[p];
-                    (if imag { im[idx] } else { re[idx] }) * scale[c]
+                    let v = bufs[p][idx];
+                    (if imag { v.im } else { v.re }) * scale[c]
                 };
                 out[out_lo] = Moments {
                     w: get(0, false, 0),

@@ -7,7 +7,7 @@ use super::diagnostics::{Diagnostic, DiagnosticKind, Severity};
 use super::estimate::two_batch;
 use super::report::{LayerPoint, LayerRow};
 use super::settings::EstimatorSettings;
-use super::smoothed::{Series, smooth};
+use super::smoothed::{Series, run_means, smooth};
 use super::step::StepStats;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
@@ -34,6 +34,26 @@ pub struct Breakdown {
 /// Per-layer rows (sorted by descending trace share), the layer diagnostics and the per-layer
 /// trajectories, from two-batch `records` sorted by step.
 pub fn breakdown(records: &[&StepStats], settings: &EstimatorSettings) -> Breakdown {
+    breakdown_with(records, settings, LayerDetail::Full)
+}
+
+/// How much of the per-layer analysis to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerDetail {
+    /// Rows with their intervals and the per-step trajectories (one smoothing per layer).
+    Full,
+    /// Only what the layer diagnostics need (each layer's share of tr(Σ), from run-wide
+    /// means, the same numbers as the full rows' `trace_sigma`): no rows, no trajectories.
+    DiagnosticsOnly,
+}
+
+/// [`breakdown`] at the given detail; with [`LayerDetail::DiagnosticsOnly`] `rows` and
+/// `trajectories` are empty and the diagnostics are those of the full breakdown.
+pub fn breakdown_with(
+    records: &[&StepStats],
+    settings: &EstimatorSettings,
+    detail: LayerDetail,
+) -> Breakdown {
     let dominating_share = settings.dominating_layer_share;
     let mut series: BTreeMap<&str, LayerSeries> = BTreeMap::new();
     let mut mismatch = (0usize, 0usize, u64::MAX, 0u64);
@@ -65,14 +85,22 @@ pub fn breakdown(records: &[&StepStats], settings: &EstimatorSettings) -> Breakd
     // One smoothing pass per layer: independent, so in parallel (a live run with many layers
     // is re-analysed several times a second).
     let series: Vec<(&str, LayerSeries)> = series.into_iter().collect();
-    let done: Vec<(LayerRow, Vec<(u64, LayerPoint)>)> = series
-        .par_iter()
-        .map(|(name, s)| layer(name, s, settings))
-        .collect();
+    let done: Vec<(LayerRow, Vec<(u64, LayerPoint)>)> = match detail {
+        LayerDetail::Full => series
+            .par_iter()
+            .map(|(name, s)| layer(name, s, settings))
+            .collect(),
+        LayerDetail::DiagnosticsOnly => series
+            .iter()
+            .map(|(name, s)| (share_row(name, s), Vec::new()))
+            .collect(),
+    };
     let mut rows: Vec<LayerRow> = Vec::with_capacity(done.len());
     let mut trajectories = BTreeMap::new();
     for (row, traj) in done {
-        trajectories.insert(row.name.clone(), traj);
+        if detail == LayerDetail::Full {
+            trajectories.insert(row.name.clone(), traj);
+        }
         rows.push(row);
     }
     let total: f64 = rows.iter().map(|r| r.trace_sigma).sum();
@@ -115,10 +143,27 @@ pub fn breakdown(records: &[&StepStats], settings: &EstimatorSettings) -> Breakd
                 .at(mismatch.2, mismatch.3),
         );
     }
+    if detail == LayerDetail::DiagnosticsOnly {
+        rows.clear();
+    }
     Breakdown {
         rows,
         diagnostics: diags,
         trajectories,
+    }
+}
+
+/// A layer's row with only its run-wide means (no interval): enough for its share.
+fn share_row(name: &str, s: &LayerSeries) -> LayerRow {
+    let (trace, g2) = run_means(&s.trace, &s.g2);
+    LayerRow {
+        name: name.to_string(),
+        trace_share: 0.0,
+        b_simple: (g2 > 0.0).then(|| trace / g2),
+        ci: [f64::NAN, f64::NAN],
+        trace_sigma: trace,
+        g2,
+        steps: s.steps.len(),
     }
 }
 

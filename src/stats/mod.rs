@@ -29,7 +29,7 @@ pub mod window;
 
 pub use analyze::{
     InputCounts, StatsError, analyze, analyze_outcome, analyze_outcome_split, analyze_split,
-    analyze_with_counts, analyze_without_row_layers,
+    analyze_with_counts, analyze_without_layer_detail,
 };
 pub use compare::{Comparison, compare};
 pub use diagnostics::{Diagnostic, DiagnosticKind, Severity};

@@ -81,6 +81,13 @@ pub(crate) fn parse(line: &str) -> Option<StepStats> {
     }
 }
 
+/// [`parse`] for a line's raw bytes (not yet checked to be UTF-8, not trimmed), when the hand
+/// scanner reads it; `None` means the caller takes the usual path (UTF-8 check, trim,
+/// [`super::protocol::parse_line`]), which gives the same result for the lines read here.
+pub(crate) fn parse_scanned_bytes(line: &[u8]) -> Option<StepStats> {
+    super::protocol_scan::scan_bytes(line).and_then(accept)
+}
+
 /// The record when every number is one the general path takes as it is.
 fn accept(r: StepStats) -> Option<StepStats> {
     let numbers = [r.b_small, r.b_big, r.sq_small, r.sq_big];

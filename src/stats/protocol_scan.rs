@@ -48,61 +48,64 @@ impl<'a> Scan<'a> {
         hit
     }
 
-    /// A string without escapes or control characters (its contents).
-    fn string(&mut self) -> Option<&'a str> {
+    /// A string without escapes or control characters (its bytes; valid UTF-8 only when the
+    /// caller checks it, as [`Self::text`] does).
+    fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
-        let start = self.i;
-        loop {
-            match *self.b.get(self.i)? {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => self.i += 1,
-            }
+        let rest = self.b.get(self.i..)?;
+        let len = memchr::memchr(b'"', rest)?;
+        let s = &rest[..len];
+        if s.iter().any(|&c| c == b'\\' || c < 0x20) {
+            return None;
         }
-        let s = std::str::from_utf8(&self.b[start..self.i]).ok()?;
-        self.i += 1;
+        self.i += len + 1;
         Some(s)
+    }
+
+    /// A string as [`Self::string`], checked to be UTF-8.
+    fn text(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.string()?).ok()
     }
 
     /// A number in JSON's grammar: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
     fn number(&mut self) -> Option<Number<'a>> {
         self.ws();
-        let start = self.i;
-        let negative = self.b.get(self.i) == Some(&b'-');
-        if negative {
-            self.i += 1;
-        }
-        let digits = |s: &mut Self| {
-            let from = s.i;
-            while s.b.get(s.i).is_some_and(u8::is_ascii_digit) {
-                s.i += 1;
-            }
-            s.i - from
+        let rest = self.b.get(self.i..)?;
+        let digits_from = |k: usize| {
+            rest.get(k..)
+                .map_or(0, |r| r.iter().take_while(|c| c.is_ascii_digit()).count())
         };
-        let int_start = self.i;
-        let n = digits(self);
-        if n == 0 || (n > 1 && self.b[int_start] == b'0') {
+        let negative = rest.first() == Some(&b'-');
+        let mut k = usize::from(negative);
+        let n = digits_from(k);
+        if n == 0 || (n > 1 && rest[k] == b'0') {
             return None;
         }
+        k += n;
         let mut integer = true;
-        if self.b.get(self.i) == Some(&b'.') {
-            self.i += 1;
-            if digits(self) == 0 {
+        if rest.get(k) == Some(&b'.') {
+            let f = digits_from(k + 1);
+            if f == 0 {
                 return None;
             }
+            k += 1 + f;
             integer = false;
         }
-        if let Some(b'e' | b'E') = self.b.get(self.i) {
-            self.i += 1;
-            if let Some(b'+' | b'-') = self.b.get(self.i) {
-                self.i += 1;
+        if let Some(b'e' | b'E') = rest.get(k) {
+            k += 1;
+            if let Some(b'+' | b'-') = rest.get(k) {
+                k += 1;
             }
-            if digits(self) == 0 {
+            let e = digits_from(k);
+            if e == 0 {
                 return None;
             }
+            k += e;
             integer = false;
         }
-        let text = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        // ASCII by construction.
+        let text = std::str::from_utf8(&rest[..k]).ok()?;
+        self.i += k;
         Some(Number {
             text,
             integer,
@@ -128,7 +131,7 @@ impl<'a> Scan<'a> {
 
     /// `{ "a": .., "b": .. }` with each key handled by `field` (which returns `None` to give
     /// up); an empty object is allowed.
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         if self.peek_eat(b'}') {
             return Some(());
@@ -155,8 +158,8 @@ fn layer(s: &mut Scan<'_>) -> Option<LayerSq> {
     let (mut small, mut big) = (None, None);
     s.object(|s, key| {
         let slot = match key {
-            "sq_small" => &mut small,
-            "sq_big" => &mut big,
+            b"sq_small" => &mut small,
+            b"sq_big" => &mut big,
             _ => return None,
         };
         if slot.is_some() {
@@ -175,7 +178,9 @@ fn layer(s: &mut Scan<'_>) -> Option<LayerSq> {
 fn config(s: &mut Scan<'_>) -> Option<StepConfig> {
     let mut v: [Option<u32>; 4] = [None; 4];
     s.object(|s, key| {
-        let k = ["dp", "tp", "pp", "mbs"].iter().position(|n| *n == key)?;
+        let k = [&b"dp"[..], b"tp", b"pp", b"mbs"]
+            .iter()
+            .position(|n| *n == key)?;
         if v[k].is_some() {
             return None;
         }
@@ -192,19 +197,23 @@ fn config(s: &mut Scan<'_>) -> Option<StepConfig> {
 
 /// The record of a line in the shape described above (before any range check), or `None`.
 pub(crate) fn scan(line: &str) -> Option<StepStats> {
-    let mut s = Scan {
-        b: line.as_bytes(),
-        i: 0,
-    };
+    scan_bytes(line.as_bytes())
+}
+
+/// [`scan`] on the bytes of a line not yet known to be UTF-8: a line it accepts is UTF-8
+/// (its strings are checked, everything else it takes is ASCII), so a reader can skip that
+/// check for it.
+pub(crate) fn scan_bytes(line: &[u8]) -> Option<StepStats> {
+    let mut s = Scan { b: line, i: 0 };
     let mut r = StepStats::new(0, 0.0, 0.0, 0.0, 0.0);
     let mut seen = 0u32;
     s.object(|s, key| {
         let (bit, slot): (u32, Option<&mut Option<f64>>) = match key {
-            "tokens" => (1 << 6, Some(&mut r.tokens)),
-            "loss" => (1 << 7, Some(&mut r.loss)),
-            "lr" => (1 << 8, Some(&mut r.lr)),
-            "step_time_s" => (1 << 9, Some(&mut r.step_time_s)),
-            "dot_prev" => (1 << 10, Some(&mut r.dot_prev)),
+            b"tokens" => (1 << 6, Some(&mut r.tokens)),
+            b"loss" => (1 << 7, Some(&mut r.loss)),
+            b"lr" => (1 << 8, Some(&mut r.lr)),
+            b"step_time_s" => (1 << 9, Some(&mut r.step_time_s)),
+            b"dot_prev" => (1 << 10, Some(&mut r.dot_prev)),
             _ => (0, None),
         };
         if let Some(slot) = slot {
@@ -213,46 +222,47 @@ pub(crate) fn scan(line: &str) -> Option<StepStats> {
             return Some(());
         }
         match key {
-            "v" => {
+            b"v" => {
                 once(&mut seen, 1)?;
                 r.v = s.unsigned()?;
             }
-            "step" => {
+            b"step" => {
                 once(&mut seen, 1 << 1)?;
                 r.step = s.unsigned()?;
             }
-            "b_small" => {
+            b"b_small" => {
                 once(&mut seen, 1 << 2)?;
                 r.b_small = s.f64()?;
             }
-            "b_big" => {
+            b"b_big" => {
                 once(&mut seen, 1 << 3)?;
                 r.b_big = s.f64()?;
             }
-            "sq_small" => {
+            b"sq_small" => {
                 once(&mut seen, 1 << 4)?;
                 r.sq_small = s.f64()?;
             }
-            "sq_big" => {
+            b"sq_big" => {
                 once(&mut seen, 1 << 5)?;
                 r.sq_big = s.f64()?;
             }
-            "n_small" => {
+            b"n_small" => {
                 once(&mut seen, 1 << 11)?;
                 r.n_small = Some(s.unsigned()?);
             }
-            "config" => {
+            b"config" => {
                 once(&mut seen, 1 << 12)?;
                 r.config = Some(config(s)?);
             }
-            "skipped" => {
+            b"skipped" => {
                 once(&mut seen, 1 << 13)?;
-                r.skipped = Some(s.string()?.to_string());
+                r.skipped = Some(s.text()?.to_string());
             }
-            "layers" => {
+            b"layers" => {
                 once(&mut seen, 1 << 14)?;
                 let mut layers = BTreeMap::new();
                 s.object(|s, name| {
+                    let name = std::str::from_utf8(name).ok()?;
                     layers.insert(name.to_string(), layer(s)?);
                     Some(())
                 })?;

@@ -99,6 +99,13 @@ enum Parsed {
 }
 
 fn parse_bytes(bytes: &[u8]) -> Parsed {
+    // The usual line, read straight from its bytes: what `parse_line` gives it.
+    if let Some(r) = super::protocol_fast::parse_scanned_bytes(bytes) {
+        return match super::protocol::validate(&r) {
+            Ok(()) => Parsed::Record(r),
+            Err(e) => Parsed::Error(e),
+        };
+    }
     match std::str::from_utf8(bytes) {
         Ok(s) => match s.trim() {
             "" => Parsed::Blank,

@@ -105,21 +105,35 @@ impl Detrended {
     }
 }
 
+/// The common scale of the per-step estimates (their largest magnitude; 1 when that is 0 or
+/// not finite): the smoother works on values divided by it.
+fn scale_of(trace: &[f64], g2: &[f64]) -> f64 {
+    let scale = trace.iter().chain(g2).map(|x| x.abs()).fold(0.0, f64::max);
+    if scale > 0.0 && scale.is_finite() {
+        scale
+    } else {
+        1.0
+    }
+}
+
+fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+/// Run-wide mean tr(Σ) and mean |G|² of a series, bit for bit as [`smooth`]'s summary
+/// computes them, without smoothing (for callers that need only the means).
+pub fn run_means(trace: &[f64], g2: &[f64]) -> (f64, f64) {
+    let scale = scale_of(trace, g2);
+    let t: Vec<f64> = trace.iter().map(|x| x / scale).collect();
+    let g: Vec<f64> = g2.iter().map(|x| x / scale).collect();
+    (mean(&t) * scale, mean(&g) * scale)
+}
+
 /// Summary, windows and trajectory. Values are rescaled internally for numerical range;
 /// B_simple is invariant to that scale.
 pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
     let n = series.trace.len();
-    let scale = series
-        .trace
-        .iter()
-        .chain(series.g2)
-        .map(|x| x.abs())
-        .fold(0.0, f64::max);
-    let scale = if scale > 0.0 && scale.is_finite() {
-        scale
-    } else {
-        1.0
-    };
+    let scale = scale_of(series.trace, series.g2);
     let t: Vec<f64> = series.trace.iter().map(|x| x / scale).collect();
     let g: Vec<f64> = series.g2.iter().map(|x| x / scale).collect();
     let z = z_for(settings.confidence);
@@ -129,9 +143,7 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
     // Two-sided kernel: detrending residuals for the variances (whatever the smoother).
     let d = detrend(&t, &g, series.steps, h);
     let window = |range: std::ops::Range<usize>| {
-        let k = range.len() as f64;
-        let mt = t[range.clone()].iter().sum::<f64>() / k;
-        let mg = g[range.clone()].iter().sum::<f64>() / k;
+        let (mt, mg) = (mean(&t[range.clone()]), mean(&g[range.clone()]));
         let v = d.mean_cov(range.clone(), lag);
         let var_ln = (mt > 0.0 && mg > 0.0)
             .then(|| v.0 / (mt * mt) - 2.0 * v.1 / (mt * mg) + v.2 / (mg * mg))

@@ -45,14 +45,18 @@ struct OpenFile {
     offset: u64,
 }
 
+/// Bytes read from the file at a time: a follower catching up with a long file gets a couple
+/// of thousand lines a read, which [`LineIngest::feed`] parses in parallel.
+const READ_CHUNK_BYTES: usize = 1 << 20;
+
 /// Follow `path` until `em` says to stop. Runs on the follower thread.
 pub(super) fn follow_file<P, E>(path: &Path, parser: P, opts: &FollowOptions, em: &mut Emitter)
 where
-    P: FnMut(&str) -> Result<StepStats, E>,
+    P: Fn(&str) -> Result<StepStats, E> + Sync,
     E: Display,
 {
     let mut ingest = LineIngest::new(parser);
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; READ_CHUNK_BYTES];
     let mut open: Option<OpenFile> = None;
     let mut said_waiting = false;
     let mut said_removed = false;
@@ -149,7 +153,7 @@ where
 /// Read what is left of a rotated-away file (written between our last read and the rename).
 fn drain<P, E>(of: &mut OpenFile, ingest: &mut LineIngest<P>, buf: &mut [u8], em: &mut Emitter)
 where
-    P: FnMut(&str) -> Result<StepStats, E>,
+    P: Fn(&str) -> Result<StepStats, E> + Sync,
     E: Display,
 {
     loop {
@@ -169,7 +173,7 @@ where
 
 fn drop_partial<P, E>(ingest: &mut LineIngest<P>, em: &mut Emitter, what: &str)
 where
-    P: FnMut(&str) -> Result<StepStats, E>,
+    P: Fn(&str) -> Result<StepStats, E> + Sync,
     E: Display,
 {
     let pending = ingest.pending_bytes();

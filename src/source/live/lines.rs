@@ -23,9 +23,13 @@ pub struct LineIngest<P> {
     discarding: bool,
 }
 
+/// Complete lines in one chunk from which they are parsed in parallel (a follower catching up
+/// with a long file reads ~2,000 lines a chunk; a live run appends a few at a time).
+const PARALLEL_LINES: usize = 256;
+
 impl<P, E> LineIngest<P>
 where
-    P: FnMut(&str) -> Result<StepStats, E>,
+    P: Fn(&str) -> Result<StepStats, E> + Sync,
     E: Display,
 {
     /// An ingest with no buffered bytes, using `parser` for each complete line.
@@ -59,27 +63,57 @@ where
     }
 
     /// Feed the next bytes of the stream; `emit` receives one event per complete non-blank
-    /// line (a `Record` or a `Malformed`).
+    /// line (a `Record` or a `Malformed`), in stream order. Many complete lines in one chunk
+    /// are parsed in parallel.
     pub fn feed(&mut self, mut bytes: &[u8], emit: &mut impl FnMut(LiveEvent)) {
-        while let Some(nl) = bytes.iter().position(|&b| b == b'\n') {
-            let (head, rest) = (&bytes[..nl], &bytes[nl + 1..]);
-            bytes = rest;
+        // The line in progress (buffered or being discarded) ends at the first newline.
+        if self.discarding || !self.partial.is_empty() {
+            let Some(nl) = memchr::memchr(b'\n', bytes) else {
+                self.keep_tail(bytes, emit);
+                return;
+            };
+            let head = &bytes[..nl];
+            bytes = &bytes[nl + 1..];
             self.line_no += 1;
             if self.discarding {
                 self.discarding = false;
                 self.partial.clear();
-                continue;
-            }
-            if self.partial.is_empty() {
-                self.handle_line(head, emit);
             } else {
                 let mut line = std::mem::take(&mut self.partial);
                 line.extend_from_slice(head);
-                self.handle_line(&line, emit);
+                emit_some(classify(&self.parser, self.line_no, &line), emit);
                 line.clear();
                 self.partial = line;
             }
         }
+        let end = memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1);
+        let (whole, tail) = bytes.split_at(end);
+        if let Some(whole) = whole.strip_suffix(b"\n") {
+            let lines: Vec<&[u8]> = whole.split(|&b| b == b'\n').collect();
+            let first = self.line_no + 1;
+            let parser = &self.parser;
+            if lines.len() >= PARALLEL_LINES {
+                use rayon::prelude::*;
+                let events: Vec<Option<LiveEvent>> = lines
+                    .par_iter()
+                    .enumerate()
+                    .map(|(k, raw)| classify(parser, first + k as u64, raw))
+                    .collect();
+                for ev in events {
+                    emit_some(ev, emit);
+                }
+            } else {
+                for (k, raw) in lines.iter().enumerate() {
+                    emit_some(classify(parser, first + k as u64, raw), emit);
+                }
+            }
+            self.line_no += lines.len() as u64;
+        }
+        self.keep_tail(tail, emit);
+    }
+
+    /// Buffer the bytes of an unfinished line (or drop them while discarding one too long).
+    fn keep_tail(&mut self, bytes: &[u8], emit: &mut impl FnMut(LiveEvent)) {
         if self.discarding || bytes.is_empty() {
             return;
         }
@@ -94,37 +128,46 @@ where
             self.partial.extend_from_slice(bytes);
         }
     }
+}
 
-    fn handle_line(&mut self, raw: &[u8], emit: &mut impl FnMut(LiveEvent)) {
-        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        if raw.len() > MAX_LINE_BYTES {
-            emit(LiveEvent::Malformed {
-                line_no: self.line_no,
-                reason: format!("line longer than {MAX_LINE_BYTES} bytes: discarded"),
-            });
-            return;
-        }
-        let text = match std::str::from_utf8(raw) {
-            Ok(t) => t,
-            Err(e) => {
-                emit(LiveEvent::Malformed {
-                    line_no: self.line_no,
-                    reason: format!("not UTF-8: {e}"),
-                });
-                return;
-            }
-        };
-        if text.trim().is_empty() {
-            return;
-        }
-        match (self.parser)(text) {
-            Ok(record) => emit(LiveEvent::Record(record)),
-            Err(e) => emit(LiveEvent::Malformed {
-                line_no: self.line_no,
-                reason: e.to_string(),
-            }),
-        }
+fn emit_some(ev: Option<LiveEvent>, emit: &mut impl FnMut(LiveEvent)) {
+    if let Some(ev) = ev {
+        emit(ev);
     }
+}
+
+/// The event of complete line `line_no` (without its newline): `None` for a blank line.
+fn classify<P, E>(parser: &P, line_no: u64, raw: &[u8]) -> Option<LiveEvent>
+where
+    P: Fn(&str) -> Result<StepStats, E>,
+    E: Display,
+{
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    if raw.len() > MAX_LINE_BYTES {
+        return Some(LiveEvent::Malformed {
+            line_no,
+            reason: format!("line longer than {MAX_LINE_BYTES} bytes: discarded"),
+        });
+    }
+    let text = match std::str::from_utf8(raw) {
+        Ok(t) => t,
+        Err(e) => {
+            return Some(LiveEvent::Malformed {
+                line_no,
+                reason: format!("not UTF-8: {e}"),
+            });
+        }
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    Some(match parser(text) {
+        Ok(record) => LiveEvent::Record(record),
+        Err(e) => LiveEvent::Malformed {
+            line_no,
+            reason: e.to_string(),
+        },
+    })
 }
 
 #[cfg(test)]
@@ -176,5 +219,47 @@ mod tests {
             LiveEvent::Malformed { line_no: 1, .. }
         ));
         assert!(matches!(&events[1], LiveEvent::Record(_)));
+    }
+
+    /// Many lines in one chunk (parsed in parallel) give the events, in order and with the
+    /// line numbers, that the same bytes fed a few at a time (parsed one by one) give.
+    #[test]
+    fn a_large_chunk_parses_as_small_chunks_do() {
+        let mut bytes = Vec::new();
+        for i in 0..3 * PARALLEL_LINES {
+            match i % 7 {
+                0 => bytes.extend_from_slice(b"\n"),
+                1 => bytes.extend_from_slice(b"garbage\r\n"),
+                2 => bytes.extend_from_slice(b"\xff\xfe\n"),
+                3 => bytes.extend_from_slice(b"   \t\n"),
+                _ => bytes.extend_from_slice(
+                    format!(
+                        "{}\r\n",
+                        REC.replace("\"step\":7", &format!("\"step\":{i}"))
+                    )
+                    .as_bytes(),
+                ),
+            }
+        }
+        bytes.extend_from_slice(REC.as_bytes()); // an unfinished last line
+        let whole = collect(&[&bytes]);
+        let pieces: Vec<&[u8]> = bytes.chunks(37).collect();
+        let small = collect(&pieces);
+        assert_eq!(format!("{whole:?}"), format!("{small:?}"));
+        let records = whole
+            .iter()
+            .filter(|e| matches!(e, LiveEvent::Record(_)))
+            .count();
+        assert_eq!(
+            records,
+            (0..3 * PARALLEL_LINES).filter(|i| i % 7 >= 4).count()
+        );
+        // The last garbage line keeps its own (1-based) number.
+        let last_garbage = (0..3 * PARALLEL_LINES)
+            .rfind(|i| i % 7 == 1)
+            .map(|i| i as u64 + 1);
+        assert!(whole.iter().any(
+            |e| matches!(e, LiveEvent::Malformed { line_no, .. } if Some(*line_no) == last_garbage)
+        ));
     }
 }

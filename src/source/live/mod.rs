@@ -182,7 +182,7 @@ pub fn spawn_follower<P, E>(
     tx: Sender<LiveEvent>,
 ) -> Result<FollowerHandle, LiveError>
 where
-    P: FnMut(&str) -> Result<StepStats, E> + Send + 'static,
+    P: Fn(&str) -> Result<StepStats, E> + Send + Sync + 'static,
     E: Display,
 {
     spawn_with_sink(target, parser, opts, Sink::One(tx))
@@ -210,7 +210,7 @@ fn spawn_with_sink<P, E>(
     sink: Sink,
 ) -> Result<FollowerHandle, LiveError>
 where
-    P: FnMut(&str) -> Result<StepStats, E> + Send + 'static,
+    P: Fn(&str) -> Result<StepStats, E> + Send + Sync + 'static,
     E: Display,
 {
     let stop = Arc::new(AtomicBool::new(false));
@@ -259,7 +259,7 @@ pub fn follow_tcp_chunks<P, E>(
     parser: P,
 ) -> Vec<LiveEvent>
 where
-    P: FnMut(&str) -> Result<StepStats, E>,
+    P: Fn(&str) -> Result<StepStats, E> + Sync,
     E: Display,
 {
     let (tx, rx) = std::sync::mpsc::channel();

@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Follow the server at `addr` (`host:port`) until `em` says to stop.
 pub(super) fn follow_tcp<P, E>(addr: &str, parser: P, opts: &FollowOptions, em: &mut Emitter)
 where
-    P: FnMut(&str) -> Result<StepStats, E>,
+    P: Fn(&str) -> Result<StepStats, E> + Sync,
     E: Display,
 {
     let mut conn = TcpConnection::new(parser);
@@ -69,7 +69,7 @@ pub(super) struct TcpConnection<P> {
 
 impl<P, E> TcpConnection<P>
 where
-    P: FnMut(&str) -> Result<StepStats, E>,
+    P: Fn(&str) -> Result<StepStats, E> + Sync,
     E: Display,
 {
     /// No connection yet; each complete line is parsed with `parser`.
