@@ -89,11 +89,13 @@ pub struct Coarsening {
     pub max_records: u64,
 }
 
-/// Per kept record: how many steps it sums and the last of their step numbers.
+/// Per kept record: how many steps it sums, the last of their step numbers, and whether it
+/// may merge at all ([`mergeable_alone`] of its steps, checked once per record).
 #[derive(Debug, Clone, Copy)]
 struct Meta {
     count: u64,
     last_step: u64,
+    ok: bool,
 }
 
 /// A record whose norms, layer norms, loss and step time hold **sums** over `meta.count`
@@ -161,23 +163,21 @@ impl Coarsener {
             self.limit = self.max_records;
         }
         self.records_in = self.records_in.saturating_add(1);
-        let step = r.step;
+        let meta = Meta {
+            count: 1,
+            last_step: r.step,
+            ok: mergeable_alone(&r),
+        };
         match self.acc.as_mut() {
-            Some(g) if g.meta.count < self.group && mergeable(&g.rec, g.meta, &r) => {
+            Some(g) if g.meta.count < self.group && mergeable(&g.rec, g.meta, &r, meta) => {
                 add_into(&mut g.rec, &r);
                 g.meta.count += 1;
-                g.meta.last_step = step;
+                g.meta.last_step = meta.last_step;
             }
             _ => {
                 self.flush();
                 self.make_room();
-                self.acc = Some(Group {
-                    rec: r,
-                    meta: Meta {
-                        count: 1,
-                        last_step: step,
-                    },
-                });
+                self.acc = Some(Group { rec: r, meta });
             }
         }
         if self
@@ -219,7 +219,7 @@ impl Coarsener {
         let mut it = kept.into_iter().zip(meta).peekable();
         while let Some((mut rec, mut m)) = it.next() {
             if let Some((next, nm)) = it.peek()
-                && mergeable(&rec, m, next)
+                && mergeable(&rec, m, next, *nm)
             {
                 add_into(&mut rec, next);
                 m.count = m.count.saturating_add(nm.count);
@@ -259,11 +259,11 @@ impl Coarsener {
     }
 }
 
-/// Can `b` (a single record or a group) be merged after the group `a` ending at `m.last_step`?
-fn mergeable(a: &StepStats, m: Meta, b: &StepStats) -> bool {
-    mergeable_alone(a)
-        && mergeable_alone(b)
-        && b.step > m.last_step
+/// Can `b` (a single record or a group, `mb`) be merged after the group `a` (`ma`)?
+fn mergeable(a: &StepStats, ma: Meta, b: &StepStats, mb: Meta) -> bool {
+    ma.ok
+        && mb.ok
+        && b.step > ma.last_step
         && a.b_small == b.b_small
         && a.b_big == b.b_big
         && a.n_small == b.n_small
@@ -277,7 +277,8 @@ fn mergeable(a: &StepStats, m: Meta, b: &StepStats) -> bool {
 }
 
 /// A record that may join a group at all: two-batch (not single-gradient), not flagged, no
-/// `dot_prev`, valid. Checked on groups too: their sums stay valid (finite, non-negative).
+/// `dot_prev`, valid. A group of such records is valid too: its sums stay finite (each value
+/// is below `f32::MAX`, far from the `f64` limit) and its means are means of valid values.
 fn mergeable_alone(r: &StepStats) -> bool {
     r.skipped.is_none() && r.dot_prev.is_none() && !r.is_single_gradient() && validate(r).is_ok()
 }
