@@ -3,7 +3,8 @@
 
 use crate::compute::Device;
 use crate::stats::{
-    AnalyzeReport, EstimatorSettings, SmootherKind, analyze_outcome_split, read_ndjson,
+    AnalyzeReport, EstimatorSettings, RecordBound, SmootherKind, analyze_outcome_split,
+    read_ndjson_bounded,
 };
 use anyhow::Context;
 use clap::Args;
@@ -40,6 +41,12 @@ pub struct AnalyzeArgs {
     /// [default: 20]. Text output only.
     #[arg(long)]
     pub rows: Option<usize>,
+    /// Stats files: most records analysed; a longer run is merged into records of equal
+    /// numbers of consecutive steps (`summary.coarsened`, docs/STATISTICS.md). About 1 KB of
+    /// memory per record plus 0.3 KB per layer; 0 keeps every record (memory grows with the
+    /// run) [default: 262144, fewer for records with more than 4 layers, within 640 MiB].
+    #[arg(long, value_name = "N", value_parser = max_records)]
+    pub max_records: Option<usize>,
     /// Dumps: where to reduce them (auto falls back to the CPU with a note) [default: auto].
     #[arg(long, value_enum)]
     pub device: Option<Device>,
@@ -64,6 +71,15 @@ impl AnalyzeArgs {
         }
         s.window_steps = self.window.or(s.window_steps);
         s
+    }
+
+    /// The bound on analysed records of a stats file.
+    pub fn record_bound(&self) -> RecordBound {
+        match self.max_records {
+            None => RecordBound::Default,
+            Some(0) => RecordBound::All,
+            Some(n) => RecordBound::Records(n),
+        }
     }
 }
 
@@ -99,7 +115,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let outcome = read_ndjson(BufReader::new(file))
+    let outcome = read_ndjson_bounded(BufReader::new(file), args.record_bound())
         .with_context(|| format!("cannot read {}", path.display()))?;
     let t1 = std::time::Instant::now();
     let hwm_read = timing.then(peak_rss_mib).flatten();
@@ -415,6 +431,18 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
         "* ratio-EMA: EMA of per-step tr/|G|^2 ratios, a biased teaching comparison, never the estimate"
     );
     out
+}
+
+/// Parse `--max-records`: 0 (every record) or at least 2 (records merge in pairs).
+fn max_records(s: &str) -> Result<usize, String> {
+    let min = crate::stats::coarsen::MIN_MAX_RECORDS;
+    match s.trim().parse::<usize>() {
+        Ok(n) if n == 0 || n >= min => Ok(n),
+        Ok(n) => Err(format!(
+            "must be 0 (keep every record) or at least {min} records, got {n}"
+        )),
+        Err(e) => Err(format!("not a whole number of records: {e}")),
+    }
 }
 
 /// Parse a positive finite number (for `--samples`).

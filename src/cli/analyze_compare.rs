@@ -2,7 +2,7 @@
 //! `stats::compare`).
 
 use super::analyze::{AnalyzeArgs, render_headline};
-use crate::stats::{AnalyzeReport, EstimatorSettings, analyze_outcome, read_ndjson};
+use crate::stats::{AnalyzeReport, EstimatorSettings, analyze_outcome, read_ndjson_bounded};
 use anyhow::Context;
 use std::io::BufReader;
 
@@ -29,7 +29,7 @@ fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<Analy
     }
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let outcome = read_ndjson(BufReader::new(file))
+    let outcome = read_ndjson_bounded(BufReader::new(file), args.record_bound())
         .with_context(|| format!("cannot read {}", path.display()))?;
     for e in &outcome.errors {
         eprintln!("{}:{}: {}", path.display(), e.line, e.reason);

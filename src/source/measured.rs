@@ -1,7 +1,9 @@
 //! Trajectories from measured runs: a stats protocol v1 file analysed by the noise-scale
 //! engine, with the smoothed B_simple and its interval at every step.
 
-use crate::stats::{AnalyzeReport, EstimatorSettings, StepStats, analyze_outcome, read_ndjson};
+use crate::stats::{
+    AnalyzeReport, EstimatorSettings, RecordBound, StepStats, analyze_outcome, read_ndjson_bounded,
+};
 use crate::trajectory::{Trajectory, TrajectoryPoint};
 use std::io::BufReader;
 use std::path::Path;
@@ -135,7 +137,9 @@ pub fn load_stats_file(
     };
     crate::fsutil::check_readable_stream(path).map_err(io)?;
     let file = std::fs::File::open(path).map_err(io)?;
-    let outcome = read_ndjson(BufReader::new(file)).map_err(io)?;
+    // A long run is merged into a bounded number of records (stats::coarsen); the timed
+    // records below are then means over their steps.
+    let outcome = read_ndjson_bounded(BufReader::new(file), RecordBound::Default).map_err(io)?;
     let report = analyze_outcome(&outcome, settings).map_err(|source| MeasuredError::Stats {
         path: path.to_path_buf(),
         source,

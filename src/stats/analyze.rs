@@ -2,6 +2,7 @@
 //! intervals, per-layer breakdown and diagnostics. Entry points for the CLI, the TUI and the
 //! dump reader.
 
+use super::coarsen::Coarsening;
 use super::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, record_changes};
 use super::estimate::{EstimatorKind, NoEstimate, StepEstimate, estimate_record};
 use super::layers::{LayerDetail, breakdown_with};
@@ -51,6 +52,8 @@ pub struct InputCounts {
     pub non_finite: usize,
     /// Steps of the non-finite lines, where known.
     pub non_finite_steps: Vec<u64>,
+    /// How the reader merged consecutive steps to bound memory, if it did.
+    pub coarsening: Option<Coarsening>,
 }
 
 /// Analyse records (any source). Non-finite, invalid and producer-skipped records are excluded
@@ -113,6 +116,7 @@ fn counts_of(outcome: &ReadOutcome) -> InputCounts {
         malformed: outcome.malformed,
         non_finite: outcome.non_finite,
         non_finite_steps: outcome.non_finite_steps.clone(),
+        coarsening: outcome.coarsening,
     }
 }
 
@@ -156,6 +160,8 @@ fn analyze_impl(
     detail: LayerDetail,
 ) -> Result<(AnalyzeReport, Trajectories), StatsError> {
     settings.validate().map_err(StatsError::Settings)?;
+    let coarse = counts.coarsening.map(|c| c.settings_for(settings));
+    let settings = coarse.as_ref().unwrap_or(settings);
     if records.is_empty() {
         return Err(StatsError::Empty {
             malformed: counts.malformed,
@@ -293,8 +299,11 @@ fn analyze_impl(
         &sm.summary,
         negative,
         settings,
-        records.len(),
+        counts.coarsening.map_or(records.len(), |c| {
+            usize::try_from(c.records_read).unwrap_or(usize::MAX)
+        }),
     );
+    diagnostics.extend(counts.coarsening.map(|c| c.diagnostic()));
     diagnostics.sort_by_key(|d| std::cmp::Reverse(d.severity));
 
     let estimator = majority_kind(&est);
@@ -321,6 +330,7 @@ fn analyze_impl(
         smoother: sm.description,
         seq_len,
         b_simple_tokens: seq_len.zip(sm.summary.b_simple).map(|(s, b)| s * b),
+        coarsened: counts.coarsening,
     };
     let (v, reasons) = verdict(&summary, settings);
     summary.verdict = v;

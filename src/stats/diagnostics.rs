@@ -48,6 +48,9 @@ pub enum DiagnosticKind {
     Drift,
     /// The run-wide interval is wide (hi/lo > 2 or lo = 0); a verdict reason only.
     WideInterval,
+    /// The run was longer than the memory bound: consecutive steps were merged into records
+    /// of equal length (issue 15; `summary.coarsened`).
+    Coarsened,
     /// The run-average |G|² is not positive, so there is no run-wide B_simple; a verdict reason
     /// only.
     NonPositiveG2,
@@ -90,6 +93,10 @@ impl DiagnosticKind {
                  batch size as B_crit moves"
             }
             K::WideInterval => "record more steps or larger batches, or read the trajectory",
+            K::Coarsened => {
+                "nothing for the run-wide and windowed estimates; for a finer trajectory pass \
+                 --max-records N (about 2 KB of memory per record) or 0 for every step"
+            }
             K::NonPositiveG2 => "record larger batches per step; the gradient signal is lost",
         }
     }

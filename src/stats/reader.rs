@@ -1,6 +1,7 @@
 //! Reading a stats protocol v1 stream (file, growing file, socket) into records, counting the
 //! lines that could not be used. Garbage never stops the reader; only I/O errors do.
 
+use super::coarsen::{Coarsener, Coarsening, RecordBound};
 use super::protocol::{ProtocolError, parse_line};
 use super::step::StepStats;
 use rayon::prelude::*;
@@ -36,6 +37,10 @@ pub struct ReadOutcome {
     pub errors: Vec<LineError>,
     /// Lines seen, blank ones included.
     pub lines: usize,
+    /// What [`read_ndjson_bounded`] merged to keep `records` under its bound; `None` when
+    /// every record is kept as read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coarsening: Option<Coarsening>,
 }
 
 impl ReadOutcome {
@@ -138,8 +143,29 @@ fn top_up<R: Read>(reader: &mut R, buf: &mut Vec<u8>) -> std::io::Result<bool> {
 
 /// Read a whole protocol v1 stream. Malformed and non-finite lines are counted and skipped;
 /// only an I/O error stops the read. Lines are parsed in parallel, block by block, and
-/// counted in stream order.
-pub fn read_ndjson<R: BufRead>(mut reader: R) -> std::io::Result<ReadOutcome> {
+/// counted in stream order. Every record is kept: memory grows with the stream (see
+/// [`read_ndjson_bounded`]).
+pub fn read_ndjson<R: BufRead>(reader: R) -> std::io::Result<ReadOutcome> {
+    read_blocks(reader, None)
+}
+
+/// [`read_ndjson`] keeping at most the records `bound` allows ([`RecordBound::All`]: all of
+/// them, as [`read_ndjson`]): consecutive compatible steps are merged into one record each
+/// ([`Coarsener`]) and `coarsening` says how. Counts of lines and the kept errors are those of
+/// the whole stream. A stream with fewer records than the bound reads exactly as
+/// [`read_ndjson`].
+pub fn read_ndjson_bounded<R: BufRead>(
+    reader: R,
+    bound: RecordBound,
+) -> std::io::Result<ReadOutcome> {
+    read_blocks(reader, bound.coarsener())
+}
+
+/// The block reader; records go to `coarsener` when given, else all into `records`.
+fn read_blocks<R: BufRead>(
+    mut reader: R,
+    mut coarsener: Option<Coarsener>,
+) -> std::io::Result<ReadOutcome> {
     let mut out = ReadOutcome::default();
     let mut buf: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + (1 << 16));
     let mut line_no = 0;
@@ -184,12 +210,18 @@ pub fn read_ndjson<R: BufRead>(mut reader: R) -> std::io::Result<ReadOutcome> {
             }
             match p {
                 Parsed::Blank => {}
-                Parsed::Record(r) => out.records.push(r),
+                Parsed::Record(r) => match coarsener.as_mut() {
+                    Some(c) => c.push(r),
+                    None => out.records.push(r),
+                },
                 Parsed::Error(e) => out.push_error(line_no, &e),
                 Parsed::NotUtf8 => out.push_not_utf8(line_no),
             }
         }
         if eof {
+            if let Some(c) = coarsener {
+                (out.records, out.coarsening) = c.finish();
+            }
             return Ok(out);
         }
         buf.drain(..start);
@@ -300,5 +332,36 @@ mod tests {
         let got = read_ndjson(std::io::Cursor::new(&input)).expect("in memory");
         assert_eq!(got, sequential(std::io::Cursor::new(&input)));
         assert_eq!((got.records.len(), got.malformed, got.lines), (1, 1, 2));
+    }
+
+    /// The bounded reader: below its bound it reads exactly as [`read_ndjson`]; above, it
+    /// keeps the bound, with the same line counts and a report of the merging.
+    #[test]
+    fn bounded_reader_keeps_counts_and_the_bound() {
+        let mut text = String::new();
+        for i in 0..3000 {
+            text.push_str(&record(i));
+            text.push('\n');
+            if i % 1000 == 3 {
+                text.push_str("garbage\n");
+            }
+        }
+        let all = read_ndjson(text.as_bytes()).expect("in memory");
+        let same =
+            read_ndjson_bounded(text.as_bytes(), RecordBound::Records(3000)).expect("in memory");
+        assert_eq!(same, all);
+        let none = read_ndjson_bounded(text.as_bytes(), RecordBound::All).expect("in memory");
+        assert_eq!(none, all);
+        let small =
+            read_ndjson_bounded(text.as_bytes(), RecordBound::Records(500)).expect("in memory");
+        assert!(small.records.len() <= 500);
+        assert_eq!(
+            (small.malformed, small.lines, &small.errors),
+            (3, 3003, &all.errors)
+        );
+        let c = small.coarsening.expect("coarsened");
+        assert_eq!(c.records_read, 3000);
+        assert_eq!(c.records_kept, small.records.len() as u64);
+        assert_eq!(c.steps_per_record, 8);
     }
 }

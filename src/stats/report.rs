@@ -2,6 +2,7 @@
 //! it. B_simple and batch sizes are in **samples**; |G|² and tr(Σ) in the units of the squared
 //! norms the producer sent. An infinite interval bound serialises as `null` (unbounded).
 
+use super::coarsen::Coarsening;
 use super::diagnostics::{Diagnostic, DiagnosticKind, Severity};
 use super::estimate::EstimatorKind;
 use super::window::{Drift, WindowEstimate};
@@ -113,6 +114,11 @@ pub struct Summary {
     /// `b_simple × seq_len`: B_simple in tokens, when `seq_len` is known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub b_simple_tokens: Option<f64>,
+    /// When the run was longer than the memory bound: how many records were read, how many
+    /// were analysed and how many consecutive steps each stands for (each row of `steps` is
+    /// then the mean of that many steps); absent when every step was analysed as read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coarsened: Option<Coarsening>,
 }
 
 /// One layer's share of the noise and its own noise scale, from run-averaged sums.

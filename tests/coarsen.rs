@@ -1,0 +1,138 @@
+//! Issue 15, bounded memory: `copus analyze --max-records N` merges a long run into at most N
+//! records of equal numbers of consecutive steps, reports it, and gives the estimate of the
+//! whole run.
+
+mod stats_support;
+
+use stats_support::{Model, to_ndjson};
+use std::process::Command;
+
+fn analyze_json(path: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .arg("analyze")
+        .arg(path)
+        .arg("--json")
+        .args(extra)
+        .output()
+        .expect("run copus");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// A 5,000-step run with layers, tokens and loss, written to a temporary file.
+fn run_file(dir: &tempfile::TempDir, steps: u64) -> std::path::PathBuf {
+    let mut m = Model::power_law(200, 1.0, 1000.0, 4.0, 8);
+    m.layer_split = Some(20);
+    let b_true = 96.0;
+    let mut records = m.run(7, steps, |_| m.trace() / b_true);
+    for (i, r) in records.iter_mut().enumerate() {
+        r.tokens = Some(2048.0 * 32.0 * (i + 1) as f64);
+        r.loss = Some(3.0);
+        r.lr = Some(3e-4);
+    }
+    let path = dir.path().join("run.ndjson");
+    std::fs::write(&path, to_ndjson(&records)).expect("write");
+    path
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().expect("number")
+}
+
+#[test]
+fn a_long_run_is_coarsened_and_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = run_file(&dir, 5000);
+    let small = analyze_json(&path, &["--max-records", "1000"]);
+    let all = analyze_json(&path, &["--max-records", "100000"]);
+
+    let c = &small["summary"]["coarsened"];
+    assert_eq!(c["records_read"], 5000);
+    assert_eq!(c["steps_per_record"], 8);
+    assert_eq!(c["max_records"], 1000);
+    let kept = c["records_kept"].as_u64().expect("count");
+    assert!((500..=1000).contains(&kept), "{kept}");
+    let rows = small["steps"].as_array().expect("rows");
+    assert_eq!(rows.len() as u64, kept);
+    assert!(rows.len() <= 1000);
+    let steps: Vec<u64> = rows
+        .iter()
+        .map(|r| r["step"].as_u64().expect("step"))
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(small["summary"]["steps"], kept);
+    let diag = small["summary"]["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .find(|d| d["kind"] == "coarsened")
+        .expect("a coarsened diagnostic");
+    assert_eq!(diag["severity"], "info");
+    let msg = diag["message"].as_str().expect("message");
+    assert!(msg.starts_with("5,000 records analysed as"), "{msg}");
+    assert!(msg.contains("8 consecutive steps"), "{msg}");
+
+    // The estimate of the whole run: the same run-wide B_simple, nearly the same interval.
+    assert!(all["summary"].get("coarsened").is_none());
+    let (a, b) = (
+        f(&small["summary"]["b_simple"]),
+        f(&all["summary"]["b_simple"]),
+    );
+    assert!((a - b).abs() <= 0.03 * b, "{a} vs {b}");
+    for i in 0..2 {
+        let (x, y) = (f(&small["summary"]["ci"][i]), f(&all["summary"]["ci"][i]));
+        assert!((x - y).abs() <= 0.05 * y, "ci[{i}]: {x} vs {y}");
+    }
+    let (x, y) = (
+        f(&small["summary"]["now"]["b_simple"]),
+        f(&all["summary"]["now"]["b_simple"]),
+    );
+    assert!((x - y).abs() <= 0.05 * y, "now: {x} vs {y}");
+}
+
+#[test]
+fn a_short_run_is_not_coarsened_by_default() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = run_file(&dir, 800);
+    let v = analyze_json(&path, &[]);
+    assert!(v["summary"].get("coarsened").is_none());
+    assert_eq!(v["steps"].as_array().expect("rows").len(), 800);
+    let every = analyze_json(&path, &["--max-records", "0"]);
+    assert_eq!(v, every);
+}
+
+#[test]
+fn the_table_mentions_the_coarsening_and_bad_bounds_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = run_file(&dir, 600);
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args([
+            "analyze",
+            path.to_str().expect("utf-8"),
+            "--max-records",
+            "100",
+        ])
+        .output()
+        .expect("run copus");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("600 records analysed as"), "{text}");
+    for bad in ["1", "many"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args([
+                "analyze",
+                path.to_str().expect("utf-8"),
+                "--max-records",
+                bad,
+            ])
+            .output()
+            .expect("run copus");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--max-records"), "{err}");
+    }
+}
