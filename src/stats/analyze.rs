@@ -232,10 +232,17 @@ fn analyze_impl(
         .filter(|e| !e.kind.is_biased())
         .map(|e| kept[e.index])
         .collect();
-    // The whole model's smoothing and the layers' are independent: side by side.
-    let (sm, per_layer) = rayon::join(
+    let used: Vec<&StepStats> = est.iter().map(|e| kept[e.index]).collect();
+    // The whole model's smoothing, the layers' and the record-level diagnostics are
+    // independent: side by side.
+    let (sm, (per_layer, (changes, seq_len))) = rayon::join(
         || smooth(&series, settings),
-        || breakdown_with(&two_batch, settings, detail),
+        || {
+            rayon::join(
+                || breakdown_with(&two_batch, settings, detail),
+                || (record_changes(&used), infer_seq_len(&used)),
+            )
+        },
     );
     let run_wide = WindowEstimate {
         first_step: steps[0],
@@ -281,10 +288,9 @@ fn analyze_impl(
         })
         .collect();
 
-    let used: Vec<&StepStats> = est.iter().map(|e| kept[e.index]).collect();
     let trajectories = per_layer.trajectories;
 
-    let mut diagnostics = record_changes(&used);
+    let mut diagnostics = changes;
     diagnostics.extend(per_layer.diagnostics);
     if let Some(d) = drift.as_ref().filter(|d| d.significant) {
         diagnostics.push(drift_diagnostic(d, settings.confidence));
@@ -307,7 +313,6 @@ fn analyze_impl(
     diagnostics.sort_by_key(|d| std::cmp::Reverse(d.severity));
 
     let estimator = majority_kind(&est);
-    let seq_len = infer_seq_len(&used);
     let mut summary = Summary {
         b_simple: sm.summary.b_simple,
         ci: sm.summary.ci,

@@ -268,12 +268,34 @@ fn mergeable(a: &StepStats, ma: Meta, b: &StepStats, mb: Meta) -> bool {
         && a.b_big == b.b_big
         && a.n_small == b.n_small
         && a.config == b.config
-        && a.lr == b.lr
+        && lr_close(per_step(a.lr, ma), per_step(b.lr, mb))
         && a.tokens.is_some() == b.tokens.is_some()
         && a.loss.is_some() == b.loss.is_some()
         && a.step_time_s.is_some() == b.step_time_s.is_some()
         && a.layers.len() == b.layers.len()
         && a.layers.keys().eq(b.layers.keys())
+}
+
+/// Relative difference of two steps' learning rates (per-step means of groups) below which
+/// they merge: a smooth schedule (warmup, cosine) changes lr a little every step and still
+/// merges, while every change point of the `lr_change` diagnostic (> 5 % between consecutive
+/// records) ends a group.
+pub const LR_MERGE_TOLERANCE: f64 = 0.01;
+
+/// The per-step mean of a group's summed `lr`.
+fn per_step(lr: Option<f64>, m: Meta) -> Option<f64> {
+    lr.map(|x| x / m.count as f64)
+}
+
+/// Both absent, equal, or positive and within [`LR_MERGE_TOLERANCE`] of each other.
+fn lr_close(a: Option<f64>, b: Option<f64>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => {
+            x == y || (x > 0.0 && y > 0.0 && (x - y).abs() <= LR_MERGE_TOLERANCE * x.max(y))
+        }
+        _ => false,
+    }
 }
 
 /// A record that may join a group at all: two-batch (not single-gradient), not flagged, no
@@ -283,7 +305,7 @@ fn mergeable_alone(r: &StepStats) -> bool {
     r.skipped.is_none() && r.dot_prev.is_none() && !r.is_single_gradient() && validate(r).is_ok()
 }
 
-/// Add `b`'s summed fields into `a`; `tokens` becomes `b`'s (cumulative), `step` stays `a`'s.
+/// Add `b`'s summed fields (norms, loss, step time, lr) into `a`; `tokens` becomes `b`'s (cumulative), `step` stays `a`'s.
 fn add_into(a: &mut StepStats, b: &StepStats) {
     a.sq_small += b.sq_small;
     a.sq_big += b.sq_big;
@@ -298,6 +320,7 @@ fn add_into(a: &mut StepStats, b: &StepStats) {
     };
     add(&mut a.loss, b.loss);
     add(&mut a.step_time_s, b.step_time_s);
+    add(&mut a.lr, b.lr);
     a.tokens = b.tokens;
 }
 
@@ -309,7 +332,10 @@ fn divide(r: &mut StepStats, n: f64) {
         l.sq_small /= n;
         l.sq_big /= n;
     }
-    for x in [&mut r.loss, &mut r.step_time_s].into_iter().flatten() {
+    for x in [&mut r.loss, &mut r.step_time_s, &mut r.lr]
+        .into_iter()
+        .flatten()
+    {
         *x /= n;
     }
 }
@@ -337,7 +363,7 @@ impl Coarsening {
         let msg = format!(
             "{} records analysed as {} records of {} consecutive steps each (memory bound of {} \
              records; --max-records N to change, 0 keeps every record); records at a change of \
-             lr, batch size or configuration hold fewer",
+             lr (> 1 %), batch size or configuration hold fewer",
             thousands(self.records_read),
             thousands(self.records_kept),
             self.steps_per_record,

@@ -99,8 +99,41 @@ fn incompatible_records_are_never_merged() {
     assert_eq!(one(200), records[200]);
     assert_eq!(one(250), records[250]);
     for r in &kept {
+        // The mean of equal rates, up to the rounding of their sum.
         let want_lr = if r.step < 150 { 3e-4 } else { 1e-4 };
-        assert_eq!(r.lr, Some(want_lr));
+        let lr = r.lr.expect("lr kept");
+        assert!((lr - want_lr).abs() <= 1e-12 * want_lr, "{lr} at {}", r.step);
+    }
+}
+
+/// A smooth schedule (cosine decay: lr moves a little every step) still merges and stays
+/// within the bound; each merged lr is the mean of its steps'; a jump of 6 % stays a
+/// boundary.
+#[test]
+fn a_smooth_lr_schedule_merges_and_a_jump_does_not() {
+    let n = 20_000u64;
+    let lr_at = |s: u64| {
+        let base = 3e-4 * (0.1 + 0.45 * (1.0 + (std::f64::consts::PI * s as f64 / n as f64).cos()));
+        if s >= 12_345 { base * 0.94 } else { base }
+    };
+    let records: Vec<StepStats> = (0..n)
+        .map(|s| {
+            let mut r = rec(s);
+            r.lr = Some(lr_at(s));
+            r
+        })
+        .collect();
+    let (kept, c) = run(&records, 1000);
+    let c = c.expect("coarsened");
+    assert!(kept.len() <= 1000, "{} records kept", kept.len());
+    assert!(c.steps_per_record >= 16);
+    assert!(kept.iter().any(|r| r.step == 12_345), "the jump starts a record");
+    for (i, r) in kept.iter().enumerate() {
+        let end = kept.get(i + 1).map_or(n, |x| x.step);
+        let steps = r.step..end;
+        let mean = steps.clone().map(lr_at).sum::<f64>() / steps.count() as f64;
+        let lr = r.lr.expect("lr");
+        assert!((lr - mean).abs() <= 1e-12 * mean, "{lr} vs {mean} at {}", r.step);
     }
 }
 

@@ -269,13 +269,18 @@ impl Plan {
                 }
             }
             let scale = scale.map(|x| if x > 0.0 && x.is_finite() { x } else { 1.0 });
-            for (x, &(cr, ci, sq)) in bufs.iter_mut().zip(&PAIRS) {
+            for x in bufs.iter_mut() {
                 x.fill(zero);
-                for j in in_lo..in_hi {
-                    let idx = (pos(j) as i64 - origin) as usize;
-                    let val = |c: usize| b.sums[j].get(c).map_or(0.0, |x| x / scale[c]);
+            }
+            for j in in_lo..in_hi {
+                let idx = (pos(j) as i64 - origin) as usize;
+                let sums = &b.sums[j];
+                let val = |c: usize| sums.get(c).map_or(0.0, |x| x / scale[c]);
+                for (x, &(cr, ci, _)) in bufs.iter_mut().zip(&PAIRS) {
                     x[idx] = Complex64::new(val(cr), val(ci));
                 }
+            }
+            for (x, &(_, _, sq)) in bufs.iter_mut().zip(&PAIRS) {
                 fft.forward(x);
                 for (v, k) in x.iter_mut().zip(&spectra[usize::from(sq)]) {
                     *v *= k;
