@@ -102,7 +102,11 @@ fn incompatible_records_are_never_merged() {
         // The mean of equal rates, up to the rounding of their sum.
         let want_lr = if r.step < 150 { 3e-4 } else { 1e-4 };
         let lr = r.lr.expect("lr kept");
-        assert!((lr - want_lr).abs() <= 1e-12 * want_lr, "{lr} at {}", r.step);
+        assert!(
+            (lr - want_lr).abs() <= 1e-12 * want_lr,
+            "{lr} at {}",
+            r.step
+        );
     }
 }
 
@@ -127,13 +131,20 @@ fn a_smooth_lr_schedule_merges_and_a_jump_does_not() {
     let c = c.expect("coarsened");
     assert!(kept.len() <= 1000, "{} records kept", kept.len());
     assert!(c.steps_per_record >= 16);
-    assert!(kept.iter().any(|r| r.step == 12_345), "the jump starts a record");
+    assert!(
+        kept.iter().any(|r| r.step == 12_345),
+        "the jump starts a record"
+    );
     for (i, r) in kept.iter().enumerate() {
         let end = kept.get(i + 1).map_or(n, |x| x.step);
         let steps = r.step..end;
         let mean = steps.clone().map(lr_at).sum::<f64>() / steps.count() as f64;
         let lr = r.lr.expect("lr");
-        assert!((lr - mean).abs() <= 1e-12 * mean, "{lr} vs {mean} at {}", r.step);
+        assert!(
+            (lr - mean).abs() <= 1e-12 * mean,
+            "{lr} vs {mean} at {}",
+            r.step
+        );
     }
 }
 

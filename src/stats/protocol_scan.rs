@@ -417,15 +417,27 @@ mod tests {
                 continue;
             }
             let digits = (next() % 25) as usize;
-            for text in [format!("{x:?}"), format!("{x:.16e}"), format!("{x:.digits$e}")] {
+            for text in [
+                format!("{x:?}"),
+                format!("{x:.16e}"),
+                format!("{x:.digits$e}"),
+            ] {
                 let want = text.parse::<f64>().expect("a number");
-                assert_eq!(read(&text).map(f64::to_bits), Some(want.to_bits()), "{text}");
+                assert_eq!(
+                    read(&text).map(f64::to_bits),
+                    Some(want.to_bits()),
+                    "{text}"
+                );
             }
             let mantissa = next() % 10_000_000_000_000_000_000;
             let exp = (next() % 660) as i64 - 340;
             let text = format!("{mantissa}e{exp}");
             let want = text.parse::<f64>().expect("a number");
-            assert_eq!(read(&text).map(f64::to_bits), Some(want.to_bits()), "{text}");
+            assert_eq!(
+                read(&text).map(f64::to_bits),
+                Some(want.to_bits()),
+                "{text}"
+            );
         }
     }
 }

@@ -145,7 +145,7 @@ fn top_up<R: Read>(reader: &mut R, buf: &mut Vec<u8>) -> std::io::Result<bool> {
 /// only an I/O error stops the read. Lines are parsed in parallel, block by block, and
 /// counted in stream order. Every record is kept: memory grows with the stream (see
 /// [`read_ndjson_bounded`]).
-pub fn read_ndjson<R: BufRead>(reader: R) -> std::io::Result<ReadOutcome> {
+pub fn read_ndjson<R: BufRead + Send>(reader: R) -> std::io::Result<ReadOutcome> {
     read_blocks(reader, None)
 }
 
@@ -154,82 +154,138 @@ pub fn read_ndjson<R: BufRead>(reader: R) -> std::io::Result<ReadOutcome> {
 /// ([`Coarsener`]) and `coarsening` says how. Counts of lines and the kept errors are those of
 /// the whole stream. A stream with fewer records than the bound reads exactly as
 /// [`read_ndjson`].
-pub fn read_ndjson_bounded<R: BufRead>(
+pub fn read_ndjson_bounded<R: BufRead + Send>(
     reader: R,
     bound: RecordBound,
 ) -> std::io::Result<ReadOutcome> {
     read_blocks(reader, bound.coarsener())
 }
 
-/// The block reader; records go to `coarsener` when given, else all into `records`.
-fn read_blocks<R: BufRead>(
-    mut reader: R,
-    mut coarsener: Option<Coarsener>,
-) -> std::io::Result<ReadOutcome> {
-    let mut out = ReadOutcome::default();
-    let mut buf: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + (1 << 16));
-    let mut line_no = 0;
-    // Inside an over-long line whose start was dropped: skip to its newline.
-    let mut skipping = false;
-    loop {
-        let eof = top_up(&mut reader, &mut buf)?;
-        let mut spans: Vec<Span> = Vec::new();
-        let mut start = 0;
-        for nl in memchr::memchr_iter(b'\n', &buf) {
-            let span = (start..nl, true);
-            start = nl + 1;
-            if std::mem::take(&mut skipping) {
-                spans.push(None);
-                continue;
-            }
-            spans.push(keep(span));
-        }
-        if eof && (start < buf.len() || skipping) {
-            let span = (start..buf.len(), false);
-            start = buf.len();
-            spans.push(if skipping { None } else { keep(span) });
-            skipping = false;
-        }
-        let parsed: Vec<Parsed> = spans
-            .par_iter()
-            .with_min_len(LINES_PER_TASK)
-            .map(|s| match s {
-                Some(r) => parse_bytes(&buf[r.clone()]),
-                None => Parsed::Blank,
-            })
-            .collect();
+/// Where parsed lines go, in stream order: counts, kept errors and records.
+struct Sequencer {
+    out: ReadOutcome,
+    line_no: usize,
+    coarsener: Option<Coarsener>,
+}
+
+impl Sequencer {
+    /// Count one block's lines (in order) and keep its records.
+    fn take(&mut self, spans: &[Span], parsed: Vec<Parsed>) {
+        let out = &mut self.out;
         for (span, p) in spans.iter().zip(parsed) {
-            line_no += 1;
-            out.lines = out.lines.max(line_no);
+            self.line_no += 1;
+            out.lines = out.lines.max(self.line_no);
             if span.is_none() {
                 let e = ProtocolError::Json(format!(
                     "line longer than {MAX_LINE_BYTES} bytes: skipped"
                 ));
-                out.push_error(line_no, &e);
+                out.push_error(self.line_no, &e);
                 continue;
             }
             match p {
                 Parsed::Blank => {}
-                Parsed::Record(r) => match coarsener.as_mut() {
+                Parsed::Record(r) => match self.coarsener.as_mut() {
                     Some(c) => c.push(r),
                     None => out.records.push(r),
                 },
-                Parsed::Error(e) => out.push_error(line_no, &e),
-                Parsed::NotUtf8 => out.push_not_utf8(line_no),
+                Parsed::Error(e) => out.push_error(self.line_no, &e),
+                Parsed::NotUtf8 => out.push_not_utf8(self.line_no),
             }
         }
+    }
+
+    fn finish(mut self) -> ReadOutcome {
+        if let Some(c) = self.coarsener {
+            (self.out.records, self.out.coarsening) = c.finish();
+        }
+        self.out
+    }
+}
+
+/// The lines of a block: their spans, and where the unfinished last line starts (the whole
+/// block at the end of the stream). `skipping` is true inside an over-long line whose start
+/// was dropped: its end is skipped up to the first newline.
+fn split_lines(buf: &[u8], eof: bool, skipping: &mut bool) -> (Vec<Span>, usize) {
+    let mut spans: Vec<Span> = Vec::with_capacity(buf.len() / 256);
+    let mut start = 0;
+    for nl in memchr::memchr_iter(b'\n', buf) {
+        let span = (start..nl, true);
+        start = nl + 1;
+        if std::mem::take(skipping) {
+            spans.push(None);
+            continue;
+        }
+        spans.push(keep(span));
+    }
+    if eof && (start < buf.len() || *skipping) {
+        let span = (start..buf.len(), false);
+        start = buf.len();
+        spans.push(if *skipping { None } else { keep(span) });
+        *skipping = false;
+    }
+    (spans, start)
+}
+
+/// The block reader; records go to `coarsener` when given, else all into `records`.
+///
+/// A pipeline of three stages over blocks of [`BLOCK_BYTES`]: while block k is parsed in
+/// parallel, block k−1's lines are counted and kept (in order) and block k+1 is read.
+fn read_blocks<R: BufRead + Send>(
+    mut reader: R,
+    coarsener: Option<Coarsener>,
+) -> std::io::Result<ReadOutcome> {
+    let mut seq = Sequencer {
+        out: ReadOutcome::default(),
+        line_no: 0,
+        coarsener,
+    };
+    let mut buf: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + (1 << 16));
+    let mut skipping = false;
+    let mut eof = top_up(&mut reader, &mut buf)?;
+    let mut pending: Option<(Vec<Span>, Vec<Parsed>)> = None;
+    loop {
+        let (spans, start) = split_lines(&buf, eof, &mut skipping);
+        let mut next: Vec<u8> = Vec::new();
+        if !eof {
+            next.reserve(BLOCK_BYTES + (1 << 16));
+            let tail = &buf[start..];
+            // A partial line already longer than the cap: drop it and skip to its newline.
+            if tail.len() > MAX_LINE_BYTES {
+                skipping = true;
+            } else {
+                next.extend_from_slice(tail);
+            }
+        }
+        let previous = pending.take();
+        let (parsed, read) = rayon::join(
+            || {
+                spans
+                    .par_iter()
+                    .with_min_len(LINES_PER_TASK)
+                    .map(|s| match s {
+                        Some(r) => parse_bytes(&buf[r.clone()]),
+                        None => Parsed::Blank,
+                    })
+                    .collect::<Vec<Parsed>>()
+            },
+            || {
+                if let Some((spans, parsed)) = previous {
+                    seq.take(&spans, parsed);
+                }
+                if eof {
+                    Ok(true)
+                } else {
+                    top_up(&mut reader, &mut next)
+                }
+            },
+        );
         if eof {
-            if let Some(c) = coarsener {
-                (out.records, out.coarsening) = c.finish();
-            }
-            return Ok(out);
+            seq.take(&spans, parsed);
+            return Ok(seq.finish());
         }
-        buf.drain(..start);
-        // A partial line already longer than the cap: drop it and skip to its newline.
-        if buf.len() > MAX_LINE_BYTES {
-            buf.clear();
-            skipping = true;
-        }
+        pending = Some((spans, parsed));
+        eof = read?;
+        buf = next;
     }
 }
 
