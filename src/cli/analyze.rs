@@ -120,7 +120,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let t1 = std::time::Instant::now();
     let hwm_read = timing.then(peak_rss_mib).flatten();
     let settings = args.settings(&EstimatorSettings::default());
-    let (mut report, row_layers) =
+    let (report, row_layers) =
         analyze_outcome_split(&outcome, &settings).with_context(|| {
             let first = outcome
                 .errors
@@ -153,7 +153,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
             );
         }
     } else {
-        row_layers.attach(&mut report.steps);
+        // The table shows no per-layer trajectory: the rows' layer points stay unattached.
         print!(
             "{}",
             super::escape_controls(&render_table(&report, args.rows.unwrap_or(DEFAULT_ROWS)))
