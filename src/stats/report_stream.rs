@@ -28,7 +28,10 @@ impl RowLayers {
     pub fn assign(rows: &[StepRow], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
         // Two passes over the points (count per row, then place), so that only the final
         // entries are held: a counting sort by row, stable, so within a row name order and
-        // then arrival order.
+        // then arrival order. The rows' steps are read from a compact copy (the rows are
+        // ~200 bytes each: walking them directly misses the cache at every step).
+        let row_steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+        let rows = row_steps.as_slice();
         let mut starts = vec![0usize; rows.len() + 1];
         for points in traj.values() {
             for i in RowWalk::new(rows, points).flatten() {
@@ -110,14 +113,14 @@ impl RowLayers {
 /// order (the analysis gives them so), else a binary search per point. Either way a point
 /// goes to the row `binary_search_by_key` finds, also among rows of a repeated step.
 struct RowWalk<'a> {
-    rows: &'a [StepRow],
+    rows: &'a [u64],
     points: std::slice::Iter<'a, (u64, LayerPoint)>,
     sorted: bool,
     at: usize,
 }
 
 impl<'a> RowWalk<'a> {
-    fn new(rows: &'a [StepRow], points: &'a [(u64, LayerPoint)]) -> Self {
+    fn new(rows: &'a [u64], points: &'a [(u64, LayerPoint)]) -> Self {
         Self {
             rows,
             points: points.iter(),
@@ -127,7 +130,7 @@ impl<'a> RowWalk<'a> {
     }
 
     fn search(&self, step: u64) -> Option<usize> {
-        self.rows.binary_search_by_key(&step, |r| r.step).ok()
+        self.rows.binary_search(&step).ok()
     }
 }
 
@@ -139,11 +142,11 @@ impl Iterator for RowWalk<'_> {
         if !self.sorted {
             return Some(self.search(step));
         }
-        while self.rows.get(self.at).is_some_and(|r| r.step < step) {
+        while self.rows.get(self.at).is_some_and(|&r| r < step) {
             self.at += 1;
         }
-        let here = self.rows.get(self.at).is_some_and(|r| r.step == step);
-        let repeated = self.rows.get(self.at + 1).is_some_and(|r| r.step == step);
+        let here = self.rows.get(self.at) == Some(&step);
+        let repeated = self.rows.get(self.at + 1) == Some(&step);
         Some(match (here, repeated) {
             (false, _) => None,
             (true, false) => Some(self.at),
