@@ -120,15 +120,14 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let t1 = std::time::Instant::now();
     let hwm_read = timing.then(peak_rss_mib).flatten();
     let settings = args.settings(&EstimatorSettings::default());
-    let (report, row_layers) =
-        analyze_outcome_split(&outcome, &settings).with_context(|| {
-            let first = outcome
-                .errors
-                .first()
-                .map(|e| format!(" (first problem, line {}: {})", e.line, e.reason))
-                .unwrap_or_default();
-            format!("{}{first}", path.display())
-        })?;
+    let (report, row_layers) = analyze_outcome_split(&outcome, &settings).with_context(|| {
+        let first = outcome
+            .errors
+            .first()
+            .map(|e| format!(" (first problem, line {}: {})", e.line, e.reason))
+            .unwrap_or_default();
+        format!("{}{first}", path.display())
+    })?;
     let t2 = std::time::Instant::now();
     let hwm_analysis = timing.then(peak_rss_mib).flatten();
     if args.json {

@@ -71,43 +71,45 @@ impl<'a> Scan<'a> {
     /// A number in JSON's grammar: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
     fn number(&mut self) -> Option<Number<'a>> {
         self.ws();
-        let rest = self.b.get(self.i..)?;
-        let digits_from = |k: usize| {
-            rest.get(k..)
-                .map_or(0, |r| r.iter().take_while(|c| c.is_ascii_digit()).count())
+        let b = self.b;
+        let digits = |mut i: usize| {
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            i
         };
-        let negative = rest.first() == Some(&b'-');
-        let mut k = usize::from(negative);
-        let n = digits_from(k);
-        if n == 0 || (n > 1 && rest[k] == b'0') {
+        let start = self.i;
+        let negative = b.get(start) == Some(&b'-');
+        let int_start = start + usize::from(negative);
+        let mut i = digits(int_start);
+        if i == int_start || (i - int_start > 1 && b[int_start] == b'0') {
             return None;
         }
-        k += n;
         let mut integer = true;
-        if rest.get(k) == Some(&b'.') {
-            let f = digits_from(k + 1);
-            if f == 0 {
+        if b.get(i) == Some(&b'.') {
+            let end = digits(i + 1);
+            if end == i + 1 {
                 return None;
             }
-            k += 1 + f;
+            i = end;
             integer = false;
         }
-        if let Some(b'e' | b'E') = rest.get(k) {
-            k += 1;
-            if let Some(b'+' | b'-') = rest.get(k) {
-                k += 1;
+        // `| 0x20` maps 'E' to 'e' and no other byte to 'e'.
+        if b.get(i).is_some_and(|&c| c | 0x20 == b'e') {
+            i += 1;
+            if let Some(b'+' | b'-') = b.get(i) {
+                i += 1;
             }
-            let e = digits_from(k);
-            if e == 0 {
+            let end = digits(i);
+            if end == i {
                 return None;
             }
-            k += e;
+            i = end;
             integer = false;
         }
-        let text = &rest[..k];
-        self.i += k;
+        self.i = i;
         Some(Number {
-            text,
+            text: &b[start..i],
             integer,
             negative,
         })
