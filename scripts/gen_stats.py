@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Write a synthetic stats protocol v1 file for the ingest benchmark (scripts/bench_ingest.sh).
 
-Usage: gen_stats.py OUT LINES [--layers K] [--repeat-step] [--seed S]
+Usage: gen_stats.py OUT LINES [--layers K] [--repeat-step] [--cosine-lr] [--seed S]
 
 Each line is one record like the built-in trainer's (n_small, tokens, loss, lr, step time and
 K layers), about 480 bytes with four layers. --repeat-step gives every line the same step
-number (the worst case of the two-sided smoother before issue 15).
+number (the worst case of the two-sided smoother before issue 15). --cosine-lr gives the run
+a linear warmup over its first 1% and a cosine decay to a tenth after it (lr changes at every
+step), instead of a constant lr.
 """
+import math
 import argparse
 import json
 import random
@@ -18,6 +21,7 @@ def main():
     p.add_argument("lines", type=int)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--repeat-step", action="store_true")
+    p.add_argument("--cosine-lr", action="store_true")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
     rng = random.Random(a.seed)
@@ -35,6 +39,14 @@ def main():
             for n in names:
                 share = rng.uniform(0.5, 1.5) / a.layers
                 layers[n] = {"sq_small": sq_small * share, "sq_big": sq_big * share}
+            lr = 3e-4
+            if a.cosine_lr:
+                warm = max(1, a.lines // 100)
+                if i < warm:
+                    lr *= (i + 1) / warm
+                else:
+                    x = (i - warm) / max(1, a.lines - warm)
+                    lr *= 0.1 + 0.45 * (1.0 + math.cos(math.pi * x))
             rec = {
                 "v": 1,
                 "step": step,
@@ -45,7 +57,7 @@ def main():
                 "n_small": 8,
                 "tokens": 128.0 * 4096 * (i + 1),
                 "loss": rng.uniform(2.0, 4.0),
-                "lr": 3e-4,
+                "lr": lr,
                 "step_time_s": rng.uniform(0.2, 0.3),
                 "layers": layers,
             }

@@ -9,6 +9,7 @@
 //! autocorrelation-aware variance on bin means is the batch-means method. See
 //! docs/STATISTICS.md, "Bounded memory for long runs".
 
+use super::diagnostics::LR_JUMP;
 use super::diagnostics::{Diagnostic, DiagnosticKind, Severity};
 use super::protocol::validate;
 use super::settings::EstimatorSettings;
@@ -89,12 +90,15 @@ pub struct Coarsening {
     pub max_records: u64,
 }
 
-/// Per kept record: how many steps it sums, the last of their step numbers, and whether it
-/// may merge at all ([`mergeable_alone`] of its steps, checked once per record).
+/// Per kept record: how many steps it sums, the last of their step numbers, the learning
+/// rates of its first and last step, and whether it may merge at all ([`mergeable_alone`] of
+/// its steps, checked once per record).
 #[derive(Debug, Clone, Copy)]
 struct Meta {
     count: u64,
     last_step: u64,
+    first_lr: Option<f64>,
+    last_lr: Option<f64>,
     ok: bool,
 }
 
@@ -166,6 +170,8 @@ impl Coarsener {
         let meta = Meta {
             count: 1,
             last_step: r.step,
+            first_lr: r.lr,
+            last_lr: r.lr,
             ok: mergeable_alone(&r),
         };
         match self.acc.as_mut() {
@@ -173,6 +179,7 @@ impl Coarsener {
                 add_into(&mut g.rec, &r);
                 g.meta.count += 1;
                 g.meta.last_step = meta.last_step;
+                g.meta.last_lr = meta.last_lr;
             }
             _ => {
                 self.flush();
@@ -224,6 +231,7 @@ impl Coarsener {
                 add_into(&mut rec, next);
                 m.count = m.count.saturating_add(nm.count);
                 m.last_step = nm.last_step;
+                m.last_lr = nm.last_lr;
                 merged_any = true;
                 it.next();
             }
@@ -268,7 +276,7 @@ fn mergeable(a: &StepStats, ma: Meta, b: &StepStats, mb: Meta) -> bool {
         && a.b_big == b.b_big
         && a.n_small == b.n_small
         && a.config == b.config
-        && lr_close(per_step(a.lr, ma), per_step(b.lr, mb))
+        && lr_continuous(ma.last_lr, mb.first_lr)
         && a.tokens.is_some() == b.tokens.is_some()
         && a.loss.is_some() == b.loss.is_some()
         && a.step_time_s.is_some() == b.step_time_s.is_some()
@@ -276,24 +284,15 @@ fn mergeable(a: &StepStats, ma: Meta, b: &StepStats, mb: Meta) -> bool {
         && a.layers.keys().eq(b.layers.keys())
 }
 
-/// Relative difference of two steps' learning rates (per-step means of groups) below which
-/// they merge: a smooth schedule (warmup, cosine) changes lr a little every step and still
-/// merges, while every change point of the `lr_change` diagnostic (> 5 % between consecutive
-/// records) ends a group.
-pub const LR_MERGE_TOLERANCE: f64 = 0.01;
-
-/// The per-step mean of a group's summed `lr`.
-fn per_step(lr: Option<f64>, m: Meta) -> Option<f64> {
-    lr.map(|x| x / m.count as f64)
-}
-
-/// Both absent, equal, or positive and within [`LR_MERGE_TOLERANCE`] of each other.
-fn lr_close(a: Option<f64>, b: Option<f64>) -> bool {
+/// Both absent, equal, or positive and within the `lr_change` diagnostic's jump factor of
+/// each other: `a` is the last step's learning rate before `b`'s first step, so a merged
+/// record never straddles a change point of that diagnostic (consecutive steps more than 5 %
+/// apart), while a smooth schedule (warmup, cosine decay: a little every step) merges
+/// freely. Merged records carry the mean lr of their steps.
+fn lr_continuous(a: Option<f64>, b: Option<f64>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(x), Some(y)) => {
-            x == y || (x > 0.0 && y > 0.0 && (x - y).abs() <= LR_MERGE_TOLERANCE * x.max(y))
-        }
+        (Some(x), Some(y)) => x == y || (x > 0.0 && y > 0.0 && x.max(y) <= LR_JUMP * x.min(y)),
         _ => false,
     }
 }
@@ -363,7 +362,7 @@ impl Coarsening {
         let msg = format!(
             "{} records analysed as {} records of {} consecutive steps each (memory bound of {} \
              records; --max-records N to change, 0 keeps every record); records at a change of \
-             lr (> 1 %), batch size or configuration hold fewer",
+             lr (> 5 % between steps), batch size or configuration hold fewer",
             thousands(self.records_read),
             thousands(self.records_kept),
             self.steps_per_record,
