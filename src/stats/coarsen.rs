@@ -9,7 +9,6 @@
 //! autocorrelation-aware variance on bin means is the batch-means method. See
 //! docs/STATISTICS.md, "Bounded memory for long runs".
 
-use super::diagnostics::LR_JUMP;
 use super::diagnostics::{Diagnostic, DiagnosticKind, Severity};
 use super::protocol::validate;
 use super::settings::EstimatorSettings;
@@ -84,21 +83,18 @@ pub struct Coarsening {
     /// Records kept after merging (what the analysis sees).
     pub records_kept: u64,
     /// Consecutive steps each fully merged record stands for (the final group size; records
-    /// at a break, e.g. an lr change, may hold fewer).
+    /// at a break, e.g. a batch-size change, may hold fewer).
     pub steps_per_record: u64,
     /// The bound on kept records that was applied.
     pub max_records: u64,
 }
 
-/// Per kept record: how many steps it sums, the last of their step numbers, the learning
-/// rates of its first and last step, and whether it may merge at all ([`mergeable_alone`] of
-/// its steps, checked once per record).
+/// Per kept record: how many steps it sums, the last of their step numbers, and whether it
+/// may merge at all ([`mergeable_alone`] of its steps, checked once per record).
 #[derive(Debug, Clone, Copy)]
 struct Meta {
     count: u64,
     last_step: u64,
-    first_lr: Option<f64>,
-    last_lr: Option<f64>,
     ok: bool,
 }
 
@@ -170,8 +166,6 @@ impl Coarsener {
         let meta = Meta {
             count: 1,
             last_step: r.step,
-            first_lr: r.lr,
-            last_lr: r.lr,
             ok: mergeable_alone(&r),
         };
         match self.acc.as_mut() {
@@ -179,7 +173,6 @@ impl Coarsener {
                 add_into(&mut g.rec, &r);
                 g.meta.count += 1;
                 g.meta.last_step = meta.last_step;
-                g.meta.last_lr = meta.last_lr;
             }
             _ => {
                 self.flush();
@@ -231,7 +224,6 @@ impl Coarsener {
                 add_into(&mut rec, next);
                 m.count = m.count.saturating_add(nm.count);
                 m.last_step = nm.last_step;
-                m.last_lr = nm.last_lr;
                 merged_any = true;
                 it.next();
             }
@@ -276,25 +268,12 @@ fn mergeable(a: &StepStats, ma: Meta, b: &StepStats, mb: Meta) -> bool {
         && a.b_big == b.b_big
         && a.n_small == b.n_small
         && a.config == b.config
-        && lr_continuous(ma.last_lr, mb.first_lr)
+        && a.lr.is_some() == b.lr.is_some()
         && a.tokens.is_some() == b.tokens.is_some()
         && a.loss.is_some() == b.loss.is_some()
         && a.step_time_s.is_some() == b.step_time_s.is_some()
         && a.layers.len() == b.layers.len()
         && a.layers.keys().eq(b.layers.keys())
-}
-
-/// Both absent, equal, or positive and within the `lr_change` diagnostic's jump factor of
-/// each other: `a` is the last step's learning rate before `b`'s first step, so a merged
-/// record never straddles a change point of that diagnostic (consecutive steps more than 5 %
-/// apart), while a smooth schedule (warmup, cosine decay: a little every step) merges
-/// freely. Merged records carry the mean lr of their steps.
-fn lr_continuous(a: Option<f64>, b: Option<f64>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(x), Some(y)) => x == y || (x > 0.0 && y > 0.0 && x.max(y) <= LR_JUMP * x.min(y)),
-        _ => false,
-    }
 }
 
 /// A record that may join a group at all: two-batch (not single-gradient), not flagged, no
@@ -304,7 +283,8 @@ fn mergeable_alone(r: &StepStats) -> bool {
     r.skipped.is_none() && r.dot_prev.is_none() && !r.is_single_gradient() && validate(r).is_ok()
 }
 
-/// Add `b`'s summed fields (norms, loss, step time, lr) into `a`; `tokens` becomes `b`'s (cumulative), `step` stays `a`'s.
+/// Add `b`'s summed fields (norms, loss, step time) into `a`; `tokens` becomes `b`'s
+/// (cumulative); `step` and `lr` stay `a`'s (the group's first step's).
 fn add_into(a: &mut StepStats, b: &StepStats) {
     a.sq_small += b.sq_small;
     a.sq_big += b.sq_big;
@@ -319,7 +299,6 @@ fn add_into(a: &mut StepStats, b: &StepStats) {
     };
     add(&mut a.loss, b.loss);
     add(&mut a.step_time_s, b.step_time_s);
-    add(&mut a.lr, b.lr);
     a.tokens = b.tokens;
 }
 
@@ -331,10 +310,7 @@ fn divide(r: &mut StepStats, n: f64) {
         l.sq_small /= n;
         l.sq_big /= n;
     }
-    for x in [&mut r.loss, &mut r.step_time_s, &mut r.lr]
-        .into_iter()
-        .flatten()
-    {
+    for x in [&mut r.loss, &mut r.step_time_s].into_iter().flatten() {
         *x /= n;
     }
 }
@@ -361,8 +337,8 @@ impl Coarsening {
     pub fn diagnostic(&self) -> Diagnostic {
         let msg = format!(
             "{} records analysed as {} records of {} consecutive steps each (memory bound of {} \
-             records; --max-records N to change, 0 keeps every record); records at a change of \
-             lr (> 5 % between steps), batch size or configuration hold fewer",
+             records; --max-records N to change, 0 keeps every record; each carries the step and lr \
+             of its first step); records at a change of batch size or configuration hold fewer",
             thousands(self.records_read),
             thousands(self.records_kept),
             self.steps_per_record,

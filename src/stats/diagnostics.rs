@@ -264,7 +264,7 @@ fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
 
 /// A jump of the learning rate between consecutive records by more than this factor is a
 /// change point.
-pub(crate) const LR_JUMP: f64 = 1.05;
+const LR_JUMP: f64 = 1.05;
 
 /// Learning-rate changes: located at the change points (consecutive records whose lr differs by
 /// more than [`LR_JUMP`]×); a smooth schedule without jumps is located where the lr first
