@@ -8,7 +8,7 @@ use super::estimate::{EstimatorKind, NoEstimate, StepEstimate, estimate_record};
 use super::layers::{LayerDetail, breakdown_with};
 use super::protocol::{ProtocolError, validate};
 use super::reader::ReadOutcome;
-use super::report::{AnalyzeReport, LayerPoint, StepRow, Summary};
+use super::report::{AnalyzeReport, StepRow, Summary};
 use super::report_stream::RowLayers;
 use super::settings::EstimatorSettings;
 use super::smoothed::{Series, smooth};
@@ -106,8 +106,7 @@ fn analyze_split_with_counts(
     counts: &InputCounts,
     settings: &EstimatorSettings,
 ) -> Result<(AnalyzeReport, RowLayers), StatsError> {
-    let (report, traj) = analyze_impl(records, counts, settings, LayerDetail::Full)?;
-    let layers = RowLayers::assign(&report.steps, traj);
+    let (report, layers) = analyze_impl(records, counts, settings, LayerDetail::Full)?;
     Ok((report, layers))
 }
 
@@ -150,15 +149,12 @@ pub fn analyze_with_counts(
     Ok(report)
 }
 
-/// The report with empty per-row layer maps, and each layer's per-step points by name.
-type Trajectories = BTreeMap<String, Vec<(u64, LayerPoint)>>;
-
 fn analyze_impl(
     records: &[StepStats],
     counts: &InputCounts,
     settings: &EstimatorSettings,
     detail: LayerDetail,
-) -> Result<(AnalyzeReport, Trajectories), StatsError> {
+) -> Result<(AnalyzeReport, RowLayers), StatsError> {
     settings.validate().map_err(StatsError::Settings)?;
     let coarse = counts.coarsening.map(|c| c.settings_for(settings));
     let settings = coarse.as_ref().unwrap_or(settings);
@@ -235,11 +231,17 @@ fn analyze_impl(
     let used: Vec<&StepStats> = est.iter().map(|e| kept[e.index]).collect();
     // The whole model's smoothing, the layers' and the record-level diagnostics are
     // independent: side by side.
-    let (sm, (per_layer, (changes, seq_len))) = rayon::join(
+    let (sm, ((per_layer, row_layers), (changes, seq_len))) = rayon::join(
         || smooth(&series, settings),
         || {
             rayon::join(
-                || breakdown_with(&two_batch, settings, detail),
+                || {
+                    // The layers' points go to the rows of their steps (the rows are built
+                    // from `est` in order, so row i is at `steps[i]`).
+                    let mut b = breakdown_with(&two_batch, settings, detail);
+                    let points = std::mem::take(&mut b.trajectories);
+                    (b, RowLayers::assign_to_steps(&steps, points))
+                },
                 || (record_changes(&used), infer_seq_len(&used)),
             )
         },
@@ -287,8 +289,6 @@ fn analyze_impl(
             }
         })
         .collect();
-
-    let trajectories = per_layer.trajectories;
 
     let mut diagnostics = changes;
     diagnostics.extend(per_layer.diagnostics);
@@ -346,7 +346,7 @@ fn analyze_impl(
             summary,
             steps: rows,
         },
-        trajectories,
+        row_layers,
     ))
 }
 

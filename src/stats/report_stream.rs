@@ -26,12 +26,17 @@ impl RowLayers {
     /// Assign each layer's points (steps in any order) to the row of the same step, the row a
     /// binary search over `rows` (sorted by step) finds; points without a row are dropped.
     pub fn assign(rows: &[StepRow], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
+        // The rows' steps as a compact copy (the rows are ~200 bytes each: walking them
+        // directly misses the cache at every step).
+        let row_steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+        Self::assign_to_steps(&row_steps, traj)
+    }
+
+    /// [`RowLayers::assign`] to rows given by their steps (sorted), row `i` at `rows[i]`.
+    pub fn assign_to_steps(rows: &[u64], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
         // Two passes over the points (count per row, then place), so that only the final
         // entries are held: a counting sort by row, stable, so within a row name order and
-        // then arrival order. The rows' steps are read from a compact copy (the rows are
-        // ~200 bytes each: walking them directly misses the cache at every step).
-        let row_steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
-        let rows = row_steps.as_slice();
+        // then arrival order.
         let mut starts = vec![0usize; rows.len() + 1];
         for points in traj.values() {
             for i in RowWalk::new(rows, points).flatten() {
