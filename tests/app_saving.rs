@@ -11,27 +11,17 @@ use copus::cli::open::{
 };
 use copus::session::Session;
 use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job, worker};
+use copus::tui::{keys, worker};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::path::Path;
-use std::sync::Arc;
 
 fn render(app: &App, w: u16, h: u16) -> String {
     render_support::screen(app, w, h, ColorMode::Monochrome)
 }
 
-fn with_table(mut app: App) -> App {
-    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
-        panic!("table request");
-    };
-    let table = Arc::new(table_job(&app).compute());
-    update(&mut app, Msg::TableReady { generation, table });
-    app
-}
-
 fn demo_in(dir: &Path) -> App {
     let resolved = demo_session(dir).expect("the embedded demo resolves");
-    with_table(prepared(resolved, copus::compute::Device::Cpu).expect("prepared"))
+    render_support::with_table(prepared(resolved, copus::compute::Device::Cpu).expect("prepared"))
 }
 
 fn press(app: &mut App, code: KeyCode) -> Vec<Effect> {
@@ -220,7 +210,7 @@ fn a_load_failure_is_an_error_before_the_terminal_or_a_panel() {
     // A failure in the worker is shown in full instead of "computing throughput…".
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
     let resolved = adhoc_session(&OpenArgs::for_path(&sample)).expect("session");
-    let mut app = with_table(App::loading(resolved));
+    let mut app = render_support::with_table(App::loading(resolved));
     let why = "run.ndjson: no step gives a usable estimate (samples missing)".to_string();
     update(&mut app, Msg::SourceLoaded(Box::new(Err(why))));
     let screen = render(&app, 120, 40);

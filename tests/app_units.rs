@@ -4,26 +4,15 @@
 
 mod render_support;
 use copus::app::recommend::{Units, recommend};
-use copus::app::{App, Effect, Msg, update};
+use copus::app::{App, Msg, update};
 use copus::cli::open::{OpenArgs, adhoc_session, app_for_session, demo_path};
 use copus::goodput::StatEffForm;
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
-use copus::tui::table_job;
 use std::path::Path;
-use std::sync::Arc;
 
 fn render(app: &App, w: u16, h: u16) -> String {
     render_support::screen(app, w, h, ColorMode::Indexed)
-}
-
-fn with_table(mut app: App) -> App {
-    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
-        panic!("table request");
-    };
-    let table = Arc::new(table_job(&app).compute());
-    update(&mut app, Msg::TableReady { generation, table });
-    app
 }
 
 fn sample_run(args: OpenArgs) -> App {
@@ -31,7 +20,7 @@ fn sample_run(args: OpenArgs) -> App {
     let mut app = App::loading(resolved.clone());
     let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
-    with_table(app)
+    render_support::with_table(app)
 }
 
 fn sample_path() -> std::path::PathBuf {
@@ -93,7 +82,7 @@ fn the_planner_and_grid_cli_get_the_trajectory_in_model_sequences() {
 }
 
 fn demo_at(cursor: usize) -> App {
-    let mut app = with_table(app_for_session(&demo_path()).expect("demo"));
+    let mut app = render_support::with_table(app_for_session(&demo_path()).expect("demo"));
     update(&mut app, Msg::ScrubTo(cursor));
     app
 }

@@ -7,17 +7,11 @@
 
 mod reliability_support;
 
-use reliability_support::copus;
+use reliability_support::{copus, copus_json as json};
 use serde_json::Value;
 
 const SAMPLE: &str = "assets/data/sample-run.ndjson";
 const DEMO: &str = "sessions/demo.ron";
-
-fn json(args: &[&str]) -> Value {
-    let run = copus(args);
-    run.succeeds();
-    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
-}
 
 #[test]
 fn grid_and_plan_on_a_stats_file_say_they_need_a_session() {

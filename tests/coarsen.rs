@@ -2,25 +2,19 @@
 //! records of equal numbers of consecutive steps, reports it, and gives the estimate of the
 //! whole run.
 
+mod reliability_support;
 mod stats_support;
 
 use stats_support::{Model, to_ndjson};
 use std::process::Command;
 
 fn analyze_json(path: &std::path::Path, extra: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .arg("analyze")
-        .arg(path)
-        .arg("--json")
-        .args(extra)
-        .output()
-        .expect("run copus");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
+    let path = path.to_str().expect("a UTF-8 temporary path");
+    let args: Vec<&str> = ["analyze", path, "--json"]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    reliability_support::copus_json(&args)
 }
 
 /// A 5,000-step run with layers, tokens and loss, written to a temporary file.

@@ -4,26 +4,18 @@
 //! checks that the essentials are on screen whole at 80 columns. Regenerate with
 //! `INSTA_UPDATE=always cargo test --test render_drift` and review the diff.
 
+mod render_support;
+
 mod drift_support;
 
 use copus::app::measured_view as mv;
-use copus::app::{App, Effect, Msg, update};
+use copus::app::{App, Msg, update};
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
-use copus::tui::{table_job, view};
+use copus::tui::view;
 use drift_support::{open, sample_run, write_compared};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use std::sync::Arc;
-
-fn with_table(mut app: App) -> App {
-    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
-        panic!("table request");
-    };
-    let table = Arc::new(table_job(&app).compute());
-    update(&mut app, Msg::TableReady { generation, table });
-    app
-}
 
 fn render(app: &App, w: u16, h: u16, mode: ColorMode) -> ratatui::buffer::Buffer {
     let mut term = Terminal::new(TestBackend::new(w, h)).expect("terminal");
@@ -53,7 +45,7 @@ fn snapshot_both(name: &str, app: &App) -> [String; 2] {
 
 #[test]
 fn a_drifting_run_leads_with_now_and_drift_and_marks_its_causes() {
-    let mut app = with_table(open(&sample_run(), None).expect("opens"));
+    let mut app = render_support::with_table(open(&sample_run(), None).expect("opens"));
     update(&mut app, Msg::ScrubTo(300));
     update(&mut app, Msg::ShowSide(Panel::Estimators));
     let [small, large] = snapshot_both("drift", &app);
@@ -87,7 +79,7 @@ fn a_drifting_run_leads_with_now_and_drift_and_marks_its_causes() {
 
 #[test]
 fn the_per_layer_view() {
-    let mut app = with_table(open(&sample_run(), None).expect("opens"));
+    let mut app = render_support::with_table(open(&sample_run(), None).expect("opens"));
     update(&mut app, Msg::ScrubTo(300));
     update(&mut app, Msg::ShowSide(Panel::Estimators));
     update(&mut app, Msg::CycleLayer);
@@ -113,7 +105,7 @@ fn the_per_layer_view() {
 fn a_compared_run_overlaid() {
     let dir = tempfile::tempdir().expect("tempdir");
     let b = write_compared(dir.path());
-    let mut app = with_table(open(&sample_run(), Some(&b)).expect("opens"));
+    let mut app = render_support::with_table(open(&sample_run(), Some(&b)).expect("opens"));
     update(&mut app, Msg::ScrubTo(100));
     update(&mut app, Msg::ShowSide(Panel::Estimators));
     let [small, large] = snapshot_both("drift_compare", &app);

@@ -4,37 +4,19 @@
 //! layout, numbers or heatmap colours shows up in review. Regenerate with
 //! `INSTA_UPDATE=always cargo test --test render_snapshots` and review the diff.
 
-use copus::app::{App, Effect, Msg, update};
+mod render_support;
+
+use copus::app::{App, Msg, update};
 use copus::cli::open::{OpenArgs, adhoc_session, app_for_session, demo_path};
 use copus::session::Panel;
 use copus::tui::palette::ColorMode;
-use copus::tui::{table_job, view};
+use copus::tui::view;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use std::sync::Arc;
 
 fn demo_at(cursor: usize) -> App {
-    let mut app = app_for_session(&demo_path()).expect("demo loads");
-    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
-        panic!("table request");
-    };
-    let table = Arc::new(table_job(&app).compute());
-    let effects = update(&mut app, Msg::TableReady { generation, table });
-    if let [Effect::ComputePlan { generation }] = effects.as_slice() {
-        let plan = copus::pipeline::plan_with(
-            &app.resolved,
-            &app.planning_trajectory(),
-            app.table.as_ref().expect("table"),
-        )
-        .map_err(|e| e.to_string());
-        update(
-            &mut app,
-            Msg::PlanReady {
-                generation: *generation,
-                plan: Box::new(plan),
-            },
-        );
-    }
+    let app = app_for_session(&demo_path()).expect("demo loads");
+    let mut app = render_support::with_table_and_plan(app);
     update(&mut app, Msg::ScrubTo(cursor));
     app
 }
@@ -68,15 +50,6 @@ fn every_side_panel() {
     }
 }
 
-fn with_table(mut app: App) -> App {
-    let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) else {
-        panic!("table request");
-    };
-    let table = Arc::new(table_job(&app).compute());
-    update(&mut app, Msg::TableReady { generation, table });
-    app
-}
-
 fn sample_run() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson")
 }
@@ -93,7 +66,7 @@ fn snapshot_both(name: &str, app: &App) {
 #[test]
 fn a_measured_run_in_its_own_tokens_per_sample() {
     let resolved = adhoc_session(&OpenArgs::for_path(&sample_run())).expect("ad-hoc session");
-    let mut app = with_table(
+    let mut app = render_support::with_table(
         copus::cli::open::prepared(resolved, copus::compute::Device::Cpu).expect("loads"),
     );
     update(&mut app, Msg::ScrubTo(300));
@@ -125,7 +98,7 @@ fn a_gradient_dump() {
     let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
     let mut app = App::loading(resolved);
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
-    let mut app = with_table(app);
+    let mut app = render_support::with_table(app);
     update(&mut app, Msg::End);
     update(&mut app, Msg::ShowSide(Panel::Estimators));
     snapshot_both("dump", &app);
@@ -139,7 +112,7 @@ fn a_live_source() {
     resolved.session.source = DataSource::Live {
         target: "run.ndjson".into(),
     };
-    let mut app = with_table(App::loading(resolved.clone()));
+    let mut app = render_support::with_table(App::loading(resolved.clone()));
     app.loading = false;
     app.live_target = Some("run.ndjson".into());
     // What the live aggregator sends: the records re-estimated with the one-sided smoother.

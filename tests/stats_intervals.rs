@@ -119,17 +119,7 @@ fn lag_corrected_moments_match_explicit_weights() {
             m.add(2.0 * a[j] - b[j], t[j], g[j]);
         }
         let f = fast[i];
-        for (x, y) in [
-            (f.w, m.w),
-            (f.w2, m.w2),
-            (f.wt, m.wt),
-            (f.wg, m.wg),
-            (f.qt, m.qt),
-            (f.qg, m.qg),
-            (f.qtt, m.qtt),
-            (f.qtg, m.qtg),
-            (f.qgg, m.qgg),
-        ] {
+        for (x, y) in f.fields().into_iter().zip(m.fields()) {
             assert!(close(x, y), "step {i}: {x} vs {y}");
         }
     }

@@ -240,7 +240,11 @@ fn analyze_impl(
                     // from `est` in order, so row i is at `steps[i]`).
                     let mut b = breakdown_with(&two_batch, settings, detail);
                     let points = std::mem::take(&mut b.trajectories);
-                    (b, RowLayers::assign_to_steps(&steps, points))
+                    let rows = match detail {
+                        LayerDetail::Full => RowLayers::assign(&steps, points),
+                        LayerDetail::DiagnosticsOnly => RowLayers::default(),
+                    };
+                    (b, rows)
                 },
                 || (record_changes(&used), infer_seq_len(&used)),
             )

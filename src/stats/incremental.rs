@@ -349,19 +349,7 @@ mod tests {
     }
 
     fn moments_close(a: &Moments, b: &Moments) -> bool {
-        [
-            (a.w, b.w),
-            (a.w2, b.w2),
-            (a.wt, b.wt),
-            (a.wg, b.wg),
-            (a.qt, b.qt),
-            (a.qg, b.qg),
-            (a.qtt, b.qtt),
-            (a.qtg, b.qtg),
-            (a.qgg, b.qgg),
-        ]
-        .iter()
-        .all(|(x, y)| close(*x, *y))
+        a.fields().iter().zip(b.fields()).all(|(x, y)| close(*x, y))
     }
 
     #[test]

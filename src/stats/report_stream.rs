@@ -23,17 +23,11 @@ pub struct RowLayers {
 }
 
 impl RowLayers {
-    /// Assign each layer's points (steps in any order) to the row of the same step, the row a
-    /// binary search over `rows` (sorted by step) finds; points without a row are dropped.
-    pub fn assign(rows: &[StepRow], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
-        // The rows' steps as a compact copy (the rows are ~200 bytes each: walking them
-        // directly misses the cache at every step).
-        let row_steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
-        Self::assign_to_steps(&row_steps, traj)
-    }
-
-    /// [`RowLayers::assign`] to rows given by their steps (sorted), row `i` at `rows[i]`.
-    pub fn assign_to_steps(rows: &[u64], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
+    /// Assign each layer's points (steps in any order) to the row of the same step, row `i`
+    /// being the row at `rows[i]` (the rows' steps, sorted): the row a binary search over
+    /// `rows` finds; points without a row are dropped. (The steps rather than the rows
+    /// themselves: rows are ~200 bytes each, and walking them misses the cache at every step.)
+    pub fn assign(rows: &[u64], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
         // Two passes over the points (count per row, then place), so that only the final
         // entries are held: a counting sort by row, stable, so within a row name order and
         // then arrival order.
@@ -294,7 +288,8 @@ mod tests {
         };
         let mut traj = BTreeMap::new();
         traj.insert("x".to_string(), vec![(2, p(1.0)), (2, p(2.0)), (9, p(3.0))]);
-        let layers = RowLayers::assign(&rows, traj);
+        let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+        let layers = RowLayers::assign(&steps, traj);
         let mut attached = rows.clone();
         layers.attach(&mut attached);
         assert!(attached[0].layers.is_empty());

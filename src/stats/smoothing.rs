@@ -31,6 +31,13 @@ pub struct Moments {
 }
 
 impl Moments {
+    /// The nine sums in declaration order (w, w2, wt, wg, qt, qg, qtt, qtg, qgg).
+    pub fn fields(&self) -> [f64; 9] {
+        [
+            self.w, self.w2, self.wt, self.wg, self.qt, self.qg, self.qtt, self.qtg, self.qgg,
+        ]
+    }
+
     /// Add one step with weight `w`.
     pub fn add(&mut self, w: f64, t: f64, g: f64) {
         let w2 = w * w;

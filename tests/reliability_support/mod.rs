@@ -125,3 +125,10 @@ pub fn demo_with(from: &str, to: &str) -> String {
     assert!(text.contains(from), "demo lacks {from:?}");
     text.replacen(from, to, 1)
 }
+
+/// The JSON a successful `copus ARGS` prints on stdout (run as [`copus`] runs it).
+pub fn copus_json(args: &[&str]) -> serde_json::Value {
+    let run = copus(args);
+    run.succeeds();
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
