@@ -236,7 +236,10 @@ class DdpNoiseHook:
     def __init__(self, ddp_model, writer, samples_per_rank, process_group=None):
         self.model, self.writer = ddp_model, writer
         self.samples_per_rank, self.group = samples_per_rank, process_group
-        self._local = self._global = None
+        # Per-bucket squared norms, summed in step_end. The all-reduce callbacks of different
+        # buckets may run at once on the backend's threads: each appends its own part
+        # (list.append is atomic) instead of updating a running sum, which could lose one.
+        self._local_parts, self._global_parts = [], []
         self._calls = 0
 
     def install(self):
@@ -250,15 +253,13 @@ class DdpNoiseHook:
         buf = bucket.buffer()
         if bucket.index() == 0:
             state._calls += 1
-        sq = buf.detach().float().pow(2).sum()
-        state._local = sq if state._local is None else state._local + sq
+        state._local_parts.append(buf.detach().float().pow(2).sum())
         world = dist.get_world_size(state.group)
         fut = dist.all_reduce(buf.div_(world), group=state.group, async_op=True).get_future()
 
         def after(f):
             t = f.value()[0]
-            g = t.detach().float().pow(2).sum()
-            state._global = g if state._global is None else state._global + g
+            state._global_parts.append(t.detach().float().pow(2).sum())
             return t
 
         return fut.then(after)
@@ -272,20 +273,21 @@ class DdpNoiseHook:
         world = dist.get_world_size(self.group)
         if world < 2:
             raise ValueError("DdpNoiseHook needs at least 2 ranks (two batch sizes)")
-        if self._local is None or self._global is None:
+        if not self._local_parts or not self._global_parts:
             raise RuntimeError("no gradient seen since the last step_end: call install() "
                                "before training and step_end() after backward()")
-        local = self._local.detach().reshape(1).to(torch.float64)
+        local = torch.stack(self._local_parts).to(torch.float64).sum().reshape(1)
+        global_sq = torch.stack(self._global_parts).to(torch.float64).sum()
         dist.all_reduce(local, group=self.group)
         skipped = None
         if self._calls > 1:
             skipped = (f"comm hook ran {self._calls} times in one step: wrap all but the "
                        "last micro-step in no_sync()")
         rec = make_record(step, self.samples_per_rank, self.samples_per_rank * world,
-                          local.item() / world, float(self._global), n_small=world,
+                          local.item() / world, float(global_sq), n_small=world,
                           loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
                           step_time_s=step_time_s, skipped=skipped)
-        self._local = self._global = None
+        self._local_parts, self._global_parts = [], []
         self._calls = 0
         return self.writer.write(rec)
 
