@@ -15,6 +15,7 @@ use super::smoothed::{Series, smooth};
 use super::step::StepStats;
 use super::summary_diags::{finish_diagnostics, infer_seq_len, verdict};
 use super::window::{self, Drift, WindowEstimate};
+use rayon::prelude::*;
 use std::collections::BTreeMap;
 
 /// Why no analysis could be produced.
@@ -166,31 +167,33 @@ fn analyze_impl(
     }
     let mut dropped = Dropped::default();
     dropped.non_finite.extend(&counts.non_finite_steps);
+    // Each record screened on its own (in parallel), then sorted out in input order.
+    let screened: Vec<Screen> = records
+        .par_iter()
+        .with_min_len(PAR_MIN_RECORDS)
+        .map(screen)
+        .collect();
     let mut kept: Vec<&StepStats> = Vec::with_capacity(records.len());
-    for r in records {
-        if let Some(reason) = &r.skipped {
-            // Producers (the dump reader, the trainer, the Python hook) flag NaN/Inf steps with
-            // a reason starting "non-finite": the same event as a NaN in a stats line.
-            if is_non_finite_reason(reason) {
-                dropped.non_finite.push(r.step);
-            } else {
-                dropped.skipped.push((r.step, reason.clone()));
-            }
-            continue;
-        }
-        match validate(r) {
-            Ok(()) => kept.push(r),
-            Err(ProtocolError::NonFinite { .. }) => dropped.non_finite.push(r.step),
-            Err(e) => dropped.invalid.push((r.step, e.to_string())),
+    for (r, verdict) in records.iter().zip(screened) {
+        match verdict {
+            Screen::Keep => kept.push(r),
+            Screen::NonFinite => dropped.non_finite.push(r.step),
+            Screen::Skipped(reason) => dropped.skipped.push((r.step, reason)),
+            Screen::Invalid(reason) => dropped.invalid.push((r.step, reason)),
         }
     }
     dropped.unordered = kept.windows(2).filter(|w| w[1].step <= w[0].step).count();
     kept.sort_by_key(|r| r.step);
 
+    let estimates: Vec<Result<StepEstimate, NoEstimate>> = kept
+        .par_iter()
+        .enumerate()
+        .with_min_len(PAR_MIN_RECORDS)
+        .map(|(i, r)| estimate_record(i, r, i.checked_sub(1).map(|p| kept[p])))
+        .collect();
     let mut est: Vec<StepEstimate> = Vec::with_capacity(kept.len());
-    for (i, r) in kept.iter().enumerate() {
-        let prev = i.checked_sub(1).map(|p| kept[p]);
-        match estimate_record(i, r, prev) {
+    for (r, e) in kept.iter().zip(estimates) {
+        match e {
             Ok(e) => est.push(e),
             Err(NoEstimate::NoDotPrev) => dropped.no_dot.push(r.step),
             Err(NoEstimate::NoPredecessor) => dropped.no_pred.push(r.step),
@@ -267,9 +270,10 @@ fn analyze_impl(
     let ratio = super::smoothing::ratio_ema(&trace, &g2, &b_big, settings.ema_decay, b0);
 
     let rows: Vec<StepRow> = est
-        .iter()
-        .zip(&sm.points)
-        .zip(ratio)
+        .par_iter()
+        .zip(sm.points.par_iter())
+        .zip(ratio.into_par_iter())
+        .with_min_len(PAR_MIN_RECORDS)
         .map(|((e, p), ratio_ema)| {
             let r = kept[e.index];
             StepRow {
@@ -352,6 +356,34 @@ fn analyze_impl(
         },
         row_layers,
     ))
+}
+
+/// Records per parallel task of the per-record passes.
+const PAR_MIN_RECORDS: usize = 4096;
+
+/// What becomes of one record before estimation.
+enum Screen {
+    Keep,
+    NonFinite,
+    Skipped(String),
+    Invalid(String),
+}
+
+fn screen(r: &StepStats) -> Screen {
+    if let Some(reason) = &r.skipped {
+        // Producers (the dump reader, the trainer, the Python hook) flag NaN/Inf steps with
+        // a reason starting "non-finite": the same event as a NaN in a stats line.
+        return if is_non_finite_reason(reason) {
+            Screen::NonFinite
+        } else {
+            Screen::Skipped(reason.clone())
+        };
+    }
+    match validate(r) {
+        Ok(()) => Screen::Keep,
+        Err(ProtocolError::NonFinite { .. }) => Screen::NonFinite,
+        Err(e) => Screen::Invalid(e.to_string()),
+    }
 }
 
 /// True for a producer's skip reason that reports NaN/±Inf values: it mentions `non-finite`

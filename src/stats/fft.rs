@@ -5,7 +5,9 @@
 use rustfft::num_complex::Complex64;
 use std::sync::Arc;
 
-/// Forward and inverse plans of one size, with their scratch space.
+/// Forward and inverse plans of one size, with their scratch space (a clone shares the
+/// plans and has its own scratch).
+#[derive(Clone)]
 pub(crate) struct Fft {
     n: usize,
     forward: Arc<dyn rustfft::Fft<f64>>,

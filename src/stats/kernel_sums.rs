@@ -13,6 +13,7 @@
 
 use super::fft::Fft;
 use super::smoothing::Moments;
+use rayon::prelude::*;
 use rustfft::num_complex::Complex64;
 use std::ops::Range;
 
@@ -190,6 +191,14 @@ struct Plan {
     gcd: u64,
 }
 
+/// One overlap-save block of a stretch: its grid origin (the grid position of its first
+/// point, possibly before the stretch), the buckets it reads and those it writes.
+struct Block {
+    origin: i64,
+    input: Range<usize>,
+    output: Range<usize>,
+}
+
 /// Channels convolved with w (count, Σt, Σg) then with w² (count, Σt, Σg, Σt², Σtg, Σg²),
 /// packed two to a complex transform.
 const PAIRS: [(usize, usize, bool); 5] = [
@@ -226,6 +235,43 @@ impl Plan {
         blocks.ceil() * (5.0 * l * l.log2() + 12.0 * l)
     }
 
+    /// The blocks of the stretch, in order: where each one's grid starts and which buckets
+    /// it reads and writes.
+    fn blocks(&self, b: &Buckets, seg: &Range<usize>) -> Vec<Block> {
+        let first = b.step[seg.start];
+        let pos = |j: usize| ((b.step[j] - first) / self.gcd) as usize;
+        let (len, r) = (self.len, self.r);
+        let mut blocks = Vec::new();
+        let (mut in_lo, mut out_lo) = (seg.start, seg.start);
+        let mut s = 0usize;
+        while out_lo < seg.end {
+            // Skip empty blocks: start at the next bucket that needs an output.
+            s = s.max(pos(out_lo));
+            let lo = s.saturating_sub(r);
+            let origin = s as i64 - r as i64;
+            while pos(in_lo) < lo {
+                in_lo += 1;
+            }
+            let mut in_hi = in_lo;
+            while in_hi < seg.end && (pos(in_hi) as i64) < origin + len as i64 {
+                in_hi += 1;
+            }
+            let end = s + self.step();
+            let mut out_hi = out_lo;
+            while out_hi < seg.end && pos(out_hi) < end {
+                out_hi += 1;
+            }
+            blocks.push(Block {
+                origin,
+                input: in_lo..in_hi,
+                output: out_lo..out_hi,
+            });
+            out_lo = out_hi;
+            s = end;
+        }
+        blocks
+    }
+
     fn run(&self, b: &Buckets, seg: &Range<usize>, h: f64, out: &mut [Moments]) {
         let (len, r) = (self.len, self.r);
         let mut fft = Fft::new(len);
@@ -243,71 +289,82 @@ impl Plan {
         for x in spectra.iter_mut() {
             fft.forward(x);
         }
+        // Blocks are independent: each in its own task, writing its own outputs.
+        let blocks = self.blocks(b, seg);
+        let mut rest = &mut out[seg.start..seg.end];
+        let mut work: Vec<(&Block, &mut [Moments])> = Vec::with_capacity(blocks.len());
+        for block in &blocks {
+            let (mine, after) = std::mem::take(&mut rest).split_at_mut(block.output.len());
+            work.push((block, mine));
+            rest = after;
+        }
+        let spectra = &spectra;
+        work.into_par_iter().for_each_init(
+            || (fft.clone(), vec![vec![zero; len]; 5]),
+            |(fft, bufs), (block, out)| self.convolve(b, seg, block, spectra, fft, bufs, out),
+        );
+    }
+
+    /// One block's convolution: the moments of the buckets `block.output`, into `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn convolve(
+        &self,
+        b: &Buckets,
+        seg: &Range<usize>,
+        block: &Block,
+        spectra: &[Vec<Complex64>; 2],
+        fft: &mut Fft,
+        bufs: &mut [Vec<Complex64>],
+        out: &mut [Moments],
+    ) {
         let first = b.step[seg.start];
         let pos = |j: usize| ((b.step[j] - first) / self.gcd) as usize;
-        let mut bufs: Vec<Vec<Complex64>> = vec![vec![zero; len]; 5];
-        let (mut in_lo, mut out_lo) = (seg.start, seg.start);
-        let mut s = 0usize;
-        while out_lo < seg.end {
-            // Skip empty blocks: start at the next bucket that needs an output.
-            s = s.max(pos(out_lo));
-            let lo = s.saturating_sub(r);
-            let origin = s as i64 - r as i64;
-            while pos(in_lo) < lo {
-                in_lo += 1;
+        let origin = block.origin;
+        let zero = Complex64::new(0.0, 0.0);
+        // Scale each channel to unit size in the block, so a pair's rounding error is
+        // relative to each channel's own values.
+        let mut scale = [0.0f64; 7];
+        for j in block.input.clone() {
+            for (c, x) in b.sums[j].iter().enumerate() {
+                scale[c] = scale[c].max(x.abs());
             }
-            let mut in_hi = in_lo;
-            while in_hi < seg.end && (pos(in_hi) as i64) < origin + len as i64 {
-                in_hi += 1;
+        }
+        let scale = scale.map(|x| if x > 0.0 && x.is_finite() { x } else { 1.0 });
+        for x in bufs.iter_mut() {
+            x.fill(zero);
+        }
+        for j in block.input.clone() {
+            let idx = (pos(j) as i64 - origin) as usize;
+            let sums = &b.sums[j];
+            let val = |c: usize| sums.get(c).map_or(0.0, |x| x / scale[c]);
+            for (x, &(cr, ci, _)) in bufs.iter_mut().zip(&PAIRS) {
+                x[idx] = Complex64::new(val(cr), val(ci));
             }
-            // Scale each channel to unit size in the block, so a pair's rounding error is
-            // relative to each channel's own values.
-            let mut scale = [0.0f64; 7];
-            for j in in_lo..in_hi {
-                for (c, x) in b.sums[j].iter().enumerate() {
-                    scale[c] = scale[c].max(x.abs());
-                }
+        }
+        for (x, &(_, _, sq)) in bufs.iter_mut().zip(&PAIRS) {
+            fft.forward(x);
+            for (v, k) in x.iter_mut().zip(&spectra[usize::from(sq)]) {
+                *v *= k;
             }
-            let scale = scale.map(|x| if x > 0.0 && x.is_finite() { x } else { 1.0 });
-            for x in bufs.iter_mut() {
-                x.fill(zero);
-            }
-            for j in in_lo..in_hi {
-                let idx = (pos(j) as i64 - origin) as usize;
-                let sums = &b.sums[j];
-                let val = |c: usize| sums.get(c).map_or(0.0, |x| x / scale[c]);
-                for (x, &(cr, ci, _)) in bufs.iter_mut().zip(&PAIRS) {
-                    x[idx] = Complex64::new(val(cr), val(ci));
-                }
-            }
-            for (x, &(_, _, sq)) in bufs.iter_mut().zip(&PAIRS) {
-                fft.forward(x);
-                for (v, k) in x.iter_mut().zip(&spectra[usize::from(sq)]) {
-                    *v *= k;
-                }
-                fft.inverse(x);
-            }
-            let end = s + self.step();
-            while out_lo < seg.end && pos(out_lo) < end {
-                let idx = (pos(out_lo) as i64 - origin) as usize;
-                let get = |p: usize, imag: bool, c: usize| {
-                    let v = bufs[p][idx];
-                    (if imag { v.im } else { v.re }) * scale[c]
-                };
-                out[out_lo] = Moments {
-                    w: get(0, false, 0),
-                    wt: get(0, true, 1),
-                    wg: get(1, false, 2),
-                    w2: get(2, false, 0),
-                    qt: get(2, true, 1),
-                    qg: get(3, false, 2),
-                    qtt: get(3, true, 3),
-                    qtg: get(4, false, 4),
-                    qgg: get(4, true, 5),
-                };
-                out_lo += 1;
-            }
-            s = end;
+            fft.inverse(x);
+        }
+        for (o, j) in out.iter_mut().zip(block.output.clone()) {
+            let idx = (pos(j) as i64 - origin) as usize;
+            let get = |p: usize, imag: bool, c: usize| {
+                let v = bufs[p][idx];
+                (if imag { v.im } else { v.re }) * scale[c]
+            };
+            *o = Moments {
+                w: get(0, false, 0),
+                wt: get(0, true, 1),
+                wg: get(1, false, 2),
+                w2: get(2, false, 0),
+                qt: get(2, true, 1),
+                qg: get(3, false, 2),
+                qtt: get(3, true, 3),
+                qtg: get(4, false, 4),
+                qgg: get(4, true, 5),
+            };
         }
     }
 }

@@ -10,16 +10,40 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::Write;
 
-/// Per-layer points of each step row: row `i` owns `entries[starts[i]..starts[i + 1]]`, in
-/// layer-name order; a name repeated within a row (repeated step numbers) keeps its last
-/// point, as inserting into a map would.
+/// Per-layer points of each step row, in layer-name order; a name repeated within a row
+/// (repeated step numbers) keeps its last point, as inserting into a map would.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowLayers {
     names: Vec<String>,
     /// Each name as a JSON string (quoted and escaped), for the JSON writer.
     escaped: Vec<Vec<u8>>,
-    starts: Vec<usize>,
-    entries: Vec<(u32, LayerPoint)>,
+    layout: Layout,
+}
+
+/// Where row `i`'s points are.
+#[derive(Debug, Clone, PartialEq)]
+enum Layout {
+    /// Row `i` owns `entries[starts[i]..starts[i + 1]]` as (layer index, point).
+    Scattered {
+        starts: Vec<usize>,
+        entries: Vec<(u32, LayerPoint)>,
+    },
+    /// Every layer has exactly one point per row, at the row's step (distinct steps): row
+    /// `i`'s point of layer `k` is `points[k][i]`, the layer's trajectory as the analysis
+    /// gave it (nothing copied).
+    Dense {
+        rows: usize,
+        points: Vec<Vec<(u64, LayerPoint)>>,
+    },
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout::Scattered {
+            starts: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
 }
 
 impl RowLayers {
@@ -27,7 +51,37 @@ impl RowLayers {
     /// being the row at `rows[i]` (the rows' steps, sorted): the row a binary search over
     /// `rows` finds; points without a row are dropped. (The steps rather than the rows
     /// themselves: rows are ~200 bytes each, and walking them misses the cache at every step.)
+    ///
+    /// The usual case (distinct steps, every layer at every step) keeps the trajectories as
+    /// they are; otherwise the points are sorted into rows.
     pub fn assign(rows: &[u64], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
+        let distinct = rows.windows(2).all(|w| w[0] < w[1]);
+        let aligned = traj.values().all(|points| {
+            points.len() == rows.len() && points.iter().zip(rows).all(|(p, &r)| p.0 == r)
+        });
+        if distinct && aligned {
+            let mut names = Vec::with_capacity(traj.len());
+            let mut escaped = Vec::with_capacity(traj.len());
+            let mut points = Vec::with_capacity(traj.len());
+            for (name, layer_points) in traj {
+                escaped.push(super::row_json::escaped_key(&name));
+                names.push(name);
+                points.push(layer_points);
+            }
+            return Self {
+                names,
+                escaped,
+                layout: Layout::Dense {
+                    rows: rows.len(),
+                    points,
+                },
+            };
+        }
+        Self::scatter(rows, traj)
+    }
+
+    /// The general assignment: a counting sort of the points by row.
+    fn scatter(rows: &[u64], traj: BTreeMap<String, Vec<(u64, LayerPoint)>>) -> Self {
         // Two passes over the points (count per row, then place), so that only the final
         // entries are held: a counting sort by row, stable, so within a row name order and
         // then arrival order.
@@ -64,27 +118,34 @@ impl RowLayers {
         Self {
             names,
             escaped,
-            starts,
-            entries,
+            layout: Layout::Scattered { starts, entries },
         }
     }
 
     /// Rows covered (0 when nothing was assigned).
     pub fn rows(&self) -> usize {
-        self.starts.len().saturating_sub(1)
+        match &self.layout {
+            Layout::Scattered { starts, .. } => starts.len().saturating_sub(1),
+            Layout::Dense { rows, .. } => *rows,
+        }
     }
 
     /// Row `i`'s entries as (layer index, point), a repeated name keeping its last point.
-    fn row_entries(&self, i: usize) -> impl Iterator<Item = (usize, &LayerPoint)> {
-        let slice = match (self.starts.get(i), self.starts.get(i + 1)) {
-            (Some(&a), Some(&b)) => &self.entries[a..b],
-            _ => &[],
-        };
-        slice
-            .iter()
-            .enumerate()
-            .filter(move |(j, (k, _))| slice.get(j + 1).is_none_or(|(next, _)| next != k))
-            .map(|(_, (k, p))| (*k as usize, p))
+    fn row_entries(&self, i: usize) -> RowEntries<'_> {
+        match &self.layout {
+            Layout::Scattered { starts, entries } => {
+                let slice = match (starts.get(i), starts.get(i + 1)) {
+                    (Some(&a), Some(&b)) => &entries[a..b],
+                    _ => &[],
+                };
+                RowEntries::Scattered { slice, at: 0 }
+            }
+            Layout::Dense { rows, points } => RowEntries::Dense {
+                points: if i < *rows { points } else { &[] },
+                row: i,
+                layer: 0,
+            },
+        }
     }
 
     /// Row `i`'s entries as (layer name, point), a repeated name keeping its last point.
@@ -104,6 +165,41 @@ impl RowLayers {
         for (i, row) in rows.iter_mut().enumerate().take(self.rows()) {
             row.layers
                 .extend(self.row(i).map(|(name, p)| (name.to_string(), *p)));
+        }
+    }
+}
+
+/// The iterator of [`RowLayers::row_entries`].
+enum RowEntries<'a> {
+    Scattered {
+        slice: &'a [(u32, LayerPoint)],
+        at: usize,
+    },
+    Dense {
+        points: &'a [Vec<(u64, LayerPoint)>],
+        row: usize,
+        layer: usize,
+    },
+}
+
+impl<'a> Iterator for RowEntries<'a> {
+    type Item = (usize, &'a LayerPoint);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            RowEntries::Scattered { slice, at } => loop {
+                let (k, p) = slice.get(*at)?;
+                *at += 1;
+                // A name repeated within the row keeps its last point.
+                if slice.get(*at).is_none_or(|(next, _)| next != k) {
+                    return Some((*k as usize, p));
+                }
+            },
+            RowEntries::Dense { points, row, layer } => {
+                let p = &points.get(*layer)?.get(*row)?.1;
+                *layer += 1;
+                Some((*layer - 1, p))
+            }
         }
     }
 }
@@ -156,9 +252,10 @@ impl Iterator for RowWalk<'_> {
 }
 
 /// Rows serialised by one task.
-const CHUNK_ROWS: usize = 2048;
-/// Rows serialised before their text is written (bounds the text held in memory).
-const BATCH_ROWS: usize = 16 * CHUNK_ROWS;
+const CHUNK_ROWS: usize = 1024;
+/// Chunks serialised before their text is written, per worker thread (bounds the text held
+/// in memory: a few MB per thread).
+const CHUNKS_PER_THREAD: usize = 4;
 
 /// Pretty JSON of `value` with every line after the first indented by `indent` more spaces
 /// (serde_json escapes newlines inside strings, so every raw newline is formatting).
@@ -194,22 +291,29 @@ pub fn write_report_pretty<W: Write>(
     head.extend_from_slice(b",\n  \"steps\": [");
     out.write_all(&head)?;
     let rows = &report.steps;
-    for (b, batch) in rows.chunks(BATCH_ROWS).enumerate() {
-        let texts: Vec<Vec<u8>> = batch
-            .par_chunks(CHUNK_ROWS)
+    let batch_rows = CHUNK_ROWS * CHUNKS_PER_THREAD * rayon::current_num_threads().max(2);
+    // One text buffer per chunk of a batch, reused by every batch: the text's pages are
+    // touched once, not once per batch.
+    let mut texts: Vec<Vec<u8>> = Vec::new();
+    for (b, batch) in rows.chunks(batch_rows).enumerate() {
+        let chunks = batch.len().div_ceil(CHUNK_ROWS);
+        if texts.len() < chunks {
+            texts.resize_with(chunks, Vec::new);
+        }
+        texts[..chunks]
+            .par_iter_mut()
+            .zip(batch.par_chunks(CHUNK_ROWS))
             .enumerate()
-            .map(|(c, chunk)| {
-                let mut text = Vec::with_capacity(chunk.len() * 512);
+            .for_each(|(c, (text, chunk))| {
+                text.clear();
                 for (j, row) in chunk.iter().enumerate() {
-                    let i = b * BATCH_ROWS + c * CHUNK_ROWS + j;
+                    let i = b * batch_rows + c * CHUNK_ROWS + j;
                     text.extend_from_slice(if i == 0 { b"\n    " } else { b",\n    " });
-                    super::row_json::write_row(&mut text, row, layers.row_escaped(i));
+                    super::row_json::write_row(text, row, layers.row_escaped(i));
                 }
-                text
-            })
-            .collect();
-        for t in texts {
-            out.write_all(&t)?;
+            });
+        for t in &texts[..chunks] {
+            out.write_all(t)?;
         }
     }
     out.write_all(if rows.is_empty() {
@@ -226,6 +330,11 @@ mod tests {
     use crate::stats::{EstimatorSettings, StepStats, analyze, analyze_split};
 
     fn records(repeat: bool) -> Vec<StepStats> {
+        records_with_gaps(repeat, true)
+    }
+
+    /// With `gaps`, layer "c" is missing on every fifth step.
+    fn records_with_gaps(repeat: bool, gaps: bool) -> Vec<StepStats> {
         (0..3000u64)
             .map(|i| {
                 let step = if repeat { i / 3 } else { i };
@@ -233,7 +342,7 @@ mod tests {
                 let mut r =
                     StepStats::new(step, 8.0, 64.0, 1.0 + 50.0 / 8.0 * x, 1.0 + 50.0 / 64.0 * x);
                 for (k, name) in ["b.1", "a\n\"0", "c"].iter().enumerate() {
-                    if k == 2 && i % 5 == 0 {
+                    if gaps && k == 2 && i % 5 == 0 {
                         continue; // a layer missing on some steps
                     }
                     r.layers.insert(
@@ -251,8 +360,8 @@ mod tests {
 
     #[test]
     fn streamed_pretty_json_equals_serde_pretty_of_the_attached_report() {
-        for repeat in [false, true] {
-            let recs = records(repeat);
+        for (repeat, gaps) in [(false, true), (true, true), (false, false), (true, false)] {
+            let recs = records_with_gaps(repeat, gaps);
             let s = EstimatorSettings::default();
             let full = analyze(&recs, &s).expect("an estimate");
             assert!(full.steps.iter().any(|r| r.layers.len() == 3));
@@ -260,6 +369,8 @@ mod tests {
             expected.push(b'\n');
             let (bare, layers) = analyze_split(&recs, &s).expect("an estimate");
             assert!(bare.steps.iter().all(|r| r.layers.is_empty()));
+            let dense = matches!(layers.layout, Layout::Dense { .. });
+            assert_eq!(dense, !repeat && !gaps);
             let mut got = Vec::new();
             write_report_pretty(&bare, &layers, &mut got).expect("written");
             assert_eq!(
@@ -267,6 +378,48 @@ mod tests {
                 String::from_utf8_lossy(&expected)
             );
         }
+    }
+
+    /// The kept trajectories (distinct steps, every layer at every step) give every row the
+    /// points the counting sort gives it; a layer missing one step falls back to the sort.
+    #[test]
+    fn dense_rows_equal_sorted_rows() {
+        let steps: Vec<u64> = (0..500u64).map(|i| 3 * i + 1).collect();
+        let p = |x: f64| LayerPoint {
+            b_simple: (x > 1.0).then_some(x),
+            ci: [x - 0.5, x + 0.5],
+        };
+        let mut traj = BTreeMap::new();
+        for (k, name) in ["b", "a\"q", "c"].iter().enumerate() {
+            let points: Vec<(u64, LayerPoint)> = steps
+                .iter()
+                .map(|&s| (s, p(s as f64 * 0.1 + k as f64)))
+                .collect();
+            traj.insert((*name).to_string(), points);
+        }
+        let rows_of = |l: &RowLayers| -> Vec<Vec<(String, LayerPoint)>> {
+            (0..l.rows())
+                .map(|i| l.row(i).map(|(n, p)| (n.to_string(), *p)).collect())
+                .collect()
+        };
+        let dense = RowLayers::assign(&steps, traj.clone());
+        assert!(matches!(dense.layout, Layout::Dense { .. }));
+        let sorted = RowLayers::scatter(&steps, traj.clone());
+        assert_eq!(rows_of(&dense), rows_of(&sorted));
+        assert_eq!(rows_of(&dense)[7].len(), 3);
+        let escaped = |l: &RowLayers, i| -> Vec<Vec<u8>> {
+            l.row_escaped(i).map(|(n, _)| n.to_vec()).collect()
+        };
+        assert_eq!(escaped(&dense, 9), escaped(&sorted, 9));
+        assert!(dense.row(500).next().is_none());
+        // One layer without step 4: the general assignment.
+        if let Some(points) = traj.get_mut("c") {
+            points.remove(1);
+        }
+        let gap = RowLayers::assign(&steps, traj.clone());
+        assert!(matches!(gap.layout, Layout::Scattered { .. }));
+        assert_eq!(rows_of(&gap)[1].len(), 2);
+        assert_eq!(rows_of(&gap), rows_of(&RowLayers::scatter(&steps, traj)));
     }
 
     #[test]
