@@ -83,7 +83,7 @@ fn records_describe_the_micro_batches_and_are_consistent() {
         assert!(r.step_time_s.is_some_and(|t| t >= 0.0));
         // Mean of K squared norms is at least the squared norm of the mean (Jensen).
         assert!(r.sq_small > r.sq_big && r.sq_big > 0.0);
-        let names: Vec<&str> = r.layers.keys().map(String::as_str).collect();
+        let names: Vec<&str> = r.layers.keys().collect();
         assert_eq!(names, ["embedding", "hidden", "output"]);
         let small: f64 = r.layers.values().map(|l| l.sq_small).sum();
         let big: f64 = r.layers.values().map(|l| l.sq_big).sum();

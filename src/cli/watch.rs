@@ -298,7 +298,13 @@ impl WatchState {
     pub fn new(shown: String) -> Self {
         Self {
             shown,
-            records: Vec::new(),
+            // Room for the bound up front (address space; pages are taken as records come):
+            // no copy of the records as the buffer grows.
+            records: Vec::with_capacity(
+                crate::source::live::MAX_KEPT_RECORDS
+                    + crate::source::live::MAX_KEPT_RECORDS / 8
+                    + 1,
+            ),
             evicted: 0,
             malformed: 0,
             examples: Vec::new(),

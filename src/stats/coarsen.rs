@@ -106,6 +106,9 @@ struct Group {
     meta: Meta,
 }
 
+/// Records the buffer reserves room for on the first push (at most its bound).
+const RESERVED_RECORDS: usize = 1 << 18;
+
 /// The bounded buffer: push records in stream order, [`Coarsener::finish`] gives the kept
 /// records (means of their groups) and what happened.
 #[derive(Debug, Clone)]
@@ -158,9 +161,16 @@ impl Coarsener {
 
     /// Add the next record in stream order.
     pub fn push(&mut self, r: StepStats) {
-        if self.records_in == 0 && self.by_layers {
-            self.max_records = self.max_records.min(default_bound(r.layers.len()));
-            self.limit = self.max_records;
+        if self.records_in == 0 {
+            if self.by_layers {
+                self.max_records = self.max_records.min(default_bound(r.layers.len()));
+                self.limit = self.max_records;
+            }
+            // The buffer's room up front (address space only until used): no copies as it
+            // grows.
+            let room = self.max_records.min(RESERVED_RECORDS);
+            self.kept.reserve(room);
+            self.meta.reserve(room);
         }
         self.records_in = self.records_in.saturating_add(1);
         let meta = Meta {
@@ -177,6 +187,12 @@ impl Coarsener {
             _ => {
                 self.flush();
                 self.make_room();
+                if self.group == 1 {
+                    // A group of one step is complete as it starts: straight into the buffer.
+                    self.kept.push(r);
+                    self.meta.push(meta);
+                    return;
+                }
                 self.acc = Some(Group { rec: r, meta });
             }
         }
@@ -244,6 +260,10 @@ impl Coarsener {
             steps_per_record: self.group,
             max_records: self.max_records as u64,
         });
+        if self.meta.iter().all(|m| m.count == 1) {
+            // Nothing merged: the records as read.
+            return (self.kept, coarsening);
+        }
         let records = self
             .kept
             .into_iter()

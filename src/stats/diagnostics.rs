@@ -231,25 +231,17 @@ const JUMP_WINDOW: usize = 5;
 /// direction) and the step itself already sits at the new level.
 fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
     let w = JUMP_WINDOW;
+    // Median of every window of JUMP_WINDOW consecutive values, in one pass each.
+    let small: Vec<f64> = records.iter().map(|r| r.sq_small).collect();
+    let big: Vec<f64> = records.iter().map(|r| r.sq_big).collect();
+    let (med_small, med_big) = (window_medians(&small), window_medians(&big));
     let mut out = Vec::new();
     let mut t = w;
     while t + w <= records.len() {
-        // Medians of JUMP_WINDOW values, on the stack (this runs for every step).
-        let med = |f: fn(&StepStats) -> f64, a: usize, b: usize| {
-            let mut v = [0.0f64; JUMP_WINDOW];
-            for (x, r) in v.iter_mut().zip(&records[a..b]) {
-                *x = f(r);
-            }
-            let v = &mut v[..b - a];
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let small = |r: &StepStats| r.sq_small;
-        let big = |r: &StepStats| r.sq_big;
-        let before = med(small, t - w, t);
-        let ratio = med(small, t, t + w) / before;
-        let here = records[t].sq_small / before;
-        let ratio_big = med(big, t, t + w) / med(big, t - w, t);
+        let before = med_small[t - w];
+        let ratio = med_small[t] / before;
+        let here = small[t] / before;
+        let ratio_big = med_big[t] / med_big[t - w];
         let up = ratio >= 3.0 && here >= 3.0 && ratio_big >= 2.0;
         let down = ratio <= 1.0 / 3.0 && here <= 1.0 / 3.0 && ratio_big <= 0.5;
         if before > 0.0 && (up || down) {
@@ -260,6 +252,38 @@ fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
         }
     }
     out
+}
+
+/// `m[i]` = the median of `x[i..i + JUMP_WINDOW]` in `f64::total_cmp` order (the middle of
+/// the sorted window), for every full window.
+fn window_medians(x: &[f64]) -> Vec<f64> {
+    x.windows(JUMP_WINDOW).map(median5).collect()
+}
+
+/// The median of five values by a sorting network of `total_cmp` exchanges: the value a
+/// sort by `total_cmp` puts in the middle.
+fn median5(v: &[f64]) -> f64 {
+    let mut a = [v[0], v[1], v[2], v[3], v[4]];
+    let mut swap = |i: usize, j: usize| {
+        if a[j].total_cmp(&a[i]).is_lt() {
+            a.swap(i, j);
+        }
+    };
+    // An optimal five-input sorting network (9 exchanges).
+    for (i, j) in [
+        (0, 1),
+        (3, 4),
+        (2, 4),
+        (2, 3),
+        (0, 3),
+        (0, 2),
+        (1, 4),
+        (1, 3),
+        (1, 2),
+    ] {
+        swap(i, j);
+    }
+    a[2]
 }
 
 /// A jump of the learning rate between consecutive records by more than this factor is a
@@ -334,4 +358,29 @@ pub fn runs(steps: &[u64], flags: &[bool]) -> Vec<(u64, u64)> {
         open = f;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sorting network's median is the sorted window's middle value, bit for bit
+    /// (signed zeros included), on random windows drawn from a pool with repeats.
+    #[test]
+    fn median5_is_the_middle_of_the_sorted_window() {
+        let pool = [0.0, -0.0, 1.0, 1.0, 2.5, 1e-300, 7.0, 3.0];
+        let mut state = 12345u64;
+        for _ in 0..20_000 {
+            let mut v = [0.0f64; JUMP_WINDOW];
+            for x in v.iter_mut() {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                *x = pool[(state >> 33) as usize % pool.len()];
+            }
+            let mut sorted = v;
+            sorted.sort_by(f64::total_cmp);
+            assert_eq!(median5(&v).to_bits(), sorted[2].to_bits(), "{v:?}");
+        }
+    }
 }

@@ -17,7 +17,7 @@ use super::report::StepRow;
 use super::settings::EstimatorSettings;
 use super::smoothed::detrend;
 use super::smoothing::Moments;
-pub use super::smoothing::{LagCorrectedEma, OneSidedEma, theta};
+pub use super::smoothing::{LagCorrectedEma, OneSidedEma, Theta, theta};
 use super::step::StepStats;
 use std::collections::VecDeque;
 
@@ -163,6 +163,8 @@ pub struct LiveEstimator {
     entries: VecDeque<Entry>,
     late: u64,
     excluded: u64,
+    /// θ of the last batch size, for the reference batch it was computed with.
+    theta: Option<(u64, Theta)>,
 }
 
 impl LiveEstimator {
@@ -181,6 +183,7 @@ impl LiveEstimator {
             entries: VecDeque::new(),
             late: 0,
             excluded: 0,
+            theta: None,
         }
     }
 
@@ -285,7 +288,11 @@ impl LiveEstimator {
                         *self.b0.insert(rec.b_big)
                     }
                 };
-                let m = state.push(e.trace, e.g2, theta(self.decay, rec.b_big, b0));
+                let memo = match &mut self.theta {
+                    Some((bits, memo)) if *bits == b0.to_bits() => memo,
+                    slot => &mut slot.insert((b0.to_bits(), Theta::new(self.decay, b0))).1,
+                };
+                let m = state.push(e.trace, e.g2, memo.of(rec.b_big));
                 out.push(LivePoint::new(&rec, e.kind, &m));
             }
             let entry = &mut self.entries[i];

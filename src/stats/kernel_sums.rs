@@ -51,14 +51,29 @@ pub(crate) fn kernel_moments(
     bandwidth: f64,
     method: Method,
 ) -> Vec<(Moments, f64)> {
+    record_moments(t, g, steps, bandwidth, method)
+        .into_iter()
+        .map(|m| (m, 1.0 / m.w))
+        .collect()
+}
+
+/// Each record's kernel moments ([`kernel_moments`] without the self weights, which are
+/// 1/`w`): one value per record, in input order.
+pub(crate) fn record_moments(
+    t: &[f64],
+    g: &[f64],
+    steps: &[u64],
+    bandwidth: f64,
+    method: Method,
+) -> Vec<Moments> {
     let n = t.len().min(g.len()).min(steps.len());
     if steps[..n].windows(2).any(|w| w[1] < w[0]) {
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| steps[i]);
         let pick = |x: &[f64]| order.iter().map(|&i| x[i]).collect::<Vec<f64>>();
         let s: Vec<u64> = order.iter().map(|&i| steps[i]).collect();
-        let sorted = kernel_moments(&pick(t), &pick(g), &s, bandwidth, method);
-        let mut out = vec![(Moments::default(), 0.0); n];
+        let sorted = record_moments(&pick(t), &pick(g), &s, bandwidth, method);
+        let mut out = vec![Moments::default(); n];
         for (k, &i) in order.iter().enumerate() {
             out[i] = sorted[k];
         }
@@ -95,9 +110,13 @@ pub(crate) fn kernel_moments(
         stretch(&b, a..e, reach, bandwidth, method, &mut per_bucket);
         a = e;
     }
+    if per_bucket.len() == n {
+        // Distinct steps: one bucket per record.
+        return per_bucket;
+    }
     let mut out = Vec::with_capacity(n);
     for (m, k) in per_bucket.iter().zip(count) {
-        out.extend(std::iter::repeat_n((*m, 1.0 / m.w), k));
+        out.extend(std::iter::repeat_n(*m, k));
     }
     out
 }

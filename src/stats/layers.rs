@@ -68,7 +68,7 @@ pub fn breakdown_with(
                 && tb.trace.is_finite()
                 && tb.g2.is_finite()
             {
-                let e = series.entry(name.as_str()).or_default();
+                let e = series.entry(name).or_default();
                 e.steps.push(r.step);
                 e.trace.push(tb.trace);
                 e.g2.push(tb.g2);

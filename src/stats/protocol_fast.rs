@@ -7,11 +7,11 @@
 //! Anything else (NaN markers, `null` where a number is required, wrong types, duplicate
 //! fields, bad JSON) returns `None`, and the general path then produces the exact error.
 
+use super::layer_map::{LayerMap, intern};
 use super::protocol::INF_SENTINEL;
 use super::step::{LayerSq, PROTOCOL_VERSION, StepConfig, StepStats};
 use serde::Deserialize;
 use serde::de::{MapAccess, Visitor};
-use std::collections::BTreeMap;
 
 /// One record's fields as written on the line.
 #[derive(Deserialize)]
@@ -44,7 +44,7 @@ struct Line {
 
 /// The `layers` object, read entry by entry into the record's map (a repeated name keeps its
 /// last value, as the general path does).
-struct Layers(BTreeMap<String, LayerSq>);
+struct Layers(LayerMap);
 
 impl<'de> Deserialize<'de> for Layers {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -55,9 +55,9 @@ impl<'de> Deserialize<'de> for Layers {
                 f.write_str("an object of layers")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Layers, A::Error> {
-                let mut m = BTreeMap::new();
-                while let Some((k, v)) = a.next_entry::<String, LayerSq>()? {
-                    m.insert(k, v);
+                let mut m = LayerMap::new();
+                while let Some((k, v)) = a.next_entry::<std::borrow::Cow<'de, str>, LayerSq>()? {
+                    m.insert(intern(&k), v);
                 }
                 Ok(Layers(m))
             }

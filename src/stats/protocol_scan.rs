@@ -9,8 +9,13 @@
 //! result. What it accepts it reads exactly as serde_json does: every number correctly
 //! rounded (serde_json is built with `float_roundtrip`, so both agree to the bit).
 
+use super::layer_map::{LayerMap, intern};
 use super::step::{LayerSq, PROTOCOL_VERSION, StepConfig, StepStats};
-use std::collections::BTreeMap;
+
+thread_local! {
+    /// Layers of the last record this thread read (the capacity of the next one's map).
+    static LAYERS_SEEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 /// A cursor over the bytes of one line.
 struct Scan<'a> {
@@ -267,12 +272,15 @@ pub(crate) fn scan_bytes(line: &[u8]) -> Option<StepStats> {
             }
             b"layers" => {
                 once(&mut seen, 1 << 14)?;
-                let mut layers = BTreeMap::new();
+                // Room for as many layers as the previous record of this thread had (a run
+                // reports the same layers at every step): one allocation of the right size.
+                let mut layers = LayerMap::with_capacity(LAYERS_SEEN.get());
                 s.object(|s, name| {
                     let name = std::str::from_utf8(name).ok()?;
-                    layers.insert(name.to_string(), layer(s)?);
+                    layers.insert(intern(name), layer(s)?);
                     Some(())
                 })?;
+                LAYERS_SEEN.set(layers.len());
                 r.layers = layers;
             }
             _ => return None,

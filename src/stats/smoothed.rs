@@ -3,8 +3,9 @@
 //! whose variance accounts for autocorrelation between steps.
 
 use super::interval::{fieller, hac_mean_cov, inflation, z_for};
+use super::kernel_sums::{Method, record_moments};
 use super::settings::{EstimatorSettings, SmootherKind};
-use super::smoothing::{Moments, one_sided_lag_corrected, two_sided};
+use super::smoothing::{Moments, one_sided_lag_corrected};
 
 /// Per-step input series, in step order (units of the squared norms; batch sizes in samples).
 pub struct Series<'a> {
@@ -76,20 +77,22 @@ pub struct Detrended {
 
 /// Detrend (t, g) over `steps` by the two-sided Gaussian kernel of `bandwidth` steps.
 pub fn detrend(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Detrended {
-    let kernel = two_sided(t, g, steps, bandwidth);
+    // The moments of `two_sided`; each record's own normalised weight is 1/Σw.
+    let kernel = record_moments(t, g, steps, bandwidth, Method::Auto);
     let n = t.len();
     let mut d = Detrended {
         dt: Vec::with_capacity(n),
         dg: Vec::with_capacity(n),
         keep: Vec::with_capacity(n),
-        kernel: Vec::with_capacity(n),
+        kernel: Vec::new(),
     };
-    for (i, (m, self_w)) in kernel.into_iter().enumerate() {
+    for (i, m) in kernel.iter().enumerate() {
+        let self_w = 1.0 / m.w;
         d.dt.push(t[i] - m.mean_t());
         d.dg.push(g[i] - m.mean_g());
         d.keep.push(1.0 - 2.0 * self_w + m.w2 / (m.w * m.w));
-        d.kernel.push(m);
     }
+    d.kernel = kernel;
     d
 }
 
@@ -141,7 +144,7 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
     let h = settings.bandwidth_for(n);
 
     // Two-sided kernel: detrending residuals for the variances (whatever the smoother).
-    let d = detrend(&t, &g, series.steps, h);
+    let mut d = detrend(&t, &g, series.steps, h);
     let window = |range: std::ops::Range<usize>| {
         let (mt, mg) = (mean(&t[range.clone()]), mean(&g[range.clone()]));
         let v = d.mean_cov(range.clone(), lag);
@@ -165,7 +168,7 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
     let phi = inflation(&d.dt, &d.dg, r, lag);
     let (moments, description): (Vec<Moments>, String) = match settings.smoother {
         SmootherKind::TwoSided => (
-            d.kernel.clone(),
+            std::mem::take(&mut d.kernel),
             format!("two_sided(gaussian sigma={h:.0} steps)"),
         ),
         SmootherKind::OneSided => {

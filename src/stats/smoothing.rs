@@ -129,10 +129,11 @@ pub fn two_sided(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Vec<(Mo
 /// moving value by about θ/(1 − θ) steps; [`one_sided_lag_corrected`] removes that lag.
 pub fn one_sided(t: &[f64], g: &[f64], b_big: &[f64], decay: f64, b0: f64) -> Vec<Moments> {
     let mut ema = OneSidedEma::default();
+    let mut th = Theta::new(decay, b0);
     t.iter()
         .zip(g)
         .zip(b_big)
-        .map(|((&ti, &gi), &b)| ema.push(ti, gi, theta(decay, b, b0)))
+        .map(|((&ti, &gi), &b)| ema.push(ti, gi, th.of(b)))
         .collect()
 }
 
@@ -161,16 +162,49 @@ pub fn one_sided_lag_corrected(
     b0: f64,
 ) -> Vec<Moments> {
     let mut ema = LagCorrectedEma::default();
+    let mut th = Theta::new(decay, b0);
     t.iter()
         .zip(g)
         .zip(b_big)
-        .map(|((&ti, &gi), &b)| ema.push(ti, gi, theta(decay, b, b0)))
+        .map(|((&ti, &gi), &b)| ema.push(ti, gi, th.of(b)))
         .collect()
 }
 
 /// Per-sample decay of a step with `b_big` samples: θ = decay^(b_big/b0).
 pub fn theta(decay: f64, b_big: f64, b0: f64) -> f64 {
     decay.powf(b_big / b0)
+}
+
+/// [`theta`] for a fixed `decay` and `b0`, remembering the last batch size's value (runs keep
+/// one batch size for long stretches, and `powf` is most of an EMA step's cost).
+#[derive(Debug, Clone, Copy)]
+pub struct Theta {
+    decay: f64,
+    b0: f64,
+    last: Option<(u64, f64)>,
+}
+
+impl Theta {
+    /// θ for steps of this `decay` (per `b0` samples).
+    pub fn new(decay: f64, b0: f64) -> Self {
+        Self {
+            decay,
+            b0,
+            last: None,
+        }
+    }
+
+    /// θ of a step of `b_big` samples: exactly [`theta`]`(decay, b_big, b0)`.
+    pub fn of(&mut self, b_big: f64) -> f64 {
+        match self.last {
+            Some((bits, th)) if bits == b_big.to_bits() => th,
+            _ => {
+                let th = theta(self.decay, b_big, self.b0);
+                self.last = Some((b_big.to_bits(), th));
+                th
+            }
+        }
+    }
 }
 
 /// State of the plain one-sided EMA ([`one_sided`] is this over a run).
@@ -241,12 +275,13 @@ impl LagCorrectedEma {
 /// not positive are passed over, as naive implementations do.
 pub fn ratio_ema(t: &[f64], g: &[f64], b_big: &[f64], decay: f64, b0: f64) -> Vec<Option<f64>> {
     let (mut num, mut den) = (0.0, 0.0);
+    let mut th = Theta::new(decay, b0);
     t.iter()
         .zip(g)
         .zip(b_big)
         .map(|((&ti, &gi), &b)| {
             if gi > 0.0 {
-                let theta = decay.powf(b / b0);
+                let theta = th.of(b);
                 num = theta * num + (1.0 - theta) * ti / gi;
                 den = theta * den + (1.0 - theta);
             }

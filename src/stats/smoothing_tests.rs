@@ -158,3 +158,14 @@ fn repeated_steps_are_not_quadratic() {
         "one step {t_same:?} vs distinct {t_distinct:?}"
     );
 }
+
+/// The remembered θ is `theta` to the bit, whether the batch size repeats or changes.
+#[test]
+fn remembered_theta_equals_theta() {
+    use crate::stats::smoothing::{Theta, theta};
+    let (decay, b0) = (0.9937, 96.0);
+    let mut memo = Theta::new(decay, b0);
+    for b in [96.0, 96.0, 128.0, 128.0, 96.0, 1.0, 1.0, 4096.0, 96.0] {
+        assert_eq!(memo.of(b).to_bits(), theta(decay, b, b0).to_bits(), "b={b}");
+    }
+}

@@ -4,8 +4,8 @@
 //! Units: `b_small` and `b_big` count **samples** (sequences for language models); tokens are
 //! `samples × seq_len` and travel separately in `tokens`.
 
+use super::layer_map::LayerMap;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// Protocol version written into every record (`"v": 1`).
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -66,8 +66,8 @@ pub struct StepStats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<StepConfig>,
     /// Per-layer squared norms, keyed by layer name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub layers: BTreeMap<String, LayerSq>,
+    #[serde(default, skip_serializing_if = "LayerMap::is_empty")]
+    pub layers: LayerMap,
     /// Why the producer flagged this step as unusable (e.g. "non-finite", "loss-scale change").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -93,7 +93,7 @@ impl StepStats {
             lr: None,
             step_time_s: None,
             config: None,
-            layers: BTreeMap::new(),
+            layers: LayerMap::new(),
             skipped: None,
             dot_prev: None,
         }

@@ -21,10 +21,10 @@ pub use mlp::{MlpShape, Workspace};
 pub use serve::StatsServer;
 pub use sink::{FileSink, RecordSink};
 
+use crate::stats::layer_map::{LayerMap, intern};
 use crate::stats::step::{LayerSq, StepStats};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Errors of the built-in trainer.
@@ -176,7 +176,7 @@ impl Trainer {
         }
         let inv_k = 1.0 / k as f64;
         self.grad_sum.iter_mut().for_each(|g| *g *= inv_k); // now the big-batch mean gradient
-        let mut layers = BTreeMap::new();
+        let mut layers = LayerMap::with_capacity(groups.len());
         let (mut tot_small, mut tot_big) = (0.0, 0.0);
         for (sq, (name, r)) in sq_small.iter().zip(&groups) {
             let big: f64 = self.grad_sum[r.clone()].iter().map(|g| g * g).sum();
@@ -184,7 +184,7 @@ impl Trainer {
             tot_small += small;
             tot_big += big;
             layers.insert(
-                (*name).to_owned(),
+                intern(name),
                 LayerSq {
                     sq_small: small,
                     sq_big: big,

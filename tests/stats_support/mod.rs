@@ -78,8 +78,8 @@ impl Model {
         let mut r = StepStats::new(step, self.b_small, self.b_big(), small, big);
         r.n_small = Some(self.n_small);
         if self.layer_split.is_some() {
-            r.layers.insert("top".into(), top);
-            r.layers.insert("rest".into(), rest);
+            r.layers.insert("top", top);
+            r.layers.insert("rest", rest);
         }
         r
     }

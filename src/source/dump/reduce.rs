@@ -134,10 +134,12 @@ pub(crate) fn reduce_step(
     let mut total = Sums::default();
     for (t, s) in tensors.iter().zip(&per_tensor) {
         total = total + *s;
-        let e = stats.layers.entry(layer_key(&t.name)).or_insert(LayerSq {
-            sq_small: 0.0,
-            sq_big: 0.0,
-        });
+        let e = stats
+            .layers
+            .get_or_insert_with(layer_key(&t.name), || LayerSq {
+                sq_small: 0.0,
+                sq_big: 0.0,
+            });
         e.sq_small += s.sq_parts / k as f64;
         e.sq_big += s.sq_big;
     }

@@ -19,7 +19,7 @@ use std::collections::{HashMap, VecDeque};
 
 /// Steps whose fingerprints are kept (about 40 MB); older ones are kept as step ranges.
 pub const DEDUPE_WINDOW: usize = 1 << 20;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 
 /// What to do with a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub enum Admit {
 #[derive(Debug, Clone)]
 pub struct Dedupe {
     highest: Option<u64>,
-    seen: HashMap<u64, u64>,
+    seen: HashMap<u64, u64, foldhash::fast::RandomState>,
     /// Steps in the order they entered `seen` (may hold steps since removed by a restart).
     order: VecDeque<u64>,
     /// Steps forgotten from `seen`: sorted, disjoint, inclusive ranges.
@@ -54,7 +54,8 @@ impl Default for Dedupe {
 
 /// A fingerprint of the values of a record (step, batch sizes, squared norms, loss).
 pub fn fingerprint(r: &StepStats) -> u64 {
-    let mut h = DefaultHasher::new();
+    // foldhash (fixed seed): a fast 64-bit hash of a few numbers, computed for every record.
+    let mut h = foldhash::fast::FixedState::default().build_hasher();
     r.step.hash(&mut h);
     for x in [r.b_small, r.b_big, r.sq_small, r.sq_big] {
         x.to_bits().hash(&mut h);
@@ -69,7 +70,7 @@ impl Dedupe {
     pub fn with_window(window: usize) -> Self {
         Self {
             highest: None,
-            seen: HashMap::new(),
+            seen: HashMap::default(),
             order: VecDeque::new(),
             old: Vec::new(),
             window: window.max(1),

@@ -89,7 +89,13 @@ where
         let end = memchr::memrchr(b'\n', bytes).map_or(0, |i| i + 1);
         let (whole, tail) = bytes.split_at(end);
         if let Some(whole) = whole.strip_suffix(b"\n") {
-            let lines: Vec<&[u8]> = whole.split(|&b| b == b'\n').collect();
+            let mut lines: Vec<&[u8]> = Vec::with_capacity(whole.len() / 256 + 1);
+            let mut start = 0;
+            for nl in memchr::memchr_iter(b'\n', whole) {
+                lines.push(&whole[start..nl]);
+                start = nl + 1;
+            }
+            lines.push(&whole[start..]);
             let first = self.line_no + 1;
             let parser = &self.parser;
             if lines.len() >= PARALLEL_LINES {
