@@ -55,20 +55,41 @@ pub fn breakdown_with(
     detail: LayerDetail,
 ) -> Breakdown {
     let dominating_share = settings.dominating_layer_share;
-    let mut series: BTreeMap<&str, LayerSeries> = BTreeMap::new();
+    // Layers in name order with their series; `slots` maps each index to its series, and
+    // the previous record's names are remembered (a run reports the same layers at every
+    // step, so a record's names are usually checked, not looked up).
+    let mut series: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut slots: Vec<LayerSeries> = Vec::new();
+    let mut previous: Vec<(&str, usize)> = Vec::new();
     let mut mismatch = (0usize, 0usize, u64::MAX, 0u64);
     for r in records {
         if r.layers.is_empty() {
             continue;
         }
+        let same = previous.len() == r.layers.len()
+            && previous
+                .iter()
+                .zip(r.layers.keys())
+                .all(|((a, _), b)| *a == b);
+        if !same {
+            previous.clear();
+            for name in r.layers.keys() {
+                let next = slots.len();
+                let slot = *series.entry(name).or_insert(next);
+                if slot == next {
+                    slots.push(LayerSeries::default());
+                }
+                previous.push((name, slot));
+            }
+        }
         let mut sum_small = 0.0;
-        for (name, l) in &r.layers {
+        for ((_, l), &(_, slot)) in r.layers.iter().zip(&previous) {
             sum_small += l.sq_small;
             if let Some(tb) = two_batch(r.b_small, r.b_big, l.sq_small, l.sq_big)
                 && tb.trace.is_finite()
                 && tb.g2.is_finite()
             {
-                let e = series.entry(name).or_default();
+                let e = &mut slots[slot];
                 e.steps.push(r.step);
                 e.trace.push(tb.trace);
                 e.g2.push(tb.g2);
@@ -82,9 +103,16 @@ pub fn breakdown_with(
             mismatch.3 = mismatch.3.max(r.step);
         }
     }
+    let mut slots: Vec<Option<LayerSeries>> = slots.into_iter().map(Some).collect();
     // One smoothing pass per layer: independent, so in parallel (a live run with many layers
     // is re-analysed several times a second).
-    let series: Vec<(&str, LayerSeries)> = series.into_iter().collect();
+    // In name order, as the map iterates.
+    let series: Vec<(&str, LayerSeries)> = series
+        .into_iter()
+        .filter_map(|(name, slot)| Some((name, slots.get_mut(slot)?.take()?)))
+        // A layer without one usable estimate has no series (and no row).
+        .filter(|(_, s)| !s.steps.is_empty())
+        .collect();
     let done: Vec<(LayerRow, Vec<(u64, LayerPoint)>)> = match detail {
         LayerDetail::Full => series
             .par_iter()
@@ -205,4 +233,94 @@ fn layer(
         })
         .collect();
     (row, traj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::step::LayerSq;
+
+    /// The per-layer series as gathered before the names were remembered: one map look-up
+    /// per layer and record, a series only for layers with a usable estimate.
+    fn series_by_lookup(records: &[&StepStats]) -> BTreeMap<String, Vec<(u64, f64, f64)>> {
+        let mut out: BTreeMap<String, Vec<(u64, f64, f64)>> = BTreeMap::new();
+        for r in records {
+            for (name, l) in &r.layers {
+                if let Some(tb) = two_batch(r.b_small, r.b_big, l.sq_small, l.sq_big)
+                    && tb.trace.is_finite()
+                    && tb.g2.is_finite()
+                {
+                    out.entry(name.to_string())
+                        .or_default()
+                        .push((r.step, tb.trace, tb.g2));
+                }
+            }
+        }
+        out
+    }
+
+    /// Layer sets that change between records, a layer that comes and goes, and one that
+    /// never gives a usable estimate: the same rows and trajectories as gathering by look-up.
+    #[test]
+    fn remembered_names_gather_what_lookups_gather() {
+        let sets: [&[&str]; 6] = [
+            &["a", "b", "c"],
+            &["a", "b", "c"],
+            &["a", "c"],
+            &["b"],
+            &[],
+            &["a", "b", "c", "overflow"],
+        ];
+        let records: Vec<StepStats> = (0..600u64)
+            .map(|i| {
+                let x = 1.0 + (i % 11) as f64 * 0.05;
+                let mut r = StepStats::new(i, 8.0, 64.0, 9.0 * x, 2.0 * x);
+                let set = sets[(i as usize * 7 / 5) % sets.len()];
+                for (k, name) in set.iter().enumerate() {
+                    let l = if *name == "overflow" {
+                        // (sq_small − sq_big)·b·B overflows: never a usable estimate.
+                        LayerSq {
+                            sq_small: 1.7e308,
+                            sq_big: -1.7e308,
+                        }
+                    } else {
+                        LayerSq {
+                            sq_small: 3.0 * x + k as f64,
+                            sq_big: 0.7 * x + 0.1 * k as f64,
+                        }
+                    };
+                    r.layers.insert(intern_name(name), l);
+                }
+                r
+            })
+            .collect();
+        let refs: Vec<&StepStats> = records.iter().collect();
+        let settings = EstimatorSettings::default();
+        let b = breakdown(&refs, &settings);
+        let want = series_by_lookup(&refs);
+        assert!(!want.contains_key("overflow"));
+        let names: Vec<&str> = b.trajectories.keys().map(String::as_str).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        for (name, points) in &want {
+            let traj = &b.trajectories[name];
+            let steps: Vec<u64> = traj.iter().map(|p| p.0).collect();
+            let want_steps: Vec<u64> = points.iter().map(|p| p.0).collect();
+            assert_eq!(steps, want_steps, "{name}");
+            let row = b.rows.iter().find(|r| r.name == *name).expect("a row");
+            assert_eq!(row.steps, points.len());
+            let s = LayerSeries {
+                steps: want_steps,
+                trace: points.iter().map(|p| p.1).collect(),
+                g2: points.iter().map(|p| p.2).collect(),
+                b_big: vec![64.0; points.len()],
+            };
+            let (own, own_traj) = layer(name, &s, &settings);
+            assert_eq!(row.b_simple, own.b_simple, "{name}");
+            assert_eq!(traj, &own_traj, "{name}");
+        }
+    }
+
+    fn intern_name(name: &str) -> crate::stats::LayerName {
+        crate::stats::intern(name)
+    }
 }

@@ -31,28 +31,41 @@ fn opt_json(out: &mut Vec<u8>, x: Option<f64>) {
     }
 }
 
-/// `"key": ` on a new line at `indent`, after a comma unless it is the object's first field.
-fn key(out: &mut Vec<u8>, indent: &[u8], name: &[u8], first: bool) {
-    out.extend_from_slice(if first { b"\n" } else { b",\n" });
-    out.extend_from_slice(indent);
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
+/// `,\n` + the row's field indentation + `"name": `, as one constant.
+macro_rules! field {
+    ($name:literal) => {
+        concat!(",\n      \"", $name, "\": ").as_bytes()
+    };
 }
 
-/// A two-number array (`ci`) whose opening bracket is already on the line of its key.
-fn pair(out: &mut Vec<u8>, indent: &[u8], ci: [f64; 2]) {
-    out.extend_from_slice(b"[\n");
-    out.extend_from_slice(indent);
-    out.extend_from_slice(b"  ");
-    f64_json(out, ci[0]);
-    out.extend_from_slice(b",\n");
-    out.extend_from_slice(indent);
-    out.extend_from_slice(b"  ");
-    f64_json(out, ci[1]);
-    out.push(b'\n');
-    out.extend_from_slice(indent);
-    out.push(b']');
+/// The same at a layer's field indentation (`first`: without the comma).
+macro_rules! layer_field {
+    (first $name:literal) => {
+        concat!("\n          \"", $name, "\": ").as_bytes()
+    };
+    ($name:literal) => {
+        concat!(",\n          \"", $name, "\": ").as_bytes()
+    };
 }
+
+/// A two-number array (`ci`) whose opening bracket is already on the line of its key, at
+/// the given depth: `open` is `[` + newline + the numbers' indentation, `mid` the comma
+/// between them, `close` the newline and indentation before `]`.
+fn pair(out: &mut Vec<u8>, (open, mid, close): (&[u8], &[u8], &[u8]), ci: [f64; 2]) {
+    out.extend_from_slice(open);
+    f64_json(out, ci[0]);
+    out.extend_from_slice(mid);
+    f64_json(out, ci[1]);
+    out.extend_from_slice(close);
+}
+
+/// [`pair`]'s pieces for a row's field and for a layer's field.
+const ROW_PAIR: (&[u8], &[u8], &[u8]) = (b"[\n        ", b",\n        ", b"\n      ]");
+const LAYER_PAIR: (&[u8], &[u8], &[u8]) = (
+    b"[\n            ",
+    b",\n            ",
+    b"\n          ]",
+);
 
 fn estimator_name(k: EstimatorKind) -> &'static [u8] {
     match k {
@@ -62,11 +75,9 @@ fn estimator_name(k: EstimatorKind) -> &'static [u8] {
     }
 }
 
-/// Indentation of the row's fields (the row itself sits at depth 2 of the report).
-const FIELD: &[u8] = b"      ";
-/// Indentation of a layer's entry and of its fields.
-const LAYER: &[u8] = b"        ";
-const LAYER_FIELD: &[u8] = b"          ";
+/// Bytes a row usually takes (room reserved up front, so that writing it does not grow the
+/// buffer piece by piece).
+const ROW_BYTES: usize = 2048;
 
 /// Append `row` (its own `layers` map ignored) with `layers` (name as an escaped JSON string,
 /// point) as its `layers` object, from its opening brace to its closing one.
@@ -75,62 +86,63 @@ pub(crate) fn write_row<'a>(
     row: &StepRow,
     layers: impl Iterator<Item = (&'a [u8], &'a LayerPoint)>,
 ) {
-    out.push(b'{');
-    key(out, FIELD, b"\"step\"", true);
+    out.reserve(ROW_BYTES);
+    out.extend_from_slice(b"{\n      \"step\": ");
     out.extend_from_slice(itoa::Buffer::new().format(row.step).as_bytes());
-    key(out, FIELD, b"\"b_simple\"", false);
+    out.extend_from_slice(field!("b_simple"));
     opt_json(out, row.b_simple);
-    key(out, FIELD, b"\"ci\"", false);
-    pair(out, FIELD, row.ci);
+    out.extend_from_slice(field!("ci"));
+    pair(out, ROW_PAIR, row.ci);
     let numbers: [(&[u8], f64); 8] = [
-        (b"\"sq_small\"", row.sq_small),
-        (b"\"sq_big\"", row.sq_big),
-        (b"\"b_small\"", row.b_small),
-        (b"\"b_big\"", row.b_big),
-        (b"\"g2\"", row.g2),
-        (b"\"trace_sigma\"", row.trace_sigma),
-        (b"\"g2_step\"", row.g2_step),
-        (b"\"trace_step\"", row.trace_step),
+        (field!("sq_small"), row.sq_small),
+        (field!("sq_big"), row.sq_big),
+        (field!("b_small"), row.b_small),
+        (field!("b_big"), row.b_big),
+        (field!("g2"), row.g2),
+        (field!("trace_sigma"), row.trace_sigma),
+        (field!("g2_step"), row.g2_step),
+        (field!("trace_step"), row.trace_step),
     ];
-    for (name, x) in numbers {
-        key(out, FIELD, name, false);
+    for (key, x) in numbers {
+        out.extend_from_slice(key);
         f64_json(out, x);
     }
-    key(out, FIELD, b"\"ratio_ema\"", false);
+    out.extend_from_slice(field!("ratio_ema"));
     opt_json(out, row.ratio_ema);
-    key(out, FIELD, b"\"estimator\"", false);
+    out.extend_from_slice(field!("estimator"));
     out.extend_from_slice(estimator_name(row.estimator));
     let optional: [(&[u8], Option<f64>); 3] = [
-        (b"\"tokens\"", row.tokens),
-        (b"\"loss\"", row.loss),
-        (b"\"lr\"", row.lr),
+        (field!("tokens"), row.tokens),
+        (field!("loss"), row.loss),
+        (field!("lr"), row.lr),
     ];
-    for (name, x) in optional {
+    for (key, x) in optional {
         if let Some(x) = x {
-            key(out, FIELD, name, false);
+            out.extend_from_slice(key);
             f64_json(out, x);
         }
     }
     let mut layers = layers.peekable();
     if layers.peek().is_some() {
-        key(out, FIELD, b"\"layers\"", false);
+        out.extend_from_slice(field!("layers"));
         out.push(b'{');
         let mut first = true;
         for (name, p) in layers {
-            key(out, LAYER, name, first);
+            out.extend_from_slice(if first {
+                b"\n        "
+            } else {
+                b",\n        "
+            });
             first = false;
-            out.push(b'{');
-            key(out, LAYER_FIELD, b"\"b_simple\"", true);
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": {");
+            out.extend_from_slice(layer_field!(first "b_simple"));
             opt_json(out, p.b_simple);
-            key(out, LAYER_FIELD, b"\"ci\"", false);
-            pair(out, LAYER_FIELD, p.ci);
-            out.push(b'\n');
-            out.extend_from_slice(LAYER);
-            out.push(b'}');
+            out.extend_from_slice(layer_field!("ci"));
+            pair(out, LAYER_PAIR, p.ci);
+            out.extend_from_slice(b"\n        }");
         }
-        out.push(b'\n');
-        out.extend_from_slice(FIELD);
-        out.push(b'}');
+        out.extend_from_slice(b"\n      }");
     }
     out.extend_from_slice(b"\n    }");
 }
