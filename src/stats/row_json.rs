@@ -16,6 +16,7 @@ pub(crate) fn escaped_key(name: &str) -> Vec<u8> {
     serde_json::to_vec(name).unwrap_or_else(|_| b"\"\"".to_vec())
 }
 
+#[inline(always)]
 fn f64_json(out: &mut Vec<u8>, x: f64) {
     if x.is_finite() {
         out.extend_from_slice(zmij::Buffer::new().format_finite(x).as_bytes());
@@ -24,6 +25,7 @@ fn f64_json(out: &mut Vec<u8>, x: f64) {
     }
 }
 
+#[inline(always)]
 fn opt_json(out: &mut Vec<u8>, x: Option<f64>) {
     match x {
         Some(x) => f64_json(out, x),
@@ -51,6 +53,7 @@ macro_rules! layer_field {
 /// A two-number array (`ci`) whose opening bracket is already on the line of its key, at
 /// the given depth: `open` is `[` + newline + the numbers' indentation, `mid` the comma
 /// between them, `close` the newline and indentation before `]`.
+#[inline(always)]
 fn pair(out: &mut Vec<u8>, (open, mid, close): (&[u8], &[u8], &[u8]), ci: [f64; 2]) {
     out.extend_from_slice(open);
     f64_json(out, ci[0]);
@@ -61,11 +64,8 @@ fn pair(out: &mut Vec<u8>, (open, mid, close): (&[u8], &[u8], &[u8]), ci: [f64; 
 
 /// [`pair`]'s pieces for a row's field and for a layer's field.
 const ROW_PAIR: (&[u8], &[u8], &[u8]) = (b"[\n        ", b",\n        ", b"\n      ]");
-const LAYER_PAIR: (&[u8], &[u8], &[u8]) = (
-    b"[\n            ",
-    b",\n            ",
-    b"\n          ]",
-);
+const LAYER_PAIR: (&[u8], &[u8], &[u8]) =
+    (b"[\n            ", b",\n            ", b"\n          ]");
 
 fn estimator_name(k: EstimatorKind) -> &'static [u8] {
     match k {
@@ -93,46 +93,42 @@ pub(crate) fn write_row<'a>(
     opt_json(out, row.b_simple);
     out.extend_from_slice(field!("ci"));
     pair(out, ROW_PAIR, row.ci);
-    let numbers: [(&[u8], f64); 8] = [
-        (field!("sq_small"), row.sq_small),
-        (field!("sq_big"), row.sq_big),
-        (field!("b_small"), row.b_small),
-        (field!("b_big"), row.b_big),
-        (field!("g2"), row.g2),
-        (field!("trace_sigma"), row.trace_sigma),
-        (field!("g2_step"), row.g2_step),
-        (field!("trace_step"), row.trace_step),
-    ];
-    for (key, x) in numbers {
-        out.extend_from_slice(key);
-        f64_json(out, x);
+    // Each key a constant at its call site (copied inline, not by a call per key).
+    macro_rules! number {
+        ($name:literal, $x:expr) => {
+            out.extend_from_slice(field!($name));
+            f64_json(out, $x);
+        };
     }
+    number!("sq_small", row.sq_small);
+    number!("sq_big", row.sq_big);
+    number!("b_small", row.b_small);
+    number!("b_big", row.b_big);
+    number!("g2", row.g2);
+    number!("trace_sigma", row.trace_sigma);
+    number!("g2_step", row.g2_step);
+    number!("trace_step", row.trace_step);
     out.extend_from_slice(field!("ratio_ema"));
     opt_json(out, row.ratio_ema);
     out.extend_from_slice(field!("estimator"));
     out.extend_from_slice(estimator_name(row.estimator));
-    let optional: [(&[u8], Option<f64>); 3] = [
-        (field!("tokens"), row.tokens),
-        (field!("loss"), row.loss),
-        (field!("lr"), row.lr),
-    ];
-    for (key, x) in optional {
-        if let Some(x) = x {
-            out.extend_from_slice(key);
-            f64_json(out, x);
-        }
+    macro_rules! optional {
+        ($name:literal, $x:expr) => {
+            if let Some(x) = $x {
+                number!($name, x);
+            }
+        };
     }
+    optional!("tokens", row.tokens);
+    optional!("loss", row.loss);
+    optional!("lr", row.lr);
     let mut layers = layers.peekable();
     if layers.peek().is_some() {
         out.extend_from_slice(field!("layers"));
         out.push(b'{');
         let mut first = true;
         for (name, p) in layers {
-            out.extend_from_slice(if first {
-                b"\n        "
-            } else {
-                b",\n        "
-            });
+            out.extend_from_slice(if first { b"\n        " } else { b",\n        " });
             first = false;
             out.extend_from_slice(name);
             out.extend_from_slice(b": {");
