@@ -77,12 +77,7 @@ impl<'a> Scan<'a> {
     fn number(&mut self) -> Option<Number<'a>> {
         self.ws();
         let b = self.b;
-        let digits = |mut i: usize| {
-            while b.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-            i
-        };
+        let digits = |i: usize| digits_from(b, i);
         let start = self.i;
         let negative = b.get(start) == Some(&b'-');
         let int_start = start + usize::from(negative);
@@ -158,6 +153,31 @@ impl<'a> Scan<'a> {
             self.eat(b',')?;
         }
     }
+}
+
+/// The end of the run of ASCII digits in `b` from `i`: eight bytes at a time, then byte by
+/// byte. A byte is flagged when it is below `'0'` (the subtraction borrows) or above `'9'`
+/// (the addition reaches the high bit); a borrow or carry only ever reaches bytes after a
+/// flagged one, so the lowest flagged byte is the first non-digit.
+fn digits_from(b: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let flagged = (x.wrapping_sub(b'0' as u64 * ONES)
+            | x.wrapping_add((0x7f - b'9') as u64 * ONES))
+            & HIGH;
+        if flagged != 0 {
+            return i + (flagged.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i
 }
 
 /// Bits of the fields seen, to refuse duplicates (serde_json rejects a duplicate field).
@@ -405,6 +425,32 @@ mod tests {
     /// Numbers are read to the bit as `str::parse` reads them (correctly rounded): random
     /// doubles written shortest, with 17 significant digits and with few, and random digit
     /// strings with exponents near the edges of the range.
+    /// The word-at-a-time digit run ends where the byte-by-byte one does, for every byte
+    /// value after runs of every length and position.
+    #[test]
+    fn digit_runs_end_where_bytes_say() {
+        use super::digits_from;
+        let slow = |b: &[u8], mut i: usize| {
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            i
+        };
+        for run in 0..20usize {
+            for stop in 0..=255u8 {
+                for pad in 0..3usize {
+                    let mut b: Vec<u8> = (0..pad).map(|k| b'x' + k as u8).collect();
+                    b.extend((0..run).map(|k| b'0' + (k % 10) as u8));
+                    b.push(stop);
+                    b.extend_from_slice(b"12345678");
+                    assert_eq!(digits_from(&b, pad), slow(&b, pad), "run {run} stop {stop}");
+                    b.truncate(pad + run);
+                    assert_eq!(digits_from(&b, pad), slow(&b, pad));
+                }
+            }
+        }
+    }
+
     #[test]
     fn numbers_are_read_as_str_parse_reads_them() {
         let mut state = 0x2545_F491_4F6C_DD1Du64;
