@@ -79,11 +79,12 @@ pub(crate) fn record_moments(
         }
         return out;
     }
+    // At most one bucket per record: room for all of them up front (no growth copies).
     let mut b = Buckets {
-        step: Vec::new(),
-        sums: Vec::new(),
+        step: Vec::with_capacity(n),
+        sums: Vec::with_capacity(n),
     };
-    let mut count: Vec<usize> = Vec::new();
+    let mut count: Vec<usize> = Vec::with_capacity(n);
     for i in 0..n {
         if b.step.last() != Some(&steps[i]) {
             b.step.push(steps[i]);

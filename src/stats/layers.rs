@@ -21,6 +21,20 @@ struct LayerSeries {
     b_big: Vec<f64>,
 }
 
+/// Layers whose series get room for every record up front.
+const PRESIZED_LAYERS: usize = 16;
+
+impl LayerSeries {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            steps: Vec::with_capacity(n),
+            trace: Vec::with_capacity(n),
+            g2: Vec::with_capacity(n),
+            b_big: Vec::with_capacity(n),
+        }
+    }
+}
+
 /// Per-layer results: rows, diagnostics and trajectories.
 pub struct Breakdown {
     /// Run-level rows, sorted by descending trace share.
@@ -77,7 +91,10 @@ pub fn breakdown_with(
                 let next = slots.len();
                 let slot = *series.entry(name).or_insert(next);
                 if slot == next {
-                    slots.push(LayerSeries::default());
+                    // At most one point per record: room for it up front for the first
+                    // layers (a run with many layers grows its series as they fill).
+                    let room = if next < PRESIZED_LAYERS { records.len() } else { 0 };
+                    slots.push(LayerSeries::with_capacity(room));
                 }
                 previous.push((name, slot));
             }
