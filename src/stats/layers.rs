@@ -93,7 +93,11 @@ pub fn breakdown_with(
                 if slot == next {
                     // At most one point per record: room for it up front for the first
                     // layers (a run with many layers grows its series as they fill).
-                    let room = if next < PRESIZED_LAYERS { records.len() } else { 0 };
+                    let room = if next < PRESIZED_LAYERS {
+                        records.len()
+                    } else {
+                        0
+                    };
                     slots.push(LayerSeries::with_capacity(room));
                 }
                 previous.push((name, slot));
