@@ -4,7 +4,7 @@
 
 use crate::source::live::history::{History, HistoryBin};
 use crate::source::live::{LiveEvent, Target, spawn_default_follower_batched};
-use crate::stats::incremental::{LiveEstimator, Placement, inflation_of_rows};
+use crate::stats::incremental::{LiveEstimator, Placement};
 use crate::stats::{EstimatorSettings, SmootherKind, StepStats};
 use clap::Args;
 use serde::Serialize;
@@ -133,9 +133,9 @@ pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
 /// [`live_estimate`] and the variance inflation φ of its smoothed points (1 without one).
 fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
     let settings = live_settings();
-    match crate::stats::analyze_without_layer_detail(records, &settings) {
-        Ok(report) => {
-            let phi = inflation_of_rows(&report.steps, &settings);
+    let detail = crate::stats::layers::LayerDetail::DiagnosticsOnly;
+    match crate::stats::analyze_with_inflation(records, &settings, detail) {
+        Ok((report, phi)) => {
             let now = report.steps.last();
             let estimate = LiveEstimate {
                 steps_used: report.summary.steps,

@@ -81,7 +81,23 @@ pub fn analyze_without_layer_detail(
         settings,
         LayerDetail::DiagnosticsOnly,
     )
-    .map(|(r, _)| r)
+    .map(|(r, _, _)| r)
+}
+
+/// [`analyze`] (`detail` [`LayerDetail::Full`]) or [`analyze_without_layer_detail`]
+/// (`DiagnosticsOnly`), with the autocorrelation inflation φ ≥ 1 the analysis applied to the
+/// variance of every smoothed point: the value
+/// [`super::incremental::inflation_of_rows`] recomputes from the report's rows, without
+/// smoothing the run a second time (the live views need it for their own points).
+pub fn analyze_with_inflation(
+    records: &[StepStats],
+    settings: &EstimatorSettings,
+    detail: LayerDetail,
+) -> Result<(AnalyzeReport, f64), StatsError> {
+    let (mut report, layers, phi) =
+        analyze_impl(records, &InputCounts::default(), settings, detail)?;
+    layers.attach(&mut report.steps);
+    Ok((report, phi))
 }
 
 /// [`analyze`] with the rows' per-layer points held apart, flat ([`RowLayers`]); the rows'
@@ -107,7 +123,7 @@ fn analyze_split_with_counts(
     counts: &InputCounts,
     settings: &EstimatorSettings,
 ) -> Result<(AnalyzeReport, RowLayers), StatsError> {
-    let (report, layers) = analyze_impl(records, counts, settings, LayerDetail::Full)?;
+    let (report, layers, _) = analyze_impl(records, counts, settings, LayerDetail::Full)?;
     Ok((report, layers))
 }
 
@@ -155,7 +171,7 @@ fn analyze_impl(
     counts: &InputCounts,
     settings: &EstimatorSettings,
     detail: LayerDetail,
-) -> Result<(AnalyzeReport, RowLayers), StatsError> {
+) -> Result<(AnalyzeReport, RowLayers, f64), StatsError> {
     settings.validate().map_err(StatsError::Settings)?;
     let coarse = counts.coarsening.map(|c| c.settings_for(settings));
     let settings = coarse.as_ref().unwrap_or(settings);
@@ -321,6 +337,7 @@ fn analyze_impl(
     diagnostics.sort_by_key(|d| std::cmp::Reverse(d.severity));
 
     let estimator = majority_kind(&est);
+    let inflation = sm.inflation;
     let mut summary = Summary {
         b_simple: sm.summary.b_simple,
         ci: sm.summary.ci,
@@ -355,6 +372,7 @@ fn analyze_impl(
             steps: rows,
         },
         row_layers,
+        inflation,
     ))
 }
 

@@ -415,6 +415,56 @@ mod tests {
         out
     }
 
+    /// The inflation the analysis hands out is the one recomputed from its rows, to the bit,
+    /// with both smoothers and both layer details; the report is `analyze`'s.
+    #[test]
+    fn the_analysis_inflation_equals_the_one_recomputed_from_rows() {
+        use crate::stats::analyze_with_inflation;
+        use crate::stats::layers::LayerDetail;
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut inflated = 0;
+        // The random stream, and one whose noise is autocorrelated (AR(1), ρ = 0.9), where the
+        // inflation is above 1.
+        let correlated = |rng: &mut StdRng, n: usize| -> Vec<StepStats> {
+            let mut e = 0.0;
+            (0..n as u64)
+                .map(|step| {
+                    e = 0.9 * e + rng.random_range(-0.3..0.3);
+                    let (g2, tr) = (1.0, 200.0);
+                    let mut r = StepStats::new(step, 8.0, 64.0, g2 + tr / 8.0 * (1.0 + e), 0.0);
+                    r.sq_big = g2 + tr / 64.0 * (1.0 - 0.5 * e);
+                    r
+                })
+                .collect()
+        };
+        for (n, records) in [3usize, 40, 900, 2000]
+            .into_iter()
+            .flat_map(|n| [(n, stream(&mut rng, n)), (n, correlated(&mut rng, n))])
+        {
+            for smoother in [SmootherKind::TwoSided, SmootherKind::OneSided] {
+                let settings = EstimatorSettings {
+                    smoother,
+                    ..EstimatorSettings::default()
+                };
+                let Ok(full) = analyze(&records, &settings) else {
+                    continue;
+                };
+                let want = inflation_of_rows(&full.steps, &settings);
+                for detail in [LayerDetail::Full, LayerDetail::DiagnosticsOnly] {
+                    let (report, phi) =
+                        analyze_with_inflation(&records, &settings, detail).expect("analysed");
+                    assert_eq!(phi.to_bits(), want.to_bits(), "n={n} {smoother:?}");
+                    inflated += usize::from(phi > 1.0);
+                    assert_eq!(report.steps.len(), full.steps.len());
+                    if detail == LayerDetail::Full {
+                        assert_eq!(report, full);
+                    }
+                }
+            }
+        }
+        assert!(inflated > 0, "no case with an inflation above 1");
+    }
+
     #[test]
     fn the_live_estimate_equals_the_batch_analysis_after_every_record() {
         let mut rng = StdRng::seed_from_u64(11);

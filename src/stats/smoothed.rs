@@ -60,6 +60,8 @@ pub struct Smoothed {
     pub points: Vec<Point>,
     /// E.g. `two_sided(gaussian sigma=75 steps)`.
     pub description: String,
+    /// The autocorrelation inflation φ ≥ 1 applied to the variance of every point.
+    pub inflation: f64,
 }
 
 /// Residuals of the per-step estimates around the two-sided kernel (the detrended noise), with
@@ -202,6 +204,7 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
         first,
         points,
         description,
+        inflation: phi,
     }
 }
 

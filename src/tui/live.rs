@@ -14,8 +14,10 @@ use crate::source::live::{
     FollowerHandle, LiveEvent, Target, keep_bounded, spawn_default_follower_batched,
 };
 use crate::source::measured::{run_seq_len, seq_len_note};
-use crate::stats::incremental::{LiveEstimator, LivePoint, Placement, inflation_of_rows};
-use crate::stats::{AnalyzeReport, EstimatorSettings, SmootherKind, StepStats, analyze};
+use crate::stats::incremental::{LiveEstimator, LivePoint, Placement};
+use crate::stats::{
+    AnalyzeReport, EstimatorSettings, SmootherKind, StepStats, analyze_with_inflation,
+};
 use crate::trajectory::{Trajectory, TrajectoryPoint};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
@@ -183,9 +185,14 @@ impl Aggregator {
     pub fn full(&mut self) -> Result<AnalyzeReport, String> {
         let start = Instant::now();
         self.stale_full = false;
-        let out = analyze(&self.records, &self.settings).map_err(|e| e.to_string());
+        let detail = crate::stats::layers::LayerDetail::Full;
+        let out = analyze_with_inflation(&self.records, &self.settings, detail)
+            .map(|(report, phi)| {
+                self.phi = phi;
+                report
+            })
+            .map_err(|e| e.to_string());
         if let Ok(report) = &out {
-            self.phi = inflation_of_rows(&report.steps, &self.settings);
             let (s, origin) = run_seq_len(report, None, self.seq_len);
             self.run_seq = (s, seq_len_note(s, origin));
         }
