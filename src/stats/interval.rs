@@ -118,6 +118,34 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 }
 
+/// The four lagged products of one lag in one pass over the series: [`dot`] of (t0, t1),
+/// (t0, g1), (t1, g0) and (g0, g1), each summed exactly as [`dot`] sums it (same lanes, same
+/// final additions), so the results are [`dot`]'s to the bit.
+fn lagged_dots(t0: &[f64], t1: &[f64], g0: &[f64], g1: &[f64]) -> [f64; 4] {
+    const LANES: usize = 8;
+    let n = t0.len().min(t1.len()).min(g0.len()).min(g1.len());
+    let (t0, t1, g0, g1) = (&t0[..n], &t1[..n], &g0[..n], &g1[..n]);
+    let mut acc = [[0.0f64; LANES]; 4];
+    let whole = n - n % LANES;
+    for j in (0..whole).step_by(LANES) {
+        for k in 0..LANES {
+            let (a, b, c, d) = (t0[j + k], t1[j + k], g0[j + k], g1[j + k]);
+            acc[0][k] += a * b;
+            acc[1][k] += a * d;
+            acc[2][k] += b * c;
+            acc[3][k] += c * d;
+        }
+    }
+    for (k, j) in (whole..n).enumerate() {
+        let (a, b, c, d) = (t0[j], t1[j], g0[j], g1[j]);
+        acc[0][k] += a * b;
+        acc[1][k] += a * d;
+        acc[2][k] += b * c;
+        acc[3][k] += c * d;
+    }
+    acc.map(|[a0, a1, a2, a3, a4, a5, a6, a7]| ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)))
+}
+
 /// Lag-0 sums Σ t²/k, Σ t·g/k, Σ g²/k (k floored at 10⁻⁶), in interleaved partial sums as
 /// [`dot`].
 fn lag0_divided(dt: &[f64], dg: &[f64], keep: &[f64]) -> (f64, f64, f64) {
@@ -149,10 +177,10 @@ pub fn hac_mean_cov(dt: &[f64], dg: &[f64], keep: Option<&[f64]>, lag: usize) ->
     };
     for l in 1..=lag.min(n - 1) {
         let w = 1.0 - l as f64 / (lag as f64 + 1.0);
-        let (t0, t1, g0, g1) = (&dt[..n - l], &dt[l..], &dg[..n - l], &dg[l..]);
-        vtt += 2.0 * w * dot(t0, t1);
-        vtg += w * (dot(t0, g1) + dot(t1, g0));
-        vgg += 2.0 * w * dot(g0, g1);
+        let [tt, tg, gt, gg] = lagged_dots(&dt[..n - l], &dt[l..], &dg[..n - l], &dg[l..]);
+        vtt += 2.0 * w * tt;
+        vtg += w * (tg + gt);
+        vgg += 2.0 * w * gg;
     }
     let norm = (n * n) as f64 * (1.0 - 1.0 / n as f64);
     (vtt.max(0.0) / norm, vtg / norm, vgg.max(0.0) / norm)
@@ -199,6 +227,26 @@ mod tests {
         }
         let norm = (n * n) as f64 * (1.0 - 1.0 / n as f64);
         (vtt.max(0.0) / norm, vtg / norm, vgg.max(0.0) / norm)
+    }
+
+    /// One pass over a lag gives [`dot`]'s four sums to the bit.
+    #[test]
+    fn lagged_dots_are_dots() {
+        let x: Vec<f64> = (0..203)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
+            .collect();
+        let y: Vec<f64> = (0..203)
+            .map(|i| ((i * 53 % 89) as f64 - 40.0) / 3.0)
+            .collect();
+        for n in [0usize, 1, 7, 8, 9, 100, 203] {
+            for l in [0usize, 1, 5] {
+                let m = n.saturating_sub(l);
+                let (t0, t1, g0, g1) = (&x[..m], &x[l..l + m], &y[..m], &y[l..l + m]);
+                let got = lagged_dots(t0, t1, g0, g1);
+                let want = [dot(t0, t1), dot(t0, g1), dot(t1, g0), dot(g0, g1)];
+                assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "n={n} l={l}");
+            }
+        }
     }
 
     /// Interleaved sums agree with the serial ones to rounding, for lengths around the lane
