@@ -219,15 +219,14 @@ struct Block {
     output: Range<usize>,
 }
 
-/// Channels convolved with w (count, Σt, Σg) then with w² (count, Σt, Σg, Σt², Σtg, Σg²),
-/// packed two to a complex transform.
-const PAIRS: [(usize, usize, bool); 5] = [
-    (0, 1, false),
-    (2, 6, false),
-    (0, 1, true),
-    (2, 3, true),
-    (4, 5, true),
-];
+/// The six channels (count, Σt, Σg, Σt², Σtg, Σg²) packed two to a complex transform: three
+/// forward transforms. Channels 0–2 are convolved with w and all six with w², so the first
+/// two spectra are multiplied by both kernels (the w product of the second also carries Σt²,
+/// which is not read): five inverse transforms, into buffers in the order of [`W_PRODUCTS`]
+/// then the three spectra.
+const PACKED: [(usize, usize); 3] = [(0, 1), (2, 3), (4, 5)];
+/// Spectra (indices into [`PACKED`]) also multiplied by w, into buffers 0 and 1.
+const W_PRODUCTS: [usize; 2] = [0, 1];
 
 impl Plan {
     fn new(b: &Buckets, seg: &Range<usize>, reach: u64, gcd: u64) -> Self {
@@ -248,11 +247,11 @@ impl Plan {
         self.len - 2 * self.r
     }
 
-    /// Estimated cost in butterflies: five forward and five inverse transforms per block.
+    /// Estimated cost in butterflies: three forward and five inverse transforms per block.
     fn cost(&self) -> f64 {
         let blocks = (self.span as f64 + 1.0) / self.step() as f64;
         let l = self.len as f64;
-        blocks.ceil() * (5.0 * l * l.log2() + 12.0 * l)
+        blocks.ceil() * (4.0 * l * l.log2() + 12.0 * l)
     }
 
     /// The blocks of the stretch, in order: where each one's grid starts and which buckets
@@ -343,29 +342,40 @@ impl Plan {
         let zero = Complex64::new(0.0, 0.0);
         // Scale each channel to unit size in the block, so a pair's rounding error is
         // relative to each channel's own values.
-        let mut scale = [0.0f64; 7];
+        let mut scale = [0.0f64; 6];
         for j in block.input.clone() {
             for (c, x) in b.sums[j].iter().enumerate() {
                 scale[c] = scale[c].max(x.abs());
             }
         }
         let scale = scale.map(|x| if x > 0.0 && x.is_finite() { x } else { 1.0 });
-        for x in bufs.iter_mut() {
+        // Buffers 0 and 1 are written whole by the w products below.
+        for x in bufs[2..].iter_mut() {
             x.fill(zero);
         }
         for j in block.input.clone() {
             let idx = (pos(j) as i64 - origin) as usize;
             let sums = &b.sums[j];
             let val = |c: usize| sums.get(c).map_or(0.0, |x| x / scale[c]);
-            for (x, &(cr, ci, _)) in bufs.iter_mut().zip(&PAIRS) {
+            for (x, &(cr, ci)) in bufs[2..].iter_mut().zip(&PACKED) {
                 x[idx] = Complex64::new(val(cr), val(ci));
             }
         }
-        for (x, &(_, _, sq)) in bufs.iter_mut().zip(&PAIRS) {
+        let (by_w, spectra_of) = bufs.split_at_mut(2);
+        for x in spectra_of.iter_mut() {
             fft.forward(x);
-            for (v, k) in x.iter_mut().zip(&spectra[usize::from(sq)]) {
+        }
+        for (o, &p) in by_w.iter_mut().zip(&W_PRODUCTS) {
+            for ((v, x), k) in o.iter_mut().zip(&spectra_of[p]).zip(&spectra[0]) {
+                *v = x * k;
+            }
+        }
+        for x in spectra_of.iter_mut() {
+            for (v, k) in x.iter_mut().zip(&spectra[1]) {
                 *v *= k;
             }
+        }
+        for x in bufs.iter_mut() {
             fft.inverse(x);
         }
         for (o, j) in out.iter_mut().zip(block.output.clone()) {
