@@ -263,6 +263,9 @@ pub fn watch_headless(
     }
     let ingested = start.elapsed();
     let summary = state.finish(until_steps, start.elapsed().as_secs_f64());
+    // The command ends with this summary: the OS takes the records' memory back at exit,
+    // without freeing up to 2^18 records one by one first.
+    std::mem::forget(state);
     if std::env::var_os(TIMING_ENV).is_some() {
         eprintln!(
             "copus watch: timing: ingest {:.3} s, final estimate {:.3} s",
@@ -379,7 +382,7 @@ impl WatchState {
     }
 
     /// The summary of what was received.
-    pub fn finish(self, until_steps: Option<u64>, elapsed_s: f64) -> WatchSummary {
+    pub fn finish(&self, until_steps: Option<u64>, elapsed_s: f64) -> WatchSummary {
         let (estimate, phi) = live_estimate_and_inflation(&self.records);
         let records = &self.records;
         WatchSummary {
