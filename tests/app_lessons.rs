@@ -4,12 +4,11 @@
 
 mod render_support;
 use copus::app::lessons::{self, Change, Lesson};
-use copus::app::{App, Effect, Msg, update};
+use copus::app::{App, Msg, update};
 use copus::cli::lesson::lesson_app;
+use copus::tui::keys;
 use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use std::sync::Arc;
 
 fn render(app: &App, w: u16, h: u16) -> String {
     render_support::screen(app, w, h, ColorMode::Monochrome)
@@ -25,27 +24,8 @@ fn ready(lesson: &Lesson, dir: &std::path::Path) -> App {
         update(&mut app, Msg::Escape);
         update(&mut app, Msg::Tour(1));
     }
-    if let Effect::ComputeTable { generation } = copus::app::update::request_table(&mut app) {
-        let table = Arc::new(table_job(&app).compute());
-        let effects = update(&mut app, Msg::TableReady { generation, table });
-        // The plan (switch points for `]`), as the explorer's worker computes it.
-        if let [Effect::ComputePlan { generation }] = effects.as_slice() {
-            let plan = copus::pipeline::plan_with(
-                &app.resolved,
-                &app.planning_trajectory(),
-                app.table.as_ref().expect("table"),
-            )
-            .map_err(|e| e.to_string());
-            update(
-                &mut app,
-                Msg::PlanReady {
-                    generation: *generation,
-                    plan: Box::new(plan),
-                },
-            );
-        }
-    }
-    app
+    // The table and the plan (switch points for `]`), as the explorer's worker computes them.
+    render_support::with_table_and_plan(app)
 }
 
 /// A tmux key name as a key event.

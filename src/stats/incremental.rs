@@ -164,7 +164,7 @@ pub struct LiveEstimator {
     late: u64,
     excluded: u64,
     /// θ of the last batch size, for the reference batch it was computed with.
-    theta: Option<(u64, Theta)>,
+    theta: Option<Theta>,
 }
 
 impl LiveEstimator {
@@ -289,8 +289,8 @@ impl LiveEstimator {
                     }
                 };
                 let memo = match &mut self.theta {
-                    Some((bits, memo)) if *bits == b0.to_bits() => memo,
-                    slot => &mut slot.insert((b0.to_bits(), Theta::new(self.decay, b0))).1,
+                    Some(memo) if memo.b0().to_bits() == b0.to_bits() => memo,
+                    slot => slot.insert(Theta::new(self.decay, b0)),
                 };
                 let m = state.push(e.trace, e.g2, memo.of(rec.b_big));
                 out.push(LivePoint::new(&rec, e.kind, &m));

@@ -209,7 +209,7 @@ const INTERNED_PER_THREAD: usize = 1 << 16;
 /// with the name after the previous one).
 #[derive(Default)]
 struct Names {
-    by_text: HashMap<Box<str>, usize>,
+    by_text: HashMap<LayerName, usize>,
     in_order: Vec<LayerName>,
     next: usize,
 }
@@ -239,7 +239,7 @@ pub fn intern(name: &str) -> LayerName {
         }
         let shared: LayerName = Arc::from(name);
         if names.in_order.len() < INTERNED_PER_THREAD {
-            names.by_text.insert(Box::from(name), names.in_order.len());
+            names.by_text.insert(shared.clone(), names.in_order.len());
             names.in_order.push(shared.clone());
             names.next = 0;
         }

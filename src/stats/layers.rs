@@ -124,13 +124,12 @@ pub fn breakdown_with(
             mismatch.3 = mismatch.3.max(r.step);
         }
     }
-    let mut slots: Vec<Option<LayerSeries>> = slots.into_iter().map(Some).collect();
     // One smoothing pass per layer: independent, so in parallel (a live run with many layers
     // is re-analysed several times a second).
     // In name order, as the map iterates.
     let series: Vec<(&str, LayerSeries)> = series
         .into_iter()
-        .filter_map(|(name, slot)| Some((name, slots.get_mut(slot)?.take()?)))
+        .map(|(name, slot)| (name, std::mem::take(&mut slots[slot])))
         // A layer without one usable estimate has no series (and no row).
         .filter(|(_, s)| !s.steps.is_empty())
         .collect();

@@ -194,6 +194,11 @@ impl Theta {
         }
     }
 
+    /// The reference batch (samples) this θ is for.
+    pub fn b0(&self) -> f64 {
+        self.b0
+    }
+
     /// θ of a step of `b_big` samples: exactly [`theta`]`(decay, b_big, b0)`.
     pub fn of(&mut self, b_big: f64) -> f64 {
         match self.last {
