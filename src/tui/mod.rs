@@ -15,6 +15,7 @@ pub mod live;
 pub mod palette;
 pub mod panel;
 pub mod plan;
+pub mod polyline;
 pub mod recommendation;
 pub mod shares;
 pub mod terminal;

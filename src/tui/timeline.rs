@@ -10,6 +10,8 @@ use ratatui::symbols::Marker;
 use ratatui::text::Span;
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Sparkline};
 
+use super::polyline::{self, DotGrid};
+
 /// "22 samples (45k tok)": B_crit in the trajectory's samples with its token equivalent at
 /// `seq_len` tokens per sample (the run's own for a measured run).
 pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
@@ -120,15 +122,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let x_lo = all.first().map_or(0.0, |p| p.tokens);
     let x_hi = all.last().map_or(1.0, |p| p.tokens).max(x_lo + 1.0);
 
-    let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.tokens, p.b_crit.log10())).collect();
-    let ci_lo: Vec<(f64, f64)> = pts
-        .iter()
-        .filter_map(|p| p.ci.map(|c| (p.tokens, c.0.max(1e-9).log10())))
-        .collect();
-    let ci_hi: Vec<(f64, f64)> = pts
-        .iter()
-        .filter_map(|p| p.ci.map(|c| (p.tokens, c.1.max(1e-9).log10())))
-        .collect();
     let cursor_x = at_cursor.map_or(x_lo, |p| p.tokens);
     let cursor: Vec<(f64, f64)> = (0..=20)
         .map(|i| (cursor_x, y_lo + (y_hi - y_lo) * i as f64 / 20.0))
@@ -147,6 +140,78 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         .filter_map(|&i| pts.get(i))
         .flat_map(|p| (0..=8).map(move |k| (p.tokens, y_hi - (y_hi - y_lo) * k as f64 / 40.0)))
         .collect();
+    let y_labels: Vec<Span> = (y_lo as i32..=y_hi as i32)
+        .map(|e| Span::raw(si(10f64.powi(e))))
+        .collect();
+    let x_labels = vec![
+        Span::raw(tokens(x_lo)),
+        Span::raw(tokens((x_lo + x_hi) / 2.0)),
+        Span::raw(tokens(x_hi)),
+    ];
+    let mut inner = block.inner(area);
+    frame.render_widget(block, area);
+    if inner.height >= 5
+        && let Some(head) = super::timeline_marks::headline(app, inner.width as usize)
+    {
+        let [top, rest] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+        frame.render_widget(head, top);
+        inner = rest;
+    }
+    let losses: Vec<f64> = all.iter().filter_map(|p| p.loss).collect();
+    let chart_area = if losses.len() >= 2 && inner.height >= 8 {
+        let [chart_area, loss_area] =
+            Layout::vertical([Constraint::Min(4), Constraint::Length(1)]).areas(inner);
+        draw_loss(frame, loss_area, &losses);
+        chart_area
+    } else {
+        inner
+    };
+    let axes = |datasets| {
+        Chart::new(datasets)
+            .legend_position(None)
+            .x_axis(
+                Axis::default()
+                    .title("tokens".dark_gray())
+                    .bounds([x_lo, x_hi])
+                    .labels(x_labels.clone()),
+            )
+            .y_axis(
+                Axis::default()
+                    .title("samples".dark_gray())
+                    .bounds([y_lo, y_hi])
+                    .labels(y_labels.clone()),
+            )
+    };
+    // The axes alone first: where they put the plot area sets the dot grid the long lines
+    // are thinned for (the same picture at a fraction of the segments; `polyline`). The
+    // full chart then draws the same axes over them.
+    frame.render_widget(axes(vec![]), chart_area);
+    let plot = super::timeline_marks::plot_area(frame.buffer_mut(), chart_area).map(|p| p.0);
+    let series = |marker: Marker, values: &mut dyn Iterator<Item = (f64, f64)>| {
+        let grid = plot.and_then(|p| DotGrid::new(p, marker, [x_lo, x_hi], [y_lo, y_hi]));
+        let points: Vec<(f64, f64)> = values.collect();
+        match grid {
+            Some(g) => polyline::thin(&points, &g),
+            None => points,
+        }
+    };
+    let line = series(
+        Marker::Braille,
+        &mut pts.iter().map(|p| (p.tokens, p.b_crit.log10())),
+    );
+    let ci_lo = series(
+        Marker::Dot,
+        &mut pts
+            .iter()
+            .filter_map(|p| p.ci.map(|c| (p.tokens, c.0.max(1e-9).log10()))),
+    );
+    let ci_hi = series(
+        Marker::Dot,
+        &mut pts
+            .iter()
+            .filter_map(|p| p.ci.map(|c| (p.tokens, c.1.max(1e-9).log10()))),
+    );
     let mut datasets = vec![];
     if !switches.is_empty() {
         datasets.push(
@@ -194,48 +259,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             .data(&cursor),
     );
 
-    let y_labels: Vec<Span> = (y_lo as i32..=y_hi as i32)
-        .map(|e| Span::raw(si(10f64.powi(e))))
-        .collect();
-    let x_labels = vec![
-        Span::raw(tokens(x_lo)),
-        Span::raw(tokens((x_lo + x_hi) / 2.0)),
-        Span::raw(tokens(x_hi)),
-    ];
-    let mut inner = block.inner(area);
-    frame.render_widget(block, area);
-    if inner.height >= 5
-        && let Some(head) = super::timeline_marks::headline(app, inner.width as usize)
-    {
-        let [top, rest] =
-            Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
-        frame.render_widget(head, top);
-        inner = rest;
-    }
-    let losses: Vec<f64> = all.iter().filter_map(|p| p.loss).collect();
-    let chart_area = if losses.len() >= 2 && inner.height >= 8 {
-        let [chart_area, loss_area] =
-            Layout::vertical([Constraint::Min(4), Constraint::Length(1)]).areas(inner);
-        draw_loss(frame, loss_area, &losses);
-        chart_area
-    } else {
-        inner
-    };
-    let chart = Chart::new(datasets)
-        .legend_position(None)
-        .x_axis(
-            Axis::default()
-                .title("tokens".dark_gray())
-                .bounds([x_lo, x_hi])
-                .labels(x_labels),
-        )
-        .y_axis(
-            Axis::default()
-                .title("samples".dark_gray())
-                .bounds([y_lo, y_hi])
-                .labels(y_labels),
-        );
-    frame.render_widget(chart, chart_area);
+    frame.render_widget(axes(datasets), chart_area);
     super::timeline_marks::draw(
         frame.buffer_mut(),
         chart_area,

@@ -71,7 +71,7 @@ pub fn compare_trajectory(app: &App) -> Option<Trajectory> {
 
 /// The plot area of a chart drawn in `chart_area`: right of the y axis, above the x axis, and
 /// the row of the x axis (found from the axis corner `└` the chart drew).
-fn plot_area(buf: &Buffer, chart_area: Rect) -> Option<(Rect, u16)> {
+pub fn plot_area(buf: &Buffer, chart_area: Rect) -> Option<(Rect, u16)> {
     for y in chart_area.y..chart_area.bottom() {
         for x in chart_area.x..chart_area.right() {
             if buf[(x, y)].symbol() == "└" {
