@@ -92,6 +92,10 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// over-long line.
 const BLOCK_BYTES: usize = 8 << 20;
 
+/// Bytes of the first block, read before any parsing can start (smaller, so that both cores
+/// are busy sooner); also more than [`MAX_LINE_BYTES`].
+const FIRST_BLOCK_BYTES: usize = 2 << 20;
+
 /// Lines parsed per parallel task (a few hundred KiB of text).
 const LINES_PER_TASK: usize = 512;
 
@@ -127,10 +131,10 @@ fn parse_bytes(bytes: &[u8]) -> Parsed {
 /// [`MAX_LINE_BYTES`] (newline included).
 type Span = Option<std::ops::Range<usize>>;
 
-/// Read until `buf` holds at least [`BLOCK_BYTES`] or the stream ends; true at the end.
+/// Read until `buf` holds at least `block` bytes or the stream ends; true at the end.
 /// The bytes go straight into `buf`'s spare capacity (no intermediate chunk, no zeroing).
-fn top_up<R: Read>(reader: &mut R, buf: &mut Vec<u8>) -> std::io::Result<bool> {
-    let want = BLOCK_BYTES.saturating_sub(buf.len());
+fn top_up<R: Read>(reader: &mut R, buf: &mut Vec<u8>, block: usize) -> std::io::Result<bool> {
+    let want = block.saturating_sub(buf.len());
     if want == 0 {
         return Ok(false);
     }
@@ -226,7 +230,8 @@ fn split_lines(buf: &[u8], eof: bool, skipping: &mut bool) -> (Vec<Span>, usize)
 /// The block reader; records go to `coarsener` when given, else all into `records`.
 ///
 /// A pipeline of three stages over blocks of [`BLOCK_BYTES`]: while block k is parsed in
-/// parallel, block k−1's lines are counted and kept (in order) and block k+1 is read.
+/// parallel, block k−1's lines are counted and kept (in order) and block k+1 is read and
+/// split into lines.
 fn read_blocks<R: BufRead + Send>(
     mut reader: R,
     coarsener: Option<Coarsener>,
@@ -236,12 +241,13 @@ fn read_blocks<R: BufRead + Send>(
         line_no: 0,
         coarsener,
     };
-    let mut buf: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + (1 << 16));
+    let mut buf: Vec<u8> = Vec::with_capacity(FIRST_BLOCK_BYTES + (1 << 16));
     let mut skipping = false;
-    let mut eof = top_up(&mut reader, &mut buf)?;
+    let mut eof = top_up(&mut reader, &mut buf, FIRST_BLOCK_BYTES)?;
+    let mut lines = split_lines(&buf, eof, &mut skipping);
     let mut pending: Option<(Vec<Span>, Vec<Parsed>)> = None;
     loop {
-        let (spans, start) = split_lines(&buf, eof, &mut skipping);
+        let (spans, start) = lines;
         let mut next: Vec<u8> = Vec::new();
         if !eof {
             next.reserve(BLOCK_BYTES + (1 << 16));
@@ -265,23 +271,24 @@ fn read_blocks<R: BufRead + Send>(
                     })
                     .collect::<Vec<Parsed>>()
             },
-            || {
+            || -> std::io::Result<_> {
                 if let Some((spans, parsed)) = previous {
                     seq.take(&spans, parsed);
                 }
                 if eof {
-                    Ok(true)
-                } else {
-                    top_up(&mut reader, &mut next)
+                    return Ok(None);
                 }
+                let next_eof = top_up(&mut reader, &mut next, BLOCK_BYTES)?;
+                let next_lines = split_lines(&next, next_eof, &mut skipping);
+                Ok(Some((next_eof, next_lines)))
             },
         );
-        if eof {
+        let Some((next_eof, next_lines)) = read? else {
             seq.take(&spans, parsed);
             return Ok(seq.finish());
-        }
+        };
         pending = Some((spans, parsed));
-        eof = read?;
+        (eof, lines) = (next_eof, next_lines);
         buf = next;
     }
 }
