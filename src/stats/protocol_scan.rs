@@ -119,8 +119,17 @@ impl<'a> Scan<'a> {
     /// with `as` from `u64`/`i64` (round to nearest, ties to even; `-0` is −0.0), any other
     /// number correctly rounded — both the correctly rounded value of the text.
     fn f64(&mut self) -> Option<f64> {
-        // `fast_float2` is correctly rounded, as `str::parse` is, straight from the bytes.
-        fast_float2::parse::<f64, _>(self.number()?.text).ok()
+        self.ws();
+        let rest = self.b.get(self.i..)?;
+        // `fast_float2` is correctly rounded, as `str::parse` is, straight from the bytes; it
+        // finds the number's end itself (one pass over the digits), and accepts a superset
+        // of JSON's numbers, which `json_number` narrows. A number cut short where JSON
+        // would go on (`1e`) leaves bytes that no caller accepts after a number.
+        let (x, len) = fast_float2::parse_partial::<f64, _>(rest).ok()?;
+        let text = &rest[..len];
+        json_number(text)?;
+        self.i += len;
+        Some(x)
     }
 
     /// A non-negative integer literal that fits `T`.
@@ -178,6 +187,26 @@ fn digits_from(b: &[u8], mut i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+/// `Some` when `text`, a number `fast_float2` read whole, is also a JSON number: no `+`,
+/// `inf` or `nan`, a digit first (after an optional `-`), no leading zero, and a digit on
+/// each side of a decimal point (its exponent, when it has one, has digits: `fast_float2`
+/// leaves an exponent without them unread).
+fn json_number(text: &[u8]) -> Option<()> {
+    let int_start = usize::from(text.first() == Some(&b'-'));
+    let first = *text.get(int_start)?;
+    if !first.is_ascii_digit()
+        || (first == b'0' && text.get(int_start + 1).is_some_and(u8::is_ascii_digit))
+    {
+        return None;
+    }
+    if let Some(dot) = text.iter().position(|&c| c == b'.')
+        && !text.get(dot + 1).is_some_and(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    Some(())
 }
 
 /// Bits of the fields seen, to refuse duplicates (serde_json rejects a duplicate field).
@@ -355,6 +384,14 @@ mod tests {
             r#","loss":.5"#,
             r#","loss":1e"#,
             r#","loss":+1"#,
+            r#","loss":-.5"#,
+            r#","loss":1.e5"#,
+            r#","loss":-01.5"#,
+            r#","loss":00"#,
+            r#","loss":-inf"#,
+            r#","loss":nan"#,
+            r#","loss":Infinity"#,
+            r#","loss":1.5e+"#,
             r#","config":{"dp":2,"tp":1,"pp":1}"#,
             r#","layers":{"a":{"sq_small":1}}"#,
             r#","layers":{"a":{"sq_small":1,"sq_big":2,"x":3}}"#,
