@@ -79,6 +79,51 @@ pub(crate) fn record_moments(
         }
         return out;
     }
+    let (b, count) = buckets(t, g, &steps[..n]);
+    let reach = (4.0 * bandwidth).floor() as u64;
+    let mut per_bucket = vec![Moments::default(); b.step.len()];
+    let mut a = 0;
+    while a < b.step.len() {
+        let mut e = a + 1;
+        while e < b.step.len() && b.step[e] - b.step[e - 1] <= reach {
+            e += 1;
+        }
+        stretch(&b, a..e, reach, bandwidth, method, &mut per_bucket);
+        a = e;
+    }
+    // Distinct steps: one bucket per record.
+    let Some(count) = count else {
+        return per_bucket;
+    };
+    let mut out = Vec::with_capacity(n);
+    for (m, k) in per_bucket.iter().zip(count) {
+        out.extend(std::iter::repeat_n(*m, k));
+    }
+    out
+}
+
+/// One record's contribution to its bucket, as the bucket's sums hold it after adding it
+/// to zeros (`0.0 + x`: the same bits as the accumulation, a zero's sign included).
+#[inline(always)]
+fn record_sums(t: f64, g: f64) -> [f64; 6] {
+    [1.0, t, g, t * t, t * g, g * g].map(|x| 0.0 + x)
+}
+
+/// The buckets of records at sorted `steps`, and how many records each holds; `None` for
+/// the counts when the steps are distinct (one record a bucket, no count kept).
+fn buckets(t: &[f64], g: &[f64], steps: &[u64]) -> (Buckets, Option<Vec<usize>>) {
+    let n = steps.len();
+    if steps.windows(2).all(|w| w[0] < w[1]) {
+        let b = Buckets {
+            step: steps.to_vec(),
+            sums: t[..n]
+                .iter()
+                .zip(&g[..n])
+                .map(|(&ti, &gi)| record_sums(ti, gi))
+                .collect(),
+        };
+        return (b, None);
+    }
     // At most one bucket per record: room for all of them up front (no growth copies).
     let mut b = Buckets {
         step: Vec::with_capacity(n),
@@ -93,33 +138,13 @@ pub(crate) fn record_moments(
         }
         let (s, k) = (b.sums.last_mut(), count.last_mut());
         if let (Some(s), Some(k)) = (s, k) {
-            let (ti, gi) = (t[i], g[i]);
-            for (acc, x) in s.iter_mut().zip([1.0, ti, gi, ti * ti, ti * gi, gi * gi]) {
+            for (acc, x) in s.iter_mut().zip(record_sums(t[i], g[i])) {
                 *acc += x;
             }
             *k += 1;
         }
     }
-    let reach = (4.0 * bandwidth).floor() as u64;
-    let mut per_bucket = vec![Moments::default(); b.step.len()];
-    let mut a = 0;
-    while a < b.step.len() {
-        let mut e = a + 1;
-        while e < b.step.len() && b.step[e] - b.step[e - 1] <= reach {
-            e += 1;
-        }
-        stretch(&b, a..e, reach, bandwidth, method, &mut per_bucket);
-        a = e;
-    }
-    if per_bucket.len() == n {
-        // Distinct steps: one bucket per record.
-        return per_bucket;
-    }
-    let mut out = Vec::with_capacity(n);
-    for (m, k) in per_bucket.iter().zip(count) {
-        out.extend(std::iter::repeat_n(*m, k));
-    }
-    out
+    (b, Some(count))
 }
 
 /// Sums for the buckets `seg` (no bucket outside it lies within `reach`).
