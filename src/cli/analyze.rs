@@ -96,6 +96,16 @@ fn peak_rss_mib() -> Option<u64> {
     Some(kb / 1024)
 }
 
+/// Minor page faults of the process so far (first touches of memory), from
+/// `/proc/self/stat`; `None` where that is not readable.
+fn minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces): state is the first; minflt
+    // is the 10th field of the line, the 8th after the name.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(7)?.parse().ok()
+}
+
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
@@ -119,6 +129,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot read {}", path.display()))?;
     let t1 = std::time::Instant::now();
     let hwm_read = timing.then(peak_rss_mib).flatten();
+    let faults_read = timing.then(minor_faults).flatten();
     let settings = args.settings(&EstimatorSettings::default());
     let (report, row_layers) = analyze_outcome_split(&outcome, &settings).with_context(|| {
         let first = outcome
@@ -130,6 +141,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     })?;
     let t2 = std::time::Instant::now();
     let hwm_analysis = timing.then(peak_rss_mib).flatten();
+    let faults_analysis = timing.then(minor_faults).flatten();
     if args.json {
         // Streamed: a long run's report is hundreds of MB of text.
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
@@ -149,6 +161,16 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
                 mib(hwm_read),
                 mib(hwm_analysis),
                 mib(peak_rss_mib())
+            );
+            eprintln!(
+                "copus analyze: minor page faults: reading {}, analysis {}, JSON output {}",
+                mib(faults_read),
+                mib(faults_analysis
+                    .zip(faults_read)
+                    .map(|(b, a)| b.saturating_sub(a))),
+                mib(minor_faults()
+                    .zip(faults_analysis)
+                    .map(|(b, a)| b.saturating_sub(a)))
             );
         }
         // The command ends here and the process with it: the OS takes the memory back in one
