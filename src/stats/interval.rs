@@ -100,7 +100,7 @@ pub fn fieller(num: f64, den: f64, (vnn, vnd, vdd): (f64, f64, f64), z: f64) -> 
 
 /// Σ a_j·b_j over the common length, in eight interleaved partial sums added pairwise at the
 /// end (vectorised; the order differs from a left-to-right sum only in rounding).
-fn dot(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
     const LANES: usize = 8;
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -118,42 +118,27 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 }
 
-/// The four lagged products of one lag in one pass over the series: [`dot`] of (t0, t1),
-/// (t0, g1), (t1, g0) and (g0, g1), each summed exactly as [`dot`] sums it (same lanes, same
-/// final additions), so the results are [`dot`]'s to the bit.
-fn lagged_dots(t0: &[f64], t1: &[f64], g0: &[f64], g1: &[f64]) -> [f64; 4] {
-    const LANES: usize = 8;
-    let n = t0.len().min(t1.len()).min(g0.len()).min(g1.len());
-    let (t0, t1, g0, g1) = (&t0[..n], &t1[..n], &g0[..n], &g1[..n]);
-    let mut acc = [[0.0f64; LANES]; 4];
-    let whole = n - n % LANES;
-    for j in (0..whole).step_by(LANES) {
-        for k in 0..LANES {
-            let (a, b, c, d) = (t0[j + k], t1[j + k], g0[j + k], g1[j + k]);
-            acc[0][k] += a * b;
-            acc[1][k] += a * d;
-            acc[2][k] += b * c;
-            acc[3][k] += c * d;
-        }
-    }
-    for (k, j) in (whole..n).enumerate() {
-        let (a, b, c, d) = (t0[j], t1[j], g0[j], g1[j]);
-        acc[0][k] += a * b;
-        acc[1][k] += a * d;
-        acc[2][k] += b * c;
-        acc[3][k] += c * d;
-    }
-    acc.map(|[a0, a1, a2, a3, a4, a5, a6, a7]| ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)))
-}
-
 /// Lag-0 sums Σ t²/k, Σ t·g/k, Σ g²/k (k floored at 10⁻⁶), in interleaved partial sums as
 /// [`dot`].
 fn lag0_divided(dt: &[f64], dg: &[f64], keep: &[f64]) -> (f64, f64, f64) {
     const LANES: usize = 4;
+    let n = dt.len().min(dg.len()).min(keep.len());
     let mut acc = [[0.0f64; LANES]; 3];
-    for (j, ((t, g), k)) in dt.iter().zip(dg).zip(keep).enumerate() {
+    // Whole groups of four as arrays (no bounds checks: packed arithmetic), then the tail;
+    // element j still goes to partial j mod 4, in increasing j.
+    let (tc, tr) = dt[..n].as_chunks::<LANES>();
+    let (gc, gr) = dg[..n].as_chunks::<LANES>();
+    let (kc, kr) = keep[..n].as_chunks::<LANES>();
+    for ((t, g), k) in tc.iter().zip(gc).zip(kc) {
+        for lane in 0..LANES {
+            let k = k[lane].max(1e-6);
+            acc[0][lane] += t[lane] * t[lane] / k;
+            acc[1][lane] += t[lane] * g[lane] / k;
+            acc[2][lane] += g[lane] * g[lane] / k;
+        }
+    }
+    for (lane, ((t, g), k)) in tr.iter().zip(gr).zip(kr).enumerate() {
         let k = k.max(1e-6);
-        let lane = j % LANES;
         acc[0][lane] += t * t / k;
         acc[1][lane] += t * g / k;
         acc[2][lane] += g * g / k;
@@ -175,9 +160,9 @@ pub fn hac_mean_cov(dt: &[f64], dg: &[f64], keep: Option<&[f64]>, lag: usize) ->
         Some(keep) => lag0_divided(dt, dg, &keep[..n]),
         None => (dot(dt, dt), dot(dt, dg), dot(dg, dg)),
     };
-    for l in 1..=lag.min(n - 1) {
+    let lags = super::lagged::cross_lagged(dt, dg, lag.min(n - 1));
+    for (l, [tt, tg, gt, gg]) in (1..).zip(lags) {
         let w = 1.0 - l as f64 / (lag as f64 + 1.0);
-        let [tt, tg, gt, gg] = lagged_dots(&dt[..n - l], &dt[l..], &dg[..n - l], &dg[l..]);
         vtt += 2.0 * w * tt;
         vtg += w * (tg + gt);
         vgg += 2.0 * w * gg;
@@ -196,9 +181,9 @@ pub fn inflation(dt: &[f64], dg: &[f64], r: f64, lag: usize) -> f64 {
         return 1.0;
     }
     let mut lr = g0;
-    for l in 1..=lag.min(n - 1) {
+    for (l, uu) in (1..).zip(super::lagged::auto_lagged(&u, lag.min(n - 1))) {
         let w = 1.0 - l as f64 / (lag as f64 + 1.0);
-        lr += 2.0 * w * dot(&u[..n - l], &u[l..]);
+        lr += 2.0 * w * uu;
     }
     (lr / g0).clamp(1.0, 20.0)
 }
@@ -229,23 +214,42 @@ mod tests {
         (vtt.max(0.0) / norm, vtg / norm, vgg.max(0.0) / norm)
     }
 
-    /// One pass over a lag gives [`dot`]'s four sums to the bit.
+    /// The lag-0 sums taken four at a time are the element-by-element ones (each element to
+    /// partial j mod 4) to the bit, keep factors below the floor and NaN included.
     #[test]
-    fn lagged_dots_are_dots() {
-        let x: Vec<f64> = (0..203)
-            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 7.0)
-            .collect();
-        let y: Vec<f64> = (0..203)
-            .map(|i| ((i * 53 % 89) as f64 - 40.0) / 3.0)
-            .collect();
-        for n in [0usize, 1, 7, 8, 9, 100, 203] {
-            for l in [0usize, 1, 5] {
-                let m = n.saturating_sub(l);
-                let (t0, t1, g0, g1) = (&x[..m], &x[l..l + m], &y[..m], &y[l..l + m]);
-                let got = lagged_dots(t0, t1, g0, g1);
-                let want = [dot(t0, t1), dot(t0, g1), dot(t1, g0), dot(g0, g1)];
-                assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits), "n={n} l={l}");
+    fn lag0_groups_are_the_element_loop_to_the_bit() {
+        fn by_element(dt: &[f64], dg: &[f64], keep: &[f64]) -> (f64, f64, f64) {
+            let mut acc = [[0.0f64; 4]; 3];
+            for (j, ((t, g), k)) in dt.iter().zip(dg).zip(keep).enumerate() {
+                let k = k.max(1e-6);
+                acc[0][j % 4] += t * t / k;
+                acc[1][j % 4] += t * g / k;
+                acc[2][j % 4] += g * g / k;
             }
+            let sum = |a: [f64; 4]| (a[0] + a[1]) + (a[2] + a[3]);
+            (sum(acc[0]), sum(acc[1]), sum(acc[2]))
+        }
+        let mut state = 11u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for n in [0usize, 1, 3, 4, 5, 8, 13, 1001] {
+            let dt: Vec<f64> = (0..n).map(|_| next() - 0.3).collect();
+            let dg: Vec<f64> = (0..n).map(|_| (next() - 0.5) * 1e-3).collect();
+            let mut keep: Vec<f64> = (0..n).map(|_| next()).collect();
+            if n > 3 {
+                keep[1] = 1e-9;
+                keep[2] = f64::NAN;
+            }
+            let bits = |x: (f64, f64, f64)| (x.0.to_bits(), x.1.to_bits(), x.2.to_bits());
+            assert_eq!(
+                bits(lag0_divided(&dt, &dg, &keep)),
+                bits(by_element(&dt, &dg, &keep)),
+                "n={n}"
+            );
         }
     }
 

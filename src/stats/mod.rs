@@ -14,6 +14,7 @@ mod fft;
 pub mod incremental;
 pub mod interval;
 mod kernel_sums;
+mod lagged;
 pub mod layer_map;
 pub mod layers;
 pub mod protocol;
