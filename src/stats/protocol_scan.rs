@@ -59,13 +59,19 @@ impl<'a> Scan<'a> {
     fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let rest = self.b.get(self.i..)?;
-        let len = memchr::memchr(b'"', rest)?;
-        let s = &rest[..len];
-        if s.iter().any(|&c| c == b'\\' || c < 0x20) {
-            return None;
+        // Keys and names are short: one pass, byte by byte, finds the closing quote and
+        // refuses escapes and control characters (cheaper than a `memchr` call and a
+        // second pass).
+        let mut len = 0;
+        loop {
+            match *rest.get(len)? {
+                b'"' => break,
+                b'\\' | 0..0x20 => return None,
+                _ => len += 1,
+            }
         }
         self.i += len + 1;
-        Some(s)
+        Some(&rest[..len])
     }
 
     /// A string as [`Self::string`], checked to be UTF-8.
