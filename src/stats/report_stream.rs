@@ -292,30 +292,43 @@ pub fn write_report_pretty<W: Write>(
     out.write_all(&head)?;
     let rows = &report.steps;
     let batch_rows = CHUNK_ROWS * CHUNKS_PER_THREAD * rayon::current_num_threads().max(2);
-    // One text buffer per chunk of a batch, reused by every batch: the text's pages are
-    // touched once, not once per batch.
-    let mut texts: Vec<Vec<u8>> = Vec::new();
-    for (b, batch) in rows.chunks(batch_rows).enumerate() {
-        let chunks = batch.len().div_ceil(CHUNK_ROWS);
-        if texts.len() < chunks {
-            texts.resize_with(chunks, Vec::new);
-        }
-        texts[..chunks]
-            .par_iter_mut()
-            .zip(batch.par_chunks(CHUNK_ROWS))
-            .enumerate()
-            .for_each(|(c, (text, chunk))| {
-                text.clear();
-                for (j, row) in chunk.iter().enumerate() {
-                    let i = b * batch_rows + c * CHUNK_ROWS + j;
-                    text.extend_from_slice(if i == 0 { b"\n    " } else { b",\n    " });
-                    super::row_json::write_row(text, row, layers.row_escaped(i));
+    // A batch is serialised (in parallel) while the one before it is written on this thread:
+    // into a pipe or a file, writing 10⁸ bytes takes about as long as serialising them.
+    // Each batch's text buffers come back to be reused (their pages are touched once).
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(1);
+    let (spent_tx, spent_rx) = std::sync::mpsc::channel::<Vec<Vec<u8>>>();
+    std::thread::scope(|scope| -> std::io::Result<()> {
+        scope.spawn(move || {
+            for (b, batch) in rows.chunks(batch_rows).enumerate() {
+                let mut texts = spent_rx.try_recv().unwrap_or_default();
+                let chunks = batch.len().div_ceil(CHUNK_ROWS);
+                texts.resize_with(chunks, Vec::new);
+                texts
+                    .par_iter_mut()
+                    .zip(batch.par_chunks(CHUNK_ROWS))
+                    .enumerate()
+                    .for_each(|(c, (text, chunk))| {
+                        text.clear();
+                        for (j, row) in chunk.iter().enumerate() {
+                            let i = b * batch_rows + c * CHUNK_ROWS + j;
+                            text.extend_from_slice(if i == 0 { b"\n    " } else { b",\n    " });
+                            super::row_json::write_row(text, row, layers.row_escaped(i));
+                        }
+                    });
+                if ready_tx.send(texts).is_err() {
+                    return; // the writer stopped (an error it reports)
                 }
-            });
-        for t in &texts[..chunks] {
-            out.write_all(t)?;
+            }
+        });
+        for texts in ready_rx {
+            for t in &texts {
+                out.write_all(t)?;
+            }
+            // The serialiser may have finished: then the buffers are simply dropped.
+            let _ = spent_tx.send(texts);
         }
-    }
+        Ok(())
+    })?;
     out.write_all(if rows.is_empty() {
         b"]\n}\n"
     } else {

@@ -25,8 +25,8 @@ pub fn dots_per_cell(marker: Marker) -> Option<(u16, u16)> {
     }
 }
 
-/// The dot grid of a chart's plot area for `marker`, with the axes' bounds: what ratatui's
-/// canvas maps data to. `None` for markers [`dots_per_cell`] does not know.
+/// The dot grid of a chart's plot area for one marker, with the axes' bounds: what ratatui's
+/// canvas maps data to.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DotGrid {
     /// Data bounds across (the x axis's `[left, right]`).
@@ -38,7 +38,8 @@ pub struct DotGrid {
 }
 
 impl DotGrid {
-    /// The grid of `marker` over a plot area of `plot` cells.
+    /// The grid of `marker` over a plot area of `plot` cells; `None` for markers
+    /// [`dots_per_cell`] does not know.
     pub fn new(plot: Rect, marker: Marker, x_bounds: [f64; 2], y_bounds: [f64; 2]) -> Option<Self> {
         let (across, down) = dots_per_cell(marker)?;
         Some(Self {
@@ -75,8 +76,9 @@ struct Run {
     column: usize,
     first: usize,
     last: usize,
-    /// Index of the point on the lowest row number (the highest dot) and on the highest.
+    /// (row, index) of the point on the lowest row number (the highest dot).
     top: (usize, usize),
+    /// (row, index) of the point on the highest row number (the lowest dot).
     bottom: (usize, usize),
 }
 
