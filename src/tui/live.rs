@@ -64,6 +64,7 @@ pub fn spawn(
         ..settings
     };
     std::thread::spawn(move || {
+        super::priority::lower_current_thread();
         let mut agg = Aggregator::new(settings, seq_len, label);
         agg.run(rx, ui);
     });

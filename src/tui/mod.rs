@@ -16,6 +16,7 @@ pub mod palette;
 pub mod panel;
 pub mod plan;
 pub mod polyline;
+pub mod priority;
 pub mod recommendation;
 pub mod shares;
 pub mod terminal;
@@ -83,6 +84,8 @@ fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
 /// Run the explorer until the user quits.
 pub fn run(mut app: App) -> Result<(), TuiError> {
     let mode = ColorMode::from_env();
+    // Analyses run below this (the drawing) thread's priority.
+    priority::lower_rayon_pool();
     let mut guard = terminal::TerminalGuard::enter()?;
     let signals = crate::signals::StopSignals::register()?;
     let _hangup = crate::signals::HangupWatch::spawn();

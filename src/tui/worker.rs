@@ -84,6 +84,7 @@ fn lane<T: Send + 'static>(
     let handle = std::thread::Builder::new()
         .name(format!("copus-{name}"))
         .spawn(move || {
+            super::priority::lower_current_thread();
             while let Ok(mut job) = rx.recv() {
                 if latest_wins {
                     while let Ok(newer) = rx.try_recv() {
