@@ -454,3 +454,42 @@ fn an_atomic_rewrite_is_not_counted_twice_and_a_restart_is_detected() {
     assert_eq!(s["steps_ingested"], 15, "{}", run.stdout);
     assert_eq!(s["duplicates_dropped"], 5, "{}", run.stdout);
 }
+
+/// Standard output on a full device (`> /dev/full`): every command that prints its result
+/// reports the failed write, naming standard output, instead of panicking in `println!`.
+#[test]
+fn a_full_standard_output_is_an_error_not_a_panic() {
+    if !Path::new("/dev/full").exists() {
+        return; // Linux only
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("run.ndjson");
+    std::fs::write(&f, records(2.0, 1.0, 60)).expect("write");
+    let file = f.display().to_string();
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sessions/demo.ron")
+        .display()
+        .to_string();
+    for args in [
+        vec!["analyze", &file, "--json"],
+        vec!["analyze", &file],
+        vec!["watch", &file, "--headless", "--until-steps", "60", "--json"],
+        vec!["watch", &file, "--headless", "--until-steps", "60"],
+        vec!["grid", &demo, "--at", "1200", "--json"],
+    ] {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("exec \"$0\" \"$@\" > /dev/full")
+            .arg(env!("CARGO_BIN_EXE_copus"))
+            .args(&args)
+            .output()
+            .expect("run copus");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot write to standard output"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -145,8 +145,9 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if args.json {
         // Streamed: a long run's report is hundreds of MB of text.
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-        crate::stats::report_stream::write_report_pretty(&report, &row_layers, &mut out)?;
-        out.flush()?;
+        crate::stats::report_stream::write_report_pretty(&report, &row_layers, &mut out)
+            .and_then(|()| out.flush())
+            .context("cannot write to standard output")?;
         if timing {
             let t3 = std::time::Instant::now();
             eprintln!(
@@ -179,10 +180,10 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         std::mem::forget((outcome, report, row_layers));
     } else {
         // The table shows no per-layer trajectory: the rows' layer points stay unattached.
-        print!(
-            "{}",
-            super::escape_controls(&render_table(&report, args.rows.unwrap_or(DEFAULT_ROWS)))
-        );
+        super::write_stdout(&super::escape_controls(&render_table(
+            &report,
+            args.rows.unwrap_or(DEFAULT_ROWS),
+        )))?;
         for e in &outcome.errors {
             eprintln!(
                 "{}:{}: {}",
@@ -248,7 +249,7 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         // Which backend reduced the dump, and why not the GPU when `auto` fell back.
         v["backend"] = backend.into();
         v["backend_note"] = selected.note.clone().into();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        super::write_json(&v)?;
     } else {
         let why = selected
             .note

@@ -45,7 +45,7 @@ pub fn run(args: &AnalyzeArgs, other: &std::path::Path) -> anyhow::Result<()> {
     let c = crate::stats::compare(&a, &b, confidence);
     if args.json {
         let v = serde_json::json!({ "a": &a, "b": &b, "comparison": &c });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        super::write_json(&v)?;
         return Ok(());
     }
     println!("A: {}", args.path.display());

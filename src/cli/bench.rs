@@ -95,7 +95,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.devices {
         let report = crate::compute::backend_report();
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            super::write_json(&report)?;
         } else {
             print!("{}", report.render());
         }
@@ -114,7 +114,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     let report = result?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::write_json(&report)?;
     } else {
         println!("{:<48} {:>10} {:>10}", "measurement", "seconds", "GB/s");
         for r in &report.rows {

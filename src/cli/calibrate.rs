@@ -167,7 +167,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         out: a.out.as_ref().map(|p| p.display().to_string()),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        super::write_json(&out)?;
         return Ok(());
     }
     println!(

@@ -261,7 +261,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         cells: (0..table.cells.len()).map(cell_out).collect(),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        super::write_json(&out)?;
     } else {
         print_text(&out);
     }

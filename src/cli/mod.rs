@@ -109,6 +109,22 @@ pub fn error_message(e: &anyhow::Error) -> String {
 
 pub use crate::format::escape_controls;
 
+/// Write `text` to standard output and flush it: a full disk or a closed descriptor is an
+/// error naming standard output (`println!` would panic).
+pub fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
+}
+
+/// [`write_stdout`] of `value` as pretty JSON and a newline (the `--json` output of the
+/// commands).
+pub fn write_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    write_stdout(&format!("{}\n", serde_json::to_string_pretty(value)?))
+}
+
 /// Exit status of a failed command: 1, or [`crate::signals::SIGNAL_EXIT`] when a signal
 /// stopped the explorer.
 pub fn exit_code(e: &anyhow::Error) -> u8 {

@@ -29,7 +29,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     }
     let report = crate::pipeline::plan_session(&resolved)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        super::write_json(&report)?;
     } else {
         print!(
             "{}",

@@ -179,7 +179,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         memory,
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        super::write_json(&out)?;
     } else {
         print_text(&out);
     }

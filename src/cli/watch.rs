@@ -174,9 +174,9 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let timeout = args.timeout_s.map(timeout_of).transpose()?;
     let summary = watch_headless(target, args.until_steps, timeout);
     if args.json {
-        println!("{}", serde_json::json!({ "summary": &summary }));
+        super::write_stdout(&format!("{}\n", serde_json::json!({ "summary": &summary })))?;
     } else {
-        print_summary(&summary);
+        super::write_stdout(&summary_text(&summary))?;
     }
     match args.until_steps {
         Some(n) if !summary.complete => anyhow::bail!(
@@ -411,24 +411,29 @@ impl WatchState {
     }
 }
 
-fn print_summary(s: &WatchSummary) {
-    println!("target           {}", s.target);
-    println!(
+/// The summary of a headless watch as text, as the command prints it.
+fn summary_text(s: &WatchSummary) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "target           {}", s.target);
+    let _ = writeln!(
+        out,
         "steps ingested   {} ({} flagged skipped)",
         s.steps_ingested, s.steps_skipped
     );
-    println!("malformed lines  {}", s.malformed_lines);
-    println!(
+    let _ = writeln!(out, "malformed lines  {}", s.malformed_lines);
+    let _ = writeln!(
+        out,
         "dropped          {} duplicate records (replayed or rewritten), {} superseded by {} restart(s)",
         s.duplicates_dropped, s.superseded, s.restarts
     );
     if let Some([a, b]) = s.steps {
-        println!("step range       {a}..={b}");
+        let _ = writeln!(out, "step range       {a}..={b}");
     }
     let e = &s.estimate;
     if let Some(err) = &e.error {
-        println!("B_simple         no estimate: {err}");
-        return;
+        let _ = writeln!(out, "B_simple         no estimate: {err}");
+        return out;
     }
     let fmt = |x: f64| {
         if x.is_finite() {
@@ -441,16 +446,17 @@ fn print_summary(s: &WatchSummary) {
         None => "undefined (mean |G|^2 <= 0)".to_owned(),
         b => super::analyze::fmt_b_simple(b),
     };
-    println!("B_simple (run)   {b} over {} steps", e.steps_used);
+    let _ = writeln!(out, "B_simple (run)   {b} over {} steps", e.steps_used);
     if let Some([lo, hi]) = e.ci {
-        println!("interval         {} .. {}", fmt(lo), fmt(hi));
+        let _ = writeln!(out, "interval         {} .. {}", fmt(lo), fmt(hi));
     }
     if let Some(now) = e.b_simple_now {
-        println!("B_simple (now)   {now:.1} samples (one-sided EMA)");
+        let _ = writeln!(out, "B_simple (now)   {now:.1} samples (one-sided EMA)");
     }
     for d in &e.diagnostics {
-        println!("  {}", d.message);
+        let _ = writeln!(out, "  {}", d.message);
     }
+    out
 }
 
 #[cfg(test)]
