@@ -214,6 +214,16 @@ mod tests {
         (vtt.max(0.0) / norm, vtg / norm, vgg.max(0.0) / norm)
     }
 
+    /// Uniform numbers in [0, 1) from a linear congruential generator started at `seed`.
+    fn uniform(mut state: u64) -> impl FnMut() -> f64 {
+        move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
     /// The lag-0 sums taken four at a time are the element-by-element ones (each element to
     /// partial j mod 4) to the bit, keep factors below the floor and NaN included.
     #[test]
@@ -229,13 +239,7 @@ mod tests {
             let sum = |a: [f64; 4]| (a[0] + a[1]) + (a[2] + a[3]);
             (sum(acc[0]), sum(acc[1]), sum(acc[2]))
         }
-        let mut state = 11u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniform(11);
         for n in [0usize, 1, 3, 4, 5, 8, 13, 1001] {
             let dt: Vec<f64> = (0..n).map(|_| next() - 0.3).collect();
             let dg: Vec<f64> = (0..n).map(|_| (next() - 0.5) * 1e-3).collect();
@@ -257,13 +261,7 @@ mod tests {
     /// count, lags up to the length, with and without keep factors.
     #[test]
     fn interleaved_sums_match_serial_sums() {
-        let mut state = 7u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniform(7);
         for n in [2usize, 3, 7, 8, 9, 17, 64, 1000] {
             let dt: Vec<f64> = (0..n).map(|_| next() - 0.3).collect();
             let dg: Vec<f64> = (0..n).map(|_| 0.1 * next() - 0.05).collect();
