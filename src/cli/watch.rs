@@ -220,8 +220,9 @@ fn run_explorer(args: &WatchArgs) -> anyhow::Result<()> {
 }
 
 /// Follow `target` until `until_steps` records arrived or `timeout` passed; statuses and
-/// malformed lines go to stderr as they happen.
-pub fn watch_headless(
+/// malformed lines go to stderr as they happen. The last step of the command: what it held
+/// is left to the OS at exit (private for that reason).
+fn watch_headless(
     target: Target,
     until_steps: Option<u64>,
     timeout: Option<Duration>,

@@ -66,26 +66,9 @@ pub fn analyze(
     analyze_with_counts(records, &InputCounts::default(), settings)
 }
 
-/// [`analyze`] without the per-layer analysis beyond its diagnostics: `steps[].layers` and
-/// `summary.layers` are left empty; the diagnostics (a dominating layer, layers that do not
-/// add up) and every other field are the same. For callers that read only the summary and
-/// the whole-model trajectory (the live watch's final estimate), this skips one smoothing
-/// per layer.
-pub fn analyze_without_layer_detail(
-    records: &[StepStats],
-    settings: &EstimatorSettings,
-) -> Result<AnalyzeReport, StatsError> {
-    analyze_impl(
-        records,
-        &InputCounts::default(),
-        settings,
-        LayerDetail::DiagnosticsOnly,
-    )
-    .map(|(r, _, _)| r)
-}
-
-/// [`analyze`] (`detail` [`LayerDetail::Full`]) or [`analyze_without_layer_detail`]
-/// (`DiagnosticsOnly`), with the autocorrelation inflation φ ≥ 1 the analysis applied to the
+/// [`analyze`] (`detail` [`LayerDetail::Full`]), or without the per-layer rows and
+/// trajectories (`DiagnosticsOnly`: one smoothing per layer fewer; the layer diagnostics and
+/// every other field the same), with the autocorrelation inflation φ ≥ 1 the analysis applied to the
 /// variance of every smoothed point: the value
 /// [`super::incremental::inflation_of_rows`] recomputes from the report's rows, without
 /// smoothing the run a second time (the live views need it for their own points).

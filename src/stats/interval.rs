@@ -98,26 +98,6 @@ pub fn fieller(num: f64, den: f64, (vnn, vnd, vdd): (f64, f64, f64), z: f64) -> 
     }
 }
 
-/// Σ a_j·b_j over the common length, in eight interleaved partial sums added pairwise at the
-/// end (vectorised; the order differs from a left-to-right sum only in rounding).
-pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
-    const LANES: usize = 8;
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; LANES];
-    let (mut ca, mut cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    for (x, y) in ca.by_ref().zip(cb.by_ref()) {
-        for k in 0..LANES {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    for (k, (x, y)) in ca.remainder().iter().zip(cb.remainder()).enumerate() {
-        acc[k] += x * y;
-    }
-    let [a0, a1, a2, a3, a4, a5, a6, a7] = acc;
-    ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
-}
-
 /// Lag-0 sums Σ t²/k, Σ t·g/k, Σ g²/k (k floored at 10⁻⁶), in interleaved partial sums as
 /// [`dot`].
 fn lag0_divided(dt: &[f64], dg: &[f64], keep: &[f64]) -> (f64, f64, f64) {
@@ -156,6 +136,7 @@ pub fn hac_mean_cov(dt: &[f64], dg: &[f64], keep: Option<&[f64]>, lag: usize) ->
         return (f64::INFINITY, 0.0, f64::INFINITY);
     }
     let (dt, dg) = (&dt[..n], &dg[..n]);
+    use super::lagged::dot;
     let (mut vtt, mut vtg, mut vgg) = match keep {
         Some(keep) => lag0_divided(dt, dg, &keep[..n]),
         None => (dot(dt, dt), dot(dt, dg), dot(dg, dg)),
@@ -176,7 +157,7 @@ pub fn hac_mean_cov(dt: &[f64], dg: &[f64], keep: Option<&[f64]>, lag: usize) ->
 pub fn inflation(dt: &[f64], dg: &[f64], r: f64, lag: usize) -> f64 {
     let u: Vec<f64> = dt.iter().zip(dg).map(|(t, g)| t - r * g).collect();
     let n = u.len();
-    let g0 = dot(&u, &u);
+    let g0 = super::lagged::dot(&u, &u);
     if n < 3 || g0 <= 0.0 {
         return 1.0;
     }

@@ -400,7 +400,7 @@ impl Plan {
         for j in block.input.clone() {
             let idx = (pos(j) as i64 - origin) as usize;
             let sums = &b.sums[j];
-            let val = |c: usize| sums.get(c).map_or(0.0, |x| x / scale[c]);
+            let val = |c: usize| sums[c] / scale[c];
             for (x, &(cr, ci)) in bufs[2..].iter_mut().zip(&PACKED) {
                 x[idx] = Complex64::new(val(cr), val(ci));
             }

@@ -5,7 +5,7 @@
 //! bandwidth). Here the series is walked in tiles that stay in cache, and every lag takes its
 //! products from the tile before the next tile is read.
 //!
-//! Each sum is the one `interval::dot` forms: eight partial sums, element j going to partial
+//! Each sum is the one [`dot`] forms: eight partial sums, element j going to partial
 //! j mod 8 in increasing j, added pairwise at the end. Tiles start at multiples of eight, so
 //! every partial receives the same products in the same order: the results are the lag-by-lag
 //! sums to the bit (tested).
@@ -15,7 +15,14 @@ const LANES: usize = 8;
 /// Elements per tile (a multiple of [`LANES`]): two series of 16 KiB each, plus the lag.
 const TILE: usize = 2048;
 
-/// The eight partial sums added as `dot` adds them.
+/// Σ a_j·b_j over the common length, in eight interleaved partial sums added pairwise at the
+/// end (vectorised; the order differs from a left-to-right sum only in rounding).
+pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    total(auto_tile([0.0; LANES], &a[..n], &b[..n]))
+}
+
+/// The eight partial sums added as [`dot`] adds them.
 #[inline(always)]
 fn total([a0, a1, a2, a3, a4, a5, a6, a7]: [f64; LANES]) -> f64 {
     ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
@@ -111,7 +118,6 @@ pub(crate) fn auto_lagged(u: &[f64], max_lag: usize) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::interval::dot;
 
     /// Series with mixed signs and magnitudes, so that any change of summation order shows.
     fn series(n: usize, seed: u64) -> Vec<f64> {

@@ -33,7 +33,7 @@ pub mod window;
 
 pub use analyze::{
     InputCounts, StatsError, analyze, analyze_outcome, analyze_outcome_split, analyze_split,
-    analyze_with_counts, analyze_with_inflation, analyze_without_layer_detail,
+    analyze_with_counts, analyze_with_inflation,
 };
 pub use coarsen::{Coarsener, Coarsening, MAX_ANALYSED_RECORDS, RecordBound};
 pub use compare::{Comparison, compare};

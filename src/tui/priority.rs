@@ -12,19 +12,12 @@ pub const BACKGROUND_NICE_STEP: i32 = 10;
 /// privilege; if the call fails the thread simply keeps its priority.
 pub fn lower_current_thread() {
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid, getpriority and setpriority only read or set the calling thread's
-        // scheduling attributes; errno is per thread.
+    if let Some(now) = current_nice() {
+        // SAFETY: setpriority only sets the calling thread's scheduling attribute.
         unsafe {
-            let tid = libc::gettid() as libc::id_t;
-            *libc::__errno_location() = 0;
-            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
-            if now == -1 && *libc::__errno_location() != 0 {
-                return;
-            }
             let _ = libc::setpriority(
                 libc::PRIO_PROCESS,
-                tid,
+                libc::gettid() as libc::id_t,
                 (now + BACKGROUND_NICE_STEP).min(19),
             );
         }
@@ -36,15 +29,16 @@ pub fn lower_rayon_pool() {
     rayon::broadcast(|_| lower_current_thread());
 }
 
-/// This thread's nice value (Linux; `None` elsewhere or on error), for tests.
-pub fn current_nice() -> Option<i32> {
+/// The calling thread's nice value (Linux; `None` elsewhere or on error).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn current_nice() -> Option<i32> {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: as in `lower_current_thread`.
+        // SAFETY: gettid and getpriority only read the calling thread's attributes; errno is
+        // per thread, cleared first since -1 is also a valid nice value.
         unsafe {
-            let tid = libc::gettid() as libc::id_t;
             *libc::__errno_location() = 0;
-            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+            let now = libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t);
             if now == -1 && *libc::__errno_location() != 0 {
                 return None;
             }

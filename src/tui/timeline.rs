@@ -187,7 +187,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     // are thinned for (the same picture at a fraction of the segments; `polyline`). The
     // full chart then draws the same axes over them.
     frame.render_widget(axes(vec![]), chart_area);
-    let plot = super::timeline_marks::plot_area(frame.buffer_mut(), chart_area).map(|p| p.0);
+    let plot_and_axis = super::timeline_marks::plot_area(frame.buffer_mut(), chart_area);
+    let plot = plot_and_axis.map(|p| p.0);
     let series = |marker: Marker, values: &mut dyn Iterator<Item = (f64, f64)>| {
         let grid = plot.and_then(|p| DotGrid::new(p, marker, [x_lo, x_hi], [y_lo, y_hi]));
         let points: Vec<(f64, f64)> = values.collect();
@@ -260,13 +261,15 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     );
 
     frame.render_widget(axes(datasets), chart_area);
-    super::timeline_marks::draw(
-        frame.buffer_mut(),
-        chart_area,
-        app,
-        [x_lo, x_hi],
-        [y_lo, y_hi],
-    );
+    if let Some(plot_and_axis) = plot_and_axis {
+        super::timeline_marks::draw(
+            frame.buffer_mut(),
+            plot_and_axis,
+            app,
+            [x_lo, x_hi],
+            [y_lo, y_hi],
+        );
+    }
 }
 
 /// One row under the chart: the loss over training as a sparkline, with its first and last

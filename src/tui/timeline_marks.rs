@@ -113,13 +113,11 @@ fn mark_range(
     }
 }
 
-/// Draw the marks over a chart already rendered in `chart_area` whose axes span tokens `x`
-/// and log10 samples `y`: the compared run's trajectory, the stretches where it differs, and
-/// the located causes on the token axis (drawn last, so a cause is never hidden).
-pub fn draw(buf: &mut Buffer, chart_area: Rect, app: &App, x: [f64; 2], y: [f64; 2]) {
-    let Some((plot, axis)) = plot_area(buf, chart_area) else {
-        return;
-    };
+/// Draw the marks over a chart already rendered, whose plot area and x-axis row are
+/// `(plot, axis)` (as [`plot_area`] finds them) and whose axes span tokens `x` and log10
+/// samples `y`: the compared run's trajectory, the stretches where it differs, and the located
+/// causes on the token axis (drawn last, so a cause is never hidden).
+pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2], y: [f64; 2]) {
     if let Some(b) = compare_trajectory(app)
         && let (Some(first), Some(last)) = (b.points.first(), b.points.last())
     {
