@@ -473,7 +473,14 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
     for args in [
         vec!["analyze", &file, "--json"],
         vec!["analyze", &file],
-        vec!["watch", &file, "--headless", "--until-steps", "60", "--json"],
+        vec![
+            "watch",
+            &file,
+            "--headless",
+            "--until-steps",
+            "60",
+            "--json",
+        ],
         vec!["watch", &file, "--headless", "--until-steps", "60"],
         vec!["grid", &demo, "--at", "1200", "--json"],
     ] {
