@@ -84,6 +84,7 @@ fn single_predict(bencher: divan::Bencher) {
         zero: 1,
         recompute: Recompute::Selective,
         vpp: 2,
+        cp: 1,
     };
     bencher.bench_local(|| predict(&s.ctx(), divan::black_box(&cfg), 512));
 }

@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
                 Ok(s) => {
                     let b = s.prediction.breakdown;
                     println!(
-                        "{:11} {:10} {:34} pub {:6.1} pred {:6.1} err {:+6.1}%  [comp {:.2} bub {:.2} tp {:.2} pp {:.2} dp {:.2} opt {:.2}] mem {:.0}GB",
+                        "{:11} {:10} {:34} pub {:6.1} pred {:6.1} err {:+6.1}%  [comp {:.2} bub {:.2} tp {:.2} pp {:.2} dp {:.2} opt {:.2}] mem {:.0}GB{}",
                         row.set,
                         row.model.name,
                         s.config.to_string(),
@@ -35,7 +35,12 @@ fn main() -> anyhow::Result<()> {
                         b.pp_s,
                         b.dp_s,
                         b.optimizer_s,
-                        s.prediction.memory_per_gpu_bytes / 1e9
+                        s.prediction.memory_per_gpu_bytes / 1e9,
+                        if s.prediction.fits {
+                            ""
+                        } else {
+                            " DOES NOT FIT"
+                        }
                     );
                     errors.push(s.rel_error);
                 }

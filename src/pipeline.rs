@@ -414,6 +414,7 @@ fn build_report(
     let costs = &r.session.costs;
     PlanReport {
         session: r.session.name.clone(),
+        stack: r.stack().to_json(),
         objective: eff.objective.name().into(),
         lr_reference_batch: (eff.objective == Objective::LrSqrt).then_some(eff.reference_batch),
         trajectory: label.to_string(),

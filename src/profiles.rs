@@ -8,13 +8,22 @@ use std::path::{Path, PathBuf};
 /// Embedded hardware profiles: (name, RON text).
 pub const BUILTIN_HARDWARE: &[(&str, &str)] = &[
     ("a100-80g", include_str!("../assets/hardware/a100-80g.ron")),
+    (
+        "h100-pcie",
+        include_str!("../assets/hardware/h100-pcie.ron"),
+    ),
     ("h100-sxm", include_str!("../assets/hardware/h100-sxm.ron")),
     ("h200", include_str!("../assets/hardware/h200.ron")),
+    ("h800", include_str!("../assets/hardware/h800.ron")),
     ("mi210", include_str!("../assets/hardware/mi210.ron")),
 ];
 
 /// Embedded model profiles: (name, RON text).
 pub const BUILTIN_MODELS: &[(&str, &str)] = &[
+    (
+        "deepseek-moe-16b",
+        include_str!("../assets/models/deepseek-moe-16b.ron"),
+    ),
     ("gpt-1.7b", include_str!("../assets/models/gpt-1.7b.ron")),
     ("gpt-119b", include_str!("../assets/models/gpt-119b.ron")),
     ("gpt-16b", include_str!("../assets/models/gpt-16b.ron")),
@@ -27,6 +36,19 @@ pub const BUILTIN_MODELS: &[(&str, &str)] = &[
     ("llama-32b", include_str!("../assets/models/llama-32b.ron")),
     ("llama-3b", include_str!("../assets/models/llama-3b.ron")),
     ("llama-7b", include_str!("../assets/models/llama-7b.ron")),
+    (
+        "llama3-405b",
+        include_str!("../assets/models/llama3-405b.ron"),
+    ),
+    (
+        "llama3-70b",
+        include_str!("../assets/models/llama3-70b.ron"),
+    ),
+    ("llama3-8b", include_str!("../assets/models/llama3-8b.ron")),
+    (
+        "mixtral-8x7b",
+        include_str!("../assets/models/mixtral-8x7b.ron"),
+    ),
 ];
 
 /// Why a profile could not be loaded.

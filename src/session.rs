@@ -200,6 +200,11 @@ pub struct Session {
         deserialize_with = "plain_some::deserialize"
     )]
     pub efficiency: Option<EfficiencyParams>,
+    /// The training stack the job runs (`stack: (preset: Some(TorchtitanFsdp2), ...)`,
+    /// docs/MODEL.md "Stating your stack"); absent: the choices of the efficiency in force
+    /// (the hardware profile's are Megatron-Core's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<crate::perf::Stack>,
     /// A calibration file (`copus calibrate --out`), relative to the session.
     #[serde(default)]
     pub calibration: Option<String>,
@@ -349,12 +354,30 @@ impl Resolved {
     /// The efficiency parameters in force: the session's own, else the calibration's (when
     /// loaded and in use), else the hardware profile's.
     pub fn efficiency(&self) -> EfficiencyParams {
+        let base = self.base_efficiency();
+        match &self.session.stack {
+            Some(stack) => stack.apply(&base),
+            None => base,
+        }
+    }
+
+    /// The efficiency parameters before the session's `stack` is applied.
+    fn base_efficiency(&self) -> EfficiencyParams {
         if let Some(e) = &self.session.efficiency {
             return e.clone();
         }
         match &self.calibration {
             Some(c) if self.use_calibration => c.params.clone(),
             _ => self.hardware.efficiency.clone(),
+        }
+    }
+
+    /// The stack in force: the session's `stack`, else the one the efficiency's choices
+    /// describe.
+    pub fn stack(&self) -> crate::perf::Stack {
+        match &self.session.stack {
+            Some(s) => s.clone(),
+            None => crate::perf::Stack::describing(&self.efficiency(), None),
         }
     }
 
@@ -387,6 +410,7 @@ impl Session {
             source,
             estimator: EstimatorSettings::default(),
             efficiency: None,
+            stack: None,
             calibration: None,
             b_crit_scale: 1.0,
             stat_eff: StatEffForm::default(),

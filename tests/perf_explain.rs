@@ -47,6 +47,7 @@ fn parts_add_up_to_predict_for_every_option() {
                         zero,
                         recompute,
                         vpp,
+                        cp: 1,
                     };
                     let batch = 1024;
                     let Ok(p) = predict(&ctx, &cfg, batch) else {

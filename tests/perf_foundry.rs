@@ -67,6 +67,7 @@ fn llm_foundry_rows_are_within_a_quarter() {
             zero: 3,
             recompute,
             vpp: 1,
+            cp: 1,
         };
         let p = predict(&ctx, &cfg, batch).expect("valid");
         let err = p.tokens_per_s_per_gpu / published - 1.0;

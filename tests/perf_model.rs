@@ -28,6 +28,7 @@ fn cfg(dp: u32, tp: u32, pp: u32, mbs: u32) -> ParallelConfig {
         zero: 1,
         recompute: Recompute::Selective,
         vpp: 1,
+        cp: 1,
     }
 }
 

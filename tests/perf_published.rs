@@ -140,6 +140,8 @@ fn shipped_a100_defaults_are_the_fit_on_the_training_rows() {
     let h = hw("a100-80g");
     let mut train: Vec<PublishedRow> = rows("narayanan2021-table1.csv");
     train.extend(rows("narayanan2021-table2.csv"));
+    train.extend(rows("narayanan2021-figures.csv"));
+    train.extend(rows("modern-a100.csv"));
     train.retain(|r| r.train);
     let start = EfficiencyParams::default();
     let knobs = [
@@ -149,6 +151,8 @@ fn shipped_a100_defaults_are_the_fit_on_the_training_rows() {
         Knob::MicrobatchOverhead,
         Knob::Zero3ChunkHalf,
         Knob::Zero3Overlap,
+        Knob::AttnEff,
+        Knob::AttnBwdEff,
     ];
     let samples = validation::samples(&train, &h, &start).expect("samples");
     let fit = calibrate_samples(&samples, &start, &knobs, 60).expect("fit");
@@ -214,6 +218,7 @@ fn one_gpu_gains_from_larger_micro_batches_as_published() {
             zero: 0,
             recompute: Recompute::Full,
             vpp: 1,
+            cp: 1,
         };
         let p = predict(&ctx, &cfg, 8 * mbs as u64).expect("runs");
         p.step_time_s / (8 * mbs) as f64
@@ -221,4 +226,56 @@ fn one_gpu_gains_from_larger_micro_batches_as_published() {
     let gain = per_sample(1) / per_sample(8);
     println!("micro-batch 1 -> 8: {gain:.2}x");
     assert!((1.03..=1.5).contains(&gain), "gain {gain}");
+}
+
+/// Held-out rows of the modern-stack tables (assets/validation/modern-*.csv), each predicted
+/// with its source's stack: (mean |error|, worst, rows that do not fit).
+fn modern_held_out(file: &str, hardware: &str) -> (f64, f64, Vec<String>) {
+    let h = hw(hardware);
+    let all = rows(file);
+    let held: Vec<PublishedRow> = all.into_iter().filter(|r| !r.train).collect();
+    assert!(held.len() >= 20, "{file}: {} held-out rows", held.len());
+    let mut errors = Vec::new();
+    let mut not_fitting = Vec::new();
+    for row in &held {
+        let s = validation::score(row, &h, &h.efficiency)
+            .unwrap_or_else(|e| panic!("{} {}: {e}", row.set, row.model.name));
+        println!(
+            "{:18} {:12} {:34} pub {:6.1} pred {:6.1} {:+6.1}% fits {}",
+            row.set,
+            row.model.name,
+            s.config.to_string(),
+            row.tflops,
+            s.tflops,
+            s.rel_error * 100.0,
+            s.prediction.fits
+        );
+        if !s.prediction.fits {
+            not_fitting.push(format!("{} {} {}", row.set, row.model.name, s.config));
+        }
+        errors.push(s.rel_error);
+    }
+    let (mean, worst) = error_summary(&errors);
+    println!("{file}: held-out mean {mean:.3}, worst {worst:.3}");
+    (mean, worst, not_fitting)
+}
+
+#[test]
+fn modern_h100_stacks_held_out_within_the_recorded_error() {
+    // docs/MODEL.md records 15 % mean on these held-out rows (NeMo BF16/FP8, context
+    // parallelism to 128k, Megatron-Bridge, llm-foundry FSDP); the target is 10 %.
+    let (mean, worst, _) = modern_held_out("modern-h100.csv", "h100-sxm");
+    assert!(mean <= 0.17, "mean {mean}");
+    assert!(worst <= 0.45, "worst {worst}");
+}
+
+#[test]
+fn modern_a100_stacks_held_out_within_five_percent() {
+    let (mean, worst, not_fitting) = modern_held_out("modern-a100.csv", "a100-80g");
+    assert!(mean <= 0.05, "mean {mean}");
+    assert!(worst <= 0.20, "worst {worst}");
+    assert!(
+        not_fitting.is_empty(),
+        "published running configurations called OOM: {not_fitting:?}"
+    );
 }

@@ -3,6 +3,7 @@
 use super::model_args::ModelArgs;
 use super::predict::RecomputeArg;
 use crate::fsutil;
+use crate::perf::Recompute;
 use crate::perf::calibrate::{Knob, Target, calibrate};
 use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::crossval::{cross_validate, rel_errors, rms};
@@ -46,14 +47,40 @@ pub struct CalibrateArgs {
     /// Write the calibration here (RON; use with `--calibration` or a session's `calibration`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The training stack the measurements ran on.
+    #[command(flatten)]
+    pub stack: super::stack_args::StackArgs,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// One measured row with the profile's and the calibrated model's predictions.
+#[derive(Debug, Serialize)]
+struct RowOut {
+    /// The configuration measured.
+    config: crate::perf::config::ConfigJson,
+    /// Global batch, samples.
+    batch: u64,
+    /// Measured seconds per step.
+    measured_s: f64,
+    /// The uncalibrated profile model's seconds per step.
+    profile_s: f64,
+    /// The calibrated model's seconds per step.
+    calibrated_s: f64,
+    /// calibrated / measured − 1.
+    rel_error: f64,
+}
+
 /// What `copus calibrate --json` prints.
 #[derive(Debug, Serialize)]
 struct Output {
+    /// The stack assumed for every measurement.
+    stack: crate::perf::stack::StackJson,
+    /// Recompute policy assumed where the measurements do not state it.
+    assumed_recompute: String,
+    /// Per-row residuals.
+    rows: Vec<RowOut>,
     n: usize,
     rms_rel_error: f64,
     cv_rel_error: f64,
@@ -130,7 +157,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         model: &model,
         gpus_per_node: a.gpus_per_node,
     };
-    let start = hw.efficiency.clone();
+    let start = super::model_args::efficiency_with_stack(&hw, None, a.stack.stack().as_ref())?;
+    let stack = crate::perf::Stack::describing(&start, a.stack.stack().map(|s| s.base()));
     let profile_errors = rel_errors(&target, &start, &points)?;
     let fit = calibrate(&target, &start, &knobs, &points, 100)?;
     let fitted_errors = rel_errors(&target, &fit.params, &points)?;
@@ -158,7 +186,22 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         fsutil::write_atomic(out, file.to_ron()?.as_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
     }
+    let rows: Vec<RowOut> = points
+        .iter()
+        .zip(profile_errors.iter().zip(&fitted_errors))
+        .map(|(m, (e0, e1))| RowOut {
+            config: (&m.config).into(),
+            batch: m.batch,
+            measured_s: m.step_time_s,
+            profile_s: m.step_time_s * (1.0 + e0),
+            calibrated_s: m.step_time_s * (1.0 + e1),
+            rel_error: *e1,
+        })
+        .collect();
     let out = Output {
+        stack: stack.to_json(),
+        assumed_recompute: Recompute::from(a.recompute).to_string(),
+        rows,
         n: file.n,
         rms_rel_error: file.rms_rel_error,
         cv_rel_error: file.cv_rel_error,
@@ -176,6 +219,10 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         out.n,
         model.name,
         hw.name
+    );
+    println!(
+        "  assumed: stack {}; recompute {} where the measurements do not say",
+        out.stack.label, out.assumed_recompute
     );
     println!(
         "  rms relative error: profile model {:.1}% → calibrated {:.1}% (cross-validated {:.1}%)",
@@ -197,6 +244,21 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             ""
         };
         println!("  {:24} {v:.4e}  (profile {v0:.4e}){note}", k.name());
+    }
+    println!("  per row: measured s, profile model s, calibrated s, error");
+    for r in &out.rows {
+        println!(
+            "    {:34} batch {:>6}  {:>9.4}  {:>9.4}  {:>9.4}  {:+6.1}%",
+            format!(
+                "{} mbs{} Z{} rc:{}",
+                r.config.layout, r.config.mbs, r.config.zero, r.config.recompute
+            ),
+            r.batch,
+            r.measured_s,
+            r.profile_s,
+            r.calibrated_s,
+            r.rel_error * 100.0
+        );
     }
     if let Some(o) = &out.out {
         println!("  written to {o} (use --calibration {o})");

@@ -21,6 +21,9 @@ pub struct GridArgs {
     /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
     #[arg(long)]
     pub calibration: Option<PathBuf>,
+    /// The training stack (changes the session's `stack`).
+    #[command(flatten)]
+    pub stack: super::stack_args::StackArgs,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -136,6 +139,8 @@ struct CellOut {
 #[derive(Debug, Serialize)]
 struct GridOut {
     session: String,
+    /// The training stack the throughputs are predicted for.
+    stack: crate::perf::stack::StackJson,
     step: u64,
     tokens: f64,
     b_crit_estimate: f64,
@@ -147,7 +152,11 @@ struct GridOut {
 
 /// Run `copus grid`.
 pub fn run(a: &GridArgs) -> anyhow::Result<()> {
-    let resolved = super::model_args::resolve_session(&a.session, a.calibration.as_deref())?;
+    let resolved = super::model_args::resolve_session(
+        &a.session,
+        a.calibration.as_deref(),
+        a.stack.stack().as_ref(),
+    )?;
     let traj = load_trajectory(&resolved)?;
     let point = match a.at {
         None => traj.points.first(),
@@ -252,6 +261,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     };
     let out = GridOut {
         session: s.name.clone(),
+        stack: resolved.stack().to_json(),
         step: point.step,
         tokens: point.tokens,
         b_crit_estimate: point.b_crit,
@@ -270,6 +280,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
 
 fn print_text(o: &GridOut) {
     println!("{}", super::escape_controls(&o.session));
+    println!("stack: {}", o.stack.label);
     println!(
         "step {} ({:.3e} tokens): B_crit {:.0} samples (estimate {:.0} × scale {})",
         o.step, o.tokens, o.b_crit, o.b_crit_estimate, o.b_crit_scale

@@ -15,6 +15,7 @@ pub mod open;
 pub mod open_compare;
 pub mod plan;
 pub mod predict;
+pub mod stack_args;
 pub mod watch;
 
 use clap::{Parser, Subcommand};

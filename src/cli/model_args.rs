@@ -12,7 +12,7 @@ use std::path::Path;
 #[derive(Debug, Args)]
 pub struct ModelArgs {
     /// Model profile: a built-in name or a .ron file (or give the shape inline).
-    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu"])]
+    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu", "tied_embeddings"])]
     pub name: Option<String>,
     /// Inline model: transformer layers.
     #[arg(long)]
@@ -38,6 +38,9 @@ pub struct ModelArgs {
     /// Inline model: gated (SwiGLU) MLP.
     #[arg(long)]
     pub swiglu: bool,
+    /// Inline model: the input embedding and the output layer share one matrix.
+    #[arg(long)]
+    pub tied_embeddings: bool,
 }
 
 impl ModelArgs {
@@ -73,11 +76,29 @@ impl ModelArgs {
             vocab: need(self.vocab, "vocab")?,
             seq_len: need(self.seq, "seq")?,
             swiglu: self.swiglu,
-            tied_embeddings: false,
+            tied_embeddings: self.tied_embeddings,
             moe: None,
             source: "command line".into(),
         })
     }
+}
+
+/// The efficiency parameters to use on `hw` with `stack` applied (when given): a
+/// calibration file's, else the profile's.
+pub fn efficiency_with_stack(
+    hw: &HardwareProfile,
+    calibration: Option<&Path>,
+    stack: Option<&crate::perf::Stack>,
+) -> anyhow::Result<EfficiencyParams> {
+    let base = efficiency(hw, calibration)?;
+    let e = match stack {
+        Some(s) => s.apply(&base),
+        None => base,
+    };
+    if let Some(why) = crate::perf::stack::hardware_problem(hw, &e) {
+        anyhow::bail!("{why}");
+    }
+    Ok(e)
 }
 
 /// The efficiency parameters to use on `hw`: a calibration file's, else the profile's.
@@ -132,9 +153,18 @@ pub fn check_session_path(path: &Path) -> anyhow::Result<()> {
 pub fn resolve_session(
     path: &Path,
     calibration: Option<&Path>,
+    stack: Option<&crate::perf::Stack>,
 ) -> anyhow::Result<crate::session::Resolved> {
     check_session_path(path)?;
     let mut r = crate::session::Session::load(path)?.resolve(path)?;
+    if let Some(s) = stack {
+        // The command line's stack flags change the session's stack (or the one its
+        // efficiency describes).
+        r.session.stack = Some(r.stack().overlaid(s));
+    }
+    if let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &r.efficiency()) {
+        anyhow::bail!("{}: {why}", path.display());
+    }
     if let Some(c) = calibration {
         r.calibration = Some(CalibrationFile::load(c)?);
         r.use_calibration = true;

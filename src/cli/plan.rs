@@ -11,6 +11,9 @@ pub struct PlanArgs {
     /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
     #[arg(long)]
     pub calibration: Option<PathBuf>,
+    /// The training stack (changes the session's `stack`).
+    #[command(flatten)]
+    pub stack: super::stack_args::StackArgs,
     /// Objective: mccandlish (learning rate re-tuned per batch) or lr-sqrt (tuned at a
     /// reference batch, scaled by √B); default: the session's.
     #[arg(long, value_parser = crate::plan::Objective::parse)]
@@ -23,7 +26,11 @@ pub struct PlanArgs {
 /// Run `copus plan`: load and resolve the session, plan every strategy, print the report.
 pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let p = &args.session;
-    let mut resolved = super::model_args::resolve_session(p, args.calibration.as_deref())?;
+    let mut resolved = super::model_args::resolve_session(
+        p,
+        args.calibration.as_deref(),
+        args.stack.stack().as_ref(),
+    )?;
     if let Some(o) = args.objective {
         resolved.session.planner.objective = o;
     }

@@ -1,6 +1,6 @@
 //! `copus predict`: step time, throughput and memory of one parallel configuration.
 
-use super::model_args::{ModelArgs, efficiency};
+use super::model_args::ModelArgs;
 use crate::perf::memory::peak_memory;
 use crate::perf::{
     Invalid, ParallelConfig, PerfContext, Prediction, Recompute, enumerate, predict,
@@ -20,14 +20,33 @@ pub enum RecomputeArg {
     Selective,
     /// Recompute every layer.
     Full,
+    /// Op-level selective checkpointing (torchtitan `selective op`).
+    Op,
+    /// The fastest that fits (as `grid` and the explorer choose).
+    Auto,
+}
+
+impl RecomputeArg {
+    /// The policies this choice allows, in search order.
+    pub fn policies(self) -> Vec<Recompute> {
+        match self {
+            RecomputeArg::None => vec![Recompute::None],
+            RecomputeArg::Selective => vec![Recompute::Selective],
+            RecomputeArg::Full => vec![Recompute::Full],
+            RecomputeArg::Op => vec![Recompute::Op],
+            RecomputeArg::Auto => Recompute::ALL.to_vec(),
+        }
+    }
 }
 
 impl From<RecomputeArg> for Recompute {
+    /// The one policy of a choice (`auto` reads as selective, where one policy is needed).
     fn from(r: RecomputeArg) -> Self {
         match r {
             RecomputeArg::None => Recompute::None,
-            RecomputeArg::Selective => Recompute::Selective,
+            RecomputeArg::Selective | RecomputeArg::Auto => Recompute::Selective,
             RecomputeArg::Full => Recompute::Full,
+            RecomputeArg::Op => Recompute::Op,
         }
     }
 }
@@ -57,6 +76,10 @@ pub struct PredictArgs {
     /// Pipeline-parallel degree.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub pp: u32,
+    /// Context-parallel degree (each sequence split over this many GPUs; dp = gpus /
+    /// (cp·tp·pp)).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub cp: u32,
     /// Virtual pipeline stages per GPU (interleaved 1F1B when > 1).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub vpp: u32,
@@ -66,12 +89,15 @@ pub struct PredictArgs {
     /// Global batch size in samples (sequences).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
-    /// Activation recomputation.
-    #[arg(long, value_enum, default_value = "selective")]
+    /// Activation recomputation; `auto` takes the fastest that fits, as `grid` does.
+    #[arg(long, value_enum, default_value = "auto")]
     pub recompute: RecomputeArg,
     /// ZeRO stage (0–3).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub zero: u8,
+    /// The training stack.
+    #[command(flatten)]
+    pub stack: super::stack_args::StackArgs,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -82,7 +108,9 @@ pub struct PredictArgs {
 struct Output<'a> {
     model: &'a str,
     hardware: &'a str,
+    stack: crate::perf::stack::StackJson,
     dp: u32,
+    cp: u32,
     tp: u32,
     pp: u32,
     vpp: u32,
@@ -93,13 +121,37 @@ struct Output<'a> {
     #[serde(flatten)]
     prediction: Prediction,
     memory: crate::perf::memory::MemoryBreakdown,
+    /// Why it does not fit (`None` when it fits).
+    reason: Option<String>,
+    /// For a configuration that does not fit: the fastest one on the same GPUs that does, as
+    /// flags and its prediction (`None` when it fits or nothing fits).
+    nearest_change: Option<NearestFit>,
+}
+
+/// The nearest configuration that runs, as `predict` reports it.
+#[derive(Debug, Serialize)]
+struct NearestFit {
+    /// The flags that select it.
+    flags: String,
+    /// Its configuration.
+    config: crate::perf::config::ConfigJson,
+    /// Its predicted tokens per second.
+    tokens_per_s: f64,
+    /// Its peak memory per GPU, bytes.
+    memory_per_gpu_bytes: f64,
 }
 
 /// Run `copus predict`.
 pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let hw = profiles::hardware(&a.hardware, Path::new("."))?;
     let model = a.model.profile()?;
-    let eff = efficiency(&hw, a.calibration.as_deref())?;
+    let stack_flags = a.stack.stack();
+    let eff = super::model_args::efficiency_with_stack(
+        &hw,
+        a.calibration.as_deref(),
+        stack_flags.as_ref(),
+    )?;
+    let stack = crate::perf::Stack::describing(&eff, stack_flags.as_ref().map(|s| s.base()));
     let ctx = PerfContext {
         hw: &hw,
         model: &model,
@@ -109,15 +161,15 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     crate::validate::profile::model(&model, "model")?;
     crate::validate::profile::hardware(&hw, "hardware")?;
     let flags = format!(
-        "--gpus {} --tp {} --pp {} --batch {}",
-        a.gpus, a.tp, a.pp, a.batch
+        "--gpus {} --tp {} --pp {} --cp {} --batch {}",
+        a.gpus, a.tp, a.pp, a.cp, a.batch
     );
-    let Some(used) = a.tp.checked_mul(a.pp) else {
-        bail!("invalid configuration ({flags}): tp·pp overflows; it must divide --gpus");
+    let Some(used) = a.tp.checked_mul(a.pp).and_then(|x| x.checked_mul(a.cp)) else {
+        bail!("invalid configuration ({flags}): cp·tp·pp overflows; it must divide --gpus");
     };
     if !a.gpus.is_multiple_of(used) {
         bail!(
-            "invalid configuration ({flags}): tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",
+            "invalid configuration ({flags}): cp·tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",
             a.gpus
         );
     }
@@ -139,35 +191,106 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         zero: a.zero,
         recompute: a.recompute.into(),
         vpp: a.vpp,
+        cp: a.cp,
     };
+    let policies = a.recompute.policies();
     let invalid = |e: Invalid| anyhow::anyhow!("invalid configuration ({flags}): {e}");
     crate::perf::validate::structure(&model, &cfg).map_err(invalid)?;
-    let p = if a.mbs == "auto" {
-        match enumerate::auto(&ctx, &cfg, a.batch, &[cfg.recompute], &[cfg.vpp]) {
+    let fixed_mbs = if a.mbs == "auto" {
+        None
+    } else {
+        Some(
+            a.mbs
+                .parse::<u32>()
+                .ok()
+                .filter(|m| *m > 0)
+                .with_context(|| {
+                    format!(
+                        "--mbs must be a positive whole number or 'auto', got '{}'",
+                        a.mbs
+                    )
+                })?,
+        )
+    };
+    let p = if let Some(mbs) = fixed_mbs {
+        cfg.mbs = mbs;
+        // The fastest allowed recompute policy that fits at this micro-batch, else the
+        // least memory-hungry one's prediction.
+        let mut best: Option<(ParallelConfig, Prediction)> = None;
+        let mut last_err = None;
+        for &r in &policies {
+            let c = ParallelConfig {
+                recompute: r,
+                ..cfg
+            };
+            match predict(&ctx, &c, a.batch) {
+                Ok(p) => {
+                    let better = match &best {
+                        None => true,
+                        Some((_, b)) => {
+                            (p.fits && !b.fits)
+                                || (p.fits == b.fits && p.fits && p.step_time_s < b.step_time_s)
+                                || (!p.fits
+                                    && !b.fits
+                                    && p.memory_per_gpu_bytes < b.memory_per_gpu_bytes)
+                        }
+                    };
+                    if better {
+                        best = Some((c, p));
+                    }
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        match best {
+            Some((c, p)) => {
+                cfg = c;
+                p
+            }
+            None => {
+                return Err(invalid(
+                    last_err.unwrap_or(Invalid::Other("no policy".into())),
+                ));
+            }
+        }
+    } else {
+        match enumerate::auto(&ctx, &cfg, a.batch, &policies, &[cfg.vpp]) {
             Ok((c, p)) => {
                 cfg = c;
                 p
             }
             // Nothing fits: show the smallest micro-batch's breakdown (memory by component)
-            // and what would fit instead.
-            Err(Invalid::OutOfMemory { .. }) => predict(&ctx, &cfg, a.batch).map_err(invalid)?,
+            // with the least memory-hungry allowed policy, and what would fit instead.
+            Err(Invalid::OutOfMemory { .. }) => {
+                cfg.recompute = *policies.last().unwrap_or(&Recompute::Full);
+                predict(&ctx, &cfg, a.batch).map_err(invalid)?
+            }
             Err(e) => return Err(invalid(e)),
         }
-    } else {
-        cfg.mbs = a.mbs.parse().ok().filter(|m| *m > 0).with_context(|| {
-            format!(
-                "--mbs must be a positive whole number or 'auto', got '{}'",
-                a.mbs
-            )
-        })?;
-        predict(&ctx, &cfg, a.batch).map_err(invalid)?
     };
     let mb = a.batch / (cfg.dp as u64 * cfg.mbs as u64);
     let memory = peak_memory(&model, &cfg, mb, hw.reserved_bytes, &eff);
+    let (reason, nearest_change) = if p.fits {
+        (None, None)
+    } else {
+        let oom = Invalid::OutOfMemory {
+            need_gb: p.memory_per_gpu_bytes / 1e9,
+            have_gb: hw.hbm_bytes / 1e9,
+        };
+        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg).map(|(c, fit)| NearestFit {
+            flags: fit_flags(&c),
+            config: (&c).into(),
+            tokens_per_s: fit.tokens_per_s,
+            memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
+        });
+        (Some(oom.to_string()), nearest)
+    };
     let out = Output {
         model: &model.name,
         hardware: &hw.name,
+        stack: stack.to_json(),
         dp: cfg.dp,
+        cp: cfg.cp,
         tp: cfg.tp,
         pp: cfg.pp,
         vpp: cfg.vpp,
@@ -177,41 +300,32 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         batch: a.batch,
         prediction: p,
         memory,
+        reason,
+        nearest_change,
     };
+    // A configuration that does not fit is a result (`fits: false`, the reason and the
+    // nearest change that runs), exit status 0; errors are for inputs that cannot be costed.
     if a.json {
         super::write_json(&out)?;
     } else {
         print_text(&out);
     }
-    if !p.fits {
-        let oom = Invalid::OutOfMemory {
-            need_gb: p.memory_per_gpu_bytes / 1e9,
-            have_gb: hw.hbm_bytes / 1e9,
-        };
-        let hint = match what_fits(&ctx, a.gpus, a.batch, &cfg) {
-            Some((c, fit)) => format!(
-                "; fits instead: --tp {} --pp {} --mbs {} --zero {} --recompute {}{} ({:.0} tokens/s, {:.1} GB per GPU)",
-                c.tp,
-                c.pp,
-                c.mbs,
-                c.zero,
-                c.recompute,
-                if c.vpp > 1 {
-                    format!(" --vpp {}", c.vpp)
-                } else {
-                    String::new()
-                },
-                fit.tokens_per_s,
-                fit.memory_per_gpu_bytes / 1e9
-            ),
-            None => format!(
-                "; no configuration of {} GPUs fits batch {}: try more GPUs (--gpus)",
-                a.gpus, a.batch
-            ),
-        };
-        bail!("{oom}{hint}");
-    }
     Ok(())
+}
+
+/// The `predict` flags that select `c`.
+fn fit_flags(c: &ParallelConfig) -> String {
+    let mut f = format!(
+        "--tp {} --pp {} --mbs {} --zero {} --recompute {}",
+        c.tp, c.pp, c.mbs, c.zero, c.recompute
+    );
+    if c.cp > 1 {
+        f.push_str(&format!(" --cp {}", c.cp));
+    }
+    if c.vpp > 1 {
+        f.push_str(&format!(" --vpp {}", c.vpp));
+    }
+    f
 }
 
 /// The fastest configuration of `gpus` GPUs that fits at `batch`: first with `base`'s ZeRO
@@ -223,7 +337,7 @@ pub fn what_fits(
     batch: u64,
     base: &ParallelConfig,
 ) -> Option<(ParallelConfig, Prediction)> {
-    let all = [Recompute::None, Recompute::Selective, Recompute::Full];
+    let all = Recompute::ALL;
     let tries: [(&[u8], &[Recompute]); 2] = [
         (
             std::slice::from_ref(&base.zero),
@@ -233,7 +347,8 @@ pub fn what_fits(
     ];
     for (zeros, recomputes) in tries {
         let mut best: Option<(ParallelConfig, Prediction)> = None;
-        for (dp, tp, pp) in enumerate::factorisations(gpus) {
+        let cp = base.cp.max(1);
+        for (dp, tp, pp) in enumerate::factorisations(gpus / cp) {
             if tp > ctx.gpus_per_node {
                 continue;
             }
@@ -246,6 +361,7 @@ pub fn what_fits(
                     zero,
                     recompute: base.recompute,
                     vpp: 1,
+                    cp,
                 };
                 if let Ok((c, p)) = enumerate::auto(ctx, &cfg, batch, recomputes, &[1])
                     && best.is_none_or(|(_, b)| p.step_time_s < b.step_time_s)
@@ -268,18 +384,10 @@ fn print_text(o: &Output) {
         "{} on {}: {} (global batch {})",
         o.model,
         o.hardware,
-        ParallelConfig {
-            dp: o.dp,
-            tp: o.tp,
-            pp: o.pp,
-            mbs: o.mbs,
-            zero: o.zero,
-            recompute: Recompute::None,
-            vpp: o.vpp,
-        }
-        .layout_label(),
+        crate::perf::config::layout_label_cp(o.dp, o.cp, o.tp, o.pp),
         o.batch
     );
+    println!("  stack            {}", o.stack.label);
     println!(
         "  micro-batch {}  ZeRO-{}  recompute {}  vpp {}",
         o.mbs, o.zero, o.recompute, o.vpp
@@ -317,4 +425,18 @@ fn print_text(o: &Output) {
         pct(b.dp_s),
         pct(b.optimizer_s)
     );
+    if let Some(why) = &o.reason {
+        println!("  cannot run       {why}");
+        match &o.nearest_change {
+            Some(n) => println!(
+                "  fits instead     {} ({:.0} tokens/s, {:.1} GB per GPU)",
+                n.flags,
+                n.tokens_per_s,
+                n.memory_per_gpu_bytes / 1e9
+            ),
+            None => println!(
+                "  fits instead     nothing on these GPUs at this batch: try more GPUs (--gpus)"
+            ),
+        }
+    }
 }

@@ -48,11 +48,17 @@ pub enum Knob {
     Zero3ChunkHalf,
     /// Inner dimension of half GEMM efficiency ([`EfficiencyParams::gemm_k_half`]).
     GemmKHalf,
+    /// Fused-attention backward efficiency ([`EfficiencyParams::attn_bwd_eff`]).
+    AttnBwdEff,
+    /// FP8 GEMM plateau ([`EfficiencyParams::fp8_max_eff`]).
+    Fp8MaxEff,
+    /// Share of FSDP collectives prefetching hides ([`EfficiencyParams::fsdp_overlap`]).
+    FsdpOverlap,
 }
 
 impl Knob {
     /// Every knob, in a fixed order.
-    pub const ALL: [Knob; 13] = [
+    pub const ALL: [Knob; 16] = [
         Knob::MaxEff,
         Knob::GemmOverhead,
         Knob::AttnEff,
@@ -66,6 +72,9 @@ impl Knob {
         Knob::Zero3Overlap,
         Knob::Zero3ChunkHalf,
         Knob::GemmKHalf,
+        Knob::AttnBwdEff,
+        Knob::Fp8MaxEff,
+        Knob::FsdpOverlap,
     ];
 
     /// The parameter this knob sets.
@@ -84,6 +93,9 @@ impl Knob {
             Knob::Zero3Overlap => &mut e.zero3_overlap,
             Knob::Zero3ChunkHalf => &mut e.zero3_chunk_half_bytes,
             Knob::GemmKHalf => &mut e.gemm_k_half,
+            Knob::AttnBwdEff => &mut e.attn_bwd_eff,
+            Knob::Fp8MaxEff => &mut e.fp8_max_eff,
+            Knob::FsdpOverlap => &mut e.fsdp_overlap,
         }
     }
 
@@ -103,13 +115,21 @@ impl Knob {
             Knob::Zero3Overlap => "zero3_overlap",
             Knob::Zero3ChunkHalf => "zero3_chunk_half_bytes",
             Knob::GemmKHalf => "gemm_k_half",
+            Knob::AttnBwdEff => "attn_bwd_eff",
+            Knob::Fp8MaxEff => "fp8_max_eff",
+            Knob::FsdpOverlap => "fsdp_overlap",
         }
     }
 
     /// Largest physically meaningful value (fractions of a peak cannot exceed 1).
     pub fn upper(self) -> f64 {
         match self {
-            Knob::MaxEff | Knob::AttnEff | Knob::Zero3Overlap => 1.0,
+            Knob::MaxEff
+            | Knob::AttnEff
+            | Knob::Zero3Overlap
+            | Knob::AttnBwdEff
+            | Knob::Fp8MaxEff
+            | Knob::FsdpOverlap => 1.0,
             // Streaming kernels reach about 90 % of the HBM datasheet bandwidth at best.
             Knob::MemEff => 0.92,
             _ => f64::INFINITY,

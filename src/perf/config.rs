@@ -12,6 +12,25 @@ pub enum Recompute {
     Selective,
     /// Recompute every layer in the backward pass.
     Full,
+    /// Op-level selective checkpointing (torchtitan's `selective op` policy): keep the
+    /// attention output and every other GEMM's output, recompute the other GEMMs and the
+    /// memory-bound ops from them.
+    Op,
+}
+
+impl Recompute {
+    /// Every policy, in the order searches list them.
+    pub const ALL: [Recompute; 4] = [
+        Recompute::None,
+        Recompute::Selective,
+        Recompute::Op,
+        Recompute::Full,
+    ];
+
+    /// The policy of a name as [`fmt::Display`] writes it.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.to_string() == name)
+    }
 }
 
 impl fmt::Display for Recompute {
@@ -20,6 +39,7 @@ impl fmt::Display for Recompute {
             Recompute::None => "none",
             Recompute::Selective => "selective",
             Recompute::Full => "full",
+            Recompute::Op => "op",
         })
     }
 }
@@ -41,23 +61,52 @@ pub struct ParallelConfig {
     pub recompute: Recompute,
     /// Virtual pipeline stages per GPU (1 = plain 1F1B; > 1 = interleaved).
     pub vpp: u32,
+    /// Context-parallel degree: each sequence split over `cp` GPUs (ring attention passes the
+    /// keys and values around them); 1 = none.
+    #[serde(default = "one")]
+    pub cp: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl ParallelConfig {
-    /// Total GPUs the layout occupies (dp·tp·pp).
+    /// Total GPUs the layout occupies (dp·cp·tp·pp), saturating (a layout of more than
+    /// `u32::MAX` GPUs is refused by validation before it is costed).
     pub fn gpus(&self) -> u32 {
-        self.dp * self.tp * self.pp
+        self.dp
+            .saturating_mul(self.cp.max(1))
+            .saturating_mul(self.tp)
+            .saturating_mul(self.pp)
     }
 
-    /// Short label of the 3D layout, e.g. "DP4·TP8·PP1".
+    /// Short label of the layout, e.g. "DP4·TP8·PP1" ("DP2·CP2·TP8·PP1" with context
+    /// parallelism).
     pub fn layout_label(&self) -> String {
-        layout_label(self.dp, self.tp, self.pp)
+        layout_label_cp(self.dp, self.cp, self.tp, self.pp)
+    }
+
+    /// Ranks the gradients are reduced and ZeRO states sharded over (dp·cp: context-parallel
+    /// ranks hold the same weights).
+    pub fn grad_ranks(&self) -> u32 {
+        self.dp.saturating_mul(self.cp.max(1))
     }
 }
 
 /// The label of a 3D layout, e.g. "DP4·TP8·PP1": the one place it is formatted.
 pub fn layout_label(dp: u32, tp: u32, pp: u32) -> String {
-    format!("DP{dp}·TP{tp}·PP{pp}")
+    layout_label_cp(dp, 1, tp, pp)
+}
+
+/// The label of a layout with context parallelism: "DP2·CP2·TP8·PP1", and as
+/// [`layout_label`] when `cp` is 1.
+pub fn layout_label_cp(dp: u32, cp: u32, tp: u32, pp: u32) -> String {
+    if cp > 1 {
+        format!("DP{dp}·CP{cp}·TP{tp}·PP{pp}")
+    } else {
+        format!("DP{dp}·TP{tp}·PP{pp}")
+    }
 }
 
 /// A configuration as JSON output writes it: the degrees and options as numbers and
@@ -76,10 +125,12 @@ pub struct ConfigJson {
     pub mbs: u32,
     /// ZeRO stage 0–3.
     pub zero: u8,
-    /// "none", "selective" or "full".
+    /// "none", "selective", "op" or "full".
     pub recompute: String,
     /// Virtual pipeline stages per GPU.
     pub vpp: u32,
+    /// Context-parallel degree.
+    pub cp: u32,
 }
 
 /// Serialize a configuration as [`ConfigJson`]; for `#[serde(serialize_with = ...)]` on
@@ -102,6 +153,7 @@ impl From<&ParallelConfig> for ConfigJson {
             zero: c.zero,
             recompute: c.recompute.to_string(),
             vpp: c.vpp,
+            cp: c.cp,
         }
     }
 }

@@ -13,6 +13,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// FLOPs of the FlashAttention-2/3 backward as a multiple of its forward's: five GEMM-shaped
+/// products (the scores recomputed, dV, dP, dQ, dK) against the forward's two (Dao 2023,
+/// arXiv 2307.08691).
+pub const ATTN_BWD_FLOP_RATIO: f64 = 2.5;
+
 /// How the attention core (QKᵀ, softmax, dropout, ·V) runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum AttentionKind {
@@ -22,6 +27,69 @@ pub enum AttentionKind {
     /// Batched GEMMs with the s×s scores written to HBM and memory-bound scale, mask,
     /// softmax and dropout kernels between them (Megatron-LM before fused attention).
     Unfused,
+}
+
+impl AttentionKind {
+    /// "fused" or "unfused".
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionKind::Fused => "fused",
+            AttentionKind::Unfused => "unfused",
+        }
+    }
+}
+
+/// How ZeRO-3-style full sharding gathers parameters and scatters gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Sharding {
+    /// DeepSpeed ZeRO-3: one collective per parameter tensor (`zero3_collectives_per_layer`
+    /// per layer and pass), prefetching hides `zero3_overlap` of a layer's traffic.
+    DeepSpeed,
+    /// PyTorch FSDP1 (flat parameters per wrapped block): one gather per block and pass,
+    /// prefetched (`fsdp_overlap`).
+    Fsdp1,
+    /// PyTorch FSDP2 (per-parameter DTensor sharding, per-block gathers prefetched behind the
+    /// previous block's compute): as FSDP1 on the wire (`fsdp_overlap`).
+    #[default]
+    Fsdp2,
+    /// Hybrid sharding (HSDP): FSDP2 inside groups of `hsdp_shard_gpus` GPUs (a node),
+    /// replicated across them; gradients of the shard all-reduced across replicas once per
+    /// step, overlapped with the backward.
+    Hsdp,
+}
+
+impl Sharding {
+    /// "deepspeed", "fsdp1", "fsdp2" or "hsdp".
+    pub fn name(self) -> &'static str {
+        match self {
+            Sharding::DeepSpeed => "deepspeed",
+            Sharding::Fsdp1 => "fsdp1",
+            Sharding::Fsdp2 => "fsdp2",
+            Sharding::Hsdp => "hsdp",
+        }
+    }
+}
+
+/// Precision of the GEMMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Precision {
+    /// BF16 GEMMs (the peak is the hardware's dense BF16 peak).
+    #[default]
+    Bf16,
+    /// FP8 GEMMs with delayed or tensor-wise scaling (Transformer Engine, torchao float8):
+    /// projections and MLP at the hardware's FP8 peak and `fp8_max_eff`, plus the casts;
+    /// attention, norms and the output layer stay in BF16.
+    Fp8,
+}
+
+impl Precision {
+    /// "bf16" or "fp8".
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Bf16 => "bf16",
+            Precision::Fp8 => "fp8",
+        }
+    }
 }
 
 /// Parameters of the efficiency curve, the memory-bound kernels, the overlap of communication
@@ -37,8 +105,12 @@ pub struct EfficiencyParams {
     /// Inner (K) dimension at which a GEMM tile spends as long in its prologue/epilogue as in
     /// its main loop: efficiency falls as K/(K + gemm_k_half) for short inner dimensions.
     pub gemm_k_half: f64,
-    /// Fraction of dense peak reached by fused (flash) attention, counting causal FLOPs only.
+    /// Fraction of dense peak reached by the fused (flash) attention forward, counting causal
+    /// FLOPs only.
     pub attn_eff: f64,
+    /// Fraction of dense peak reached by the fused attention backward, counting its own FLOPs
+    /// ([`ATTN_BWD_FLOP_RATIO`] × the forward's: FlashAttention-2/3 recompute the scores).
+    pub attn_bwd_eff: f64,
     /// Attention kernel kind the stack runs.
     pub attention: AttentionKind,
     /// Fraction of HBM bandwidth reached by memory-bound kernels (norms, activations, optimizer).
@@ -75,6 +147,17 @@ pub struct EfficiencyParams {
     /// Fraction of a layer's ZeRO-3 collectives that prefetching hides behind that layer's
     /// compute (the rest, and whatever exceeds the compute, is exposed).
     pub zero3_overlap: f64,
+    /// Fraction of a block's FSDP1/FSDP2/HSDP collectives that prefetching hides behind the
+    /// neighbouring block's compute.
+    pub fsdp_overlap: f64,
+    /// GPUs in one HSDP shard group (parameters sharded inside it, replicated across).
+    pub hsdp_shard_gpus: f64,
+    /// ZeRO-3-style sharding implementation the stack runs.
+    pub sharding: Sharding,
+    /// GEMM precision the stack runs.
+    pub precision: Precision,
+    /// Plateau fraction of the FP8 dense peak reached by large FP8 GEMMs.
+    pub fp8_max_eff: f64,
     /// Latency of one ring step inside the scale-up domain, seconds (a ring collective over
     /// n ranks takes n − 1 steps per phase).
     pub hop_latency_intra_s: f64,
@@ -100,6 +183,7 @@ impl Default for EfficiencyParams {
             gemm_overhead_s: 20e-6,
             gemm_k_half: 128.0,
             attn_eff: 0.45,
+            attn_bwd_eff: 0.5625,
             attention: AttentionKind::Fused,
             mem_eff: 0.8,
             kernel_overhead_s: 4e-6,
@@ -113,6 +197,11 @@ impl Default for EfficiencyParams {
             grad_bucket_bytes: 160e6,
             zero3_collectives_per_layer: 4.0,
             zero3_overlap: 0.5,
+            fsdp_overlap: 0.9,
+            hsdp_shard_gpus: 8.0,
+            sharding: Sharding::Fsdp2,
+            precision: Precision::Bf16,
+            fp8_max_eff: 0.65,
             hop_latency_intra_s: 1e-6,
             hop_latency_inter_s: 10e-6,
             coll_chunk_half_bytes: 0.5e6,

@@ -53,6 +53,7 @@ pub fn layout_problem(
         zero: 0,
         recompute: Recompute::Selective,
         vpp: 1,
+        cp: 1,
     };
     super::validate::structure(ctx.model, &cfg).err()
 }
@@ -76,6 +77,7 @@ pub fn layout_configs((dp, tp, pp): (u32, u32, u32), choices: &Choices) -> Vec<P
                         zero,
                         recompute,
                         vpp,
+                        cp: 1,
                     });
                 }
             }

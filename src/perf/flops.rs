@@ -37,6 +37,8 @@ pub fn hardware_flops(m: &ModelProfile, tokens: f64, recompute: Recompute) -> f6
     let extra = match recompute {
         Recompute::None => 0.0,
         Recompute::Selective => layers * layer_attention_flops_per_token(m),
+        // Every other GEMM of the layer (about half its GEMM FLOPs), as step_time models it.
+        Recompute::Op => layers * 0.5 * layer_gemm_flops_per_token(m),
         Recompute::Full => {
             layers * (layer_gemm_flops_per_token(m) + layer_attention_flops_per_token(m))
         }

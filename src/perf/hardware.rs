@@ -12,6 +12,9 @@ pub struct HardwareProfile {
     pub name: String,
     /// Dense BF16 peak per GPU, FLOP/s.
     pub peak_flops: f64,
+    /// Dense FP8 peak per GPU, FLOP/s (0: the GPU has no FP8 tensor cores).
+    #[serde(default)]
+    pub fp8_peak_flops: f64,
     /// HBM capacity per GPU, bytes.
     pub hbm_bytes: f64,
     /// HBM bandwidth per GPU, bytes/s.

@@ -41,8 +41,31 @@ pub fn layer_activation_bytes(
     recompute: Recompute,
     attention: AttentionKind,
 ) -> f64 {
+    layer_activation_bytes_cp(m, mbs, (tp, 1), sp, recompute, (attention, false))
+}
+
+/// [`layer_activation_bytes`] on a context-parallel rank of `cp` (tp, cp given together):
+/// every activation is split by cp (the rank holds s/cp tokens of each sequence); unfused
+/// attention keeps its s/cp × s scores.
+///
+/// Op-level selective checkpointing keeps the layer input, the attention output and its
+/// log-sum-exp, and every other GEMM output (Q, V, the first MLP projection and the block
+/// output of a Llama block): 2·s·b·(2h + kv + f) + 2·s·b·h, split by TP where the GEMM is.
+///
+/// With FP8 GEMMs (`fp8`) the inputs the projection and MLP GEMMs keep for their backward
+/// are stored as FP8 copies (Transformer Engine, torchao float8): one byte instead of two
+/// for the QKV, FC1 and FC2 inputs.
+pub fn layer_activation_bytes_cp(
+    m: &ModelProfile,
+    mbs: u32,
+    (tp, cp): (u32, u32),
+    sp: bool,
+    recompute: Recompute,
+    (attention, fp8): (AttentionKind, bool),
+) -> f64 {
+    let cp = cp.max(1) as f64;
     let (s, b, h, t) = (
-        m.seq_len as f64,
+        m.seq_len as f64 / cp,
         mbs as f64,
         m.hidden as f64,
         tp.max(1) as f64,
@@ -52,6 +75,11 @@ pub fn layer_activation_bytes(
     if recompute == Recompute::Full {
         return split_by(2.0 * sbh);
     }
+    if recompute == Recompute::Op {
+        let kept =
+            2.0 * s * b * (2.0 * h + m.kv_hidden() + m.ffn_hidden as f64 * m.active_experts());
+        return split_by(2.0 * sbh) + kept / t;
+    }
     // Not split by TP without SP: LN inputs (4), QKV and FC1 inputs (2 + 2), dropout masks (1 + 1).
     let replicated = 10.0 * sbh;
     // Split by TP: Q (2), K and V (4·kv/h), projection input (2), the FFN internals.
@@ -59,11 +87,18 @@ pub fn layer_activation_bytes(
     let attn_split = s * b * (4.0 * h + 4.0 * m.kv_hidden());
     let ffn_split = s * b * ffn_bytes_per_elem * m.ffn_hidden as f64 * m.active_experts();
     let scores = if recompute == Recompute::None && attention == AttentionKind::Unfused {
-        5.0 * m.heads as f64 * s * s * b
+        5.0 * m.heads as f64 * s * (s * cp) * b
     } else {
         0.0
     };
-    split_by(replicated) + (attn_split + ffn_split + scores) / t
+    let fp8_saving = if fp8 {
+        // Half of the QKV and FC1 inputs (2h each, replicated without SP) and of the FC2
+        // input (2f per active expert, split by TP).
+        split_by(2.0 * sbh) + s * b * m.ffn_hidden as f64 * m.active_experts() / t
+    } else {
+        0.0
+    };
+    split_by(replicated) + (attn_split + ffn_split + scores) / t - fp8_saving
 }
 
 /// Peak memory of one GPU, bytes, by kind.
@@ -89,7 +124,7 @@ impl MemoryBreakdown {
 /// Parameters held by the first and the last pipeline stage of one GPU (before ZeRO-3).
 pub fn stage_params(m: &ModelProfile, tp: u32, pp: u32) -> (f64, f64) {
     let t = tp.max(1) as f64;
-    let layers = m.layers as f64 / pp.max(1) as f64;
+    let layers = m.layers.div_ceil(pp.max(1)) as f64;
     let body = layers * m.layer_params() / t;
     let vh = m.vocab as f64 * m.hidden as f64 / t;
     if pp <= 1 {
@@ -113,14 +148,19 @@ pub fn peak_memory(
     eff: &EfficiencyParams,
 ) -> MemoryBreakdown {
     let (first_p, last_p) = stage_params(m, cfg.tp, cfg.pp);
-    let per_param = zero_bytes_per_param(cfg.zero, cfg.dp, eff.grad_bytes);
-    let layers = m.layers as f64 / cfg.pp.max(1) as f64;
+    let shard = super::step_time::shard_ranks(eff, cfg);
+    let per_param = zero_bytes_per_param(cfg.zero, shard, eff.grad_bytes);
+    let layers = m.layers.div_ceil(cfg.pp.max(1)) as f64;
     let sp = cfg.tp > 1 && eff.sequence_parallel;
-    let attn = eff.attention;
-    let per_layer = layer_activation_bytes(m, cfg.mbs, cfg.tp, sp, cfg.recompute, attn);
-    // Full recompute re-materialises one layer at a time in backward.
-    let working = if cfg.recompute == Recompute::Full {
-        layer_activation_bytes(m, cfg.mbs, cfg.tp, sp, Recompute::None, attn)
+    let attn = (
+        eff.attention,
+        eff.precision == super::efficiency::Precision::Fp8,
+    );
+    let tc = (cfg.tp, cfg.cp);
+    let per_layer = layer_activation_bytes_cp(m, cfg.mbs, tc, sp, cfg.recompute, attn);
+    // Full and op-level recompute re-materialise one layer at a time in backward.
+    let working = if matches!(cfg.recompute, Recompute::Full | Recompute::Op) {
+        layer_activation_bytes_cp(m, cfg.mbs, tc, sp, Recompute::None, attn)
     } else {
         0.0
     };
@@ -129,7 +169,9 @@ pub fn peak_memory(
     if cfg.vpp > 1 && cfg.pp > 1 {
         in_flight *= 1.0 + (pp - 1.0) / (pp * cfg.vpp as f64);
     }
-    let logits = m.seq_len as f64 * cfg.mbs as f64 * m.vocab as f64 / cfg.tp.max(1) as f64 * 6.0;
+    let logits = m.seq_len as f64 / cfg.cp.max(1) as f64 * cfg.mbs as f64 * m.vocab as f64
+        / cfg.tp.max(1) as f64
+        * 6.0;
     let first = MemoryBreakdown {
         model_states: first_p * per_param,
         activations: layers * per_layer * in_flight + working,
@@ -231,6 +273,7 @@ mod tests {
             zero: 1,
             recompute: Recompute::Selective,
             vpp,
+            cp: 1,
         };
         let e = EfficiencyParams::default();
         let a1 = peak_memory(&m, &cfg(1, 1), 8, 0.0, &e).activations;

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod model;
 pub mod moe;
 pub mod run_calibration;
+pub mod stack;
 pub mod step_time;
 pub mod validate;
 pub mod validation;
@@ -27,6 +28,7 @@ pub use efficiency::EfficiencyParams;
 pub use hardware::HardwareProfile;
 pub use measurements::Measurement;
 pub use model::{ModelProfile, MoeSpec};
+pub use stack::{Stack, StackPreset};
 pub use step_time::ConfigCost;
 
 use serde::Serialize;

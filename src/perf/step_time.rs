@@ -14,7 +14,7 @@
 //! far as prefetching allows), and the memory-bound Adam step.
 
 use super::comms::{self, Net, Placement};
-use super::efficiency::AttentionKind;
+use super::efficiency::{ATTN_BWD_FLOP_RATIO, AttentionKind, Precision, Sharding};
 use super::memory::{peak_memory, stage_params};
 use super::{
     Breakdown, EfficiencyParams, Invalid, ModelProfile, ParallelConfig, PerfContext, Prediction,
@@ -33,6 +33,9 @@ const ELEMWISE_KERNELS: f64 = 12.0;
 /// the two GEMMs' own reads and writes: fused scale-mask-softmax read and written (4), dropout
 /// read, written and its mask (5), BF16. The backward moves about 1.25× as much.
 const UNFUSED_BYTES_PER_SCORE: f64 = 9.0;
+/// Bytes of HBM traffic per GEMM input element for its FP8 casts (read BF16, write FP8, in
+/// the forward and again for the backward's transposed copy).
+const FP8_CAST_BYTES_PER_ELEMENT: f64 = 6.0;
 /// Adam step bytes per parameter (FP32 gradient, master weight, moments; BF16 copy out).
 const OPTIMIZER_BYTES_PER_PARAM: f64 = 32.0;
 
@@ -64,24 +67,43 @@ pub struct ConfigCost {
 }
 
 /// Seconds of one layer's forward on one GPU, split into GEMMs, attention core and
-/// memory-bound kernels.
+/// memory-bound kernels, and the share of the GEMMs op-level checkpointing recomputes.
 struct LayerTimes {
     gemm_fwd: f64,
     gemm_bwd: f64,
     attn_fwd: f64,
     attn_bwd: f64,
     elem_fwd: f64,
+    /// Forward seconds of the GEMMs op-level checkpointing does not keep (every other one).
+    gemm_op_recompute: f64,
+}
+
+/// The peak and plateau the projection and MLP GEMMs run at: BF16, or FP8 where the stack
+/// runs it and the hardware has an FP8 peak.
+fn gemm_curve(ctx: &PerfContext) -> (f64, EfficiencyParams) {
+    let (hw, e) = (ctx.hw, ctx.eff);
+    if e.precision == Precision::Fp8 && hw.fp8_peak_flops > 0.0 {
+        let mut fp8 = e.clone();
+        fp8.max_eff = e.fp8_max_eff;
+        (hw.fp8_peak_flops, fp8)
+    } else {
+        (hw.peak_flops, e.clone())
+    }
 }
 
 fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
     let (m, hw, e) = (ctx.model, ctx.hw, ctx.eff);
     let (peak, bw) = (hw.peak_flops, hw.mem_bw_bytes_per_s);
     let t = cfg.tp as f64;
+    let cp = cfg.cp.max(1) as f64;
     let (s, h) = (m.seq_len as f64, m.hidden as f64);
     let b = cfg.mbs as f64;
-    let tokens = b * s;
-    let gemm = |mm: f64, k: f64, n: f64| e.gemm_time(mm, k, n, peak, bw);
-    let gemm_bwd = |mm: f64, k: f64, n: f64| e.gemm_backward_time(mm, k, n, peak, bw);
+    // Tokens of one micro-batch on this GPU: a context-parallel rank holds s/cp of each
+    // sequence.
+    let tokens = b * s / cp;
+    let (gemm_peak, ge) = gemm_curve(ctx);
+    let gemm = |mm: f64, k: f64, n: f64| ge.gemm_time(mm, k, n, gemm_peak, bw);
+    let gemm_bwd = |mm: f64, k: f64, n: f64| ge.gemm_backward_time(mm, k, n, gemm_peak, bw);
     let experts = m.experts();
     let expert_tokens = tokens * m.active_experts() / experts;
     let up_cols = (m.ffn_matrices() - 1.0) * m.ffn_hidden as f64 / t;
@@ -92,32 +114,44 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
         (expert_tokens, h, up_cols, experts),
         (expert_tokens, f / t, h, experts),
     ];
-    let gemm_fwd: f64 = shapes.iter().map(|&(a, k, n, c)| c * gemm(a, k, n)).sum();
+    let fwd_of = |&(a, k, n, c): &(f64, f64, f64, f64)| c * gemm(a, k, n);
+    let gemm_fwd: f64 = shapes.iter().map(fwd_of).sum();
     let gemm_bwd: f64 = shapes
         .iter()
         .map(|&(a, k, n, c)| c * gemm_bwd(a, k, n))
         .sum();
+    // torchtitan's op-level policy keeps every other GEMM output: about half the GEMM
+    // forward is recomputed (the K and V, output and one MLP projection of a Llama block).
+    let gemm_op_recompute = 0.5 * gemm_fwd;
     let (attn_fwd, attn_bwd) = match e.attention {
         AttentionKind::Fused => {
-            let fwd = 2.0 * b * s * s * h / t / (peak * e.attn_eff);
-            (fwd, 2.0 * fwd)
+            // Causal FLOPs, balanced over the context-parallel ranks.
+            let flops = 2.0 * b * s * s * h / t / cp;
+            let fwd = flops / (peak * e.attn_eff);
+            (fwd, ATTN_BWD_FLOP_RATIO * flops / (peak * e.attn_bwd_eff))
         }
         AttentionKind::Unfused => {
             let heads = b * m.heads as f64 / t;
             let d = h / m.heads as f64;
-            let scores = heads * s * s;
+            let q = s / cp;
+            let scores = heads * q * s;
             let bg = |dims| e.batched_gemm_time(heads, dims, peak, bw);
             let soft = |passes: f64| {
                 e.memory_time(passes * UNFUSED_BYTES_PER_SCORE * scores, 2.0 * passes, bw)
             };
-            let fwd = bg((s, d, s)) + bg((s, s, d)) + soft(1.0);
-            let bwd = bg((s, s, d)) + bg((d, s, s)) + bg((s, d, s)) + bg((s, s, d)) + soft(1.25);
+            let fwd = bg((q, d, s)) + bg((q, s, d)) + soft(1.0);
+            let bwd = bg((q, s, d)) + bg((d, q, s)) + bg((q, d, s)) + bg((s, q, d)) + soft(1.25);
             (fwd, bwd)
         }
     };
     let ffn_elem = if m.swiglu { 6.0 } else { 4.0 } * f * m.active_experts();
     let sp_split = if e.sequence_parallel { t } else { 1.0 };
-    let elem_bytes = ELEMWISE_BYTES_PER_HIDDEN * h * tokens / sp_split + ffn_elem * tokens / t;
+    let mut elem_bytes = ELEMWISE_BYTES_PER_HIDDEN * h * tokens / sp_split + ffn_elem * tokens / t;
+    if gemm_peak != peak {
+        // FP8: every GEMM input cast (read BF16, write FP8) in forward and backward.
+        let inputs: f64 = shapes.iter().map(|&(a, k, _, c)| c * a * k).sum();
+        elem_bytes += FP8_CAST_BYTES_PER_ELEMENT * inputs;
+    }
     let elem_fwd = e.memory_time(elem_bytes, ELEMWISE_KERNELS, bw);
     LayerTimes {
         gemm_fwd,
@@ -125,12 +159,43 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
         attn_fwd,
         attn_bwd,
         elem_fwd,
+        gemm_op_recompute,
     }
 }
 
-/// Exposed seconds of ZeRO-3 collectives per micro-batch: parameters gathered per layer in
-/// forward and again in backward, gradients reduce-scattered per layer in backward, each
-/// layer's traffic hidden behind that layer's compute as far as prefetching allows.
+/// Exposed seconds per micro-batch and layer of ring attention's key/value exchange over
+/// `cfg.cp` ranks: `cp − 1` point-to-point steps of one rank's keys and values in the
+/// forward, twice the bytes (keys, values and their gradients) in the backward, each hidden
+/// behind the attention compute of the chunk it overlaps. Returns (forward, backward).
+fn context_parallel_exposed(
+    ctx: &PerfContext,
+    cfg: &ParallelConfig,
+    (attn_fwd, attn_bwd): (f64, f64),
+    net: &Net,
+) -> (f64, f64) {
+    if cfg.cp <= 1 {
+        return (0.0, 0.0);
+    }
+    let (m, e) = (ctx.model, ctx.eff);
+    let cp = cfg.cp as f64;
+    let domain = ctx.hw.fast_domain(ctx.gpus_per_node);
+    let link = if cfg.tp.saturating_mul(cfg.cp) <= domain {
+        net.intra
+    } else {
+        net.inter
+    };
+    let kv_bytes =
+        2.0 * 2.0 * cfg.mbs as f64 * m.seq_len as f64 / cp * m.kv_hidden() / cfg.tp as f64;
+    let fwd = (cp - 1.0) * comms::p2p(kv_bytes, link);
+    let bwd = (cp - 1.0) * comms::p2p(2.0 * kv_bytes, link);
+    (e.exposed(fwd, attn_fwd), e.exposed(bwd, attn_bwd))
+}
+
+/// Exposed seconds of ZeRO-3 / FSDP collectives per micro-batch: parameters gathered per
+/// layer in forward and again in backward, gradients reduce-scattered per layer in backward,
+/// each layer's traffic hidden behind that layer's compute as far as prefetching allows.
+/// DeepSpeed issues one collective per parameter tensor with its own shard fall-off; FSDP
+/// one per block with NCCL's.
 fn zero3_exposed(
     e: &EfficiencyParams,
     local_params: f64,
@@ -140,14 +205,20 @@ fn zero3_exposed(
     net: &Net,
 ) -> f64 {
     let per_layer = local_params / layers.max(1.0);
-    let n = e.zero3_collectives_per_layer.max(1.0);
-    let net = &Net {
-        chunk_half_bytes: net.chunk_half_bytes.max(e.zero3_chunk_half_bytes),
-        ..*net
+    let (n, overlap, net) = match e.sharding {
+        Sharding::DeepSpeed => (
+            e.zero3_collectives_per_layer.max(1.0),
+            e.zero3_overlap,
+            Net {
+                chunk_half_bytes: net.chunk_half_bytes.max(e.zero3_chunk_half_bytes),
+                ..*net
+            },
+        ),
+        Sharding::Fsdp1 | Sharding::Fsdp2 | Sharding::Hsdp => (1.0, e.fsdp_overlap, *net),
     };
-    let gather = n * comms::reduce_scatter(per_layer * 2.0 / n, group, net);
-    let scatter = n * comms::reduce_scatter(per_layer * e.grad_bytes / n, group, net);
-    let overlap = e.zero3_overlap.clamp(0.0, 1.0);
+    let gather = n * comms::reduce_scatter(per_layer * 2.0 / n, group, &net);
+    let scatter = n * comms::reduce_scatter(per_layer * e.grad_bytes / n, group, &net);
+    let overlap = overlap.clamp(0.0, 1.0);
     layers
         * (e.exposed(gather, overlap * fwd_layer)
             + e.exposed(gather + scatter, overlap * bwd_layer))
@@ -163,6 +234,55 @@ fn bucketed(bytes: f64, bucket: f64, group: Placement, net: &Net) -> f64 {
     buckets * comms::reduce_scatter(bytes / buckets, group, net)
 }
 
+/// Layers on the heaviest pipeline stage and on an average one (uneven stages: Megatron's
+/// first/last-stage layer counts, torchtitan's split points; the heaviest stage holds
+/// ⌈layers/pp⌉).
+pub fn stage_layers(m: &ModelProfile, pp: u32) -> (f64, f64) {
+    let pp = pp.max(1);
+    (m.layers.div_ceil(pp) as f64, m.layers as f64 / pp as f64)
+}
+
+/// The data-parallel group of `cfg` (dp·cp ranks, TP fastest) and, under HSDP, the shard
+/// group inside it and the replica group across.
+fn dp_groups(
+    ctx: &PerfContext,
+    cfg: &ParallelConfig,
+) -> (Placement, Option<(Placement, Placement)>) {
+    let domain = ctx.hw.fast_domain(ctx.gpus_per_node);
+    let ranks = cfg.grad_ranks();
+    let all = Placement::strided(ranks, cfg.tp, domain);
+    if ctx.eff.sharding != Sharding::Hsdp || cfg.zero < 3 {
+        return (all, None);
+    }
+    let shard = hsdp_shard(ctx.eff, cfg);
+    let replicas = ranks / shard;
+    let inner = Placement::strided(shard, cfg.tp, domain);
+    let across = Placement::strided(replicas, cfg.tp.saturating_mul(shard), domain);
+    (all, Some((inner, across)))
+}
+
+/// Ranks one HSDP shard group holds: the data-parallel ranks inside `hsdp_shard_gpus` GPUs,
+/// at least 1 and a divisor of dp·cp.
+pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
+    let ranks = cfg.grad_ranks().max(1);
+    let fit = (e.hsdp_shard_gpus / cfg.tp.max(1) as f64).floor().max(1.0);
+    let mut shard = (fit.min(ranks as f64)) as u32;
+    while shard > 1 && !ranks.is_multiple_of(shard) {
+        shard -= 1;
+    }
+    shard.max(1)
+}
+
+/// Ranks the ZeRO states of `cfg` are sharded over under `e`'s stack (dp·cp, or the HSDP
+/// shard group).
+pub fn shard_ranks(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
+    if e.sharding == Sharding::Hsdp && cfg.zero >= 3 {
+        hsdp_shard(e, cfg)
+    } else {
+        cfg.grad_ranks()
+    }
+}
+
 impl ConfigCost {
     /// Evaluate `cfg` for the context's model and hardware, or say why it cannot run.
     pub fn new(ctx: &PerfContext, cfg: &ParallelConfig) -> Result<Self, Invalid> {
@@ -172,14 +292,16 @@ impl ConfigCost {
         let domain = hw.fast_domain(ctx.gpus_per_node);
         let bw = hw.mem_bw_bytes_per_s;
         let t = cfg.tp as f64;
-        let (s, h) = (m.seq_len as f64, m.hidden as f64);
-        let tokens = cfg.mbs as f64 * s;
+        let h = m.hidden as f64;
+        let tokens = cfg.mbs as f64 * m.seq_len as f64 / cfg.cp.max(1) as f64;
         let lt = layer_times(ctx, cfg);
-        let fwd = lt.gemm_fwd + lt.attn_fwd + lt.elem_fwd;
-        let bwd = lt.gemm_bwd + lt.attn_bwd + 2.0 * lt.elem_fwd;
+        let (cp_fwd, cp_bwd) = context_parallel_exposed(ctx, cfg, (lt.attn_fwd, lt.attn_bwd), &net);
+        let fwd = lt.gemm_fwd + lt.attn_fwd + lt.elem_fwd + cp_fwd;
+        let bwd = lt.gemm_bwd + lt.attn_bwd + 2.0 * lt.elem_fwd + cp_bwd;
         let recompute = match cfg.recompute {
             Recompute::None => 0.0,
             Recompute::Selective => lt.attn_fwd,
+            Recompute::Op => lt.gemm_op_recompute + lt.elem_fwd,
             Recompute::Full => fwd,
         };
 
@@ -202,22 +324,22 @@ impl ConfigCost {
             + e.gemm_backward_time(tokens, h, v / t, peak, bw)
             + e.memory_time(tokens * v / t * CE_BYTES_PER_LOGIT, 10.0, bw);
 
-        let layers = m.layers as f64 / cfg.pp as f64;
+        let (layers, layers_avg) = stage_layers(m, cfg.pp);
         let fixed = e.microbatch_overhead_s
             + if cfg.vpp > 1 {
                 cfg.vpp as f64 * e.vpp_stage_overhead_s
             } else {
                 0.0
             };
-        let body = layers * (fwd + bwd + recompute) + fixed;
-        let compute_mb = body + logits;
-        let compute_mb_avg = body + logits / cfg.pp as f64;
+        let per_layer = fwd + bwd + recompute;
+        let compute_mb = layers * per_layer + fixed + logits;
+        let compute_mb_avg = layers_avg * per_layer + fixed + logits / cfg.pp as f64;
         let backward_mb = layers * (bwd + recompute) + logits * 2.0 / 3.0;
         let tp_mb = layers * tp_exposed;
 
         // Pipeline p2p: activation forward and gradient backward at each virtual boundary.
         let p2p_mb = if cfg.pp > 1 {
-            let link = if cfg.tp * cfg.dp * cfg.pp <= domain {
+            let link = if cfg.gpus() <= domain {
                 net.intra
             } else {
                 net.inter
@@ -230,7 +352,7 @@ impl ConfigCost {
         // Data parallelism over the local parameters of the heaviest stage.
         let (first, last) = stage_params(m, cfg.tp, cfg.pp);
         let local = first.max(last);
-        let dp_group = Placement::strided(cfg.dp, cfg.tp, domain);
+        let (dp_group, hsdp) = dp_groups(ctx, cfg);
         let grads = local * e.grad_bytes;
         let params = local * 2.0;
         let bucket = e.grad_bucket_bytes;
@@ -241,12 +363,24 @@ impl ConfigCost {
             2 => (e.exposed(rs(grads), layers * bwd), 0.0, rs(params)),
             _ => {
                 let windows = (fwd, bwd + recompute);
-                let exposed = zero3_exposed(e, local, layers, windows, dp_group, &net);
-                (exposed, 0.0, 0.0)
+                match hsdp {
+                    // HSDP: FSDP inside the shard group every micro-batch, and the shard's
+                    // gradients all-reduced across replicas once per step.
+                    Some((inner, across)) => {
+                        let exposed = zero3_exposed(e, local, layers, windows, inner, &net);
+                        let shard = local * e.grad_bytes / inner.size.max(1) as f64;
+                        let replica = 2.0 * bucketed(shard, bucket, across, &net);
+                        (exposed, replica, 0.0)
+                    }
+                    None => {
+                        let exposed = zero3_exposed(e, local, layers, windows, dp_group, &net);
+                        (exposed, 0.0, 0.0)
+                    }
+                }
             }
         };
         let opt_params = if cfg.zero >= 1 {
-            local / cfg.dp as f64
+            local / shard_ranks(e, cfg) as f64
         } else {
             local
         };

@@ -6,7 +6,7 @@ use super::{Invalid, ModelProfile, ParallelConfig};
 /// Check that `cfg` can run `m` at all (before memory and batch size).
 pub fn structure(m: &ModelProfile, cfg: &ParallelConfig) -> Result<(), Invalid> {
     let other = |s: String| Err(Invalid::Other(s));
-    if cfg.dp == 0 || cfg.tp == 0 || cfg.pp == 0 || cfg.mbs == 0 || cfg.vpp == 0 {
+    if cfg.dp == 0 || cfg.tp == 0 || cfg.pp == 0 || cfg.mbs == 0 || cfg.vpp == 0 || cfg.cp == 0 {
         return other(format!("degrees and micro-batch must be ≥ 1 ({cfg})"));
     }
     if m.layers == 0 || m.hidden == 0 || m.heads == 0 || m.kv_heads == 0 || m.seq_len == 0 {
@@ -21,29 +21,41 @@ pub fn structure(m: &ModelProfile, cfg: &ParallelConfig) -> Result<(), Invalid> 
             cfg.tp, m.kv_heads
         ));
     }
-    if !m.layers.is_multiple_of(cfg.pp) {
-        return other(format!("PP {} does not divide {} layers", cfg.pp, m.layers));
+    if m.layers < cfg.pp {
+        return other(format!("PP {} exceeds the {} layers", cfg.pp, m.layers));
+    }
+    let total = u64::from(cfg.dp) * u64::from(cfg.cp) * u64::from(cfg.tp) * u64::from(cfg.pp);
+    if total > u64::from(u32::MAX) {
+        return other(format!("dp·cp·tp·pp = {total} GPUs is too many"));
+    }
+    if cfg.cp > 1 && !m.seq_len.is_multiple_of(2 * cfg.cp) {
+        return other(format!(
+            "CP {} needs the sequence ({}) divisible by 2·cp (load-balanced chunks)",
+            cfg.cp, m.seq_len
+        ));
     }
     if cfg.vpp > 1 {
         if cfg.pp == 1 {
             return other("interleaving needs PP > 1".into());
         }
-        let per_stage = m.layers / cfg.pp;
-        if !per_stage.is_multiple_of(cfg.vpp) {
+        // Uneven stages (Megatron's first/last-stage layer counts) interleave too, as long
+        // as every virtual stage holds a layer.
+        let per_stage = m.layers.div_ceil(cfg.pp);
+        if m.layers.is_multiple_of(cfg.pp) && !per_stage.is_multiple_of(cfg.vpp) {
             return other(format!(
                 "{} virtual stages do not divide {per_stage} layers per stage",
+                cfg.vpp
+            ));
+        }
+        if per_stage < cfg.vpp {
+            return other(format!(
+                "{} virtual stages exceed the {per_stage} layers per stage",
                 cfg.vpp
             ));
         }
     }
     if cfg.zero > 3 {
         return other(format!("ZeRO stage {} (0–3)", cfg.zero));
-    }
-    if cfg.zero >= 2 && cfg.pp > 1 {
-        return other(format!(
-            "ZeRO-{} shards gradients per micro-batch: not combinable with PP {}",
-            cfg.zero, cfg.pp
-        ));
     }
     Ok(())
 }

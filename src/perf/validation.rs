@@ -11,70 +11,27 @@
 //! starting with `#` are comments.
 
 use super::calibrate::{Sample, Target};
-use super::efficiency::AttentionKind;
+use super::efficiency::{Precision, Sharding};
 use super::measurements::Measurement;
+use super::stack::{Stack, StackPreset};
 use super::{
     ConfigCost, EfficiencyParams, HardwareProfile, ModelProfile, ParallelConfig, PerfContext,
     Prediction, Recompute, enumerate, flops,
 };
 
-/// The software stacks the published rows were measured on, as settings of the model: the
-/// stack is a property of the measurement (what its authors ran), not a fitted parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stack {
-    /// Megatron-LM 2021 with PyTorch DDP: unfused attention, no sequence parallelism, FP32
-    /// gradient reduction overlapped with the last backward.
-    Megatron2021TorchDdp,
-    /// Megatron-LM 2021 with its local DDP: as above, gradients reduced after the backward.
-    Megatron2021Local,
-    /// DeepSpeed ZeRO-3 (2021): unfused attention, FP16 gradient reduction.
-    DeepSpeed2021,
-    /// Megatron-Core 2024: fused attention, sequence parallelism, TP/DP/PP overlap.
-    MegatronCore2024,
-}
-
-impl Stack {
-    /// Parse a stack name as written in the CSV files.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "megatron-2021-torchddp" => Self::Megatron2021TorchDdp,
-            "megatron-2021-local" => Self::Megatron2021Local,
-            "deepspeed-2021" => Self::DeepSpeed2021,
-            "mcore-2024" => Self::MegatronCore2024,
-            _ => return None,
-        })
-    }
-
-    /// `base` (the hardware's kernel efficiencies) with this stack's choices applied.
-    pub fn apply(self, base: &EfficiencyParams) -> EfficiencyParams {
-        let mut e = base.clone();
-        match self {
-            Self::Megatron2021TorchDdp | Self::Megatron2021Local => {
-                e.attention = AttentionKind::Unfused;
-                e.sequence_parallel = false;
-                e.tp_overlap = 0.0;
-                e.grad_bytes = 4.0;
-                e.grad_reduce_overlap = if self == Self::Megatron2021TorchDdp {
-                    1.0
-                } else {
-                    0.0
-                };
-            }
-            Self::DeepSpeed2021 => {
-                e.attention = AttentionKind::Unfused;
-                e.sequence_parallel = false;
-                e.tp_overlap = 0.0;
-                e.grad_bytes = 2.0;
-            }
-            Self::MegatronCore2024 => {
-                e.attention = AttentionKind::Fused;
-                e.sequence_parallel = true;
-                e.grad_bytes = 4.0;
-                e.grad_reduce_overlap = 1.0;
-            }
-        }
-        e
-    }
+/// The stack of a published row as the CSV names it: a preset name
+/// ([`StackPreset::name`]), or one of the names the first tables used (`megatron-2021-torchddp`,
+/// `megatron-2021-local`, `deepspeed-2021`, `mcore-2024`). The stack is a property of the
+/// measurement (what its authors ran), not a fitted parameter; `precision` and `sharding`
+/// columns change single settings.
+pub fn parse_stack(name: &str) -> Option<Stack> {
+    let preset = match name {
+        "megatron-2021-torchddp" => StackPreset::MegatronLm2021,
+        "megatron-2021-local" => StackPreset::MegatronLm2021Local,
+        "mcore-2024" => StackPreset::MegatronCore,
+        other => StackPreset::parse(other)?,
+    };
+    Some(Stack::preset(preset))
 }
 
 /// FLOP basis of a published TFLOP/s figure.
@@ -95,7 +52,7 @@ pub struct PublishedRow {
     pub model: ModelProfile,
     /// Hardware profile name.
     pub hardware: String,
-    /// Software stack.
+    /// Software stack (preset and changed settings).
     pub stack: Stack,
     /// GPUs per node.
     pub gpus_per_node: u32,
@@ -149,10 +106,79 @@ const COLUMNS: [&str; 21] = [
     "split",
 ];
 
+/// Optional columns after the required ones, in any order: the shape of a modern model
+/// (`kv_heads`, `ffn`, `swiglu`, `tied` as yes/no), context parallelism (`cp`) and single
+/// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
+/// `grad_reduce` fp32|bf16). An empty value keeps the default.
+const EXTRA_COLUMNS: [&str; 8] = [
+    "kv_heads",
+    "ffn",
+    "swiglu",
+    "tied",
+    "cp",
+    "precision",
+    "sharding",
+    "grad_reduce",
+];
+
+/// Apply the optional columns of one row.
+fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> Result<(), String> {
+    for &(i, name) in extra {
+        let v = f[i];
+        if v.is_empty() {
+            continue;
+        }
+        let int = || {
+            v.parse::<u32>()
+                .ok()
+                .filter(|x| *x > 0)
+                .ok_or_else(|| format!("{name} = '{v}' is not a positive whole number"))
+        };
+        let yes = || match v {
+            "yes" => Ok(true),
+            "no" => Ok(false),
+            _ => Err(format!("{name} = '{v}' (yes|no)")),
+        };
+        match name {
+            "kv_heads" => row.model.kv_heads = int()?,
+            "ffn" => row.model.ffn_hidden = int()?,
+            "swiglu" => row.model.swiglu = yes()?,
+            "tied" => row.model.tied_embeddings = yes()?,
+            "cp" => row.config.cp = int()?,
+            "precision" => {
+                row.stack.precision = Some(match v {
+                    "bf16" => Precision::Bf16,
+                    "fp8" => Precision::Fp8,
+                    _ => return Err(format!("precision '{v}' (bf16|fp8)")),
+                })
+            }
+            "sharding" => {
+                row.stack.sharding = Some(match v {
+                    "deepspeed" => Sharding::DeepSpeed,
+                    "fsdp1" => Sharding::Fsdp1,
+                    "fsdp2" => Sharding::Fsdp2,
+                    "hsdp" => Sharding::Hsdp,
+                    _ => return Err(format!("sharding '{v}' (deepspeed|fsdp1|fsdp2|hsdp)")),
+                })
+            }
+            _ => {
+                row.stack.grad_reduce = Some(match v {
+                    "fp32" => super::stack::GradReduce::Fp32,
+                    "bf16" => super::stack::GradReduce::Bf16,
+                    _ => return Err(format!("grad_reduce '{v}' (fp32|bf16)")),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Parse a published-measurement CSV (module docs); `origin` names it in errors.
 pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> {
     let mut rows = Vec::new();
     let mut header_seen = false;
+    let mut width = COLUMNS.len();
+    let mut extra: Vec<(usize, &str)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         let err = |msg: String| ParseError {
@@ -165,18 +191,29 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
         }
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         if !header_seen {
-            if f != COLUMNS {
-                return Err(err(format!("header must be {}", COLUMNS.join(","))));
+            if f.len() < COLUMNS.len() || f[..COLUMNS.len()] != COLUMNS {
+                return Err(err(format!(
+                    "header must be {} (then any of {})",
+                    COLUMNS.join(","),
+                    EXTRA_COLUMNS.join(",")
+                )));
             }
+            for (i, name) in f.iter().enumerate().skip(COLUMNS.len()) {
+                let known = EXTRA_COLUMNS
+                    .iter()
+                    .find(|c| *c == name)
+                    .ok_or_else(|| err(format!("unknown column '{name}'")))?;
+                if extra.iter().any(|(_, n)| n == known) {
+                    return Err(err(format!("column '{name}' twice")));
+                }
+                extra.push((i, known));
+            }
+            width = f.len();
             header_seen = true;
             continue;
         }
-        if f.len() != COLUMNS.len() {
-            return Err(err(format!(
-                "{} fields, expected {}",
-                f.len(),
-                COLUMNS.len()
-            )));
+        if f.len() != width {
+            return Err(err(format!("{} fields, expected {width}", f.len())));
         }
         let int = |k: usize| -> Result<u32, ParseError> {
             f[k].parse::<u32>()
@@ -202,10 +239,10 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
         };
         let recompute = match f[16] {
             "auto" => None,
-            "none" => Some(Recompute::None),
-            "selective" => Some(Recompute::Selective),
-            "full" => Some(Recompute::Full),
-            o => return Err(err(format!("recompute '{o}' (none|selective|full|auto)"))),
+            o => Some(
+                Recompute::parse(o)
+                    .ok_or_else(|| err(format!("recompute '{o}' (none|selective|op|full|auto)")))?,
+            ),
         };
         let zero = u8::try_from(int(15)?)
             .ok()
@@ -216,11 +253,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
             .ok()
             .filter(|x: &f64| x.is_finite() && *x > 0.0)
             .ok_or_else(|| err(format!("tflops = '{}' is not a positive number", f[18])))?;
-        rows.push(PublishedRow {
+        let mut row = PublishedRow {
             set: f[0].to_string(),
             model,
             hardware: f[2].to_string(),
-            stack: Stack::parse(f[3]).ok_or_else(|| err(format!("unknown stack '{}'", f[3])))?,
+            stack: parse_stack(f[3]).ok_or_else(|| err(format!("unknown stack '{}'", f[3])))?,
             gpus_per_node: int(9)?,
             config: ParallelConfig {
                 dp: int(10)?,
@@ -230,6 +267,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
                 zero,
                 recompute: recompute.unwrap_or(Recompute::Selective),
                 vpp: auto_int(14)?,
+                cp: 1,
             },
             recompute,
             batch: u64::from(int(17)?),
@@ -244,7 +282,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
                 "test" => false,
                 o => return Err(err(format!("split '{o}' (train|test)"))),
             },
-        });
+        };
+        apply_extra(&mut row, &extra, &f).map_err(err)?;
+        rows.push(row);
     }
     Ok(rows)
 }

@@ -8,6 +8,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     let mut o = String::new();
     let h = |s: f64| s / 3600.0;
     let _ = writeln!(o, "{}", rep.session);
+    let _ = writeln!(o, "stack: {}", rep.stack.label);
     let _ = writeln!(
         o,
         "B_crit: {} · {} phases · {} (layout, batch) states · token axis: {}",

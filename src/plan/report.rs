@@ -134,6 +134,8 @@ pub struct BCritConversion {
 pub struct PlanReport {
     /// Session name.
     pub session: String,
+    /// The training stack the throughputs are predicted for.
+    pub stack: crate::perf::stack::StackJson,
     /// Objective the times are computed under: "mccandlish" or "lr-sqrt".
     pub objective: String,
     /// Reference batch of `lr-sqrt` (learning rate tuned there), samples; `None` under

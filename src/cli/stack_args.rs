@@ -1,0 +1,158 @@
+//! The training stack on the command line (`--stack` and one flag per setting), shared by
+//! `predict`, `grid`, `plan` and `calibrate` (docs/MODEL.md, "Stating your stack").
+
+use crate::perf::efficiency::{AttentionKind, Precision, Sharding};
+use crate::perf::stack::{GradReduce, Stack, StackPreset};
+use clap::{Args, ValueEnum};
+
+/// A framework preset on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PresetArg {
+    /// Megatron-Core (r0.8+): fused attention, SP, TP/DP overlap, FP32 grads (default).
+    MegatronCore,
+    /// NeMo 2.x (Megatron-Core underneath).
+    Nemo,
+    /// torchtitan with FSDP2.
+    TorchtitanFsdp2,
+    /// llm-foundry / Composer FSDP1 full shard.
+    LlmFoundry,
+    /// DeepSpeed ZeRO (current releases).
+    Deepspeed,
+    /// Megatron-LM 2021 with PyTorch DDP.
+    MegatronLm2021,
+    /// Megatron-LM 2021 with its local DDP.
+    MegatronLm2021Local,
+    /// DeepSpeed ZeRO as run in 2021.
+    Deepspeed2021,
+}
+
+impl From<PresetArg> for StackPreset {
+    fn from(p: PresetArg) -> Self {
+        match p {
+            PresetArg::MegatronCore => StackPreset::MegatronCore,
+            PresetArg::Nemo => StackPreset::Nemo,
+            PresetArg::TorchtitanFsdp2 => StackPreset::TorchtitanFsdp2,
+            PresetArg::LlmFoundry => StackPreset::LlmFoundry,
+            PresetArg::Deepspeed => StackPreset::DeepSpeed,
+            PresetArg::MegatronLm2021 => StackPreset::MegatronLm2021,
+            PresetArg::MegatronLm2021Local => StackPreset::MegatronLm2021Local,
+            PresetArg::Deepspeed2021 => StackPreset::DeepSpeed2021,
+        }
+    }
+}
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    /// Switched on.
+    On,
+    /// Switched off.
+    Off,
+}
+
+impl From<OnOff> for bool {
+    fn from(v: OnOff) -> Self {
+        v == OnOff::On
+    }
+}
+
+/// Attention kernel on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AttentionArg {
+    /// One fused kernel (FlashAttention, cuDNN).
+    Fused,
+    /// Batched GEMMs around softmax over stored scores.
+    Unfused,
+}
+
+/// Gradient reduction dtype on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GradReduceArg {
+    /// FP32 gradient buffers and reduction.
+    Fp32,
+    /// BF16 gradients on the wire.
+    Bf16,
+}
+
+/// Sharding implementation on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShardingArg {
+    /// DeepSpeed ZeRO-3: per-tensor collectives.
+    Deepspeed,
+    /// PyTorch FSDP1 (flat parameters per block).
+    Fsdp1,
+    /// PyTorch FSDP2 (per-block gathers, prefetched).
+    Fsdp2,
+    /// Hybrid sharding: FSDP2 inside a node, replicated across.
+    Hsdp,
+}
+
+/// GEMM precision on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PrecisionArg {
+    /// BF16 GEMMs.
+    Bf16,
+    /// FP8 GEMMs (H100/H200; Transformer Engine, torchao float8).
+    Fp8,
+}
+
+/// The stack flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct StackArgs {
+    /// Training stack preset: the framework's defaults [default: megatron-core, or the
+    /// session's `stack`].
+    #[arg(long, value_enum)]
+    pub stack: Option<PresetArg>,
+    /// Attention kernel (changes the preset's).
+    #[arg(long, value_enum)]
+    pub attention: Option<AttentionArg>,
+    /// Sequence parallelism with TP.
+    #[arg(long, value_enum)]
+    pub sequence_parallel: Option<OnOff>,
+    /// Gradient reduction dtype.
+    #[arg(long, value_enum)]
+    pub grad_reduce: Option<GradReduceArg>,
+    /// Data-parallel gradient reduction overlapped with the backward.
+    #[arg(long, value_enum)]
+    pub dp_overlap: Option<OnOff>,
+    /// Tensor-parallel communication overlapped with GEMMs.
+    #[arg(long, value_enum)]
+    pub tp_overlap: Option<OnOff>,
+    /// ZeRO-3 / FSDP implementation (with --zero 3).
+    #[arg(long, value_enum)]
+    pub sharding: Option<ShardingArg>,
+    /// GEMM precision.
+    #[arg(long, value_enum)]
+    pub precision: Option<PrecisionArg>,
+}
+
+impl StackArgs {
+    /// The stack these flags state, `None` when no flag is given.
+    pub fn stack(&self) -> Option<Stack> {
+        let s = Stack {
+            preset: self.stack.map(Into::into),
+            attention: self.attention.map(|a| match a {
+                AttentionArg::Fused => AttentionKind::Fused,
+                AttentionArg::Unfused => AttentionKind::Unfused,
+            }),
+            sequence_parallel: self.sequence_parallel.map(Into::into),
+            grad_reduce: self.grad_reduce.map(|g| match g {
+                GradReduceArg::Fp32 => GradReduce::Fp32,
+                GradReduceArg::Bf16 => GradReduce::Bf16,
+            }),
+            dp_overlap: self.dp_overlap.map(Into::into),
+            tp_overlap: self.tp_overlap.map(Into::into),
+            sharding: self.sharding.map(|s| match s {
+                ShardingArg::Deepspeed => Sharding::DeepSpeed,
+                ShardingArg::Fsdp1 => Sharding::Fsdp1,
+                ShardingArg::Fsdp2 => Sharding::Fsdp2,
+                ShardingArg::Hsdp => Sharding::Hsdp,
+            }),
+            precision: self.precision.map(|p| match p {
+                PrecisionArg::Bf16 => Precision::Bf16,
+                PrecisionArg::Fp8 => Precision::Fp8,
+            }),
+        };
+        (s != Stack::default()).then_some(s)
+    }
+}

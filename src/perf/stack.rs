@@ -1,0 +1,554 @@
+//! The training stack as a user states it: which attention kernel, sequence parallelism,
+//! gradient-reduction dtype, communication overlap, sharding implementation and GEMM precision
+//! the job runs. The stack is a property of the job (what its framework does), not a fitted
+//! parameter: a preset names a framework's defaults (docs/MODEL.md, "Stating your stack") and
+//! every setting can be changed on its own. [`Stack::apply`] writes the choices into the
+//! [`EfficiencyParams`] the model reads, keeping the hardware's fitted kernel efficiencies.
+//!
+//! One definition serves the CLI (`--stack` and the per-setting flags), sessions (`stack:`),
+//! the explorer's what-if, calibration and the published-measurement validation.
+
+use super::EfficiencyParams;
+use super::efficiency::{AttentionKind, Precision, Sharding};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A framework's defaults, as its documentation and reproduction scripts state them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StackPreset {
+    /// Megatron-LM as of 2021 (Narayanan et al. 2021) with PyTorch DDP: unfused attention, no
+    /// sequence parallelism, no TP overlap, FP32 gradients reduced overlapped with the last
+    /// backward.
+    MegatronLm2021,
+    /// The same with Megatron's "local" DDP: gradients reduced after the backward.
+    MegatronLm2021Local,
+    /// DeepSpeed ZeRO as run in 2021 (Narayanan et al. 2021, Table 2): unfused attention, FP16
+    /// gradient reduction, one collective per parameter tensor under ZeRO-3.
+    DeepSpeed2021,
+    /// Megatron-Core (r0.8 and later; the default): fused attention (Transformer Engine /
+    /// cuDNN), sequence parallelism, TP/DP/PP overlap, FP32 gradient reduction, the
+    /// distributed optimizer as ZeRO-1.
+    MegatronCore,
+    /// NVIDIA NeMo 2.x: Megatron-Core underneath, with the same defaults.
+    Nemo,
+    /// torchtitan with FSDP2: fused attention (SDPA flash), per-block parameter all-gathers
+    /// prefetched behind compute, BF16 parameters and FP32 gradient reduction, async TP
+    /// optional.
+    TorchtitanFsdp2,
+    /// MosaicML llm-foundry / Composer with FSDP (FULL_SHARD, FSDP1 flat parameters), flash
+    /// attention, BF16 gradient reduction.
+    LlmFoundry,
+    /// DeepSpeed ZeRO (current releases): fused attention (flash), BF16 gradient reduction,
+    /// bucketed per-tensor ZeRO-3 collectives with prefetch.
+    DeepSpeed,
+}
+
+impl StackPreset {
+    /// Every preset, in the order the CLI lists them.
+    pub const ALL: [StackPreset; 8] = [
+        StackPreset::MegatronCore,
+        StackPreset::Nemo,
+        StackPreset::TorchtitanFsdp2,
+        StackPreset::LlmFoundry,
+        StackPreset::DeepSpeed,
+        StackPreset::MegatronLm2021,
+        StackPreset::MegatronLm2021Local,
+        StackPreset::DeepSpeed2021,
+    ];
+
+    /// The name used on the CLI, in sessions and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            StackPreset::MegatronLm2021 => "megatron-lm-2021",
+            StackPreset::MegatronLm2021Local => "megatron-lm-2021-local",
+            StackPreset::DeepSpeed2021 => "deepspeed-2021",
+            StackPreset::MegatronCore => "megatron-core",
+            StackPreset::Nemo => "nemo",
+            StackPreset::TorchtitanFsdp2 => "torchtitan-fsdp2",
+            StackPreset::LlmFoundry => "llm-foundry",
+            StackPreset::DeepSpeed => "deepspeed",
+        }
+    }
+
+    /// The preset of a name (as [`StackPreset::name`] writes it), if it is one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// What the preset stands for, one line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StackPreset::MegatronLm2021 => {
+                "Megatron-LM 2021, PyTorch DDP: unfused attention, no SP, FP32 grads overlapped"
+            }
+            StackPreset::MegatronLm2021Local => {
+                "Megatron-LM 2021, local DDP: unfused attention, no SP, FP32 grads after backward"
+            }
+            StackPreset::DeepSpeed2021 => {
+                "DeepSpeed ZeRO 2021: unfused attention, FP16 grads, per-tensor ZeRO-3 gathers"
+            }
+            StackPreset::MegatronCore => {
+                "Megatron-Core: fused attention, SP, TP/DP overlap, FP32 grads, dist. optimizer"
+            }
+            StackPreset::Nemo => "NeMo 2.x on Megatron-Core: as megatron-core",
+            StackPreset::TorchtitanFsdp2 => {
+                "torchtitan FSDP2: flash attention, per-block prefetched gathers, FP32 grad reduce"
+            }
+            StackPreset::LlmFoundry => {
+                "llm-foundry/Composer FSDP1 full shard: flash attention, BF16 grad reduce"
+            }
+            StackPreset::DeepSpeed => {
+                "DeepSpeed ZeRO (current): flash attention, BF16 grads, per-tensor ZeRO-3 gathers"
+            }
+        }
+    }
+
+    /// Every setting of this preset.
+    pub fn settings(self) -> StackSettings {
+        let modern = StackSettings {
+            attention: AttentionKind::Fused,
+            sequence_parallel: true,
+            grad_reduce: GradReduce::Fp32,
+            dp_overlap: true,
+            tp_overlap: true,
+            sharding: Sharding::DeepSpeed,
+            precision: Precision::Bf16,
+        };
+        match self {
+            StackPreset::MegatronCore | StackPreset::Nemo => modern,
+            StackPreset::MegatronLm2021 | StackPreset::MegatronLm2021Local => StackSettings {
+                attention: AttentionKind::Unfused,
+                sequence_parallel: false,
+                tp_overlap: false,
+                dp_overlap: self == StackPreset::MegatronLm2021,
+                ..modern
+            },
+            StackPreset::DeepSpeed2021 => StackSettings {
+                attention: AttentionKind::Unfused,
+                sequence_parallel: false,
+                tp_overlap: false,
+                grad_reduce: GradReduce::Bf16,
+                ..modern
+            },
+            StackPreset::TorchtitanFsdp2 => StackSettings {
+                sharding: Sharding::Fsdp2,
+                tp_overlap: false,
+                ..modern
+            },
+            StackPreset::LlmFoundry => StackSettings {
+                sharding: Sharding::Fsdp1,
+                sequence_parallel: false,
+                tp_overlap: false,
+                grad_reduce: GradReduce::Bf16,
+                ..modern
+            },
+            StackPreset::DeepSpeed => StackSettings {
+                sequence_parallel: false,
+                tp_overlap: false,
+                grad_reduce: GradReduce::Bf16,
+                ..modern
+            },
+        }
+    }
+}
+
+impl fmt::Display for StackPreset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Dtype gradients are kept and reduced in across data-parallel ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GradReduce {
+    /// FP32 gradient buffers and reduction (4 bytes per element; Megatron's and torchtitan's
+    /// default with BF16 weights).
+    Fp32,
+    /// BF16 (or FP16) gradients on the wire and in the buffer (2 bytes per element).
+    Bf16,
+}
+
+impl GradReduce {
+    /// Bytes per gradient element.
+    pub fn bytes(self) -> f64 {
+        match self {
+            GradReduce::Fp32 => 4.0,
+            GradReduce::Bf16 => 2.0,
+        }
+    }
+}
+
+/// Every stack choice, resolved (a preset with the user's changes applied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StackSettings {
+    /// Attention core kernel.
+    pub attention: AttentionKind,
+    /// Sequence parallelism with TP.
+    pub sequence_parallel: bool,
+    /// Gradient reduction dtype.
+    pub grad_reduce: GradReduce,
+    /// Data-parallel gradient reduction overlapped with the backward.
+    pub dp_overlap: bool,
+    /// Tensor-parallel communication overlapped with GEMMs.
+    pub tp_overlap: bool,
+    /// Implementation of ZeRO-3-style full sharding.
+    pub sharding: Sharding,
+    /// GEMM precision.
+    pub precision: Precision,
+}
+
+/// The stack as written in a session or on the command line: a preset (default
+/// `megatron-core`) and any settings changed from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Stack {
+    /// The framework's defaults the settings start from (absent: `megatron-core`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<StackPreset>,
+    /// Attention kernel, if changed from the preset's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionKind>,
+    /// Sequence parallelism, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequence_parallel: Option<bool>,
+    /// Gradient reduction dtype, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grad_reduce: Option<GradReduce>,
+    /// DP overlap, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dp_overlap: Option<bool>,
+    /// TP overlap, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tp_overlap: Option<bool>,
+    /// Sharding implementation, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sharding: Option<Sharding>,
+    /// GEMM precision, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+}
+
+impl Stack {
+    /// A preset with nothing changed.
+    pub fn preset(p: StackPreset) -> Self {
+        Self {
+            preset: Some(p),
+            ..Self::default()
+        }
+    }
+
+    /// The preset in force (`megatron-core` when none is named).
+    pub fn base(&self) -> StackPreset {
+        self.preset.unwrap_or(StackPreset::MegatronCore)
+    }
+
+    /// Every setting: the preset's, with this stack's changes.
+    pub fn settings(&self) -> StackSettings {
+        let p = self.base().settings();
+        StackSettings {
+            attention: self.attention.unwrap_or(p.attention),
+            sequence_parallel: self.sequence_parallel.unwrap_or(p.sequence_parallel),
+            grad_reduce: self.grad_reduce.unwrap_or(p.grad_reduce),
+            dp_overlap: self.dp_overlap.unwrap_or(p.dp_overlap),
+            tp_overlap: self.tp_overlap.unwrap_or(p.tp_overlap),
+            sharding: self.sharding.unwrap_or(p.sharding),
+            precision: self.precision.unwrap_or(p.precision),
+        }
+    }
+
+    /// Changes of `other` laid over this stack (a named preset replaces the base and its
+    /// changes; each set field replaces this one's).
+    pub fn overlaid(&self, other: &Stack) -> Stack {
+        let base = if other.preset.is_some() {
+            Stack::preset(other.base())
+        } else {
+            self.clone()
+        };
+        Stack {
+            preset: base.preset,
+            attention: other.attention.or(base.attention),
+            sequence_parallel: other.sequence_parallel.or(base.sequence_parallel),
+            grad_reduce: other.grad_reduce.or(base.grad_reduce),
+            dp_overlap: other.dp_overlap.or(base.dp_overlap),
+            tp_overlap: other.tp_overlap.or(base.tp_overlap),
+            sharding: other.sharding.or(base.sharding),
+            precision: other.precision.or(base.precision),
+        }
+    }
+
+    /// `base` (the hardware's or a calibration's kernel efficiencies) with this stack's choices
+    /// written in. Overlap switched on keeps `base`'s fitted share (or the generic default
+    /// where `base` has none); switched off sets it to zero.
+    pub fn apply(&self, base: &EfficiencyParams) -> EfficiencyParams {
+        self.settings().apply(base)
+    }
+
+    /// One line naming the preset and the settings changed from it, e.g.
+    /// "torchtitan-fsdp2 (attention unfused, grad_reduce bf16)".
+    pub fn label(&self) -> String {
+        let s = self.settings();
+        let p = self.base().settings();
+        let mut changed = Vec::new();
+        if s.attention != p.attention {
+            changed.push(format!("attention {}", s.attention.name()));
+        }
+        if s.sequence_parallel != p.sequence_parallel {
+            changed.push(format!("sequence_parallel {}", on_off(s.sequence_parallel)));
+        }
+        if s.grad_reduce != p.grad_reduce {
+            changed.push(format!("grad_reduce {}", s.grad_reduce.name()));
+        }
+        if s.dp_overlap != p.dp_overlap {
+            changed.push(format!("dp_overlap {}", on_off(s.dp_overlap)));
+        }
+        if s.tp_overlap != p.tp_overlap {
+            changed.push(format!("tp_overlap {}", on_off(s.tp_overlap)));
+        }
+        if s.sharding != p.sharding {
+            changed.push(format!("sharding {}", s.sharding.name()));
+        }
+        if s.precision != p.precision {
+            changed.push(format!("precision {}", s.precision.name()));
+        }
+        if changed.is_empty() {
+            self.base().name().to_string()
+        } else {
+            format!("{} ({})", self.base().name(), changed.join(", "))
+        }
+    }
+
+    /// The stack as JSON outputs write it: the preset, the label and every resolved setting.
+    pub fn to_json(&self) -> StackJson {
+        StackJson {
+            preset: self.base().name(),
+            label: self.label(),
+            settings: self.settings().into(),
+        }
+    }
+}
+
+impl Stack {
+    /// The stack that states `e`'s choices: `hint` (or, without one, the preset needing the
+    /// fewest changes) with the settings that differ from it.
+    pub fn describing(e: &EfficiencyParams, hint: Option<StackPreset>) -> Stack {
+        let want = StackSettings::of(e);
+        let changes = |p: StackPreset| Stack::preset(p).with_settings(want);
+        let pick = hint.unwrap_or_else(|| {
+            StackPreset::ALL
+                .into_iter()
+                .min_by_key(|p| changes(*p).changed_count())
+                .unwrap_or(StackPreset::MegatronCore)
+        });
+        changes(pick)
+    }
+
+    /// This stack's preset with every setting of `want` that differs from it recorded as a
+    /// change.
+    fn with_settings(&self, want: StackSettings) -> Stack {
+        let p = self.base().settings();
+        let diff = |same: bool| !same;
+        Stack {
+            preset: Some(self.base()),
+            attention: diff(want.attention == p.attention).then_some(want.attention),
+            sequence_parallel: diff(want.sequence_parallel == p.sequence_parallel)
+                .then_some(want.sequence_parallel),
+            grad_reduce: diff(want.grad_reduce == p.grad_reduce).then_some(want.grad_reduce),
+            dp_overlap: diff(want.dp_overlap == p.dp_overlap).then_some(want.dp_overlap),
+            tp_overlap: diff(want.tp_overlap == p.tp_overlap).then_some(want.tp_overlap),
+            sharding: diff(want.sharding == p.sharding).then_some(want.sharding),
+            precision: diff(want.precision == p.precision).then_some(want.precision),
+        }
+    }
+
+    fn changed_count(&self) -> usize {
+        [
+            self.attention.is_some(),
+            self.sequence_parallel.is_some(),
+            self.grad_reduce.is_some(),
+            self.dp_overlap.is_some(),
+            self.tp_overlap.is_some(),
+            self.sharding.is_some(),
+            self.precision.is_some(),
+        ]
+        .iter()
+        .filter(|c| **c)
+        .count()
+    }
+}
+
+/// Why the stack of `e` cannot run on `hw`, if it cannot (FP8 on a GPU without FP8 tensor
+/// cores).
+pub fn hardware_problem(hw: &super::HardwareProfile, e: &EfficiencyParams) -> Option<String> {
+    (e.precision == Precision::Fp8 && hw.fp8_peak_flops <= 0.0).then(|| {
+        format!(
+            "precision fp8: hardware '{}' has no FP8 peak (fp8_peak_flops); use --precision bf16",
+            hw.name
+        )
+    })
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
+}
+
+impl GradReduce {
+    /// "fp32" or "bf16".
+    pub fn name(self) -> &'static str {
+        match self {
+            GradReduce::Fp32 => "fp32",
+            GradReduce::Bf16 => "bf16",
+        }
+    }
+}
+
+impl StackSettings {
+    /// The choices `e` carries (the inverse of [`StackSettings::apply`]).
+    pub fn of(e: &EfficiencyParams) -> Self {
+        Self {
+            attention: e.attention,
+            sequence_parallel: e.sequence_parallel,
+            grad_reduce: if e.grad_bytes >= 3.0 {
+                GradReduce::Fp32
+            } else {
+                GradReduce::Bf16
+            },
+            dp_overlap: e.grad_reduce_overlap > 0.0,
+            tp_overlap: e.tp_overlap > 0.0,
+            sharding: e.sharding,
+            precision: e.precision,
+        }
+    }
+
+    /// `base` with these choices written in (see [`Stack::apply`]).
+    pub fn apply(&self, base: &EfficiencyParams) -> EfficiencyParams {
+        let generic = EfficiencyParams::default();
+        let mut e = base.clone();
+        e.attention = self.attention;
+        e.sequence_parallel = self.sequence_parallel;
+        e.grad_bytes = self.grad_reduce.bytes();
+        e.grad_reduce_overlap = if self.dp_overlap {
+            if base.grad_reduce_overlap > 0.0 {
+                base.grad_reduce_overlap
+            } else {
+                generic.grad_reduce_overlap
+            }
+        } else {
+            0.0
+        };
+        e.tp_overlap = if self.tp_overlap {
+            if base.tp_overlap > 0.0 {
+                base.tp_overlap
+            } else {
+                generic.tp_overlap
+            }
+        } else {
+            0.0
+        };
+        e.sharding = self.sharding;
+        e.precision = self.precision;
+        e
+    }
+}
+
+/// [`StackSettings`] as JSON writes them: words, never Rust enum names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StackSettingsJson {
+    /// "fused" or "unfused".
+    pub attention: &'static str,
+    /// Sequence parallelism with TP.
+    pub sequence_parallel: bool,
+    /// "fp32" or "bf16".
+    pub grad_reduce: &'static str,
+    /// DP gradient reduction overlapped with the backward.
+    pub dp_overlap: bool,
+    /// TP communication overlapped with GEMMs.
+    pub tp_overlap: bool,
+    /// "deepspeed", "fsdp1", "fsdp2" or "hsdp".
+    pub sharding: &'static str,
+    /// "bf16" or "fp8".
+    pub precision: &'static str,
+}
+
+impl From<StackSettings> for StackSettingsJson {
+    fn from(s: StackSettings) -> Self {
+        Self {
+            attention: s.attention.name(),
+            sequence_parallel: s.sequence_parallel,
+            grad_reduce: s.grad_reduce.name(),
+            dp_overlap: s.dp_overlap,
+            tp_overlap: s.tp_overlap,
+            sharding: s.sharding.name(),
+            precision: s.precision.name(),
+        }
+    }
+}
+
+/// The `stack` object of JSON outputs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StackJson {
+    /// Preset name.
+    pub preset: &'static str,
+    /// Preset and changed settings, one line.
+    pub label: String,
+    /// Every resolved setting.
+    pub settings: StackSettingsJson,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_round_trip_by_name_and_default_is_megatron_core() {
+        for p in StackPreset::ALL {
+            assert_eq!(StackPreset::parse(p.name()), Some(p));
+            let ron = ron::to_string(&p).expect("serialises");
+            assert_eq!(ron::from_str::<StackPreset>(&ron).expect("reads back"), p);
+        }
+        assert_eq!(Stack::default().base(), StackPreset::MegatronCore);
+        // The default stack leaves the default efficiency parameters as they are.
+        let e = EfficiencyParams::default();
+        assert_eq!(Stack::default().apply(&e), e);
+    }
+
+    #[test]
+    fn changes_override_the_preset_and_show_in_the_label() {
+        let s = Stack {
+            preset: Some(StackPreset::TorchtitanFsdp2),
+            grad_reduce: Some(GradReduce::Bf16),
+            ..Stack::default()
+        };
+        let e = s.apply(&EfficiencyParams::default());
+        assert_eq!(e.grad_bytes, 2.0);
+        assert_eq!(e.sharding, Sharding::Fsdp2);
+        assert_eq!(e.tp_overlap, 0.0);
+        assert_eq!(s.label(), "torchtitan-fsdp2 (grad_reduce bf16)");
+        // A 2021 stack turns overlap off; switching it back on restores the fitted share.
+        let base = EfficiencyParams {
+            tp_overlap: 0.7,
+            ..EfficiencyParams::default()
+        };
+        let old = Stack::preset(StackPreset::MegatronLm2021Local);
+        assert_eq!(old.apply(&base).grad_reduce_overlap, 0.0);
+        assert_eq!(old.apply(&base).attention, AttentionKind::Unfused);
+        let on = old.overlaid(&Stack {
+            tp_overlap: Some(true),
+            ..Stack::default()
+        });
+        assert_eq!(on.apply(&base).tp_overlap, 0.7);
+        assert_eq!(on.base(), StackPreset::MegatronLm2021Local);
+    }
+
+    #[test]
+    fn describing_recovers_the_stack_that_was_applied() {
+        let base = EfficiencyParams::default();
+        for p in StackPreset::ALL {
+            let e = Stack::preset(p).apply(&base);
+            let d = Stack::describing(&e, Some(p));
+            assert_eq!(d, Stack::preset(p), "{p}");
+            // Without a hint some preset with the same settings is found, with no changes.
+            let any = Stack::describing(&e, None);
+            assert_eq!(any.settings(), Stack::preset(p).settings(), "{p}");
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The training stack as a setting (presets, single settings, `stack` in every output) and the
+//! layouts modern stacks run: context parallelism, op-level checkpointing, uneven pipeline
+//! stages, ZeRO-2/3 with PP, HSDP and FP8 (docs/MODEL.md, "Stating your stack").
+
+use copus::perf::efficiency::{Precision, Sharding};
+use copus::perf::memory::peak_memory;
+use copus::perf::{ParallelConfig, PerfContext, Recompute, Stack, StackPreset, predict};
+use copus::profiles;
+use std::path::Path;
+use std::process::Command;
+
+fn copus(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn cfg(dp: u32, cp: u32, tp: u32, pp: u32) -> ParallelConfig {
+    ParallelConfig {
+        dp,
+        tp,
+        pp,
+        mbs: 1,
+        zero: 1,
+        recompute: Recompute::None,
+        vpp: 1,
+        cp,
+    }
+}
+
+#[test]
+fn context_parallelism_splits_the_sequence_and_pays_for_the_ring() {
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let mut model = profiles::model("llama3-8b", Path::new(".")).expect("model");
+    model.seq_len = 65536;
+    let eff = hw.efficiency.clone();
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &model,
+        eff: &eff,
+        gpus_per_node: 8,
+    };
+    let one = peak_memory(&model, &cfg(8, 1, 1, 1), 1, 0.0, &eff);
+    let eight = peak_memory(&model, &cfg(1, 8, 1, 1), 1, 0.0, &eff);
+    assert!((one.activations / eight.activations - 8.0).abs() < 1e-9);
+    // 64k tokens of an 8B model do not fit one GPU without CP; with CP 8 they do.
+    let no_cp = predict(&ctx, &cfg(8, 1, 1, 1), 8).expect("costs");
+    let with_cp = predict(&ctx, &cfg(1, 8, 1, 1), 1).expect("costs");
+    assert!(!no_cp.fits && with_cp.fits, "{no_cp:?} {with_cp:?}");
+    // Per token, CP 8 is slower than an (impossible) replica per GPU: the ring exchange and
+    // the smaller GEMMs cost something, but not more than half.
+    let per_token = |p: &copus::perf::Prediction| p.tokens_per_s_per_gpu;
+    assert!(per_token(&with_cp) < per_token(&no_cp));
+    assert!(per_token(&with_cp) > 0.5 * per_token(&no_cp));
+}
+
+#[test]
+fn a_2021_stack_is_slower_than_megatron_core_on_the_same_layout() {
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let model = profiles::model("llama3-8b", Path::new(".")).expect("model");
+    let time = |stack: &Stack| {
+        let eff = stack.apply(&hw.efficiency);
+        let ctx = PerfContext {
+            hw: &hw,
+            model: &model,
+            eff: &eff,
+            gpus_per_node: 8,
+        };
+        let mut c = cfg(4, 1, 2, 1);
+        c.recompute = Recompute::Full;
+        predict(&ctx, &c, 64).expect("costs").step_time_s
+    };
+    let modern = time(&Stack::default());
+    let old = time(&Stack::preset(StackPreset::MegatronLm2021Local));
+    assert!(old > modern * 1.05, "{old} vs {modern}");
+    let fp8 = time(&Stack {
+        precision: Some(Precision::Fp8),
+        ..Stack::default()
+    });
+    assert!(fp8 < modern * 0.9, "{fp8} vs {modern}");
+}
+
+#[test]
+fn uneven_stages_and_sharding_with_pp_and_hsdp_run() {
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let model = profiles::model("llama3-405b", Path::new(".")).expect("model");
+    let eff = Stack::preset(StackPreset::TorchtitanFsdp2).apply(&hw.efficiency);
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &model,
+        eff: &eff,
+        gpus_per_node: 8,
+    };
+    // 126 layers on PP 16: eight on the heaviest stage.
+    let mut c = cfg(4, 1, 8, 16);
+    c.zero = 2;
+    c.recompute = Recompute::Full;
+    let p = predict(&ctx, &c, 64).expect("uneven stages with ZeRO-2 run");
+    assert!(p.step_time_s.is_finite() && p.step_time_s > 0.0);
+    // HSDP shards the states inside a node only: more memory per GPU than FSDP over all.
+    let model = profiles::model("llama3-70b", Path::new(".")).expect("model");
+    let mut fsdp = cfg(64, 1, 1, 1);
+    fsdp.zero = 3;
+    let full = peak_memory(&model, &fsdp, 1, 0.0, &eff).model_states;
+    let hsdp_eff = Stack {
+        sharding: Some(Sharding::Hsdp),
+        ..Stack::preset(StackPreset::TorchtitanFsdp2)
+    }
+    .apply(&hw.efficiency);
+    let hybrid = peak_memory(&model, &fsdp, 1, 0.0, &hsdp_eff).model_states;
+    assert!((hybrid / full - 8.0).abs() < 1e-9, "{hybrid} {full}");
+}
+
+#[test]
+fn predict_states_the_stack_and_reports_a_config_that_does_not_fit_as_a_result() {
+    let (code, out, err) = copus(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "8",
+        "--batch",
+        "64",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--grad-reduce",
+        "bf16",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["stack"]["preset"], "torchtitan-fsdp2");
+    assert_eq!(v["stack"]["settings"]["grad_reduce"], "bf16");
+    assert_eq!(v["fits"], false);
+    assert!(
+        v["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("out of memory"))
+    );
+    // With ZeRO-3 on 64 GPUs it fits, and recompute was chosen like grid's.
+    let (code, out, err) = copus(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "64",
+        "--batch",
+        "128",
+        "--zero",
+        "3",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["fits"], true, "{out}");
+    assert!(v["reason"].is_null() && v["nearest_change"].is_null());
+    // FP8 on a GPU without FP8 tensor cores is an input error that names the setting.
+    let (code, _, err) = copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "a100-80g",
+        "--gpus",
+        "8",
+        "--batch",
+        "64",
+        "--precision",
+        "fp8",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("fp8") && err.contains("a100-80g"), "{err}");
+}
+
+#[test]
+fn grid_and_plan_print_the_stack_they_predict_for() {
+    let (code, out, err) = copus(&[
+        "grid",
+        "sessions/demo.ron",
+        "--stack",
+        "megatron-lm-2021",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["stack"]["preset"], "megatron-lm-2021");
+    assert_eq!(v["stack"]["settings"]["attention"], "unfused");
+    let (code, out, err) = copus(&["plan", "sessions/demo.ron", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["stack"]["preset"], "megatron-core", "{}", v["stack"]);
+}
