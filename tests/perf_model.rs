@@ -92,7 +92,11 @@ fn invalid_configurations_say_why() {
     };
     let bad_tp = predict(&ctx, &cfg(1, 3, 1, 1), 8).expect_err("56 heads / 3");
     assert!(bad_tp.to_string().contains("heads"), "{bad_tp}");
-    let bad_pp = predict(&ctx, &cfg(1, 8, 5, 1), 8).expect_err("48 layers / 5");
+    // Uneven stages run (⌈48/5⌉ = 10 layers on the heaviest stage, slower than PP 4's 12
+    // per stage would suggest only by the bubble); more stages than layers do not.
+    let uneven = predict(&ctx, &cfg(1, 8, 5, 1), 8).expect("48 layers on PP 5 run unevenly");
+    assert!(uneven.step_time_s > 0.0);
+    let bad_pp = predict(&ctx, &cfg(1, 1, 64, 1), 8).expect_err("48 layers / 64");
     assert!(bad_pp.to_string().contains("layers"), "{bad_pp}");
     let bad_batch = predict(&ctx, &cfg(4, 8, 1, 2), 12).expect_err("12 / 8");
     assert!(bad_batch.to_string().contains("divisible"), "{bad_batch}");
@@ -100,7 +104,8 @@ fn invalid_configurations_say_why() {
         zero: 3,
         ..cfg(2, 8, 2, 1)
     };
-    assert!(predict(&ctx, &zero3_pp, 8).is_err());
+    // ZeRO-3 with PP (torchtitan FSDP2 + PP) runs.
+    assert!(predict(&ctx, &zero3_pp, 8).is_ok());
     let oom = predict(&ctx, &cfg(1, 1, 1, 1), 8).expect("runs");
     assert!(!oom.fits && oom.memory_per_gpu_bytes > hw.hbm_bytes);
 }

@@ -50,8 +50,13 @@ fn context_parallelism_splits_the_sequence_and_pays_for_the_ring() {
     let eight = peak_memory(&model, &cfg(1, 8, 1, 1), 1, 0.0, &eff);
     assert!((one.activations / eight.activations - 8.0).abs() < 1e-9);
     // 64k tokens of an 8B model do not fit one GPU without CP; with CP 8 they do.
-    let no_cp = predict(&ctx, &cfg(8, 1, 1, 1), 8).expect("costs");
-    let with_cp = predict(&ctx, &cfg(1, 8, 1, 1), 1).expect("costs");
+    let sharded = |dp, cp| ParallelConfig {
+        zero: 3,
+        recompute: Recompute::Full,
+        ..cfg(dp, cp, 1, 1)
+    };
+    let no_cp = predict(&ctx, &sharded(8, 1), 8).expect("costs");
+    let with_cp = predict(&ctx, &sharded(1, 8), 1).expect("costs");
     assert!(!no_cp.fits && with_cp.fits, "{no_cp:?} {with_cp:?}");
     // Per token, CP 8 is slower than an (impossible) replica per GPU: the ring exchange and
     // the smaller GEMMs cost something, but not more than half.

@@ -19,10 +19,13 @@ pub enum PresetArg {
     /// DeepSpeed ZeRO (current releases).
     Deepspeed,
     /// Megatron-LM 2021 with PyTorch DDP.
+    #[value(name = "megatron-lm-2021")]
     MegatronLm2021,
     /// Megatron-LM 2021 with its local DDP.
+    #[value(name = "megatron-lm-2021-local")]
     MegatronLm2021Local,
     /// DeepSpeed ZeRO as run in 2021.
+    #[value(name = "deepspeed-2021")]
     Deepspeed2021,
 }
 

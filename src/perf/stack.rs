@@ -88,7 +88,7 @@ impl StackPreset {
                 "DeepSpeed ZeRO 2021: unfused attention, FP16 grads, per-tensor ZeRO-3 gathers"
             }
             StackPreset::MegatronCore => {
-                "Megatron-Core: fused attention, SP, TP/DP overlap, FP32 grads, dist. optimizer"
+                "Megatron-Core: fused attention, SP, TP/DP overlap, FP32 grads, per-layer FSDP"
             }
             StackPreset::Nemo => "NeMo 2.x on Megatron-Core: as megatron-core",
             StackPreset::TorchtitanFsdp2 => {
@@ -111,7 +111,7 @@ impl StackPreset {
             grad_reduce: GradReduce::Fp32,
             dp_overlap: true,
             tp_overlap: true,
-            sharding: Sharding::DeepSpeed,
+            sharding: Sharding::Fsdp2,
             precision: Precision::Bf16,
         };
         match self {
@@ -128,6 +128,7 @@ impl StackPreset {
                 sequence_parallel: false,
                 tp_overlap: false,
                 grad_reduce: GradReduce::Bf16,
+                sharding: Sharding::DeepSpeed,
                 ..modern
             },
             StackPreset::TorchtitanFsdp2 => StackSettings {
@@ -146,6 +147,7 @@ impl StackPreset {
                 sequence_parallel: false,
                 tp_overlap: false,
                 grad_reduce: GradReduce::Bf16,
+                sharding: Sharding::DeepSpeed,
                 ..modern
             },
         }
