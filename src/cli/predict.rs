@@ -227,13 +227,12 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 Ok(p) => {
                     let better = match &best {
                         None => true,
-                        Some((_, b)) => {
-                            (p.fits && !b.fits)
-                                || (p.fits == b.fits && p.fits && p.step_time_s < b.step_time_s)
-                                || (!p.fits
-                                    && !b.fits
-                                    && p.memory_per_gpu_bytes < b.memory_per_gpu_bytes)
-                        }
+                        Some((_, b)) => match (p.fits, b.fits) {
+                            (true, false) => true,
+                            (true, true) => p.step_time_s < b.step_time_s,
+                            (false, false) => p.memory_per_gpu_bytes < b.memory_per_gpu_bytes,
+                            (false, true) => false,
+                        },
                     };
                     if better {
                         best = Some((c, p));
