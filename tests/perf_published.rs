@@ -230,31 +230,16 @@ fn one_gpu_gains_from_larger_micro_batches_as_published() {
 
 /// Held-out rows of the modern-stack tables (assets/validation/modern-*.csv), each predicted
 /// with its source's stack: (mean |error|, worst, rows that do not fit).
-fn modern_held_out(file: &str, hardware: &str) -> (f64, f64, Vec<String>) {
-    let h = hw(hardware);
-    let all = rows(file);
-    let held: Vec<PublishedRow> = all.into_iter().filter(|r| !r.train).collect();
+fn modern_held_out(file: &str) -> (f64, f64, Vec<String>) {
+    let held: Vec<PublishedRow> = rows(file).into_iter().filter(|r| !r.train).collect();
     assert!(held.len() >= 20, "{file}: {} held-out rows", held.len());
-    let mut errors = Vec::new();
-    let mut not_fitting = Vec::new();
-    for row in &held {
-        let s = validation::score(row, &h, &h.efficiency)
-            .unwrap_or_else(|e| panic!("{} {}: {e}", row.set, row.model.name));
-        println!(
-            "{:18} {:12} {:34} pub {:6.1} pred {:6.1} {:+6.1}% fits {}",
-            row.set,
-            row.model.name,
-            s.config.to_string(),
-            row.tflops,
-            s.tflops,
-            s.rel_error * 100.0,
-            s.prediction.fits
-        );
-        if !s.prediction.fits {
-            not_fitting.push(format!("{} {} {}", row.set, row.model.name, s.config));
-        }
-        errors.push(s.rel_error);
-    }
+    let scored = scored(&held);
+    let not_fitting = scored
+        .iter()
+        .filter(|(_, s)| !s.prediction.fits)
+        .map(|(r, s)| format!("{} {} {}", r.set, r.model.name, s.config))
+        .collect();
+    let errors: Vec<f64> = scored.iter().map(|(_, s)| s.rel_error).collect();
     let (mean, worst) = error_summary(&errors);
     println!("{file}: held-out mean {mean:.3}, worst {worst:.3}");
     (mean, worst, not_fitting)
@@ -264,14 +249,14 @@ fn modern_held_out(file: &str, hardware: &str) -> (f64, f64, Vec<String>) {
 fn modern_h100_stacks_held_out_within_the_recorded_error() {
     // docs/MODEL.md records 15 % mean on these held-out rows (NeMo BF16/FP8, context
     // parallelism to 128k, Megatron-Bridge, llm-foundry FSDP); the target is 10 %.
-    let (mean, worst, _) = modern_held_out("modern-h100.csv", "h100-sxm");
+    let (mean, worst, _) = modern_held_out("modern-h100.csv");
     assert!(mean <= 0.17, "mean {mean}");
     assert!(worst <= 0.45, "worst {worst}");
 }
 
 #[test]
 fn modern_a100_stacks_held_out_within_five_percent() {
-    let (mean, worst, not_fitting) = modern_held_out("modern-a100.csv", "a100-80g");
+    let (mean, worst, not_fitting) = modern_held_out("modern-a100.csv");
     assert!(mean <= 0.05, "mean {mean}");
     assert!(worst <= 0.30, "worst {worst}");
     assert!(

@@ -122,24 +122,20 @@ fn uneven_stages_and_sharding_with_pp_and_hsdp_run() {
     assert!((hybrid / full - 8.0).abs() < 1e-9, "{hybrid} {full}");
 }
 
+/// Run copus with `args` (space-separated) plus `--json`, expect exit 0, parse the output.
+fn json_of(args: &str) -> serde_json::Value {
+    let mut all: Vec<&str> = args.split_whitespace().collect();
+    all.push("--json");
+    let (code, out, err) = copus(&all);
+    assert_eq!(code, 0, "copus {args}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("copus {args}: {e}: {out}"))
+}
+
 #[test]
 fn predict_states_the_stack_and_reports_a_config_that_does_not_fit_as_a_result() {
-    let (code, out, err) = copus(&[
-        "predict",
-        "--model",
-        "llama3-70b",
-        "--gpus",
-        "8",
-        "--batch",
-        "64",
-        "--stack",
-        "torchtitan-fsdp2",
-        "--grad-reduce",
-        "bf16",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let v = json_of(
+        "predict --model llama3-70b --gpus 8 --batch 64 --stack torchtitan-fsdp2 --grad-reduce bf16",
+    );
     assert_eq!(v["stack"]["preset"], "torchtitan-fsdp2");
     assert_eq!(v["stack"]["settings"]["grad_reduce"], "bf16");
     assert_eq!(v["fits"], false);
@@ -149,23 +145,10 @@ fn predict_states_the_stack_and_reports_a_config_that_does_not_fit_as_a_result()
             .is_some_and(|r| r.contains("out of memory"))
     );
     // With ZeRO-3 on 64 GPUs it fits, and recompute was chosen like grid's.
-    let (code, out, err) = copus(&[
-        "predict",
-        "--model",
-        "llama3-70b",
-        "--gpus",
-        "64",
-        "--batch",
-        "128",
-        "--zero",
-        "3",
-        "--stack",
-        "torchtitan-fsdp2",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(v["fits"], true, "{out}");
+    let v = json_of(
+        "predict --model llama3-70b --gpus 64 --batch 128 --zero 3 --stack torchtitan-fsdp2",
+    );
+    assert_eq!(v["fits"], true, "{v}");
     assert!(v["reason"].is_null() && v["nearest_change"].is_null());
     // FP8 on a GPU without FP8 tensor cores is an input error that names the setting.
     let (code, _, err) = copus(&[
@@ -187,19 +170,9 @@ fn predict_states_the_stack_and_reports_a_config_that_does_not_fit_as_a_result()
 
 #[test]
 fn grid_and_plan_print_the_stack_they_predict_for() {
-    let (code, out, err) = copus(&[
-        "grid",
-        "sessions/demo.ron",
-        "--stack",
-        "megatron-lm-2021",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let v = json_of("grid sessions/demo.ron --stack megatron-lm-2021");
     assert_eq!(v["stack"]["preset"], "megatron-lm-2021");
     assert_eq!(v["stack"]["settings"]["attention"], "unfused");
-    let (code, out, err) = copus(&["plan", "sessions/demo.ron", "--json"]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let v = json_of("plan sessions/demo.ron");
     assert_eq!(v["stack"]["preset"], "megatron-core", "{}", v["stack"]);
 }

@@ -3,7 +3,7 @@
 use super::model_args::ModelArgs;
 use crate::perf::memory::peak_memory;
 use crate::perf::{
-    Invalid, ParallelConfig, PerfContext, Prediction, Recompute, enumerate, predict,
+    ConfigCost, Invalid, ParallelConfig, PerfContext, Prediction, Recompute, enumerate, predict,
 };
 use crate::profiles;
 use anyhow::{Context, bail};
@@ -212,60 +212,32 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 })?,
         )
     };
-    let p = if let Some(mbs) = fixed_mbs {
-        cfg.mbs = mbs;
-        // The fastest allowed recompute policy that fits at this micro-batch, else the
-        // least memory-hungry one's prediction.
-        let mut best: Option<(ParallelConfig, Prediction)> = None;
-        let mut last_err = None;
-        for &r in &policies {
-            let c = ParallelConfig {
-                recompute: r,
-                ..cfg
-            };
-            match predict(&ctx, &c, a.batch) {
-                Ok(p) => {
-                    let better = match &best {
-                        None => true,
-                        Some((_, b)) => match (p.fits, b.fits) {
-                            (true, false) => true,
-                            (true, true) => p.step_time_s < b.step_time_s,
-                            (false, false) => p.memory_per_gpu_bytes < b.memory_per_gpu_bytes,
-                            (false, true) => false,
-                        },
-                    };
-                    if better {
-                        best = Some((c, p));
-                    }
-                }
-                Err(e) => last_err = Some(e),
-            }
+    // The fastest allowed recompute policy (and micro-batch, unless fixed) that fits, as
+    // `grid` chooses.
+    let found = match fixed_mbs {
+        Some(mbs) => {
+            cfg.mbs = mbs;
+            let costs = policies
+                .iter()
+                .map(|&recompute| ConfigCost::new(&ctx, &ParallelConfig { recompute, ..cfg }))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(invalid)?;
+            enumerate::fastest(&ctx, &costs, a.batch)
         }
-        match best {
-            Some((c, p)) => {
-                cfg = c;
-                p
-            }
-            None => {
-                return Err(invalid(
-                    last_err.unwrap_or(Invalid::Other("no policy".into())),
-                ));
-            }
+        None => enumerate::auto(&ctx, &cfg, a.batch, &policies, &[cfg.vpp]),
+    };
+    let p = match found {
+        Ok((c, p)) => {
+            cfg = c;
+            p
         }
-    } else {
-        match enumerate::auto(&ctx, &cfg, a.batch, &policies, &[cfg.vpp]) {
-            Ok((c, p)) => {
-                cfg = c;
-                p
-            }
-            // Nothing fits: show the smallest micro-batch's breakdown (memory by component)
-            // with the least memory-hungry allowed policy, and what would fit instead.
-            Err(Invalid::OutOfMemory { .. }) => {
-                cfg.recompute = *policies.last().unwrap_or(&Recompute::Full);
-                predict(&ctx, &cfg, a.batch).map_err(invalid)?
-            }
-            Err(e) => return Err(invalid(e)),
+        // Nothing fits: show the (smallest) micro-batch's breakdown with the least
+        // memory-hungry allowed policy, and what would fit instead.
+        Err(Invalid::OutOfMemory { .. }) => {
+            cfg.recompute = *policies.last().unwrap_or(&Recompute::Full);
+            predict(&ctx, &cfg, a.batch).map_err(invalid)?
         }
+        Err(e) => return Err(invalid(e)),
     };
     let mb = a.batch / (cfg.dp as u64 * cfg.mbs as u64);
     let memory = peak_memory(&model, &cfg, mb, hw.reserved_bytes, &eff);

@@ -6,7 +6,7 @@
 //! formulas reduce to the no-parallelism case. The s×s attention scores are kept only when
 //! attention runs unfused and nothing is recomputed.
 
-use super::efficiency::AttentionKind;
+use super::efficiency::{AttentionKind, Sharding};
 use super::{EfficiencyParams, ModelProfile, ParallelConfig, Recompute};
 use serde::Serialize;
 
@@ -121,10 +121,40 @@ impl MemoryBreakdown {
     }
 }
 
+/// Layers on the heaviest pipeline stage and on an average one (uneven stages: Megatron's
+/// first/last-stage layer counts, torchtitan's split points; the heaviest stage holds
+/// ⌈layers/pp⌉).
+pub fn stage_layers(m: &ModelProfile, pp: u32) -> (f64, f64) {
+    let pp = pp.max(1);
+    (m.layers.div_ceil(pp) as f64, m.layers as f64 / pp as f64)
+}
+
+/// Ranks one HSDP shard group holds: the data-parallel ranks inside `hsdp_shard_gpus` GPUs,
+/// at least 1 and a divisor of dp·cp.
+pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
+    let ranks = cfg.grad_ranks().max(1);
+    let fit = (e.hsdp_shard_gpus / cfg.tp.max(1) as f64).floor().max(1.0);
+    let mut shard = (fit.min(ranks as f64)) as u32;
+    while shard > 1 && !ranks.is_multiple_of(shard) {
+        shard -= 1;
+    }
+    shard.max(1)
+}
+
+/// Ranks the ZeRO states of `cfg` are sharded over under `e`'s stack (dp·cp, or the HSDP
+/// shard group).
+pub fn shard_ranks(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
+    if e.sharding == Sharding::Hsdp && cfg.zero >= 3 {
+        hsdp_shard(e, cfg)
+    } else {
+        cfg.grad_ranks()
+    }
+}
+
 /// Parameters held by the first and the last pipeline stage of one GPU (before ZeRO-3).
 pub fn stage_params(m: &ModelProfile, tp: u32, pp: u32) -> (f64, f64) {
     let t = tp.max(1) as f64;
-    let layers = m.layers.div_ceil(pp.max(1)) as f64;
+    let layers = stage_layers(m, pp).0;
     let body = layers * m.layer_params() / t;
     let vh = m.vocab as f64 * m.hidden as f64 / t;
     if pp <= 1 {
@@ -148,9 +178,8 @@ pub fn peak_memory(
     eff: &EfficiencyParams,
 ) -> MemoryBreakdown {
     let (first_p, last_p) = stage_params(m, cfg.tp, cfg.pp);
-    let shard = super::step_time::shard_ranks(eff, cfg);
-    let per_param = zero_bytes_per_param(cfg.zero, shard, eff.grad_bytes);
-    let layers = m.layers.div_ceil(cfg.pp.max(1)) as f64;
+    let per_param = zero_bytes_per_param(cfg.zero, shard_ranks(eff, cfg), eff.grad_bytes);
+    let layers = stage_layers(m, cfg.pp).0;
     let sp = cfg.tp > 1 && eff.sequence_parallel;
     let attn = (
         eff.attention,

@@ -288,30 +288,11 @@ impl Stack {
     /// One line naming the preset and the settings changed from it, e.g.
     /// "torchtitan-fsdp2 (attention unfused, grad_reduce bf16)".
     pub fn label(&self) -> String {
-        let s = self.settings();
-        let p = self.base().settings();
-        let mut changed = Vec::new();
-        if s.attention != p.attention {
-            changed.push(format!("attention {}", s.attention.name()));
-        }
-        if s.sequence_parallel != p.sequence_parallel {
-            changed.push(format!("sequence_parallel {}", on_off(s.sequence_parallel)));
-        }
-        if s.grad_reduce != p.grad_reduce {
-            changed.push(format!("grad_reduce {}", s.grad_reduce.name()));
-        }
-        if s.dp_overlap != p.dp_overlap {
-            changed.push(format!("dp_overlap {}", on_off(s.dp_overlap)));
-        }
-        if s.tp_overlap != p.tp_overlap {
-            changed.push(format!("tp_overlap {}", on_off(s.tp_overlap)));
-        }
-        if s.sharding != p.sharding {
-            changed.push(format!("sharding {}", s.sharding.name()));
-        }
-        if s.precision != p.precision {
-            changed.push(format!("precision {}", s.precision.name()));
-        }
+        let changed: Vec<String> = self
+            .settings()
+            .changed_from(&self.base().settings())
+            .map(|(name, value)| format!("{name} {value}"))
+            .collect();
         if changed.is_empty() {
             self.base().name().to_string()
         } else {
@@ -334,47 +315,24 @@ impl Stack {
     /// fewest changes) with the settings that differ from it.
     pub fn describing(e: &EfficiencyParams, hint: Option<StackPreset>) -> Stack {
         let want = StackSettings::of(e);
-        let changes = |p: StackPreset| Stack::preset(p).with_settings(want);
         let pick = hint.unwrap_or_else(|| {
             StackPreset::ALL
                 .into_iter()
-                .min_by_key(|p| changes(*p).changed_count())
+                .min_by_key(|p| want.changed_from(&p.settings()).count())
                 .unwrap_or(StackPreset::MegatronCore)
         });
-        changes(pick)
-    }
-
-    /// This stack's preset with every setting of `want` that differs from it recorded as a
-    /// change.
-    fn with_settings(&self, want: StackSettings) -> Stack {
-        let p = self.base().settings();
-        let diff = |same: bool| !same;
+        let p = pick.settings();
         Stack {
-            preset: Some(self.base()),
-            attention: diff(want.attention == p.attention).then_some(want.attention),
-            sequence_parallel: diff(want.sequence_parallel == p.sequence_parallel)
+            preset: Some(pick),
+            attention: (want.attention != p.attention).then_some(want.attention),
+            sequence_parallel: (want.sequence_parallel != p.sequence_parallel)
                 .then_some(want.sequence_parallel),
-            grad_reduce: diff(want.grad_reduce == p.grad_reduce).then_some(want.grad_reduce),
-            dp_overlap: diff(want.dp_overlap == p.dp_overlap).then_some(want.dp_overlap),
-            tp_overlap: diff(want.tp_overlap == p.tp_overlap).then_some(want.tp_overlap),
-            sharding: diff(want.sharding == p.sharding).then_some(want.sharding),
-            precision: diff(want.precision == p.precision).then_some(want.precision),
+            grad_reduce: (want.grad_reduce != p.grad_reduce).then_some(want.grad_reduce),
+            dp_overlap: (want.dp_overlap != p.dp_overlap).then_some(want.dp_overlap),
+            tp_overlap: (want.tp_overlap != p.tp_overlap).then_some(want.tp_overlap),
+            sharding: (want.sharding != p.sharding).then_some(want.sharding),
+            precision: (want.precision != p.precision).then_some(want.precision),
         }
-    }
-
-    fn changed_count(&self) -> usize {
-        [
-            self.attention.is_some(),
-            self.sequence_parallel.is_some(),
-            self.grad_reduce.is_some(),
-            self.dp_overlap.is_some(),
-            self.tp_overlap.is_some(),
-            self.sharding.is_some(),
-            self.precision.is_some(),
-        ]
-        .iter()
-        .filter(|c| **c)
-        .count()
     }
 }
 
@@ -404,6 +362,31 @@ impl GradReduce {
 }
 
 impl StackSettings {
+    /// Every setting as (name, value word), in a fixed order: what labels and JSON print.
+    pub fn words(&self) -> [(&'static str, &'static str); 7] {
+        [
+            ("attention", self.attention.name()),
+            ("sequence_parallel", on_off(self.sequence_parallel)),
+            ("grad_reduce", self.grad_reduce.name()),
+            ("dp_overlap", on_off(self.dp_overlap)),
+            ("tp_overlap", on_off(self.tp_overlap)),
+            ("sharding", self.sharding.name()),
+            ("precision", self.precision.name()),
+        ]
+    }
+
+    /// The settings of `self` that differ from `base`'s, as (name, value word).
+    pub fn changed_from(
+        &self,
+        base: &StackSettings,
+    ) -> impl Iterator<Item = (&'static str, &'static str)> {
+        self.words()
+            .into_iter()
+            .zip(base.words())
+            .filter(|(a, b)| a != b)
+            .map(|(a, _)| a)
+    }
+
     /// The choices `e` carries (the inverse of [`StackSettings::apply`]).
     pub fn of(e: &EfficiencyParams) -> Self {
         Self {

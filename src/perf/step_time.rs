@@ -15,11 +15,12 @@
 
 use super::comms::{self, Net, Placement};
 use super::efficiency::{ATTN_BWD_FLOP_RATIO, AttentionKind, Precision, Sharding};
-use super::memory::{peak_memory, stage_params};
+use super::memory::{hsdp_shard, peak_memory, shard_ranks, stage_layers, stage_params};
 use super::{
     Breakdown, EfficiencyParams, Invalid, ModelProfile, ParallelConfig, PerfContext, Prediction,
     Recompute, flops, validate,
 };
+use std::borrow::Cow;
 
 /// Bytes of HBM traffic per logit of the FP32 cross-entropy (cast, max, exp, sum, normalise,
 /// gradient, cast back: about nine FP32 passes).
@@ -78,17 +79,25 @@ struct LayerTimes {
     gemm_op_recompute: f64,
 }
 
-/// The peak and plateau the projection and MLP GEMMs run at: BF16, or FP8 where the stack
-/// runs it and the hardware has an FP8 peak.
-fn gemm_curve(ctx: &PerfContext) -> (f64, EfficiencyParams) {
+/// The peak the projection and MLP GEMMs run at and their efficiency parameters: BF16, or
+/// FP8 (the FP8 peak at `fp8_max_eff`) where the stack runs it and the hardware has an FP8
+/// peak. Borrowed unchanged for BF16.
+fn gemm_curve<'a>(ctx: &PerfContext<'a>) -> (f64, Cow<'a, EfficiencyParams>) {
     let (hw, e) = (ctx.hw, ctx.eff);
-    if e.precision == Precision::Fp8 && hw.fp8_peak_flops > 0.0 {
-        let mut fp8 = e.clone();
-        fp8.max_eff = e.fp8_max_eff;
-        (hw.fp8_peak_flops, fp8)
+    if runs_fp8(ctx) {
+        let fp8 = EfficiencyParams {
+            max_eff: e.fp8_max_eff,
+            ..e.clone()
+        };
+        (hw.fp8_peak_flops, Cow::Owned(fp8))
     } else {
-        (hw.peak_flops, e.clone())
+        (hw.peak_flops, Cow::Borrowed(e))
     }
+}
+
+/// Whether the GEMMs run in FP8: the stack asks for it and the hardware has an FP8 peak.
+fn runs_fp8(ctx: &PerfContext) -> bool {
+    ctx.eff.precision == Precision::Fp8 && ctx.hw.fp8_peak_flops > 0.0
 }
 
 fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
@@ -147,7 +156,7 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
     let ffn_elem = if m.swiglu { 6.0 } else { 4.0 } * f * m.active_experts();
     let sp_split = if e.sequence_parallel { t } else { 1.0 };
     let mut elem_bytes = ELEMWISE_BYTES_PER_HIDDEN * h * tokens / sp_split + ffn_elem * tokens / t;
-    if gemm_peak != peak {
+    if runs_fp8(ctx) {
         // FP8: every GEMM input cast (read BF16, write FP8) in forward and backward.
         let inputs: f64 = shapes.iter().map(|&(a, k, _, c)| c * a * k).sum();
         elem_bytes += FP8_CAST_BYTES_PER_ELEMENT * inputs;
@@ -234,14 +243,6 @@ fn bucketed(bytes: f64, bucket: f64, group: Placement, net: &Net) -> f64 {
     buckets * comms::reduce_scatter(bytes / buckets, group, net)
 }
 
-/// Layers on the heaviest pipeline stage and on an average one (uneven stages: Megatron's
-/// first/last-stage layer counts, torchtitan's split points; the heaviest stage holds
-/// ⌈layers/pp⌉).
-pub fn stage_layers(m: &ModelProfile, pp: u32) -> (f64, f64) {
-    let pp = pp.max(1);
-    (m.layers.div_ceil(pp) as f64, m.layers as f64 / pp as f64)
-}
-
 /// The data-parallel group of `cfg` (dp·cp ranks, TP fastest) and, under HSDP, the shard
 /// group inside it and the replica group across.
 fn dp_groups(
@@ -259,28 +260,6 @@ fn dp_groups(
     let inner = Placement::strided(shard, cfg.tp, domain);
     let across = Placement::strided(replicas, cfg.tp.saturating_mul(shard), domain);
     (all, Some((inner, across)))
-}
-
-/// Ranks one HSDP shard group holds: the data-parallel ranks inside `hsdp_shard_gpus` GPUs,
-/// at least 1 and a divisor of dp·cp.
-pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
-    let ranks = cfg.grad_ranks().max(1);
-    let fit = (e.hsdp_shard_gpus / cfg.tp.max(1) as f64).floor().max(1.0);
-    let mut shard = (fit.min(ranks as f64)) as u32;
-    while shard > 1 && !ranks.is_multiple_of(shard) {
-        shard -= 1;
-    }
-    shard.max(1)
-}
-
-/// Ranks the ZeRO states of `cfg` are sharded over under `e`'s stack (dp·cp, or the HSDP
-/// shard group).
-pub fn shard_ranks(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
-    if e.sharding == Sharding::Hsdp && cfg.zero >= 3 {
-        hsdp_shard(e, cfg)
-    } else {
-        cfg.grad_ranks()
-    }
 }
 
 impl ConfigCost {
