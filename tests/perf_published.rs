@@ -135,37 +135,64 @@ fn megatron_core_h100_table_within_eight_percent_mean() {
 
 #[test]
 fn shipped_a100_defaults_are_the_fit_on_the_training_rows() {
-    // The A100 profile's kernel efficiencies are what examples/fit_profiles.rs finds on the
-    // training rows, starting from the generic defaults: rerun the fit and compare.
-    let h = hw("a100-80g");
-    let mut train: Vec<PublishedRow> = rows("narayanan2021-table1.csv");
-    train.extend(rows("narayanan2021-table2.csv"));
-    train.extend(rows("narayanan2021-figures.csv"));
-    train.extend(rows("modern-a100.csv"));
-    train.retain(|r| r.train);
+    assert_shipped_is_the_fit(
+        "a100-80g",
+        &[
+            "narayanan2021-table1.csv",
+            "narayanan2021-table2.csv",
+            "narayanan2021-figures.csv",
+            "modern-a100.csv",
+        ],
+        &[
+            Knob::MaxEff,
+            Knob::GemmOverhead,
+            Knob::MemEff,
+            Knob::MicrobatchOverhead,
+            Knob::Zero3ChunkHalf,
+            Knob::Zero3Overlap,
+            Knob::AttnEff,
+            Knob::AttnBwdEff,
+        ],
+        1.0 / 3.0,
+    );
+}
+
+#[test]
+fn shipped_h100_defaults_are_the_fit_on_the_training_rows() {
+    assert_shipped_is_the_fit(
+        "h100-sxm",
+        &["megatron-core-h100.csv", "modern-h100.csv"],
+        &[
+            Knob::MaxEff,
+            Knob::MicrobatchOverhead,
+            Knob::AttnEff,
+            Knob::AttnBwdEff,
+        ],
+        // The modern rows disagree by framework (docs/MODEL.md): the fit removes a third.
+        0.7,
+    );
+}
+
+/// A hardware profile's kernel efficiencies are what examples/fit_profiles.rs finds on the
+/// training rows of `files`, starting from the generic defaults: rerun the fit, check it cuts
+/// the rms log error to `rms_gain` of the start, and compare.
+fn assert_shipped_is_the_fit(hardware: &str, files: &[&str], knobs: &[Knob], rms_gain: f64) {
+    let h = hw(hardware);
+    let mut train: Vec<PublishedRow> = files.iter().flat_map(|f| rows(f)).collect();
+    train.retain(|r| r.train && r.hardware == hardware);
     let start = EfficiencyParams::default();
-    let knobs = [
-        Knob::MaxEff,
-        Knob::GemmOverhead,
-        Knob::MemEff,
-        Knob::MicrobatchOverhead,
-        Knob::Zero3ChunkHalf,
-        Knob::Zero3Overlap,
-        Knob::AttnEff,
-        Knob::AttnBwdEff,
-    ];
     let samples = validation::samples(&train, &h, &start).expect("samples");
-    let fit = calibrate_samples(&samples, &start, &knobs, 60).expect("fit");
+    let fit = calibrate_samples(&samples, &start, knobs, 60).expect("fit");
     assert!(
-        fit.rms < fit.initial_rms / 3.0,
+        fit.rms < fit.initial_rms * rms_gain,
         "{} -> {}",
         fit.initial_rms,
         fit.rms
     );
     let (mut fitted, mut shipped) = (fit.params.clone(), h.efficiency.clone());
-    for k in knobs {
+    for &k in knobs {
         let (f, s) = (*k.slot(&mut fitted), *k.slot(&mut shipped));
-        println!("{:24} fitted {f:.4e} shipped {s:.4e}", k.name());
+        println!("{hardware} {:24} fitted {f:.4e} shipped {s:.4e}", k.name());
         assert!(
             (f / s - 1.0).abs() < 0.05,
             "{}: fitted {f} shipped {s}",
