@@ -176,3 +176,27 @@ fn grid_and_plan_print_the_stack_they_predict_for() {
     let v = json_of("plan sessions/demo.ron");
     assert_eq!(v["stack"]["preset"], "megatron-core", "{}", v["stack"]);
 }
+
+#[test]
+fn the_what_if_editor_switches_the_stack_and_refuses_fp8_without_fp8_hardware() {
+    use copus::app::whatif::{Field, apply, value};
+    let path = Path::new("sessions/demo.ron");
+    let mut r = copus::session::Session::load(path)
+        .expect("demo")
+        .resolve(path)
+        .expect("resolves");
+    assert_eq!(value(&r, Field::Stack), "megatron-core");
+    apply(&mut r, Field::Precision, 1).expect("h100 runs fp8");
+    assert_eq!(value(&r, Field::Precision), "fp8");
+    assert_eq!(r.efficiency().precision, Precision::Fp8);
+    // Another preset keeps the precision chosen.
+    apply(&mut r, Field::Stack, 1).expect("next preset");
+    assert_eq!(value(&r, Field::Stack), "nemo (precision fp8)");
+    // On an A100 FP8 is refused and the stack stays as it was.
+    r.hardware = profiles::hardware("a100-80g", Path::new(".")).expect("a100");
+    r.session.stack = None;
+    let err = apply(&mut r, Field::Precision, 1).expect_err("no fp8 on a100");
+    assert!(err.contains("a100-80g"), "{err}");
+    assert_eq!(r.session.stack, None);
+    assert_eq!(value(&r, Field::Precision), "bf16");
+}

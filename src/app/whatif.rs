@@ -2,7 +2,8 @@
 //! applied to the session so that the throughput table is recomputed at once.
 
 use crate::goodput::StatEffForm;
-use crate::perf::Recompute;
+use crate::perf::efficiency::Precision;
+use crate::perf::{Recompute, Stack, StackPreset};
 use crate::plan::Objective;
 use crate::plan::costs::ReshardMode;
 use crate::profiles::{self, BUILTIN_HARDWARE, BUILTIN_MODELS};
@@ -39,6 +40,10 @@ pub enum Field {
     CheckpointBandwidth,
     /// Performance model: calibrated on the run's step times, or the hardware profile's.
     PerfModel,
+    /// Training stack preset (docs/MODEL.md, "Stating your stack").
+    Stack,
+    /// GEMM precision of the stack (BF16 or FP8).
+    Precision,
     /// Planner objective (McCandlish or learning-rate-aware square-root scaling).
     Objective,
     /// How a TP/PP change is carried out: checkpoint-and-restart or in-place resharding.
@@ -48,7 +53,7 @@ pub enum Field {
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 17] = [
+pub const FIELDS: [Field; 19] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -63,6 +68,8 @@ pub const FIELDS: [Field; 17] = [
     Field::RestartCost,
     Field::CheckpointBandwidth,
     Field::PerfModel,
+    Field::Stack,
+    Field::Precision,
     Field::Objective,
     Field::Reshard,
     Field::SwitchThreshold,
@@ -98,6 +105,8 @@ impl Field {
             Field::RestartCost => "TP/PP restart",
             Field::CheckpointBandwidth => "checkpoint bw",
             Field::PerfModel => "perf model",
+            Field::Stack => "stack",
+            Field::Precision => "precision",
             Field::Objective => "plan objective",
             Field::Reshard => "TP/PP switch",
             Field::SwitchThreshold => "switch threshold",
@@ -195,6 +204,8 @@ pub fn value(r: &Resolved, field: Field) -> String {
             ReshardMode::InPlace { reinit_s, .. } => format!("in place, {reinit_s:.0} s re-init"),
         },
         Field::SwitchThreshold => format!("{:.0}% gain", s.costs.switch_threshold * 100.0),
+        Field::Stack => r.stack().label(),
+        Field::Precision => r.stack().settings().precision.name().into(),
         Field::PerfModel => match (&r.calibration, r.use_calibration) {
             _ if s.efficiency.is_some() => "session's own".into(),
             (Some(c), true) => format!("calibrated ±{:.0}%", c.rms_rel_error * 100.0),
@@ -231,11 +242,12 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.search.zero = vec![step_in(&[0u8, 1, 2, 3], current, delta)];
         }
         Field::Recompute => {
-            // Cycle: all (fastest that fits) → none → selective → full.
-            let options: [Option<Recompute>; 4] = [
+            // Cycle: all (fastest that fits) → none → selective → op-level → full.
+            let options: [Option<Recompute>; 5] = [
                 None,
                 Some(Recompute::None),
                 Some(Recompute::Selective),
+                Some(Recompute::Op),
                 Some(Recompute::Full),
             ];
             let current = match s.search.recompute.as_slice() {
@@ -296,6 +308,28 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         Field::SwitchThreshold => {
             s.costs.switch_threshold = step_nearest(&THRESHOLDS, s.costs.switch_threshold, delta)
         }
+        Field::Stack => {
+            // Another framework's defaults; the precision chosen here is kept.
+            let current = r.stack();
+            let next = step_in(&StackPreset::ALL, current.base(), delta);
+            let stack = Stack {
+                precision: current.precision,
+                ..Stack::preset(next)
+            };
+            set_stack(r, stack)?;
+        }
+        Field::Precision => {
+            let current = r.stack();
+            let precision = match current.settings().precision {
+                Precision::Bf16 => Precision::Fp8,
+                Precision::Fp8 => Precision::Bf16,
+            };
+            let stack = current.overlaid(&Stack {
+                precision: Some(precision),
+                ..Stack::default()
+            });
+            set_stack(r, stack)?;
+        }
         Field::PerfModel => {
             if r.calibration.is_none() {
                 return Err(
@@ -310,6 +344,17 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             }
             r.use_calibration = !r.use_calibration;
         }
+    }
+    Ok(())
+}
+
+/// Put `stack` in force, unless the hardware cannot run it (FP8 without FP8 tensor cores):
+/// then the session keeps its stack and the reason is returned.
+fn set_stack(r: &mut Resolved, stack: Stack) -> Result<(), String> {
+    let before = r.session.stack.replace(stack);
+    if let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &r.efficiency()) {
+        r.session.stack = before;
+        return Err(why);
     }
     Ok(())
 }

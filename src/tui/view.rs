@@ -30,11 +30,15 @@ fn title_line(app: &App) -> Line<'static> {
             " copus ",
             Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan),
         ),
-        // Model and cluster first (the what-if editor changes them); the name last, so a
-        // narrow terminal cuts the name rather than the facts.
+        // Model, cluster and stack first (the what-if editor changes them); the name last,
+        // so a narrow terminal cuts the name rather than the facts.
         Span::raw(crate::format::escape_controls(&format!(
             "{} on {}×{} {} · {}",
-            r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name, r.session.name
+            r.model.name,
+            cluster.nodes,
+            cluster.gpus_per_node,
+            r.hardware.name,
+            r.stack().label(),
         ))),
     ];
     if app.dirty() {
@@ -54,6 +58,10 @@ fn title_line(app: &App) -> Line<'static> {
     if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
         spans.push(Span::raw(format!(" · B_crit ×{}", r.session.b_crit_scale)));
     }
+    spans.push(Span::raw(format!(
+        " · {}",
+        crate::format::escape_controls(&r.session.name)
+    )));
     Line::from(spans)
 }
 
