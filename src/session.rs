@@ -203,7 +203,12 @@ pub struct Session {
     /// The training stack the job runs (`stack: (preset: Some(TorchtitanFsdp2), ...)`,
     /// docs/MODEL.md "Stating your stack"); absent: the choices of the efficiency in force
     /// (the hardware profile's are Megatron-Core's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "plain_some::serialize",
+        deserialize_with = "plain_some::deserialize"
+    )]
     pub stack: Option<crate::perf::Stack>,
     /// A calibration file (`copus calibrate --out`), relative to the session.
     #[serde(default)]

@@ -200,3 +200,21 @@ fn the_what_if_editor_switches_the_stack_and_refuses_fp8_without_fp8_hardware() 
     assert_eq!(r.session.stack, None);
     assert_eq!(value(&r, Field::Precision), "bf16");
 }
+
+#[test]
+fn automatic_choices_keep_the_context_parallel_degree() {
+    // mbs and vpp auto search the layout's options without losing its CP degree.
+    let v = json_of(
+        "predict --model llama3-405b --gpus 16384 --tp 8 --pp 16 --cp 16 --batch 128 --seq 131072 --vpp auto",
+    );
+    assert_eq!(v["cp"], 16, "{v}");
+    assert_eq!(v["dp"], 8, "{v}");
+    assert!(v["vpp"].as_u64().is_some_and(|x| x > 1), "interleaved: {v}");
+    let fixed = json_of(
+        "predict --model llama3-405b --gpus 16384 --tp 8 --pp 16 --cp 16 --batch 128 --seq 131072 --vpp 1",
+    );
+    assert!(
+        v["step_time_s"].as_f64() < fixed["step_time_s"].as_f64(),
+        "auto {v} vs 1F1B {fixed}"
+    );
+}

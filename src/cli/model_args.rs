@@ -159,11 +159,10 @@ pub fn resolve_session(
     let mut r = crate::session::Session::load(path)?.resolve(path)?;
     if let Some(s) = stack {
         // The command line's stack flags change the session's stack (or the one its
-        // efficiency describes).
+        // efficiency describes), checked as the session's own would be.
         r.session.stack = Some(r.stack().overlaid(s));
-    }
-    if let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &r.efficiency()) {
-        anyhow::bail!("{}: {why}", path.display());
+        crate::validate::session::check(&r)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
     if let Some(c) = calibration {
         r.calibration = Some(CalibrationFile::load(c)?);

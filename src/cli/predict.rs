@@ -80,9 +80,10 @@ pub struct PredictArgs {
     /// (cp·tp·pp)).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub cp: u32,
-    /// Virtual pipeline stages per GPU (interleaved 1F1B when > 1).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub vpp: u32,
+    /// Virtual pipeline stages per GPU (interleaved 1F1B when > 1), or `auto` (the fastest
+    /// that fits, 1 to the layers per stage).
+    #[arg(long, default_value = "1")]
+    pub vpp: String,
     /// Micro-batch size in samples, or `auto` (fastest that fits).
     #[arg(long, default_value = "auto")]
     pub mbs: String,
@@ -190,41 +191,52 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         mbs: 1,
         zero: a.zero,
         recompute: a.recompute.into(),
-        vpp: a.vpp,
+        vpp: 1,
         cp: a.cp,
     };
     let policies = a.recompute.policies();
+    let fixed_vpp = auto_or_count(&a.vpp, "--vpp")?;
+    let interleave: Vec<u32> = match fixed_vpp {
+        Some(v) => vec![v],
+        None if cfg.pp > 1 => (1..=model.layers.div_ceil(cfg.pp)).collect(),
+        None => vec![1],
+    };
+    cfg.vpp = interleave[0];
     let invalid = |e: Invalid| anyhow::anyhow!("invalid configuration ({flags}): {e}");
     crate::perf::validate::structure(&model, &cfg).map_err(invalid)?;
-    let fixed_mbs = if a.mbs == "auto" {
-        None
-    } else {
-        Some(
-            a.mbs
-                .parse::<u32>()
-                .ok()
-                .filter(|m| *m > 0)
-                .with_context(|| {
-                    format!(
-                        "--mbs must be a positive whole number or 'auto', got '{}'",
-                        a.mbs
-                    )
-                })?,
-        )
-    };
+    let fixed_mbs = auto_or_count(&a.mbs, "--mbs")?;
     // The fastest allowed recompute policy (and micro-batch, unless fixed) that fits, as
     // `grid` chooses.
     let found = match fixed_mbs {
         Some(mbs) => {
             cfg.mbs = mbs;
-            let costs = policies
-                .iter()
-                .map(|&recompute| ConfigCost::new(&ctx, &ParallelConfig { recompute, ..cfg }))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(invalid)?;
-            enumerate::fastest(&ctx, &costs, a.batch)
+            // Every allowed (recompute, interleave) pair that can run; the first reason when
+            // none can.
+            let mut costs = Vec::new();
+            let mut first_err = None;
+            for &recompute in &policies {
+                for &vpp in &interleave {
+                    match ConfigCost::new(
+                        &ctx,
+                        &ParallelConfig {
+                            recompute,
+                            vpp,
+                            ..cfg
+                        },
+                    ) {
+                        Ok(c) => costs.push(c),
+                        Err(e) => {
+                            first_err.get_or_insert(e);
+                        }
+                    }
+                }
+            }
+            match (costs.is_empty(), first_err) {
+                (true, Some(e)) => return Err(invalid(e)),
+                _ => enumerate::fastest(&ctx, &costs, a.batch),
+            }
         }
-        None => enumerate::auto(&ctx, &cfg, a.batch, &policies, &[cfg.vpp]),
+        None => enumerate::auto(&ctx, &cfg, a.batch, &policies, &interleave),
     };
     let p = match found {
         Ok((c, p)) => {
@@ -282,6 +294,19 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         print_text(&out);
     }
     Ok(())
+}
+
+/// A count flag that may be `auto`: `None` for auto, else the positive whole number.
+fn auto_or_count(value: &str, flag: &str) -> anyhow::Result<Option<u32>> {
+    if value == "auto" {
+        return Ok(None);
+    }
+    value
+        .parse::<u32>()
+        .ok()
+        .filter(|m| *m > 0)
+        .map(Some)
+        .with_context(|| format!("{flag} must be a positive whole number or 'auto', got '{value}'"))
 }
 
 /// The `predict` flags that select `c`.

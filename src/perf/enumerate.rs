@@ -146,7 +146,8 @@ pub fn fastest<'a>(
     }
 }
 
-/// `mbs auto`: the fastest fitting configuration of `base`'s layout at `global_batch`, trying
+/// `mbs auto`: the fastest fitting configuration of `base`'s layout (and context-parallel
+/// degree) at `global_batch`, trying
 /// every micro-batch size that divides the per-replica batch, the given recompute policies and
 /// exactly the given virtual-stage counts (include 1 for plain 1F1B; ZeRO stage as in `base`).
 pub fn auto(
@@ -169,10 +170,12 @@ pub fn auto(
     // A structural problem of the layout itself is the answer; per-option problems (a vpp
     // that does not divide the stage) only drop that option.
     super::validate::structure(ctx.model, &ParallelConfig { vpp: 1, ..*base })?;
+    // The layout's context-parallel degree is the base's (layouts of grids have none).
     let costs: Vec<ConfigCost> = layout_configs((base.dp, base.tp, base.pp), &choices)
-        .iter()
+        .into_iter()
         .filter(|c| interleave.contains(&c.vpp))
-        .filter_map(|c| ConfigCost::new(ctx, c).ok())
+        .map(|c| ParallelConfig { cp: base.cp, ..c })
+        .filter_map(|c| ConfigCost::new(ctx, &c).ok())
         .collect();
     fastest(ctx, &costs, global_batch)
 }

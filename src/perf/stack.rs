@@ -341,7 +341,7 @@ impl Stack {
 pub fn hardware_problem(hw: &super::HardwareProfile, e: &EfficiencyParams) -> Option<String> {
     (e.precision == Precision::Fp8 && hw.fp8_peak_flops <= 0.0).then(|| {
         format!(
-            "precision fp8: hardware '{}' has no FP8 peak (fp8_peak_flops); use --precision bf16",
+            "precision fp8: hardware '{}' has no FP8 peak (fp8_peak_flops); use bf16",
             hw.name
         )
     })

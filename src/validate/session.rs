@@ -37,6 +37,9 @@ pub fn check(r: &Resolved) -> Result<(), Invalid> {
     if let Some(c) = &r.calibration {
         profile::efficiency(&c.params, "calibration")?;
     }
+    if let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &r.efficiency()) {
+        return Err(Invalid::new("stack.precision", why));
+    }
     positive("b_crit_scale", s.b_crit_scale)?;
     if let StatEffForm::Pollux { b0 } = s.stat_eff {
         positive("stat_eff.Pollux.b0", b0)?;
