@@ -39,6 +39,7 @@ fn setup() -> Setup {
             recompute: vec![Recompute::None, Recompute::Selective, Recompute::Full],
             interleave: vec![1, 2, 4],
             allow_cross_node_tp: false,
+            context_parallel: vec![1],
         },
     }
 }

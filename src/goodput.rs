@@ -63,6 +63,8 @@ pub struct SearchSpace {
     pub interleave: Vec<u32>,
     /// Allow TP groups to span nodes.
     pub allow_cross_node_tp: bool,
+    /// Context-parallel degrees to lay out (1: none; long sequences: `[1, 2, 4, 8]`).
+    pub context_parallel: Vec<u32>,
 }
 
 impl Default for SearchSpace {
@@ -74,27 +76,13 @@ impl Default for SearchSpace {
             recompute: vec![Recompute::None, Recompute::Selective, Recompute::Full],
             interleave: vec![1],
             allow_cross_node_tp: false,
+            context_parallel: vec![1],
         }
     }
 }
 
-/// A 3D layout (one heatmap row).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Layout {
-    /// Data-parallel degree.
-    pub dp: u32,
-    /// Tensor-parallel degree.
-    pub tp: u32,
-    /// Pipeline-parallel degree.
-    pub pp: u32,
-}
-
-impl Layout {
-    /// "DP4·TP8·PP1".
-    pub fn label(&self) -> String {
-        crate::perf::config::layout_label(self.dp, self.tp, self.pp)
-    }
-}
+/// A layout (one heatmap row): `crate::perf::config::Layout`.
+pub use crate::perf::config::Layout;
 
 /// The fastest full configuration of a layout at a batch size, or why none runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,12 +116,22 @@ impl ThroughputTable {
     }
 }
 
-/// All (dp, tp, pp) layouts of the cluster that the model's shape allows (heatmap rows).
+/// All layouts of the cluster that the model's shape allows (heatmap rows): every (dp, tp,
+/// pp) factorisation for each searched context-parallel degree that divides the GPUs, CP 1
+/// first.
 pub fn layouts(ctx: &PerfContext, cluster: &Cluster, search: &SearchSpace) -> Vec<Layout> {
-    enumerate::factorisations(cluster.gpus())
-        .into_iter()
+    let gpus = cluster.gpus();
+    let mut cps: Vec<u32> = search.context_parallel.clone();
+    cps.sort_unstable();
+    cps.dedup();
+    cps.into_iter()
+        .filter(|&cp| cp >= 1 && gpus.is_multiple_of(cp))
+        .flat_map(|cp| {
+            enumerate::factorisations(gpus / cp)
+                .into_iter()
+                .map(move |(dp, tp, pp)| Layout { dp, tp, pp, cp })
+        })
         .filter(|&l| enumerate::layout_problem(ctx, l, search.allow_cross_node_tp).is_none())
-        .map(|(dp, tp, pp)| Layout { dp, tp, pp })
         .collect()
 }
 
@@ -173,7 +171,7 @@ pub fn throughput_table(
         .collect();
     let mut cells = Vec::with_capacity(layouts.len() * search.batch_sizes.len());
     for layout in &layouts {
-        let configs = enumerate::layout_configs((layout.dp, layout.tp, layout.pp), &choices);
+        let configs = enumerate::layout_configs(*layout, &choices);
         let mut problems = Vec::new();
         let costs: Vec<ConfigCost> = configs
             .iter()

@@ -218,3 +218,43 @@ fn automatic_choices_keep_the_context_parallel_degree() {
         "auto {v} vs 1F1B {fixed}"
     );
 }
+
+#[test]
+fn a_session_can_lay_out_context_parallel_layouts_on_the_grid() {
+    // The demo with a 64k-token model: searched CP degrees add DP·CP·TP·PP rows, and at this
+    // length the best cell uses CP (one sequence no longer fits a GPU's memory on its own).
+    let demo = std::fs::read_to_string("sessions/demo.ron").expect("demo");
+    let long = demo
+        .replace(
+            r#"model: Named("llama-7b"),"#,
+            r#"model: Inline((name: "llama3-8b-64k", layers: 32, hidden: 4096, heads: 32, kv_heads: 8, ffn_hidden: 14336, vocab: 128256, seq_len: 65536, swiglu: true)),"#,
+        )
+        .replace(
+            "        allow_cross_node_tp: false,",
+            "        allow_cross_node_tp: false,\n        context_parallel: [1, 2, 4, 8],",
+        );
+    assert_ne!(long, demo, "the demo's model and search lines moved");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("long.ron");
+    std::fs::write(&path, &long).expect("writes");
+    let v = json_of(&format!("grid {} --at 150B", path.display()));
+    let cells = v["cells"].as_array().expect("cells");
+    let cp_rows = cells
+        .iter()
+        .filter(|c| c["layout"].as_str().is_some_and(|l| l.contains("·CP")))
+        .count();
+    assert!(cp_rows > 0, "no CP layouts");
+    let best = &v["best"];
+    assert!(
+        best["config"]["cp"].as_u64().is_some_and(|cp| cp > 1),
+        "{best}"
+    );
+    // The planner keeps CP in its states.
+    let plan = json_of(&format!("plan {}", path.display()));
+    assert!(plan.to_string().contains("\"cp\":"), "plan JSON names CP");
+    // A CP degree of 0 in a session is refused with the field named.
+    std::fs::write(&path, long.replace("[1, 2, 4, 8]", "[0, 2]")).expect("writes");
+    let (code, _, err) = copus(&["grid", path.to_str().expect("utf-8")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("search.context_parallel"), "{err}");
+}

@@ -48,6 +48,7 @@ fn kinds_follow_the_layout() {
         dp,
         tp,
         pp,
+        cp: 1,
         batch,
         step_time_s: 1.0,
         cell: None,

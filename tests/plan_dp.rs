@@ -88,6 +88,7 @@ fn growing_b_crit_with_free_switches_moves_to_larger_batches() {
             dp: 8,
             tp: 1,
             pp: 1,
+            cp: 1,
             batch,
             step_time_s,
             cell: None,

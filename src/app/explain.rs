@@ -75,7 +75,7 @@ pub fn cell_view(app: &App, (row, col): (usize, usize)) -> Option<CellView> {
         recompute: &search.recompute,
         interleave: &search.interleave,
     };
-    let dims = (layout.dp, layout.tp, layout.pp);
+    let dims = layout;
     let kind = match table.cell(row, col) {
         TableCell::Feasible { config, .. } => match explain(&ctx, config, batch) {
             Ok(e) => CellKind::Runs(e),

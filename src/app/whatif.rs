@@ -40,6 +40,8 @@ pub enum Field {
     CheckpointBandwidth,
     /// Performance model: calibrated on the run's step times, or the hardware profile's.
     PerfModel,
+    /// Context-parallel degrees laid out on the heatmap.
+    ContextParallel,
     /// Training stack preset (docs/MODEL.md, "Stating your stack").
     Stack,
     /// GEMM precision of the stack (BF16 or FP8).
@@ -53,7 +55,7 @@ pub enum Field {
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 19] = [
+pub const FIELDS: [Field; 20] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -70,6 +72,7 @@ pub const FIELDS: [Field; 19] = [
     Field::PerfModel,
     Field::Stack,
     Field::Precision,
+    Field::ContextParallel,
     Field::Objective,
     Field::Reshard,
     Field::SwitchThreshold,
@@ -82,6 +85,7 @@ const RESTARTS_S: [f64; 9] = [0.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0
 const CHECKPOINT_BW: [f64; 7] = [0.5e9, 1e9, 2e9, 5e9, 10e9, 20e9, 50e9];
 
 const GPUS_PER_NODE: [u32; 4] = [1, 2, 4, 8];
+const CP_DEGREES: [u32; 4] = [1, 2, 4, 8];
 const THRESHOLDS: [f64; 6] = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2];
 const SCALES: [f64; 11] = [
     0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0,
@@ -97,6 +101,7 @@ impl Field {
             Field::Model => "model",
             Field::Zero => "ZeRO stage",
             Field::Recompute => "recompute",
+            Field::ContextParallel => "CP degrees",
             Field::BCritScale => "B_crit scale",
             Field::StatEff => "efficiency form",
             Field::CurrentBatch => "current batch",
@@ -186,6 +191,16 @@ pub fn value(r: &Resolved, field: Field) -> String {
             [one] => one.to_string(),
             _ => "fastest that fits".into(),
         },
+        Field::ContextParallel => match s.search.context_parallel.as_slice() {
+            [1] => "none".into(),
+            many => format!(
+                "CP {}",
+                many.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
         Field::BCritScale => format!("×{}", s.b_crit_scale),
         Field::StatEff => match s.stat_eff {
             StatEffForm::McCandlish => "McCandlish B/(B+Bc)".into(),
@@ -258,6 +273,12 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
                 Some(one) => vec![one],
                 None => vec![Recompute::None, Recompute::Selective, Recompute::Full],
             };
+        }
+        Field::ContextParallel => {
+            // none → CP 1, 2 → 1, 2, 4 → 1, 2, 4, 8.
+            let current = s.search.context_parallel.len().clamp(1, CP_DEGREES.len());
+            let n = step_in(&[1usize, 2, 3, 4], current, delta);
+            s.search.context_parallel = CP_DEGREES[..n].to_vec();
         }
         Field::BCritScale => s.b_crit_scale = step_in(&SCALES, s.b_crit_scale, delta),
         Field::StatEff => {

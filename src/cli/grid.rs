@@ -244,7 +244,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     .then(|| {
                         crate::perf::explain::nearest_change(
                             &ctx,
-                            (layout.dp, layout.tp, layout.pp),
+                            layout,
                             table.batches[b],
                             &choices,
                             s.search.allow_cross_node_tp,

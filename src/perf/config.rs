@@ -94,6 +94,54 @@ impl ParallelConfig {
     }
 }
 
+/// A layout: the parallel degrees of one heatmap row (dp·cp·tp·pp = the cluster's GPUs),
+/// without the per-configuration options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Layout {
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    pub pp: u32,
+    /// Context-parallel degree (1: none).
+    #[serde(default = "one")]
+    pub cp: u32,
+}
+
+impl Layout {
+    /// "DP4·TP8·PP1" ("DP2·CP2·TP8·PP1" with context parallelism).
+    pub fn label(&self) -> String {
+        layout_label_cp(self.dp, self.cp, self.tp, self.pp)
+    }
+
+    /// GPUs the layout occupies (saturating).
+    pub fn gpus(&self) -> u32 {
+        self.dp
+            .saturating_mul(self.cp.max(1))
+            .saturating_mul(self.tp)
+            .saturating_mul(self.pp)
+    }
+}
+
+impl From<(u32, u32, u32)> for Layout {
+    /// A (dp, tp, pp) layout without context parallelism.
+    fn from((dp, tp, pp): (u32, u32, u32)) -> Self {
+        Self { dp, tp, pp, cp: 1 }
+    }
+}
+
+impl From<&ParallelConfig> for Layout {
+    fn from(c: &ParallelConfig) -> Self {
+        Self {
+            dp: c.dp,
+            tp: c.tp,
+            pp: c.pp,
+            cp: c.cp,
+        }
+    }
+}
+
 /// The label of a 3D layout, e.g. "DP4·TP8·PP1": the one place it is formatted.
 pub fn layout_label(dp: u32, tp: u32, pp: u32) -> String {
     layout_label_cp(dp, 1, tp, pp)

@@ -2,6 +2,7 @@
 //! each valid one costed and each invalid one kept with its reason; and the fastest fitting
 //! choice (`mbs auto`).
 
+use super::config::Layout;
 use super::{ConfigCost, Invalid, ParallelConfig, PerfContext, Prediction, Recompute};
 
 /// Options a search may pick from for one 3D layout.
@@ -36,9 +37,10 @@ pub fn factorisations(gpus: u32) -> Vec<(u32, u32, u32)> {
 /// Why a layout cannot run on this cluster, if it cannot (shape and placement only).
 pub fn layout_problem(
     ctx: &PerfContext,
-    (dp, tp, pp): (u32, u32, u32),
+    layout: impl Into<Layout>,
     allow_cross_node_tp: bool,
 ) -> Option<Invalid> {
+    let Layout { dp, tp, pp, cp } = layout.into();
     if !allow_cross_node_tp && tp > ctx.gpus_per_node {
         return Some(Invalid::Other(format!(
             "TP {tp} spans nodes of {} GPUs",
@@ -53,13 +55,14 @@ pub fn layout_problem(
         zero: 0,
         recompute: Recompute::Selective,
         vpp: 1,
-        cp: 1,
+        cp,
     };
     super::validate::structure(ctx.model, &cfg).err()
 }
 
 /// Every full configuration of one layout under `choices` (vpp > 1 only where pp > 1).
-pub fn layout_configs((dp, tp, pp): (u32, u32, u32), choices: &Choices) -> Vec<ParallelConfig> {
+pub fn layout_configs(layout: impl Into<Layout>, choices: &Choices) -> Vec<ParallelConfig> {
+    let Layout { dp, tp, pp, cp } = layout.into();
     let mut vpps = vec![1u32];
     if pp > 1 {
         vpps.extend(choices.interleave.iter().copied().filter(|&v| v > 1));
@@ -77,7 +80,7 @@ pub fn layout_configs((dp, tp, pp): (u32, u32, u32), choices: &Choices) -> Vec<P
                         zero,
                         recompute,
                         vpp,
-                        cp: 1,
+                        cp,
                     });
                 }
             }
@@ -170,12 +173,10 @@ pub fn auto(
     // A structural problem of the layout itself is the answer; per-option problems (a vpp
     // that does not divide the stage) only drop that option.
     super::validate::structure(ctx.model, &ParallelConfig { vpp: 1, ..*base })?;
-    // The layout's context-parallel degree is the base's (layouts of grids have none).
-    let costs: Vec<ConfigCost> = layout_configs((base.dp, base.tp, base.pp), &choices)
-        .into_iter()
+    let costs: Vec<ConfigCost> = layout_configs(Layout::from(base), &choices)
+        .iter()
         .filter(|c| interleave.contains(&c.vpp))
-        .map(|c| ParallelConfig { cp: base.cp, ..c })
-        .filter_map(|c| ConfigCost::new(ctx, &c).ok())
+        .filter_map(|c| ConfigCost::new(ctx, c).ok())
         .collect();
     fastest(ctx, &costs, global_batch)
 }

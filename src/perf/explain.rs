@@ -3,6 +3,7 @@
 //! step time and memory, and, for a configuration that cannot run, the nearest change that
 //! makes it run (searched over neighbouring configurations with the same model).
 
+use super::config::Layout;
 use super::enumerate::{Choices, layout_configs, layout_problem};
 use super::memory::{MemoryBreakdown, peak_memory};
 use super::{ConfigCost, Invalid, ParallelConfig, PerfContext, Prediction, Recompute, validate};
@@ -177,7 +178,7 @@ pub fn explain(
 /// when none does.
 pub fn closest_miss(
     ctx: &PerfContext,
-    layout: (u32, u32, u32),
+    layout: impl Into<Layout>,
     batch: u64,
     choices: &Choices,
 ) -> Option<Explanation> {
@@ -264,11 +265,12 @@ fn micro_batch_scale(choices: &Choices) -> Vec<u32> {
 /// and outcome. Layouts the cluster cannot host (TP across nodes, shape) are left out.
 pub fn candidates(
     ctx: &PerfContext,
-    (dp, tp, pp): (u32, u32, u32),
+    layout: impl Into<Layout>,
     batch: u64,
     choices: &Choices,
     allow_cross_node_tp: bool,
 ) -> Vec<Candidate> {
+    let Layout { dp, tp, pp, cp } = layout.into();
     let mbs_scale = micro_batch_scale(choices);
     let mut out = Vec::new();
     for ft in [1u32, 2, 4] {
@@ -280,7 +282,12 @@ pub fn candidates(
             let (Some(tp2), Some(pp2)) = (tp.checked_mul(ft), pp.checked_mul(fp)) else {
                 continue;
             };
-            let layout = (dp / f, tp2, pp2);
+            let layout = Layout {
+                dp: dp / f,
+                tp: tp2,
+                pp: pp2,
+                cp,
+            };
             if layout_problem(ctx, layout, allow_cross_node_tp).is_some() {
                 continue;
             }
@@ -316,9 +323,9 @@ fn list<T: std::fmt::Display>(xs: &[T]) -> String {
 }
 
 /// What changes from layout `from` and the searched `choices` to `to`, in words.
-pub fn describe(from: (u32, u32, u32), to: &ParallelConfig, choices: &Choices) -> Vec<String> {
+pub fn describe(from: impl Into<Layout>, to: &ParallelConfig, choices: &Choices) -> Vec<String> {
     let mut out = Vec::new();
-    let (dp, tp, pp) = from;
+    let Layout { dp, tp, pp, .. } = from.into();
     if tp != to.tp {
         out.push(format!("TP {tp} → {}", to.tp));
     }
@@ -357,11 +364,12 @@ pub fn describe(from: (u32, u32, u32), to: &ParallelConfig, choices: &Choices) -
 /// equals; `None` when no neighbour runs.
 pub fn nearest_change(
     ctx: &PerfContext,
-    layout: (u32, u32, u32),
+    layout: impl Into<Layout>,
     batch: u64,
     choices: &Choices,
     allow_cross_node_tp: bool,
 ) -> Option<NearestChange> {
+    let layout = layout.into();
     let all = candidates(ctx, layout, batch, choices, allow_cross_node_tp);
     let tried = all.len();
     let best = all

@@ -17,6 +17,8 @@ pub struct PlanState {
     pub tp: u32,
     /// Pipeline-parallel degree.
     pub pp: u32,
+    /// Context-parallel degree (1: none); a change of it restarts the job like TP and PP.
+    pub cp: u32,
     /// Global batch, samples.
     pub batch: u64,
     /// Seconds per optimizer step at `batch`.
@@ -117,9 +119,9 @@ impl Problem {
         let mut tp_pp_of = Vec::with_capacity(states.len());
         for s in &states {
             let n = layouts.len() as u32;
-            layout_of.push(*layouts.entry((s.dp, s.tp, s.pp)).or_insert(n));
+            layout_of.push(*layouts.entry((s.dp, s.cp, s.tp, s.pp)).or_insert(n));
             let n = tp_pps.len() as u32;
-            tp_pp_of.push(*tp_pps.entry((s.tp, s.pp)).or_insert(n));
+            tp_pp_of.push(*tp_pps.entry((s.cp, s.tp, s.pp)).or_insert(n));
         }
         let mut batches: Vec<u64> = states.iter().map(|s| s.batch).collect();
         batches.sort_unstable();
@@ -173,6 +175,7 @@ impl Problem {
                         dp: layout.dp,
                         tp: layout.tp,
                         pp: layout.pp,
+                        cp: layout.cp,
                         batch: table.batches[b],
                         step_time_s: prediction.step_time_s,
                         cell: Some((l, b)),

@@ -77,6 +77,8 @@ pub struct StateJson {
     pub tp: u32,
     /// Pipeline-parallel degree.
     pub pp: u32,
+    /// Context-parallel degree.
+    pub cp: u32,
     /// Global batch, samples.
     pub batch: u64,
     /// The full configuration (micro-batch, ZeRO, recompute), when the cell runs.
@@ -184,7 +186,7 @@ pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
     let st = &p.states[s];
     let base = format!(
         "{} B={}",
-        crate::perf::config::layout_label(st.dp, st.tp, st.pp),
+        crate::perf::config::layout_label_cp(st.dp, st.cp, st.tp, st.pp),
         st.batch
     );
     match st.cell.map(|(l, b)| table.cell(l, b)) {
@@ -209,6 +211,7 @@ pub fn state_json(table: &ThroughputTable, p: &Problem, s: usize) -> StateJson {
         dp: st.dp,
         tp: st.tp,
         pp: st.pp,
+        cp: st.cp,
         batch: st.batch,
         config,
     }

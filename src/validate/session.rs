@@ -124,6 +124,17 @@ fn search(s: &crate::goodput::SearchSpace) -> Result<(), Invalid> {
     if s.interleave.contains(&0) {
         return Err(Invalid::new("search.interleave", "must be ≥ 1, got 0"));
     }
+    list(
+        "search.context_parallel",
+        s.context_parallel.len(),
+        MAX_SEARCH_LIST,
+    )?;
+    if let Some(c) = s.context_parallel.iter().find(|c| **c == 0 || **c > 1024) {
+        return Err(Invalid::new(
+            "search.context_parallel",
+            format!("context-parallel degrees lie in 1..=1024, got {c}"),
+        ));
+    }
     Ok(())
 }
 
