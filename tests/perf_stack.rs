@@ -258,3 +258,45 @@ fn a_session_can_lay_out_context_parallel_layouts_on_the_grid() {
     assert_eq!(code, 1);
     assert!(err.contains("search.context_parallel"), "{err}");
 }
+
+#[test]
+fn a_calibration_file_is_validated_on_every_path_that_reads_it() {
+    // Write a calibration with the generic parameters, then break its GEMM plateau.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = copus::perf::calibration_file::CalibrationFile {
+        hardware: "h100-sxm".into(),
+        model: "llama-7b".into(),
+        n: 8,
+        rms_rel_error: 0.01,
+        cv_rel_error: 0.02,
+        profile_rms_rel_error: 0.2,
+        fitted: vec!["max_eff".into()],
+        params: copus::perf::EfficiencyParams {
+            max_eff: -0.5,
+            ..copus::perf::EfficiencyParams::default()
+        },
+    };
+    let path = dir.path().join("bad.ron");
+    std::fs::write(&path, file.to_ron().expect("ron")).expect("writes");
+    let cal = path.to_str().expect("utf-8");
+    for args in [
+        vec![
+            "predict",
+            "--model",
+            "llama-7b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+            "--calibration",
+            cal,
+        ],
+        vec!["grid", "sessions/demo.ron", "--calibration", cal],
+        vec!["plan", "sessions/demo.ron", "--calibration", cal],
+        vec!["open", "sessions/demo.ron", "--calibration", cal],
+    ] {
+        let (code, out, err) = copus(&args);
+        assert_eq!(code, 1, "{args:?}: {out}");
+        assert!(err.contains("max_eff"), "{args:?}: {err}");
+    }
+}

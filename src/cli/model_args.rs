@@ -109,6 +109,8 @@ pub fn efficiency(
     match calibration {
         Some(p) => {
             let c = CalibrationFile::load(p)?;
+            crate::validate::profile::efficiency(&c.params, "calibration.params")
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             if c.hardware != hw.name {
                 eprintln!(
                     "note: {} was calibrated on {}, used here for {}",
@@ -148,6 +150,34 @@ pub fn check_session_path(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Put a command line's `--calibration` and stack flags in force on a resolved session: the
+/// calibration instead of the session's own, the stack flags over the session's stack (or the
+/// one its efficiency describes), then the session checked again.
+pub fn apply_overrides(
+    r: &mut crate::session::Resolved,
+    calibration: Option<&Path>,
+    stack: Option<&crate::perf::Stack>,
+) -> anyhow::Result<()> {
+    if let Some(c) = calibration {
+        r.calibration = Some(CalibrationFile::load(c)?);
+        r.use_calibration = true;
+        if r.session.efficiency.is_some() {
+            eprintln!(
+                "note: {} sets its own efficiency, which takes precedence over --calibration",
+                r.path.display()
+            );
+        }
+    }
+    if let Some(s) = stack {
+        r.session.stack = Some(r.stack().overlaid(s));
+    }
+    if calibration.is_some() || stack.is_some() {
+        crate::validate::session::check(r)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", r.path.display()))?;
+    }
+    Ok(())
+}
+
 /// Load a session and resolve it, with `calibration` (when given) in force instead of the
 /// session's own.
 pub fn resolve_session(
@@ -157,22 +187,6 @@ pub fn resolve_session(
 ) -> anyhow::Result<crate::session::Resolved> {
     check_session_path(path)?;
     let mut r = crate::session::Session::load(path)?.resolve(path)?;
-    if let Some(s) = stack {
-        // The command line's stack flags change the session's stack (or the one its
-        // efficiency describes), checked as the session's own would be.
-        r.session.stack = Some(r.stack().overlaid(s));
-        crate::validate::session::check(&r)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    }
-    if let Some(c) = calibration {
-        r.calibration = Some(CalibrationFile::load(c)?);
-        r.use_calibration = true;
-        if r.session.efficiency.is_some() {
-            eprintln!(
-                "note: {} sets its own efficiency, which takes precedence over --calibration",
-                path.display()
-            );
-        }
-    }
+    apply_overrides(&mut r, calibration, stack)?;
     Ok(r)
 }

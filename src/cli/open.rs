@@ -46,6 +46,14 @@ pub struct OpenArgs {
     /// Where gradient dumps are reduced (auto falls back to the CPU with a note).
     #[arg(long, value_enum, default_value_t = crate::compute::Device::Auto)]
     pub device: crate::compute::Device,
+    /// Calibration file (`copus calibrate --out`) in force instead of the session's model (the
+    /// what-if's "perf model" row switches between it and the profile; not written into the
+    /// session by `s`).
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
+    /// The training stack (changes the session's `stack`).
+    #[command(flatten)]
+    pub stack: super::stack_args::StackArgs,
 }
 
 impl OpenArgs {
@@ -283,6 +291,12 @@ pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
             p.display()
         )
     };
+    let mut resolved = resolved;
+    super::model_args::apply_overrides(
+        &mut resolved,
+        args.calibration.as_deref(),
+        args.stack.stack().as_ref(),
+    )?;
     let mut app = prepared(resolved, args.device)?;
     if let Some(other) = &args.compare {
         super::open_compare::attach(&mut app, other)?;
