@@ -355,3 +355,90 @@ fn grid_json_names_the_nearest_change_of_an_infeasible_cell_and_predict_runs_it(
     }
     assert!(checked > 0, "no infeasible cell with a nearest change");
 }
+
+/// nccl-tests-shaped all_reduce_perf output of `ranks` GPUs on `nodes` hosts whose times follow
+/// a latency and a bus bandwidth with a small-message fall-off.
+fn nccl_all_reduce(ranks: u32, nodes: u32, latency_s: f64, busbw: f64) -> String {
+    let mut t = String::from(
+        "# nThread 1 nGpus 1 minBytes 1024 maxBytes 4294967296 step: 4(factor) warmup iters: 5 iters: 20\n#\n# Using devices\n",
+    );
+    for r in 0..ranks {
+        t.push_str(&format!(
+            "#  Rank {r:2} Group  0 Pid  {} on gpu-node-{:02} device  {} [0x{r:02x}] NVIDIA H100 80GB HBM3\n",
+            4000 + r,
+            r / (ranks / nodes),
+            r % 8
+        ));
+    }
+    t.push_str("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
+    let n = ranks as f64;
+    let mut s = 1024u64;
+    while s <= 1 << 32 {
+        let b = s as f64;
+        let secs = latency_s + 2.0 * (n - 1.0) / n * b / busbw * (1.0 + 2e5 / (b / n + 2e5));
+        let us = secs * 1e6;
+        t.push_str(&format!(
+            "{s:>12} {:>12}     float     sum      -1 {us:8.2} 0.00 0.00 0 {us:8.2} 0.00 0.00 0\n",
+            s / 4
+        ));
+        s *= 4;
+    }
+    t.push_str("# Avg bus bandwidth    : 0\n");
+    t
+}
+
+#[test]
+fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let one = dir.path().join("all_reduce_perf-1node.txt");
+    let four = dir.path().join("all_reduce_perf-4nodes.txt");
+    std::fs::write(&one, nccl_all_reduce(8, 1, 14e-6, 300e9)).expect("writes");
+    std::fs::write(&four, nccl_all_reduce(32, 4, 40e-6, 36e9)).expect("writes");
+    let out = dir.path().join("links.ron");
+    let (ok, json, err) = copus(&[
+        "calibrate",
+        "--nccl",
+        one.to_str().expect("utf-8"),
+        "--nccl",
+        four.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let (before, after) = (
+        v["profile_rms_log_error"].as_f64().expect("before"),
+        v["rms_log_error"].as_f64().expect("after"),
+    );
+    assert!(after < before / 5.0, "{before} -> {after}");
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(24));
+    // A slower scale-out link than the datasheet: the fitted scale is below 1.
+    assert!(
+        v["params"]["inter_link_scale"]
+            .as_f64()
+            .is_some_and(|s| s < 0.5),
+        "{v}"
+    );
+    // predict with the calibration sees the slower network: more exposed DP time.
+    let dp_share = |extra: &[&str]| {
+        let mut a = vec![
+            "predict", "--model", "llama-7b", "--gpus", "32", "--batch", "256", "--json",
+        ];
+        a.extend_from_slice(extra);
+        let (ok, out, err) = copus(&a);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        v["breakdown"]["dp_s"].as_f64().expect("dp") / v["step_time_s"].as_f64().expect("step")
+    };
+    let calibrated = dp_share(&["--calibration", out.to_str().expect("utf-8")]);
+    assert!(calibrated > dp_share(&[]) * 2.0, "{calibrated}");
+    // Not an nccl-tests output, and a file named after no collective: clear errors.
+    let (ok, _, err) = copus(&["calibrate", "--nccl", "README.md", "--hardware", "h100-sxm"]);
+    assert!(
+        !ok && err.contains("README.md") && err.contains("collective"),
+        "{err}"
+    );
+}

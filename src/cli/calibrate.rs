@@ -21,7 +21,13 @@ use std::path::{Path, PathBuf};
 pub struct CalibrateArgs {
     /// Measured step times: a CSV (`dp,tp,pp,mbs,batch,step_time_s`, optional
     /// `zero,recompute,vpp`) or a stats .ndjson whose records carry `step_time_s` and `config`.
-    pub measurements: PathBuf,
+    #[arg(required_unless_present = "nccl")]
+    pub measurements: Option<PathBuf>,
+    /// nccl-tests outputs (`all_reduce_perf`, `all_gather_perf`, `reduce_scatter_perf`,
+    /// `sendrecv_perf`, named after the program; repeat for several): fit the collective
+    /// model's bandwidths and latencies to the cluster's own links instead of step times.
+    #[arg(long, value_name = "FILE", conflicts_with = "measurements")]
+    pub nccl: Vec<PathBuf>,
     /// Hardware profile the measurements ran on: a built-in name or a .ron file.
     #[arg(long)]
     pub hardware: String,
@@ -97,8 +103,7 @@ const DEFAULT_KNOBS: [Knob; 5] = [
     Knob::IntraLink,
 ];
 
-fn read_measurements(a: &CalibrateArgs) -> anyhow::Result<Vec<Measurement>> {
-    let path = &a.measurements;
+fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measurement>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let origin = path.display().to_string();
@@ -146,11 +151,14 @@ fn knobs(a: &CalibrateArgs, n: usize) -> anyhow::Result<Vec<Knob>> {
 /// Run `copus calibrate`.
 pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     let hw = profiles::hardware(&a.hardware, Path::new("."))?;
+    let Some(measurements) = &a.measurements else {
+        return super::calibrate_links::run(a, &hw);
+    };
     let model = a.model.profile()?;
     if a.gpus_per_node == 0 {
         bail!("--gpus-per-node must be at least 1");
     }
-    let points = read_measurements(a)?;
+    let points = read_measurements(a, measurements)?;
     let knobs = knobs(a, points.len())?;
     let target = Target {
         hw: &hw,

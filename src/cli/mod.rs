@@ -5,6 +5,7 @@ pub mod analyze;
 pub mod analyze_compare;
 pub mod bench;
 pub mod calibrate;
+pub mod calibrate_links;
 pub mod cluster_args;
 pub mod demo_train;
 pub mod estimator_args;

@@ -39,12 +39,12 @@ pub fn net(hw: &HardwareProfile, eff: &EfficiencyParams) -> Net {
     Net {
         intra: Link {
             bw: hw.intra_bw_bytes_per_s * (hw.intra_link_eff * eff.intra_link_scale).min(1.0),
-            latency: hw.intra_latency_s,
+            latency: hw.intra_latency_s * eff.intra_latency_scale,
             hop: eff.hop_latency_intra_s,
         },
         inter: Link {
             bw: hw.inter_bw_bytes_per_s * (hw.inter_link_eff * eff.inter_link_scale).min(1.0),
-            latency: hw.inter_latency_s,
+            latency: hw.inter_latency_s * eff.inter_latency_scale,
             hop: eff.hop_latency_inter_s,
         },
         chunk_half_bytes: eff.coll_chunk_half_bytes,

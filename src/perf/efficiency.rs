@@ -174,6 +174,11 @@ pub struct EfficiencyParams {
     pub intra_link_scale: f64,
     /// Multiplier on the hardware's scale-out link efficiency (calibration knob, 1 = datasheet).
     pub inter_link_scale: f64,
+    /// Multiplier on the hardware's fixed collective latency inside the scale-up domain
+    /// (calibration knob, 1 = the profile's).
+    pub intra_latency_scale: f64,
+    /// The same for collectives that cross the scale-out network.
+    pub inter_latency_scale: f64,
 }
 
 impl Default for EfficiencyParams {
@@ -208,6 +213,8 @@ impl Default for EfficiencyParams {
             zero3_chunk_half_bytes: 0.5e6,
             intra_link_scale: 1.0,
             inter_link_scale: 1.0,
+            intra_latency_scale: 1.0,
+            inter_latency_scale: 1.0,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod measurements;
 pub mod memory;
 pub mod model;
 pub mod moe;
+pub mod nccl;
 pub mod run_calibration;
 pub mod stack;
 pub mod step_time;

@@ -106,6 +106,8 @@ pub fn efficiency(e: &EfficiencyParams, at: &str) -> Result<(), Invalid> {
     positive(&f("grad_bytes"), e.grad_bytes)?;
     positive(&f("intra_link_scale"), e.intra_link_scale)?;
     positive(&f("inter_link_scale"), e.inter_link_scale)?;
+    non_negative(&f("intra_latency_scale"), e.intra_latency_scale)?;
+    non_negative(&f("inter_latency_scale"), e.inter_latency_scale)?;
     non_negative(&f("microbatch_overhead_s"), e.microbatch_overhead_s)?;
     non_negative(&f("vpp_stage_overhead_s"), e.vpp_stage_overhead_s)?;
     unit(&f("grad_reduce_overlap"), e.grad_reduce_overlap)?;

@@ -1,0 +1,165 @@
+//! `copus calibrate --nccl FILE…`: the collective model fitted to the cluster's own links,
+//! measured with nccl-tests (`src/perf/nccl.rs`, docs/MODEL.md "Calibrating on your own step
+//! times").
+
+use super::calibrate::CalibrateArgs;
+use crate::fsutil;
+use crate::perf::HardwareProfile;
+use crate::perf::calibration_file::CalibrationFile;
+use crate::perf::nccl::{self, NcclRun};
+use anyhow::{Context, bail};
+use serde::Serialize;
+use std::io::Read;
+use std::path::Path;
+
+/// One measured size with the model's time before and after the fit.
+#[derive(Debug, Serialize)]
+struct RowOut {
+    /// The file.
+    file: String,
+    /// The collective's program name.
+    collective: &'static str,
+    /// Ranks and hosts of the run.
+    ranks: u32,
+    nodes: u32,
+    /// Message size, bytes.
+    bytes: f64,
+    /// Measured out-of-place seconds.
+    measured_s: f64,
+    /// The profile's prediction, seconds.
+    profile_s: f64,
+    /// The fitted prediction, seconds.
+    calibrated_s: f64,
+}
+
+/// What `copus calibrate --nccl --json` prints.
+#[derive(Debug, Serialize)]
+struct Output {
+    /// RMS of ln(predicted/measured), profile and fitted.
+    profile_rms_log_error: f64,
+    rms_log_error: f64,
+    /// Fitted parameters and their values.
+    params: std::collections::BTreeMap<&'static str, f64>,
+    /// Per-size residuals.
+    rows: Vec<RowOut>,
+    /// Where the calibration was written.
+    out: Option<String>,
+}
+
+/// Read one nccl-tests output: a regular file of at most [`nccl::MAX_BYTES`].
+fn read(path: &Path) -> anyhow::Result<NcclRun> {
+    let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{}: not a regular file", path.display());
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .with_context(|| format!("{}", path.display()))?
+        .take(nccl::MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("{}: not UTF-8 text", path.display()))?;
+    if text.len() as u64 > nccl::MAX_BYTES {
+        bail!(
+            "{}: more than {} bytes: not an nccl-tests output",
+            path.display(),
+            nccl::MAX_BYTES
+        );
+    }
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into(),
+    );
+    Ok(nccl::parse(&text, &name, None)?)
+}
+
+/// Run the link calibration.
+pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
+    let runs = a
+        .nccl
+        .iter()
+        .map(|p| read(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let start = super::model_args::efficiency_with_stack(hw, None, a.stack.stack().as_ref())?;
+    let fit = nccl::fit(&runs, hw, &start)?;
+    let mut rows = Vec::new();
+    for run in &runs {
+        let before = nccl::predicted(run, hw, &start);
+        let after = nccl::predicted(run, hw, &fit.params);
+        for ((r, b), f) in run.rows.iter().zip(before).zip(after) {
+            rows.push(RowOut {
+                file: run.origin.clone(),
+                collective: run.collective.name(),
+                ranks: run.ranks,
+                nodes: run.nodes,
+                bytes: r.bytes,
+                measured_s: r.time_s,
+                profile_s: b,
+                calibrated_s: f,
+            });
+        }
+    }
+    let mut fitted = fit.params.clone();
+    let params = fit
+        .fitted
+        .iter()
+        .map(|k| (k.name(), *k.slot(&mut fitted)))
+        .collect();
+    if let Some(out) = &a.out {
+        let file = CalibrationFile {
+            hardware: hw.name.clone(),
+            model: "nccl-tests (links only)".into(),
+            n: rows.len(),
+            rms_rel_error: fit.rms.exp_m1(),
+            cv_rel_error: f64::NAN,
+            profile_rms_rel_error: fit.initial_rms.exp_m1(),
+            fitted: fit.fitted.iter().map(|k| k.name().to_string()).collect(),
+            params: fit.params.clone(),
+        };
+        fsutil::write_atomic(out, file.to_ron()?.as_bytes())
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    let out = Output {
+        profile_rms_log_error: fit.initial_rms,
+        rms_log_error: fit.rms,
+        params,
+        rows,
+        out: a.out.as_ref().map(|p| p.display().to_string()),
+    };
+    if a.json {
+        return super::write_json(&out);
+    }
+    print_text(&out, hw, &start);
+    Ok(())
+}
+
+fn print_text(o: &Output, hw: &HardwareProfile, start: &crate::perf::EfficiencyParams) {
+    println!(
+        "links of {} fitted on {} measured sizes: rms log error {:.3} → {:.3}",
+        hw.name,
+        o.rows.len(),
+        o.profile_rms_log_error,
+        o.rms_log_error
+    );
+    let mut s = start.clone();
+    for (name, v) in &o.params {
+        let k = nccl::LinkKnob::ALL.into_iter().find(|k| k.name() == *name);
+        let v0 = k.map_or(f64::NAN, |k| *k.slot(&mut s));
+        println!("  {name:24} {v:.4e}  (profile {v0:.4e})");
+    }
+    println!("  per size: file, ranks/hosts, bytes, measured µs, profile µs, calibrated µs");
+    for r in &o.rows {
+        println!(
+            "    {:28} {:>4}/{:<3} {:>12.0} {:>10.1} {:>10.1} {:>10.1}",
+            r.file,
+            r.ranks,
+            r.nodes,
+            r.bytes,
+            r.measured_s * 1e6,
+            r.profile_s * 1e6,
+            r.calibrated_s * 1e6
+        );
+    }
+    if let Some(out) = &o.out {
+        println!("  written to {out} (use --calibration {out})");
+    }
+}
