@@ -1,33 +1,169 @@
 //! File-system helpers shared by everything that writes user data.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// Write `bytes` to `path` atomically: a temporary file in the same directory is written,
-/// synced and renamed over `path`, so a crash leaves either the old or the new file.
+/// Where a write to a user's path lands, decided before anything is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteTarget {
+    /// Nothing is at the path: a new file is created there.
+    New(PathBuf),
+    /// A regular file (the path itself, or the real file a symlink points to) that the
+    /// write replaces atomically; the symlink, if any, is kept.
+    Existing(PathBuf),
+}
+
+impl WriteTarget {
+    /// The file that is written (a symlink's real file, never the link).
+    pub fn file(&self) -> &Path {
+        match self {
+            WriteTarget::New(p) | WriteTarget::Existing(p) => p,
+        }
+    }
+}
+
+/// Decide where writing `path` lands. A regular file is replaced, a symlink is written
+/// through to the regular file it names (the link is kept), and anything else (a FIFO, a
+/// device, a socket, a directory, a dangling link) is refused: copus never replaces what is
+/// not a regular file.
+pub fn write_target(path: &Path) -> std::io::Result<WriteTarget> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(WriteTarget::New(path.to_owned()));
+        }
+        Err(e) => return Err(e),
+    };
+    if meta.file_type().is_symlink() {
+        let real = std::fs::canonicalize(path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("is a symlink whose target cannot be reached ({e}); not replaced"),
+            )
+        })?;
+        let real_meta = std::fs::metadata(&real)?;
+        if !real_meta.is_file() {
+            return Err(not_regular(&real_meta.file_type()));
+        }
+        return Ok(WriteTarget::Existing(real));
+    }
+    if !meta.is_file() {
+        return Err(not_regular(&meta.file_type()));
+    }
+    Ok(WriteTarget::Existing(path.to_owned()))
+}
+
+fn not_regular(ft: &std::fs::FileType) -> std::io::Error {
+    let what = if ft.is_dir() {
+        "a directory"
+    } else if is_fifo(ft) {
+        "a FIFO"
+    } else {
+        "not a regular file (a device or socket)"
+    };
+    std::io::Error::other(format!(
+        "is {what}; copus writes only regular files and does not replace it"
+    ))
+}
+
+#[cfg(unix)]
+fn is_fifo(ft: &std::fs::FileType) -> bool {
+    std::os::unix::fs::FileTypeExt::is_fifo(ft)
+}
+
+#[cfg(not(unix))]
+fn is_fifo(_: &std::fs::FileType) -> bool {
+    false
+}
+
+/// Refuse to write over an existing file unless `force` is set: the check every command
+/// with an output path makes before it computes anything (errors name the path).
+pub fn check_output(path: &Path, force: bool) -> std::io::Result<WriteTarget> {
+    let target = write_target(path)?;
+    if let WriteTarget::Existing(real) = &target
+        && !force
+    {
+        let via = if real != path {
+            format!(" (a symlink to {})", real.display())
+        } else {
+            String::new()
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("exists{via}; pass --force to replace it"),
+        ));
+    }
+    Ok(target)
+}
+
+/// Open `path` for a stream of records written as they come: a new file, a FIFO (a reader
+/// at its other end) or, with `force`, an existing regular file (truncated; through a
+/// symlink to it). A device, directory or socket is refused, and so is an existing file
+/// without `force`.
+pub fn create_stream_output(path: &Path, force: bool) -> std::io::Result<std::fs::File> {
+    if let Ok(meta) = std::fs::metadata(path)
+        && is_fifo(&meta.file_type())
+    {
+        return std::fs::OpenOptions::new().write(true).open(path);
+    }
+    let target = check_output(path, force)?;
+    std::fs::File::create(target.file())
+}
+
+/// Write `bytes` to `path` atomically: a temporary file in the same directory as the file
+/// written is created (never reusing a name), synced and renamed over it, so a crash leaves
+/// either the old or the new file. What `path` may be is decided by [`write_target`]: a
+/// symlink is written through (the link is kept), a FIFO, device or directory is refused.
+/// An existing file's permissions are kept.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
+    let target = write_target(path)?;
+    let file = target.file();
+    let dir = match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path
+    let name = file
         .file_name()
         .ok_or_else(|| std::io::Error::other("path has no file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let permissions = match &target {
+        WriteTarget::Existing(p) => Some(std::fs::metadata(p)?.permissions()),
+        WriteTarget::New(_) => None,
+    };
+    let (tmp, mut handle) = create_temporary(dir, &name.to_string_lossy())?;
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        handle.write_all(bytes)?;
+        if let Some(perm) = permissions {
+            handle.set_permissions(perm)?;
+        }
+        handle.sync_all()?;
+        drop(handle);
+        std::fs::rename(&tmp, file)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// A new temporary file beside `name` in `dir`, created exclusively (a name that exists,
+/// even a link planted there, is never opened).
+fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let pid = std::process::id();
+    for attempt in 0..64u32 {
+        let tmp = dir.join(format!(".{name}.{pid}.{attempt}.tmp"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(
+        "cannot create a temporary file beside it (64 names taken)",
+    ))
 }
 
 /// Read a regular file of at most `max` bytes as UTF-8 (a FIFO, a device such as
@@ -59,10 +195,7 @@ pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
 /// so that a reader neither hangs nor runs forever.
 pub fn check_readable_stream(path: &Path) -> std::io::Result<()> {
     let ft = std::fs::metadata(path)?.file_type();
-    #[cfg(unix)]
-    let pipe = std::os::unix::fs::FileTypeExt::is_fifo(&ft);
-    #[cfg(not(unix))]
-    let pipe = false;
+    let pipe = is_fifo(&ft);
     if ft.is_file() || pipe {
         Ok(())
     } else if ft.is_dir() {

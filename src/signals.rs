@@ -147,11 +147,42 @@ pub fn install_sigbus_handler() {
     ONCE.call_once(|| {});
 }
 
-/// The termination signals the explorer stops on.
+/// The signals the explorer stops on, restoring the terminal: every catchable signal whose
+/// default action ends the process (termination, hang-up, quit, the user signals, an alarm
+/// and a broken pipe).
 #[cfg(unix)]
-pub const STOP_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+pub const STOP_SIGNALS: [i32; 8] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGPIPE,
+];
 #[cfg(not(unix))]
 pub const STOP_SIGNALS: [i32; 0] = [];
+
+/// Set by SIGTSTP while [`StopSignals`] is registered: the event loop suspends (terminal
+/// restored, process stopped) and redraws when continued.
+static SUSPEND_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a SIGTSTP asked the explorer to suspend since the last call (taken once).
+pub fn take_suspend_request() -> bool {
+    SUSPEND_REQUESTED.swap(false, Ordering::SeqCst)
+}
+
+/// Stop the process as a shell's job control would (SIGSTOP cannot be caught, so the
+/// explorer's own SIGTSTP handler does not run again); returns when the process is continued
+/// (SIGCONT, e.g. `fg`). The caller restores the terminal before and takes it back after.
+pub fn stop_process() {
+    #[cfg(unix)]
+    // SAFETY: raise(3) with a valid signal number.
+    unsafe {
+        libc::raise(libc::SIGSTOP);
+    }
+}
 
 /// The last termination signal received while [`StopSignals`] was registered (0: none).
 static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -163,13 +194,19 @@ pub fn signal_name(sig: i32) -> &'static str {
         libc::SIGTERM => return "SIGTERM",
         libc::SIGINT => return "SIGINT",
         libc::SIGHUP => return "SIGHUP",
+        libc::SIGQUIT => return "SIGQUIT",
+        libc::SIGUSR1 => return "SIGUSR1",
+        libc::SIGUSR2 => return "SIGUSR2",
+        libc::SIGALRM => return "SIGALRM",
+        libc::SIGPIPE => return "SIGPIPE",
         _ => {}
     }
     let _ = sig;
     "a termination signal"
 }
 
-/// SIGTERM, SIGINT and SIGHUP handlers for the explorer's lifetime: the first signal asks the
+/// Handlers for the explorer's lifetime: SIGTSTP asks it to suspend (see
+/// [`take_suspend_request`]); of the [`STOP_SIGNALS`], the first signal asks the
 /// event loop to stop (it restores the terminal on its way out); a second one, if the loop
 /// does not get there, restores the terminal from the handler and exits with
 /// [`SIGNAL_EXIT`]. Dropping the value puts the previous handlers back.
@@ -198,6 +235,14 @@ impl StopSignals {
                 }?;
                 ids.push(id);
             }
+            SUSPEND_REQUESTED.store(false, Ordering::SeqCst);
+            // SAFETY: the closure only stores an atomic.
+            let id = unsafe {
+                signal_hook::low_level::register(libc::SIGTSTP, || {
+                    SUSPEND_REQUESTED.store(true, Ordering::SeqCst);
+                })
+            }?;
+            ids.push(id);
             Ok(Self { ids })
         }
         #[cfg(not(unix))]

@@ -1,5 +1,6 @@
 //! Signals and background failures, through the real binary: a dump file truncated while it
-//! is memory-mapped (SIGBUS), SIGTERM/SIGINT/SIGHUP sent to the explorer from outside, and a
+//! is memory-mapped (SIGBUS), every catchable terminating signal sent to the explorer from
+//! outside, Ctrl+Z and SIGTSTP (suspend with the terminal given back, redraw on SIGCONT), and a
 //! panic on the explorer's worker thread. The terminal (raw mode, alternate screen, mouse
 //! capture, cursor) must be restored and the exit status must say what happened. The explorer
 //! cases run in tmux, whose pane flags show the terminal modes the program left behind.
@@ -157,7 +158,7 @@ fn assert_restored(t: &Tmux, code: &str) {
 
 #[test]
 fn termination_signals_restore_the_terminal() {
-    for sig in ["TERM", "INT", "HUP"] {
+    for sig in ["TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "ALRM", "PIPE"] {
         let (t, dir) = explorer(&format!("sig{sig}"), "");
         t.wait_for("Goodput");
         send(dir.path(), sig);
@@ -203,5 +204,84 @@ fn the_explorer_ends_when_its_terminal_goes_away() {
             "the explorer (pid {pid}) still runs 5 s after its terminal went away"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The process state letter of `pid` ('T': stopped).
+fn state(pid: &str) -> char {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, r)| r.trim_start().chars().next())
+        })
+        .flatten()
+        .unwrap_or('?')
+}
+
+/// Wait until `pred` holds, at most 10 s; the message says what never happened.
+fn wait_until(what: &str, mut pred: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !pred() {
+        assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The line discipline of the pane's terminal, read from outside (`stty -F`).
+fn pane_tty_modes(t: &Tmux) -> String {
+    let tty = String::from_utf8_lossy(
+        &t.cmd(&["display-message", "-p", "-t", "e2e", "#{pane_tty}"])
+            .stdout,
+    )
+    .trim()
+    .to_owned();
+    let out = Command::new("stty")
+        .args(["-F", &tty, "-a"])
+        .output()
+        .expect("stty");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn has_mode(modes: &str, mode: &str) -> bool {
+    modes
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .any(|w| w == mode)
+}
+
+#[test]
+fn suspend_gives_the_terminal_back_and_continue_redraws() {
+    // Ctrl+Z arrives as a key in raw mode; SIGTSTP from outside (kill -TSTP) as a signal.
+    for how in ["key", "signal"] {
+        let (t, dir) = explorer(&format!("tstp{how}"), "");
+        t.wait_for("Goodput");
+        let pid = std::fs::read_to_string(dir.path().join("pid")).expect("pid");
+        let pid = pid.trim().to_owned();
+        match how {
+            "key" => t.keys(&["C-z"]),
+            _ => send(dir.path(), "TSTP"),
+        }
+        wait_until(&format!("{how}: the explorer did not stop"), || {
+            state(&pid) == 'T'
+        });
+        let a = pane_after(&t);
+        assert!(!a.alternate, "{how}: alternate screen kept while stopped");
+        assert!(!a.mouse, "{how}: mouse capture kept while stopped");
+        assert!(a.cursor_visible, "{how}: cursor hidden while stopped");
+        let modes = pane_tty_modes(&t);
+        assert!(
+            has_mode(&modes, "icanon") && has_mode(&modes, "echo"),
+            "{how}: tty raw while stopped: {modes}"
+        );
+        send(dir.path(), "CONT");
+        wait_until(&format!("{how}: no redraw after SIGCONT"), || {
+            pane_after(&t).alternate && t.screen().contains("Goodput")
+        });
+        assert!(
+            !has_mode(&pane_tty_modes(&t), "icanon"),
+            "{how}: not raw again"
+        );
+        t.keys(&["q"]);
+        assert_restored(&t, "0");
     }
 }

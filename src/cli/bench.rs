@@ -17,18 +17,18 @@ use std::time::Instant;
 /// Arguments of `copus bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Size of each step of the generated dump (all its files together), MB.
-    #[arg(long, default_value_t = 256)]
+    /// Size of each step of the generated dump (all its files together), MB (1 to 65536).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub size_mb: u64,
     /// Element type of the generated dump.
     #[arg(long, value_enum, default_value_t = DTypeArg::F32)]
     pub dtype: DTypeArg,
-    /// Steps of the generated dump.
-    #[arg(long, default_value_t = 1)]
+    /// Steps of the generated dump (1 to 10000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub steps: u64,
-    /// Gradient files per step (K).
-    #[arg(long, default_value_t = 4)]
-    pub files: usize,
+    /// Gradient files per step (K, 2 to 4096).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(2..=4096))]
+    pub files: u64,
     /// Write the dump to this directory and keep it (e.g. to compare `copus analyze
     /// --device cpu` with `--device cuda` on it), instead of a temporary one.
     #[arg(long, value_name = "DIR")]
@@ -46,6 +46,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub devices: bool,
 }
+
+/// Largest dump `copus bench` generates, all steps together, MB.
+const MAX_TOTAL_MB: u64 = 65_536;
 
 /// Element type of a generated dump, on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -129,7 +132,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 
 fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<BenchReport> {
     let dtype = DType::from(args.dtype);
-    let files = args.files.max(2);
+    let files = usize::try_from(args.files)?;
+    let total_mb = args.size_mb.saturating_mul(args.steps);
+    if total_mb > MAX_TOTAL_MB {
+        anyhow::bail!(
+            "--size-mb × --steps is {total_mb} MB; the generated dump is limited to {MAX_TOTAL_MB} MB"
+        );
+    }
     eprintln!(
         "generating a dump of {} step(s) × {} MB ({files} {} files per step) in {}",
         args.steps.max(1),

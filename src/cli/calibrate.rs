@@ -7,7 +7,9 @@ use crate::perf::Recompute;
 use crate::perf::calibrate::{Knob, Target, calibrate};
 use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::crossval::{cross_validate, rel_errors, rms};
-use crate::perf::measurements::{Measurement, from_step_stats, parse_csv};
+use crate::perf::measurements::{
+    MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats, parse_csv,
+};
 use crate::profiles;
 use crate::stats::protocol::parse_line;
 use anyhow::{Context, bail};
@@ -53,6 +55,9 @@ pub struct CalibrateArgs {
     /// Write the calibration here (RON; use with `--calibration` or a session's `calibration`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace `--out` if it exists (a regular file, or the file a symlink names).
+    #[arg(long)]
+    pub force: bool,
     /// The training stack the measurements ran on.
     #[command(flatten)]
     pub stack: super::stack_args::StackArgs,
@@ -104,8 +109,8 @@ const DEFAULT_KNOBS: [Knob; 5] = [
 ];
 
 fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measurement>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = fsutil::read_capped(path, MAX_MEASUREMENT_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
     let origin = path.display().to_string();
     if path
         .extension()
@@ -117,6 +122,20 @@ fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measu
                 continue;
             }
             let r = parse_line(line).with_context(|| format!("{origin}:{}", i + 1))?;
+            if let (Some(t), Some(_)) = (r.step_time_s, r.config)
+                && !(t.is_finite() && t > 0.0)
+            {
+                bail!(
+                    "{origin}:{}: step_time_s = {t} is not a positive number of seconds",
+                    i + 1
+                );
+            }
+            if records.len() == MAX_MEASUREMENTS {
+                bail!(
+                    "{origin}:{}: more than {MAX_MEASUREMENTS} records; a calibration needs far fewer",
+                    i + 1
+                );
+            }
             records.push(r);
         }
         let m = from_step_stats(&records, a.zero, a.recompute.into());
@@ -151,6 +170,9 @@ fn knobs(a: &CalibrateArgs, n: usize) -> anyhow::Result<Vec<Knob>> {
 /// Run `copus calibrate`.
 pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     let hw = profiles::hardware(&a.hardware, Path::new("."))?;
+    if let Some(out) = &a.out {
+        fsutil::check_output(out, a.force).with_context(|| format!("--out {}", out.display()))?;
+    }
     let Some(measurements) = &a.measurements else {
         return super::calibrate_links::run(a, &hw);
     };

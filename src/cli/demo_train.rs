@@ -13,9 +13,13 @@ pub struct DemoTrainArgs {
     /// Optimizer steps to run.
     #[arg(long, default_value_t = 500)]
     pub steps: u64,
-    /// Write protocol v1 lines to this file (created or truncated, flushed per line).
+    /// Write protocol v1 lines to this file or FIFO (created, flushed per line; an existing
+    /// file only with --force).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace `--out` if it exists.
+    #[arg(long)]
+    pub force: bool,
     /// Serve protocol v1 lines over TCP: tcp://HOST:PORT (tcp://:7000 is loopback, port 0
     /// picks a free port). Every client first receives the run so far.
     #[arg(long)]
@@ -44,6 +48,9 @@ pub struct DemoTrainArgs {
     pub quiet: bool,
 }
 
+/// Longest `--linger-s` accepted: a day.
+const MAX_LINGER_S: f64 = 86_400.0;
+
 /// Run `copus demo-train`. Without --out or --serve the lines go to stdout.
 pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
     let cfg = TrainerConfig {
@@ -53,11 +60,15 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
         lr: args.lr,
         ..TrainerConfig::default()
     };
-    if !(args.linger_s.is_finite() && args.linger_s >= 0.0) {
-        anyhow::bail!("--linger-s must be a non-negative number of seconds");
+    if !(args.linger_s.is_finite() && (0.0..=MAX_LINGER_S).contains(&args.linger_s)) {
+        anyhow::bail!("--linger-s must be between 0 and {MAX_LINGER_S} seconds");
     }
     let mut trainer = Trainer::new(cfg)?;
-    let mut file = args.out.as_deref().map(FileSink::create).transpose()?;
+    let mut file = args
+        .out
+        .as_deref()
+        .map(|p| FileSink::create(p, args.force))
+        .transpose()?;
     let mut server = args.serve.as_deref().map(StatsServer::bind).transpose()?;
     if let Some(s) = &server {
         if !s.is_loopback() {

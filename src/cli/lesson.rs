@@ -37,7 +37,7 @@ pub fn list_text() -> anyhow::Result<String> {
 fn train(path: &Path, steps: u64) -> anyhow::Result<()> {
     use crate::trainer::{FileSink, RecordSink, Trainer, TrainerConfig};
     let mut trainer = Trainer::new(TrainerConfig::default())?;
-    let mut sink = FileSink::create(path)?;
+    let mut sink = FileSink::create(path, false)?;
     for _ in 0..steps {
         sink.write_record(&trainer.step())?;
     }

@@ -249,11 +249,9 @@ const ZERO: [u8; 4] = [0, 1, 2, 3];
 fn micro_batch_scale(choices: &Choices) -> Vec<u32> {
     let mut v: Vec<u32> = choices.micro_batches.to_vec();
     let top = choices.micro_batches.iter().copied().max().unwrap_or(1);
-    let mut p = 1u32;
-    while p <= top {
-        v.push(p);
-        p = p.saturating_mul(2);
-    }
+    // Powers of two up to `top`: at most 32 of them, whatever `top` is (no loop that can
+    // stop growing at u32::MAX).
+    v.extend((0..u32::BITS).map(|k| 1u32 << k).take_while(|&p| p <= top));
     v.sort_unstable();
     v.dedup();
     v

@@ -21,6 +21,12 @@ pub struct Measurement {
     pub step_time_s: f64,
 }
 
+/// Most measurements a calibration reads (a fit needs tens; beyond this is not a
+/// measurement table).
+pub const MAX_MEASUREMENTS: usize = 10_000;
+/// Largest measurement file read, bytes.
+pub const MAX_MEASUREMENT_BYTES: u64 = 16 << 20;
+
 /// Why measurements could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum MeasurementError {
@@ -87,6 +93,22 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
     let mut out = Vec::new();
     for (n, line) in lines {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != cols.len() {
+            return Err(err(
+                n,
+                format!(
+                    "{} fields but the header names {} columns (a decimal comma, as in '1,5', is not a number here: write 1.5)",
+                    f.len(),
+                    cols.len()
+                ),
+            ));
+        }
+        if out.len() == MAX_MEASUREMENTS {
+            return Err(err(
+                n,
+                format!("more than {MAX_MEASUREMENTS} measurements; a calibration needs far fewer"),
+            ));
+        }
         let field = |i: usize, name: &str| {
             f.get(i)
                 .copied()

@@ -74,6 +74,20 @@ pub fn cut_at_loss(
         ));
     }
     let w = window as usize;
+    let losses = traj
+        .points
+        .iter()
+        .filter(|p| p.loss.is_some_and(f64::is_finite))
+        .count();
+    if losses == 0 {
+        return Err(HorizonError::NoLoss(traj.label.clone()));
+    }
+    if w > losses {
+        return Err(HorizonError::Invalid(format!(
+            "planner.loss_window is {window} points but trajectory '{}' has only {losses} finite losses",
+            traj.label
+        )));
+    }
     let mut recent: std::collections::VecDeque<f64> = std::collections::VecDeque::with_capacity(w);
     let mut sum = 0.0;
     let mut lowest = f64::INFINITY;

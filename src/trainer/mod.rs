@@ -94,6 +94,13 @@ pub struct Trainer {
     samples_seen: u64,
 }
 
+/// Most micro-batches per step the trainer accepts.
+pub const MAX_MICRO_BATCHES: usize = 4096;
+/// Most samples per micro-batch the trainer accepts (a CPU trainer: far beyond useful).
+pub const MAX_MICRO_BATCH_SIZE: usize = 1 << 16;
+/// Most context characters, embedding or hidden width the trainer accepts.
+pub const MAX_WIDTH: usize = 1 << 14;
+
 impl Trainer {
     /// A fresh model on the bundled text.
     pub fn new(cfg: TrainerConfig) -> Result<Self, TrainerError> {
@@ -111,6 +118,21 @@ impl Trainer {
         }
         if !(cfg.lr.is_finite() && cfg.lr > 0.0 && (0.0..1.0).contains(&cfg.momentum)) {
             return bad("lr must be > 0 and momentum in [0, 1)");
+        }
+        if cfg.micro_batches > MAX_MICRO_BATCHES {
+            return bad(&format!(
+                "micro-batches must be at most {MAX_MICRO_BATCHES}"
+            ));
+        }
+        if cfg.micro_batch_size > MAX_MICRO_BATCH_SIZE {
+            return bad(&format!(
+                "micro-batch size must be at most {MAX_MICRO_BATCH_SIZE} samples"
+            ));
+        }
+        if cfg.context > MAX_WIDTH || cfg.embed > MAX_WIDTH || cfg.hidden > MAX_WIDTH {
+            return bad(&format!(
+                "context, embedding and hidden sizes must be at most {MAX_WIDTH}"
+            ));
         }
         if corpus.ids().len() <= cfg.context + 1 {
             return bad("the text is shorter than the context");

@@ -26,11 +26,14 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// Create (or truncate) `path`.
-    pub fn create(path: &Path) -> Result<Self, TrainerError> {
-        let file = File::create(path).map_err(|source| TrainerError::Io {
-            context: format!("cannot create {}", path.display()),
-            source,
+    /// Create `path` (a new file or a FIFO; an existing regular file only with `force`, then
+    /// truncated; a device or directory never).
+    pub fn create(path: &Path, force: bool) -> Result<Self, TrainerError> {
+        let file = crate::fsutil::create_stream_output(path, force).map_err(|source| {
+            TrainerError::Io {
+                context: format!("cannot write {}", path.display()),
+                source,
+            }
         })?;
         Ok(Self {
             file,

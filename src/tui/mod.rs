@@ -81,6 +81,13 @@ fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
     }
 }
 
+/// Ctrl+Z: in raw mode the terminal sends it as a key, not as SIGTSTP.
+fn is_suspend_key(key: &event::KeyEvent) -> bool {
+    key.kind == event::KeyEventKind::Press
+        && key.modifiers.contains(event::KeyModifiers::CONTROL)
+        && matches!(key.code, event::KeyCode::Char('z' | 'Z'))
+}
+
 /// Run the explorer until the user quits.
 pub fn run(mut app: App) -> Result<(), TuiError> {
     let mode = ColorMode::from_env();
@@ -118,6 +125,10 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
             drop(guard);
             return Err(TuiError::Signal(crate::signals::signal_name(sig)));
         }
+        if crate::signals::take_suspend_request() {
+            guard.suspend()?;
+            dirty = true;
+        }
         if let Some(msg) = terminal::take_thread_panic() {
             drop(guard);
             return Err(TuiError::Panic(msg));
@@ -142,6 +153,10 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
         if event::poll(Duration::from_millis(50))? {
             dirty = true;
             let msg = match event::read()? {
+                Event::Key(key) if is_suspend_key(&key) => {
+                    guard.suspend()?;
+                    None
+                }
                 Event::Key(key) => keys::key_to_msg(&app, key),
                 Event::Mouse(m) => {
                     let size = guard.terminal.size()?;

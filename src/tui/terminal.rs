@@ -1,7 +1,8 @@
 //! Terminal set-up and guaranteed restoration: raw mode, alternate screen and mouse capture
 //! are undone on normal exit, on error (the guard's `Drop`), on a panic of the UI thread (a
 //! chained hook), after a background thread's panic (the UI loop leaves and reports it), and
-//! on SIGTERM, SIGINT, SIGHUP and SIGBUS (see [`crate::signals`]).
+//! on every catchable terminating signal and SIGBUS (see [`crate::signals`]); Ctrl+Z and
+//! SIGTSTP suspend with the terminal given back, SIGCONT takes it again.
 
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -79,6 +80,20 @@ impl TerminalGuard {
                 Err(e)
             }
         }
+    }
+}
+
+impl TerminalGuard {
+    /// Suspend like `less` and `vim` on Ctrl+Z or SIGTSTP: give the terminal back (cooked
+    /// mode, main screen, cursor), stop the process, and on SIGCONT take the terminal again
+    /// and clear it so that the next draw repaints everything.
+    pub fn suspend(&mut self) -> std::io::Result<()> {
+        restore();
+        crate::signals::stop_process();
+        enable_raw_mode()?;
+        crate::signals::set_tui_active(true);
+        execute!(stdout(), EnterAlternateScreen, EnableMouseCapture)?;
+        self.terminal.clear()
     }
 }
 

@@ -24,6 +24,49 @@ pub const MAX_PIECEWISE_POINTS: usize = 10_000;
 /// Most steps of a guided tour.
 pub const MAX_TOUR_STEPS: usize = 1_000;
 
+/// Smallest `b_crit_scale` accepted (a conversion factor; beyond this the grid underflows).
+pub const MIN_B_CRIT_SCALE: f64 = 1e-6;
+/// Largest `b_crit_scale` accepted.
+pub const MAX_B_CRIT_SCALE: f64 = 1e6;
+/// Largest micro-batch size, samples (2²⁰).
+pub const MAX_MICRO_BATCH: u32 = 1 << 20;
+/// Largest virtual-pipeline (interleave) factor.
+pub const MAX_INTERLEAVE: u32 = 1024;
+/// Longest `planner.loss_window`, points.
+pub const MAX_LOSS_WINDOW: u32 = 1 << 20;
+
+/// A batch size in samples: 1 to [`MAX_BATCH`].
+fn batch_in_range(field: &str, b: u64) -> Result<(), Invalid> {
+    if (1..=MAX_BATCH).contains(&b) {
+        Ok(())
+    } else {
+        Err(Invalid::new(
+            field,
+            format!("must lie in 1..={MAX_BATCH} samples, got {b}"),
+        ))
+    }
+}
+
+/// The planner's settings: a reference batch in range, a positive finite target loss and a
+/// loss window of bounded length.
+fn planner(p: &crate::plan::objective::PlannerSettings) -> Result<(), Invalid> {
+    if let Some(b) = p.lr_reference_batch {
+        batch_in_range("planner.lr_reference_batch", b)?;
+    }
+    if let Some(t) = p.target_loss {
+        positive("planner.target_loss", t)?;
+    }
+    if let Some(w) = p.loss_window
+        && !(1..=MAX_LOSS_WINDOW).contains(&w)
+    {
+        return Err(Invalid::new(
+            "planner.loss_window",
+            format!("must lie in 1..={MAX_LOSS_WINDOW} points, got {w}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Check everything of a resolved session that a command will compute with.
 pub fn check(r: &Resolved) -> Result<(), Invalid> {
     let s = &r.session;
@@ -41,6 +84,16 @@ pub fn check(r: &Resolved) -> Result<(), Invalid> {
         return Err(Invalid::new("stack.precision", why));
     }
     positive("b_crit_scale", s.b_crit_scale)?;
+    if !(MIN_B_CRIT_SCALE..=MAX_B_CRIT_SCALE).contains(&s.b_crit_scale) {
+        return Err(Invalid::new(
+            "b_crit_scale",
+            format!(
+                "must lie in {MIN_B_CRIT_SCALE}..={MAX_B_CRIT_SCALE} (a conversion factor), got {}",
+                s.b_crit_scale
+            ),
+        ));
+    }
+    planner(&s.planner)?;
     if let StatEffForm::Pollux { b0 } = s.stat_eff {
         positive("stat_eff.Pollux.b0", b0)?;
     }
@@ -49,11 +102,8 @@ pub fn check(r: &Resolved) -> Result<(), Invalid> {
     s.estimator
         .validate()
         .map_err(|msg| Invalid::new("estimator", msg))?;
-    if s.current_batch == Some(0) {
-        return Err(Invalid::new(
-            "current_batch",
-            "must be at least 1 sample, got 0",
-        ));
+    if let Some(b) = s.current_batch {
+        batch_in_range("current_batch", b)?;
     }
     if s.tour.len() > MAX_TOUR_STEPS {
         return Err(Invalid::new(
@@ -109,8 +159,15 @@ fn search(s: &crate::goodput::SearchSpace) -> Result<(), Invalid> {
         s.micro_batches.len(),
         MAX_SEARCH_LIST,
     )?;
-    if s.micro_batches.contains(&0) {
-        return Err(Invalid::new("search.micro_batches", "must be ≥ 1, got 0"));
+    if let Some(m) = s
+        .micro_batches
+        .iter()
+        .find(|m| **m == 0 || **m > MAX_MICRO_BATCH)
+    {
+        return Err(Invalid::new(
+            "search.micro_batches",
+            format!("micro-batch sizes must lie in 1..={MAX_MICRO_BATCH} samples, got {m}"),
+        ));
     }
     list("search.zero", s.zero.len(), MAX_SEARCH_LIST)?;
     if let Some(z) = s.zero.iter().find(|z| **z > 3) {
@@ -121,8 +178,15 @@ fn search(s: &crate::goodput::SearchSpace) -> Result<(), Invalid> {
     }
     list("search.recompute", s.recompute.len(), MAX_SEARCH_LIST)?;
     list("search.interleave", s.interleave.len(), MAX_SEARCH_LIST)?;
-    if s.interleave.contains(&0) {
-        return Err(Invalid::new("search.interleave", "must be ≥ 1, got 0"));
+    if let Some(v) = s
+        .interleave
+        .iter()
+        .find(|v| **v == 0 || **v > MAX_INTERLEAVE)
+    {
+        return Err(Invalid::new(
+            "search.interleave",
+            format!("interleave factors must lie in 1..={MAX_INTERLEAVE}, got {v}"),
+        ));
     }
     list(
         "search.context_parallel",

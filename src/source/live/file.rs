@@ -43,6 +43,41 @@ struct OpenFile {
     file: File,
     id: Option<FileId>,
     offset: u64,
+    /// A named pipe: read as it comes, never truncated or rotated.
+    pipe: bool,
+}
+
+/// Open `path` for following. A FIFO is opened without blocking (a pipe with no writer yet
+/// would otherwise block the open, and a stop or a timeout could never end the follower);
+/// its reads then return "would block" while the writer is silent.
+fn open_for_follow(path: &Path) -> std::io::Result<(File, bool)> {
+    let pipe = std::fs::metadata(path).is_ok_and(|m| is_fifo(&m));
+    if !pipe {
+        return File::open(path).map(|f| (f, false));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map(|f| (f, true))
+    }
+    #[cfg(not(unix))]
+    {
+        File::open(path).map(|f| (f, true))
+    }
+}
+
+#[cfg(unix)]
+fn is_fifo(m: &Metadata) -> bool {
+    std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type())
+}
+
+#[cfg(not(unix))]
+fn is_fifo(_: &Metadata) -> bool {
+    false
 }
 
 /// Bytes read from the file at a time: a follower catching up with a long file gets a couple
@@ -64,14 +99,15 @@ where
     let shown = path.display();
     while !em.should_stop() {
         let Some(of) = open.as_mut() else {
-            match File::open(path) {
-                Ok(file) => {
+            match open_for_follow(path) {
+                Ok((file, pipe)) => {
                     let id = file.metadata().ok().as_ref().and_then(file_id);
                     em.status(format!("following {shown}"));
                     open = Some(OpenFile {
                         file,
                         id,
                         offset: 0,
+                        pipe,
                     });
                     said_waiting = false;
                 }
@@ -96,6 +132,11 @@ where
                 continue;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                // A pipe whose writer is silent: wait for the next poll.
+                em.sleep(opts.poll);
+                continue;
+            }
             Err(e) => {
                 // Keep the handle and position: reopening from the start would ingest
                 // the file's lines twice. Retry at the next poll.
@@ -108,6 +149,11 @@ where
             }
         }
         said_read_error = false;
+        if of.pipe {
+            // The end of a pipe's data (no writer now): a writer may open it again.
+            em.sleep(opts.poll);
+            continue;
+        }
         // At the end of what has been written so far: look for truncation and rotation.
         match std::fs::metadata(path) {
             Ok(meta) => {
