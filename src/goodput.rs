@@ -208,7 +208,8 @@ pub struct GoodputGrid {
     pub goodput: Vec<Option<f64>>,
     /// Statistical efficiency per batch column.
     pub stat_eff: Vec<f64>,
-    /// (layout row, batch column) of the best cell, if any is feasible.
+    /// (layout row, batch column) of the best cell: the highest positive finite goodput, if
+    /// any cell has one.
     pub best: Option<(usize, usize)>,
 }
 
@@ -246,7 +247,9 @@ impl GoodputGrid {
             .map(|(i, c)| match c {
                 TableCell::Feasible { prediction, .. } => {
                     let g = prediction.tokens_per_s * stat_eff[i % nb];
-                    if best.is_none_or(|(_, _, bg)| g > bg) {
+                    // Only a positive finite goodput can be the best (a B_crit that overflowed
+                    // or a throughput of NaN names no cell).
+                    if g.is_finite() && g > 0.0 && best.is_none_or(|(_, _, bg)| g > bg) {
                         best = Some((i / nb, i % nb, g));
                     }
                     Some(g)

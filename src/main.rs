@@ -16,6 +16,7 @@ fn main() -> std::process::ExitCode {
     #[cfg(unix)]
     default_sigpipe();
     copus::malloc_tuning::tune_for_large_buffers();
+    copus::signals::install_abort_handler();
     let cli = copus::cli::Cli::parse();
     match copus::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -536,16 +536,17 @@ impl Session {
             ProfileRef::Named(n) => profiles::model(n, &base).map_err(profile_err)?,
             ProfileRef::Inline(m) => m.clone(),
         };
-        let calibration =
-            match &self.calibration {
-                Some(p) => Some(CalibrationFile::load(&base.join(p)).map_err(|e| {
-                    SessionError::Invalid {
+        let calibration = match &self.calibration {
+            Some(p) => Some(
+                calibration_in(&base, p)
+                    .and_then(|file| crate::validate::profile::load_calibration(&file))
+                    .map_err(|e| SessionError::Invalid {
                         path: path.to_path_buf(),
                         msg: format!("calibration: {e}"),
-                    }
-                })?),
-                None => None,
-            };
+                    })?,
+            ),
+            None => None,
+        };
         let resolved = Resolved {
             session: self,
             path: path.to_path_buf(),
@@ -573,6 +574,23 @@ impl Session {
             source,
         })
     }
+}
+
+/// A session's `calibration:` path, relative to the session's directory and inside it (no
+/// absolute path, no `..`): a session shared with others cannot make copus read files
+/// elsewhere. A calibration kept elsewhere is given with `--calibration FILE`.
+fn calibration_in(base: &Path, rel: &str) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let p = Path::new(rel);
+    if p.components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "'{rel}' must be a path inside the session's directory (no absolute path, no '..'); \
+             give a calibration kept elsewhere with --calibration FILE"
+        ));
+    }
+    Ok(base.join(p))
 }
 
 #[cfg(test)]

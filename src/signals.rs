@@ -130,6 +130,62 @@ extern "C" fn on_sigbus(_sig: libc::c_int) {
     unsafe { libc::_exit(SIGNAL_EXIT) }
 }
 
+/// Exit status after the process ran out of memory (an allocation failed and the runtime
+/// aborted): within 1–100, unlike the 134 of a plain abort.
+pub const OUT_OF_MEMORY_EXIT: i32 = 4;
+
+/// The message SIGABRT prints, written once at start-up (it names the memory limit in force).
+static ABORT_MSG: OnceLock<Vec<u8>> = OnceLock::new();
+
+#[cfg(unix)]
+extern "C" fn on_sigabrt(_sig: libc::c_int) {
+    emergency_restore();
+    match ABORT_MSG.get() {
+        Some(m) => write_stderr(m),
+        None => write_stderr(b"copus: aborted (out of memory?)\n"),
+    }
+    // SAFETY: _exit is async-signal-safe.
+    unsafe { libc::_exit(OUT_OF_MEMORY_EXIT) }
+}
+
+/// Turn the abort that follows a failed allocation (Rust prints "memory allocation of N bytes
+/// failed", then aborts) into a message that says what to do and exit status
+/// [`OUT_OF_MEMORY_EXIT`], with the terminal restored if the explorer owned it. Call once at
+/// start-up.
+pub fn install_abort_handler() {
+    #[cfg(unix)]
+    {
+        let limit = {
+            let mut r = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit with a valid out-parameter.
+            let ok = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } == 0;
+            (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+        };
+        let why = match limit {
+            Some(bytes) => format!(
+                "the address-space limit in force (ulimit -v) is {} MiB; raise it",
+                bytes >> 20
+            ),
+            None => "free some memory".to_string(),
+        };
+        let msg = format!(
+            "copus: out of memory (the allocation above failed): {why}, or give the command \
+             less to hold (analyze/watch --max-records, a smaller search)\n"
+        );
+        let _ = ABORT_MSG.set(msg.into_bytes());
+        // SAFETY: installing a handler that only calls async-signal-safe functions.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_sigabrt as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(libc::SIGABRT, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
 /// Install the SIGBUS handler (once per process).
 pub fn install_sigbus_handler() {
     static ONCE: std::sync::Once = std::sync::Once::new();

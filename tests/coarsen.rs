@@ -115,7 +115,7 @@ fn the_table_mentions_the_coarsening_and_bad_bounds_are_refused() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("600 records analysed as"), "{text}");
-    for bad in ["1", "many"] {
+    for bad in ["1", "2", "99", "many"] {
         let out = Command::new(env!("CARGO_BIN_EXE_copus"))
             .args([
                 "analyze",

@@ -6,6 +6,10 @@
 mod reliability_support;
 
 use reliability_support::{copus, copus_in, demo_with, write_npy_raw};
+
+#[cfg(target_os = "linux")]
+#[path = "reliability_cases/round3.rs"]
+mod round3;
 use std::path::Path;
 
 fn session(dir: &Path, name: &str, text: &str) -> String {

@@ -596,3 +596,129 @@ fn tcp_in_process_matches_the_socket_follower() {
     let cut = memory.iter().any(|e| matches!(e, LiveEvent::Status(s) if s.contains("dropped an incomplete line (10 bytes)")));
     assert!(cut, "{memory:?}");
 }
+
+// ---- calibration inputs ---------------------------------------------------------------------
+
+const MEASURED_CSV: &str = "dp,tp,pp,mbs,batch,step_time_s,zero,recompute,vpp\n\
+                            8,1,1,1,64,3.1,1,selective,1\n4,2,1,2,64,3.4,0,none,1\n\
+                            2,2,2,1,64,4.2,1,full,2\n";
+
+/// Structure-aware mutation of a measurement CSV: a field replaced by an odd value, a comma
+/// inserted or removed, a line duplicated or cut.
+fn mutated_csv() -> impl Strategy<Value = String> {
+    let odd = prop_oneof![
+        Just("".to_string()),
+        Just("0".to_string()),
+        Just("-1".to_string()),
+        Just("NaN".to_string()),
+        Just("inf".to_string()),
+        Just("3,5".to_string()),
+        Just("4294967296".to_string()),
+        Just("18446744073709551616".to_string()),
+        Just("1e308".to_string()),
+        "[a-z]{1,6}",
+        any::<f64>().prop_map(|x| format!("{x:e}")),
+    ];
+    let fields: Vec<usize> = MEASURED_CSV
+        .char_indices()
+        .filter(|(_, c)| *c == ',' || *c == '\n')
+        .map(|(i, _)| i)
+        .collect();
+    (prop::sample::select(fields), odd, 0usize..4).prop_map(|(at, v, how)| {
+        let t = MEASURED_CSV;
+        match how {
+            0 => format!("{}{v}{}", &t[..at], &t[at..]),
+            1 => format!("{}{}", &t[..at], &t[(at + 1).min(t.len())..]),
+            2 => format!("{}{}", &t[..at], t.repeat(2)),
+            _ => t[..at].to_string(),
+        }
+    })
+}
+
+fn check_csv(text: &str) {
+    if let Ok(rows) = copus::perf::measurements::parse_csv(text, "fuzz.csv") {
+        assert!(rows.len() <= copus::perf::measurements::MAX_MEASUREMENTS);
+        for m in rows {
+            assert!(m.step_time_s.is_finite() && m.step_time_s > 0.0, "{m:?}");
+            assert!(m.config.zero <= 3, "{m:?}");
+        }
+    }
+}
+
+/// A calibration file as `copus calibrate --out` writes it, with one span mutated.
+fn mutated_calibration() -> impl Strategy<Value = String> {
+    let good = copus::perf::calibration_file::CalibrationFile {
+        hardware: "h100-sxm".into(),
+        model: "llama-7b".into(),
+        n: 6,
+        rms_rel_error: 0.05,
+        cv_rel_error: 0.07,
+        profile_rms_rel_error: 0.06,
+        fitted: vec!["max_eff".into()],
+        params: copus::perf::EfficiencyParams::default(),
+    }
+    .to_ron()
+    .expect("ron");
+    let numbers: Vec<usize> = good
+        .char_indices()
+        .filter(|(i, c)| c.is_ascii_digit() && (*i == 0 || good.as_bytes()[i - 1] == b' '))
+        .map(|(i, _)| i)
+        .collect();
+    let odd = prop_oneof![
+        Just("-0.5".to_string()),
+        Just("NaN".to_string()),
+        Just("inf".to_string()),
+        Just("1e308".to_string()),
+        Just("0".to_string()),
+        Just("max_ef: 1, ".to_string()),
+        any::<f64>().prop_map(|x| format!("{x:e}")),
+    ];
+    (prop::sample::select(numbers), odd).prop_map(move |(at, v)| {
+        // The mutated value goes before the old digits, which `// ` comments out up to the
+        // end of the line.
+        format!("{}{v}, // {}", &good[..at], &good[at..])
+    })
+}
+
+fn check_calibration(dir: &Path, text: &str) {
+    let path = write_tmp(dir, "fuzz-cal.ron", text.as_bytes());
+    if let Ok(c) = copus::validate::profile::load_calibration(&path) {
+        let p = &c.params;
+        assert!(p.max_eff > 0.0 && p.max_eff <= 1.0, "{p:?}");
+        assert!(
+            p.microbatch_overhead_s.is_finite() && p.microbatch_overhead_s >= 0.0,
+            "{p:?}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn calibration_csv_arbitrary_text(s in any::<String>()) {
+        check_csv(&s);
+    }
+
+    #[test]
+    fn calibration_csv_mutated(s in mutated_csv()) {
+        check_csv(&s);
+    }
+
+    #[test]
+    fn calibration_file_mutated(s in mutated_calibration()) {
+        check_calibration(&scratch(), &s);
+    }
+
+    #[test]
+    fn nccl_tests_output_arbitrary_text(s in any::<String>(), lines in prop::collection::vec(
+        prop_oneof![
+            Just("# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor)".to_string()),
+            Just("#  Rank  0 Group  0 Pid 1 on host0 device  0 [0x1] NVIDIA H100".to_string()),
+            Just("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong".to_string()),
+            "[ 0-9.e+-]{0,80}",
+        ], 0..12)) {
+        let text = format!("{}\n{s}", lines.join("\n"));
+        let _ = copus::perf::nccl::parse(&text, "all_reduce_perf.txt", None);
+    }
+}

@@ -287,7 +287,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         n.last_step,
         n.steps
     );
-    if let (Some(t), Some(b)) = (s.seq_len, n.b_simple) {
+    if let (Some(t), Some(b)) = (s.seq_len, n.b_simple.filter(|b| *b > 0.0)) {
         let _ = writeln!(
             out,
             "              = {:.4e} tokens (seq_len {t:.0} inferred)",
@@ -305,6 +305,14 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
                 fmt_opt(d.from.b_simple),
                 d.from.first_step,
                 d.from.last_step
+            );
+        }
+        Some(d) if d.ci[0] > 1.0 || d.ci[1] < 1.0 => {
+            let _ = writeln!(
+                out,
+                "drift         small: x{:.2} ({pct:.0}% CI x{:.2}-x{:.2}) since steps {}-{}: it changed, \
+                 but the interval reaches within x{:.2}, the least that counts as drift",
+                d.factor, d.ci[0], d.ci[1], d.from.first_step, d.from.last_step, d.min_factor
             );
         }
         Some(d) => {
@@ -330,14 +338,17 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     }
     let _ = writeln!(
         out,
-        "run-wide      {} samples  {pct:.0}% CI {}  (ratio of run averages over steps {}-{}; \
+        "run-wide      {}  {pct:.0}% CI {}  (ratio of run averages over steps {}-{}; \
          weighted toward early steps where |G|^2 is large)",
-        fmt_opt(s.b_simple),
+        match s.b_simple {
+            Some(v) if v < 0.0 => format!("negative ({v:.4}; no batch-size estimate)"),
+            other => format!("{} samples", fmt_opt(other)),
+        },
         fmt_ci(s.ci),
         s.run_wide.first_step,
         s.run_wide.last_step
     );
-    if let Some(t) = s.b_simple_tokens {
+    if let Some(t) = s.b_simple_tokens.filter(|t| *t > 0.0) {
         let _ = writeln!(out, "              = {t:.4e} tokens");
     }
     let _ = writeln!(out, "verdict       {}", s.verdict_meaning);
@@ -349,6 +360,9 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
 }
 
 pub(crate) fn fmt_ci(ci: [f64; 2]) -> String {
+    if crate::stats::interval::is_empty(ci) {
+        return "none (no positive value fits the data)".into();
+    }
     let hi = if ci[1].is_finite() {
         format!("{:.4}", ci[1])
     } else {
@@ -459,13 +473,19 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
     out
 }
 
-/// Parse `--max-records`: 0 (every record) or at least 2 (records merge in pairs).
+/// Fewest records `--max-records` may keep: an interval needs at least the estimator's
+/// default `min_steps` (50) twice over, so that the merged run still has first and last
+/// windows of their own.
+pub const MIN_CLI_MAX_RECORDS: usize = 100;
+
+/// Parse `--max-records`: 0 (every record) or at least [`MIN_CLI_MAX_RECORDS`].
 fn max_records(s: &str) -> Result<usize, String> {
-    let min = crate::stats::coarsen::MIN_MAX_RECORDS;
+    let min = MIN_CLI_MAX_RECORDS.max(crate::stats::coarsen::MIN_MAX_RECORDS);
     match s.trim().parse::<usize>() {
         Ok(n) if n == 0 || n >= min => Ok(n),
         Ok(n) => Err(format!(
-            "must be 0 (keep every record) or at least {min} records, got {n}"
+            "must be 0 (keep every record) or at least {min} records (fewer leave no interval to \
+             speak of), got {n}"
         )),
         Err(e) => Err(format!("not a whole number of records: {e}")),
     }

@@ -295,7 +295,9 @@ fn print_text(o: &GridOut) {
             b.goodput.unwrap_or(0.0),
             b.parallel.map(|c| c.to_string()).unwrap_or_default()
         ),
-        None => println!("best: no configuration runs at any batch size"),
+        None => {
+            println!("best: none: no configuration has a positive finite goodput at any batch size")
+        }
     }
     println!(
         "{:<16} {:>6} {:>12} {:>6} {:>7} {:>12}  configuration / reason",

@@ -1,7 +1,6 @@
 //! Command-line model shape (a profile or inline dimensions) and calibration file, shared by
 //! `predict` and `calibrate`.
 
-use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
 use crate::profiles;
 use anyhow::Context;
@@ -108,9 +107,7 @@ pub fn efficiency(
 ) -> anyhow::Result<EfficiencyParams> {
     match calibration {
         Some(p) => {
-            let c = CalibrationFile::load(p)?;
-            crate::validate::profile::efficiency(&c.params, "calibration.params")
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            let c = crate::validate::profile::load_calibration(p).map_err(anyhow::Error::msg)?;
             if c.hardware != hw.name {
                 eprintln!(
                     "note: {} was calibrated on {}, used here for {}",
@@ -159,7 +156,8 @@ pub fn apply_overrides(
     stack: Option<&crate::perf::Stack>,
 ) -> anyhow::Result<()> {
     if let Some(c) = calibration {
-        r.calibration = Some(CalibrationFile::load(c)?);
+        r.calibration =
+            Some(crate::validate::profile::load_calibration(c).map_err(anyhow::Error::msg)?);
         r.use_calibration = true;
         if r.session.efficiency.is_some() {
             eprintln!(

@@ -249,9 +249,15 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
                 crate::pipeline::load(&app.resolved).map_err(|e| anyhow::anyhow!("{e}"))?;
             let _ = update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
             if app.trajectory.points.is_empty() {
+                // Name the file the user gave: the stats file, not the session built for it.
+                let shown = match &app.resolved.session.source {
+                    DataSource::Stats { path: stats, .. } => app.resolved.resolve_path(stats),
+                    _ => path.clone(),
+                };
                 anyhow::bail!(
-                    "{}: no step gives a usable B_crit estimate (see `copus analyze`)",
-                    path.display()
+                    "{}: no step gives a usable B_crit estimate (see `copus analyze {}`)",
+                    shown.display(),
+                    shown.display()
                 );
             }
         }

@@ -6,8 +6,10 @@ use super::EfficiencyParams;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// A saved calibration.
+/// A saved calibration. Unknown fields are refused (a misspelt parameter would otherwise
+/// silently keep its default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CalibrationFile {
     /// Hardware profile the measurements ran on.
     pub hardware: String,
@@ -65,14 +67,7 @@ impl CalibrationFile {
             path: path.display().to_string(),
             source,
         };
-        let meta = std::fs::metadata(path).map_err(io)?;
-        if meta.len() > MAX_BYTES {
-            return Err(io(std::io::Error::other(format!(
-                "{} bytes: not a calibration file (at most {MAX_BYTES})",
-                meta.len()
-            ))));
-        }
-        let text = std::fs::read_to_string(path).map_err(io)?;
+        let text = crate::fsutil::read_capped(path, MAX_BYTES).map_err(io)?;
         ron::from_str(&text).map_err(|e| CalibrationFileError::Parse {
             path: path.display().to_string(),
             line: e.span.start.line,

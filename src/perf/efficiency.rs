@@ -96,7 +96,7 @@ impl Precision {
 /// with compute and the stack's choices. Every field has a default (H100-class, modern
 /// Megatron-Core stack); hardware profiles give their own values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct EfficiencyParams {
     /// Plateau fraction of dense peak reached by large GEMMs (compute-bound regime).
     pub max_eff: f64,

@@ -69,6 +69,12 @@ pub struct Problem {
     pub(crate) steps: Vec<f64>,
 }
 
+/// Smallest B_crit of a phase the planner accepts, samples: below this the step counts
+/// overflow and the plan means nothing.
+pub const MIN_PHASE_B_CRIT: f64 = 1e-9;
+/// Largest B_crit of a phase the planner accepts, samples.
+pub const MAX_PHASE_B_CRIT: f64 = 1e30;
+
 impl Problem {
     /// Build an instance under the McCandlish objective; costs are made effective,
     /// `min_dwell` 0 is read as 1.
@@ -102,15 +108,40 @@ impl Problem {
             return Err(ProblemError::NoStates);
         }
         for (i, p) in phases.iter().enumerate() {
-            if !(p.b_crit > 0.0 && p.b_crit.is_finite() && p.min_samples.is_finite())
-                || p.min_samples < 0.0
-            {
-                return Err(ProblemError::Invalid(format!("phase {i}: {p:?}")));
+            let at = format!(
+                "phase {} ({:.4e} to {:.4e} tokens)",
+                i + 1,
+                p.start_tokens,
+                p.end_tokens
+            );
+            if !(MIN_PHASE_B_CRIT..=MAX_PHASE_B_CRIT).contains(&p.b_crit) {
+                return Err(ProblemError::Invalid(format!(
+                    "{at}: B_crit is {:.4e} samples, outside {MIN_PHASE_B_CRIT:e}..{MAX_PHASE_B_CRIT:e} \
+                     (check b_crit_scale and the source's law or data)",
+                    p.b_crit
+                )));
+            }
+            if !(p.min_samples.is_finite() && p.min_samples >= 0.0) {
+                return Err(ProblemError::Invalid(format!(
+                    "{at}: its minimal samples are {:.4e}, not a finite number ≥ 0",
+                    p.min_samples
+                )));
             }
         }
         for (i, s) in states.iter().enumerate() {
             if s.batch == 0 || !(s.step_time_s.is_finite() && s.step_time_s > 0.0) {
-                return Err(ProblemError::Invalid(format!("state {i}: {s:?}")));
+                return Err(ProblemError::Invalid(format!(
+                    "configuration {} (DP {} CP {} TP {} PP {} at batch {}): its predicted step \
+                     time is {:.4e} s, not a positive finite number (check the hardware profile's \
+                     peak FLOP/s, bandwidths and efficiency)",
+                    i + 1,
+                    s.dp,
+                    s.cp,
+                    s.tp,
+                    s.pp,
+                    s.batch,
+                    s.step_time_s
+                )));
             }
         }
         let mut layouts = HashMap::new();

@@ -167,10 +167,12 @@ impl Coarsener {
                 self.limit = self.max_records;
             }
             // The buffer's room up front (address space only until used): no copies as it
-            // grows.
+            // grows. Only an optimisation: under a memory limit the buffer grows as needed.
             let room = self.max_records.min(RESERVED_RECORDS);
-            self.kept.reserve(room);
-            self.meta.reserve(room);
+            if self.kept.try_reserve(room).is_err() || self.meta.try_reserve(room).is_err() {
+                self.kept.shrink_to_fit();
+                self.meta.shrink_to_fit();
+            }
         }
         self.records_in = self.records_in.saturating_add(1);
         let meta = Meta {

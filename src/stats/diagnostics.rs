@@ -54,6 +54,9 @@ pub enum DiagnosticKind {
     /// The run-average |G|² is not positive, so there is no run-wide B_simple; a verdict reason
     /// only.
     NonPositiveG2,
+    /// The autocorrelation window (`--block-length`) is at least half the usable steps: the
+    /// interval's variance cannot be estimated and comes out too narrow.
+    BlockLengthTooLong,
 }
 
 impl DiagnosticKind {
@@ -98,6 +101,9 @@ impl DiagnosticKind {
                  --max-records N (about 2 KB of memory per record) or 0 for every step"
             }
             K::NonPositiveG2 => "record larger batches per step; the gradient signal is lost",
+            K::BlockLengthTooLong => {
+                "leave --block-length to its default or keep it well below half the run's steps"
+            }
         }
     }
 }

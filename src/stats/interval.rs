@@ -58,6 +58,24 @@ pub fn z_for(confidence: f64) -> f64 {
     normal_quantile(0.5 + 0.5 * confidence)
 }
 
+/// Whether an interval of B_simple from [`fieller`] holds no positive value (its upper end
+/// is not above 0, or it is not a number): the data rule out every positive estimate, and
+/// the interval is reported as undefined, never as `[0, 0]`.
+pub fn is_empty(ci: [f64; 2]) -> bool {
+    ci[1].is_nan() || ci[1] <= 0.0
+}
+
+/// An interval for JSON: `[lo, hi]`, or `null` when it holds no positive value
+/// ([`is_empty`]); an unbounded end stays `null` inside the pair as before.
+pub fn serialize_ci<S: serde::Serializer>(ci: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    if is_empty(*ci) {
+        s.serialize_none()
+    } else {
+        ci.serialize(s)
+    }
+}
+
 /// Fieller interval [lo, hi] for R = num/den, given the variances and covariance of num and
 /// den. B_simple is non-negative, so `lo` is clamped at 0; `hi` is +∞ when den is not
 /// significantly positive.

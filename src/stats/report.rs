@@ -43,8 +43,9 @@ impl Verdict {
                  bears on the estimate; read the reasons before trusting one number"
             }
             Verdict::Unreliable => {
-                "unreliable: no usable number; the average |G|^2 is not positive or not \
-                 distinguishable from zero, or there are too few steps"
+                "unreliable: no usable number (the signal |G|^2 or the noise tr(Sigma) is not \
+                 resolved, too few steps, or the interval cannot be estimated); the reasons say \
+                 which"
             }
         }
     }
@@ -71,6 +72,7 @@ pub struct Summary {
     pub b_simple: Option<f64>,
     /// Confidence interval of the run-wide `b_simple` (Fieller, autocorrelation-aware); hi
     /// `null` = unbounded.
+    #[serde(serialize_with = "crate::stats::interval::serialize_ci")]
     pub ci: [f64; 2],
     /// The run-wide estimate as a window covering every step (same numbers as `b_simple`,
     /// `ci`, `g2`, `trace_sigma`, labelled by its step range).
@@ -131,6 +133,7 @@ pub struct LayerRow {
     /// The layer's own B_simple in samples; `null` when its average |G|² is not positive.
     pub b_simple: Option<f64>,
     /// Interval of the layer's B_simple.
+    #[serde(serialize_with = "crate::stats::interval::serialize_ci")]
     pub ci: [f64; 2],
     /// Run-average tr(Σ) of the layer.
     pub trace_sigma: f64,
@@ -148,6 +151,7 @@ pub struct StepRow {
     /// Smoothed B_simple at this step (samples); `null` where the smoothed |G|² is not positive.
     pub b_simple: Option<f64>,
     /// Interval of the smoothed B_simple; hi `null` = unbounded.
+    #[serde(serialize_with = "crate::stats::interval::serialize_ci")]
     pub ci: [f64; 2],
     /// Mean over small batches of |g_small|² as recorded.
     pub sq_small: f64,
@@ -190,6 +194,7 @@ pub struct LayerPoint {
     /// Smoothed B_simple of the layer (samples); `null` where its smoothed |G|² is not positive.
     pub b_simple: Option<f64>,
     /// Interval of the layer's smoothed B_simple; hi `null` = unbounded.
+    #[serde(serialize_with = "crate::stats::interval::serialize_ci")]
     pub ci: [f64; 2],
 }
 

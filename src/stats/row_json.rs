@@ -55,6 +55,11 @@ macro_rules! layer_field {
 /// between them, `close` the newline and indentation before `]`.
 #[inline(always)]
 fn pair(out: &mut Vec<u8>, (open, mid, close): (&[u8], &[u8], &[u8]), ci: [f64; 2]) {
+    if super::interval::is_empty(ci) {
+        // As `interval::serialize_ci`: an interval without a positive value is `null`.
+        out.extend_from_slice(b"null");
+        return;
+    }
     out.extend_from_slice(open);
     f64_json(out, ci[0]);
     out.extend_from_slice(mid);

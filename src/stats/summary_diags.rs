@@ -23,6 +23,13 @@ pub(crate) fn finish_diagnostics(
     records: usize,
 ) {
     let n = est.len();
+    if let Some(why) = block_length_problem(settings, n) {
+        out.push(Diagnostic::new(
+            K::BlockLengthTooLong,
+            Severity::Warning,
+            why,
+        ));
+    }
     // Lost steps (lines and records) are a warning only above a share of the input: one bad
     // line in a long run does not change the estimate.
     let total = records.saturating_add(counts.malformed).max(1) as f64;
@@ -164,6 +171,19 @@ pub(crate) fn finish_diagnostics(
     }
 }
 
+/// Why the chosen autocorrelation window makes the interval meaningless on `steps` usable
+/// steps (a window of at least half of them leaves no independent blocks to estimate the
+/// variance from), if it does.
+fn block_length_problem(settings: &EstimatorSettings, steps: usize) -> Option<String> {
+    let l = settings.block_length?;
+    (l.saturating_mul(2) > steps).then(|| {
+        format!(
+            "the block length {l} is more than half of the {steps} usable steps: the interval's \
+             variance cannot be estimated (it comes out too narrow)"
+        )
+    })
+}
+
 /// Stable / noisy / unreliable from the run-wide interval and the warnings, with the reasons
 /// (each with what to do) when it is not stable.
 pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Vec<Reason>) {
@@ -174,13 +194,26 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
     };
     let mut hard = Vec::new();
     if s.b_simple.is_none_or(|b| b < 0.0) {
-        hard.push(reason(
-            K::NonPositiveG2,
+        let message = if s.g2 > 0.0 && s.trace_sigma < 0.0 {
+            format!(
+                "the run-average tr(Sigma) is {:.3e} (below zero): no positive B_simple",
+                s.trace_sigma
+            )
+        } else {
             format!(
                 "the run-average |G|^2 is {:.3e}: no positive B_simple",
                 s.g2
-            ),
-        ));
+            )
+        };
+        let kind = if s.g2 > 0.0 && s.trace_sigma < 0.0 {
+            K::NegativeTrace
+        } else {
+            K::NonPositiveG2
+        };
+        hard.push(reason(kind, message));
+    }
+    if let Some(why) = block_length_problem(settings, s.steps) {
+        hard.push(reason(K::BlockLengthTooLong, why));
     }
     if !s.ci[1].is_finite() {
         hard.push(reason(

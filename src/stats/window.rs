@@ -25,6 +25,7 @@ pub struct WindowEstimate {
     /// B_simple in samples; `null` when the window's mean |G|² is not positive.
     pub b_simple: Option<f64>,
     /// Interval of `b_simple` (Fieller, detrended HAC variance); hi `null` = unbounded.
+    #[serde(serialize_with = "crate::stats::interval::serialize_ci")]
     pub ci: [f64; 2],
     /// Window-mean |G|².
     pub g2: f64,
@@ -61,6 +62,8 @@ pub struct Drift {
     /// True when the whole interval lies above `drift_min_factor` (or below its inverse): the
     /// estimate changes by more than its uncertainty, and by a factor that matters.
     pub significant: bool,
+    /// The smallest factor that counts as drift (`drift_min_factor`).
+    pub min_factor: f64,
 }
 
 /// The drift between two disjoint windows; `None` when either window has no positive estimate
@@ -86,5 +89,6 @@ pub fn drift(
         factor,
         ci,
         significant: ci[0] > min_factor || ci[1] < 1.0 / min_factor,
+        min_factor,
     })
 }

@@ -35,7 +35,34 @@ pub(crate) fn positive(field: &str, v: f64) -> Result<(), Invalid> {
     } else {
         Err(Invalid::new(
             field,
-            format!("must be a positive finite number, got {v}"),
+            format!("must be a positive finite number, got {}", num(v)),
+        ))
+    }
+}
+
+/// A number for an error message: plain when of everyday size, else in scientific notation
+/// (never 300 digits of 1e300).
+pub(crate) fn num(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() || (1e-4..1e9).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// `v` must lie in `lo..=hi` (`unit` names what it counts, for the message).
+pub(crate) fn in_range(field: &str, v: f64, lo: f64, hi: f64, unit: &str) -> Result<(), Invalid> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(Invalid::new(
+            field,
+            format!(
+                "must lie in {}..={} {unit}, got {}",
+                num(lo),
+                num(hi),
+                num(v)
+            ),
         ))
     }
 }
@@ -47,7 +74,7 @@ pub(crate) fn non_negative(field: &str, v: f64) -> Result<(), Invalid> {
     } else {
         Err(Invalid::new(
             field,
-            format!("must be a finite number ≥ 0, got {v}"),
+            format!("must be a finite number ≥ 0, got {}", num(v)),
         ))
     }
 }
@@ -66,7 +93,10 @@ pub(crate) fn unit(field: &str, v: f64) -> Result<(), Invalid> {
     if (0.0..=1.0).contains(&v) {
         Ok(())
     } else {
-        Err(Invalid::new(field, format!("must lie in [0, 1], got {v}")))
+        Err(Invalid::new(
+            field,
+            format!("must lie in [0, 1], got {}", num(v)),
+        ))
     }
 }
 

@@ -3,7 +3,7 @@
 //! heads). Fields added to these types later are still checked to be finite (see
 //! [`super::all_finite`]); their ranges need a line here.
 
-use super::{Invalid, all_finite, fraction, non_negative, positive, unit};
+use super::{Invalid, all_finite, fraction, in_range, non_negative, positive, unit};
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
 
 /// Check a model profile's shape; `at` prefixes field paths (e.g. "model").
@@ -63,19 +63,29 @@ pub fn model(m: &ModelProfile, at: &str) -> Result<(), Invalid> {
 pub fn hardware(h: &HardwareProfile, at: &str) -> Result<(), Invalid> {
     let f = |name: &str| format!("{at}.{name}");
     all_finite(at, h)?;
-    positive(&f("peak_flops"), h.peak_flops)?;
-    positive(&f("hbm_bytes"), h.hbm_bytes)?;
-    positive(&f("mem_bw_bytes_per_s"), h.mem_bw_bytes_per_s)?;
-    positive(&f("intra_bw_bytes_per_s"), h.intra_bw_bytes_per_s)?;
-    positive(&f("inter_bw_bytes_per_s"), h.inter_bw_bytes_per_s)?;
+    if h.fp8_peak_flops != 0.0 {
+        // 0: no FP8 peak known.
+        in_range(&f("fp8_peak_flops"), h.fp8_peak_flops, 1e9, 1e18, "FLOP/s")?;
+    }
+    // Physical ranges, wide enough for any accelerator of the next decades and narrow enough
+    // that step times stay finite numbers.
+    in_range(&f("peak_flops"), h.peak_flops, 1e9, 1e18, "FLOP/s")?;
+    in_range(&f("hbm_bytes"), h.hbm_bytes, 1e6, 1e14, "bytes")?;
+    for (name, v) in [
+        ("mem_bw_bytes_per_s", h.mem_bw_bytes_per_s),
+        ("intra_bw_bytes_per_s", h.intra_bw_bytes_per_s),
+        ("inter_bw_bytes_per_s", h.inter_bw_bytes_per_s),
+    ] {
+        in_range(&f(name), v, 1e3, 1e16, "bytes/s")?;
+    }
     if h.scale_up_domain == 0 {
         return Err(Invalid::new(
             f("scale_up_domain"),
             "must be at least 1, got 0",
         ));
     }
-    non_negative(&f("intra_latency_s"), h.intra_latency_s)?;
-    non_negative(&f("inter_latency_s"), h.inter_latency_s)?;
+    in_range(&f("intra_latency_s"), h.intra_latency_s, 0.0, 1.0, "s")?;
+    in_range(&f("inter_latency_s"), h.inter_latency_s, 0.0, 1.0, "s")?;
     fraction(&f("intra_link_eff"), h.intra_link_eff)?;
     fraction(&f("inter_link_eff"), h.inter_link_eff)?;
     non_negative(&f("reserved_bytes"), h.reserved_bytes)?;
@@ -122,6 +132,18 @@ pub fn efficiency(e: &EfficiencyParams, at: &str) -> Result<(), Invalid> {
     non_negative(&f("coll_chunk_half_bytes"), e.coll_chunk_half_bytes)?;
     non_negative(&f("zero3_chunk_half_bytes"), e.zero3_chunk_half_bytes)?;
     Ok(())
+}
+
+/// Read a calibration file and check its parameters: the one loader every path uses
+/// (`--calibration` on each command, a session's `calibration:`), so that a file is accepted
+/// or refused the same way everywhere; the error names the file and the field.
+pub fn load_calibration(
+    path: &std::path::Path,
+) -> Result<crate::perf::calibration_file::CalibrationFile, String> {
+    let c =
+        crate::perf::calibration_file::CalibrationFile::load(path).map_err(|e| e.to_string())?;
+    efficiency(&c.params, "params").map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(c)
 }
 
 #[cfg(test)]

@@ -50,8 +50,13 @@ fn batch_in_range(field: &str, b: u64) -> Result<(), Invalid> {
 /// The planner's settings: a reference batch in range, a positive finite target loss and a
 /// loss window of bounded length.
 fn planner(p: &crate::plan::objective::PlannerSettings) -> Result<(), Invalid> {
-    if let Some(b) = p.lr_reference_batch {
-        batch_in_range("planner.lr_reference_batch", b)?;
+    if let Some(b) = p.lr_reference_batch
+        && !(1..=MAX_BATCH).contains(&b)
+    {
+        return Err(Invalid::new(
+            "planner.lr_reference_batch",
+            format!("the reference batch must lie in 1..={MAX_BATCH} samples, got {b}"),
+        ));
     }
     if let Some(t) = p.target_loss {
         positive("planner.target_loss", t)?;
@@ -83,16 +88,13 @@ pub fn check(r: &Resolved) -> Result<(), Invalid> {
     if let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &r.efficiency()) {
         return Err(Invalid::new("stack.precision", why));
     }
-    positive("b_crit_scale", s.b_crit_scale)?;
-    if !(MIN_B_CRIT_SCALE..=MAX_B_CRIT_SCALE).contains(&s.b_crit_scale) {
-        return Err(Invalid::new(
-            "b_crit_scale",
-            format!(
-                "must lie in {MIN_B_CRIT_SCALE}..={MAX_B_CRIT_SCALE} (a conversion factor), got {}",
-                s.b_crit_scale
-            ),
-        ));
-    }
+    super::in_range(
+        "b_crit_scale",
+        s.b_crit_scale,
+        MIN_B_CRIT_SCALE,
+        MAX_B_CRIT_SCALE,
+        "(a conversion factor)",
+    )?;
     planner(&s.planner)?;
     if let StatEffForm::Pollux { b0 } = s.stat_eff {
         positive("stat_eff.Pollux.b0", b0)?;

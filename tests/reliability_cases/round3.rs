@@ -1,0 +1,460 @@
+//! Reliability round 3 (issue 30), through the real binary: what the user owns is never
+//! replaced, accepted values never loop or abort, every input is validated on every path,
+//! non-regular inputs are refused or bounded in time, memory exhaustion is an error, and
+//! results that cannot be trusted are not printed as numbers.
+
+use super::reliability_support::{copus, copus_in, demo_with};
+use super::session;
+use std::path::Path;
+use std::process::Command;
+
+const MEASURED: &str = "dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,3.1\n4,2,1,1,64,3.4\n\
+                        2,4,1,1,64,3.9\n8,1,1,2,128,6.0\n4,2,1,2,128,6.5\n2,2,2,1,64,4.2\n";
+
+fn calibrate_to(dir: &Path, out: &str, extra: &[&str]) -> super::reliability_support::Run {
+    std::fs::write(dir.join("m.csv"), MEASURED).expect("csv");
+    let mut args = vec![
+        "calibrate",
+        "m.csv",
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--out",
+        out,
+    ];
+    args.extend_from_slice(extra);
+    copus_in(dir, &args, &[])
+}
+
+fn mkfifo(path: &Path) {
+    let ok = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(ok.success());
+}
+
+fn is_fifo(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
+
+#[test]
+fn calibrate_out_never_replaces_a_link_a_fifo_or_an_existing_file_unasked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("target.ron"), "old").expect("target");
+    std::os::unix::fs::symlink("target.ron", d.join("link.ron")).expect("symlink");
+    calibrate_to(d, "link.ron", &[]).fails_with(&["link.ron", "exists", "--force"]);
+    assert_eq!(
+        std::fs::read_to_string(d.join("target.ron"))
+            .ok()
+            .as_deref(),
+        Some("old")
+    );
+    // With --force the link's file is written and the link kept.
+    calibrate_to(d, "link.ron", &["--force"]).succeeds();
+    assert!(
+        std::fs::symlink_metadata(d.join("link.ron")).is_ok_and(|m| m.file_type().is_symlink()),
+        "the symlink was replaced"
+    );
+    let text = std::fs::read_to_string(d.join("target.ron")).expect("target");
+    assert!(text.contains("hardware"), "{text}");
+    mkfifo(&d.join("pipe"));
+    calibrate_to(d, "pipe", &["--force"]).fails_with(&["pipe", "FIFO"]);
+    assert!(is_fifo(&d.join("pipe")), "the FIFO was replaced");
+    std::os::unix::fs::symlink("pipe", d.join("to-pipe")).expect("symlink");
+    calibrate_to(d, "to-pipe", &["--force"]).fails_with(&["to-pipe", "FIFO"]);
+    std::os::unix::fs::symlink("missing.ron", d.join("dangling")).expect("symlink");
+    calibrate_to(d, "dangling", &["--force"]).fails_with(&["dangling", "symlink"]);
+    let leftovers: Vec<_> = std::fs::read_dir(d)
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn the_library_writer_keeps_links_and_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let real = dir.path().join("real.ron");
+    std::fs::write(&real, "old").expect("write");
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let link = dir.path().join("session.ron");
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+    copus::fsutil::write_atomic(&link, b"new").expect("write through the link");
+    assert!(std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()));
+    assert_eq!(std::fs::read_to_string(&real).ok().as_deref(), Some("new"));
+    let mode = std::fs::metadata(&real).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640, "permissions not kept");
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let err = copus::fsutil::write_atomic(&fifo, b"x").expect_err("a FIFO is refused");
+    assert!(err.to_string().contains("FIFO"), "{err}");
+    assert!(is_fifo(&fifo));
+}
+
+#[test]
+fn demo_train_does_not_truncate_an_existing_file_unasked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::write(d.join("run.ndjson"), "precious\n").expect("write");
+    let args = [
+        "demo-train",
+        "--steps",
+        "3",
+        "--quiet",
+        "--out",
+        "run.ndjson",
+    ];
+    copus_in(d, &args, &[]).fails_with(&["run.ndjson", "--force"]);
+    assert_eq!(
+        std::fs::read_to_string(d.join("run.ndjson"))
+            .ok()
+            .as_deref(),
+        Some("precious\n")
+    );
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    copus_in(d, &forced, &[]).succeeds();
+    let text = std::fs::read_to_string(d.join("run.ndjson")).expect("run");
+    assert_eq!(text.lines().count(), 3, "{text}");
+}
+
+#[test]
+fn accepted_extremes_neither_loop_nor_abort() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mb = session(
+        dir.path(),
+        "mb.ron",
+        &demo_with("micro_batches: [1, 2, 4]", "micro_batches: [4294967295]"),
+    );
+    copus(&["grid", &mb]).fails_with(&["search.micro_batches", "4294967295"]);
+    copus(&["plan", &mb]).fails_with(&["search.micro_batches"]);
+    let measured = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/paper-measured-3b-8xh100.ron"),
+    )
+    .expect("session");
+    let text = measured
+        .replace("loss_window: Some(50)", "loss_window: Some(4294967295)")
+        .replace(
+            "\"../assets",
+            &format!("\"{}/assets", env!("CARGO_MANIFEST_DIR")),
+        );
+    let lw = session(dir.path(), "lw.ron", &text);
+    copus(&["plan", &lw]).fails_with(&["planner.loss_window", "4294967295"]);
+    let longer = measured
+        .replace("loss_window: Some(50)", "loss_window: Some(5000)")
+        .replace(
+            "\"../assets",
+            &format!("\"{}/assets", env!("CARGO_MANIFEST_DIR")),
+        );
+    let lw = session(dir.path(), "lw5000.ron", &longer);
+    let run = copus(&["plan", &lw]);
+    run.fails_with(&["loss_window is 5000 points", "finite losses"]);
+    assert!(!run.stderr.contains("inf"), "{}", run.stderr);
+    for (flag, value, says) in [
+        (
+            "--micro-batch-size",
+            "4294967295",
+            "micro-batch size must be at most",
+        ),
+        (
+            "--micro-batches",
+            "4294967295",
+            "micro-batches must be at most",
+        ),
+        (
+            "--linger-s",
+            "1e20",
+            "--linger-s must be between 0 and 86400",
+        ),
+    ] {
+        copus(&["demo-train", "--steps", "2", "--quiet", flag, value]).fails_with(&[says]);
+    }
+    copus(&[
+        "bench",
+        "--size-mb",
+        "18446744073709551615",
+        "--device",
+        "cpu",
+    ])
+    .fails_with(&["--size-mb"]);
+    copus(&[
+        "bench",
+        "--size-mb",
+        "65536",
+        "--steps",
+        "100",
+        "--device",
+        "cpu",
+    ])
+    .fails_with(&["limited to"]);
+    for (from, to, field) in [
+        ("b_crit_scale: 1.0", "b_crit_scale: 1e300", "b_crit_scale"),
+        ("b_crit_scale: 1.0", "b_crit_scale: 1e-320", "b_crit_scale"),
+    ] {
+        let s = session(dir.path(), "x.ron", &demo_with(from, to));
+        let run = copus(&["plan", &s]);
+        run.fails_with(&[field, "1e"]);
+        assert!(
+            !run.stderr.contains("00000000000"),
+            "300 digits: {}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn calibration_files_are_validated_the_same_on_every_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    calibrate_to(d, "good.ron", &[]).succeeds();
+    let good = std::fs::read_to_string(d.join("good.ron")).expect("calibration");
+    let misspelt = good.replacen("max_eff:", "max_ef:", 1);
+    assert_ne!(misspelt, good);
+    std::fs::write(d.join("typo.ron"), &misspelt).expect("write");
+    let s = session(
+        d,
+        "s.ron",
+        &demo_with("b_crit_scale: 1.0", "b_crit_scale: 1.0"),
+    );
+    let s = s.as_str();
+    copus_in(
+        d,
+        &[
+            "predict",
+            "--model",
+            "llama-7b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+            "--calibration",
+            "typo.ron",
+        ],
+        &[],
+    )
+    .fails_with(&["typo.ron", "max_ef"]);
+    copus_in(d, &["grid", s, "--calibration", "typo.ron"], &[]).fails_with(&["typo.ron", "max_ef"]);
+    // The old value is commented out behind the new one.
+    let negative = good.replacen("max_eff:", "max_eff: -0.5, //", 1);
+    std::fs::write(d.join("neg.ron"), negative).expect("write");
+    for cmd in ["grid", "plan"] {
+        copus_in(d, &[cmd, s, "--calibration", "neg.ron"], &[])
+            .fails_with(&["neg.ron", "max_eff", "-0.5"]);
+    }
+    // A session's calibration stays inside the session's directory.
+    std::fs::create_dir_all(d.join("sub")).expect("mkdir");
+    let outside = demo_with(
+        "b_crit_scale: 1.0",
+        "b_crit_scale: 1.0, calibration: Some(\"../../../../etc/passwd\")",
+    );
+    let s = session(&d.join("sub"), "x.ron", &outside);
+    let run = copus(&["grid", &s]);
+    run.fails_with(&["calibration", "inside the session's directory"]);
+    assert!(
+        !run.stderr.contains("root"),
+        "the file's content is quoted: {}",
+        run.stderr
+    );
+}
+
+#[test]
+fn non_regular_and_oversized_inputs_are_refused_or_bounded_in_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let cal = |input: &str| {
+        copus_in(
+            d,
+            &[
+                "calibrate",
+                input,
+                "--hardware",
+                "h100-sxm",
+                "--model",
+                "llama-7b",
+            ],
+            &[],
+        )
+    };
+    cal("/dev/zero").fails_with(&["/dev/zero", "not a regular file"]);
+    mkfifo(&d.join("silent"));
+    cal("silent").fails_with(&["silent", "not a regular file"]);
+    let mut big = String::from("dp,tp,pp,mbs,batch,step_time_s\n");
+    for _ in 0..20_000 {
+        big.push_str("8,1,1,1,64,3.1\n");
+    }
+    std::fs::write(d.join("big.csv"), big).expect("write");
+    cal("big.csv").fails_with(&["big.csv", "more than 10000 measurements"]);
+    std::fs::write(
+        d.join("comma.csv"),
+        "dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,3,1\n",
+    )
+    .expect("write");
+    cal("comma.csv").fails_with(&["comma.csv:2", "decimal comma"]);
+    let rec = |t: f64| {
+        format!(
+            "{{\"v\":1,\"step\":1,\"b_small\":8,\"b_big\":64,\"sq_small\":2.0,\"sq_big\":1.0,\
+             \"step_time_s\":{t},\"config\":{{\"dp\":8,\"tp\":1,\"pp\":1,\"mbs\":1}}}}\n"
+        )
+    };
+    std::fs::write(d.join("st.ndjson"), rec(1.5) + &rec(0.0)).expect("write");
+    cal("st.ndjson").fails_with(&["st.ndjson:2", "step_time_s"]);
+    // A FIFO nobody writes to: watch ends at its timeout, an idle writer holding it too.
+    let start = std::time::Instant::now();
+    copus_in(
+        d,
+        &[
+            "watch",
+            "silent",
+            "--headless",
+            "--timeout-s",
+            "1",
+            "--until-steps",
+            "5",
+        ],
+        &[],
+    );
+    assert!(
+        start.elapsed().as_secs_f64() < 4.0,
+        "watch ignored its timeout on a FIFO"
+    );
+    let mut writer = Command::new("sh")
+        .arg("-c")
+        .arg("sleep 8 > silent")
+        .current_dir(d)
+        .spawn()
+        .expect("writer");
+    let start = std::time::Instant::now();
+    copus_in(
+        d,
+        &[
+            "watch",
+            "silent",
+            "--headless",
+            "--timeout-s",
+            "1",
+            "--until-steps",
+            "5",
+        ],
+        &[],
+    );
+    assert!(
+        start.elapsed().as_secs_f64() < 4.0,
+        "an idle writer held watch past its timeout"
+    );
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let run = d.join("run.ndjson");
+    std::fs::write(&run, super::records(2.0, 1.0, 60)).expect("write");
+    copus_in(d, &["analyze", "run.ndjson", "--compare", "/dev/zero"], &[])
+        .fails_with(&["/dev/zero", "not a regular file or a pipe"]);
+}
+
+/// Run `copus ARGS` in `dir` under an address-space limit of `mib` MiB.
+fn under_limit(dir: &Path, mib: u64, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {}; exec \"$0\" \"$@\"", mib * 1024))
+        .arg(env!("CARGO_BIN_EXE_copus"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("run");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn running_out_of_memory_is_an_error_and_small_limits_suffice_for_small_inputs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (code, err) = under_limit(root, 64, &["analyze", "assets/data/sample-run.ndjson"]);
+    assert_eq!(code, Some(0), "analyze of 600 lines under 64 MiB: {err}");
+    let (code, err) = under_limit(root, 64, &["plan", "sessions/measured-sample.ron"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "plan of a measured session under 64 MiB: {err}"
+    );
+    // Every record kept (--max-records 0) of a long run does not fit in 64 MiB.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("long.ndjson"),
+        super::records(2.0, 1.0, 400_000),
+    )
+    .expect("write");
+    let (code, err) = under_limit(
+        dir.path(),
+        64,
+        &["analyze", "long.ndjson", "--max-records", "0"],
+    );
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains("out of memory") && err.contains("64 MiB"),
+        "{err}"
+    );
+}
+
+#[test]
+fn answers_that_cannot_be_trusted_are_not_printed_as_numbers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = dir.path().join("neg.ndjson");
+    std::fs::write(&f, super::records(1.0, 1.5, 60)).expect("write");
+    let path = f.display().to_string();
+    let run = copus(&["analyze", &path]);
+    run.succeeds();
+    assert!(run.stdout.contains("CI none"), "{}", run.stdout);
+    assert!(!run.stdout.contains("[0.0000, 0.0000]"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("tr(Sigma) is"),
+        "the reason must blame tr(Sigma): {}",
+        run.stdout
+    );
+    let json = copus(&["analyze", &path, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert!(v["summary"]["ci"].is_null(), "{}", v["summary"]["ci"]);
+    assert!(v["summary"]["now"]["ci"].is_null());
+    assert!(v["steps"][0]["ci"].is_null(), "{}", v["steps"][0]["ci"]);
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let sample = sample.display().to_string();
+    let run = copus(&["analyze", &sample, "--block-length", "600"]);
+    run.succeeds();
+    assert!(
+        run.stdout.contains("verdict       unreliable"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("block length 600"), "{}", run.stdout);
+    copus(&["analyze", &sample, "--max-records", "2"]).fails_with(&["--max-records", "100"]);
+    let h100 = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/hardware/h100-sxm.ron"),
+    )
+    .expect("profile");
+    let at = h100.find("peak_flops:").expect("peak_flops");
+    let end = at + h100[at..].find(',').expect("comma");
+    let slow_hw = format!("{}peak_flops: 1e-300{}", &h100[..at], &h100[end..]);
+    std::fs::write(dir.path().join("slow-hw.ron"), slow_hw).expect("write");
+    let slow = session(
+        dir.path(),
+        "slow.ron",
+        &demo_with("Named(\"h100-sxm\")", "Named(\"slow-hw.ron\")"),
+    );
+    for cmd in ["grid", "plan"] {
+        let run = copus(&[cmd, &slow]);
+        run.fails_with(&["peak_flops", "1e-300"]);
+        assert!(!run.stderr.contains("PlanState {"), "{}", run.stderr);
+    }
+}
+
+#[test]
+fn an_unusable_stats_file_is_named_as_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("neg.ndjson"), super::records(1.0, 1.5, 60)).expect("write");
+    let run = copus_in(dir.path(), &["open", "neg.ndjson"], &[]);
+    run.fails_with(&["neg.ndjson: no step gives a usable B_crit"]);
+    assert!(!run.stderr.contains(".copus.ron"), "{}", run.stderr);
+}
