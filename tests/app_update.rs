@@ -484,6 +484,7 @@ fn the_live_connection_stays_in_the_title() {
             update: Box::new(Err("too few steps".into())),
             steps: 3,
             malformed: 0,
+            non_finite: 0,
             dropped: 0,
         },
     );

@@ -141,6 +141,7 @@ fn a_live_source() {
             update: Box::new(Ok(loaded)),
             steps: 600,
             malformed: 1,
+            non_finite: 0,
             dropped: 0,
         },
     );

@@ -78,3 +78,66 @@ fn watch_summary_carries_now_drift_and_reasons_as_analyze_does() {
     );
     assert!((b - want).abs() <= 1e-9 * want, "{b} vs {want}");
 }
+
+#[test]
+fn watch_and_analyze_screen_records_alike_nan_included() {
+    // Python's json.dumps writes a NaN as a bare `NaN` and inf as `Infinity`: both, the
+    // strings "NaN" and "-Infinity", a null and an overflowing number make a step non-finite
+    // (skipped), a broken line is malformed; watch and analyze must count them the same.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    let mut text = String::new();
+    let odd = [
+        (10, "NaN"),
+        (20, "Infinity"),
+        (30, "-Infinity"),
+        (40, "\"NaN\""),
+        (50, "null"),
+        (60, "1e999"),
+    ];
+    for s in 0..120u64 {
+        let sq_big = match odd.iter().find(|(at, _)| *at == s) {
+            Some((_, v)) => (*v).to_string(),
+            None => format!("{}", 1.0 + 0.01 * (s % 7) as f64),
+        };
+        if s == 70 {
+            text.push_str("{\"v\":1,\"step\":70,\"b_small\":8\n");
+            continue;
+        }
+        text.push_str(&format!(
+            "{{\"v\": 1, \"step\": {s}, \"b_small\": 8, \"b_big\": 64, \"sq_small\": 2.5, \"sq_big\": {sq_big}}}\n"
+        ));
+    }
+    std::fs::write(&path, text).expect("write");
+    let p = path.to_str().expect("utf-8");
+    let a = json(
+        copus()
+            .args(["analyze", p, "--json"])
+            .output()
+            .expect("analyze"),
+    );
+    let w = json(
+        copus()
+            .args([
+                "watch",
+                p,
+                "--headless",
+                "--json",
+                "--until-steps",
+                "113",
+                "--timeout-s",
+                "5",
+            ])
+            .output()
+            .expect("watch"),
+    );
+    let (a, w) = (&a["summary"], &w["summary"]);
+    assert_eq!(a["non_finite_skipped"], 6, "analyze: {a}");
+    assert_eq!(a["malformed_lines"], 1, "analyze: {a}");
+    assert_eq!(
+        w["non_finite_skipped"], a["non_finite_skipped"],
+        "watch: {w}"
+    );
+    assert_eq!(w["malformed_lines"], a["malformed_lines"], "watch: {w}");
+    assert_eq!(w["steps_ingested"], a["steps"], "watch: {w}");
+}

@@ -94,6 +94,8 @@ pub enum Msg {
         steps: u64,
         /// Malformed lines so far.
         malformed: u64,
+        /// Records skipped for a NaN or ±Inf value so far.
+        non_finite: u64,
         /// Records dropped so far: duplicates (replayed or rewritten) and records superseded
         /// by a restarted run.
         dropped: u64,

@@ -526,15 +526,16 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             update,
             steps,
             malformed,
+            non_finite,
             dropped,
         } => {
-            let head = if dropped > 0 {
-                format!(
-                    "live: {steps} steps, {malformed} malformed, {dropped} dropped (duplicate or superseded)"
-                )
-            } else {
-                format!("live: {steps} steps, {malformed} malformed")
-            };
+            let mut head = format!("live: {steps} steps, {malformed} malformed");
+            if non_finite > 0 {
+                head.push_str(&format!(", {non_finite} non-finite skipped"));
+            }
+            if dropped > 0 {
+                head.push_str(&format!(", {dropped} dropped (duplicate or superseded)"));
+            }
             match *update {
                 Ok(loaded) => {
                     let follow = app.follow;

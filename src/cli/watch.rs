@@ -53,6 +53,8 @@ pub struct WatchSummary {
     pub steps_skipped: u64,
     /// Complete lines that were not valid records.
     pub malformed_lines: u64,
+    /// Records skipped for a NaN or ±Inf value (as `analyze` counts them).
+    pub non_finite_skipped: u64,
     /// Records dropped because their step was already received with the same values
     /// (replayed after a reconnect, or the file rewritten).
     pub duplicates_dropped: u64,
@@ -288,6 +290,7 @@ pub struct WatchState {
     records: Vec<StepStats>,
     evicted: u64,
     malformed: u64,
+    non_finite: u64,
     examples: Vec<(u64, String)>,
     duplicates: u64,
     restarts: u64,
@@ -311,6 +314,7 @@ impl WatchState {
             ),
             evicted: 0,
             malformed: 0,
+            non_finite: 0,
             examples: Vec::new(),
             duplicates: 0,
             restarts: 0,
@@ -362,6 +366,12 @@ impl WatchState {
                     self.examples.push((line_no, reason));
                 }
             }
+            LiveEvent::NonFinite { line_no, reason } => {
+                self.non_finite += 1;
+                if self.non_finite <= MALFORMED_PRINTED {
+                    eprintln!("copus watch: {shown}: line {line_no}: skipped: {reason}");
+                }
+            }
             LiveEvent::Status(s) => eprintln!("copus watch: {s}"),
             LiveEvent::Duplicate { .. } => self.duplicates += 1,
             LiveEvent::Restarted { step } => {
@@ -392,6 +402,7 @@ impl WatchState {
             records_evicted: self.evicted,
             steps_skipped: records.iter().filter(|r| r.skipped.is_some()).count() as u64,
             malformed_lines: self.malformed,
+            non_finite_skipped: self.non_finite,
             duplicates_dropped: self.duplicates,
             restarts: self.restarts,
             superseded: self.superseded,
@@ -423,6 +434,7 @@ fn summary_text(s: &WatchSummary) -> String {
         s.steps_ingested, s.steps_skipped
     );
     let _ = writeln!(out, "malformed lines  {}", s.malformed_lines);
+    let _ = writeln!(out, "non-finite skipped {}", s.non_finite_skipped);
     let _ = writeln!(
         out,
         "dropped          {} duplicate records (replayed or rewritten), {} superseded by {} restart(s)",

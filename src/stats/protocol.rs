@@ -73,10 +73,44 @@ pub fn parse_line(line: &str) -> Result<StepStats, ProtocolError> {
     parse_general(line)
 }
 
+/// `line` with every bare `NaN`, `Infinity` and `-Infinity` outside strings written as a
+/// string (`"NaN"`, …), or `None` when it has none.
+fn quote_bare_non_finite(line: &str) -> Option<String> {
+    const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+    let mut out = String::with_capacity(line.len() + 8);
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(t) = TOKENS.iter().find(|t| rest.starts_with(**t)) {
+            out.push('"');
+            out.push_str(t);
+            out.push('"');
+            rest = &rest[t.len()..];
+            changed = true;
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    changed.then_some(out)
+}
+
 /// The general path of [`parse_line`] (through a JSON tree), for any line: the exact error of
 /// a bad one. `line` has no byte-order mark.
 pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
-    let value: Value = serde_json::from_str(line).map_err(|e| {
+    let parsed = serde_json::from_str::<Value>(line);
+    // Python's `json.dumps` writes NaN and ±inf as bare `NaN`, `Infinity`, `-Infinity`: not
+    // JSON, but a non-finite value all the same (as the strings "NaN" and "Infinity" are).
+    let parsed = match (parsed, quote_bare_non_finite(line)) {
+        (Err(_), Some(quoted)) => serde_json::from_str::<Value>(&quoted),
+        (p, _) => p,
+    };
+    let value: Value = parsed.map_err(|e| {
         if e.to_string().contains("number out of range") {
             ProtocolError::NonFinite {
                 field: "a number out of f64 range".into(),

@@ -44,6 +44,8 @@ pub struct LiveCounts {
     pub steps: u64,
     /// Lines that were not valid records.
     pub malformed: u64,
+    /// Records skipped for a NaN or ±Inf value.
+    pub non_finite: u64,
     /// Records dropped as duplicates, plus records superseded by a restarted run.
     pub dropped: u64,
 }
@@ -144,6 +146,11 @@ impl Aggregator {
             }
             LiveEvent::Malformed { .. } => {
                 self.counts.malformed += 1;
+                self.stale_view = true;
+                None
+            }
+            LiveEvent::NonFinite { .. } => {
+                self.counts.non_finite += 1;
                 self.stale_view = true;
                 None
             }
@@ -256,6 +263,7 @@ impl Aggregator {
             update: Box::new(update),
             steps: self.counts.steps,
             malformed: self.counts.malformed,
+            non_finite: self.counts.non_finite,
             dropped: self.counts.dropped,
         }
     }

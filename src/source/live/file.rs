@@ -17,9 +17,9 @@
 //! - **Removal**: the open file keeps being read; when a file reappears at the path it is
 //!   treated as a rotation.
 
+use super::RecordError;
 use super::{Emitter, FollowOptions, LineIngest};
 use crate::stats::step::StepStats;
-use std::fmt::Display;
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -88,7 +88,7 @@ const READ_CHUNK_BYTES: usize = 1 << 20;
 pub(super) fn follow_file<P, E>(path: &Path, parser: P, opts: &FollowOptions, em: &mut Emitter)
 where
     P: Fn(&str) -> Result<StepStats, E> + Sync,
-    E: Display,
+    E: RecordError,
 {
     let mut ingest = LineIngest::new(parser);
     let mut buf = vec![0u8; READ_CHUNK_BYTES];
@@ -200,7 +200,7 @@ where
 fn drain<P, E>(of: &mut OpenFile, ingest: &mut LineIngest<P>, buf: &mut [u8], em: &mut Emitter)
 where
     P: Fn(&str) -> Result<StepStats, E> + Sync,
-    E: Display,
+    E: RecordError,
 {
     loop {
         match of.file.read(buf) {
@@ -220,7 +220,7 @@ where
 fn drop_partial<P, E>(ingest: &mut LineIngest<P>, em: &mut Emitter, what: &str)
 where
     P: Fn(&str) -> Result<StepStats, E> + Sync,
-    E: Display,
+    E: RecordError,
 {
     let pending = ingest.pending_bytes();
     if pending > 0 {

@@ -2,8 +2,8 @@
 //! buffered until its newline arrives), each handed to a pluggable parser.
 
 use super::LiveEvent;
+use super::RecordError;
 use crate::stats::step::StepStats;
-use std::fmt::Display;
 
 /// Longest line accepted, in bytes (the cap every protocol reader shares); a longer one is
 /// discarded up to its newline and counted as malformed (so a stream without newlines cannot
@@ -30,7 +30,7 @@ const PARALLEL_LINES: usize = 256;
 impl<P, E> LineIngest<P>
 where
     P: Fn(&str) -> Result<StepStats, E> + Sync,
-    E: Display,
+    E: RecordError,
 {
     /// An ingest with no buffered bytes, using `parser` for each complete line.
     pub fn new(parser: P) -> Self {
@@ -146,7 +146,7 @@ fn emit_some(ev: Option<LiveEvent>, emit: &mut impl FnMut(LiveEvent)) {
 fn classify<P, E>(parser: &P, line_no: u64, raw: &[u8]) -> Option<LiveEvent>
 where
     P: Fn(&str) -> Result<StepStats, E>,
-    E: Display,
+    E: RecordError,
 {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
     if raw.len() > MAX_LINE_BYTES {
@@ -169,6 +169,10 @@ where
     }
     Some(match parser(text) {
         Ok(record) => LiveEvent::Record(record),
+        Err(e) if e.is_non_finite() => LiveEvent::NonFinite {
+            line_no,
+            reason: e.to_string(),
+        },
         Err(e) => LiveEvent::Malformed {
             line_no,
             reason: e.to_string(),

@@ -30,12 +30,31 @@ pub use record::{check_record, parse_record};
 pub use target::{DEFAULT_HOST, Target, is_loopback, parse_tcp_address};
 
 use crate::stats::step::StepStats;
-use std::fmt::Display;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// A parser's error, as the followers need it: its text, and whether it rejected a record
+/// only for a NaN or ±Inf value (a non-finite step, skipped like `analyze` skips it).
+pub trait RecordError: std::fmt::Display {
+    /// Whether the line was a record with a non-finite value.
+    fn is_non_finite(&self) -> bool {
+        false
+    }
+}
+
+impl RecordError for LiveError {
+    fn is_non_finite(&self) -> bool {
+        matches!(
+            self,
+            LiveError::Protocol(crate::stats::ProtocolError::NonFinite { .. })
+        )
+    }
+}
+
+impl RecordError for String {}
 
 /// What a follower thread reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +66,14 @@ pub enum LiveEvent {
         /// 1-based line number in the current stream (file generation or TCP connection).
         line_no: u64,
         /// Why it was rejected.
+        reason: String,
+    },
+    /// A record whose values are NaN or ±Inf: skipped and counted as non-finite (as `analyze`
+    /// does), not as malformed.
+    NonFinite {
+        /// 1-based line number in the current stream.
+        line_no: u64,
+        /// What is non-finite (the field and step).
         reason: String,
     },
     /// Human-readable progress: waiting, connected, truncated, rotated, reconnecting...
@@ -183,7 +210,7 @@ pub fn spawn_follower<P, E>(
 ) -> Result<FollowerHandle, LiveError>
 where
     P: Fn(&str) -> Result<StepStats, E> + Send + Sync + 'static,
-    E: Display,
+    E: RecordError,
 {
     spawn_with_sink(target, parser, opts, Sink::One(tx))
 }
@@ -211,7 +238,7 @@ fn spawn_with_sink<P, E>(
 ) -> Result<FollowerHandle, LiveError>
 where
     P: Fn(&str) -> Result<StepStats, E> + Send + Sync + 'static,
-    E: Display,
+    E: RecordError,
 {
     let stop = Arc::new(AtomicBool::new(false));
     let mut em = Emitter {
@@ -260,7 +287,7 @@ pub fn follow_tcp_chunks<P, E>(
 ) -> Vec<LiveEvent>
 where
     P: Fn(&str) -> Result<StepStats, E> + Sync,
-    E: Display,
+    E: RecordError,
 {
     let (tx, rx) = std::sync::mpsc::channel();
     let mut em = Emitter {

@@ -8,9 +8,9 @@
 //! is discarded. Malformed lines are counted as received (a replay counts its
 //! garbage again).
 
+use super::RecordError;
 use super::{Admit, Emitter, FollowOptions, LineIngest};
 use crate::stats::step::StepStats;
-use std::fmt::Display;
 use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use std::time::Duration;
 pub(super) fn follow_tcp<P, E>(addr: &str, parser: P, opts: &FollowOptions, em: &mut Emitter)
 where
     P: Fn(&str) -> Result<StepStats, E> + Sync,
-    E: Display,
+    E: RecordError,
 {
     let mut conn = TcpConnection::new(parser);
     let mut buf = vec![0u8; 64 * 1024];
@@ -70,7 +70,7 @@ pub(super) struct TcpConnection<P> {
 impl<P, E> TcpConnection<P>
 where
     P: Fn(&str) -> Result<StepStats, E> + Sync,
-    E: Display,
+    E: RecordError,
 {
     /// No connection yet; each complete line is parsed with `parser`.
     pub(super) fn new(parser: P) -> Self {
