@@ -79,7 +79,7 @@ fn ingest_parse_and_count(bencher: Bencher) {
         for chunk in bytes.chunks(CHUNK) {
             ingest.feed(chunk, &mut |ev| match ev {
                 LiveEvent::Record(_) => records += 1,
-                LiveEvent::Malformed { .. } => malformed += 1,
+                LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. } => malformed += 1,
                 LiveEvent::Status(_)
                 | LiveEvent::Duplicate { .. }
                 | LiveEvent::Restarted { .. } => {}

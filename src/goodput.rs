@@ -150,6 +150,26 @@ pub fn moe_floor_problem(ctx: &PerfContext, batch: u64) -> Option<String> {
     })
 }
 
+/// The grid's batch axis: the searched batch sizes and, for each, the nearest multiple of
+/// the cluster's GPU count at or above it (when the GPU count does not divide it), sorted and
+/// without repeats. On a power-of-two cluster this is the searched list itself; on 56 GPUs
+/// (7 nodes of 8) the powers of two gain 56, 112, 224, … so that the layouts with DP 7, 14,
+/// 28 or 56 have batches they can run.
+pub fn batch_axis(search: &SearchSpace, cluster: &Cluster) -> Vec<u64> {
+    let gpus = u64::from(cluster.gpus().max(1));
+    let mut axis: Vec<u64> = search
+        .batch_sizes
+        .iter()
+        .flat_map(|&b| {
+            let multiple = b.div_ceil(gpus).checked_mul(gpus);
+            std::iter::once(b).chain(multiple.filter(|&m| m != b))
+        })
+        .collect();
+    axis.sort_unstable();
+    axis.dedup();
+    axis
+}
+
 /// Tabulate the fastest configuration of every layout at every batch size. Each layout's
 /// configurations are costed once; every batch only re-assembles the step.
 pub fn throughput_table(
@@ -164,12 +184,9 @@ pub fn throughput_table(
         recompute: &search.recompute,
         interleave: &search.interleave,
     };
-    let floors: Vec<Option<String>> = search
-        .batch_sizes
-        .iter()
-        .map(|&b| moe_floor_problem(ctx, b))
-        .collect();
-    let mut cells = Vec::with_capacity(layouts.len() * search.batch_sizes.len());
+    let batches = batch_axis(search, cluster);
+    let floors: Vec<Option<String>> = batches.iter().map(|&b| moe_floor_problem(ctx, b)).collect();
+    let mut cells = Vec::with_capacity(layouts.len() * batches.len());
     for layout in &layouts {
         let configs = enumerate::layout_configs(*layout, &choices);
         let mut problems = Vec::new();
@@ -177,7 +194,7 @@ pub fn throughput_table(
             .iter()
             .filter_map(|c| ConfigCost::new(ctx, c).map_err(|e| problems.push(e)).ok())
             .collect();
-        for (&batch, floor) in search.batch_sizes.iter().zip(&floors) {
+        for (&batch, floor) in batches.iter().zip(&floors) {
             let cell = match floor {
                 Some(why) => TableCell::Infeasible(why.clone()),
                 None if costs.is_empty() => TableCell::Infeasible(problems.last().map_or_else(
@@ -193,7 +210,7 @@ pub fn throughput_table(
         }
     }
     ThroughputTable {
-        batches: search.batch_sizes.clone(),
+        batches,
         layouts,
         cells,
     }

@@ -46,6 +46,7 @@ pub fn load_with(
                 seed_ema: Vec::new(),
                 note: None,
                 calibration: None,
+                warning: None,
             })
         }
         DataSource::Stats {
@@ -55,6 +56,19 @@ pub fn load_with(
             let file = resolved.resolve_path(path);
             let (trajectory, report, origin, timed) =
                 measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)?;
+            let ratio = f64::from(trajectory.seq_len) / f64::from(seq_len.max(1));
+            if origin == measured::SeqLenOrigin::Inferred
+                && !(1.0 / crate::source::MAX_SEQ_LEN_MISMATCH
+                    ..=crate::source::MAX_SEQ_LEN_MISMATCH)
+                    .contains(&ratio)
+            {
+                return Err(SourceError::SeqLenMismatch {
+                    path: file,
+                    run: trajectory.seq_len,
+                    model: resolved.model.name.clone(),
+                    model_seq: seq_len,
+                });
+            }
             let mut note = measured::seq_len_note(trajectory.seq_len, origin);
             if origin == measured::SeqLenOrigin::Given
                 && let Some(n) =
@@ -68,6 +82,7 @@ pub fn load_with(
                 seed_ema: Vec::new(),
                 note: Some(note),
                 calibration: calibrate_run(resolved, &timed),
+                warning: None,
             })
         }
         DataSource::Dumps {
@@ -104,9 +119,10 @@ pub fn load_with(
                     None => format!("{seq_note} · reduced on {}", selected.backend.name()),
                 }),
                 calibration: None,
+                warning: None,
             })
         }
-        DataSource::Live { target } => Err(SourceError::Unsupported(format!(
+        DataSource::Live { target, .. } => Err(SourceError::Unsupported(format!(
             "live sources ({target}) are opened with `copus watch`"
         ))),
     }

@@ -65,6 +65,10 @@ pub enum DataSource {
     Live {
         /// File path or TCP address.
         target: String,
+        /// Tokens per sample of the run (`watch --seq-len`); `None`: inferred from the
+        /// records' `tokens`/`b_big`, else the model's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq_len: Option<u32>,
     },
 }
 

@@ -275,6 +275,7 @@ fn a_stretch_without_signal_is_marked_across_the_axis() {
             seed_ema: Vec::new(),
             note: None,
             calibration: None,
+            warning: None,
         },
     );
     let mut term = Terminal::new(TestBackend::new(120, 40)).expect("terminal");

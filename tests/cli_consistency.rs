@@ -293,3 +293,88 @@ fn error_causes_are_printed_once() {
         );
     }
 }
+
+#[test]
+fn every_cluster_size_the_what_if_reaches_has_runnable_cells_and_goodput_follows_the_gpus() {
+    // The what-if steps nodes from 1 to 16 (8 GPUs each); powers-of-two batches alone left
+    // 7, 6, 5, 3 nodes with every DP·mbs-divisible cell missing. The batch axis gains the
+    // multiples of the GPU count, so each size has a best cell, and the best goodput grows
+    // with the GPU count (never more than proportionally).
+    let demo = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron"),
+    )
+    .expect("demo")
+    .replace("\"../", &format!("\"{}/", env!("CARGO_MANIFEST_DIR")));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut previous: Option<(u32, f64)> = None;
+    for nodes in 1..=16u32 {
+        let path = dir.path().join(format!("n{nodes}.ron"));
+        std::fs::write(
+            &path,
+            demo.replacen("nodes: 8", &format!("nodes: {nodes}"), 1),
+        )
+        .expect("write");
+        let v: Value = json(&[
+            "grid",
+            path.to_str().expect("utf-8"),
+            "--json",
+            "--at",
+            "100B",
+        ]);
+        let best = &v["best"];
+        let goodput = best["goodput"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{nodes} nodes: {v}"));
+        let batch = best["batch"].as_u64().expect("batch");
+        let dp = best["config"]["dp"].as_u64().expect("dp");
+        let mbs = best["config"]["mbs"].as_u64().expect("mbs");
+        assert_eq!(batch % (dp * mbs), 0, "{nodes} nodes: {best}");
+        if let Some((n0, g0)) = previous {
+            let ratio = goodput / g0;
+            let gpus = f64::from(nodes) / f64::from(n0);
+            assert!(
+                ratio > 1.0 && ratio < gpus * 1.1,
+                "{n0}→{nodes} nodes: ×{ratio:.3}"
+            );
+        }
+        previous = Some((nodes, goodput));
+    }
+}
+
+#[test]
+fn a_run_far_from_the_models_sequence_length_is_not_laid_on_it_silently() {
+    // The built-in trainer's samples are one token each; the default model's are 4096.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["demo-train", "--steps", "60", "--quiet", "--out"])
+        .arg(&run)
+        .output()
+        .expect("demo-train");
+    assert!(out.status.success());
+    let session = dir.path().join("s.ron");
+    std::fs::write(
+        &session,
+        r#"(name: "own run", model: Named("llama-7b"),
+            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 8),
+            source: Stats(path: "run.ndjson"))"#,
+    )
+    .expect("session");
+    let r = copus(&["grid", session.to_str().expect("utf-8")]);
+    r.fails_with(&[
+        "1 tokens per sample",
+        "4096-token samples",
+        "--seq-len 4096",
+    ]);
+    let fixed = std::fs::read_to_string(&session).expect("session").replace(
+        "Stats(path: \"run.ndjson\")",
+        "Stats(path: \"run.ndjson\", seq_len: Some(4096))",
+    );
+    std::fs::write(&session, fixed).expect("session");
+    let v: Value = json(&["grid", session.to_str().expect("utf-8"), "--json"]);
+    assert!(
+        v["b_crit"].as_f64().is_some_and(|b| b > 1.0),
+        "{}",
+        v["b_crit"]
+    );
+}

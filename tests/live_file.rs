@@ -62,7 +62,9 @@ impl Seen {
             );
             match rx.recv_timeout(left) {
                 Ok(LiveEvent::Record(r)) => self.steps.push(r.step),
-                Ok(LiveEvent::Malformed { .. }) => self.malformed += 1,
+                Ok(LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. }) => {
+                    self.malformed += 1
+                }
                 Ok(LiveEvent::Status(s)) => self.statuses.push(s),
                 Ok(LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. }) => {}
                 Err(e) => panic!("follower channel: {e}; statuses {:?}", self.statuses),
@@ -116,7 +118,7 @@ fn follows_appends_through_truncation_and_rotation_exactly_once() {
     while let Ok(ev) = rx.try_recv() {
         match ev {
             LiveEvent::Record(r) => seen.steps.push(r.step),
-            LiveEvent::Malformed { .. } => seen.malformed += 1,
+            LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. } => seen.malformed += 1,
             LiveEvent::Status(s) => seen.statuses.push(s),
             LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } => {}
         }

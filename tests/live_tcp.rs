@@ -63,7 +63,7 @@ fn collect_until(rx: &Receiver<LiveEvent>, steps: usize) -> (Vec<u64>, u64, Vec<
         );
         match rx.recv_timeout(left) {
             Ok(LiveEvent::Record(r)) => got.push(r.step),
-            Ok(LiveEvent::Malformed { .. }) => bad += 1,
+            Ok(LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. }) => bad += 1,
             Ok(LiveEvent::Status(s)) => statuses.push(s),
             Ok(LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. }) => {}
             Err(e) => panic!("channel: {e}; statuses {statuses:?}"),
@@ -73,7 +73,7 @@ fn collect_until(rx: &Receiver<LiveEvent>, steps: usize) -> (Vec<u64>, u64, Vec<
     for ev in rx.try_iter() {
         match ev {
             LiveEvent::Record(r) => got.push(r.step),
-            LiveEvent::Malformed { .. } => bad += 1,
+            LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. } => bad += 1,
             LiveEvent::Status(s) => statuses.push(s),
             LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } => {}
         }

@@ -146,7 +146,7 @@ proptest! {
                     let again = d.admit(r);
                     prop_assert!(again != Admit::Duplicate || d.highest().is_some());
                 }
-                LiveEvent::Malformed { line_no, .. } => {
+                LiveEvent::Malformed { line_no, .. } | LiveEvent::NonFinite { line_no, .. } => {
                     prop_assert!(*line_no > last_line);
                     last_line = *line_no;
                 }
@@ -538,7 +538,7 @@ proptest! {
                     prop_assert!(seen.insert((r.step, copus::source::live::fingerprint(r))),
                         "step {} delivered twice", r.step);
                 }
-                LiveEvent::Malformed { line_no, .. } => {
+                LiveEvent::Malformed { line_no, .. } | LiveEvent::NonFinite { line_no, .. } => {
                     prop_assert!(*line_no > last_line);
                     last_line = *line_no;
                 }

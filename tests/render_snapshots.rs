@@ -110,6 +110,7 @@ fn a_live_source() {
     let resolved = adhoc_session(&OpenArgs::for_path(&sample_run())).expect("ad-hoc session");
     let mut resolved = resolved;
     resolved.session.source = DataSource::Live {
+        seq_len: None,
         target: "run.ndjson".into(),
     };
     let mut app = render_support::with_table(App::loading(resolved.clone()));
@@ -134,6 +135,7 @@ fn a_live_source() {
         seed_ema: Vec::new(),
         note: Some(copus::source::measured::seq_len_note(seq, origin)),
         calibration: None,
+        warning: None,
     };
     update(
         &mut app,

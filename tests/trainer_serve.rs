@@ -14,7 +14,9 @@ fn steps_until(rx: &Receiver<LiveEvent>, n: usize) -> Vec<u64> {
         assert!(!left.is_zero(), "timed out with {steps:?}");
         match rx.recv_timeout(left).expect("event") {
             LiveEvent::Record(r) => steps.push(r.step),
-            LiveEvent::Malformed { reason, .. } => panic!("malformed: {reason}"),
+            LiveEvent::Malformed { reason, .. } | LiveEvent::NonFinite { reason, .. } => {
+                panic!("malformed: {reason}")
+            }
             LiveEvent::Status(_) | LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } => {}
         }
     }

@@ -159,6 +159,7 @@ impl App {
                 seed_ema: Vec::new(),
                 note: None,
                 calibration: None,
+                warning: None,
             },
         );
         app.loading = true;

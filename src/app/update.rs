@@ -539,6 +539,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             match *update {
                 Ok(loaded) => {
                     let follow = app.follow;
+                    let warning = loaded.warning.clone();
                     // The live aggregator sends the full analysis only when it re-ran it;
                     // between two, the trajectory moves and the analysis stays.
                     let kept = loaded.analysis.is_none().then(|| app.analysis.clone());
@@ -550,10 +551,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                         app.cursor = app.trajectory.points.len().saturating_sub(1);
                         app.refresh_grid();
                     }
-                    app.status = if follow {
-                        format!("{head} · following the head")
-                    } else {
-                        format!("{head} · End resumes following")
+                    app.status = match (warning, follow) {
+                        (Some(w), _) => format!("{head} · {w}"),
+                        (None, true) => format!("{head} · following the head"),
+                        (None, false) => format!("{head} · End resumes following"),
                     };
                     return request_plan(app).into_iter().collect();
                 }

@@ -187,6 +187,9 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     );
     args.estimator.apply(&mut session.estimator);
     session.current_batch = args.current_batch;
+    // A measured run opens where it is now (its latest step), as TensorBoard and nvitop do;
+    // the cursor is clamped to the last point when the run is loaded.
+    session.view.cursor = usize::MAX;
     let dir = p.parent().unwrap_or(Path::new("."));
     let session_path = dir.join(format!("{name}.copus.ron"));
     Ok(session.resolve(&session_path)?)
@@ -218,7 +221,7 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
     let mut app = App::loading(resolved);
     app.device = device;
     match &app.resolved.session.source {
-        DataSource::Live { target } => {
+        DataSource::Live { target, .. } => {
             crate::source::live::Target::parse(target)
                 .with_context(|| format!("{}: live source", path.display()))?;
             app.live_target = Some(target.clone());

@@ -28,6 +28,10 @@ pub struct WatchArgs {
     /// Give up after this many seconds (non-zero exit if --until-steps was not reached).
     #[arg(long)]
     pub timeout_s: Option<f64>,
+    /// Explorer: tokens per sample of the run (default: inferred from the records' tokens and
+    /// b_big; a run far from the model's sequence length is flagged until this is given).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub seq_len: Option<u32>,
     /// Explorer: model and cluster of the run.
     #[command(flatten)]
     pub cluster: super::cluster_args::ClusterArgs,
@@ -210,6 +214,7 @@ fn run_explorer(args: &WatchArgs) -> anyhow::Result<()> {
         format!("live: {}", args.target),
         crate::session::DataSource::Live {
             target: args.target.clone(),
+            seq_len: args.seq_len,
         },
     );
     let resolved = session.resolve(std::path::Path::new("copus-live.ron"))?;

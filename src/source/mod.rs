@@ -53,7 +53,30 @@ pub enum SourceError {
     /// This kind of source cannot produce a trajectory (yet).
     #[error("{0}")]
     Unsupported(String),
+    /// A run's samples are far from the model's: its B_crit in samples would be laid on the
+    /// wrong scale. Not guessed: the user says what a sample is.
+    #[error(
+        "{path}: the records count {run} tokens per sample (tokens/b_big), but the model {model} \
+         trains on {model_seq}-token samples: its B_crit would be read at the wrong scale. Pass \
+         --seq-len {model_seq} to read each of the run's samples as one of the model's \
+         sequences (as `copus lesson measured-run` does), or --seq-len {run} with a --model \
+         (and --hardware) that match the run; in a session, `Stats(path: …, seq_len: Some(N))`"
+    )]
+    SeqLenMismatch {
+        /// The stats file.
+        path: std::path::PathBuf,
+        /// Tokens per sample the records imply.
+        run: u32,
+        /// The model's name.
+        model: String,
+        /// The model's tokens per sample.
+        model_seq: u32,
+    },
 }
+
+/// Largest factor between a run's implied tokens per sample and the model's that is read
+/// without asking (padding, packing and a different context length stay within it).
+pub const MAX_SEQ_LEN_MISMATCH: f64 = 2.0;
 
 /// What a source yields: the trajectory, and the full analysis when it was measured.
 #[derive(Debug, Clone)]
@@ -69,4 +92,7 @@ pub struct Loaded {
     pub note: Option<String>,
     /// The performance model calibrated on the run's own step times, when it carries them.
     pub calibration: Option<crate::perf::run_calibration::RunCalibration>,
+    /// Something the user must know about the numbers shown (kept on the status line), e.g. a
+    /// live run whose tokens per sample are far from the model's.
+    pub warning: Option<String>,
 }

@@ -55,7 +55,7 @@ pub struct LiveCounts {
 pub fn spawn(
     target: Target,
     settings: EstimatorSettings,
-    seq_len: u32,
+    (seq_len, given): (u32, Option<u32>),
     ui: Sender<Msg>,
 ) -> Result<FollowerHandle, crate::source::live::LiveError> {
     let (tx, rx) = channel();
@@ -68,6 +68,7 @@ pub fn spawn(
     std::thread::spawn(move || {
         super::priority::lower_current_thread();
         let mut agg = Aggregator::new(settings, seq_len, label);
+        agg.given_seq_len = given;
         agg.run(rx, ui);
     });
     Ok(follower)
@@ -88,6 +89,14 @@ pub struct Aggregator {
     phi: f64,
     /// Tokens per sample of the trajectory and the note saying where it comes from.
     run_seq: (u32, String),
+    /// Tokens per sample the user gave (`watch --seq-len`), used instead of the records'.
+    pub given_seq_len: Option<u32>,
+    /// Factor on the records' token counts when the given tokens per sample differs from
+    /// theirs (1 otherwise).
+    token_scale: f64,
+    /// Why the numbers shown cannot be trusted as they stand (tokens per sample far from the
+    /// model's), kept on the status line until the user acts.
+    seq_warning: Option<String>,
     /// Records changed since the last full analysis / the last update sent.
     stale_full: bool,
     stale_view: bool,
@@ -110,6 +119,9 @@ impl Aggregator {
             counts: LiveCounts::default(),
             phi: 1.0,
             run_seq: (seq_len, String::new()),
+            given_seq_len: None,
+            token_scale: 1.0,
+            seq_warning: None,
             stale_full: false,
             stale_view: false,
             last_full: None,
@@ -201,8 +213,28 @@ impl Aggregator {
             })
             .map_err(|e| e.to_string());
         if let Ok(report) = &out {
-            let (s, origin) = run_seq_len(report, None, self.seq_len);
-            self.run_seq = (s, seq_len_note(s, origin));
+            let (s, origin) = run_seq_len(report, self.given_seq_len, self.seq_len);
+            let note = seq_len_note(s, origin);
+            self.seq_warning = None;
+            let ratio = f64::from(s) / f64::from(self.seq_len.max(1));
+            let far = crate::source::MAX_SEQ_LEN_MISMATCH;
+            if origin == crate::source::measured::SeqLenOrigin::Inferred
+                && !(1.0 / far..=far).contains(&ratio)
+            {
+                // Not guessed: the heatmap would read B_crit at the wrong scale.
+                self.seq_warning = Some(format!(
+                    "⚠ the run counts {s} tokens per sample, the model {}: B_crit is read at \
+                     the wrong scale; rerun with --seq-len {} (each sample one of the model's \
+                     sequences) or a --model matching the run",
+                    self.seq_len, self.seq_len
+                ));
+            }
+            self.run_seq = (s, note);
+            // A given tokens-per-sample counts the token axis too (as for a stats file).
+            self.token_scale = self
+                .given_seq_len
+                .and_then(|g| crate::source::measured::token_rescale(g, report.summary.seq_len))
+                .unwrap_or(1.0);
         }
         self.last_full = Some((Instant::now(), start.elapsed()));
         out
@@ -229,11 +261,16 @@ impl Aggregator {
             });
         };
         for bin in self.history.bins() {
-            tokens = bin.last.tokens.unwrap_or(tokens + bin.b_big_sum * seq);
+            tokens = bin
+                .last
+                .tokens
+                .map_or(tokens + bin.b_big_sum * seq, |t| t * self.token_scale);
             add(&bin.last, tokens, &mut points);
         }
         for p in self.history.recent() {
-            tokens = p.tokens.unwrap_or(tokens + p.b_big * seq);
+            tokens = p
+                .tokens
+                .map_or(tokens + p.b_big * seq, |t| t * self.token_scale);
             add(p, tokens, &mut points);
         }
         Trajectory {
@@ -258,6 +295,7 @@ impl Aggregator {
             seed_ema: Vec::new(),
             note: Some(self.run_seq.1.clone()).filter(|n| !n.is_empty()),
             calibration: None,
+            warning: self.seq_warning.clone(),
         });
         Msg::Live {
             update: Box::new(update),

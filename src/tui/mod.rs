@@ -103,8 +103,12 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             let settings = app.resolved.session.estimator.clone();
             let seq_len = app.resolved.model.seq_len;
+            let given = match &app.resolved.session.source {
+                crate::session::DataSource::Live { seq_len, .. } => *seq_len,
+                _ => None,
+            };
             Some(
-                live::spawn(target, settings, seq_len, results_tx.clone())
+                live::spawn(target, settings, (seq_len, given), results_tx.clone())
                     .map_err(|e| std::io::Error::other(e.to_string()))?,
             )
         }

@@ -241,7 +241,7 @@ fn source(src: &DataSource) -> Result<(), Invalid> {
         DataSource::Dumps {
             samples: Some(v), ..
         } => positive("source.samples", *v),
-        DataSource::Live { target } if target.is_empty() => {
+        DataSource::Live { target, .. } if target.is_empty() => {
             Err(Invalid::new("source.target", "is empty"))
         }
         _ => Ok(()),
