@@ -300,7 +300,7 @@ pub fn plan_with(
         gbs,
     };
     let results = strategies::compare(&problem, &params);
-    let mut report = build_report(r, &traj.label, axis, table, &problem, &results);
+    let mut report = build_report(r, traj, axis, table, &problem, &results);
     report.best_along = best_along;
     report.horizon = horizon;
     let at_current = r
@@ -365,7 +365,7 @@ fn b_crit_conversion(r: &Resolved) -> BCritConversion {
 
 fn build_report(
     r: &Resolved,
-    label: &str,
+    traj: &Trajectory,
     axis: TokenAxis,
     table: &ThroughputTable,
     p: &Problem,
@@ -411,12 +411,16 @@ fn build_report(
                 samples += p.steps(i, s) * p.states[s].batch as f64;
             }
             next = sw.phase;
+            let at_tokens = p.phases[sw.phase].start_tokens;
+            let point = traj.points.get(traj.index_at_tokens(at_tokens));
             switches.push(SwitchRow {
-                at_tokens: p.phases[sw.phase].start_tokens,
-                at_step: steps.round() as u64,
+                at_tokens,
+                at_step: point.map_or(0, |q| q.step),
+                plan_steps: steps.round() as u64,
                 consumed_tokens: samples * seq,
                 phase: sw.phase,
-                b_crit: p.phases[sw.phase].b_crit,
+                b_crit: point.map_or(f64::NAN, |q| q.b_crit * r.session.b_crit_scale),
+                phase_b_noise: p.phases[sw.phase].b_crit,
                 from: state_label(table, p, sw.from),
                 to: state_label(table, p, sw.to),
                 from_state: state_json(table, p, sw.from),
@@ -433,7 +437,7 @@ fn build_report(
         stack: r.stack().to_json(),
         objective: eff.objective.name().into(),
         lr_reference_batch: (eff.objective == Objective::LrSqrt).then_some(eff.reference_batch),
-        trajectory: label.to_string(),
+        trajectory: traj.label.clone(),
         b_crit: b_crit_conversion(r),
         reshard_mode: costs.reshard.name().into(),
         switch_threshold: costs.switch_threshold,

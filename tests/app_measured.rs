@@ -114,3 +114,42 @@ fn a_long_load_shows_a_gauge_until_the_source_arrives() {
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     assert!(app.progress.is_none() && !app.loading);
 }
+
+#[test]
+fn a_compared_run_shares_the_token_axis_when_seq_len_is_given() {
+    // `open A --compare B --seq-len 4096`: B is read with A's tokens per sample, so both lines
+    // lie on one token axis (B used to be laid at its own 1 token per sample, off the chart).
+    use copus::session::{DataSource, Session};
+    use copus::trainer::{FileSink, RecordSink, Trainer, TrainerConfig};
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, seed) in [("a.ndjson", 0), ("b.ndjson", 1)] {
+        let mut t = Trainer::new(TrainerConfig {
+            seed,
+            ..TrainerConfig::default()
+        })
+        .expect("trainer");
+        let mut sink = FileSink::create(&dir.path().join(name), false).expect("sink");
+        for _ in 0..120 {
+            sink.write_record(&t.step()).expect("write");
+        }
+    }
+    let session = Session::adhoc(
+        "a".into(),
+        DataSource::Stats {
+            path: "a.ndjson".into(),
+            seq_len: Some(4096),
+        },
+        "llama-7b",
+        "h100-sxm",
+        1,
+        8,
+    );
+    let resolved = session.resolve(&dir.path().join("a.ron")).expect("resolve");
+    let mut app =
+        copus::cli::open::prepared(resolved, copus::compute::Device::Cpu).expect("prepared");
+    copus::cli::open_compare::attach(&mut app, &dir.path().join("b.ndjson")).expect("compare");
+    let last = |t: &copus::trajectory::Trajectory| t.points.last().expect("points").tokens;
+    let a = last(&app.trajectory);
+    let b = last(&app.compare.as_ref().expect("compared").trajectory);
+    assert!((b / a - 1.0).abs() < 0.05, "A ends at {a} tokens, B at {b}");
+}

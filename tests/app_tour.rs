@@ -88,3 +88,30 @@ fn every_tour_step_works_at_80x24() {
     press(&mut app, KeyCode::Char('n'), KeyModifiers::NONE);
     assert_eq!(app.tour_step, None, "n after the last step ends the tour");
 }
+
+#[test]
+fn esc_then_n_resumes_the_tour_where_it_was_closed() {
+    let mut app = demo();
+    for _ in 0..3 {
+        update(&mut app, Msg::Tour(1));
+    }
+    assert_eq!(app.tour_step, Some(2));
+    update(&mut app, Msg::Escape);
+    assert_eq!(app.tour_step, None);
+    assert!(app.status.contains("closed at step 3"), "{}", app.status);
+    update(&mut app, Msg::Tour(1));
+    assert_eq!(app.tour_step, Some(2), "n resumes at the step Esc closed");
+    let last = app.resolved.session.tour.len();
+    while app.tour_step.is_some_and(|i| i + 1 < last) {
+        update(&mut app, Msg::Tour(1));
+    }
+    assert!(
+        app.status.contains("the last step: n ends the tour"),
+        "{}",
+        app.status
+    );
+    update(&mut app, Msg::Tour(1));
+    assert!(app.status.contains("tour ended"), "{}", app.status);
+    update(&mut app, Msg::Tour(1));
+    assert_eq!(app.tour_step, Some(0), "after the end, n starts again");
+}

@@ -305,6 +305,17 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
     if let Some(&first) = app.switch_points.first() {
         update(&mut app, Msg::JumpSwitch(1));
         assert_eq!(app.cursor, first);
+        // The status line names the switch at the trajectory's step, as `plan` prints it.
+        let s = &plan.switches[0];
+        let step = app.trajectory.points[first].step;
+        assert_eq!(s.at_step, step);
+        assert!(
+            app.status.starts_with("switch 1/")
+                && app.status.contains(&format!("at step {step}"))
+                && app.status.contains(&s.to),
+            "{}",
+            app.status
+        );
         update(&mut app, Msg::JumpSwitch(-1));
         assert!(app.cursor < first || app.status.contains("no further"));
     } else {

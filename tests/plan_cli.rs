@@ -300,3 +300,55 @@ fn plan_json_has_the_best_cells_step_shares_per_phase() {
         last_tokens = t;
     }
 }
+
+#[test]
+fn a_switch_step_pasted_into_grid_at_lands_on_the_switch() {
+    // One meaning of "step": the trajectory's, as the explorer shows it and `grid --at` takes
+    // it; the B_crit printed at a switch is the value at that point.
+    let demo = sessions().join("demo.ron");
+    let out = copus_plan(&demo, true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let switches = v["switches"].as_array().expect("switches");
+    assert!(!switches.is_empty(), "the demo plan switches");
+    for s in switches.iter().take(3) {
+        let step = s["at_step"].as_u64().expect("at_step");
+        assert!(s["plan_steps"].as_u64().is_some(), "{s}");
+        let grid = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args([
+                "grid",
+                demo.to_str().expect("utf-8"),
+                "--json",
+                "--at",
+                &step.to_string(),
+            ])
+            .output()
+            .expect("grid");
+        assert!(
+            grid.status.success(),
+            "{}",
+            String::from_utf8_lossy(&grid.stderr)
+        );
+        let g: serde_json::Value = serde_json::from_slice(&grid.stdout).expect("grid json");
+        let (t_plan, t_grid) = (
+            s["at_tokens"].as_f64().expect("at_tokens"),
+            g["tokens"].as_f64().expect("tokens"),
+        );
+        assert!(
+            (t_grid / t_plan - 1.0).abs() < 1e-9,
+            "step {step}: plan {t_plan} vs grid {t_grid}"
+        );
+        let (b_plan, b_grid) = (
+            s["b_crit"].as_f64().expect("b_crit"),
+            g["b_crit"].as_f64().expect("grid b_crit"),
+        );
+        assert!(
+            (b_grid / b_plan - 1.0).abs() < 1e-9,
+            "step {step}: B_crit {b_plan} vs {b_grid}"
+        );
+    }
+}

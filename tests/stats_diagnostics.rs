@@ -326,3 +326,53 @@ fn per_layer_intervals_are_built_like_the_whole_model() {
         }
     }
 }
+
+/// Records of a two-layer model: each layer's tr(Σ) and |G|², with multiplicative noise.
+fn two_layer_records(top: (f64, f64), rest: (f64, f64), n: u64) -> Vec<StepStats> {
+    let mut rng = SmallRng::seed_from_u64(5);
+    let (bs, bb) = (8.0, 64.0);
+    (0..n)
+        .map(|s| {
+            let mut noisy = |t: f64, g: f64| {
+                let e: f64 = StandardNormal.sample(&mut rng);
+                let f: f64 = StandardNormal.sample(&mut rng);
+                (
+                    (g + t / bs) * (1.0 + 0.05 * e),
+                    (g + t / bb) * (1.0 + 0.05 * f),
+                )
+            };
+            let (ts, tb) = noisy(top.0, top.1);
+            let (rs, rb) = noisy(rest.0, rest.1);
+            let line = format!(
+                r#"{{"v":1,"step":{s},"b_small":{bs},"b_big":{bb},"sq_small":{},"sq_big":{},"layers":{{"top":{{"sq_small":{ts},"sq_big":{tb}}},"rest":{{"sq_small":{rs},"sq_big":{rb}}}}}}}"#,
+                ts + rs,
+                tb + rb
+            );
+            copus::stats::parse_line(&line).expect("record")
+        })
+        .collect()
+}
+
+#[test]
+fn a_dominating_layer_is_a_warning_only_when_it_misdescribes_the_rest() {
+    let severity = |top, rest| {
+        let r = analyze(
+            &two_layer_records(top, rest, 400),
+            &EstimatorSettings::default(),
+        )
+        .expect("analysis");
+        r.summary
+            .diagnostics
+            .iter()
+            .find(|d| d.kind == K::DominatingLayer)
+            .map(|d| d.severity)
+    };
+    use copus::stats::Severity;
+    // (Two layers: "dominating" needs more than 75 % of tr(Σ).)
+    // 80 % of tr(Σ), B_simple 60 vs the rest's 50: the whole-model value describes both.
+    assert_eq!(severity((80.0, 1.333), (20.0, 0.4)), Some(Severity::Info));
+    // 80 % of tr(Σ), B_simple 400 vs the rest's 50: the whole-model value is this layer's.
+    assert_eq!(severity((80.0, 0.2), (20.0, 0.4)), Some(Severity::Warning));
+    // An even split dominates nothing.
+    assert_eq!(severity((50.0, 1.0), (50.0, 1.0)), None);
+}

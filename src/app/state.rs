@@ -57,6 +57,8 @@ pub struct App {
     pub tour_scroll: u16,
     /// Whether the answer to the tour (lesson) step's question is shown (reset on every step).
     pub tour_revealed: bool,
+    /// The tour (lesson) step Esc closed, where `n` resumes.
+    pub tour_closed_at: Option<usize>,
     /// The switch plan and strategy comparison, once the worker has computed it.
     pub plan: Option<Arc<crate::plan::PlanReport>>,
     /// Generation of the plan the app is waiting for.
@@ -88,6 +90,10 @@ pub struct App {
     /// Files this explorer may replace without asking (ones it wrote, or the plain session
     /// file it opened).
     pub may_overwrite: BTreeSet<PathBuf>,
+    /// Files a save writes beside the session: (name relative to the save's directory,
+    /// contents). A lesson trained into a temporary directory carries its run here, so that
+    /// the saved session still finds its data after the lesson ends.
+    pub save_with: Vec<(String, String)>,
     /// A question waiting for an answer, drawn over everything.
     pub confirm: Option<Confirm>,
     /// The save-as prompt's text, while it is open.
@@ -167,6 +173,15 @@ impl App {
         app
     }
 
+    /// What the session's guided steps are called: "lesson" for `copus lesson`, else "tour".
+    pub fn tour_kind(&self) -> &'static str {
+        if self.resolved.session.name.starts_with("lesson: ") {
+            "lesson"
+        } else {
+            "tour"
+        }
+    }
+
     /// Install a loaded source (keeps the cursor where the session left it, if it fits).
     pub fn set_loaded(&mut self, loaded: Loaded) {
         self.raw_trajectory = loaded.trajectory;
@@ -218,6 +233,7 @@ impl App {
             tour_step: view.tour_step,
             tour_scroll: 0,
             tour_revealed: false,
+            tour_closed_at: None,
             plan: None,
             plan_generation: 0,
             switch_points: Vec::new(),
@@ -232,6 +248,7 @@ impl App {
             clean: settings_of(&resolved_session),
             save_path,
             may_overwrite: BTreeSet::new(),
+            save_with: Vec::new(),
             confirm: None,
             prompt: None,
             quit_after_save: false,

@@ -94,8 +94,9 @@ fn tour(app: &mut App, delta: i64) {
         app.status = "this session has no guided tour".into();
         return;
     }
+    let kind = app.tour_kind();
     let next = match app.tour_step {
-        None if delta > 0 => Some(0),
+        None if delta > 0 => Some(app.tour_closed_at.take().unwrap_or(0).min(count - 1)),
         None => None,
         Some(i) => {
             let j = i as i64 + delta;
@@ -114,10 +115,40 @@ fn tour(app: &mut App, delta: i64) {
         if let Some(c) = step.cursor {
             set_cursor(app, c);
         }
-        app.status = format!("tour {}/{}", i + 1, count);
+        app.status = if i + 1 == count {
+            format!(
+                "{kind} {}/{count} · the last step: n ends the {kind}",
+                i + 1
+            )
+        } else {
+            format!("{kind} {}/{count}", i + 1)
+        };
     } else {
-        app.status = "tour ended (n starts it again)".into();
+        app.tour_closed_at = None;
+        app.status = format!("{kind} ended (n starts it again)");
     }
+}
+
+/// The status line after a jump to trajectory point `i`: which planned switch it is, where
+/// (the trajectory's step and tokens, as `plan` prints them), what changes and at what cost.
+fn switch_status(app: &App, i: usize) -> Option<String> {
+    let plan = app.plan.as_ref()?;
+    let n = plan.switches.len();
+    let (k, s) = plan
+        .switches
+        .iter()
+        .enumerate()
+        .find(|(_, s)| app.trajectory.index_at_tokens(s.at_tokens) == i)?;
+    Some(format!(
+        "switch {}/{n} at step {} ({}): {} → {} ({}, cost {:.0} s)",
+        k + 1,
+        s.at_step,
+        crate::format::tokens(s.at_tokens),
+        s.from,
+        s.to,
+        s.kind,
+        s.cost_s
+    ))
 }
 
 /// Directory exports go to: beside the save path (the working directory for the demo).
@@ -166,10 +197,22 @@ fn save(app: &mut App) -> Vec<Effect> {
         Ok(text) => {
             app.status = "saving…".into();
             let path = app.save_path.clone();
+            let dir = export_dir(app);
+            let mut files = vec![(path.clone(), text)];
+            files.extend(
+                app.save_with
+                    .iter()
+                    .map(|(name, contents)| (dir.join(name), contents.clone())),
+            );
+            let overwrite = files.iter().all(|(p, _)| app.may_overwrite.contains(p));
+            let what = match app.save_with.len() {
+                0 => format!("saved {}", path.display()),
+                n => format!("saved {} and {n} data file(s) beside it", path.display()),
+            };
             vec![Effect::Write(WriteJob {
-                files: vec![(path.clone(), text)],
-                what: format!("saved {}", path.display()),
-                overwrite: app.may_overwrite.contains(&path),
+                files,
+                what,
+                overwrite,
                 saved: Some(Box::new(snapshot)),
             })]
         }
@@ -192,8 +235,13 @@ fn escape(app: &mut App) {
         app.show_help = false;
     } else if app.explain_open {
         app.explain_open = false;
-    } else if app.tour_step.take().is_some() {
-        app.status = "tour closed (n starts it again)".into();
+    } else if let Some(i) = app.tour_step.take() {
+        app.tour_closed_at = Some(i);
+        app.status = format!(
+            "{} closed at step {} (n resumes there)",
+            app.tour_kind(),
+            i + 1
+        );
     } else {
         app.status = "q quits".into();
     }
@@ -327,7 +375,12 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 app.switch_points.iter().rev().find(|&&i| i < app.cursor)
             };
             match target {
-                Some(&i) => set_cursor(app, i),
+                Some(&i) => {
+                    set_cursor(app, i);
+                    if let Some(status) = switch_status(app, i) {
+                        app.status = status;
+                    }
+                }
                 None if app.switch_points.is_empty() => {
                     app.status = "no planned switch points".into()
                 }

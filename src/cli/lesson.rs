@@ -1,6 +1,7 @@
 //! `copus lesson`: the explorer running one of the embedded lessons (`sessions/lessons/*.ron`),
 //! or `--list` of them. Lessons on the demo need nothing from disk; a lesson on a trainer run
-//! trains it first (a few seconds) into a temporary directory removed on exit.
+//! trains it first (a few seconds) into a temporary directory removed on exit; its `s` saves
+//! the session and the run into the working directory.
 
 use crate::app::lessons::{self, Lesson, LessonData};
 use crate::app::{App, Msg, update};
@@ -45,8 +46,14 @@ fn train(path: &Path, steps: u64) -> anyhow::Result<()> {
 }
 
 /// The explorer prepared for `lesson` (its data under `dir` when it needs a file), at its
-/// first step.
+/// first step. A lesson on a trainer run saves (`s`) into `save_dir` with its run beside it,
+/// so that what is saved outlives the temporary `dir`; exports go there too.
 pub fn lesson_app(lesson: &Lesson, dir: &Path) -> anyhow::Result<App> {
+    lesson_app_saving_to(lesson, dir, dir)
+}
+
+/// [`lesson_app`] with saves and exports into `save_dir`.
+pub fn lesson_app_saving_to(lesson: &Lesson, dir: &Path, save_dir: &Path) -> anyhow::Result<App> {
     let mut resolved = match &lesson.data {
         LessonData::Demo => super::open::demo_session(dir)?,
         LessonData::TrainerRun { steps } => {
@@ -79,7 +86,16 @@ pub fn lesson_app(lesson: &Lesson, dir: &Path) -> anyhow::Result<App> {
         // A small file: loaded now, so that the first step finds its data.
         LessonData::TrainerRun { .. } => {
             let loaded = crate::pipeline::load(&resolved).context("loading the lesson's run")?;
-            App::new(resolved, loaded)
+            let data = lessons::data_path(dir, lesson);
+            let name = data
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            let text = std::fs::read_to_string(&data)
+                .with_context(|| format!("reading the lesson's run {}", data.display()))?;
+            let mut app = App::new(resolved, loaded);
+            app.save_path = save_dir.join(format!("copus-lesson-{}.ron", lesson.name));
+            app.save_with = vec![(name, text)];
+            app
         }
     };
     update(&mut app, Msg::Tour(1));
@@ -110,7 +126,9 @@ pub fn run(args: &LessonArgs) -> anyhow::Result<()> {
         }
         LessonData::TrainerRun { .. } => {
             let dir = scratch_dir()?;
-            let result = lesson_app(&lesson, &dir).and_then(|app| Ok(crate::tui::run(app)?));
+            let cwd = std::env::current_dir().context("the working directory")?;
+            let result =
+                lesson_app_saving_to(&lesson, &dir, &cwd).and_then(|app| Ok(crate::tui::run(app)?));
             let _ = std::fs::remove_dir_all(&dir);
             result?;
         }

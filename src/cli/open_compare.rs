@@ -31,9 +31,19 @@ pub fn attach(app: &mut App, other: &Path) -> anyhow::Result<()> {
         );
     }
     let settings = &app.resolved.session.estimator;
-    let (trajectory, report, _, _) =
-        crate::source::measured::load_stats_file(other, settings, None, app.resolved.model.seq_len)
-            .map_err(|e| anyhow::anyhow!("--compare: {e}"))?;
+    // B is read with A's tokens per sample when A's was given (`--seq-len`): both runs then
+    // share one token axis, as the header's comparison assumes.
+    let given = match &app.resolved.session.source {
+        DataSource::Stats { seq_len, .. } => *seq_len,
+        _ => None,
+    };
+    let (trajectory, report, _, _) = crate::source::measured::load_stats_file(
+        other,
+        settings,
+        given,
+        app.resolved.model.seq_len,
+    )
+    .map_err(|e| anyhow::anyhow!("--compare: {e}"))?;
     if trajectory.points.is_empty() {
         anyhow::bail!(
             "--compare {}: no step gives a usable B_crit estimate (see `copus analyze`)",

@@ -94,14 +94,18 @@ pub fn render_text(rep: &PlanReport) -> String {
         "\noptimal-joint vs fastest paper baseline ({}): {:.3}× · vs hindsight static: {:.3}×",
         rep.fastest_baseline, rep.speedup_vs_fastest_baseline, rep.speedup_vs_hindsight_static
     );
-    let _ = writeln!(o, "\noptimal-joint switch points:");
+    let _ = writeln!(
+        o,
+        "\noptimal-joint switch points (tokens and step on the trajectory's axis, as the explorer \
+         shows them and `grid --at` takes them):"
+    );
     if rep.switches.is_empty() {
         let _ = writeln!(o, "  none: the best static plan is optimal here");
     }
     for s in &rep.switches {
         let _ = writeln!(
             o,
-            "  {:>8.1}B tokens, step {:>7} (B_noise {:.0}): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
+            "  {:>8.1}B tokens, step {:>7} (B_crit {:.0} there): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
             s.at_tokens / 1e9,
             s.at_step,
             s.b_crit,

@@ -90,14 +90,21 @@ pub struct StateJson {
 pub struct SwitchRow {
     /// Trajectory-axis tokens at the switch (where it sits on the timeline).
     pub at_tokens: f64,
-    /// Optimizer steps the optimal plan has run before the switch.
+    /// The trajectory's step at the switch: the step the explorer shows there and `grid --at`
+    /// takes (the run's own step for a measured run, the scenario's nominal-batch step for a
+    /// scenario).
     pub at_step: u64,
+    /// Optimizer steps the optimal plan itself has run before the switch (at its own batches).
+    pub plan_steps: u64,
     /// Tokens the optimal plan has consumed before the switch.
     pub consumed_tokens: f64,
     /// Phase index the new state starts at.
     pub phase: usize,
-    /// B_noise of that phase (the source's B_crit times the session's `b_crit_scale`), samples.
+    /// B_crit at the switch's trajectory point (the source's B_crit times the session's
+    /// `b_crit_scale`), samples: the value the explorer shows there.
     pub b_crit: f64,
+    /// Mean B_noise of the phase the new state starts at (what the planner weighs), samples.
+    pub phase_b_noise: f64,
     /// State before.
     pub from: String,
     /// State after.

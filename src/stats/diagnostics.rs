@@ -72,7 +72,10 @@ impl DiagnosticKind {
                 "check that sq_small is the mean over small batches and not swapped with sq_big"
             }
             K::UnboundedInterval => "record more steps or larger batches before trusting a value",
-            K::DominatingLayer => "look at that layer's own B_simple over time (steps[].layers)",
+            K::DominatingLayer => {
+                "compare that layer's own B_simple with the whole model's (press l in the \
+                 explorer; `analyze --json`: steps[].layers)"
+            }
             K::LayersDoNotAddUp => {
                 "check that every layer is reported once, with sharded gradients gathered"
             }

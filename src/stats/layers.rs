@@ -168,17 +168,7 @@ pub fn breakdown_with(
         .first()
         .filter(|r| k > 1.0 && r.trace_share > dominating_share.max(1.5 / k))
     {
-        let msg = format!(
-            "layer {} holds {:.0}% of tr(Sigma): the whole-model B_simple mostly reflects this one \
-             layer (check for clipping or an exploding layer there)",
-            top.name,
-            100.0 * top.trace_share
-        );
-        diags.push(Diagnostic::new(
-            DiagnosticKind::DominatingLayer,
-            Severity::Warning,
-            msg,
-        ));
+        diags.push(dominating_layer(top, &rows));
     }
     if mismatch.0 > 0 {
         let msg = format!(
@@ -198,6 +188,62 @@ pub fn breakdown_with(
         rows,
         diagnostics: diags,
         trajectories,
+    }
+}
+
+/// Largest factor between the dominating layer's own B_simple and the rest of the model's for
+/// which the whole-model value still describes both (a warning beyond it).
+pub const DOMINATING_LAYER_DISAGREEMENT: f64 = 2.0;
+
+/// The diagnostic of a layer holding most of tr(Σ). A large share alone is normal (a small
+/// model's output layer often holds most of the noise) and is reported as information; it is
+/// a warning only when the layer's own B_simple and the rest of the model's disagree by more
+/// than [`DOMINATING_LAYER_DISAGREEMENT`]×, so that the whole-model value, mostly the layer's,
+/// misdescribes the rest.
+fn dominating_layer(top: &LayerRow, rows: &[LayerRow]) -> Diagnostic {
+    let (trace, g2) = rows
+        .iter()
+        .filter(|r| r.name != top.name)
+        .fold((0.0, 0.0), |(t, g), r| (t + r.trace_sigma, g + r.g2));
+    let own = top.b_simple.filter(|b| b.is_finite() && *b > 0.0);
+    let rest = (g2 > 0.0 && trace > 0.0).then(|| trace / g2);
+    let share = 100.0 * top.trace_share;
+    match (own, rest) {
+        (Some(own), Some(rest))
+            if (1.0 / DOMINATING_LAYER_DISAGREEMENT..=DOMINATING_LAYER_DISAGREEMENT)
+                .contains(&(own / rest)) =>
+        {
+            Diagnostic::new(
+                DiagnosticKind::DominatingLayer,
+                Severity::Info,
+                format!(
+                    "layer {} holds {share:.0}% of tr(Sigma); its own B_simple ({own:.3e}) and \
+                     the rest of the model's ({rest:.3e}) agree within x{DOMINATING_LAYER_DISAGREEMENT}, \
+                     so the whole-model value describes both",
+                    top.name
+                ),
+            )
+        }
+        (Some(own), Some(rest)) => Diagnostic::new(
+            DiagnosticKind::DominatingLayer,
+            Severity::Warning,
+            format!(
+                "layer {} holds {share:.0}% of tr(Sigma) and its own B_simple ({own:.3e}) is x{:.1} \
+                 the rest of the model's ({rest:.3e}): the whole-model B_simple mostly reflects this \
+                 one layer (check for clipping or an exploding layer there)",
+                top.name,
+                own / rest
+            ),
+        ),
+        _ => Diagnostic::new(
+            DiagnosticKind::DominatingLayer,
+            Severity::Warning,
+            format!(
+                "layer {} holds {share:.0}% of tr(Sigma) and the rest of the model has no positive \
+                 B_simple of its own: the whole-model value is this layer's",
+                top.name
+            ),
+        ),
     }
 }
 

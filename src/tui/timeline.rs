@@ -92,7 +92,18 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         }
         (None, Some(p)) => format!(
             " B_crit {} · step {} · {} tokens{} · {} ",
-            b_crit_words(p.b_crit, app.trajectory.seq_len),
+            // The interval of the value at the cursor, where the source has one (a measured
+            // run): the number is never shown without its uncertainty.
+            match p.ci {
+                Some((lo, hi)) => format!(
+                    "{} [{}–{}] samples ({} tok)",
+                    si(p.b_crit),
+                    si(lo),
+                    si(hi),
+                    si(p.b_crit * f64::from(app.trajectory.seq_len))
+                ),
+                None => b_crit_words(p.b_crit, app.trajectory.seq_len),
+            },
             p.step,
             tokens(p.tokens),
             p.loss

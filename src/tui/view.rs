@@ -154,10 +154,9 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     let max_scroll = total.saturating_sub(visible);
     let scroll = (app.tour_scroll as usize).min(max_scroll);
     // A lesson opened with `copus lesson` names itself so; the demo's guided tour is a tour.
-    let kind = if app.resolved.session.name.starts_with("lesson: ") {
-        "Lesson"
-    } else {
-        "Tour"
+    let kind = match app.tour_kind() {
+        "lesson" => "Lesson",
+        _ => "Tour",
     };
     let mut block = Block::bordered()
         .title(format!(
