@@ -31,12 +31,19 @@ pub fn count(x: f64) -> String {
     }
 }
 
-/// Tokens as "12.3B tok" style text.
+/// Tokens as "12.3B" style text: k, M, B (billions, as token counts are written), T; the
+/// one unit style for token counts on every screen.
 pub fn tokens(t: f64) -> String {
-    if t >= 1e9 {
+    if t >= 1e12 {
+        format!("{:.1}T", t / 1e12)
+    } else if t >= 1e9 {
         format!("{:.1}B", t / 1e9)
     } else if t >= 1e6 {
         format!("{:.1}M", t / 1e6)
+    } else if t >= 1e5 {
+        format!("{:.0}k", t / 1e3)
+    } else if t >= 1e4 {
+        format!("{:.1}k", t / 1e3)
     } else {
         format!("{t:.0}")
     }

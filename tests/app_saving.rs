@@ -78,7 +78,7 @@ fn save_as_writes_where_the_user_says() {
     press(&mut app, KeyCode::Char('S'));
     assert!(app.prompt.is_some());
     // Replace the proposed path with one in the temp dir.
-    for _ in 0..app.prompt.as_ref().map_or(0, |p| p.chars().count()) {
+    for _ in 0..app.prompt_text().map_or(0, |p| p.chars().count()) {
         press(&mut app, KeyCode::Backspace);
     }
     let target = dir.path().join("mine");

@@ -378,3 +378,74 @@ fn a_run_far_from_the_models_sequence_length_is_not_laid_on_it_silently() {
         v["b_crit"]
     );
 }
+
+#[test]
+fn demo_train_schedules_change_the_learning_rate_and_analyze_locates_the_drop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("drop.ndjson");
+    let run_s = run.to_str().expect("utf-8");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args([
+            "demo-train",
+            "--steps",
+            "120",
+            "--quiet",
+            "--lr-schedule",
+            "step",
+        ])
+        .args(["--drop-at", "80", "--drop-factor", "0.2", "--out", run_s])
+        .output()
+        .expect("demo-train");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&run).expect("run");
+    let lrs: Vec<f64> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("json")["lr"]
+                .as_f64()
+                .expect("lr")
+        })
+        .collect();
+    assert_eq!(lrs.len(), 120);
+    assert!(
+        (lrs[79] - 0.05).abs() < 1e-12 && (lrs[80] - 0.01).abs() < 1e-12,
+        "{lrs:?}"
+    );
+    let v = json(&["analyze", run_s, "--json"]);
+    let lr = v["summary"]["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .find(|d| d["kind"] == "lr_change")
+        .cloned()
+        .expect("an lr_change diagnostic");
+    assert_eq!(lr["steps"], serde_json::json!([80, 80]), "{lr}");
+    let cosine = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args([
+            "demo-train",
+            "--steps",
+            "50",
+            "--quiet",
+            "--lr-schedule",
+            "cosine",
+        ])
+        .output()
+        .expect("demo-train");
+    let lrs: Vec<f64> = String::from_utf8_lossy(&cosine.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("json")["lr"]
+                .as_f64()
+                .expect("lr")
+        })
+        .collect();
+    let peak = lrs.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        lrs[0] < peak && lrs[49] < 0.2 * peak,
+        "warm-up then decay: {lrs:?}"
+    );
+}

@@ -32,7 +32,7 @@ pub struct ExportContext {
     pub run_seq_len: u32,
     /// Multiplier applied to the estimated B_crit (what-if).
     pub b_crit_scale: f64,
-    /// Statistical-efficiency form: "mc_candlish" (0–1) or "pollux" (relative to `pollux_b0`).
+    /// Statistical-efficiency form: "mccandlish" (0–1) or "pollux" (relative to `pollux_b0`).
     pub stat_eff_form: &'static str,
     /// Pollux reference batch B0, samples (model sequences), for the Pollux form.
     pub pollux_b0: Option<f64>,
@@ -51,7 +51,7 @@ pub fn context(app: &App) -> ExportContext {
         DataSource::Live { .. } => "live",
     };
     let (stat_eff_form, pollux_b0) = match s.stat_eff {
-        StatEffForm::McCandlish => ("mc_candlish", None),
+        StatEffForm::McCandlish => ("mccandlish", None),
         StatEffForm::Pollux { b0 } => ("pollux", Some(b0)),
     };
     ExportContext {

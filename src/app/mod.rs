@@ -5,6 +5,7 @@
 
 pub mod explain;
 pub mod export;
+pub mod goto;
 pub mod lessons;
 pub mod measured_view;
 pub mod msg;
@@ -16,4 +17,5 @@ pub mod whatif;
 pub use msg::{Msg, PromptEdit};
 pub use state::App;
 pub use state::Confirm;
+pub use state::{Prompt, PromptKind};
 pub use update::{Effect, WriteJob, update};

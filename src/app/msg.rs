@@ -62,6 +62,8 @@ pub enum Msg {
     Save,
     /// Ask for a path to save the session to ("save as").
     SaveAs,
+    /// Open the go-to prompt: a step, a token count or a percentage of the run.
+    GoTo,
     /// An edit of the save-as prompt's text.
     Prompt(PromptEdit),
     /// The answer to the open question (`y`, `n`, `s`).

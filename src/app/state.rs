@@ -96,8 +96,8 @@ pub struct App {
     pub save_with: Vec<(String, String)>,
     /// A question waiting for an answer, drawn over everything.
     pub confirm: Option<Confirm>,
-    /// The save-as prompt's text, while it is open.
-    pub prompt: Option<String>,
+    /// The open one-line prompt (save as, go to), while it is open.
+    pub prompt: Option<Prompt>,
     /// Quit once the pending save has been written.
     pub quit_after_save: bool,
     /// The session's saved cursor, applied when the source has loaded.
@@ -180,6 +180,11 @@ impl App {
         } else {
             "tour"
         }
+    }
+
+    /// The text of the open prompt, if any.
+    pub fn prompt_text(&self) -> Option<&str> {
+        self.prompt.as_ref().map(|p| p.text.as_str())
     }
 
     /// Install a loaded source (keeps the cursor where the session left it, if it fits).
@@ -358,4 +363,22 @@ impl App {
             .iter()
             .position(|&b| b == current)
     }
+}
+
+/// What a one-line prompt asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptKind {
+    /// A path to save the session to.
+    SaveAs,
+    /// Where to move the cursor: a step, a token count (`150B`) or a percentage (`40%`).
+    GoTo,
+}
+
+/// An open one-line prompt: what it asks for and the text typed so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// What it asks for.
+    pub kind: PromptKind,
+    /// The text typed so far.
+    pub text: String,
 }

@@ -2,6 +2,7 @@
 
 use super::export::{export_view, to_csv};
 use super::state::Confirm;
+use super::state::{Prompt, PromptKind};
 use super::whatif::{self, FIELDS};
 use super::{App, Msg, PromptEdit};
 use crate::session::{Panel, Session};
@@ -268,16 +269,32 @@ fn answer(app: &mut App, c: char) -> Vec<Effect> {
 }
 
 fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
-    let Some(text) = app.prompt.as_mut() else {
+    let Some(p) = app.prompt.as_mut() else {
         return Vec::new();
     };
     match edit {
-        PromptEdit::Char(c) => text.push(c),
+        PromptEdit::Char(c) => p.text.push(c),
         PromptEdit::Backspace => {
-            text.pop();
+            p.text.pop();
+        }
+        PromptEdit::Submit if p.kind == PromptKind::GoTo => {
+            let text = p.text.trim().to_string();
+            app.prompt = None;
+            match super::goto::target(&app.trajectory, &text) {
+                Ok(i) => {
+                    set_cursor(app, i);
+                    let q = &app.trajectory.points[app.cursor];
+                    app.status = format!(
+                        "at step {} · {} tokens",
+                        q.step,
+                        crate::format::tokens(q.tokens)
+                    );
+                }
+                Err(e) => app.status = format!("go to: {e}"),
+            }
         }
         PromptEdit::Submit => {
-            let path = text.trim().to_string();
+            let path = p.text.trim().to_string();
             app.prompt = None;
             if path.is_empty() {
                 app.status = "save as: no path given".into();
@@ -496,8 +513,18 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::Escape => escape(app),
         Msg::Save => return save(app),
         Msg::SaveAs => {
-            app.prompt = Some(app.save_path.display().to_string());
+            app.prompt = Some(Prompt {
+                kind: PromptKind::SaveAs,
+                text: app.save_path.display().to_string(),
+            });
             app.status = "save as: type a path, Enter saves, Esc cancels".into();
+        }
+        Msg::GoTo => {
+            app.prompt = Some(Prompt {
+                kind: PromptKind::GoTo,
+                text: String::new(),
+            });
+            app.status = "go to: a step (1200), tokens (150B) or a share of the run (40%)".into();
         }
         Msg::Prompt(edit) => return prompt(app, edit),
         Msg::Answer(c) => return answer(app, c),

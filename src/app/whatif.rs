@@ -202,6 +202,11 @@ pub fn value(r: &Resolved, field: Field) -> String {
             ),
         },
         Field::BCritScale => format!("×{}", s.b_crit_scale),
+        // Under the lr-sqrt objective the heatmap is weighted by that objective's efficiency
+        // (not monotone in B: the learning rate grows with √B), whatever this form says.
+        Field::StatEff if crate::pipeline::heatmap_efficiency(r).is_some() => {
+            "lr-sqrt (the plan objective)".into()
+        }
         Field::StatEff => match s.stat_eff {
             StatEffForm::McCandlish => "McCandlish B/(B+Bc)".into(),
             StatEffForm::Pollux { b0 } => format!("Pollux, B0 = {b0}"),

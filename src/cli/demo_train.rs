@@ -33,9 +33,26 @@ pub struct DemoTrainArgs {
     /// Seed of initialisation and data sampling (runs are reproducible, step times aside).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Learning rate of momentum SGD (constant).
+    /// Base learning rate of momentum SGD.
     #[arg(long, default_value_t = 0.05)]
     pub lr: f64,
+    /// Learning-rate schedule: constant, cosine (linear warm-up over --warmup-steps, then a
+    /// cosine decay to --min-lr-factor at the last step) or step (× --drop-factor from step
+    /// --drop-at on). A changing rate moves B_simple (∝ 1/temperature): the lr diagnostic.
+    #[arg(long, value_enum, default_value_t = ScheduleArg::Constant)]
+    pub lr_schedule: ScheduleArg,
+    /// cosine: warm-up steps (default: a tenth of --steps).
+    #[arg(long)]
+    pub warmup_steps: Option<u64>,
+    /// cosine: the final factor on the base rate.
+    #[arg(long, default_value_t = 0.1)]
+    pub min_lr_factor: f64,
+    /// step: the first step at the lower rate (default: half of --steps).
+    #[arg(long)]
+    pub drop_at: Option<u64>,
+    /// step: the factor after the drop.
+    #[arg(long, default_value_t = 0.1)]
+    pub drop_factor: f64,
     /// Pause after each step, in milliseconds, to watch a run unfold at human speed.
     #[arg(long, default_value_t = 0)]
     pub step_delay_ms: u64,
@@ -48,6 +65,36 @@ pub struct DemoTrainArgs {
     pub quiet: bool,
 }
 
+/// `--lr-schedule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScheduleArg {
+    /// The base rate throughout.
+    Constant,
+    /// Linear warm-up, then cosine decay.
+    Cosine,
+    /// One step drop.
+    Step,
+}
+
+impl DemoTrainArgs {
+    /// The schedule the flags describe.
+    pub fn schedule(&self) -> crate::trainer::LrSchedule {
+        use crate::trainer::LrSchedule;
+        match self.lr_schedule {
+            ScheduleArg::Constant => LrSchedule::Constant,
+            ScheduleArg::Cosine => LrSchedule::WarmupCosine {
+                warmup_steps: self.warmup_steps.unwrap_or(self.steps / 10),
+                total_steps: self.steps,
+                min_factor: self.min_lr_factor,
+            },
+            ScheduleArg::Step => LrSchedule::StepDrop {
+                at_step: self.drop_at.unwrap_or(self.steps / 2),
+                factor: self.drop_factor,
+            },
+        }
+    }
+}
+
 /// Longest `--linger-s` accepted: a day.
 const MAX_LINGER_S: f64 = 86_400.0;
 
@@ -58,6 +105,7 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
         micro_batch_size: args.micro_batch_size,
         seed: args.seed,
         lr: args.lr,
+        schedule: args.schedule(),
         ..TrainerConfig::default()
     };
     if !(args.linger_s.is_finite() && (0.0..=MAX_LINGER_S).contains(&args.linger_s)) {

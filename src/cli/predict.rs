@@ -402,13 +402,24 @@ fn print_text(o: &Output) {
         "  hardware TFLOP/s {:>10.1} per GPU",
         p.hardware_tflops_per_gpu
     );
+    // With pipeline stages the figure is the fullest stage's: the first (most micro-batches
+    // in flight, no logits) or the last (the output logits).
+    let stage = match (o.pp > 1, o.memory.output > 0.0) {
+        (false, _) => String::new(),
+        (true, false) => format!(" on the first of {} pipeline stages, the fullest", o.pp),
+        (true, true) => format!(" on the last of {} pipeline stages, the fullest", o.pp),
+    };
+    let output = if o.pp > 1 && o.memory.output == 0.0 {
+        "output on the last stage only".to_string()
+    } else {
+        format!("output {:.1}", o.memory.output / 1e9)
+    };
     println!(
-        "  memory           {:>10.1} GB per GPU ({}; states {:.1}, activations {:.1}, output {:.1}, reserved {:.1})",
+        "  memory           {:>10.1} GB per GPU{stage} ({}; states {:.1}, activations {:.1}, {output}, reserved {:.1})",
         p.memory_per_gpu_bytes / 1e9,
         if p.fits { "fits" } else { "does NOT fit" },
         o.memory.model_states / 1e9,
         o.memory.activations / 1e9,
-        o.memory.output / 1e9,
         o.memory.reserved / 1e9
     );
     let pct = |x: f64| 100.0 * x / p.step_time_s;

@@ -13,11 +13,13 @@
 
 pub mod corpus;
 pub mod mlp;
+pub mod schedule;
 pub mod serve;
 pub mod sink;
 
 pub use corpus::Corpus;
 pub use mlp::{MlpShape, Workspace};
+pub use schedule::LrSchedule;
 pub use serve::StatsServer;
 pub use sink::{FileSink, RecordSink};
 
@@ -52,8 +54,11 @@ pub struct TrainerConfig {
     pub micro_batch_size: usize,
     /// Seed of initialisation and data sampling.
     pub seed: u64,
-    /// Learning rate (constant: lr decay would inflate B_simple, docs/STATISTICS.md).
+    /// Base learning rate (by default constant: lr decay inflates B_simple,
+    /// docs/STATISTICS.md).
     pub lr: f64,
+    /// The learning-rate schedule over the base rate.
+    pub schedule: LrSchedule,
     /// Momentum of SGD (0 for plain SGD).
     pub momentum: f64,
     /// Characters of context.
@@ -71,6 +76,7 @@ impl Default for TrainerConfig {
             micro_batch_size: 16,
             seed: 0,
             lr: 0.05,
+            schedule: LrSchedule::Constant,
             momentum: 0.9,
             context: 4,
             embed: 10,
@@ -133,6 +139,9 @@ impl Trainer {
             return bad(&format!(
                 "context, embedding and hidden sizes must be at most {MAX_WIDTH}"
             ));
+        }
+        if let Some(why) = cfg.schedule.problem() {
+            return bad(&why);
         }
         if corpus.ids().len() <= cfg.context + 1 {
             return bad("the text is shorter than the context");
@@ -218,12 +227,13 @@ impl Trainer {
         let mut rec = StepStats::new(self.step, b as f64, (k * b) as f64, tot_small, tot_big);
         rec.n_small = Some(k as u32);
         rec.tokens = Some(self.samples_seen as f64);
-        rec.lr = Some(self.cfg.lr);
+        let lr_now = self.cfg.lr * self.cfg.schedule.factor(self.step);
+        rec.lr = Some(lr_now);
         rec.layers = layers;
         if tot_small.is_finite() && tot_big.is_finite() && loss.is_finite() {
             rec.loss = Some(loss);
             // Momentum SGD on the raw mean gradient, after measuring it.
-            let (lr, mu) = (self.cfg.lr, self.cfg.momentum);
+            let (lr, mu) = (lr_now, self.cfg.momentum);
             for ((p, v), g) in self
                 .params
                 .iter_mut()

@@ -206,7 +206,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             tokens(p.tokens),
             si(p.b_crit),
             app.trajectory.seq_len,
-            si(p.b_crit * app.trajectory.seq_len as f64)
+            crate::format::tokens(p.b_crit * app.trajectory.seq_len as f64)
         )));
         let model_seq = app.resolved.model.seq_len;
         if model_seq != app.trajectory.seq_len {

@@ -153,6 +153,12 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
 /// The panel title: B_crit in the model's sequences (the batch axis's unit), converted from the
 /// run's samples when a measured run counts another number of tokens per sample.
 pub fn title(app: &App) -> String {
+    title_within(app, usize::MAX)
+}
+
+/// [`title`] shortened to fit `width` columns of border whole: the objective goes first, then
+/// the conversion, never a cut word.
+pub fn title_within(app: &App, width: usize) -> String {
     let Some(b) = app.b_crit_model_seqs_at_cursor() else {
         return " Goodput = tokens/s × statistical efficiency ".into();
     };
@@ -164,16 +170,22 @@ pub fn title(app: &App) -> String {
     } else {
         String::new()
     };
-    format!(
-        " Goodput · B_crit {}×{model} tok{conversion} · objective {} ",
-        crate::format::count(b),
-        app.resolved.session.planner.objective.name()
-    )
+    let b = crate::format::count(b);
+    let objective = app.resolved.session.planner.objective.name();
+    [
+        format!(" Goodput · B_crit {b}×{model} tok{conversion} · objective {objective} "),
+        format!(" Goodput · B_crit {b}×{model} tok{conversion} "),
+        format!(" Goodput · B_crit {b}×{model} tok "),
+        " Goodput ".to_string(),
+    ]
+    .into_iter()
+    .find(|t| t.chars().count() + 2 <= width)
+    .unwrap_or_default()
 }
 
 /// Draw the heatmap into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: ColorMode) {
-    let block = super::panel::block(title(app), focused);
+    let block = super::panel::block(title_within(app, area.width as usize), focused);
     if let (true, Some((f, what))) = (app.loading, &app.progress) {
         let gauge = ratatui::widgets::Gauge::default()
             .block(block)

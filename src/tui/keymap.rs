@@ -125,6 +125,13 @@ pub const KEYMAP: &[Binding] = &[
         hint: Some("x explain"),
     },
     Binding {
+        label: "g",
+        what: "go to a step (1200), tokens (150B) or a share of the run (40%)",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('g'), NONE)],
+        hint: None,
+    },
+    Binding {
         label: "*",
         what: "select the best cell (★)",
         scope: Scope::Global,

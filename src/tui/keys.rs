@@ -74,6 +74,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('?'), _) => Msg::ToggleHelp,
         (KeyCode::Char('s'), _) => Msg::Save,
         (KeyCode::Char('S'), _) => Msg::SaveAs,
+        (KeyCode::Char('g'), _) => Msg::GoTo,
         (KeyCode::Char('e'), _) => Msg::Export,
         (KeyCode::Char('n'), _) => Msg::Tour(1),
         (KeyCode::Char('p'), _) => Msg::Tour(-1),

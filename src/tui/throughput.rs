@@ -45,9 +45,25 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         .and_then(|t| t.layouts.get(row))
         .map_or(String::new(), |l| l.label());
     let pts = curve(app, row);
+    // The longest title that fits the border whole (a cut word such as "plateau from ba"
+    // reads as a different statement).
+    let fits = |t: &String| t.chars().count() + 2 <= area.width as usize;
     let title = match plateau_start(&pts) {
-        Some(b) => format!(" Throughput · {label} · plateau from batch {b} "),
-        None => format!(" Throughput · {label} "),
+        Some(b) => [
+            format!(" Throughput · {label} · plateau from batch {b} "),
+            format!(" Throughput · {label} "),
+            " Throughput ".to_string(),
+        ]
+        .into_iter()
+        .find(fits)
+        .unwrap_or_default(),
+        None => [
+            format!(" Throughput · {label} "),
+            " Throughput ".to_string(),
+        ]
+        .into_iter()
+        .find(fits)
+        .unwrap_or_default(),
     };
     let block = super::panel::block(title, focused).title_bottom(format!(
         " ⠤ tok/s at each batch · • {:.0}% of the best (plateau) ",

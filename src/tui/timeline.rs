@@ -18,7 +18,7 @@ pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
     format!(
         "{} samples ({} tok)",
         si(b_crit),
-        si(b_crit * seq_len as f64)
+        crate::format::tokens(b_crit * seq_len as f64)
     )
 }
 
@@ -100,7 +100,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                     si(p.b_crit),
                     si(lo),
                     si(hi),
-                    si(p.b_crit * f64::from(app.trajectory.seq_len))
+                    crate::format::tokens(p.b_crit * f64::from(app.trajectory.seq_len))
                 ),
                 None => b_crit_words(p.b_crit, app.trajectory.seq_len),
             },

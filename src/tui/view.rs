@@ -268,14 +268,21 @@ fn draw_confirm(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 fn draw_prompt(frame: &mut Frame, area: Rect, app: &App) {
-    let Some(text) = &app.prompt else { return };
+    let Some(p) = &app.prompt else { return };
+    let (title, help) = match p.kind {
+        crate::app::PromptKind::SaveAs => (
+            " Save as ",
+            "Enter saves · Esc cancels · relative to the working directory",
+        ),
+        crate::app::PromptKind::GoTo => (
+            " Go to ",
+            "a step (1200), tokens (150B, 2.5M) or a share of the run (40%) · Enter · Esc",
+        ),
+    };
     popup(
         frame,
         area,
-        " Save as ",
-        vec![
-            Line::from(format!("{text}▏")),
-            Line::from("Enter saves · Esc cancels · relative to the working directory"),
-        ],
+        title,
+        vec![Line::from(format!("{}▏", p.text)), Line::from(help)],
     );
 }
