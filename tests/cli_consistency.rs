@@ -449,3 +449,52 @@ fn demo_train_schedules_change_the_learning_rate_and_analyze_locates_the_drop() 
         "warm-up then decay: {lrs:?}"
     );
 }
+
+#[test]
+fn snapshot_draws_any_screen_after_keys_as_text_or_svg() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .arg("snapshot")
+            .args(args)
+            .output()
+            .expect("snapshot");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let first = run(&["--size", "80x24"]);
+    assert_eq!(first.lines().count(), 24);
+    assert!(first.lines().all(|l| l.chars().count() == 80), "{first}");
+    assert!(
+        first.contains("Goodput") && first.contains("8×8"),
+        "{first}"
+    );
+    // The what-if lesson's key: one node fewer, recomputed at once.
+    let fewer = run(&["--keys", "2 Left", "--size", "120x40"]);
+    assert!(
+        fewer.contains("7×8") && fewer.contains("[modified]"),
+        "{fewer}"
+    );
+    let lesson = run(&["--lesson", "what-if", "--size", "120x40"]);
+    assert!(lesson.contains("Lesson 1/2"), "{lesson}");
+    let svg = run(&["--format", "svg", "--size", "80x24"]);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.matches("<text").count() > 200, "a glyph per drawn cell");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("s.svg");
+    std::fs::write(&out, "mine").expect("write");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["snapshot", "--out", out.to_str().expect("utf-8")])
+        .output()
+        .expect("snapshot");
+    assert!(!refused.status.success());
+    assert_eq!(std::fs::read_to_string(&out).ok().as_deref(), Some("mine"));
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["snapshot", "--keys", "Nope"])
+        .output()
+        .expect("snapshot");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--keys: unknown key 'Nope'"));
+}

@@ -631,10 +631,14 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                         app.cursor = app.trajectory.points.len().saturating_sub(1);
                         app.refresh_grid();
                     }
-                    app.status = match (warning, follow) {
-                        (Some(w), _) => format!("{head} · {w}"),
-                        (None, true) => format!("{head} · following the head"),
-                        (None, false) => format!("{head} · End resumes following"),
+                    let mode = if follow {
+                        "following the head"
+                    } else {
+                        "End resumes following"
+                    };
+                    app.status = match warning {
+                        Some(w) => format!("{head} · {mode} · {w}"),
+                        None => format!("{head} · {mode}"),
                     };
                     return request_plan(app).into_iter().collect();
                 }

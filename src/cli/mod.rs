@@ -16,6 +16,7 @@ pub mod open;
 pub mod open_compare;
 pub mod plan;
 pub mod predict;
+pub mod snapshot;
 pub mod stack_args;
 pub mod watch;
 
@@ -68,6 +69,8 @@ pub enum Command {
     /// A guided lesson in the explorer (noise scale, coupling, a measured run, what-if);
     /// `--list` lists them.
     Lesson(lesson::LessonArgs),
+    /// Any explorer screen after a list of keys, as text or SVG (for slides), no terminal.
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 /// Run the parsed command line.
@@ -87,6 +90,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Plan(a)) => plan::run(&a),
         Some(Command::Bench(a)) => bench::run(&a),
         Some(Command::Lesson(a)) => lesson::run(&a),
+        Some(Command::Snapshot(a)) => snapshot::run(&a),
         Some(Command::DemoTrain(a)) => demo_train::run(&a),
     }
 }

@@ -270,6 +270,13 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
 
 /// Run `copus open`.
 pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
+    crate::tui::run(explorer_app(args)?)?;
+    Ok(())
+}
+
+/// The explorer `copus open` runs, prepared (everything that can fail checked) but not yet
+/// on the terminal; `copus snapshot` draws it in memory instead.
+pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
     let p = &args.path;
     if !p.exists() {
         anyhow::bail!("{}: no such file or directory", p.display());
@@ -327,6 +334,5 @@ pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
         }
         app.save_path = path;
     }
-    crate::tui::run(app)?;
-    Ok(())
+    Ok(app)
 }

@@ -19,6 +19,7 @@ pub mod polyline;
 pub mod priority;
 pub mod recommendation;
 pub mod shares;
+pub mod snapshot;
 pub mod terminal;
 pub mod throughput;
 pub mod timeline;

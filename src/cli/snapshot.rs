@@ -1,0 +1,132 @@
+//! `copus snapshot`: any explorer screen, after a list of keys, as text or SVG (for slides,
+//! documents and bug reports), without a terminal.
+
+use crate::tui::snapshot;
+use anyhow::Context;
+use clap::{Args, Parser};
+use std::path::PathBuf;
+
+/// Arguments of `copus snapshot`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// A session (.ron), stats file (.ndjson) or dump directory, as `copus open` takes;
+    /// without it (and without --lesson) the bundled demo.
+    pub path: Option<PathBuf>,
+    /// A lesson instead (`copus lesson --list`), at its first step.
+    #[arg(long, conflicts_with = "path")]
+    pub lesson: Option<String>,
+    /// Keys to press first, as tmux names them, separated by spaces: `"2 Left Left"`,
+    /// `"End x"`, `"n n r"`, `"S-Right"`, `"Enter"`.
+    #[arg(long, default_value = "")]
+    pub keys: String,
+    /// Screen size, columns×rows.
+    #[arg(long, default_value = "120x40", value_parser = parse_size)]
+    pub size: (u16, u16),
+    /// Output format (default: svg for an --out ending in .svg, else text).
+    #[arg(long, value_enum)]
+    pub format: Option<SnapshotFormat>,
+    /// Write here instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Replace --out if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// What `copus snapshot` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SnapshotFormat {
+    /// The characters of the screen, one line per row.
+    Text,
+    /// An SVG picture with the screen's colours (NO_COLOR: without them).
+    Svg,
+}
+
+/// Smallest and largest screen sizes accepted, cells.
+const SIZE_RANGE: std::ops::RangeInclusive<u16> = 20..=1000;
+
+fn parse_size(s: &str) -> Result<(u16, u16), String> {
+    let (w, h) = s
+        .split_once(['x', 'X', '×'])
+        .ok_or_else(|| format!("'{s}': expected COLUMNSxROWS, as in 120x40"))?;
+    let num = |v: &str| {
+        v.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|n| SIZE_RANGE.contains(n))
+            .ok_or_else(|| format!("'{s}': each side must be a whole number in 20..=1000"))
+    };
+    Ok((num(w)?, num(h)?))
+}
+
+/// `copus open`'s arguments for a path, with every other flag at its default.
+#[derive(Parser)]
+struct OpenOnly {
+    #[command(flatten)]
+    open: super::open::OpenArgs,
+}
+
+/// Run `copus snapshot`.
+pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
+    let format = a
+        .format
+        .unwrap_or(match a.out.as_ref().and_then(|p| p.extension()) {
+            Some(e) if e == "svg" => SnapshotFormat::Svg,
+            _ => SnapshotFormat::Text,
+        });
+    if let Some(out) = &a.out {
+        crate::fsutil::check_output(out, a.force)
+            .with_context(|| format!("--out {}", out.display()))?;
+    }
+    let keys = a
+        .keys
+        .split_whitespace()
+        .map(snapshot::parse_key)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("--keys: {e}"))?;
+    let cwd = std::env::current_dir().context("the working directory")?;
+    let app = match (&a.path, &a.lesson) {
+        (Some(p), _) => {
+            let open = OpenOnly::try_parse_from([std::ffi::OsStr::new("open"), p.as_os_str()])
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            super::open::explorer_app(&open.open)?
+        }
+        (None, Some(name)) => {
+            let lesson = crate::app::lessons::find(name)?;
+            // A lesson on a trainer run trains into a directory of its own, removed after.
+            let dir = std::env::temp_dir().join(format!("copus-snapshot-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let app = super::lesson::lesson_app_saving_to(&lesson, &dir, &cwd);
+            let app = app.map(snapshot::opened);
+            let _ = std::fs::remove_dir_all(&dir);
+            app?
+        }
+        (None, None) => super::open::prepared(
+            super::open::demo_session(&cwd)?,
+            crate::compute::Device::Cpu,
+        )?,
+    };
+    let mut app = if a.lesson.is_some() {
+        app
+    } else {
+        snapshot::opened(app)
+    };
+    for key in keys {
+        snapshot::press(&mut app, key);
+    }
+    let mode = match (format, crate::tui::palette::ColorMode::from_env()) {
+        (SnapshotFormat::Svg, m) => m,
+        (SnapshotFormat::Text, _) => crate::tui::palette::ColorMode::Monochrome,
+    };
+    let buf = snapshot::draw(&app, a.size.0, a.size.1, mode).map_err(anyhow::Error::msg)?;
+    let body = match format {
+        SnapshotFormat::Text => snapshot::text(&buf),
+        SnapshotFormat::Svg => snapshot::svg(&buf),
+    };
+    match &a.out {
+        Some(out) => crate::fsutil::write_atomic(out, body.as_bytes())
+            .with_context(|| format!("writing {}", out.display()))?,
+        None => super::write_stdout(&body)?,
+    }
+    Ok(())
+}

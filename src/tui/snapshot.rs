@@ -1,0 +1,284 @@
+//! Snapshots of the explorer for slides and documents (`copus snapshot`): the effects an
+//! update asks for are carried out synchronously (what the worker threads do), keys are fed
+//! as the terminal would send them, and the screen is drawn into memory and written as text
+//! or as SVG with the cells' colours.
+
+use super::palette::ColorMode;
+use crate::app::{App, Effect, Msg, update};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::style::{Color, Modifier};
+use std::sync::Arc;
+
+/// Most rounds of effects one key may cause (each answer may ask for more work).
+const MAX_ROUNDS: usize = 64;
+
+/// Carry out `effects` and everything their answers ask for, as the worker would.
+pub fn settle(app: &mut App, effects: Vec<Effect>) {
+    let mut pending = effects;
+    for _ in 0..MAX_ROUNDS {
+        if pending.is_empty() {
+            return;
+        }
+        let mut next = Vec::new();
+        for effect in pending {
+            let msg = match effect {
+                Effect::ComputeTable { generation } => Msg::TableReady {
+                    generation,
+                    table: Arc::new(super::table_job(app).compute()),
+                },
+                Effect::ComputePlan { generation } => {
+                    let Some(table) = app.table.clone() else {
+                        continue;
+                    };
+                    let plan = crate::pipeline::plan_with(
+                        &app.resolved,
+                        &app.planning_trajectory(),
+                        &table,
+                    )
+                    .map_err(|e| e.to_string());
+                    Msg::PlanReady {
+                        generation,
+                        plan: Box::new(plan),
+                    }
+                }
+                Effect::LoadSource => Msg::SourceLoaded(Box::new(
+                    crate::pipeline::load(&app.resolved).map_err(|e| e.to_string()),
+                )),
+                Effect::Write(job) => super::worker::write(job),
+            };
+            next.extend(update(app, msg));
+        }
+        pending = next;
+    }
+}
+
+/// The app with its first table (and the plan that follows) computed, as on opening.
+pub fn opened(mut app: App) -> App {
+    let first = crate::app::update::request_table(&mut app);
+    let mut effects = vec![first];
+    if app.loading {
+        effects.push(Effect::LoadSource);
+    }
+    settle(&mut app, effects);
+    app
+}
+
+/// A key by its tmux-style name: a character (`2`, `n`, `S`), `Left` `Right` `Up` `Down`
+/// `Home` `End` `PageUp` `PageDown` `Enter` `Esc` `Tab` `BTab` `Space` `BSpace`, with `S-`
+/// (Shift) or `C-` (Ctrl) in front.
+pub fn parse_key(name: &str) -> Result<KeyEvent, String> {
+    let (mods, base) = match name {
+        n if n.len() > 2 && n.starts_with("S-") => (KeyModifiers::SHIFT, &n[2..]),
+        n if n.len() > 2 && n.starts_with("C-") => (KeyModifiers::CONTROL, &n[2..]),
+        n => (KeyModifiers::NONE, n),
+    };
+    let code = match base {
+        "Left" => KeyCode::Left,
+        "Right" => KeyCode::Right,
+        "Up" => KeyCode::Up,
+        "Down" => KeyCode::Down,
+        "Home" => KeyCode::Home,
+        "End" => KeyCode::End,
+        "PageUp" | "PPage" => KeyCode::PageUp,
+        "PageDown" | "NPage" => KeyCode::PageDown,
+        "Enter" => KeyCode::Enter,
+        "Esc" | "Escape" => KeyCode::Esc,
+        "Tab" => KeyCode::Tab,
+        "BTab" => KeyCode::BackTab,
+        "Space" => KeyCode::Char(' '),
+        "BSpace" => KeyCode::Backspace,
+        s if s.chars().count() == 1 => s.chars().next().map_or(KeyCode::Null, KeyCode::Char),
+        _ => {
+            return Err(format!(
+                "unknown key '{name}' (a character, Left, Enter, Esc, S-Left, C-z…)"
+            ));
+        }
+    };
+    let mods = match code {
+        KeyCode::Char(c) if c.is_ascii_uppercase() => mods | KeyModifiers::SHIFT,
+        _ => mods,
+    };
+    Ok(KeyEvent::new(code, mods))
+}
+
+/// Press `key` in `app` and carry out what it asks for.
+pub fn press(app: &mut App, key: KeyEvent) {
+    if let Some(msg) = super::keys::key_to_msg(app, key) {
+        let effects = update(app, msg);
+        settle(app, effects);
+    }
+}
+
+/// The screen of `app` at `w`×`h` cells.
+pub fn draw(app: &App, w: u16, h: u16, mode: ColorMode) -> Result<Buffer, String> {
+    let mut term = Terminal::new(TestBackend::new(w, h)).map_err(|e| e.to_string())?;
+    term.draw(|f| super::view::draw(f, app, mode))
+        .map_err(|e| e.to_string())?;
+    Ok(term.backend().buffer().clone())
+}
+
+/// The screen as text, one line per row (trailing spaces kept, so columns line up).
+pub fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    (0..area.height)
+        .map(|y| {
+            (0..area.width)
+                .map(|x| buf[(x, y)].symbol())
+                .collect::<String>()
+                + "\n"
+        })
+        .collect()
+}
+
+/// Default foreground and background of an SVG snapshot (a dark terminal).
+const DEFAULT_FG: (u8, u8, u8) = (0xd0, 0xd0, 0xd0);
+const DEFAULT_BG: (u8, u8, u8) = (0x1c, 0x1c, 0x1c);
+
+/// RGB of a terminal colour (`None`: the terminal's default).
+fn rgb(c: Color) -> Option<(u8, u8, u8)> {
+    const BASE: [(u8, u8, u8); 16] = [
+        (0x00, 0x00, 0x00),
+        (0xcd, 0x31, 0x31),
+        (0x0d, 0xbc, 0x79),
+        (0xe5, 0xe5, 0x10),
+        (0x24, 0x72, 0xc8),
+        (0xbc, 0x3f, 0xbc),
+        (0x11, 0xa8, 0xcd),
+        (0xe5, 0xe5, 0xe5),
+        (0x66, 0x66, 0x66),
+        (0xf1, 0x4c, 0x4c),
+        (0x23, 0xd1, 0x8b),
+        (0xf5, 0xf5, 0x43),
+        (0x3b, 0x8e, 0xea),
+        (0xd6, 0x70, 0xd6),
+        (0x29, 0xb8, 0xdb),
+        (0xff, 0xff, 0xff),
+    ];
+    let indexed = |i: u8| -> (u8, u8, u8) {
+        match i {
+            0..=15 => BASE[i as usize],
+            16..=231 => {
+                let i = i - 16;
+                let level = |v: u8| if v == 0 { 0 } else { 55 + 40 * v };
+                (level(i / 36), level((i / 6) % 6), level(i % 6))
+            }
+            _ => {
+                let g = 8 + 10 * (i - 232);
+                (g, g, g)
+            }
+        }
+    };
+    Some(match c {
+        Color::Reset => return None,
+        Color::Black => BASE[0],
+        Color::Red => BASE[1],
+        Color::Green => BASE[2],
+        Color::Yellow => BASE[3],
+        Color::Blue => BASE[4],
+        Color::Magenta => BASE[5],
+        Color::Cyan => BASE[6],
+        Color::Gray => BASE[7],
+        Color::DarkGray => BASE[8],
+        Color::LightRed => BASE[9],
+        Color::LightGreen => BASE[10],
+        Color::LightYellow => BASE[11],
+        Color::LightBlue => BASE[12],
+        Color::LightMagenta => BASE[13],
+        Color::LightCyan => BASE[14],
+        Color::White => BASE[15],
+        Color::Rgb(r, g, b) => (r, g, b),
+        Color::Indexed(i) => indexed(i),
+    })
+}
+
+fn hex((r, g, b): (u8, u8, u8)) -> String {
+    format!("#{r:02x}{g:02x}{b:02x}")
+}
+
+fn escape_xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The screen as an SVG picture: a monospace grid, each cell's background and glyph in its
+/// colours (reversed cells swapped, bold kept), for slides.
+pub fn svg(buf: &Buffer) -> String {
+    use std::fmt::Write;
+    let (cw, ch) = (8.4_f64, 17.0_f64);
+    let area = buf.area;
+    let (w, h) = (f64::from(area.width) * cw, f64::from(area.height) * ch);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="14">"#
+    );
+    let _ = writeln!(
+        o,
+        r#"<rect width="100%" height="100%" fill="{}"/>"#,
+        hex(DEFAULT_BG)
+    );
+    for y in 0..area.height {
+        for x in 0..area.width {
+            let cell = &buf[(x, y)];
+            let reversed = cell.modifier.contains(Modifier::REVERSED);
+            let (mut fg, mut bg) = (rgb(cell.fg), rgb(cell.bg));
+            if reversed {
+                (fg, bg) = (bg.or(Some(DEFAULT_BG)), fg.or(Some(DEFAULT_FG)));
+            }
+            let (px, py) = (f64::from(x) * cw, f64::from(y) * ch);
+            if let Some(bg) = bg {
+                let _ = writeln!(
+                    o,
+                    r#"<rect x="{px:.1}" y="{py:.1}" width="{cw:.1}" height="{ch:.1}" fill="{}"/>"#,
+                    hex(bg)
+                );
+            }
+            let sym = cell.symbol();
+            if sym.trim().is_empty() {
+                continue;
+            }
+            let weight = if cell.modifier.contains(Modifier::BOLD) {
+                r#" font-weight="bold""#
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                o,
+                r#"<text x="{px:.1}" y="{:.1}" fill="{}"{weight}>{}</text>"#,
+                py + ch * 0.78,
+                hex(fg.unwrap_or(DEFAULT_FG)),
+                escape_xml(sym)
+            );
+        }
+    }
+    o.push_str("</svg>\n");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_parse_as_tmux_names_them() {
+        assert_eq!(parse_key("2").map(|k| k.code), Ok(KeyCode::Char('2')));
+        let s = parse_key("S-Left").expect("shift left");
+        assert_eq!((s.code, s.modifiers), (KeyCode::Left, KeyModifiers::SHIFT));
+        let big = parse_key("S").expect("S");
+        assert!(big.modifiers.contains(KeyModifiers::SHIFT));
+        assert!(parse_key("Nope").is_err());
+    }
+
+    #[test]
+    fn xterm_colours_map_to_their_rgb() {
+        assert_eq!(rgb(Color::Indexed(16)), Some((0, 0, 0)));
+        assert_eq!(rgb(Color::Indexed(231)), Some((255, 255, 255)));
+        assert_eq!(rgb(Color::Indexed(232)), Some((8, 8, 8)));
+        assert_eq!(rgb(Color::Reset), None);
+    }
+}
