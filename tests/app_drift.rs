@@ -22,7 +22,12 @@ fn the_sample_run_headline_leads_with_now_then_drift_then_run_wide() {
     let now = s.now.b_simple.expect("a bounded now");
     assert_eq!(
         segs[0],
-        format!("now {} samples {}", si(now), mv::interval_words(s.now.ci))
+        format!(
+            "last {} steps {} samples {}",
+            s.now.steps,
+            si(now),
+            mv::interval_words(s.now.ci)
+        )
     );
     let d = s.drift.as_ref().expect("two windows");
     assert!(d.significant, "the sample run drifts: {d:?}");

@@ -35,9 +35,16 @@ pub fn factor_words(x: f64) -> String {
 pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
     let s = &report.summary;
     let mut out = Vec::new();
+    // "last N steps", not "now": the title above shows the smoothed value at the cursor,
+    // another estimator, and two different numbers must not both be called "now".
     out.push(match s.now.b_simple {
-        Some(b) => format!("now {} samples {}", si(b), interval_words(s.now.ci)),
-        None => "now n/a (|G|² ≤ 0 in the last window)".into(),
+        Some(b) => format!(
+            "last {} steps {} samples {}",
+            s.now.steps,
+            si(b),
+            interval_words(s.now.ci)
+        ),
+        None => format!("last {} steps n/a (|G|² ≤ 0 there)", s.now.steps),
     });
     out.push(match &s.drift {
         Some(d) if d.significant => {
@@ -49,6 +56,12 @@ pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
                 factor_words(d.ci[1]).trim_start_matches('×')
             )
         }
+        Some(d) if d.ci[0] > 1.0 || d.ci[1] < 1.0 => format!(
+            "moved a little ({} [{}–{}], below the drift threshold)",
+            factor_words(d.factor),
+            factor_words(d.ci[0]).trim_start_matches('×'),
+            factor_words(d.ci[1]).trim_start_matches('×')
+        ),
         Some(d) => format!("steady ({} within its interval)", factor_words(d.factor)),
         None => "drift n/a (run shorter than two windows)".into(),
     });

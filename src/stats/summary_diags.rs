@@ -234,6 +234,19 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
         return (Verdict::Unreliable, hard);
     }
     let mut soft = Vec::new();
+    // The headline leads with `now` (the last window): the verdict must not call the run
+    // stable while that number has no upper bound or no positive value.
+    let now_bounded = s.now.b_simple.is_some_and(|b| b > 0.0) && s.now.ci[1].is_finite();
+    if !now_bounded {
+        soft.push(reason(
+            K::UnboundedInterval,
+            format!(
+                "the last window (steps {}-{}, the `now` value) has no bounded estimate: read the \
+                 run-wide value or the trajectory until more steps arrive",
+                s.now.first_step, s.now.last_step
+            ),
+        ));
+    }
     if s.ci[0] <= 0.0 || s.ci[1] / s.ci[0] > 2.0 {
         soft.push(reason(
             K::WideInterval,
