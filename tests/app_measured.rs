@@ -153,3 +153,31 @@ fn a_compared_run_shares_the_token_axis_when_seq_len_is_given() {
     let b = last(&app.compare.as_ref().expect("compared").trajectory);
     assert!((b / a - 1.0).abs() < 0.05, "A ends at {a} tokens, B at {b}");
 }
+
+#[test]
+fn the_smoother_widens_and_narrows_on_keys_and_the_run_is_analysed_again() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let resolved = adhoc_session(&open_args(&sample)).expect("ad-hoc session");
+    let loaded = copus::pipeline::load(&resolved).expect("loads");
+    let mut app = App::new(resolved, loaded);
+    let steps = app.analysis.as_ref().expect("analysis").summary.steps;
+    let auto = app.resolved.session.estimator.bandwidth_for(steps);
+    let effects = update(&mut app, Msg::Smoothing(1));
+    assert_eq!(effects, vec![copus::app::Effect::LoadSource]);
+    let wider = app.resolved.session.estimator.bandwidth_steps.expect("set");
+    assert!((wider / auto - 1.5).abs() < 1e-9, "{wider} vs {auto}");
+    let loaded = copus::pipeline::load(&app.resolved).map_err(|e| e.to_string());
+    update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
+    let smoother = &app.analysis.as_ref().expect("analysis").summary.smoother;
+    assert!(
+        smoother.contains(&format!("sigma={}", wider.round())),
+        "{smoother}"
+    );
+    update(&mut app, Msg::Smoothing(-1));
+    update(&mut app, Msg::Smoothing(-1));
+    let narrower = app.resolved.session.estimator.bandwidth_steps.expect("set");
+    assert!(
+        (narrower * 1.5 / auto - 1.0).abs() < 1e-9,
+        "{narrower} vs {auto}"
+    );
+}

@@ -64,6 +64,9 @@ pub enum Msg {
     SaveAs,
     /// Open the go-to prompt: a step, a token count or a percentage of the run.
     GoTo,
+    /// Widen (+1) or narrow (−1) the smoother of a measured run by a factor of 1.5, and
+    /// re-analyse it (TensorBoard's smoothing slider).
+    Smoothing(i8),
     /// An edit of the save-as prompt's text.
     Prompt(PromptEdit),
     /// The answer to the open question (`y`, `n`, `s`).

@@ -130,6 +130,51 @@ fn tour(app: &mut App, delta: i64) {
     }
 }
 
+/// Smallest and largest smoother bandwidth the keys reach, steps.
+const SMOOTHING_RANGE: (f64, f64) = (1.0, 5000.0);
+
+/// `<` / `>`: the two-sided kernel's bandwidth (or the one-sided EMA's memory) ÷/× 1.5 on a
+/// measured file or dump, then the run is analysed again; a live run keeps its one-sided
+/// smoother.
+fn smoothing(app: &mut App, direction: i8) -> Vec<Effect> {
+    use crate::session::DataSource;
+    use crate::stats::SmootherKind;
+    if !matches!(
+        app.resolved.session.source,
+        DataSource::Stats { .. } | DataSource::Dumps { .. }
+    ) {
+        app.status = "smoothing applies to a measured run (a stats file or a dump)".into();
+        return Vec::new();
+    }
+    let factor = if direction > 0 { 1.5 } else { 1.0 / 1.5 };
+    let est = &mut app.resolved.session.estimator;
+    match est.smoother {
+        SmootherKind::TwoSided => {
+            let steps = app.analysis.as_ref().map_or(100, |a| a.summary.steps);
+            let now = est
+                .bandwidth_steps
+                .unwrap_or_else(|| est.bandwidth_for(steps));
+            let next = (now * factor).clamp(SMOOTHING_RANGE.0, SMOOTHING_RANGE.1);
+            est.bandwidth_steps = Some(next);
+            app.status = format!(
+                "smoother: Gaussian σ = {next:.1} steps (> wider, < narrower); re-analysing…"
+            );
+        }
+        SmootherKind::OneSided => {
+            // The EMA remembers 1/(1−θ) reference batches: scale that memory.
+            let memory = 1.0 / (1.0 - est.ema_decay).max(1e-9);
+            let next = (memory * factor).clamp(SMOOTHING_RANGE.0 + 1.0, SMOOTHING_RANGE.1);
+            est.ema_decay = 1.0 - 1.0 / next;
+            app.status = format!(
+                "smoother: one-sided EMA over about {next:.0} reference batches (> longer, < \
+                 shorter); re-analysing…"
+            );
+        }
+    }
+    app.loading = true;
+    vec![Effect::LoadSource]
+}
+
 /// The status line after a jump to trajectory point `i`: which planned switch it is, where
 /// (the trajectory's step and tokens, as `plan` prints them), what changes and at what cost.
 fn switch_status(app: &App, i: usize) -> Option<String> {
@@ -519,6 +564,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             });
             app.status = "save as: type a path, Enter saves, Esc cancels".into();
         }
+        Msg::Smoothing(d) => return smoothing(app, d),
         Msg::GoTo => {
             app.prompt = Some(Prompt {
                 kind: PromptKind::GoTo,

@@ -3,7 +3,7 @@
 
 use crate::tui::snapshot;
 use anyhow::Context;
-use clap::{Args, Parser};
+use clap::Args;
 use std::path::PathBuf;
 
 /// Arguments of `copus snapshot`.
@@ -59,13 +59,6 @@ fn parse_size(s: &str) -> Result<(u16, u16), String> {
     Ok((num(w)?, num(h)?))
 }
 
-/// `copus open`'s arguments for a path, with every other flag at its default.
-#[derive(Parser)]
-struct OpenOnly {
-    #[command(flatten)]
-    open: super::open::OpenArgs,
-}
-
 /// Run `copus snapshot`.
 pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
     let format = a
@@ -86,11 +79,10 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--keys: {e}"))?;
     let cwd = std::env::current_dir().context("the working directory")?;
     let app = match (&a.path, &a.lesson) {
-        (Some(p), _) => {
-            let open = OpenOnly::try_parse_from([std::ffi::OsStr::new("open"), p.as_os_str()])
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            super::open::explorer_app(&open.open)?
-        }
+        (Some(p), _) => super::open::explorer_app(&super::open::OpenArgs {
+            device: crate::compute::Device::Cpu,
+            ..super::open::OpenArgs::for_path(p)
+        })?,
         (None, Some(name)) => {
             let lesson = crate::app::lessons::find(name)?;
             // A lesson on a trainer run trains into a directory of its own, removed after.

@@ -125,6 +125,13 @@ pub const KEYMAP: &[Binding] = &[
         hint: Some("x explain"),
     },
     Binding {
+        label: "< / >",
+        what: "measured run: narrow / widen the smoother (×1.5) and analyse again",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('<'), NONE), (KeyCode::Char('>'), NONE)],
+        hint: None,
+    },
+    Binding {
         label: "g",
         what: "go to a step (1200), tokens (150B) or a share of the run (40%)",
         scope: Scope::Global,

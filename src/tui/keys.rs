@@ -75,6 +75,8 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('s'), _) => Msg::Save,
         (KeyCode::Char('S'), _) => Msg::SaveAs,
         (KeyCode::Char('g'), _) => Msg::GoTo,
+        (KeyCode::Char('>'), _) => Msg::Smoothing(1),
+        (KeyCode::Char('<'), _) => Msg::Smoothing(-1),
         (KeyCode::Char('e'), _) => Msg::Export,
         (KeyCode::Char('n'), _) => Msg::Tour(1),
         (KeyCode::Char('p'), _) => Msg::Tour(-1),
