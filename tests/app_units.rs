@@ -124,8 +124,8 @@ fn past_b_crit_only_when_the_current_batch_is_above_it() {
 fn the_now_line_says_what_it_compares() {
     let app = demo_at(119);
     let screen = render(&app, 200, 60);
-    assert!(screen.contains("now: batch 512"), "{screen}");
-    assert!(screen.contains("goodput over now"), "{screen}");
+    assert!(screen.contains("your batch 512"), "{screen}");
+    assert!(screen.contains("goodput over yours"), "{screen}");
 }
 
 #[test]

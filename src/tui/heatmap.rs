@@ -236,7 +236,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     let dim = Style::new().fg(Color::DarkGray);
 
     let mut header = vec![Span::raw(format!("{:<LABEL_W$}", "layout\\batch"))];
-    let eff_label = crate::app::recommend::eff_label(app.resolved.session.stat_eff);
+    // Under the lr-sqrt objective the row is that objective's efficiency (the learning rate
+    // grows with √B, so it need not fall monotonically with the batch): say so in its label.
+    let eff_label = if crate::pipeline::heatmap_efficiency(&app.resolved).is_some() {
+        "lr-sqrt eff."
+    } else {
+        crate::app::recommend::eff_label(app.resolved.session.stat_eff)
+    };
     let mut eff = vec![Span::styled(format!("{eff_label:<LABEL_W$}"), dim)];
     for c in g.cols.clone() {
         let mark = if Some(c) == current_col { "▼" } else { "" };

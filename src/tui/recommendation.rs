@@ -47,7 +47,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             )));
             if let (Some(c), Some(gain)) = (&r.current, r.gain) {
                 lines.push(Line::from(format!(
-                    "now: batch {} on {}, goodput {}",
+                    "your batch {} on {}, goodput {}",
                     c.batch,
                     c.config.layout_label(),
                     si(c.goodput)
@@ -55,7 +55,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 lines.push(Line::from(vec![
                     Span::raw("  best has "),
                     Span::styled(format!("{:+.1}%", gain * 100.0), bold.fg(Color::Yellow)),
-                    Span::raw(" goodput over now"),
+                    Span::raw(" goodput over yours"),
                 ]));
             }
             for reason in &r.reasons {
