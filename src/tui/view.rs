@@ -160,9 +160,14 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     };
     let mut block = Block::bordered()
         .title(format!(
-            " {kind} {}/{} · n next · p back · Esc close ",
+            " {kind} {}/{} · {} · p back · Esc close ",
             i + 1,
-            app.resolved.session.tour.len()
+            app.resolved.session.tour.len(),
+            if i + 1 == app.resolved.session.tour.len() {
+                "n ends"
+            } else {
+                "n next"
+            }
         ))
         .border_style(Style::new().fg(Color::Yellow));
     if max_scroll > 0 {
