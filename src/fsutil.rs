@@ -66,13 +66,15 @@ fn not_regular(ft: &std::fs::FileType) -> std::io::Error {
     ))
 }
 
+/// Whether `ft` is a named pipe (always false where the OS has none).
 #[cfg(unix)]
-fn is_fifo(ft: &std::fs::FileType) -> bool {
+pub fn is_fifo(ft: &std::fs::FileType) -> bool {
     std::os::unix::fs::FileTypeExt::is_fifo(ft)
 }
 
+/// Whether `ft` is a named pipe (always false where the OS has none).
 #[cfg(not(unix))]
-fn is_fifo(_: &std::fs::FileType) -> bool {
+pub fn is_fifo(_: &std::fs::FileType) -> bool {
     false
 }
 

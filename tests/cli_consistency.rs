@@ -402,14 +402,7 @@ fn demo_train_schedules_change_the_learning_rate_and_analyze_locates_the_drop() 
         String::from_utf8_lossy(&out.stderr)
     );
     let text = std::fs::read_to_string(&run).expect("run");
-    let lrs: Vec<f64> = text
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).expect("json")["lr"]
-                .as_f64()
-                .expect("lr")
-        })
-        .collect();
+    let lrs = learning_rates(&text);
     assert_eq!(lrs.len(), 120);
     assert!(
         (lrs[79] - 0.05).abs() < 1e-12 && (lrs[80] - 0.01).abs() < 1e-12,
@@ -435,14 +428,7 @@ fn demo_train_schedules_change_the_learning_rate_and_analyze_locates_the_drop() 
         ])
         .output()
         .expect("demo-train");
-    let lrs: Vec<f64> = String::from_utf8_lossy(&cosine.stdout)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).expect("json")["lr"]
-                .as_f64()
-                .expect("lr")
-        })
-        .collect();
+    let lrs = learning_rates(&String::from_utf8_lossy(&cosine.stdout));
     let peak = lrs.iter().cloned().fold(0.0, f64::max);
     assert!(
         lrs[0] < peak && lrs[49] < 0.2 * peak,
@@ -497,4 +483,15 @@ fn snapshot_draws_any_screen_after_keys_as_text_or_svg() {
         .output()
         .expect("snapshot");
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--keys: unknown key 'Nope'"));
+}
+
+/// The `lr` of every protocol line of `text`.
+fn learning_rates(text: &str) -> Vec<f64> {
+    text.lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).expect("json")["lr"]
+                .as_f64()
+                .expect("lr")
+        })
+        .collect()
 }

@@ -302,10 +302,9 @@ fn non_regular_and_oversized_inputs_are_refused_or_bounded_in_time() {
     std::fs::write(d.join("st.ndjson"), rec(1.5) + &rec(0.0)).expect("write");
     cal("st.ndjson").fails_with(&["st.ndjson:2", "step_time_s"]);
     // A FIFO nobody writes to: watch ends at its timeout, an idle writer holding it too.
-    let start = std::time::Instant::now();
-    copus_in(
-        d,
-        &[
+    let watch_seconds = || {
+        let start = std::time::Instant::now();
+        let args = [
             "watch",
             "silent",
             "--headless",
@@ -313,35 +312,19 @@ fn non_regular_and_oversized_inputs_are_refused_or_bounded_in_time() {
             "1",
             "--until-steps",
             "5",
-        ],
-        &[],
-    );
-    assert!(
-        start.elapsed().as_secs_f64() < 4.0,
-        "watch ignored its timeout on a FIFO"
-    );
+        ];
+        copus_in(d, &args, &[]);
+        start.elapsed().as_secs_f64()
+    };
+    assert!(watch_seconds() < 4.0, "watch ignored its timeout on a FIFO");
     let mut writer = Command::new("sh")
         .arg("-c")
         .arg("sleep 8 > silent")
         .current_dir(d)
         .spawn()
         .expect("writer");
-    let start = std::time::Instant::now();
-    copus_in(
-        d,
-        &[
-            "watch",
-            "silent",
-            "--headless",
-            "--timeout-s",
-            "1",
-            "--until-steps",
-            "5",
-        ],
-        &[],
-    );
     assert!(
-        start.elapsed().as_secs_f64() < 4.0,
+        watch_seconds() < 4.0,
         "an idle writer held watch past its timeout"
     );
     let _ = writer.kill();

@@ -51,7 +51,7 @@ struct OpenFile {
 /// would otherwise block the open, and a stop or a timeout could never end the follower);
 /// its reads then return "would block" while the writer is silent.
 fn open_for_follow(path: &Path) -> std::io::Result<(File, bool)> {
-    let pipe = std::fs::metadata(path).is_ok_and(|m| is_fifo(&m));
+    let pipe = std::fs::metadata(path).is_ok_and(|m| crate::fsutil::is_fifo(&m.file_type()));
     if !pipe {
         return File::open(path).map(|f| (f, false));
     }
@@ -68,16 +68,6 @@ fn open_for_follow(path: &Path) -> std::io::Result<(File, bool)> {
     {
         File::open(path).map(|f| (f, true))
     }
-}
-
-#[cfg(unix)]
-fn is_fifo(m: &Metadata) -> bool {
-    std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type())
-}
-
-#[cfg(not(unix))]
-fn is_fifo(_: &Metadata) -> bool {
-    false
 }
 
 /// Bytes read from the file at a time: a follower catching up with a long file gets a couple
