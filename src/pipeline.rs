@@ -10,7 +10,8 @@ use crate::plan::objective::{Efficiency, Objective};
 use crate::plan::problem::Problem;
 use crate::plan::progress::{self, TokenAxis};
 use crate::plan::report::{
-    BCritConversion, PlanError, PlanReport, StrategyRow, SwitchRow, state_json, state_label,
+    BCritConversion, PlanError, PlanReport, ScheduleRun, StrategyRow, SwitchRow, state_json,
+    state_label,
 };
 use crate::plan::strategies::{self, StrategyParams, StrategyResult};
 use crate::plan::{horizon, shares};
@@ -363,6 +364,84 @@ fn b_crit_conversion(r: &Resolved) -> BCritConversion {
     }
 }
 
+/// The optimal plan's runs (consecutive phases in one state) and its switches, counted in
+/// whole optimizer steps per run so that a run's samples are exactly steps × batch.
+fn optimal_runs(
+    r: &Resolved,
+    traj: &Trajectory,
+    table: &ThroughputTable,
+    p: &Problem,
+    best: &crate::plan::Schedule,
+) -> (Vec<SwitchRow>, Vec<ScheduleRun>) {
+    let seq = f64::from(r.model.seq_len);
+    let mut runs: Vec<ScheduleRun> = Vec::new();
+    let mut run_start_phase: Vec<usize> = Vec::new();
+    let mut run_steps = 0.0;
+    let close = |runs: &mut Vec<ScheduleRun>, run_steps: f64| -> (u64, u64) {
+        let Some(last) = runs.last_mut() else {
+            return (0, 0);
+        };
+        last.steps = (run_steps.round() as u64).max(1);
+        let samples = last.steps.saturating_mul(last.state.batch);
+        (
+            last.from_step.saturating_add(last.steps),
+            last.from_samples.saturating_add(samples),
+        )
+    };
+    for (i, &s) in best.states.iter().enumerate() {
+        if i == 0 || best.states[i - 1] != s {
+            let (steps_before, samples_before) = match i {
+                0 => (0, 0),
+                _ => close(&mut runs, run_steps),
+            };
+            run_steps = 0.0;
+            run_start_phase.push(i);
+            let at_tokens = p.phases[i].start_tokens;
+            let point = traj.points.get(traj.index_at_tokens(at_tokens));
+            runs.push(ScheduleRun {
+                from_step: steps_before,
+                from_samples: samples_before,
+                from_tokens: samples_before as f64 * seq,
+                steps: 0,
+                at_tokens,
+                at_step: point.map_or(0, |q| q.step),
+                state: state_json(table, p, s),
+            });
+        }
+        run_steps += p.steps(i, s);
+    }
+    close(&mut runs, run_steps);
+    let switches = best
+        .switches
+        .iter()
+        .map(|sw| {
+            let at_tokens = p.phases[sw.phase].start_tokens;
+            let point = traj.points.get(traj.index_at_tokens(at_tokens));
+            let run = run_start_phase
+                .iter()
+                .position(|&i| i == sw.phase)
+                .and_then(|k| runs.get(k));
+            SwitchRow {
+                at_tokens,
+                at_step: point.map_or(0, |q| q.step),
+                plan_steps: run.map_or(0, |run| run.from_step),
+                consumed_tokens: run.map_or(f64::NAN, |run| run.from_tokens),
+                phase: sw.phase,
+                b_crit: point.map_or(f64::NAN, |q| q.b_crit * r.session.b_crit_scale),
+                phase_b_noise: p.phases[sw.phase].b_crit,
+                from: state_label(table, p, sw.from),
+                to: state_label(table, p, sw.to),
+                from_state: state_json(table, p, sw.from),
+                to_state: state_json(table, p, sw.to),
+                cost_s: sw.cost_s,
+                kind: sw.kind.name().to_string(),
+                gain_s: sw.gain_s,
+            }
+        })
+        .collect();
+    (switches, runs)
+}
+
 fn build_report(
     r: &Resolved,
     traj: &Trajectory,
@@ -400,37 +479,10 @@ fn build_report(
             start_state: state_json(table, p, s.schedule.states[0]),
         })
         .collect();
-    let mut switches = Vec::new();
-    if let Some(best) = results.iter().find(|s| s.name == "optimal-joint") {
-        let seq = r.model.seq_len as f64;
-        let (mut steps, mut samples, mut next) = (0.0, 0.0, 0);
-        for sw in &best.schedule.switches {
-            for i in next..sw.phase {
-                let s = best.schedule.states[i];
-                steps += p.steps(i, s);
-                samples += p.steps(i, s) * p.states[s].batch as f64;
-            }
-            next = sw.phase;
-            let at_tokens = p.phases[sw.phase].start_tokens;
-            let point = traj.points.get(traj.index_at_tokens(at_tokens));
-            switches.push(SwitchRow {
-                at_tokens,
-                at_step: point.map_or(0, |q| q.step),
-                plan_steps: steps.round() as u64,
-                consumed_tokens: samples * seq,
-                phase: sw.phase,
-                b_crit: point.map_or(f64::NAN, |q| q.b_crit * r.session.b_crit_scale),
-                phase_b_noise: p.phases[sw.phase].b_crit,
-                from: state_label(table, p, sw.from),
-                to: state_label(table, p, sw.to),
-                from_state: state_json(table, p, sw.from),
-                to_state: state_json(table, p, sw.to),
-                cost_s: sw.cost_s,
-                kind: sw.kind.name().to_string(),
-                gain_s: sw.gain_s,
-            });
-        }
-    }
+    let (switches, schedule) = match results.iter().find(|s| s.name == "optimal-joint") {
+        Some(best) => optimal_runs(r, traj, table, p, &best.schedule),
+        None => (Vec::new(), Vec::new()),
+    };
     let costs = &r.session.costs;
     PlanReport {
         session: r.session.name.clone(),
@@ -452,6 +504,7 @@ fn build_report(
         min_dwell_phases: p.min_dwell,
         strategies,
         switches,
+        schedule,
         current_batch_static: None,
         best_along: Vec::new(),
     }

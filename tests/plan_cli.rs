@@ -352,3 +352,6 @@ fn a_switch_step_pasted_into_grid_at_lands_on_the_switch() {
         );
     }
 }
+
+#[path = "plan_cases/emit.rs"]
+mod emit_cases;

@@ -19,8 +19,13 @@ pub struct PlanArgs {
     #[arg(long, value_parser = crate::plan::Objective::parse)]
     pub objective: Option<crate::plan::Objective>,
     /// Print JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "emit")]
     pub json: bool,
+    /// Write the optimal-joint plan as a schedule a trainer runs: `json` (phases with steps,
+    /// batches and layouts), `megatron` (arguments per phase, or one --rampup-batch-size),
+    /// `torchtitan` (TOML per phase) or `deepspeed` (JSON configurations per phase).
+    #[arg(long, value_enum)]
+    pub emit: Option<crate::plan::emit::EmitTarget>,
 }
 
 /// Run `copus plan`: load and resolve the session, plan every strategy, print the report.
@@ -35,7 +40,17 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         resolved.session.planner.objective = o;
     }
     let report = crate::pipeline::plan_session(&resolved)?;
-    if args.json {
+    if let Some(target) = args.emit {
+        let c = &resolved.session.cluster;
+        let ctx = crate::plan::emit::EmitContext {
+            gpus: c.nodes.saturating_mul(c.gpus_per_node),
+            seq_len: resolved.model.seq_len,
+            layers: resolved.model.layers,
+        };
+        let text = crate::plan::emit::emit(&report, &ctx, target)
+            .map_err(|e| anyhow::anyhow!("{}: --emit {}: {e}", p.display(), target.name()))?;
+        print!("{}", super::escape_controls(&text));
+    } else if args.json {
         super::write_json(&report)?;
     } else {
         print!(

@@ -34,6 +34,7 @@
 
 pub mod costs;
 pub mod dp;
+pub mod emit;
 pub mod horizon;
 pub mod objective;
 pub mod paper_table;

@@ -121,6 +121,27 @@ pub struct SwitchRow {
     pub gain_s: f64,
 }
 
+/// One run of the optimal-joint plan: the phases it holds one (layout, batch) state for, in the
+/// plan's own accounting (its optimizer steps at its own batches), which is what a trainer
+/// counts; `copus plan --emit` turns these into framework arguments.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduleRun {
+    /// Optimizer steps the plan has run before this run starts (a trainer's step counter).
+    pub from_step: u64,
+    /// Samples consumed before it starts (Σ steps × global batch of the earlier runs).
+    pub from_samples: u64,
+    /// Tokens consumed before it starts (`from_samples` × sequence length).
+    pub from_tokens: f64,
+    /// Optimizer steps the run lasts (at least 1).
+    pub steps: u64,
+    /// Where the run starts on the trajectory's token axis (the explorer's position), tokens.
+    pub at_tokens: f64,
+    /// The trajectory's step there (the step the explorer shows and `grid --at` takes).
+    pub at_step: u64,
+    /// The state held: layout, global batch and configuration.
+    pub state: StateJson,
+}
+
 /// What the B_crit source measures and how it is converted to the noise scale B_noise.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BCritConversion {
@@ -180,6 +201,8 @@ pub struct PlanReport {
     pub strategies: Vec<StrategyRow>,
     /// Switch points of the optimal-joint plan.
     pub switches: Vec<SwitchRow>,
+    /// The optimal-joint plan as runs a trainer can follow (one per held state, in order).
+    pub schedule: Vec<ScheduleRun>,
     /// The best layout held at the session's `current_batch` for the whole run (what a user who
     /// keeps today's batch would get), when that batch is on the grid and feasible.
     pub current_batch_static: Option<StrategyRow>,

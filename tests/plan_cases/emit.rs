@@ -1,0 +1,408 @@
+//! `copus plan --emit`: every target on every shipped plan session, checked against
+//! `plan --json` (the same batches, layouts and steps), for divisibility, and parsed as its
+//! framework reads it; the layouts no shipped plan reaches (PP, interleaving, ZeRO-2/3,
+//! recompute) through the library on a changed schedule.
+
+use copus::plan::emit::{EmitContext, EmitError, EmitTarget, emit};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn shipped() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("sessions/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ron"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 5, "{v:?}");
+    v
+}
+
+fn run(session: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .arg("plan")
+        .arg(session)
+        .args(args)
+        .output()
+        .expect("run copus");
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}",
+        session.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+/// Flags of one argument string: `--name value` pairs (a bare flag maps to "").
+fn flags(args: &str) -> BTreeMap<String, String> {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let mut m = BTreeMap::new();
+    let mut i = 0;
+    while i < words.len() {
+        let k = words[i];
+        assert!(k.starts_with("--"), "{k} in {args}");
+        let mut vals = Vec::new();
+        while i + 1 < words.len() && !words[i + 1].starts_with("--") {
+            vals.push(words[i + 1]);
+            i += 1;
+        }
+        m.insert(k.to_string(), vals.join(" "));
+        i += 1;
+    }
+    m
+}
+
+#[test]
+fn json_schedule_is_the_plans_own_and_adds_up() {
+    for s in shipped() {
+        let plan: Value = serde_json::from_str(&run(&s, &["--json"])).expect("plan JSON");
+        let emitted: Value =
+            serde_json::from_str(&run(&s, &["--emit", "json"])).expect("emit JSON");
+        let phases = emitted["phases"].as_array().expect("phases");
+        let switches = plan["switches"].as_array().expect("switches");
+        assert_eq!(phases.len(), switches.len() + 1, "{}", s.display());
+        let optimal = plan["strategies"]
+            .as_array()
+            .expect("strategies")
+            .iter()
+            .find(|r| r["name"] == "optimal-joint")
+            .expect("optimal-joint");
+        let gpus = u(&emitted["gpus"]);
+        let seq = u(&emitted["seq_len"]) as f64;
+        for (k, p) in phases.iter().enumerate() {
+            let state = if k == 0 {
+                &optimal["start_state"]
+            } else {
+                assert_eq!(
+                    p["from_step"],
+                    switches[k - 1]["plan_steps"],
+                    "{}",
+                    s.display()
+                );
+                &switches[k - 1]["to_state"]
+            };
+            for (a, b) in [
+                ("dp", "dp"),
+                ("tp", "tp"),
+                ("pp", "pp"),
+                ("cp", "cp"),
+                ("global_batch", "batch"),
+            ] {
+                assert_eq!(p[a], state[b], "{} phase {k} {a}", s.display());
+            }
+            let c = &state["config"];
+            for f in ["zero", "recompute", "vpp"] {
+                assert_eq!(p[f], c[f], "{} phase {k} {f}", s.display());
+            }
+            assert_eq!(p["micro_batch"], c["mbs"]);
+            let (dp, tp, pp, cp) = (u(&p["dp"]), u(&p["tp"]), u(&p["pp"]), u(&p["cp"]));
+            assert_eq!(dp * tp * pp * cp, gpus, "{}", s.display());
+            assert_eq!(
+                dp * u(&p["micro_batch"]) * u(&p["accumulation"]),
+                u(&p["global_batch"]),
+                "{} phase {k}",
+                s.display()
+            );
+            let from_samples = u(&p["from_samples"]);
+            assert!(
+                (p["from_tokens"].as_f64().expect("tokens") - from_samples as f64 * seq).abs()
+                    < 1.0
+            );
+            let (until, next_samples) = match phases.get(k + 1) {
+                Some(n) => (u(&n["from_step"]), u(&n["from_samples"])),
+                None => (u(&emitted["end"]["step"]), u(&emitted["end"]["samples"])),
+            };
+            assert_eq!(u(&p["until_step"]), until);
+            assert!(
+                until > u(&p["from_step"]),
+                "{} phase {k} is empty",
+                s.display()
+            );
+            assert_eq!(
+                from_samples + (until - u(&p["from_step"])) * u(&p["global_batch"]),
+                next_samples,
+                "{} phase {k}: samples are steps × batch",
+                s.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
+    for s in shipped() {
+        let emitted: Value = serde_json::from_str(&run(&s, &["--emit", "json"])).expect("JSON");
+        let phases = emitted["phases"].as_array().expect("phases");
+        let end_samples = u(&emitted["end"]["samples"]);
+
+        // Megatron: one ramp or one argument set per phase.
+        let text = run(&s, &["--emit", "megatron"]);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
+        let value = |l: &str| {
+            l.split_once('=')
+                .expect("NAME=\"...\"")
+                .1
+                .trim_matches('"')
+                .to_string()
+        };
+        if lines.len() == 1 && lines[0].starts_with("MEGATRON_ARGS=") {
+            let f = flags(&value(lines[0]));
+            let ramp: Vec<u64> = f["--rampup-batch-size"]
+                .split(' ')
+                .map(|x| x.parse().expect("integer"))
+                .collect();
+            assert_eq!(ramp[0], u(&phases[0]["global_batch"]));
+            let inc = ramp[1];
+            for w in phases.windows(2) {
+                assert_eq!(u(&w[1]["global_batch"]) - u(&w[0]["global_batch"]), inc);
+            }
+            // Megatron's k-th increment lands within 10 % of an interval of the plan's switch.
+            let delta = ramp[2] as f64 / (phases.len() - 1) as f64;
+            for (k, p) in phases.iter().enumerate().skip(1) {
+                let off = (u(&p["from_samples"]) as f64 - k as f64 * delta).abs() / delta;
+                assert!(off <= 0.10, "{}: switch {k} off by {off}", s.display());
+            }
+            assert_eq!(
+                f["--global-batch-size"].parse::<u64>().expect("batch"),
+                u(&phases[phases.len() - 1]["global_batch"])
+            );
+            assert_eq!(
+                f["--train-samples"].parse::<u64>().expect("samples"),
+                end_samples
+            );
+        } else {
+            assert_eq!(lines.len(), phases.len(), "{}:\n{text}", s.display());
+            for (k, (l, p)) in lines.iter().zip(phases).enumerate() {
+                assert!(l.starts_with(&format!("PHASE_{}=", k + 1)), "{l}");
+                let f = flags(&value(l));
+                for (flag, field) in [
+                    ("--global-batch-size", "global_batch"),
+                    ("--micro-batch-size", "micro_batch"),
+                    ("--tensor-model-parallel-size", "tp"),
+                    ("--pipeline-model-parallel-size", "pp"),
+                ] {
+                    assert_eq!(
+                        f[flag].parse::<u64>().expect(flag),
+                        u(&p[field]),
+                        "{} {flag}",
+                        s.display()
+                    );
+                }
+                match phases.get(k + 1) {
+                    Some(_) => assert_eq!(
+                        f["--exit-interval"].parse::<u64>().expect("exit"),
+                        u(&p["until_step"])
+                    ),
+                    None => assert!(!f.contains_key("--exit-interval")),
+                }
+                assert_eq!(
+                    f["--train-samples"].parse::<u64>().expect("samples"),
+                    end_samples
+                );
+            }
+        }
+
+        // torchtitan: a TOML document per phase.
+        let text = run(&s, &["--emit", "torchtitan"]);
+        let docs: Vec<&str> = text.split("\n# ==== phase ").skip(1).collect();
+        assert_eq!(docs.len(), phases.len(), "{}", s.display());
+        for (doc, p) in docs.iter().zip(phases) {
+            let t: toml::Table = toml::from_str(doc.split_once('\n').expect("marker line").1)
+                .unwrap_or_else(|e| panic!("{}: {e}\n{doc}", s.display()));
+            let int = |sec: &str, k: &str| {
+                t[sec][k]
+                    .as_integer()
+                    .unwrap_or_else(|| panic!("{sec}.{k}")) as u64
+            };
+            assert_eq!(int("training", "global_batch_size"), u(&p["global_batch"]));
+            assert_eq!(int("training", "steps"), u(&p["until_step"]));
+            let dp = int("parallelism", "data_parallel_replicate_degree")
+                * int("parallelism", "data_parallel_shard_degree");
+            assert_eq!(dp, u(&p["dp"]));
+            assert_eq!(int("parallelism", "tensor_parallel_degree"), u(&p["tp"]));
+            assert_eq!(int("parallelism", "pipeline_parallel_degree"), u(&p["pp"]));
+            // torchtitan's accumulation: global / (local · dp) without a pipeline.
+            if u(&p["pp"]) == 1 {
+                assert_eq!(
+                    int("training", "global_batch_size")
+                        / (int("training", "local_batch_size") * dp),
+                    u(&p["accumulation"])
+                );
+            }
+        }
+
+        // DeepSpeed: JSON, train_batch_size = micro × accumulation × dp.
+        let ds: Value =
+            serde_json::from_str(&run(&s, &["--emit", "deepspeed"])).expect("DeepSpeed JSON");
+        let ds_phases = ds["phases"].as_array().expect("phases");
+        assert_eq!(ds_phases.len(), phases.len());
+        for (d, p) in ds_phases.iter().zip(phases) {
+            let c = &d["ds_config"];
+            assert_eq!(u(&c["train_batch_size"]), u(&p["global_batch"]));
+            assert_eq!(
+                u(&c["train_micro_batch_size_per_gpu"])
+                    * u(&c["gradient_accumulation_steps"])
+                    * u(&d["dp"]),
+                u(&c["train_batch_size"])
+            );
+            assert_eq!(u(&c["zero_optimization"]["stage"]), u(&p["zero"]));
+        }
+    }
+}
+
+fn demo_report() -> (copus::plan::PlanReport, EmitContext) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron");
+    let r = copus::session::Session::load(&path)
+        .expect("load")
+        .resolve(&path)
+        .expect("resolve");
+    let rep = copus::pipeline::plan_session(&r).expect("plan");
+    let c = &r.session.cluster;
+    let ctx = EmitContext {
+        gpus: c.nodes * c.gpus_per_node,
+        seq_len: r.model.seq_len,
+        layers: r.model.layers,
+    };
+    (rep, ctx)
+}
+
+/// The demo's plan with its first phase moved to `dp·tp·pp` (same batch) and its
+/// configuration changed.
+fn changed(
+    dp: u32,
+    tp: u32,
+    pp: u32,
+    mbs: u32,
+    zero: u8,
+    recompute: &str,
+    vpp: u32,
+) -> (copus::plan::PlanReport, EmitContext) {
+    let (mut rep, ctx) = demo_report();
+    let st = &mut rep.schedule[0].state;
+    st.dp = dp;
+    st.tp = tp;
+    st.pp = pp;
+    let c = st.config.as_mut().expect("config");
+    c.dp = dp;
+    c.tp = tp;
+    c.pp = pp;
+    c.mbs = mbs;
+    c.zero = zero;
+    c.recompute = recompute.into();
+    c.vpp = vpp;
+    (rep, ctx)
+}
+
+#[test]
+fn pipelines_interleaving_zero_and_recompute_are_written_or_refused_by_name() {
+    // 8 × 2 × 4 = 64 GPUs, batch 32 = 8 dp × 1 micro × 4 accumulation, 32 layers / (4 · 2).
+    let (rep, ctx) = changed(8, 2, 4, 1, 1, "full", 2);
+    let m = emit(&rep, &ctx, EmitTarget::Megatron).expect("megatron");
+    let first = m
+        .lines()
+        .find(|l| l.starts_with("PHASE_1="))
+        .expect("phase 1");
+    assert!(
+        first.contains("--num-layers-per-virtual-pipeline-stage 4"),
+        "{first}"
+    );
+    assert!(first.contains("--recompute-granularity full"), "{first}");
+    let t = emit(&rep, &ctx, EmitTarget::Torchtitan).expect("torchtitan");
+    let doc = t.split("\n# ==== phase ").nth(1).expect("phase 1");
+    let tt: toml::Table = toml::from_str(doc.split_once('\n').expect("marker").1).expect("TOML");
+    assert_eq!(
+        tt["parallelism"]["pipeline_parallel_schedule"].as_str(),
+        Some("Interleaved1F1B")
+    );
+    assert_eq!(
+        tt["parallelism"]["pipeline_parallel_layers_per_stage"].as_integer(),
+        Some(4)
+    );
+    // A rank's pipeline takes all four micro-batches of a step as its local batch.
+    assert_eq!(tt["training"]["local_batch_size"].as_integer(), Some(4));
+    assert_eq!(tt["activation_checkpoint"]["mode"].as_str(), Some("full"));
+    // DeepSpeed's pipeline has no virtual stages: refused, naming the phase.
+    match emit(&rep, &ctx, EmitTarget::Deepspeed) {
+        Err(EmitError::Inexpressible {
+            phase: 1,
+            target: "DeepSpeed",
+            why,
+            ..
+        }) => {
+            assert!(why.contains("interleaved"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // ZeRO-3 with a pipeline: DeepSpeed refuses, Megatron writes Megatron-FSDP.
+    let (rep, ctx) = changed(8, 2, 4, 1, 3, "none", 1);
+    let e = emit(&rep, &ctx, EmitTarget::Deepspeed).expect_err("ZeRO-3 + PP");
+    assert!(
+        e.to_string().contains("phase 1") && e.to_string().contains("ZeRO-3"),
+        "{e}"
+    );
+    let m = emit(&rep, &ctx, EmitTarget::Megatron).expect("megatron");
+    assert!(
+        m.contains("--data-parallel-sharding-strategy optim_grads_params"),
+        "{m}"
+    );
+    // Op-level checkpointing is torchtitan's policy: Megatron refuses it by name.
+    let (rep, ctx) = changed(32, 2, 1, 1, 1, "op", 1);
+    let e = emit(&rep, &ctx, EmitTarget::Megatron).expect_err("op recompute");
+    assert!(e.to_string().contains("recompute 'op'"), "{e}");
+    let t = emit(&rep, &ctx, EmitTarget::Torchtitan).expect("torchtitan");
+    assert!(
+        t.contains("mode = \"selective\"") && t.contains("selective_ac_option = \"op\""),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_phase_that_breaks_divisibility_or_the_gpu_count_is_named() {
+    // batch 32 on dp 32 with micro-batch 2 is not a whole number of micro-batches.
+    let (rep, ctx) = changed(32, 2, 1, 2, 1, "none", 1);
+    for target in [
+        EmitTarget::Json,
+        EmitTarget::Megatron,
+        EmitTarget::Torchtitan,
+        EmitTarget::Deepspeed,
+    ] {
+        let e = emit(&rep, &ctx, target).expect_err("indivisible");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("phase 1") && msg.contains("not a whole number of micro-batches"),
+            "{msg}"
+        );
+    }
+    // 16 × 2 × 1 = 32 of the cluster's 64 GPUs.
+    let (rep, ctx) = changed(16, 2, 1, 1, 1, "none", 1);
+    let e = emit(&rep, &ctx, EmitTarget::Json).expect_err("GPU count");
+    assert!(e.to_string().contains("cluster has 64 GPUs"), "{e}");
+    // Uneven pipeline stages: 32 layers on PP 3 (on a 24-GPU cluster, the first phase alone).
+    let (mut rep, mut ctx) = changed(8, 1, 3, 1, 1, "none", 1);
+    rep.schedule.truncate(1);
+    ctx.gpus = 24;
+    let e = emit(&rep, &ctx, EmitTarget::Megatron).expect_err("uneven");
+    assert!(e.to_string().contains("do not split evenly"), "{e}");
+}
+
+#[test]
+fn emit_errors_name_the_session_and_the_target_through_the_binary() {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", "sessions/demo.ron", "--emit", "json", "--json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+}
