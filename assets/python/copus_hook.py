@@ -16,8 +16,16 @@ the big one is the global batch (after it), so the measurement is nearly free:
     hook.install()                      # before the first backward
     ...
     scaler.scale(loss).backward()       # inside no_sync() for all but the last micro-step
-    hook.step_end(step, loss=loss.item(), lr=lr, loss_scale=scaler.get_scale())
+    hook.step_end(step, loss=loss.detach(), lr=lr,
+                  loss_scale=copus_hook.scaler_scale(scaler))
     scaler.step(opt)                    # clip / unscale after measuring, not before
+    ...
+    hook.close()                        # on every rank: writes the steps still held
+    writer.close()
+
+The hooks keep each step's norms on the device and write them every ``flush_every`` steps
+(default 16) with one host transfer: nothing is read back to the host per step. Tensors
+passed as ``loss`` or ``loss_scale`` are read at the flush too.
 """
 
 import ctypes
@@ -28,6 +36,7 @@ import socket
 import struct
 import threading
 import warnings
+import weakref
 
 PROTOCOL_VERSION = 1
 
@@ -178,6 +187,7 @@ class StatsWriter:
 
     def __init__(self, sinks=()):
         self.sinks = list(sinks)
+        self._producers = weakref.WeakSet()
 
     def write(self, record):
         line = dumps(record)
@@ -185,7 +195,16 @@ class StatsWriter:
             s.write_line(line)
         return line
 
+    def _watch(self, producer):
+        """A hook that holds records until its flush: closing warns if it still holds some."""
+        self._producers.add(producer)
+
     def close(self):
+        for p in list(self._producers):
+            if p.pending_steps():
+                warnings.warn(f"copus_hook: {type(p).__name__} still holds {p.pending_steps()} "
+                              "unwritten step(s): call its close() on every rank before "
+                              "closing the writer")
         for s in self.sinks:
             s.close()
 
@@ -220,7 +239,190 @@ def open_writer(path=None, serve=None, rank=None):
     return StatsWriter(sinks)
 
 
-class DdpNoiseHook:
+# --- Squared norms without a squared copy -------------------------------------------------
+
+# Elements per partial norm. PyTorch's float32 norm on CPU accumulates in float32 and loses
+# about 2e-5 (relative, on |g|^2) at 1M elements and 1.6e-4 at 4M; norms of 4096-element
+# rows are exact to ~1e-9 and their squares are summed in float64, at the speed of one norm.
+_CHUNK = 4096
+
+
+def _norm_kw(t):
+    """vector_norm's dtype argument: float32 arithmetic for bf16/f16 (their own would keep 3
+    digits), the tensor's own for float32/float64."""
+    import torch
+    return {} if t.dtype in (torch.float32, torch.float64) else {"dtype": torch.float32}
+
+
+def _sq(t):
+    """|t|^2 as a float64 0-d tensor on t's device (bf16/f16/f32/f64 alike), from fused
+    norms: no squared copy is made and nothing is read back to the host. The flat tensor is
+    cut into rows of ``_CHUNK`` elements whose norms (float32 for low precision inputs) are
+    squared and summed in float64, so the result is exact to ~1e-9 relative."""
+    import torch
+    x = t.detach().reshape(-1)
+    kw = _norm_kw(x)
+    n = x.numel()
+    m = n - n % _CHUNK
+    parts = []
+    if m:
+        rows = torch.linalg.vector_norm(x[:m].view(-1, _CHUNK), dim=1, **kw)
+        parts.append(rows.to(torch.float64).square().sum())
+    if m < n or not parts:
+        parts.append(torch.linalg.vector_norm(x[m:], **kw).to(torch.float64).square())
+    return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+def _sq_sum(tensors):
+    """sum_i |t_i|^2 as a float64 0-d tensor, or None for an empty list. On CUDA one fused
+    ``torch._foreach_norm`` launch for all the tensors (its partial sums are short enough
+    for float32); elsewhere one :func:`_sq` per tensor."""
+    import torch
+    ts = [t.detach() for t in tensors]
+    if not ts:
+        return None
+    if all(t.is_cuda for t in ts) and len({t.device for t in ts}) == 1:
+        norms = torch._foreach_norm(ts, 2, dtype=torch.float32)
+        return torch.stack(norms).to(torch.float64).square().sum()
+    return torch.stack([_sq(t) for t in ts]).sum()
+
+
+def _local(t):
+    """The local part of a DTensor (a shard), or the tensor itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+# --- Deferred records: per-step statistics stay on the device until a flush ----------------
+
+_FIELDS = ("loss", "lr", "loss_scale", "tokens", "step_time_s")
+
+
+def _is_tensor(x):
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def scaler_scale(scaler):
+    """The loss scale of a ``torch.amp.GradScaler`` without a host synchronisation: its scale
+    tensor (read at the next flush, copied when the step is recorded, so the scaler's
+    in-place update does not change it), or ``get_scale()`` (a float, which syncs) when the
+    scaler is disabled or has not scaled anything yet; None for no scaler."""
+    if scaler is None:
+        return None
+    enabled = getattr(scaler, "is_enabled", lambda: True)()
+    scale = getattr(scaler, "_scale", None) if enabled else None
+    return scale if scale is not None else scaler.get_scale()
+
+
+class _Deferred:
+    """What the hooks share: each ``step_end`` stores one row of float64 device values (the
+    hook's squared norms, then any of loss / lr / loss_scale / tokens / step_time_s given as
+    tensors) and its host values; every ``flush_every`` steps, at ``flush()`` and at
+    ``close()``, the rows are reduced across ranks (the hook's collectives, once per flush
+    instead of once per step), moved to the host in one transfer (``.tolist()``) and written
+    as one record per step, in step order. Lines queued with ``_queue_line`` (the Advisor's
+    ``applied`` lines) are written in their place among the records.
+
+    ``flush()`` and ``close()`` are collectives: call them on every rank (``step_end`` flushes
+    on the same step everywhere)."""
+
+    _n_reduced = 0   # how many leading values of a row the hook's _reduce sums over ranks
+
+    def _init_deferred(self, writer, flush_every, advisor):
+        flush_every = int(flush_every)
+        if flush_every < 1:
+            raise ValueError(f"flush_every must be >= 1 (steps), got {flush_every}")
+        self.writer, self.flush_every = writer, flush_every
+        self.advisor = advisor
+        self._entries = []   # ("rec", row, build, fields, tensor names) or ("line", dict)
+        self._steps = 0      # records among _entries
+        if advisor is not None:
+            advisor._attach(self)
+        watch = getattr(writer, "_watch", None)
+        if watch is not None:
+            watch(self)
+
+    def _push(self, values, fields, build):
+        """Store one step: ``values`` the hook's float64 0-d device tensors (the first
+        ``_n_reduced`` are summed over ranks at the flush), ``fields`` step_end's optional
+        arguments, ``build(values, fields) -> record dict`` run at the flush with host
+        floats. Returns the lines written if this step completes a flush."""
+        import torch
+        dev = values[0].device
+        host, names, extra = {}, [], []
+        for k in _FIELDS:
+            v = fields.get(k)
+            if _is_tensor(v):
+                names.append(k)
+                extra.append(v.detach().reshape(()).to(device=dev, dtype=torch.float64))
+            elif v is not None:
+                host[k] = v
+        row = torch.stack([v.reshape(()).to(torch.float64) for v in values] + extra)
+        self._entries.append(("rec", row, build, host, names))
+        self._steps += 1
+        if self._steps >= self.flush_every:
+            return self.flush()
+        return []
+
+    def _queue_line(self, obj):
+        """Write ``obj`` (a dict) at its place in the stream: after the records of the steps
+        stored so far, at the next flush."""
+        self._entries.append(("line", obj))
+
+    def _reduce(self, head):
+        """Sum the [steps, _n_reduced] float64 tensor over the ranks (in place)."""
+        raise NotImplementedError
+
+    def pending_steps(self):
+        """Steps recorded on the device and not yet written."""
+        return self._steps
+
+    def flush(self):
+        """Reduce, read back (one host transfer) and write every stored step; a collective:
+        call it on every rank. Returns the lines (rank 0 writes them; other ranks' writers
+        have no sinks)."""
+        import torch
+        entries, self._entries, self._steps = self._entries, [], 0
+        recs = [e for e in entries if e[0] == "rec"]
+        values = []
+        if recs:
+            k = self._n_reduced
+            parts = []
+            if k:
+                head = torch.stack([e[1][:k] for e in recs])
+                self._reduce(head)
+                parts.append(head.reshape(-1))
+            parts += [e[1][k:] for e in recs]
+            flat = torch.cat(parts).tolist()   # the one host transfer of this flush
+            tail = len(recs) * k
+            for i, e in enumerate(recs):
+                row = flat[i * k:(i + 1) * k]
+                n_own = e[1].numel() - k - len(e[4])
+                own = flat[tail:tail + n_own]
+                named = flat[tail + n_own:tail + n_own + len(e[4])]
+                tail += n_own + len(e[4])
+                values.append((row + own, dict(e[3], **dict(zip(e[4], named)))))
+        lines, it = [], iter(values)
+        for e in entries:
+            if e[0] == "line":
+                lines.append(self.writer.write(e[1]))
+            else:
+                vals, fields = next(it)
+                lines.append(self.writer.write(e[2](vals, fields)))
+        return lines
+
+    def close(self):
+        """Flush what is left (a collective: on every rank). The writer stays open (it may be
+        shared); close it after this."""
+        return self.flush()
+
+    def _follow_advisor(self):
+        """Samples per rank from the Advisor's current accumulation, when there is one."""
+        if self.advisor is not None:
+            return self.advisor.micro_batch * self.advisor.accumulation
+        return None
+
+
+class DdpNoiseHook(_Deferred):
     """A DDP communication hook that measures each rank's |g|^2 before the all-reduce and
     the global |g|^2 after it, then averages the gradients exactly like DDP's default hook.
 
@@ -228,19 +430,30 @@ class DdpNoiseHook:
     ``n_small`` = world size, ``sq_small`` = mean over ranks of |g_rank|^2. With gradient
     accumulation, run all but the last micro-step under ``ddp_model.no_sync()`` (the usual
     pattern) so the hook sees the accumulated gradient once per step, and pass
-    ``samples_per_rank`` = micro-batch size x accumulation steps. Measure before clipping;
-    pass the AMP loss scale to ``step_end``. Needs at least 2 ranks. Tested under real
-    torch.distributed (gloo DDP on CPU) in CI: test_torch_hook.py; see docs/LIVE.md.
+    ``samples_per_rank`` = micro-batch size x accumulation steps (or ``advisor=`` an
+    :class:`Advisor`, whose micro-batch x accumulation it then follows step by step). Measure
+    before clipping; pass the AMP loss scale to ``step_end``. Needs at least 2 ranks. Tested
+    under real torch.distributed (gloo DDP on CPU) in CI: test_torch_hook.py; see docs/LIVE.md.
+
+    Cost: fused norms of each flat bucket (no squared copy), kept on the device; no host
+    read-back and no collective of its own per step. Every ``flush_every`` steps (default 16)
+    the per-rank norms of those steps are summed over ranks in one all-reduce, read back in
+    one transfer and written as one record per step. Call ``close()`` (or ``flush()``) on
+    every rank at the end, before closing the writer.
     """
 
-    def __init__(self, ddp_model, writer, samples_per_rank, process_group=None):
-        self.model, self.writer = ddp_model, writer
+    _n_reduced = 1
+
+    def __init__(self, ddp_model, writer, samples_per_rank, process_group=None, *,
+                 flush_every=16, advisor=None):
+        self.model = ddp_model
         self.samples_per_rank, self.group = samples_per_rank, process_group
-        # Per-bucket squared norms, summed in step_end. The all-reduce callbacks of different
-        # buckets may run at once on the backend's threads: each appends its own part
-        # (list.append is atomic) instead of updating a running sum, which could lose one.
+        # Per-bucket squared norms (device tensors), stacked in step_end. The all-reduce
+        # callbacks of different buckets may run at once on the backend's threads: each
+        # appends its own part (list.append is atomic) instead of updating a running sum.
         self._local_parts, self._global_parts = [], []
         self._calls = 0
+        self._init_deferred(writer, flush_every, advisor)
 
     def install(self):
         """Register the hook on the DDP model (before the first backward)."""
@@ -253,21 +466,27 @@ class DdpNoiseHook:
         buf = bucket.buffer()
         if bucket.index() == 0:
             state._calls += 1
-        state._local_parts.append(buf.detach().float().pow(2).sum())
+        state._local_parts.append(_sq(buf))
         world = dist.get_world_size(state.group)
         fut = dist.all_reduce(buf.div_(world), group=state.group, async_op=True).get_future()
 
         def after(f):
             t = f.value()[0]
-            state._global_parts.append(t.detach().float().pow(2).sum())
+            state._global_parts.append(_sq(t))
             return t
 
         return fut.then(after)
 
+    def _reduce(self, head):
+        import torch.distributed as dist
+        dist.all_reduce(head, group=self.group)
+
     def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
                  step_time_s=None):
-        """Call on every rank after backward (before the optimizer step): combines the
-        per-rank norms (one small all-reduce) and writes the record on rank 0."""
+        """Call on every rank after backward (before the optimizer step). Stores the step's
+        norms on the device; writes (rank 0) the stored steps when this one completes a
+        flush, and returns those lines. ``loss`` and ``loss_scale`` may be tensors (e.g.
+        the summed loss, :func:`scaler_scale`): they are read at the flush, not now."""
         import torch
         import torch.distributed as dist
         world = dist.get_world_size(self.group)
@@ -276,35 +495,29 @@ class DdpNoiseHook:
         if not self._local_parts or not self._global_parts:
             raise RuntimeError("no gradient seen since the last step_end: call install() "
                                "before training and step_end() after backward()")
-        local = torch.stack(self._local_parts).to(torch.float64).sum().reshape(1)
-        global_sq = torch.stack(self._global_parts).to(torch.float64).sum()
-        dist.all_reduce(local, group=self.group)
+        local = torch.stack(self._local_parts).sum()
+        global_sq = torch.stack(self._global_parts).sum()
         skipped = None
         if self._calls > 1:
             skipped = (f"comm hook ran {self._calls} times in one step: wrap all but the "
                        "last micro-step in no_sync()")
-        rec = make_record(step, self.samples_per_rank, self.samples_per_rank * world,
-                          local.item() / world, float(global_sq), n_small=world,
-                          loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
-                          step_time_s=step_time_s, skipped=skipped)
         self._local_parts, self._global_parts = [], []
         self._calls = 0
-        return self.writer.write(rec)
+        follow = self._follow_advisor()
+        if follow is not None:
+            self.samples_per_rank = follow
+        spr = self.samples_per_rank
+
+        def build(v, f):
+            return make_record(step, spr, spr * world, v[0] / world, v[1], n_small=world,
+                               skipped=skipped, **f)
+
+        return self._push([local, global_sq], dict(loss=loss, lr=lr, loss_scale=loss_scale,
+                                                    tokens=tokens, step_time_s=step_time_s),
+                          build)
 
 
-
-def _sq(t):
-    """|t|^2 as a float64 scalar tensor on t's device (bf16/f16/f32 alike)."""
-    import torch
-    return t.detach().to(torch.float32).pow(2).sum(dtype=torch.float64)
-
-
-def _local(t):
-    """The local part of a DTensor (a shard), or the tensor itself."""
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
-class FsdpNoiseHook:
+class FsdpNoiseHook(_Deferred):
     """The same measurement for FSDP2 (``torch.distributed.fsdp.fully_shard``).
 
     FSDP2 reduce-scatters each rank's unsharded gradient into shards of the mean gradient.
@@ -318,15 +531,22 @@ class FsdpNoiseHook:
 
     With gradient accumulation, call ``model.set_requires_gradient_sync(False)`` for all but
     the last micro-batch (FSDP2's no_sync); ``samples_per_rank`` = micro-batch size x
-    accumulation steps. Needs at least 2 ranks in the sharding group.
+    accumulation steps (or ``advisor=``). Needs at least 2 ranks in the sharding group.
+    Norms stay on the device; the three sums of the stored steps are all-reduced once per
+    flush (``flush_every`` steps, ``flush()``, ``close()`` on every rank), as in
+    :class:`DdpNoiseHook`.
     """
 
-    def __init__(self, model, writer, samples_per_rank, process_group=None):
-        self.model, self.writer = model, writer
+    _n_reduced = 3
+
+    def __init__(self, model, writer, samples_per_rank, process_group=None, *,
+                 flush_every=16, advisor=None):
+        self.model = model
         self.samples_per_rank, self.group = samples_per_rank, process_group
         self._local = self._out = None
         self._op = None
         self._calls = 0
+        self._init_deferred(writer, flush_every, advisor)
 
     def install(self):
         """Put the measuring reduce-scatter on every FSDP module (after ``fully_shard``)."""
@@ -339,10 +559,13 @@ class FsdpNoiseHook:
             m.set_custom_reduce_scatter(comm)
         return self
 
+    def _reduce(self, head):
+        import torch.distributed as dist
+        dist.all_reduce(head, group=self.group)
+
     def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
                  step_time_s=None):
         """Call on every rank after backward (before clipping and the optimizer step)."""
-        import torch
         import torch.distributed as dist
         world = dist.get_world_size(self.group)
         if world < 2:
@@ -350,24 +573,27 @@ class FsdpNoiseHook:
         if self._local is None:
             raise RuntimeError("no reduce-scatter seen since the last step_end: call install() "
                                "after fully_shard and step_end() after backward()")
-        g2 = None
-        for p in self.model.parameters():
-            if p.grad is not None:
-                x = _sq(_local(p.grad))
-                g2 = x if g2 is None else g2 + x
-        sums = torch.stack([self._local.to(g2.device), self._out.to(g2.device), g2])
-        dist.all_reduce(sums, group=self.group)
-        local, out, g2 = (float(v) for v in sums.cpu())
-        # The collective reduced x_r = g_r / f; AVG gives mean(x) = G / f, SUM gives
-        # W * mean(x) = W * G / f, so f^2 = |G|^2 / |mean x|^2.
-        mean_x2 = out / (world * world) if self._op == "sum" else out
-        f2 = g2 / mean_x2 if mean_x2 > 0 else float("nan")
-        rec = make_record(step, self.samples_per_rank, self.samples_per_rank * world,
-                          f2 * local / world, g2, n_small=world, loss=loss, lr=lr,
-                          loss_scale=loss_scale, tokens=tokens, step_time_s=step_time_s)
+        g2 = _sq_sum([_local(p.grad) for p in self.model.parameters() if p.grad is not None])
+        values = [self._local.to(g2.device), self._out.to(g2.device), g2]
+        op = self._op
         self._local = self._out = None
         self._calls = 0
-        return self.writer.write(rec)
+        follow = self._follow_advisor()
+        if follow is not None:
+            self.samples_per_rank = follow
+        spr = self.samples_per_rank
+
+        def build(v, f):
+            local, out, g2 = v
+            # The collective reduced x_r = g_r / f; AVG gives mean(x) = G / f, SUM gives
+            # W * mean(x) = W * G / f, so f^2 = |G|^2 / |mean x|^2.
+            mean_x2 = out / (world * world) if op == "sum" else out
+            f2 = g2 / mean_x2 if mean_x2 > 0 else float("nan")
+            return make_record(step, spr, spr * world, f2 * local / world, g2, n_small=world,
+                               **f)
+
+        return self._push(values, dict(loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
+                                       step_time_s=step_time_s), build)
 
 
 def _measuring_reduce_scatter_class():
@@ -389,7 +615,7 @@ def _measuring_reduce_scatter_class():
             work = dist.reduce_scatter_tensor(output_tensor, input_tensor, op=op, group=group,
                                               async_op=async_op)
             if work is not None:
-                work.wait()
+                work.wait()   # orders the norm after the collective (a stream wait on NCCL)
             y = _sq(output_tensor)
             h._out = y if h._out is None else h._out + y
             h._op = "sum" if op == dist.ReduceOp.SUM else "avg"
@@ -403,7 +629,7 @@ def _MeasuringReduceScatter(hook):
     return _measuring_reduce_scatter_class()(hook)
 
 
-class ModelParallelNoiseHook:
+class ModelParallelNoiseHook(_Deferred):
     """The measurement for tensor-, pipeline- and data-parallel (3D) training, where each
     rank holds a shard of the model (Megatron-LM, DeepSpeed): the "3D-parallel-aware"
     noise scale of the COPUS paper.
@@ -424,15 +650,23 @@ class ModelParallelNoiseHook:
         hook.local()          # before the data-parallel gradient reduction
         ...                   # the reduction (all-reduce or reduce-scatter + gather)
         hook.step_end(step, loss=..., loss_scale=...)   # after it, before clipping
+        ...
+        hook.close()          # at the end, on every rank
 
     ``grad`` reads a parameter's gradient (default ``p.grad``; Megatron keeps it in
-    ``p.main_grad``). Every rank calls both methods; rank 0 of the world writes.
+    ``p.main_grad``). Every rank calls both methods; rank 0 of the world writes. The shard
+    norms stay on the device; once per flush (``flush_every`` steps, ``flush()``,
+    ``close()``) they are summed over the model-parallel group, then the per-rank ones over
+    the data-parallel group: two collectives per flush, none per step.
     """
 
+    _n_reduced = 2
+
     def __init__(self, named_params, writer, samples_per_dp_rank, dp_group=None,
-                 mp_group=None, tp_group=None, replicated=None, grad=None):
+                 mp_group=None, tp_group=None, replicated=None, grad=None, *,
+                 flush_every=16, advisor=None):
         self.params = list(named_params)
-        self.writer, self.samples = writer, samples_per_dp_rank
+        self.samples = samples_per_dp_rank
         self.dp, self.mp = dp_group, mp_group
         self.tp = tp_group if tp_group is not None else mp_group
         if replicated is None:
@@ -444,38 +678,43 @@ class ModelParallelNoiseHook:
             self._replicated = replicated
         self._grad = grad or (lambda p: p.grad)
         self._local = None
+        self._init_deferred(writer, flush_every, advisor)
 
-    def _model_norm(self):
-        """|g|^2 of the whole model: this rank's shards, replicated ones weighted 1/copies,
-        summed over the model-parallel group."""
-        import torch
+    def _shard_norm(self):
+        """|g|^2 of this rank's shards, replicated ones weighted 1/copies (a float64 device
+        scalar; summed over the model-parallel group at the flush)."""
         import torch.distributed as dist
         copies = dist.get_world_size(self.tp) if self.tp is not None else 1
-        total = None
+        own, rep = [], []
         for name, p in self.params:
             g = self._grad(p)
             if g is None:
                 continue
-            x = _sq(_local(g))
-            if self._replicated(name, p):
-                x = x / copies
-            total = x if total is None else total + x
-        if total is None:
+            (rep if self._replicated(name, p) else own).append(_local(g))
+        if not own and not rep:
             raise RuntimeError("ModelParallelNoiseHook: no parameter has a gradient")
-        total = total.reshape(1).to(torch.float64)
+        a, b = _sq_sum(own), _sq_sum(rep)
+        if b is not None:
+            b = b / copies
+        return b if a is None else a if b is None else a + b
+
+    def _reduce(self, head):
+        import torch.distributed as dist
         if self.mp is not None:
-            dist.all_reduce(total, group=self.mp)
-        return total
+            dist.all_reduce(head, group=self.mp)
+        local = head[:, 0].contiguous()
+        dist.all_reduce(local, group=self.dp)
+        head[:, 0] = local
 
     def local(self):
         """Measure this data-parallel rank's gradient (after backward, before the data-parallel
         reduction)."""
-        self._local = self._model_norm()
+        self._local = self._shard_norm()
 
     def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
                  step_time_s=None):
-        """Measure the reduced gradient and write the record (after the data-parallel
-        reduction, before clipping)."""
+        """Measure the reduced gradient and store the step (after the data-parallel
+        reduction, before clipping); writes when this step completes a flush."""
         import torch.distributed as dist
         if self._local is None:
             raise RuntimeError("call local() after backward and before the data-parallel "
@@ -483,17 +722,22 @@ class ModelParallelNoiseHook:
         world = dist.get_world_size(self.dp)
         if world < 2:
             raise ValueError("ModelParallelNoiseHook needs at least 2 data-parallel ranks")
-        big = self._model_norm()
-        local = self._local
-        dist.all_reduce(local, group=self.dp)
-        rec = make_record(step, self.samples, self.samples * world, float(local) / world,
-                          float(big), n_small=world, loss=loss, lr=lr, loss_scale=loss_scale,
-                          tokens=tokens, step_time_s=step_time_s)
-        self._local = None
-        return self.writer.write(rec)
+        big = self._shard_norm()
+        local, self._local = self._local, None
+        follow = self._follow_advisor()
+        if follow is not None:
+            self.samples = follow
+        spr = self.samples
+
+        def build(v, f):
+            return make_record(step, spr, spr * world, v[0] / world, v[1], n_small=world, **f)
+
+        return self._push([local.to(big.device), big],
+                          dict(loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
+                               step_time_s=step_time_s), build)
 
 
-class GradNoiseMeter:
+class GradNoiseMeter(_Deferred):
     """The measurement from gradient accumulation, with no communication hook: the small
     batch is one micro-batch, the big one is the micro-batches of one optimizer step on one
     rank. Works on one device or under DDP (with ``no_sync()`` for all but the last
@@ -502,27 +746,33 @@ class GradNoiseMeter:
 
     Each parameter gets a gradient hook (``Tensor.register_hook``) that runs in backward,
     before the gradient is accumulated: it adds the micro-batch gradient's |g|^2, and the
-    |.grad + g|^2 of the rank's accumulated gradient so far, so no copy of the gradients is
-    kept and clipping after backward does not disturb the measurement. ``step_end`` averages
-    over the ranks (one scalar all-reduce) and writes: ``b_small`` = micro-batch size,
-    ``b_big`` = x ``accum_steps``, ``sq_small`` = mean |g_micro|^2, ``sq_big`` = mean over
-    ranks of |g_step|^2. The loss is taken to be divided by ``accum_steps`` (as the frameworks
-    do; ``loss_divided=False`` otherwise). Needs ``accum_steps`` >= 2. The AMP loss scale of
-    the backward passes goes to ``step_end``.
+    |.grad + g|^2 of the rank's accumulated gradient so far (fused norms; one temporary sum
+    per parameter, no squared copy), so no copy of the gradients is kept and clipping after
+    backward does not disturb the measurement. ``step_end`` stores the step on the device;
+    once per flush (``flush_every`` steps, ``flush()``, ``close()`` on every rank) the
+    stored sums are averaged over the ranks (one all-reduce) and written: ``b_small`` =
+    micro-batch size, ``b_big`` = x ``accum_steps``, ``sq_small`` = mean |g_micro|^2,
+    ``sq_big`` = mean over ranks of |g_step|^2. The loss is taken to be divided by
+    ``accum_steps`` (as the frameworks do; ``loss_divided=False`` otherwise). Needs
+    ``accum_steps`` >= 2. The AMP loss scale of the backward passes goes to ``step_end``.
+    With ``advisor=`` the micro-batch size and ``accum_steps`` follow the Advisor.
     """
 
+    _n_reduced = 2
+
     def __init__(self, model, writer, micro_batch_size, accum_steps, process_group=None,
-                 loss_divided=True):
+                 loss_divided=True, *, flush_every=16, advisor=None):
         if int(accum_steps) < 2:
             raise ValueError("GradNoiseMeter needs gradient accumulation (accum_steps >= 2): "
                              "the micro-batches give the small batch size")
-        self.model, self.writer = model, writer
+        self.model = model
         self.micro_batch_size, self.accum = micro_batch_size, int(accum_steps)
         self.group, self.loss_divided = process_group, loss_divided
         self._handles = []
         self._micro = None
         self._acc = {}
         self._backwards = {}
+        self._init_deferred(writer, flush_every, advisor)
 
     def install(self):
         """Register the gradient hooks (before the first backward)."""
@@ -550,37 +800,47 @@ class GradNoiseMeter:
 
         return hook
 
+    def _reduce(self, head):
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(head, group=self.group)
+
     def step_end(self, step, loss=None, lr=None, loss_scale=None, tokens=None,
                  step_time_s=None):
         """Call after the step's last backward (before or after clipping: the hooks measured
-        in backward), on every rank; rank 0 writes the record."""
+        in backward), on every rank; rank 0 writes the stored steps at each flush."""
         import torch
         import torch.distributed as dist
         if self._micro is None:
             raise RuntimeError("no gradient seen since the last step_end: call install() "
                                "before training")
+        if self.advisor is not None:
+            self.micro_batch_size = self.advisor.micro_batch
+            self.accum = self.advisor.accumulation
         k = self.accum
         seen = max(self._backwards.values())
-        acc = sum(self._acc.values())
+        acc = torch.stack(list(self._acc.values())).sum()
         # The hooks saw gradients of loss / k: micro-batch means are k x those.
         f = float(k * k) if self.loss_divided else 1.0
         g = 1.0 if self.loss_divided else 1.0 / (k * k)
-        sums = torch.stack([self._micro.reshape(()) * f, acc.reshape(()) * g]).to(torch.float64)
+        values = [self._micro.reshape(()) * f, acc.to(self._micro.device).reshape(()) * g]
         world = 1
         if dist.is_available() and dist.is_initialized():
             world = dist.get_world_size(self.group)
-            dist.all_reduce(sums, group=self.group)
-        micro, big = (float(v) for v in sums.cpu())
         skipped = None
         if seen != k:
             skipped = f"{seen} backward passes in a step of {k} micro-batches"
         b = self.micro_batch_size
-        rec = make_record(step, b, b * k, micro / (k * world), big / world, n_small=k * world,
-                          loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
-                          step_time_s=step_time_s, skipped=skipped)
         self._micro = None
         self._acc, self._backwards = {}, {}
-        return self.writer.write(rec)
+
+        def build(v, fields):
+            micro, big = v
+            return make_record(step, b, b * k, micro / (k * world), big / world,
+                               n_small=k * world, skipped=skipped, **fields)
+
+        return self._push(values, dict(loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
+                                       step_time_s=step_time_s), build)
 
 
 def _batch_size(batch):
@@ -628,13 +888,13 @@ def lightning_callback(path=None, serve=None, micro_batch_size=None):
                 self.meter.micro_batch_size = self.mbs
 
         def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-            scaler = getattr(trainer.precision_plugin, "scaler", None)
-            scale = scaler.get_scale() if scaler is not None else None
+            scale = scaler_scale(getattr(trainer.precision_plugin, "scaler", None))
             self.meter.step_end(trainer.global_step, lr=optimizer.param_groups[0]["lr"],
                                 loss_scale=scale)
 
         def on_train_end(self, trainer, pl_module):
             self.meter.remove()
+            self.meter.close()
             self.writer.close()
 
     return CopusLightningCallback()
@@ -667,7 +927,7 @@ def hf_trainer_callback(path=None, serve=None, trainer=None):
             scale = None
             acc = getattr(self.trainer, "accelerator", None)
             if getattr(acc, "scaler", None) is not None:
-                scale = acc.scaler.get_scale()
+                scale = scaler_scale(acc.scaler)
             elif args.fp16:
                 raise ValueError("copus: with fp16 pass trainer= to hf_trainer_callback so "
                                  "that the loss scale can be divided out")
@@ -677,6 +937,7 @@ def hf_trainer_callback(path=None, serve=None, trainer=None):
 
         def on_train_end(self, args, state, control, **kwargs):
             self.meter.remove()
+            self.meter.close()
             self.writer.close()
 
     return CopusTrainerCallback()

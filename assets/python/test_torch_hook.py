@@ -4,7 +4,10 @@ Scenarios: plain DDP; gradient accumulation under no_sync(); 3 ranks with one bu
 parameter; GradScaler loss scaling with an overflowing step that the scaler skips; a fixed
 loss scale; bf16 autocast; accumulation without no_sync() (flagged); FSDP2 (fully_shard)
 with accumulation; the model-parallel mode on a hand-sharded tensor-parallel MLP (TP 2 x DP 2,
-a replicated bias). Every record is checked against an independent recomputation in the test
+a replicated bias). Each scenario also counts, with patched torch methods, the host
+read-backs (item, tolist, float(), int(), bool(), cpu, numpy) and collectives copus_hook makes:
+none on the per-step path, one tolist (and the hook's all-reduce(s)) per flush, the flushes
+every `flush_every` steps and at close(). Every record is checked against an independent recomputation in the test
 process: each data-parallel rank's gradient is recomputed from the saved (whole) parameters
 and the same data in float64 on a plain copy of the model, and sq_small = mean_r |g_r|^2,
 sq_big = |mean_r g_r|^2 are formed from those. DumpRoundTripTests check dump_gradients
@@ -46,22 +49,92 @@ DEVICE = os.environ.get("COPUS_TORCH_DEVICE", "cpu")
 BACKEND = os.environ.get("COPUS_TORCH_DIST_BACKEND", "gloo")
 
 # name: world, micro-batch size, accumulation steps, optimizer steps, options
+# (flush_every: the hooks' flush period, default FLUSH_EVERY, more than the steps: one flush
+# at close(); tensor_inputs: the loss and the loss scale go to step_end as tensors)
+FLUSH_EVERY = 64
 SCENARIOS = {
-    "ddp": dict(world=2, mbs=8, accum=1, steps=4),
+    "ddp": dict(world=2, mbs=8, accum=1, steps=4, flush_every=3),
     "accum": dict(world=2, mbs=4, accum=3, steps=3),
-    "accum_3ranks_buckets": dict(world=3, mbs=4, accum=2, steps=3, bucket_cap_mb=1e-5),
+    "accum_3ranks_buckets": dict(world=3, mbs=4, accum=2, steps=3, bucket_cap_mb=1e-5,
+                                 flush_every=1),
     "grad_scaler_overflow": dict(world=2, mbs=4, accum=2, steps=4, scaler=2.0 ** 12,
-                                 overflow_step=2),
+                                 overflow_step=2, tensor_inputs=True),
     "fixed_scale": dict(world=2, mbs=8, accum=1, steps=3, fixed_scale=1024.0),
     "bf16_autocast": dict(world=2, mbs=8, accum=1, steps=3, autocast=torch.bfloat16),
     "accum_without_no_sync": dict(world=2, mbs=4, accum=2, steps=2, no_sync=False),
     # GradNoiseMeter (what the callbacks use) under DDP: micro-batches as the small batch.
-    "meter_ddp": dict(world=2, mbs=4, accum=3, steps=2, kind="meter", scaler=2.0 ** 8),
+    "meter_ddp": dict(world=2, mbs=4, accum=3, steps=2, kind="meter", scaler=2.0 ** 8,
+                      tensor_inputs=True),
     # FSDP2: each Linear and the root sharded over 2 ranks, accumulation without sync.
     "fsdp2": dict(world=2, mbs=4, accum=2, steps=3, kind="fsdp2"),
     # 3D-parallel-aware: a hand-sharded tensor-parallel MLP, TP=2 x DP=2 on 4 ranks.
-    "tp2_dp2": dict(world=4, dp=2, mbs=4, accum=2, steps=3, kind="tp"),
+    "tp2_dp2": dict(world=4, dp=2, mbs=4, accum=2, steps=3, kind="tp", flush_every=2),
 }
+
+# Collectives the hook's flush issues, by scenario kind (the model-parallel mode sums over the
+# model-parallel group, then over the data-parallel one).
+FLUSH_COLLECTIVES = {"ddp": 1, "meter": 1, "fsdp2": 1, "tp": 2}
+
+HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__", "cpu", "numpy")
+COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter_tensor", "barrier",
+               "broadcast_object_list", "all_gather_object")
+
+
+class SyncCounter:
+    """Counts the host read-backs (HOST_READS, patched on torch.Tensor) and collectives
+    (COLLECTIVES, patched on torch.distributed) made from copus_hook's code, by where:
+    "flush" (inside a flush), "comm" (the comm hook and the measuring reduce-scatter, whose
+    collectives are the gradient reduction itself) and "step" (the rest of the per-step path:
+    step_end, local(), gradient hooks). Calls from anywhere else are not counted."""
+
+    def __init__(self):
+        self.counts = {"step": {}, "comm": {}, "flush": {}}
+        self._saved = []
+        self._file = os.path.abspath(copus_hook.__file__)
+
+    def _where(self):
+        f, where = sys._getframe(2), None
+        while f is not None:
+            if os.path.abspath(f.f_code.co_filename) == self._file:
+                name = f.f_code.co_name
+                if name == "flush":
+                    return "flush"
+                if name in ("_hook", "after", "__call__"):
+                    where = "comm"
+                elif where is None:
+                    where = "step"
+            f = f.f_back
+        return where
+
+    def _wrap(self, owner, name):
+        orig = getattr(owner, name)
+        self._saved.append((owner, name, orig))
+
+        def counted(*args, **kwargs):
+            where = self._where()
+            if where is not None:
+                c = self.counts[where]
+                c[name] = c.get(name, 0) + 1
+            return orig(*args, **kwargs)
+
+        setattr(owner, name, counted)
+
+    def __enter__(self):
+        for name in HOST_READS:
+            self._wrap(torch.Tensor, name)
+        for name in COLLECTIVES:
+            self._wrap(dist, name)
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, orig in reversed(self._saved):
+            setattr(owner, name, orig)
+        self._saved = []
+
+    def save(self, outdir, name, rank):
+        with open(os.path.join(outdir, f"{name}.syncs.rank{rank}.json"), "w",
+                  encoding="utf-8") as f:
+            json.dump(self.counts, f)
 
 
 def make_model():
@@ -135,17 +208,20 @@ def _run_scenario(rank, world, name, sc, outdir):
               device_ids=[dev.index] if dev.type == "cuda" else None)
     writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
     mbs, accum = sc["mbs"], sc["accum"]
+    every = sc.get("flush_every", FLUSH_EVERY)
     if kind == "meter":
-        hook = copus_hook.GradNoiseMeter(ddp, writer, mbs, accum).install()
+        hook = copus_hook.GradNoiseMeter(ddp, writer, mbs, accum, flush_every=every).install()
     else:
-        hook = copus_hook.DdpNoiseHook(ddp, writer, samples_per_rank=mbs * accum).install()
+        hook = copus_hook.DdpNoiseHook(ddp, writer, samples_per_rank=mbs * accum,
+                                       flush_every=every).install()
     opt = torch.optim.SGD(ddp.parameters(), lr=LR)
     scaler = (torch.amp.GradScaler(dev.type, init_scale=sc["scaler"], growth_interval=1000)
               if "scaler" in sc else None)
     snapshots, scales, losses = [], [], []
+    counter = SyncCounter().__enter__()
     for step in range(sc["steps"]):
         snapshots.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
-        total = 0.0
+        total, total_t = 0.0, None
         for i in range(accum):
             x, y = batch(name, step, rank, i, mbs)
             x, y = x.to(dev), y.to(dev)
@@ -157,6 +233,7 @@ def _run_scenario(rank, world, name, sc, outdir):
                 with amp:
                     loss = F.cross_entropy(ddp(x), y) / accum
                 total += loss.item()
+                total_t = loss.detach() if total_t is None else total_t + loss.detach()
                 if step == sc.get("overflow_step") and rank == 1 and i == accum - 1:
                     loss = loss * float("inf")  # an overflow on one rank
                 if scaler is not None:
@@ -168,7 +245,11 @@ def _run_scenario(rank, world, name, sc, outdir):
         scale = (scaler.get_scale() if scaler is not None else sc.get("fixed_scale"))
         scales.append(scale)
         losses.append(total)
-        hook.step_end(step, loss=total, lr=LR, loss_scale=scale)
+        if sc.get("tensor_inputs"):
+            # Read at the flush; the scaler's scale tensor is copied now (update() changes it).
+            hook.step_end(step, loss=total_t, lr=LR, loss_scale=copus_hook.scaler_scale(scaler))
+        else:
+            hook.step_end(step, loss=total, lr=LR, loss_scale=scale)
         if scaler is not None:
             scaler.step(opt)
             scaler.update()
@@ -178,6 +259,9 @@ def _run_scenario(rank, world, name, sc, outdir):
                     p.grad.div_(sc["fixed_scale"])
             opt.step()
         opt.zero_grad(set_to_none=True)
+    hook.close()
+    counter.__exit__()
+    counter.save(outdir, name, rank)
     writer.close()
     if rank == 0:
         torch.save({"snapshots": snapshots, "scales": scales, "losses": losses},
@@ -193,9 +277,11 @@ def _run_fsdp2(rank, world, name, sc, outdir):
     fully_shard(model)
     writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
     mbs, accum = sc["mbs"], sc["accum"]
-    hook = copus_hook.FsdpNoiseHook(model, writer, samples_per_rank=mbs * accum).install()
+    hook = copus_hook.FsdpNoiseHook(model, writer, samples_per_rank=mbs * accum,
+                                    flush_every=sc.get("flush_every", FLUSH_EVERY)).install()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     snapshots, losses = [], []
+    counter = SyncCounter().__enter__()
     for step in range(sc["steps"]):
         # The whole parameters (a collective: every rank gathers its shards).
         snapshots.append({k: v.full_tensor().detach().cpu().clone()
@@ -211,6 +297,9 @@ def _run_fsdp2(rank, world, name, sc, outdir):
         hook.step_end(step, loss=total, lr=LR)
         opt.step()
         opt.zero_grad(set_to_none=True)
+    hook.close()
+    counter.__exit__()
+    counter.save(outdir, name, rank)
     writer.close()
     if rank == 0:
         torch.save({"snapshots": snapshots, "scales": [None] * sc["steps"], "losses": losses},
@@ -254,8 +343,10 @@ def _run_tp(rank, world, name, sc, outdir):
     writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
     mbs, accum = sc["mbs"], sc["accum"]
     hook = copus_hook.ModelParallelNoiseHook(params.items(), writer, mbs * accum, dp_group=dp,
-                                             mp_group=tp, replicated={"b2"})
+                                             mp_group=tp, replicated={"b2"},
+                                             flush_every=sc.get("flush_every", FLUSH_EVERY))
     shards, losses = [], []
+    counter = SyncCounter().__enter__()
     for step in range(sc["steps"]):
         shards.append({k: v.detach().clone() for k, v in params.items()})
         total = 0.0
@@ -276,6 +367,9 @@ def _run_tp(rank, world, name, sc, outdir):
             for p in params.values():
                 p -= LR * p.grad
                 p.grad = None
+    hook.close()
+    counter.__exit__()
+    counter.save(outdir, name, rank)
     writer.close()
     torch.save({"shards": shards, "losses": losses},
                os.path.join(outdir, f"{name}.rank{rank}.pt"))
@@ -478,6 +572,28 @@ class TorchDdpHookTests(unittest.TestCase):
         # the data-parallel group giving the batch sizes: equal to the unsharded model's.
         _, _, n = self.check_scenario("tp2_dp2")
         self.assertEqual(n, 3)
+
+    def test_no_host_read_back_on_the_per_step_path(self):
+        # Per step the hooks keep their norms on the device: no item/tolist/float/cpu ...
+        # and no collective of their own; each flush reads back once (one tolist) after the
+        # hook's all-reduce(s), every flush_every steps and at close().
+        checked = 0
+        for name, sc in SCENARIOS.items():
+            if _runnable(sc["world"]) is not None:
+                continue
+            flushes = math.ceil(sc["steps"] / sc.get("flush_every", FLUSH_EVERY))
+            per_flush = FLUSH_COLLECTIVES[sc.get("kind", "ddp")]
+            for r in range(sc["world"]):
+                with open(os.path.join(self.outdir, f"{name}.syncs.rank{r}.json"),
+                          encoding="utf-8") as f:
+                    counts = json.load(f)
+                where = (name, r, counts)
+                self.assertEqual(counts["step"], {}, where)
+                self.assertTrue(set(counts["comm"]) <= set(COLLECTIVES), where)
+                self.assertEqual(counts["flush"],
+                                 {"tolist": flushes, "all_reduce": flushes * per_flush}, where)
+                checked += 1
+        self.assertGreaterEqual(checked, 20 if BACKEND == "gloo" else 1)
 
     def test_accumulation_without_no_sync_is_flagged(self):
         recs, _ = self.load("accum_without_no_sync")
