@@ -81,6 +81,7 @@ fn ingest_parse_and_count(bencher: Bencher) {
                 LiveEvent::Record(_) => records += 1,
                 LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. } => malformed += 1,
                 LiveEvent::Status(_)
+                | LiveEvent::Event { .. }
                 | LiveEvent::Duplicate { .. }
                 | LiveEvent::Restarted { .. } => {}
             });

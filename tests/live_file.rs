@@ -66,7 +66,11 @@ impl Seen {
                     self.malformed += 1
                 }
                 Ok(LiveEvent::Status(s)) => self.statuses.push(s),
-                Ok(LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. }) => {}
+                Ok(
+                    LiveEvent::Duplicate { .. }
+                    | LiveEvent::Restarted { .. }
+                    | LiveEvent::Event { .. },
+                ) => {}
                 Err(e) => panic!("follower channel: {e}; statuses {:?}", self.statuses),
             }
         }
@@ -120,7 +124,8 @@ fn follows_appends_through_truncation_and_rotation_exactly_once() {
             LiveEvent::Record(r) => seen.steps.push(r.step),
             LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. } => seen.malformed += 1,
             LiveEvent::Status(s) => seen.statuses.push(s),
-            LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } => {}
+            LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } | LiveEvent::Event { .. } => {
+            }
         }
     }
     follower.stop();

@@ -65,7 +65,9 @@ fn collect_until(rx: &Receiver<LiveEvent>, steps: usize) -> (Vec<u64>, u64, Vec<
             Ok(LiveEvent::Record(r)) => got.push(r.step),
             Ok(LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. }) => bad += 1,
             Ok(LiveEvent::Status(s)) => statuses.push(s),
-            Ok(LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. }) => {}
+            Ok(
+                LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } | LiveEvent::Event { .. },
+            ) => {}
             Err(e) => panic!("channel: {e}; statuses {statuses:?}"),
         }
     }
@@ -75,7 +77,8 @@ fn collect_until(rx: &Receiver<LiveEvent>, steps: usize) -> (Vec<u64>, u64, Vec<
             LiveEvent::Record(r) => got.push(r.step),
             LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. } => bad += 1,
             LiveEvent::Status(s) => statuses.push(s),
-            LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } => {}
+            LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } | LiveEvent::Event { .. } => {
+            }
         }
     }
     (got, bad, statuses)

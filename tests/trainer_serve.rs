@@ -17,7 +17,10 @@ fn steps_until(rx: &Receiver<LiveEvent>, n: usize) -> Vec<u64> {
             LiveEvent::Malformed { reason, .. } | LiveEvent::NonFinite { reason, .. } => {
                 panic!("malformed: {reason}")
             }
-            LiveEvent::Status(_) | LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } => {}
+            LiveEvent::Status(_)
+            | LiveEvent::Duplicate { .. }
+            | LiveEvent::Restarted { .. }
+            | LiveEvent::Event { .. } => {}
         }
     }
     steps

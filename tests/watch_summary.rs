@@ -141,3 +141,6 @@ fn watch_and_analyze_screen_records_alike_nan_included() {
     assert_eq!(w["malformed_lines"], a["malformed_lines"], "watch: {w}");
     assert_eq!(w["steps_ingested"], a["steps"], "watch: {w}");
 }
+
+#[path = "watch_cases/advise.rs"]
+mod advise_cases;

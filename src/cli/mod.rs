@@ -19,6 +19,7 @@ pub mod predict;
 pub mod snapshot;
 pub mod stack_args;
 pub mod watch;
+pub mod watch_advise;
 
 use clap::{Parser, Subcommand};
 

@@ -35,8 +35,30 @@ pub struct WatchArgs {
     /// Explorer: model and cluster of the run.
     #[command(flatten)]
     pub cluster: super::cluster_args::ClusterArgs,
+    /// With --headless: write advice (the batch and layout to run now, from the live B_crit
+    /// and --session's model) to this file, FIFO or tcp://HOST:PORT (served to every client).
+    #[arg(long, requires = "session", value_name = "OUT")]
+    pub advise: Option<String>,
+    /// The session (.ron) whose model, cluster and b_crit_scale --advise uses.
+    #[arg(long, requires = "advise")]
+    pub session: Option<std::path::PathBuf>,
+    /// With --advise: write advice marked `"dry_run": true` (shown, not to be applied).
+    #[arg(long, requires = "advise")]
+    pub dry_run: bool,
+    /// With --advise: steps between two pieces of advice.
+    #[arg(long, default_value_t = 50, requires = "advise")]
+    pub min_dwell_steps: u64,
+    /// With --advise: goodput gain a switch must predict, as a fraction (default: the
+    /// session's switch_threshold).
+    #[arg(long, requires = "advise")]
+    pub advise_threshold: Option<f64>,
+    /// With --advise: replace an existing OUT file.
+    #[arg(long, requires = "advise")]
+    pub force: bool,
 }
 
+/// How many `applied` steps the summary lists (the newest).
+const APPLIED_KEPT: usize = 1000;
 /// How many malformed lines are quoted in the summary.
 const MALFORMED_EXAMPLES: usize = 5;
 /// Most step ranges in `history`.
@@ -87,6 +109,13 @@ pub struct WatchSummary {
     /// incremental one-sided smoother (bounded memory: recent steps in full, older ones
     /// binned; see docs/LIVE.md).
     pub history: Vec<HistoryBin>,
+    /// Advice-loop lines in the stream (`advice`, `applied`): not records, not malformed.
+    pub event_lines: u64,
+    /// Steps at which the run reported applying a change (`applied` lines; the newest 1000).
+    pub applied_at: Vec<u64>,
+    /// With --advise: the advice written, in order (absent without --advise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<Vec<crate::plan::advice::Advice>>,
     /// The noise-scale estimate over every unflagged record; its fields are flattened in.
     #[serde(flatten)]
     pub estimate: LiveEstimate,
@@ -172,13 +201,34 @@ fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
 pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let target = Target::parse(&args.target)?;
     if !args.headless {
+        if args.advise.is_some() {
+            anyhow::bail!("--advise runs with --headless (the explorer does not show advice yet)");
+        }
         return run_explorer(args);
     }
-    if args.until_steps.is_none() && args.timeout_s.is_none() {
+    if args.until_steps.is_none() && args.timeout_s.is_none() && args.advise.is_none() {
         anyhow::bail!("--headless needs --until-steps N or --timeout-s S, so that it stops");
     }
     let timeout = args.timeout_s.map(timeout_of).transpose()?;
-    let summary = watch_headless(target, args.until_steps, timeout);
+    let mut advising = match (&args.advise, &args.session) {
+        (Some(out), Some(session)) => Some(super::watch_advise::Advising::open(
+            &super::watch_advise::AdviseOptions {
+                out,
+                session,
+                dry_run: args.dry_run,
+                min_dwell_steps: args.min_dwell_steps,
+                threshold: args.advise_threshold,
+                force: args.force,
+            },
+        )?),
+        _ => None,
+    };
+    let (mut summary, advise_error) =
+        watch_headless(target, args.until_steps, timeout, advising.as_mut());
+    summary.advice = advising.as_ref().map(|a| a.written().to_vec());
+    if let Some(e) = advise_error {
+        return Err(e);
+    }
     if args.json {
         super::write_stdout(&format!("{}\n", serde_json::json!({ "summary": &summary })))?;
     } else {
@@ -233,7 +283,9 @@ fn watch_headless(
     target: Target,
     until_steps: Option<u64>,
     timeout: Option<Duration>,
-) -> WatchSummary {
+    mut advising: Option<&mut super::watch_advise::Advising>,
+) -> (WatchSummary, Option<anyhow::Error>) {
+    let mut advise_error = None;
     let start = Instant::now();
     let shown = target.to_string();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -256,7 +308,25 @@ fn watch_headless(
         match rx.recv_timeout(wait) {
             Ok(batch) => {
                 for ev in batch {
+                    let Some(adv) = advising.as_deref_mut() else {
+                        state.event(ev);
+                        if state.reached(until_steps) {
+                            break 'outer;
+                        }
+                        continue;
+                    };
+                    if let LiveEvent::Record(r) = &ev {
+                        adv.record(r);
+                    }
+                    let before = state.b_simple_now();
                     state.event(ev);
+                    if let Some((step, b)) = state.b_simple_now()
+                        && before != Some((step, b))
+                        && let Err(e) = adv.observe(step, b)
+                    {
+                        advise_error = Some(e);
+                        break 'outer;
+                    }
                     if state.reached(until_steps) {
                         break 'outer;
                     }
@@ -281,7 +351,7 @@ fn watch_headless(
             (start.elapsed() - ingested).as_secs_f64()
         );
     }
-    summary
+    (summary, advise_error)
 }
 
 /// With this environment variable set, headless `watch` prints the time of its two phases
@@ -303,6 +373,9 @@ pub struct WatchState {
     live: LiveEstimator,
     history: History,
     points: Vec<crate::stats::incremental::LivePoint>,
+    last_point: Option<(u64, f64)>,
+    events: u64,
+    applied: Vec<u64>,
 }
 
 impl WatchState {
@@ -327,6 +400,9 @@ impl WatchState {
             live: LiveEstimator::new(&live_settings(), REPLAY_RECORDS),
             history: History::default(),
             points: Vec::new(),
+            last_point: None,
+            events: 0,
+            applied: Vec::new(),
         }
     }
 
@@ -337,6 +413,12 @@ impl WatchState {
 
     fn reached(&self, until_steps: Option<u64>) -> bool {
         until_steps.is_some_and(|n| self.steps() >= n)
+    }
+
+    /// The newest step of the incremental (one-sided smoothed) estimate and its B_simple,
+    /// samples.
+    pub fn b_simple_now(&self) -> Option<(u64, f64)> {
+        self.last_point
     }
 
     /// Entries held by the incremental history (bounded).
@@ -353,6 +435,9 @@ impl WatchState {
                 match self.live.push(&r, &mut self.points) {
                     Placement::Replayed { from_step } => self.history.truncate_from(from_step),
                     Placement::Appended | Placement::Late | Placement::Excluded => {}
+                }
+                if let Some(p) = self.points.last() {
+                    self.last_point = p.b_simple().map(|b| (p.step, b));
                 }
                 for p in self.points.drain(..) {
                     self.history.push(p);
@@ -375,6 +460,15 @@ impl WatchState {
                 self.non_finite += 1;
                 if self.non_finite <= MALFORMED_PRINTED {
                     eprintln!("copus watch: {shown}: line {line_no}: skipped: {reason}");
+                }
+            }
+            LiveEvent::Event { kind, at_step, .. } => {
+                self.events += 1;
+                if kind == "applied" {
+                    self.applied.extend(at_step);
+                    if self.applied.len() > 2 * APPLIED_KEPT {
+                        self.applied.drain(..APPLIED_KEPT);
+                    }
                 }
             }
             LiveEvent::Status(s) => eprintln!("copus watch: {s}"),
@@ -419,6 +513,9 @@ impl WatchState {
             last_loss: records.iter().rev().find_map(|r| r.loss),
             complete: until_steps.is_none() || self.reached(until_steps),
             elapsed_s,
+            advice: None,
+            event_lines: self.events,
+            applied_at: self.applied[self.applied.len().saturating_sub(APPLIED_KEPT)..].to_vec(),
             late_records: self.live.late(),
             history: self
                 .history

@@ -32,6 +32,7 @@
 //! COPUS paper's baselines among them) with the same accounting;
 //! [`crate::pipeline::plan_session`] runs it all for a session.
 
+pub mod advice;
 pub mod costs;
 pub mod dp;
 pub mod emit;

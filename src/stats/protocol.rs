@@ -39,6 +39,16 @@ pub enum ProtocolError {
         /// The record's step, when it could be read.
         step: Option<u64>,
     },
+    /// The line is an event of the advice loop (`{"v":1,"advice":{...}}` written by
+    /// `copus watch --advise`, `{"v":1,"applied":{...}}` written by the hook's Advisor), not a
+    /// step record: counted apart, neither a record nor malformed.
+    #[error("{kind} event{}", at_step.map(|s| format!(" at step {s}")).unwrap_or_default())]
+    Event {
+        /// "advice" or "applied".
+        kind: &'static str,
+        /// Its `at_step`, when it has one.
+        at_step: Option<u64>,
+    },
     /// A field is missing or has the wrong type.
     #[error("bad field: {0}")]
     Field(String),
@@ -56,6 +66,11 @@ impl ProtocolError {
     /// True for the non-finite class (skipped with a diagnostic rather than counted malformed).
     pub fn is_non_finite(&self) -> bool {
         matches!(self, ProtocolError::NonFinite { .. })
+    }
+
+    /// True for an advice-loop event line ([`ProtocolError::Event`]).
+    pub fn is_event(&self) -> bool {
+        matches!(self, ProtocolError::Event { .. })
     }
 }
 
@@ -124,6 +139,16 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
         return Err(ProtocolError::NotObject(kind_name(&value)));
     };
     check_version(&obj)?;
+    if !obj.contains_key("step") {
+        for kind in ["advice", "applied"] {
+            if let Some(Value::Object(e)) = obj.get(kind) {
+                return Err(ProtocolError::Event {
+                    kind,
+                    at_step: e.get("at_step").and_then(Value::as_u64),
+                });
+            }
+        }
+    }
     let step = obj.get("step").and_then(Value::as_u64);
     for field in REQUIRED {
         if let Some(v) = obj.get(field) {

@@ -35,6 +35,8 @@ pub struct ReadOutcome {
     pub non_finite_steps: Vec<u64>,
     /// The first [`KEPT_ERRORS`] problem lines (malformed and non-finite).
     pub errors: Vec<LineError>,
+    /// Advice-loop event lines (`advice`, `applied`): neither records nor malformed.
+    pub event_lines: usize,
     /// Lines seen, blank ones included.
     pub lines: usize,
     /// What [`read_ndjson_bounded`] merged to keep `records` under its bound; `None` when
@@ -59,6 +61,10 @@ impl ReadOutcome {
     }
 
     fn push_error(&mut self, line_no: usize, e: &ProtocolError) {
+        if e.is_event() {
+            self.event_lines += 1;
+            return;
+        }
         let non_finite = e.is_non_finite();
         if let ProtocolError::NonFinite { step, .. } = e {
             self.non_finite += 1;

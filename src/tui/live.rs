@@ -166,6 +166,10 @@ impl Aggregator {
                 self.stale_view = true;
                 None
             }
+            LiveEvent::Event { kind, at_step, .. } => Some(format!(
+                "{kind}{}",
+                at_step.map(|s| format!(" at step {s}")).unwrap_or_default()
+            )),
             LiveEvent::Duplicate { .. } => {
                 self.counts.dropped += 1;
                 self.stale_view = true;

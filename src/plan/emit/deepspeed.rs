@@ -80,7 +80,7 @@ fn phase(p: &EmitPhase, ctx: &EmitContext, report: &PlanReport) -> Result<Phase,
     if report.stack.settings.precision == "fp8" {
         return Err(p.inexpressible(TARGET, "FP8 GEMMs in its configuration"));
     }
-    if p.pp > 1 && ctx.layers % p.pp != 0 {
+    if p.pp > 1 && !ctx.layers.is_multiple_of(p.pp) {
         return Err(p.inexpressible(
             TARGET,
             format!(

@@ -70,7 +70,7 @@ pub fn ramp(phases: &[EmitPhase]) -> Option<Ramp> {
         (n + k * p.from_samples as f64, d + k * k)
     });
     let delta = num / den;
-    if !(delta > 0.0) {
+    if delta.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return None;
     }
     let worst_offset = rest
@@ -110,7 +110,7 @@ fn layout_args(
             )
         })?;
         if p.vpp > 1 {
-            if p.accumulation % u64::from(p.pp) != 0 {
+            if !p.accumulation.is_multiple_of(u64::from(p.pp)) {
                 return Err(p.inexpressible(
                     TARGET,
                     format!(

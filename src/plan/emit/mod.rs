@@ -232,7 +232,7 @@ fn phase_of(
         )));
     }
     let per_step = u64::from(st.dp) * u64::from(config.mbs.max(1));
-    if config.mbs == 0 || st.batch == 0 || st.batch % per_step != 0 {
+    if config.mbs == 0 || st.batch == 0 || !st.batch.is_multiple_of(per_step) {
         return Err(bad(format!(
             "global batch {} is not a whole number of micro-batches: dp·micro_batch = {per_step}",
             st.batch
@@ -262,7 +262,7 @@ fn phase_of(
 /// split evenly.
 fn layers_per_stage(p: &EmitPhase, layers: u32) -> Result<u32, String> {
     let stages = p.pp.saturating_mul(p.vpp);
-    if stages == 0 || layers % stages != 0 {
+    if stages == 0 || !layers.is_multiple_of(stages) {
         return Err(format!(
             "{layers} layers do not split evenly into pp·vpp = {stages} stages"
         ));

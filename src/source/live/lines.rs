@@ -169,6 +169,14 @@ where
     }
     Some(match parser(text) {
         Ok(record) => LiveEvent::Record(record),
+        Err(e) if e.event().is_some() => {
+            let (kind, at_step) = e.event().unwrap_or(("event", None));
+            LiveEvent::Event {
+                line_no,
+                kind,
+                at_step,
+            }
+        }
         Err(e) if e.is_non_finite() => LiveEvent::NonFinite {
             line_no,
             reason: e.to_string(),

@@ -43,6 +43,11 @@ pub trait RecordError: std::fmt::Display {
     fn is_non_finite(&self) -> bool {
         false
     }
+
+    /// The advice-loop event the line is (kind, its `at_step`), if it is one.
+    fn event(&self) -> Option<(&'static str, Option<u64>)> {
+        None
+    }
 }
 
 impl RecordError for LiveError {
@@ -51,6 +56,15 @@ impl RecordError for LiveError {
             self,
             LiveError::Protocol(crate::stats::ProtocolError::NonFinite { .. })
         )
+    }
+
+    fn event(&self) -> Option<(&'static str, Option<u64>)> {
+        match self {
+            LiveError::Protocol(crate::stats::ProtocolError::Event { kind, at_step }) => {
+                Some((kind, *at_step))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -75,6 +89,16 @@ pub enum LiveEvent {
         line_no: u64,
         /// What is non-finite (the field and step).
         reason: String,
+    },
+    /// An advice-loop line (advice written by `watch --advise`, a change the hook applied):
+    /// not a record, not malformed.
+    Event {
+        /// 1-based line number in the current stream.
+        line_no: u64,
+        /// "advice" or "applied".
+        kind: &'static str,
+        /// Its `at_step`, when it has one.
+        at_step: Option<u64>,
     },
     /// Human-readable progress: waiting, connected, truncated, rotated, reconnecting...
     Status(String),

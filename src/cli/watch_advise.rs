@@ -1,0 +1,131 @@
+//! `copus watch --advise OUT --session S`: advice from the live estimate, written as
+//! `{"v":1,"advice":{...}}` lines to a file (or FIFO) or served on `tcp://HOST:PORT` to every
+//! client (a late client first receives the advice written so far).
+
+use crate::plan::advice::{Advice, AdviceLine, AdviceSettings, Advisor, RunState};
+use crate::stats::StepStats;
+use std::io::Write;
+use std::path::Path;
+
+/// Where advice goes.
+enum Sink {
+    File(std::fs::File),
+    Tcp(crate::trainer::serve::StatsServer),
+}
+
+/// The advisor of a watch and where it writes.
+pub struct Advising {
+    advisor: Advisor,
+    sink: Sink,
+    shown: String,
+    run: Option<RunState>,
+    written: Vec<Advice>,
+}
+
+/// The options of `--advise`.
+pub struct AdviseOptions<'a> {
+    /// OUT: a path or tcp://HOST:PORT.
+    pub out: &'a str,
+    /// The session whose model and cluster are advised on.
+    pub session: &'a Path,
+    /// Write advice marked not to apply.
+    pub dry_run: bool,
+    /// Steps between two pieces of advice.
+    pub min_dwell_steps: u64,
+    /// Gain a switch must predict (fraction); `None`: the session's `switch_threshold`.
+    pub threshold: Option<f64>,
+    /// Replace an existing OUT file.
+    pub force: bool,
+}
+
+impl Advising {
+    /// Resolve the session, tabulate its throughput, open OUT.
+    pub fn open(o: &AdviseOptions) -> anyhow::Result<Self> {
+        let r = super::model_args::resolve_session(o.session, None, None)?;
+        let eff = r.efficiency();
+        let ctx = crate::perf::PerfContext {
+            hw: &r.hardware,
+            model: &r.model,
+            eff: &eff,
+            gpus_per_node: r.session.cluster.gpus_per_node,
+        };
+        let table = crate::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
+        let threshold = o.threshold.unwrap_or(r.session.costs.switch_threshold);
+        if !(threshold.is_finite() && threshold >= 0.0) {
+            anyhow::bail!("--advise-threshold {threshold}: must be a fraction ≥ 0 (0.05 is 5 %)");
+        }
+        let settings = AdviceSettings {
+            threshold,
+            min_dwell_steps: o.min_dwell_steps,
+            b_crit_scale: r.session.b_crit_scale,
+            form: r.session.stat_eff,
+            dry_run: o.dry_run,
+        };
+        let sink = if o.out.starts_with("tcp://") {
+            let server = crate::trainer::serve::StatsServer::bind(o.out)
+                .map_err(|e| anyhow::anyhow!("--advise {}: {e}", o.out))?;
+            eprintln!(
+                "copus watch: serving advice on tcp://{}",
+                server.local_addr()
+            );
+            Sink::Tcp(server)
+        } else {
+            let f = crate::fsutil::create_stream_output(Path::new(o.out), o.force)
+                .map_err(|e| anyhow::anyhow!("--advise {}: {e}", o.out))?;
+            Sink::File(f)
+        };
+        Ok(Self {
+            advisor: Advisor::new(table, settings),
+            sink,
+            shown: o.out.to_string(),
+            run: None,
+            written: Vec::new(),
+        })
+    }
+
+    /// Note what the run does at record `r` (its batch and layout).
+    pub fn record(&mut self, r: &StepStats) {
+        if r.skipped.is_some() || !(r.b_big.is_finite() && r.b_big >= 1.0) {
+            return;
+        }
+        self.run = Some(RunState {
+            batch: r.b_big.round() as u64,
+            layout: r.config.map(|c| (c.dp, c.tp, c.pp)),
+            micro_batch: r.config.map(|c| c.mbs),
+        });
+    }
+
+    /// Observe the live estimate at `step`; write advice if there is some.
+    pub fn observe(&mut self, step: u64, b_simple: f64) -> anyhow::Result<()> {
+        let Some(run) = self.run else {
+            return Ok(());
+        };
+        let Some(advice) = self.advisor.observe(step, b_simple, &run) else {
+            return Ok(());
+        };
+        let line = serde_json::to_string(&AdviceLine {
+            v: 1,
+            advice: &advice,
+        })?;
+        match &mut self.sink {
+            Sink::File(f) => {
+                writeln!(f, "{line}")
+                    .map_err(|e| anyhow::anyhow!("--advise {}: {e}", self.shown))?;
+                f.flush()
+                    .map_err(|e| anyhow::anyhow!("--advise {}: {e}", self.shown))?;
+            }
+            Sink::Tcp(server) => server.publish(&line),
+        }
+        eprintln!(
+            "copus watch: advice at step {}: {}",
+            advice.at_step, advice.reason
+        );
+        self.written.push(advice);
+        Ok(())
+    }
+
+    /// The advice written so far.
+    pub fn written(&self) -> &[Advice] {
+        &self.written
+    }
+}

@@ -1,0 +1,371 @@
+//! Live advice: from a running job's B_crit estimate, the (batch, layout) the session's model
+//! says to run now, with hysteresis so that a noisy estimate does not flip the run back and
+//! forth (`copus watch --advise`, docs/ADVICE.md).
+//!
+//! At each observation the goodput of every feasible cell of the throughput table is weighed
+//! by the statistical efficiency at the live B_crit (times the session's `b_crit_scale`), as
+//! the explorer's heatmap does. Advice is written only when all of these hold:
+//!
+//! - the best cell's goodput beats the run's current cell by more than `threshold` (a
+//!   fraction; the session's `switch_threshold`);
+//! - at least `min_dwell_steps` steps passed since the last advice;
+//! - the best cell is not the one last advised (no repeats while the run catches up);
+//! - its batch is not below the run's current batch: B_crit grows as training goes on, so a
+//!   lower estimate is taken as noise, not as a reason to shrink the batch.
+
+use crate::goodput::{GoodputGrid, StatEffForm, TableCell, ThroughputTable};
+use serde::Serialize;
+
+/// How advice is decided.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdviceSettings {
+    /// Goodput gain a switch must predict, as a fraction (0.05: 5 %).
+    pub threshold: f64,
+    /// Steps between two pieces of advice.
+    pub min_dwell_steps: u64,
+    /// B_noise = scale × the live estimate (the session's `b_crit_scale`).
+    pub b_crit_scale: f64,
+    /// Statistical efficiency form (the session's `stat_eff`).
+    pub form: StatEffForm,
+    /// Write advice marked not to apply.
+    pub dry_run: bool,
+}
+
+/// What the run is doing now, as its records say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunState {
+    /// Global batch, samples.
+    pub batch: u64,
+    /// (dp, tp, pp), when the records carry `config`.
+    pub layout: Option<(u32, u32, u32)>,
+    /// Micro-batch, samples, when the records carry `config`.
+    pub micro_batch: Option<u32>,
+}
+
+/// The advised layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AdviceLayout {
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    pub pp: u32,
+}
+
+/// How the advice is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Apply {
+    /// Only the global batch changes: a trainer applies it in place by changing its
+    /// gradient-accumulation steps.
+    Batch,
+    /// The layout changes: checkpoint, then restart in the new layout.
+    Restart,
+}
+
+/// One piece of advice, as `{"v":1,"advice":{...}}` carries it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Advice {
+    /// The first step to run with it.
+    pub at_step: u64,
+    /// Global batch, samples.
+    pub batch: u64,
+    /// Micro-batch per data-parallel rank, samples.
+    pub micro_batch: u32,
+    /// Micro-batches per rank and step: batch / (dp · micro_batch).
+    pub accumulation: u64,
+    /// Layout.
+    pub layout: AdviceLayout,
+    /// Predicted goodput gain over the current state, as a fraction (0.12: +12 %).
+    pub expected_gain: f64,
+    /// Why, in words.
+    pub reason: String,
+    /// In place (`batch`) or by a restart (`restart`).
+    pub apply: Apply,
+    /// Written for information only: not to be applied.
+    pub dry_run: bool,
+}
+
+/// The advice line of the stream: `{"v":1,"advice":{...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdviceLine<'a> {
+    /// Protocol version, 1.
+    pub v: u32,
+    /// The advice.
+    pub advice: &'a Advice,
+}
+
+/// Decides advice from a stream of observations.
+#[derive(Debug, Clone)]
+pub struct Advisor {
+    table: ThroughputTable,
+    settings: AdviceSettings,
+    last_advice_step: Option<u64>,
+    last_advised: Option<(usize, usize)>,
+}
+
+impl Advisor {
+    /// An advisor over the session's throughput table.
+    pub fn new(table: ThroughputTable, settings: AdviceSettings) -> Self {
+        Self {
+            table,
+            settings,
+            last_advice_step: None,
+            last_advised: None,
+        }
+    }
+
+    /// The batch column of `batch`: its own, else the largest batch below it (the smallest
+    /// column below the axis).
+    fn column_of(&self, batch: u64) -> usize {
+        self.table
+            .batches
+            .iter()
+            .rposition(|&x| x <= batch)
+            .unwrap_or(0)
+    }
+
+    /// The table cell the run is in: its batch's column and its layout's row (the fastest
+    /// layout at that batch when the records do not say).
+    fn current_cell(&self, run: &RunState, grid: &GoodputGrid) -> Option<(usize, usize, f64)> {
+        let b = self.column_of(run.batch);
+        let nb = self.table.batches.len();
+        let rows = 0..self.table.layouts.len();
+        let goodput = |l: usize| grid.goodput[l * nb + b];
+        match run.layout {
+            Some((dp, tp, pp)) => rows
+                .into_iter()
+                .find(|&l| {
+                    let lay = &self.table.layouts[l];
+                    (lay.dp, lay.tp, lay.pp, lay.cp) == (dp, tp, pp, 1)
+                })
+                .and_then(|l| goodput(l).map(|g| (l, b, g))),
+            None => rows
+                .filter_map(|l| goodput(l).map(|g| (l, b, g)))
+                .max_by(|x, y| x.2.total_cmp(&y.2)),
+        }
+    }
+
+    /// Take the live estimate `b_simple` (samples) at `step` with the run in `run`; the advice
+    /// to write, if any.
+    pub fn observe(&mut self, step: u64, b_simple: f64, run: &RunState) -> Option<Advice> {
+        if !(b_simple.is_finite() && b_simple > 0.0) {
+            return None;
+        }
+        if let Some(last) = self.last_advice_step
+            && step.saturating_sub(last) < self.settings.min_dwell_steps
+        {
+            return None;
+        }
+        let s = &self.settings;
+        let b_noise = b_simple * s.b_crit_scale;
+        let grid = GoodputGrid::at(&self.table, b_noise, s.form);
+        let (cl, cb, current) = self.current_cell(run, &grid)?;
+        let nb = self.table.batches.len();
+        // The best cell at a batch no smaller than the run's or the last advice's.
+        let floor = self.last_advised.map_or(cb, |(_, b)| b.max(cb));
+        let (bl, bb, best) = grid
+            .goodput
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| g.map(|g| (i / nb, i % nb, g)))
+            .filter(|&(_, b, g)| b >= floor && g.is_finite() && g > 0.0)
+            .max_by(|x, y| x.2.total_cmp(&y.2))?;
+        let gain = best / current - 1.0;
+        if (bl, bb) == (cl, cb)
+            || gain.partial_cmp(&s.threshold) != Some(std::cmp::Ordering::Greater)
+            || self.last_advised == Some((bl, bb))
+        {
+            return None;
+        }
+        let TableCell::Feasible { config, .. } = self.table.cell(bl, bb) else {
+            return None;
+        };
+        let lay = self.table.layouts[bl];
+        let batch = self.table.batches[bb];
+        // The run's layout, or the one assumed for it (the fastest at its batch).
+        let same_layout = bl == cl && lay.cp == 1;
+        // In place the run keeps its micro-batch where the new batch allows it.
+        let keep_mbs = run.micro_batch.filter(|&m| {
+            same_layout && m > 0 && batch.is_multiple_of(u64::from(lay.dp) * u64::from(m))
+        });
+        let micro_batch = keep_mbs.unwrap_or(config.mbs);
+        let per_step = u64::from(lay.dp) * u64::from(micro_batch.max(1));
+        let apply = if same_layout && (keep_mbs.is_some() || run.micro_batch.is_none()) {
+            Apply::Batch
+        } else {
+            Apply::Restart
+        };
+        self.last_advice_step = Some(step);
+        self.last_advised = Some((bl, bb));
+        Some(Advice {
+            at_step: step.saturating_add(1),
+            batch,
+            micro_batch,
+            accumulation: batch / per_step,
+            layout: AdviceLayout {
+                dp: lay.dp,
+                tp: lay.tp,
+                pp: lay.pp,
+            },
+            expected_gain: gain,
+            reason: format!(
+                "B_crit {b_noise:.0} samples at step {step}: batch {batch} on {} predicts {:+.1} % goodput over batch {} on {}",
+                crate::perf::config::layout_label_cp(lay.dp, lay.cp, lay.tp, lay.pp),
+                gain * 100.0,
+                run.batch,
+                {
+                    let c = self.table.layouts[cl];
+                    crate::perf::config::layout_label_cp(c.dp, c.cp, c.tp, c.pp)
+                }
+            ),
+            apply,
+            dry_run: s.dry_run,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demo_table() -> ThroughputTable {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron");
+        let r = crate::session::Session::load(&path)
+            .expect("load")
+            .resolve(&path)
+            .expect("resolve");
+        let eff = r.efficiency();
+        let ctx = crate::perf::PerfContext {
+            hw: &r.hardware,
+            model: &r.model,
+            eff: &eff,
+            gpus_per_node: r.session.cluster.gpus_per_node,
+        };
+        crate::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search)
+    }
+
+    fn advisor(min_dwell_steps: u64) -> Advisor {
+        Advisor::new(
+            demo_table(),
+            AdviceSettings {
+                threshold: 0.05,
+                min_dwell_steps,
+                b_crit_scale: 1.0,
+                form: StatEffForm::McCandlish,
+                dry_run: false,
+            },
+        )
+    }
+
+    /// A deterministic ±`amp` multiplicative wobble.
+    fn wobble(i: u64, amp: f64) -> f64 {
+        let x = (i.wrapping_mul(2654435761) % 1000) as f64 / 999.0;
+        1.0 + amp * (2.0 * x - 1.0)
+    }
+
+    /// The run follows each piece of advice at its step.
+    fn follow(
+        a: &mut Advisor,
+        b_crit: impl Fn(u64) -> f64,
+        steps: u64,
+        start: RunState,
+    ) -> Vec<Advice> {
+        let mut run = start;
+        let mut out = Vec::new();
+        for step in 0..steps {
+            if let Some(adv) = a.observe(step, b_crit(step), &run) {
+                run = RunState {
+                    batch: adv.batch,
+                    layout: Some((adv.layout.dp, adv.layout.tp, adv.layout.pp)),
+                    micro_batch: Some(adv.micro_batch),
+                };
+                out.push(adv);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_growing_b_crit_raises_the_batch_and_never_lowers_it() {
+        let mut a = advisor(50);
+        let start = RunState {
+            batch: 32,
+            layout: None,
+            micro_batch: None,
+        };
+        // B_crit grows 16× (300 → 4800 samples) over 4000 steps, with ±25 % noise.
+        let b = |s: u64| 300.0 * 16f64.powf(s as f64 / 4000.0) * wobble(s, 0.25);
+        let advice = follow(&mut a, b, 4000, start);
+        assert!(advice.len() >= 2, "{advice:#?}");
+        for w in advice.windows(2) {
+            assert!(w[1].batch >= w[0].batch, "{advice:#?}");
+            assert!(w[1].at_step >= w[0].at_step + 50, "dwell: {advice:#?}");
+        }
+        for adv in &advice {
+            assert!(adv.expected_gain > 0.05, "{adv:?}");
+            let per = u64::from(adv.layout.dp) * u64::from(adv.micro_batch);
+            assert_eq!(per * adv.accumulation, adv.batch, "{adv:?}");
+            assert_eq!(adv.layout.dp * adv.layout.tp * adv.layout.pp, 64);
+        }
+        // The run ends within the threshold of the best goodput at the final B_crit.
+        let last = advice.last().expect("advice");
+        let end = RunState {
+            batch: last.batch,
+            layout: Some((last.layout.dp, last.layout.tp, last.layout.pp)),
+            micro_batch: Some(last.micro_batch),
+        };
+        let grid = GoodputGrid::at(&a.table, 4800.0, StatEffForm::McCandlish);
+        let (_, _, g_end) = a.current_cell(&end, &grid).expect("cell");
+        let g_best = grid.goodput.iter().flatten().fold(0.0f64, |m, &g| m.max(g));
+        assert!(g_end >= g_best / 1.05, "{g_end} vs {g_best}");
+        assert!(last.batch >= 128, "{advice:#?}");
+    }
+
+    #[test]
+    fn a_steady_noisy_b_crit_does_not_flip_flop() {
+        let mut a = advisor(20);
+        // From the best state at B_crit 1500, 10 000 steps of ±30 % noise around it.
+        let start = RunState {
+            batch: 32,
+            layout: None,
+            micro_batch: None,
+        };
+        let first = follow(&mut a, |_| 1500.0, 1, start);
+        let run = first.last().map_or(start, |adv| RunState {
+            batch: adv.batch,
+            layout: Some((adv.layout.dp, adv.layout.tp, adv.layout.pp)),
+            micro_batch: Some(adv.micro_batch),
+        });
+        let later = follow(&mut a, |s| 1500.0 * wobble(s, 0.3), 10_000, run);
+        assert!(later.len() <= 1, "{later:#?}");
+    }
+
+    #[test]
+    fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
+        let mut a = advisor(0);
+        let t = demo_table();
+        // The run sits on the layout the table likes at 4096, at batch 64.
+        let grid = GoodputGrid::at(&t, 1.0e6, StatEffForm::McCandlish);
+        let (l, _) = grid.best.expect("best");
+        let lay = t.layouts[l];
+        let run = RunState {
+            batch: 64,
+            layout: Some((lay.dp, lay.tp, lay.pp)),
+            micro_batch: Some(1),
+        };
+        let adv = a.observe(10, 1.0e6, &run).expect("advice at a huge B_crit");
+        assert!(adv.batch > 64);
+        if (adv.layout.dp, adv.layout.tp, adv.layout.pp) == (lay.dp, lay.tp, lay.pp) {
+            assert_eq!(adv.apply, Apply::Batch);
+            assert_eq!(adv.micro_batch, 1);
+            assert_eq!(adv.accumulation, adv.batch / u64::from(lay.dp));
+        } else {
+            assert_eq!(adv.apply, Apply::Restart);
+        }
+        // Not advised twice, and nothing for a non-finite estimate.
+        assert!(a.observe(11, 1.0e6, &run).is_none());
+        assert!(a.observe(12, f64::NAN, &run).is_none());
+    }
+}

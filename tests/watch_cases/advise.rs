@@ -1,0 +1,232 @@
+//! `copus watch --headless --advise OUT --session S`: advice from the live B_crit, with
+//! hysteresis, written as protocol lines to a file or served on TCP; advice-loop lines in a
+//! stats stream are counted apart, not as malformed.
+
+use super::{copus, json};
+use serde_json::Value;
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+/// A deterministic ±`amp` multiplicative wobble.
+fn wobble(i: u64, amp: f64) -> f64 {
+    let x = (i.wrapping_mul(2_654_435_761) % 1000) as f64 / 999.0;
+    1.0 + amp * (2.0 * x - 1.0)
+}
+
+/// Records at batch 32 (4 per small batch) whose noise scale is `b(step)` samples: |G|² = 1,
+/// tr Σ = b, so sq_small = 1 + b/4 and sq_big = 1 + b/32.
+fn write_run(path: &Path, steps: u64, b: impl Fn(u64) -> f64) {
+    let mut f = std::fs::File::create(path).expect("create");
+    for s in 0..steps {
+        let b = b(s);
+        writeln!(
+            f,
+            r#"{{"v":1,"step":{s},"b_small":4,"b_big":32,"n_small":8,"sq_small":{},"sq_big":{},"tokens":{}}}"#,
+            1.0 + b / 4.0,
+            1.0 + b / 32.0,
+            (s + 1) * 32 * 4096
+        )
+        .expect("write");
+    }
+}
+
+fn demo() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron")
+}
+
+fn advise(run: &Path, out: &Path, extra: &[&str], steps: u64) -> Value {
+    let o = copus()
+        .args(["watch"])
+        .arg(run)
+        .args([
+            "--headless",
+            "--json",
+            "--until-steps",
+            &steps.to_string(),
+            "--advise",
+        ])
+        .arg(out)
+        .arg("--session")
+        .arg(demo())
+        .args(extra)
+        .output()
+        .expect("run");
+    json(o)["summary"].clone()
+}
+
+fn lines(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out)
+        .expect("advice file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("advice line is JSON"))
+        .collect()
+}
+
+#[test]
+fn a_b_crit_growing_16x_gets_advice_whose_batch_never_goes_down() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (run, out) = (
+        dir.path().join("run.ndjson"),
+        dir.path().join("advice.ndjson"),
+    );
+    write_run(&run, 4000, |s| {
+        300.0 * 16f64.powf(s as f64 / 4000.0) * wobble(s, 0.25)
+    });
+    let summary = advise(&run, &out, &[], 4000);
+    let advice = lines(&out);
+    assert!(advice.len() >= 2, "{advice:?}");
+    assert_eq!(
+        summary["advice"].as_array().expect("advice").len(),
+        advice.len()
+    );
+    let mut last = (0u64, 0u64);
+    for line in &advice {
+        assert_eq!(line["v"], 1);
+        let a = &line["advice"];
+        let get = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("{k} in {a}"));
+        let (dp, tp, pp) = (
+            a["layout"]["dp"].as_u64().expect("dp"),
+            a["layout"]["tp"].as_u64().expect("tp"),
+            a["layout"]["pp"].as_u64().expect("pp"),
+        );
+        assert_eq!(dp * tp * pp, 64, "{a}");
+        assert_eq!(
+            dp * get("micro_batch") * get("accumulation"),
+            get("batch"),
+            "{a}"
+        );
+        assert!(get("batch") >= last.1, "the batch went down: {advice:?}");
+        assert!(get("at_step") >= last.0 + 50, "dwell: {advice:?}");
+        assert!(a["expected_gain"].as_f64().expect("gain") > 0.05, "{a}");
+        assert!(
+            matches!(a["apply"].as_str(), Some("batch" | "restart")),
+            "{a}"
+        );
+        assert_eq!(a["dry_run"], false);
+        assert!(a["reason"].as_str().expect("reason").contains("B_crit"));
+        last = (get("at_step"), get("batch"));
+    }
+    assert!(last.1 >= 128, "{advice:?}");
+}
+
+#[test]
+fn a_steady_run_gets_no_flip_flop_and_dry_run_marks_the_advice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (run, out) = (
+        dir.path().join("run.ndjson"),
+        dir.path().join("advice.ndjson"),
+    );
+    write_run(&run, 3000, |s| 1500.0 * wobble(s, 0.3));
+    advise(&run, &out, &["--dry-run", "--min-dwell-steps", "10"], 3000);
+    let advice = lines(&out);
+    // Batch 32 is far from the best at B_crit 1500: one piece of advice, then quiet.
+    assert_eq!(advice.len(), 1, "{advice:?}");
+    assert_eq!(advice[0]["advice"]["dry_run"], true);
+    // OUT exists now: refused without --force, replaced with it.
+    let o = copus()
+        .arg("watch")
+        .arg(&run)
+        .args(["--headless", "--until-steps", "10", "--advise"])
+        .arg(&out)
+        .arg("--session")
+        .arg(demo())
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("advice.ndjson") && err.contains("--force"),
+        "{err}"
+    );
+    advise(&run, &out, &["--force"], 3000);
+}
+
+#[test]
+fn advice_is_served_on_tcp_to_a_client() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    // Steps 0..400 grow fast, so advice comes early; the watch then waits for more steps.
+    write_run(&run, 400, |s| 300.0 * 16f64.powf(s as f64 / 400.0));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let mut child = copus()
+        .arg("watch")
+        .arg(&run)
+        .args([
+            "--headless",
+            "--timeout-s",
+            "20",
+            "--advise",
+            &format!("tcp://127.0.0.1:{port}"),
+        ])
+        .arg("--session")
+        .arg(demo())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let stream = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => panic!("no advice server: {e}"),
+        }
+    };
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let mut line = String::new();
+    std::io::BufReader::new(stream)
+        .read_line(&mut line)
+        .expect("an advice line");
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: Value = serde_json::from_str(&line).expect("JSON");
+    assert!(v["advice"]["batch"].as_u64().expect("batch") > 32, "{v}");
+}
+
+#[test]
+fn advice_loop_lines_in_a_stream_are_counted_apart_not_malformed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    write_run(&run, 200, |_| 100.0);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&run)
+        .expect("open");
+    writeln!(f, r#"{{"v":1,"advice":{{"at_step":150,"batch":64,"micro_batch":1,"accumulation":2,"layout":{{"dp":32,"tp":2,"pp":1}},"expected_gain":0.1,"reason":"r","apply":"batch","dry_run":false}}}}"#).expect("w");
+    writeln!(f, r#"{{"v":1,"applied":{{"at_step":151,"batch":64,"micro_batch":1,"accumulation":2,"advice_step":150,"lr_factor":1.0}}}}"#).expect("w");
+    writeln!(
+        f,
+        r#"{{"v":1,"step":200,"b_small":4,"b_big":32,"sq_small":26,"sq_big":4.1}}"#
+    )
+    .expect("w");
+    drop(f);
+    let w = json(
+        copus()
+            .arg("watch")
+            .arg(&run)
+            .args(["--headless", "--json", "--until-steps", "201"])
+            .output()
+            .expect("run"),
+    );
+    let s = &w["summary"];
+    assert_eq!(s["malformed_lines"], 0, "{s}");
+    assert_eq!(s["event_lines"], 2, "{s}");
+    assert_eq!(s["applied_at"], serde_json::json!([151]));
+    let a = json(
+        copus()
+            .arg("analyze")
+            .arg(&run)
+            .arg("--json")
+            .output()
+            .expect("run"),
+    );
+    assert_eq!(a["summary"]["malformed_lines"], 0, "{}", a["summary"]);
+}
