@@ -132,6 +132,30 @@ fn ddp_hook_under_real_torch_matches_an_independent_recomputation() {
 }
 
 #[test]
+fn advisor_applies_batch_advice_at_the_same_step_on_every_rank() {
+    // `assets/python/test_torch_advisor.py`: copus_hook.Advisor under 2-process gloo DDP,
+    // following an advice file and a TCP line server (accumulation 2 -> 4 at step 3 on both
+    // ranks, dry-run and restart advice not applied, the `applied` line in the stats stream,
+    // b_big doubled after it), plus its one-process unit tests.
+    let Some(py) = torch_python("python_torch (advisor)") else {
+        return;
+    };
+    let out = Command::new(&py)
+        .args(["-m", "unittest", "-v", "test_torch_advisor"])
+        .current_dir(python_dir())
+        .env("COPUS_BIN", env!("CARGO_BIN_EXE_copus"))
+        .output()
+        .expect("run python");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "advisor tests failed:\n{log}");
+    assert!(log.contains("Ran 9 tests") && log.contains("\nOK"), "{log}");
+    assert!(
+        !log.contains("skipped="),
+        "no advisor test may skip here:\n{log}"
+    );
+}
+
+#[test]
 fn copus_hook_is_installed_as_a_package_in_the_test_venv() {
     // `scripts/python_env.sh` installs assets/python with pip; the import must then work from
     // anywhere, not only next to the file.

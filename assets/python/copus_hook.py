@@ -26,15 +26,22 @@ the big one is the global batch (after it), so the measurement is nearly free:
 The hooks keep each step's norms on the device and write them every ``flush_every`` steps
 (default 16) with one host transfer: nothing is read back to the host per step. Tensors
 passed as ``loss`` or ``loss_scale`` are read at the flush too.
+
+``Advisor`` applies the advice of ``copus watch --advise`` (a new global batch, by gradient
+accumulation) at the same step on every rank and writes an ``applied`` line to the stream.
 """
 
 import ctypes
+import errno
 import json
+import logging
 import math
 import os
+import select
 import socket
 import struct
 import threading
+import time
 import warnings
 import weakref
 
@@ -841,6 +848,404 @@ class GradNoiseMeter(_Deferred):
 
         return self._push(values, dict(loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
                                        step_time_s=step_time_s), build)
+
+
+# --- The Advisor: applies copus's batch-size advice in the training loop ------------------
+
+_log = logging.getLogger("copus_hook")
+
+LR_SCALING = ("none", "sqrt", "linear")
+
+
+def _count(x, minimum=1):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= minimum
+
+
+def parse_advice(line):
+    """The advice of one NDJSON line written by ``copus watch --advise``, as a dict with
+    ``at_step`` (optimizer step), ``batch`` (global batch, samples), ``micro_batch`` (samples
+    per forward pass on one rank), ``accumulation`` (micro-batches per optimizer step),
+    ``layout`` ({dp, tp, pp}), ``apply`` ("batch" or "restart"), ``dry_run`` (bool) and, when
+    present, ``expected_gain`` and ``reason``; None for any other line (stats records,
+    blank, malformed JSON, missing or mistyped fields)::
+
+        {"v":1,"advice":{"at_step":120,"batch":256,"micro_batch":4,"accumulation":8,
+         "layout":{"dp":8,"tp":1,"pp":1},"expected_gain":0.12,"reason":"...",
+         "apply":"batch","dry_run":false}}
+    """
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("v") != 1 or not isinstance(obj.get("advice"), dict):
+        return None
+    a = obj["advice"]
+    if not (_count(a.get("at_step"), 0)
+            and all(_count(a.get(k)) for k in ("batch", "micro_batch", "accumulation"))):
+        return None
+    layout = a.get("layout")
+    if not (isinstance(layout, dict) and all(_count(layout.get(k)) for k in ("dp", "tp", "pp"))):
+        return None
+    dry = a.get("dry_run", False)
+    if a.get("apply") not in ("batch", "restart") or not isinstance(dry, bool):
+        return None
+    out = {k: a[k] for k in ("at_step", "batch", "micro_batch", "accumulation", "apply")}
+    out["layout"] = {k: layout[k] for k in ("dp", "tp", "pp")}
+    out["dry_run"] = dry
+    for k in ("expected_gain", "reason"):
+        if k in a:
+            out[k] = a[k]
+    return out
+
+
+class _Lines:
+    """Complete lines out of a byte stream; a partial last line waits for its newline."""
+
+    def __init__(self):
+        self._buf = b""
+
+    def split(self, data):
+        self._buf += data
+        *lines, self._buf = self._buf.split(b"\n")
+        return [ln.decode("utf-8", "replace") for ln in lines if ln.strip()]
+
+    def reset(self):
+        self._buf = b""
+
+
+class _FileSource:
+    """Follows a growing NDJSON file (which may not exist yet): each ``read()`` returns the
+    complete lines added since the last one. A file that shrinks or is replaced is read again
+    from its start (the Advisor skips advice it has seen)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._f = None
+        self._lines = _Lines()
+
+    def read(self):
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return []
+        if self._f is not None:
+            now = os.fstat(self._f.fileno())
+            if now.st_ino != st.st_ino or st.st_size < self._f.tell():
+                self.close()
+        if self._f is None:
+            try:
+                self._f = open(self.path, "rb")
+            except OSError:
+                return []
+            self._lines.reset()
+        return self._lines.split(self._f.read())
+
+    def close(self):
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+class _TcpSource:
+    """A client of a line server at HOST:PORT: connects without blocking, reads what has
+    arrived without blocking, and after a refused or lost connection tries again at most
+    every ``reconnect_s`` seconds, quietly. The partial line of a lost connection is
+    dropped (a server sends whole lines again to a new client)."""
+
+    def __init__(self, host, port, reconnect_s=1.0):
+        self.host, self.port, self.reconnect_s = host, int(port), float(reconnect_s)
+        self._sock, self._connected, self._next = None, False, 0.0
+        self._lines = _Lines()
+
+    def _drop(self):
+        if self._sock is not None:
+            self._sock.close()
+        self._sock, self._connected = None, False
+        self._lines.reset()
+
+    def _connect(self):
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.reconnect_s
+        try:
+            family, kind, proto, _, addr = socket.getaddrinfo(
+                self.host, self.port, type=socket.SOCK_STREAM)[0]
+            s = socket.socket(family, kind, proto)
+        except OSError:
+            return
+        s.setblocking(False)
+        err = s.connect_ex(addr)
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
+            s.close()
+            return
+        self._sock, self._connected = s, err == 0
+        self._lines.reset()
+
+    def read(self):
+        if self._sock is None:
+            self._connect()
+            if self._sock is None:
+                return []
+        if not self._connected:
+            _, writable, _ = select.select([], [self._sock], [], 0)
+            if not writable:
+                return []
+            if self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                self._drop()
+                return []
+            self._connected = True
+        out, lost = [], False
+        while True:
+            try:
+                data = self._sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                lost = True
+                break
+            if not data:
+                lost = True
+                break
+            out += self._lines.split(data)
+        if lost:
+            self._drop()
+        return out
+
+    def close(self):
+        self._drop()
+
+
+def _open_source(source, reconnect_s):
+    text = os.fspath(source)
+    if isinstance(text, str) and text.startswith("tcp://"):
+        host, _, port = text[len("tcp://"):].rpartition(":")
+        return _TcpSource(host.strip("[]") or "127.0.0.1", int(port), reconnect_s)
+    return _FileSource(text)
+
+
+def _dist():
+    """torch.distributed when it is initialised, else None (also without torch)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+class Advisor:
+    """Applies copus's batch-size advice (``copus watch --advise OUT``) to a running job.
+
+    ``source``: the advice stream, a path of a growing NDJSON file or ``"tcp://HOST:PORT"``
+    (a line server; this process connects as a client). Only rank 0 of ``group`` reads it;
+    every ``check_every`` optimizer steps ``step_boundary`` broadcasts the advice that has
+    come due (``at_step`` <= step) to every rank in one ``broadcast_object_list``, so all
+    ranks change at the same step. Without torch.distributed (one process) nothing is
+    broadcast. Under NCCL pass a gloo ``group`` (``dist.new_group(backend="gloo")``) so the
+    check does not touch the GPU, and ``check_every`` > 1 to make it rarer.
+
+    ``micro_batch``: samples per forward pass on one rank; ``accumulation``: micro-batches
+    per optimizer step at the start; ``dp_world``: data-parallel ranks (default: the size of
+    ``group``, or 1); ``lr_scaling``: how ``lr_factor`` follows the global batch B relative
+    to the starting B0: "none" (1), "sqrt" (sqrt(B/B0)), "linear" (B/B0).
+
+    Advice with ``apply: "batch"`` (same layout, new global batch) is applied in place: the
+    accumulation becomes batch / (dp_world x micro_batch). It is refused, and treated as a
+    restart, when the advice's micro batch differs from this run's or the batch is not a
+    multiple of dp_world x micro_batch. Advice with ``apply: "restart"`` (a new layout) is
+    never applied: a checkpoint-and-restart recipe is logged once (logger "copus_hook") and
+    the advice is kept in ``restart``. ``dry_run`` advice is logged once and kept in
+    ``shown``. Of several batch advice due at one check, the newest (last read) wins.
+
+    Each applied change is written to the stats stream as one line::
+
+        {"v":1,"applied":{"at_step":S,"batch":B,"micro_batch":m,"accumulation":a,
+                          "advice_step":S0,"lr_factor":f}}
+
+    (S the step from which the new accumulation holds, S0 the advice's ``at_step``) through
+    the hook given this Advisor as ``advisor=`` (in its place among the records), else
+    through ``writer``. The training loop::
+
+        adv = copus_hook.Advisor("advice.ndjson", micro_batch=4, accumulation=8,
+                                 lr_scaling="sqrt")
+        hook = copus_hook.DdpNoiseHook(ddp, writer, adv.samples_per_rank, advisor=adv)
+        for step in range(steps):
+            if adv.step_boundary(step):                       # on every rank
+                for g in opt.param_groups:
+                    g["lr"] = base_lr * adv.lr_factor
+            for i in range(adv.accumulation):
+                ...                                           # forward / backward
+            hook.step_end(step, ...)
+    """
+
+    def __init__(self, source, writer=None, *, micro_batch, accumulation, lr_scaling="none",
+                 check_every=1, group=None, dp_world=None, reconnect_s=1.0):
+        if lr_scaling not in LR_SCALING:
+            raise ValueError(f"lr_scaling must be one of {LR_SCALING}, not {lr_scaling!r}")
+        if not (_count(micro_batch) and _count(accumulation) and _count(check_every)):
+            raise ValueError("micro_batch, accumulation and check_every must be integers >= 1")
+        dist = _dist()
+        self.writer, self.group = writer, group
+        self.micro_batch, self.accumulation = micro_batch, accumulation
+        self.lr_scaling, self.check_every = lr_scaling, check_every
+        if dp_world is None:
+            dp_world = dist.get_world_size(group) if dist is not None else 1
+        self.dp_world = int(dp_world)
+        self.batch0 = self.batch
+        self.restart = None      # the newest restart advice (or refused batch advice)
+        self.shown = []          # dry-run advice, logged and not applied
+        self.applied = []        # the changes applied, as written in the "applied" lines
+        self.skipped_lines = 0   # lines of the source that were not advice
+        self._pending, self._seen, self._logged = [], set(), set()
+        self._emit = None
+        self._broadcast = dist is not None and dist.get_world_size(group) > 1
+        self._src = dist.get_global_rank(group, 0) if dist is not None and group is not None \
+            else 0
+        self.reader = dist is None or dist.get_rank(group) == 0
+        self._source = _open_source(source, reconnect_s) if self.reader else None
+
+    @property
+    def batch(self):
+        """The global batch (samples): dp_world x micro_batch x accumulation."""
+        return self.dp_world * self.micro_batch * self.accumulation
+
+    @property
+    def samples_per_rank(self):
+        """Samples per optimizer step on one data-parallel rank: micro_batch x accumulation."""
+        return self.micro_batch * self.accumulation
+
+    def _factor(self, batch):
+        r = batch / self.batch0
+        return {"none": 1.0, "sqrt": math.sqrt(r), "linear": r}[self.lr_scaling]
+
+    @property
+    def lr_factor(self):
+        """Learning-rate multiplier relative to the starting batch, by ``lr_scaling``."""
+        return self._factor(self.batch)
+
+    def _attach(self, hook):
+        """Route the applied lines through ``hook`` (in step order among its records)."""
+        self._emit = hook._queue_line
+
+    def poll(self):
+        """Read what the source has now (rank 0 only; it never waits) and return how many
+        advice are pending (read and not yet due); 0 on other ranks."""
+        if not self.reader:
+            return 0
+        for line in self._source.read():
+            a = parse_advice(line)
+            if a is None:
+                self.skipped_lines += 1
+                continue
+            key = json.dumps(a, sort_keys=True)
+            if key in self._seen:       # a server sends its history again on reconnecting
+                continue
+            self._seen.add(key)
+            self._pending.append(a)
+        return len(self._pending)
+
+    def step_boundary(self, step):
+        """Call once per optimizer step on every rank, before the step's micro-batches.
+        Every ``check_every`` steps it takes the advice due by ``step`` (a collective when
+        distributed) and applies it; returns the change (the ``applied`` dict) or None.
+        ``accumulation``, ``batch`` and ``lr_factor`` then hold for this step on."""
+        if step % self.check_every:
+            return None
+        due = None
+        if self.reader:
+            self.poll()
+            due = [a for a in self._pending if a["at_step"] <= step] or None
+            self._pending = [a for a in self._pending if a["at_step"] > step]
+        if self._broadcast:
+            import torch.distributed as dist
+            box = [due]
+            dist.broadcast_object_list(box, src=self._src, group=self.group)
+            due = box[0]
+        if not due:
+            return None
+        target = None
+        for a in due:
+            if a["dry_run"]:
+                self.shown.append(a)
+                self._note(a, "copus advice (dry run, not applied): " + self._describe(a))
+            elif a["apply"] == "restart":
+                self._restart(a, None)
+            else:
+                why = self._refusal(a)
+                if why:
+                    self._restart(a, why)
+                else:
+                    target = a
+        if target is None:
+            return None
+        new = target["batch"] // (self.dp_world * self.micro_batch)
+        if new == self.accumulation:
+            return None
+        self.accumulation = new
+        change = {"at_step": int(step), "batch": self.batch, "micro_batch": self.micro_batch,
+                  "accumulation": new, "advice_step": target["at_step"],
+                  "lr_factor": self.lr_factor}
+        self.applied.append(change)
+        line = {"v": PROTOCOL_VERSION, "applied": change}
+        if self._emit is not None:
+            self._emit(line)
+        elif self.writer is not None:
+            self.writer.write(line)
+        if self.reader:
+            _log.info("copus advice applied at step %d: global batch %d (micro batch %d x "
+                      "accumulation %d x %d ranks), lr x%.4g", step, self.batch,
+                      self.micro_batch, new, self.dp_world, self.lr_factor)
+        return change
+
+    def _refusal(self, a):
+        """Why batch advice cannot be applied in place, or None."""
+        m, dp = self.micro_batch, self.dp_world
+        if a["micro_batch"] != m:
+            return f"its micro batch {a['micro_batch']} differs from this run's {m}"
+        if a["batch"] % (dp * m):
+            return (f"batch {a['batch']} is not a multiple of {dp} data-parallel ranks x "
+                    f"micro batch {m}")
+        acc = a["batch"] // (dp * m)
+        if acc != a["accumulation"] or a["layout"]["dp"] != dp:
+            _log.warning("copus advice for step %d assumes dp=%d, accumulation %d; this run "
+                         "has dp=%d: applying its global batch %d as accumulation %d",
+                         a["at_step"], a["layout"]["dp"], a["accumulation"], dp, a["batch"],
+                         acc)
+        return None
+
+    def _describe(self, a):
+        lay = a["layout"]
+        text = (f"from step {a['at_step']}: global batch {a['batch']} = micro batch "
+                f"{a['micro_batch']} x accumulation {a['accumulation']} on dp={lay['dp']} "
+                f"tp={lay['tp']} pp={lay['pp']} (apply: {a['apply']})")
+        if isinstance(a.get("expected_gain"), (int, float)):
+            text += f", expected gain {100 * a['expected_gain']:+.1f} %"
+        if a.get("reason"):
+            text += f"; {a['reason']}"
+        return text
+
+    def _restart(self, a, why):
+        self.restart = a
+        lay = a["layout"]
+        head = (f"copus batch advice cannot be applied in place ({why}): treat it as a restart"
+                if why else "copus advises a new layout (restart, not applied in place)")
+        self._note(a, f"{head}: {self._describe(a)}. To follow it: save a checkpoint, stop, "
+                      f"and relaunch with dp={lay['dp']} tp={lay['tp']} pp={lay['pp']}, "
+                      f"micro batch {a['micro_batch']}, accumulation {a['accumulation']} "
+                      f"(global batch {a['batch']}, lr x{self._factor(a['batch']):.4g} of "
+                      f"the starting lr under lr_scaling={self.lr_scaling}).")
+
+    def _note(self, a, message):
+        """Log once per advice, on the reading rank."""
+        key = json.dumps(a, sort_keys=True)
+        if self.reader and key not in self._logged:
+            self._logged.add(key)
+            _log.warning("%s", message)
+
+    def close(self):
+        """Stop reading the source."""
+        if self._source is not None:
+            self._source.close()
 
 
 def _batch_size(batch):
