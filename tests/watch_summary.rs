@@ -144,3 +144,6 @@ fn watch_and_analyze_screen_records_alike_nan_included() {
 
 #[path = "watch_cases/advise.rs"]
 mod advise_cases;
+
+#[path = "watch_cases/advisor.rs"]
+mod advisor_cases;

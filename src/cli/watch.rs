@@ -113,8 +113,7 @@ pub struct WatchSummary {
     pub event_lines: u64,
     /// Steps at which the run reported applying a change (`applied` lines; the newest 1000).
     pub applied_at: Vec<u64>,
-    /// With --advise: the advice written, in order (absent without --advise).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// With --advise: the advice written, in order (`null` without --advise).
     pub advice: Option<Vec<crate::plan::advice::Advice>>,
     /// The noise-scale estimate over every unflagged record; its fields are flattened in.
     #[serde(flatten)]

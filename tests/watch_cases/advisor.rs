@@ -1,0 +1,161 @@
+//! The advice engine (`copus::plan::advice`) on the demo session's throughput table: a run
+//! that follows its advice while B_crit grows, a steady noisy B_crit, in-place changes.
+
+use copus::goodput::{GoodputGrid, StatEffForm, ThroughputTable};
+use copus::plan::advice::{Advice, AdviceSettings, Advisor, Apply, RunState};
+use std::path::Path;
+
+fn demo_table() -> ThroughputTable {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron");
+    let r = copus::session::Session::load(&path)
+        .expect("load")
+        .resolve(&path)
+        .expect("resolve");
+    let eff = r.efficiency();
+    let ctx = copus::perf::PerfContext {
+        hw: &r.hardware,
+        model: &r.model,
+        eff: &eff,
+        gpus_per_node: r.session.cluster.gpus_per_node,
+    };
+    copus::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search)
+}
+
+fn advisor(table: ThroughputTable, min_dwell_steps: u64) -> Advisor {
+    Advisor::new(
+        table,
+        AdviceSettings {
+            threshold: 0.05,
+            min_dwell_steps,
+            b_crit_scale: 1.0,
+            form: StatEffForm::McCandlish,
+            dry_run: false,
+        },
+    )
+}
+
+/// A deterministic ±`amp` multiplicative wobble.
+fn wobble(i: u64, amp: f64) -> f64 {
+    let x = (i.wrapping_mul(2_654_435_761) % 1000) as f64 / 999.0;
+    1.0 + amp * (2.0 * x - 1.0)
+}
+
+fn state_of(adv: &Advice) -> RunState {
+    RunState {
+        batch: adv.batch,
+        layout: Some((adv.layout.dp, adv.layout.tp, adv.layout.pp)),
+        micro_batch: Some(adv.micro_batch),
+    }
+}
+
+/// The run follows each piece of advice from the step after it.
+fn follow(
+    a: &mut Advisor,
+    b_crit: impl Fn(u64) -> f64,
+    steps: u64,
+    start: RunState,
+) -> Vec<Advice> {
+    let mut run = start;
+    let mut out = Vec::new();
+    for step in 0..steps {
+        if let Some(adv) = a.observe(step, b_crit(step), &run) {
+            run = state_of(&adv);
+            out.push(adv);
+        }
+    }
+    out
+}
+
+/// Goodput of `run`'s cell at `b_crit`, and the table's best.
+fn goodput(t: &ThroughputTable, run: &RunState, b_crit: f64) -> (f64, f64) {
+    let grid = GoodputGrid::at(t, b_crit, StatEffForm::McCandlish);
+    let nb = t.batches.len();
+    let b = t
+        .batches
+        .iter()
+        .position(|&x| x == run.batch)
+        .expect("batch on the axis");
+    let (dp, tp, pp) = run.layout.expect("layout");
+    let l = t
+        .layouts
+        .iter()
+        .position(|l| (l.dp, l.tp, l.pp, l.cp) == (dp, tp, pp, 1))
+        .expect("layout row");
+    let best = grid.goodput.iter().flatten().fold(0.0f64, |m, &g| m.max(g));
+    (grid.goodput[l * nb + b].expect("feasible"), best)
+}
+
+#[test]
+fn a_run_following_advice_as_b_crit_grows_raises_its_batch_and_ends_near_the_best() {
+    let t = demo_table();
+    let mut a = advisor(t.clone(), 50);
+    let start = RunState {
+        batch: 32,
+        layout: None,
+        micro_batch: None,
+    };
+    // B_crit grows 16× (300 → 4800 samples) over 4000 steps, with ±25 % noise.
+    let advice = follow(
+        &mut a,
+        |s| 300.0 * 16f64.powf(s as f64 / 4000.0) * wobble(s, 0.25),
+        4000,
+        start,
+    );
+    assert!(advice.len() >= 2, "{advice:#?}");
+    for w in advice.windows(2) {
+        assert!(w[1].batch >= w[0].batch, "{advice:#?}");
+        assert!(w[1].at_step >= w[0].at_step + 50, "dwell: {advice:#?}");
+    }
+    for adv in &advice {
+        assert!(adv.expected_gain > 0.05, "{adv:?}");
+        let per = u64::from(adv.layout.dp) * u64::from(adv.micro_batch);
+        assert_eq!(per * adv.accumulation, adv.batch, "{adv:?}");
+        assert_eq!(adv.layout.dp * adv.layout.tp * adv.layout.pp, 64);
+    }
+    let last = advice.last().expect("advice");
+    let (g_end, g_best) = goodput(&t, &state_of(last), 4800.0);
+    assert!(g_end >= g_best / 1.05, "{g_end} vs {g_best}");
+    assert!(last.batch >= 128, "{advice:#?}");
+}
+
+#[test]
+fn a_steady_noisy_b_crit_does_not_flip_flop() {
+    let mut a = advisor(demo_table(), 20);
+    let start = RunState {
+        batch: 32,
+        layout: None,
+        micro_batch: None,
+    };
+    let first = follow(&mut a, |_| 1500.0, 1, start);
+    let run = first.last().map_or(start, state_of);
+    // 10 000 steps of ±30 % noise around the B_crit the run was advised for.
+    let later = follow(&mut a, |s| 1500.0 * wobble(s, 0.3), 10_000, run);
+    assert!(later.len() <= 1, "{later:#?}");
+}
+
+#[test]
+fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
+    let t = demo_table();
+    let grid = GoodputGrid::at(&t, 1.0e6, StatEffForm::McCandlish);
+    let (l, _) = grid.best.expect("best");
+    let lay = t.layouts[l];
+    let mut a = advisor(t, 0);
+    // The run sits at batch 64 on the layout the table likes at a huge B_crit.
+    let run = RunState {
+        batch: 64,
+        layout: Some((lay.dp, lay.tp, lay.pp)),
+        micro_batch: Some(1),
+    };
+    let adv = a.observe(10, 1.0e6, &run).expect("advice at a huge B_crit");
+    assert!(adv.batch > 64);
+    if (adv.layout.dp, adv.layout.tp, adv.layout.pp) == (lay.dp, lay.tp, lay.pp) {
+        assert_eq!(adv.apply, Apply::Batch);
+        assert_eq!(adv.micro_batch, 1);
+        assert_eq!(adv.accumulation, adv.batch / u64::from(lay.dp));
+    } else {
+        assert_eq!(adv.apply, Apply::Restart);
+    }
+    // Not advised twice, and nothing for a non-finite estimate.
+    assert!(a.observe(11, 1.0e6, &run).is_none());
+    assert!(a.observe(12, f64::NAN, &run).is_none());
+}
