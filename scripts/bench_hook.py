@@ -23,7 +23,6 @@ import argparse
 import datetime
 import importlib.util
 import json
-import math
 import os
 import platform
 import statistics
@@ -156,7 +155,8 @@ def worker(rank, args, store, outdir, old_path):
             parts[name] = 1e3 * statistics.median(ts)
     if rank == 0:
         with open(os.path.join(outdir, "times.json"), "w", encoding="utf-8") as f:
-            json.dump({"times": times, "parts": parts, "calls": {m: r["calls"] for m, r in runs.items()},
+            json.dump({"times": times, "parts": parts,
+                       "calls": {m: r["calls"] for m, r in runs.items()},
                        "params": sum(p.numel() for p in runs["plain"]["ddp"].parameters())}, f)
     # Leave without gloo's teardown (it can abort a rank at exit on a loaded machine); wait
     # on marker files so that no rank closes its sockets while a peer is still working.

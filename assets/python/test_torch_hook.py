@@ -7,11 +7,11 @@ with accumulation; the model-parallel mode on a hand-sharded tensor-parallel MLP
 a replicated bias). Each scenario also counts, with patched torch methods, the host
 read-backs (item, tolist, float(), int(), bool(), cpu, numpy) and collectives copus_hook makes:
 none on the per-step path, one tolist (and the hook's all-reduce(s)) per flush, the flushes
-every `flush_every` steps and at close(). Every record is checked against an independent recomputation in the test
-process: each data-parallel rank's gradient is recomputed from the saved (whole) parameters
-and the same data in float64 on a plain copy of the model, and sq_small = mean_r |g_r|^2,
-sq_big = |mean_r g_r|^2 are formed from those. DumpRoundTripTests check dump_gradients
-against `copus analyze`.
+every `flush_every` steps and at close(). Every record is checked against an independent
+recomputation in the test process: each data-parallel rank's gradient is recomputed from the
+saved (whole) parameters and the same data in float64 on a plain copy of the model, and
+sq_small = mean_r |g_r|^2, sq_big = |mean_r g_r|^2 are formed from those.
+DumpRoundTripTests check dump_gradients against `copus analyze`.
 
 Needs torch (``scripts/python_env.sh`` makes a venv with it). Run from this directory:
 ``python -m unittest -v test_torch_hook``. With COPUS_TORCH_OUT=DIR the records are kept in
