@@ -729,3 +729,66 @@ fn the_live_link_glyph_tells_connected_reconnecting_and_ended_apart() {
         );
     }
 }
+
+#[test]
+fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
+    use copus::plan::advice::{AdviceSettings, Advisor};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("advice.ndjson");
+    std::fs::write(&out, "").expect("create");
+    let mut app = demo_with_table();
+    app.advice = Some(copus::app::advice::AdviceLoop::new(
+        Advisor::new(AdviceSettings {
+            threshold: 0.05,
+            min_dwell_steps: 0,
+            b_crit_scale: 1.0,
+            form: copus::goodput::StatEffForm::McCandlish,
+            dry_run: false,
+        }),
+        out.clone(),
+    ));
+    // Nothing pending: A says so and writes nothing.
+    let effects = update(&mut app, Msg::ApproveAdvice);
+    assert!(
+        effects.is_empty() && app.status.contains("no advice pending"),
+        "{}",
+        app.status
+    );
+    // A live run at batch 32 (its tokens grow by 32 sequences a step) with B_crit 5000.
+    let seq = f64::from(app.trajectory.seq_len);
+    let n = app.trajectory.points.len();
+    for (k, p) in app.trajectory.points[n - 2..].iter_mut().enumerate() {
+        p.step = 1000 + k as u64;
+        p.tokens = (1000 + k) as f64 * 32.0 * seq;
+        p.b_crit = 5000.0;
+    }
+    copus::app::advice::observe(&mut app);
+    let pending = app
+        .advice
+        .as_ref()
+        .and_then(|a| a.pending.clone())
+        .expect("pending advice");
+    assert!(pending.batch > 32, "{pending:?}");
+    let note = copus::app::advice::pending_note(&app).expect("note");
+    assert!(note.contains("A approves"), "{note}");
+    // The key A approves it.
+    let msg = copus::tui::keys::key_to_msg(&app, key(KeyCode::Char('A'), KeyModifiers::SHIFT));
+    assert!(matches!(msg, Some(Msg::ApproveAdvice)), "{msg:?}");
+    let effects = update(&mut app, Msg::ApproveAdvice);
+    let [Effect::AppendLine { path, line }] = effects.as_slice() else {
+        panic!("{effects:?}");
+    };
+    assert_eq!(path, &out);
+    let answer = copus::tui::worker::append(path.clone(), line);
+    assert!(
+        matches!(answer, Msg::Appended { result: Ok(()), .. }),
+        "{answer:?}"
+    );
+    let written: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&out).expect("read").trim()).expect("JSON");
+    assert_eq!(written["advice"]["batch"].as_u64(), Some(pending.batch));
+    assert!(app.advice.as_ref().expect("loop").pending.is_none());
+    // The same advice is not offered again.
+    copus::app::advice::observe(&mut app);
+    assert!(app.advice.as_ref().expect("loop").pending.is_none());
+}

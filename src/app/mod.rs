@@ -3,6 +3,7 @@
 //! Slow work (throughput tables, writing files) is requested as [`update::Effect`]s that a
 //! worker thread carries out, answering with messages.
 
+pub mod advice;
 pub mod explain;
 pub mod export;
 pub mod goto;

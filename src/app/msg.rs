@@ -73,6 +73,15 @@ pub enum Msg {
     Answer(char),
     /// Export the current view as CSV and JSON beside the save path.
     Export,
+    /// Approve the pending live advice: append it to the `--advise` file.
+    ApproveAdvice,
+    /// An `Effect::AppendLine` finished.
+    Appended {
+        /// The file.
+        path: std::path::PathBuf,
+        /// `Err` with the reason when the line was not written.
+        result: Result<(), String>,
+    },
     /// Quit the explorer (asks first when there are unsaved changes).
     Quit,
     /// The worker finished a throughput table for table generation `generation`.

@@ -70,6 +70,8 @@ pub struct App {
     /// Live attach: the follower's last word on the connection (following, waiting,
     /// reconnecting, restarted, ended), kept in the title line.
     pub live_link: Option<String>,
+    /// Live attach with `--advise`: the advice loop (pending and approved advice).
+    pub advice: Option<super::advice::AdviceLoop>,
     /// Live attach: keep the cursor at the newest point until the user scrubs away.
     pub follow: bool,
     /// Whether the help overlay is shown.
@@ -243,6 +245,7 @@ impl App {
             plan_generation: 0,
             switch_points: Vec::new(),
             live_target: None,
+            advice: None,
             live_link: None,
             follow: true,
             show_help: false,

@@ -25,6 +25,13 @@ pub enum Effect {
     },
     /// Write files atomically (a save or an export), then answer `Msg::Written`.
     Write(WriteJob),
+    /// Append one line to an existing file (approved advice), then answer `Msg::Appended`.
+    AppendLine {
+        /// The file.
+        path: PathBuf,
+        /// The line, without its newline.
+        line: String,
+    },
 }
 
 /// Files to write and what the write means, echoed back in `Msg::Written`.
@@ -389,6 +396,7 @@ fn from_user(msg: &Msg) -> bool {
             | Msg::LiveStatus(_)
             | Msg::Progress(..)
             | Msg::Written { .. }
+            | Msg::Appended { .. }
             | Msg::WouldOverwrite { .. }
     )
 }
@@ -677,6 +685,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                         app.cursor = app.trajectory.points.len().saturating_sub(1);
                         app.refresh_grid();
                     }
+                    super::advice::observe(app);
                     let mode = if follow {
                         "following the head"
                     } else {
@@ -686,6 +695,9 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                         Some(w) => format!("{head} · {mode} · {w}"),
                         None => format!("{head} · {mode}"),
                     };
+                    if let Some(note) = super::advice::pending_note(app) {
+                        app.status = format!("{note} · {}", app.status);
+                    }
                     return request_plan(app).into_iter().collect();
                 }
                 Err(e) => app.status = format!("{head} · no estimate yet: {e}"),
@@ -693,13 +705,22 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         }
         Msg::LiveStatus(s) => {
             app.live_link = Some(s.clone());
-            app.status = s;
+            app.status = match super::advice::pending_note(app) {
+                Some(note) => format!("{note} · {s}"),
+                None => s,
+            };
         }
         Msg::Progress(f, what) => {
             app.status = format!("{what} {:.0}%", f * 100.0);
             app.progress = Some((f.clamp(0.0, 1.0), what));
         }
         Msg::Written { job, result } => written(app, *job, result),
+        Msg::Appended { path, result } => {
+            if let Err(e) = result {
+                app.status = format!("advice not written to {}: {e}", path.display());
+            }
+        }
+        Msg::ApproveAdvice => return super::advice::approve(app),
         Msg::WouldOverwrite { job, existing } => {
             app.status = format!("{} exists", existing.display());
             app.confirm = Some(Confirm::Overwrite { job, existing });

@@ -35,8 +35,9 @@ pub struct WatchArgs {
     /// Explorer: model and cluster of the run.
     #[command(flatten)]
     pub cluster: super::cluster_args::ClusterArgs,
-    /// With --headless: write advice (the batch and layout to run now, from the live B_crit
-    /// and --session's model) to this file, FIFO or tcp://HOST:PORT (served to every client).
+    /// Write advice (the batch and layout to run now, from the live B_crit and --session's
+    /// model): with --headless to this file, FIFO or tcp://HOST:PORT (served to every client);
+    /// in the explorer each advice waits for approval (A) and is appended to the file.
     #[arg(long, requires = "session", value_name = "OUT")]
     pub advise: Option<String>,
     /// The session (.ron) whose model, cluster and b_crit_scale --advise uses.
@@ -200,9 +201,6 @@ fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
 pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let target = Target::parse(&args.target)?;
     if !args.headless {
-        if args.advise.is_some() {
-            anyhow::bail!("--advise runs with --headless (the explorer does not show advice yet)");
-        }
         return run_explorer(args);
     }
     if args.until_steps.is_none() && args.timeout_s.is_none() && args.advise.is_none() {
@@ -259,17 +257,52 @@ pub fn timeout_of(t: f64) -> anyhow::Result<Duration> {
 /// The explorer on a live run: an ad-hoc session (saved beside the current directory as
 /// `copus-live.ron` on `s`) whose trajectory grows as records arrive.
 fn run_explorer(args: &WatchArgs) -> anyhow::Result<()> {
-    let session = args.cluster.session(
-        format!("live: {}", args.target),
-        crate::session::DataSource::Live {
-            target: args.target.clone(),
-            seq_len: args.seq_len,
-        },
-    );
-    let resolved = session.resolve(std::path::Path::new("copus-live.ron"))?;
+    let source = crate::session::DataSource::Live {
+        target: args.target.clone(),
+        seq_len: args.seq_len,
+    };
+    // With --advise, the explorer shows the advice session's model and cluster.
+    let (session, path) = match &args.session {
+        Some(p) => {
+            super::model_args::check_session_path(p)?;
+            let mut s = crate::session::Session::load(p)?;
+            s.name = format!("live: {} · {}", args.target, s.name);
+            s.source = source;
+            (s, p.clone())
+        }
+        None => (
+            args.cluster
+                .session(format!("live: {}", args.target), source),
+            std::path::PathBuf::from("copus-live.ron"),
+        ),
+    };
+    let resolved = session.resolve(&path)?;
+    let advice = match &args.advise {
+        Some(out) if out.starts_with("tcp://") => anyhow::bail!(
+            "--advise {out}: the explorer appends approved advice to a file; serve it on TCP with --headless"
+        ),
+        Some(out) => {
+            let path = std::path::PathBuf::from(out);
+            crate::fsutil::create_stream_output(&path, args.force)
+                .map_err(|e| anyhow::anyhow!("--advise {out}: {e}"))?;
+            let threshold = args
+                .advise_threshold
+                .unwrap_or(resolved.session.costs.switch_threshold);
+            let advisor = crate::plan::advice::Advisor::new(crate::plan::advice::AdviceSettings {
+                threshold,
+                min_dwell_steps: args.min_dwell_steps,
+                b_crit_scale: resolved.session.b_crit_scale,
+                form: resolved.session.stat_eff,
+                dry_run: args.dry_run,
+            });
+            Some(crate::app::advice::AdviceLoop::new(advisor, path))
+        }
+        None => None,
+    };
     let mut app = crate::app::App::loading(resolved);
     app.loading = false;
     app.live_target = Some(args.target.clone());
+    app.advice = advice;
     app.status = format!("waiting for records from {}…", args.target);
     crate::tui::run(app)?;
     Ok(())

@@ -16,6 +16,7 @@ enum Sink {
 /// The advisor of a watch and where it writes.
 pub struct Advising {
     advisor: Advisor,
+    table: crate::goodput::ThroughputTable,
     sink: Sink,
     shown: String,
     run: Option<RunState>,
@@ -75,7 +76,8 @@ impl Advising {
             Sink::File(f)
         };
         Ok(Self {
-            advisor: Advisor::new(table, settings),
+            advisor: Advisor::new(settings),
+            table,
             sink,
             shown: o.out.to_string(),
             run: None,
@@ -100,7 +102,7 @@ impl Advising {
         let Some(run) = self.run else {
             return Ok(());
         };
-        let Some(advice) = self.advisor.observe(step, b_simple, &run) else {
+        let Some(advice) = self.advisor.observe(&self.table, step, b_simple, &run) else {
             return Ok(());
         };
         let line = serde_json::to_string(&AdviceLine {

@@ -96,20 +96,19 @@ pub struct AdviceLine<'a> {
     pub advice: &'a Advice,
 }
 
-/// Decides advice from a stream of observations.
+/// Decides advice from a stream of observations (the hysteresis state; the throughput table
+/// is passed to each observation, so that a what-if change of the model applies at once).
 #[derive(Debug, Clone)]
 pub struct Advisor {
-    table: ThroughputTable,
     settings: AdviceSettings,
     last_advice_step: Option<u64>,
     last_advised: Option<(usize, usize)>,
 }
 
 impl Advisor {
-    /// An advisor over the session's throughput table.
-    pub fn new(table: ThroughputTable, settings: AdviceSettings) -> Self {
+    /// An advisor that has advised nothing yet.
+    pub fn new(settings: AdviceSettings) -> Self {
         Self {
-            table,
             settings,
             last_advice_step: None,
             last_advised: None,
@@ -118,26 +117,26 @@ impl Advisor {
 
     /// The batch column of `batch`: its own, else the largest batch below it (the smallest
     /// column below the axis).
-    fn column_of(&self, batch: u64) -> usize {
-        self.table
-            .batches
-            .iter()
-            .rposition(|&x| x <= batch)
-            .unwrap_or(0)
+    fn column_of(table: &ThroughputTable, batch: u64) -> usize {
+        table.batches.iter().rposition(|&x| x <= batch).unwrap_or(0)
     }
 
     /// The table cell the run is in: its batch's column and its layout's row (the fastest
     /// layout at that batch when the records do not say).
-    fn current_cell(&self, run: &RunState, grid: &GoodputGrid) -> Option<(usize, usize, f64)> {
-        let b = self.column_of(run.batch);
-        let nb = self.table.batches.len();
-        let rows = 0..self.table.layouts.len();
+    fn current_cell(
+        table: &ThroughputTable,
+        run: &RunState,
+        grid: &GoodputGrid,
+    ) -> Option<(usize, usize, f64)> {
+        let b = Self::column_of(table, run.batch);
+        let nb = table.batches.len();
+        let rows = 0..table.layouts.len();
         let goodput = |l: usize| grid.goodput[l * nb + b];
         match run.layout {
             Some((dp, tp, pp)) => rows
                 .into_iter()
                 .find(|&l| {
-                    let lay = &self.table.layouts[l];
+                    let lay = &table.layouts[l];
                     (lay.dp, lay.tp, lay.pp, lay.cp) == (dp, tp, pp, 1)
                 })
                 .and_then(|l| goodput(l).map(|g| (l, b, g))),
@@ -149,7 +148,13 @@ impl Advisor {
 
     /// Take the live estimate `b_simple` (samples) at `step` with the run in `run`; the advice
     /// to write, if any.
-    pub fn observe(&mut self, step: u64, b_simple: f64, run: &RunState) -> Option<Advice> {
+    pub fn observe(
+        &mut self,
+        table: &ThroughputTable,
+        step: u64,
+        b_simple: f64,
+        run: &RunState,
+    ) -> Option<Advice> {
         if !(b_simple.is_finite() && b_simple > 0.0) {
             return None;
         }
@@ -160,9 +165,9 @@ impl Advisor {
         }
         let s = &self.settings;
         let b_noise = b_simple * s.b_crit_scale;
-        let grid = GoodputGrid::at(&self.table, b_noise, s.form);
-        let (cl, cb, current) = self.current_cell(run, &grid)?;
-        let nb = self.table.batches.len();
+        let grid = GoodputGrid::at(table, b_noise, s.form);
+        let (cl, cb, current) = Self::current_cell(table, run, &grid)?;
+        let nb = table.batches.len();
         // The best cell at a batch no smaller than the run's or the last advice's.
         let floor = self.last_advised.map_or(cb, |(_, b)| b.max(cb));
         let (bl, bb, best) = grid
@@ -179,11 +184,11 @@ impl Advisor {
         {
             return None;
         }
-        let TableCell::Feasible { config, .. } = self.table.cell(bl, bb) else {
+        let TableCell::Feasible { config, .. } = table.cell(bl, bb) else {
             return None;
         };
-        let lay = self.table.layouts[bl];
-        let batch = self.table.batches[bb];
+        let lay = table.layouts[bl];
+        let batch = table.batches[bb];
         // The run's layout, or the one assumed for it (the fastest at its batch).
         let same_layout = bl == cl && lay.cp == 1;
         // In place the run keeps its micro-batch where the new batch allows it.
@@ -216,7 +221,7 @@ impl Advisor {
                 gain * 100.0,
                 run.batch,
                 {
-                    let c = self.table.layouts[cl];
+                    let c = table.layouts[cl];
                     crate::perf::config::layout_label_cp(c.dp, c.cp, c.tp, c.pp)
                 }
             ),

@@ -192,6 +192,13 @@ pub const KEYMAP: &[Binding] = &[
         hint: Some("s save"),
     },
     Binding {
+        label: "A",
+        what: "live run with --advise: approve the pending advice (appends it to the advice file the hook reads)",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('A'), SHIFT)],
+        hint: None,
+    },
+    Binding {
         label: "e",
         what: "export the grid at the cursor as CSV and JSON, with its context",
         scope: Scope::Global,

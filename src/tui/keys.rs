@@ -78,6 +78,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('>'), _) => Msg::Smoothing(1),
         (KeyCode::Char('<'), _) => Msg::Smoothing(-1),
         (KeyCode::Char('e'), _) => Msg::Export,
+        (KeyCode::Char('A'), _) => Msg::ApproveAdvice,
         (KeyCode::Char('n'), _) => Msg::Tour(1),
         (KeyCode::Char('p'), _) => Msg::Tour(-1),
         (KeyCode::Char('*'), _) => Msg::SelectBest,

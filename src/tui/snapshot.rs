@@ -48,6 +48,7 @@ pub fn settle(app: &mut App, effects: Vec<Effect>) {
                     crate::pipeline::load(&app.resolved).map_err(|e| e.to_string()),
                 )),
                 Effect::Write(job) => super::worker::write(job),
+                Effect::AppendLine { path, line } => super::worker::append(path, &line),
             };
             next.extend(update(app, msg));
         }

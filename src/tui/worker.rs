@@ -71,6 +71,23 @@ pub fn write(job: WriteJob) -> Msg {
     }
 }
 
+/// What the write lane does, in order.
+enum WriteWork {
+    Files(WriteJob),
+    Append(std::path::PathBuf, String),
+}
+
+/// Append `line` and a newline to the existing file `path`.
+pub fn append(path: std::path::PathBuf, line: &str) -> Msg {
+    use std::io::Write as _;
+    let result = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| writeln!(f, "{line}").and_then(|()| f.flush()))
+        .map_err(|e| e.to_string());
+    Msg::Appended { path, result }
+}
+
 /// One lane of work: a thread that runs `f` on its jobs in order and sends what it answers.
 /// With `latest_wins`, jobs that queued up while it was busy are dropped but the newest (a
 /// newer table, plan or load supersedes the older ones; the app ignores stale answers anyway).
@@ -157,7 +174,12 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
             })
         },
     );
-    let (writes, write_h) = lane("write", results, false, |job: WriteJob, _| Some(write(job)));
+    let (writes, write_h) = lane("write", results, false, |w: WriteWork, _| {
+        Some(match w {
+            WriteWork::Files(job) => write(job),
+            WriteWork::Append(path, line) => append(path, &line),
+        })
+    });
     let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
     let handle = std::thread::spawn(move || {
         // Test hook for the end-to-end check that a worker panic stops the explorer with a
@@ -173,7 +195,10 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
                 Job::Run(Effect::ComputeTable { generation }, Some(job)) => {
                     tables.send((generation, job)).is_ok()
                 }
-                Job::Run(Effect::Write(job), _) => writes.send(job).is_ok(),
+                Job::Run(Effect::Write(job), _) => writes.send(WriteWork::Files(job)).is_ok(),
+                Job::Run(Effect::AppendLine { path, line }, _) => {
+                    writes.send(WriteWork::Append(path, line)).is_ok()
+                }
                 Job::Run(_, _) => true,
             };
             if !sent {

@@ -21,17 +21,14 @@ fn demo_table() -> ThroughputTable {
     copus::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search)
 }
 
-fn advisor(table: ThroughputTable, min_dwell_steps: u64) -> Advisor {
-    Advisor::new(
-        table,
-        AdviceSettings {
-            threshold: 0.05,
-            min_dwell_steps,
-            b_crit_scale: 1.0,
-            form: StatEffForm::McCandlish,
-            dry_run: false,
-        },
-    )
+fn advisor(min_dwell_steps: u64) -> Advisor {
+    Advisor::new(AdviceSettings {
+        threshold: 0.05,
+        min_dwell_steps,
+        b_crit_scale: 1.0,
+        form: StatEffForm::McCandlish,
+        dry_run: false,
+    })
 }
 
 /// A deterministic ±`amp` multiplicative wobble.
@@ -58,7 +55,7 @@ fn follow(
     let mut run = start;
     let mut out = Vec::new();
     for step in 0..steps {
-        if let Some(adv) = a.observe(step, b_crit(step), &run) {
+        if let Some(adv) = a.observe(t, step, b_crit(step), &run) {
             run = state_of(&adv);
             out.push(adv);
         }
@@ -88,7 +85,7 @@ fn goodput(t: &ThroughputTable, run: &RunState, b_crit: f64) -> (f64, f64) {
 #[test]
 fn a_run_following_advice_as_b_crit_grows_raises_its_batch_and_ends_near_the_best() {
     let t = demo_table();
-    let mut a = advisor(t.clone(), 50);
+    let mut a = advisor(50);
     let start = RunState {
         batch: 32,
         layout: None,
@@ -120,16 +117,17 @@ fn a_run_following_advice_as_b_crit_grows_raises_its_batch_and_ends_near_the_bes
 
 #[test]
 fn a_steady_noisy_b_crit_does_not_flip_flop() {
-    let mut a = advisor(demo_table(), 20);
+    let t = demo_table();
+    let mut a = advisor(20);
     let start = RunState {
         batch: 32,
         layout: None,
         micro_batch: None,
     };
-    let first = follow(&mut a, |_| 1500.0, 1, start);
+    let first = follow(&t, &mut a, |_| 1500.0, 1, start);
     let run = first.last().map_or(start, state_of);
     // 10 000 steps of ±30 % noise around the B_crit the run was advised for.
-    let later = follow(&mut a, |s| 1500.0 * wobble(s, 0.3), 10_000, run);
+    let later = follow(&t, &mut a, |s| 1500.0 * wobble(s, 0.3), 10_000, run);
     assert!(later.len() <= 1, "{later:#?}");
 }
 
@@ -139,14 +137,16 @@ fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
     let grid = GoodputGrid::at(&t, 1.0e6, StatEffForm::McCandlish);
     let (l, _) = grid.best.expect("best");
     let lay = t.layouts[l];
-    let mut a = advisor(t, 0);
+    let mut a = advisor(0);
     // The run sits at batch 64 on the layout the table likes at a huge B_crit.
     let run = RunState {
         batch: 64,
         layout: Some((lay.dp, lay.tp, lay.pp)),
         micro_batch: Some(1),
     };
-    let adv = a.observe(10, 1.0e6, &run).expect("advice at a huge B_crit");
+    let adv = a
+        .observe(&t, 10, 1.0e6, &run)
+        .expect("advice at a huge B_crit");
     assert!(adv.batch > 64);
     if (adv.layout.dp, adv.layout.tp, adv.layout.pp) == (lay.dp, lay.tp, lay.pp) {
         assert_eq!(adv.apply, Apply::Batch);
@@ -156,6 +156,6 @@ fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
         assert_eq!(adv.apply, Apply::Restart);
     }
     // Not advised twice, and nothing for a non-finite estimate.
-    assert!(a.observe(11, 1.0e6, &run).is_none());
-    assert!(a.observe(12, f64::NAN, &run).is_none());
+    assert!(a.observe(&t, 11, 1.0e6, &run).is_none());
+    assert!(a.observe(&t, 12, f64::NAN, &run).is_none());
 }

@@ -1,0 +1,112 @@
+//! Live advice in the explorer (`copus watch SRC --advise OUT --session S`): the advisor
+//! observes each live re-estimate; its advice waits as *pending* until the user approves it
+//! (`A`), and only approved advice is appended to OUT, so a human stays in the loop.
+
+use super::App;
+use super::update::Effect;
+use crate::plan::advice::{Advice, AdviceLine, Advisor, Apply, RunState};
+use std::path::PathBuf;
+
+/// The explorer's advice loop.
+#[derive(Debug, Clone)]
+pub struct AdviceLoop {
+    /// The hysteresis state.
+    pub advisor: Advisor,
+    /// The file approved advice is appended to (created when the explorer starts).
+    pub out: PathBuf,
+    /// Advice waiting for approval (newer advice replaces it).
+    pub pending: Option<Advice>,
+    /// Advice approved and written, in order.
+    pub approved: Vec<Advice>,
+}
+
+impl AdviceLoop {
+    /// A loop writing to `out` with `advisor`.
+    pub fn new(advisor: Advisor, out: PathBuf) -> Self {
+        Self {
+            advisor,
+            out,
+            pending: None,
+            approved: Vec::new(),
+        }
+    }
+}
+
+/// "batch 128 on DP64·TP1·PP1 (+7.9 %, restart)".
+pub fn advice_label(a: &Advice) -> String {
+    format!(
+        "batch {} on {} ({:+.1} %, {})",
+        a.batch,
+        crate::perf::config::layout_label_cp(a.layout.dp, 1, a.layout.tp, a.layout.pp),
+        a.expected_gain * 100.0,
+        match a.apply {
+            Apply::Batch => "in place",
+            Apply::Restart => "restart",
+        }
+    )
+}
+
+/// The run's global batch, samples: from the tokens of its last two points (the live run's
+/// own), else the session's `current_batch`.
+fn run_batch(app: &App) -> Option<u64> {
+    let pts = &app.trajectory.points;
+    let seq = f64::from(app.trajectory.seq_len.max(1));
+    let measured = match pts.as_slice() {
+        [.., a, b] if b.step > a.step && b.tokens > a.tokens => {
+            let per_step = (b.tokens - a.tokens) / (b.step - a.step) as f64 / seq;
+            (per_step.is_finite() && per_step >= 1.0).then(|| per_step.round() as u64)
+        }
+        _ => None,
+    };
+    measured.or(app.resolved.session.current_batch)
+}
+
+/// Observe the newest live point; new advice becomes the pending one.
+pub fn observe(app: &mut App) {
+    let (Some(table), Some(batch)) = (app.table.clone(), run_batch(app)) else {
+        return;
+    };
+    let Some(point) = app.trajectory.points.last().cloned() else {
+        return;
+    };
+    let Some(lp) = app.advice.as_mut() else {
+        return;
+    };
+    let run = RunState {
+        batch: lp.approved.last().map_or(batch, |a| a.batch.max(batch)),
+        layout: None,
+        micro_batch: None,
+    };
+    if let Some(a) = lp.advisor.observe(&table, point.step, point.b_crit, &run) {
+        lp.pending = Some(a);
+    }
+}
+
+/// The status-line note of a pending advice.
+pub fn pending_note(app: &App) -> Option<String> {
+    let a = app.advice.as_ref()?.pending.as_ref()?;
+    Some(format!("advice: {} · A approves", advice_label(a)))
+}
+
+/// `A`: write the pending advice to OUT.
+pub fn approve(app: &mut App) -> Vec<Effect> {
+    let Some(lp) = app.advice.as_mut() else {
+        app.status = "no advice loop: start with copus watch SRC --advise OUT --session S".into();
+        return Vec::new();
+    };
+    let Some(a) = lp.pending.take() else {
+        app.status = "no advice pending".into();
+        return Vec::new();
+    };
+    let line = match serde_json::to_string(&AdviceLine { v: 1, advice: &a }) {
+        Ok(l) => l,
+        Err(e) => {
+            app.status = format!("advice not written: {e}");
+            return Vec::new();
+        }
+    };
+    app.status = format!("approved: {} → {}", advice_label(&a), lp.out.display());
+    let path = lp.out.clone();
+    lp.approved.push(a);
+    vec![Effect::AppendLine { path, line }]
+}
