@@ -47,6 +47,7 @@ fn state_of(adv: &Advice) -> RunState {
 
 /// The run follows each piece of advice from the step after it.
 fn follow(
+    t: &ThroughputTable,
     a: &mut Advisor,
     b_crit: impl Fn(u64) -> f64,
     steps: u64,
