@@ -94,6 +94,7 @@ fn a_run_following_advice_as_b_crit_grows_raises_its_batch_and_ends_near_the_bes
     };
     // B_crit grows 16× (300 → 4800 samples) over 4000 steps, with ±25 % noise.
     let advice = follow(
+        &t,
         &mut a,
         |s| 300.0 * 16f64.powf(s as f64 / 4000.0) * wobble(s, 0.25),
         4000,
