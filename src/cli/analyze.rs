@@ -19,9 +19,17 @@ pub use super::estimator_args::SmootherArg;
 pub struct AnalyzeArgs {
     /// A stats protocol v1 file (.ndjson) or a gradient dump directory.
     pub path: PathBuf,
-    /// Print JSON instead of a table.
+    /// Print JSON instead of a table (indented on a terminal or with --pretty, compact
+    /// otherwise).
     #[arg(long)]
     pub json: bool,
+    /// Print one compact JSON object per step row, one per line, and nothing else (for jq,
+    /// pandas or polars `read_ndjson`).
+    #[arg(long, conflicts_with_all = ["json", "summary_only", "compare"])]
+    pub json_lines: bool,
+    /// With --json: only the summary, without the per-step rows.
+    #[arg(long, requires = "json")]
+    pub summary_only: bool,
     /// Estimator settings (smoother, bandwidth, decay, …).
     #[command(flatten)]
     pub estimator: EstimatorArgs,
@@ -142,10 +150,17 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let t2 = std::time::Instant::now();
     let hwm_analysis = timing.then(peak_rss_mib).flatten();
     let faults_analysis = timing.then(minor_faults).flatten();
-    if args.json {
+    if args.json || args.json_lines {
         // Streamed: a long run's report is hundreds of MB of text.
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-        crate::stats::report_stream::write_report_pretty(&report, &row_layers, &mut out)
+        use crate::stats::report_stream::JsonStyle;
+        let style = match (args.json_lines, args.summary_only, super::json_pretty()) {
+            (true, _, _) => JsonStyle::Lines,
+            (_, true, pretty) => JsonStyle::SummaryOnly { pretty },
+            (_, _, true) => JsonStyle::Pretty,
+            _ => JsonStyle::Compact,
+        };
+        crate::stats::report_stream::write_report(&report, &row_layers, style, &mut out)
             .and_then(|()| out.flush())
             .context("cannot write to standard output")?;
         if timing {
@@ -241,8 +256,20 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
     );
     crate::cli::bench::finish_progress();
     let d = d?;
-    if args.json {
+    if args.json_lines {
+        let mut text = String::new();
+        for row in &d.report.steps {
+            text.push_str(&serde_json::to_string(row)?);
+            text.push('\n');
+        }
+        super::write_stdout(&text)?;
+    } else if args.json {
         let mut v = serde_json::to_value(&d.report)?;
+        if args.summary_only
+            && let Some(o) = v.as_object_mut()
+        {
+            o.remove("steps");
+        }
         if args.seed_ema {
             v["seed_ema"] = serde_json::to_value(&d.seed_ema)?;
         }

@@ -30,6 +30,9 @@ pub struct Cli {
     /// Print the version and the compute backends: compiled in, usable here, or why not.
     #[arg(short = 'V', long)]
     pub version: bool,
+    /// Indent --json output (the default on a terminal; written compact to a pipe or a file).
+    #[arg(long, global = true)]
+    pub pretty: bool,
     /// What to do; without a subcommand the explorer opens on the bundled demo session.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -76,6 +79,7 @@ pub enum Command {
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    PRETTY.store(cli.pretty, std::sync::atomic::Ordering::Relaxed);
     if cli.version {
         print!("{}", version_text());
         return Ok(());
@@ -126,10 +130,25 @@ pub fn write_stdout(text: &str) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
-/// [`write_stdout`] of `value` as pretty JSON and a newline (the `--json` output of the
-/// commands).
+/// `--pretty` was given.
+static PRETTY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `--json` output is indented: with `--pretty`, or when standard output is a
+/// terminal (a pipe or a file gets compact JSON, the same fields).
+pub fn json_pretty() -> bool {
+    use std::io::IsTerminal;
+    PRETTY.load(std::sync::atomic::Ordering::Relaxed) || std::io::stdout().is_terminal()
+}
+
+/// [`write_stdout`] of `value` as JSON and a newline (the `--json` output of the commands):
+/// indented where [`json_pretty`] says so, else compact.
 pub fn write_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
-    write_stdout(&format!("{}\n", serde_json::to_string_pretty(value)?))
+    let text = if json_pretty() {
+        serde_json::to_string_pretty(value)?
+    } else {
+        serde_json::to_string(value)?
+    };
+    write_stdout(&format!("{text}\n"))
 }
 
 /// Exit status of a failed command: 1, or [`crate::signals::SIGNAL_EXIT`] when a signal

@@ -227,7 +227,7 @@ pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
         return Err(e);
     }
     if args.json {
-        super::write_stdout(&format!("{}\n", serde_json::json!({ "summary": &summary })))?;
+        super::write_json(&serde_json::json!({ "summary": &summary }))?;
     } else {
         super::write_stdout(&summary_text(&summary))?;
     }

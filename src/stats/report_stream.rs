@@ -276,6 +276,121 @@ fn pretty_indented<T: Serialize>(
     Ok(())
 }
 
+/// How `copus analyze` writes its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonStyle {
+    /// `{"summary": ..., "steps": [...]}`, indented (a terminal, or `--pretty`).
+    Pretty,
+    /// The same document without whitespace (a pipe or a file).
+    Compact,
+    /// One compact step row per line, nothing else (`--json-lines`: jq, pandas, polars
+    /// `read_ndjson`).
+    Lines,
+    /// `{"summary": ...}` only (`--summary-only`), compact or pretty.
+    SummaryOnly {
+        /// Indented.
+        pretty: bool,
+    },
+}
+
+/// Append `src` (JSON text) to `dst` without the whitespace outside strings. `src` must start
+/// outside a string (a whole value, or a sequence of whole values and separators).
+pub fn minify_into(src: &[u8], dst: &mut Vec<u8>) {
+    dst.reserve(src.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in src {
+        if in_string {
+            dst.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+            in_string = b == b'"';
+            dst.push(b);
+        }
+    }
+}
+
+/// Write `report` in `style` (see [`write_report_pretty`] for the layers).
+pub fn write_report<W: Write>(
+    report: &AnalyzeReport,
+    layers: &RowLayers,
+    style: JsonStyle,
+    out: &mut W,
+) -> std::io::Result<()> {
+    match style {
+        JsonStyle::Pretty => write_report_pretty(report, layers, out),
+        JsonStyle::SummaryOnly { pretty } => {
+            let doc = serde_json::json!({ "summary": &report.summary });
+            let text = if pretty {
+                serde_json::to_vec_pretty(&doc)
+            } else {
+                serde_json::to_vec(&doc)
+            }
+            .map_err(std::io::Error::other)?;
+            out.write_all(&text)?;
+            out.write_all(b"\n")
+        }
+        JsonStyle::Compact | JsonStyle::Lines => write_rows_minified(report, layers, style, out),
+    }
+}
+
+/// [`JsonStyle::Compact`] and [`JsonStyle::Lines`]: the pretty rows, minified chunk by chunk
+/// in parallel.
+fn write_rows_minified<W: Write>(
+    report: &AnalyzeReport,
+    layers: &RowLayers,
+    style: JsonStyle,
+    out: &mut W,
+) -> std::io::Result<()> {
+    let lines = style == JsonStyle::Lines;
+    if !lines {
+        out.write_all(b"{\"summary\":")?;
+        serde_json::to_writer(&mut *out, &report.summary).map_err(std::io::Error::other)?;
+        out.write_all(b",\"steps\":[")?;
+    }
+    let rows = &report.steps;
+    // Batches bound what is held: a batch's chunks are serialised in parallel, then written.
+    let batch_rows = CHUNK_ROWS * CHUNKS_PER_THREAD * rayon::current_num_threads().max(2);
+    for (b, batch) in rows.chunks(batch_rows).enumerate() {
+        let texts: Vec<Vec<u8>> = batch
+            .par_chunks(CHUNK_ROWS)
+            .enumerate()
+            .map(|(c, chunk)| minified_chunk(chunk, b * batch_rows + c * CHUNK_ROWS, layers, lines))
+            .collect();
+        for t in &texts {
+            out.write_all(t)?;
+        }
+    }
+    if !lines {
+        out.write_all(b"]}\n")?;
+    }
+    Ok(())
+}
+
+/// Rows `first..` (`chunk`) minified, each after a comma (but the very first row) or, as
+/// lines, before a newline.
+fn minified_chunk(chunk: &[StepRow], first: usize, layers: &RowLayers, lines: bool) -> Vec<u8> {
+    let (mut pretty, mut text) = (Vec::new(), Vec::new());
+    for (j, row) in chunk.iter().enumerate() {
+        let i = first + j;
+        pretty.clear();
+        super::row_json::write_row(&mut pretty, row, layers.row_escaped(i));
+        if !lines && i > 0 {
+            text.push(b',');
+        }
+        minify_into(&pretty, &mut text);
+        if lines {
+            text.push(b'\n');
+        }
+    }
+    text
+}
+
 /// Write `report` (its rows' own `layers` maps left empty) with `layers` as the rows' layers,
 /// as pretty JSON followed by a newline: the bytes `serde_json::to_writer_pretty` writes for
 /// the report with [`RowLayers::attach`] applied. Rows are serialised in parallel chunks and
@@ -391,6 +506,45 @@ mod tests {
                 String::from_utf8_lossy(&expected)
             );
         }
+    }
+
+    #[test]
+    fn compact_lines_and_summary_only_carry_the_pretty_values() {
+        let recs = records_with_gaps(true, true);
+        let s = EstimatorSettings::default();
+        let (bare, layers) = analyze_split(&recs, &s).expect("an estimate");
+        let mut pretty = Vec::new();
+        write_report_pretty(&bare, &layers, &mut pretty).expect("written");
+        let pretty: serde_json::Value = serde_json::from_slice(&pretty).expect("pretty JSON");
+        let mut compact = Vec::new();
+        write_report(&bare, &layers, JsonStyle::Compact, &mut compact).expect("written");
+        assert!(!compact[..compact.len() - 1].contains(&b'\n'), "one line");
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&compact).expect("JSON"),
+            pretty
+        );
+        let mut lines = Vec::new();
+        write_report(&bare, &layers, JsonStyle::Lines, &mut lines).expect("written");
+        let rows: Vec<serde_json::Value> = String::from_utf8(lines)
+            .expect("utf-8")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a row per line"))
+            .collect();
+        assert_eq!(serde_json::Value::Array(rows), pretty["steps"]);
+        let mut summary = Vec::new();
+        write_report(
+            &bare,
+            &layers,
+            JsonStyle::SummaryOnly { pretty: false },
+            &mut summary,
+        )
+        .expect("written");
+        let summary: serde_json::Value = serde_json::from_slice(&summary).expect("JSON");
+        assert_eq!(summary, serde_json::json!({ "summary": pretty["summary"] }));
+        // Whitespace inside strings stays (a layer named with a newline and a quote).
+        let mut m = Vec::new();
+        minify_into(b"{ \"a b\" : [ 1 , \"x\\\" y\" ] }", &mut m);
+        assert_eq!(m, b"{\"a b\":[1,\"x\\\" y\"]}");
     }
 
     /// The kept trajectories (distinct steps, every layer at every step) give every row the
