@@ -210,7 +210,7 @@ def main():
         open(stats, "w").close()
         cmd = [copus_bin(), "watch", stats, "--headless", "--advise", advice, "--force",
                "--session", a.session, "--min-dwell-steps", str(a.min_dwell_steps),
-               "--timeout-s", "3600", "--json"]
+               "--timeout-s", "3600"]
         result["watch_command"] = " ".join(cmd)
         with open(os.path.join(a.out, "watch.out"), "w") as wo, \
                 open(os.path.join(a.out, "watch.err"), "w") as we:

@@ -7,7 +7,6 @@ its training windows from its own half of the training split with a generator se
 The last 10 % of the text is held out for the eval loss.
 """
 
-import math
 import os
 
 import torch
@@ -114,6 +113,3 @@ def make_model(vocab, seed=0):
 def n_params(model):
     return sum(p.numel() for p in model.parameters())
 
-
-def _uniform_loss(vocab):
-    return math.log(vocab)
