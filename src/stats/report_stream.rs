@@ -293,28 +293,6 @@ pub enum JsonStyle {
     },
 }
 
-/// Append `src` (JSON text) to `dst` without the whitespace outside strings. `src` must start
-/// outside a string (a whole value, or a sequence of whole values and separators).
-pub fn minify_into(src: &[u8], dst: &mut Vec<u8>) {
-    dst.reserve(src.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in src {
-        if in_string {
-            dst.push(b);
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-            in_string = b == b'"';
-            dst.push(b);
-        }
-    }
-}
-
 /// Write `report` in `style` (see [`write_report_pretty`] for the layers).
 pub fn write_report<W: Write>(
     report: &AnalyzeReport,
@@ -335,60 +313,17 @@ pub fn write_report<W: Write>(
             out.write_all(&text)?;
             out.write_all(b"\n")
         }
-        JsonStyle::Compact | JsonStyle::Lines => write_rows_minified(report, layers, style, out),
-    }
-}
-
-/// [`JsonStyle::Compact`] and [`JsonStyle::Lines`]: the pretty rows, minified chunk by chunk
-/// in parallel.
-fn write_rows_minified<W: Write>(
-    report: &AnalyzeReport,
-    layers: &RowLayers,
-    style: JsonStyle,
-    out: &mut W,
-) -> std::io::Result<()> {
-    let lines = style == JsonStyle::Lines;
-    if !lines {
-        out.write_all(b"{\"summary\":")?;
-        serde_json::to_writer(&mut *out, &report.summary).map_err(std::io::Error::other)?;
-        out.write_all(b",\"steps\":[")?;
-    }
-    let rows = &report.steps;
-    // Batches bound what is held: a batch's chunks are serialised in parallel, then written.
-    let batch_rows = CHUNK_ROWS * CHUNKS_PER_THREAD * rayon::current_num_threads().max(2);
-    for (b, batch) in rows.chunks(batch_rows).enumerate() {
-        let texts: Vec<Vec<u8>> = batch
-            .par_chunks(CHUNK_ROWS)
-            .enumerate()
-            .map(|(c, chunk)| minified_chunk(chunk, b * batch_rows + c * CHUNK_ROWS, layers, lines))
-            .collect();
-        for t in &texts {
-            out.write_all(t)?;
+        JsonStyle::Compact => {
+            let mut head = b"{\"summary\":".to_vec();
+            serde_json::to_writer(&mut head, &report.summary).map_err(std::io::Error::other)?;
+            head.extend_from_slice(b",\"steps\":[");
+            let tail: &[u8] = b"]}\n";
+            write_streamed::<true, _>(report, layers, &head, (b"", b","), b"", (tail, tail), out)
+        }
+        JsonStyle::Lines => {
+            write_streamed::<true, _>(report, layers, b"", (b"", b""), b"\n", (b"", b""), out)
         }
     }
-    if !lines {
-        out.write_all(b"]}\n")?;
-    }
-    Ok(())
-}
-
-/// Rows `first..` (`chunk`) minified, each after a comma (but the very first row) or, as
-/// lines, before a newline.
-fn minified_chunk(chunk: &[StepRow], first: usize, layers: &RowLayers, lines: bool) -> Vec<u8> {
-    let (mut pretty, mut text) = (Vec::new(), Vec::new());
-    for (j, row) in chunk.iter().enumerate() {
-        let i = first + j;
-        pretty.clear();
-        super::row_json::write_row(&mut pretty, row, layers.row_escaped(i));
-        if !lines && i > 0 {
-            text.push(b',');
-        }
-        minify_into(&pretty, &mut text);
-        if lines {
-            text.push(b'\n');
-        }
-    }
-    text
 }
 
 /// Write `report` (its rows' own `layers` maps left empty) with `layers` as the rows' layers,
@@ -404,7 +339,30 @@ pub fn write_report_pretty<W: Write>(
     head.extend_from_slice(b"{\n  \"summary\": ");
     pretty_indented(&report.summary, b"  ", &mut head)?;
     head.extend_from_slice(b",\n  \"steps\": [");
-    out.write_all(&head)?;
+    write_streamed::<false, _>(
+        report,
+        layers,
+        &head,
+        (b"\n    ", b",\n    "),
+        b"",
+        (b"]\n}\n", b"\n  ]\n}\n"),
+        out,
+    )
+}
+
+/// Write `head`, each row (compact with `C`) after `before.0` (the first) or `before.1` (the
+/// others) and followed by `after`, then `tail.0` (no rows) or `tail.1`. Rows are serialised
+/// in parallel chunks while the batch before is written.
+fn write_streamed<const C: bool, W: Write>(
+    report: &AnalyzeReport,
+    layers: &RowLayers,
+    head: &[u8],
+    before: (&[u8], &[u8]),
+    after: &[u8],
+    tail: (&[u8], &[u8]),
+    out: &mut W,
+) -> std::io::Result<()> {
+    out.write_all(head)?;
     let rows = &report.steps;
     let batch_rows = CHUNK_ROWS * CHUNKS_PER_THREAD * rayon::current_num_threads().max(2);
     // A batch is serialised (in parallel) while the one before it is written on this thread:
@@ -426,8 +384,9 @@ pub fn write_report_pretty<W: Write>(
                         text.clear();
                         for (j, row) in chunk.iter().enumerate() {
                             let i = b * batch_rows + c * CHUNK_ROWS + j;
-                            text.extend_from_slice(if i == 0 { b"\n    " } else { b",\n    " });
-                            super::row_json::write_row(text, row, layers.row_escaped(i));
+                            text.extend_from_slice(if i == 0 { before.0 } else { before.1 });
+                            super::row_json::write_row::<C>(text, row, layers.row_escaped(i));
+                            text.extend_from_slice(after);
                         }
                     });
                 if ready_tx.send(texts).is_err() {
@@ -444,11 +403,7 @@ pub fn write_report_pretty<W: Write>(
         }
         Ok(())
     })?;
-    out.write_all(if rows.is_empty() {
-        b"]\n}\n"
-    } else {
-        b"\n  ]\n}\n"
-    })?;
+    out.write_all(if rows.is_empty() { tail.0 } else { tail.1 })?;
     Ok(())
 }
 
@@ -541,10 +496,6 @@ mod tests {
         .expect("written");
         let summary: serde_json::Value = serde_json::from_slice(&summary).expect("JSON");
         assert_eq!(summary, serde_json::json!({ "summary": pretty["summary"] }));
-        // Whitespace inside strings stays (a layer named with a newline and a quote).
-        let mut m = Vec::new();
-        minify_into(b"{ \"a b\" : [ 1 , \"x\\\" y\" ] }", &mut m);
-        assert_eq!(m, b"{\"a b\":[1,\"x\\\" y\"]}");
     }
 
     /// The kept trajectories (distinct steps, every layer at every step) give every row the

@@ -84,24 +84,42 @@ fn estimator_name(k: EstimatorKind) -> &'static [u8] {
 /// buffer piece by piece).
 const ROW_BYTES: usize = 2048;
 
+/// `pretty` or, with `C`, `compact` (chosen at compile time).
+#[inline(always)]
+fn sel<const C: bool>(pretty: &'static [u8], compact: &'static [u8]) -> &'static [u8] {
+    if C { compact } else { pretty }
+}
+
+/// The row key `name` after its comma, pretty or compact.
+macro_rules! key {
+    ($c:ident, $name:literal) => {
+        sel::<$c>(field!($name), concat!(",\"", $name, "\":").as_bytes())
+    };
+}
+
+/// [`pair`]'s pieces without whitespace.
+const COMPACT_PAIR: (&[u8], &[u8], &[u8]) = (b"[", b",", b"]");
+
 /// Append `row` (its own `layers` map ignored) with `layers` (name as an escaped JSON string,
-/// point) as its `layers` object, from its opening brace to its closing one.
-pub(crate) fn write_row<'a>(
+/// point) as its `layers` object, from its opening brace to its closing one: pretty at the
+/// depth of the report's `steps` array, or with `C` compact (no whitespace), as
+/// `serde_json::to_writer` writes it.
+pub(crate) fn write_row<'a, const C: bool>(
     out: &mut Vec<u8>,
     row: &StepRow,
     layers: impl Iterator<Item = (&'a [u8], &'a LayerPoint)>,
 ) {
     out.reserve(ROW_BYTES);
-    out.extend_from_slice(b"{\n      \"step\": ");
+    out.extend_from_slice(sel::<C>(b"{\n      \"step\": ", b"{\"step\":"));
     out.extend_from_slice(itoa::Buffer::new().format(row.step).as_bytes());
-    out.extend_from_slice(field!("b_simple"));
+    out.extend_from_slice(key!(C, "b_simple"));
     opt_json(out, row.b_simple);
-    out.extend_from_slice(field!("ci"));
-    pair(out, ROW_PAIR, row.ci);
+    out.extend_from_slice(key!(C, "ci"));
+    pair(out, if C { COMPACT_PAIR } else { ROW_PAIR }, row.ci);
     // Each key a constant at its call site (copied inline, not by a call per key).
     macro_rules! number {
         ($name:literal, $x:expr) => {
-            out.extend_from_slice(field!($name));
+            out.extend_from_slice(key!(C, $name));
             f64_json(out, $x);
         };
     }
@@ -113,9 +131,9 @@ pub(crate) fn write_row<'a>(
     number!("trace_sigma", row.trace_sigma);
     number!("g2_step", row.g2_step);
     number!("trace_step", row.trace_step);
-    out.extend_from_slice(field!("ratio_ema"));
+    out.extend_from_slice(key!(C, "ratio_ema"));
     opt_json(out, row.ratio_ema);
-    out.extend_from_slice(field!("estimator"));
+    out.extend_from_slice(key!(C, "estimator"));
     out.extend_from_slice(estimator_name(row.estimator));
     macro_rules! optional {
         ($name:literal, $x:expr) => {
@@ -129,23 +147,28 @@ pub(crate) fn write_row<'a>(
     optional!("lr", row.lr);
     let mut layers = layers.peekable();
     if layers.peek().is_some() {
-        out.extend_from_slice(field!("layers"));
+        out.extend_from_slice(key!(C, "layers"));
         out.push(b'{');
         let mut first = true;
         for (name, p) in layers {
-            out.extend_from_slice(if first { b"\n        " } else { b",\n        " });
+            out.extend_from_slice(match (first, C) {
+                (true, false) => b"\n        ",
+                (false, false) => b",\n        ",
+                (true, true) => b"",
+                (false, true) => b",",
+            });
             first = false;
             out.extend_from_slice(name);
-            out.extend_from_slice(b": {");
-            out.extend_from_slice(layer_field!(first "b_simple"));
+            out.extend_from_slice(sel::<C>(b": {", b":{"));
+            out.extend_from_slice(sel::<C>(layer_field!(first "b_simple"), b"\"b_simple\":"));
             opt_json(out, p.b_simple);
-            out.extend_from_slice(layer_field!("ci"));
-            pair(out, LAYER_PAIR, p.ci);
-            out.extend_from_slice(b"\n        }");
+            out.extend_from_slice(sel::<C>(layer_field!("ci"), b",\"ci\":"));
+            pair(out, if C { COMPACT_PAIR } else { LAYER_PAIR }, p.ci);
+            out.extend_from_slice(sel::<C>(b"\n        }", b"}"));
         }
-        out.extend_from_slice(b"\n      }");
+        out.extend_from_slice(sel::<C>(b"\n      }", b"}"));
     }
-    out.extend_from_slice(b"\n    }");
+    out.extend_from_slice(sel::<C>(b"\n    }", b"}"));
 }
 
 #[cfg(test)]
@@ -216,7 +239,19 @@ mod tests {
             let escaped: Vec<(Vec<u8>, LayerPoint)> =
                 r.layers.iter().map(|(n, p)| (escaped_key(n), *p)).collect();
             let mut got = Vec::new();
-            write_row(&mut got, &r, escaped.iter().map(|(n, p)| (n.as_slice(), p)));
+            write_row::<false>(&mut got, &r, escaped.iter().map(|(n, p)| (n.as_slice(), p)));
+            let mut compact = Vec::new();
+            write_row::<true>(
+                &mut compact,
+                &r,
+                escaped.iter().map(|(n, p)| (n.as_slice(), p)),
+            );
+            let serde_compact = serde_json::to_string(&r).expect("json");
+            assert_eq!(
+                String::from_utf8_lossy(&compact),
+                serde_compact,
+                "compact row {k}"
+            );
             #[derive(serde::Serialize)]
             struct Wrapper<'a> {
                 steps: [&'a StepRow; 1],
