@@ -268,3 +268,43 @@ fn compare_two_runs_in_json() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/b.ndjson"));
 }
+
+#[test]
+fn json_styles_carry_the_same_values_compact_pretty_lines_and_summary_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    let mut m = Model::power_law(100, 1.0, 1000.0, 4.0, 8);
+    m.layer_split = Some(10);
+    let records = m.run(7, 400, |_| m.trace() / 50.0);
+    std::fs::write(&path, to_ndjson(&records)).expect("write");
+    let run = |args: &[&str]| -> String {
+        let out = copus()
+            .arg("analyze")
+            .arg(&path)
+            .args(args)
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    // Standard output is a pipe here: compact, one line; --pretty indents.
+    let compact = run(&["--json"]);
+    assert_eq!(compact.lines().count(), 1);
+    let pretty = run(&["--json", "--pretty"]);
+    assert!(pretty.lines().count() > 400);
+    let c: serde_json::Value = serde_json::from_str(&compact).expect("JSON");
+    let p: serde_json::Value = serde_json::from_str(&pretty).expect("JSON");
+    assert_eq!(c, p);
+    let rows: Vec<serde_json::Value> = run(&["--json-lines"])
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a row per line"))
+        .collect();
+    assert_eq!(serde_json::Value::Array(rows), p["steps"]);
+    let s: serde_json::Value =
+        serde_json::from_str(&run(&["--json", "--summary-only"])).expect("JSON");
+    assert_eq!(s, serde_json::json!({ "summary": p["summary"] }));
+}
