@@ -308,3 +308,186 @@ fn json_styles_carry_the_same_values_compact_pretty_lines_and_summary_only() {
         serde_json::from_str(&run(&["--json", "--summary-only"])).expect("JSON");
     assert_eq!(s, serde_json::json!({ "summary": p["summary"] }));
 }
+
+/// `copus branch` → `copus cbs` → `copus analyze RUN --branches`: the measured CBS of the
+/// built-in trainer beside its B_simple, through the real binary, and the errors that name
+/// the place.
+#[test]
+fn branched_experiment_measured_beside_the_estimate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, run) = (dir.path().join("b.ndjson"), dir.path().join("run.ndjson"));
+    let out = copus()
+        .args([
+            "branch",
+            "--at",
+            "20,120",
+            "--batches",
+            "8,32,128",
+            "--seeds",
+            "2",
+        ])
+        .args([
+            "--budget-samples",
+            "4096",
+            "--eval-samples",
+            "256",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(&b)
+        .arg("--run-out")
+        .arg(&run)
+        .output()
+        .expect("run copus");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&b).expect("branch file");
+    // 2 points × 3 batches × 2 seeds, every branch evaluated at the same sample counts.
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let evals = |batch: u64| {
+        lines
+            .iter()
+            .filter(|l| l["branch"]["batch"] == batch && l["branch"]["from_step"] == 20)
+            .map(|l| l["samples"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(evals(8), evals(128));
+    assert_eq!(evals(8).len(), 2 * (4096 / 128 + 1));
+    // The base run is demo-train's run with the same flags, to the last branch point.
+    let run_text = std::fs::read_to_string(&run).expect("run file");
+    assert_eq!(run_text.lines().count(), 120);
+    let demo = copus()
+        .args(["demo-train", "--steps", "120", "--quiet"])
+        .output()
+        .expect("run copus");
+    let strip = |l: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v.as_object_mut().unwrap().remove("step_time_s");
+        v
+    };
+    let demo_text = String::from_utf8_lossy(&demo.stdout).into_owned();
+    for (a, d) in run_text.lines().zip(demo_text.lines()) {
+        assert_eq!(strip(a), strip(d));
+    }
+
+    let cbs = copus()
+        .arg("cbs")
+        .arg(&b)
+        .arg("--json")
+        .output()
+        .expect("run");
+    assert!(
+        cbs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cbs.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&cbs.stdout).expect("json");
+    let points = v["points"].as_array().expect("points");
+    assert_eq!(points.len(), 2);
+    for p in points {
+        let th = p["threshold_cbs"]["batch"].as_u64().unwrap();
+        assert!([8, 32, 128].contains(&th), "{p}");
+        let ci = &p["threshold_cbs"]["ci"];
+        assert!(ci[0].as_u64().unwrap() <= th && th <= ci[1].as_u64().unwrap());
+        assert!(
+            p["b_noise_fit"].is_null() != p["b_noise_note"].is_null(),
+            "{p}"
+        );
+        assert_eq!(p["branches"].as_array().unwrap().len(), 3);
+    }
+
+    let an = copus()
+        .arg("analyze")
+        .arg(&run)
+        .arg("--branches")
+        .arg(&b)
+        .arg("--json")
+        .output()
+        .expect("run");
+    assert!(
+        an.status.success(),
+        "{}",
+        String::from_utf8_lossy(&an.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&an.stdout).expect("json");
+    assert!(v["summary"]["b_simple"].is_number());
+    let cmp = v["branches"]["comparison"].as_array().expect("comparison");
+    assert_eq!(cmp.len(), 2);
+    let row = |step: u64| {
+        v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["step"] == step)
+            .cloned()
+            .unwrap()
+    };
+    for (c, p) in cmp.iter().zip(points) {
+        let step = c["estimate_step"].as_u64().unwrap();
+        assert!(step <= c["from_step"].as_u64().unwrap());
+        let b_simple = row(step)["b_simple"].as_f64().unwrap();
+        assert_eq!(c["b_simple"].as_f64().unwrap(), b_simple);
+        let th = p["threshold_cbs"]["batch"].as_f64().unwrap();
+        let r = c["threshold_ratio"]["value"].as_f64().unwrap();
+        assert!((r - th / b_simple).abs() < 1e-9 * r.abs().max(1.0));
+    }
+    let table = copus()
+        .arg("analyze")
+        .arg(&run)
+        .arg("--branches")
+        .arg(&b)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&table.stdout);
+    assert!(t.contains("measured critical batch size"), "{t}");
+
+    // Errors name the place.
+    let bad = dir.path().join("bad.ndjson");
+    std::fs::write(&bad, "{\"v\":1,\"branch\":{\"from_step\":1,\"batch\":0,\"seed\":0},\"step\":0,\"samples\":0,\"loss\":1}\n").unwrap();
+    let e = copus().arg("cbs").arg(&bad).output().unwrap();
+    let msg = String::from_utf8_lossy(&e.stderr);
+    assert_eq!(e.status.code(), Some(1), "{msg}");
+    assert!(
+        msg.contains("bad.ndjson") && msg.contains("line 1") && msg.contains("batch"),
+        "{msg}"
+    );
+    let two = dir.path().join("two.ndjson");
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.contains("\"batch\":128"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&two, kept).unwrap();
+    let e = copus().arg("cbs").arg(&two).output().unwrap();
+    let msg = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        msg.contains("step 20") && msg.contains("at least 3"),
+        "{msg}"
+    );
+    let e = copus().arg("cbs").arg(dir.path()).output().unwrap();
+    assert!(String::from_utf8_lossy(&e.stderr).contains("not a regular file"));
+    let e = copus()
+        .args(["branch", "--at", "20", "--batches", "8,24,128", "--out"])
+        .arg(dir.path().join("x.ndjson"))
+        .output()
+        .unwrap();
+    let msg = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        msg.contains("--eval-every") && msg.contains("multiple"),
+        "{msg}"
+    );
+    // The existing output is not replaced without --force.
+    let e = copus()
+        .args(["branch", "--at", "20", "--out"])
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), text);
+}

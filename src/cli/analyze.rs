@@ -45,6 +45,11 @@ pub struct AnalyzeArgs {
     /// by tokens, stretches where they differ beyond their intervals, ratio of the estimates.
     #[arg(long, value_name = "PATH")]
     pub compare: Option<PathBuf>,
+    /// Branch records of a branched experiment on this run (`copus branch`, docs/CBS.md): the
+    /// measured critical batch size at each branch point beside the run's B_simple there, with
+    /// the ratio measured/estimated and its interval (`branches` in --json).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["compare", "json_lines", "summary_only"])]
+    pub branches: Option<PathBuf>,
     /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step
     /// [default: 20]. Text output only.
     #[arg(long)]
@@ -150,6 +155,9 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let t2 = std::time::Instant::now();
     let hwm_analysis = timing.then(peak_rss_mib).flatten();
     let faults_analysis = timing.then(minor_faults).flatten();
+    if let Some(b) = &args.branches {
+        return write_with_branches(args, &report, &row_layers, b);
+    }
     if args.json || args.json_lines {
         // Streamed: a long run's report is hundreds of MB of text.
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
@@ -209,6 +217,147 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The measured CBS of a branch file beside this run's estimate (`--branches`).
+#[derive(Debug, serde::Serialize)]
+struct BranchesSection {
+    /// What `copus cbs --json` prints for the file.
+    cbs: crate::stats::cbs::CbsReport,
+    /// Per branch point: the run's B_simple there and the ratios measured/estimated.
+    comparison: Vec<crate::stats::cbs::EstimateComparison>,
+}
+
+fn branches_section(
+    report: &AnalyzeReport,
+    path: &std::path::Path,
+) -> anyhow::Result<BranchesSection> {
+    let text = crate::fsutil::read_capped(path, super::cbs::MAX_BRANCH_FILE_BYTES)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let records =
+        crate::stats::cbs::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let cbs = crate::stats::cbs::measure(
+        &records,
+        super::cbs::DEFAULT_TOLERANCE,
+        report.summary.confidence,
+        super::cbs::DEFAULT_RESAMPLES,
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let steps = &report.steps;
+    let comparison = crate::stats::cbs::compare_with_estimate(&cbs, |at| {
+        let i = steps.partition_point(|r| r.step <= at).checked_sub(1)?;
+        let r = &steps[i];
+        Some((r.step, r.b_simple, r.ci))
+    });
+    if comparison.iter().all(|c| c.estimate_step.is_none()) {
+        anyhow::bail!(
+            "{}: every branch point comes before the run's first analysed step (is it the branched \
+             experiment of this run?)",
+            path.display()
+        );
+    }
+    Ok(BranchesSection { cbs, comparison })
+}
+
+fn write_with_branches(
+    args: &AnalyzeArgs,
+    report: &AnalyzeReport,
+    row_layers: &crate::stats::report_stream::RowLayers,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let section = branches_section(report, path)?;
+    if args.json {
+        use crate::stats::report_stream::JsonStyle;
+        let pretty = super::json_pretty();
+        let style = if pretty {
+            JsonStyle::Pretty
+        } else {
+            JsonStyle::Compact
+        };
+        let mut buf = Vec::new();
+        crate::stats::report_stream::write_report(report, row_layers, style, &mut buf)
+            .context("cannot write the report")?;
+        while buf.last().is_some_and(|b| b.is_ascii_whitespace()) {
+            buf.pop();
+        }
+        if buf.pop() != Some(b'}') {
+            anyhow::bail!("internal: the report is not a JSON object");
+        }
+        let extra = if pretty {
+            serde_json::to_string_pretty(&section)?
+        } else {
+            serde_json::to_string(&section)?
+        };
+        let mut text = String::from_utf8(buf)?;
+        text.push_str(if pretty {
+            ",\n  \"branches\": "
+        } else {
+            ",\"branches\":"
+        });
+        text.push_str(&extra);
+        text.push_str(if pretty { "\n}\n" } else { "}\n" });
+        return super::write_stdout(&text);
+    }
+    let mut text = render_table(report, args.rows.unwrap_or(DEFAULT_ROWS));
+    text.push('\n');
+    text.push_str(&render_branches(&section));
+    super::write_stdout(&super::escape_controls(&text))
+}
+
+fn render_branches(section: &BranchesSection) -> String {
+    use std::fmt::Write;
+    let mut out =
+        String::from("measured critical batch size (branched training) beside B_simple\n");
+    let pct = 100.0 * section.cbs.confidence;
+    let end = |x: Option<f64>, d: usize| x.map_or("∞".to_string(), |v| format!("{v:.d$}"));
+    let _ = writeln!(
+        out,
+        "{:>8} {:>18} {:>15} {:>20} {:>20} {:>20}",
+        "step", "B_simple", "threshold CBS", "fitted B_noise", "threshold/B_s", "B_noise/B_s"
+    );
+    for (p, c) in section.cbs.points.iter().zip(&section.comparison) {
+        let bs = c.b_simple.map_or("-".to_string(), |b| {
+            format!(
+                "{b:.0} [{}, {}]",
+                end(c.b_simple_ci[0], 0),
+                end(c.b_simple_ci[1], 0)
+            )
+        });
+        let th = format!(
+            "{} [{}, {}]",
+            p.threshold_cbs.batch, p.threshold_cbs.ci[0], p.threshold_cbs.ci[1]
+        );
+        let fit = p.b_noise_fit.map_or("none".to_string(), |f| {
+            format!("{:.0} [{}, {}]", f.value, end(f.ci[0], 0), end(f.ci[1], 0))
+        });
+        let ratio = |r: Option<crate::stats::cbs::WithCi>| {
+            r.map_or("-".to_string(), |r| {
+                format!("{:.2} [{}, {}]", r.value, end(r.ci[0], 2), end(r.ci[1], 2))
+            })
+        };
+        let _ = writeln!(
+            out,
+            "{:>8} {:>18} {:>15} {:>20} {:>20} {:>20}",
+            p.from_step,
+            bs,
+            th,
+            fit,
+            ratio(c.threshold_ratio),
+            ratio(c.b_noise_ratio)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "samples; intervals {pct:.0}% (ratios: lowest measured over highest estimated, and the \
+         reverse); B_simple is the run's smoothed estimate at the last analysed step at or before \
+         each branch point"
+    );
+    for p in &section.cbs.points {
+        if let Some(n) = &p.b_noise_note {
+            let _ = writeln!(out, "step {}: fitted B_noise none: {n}", p.from_step);
+        }
+    }
+    out
 }
 
 /// Dump-only flags given with a stats file do nothing: an error naming them.

@@ -4,8 +4,10 @@
 pub mod analyze;
 pub mod analyze_compare;
 pub mod bench;
+pub mod branch;
 pub mod calibrate;
 pub mod calibrate_links;
+pub mod cbs;
 pub mod cluster_args;
 pub mod demo_train;
 pub mod estimator_args;
@@ -57,6 +59,11 @@ pub enum Command {
     Watch(watch::WatchArgs),
     /// Estimate the gradient noise scale (B_crit) of a stats file or dump directory.
     Analyze(analyze::AnalyzeArgs),
+    /// The critical batch size measured by branched training: threshold CBS and fitted
+    /// B_noise per branch point, with bootstrap intervals.
+    Cbs(cbs::CbsArgs),
+    /// The built-in trainer's branched experiment: branch records for `copus cbs`.
+    Branch(branch::BranchArgs),
     /// Predict step time, throughput and memory of one parallel configuration.
     Predict(predict::PredictArgs),
     /// Fit the performance model's efficiencies to measured step times (CSV or stats file).
@@ -90,6 +97,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Watch(a)) => watch::run(&a),
         Some(Command::Analyze(a)) => analyze::run(&a),
         Some(Command::Predict(a)) => predict::run(&a),
+        Some(Command::Cbs(a)) => cbs::run(&a),
+        Some(Command::Branch(a)) => branch::run(&a),
         Some(Command::Calibrate(a)) => calibrate::run(&a),
         Some(Command::Grid(a)) => grid::run(&a),
         Some(Command::Plan(a)) => plan::run(&a),

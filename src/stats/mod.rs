@@ -6,6 +6,7 @@
 //! [`analyze_outcome`] (records → [`AnalyzeReport`]).
 
 pub mod analyze;
+pub mod cbs;
 pub mod coarsen;
 pub mod compare;
 pub mod diagnostics;

@@ -11,6 +11,7 @@
 //!
 //! Everything in a record except `step_time_s` is a deterministic function of the config.
 
+pub mod branch;
 pub mod corpus;
 pub mod mlp;
 pub mod schedule;
@@ -86,6 +87,7 @@ impl Default for TrainerConfig {
 }
 
 /// A model being trained, one optimizer step per [`Trainer::step`].
+#[derive(Clone)]
 pub struct Trainer {
     cfg: TrainerConfig,
     corpus: Corpus,

@@ -1,0 +1,190 @@
+//! `copus branch`: the built-in trainer's branched experiment, writing branch records that
+//! `copus cbs` measures the critical batch size from (docs/CBS.md).
+
+use crate::trainer::branch::{BranchPlan, LrScaling, run_branches};
+use crate::trainer::{TrainerConfig, TrainerError};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Arguments of `copus branch`.
+#[derive(Debug, Args)]
+pub struct BranchArgs {
+    /// Base-run steps to branch from, comma-separated and ascending (e.g. 50,400,1500).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub at: Vec<u64>,
+    /// Global batches of the branches, samples, comma-separated and ascending.
+    #[arg(long, value_delimiter = ',', default_values_t = [8usize, 16, 32, 64, 128, 256, 512])]
+    pub batches: Vec<usize>,
+    /// Seeds per batch (≥ 2: the intervals are a bootstrap over seeds).
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
+    /// Samples each branch trains on after its branch point.
+    #[arg(long, default_value_t = 32_768)]
+    pub budget_samples: u64,
+    /// Samples between loss evaluations (a multiple of every batch; default: the largest
+    /// batch times the smallest whole number giving at most 32 evaluations per branch).
+    #[arg(long)]
+    pub eval_every: Option<u64>,
+    /// Samples in the fixed evaluation set every branch's loss is measured on.
+    #[arg(long, default_value_t = 2048)]
+    pub eval_samples: usize,
+    /// How a branch's learning rate follows its batch, relative to the base run's batch
+    /// (micro-batches × micro-batch size).
+    #[arg(long, value_enum, default_value_t = LrScalingArg::Sqrt)]
+    pub lr_scaling: LrScalingArg,
+    /// Write the branch records here (an existing file only with --force).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Also write the base run's protocol v1 records up to the last branch point here, for
+    /// `copus analyze RUN --branches OUT`.
+    #[arg(long)]
+    pub run_out: Option<PathBuf>,
+    /// Replace --out and --run-out if they exist.
+    #[arg(long)]
+    pub force: bool,
+    /// Base run: micro-batches per step (as demo-train).
+    #[arg(long, default_value_t = 8)]
+    pub micro_batches: usize,
+    /// Base run: samples per micro-batch (as demo-train).
+    #[arg(long, default_value_t = 16)]
+    pub micro_batch_size: usize,
+    /// Base run: seed (as demo-train).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Base run: learning rate of momentum SGD (as demo-train, constant).
+    #[arg(long, default_value_t = 0.05)]
+    pub lr: f64,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `--lr-scaling`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LrScalingArg {
+    /// lr · √(B / B_run).
+    Sqrt,
+    /// lr · B / B_run.
+    Linear,
+    /// The base run's rate.
+    None,
+}
+
+impl From<LrScalingArg> for LrScaling {
+    fn from(a: LrScalingArg) -> Self {
+        match a {
+            LrScalingArg::Sqrt => LrScaling::Sqrt,
+            LrScalingArg::Linear => LrScaling::Linear,
+            LrScalingArg::None => LrScaling::None,
+        }
+    }
+}
+
+/// Most evaluations per branch the default `--eval-every` aims at.
+const DEFAULT_EVALS: u64 = 32;
+
+impl BranchArgs {
+    /// The experiment the flags describe.
+    pub fn plan(&self) -> BranchPlan {
+        let largest = self.batches.iter().copied().max().unwrap_or(1).max(1) as u64;
+        let eval_every = self.eval_every.unwrap_or_else(|| {
+            let per = self.budget_samples.div_ceil(DEFAULT_EVALS).max(1);
+            per.div_ceil(largest).saturating_mul(largest)
+        });
+        BranchPlan {
+            at_steps: self.at.clone(),
+            batches: self.batches.clone(),
+            seeds: self.seeds,
+            budget_samples: self.budget_samples,
+            eval_every,
+            eval_samples: self.eval_samples,
+            lr_scaling: self.lr_scaling.into(),
+        }
+    }
+}
+
+fn io_err(path: &std::path::Path, source: std::io::Error) -> TrainerError {
+    TrainerError::Io {
+        context: format!("cannot write {}", path.display()),
+        source,
+    }
+}
+
+/// Run `copus branch`.
+pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
+    let plan = args.plan();
+    if let Some(why) = plan.problem() {
+        anyhow::bail!("{why}");
+    }
+    let cfg = TrainerConfig {
+        micro_batches: args.micro_batches,
+        micro_batch_size: args.micro_batch_size,
+        seed: args.seed,
+        lr: args.lr,
+        ..TrainerConfig::default()
+    };
+    let mut out = std::io::BufWriter::new(
+        crate::fsutil::create_stream_output(&args.out, args.force)
+            .map_err(|e| io_err(&args.out, e))?,
+    );
+    let mut run_out = match &args.run_out {
+        Some(p) => Some((
+            std::io::BufWriter::new(
+                crate::fsutil::create_stream_output(p, args.force).map_err(|e| io_err(p, e))?,
+            ),
+            p.clone(),
+        )),
+        None => None,
+    };
+    let total = plan.at_steps.len() * plan.batches.len();
+    let mut done = 0usize;
+    let mut last = None;
+    if !args.quiet {
+        eprintln!(
+            "copus branch: {} branch points × {} batches × {} seeds, {} samples each, lr {:?}-scaled from batch {}",
+            plan.at_steps.len(),
+            plan.batches.len(),
+            plan.seeds,
+            plan.budget_samples,
+            plan.lr_scaling,
+            args.micro_batches * args.micro_batch_size
+        );
+    }
+    run_branches(
+        cfg,
+        &plan,
+        |rec| {
+            if let Some((w, p)) = run_out.as_mut() {
+                let line = crate::trainer::sink::protocol_line(rec);
+                writeln!(w, "{line}").map_err(|e| io_err(p, e))?;
+            }
+            Ok(())
+        },
+        |line| {
+            let key = (line.branch.from_step, line.branch.batch);
+            if !args.quiet && last != Some(key) && line.branch.seed == 0 && line.step == 0 {
+                done += 1;
+                eprintln!(
+                    "copus branch: [{done}/{total}] step {} batch {} (lr {:.4})",
+                    key.0, key.1, line.lr
+                );
+                last = Some(key);
+            }
+            let text = serde_json::to_string(line).unwrap_or_default();
+            writeln!(out, "{text}").map_err(|e| io_err(&args.out, e))
+        },
+    )?;
+    out.flush().map_err(|e| io_err(&args.out, e))?;
+    if let Some((mut w, p)) = run_out {
+        w.flush().map_err(|e| io_err(&p, e))?;
+    }
+    if !args.quiet {
+        eprintln!(
+            "copus branch: wrote {}; measure it with: copus cbs {}",
+            args.out.display(),
+            args.out.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! `copus cbs`: the critical batch size measured by branched training (docs/CBS.md).
+
+use clap::Args;
+use std::path::PathBuf;
+
+/// Arguments of `copus cbs`.
+#[derive(Debug, Args)]
+pub struct CbsArgs {
+    /// Branch records (NDJSON): `{"v":1,"branch":{"from_step","batch","seed"},"step",
+    /// "samples","loss"}`, samples and steps counted from the branch point.
+    pub path: PathBuf,
+    /// Loss tolerance of the threshold CBS, nats.
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE)]
+    pub tolerance: f64,
+    /// Confidence of the bootstrap intervals.
+    #[arg(long, default_value_t = 0.95)]
+    pub confidence: f64,
+    /// Bootstrap resamples over seeds.
+    #[arg(long, default_value_t = DEFAULT_RESAMPLES as u32, value_parser = clap::value_parser!(u32).range(10..=100_000))]
+    pub resamples: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Default loss tolerance of the threshold CBS, nats.
+pub const DEFAULT_TOLERANCE: f64 = 0.01;
+/// Default bootstrap resamples.
+pub const DEFAULT_RESAMPLES: usize = 1000;
+
+/// Largest branch file `copus cbs` reads (it is read whole), bytes.
+pub const MAX_BRANCH_FILE_BYTES: u64 = 256 << 20;
+
+/// Run `copus cbs`.
+pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
+    if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
+        anyhow::bail!(
+            "--tolerance {}: must be a loss difference ≥ 0 (nats)",
+            args.tolerance
+        );
+    }
+    if !(args.confidence > 0.0 && args.confidence < 1.0) {
+        anyhow::bail!("--confidence {}: must be between 0 and 1", args.confidence);
+    }
+    let p = &args.path;
+    let text = crate::fsutil::read_capped(p, MAX_BRANCH_FILE_BYTES)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    let records =
+        crate::stats::cbs::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    let report = crate::stats::cbs::measure(
+        &records,
+        args.tolerance,
+        args.confidence,
+        args.resamples as usize,
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    if args.json {
+        return super::write_json(&report);
+    }
+    super::write_stdout(&render(&report))
+}
+
+fn ci(c: [Option<f64>; 2]) -> String {
+    let end = |x: Option<f64>| x.map_or("∞".to_string(), |v| format!("{v:.0}"));
+    format!("{}..{}", end(c[0]), end(c[1]))
+}
+
+/// The text report: a table per branch point.
+pub fn render(r: &crate::stats::cbs::CbsReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for p in &r.points {
+        let _ = writeln!(out, "branch point: step {}", p.from_step);
+        let _ = writeln!(
+            out,
+            "  threshold CBS  {} samples ({:.0} % interval {}..{}): the largest batch within {} nats of the smallest batch's loss after {:.0} samples",
+            p.threshold_cbs.batch,
+            r.confidence * 100.0,
+            p.threshold_cbs.ci[0],
+            p.threshold_cbs.ci[1],
+            r.tolerance,
+            p.budget_samples
+        );
+        match &p.b_noise_fit {
+            Some(f) => {
+                let _ = writeln!(
+                    out,
+                    "  fitted B_noise {:.0} samples ({:.0} % interval {}): from the samples each batch needs to reach loss {:.4}",
+                    f.value,
+                    r.confidence * 100.0,
+                    ci(f.ci),
+                    p.target_loss
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  fitted B_noise none: {}",
+                    p.b_noise_note.as_deref().unwrap_or("no fit")
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  {:>8} {:>6} {:>14} {:>18}",
+            "batch", "seeds", "loss@budget", "samples→target"
+        );
+        for b in &p.branches {
+            let to = b
+                .samples_to_target
+                .map_or("-".to_string(), |s| format!("{s:.0}"));
+            let _ = writeln!(
+                out,
+                "  {:>8} {:>6} {:>14.4} {:>18}",
+                b.batch, b.seeds, b.loss_at_budget, to
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,735 @@
+//! The critical batch size measured by branched training (`copus cbs`, docs/CBS.md).
+//!
+//! A branched experiment restarts a run from a checkpoint at step `from_step` with several
+//! global batches (and seeds) and records each branch's loss against the samples it has seen
+//! since the branch point. Two readings of the same branches:
+//!
+//! - **threshold CBS** (Merrill et al. 2025): the largest batch whose loss after a common
+//!   sample budget is within `tolerance` nats of the smallest batch's;
+//! - **fitted B_noise** (McCandlish et al. 2018): to reach a common loss, batch B needs
+//!   E(B) = E_min (1 + B / B_noise) samples; a least-squares line E = a + b·B gives
+//!   B_noise = a / b.
+//!
+//! Intervals come from a bootstrap over seeds (each batch's seeds resampled with replacement).
+
+use rand::{RngExt, SeedableRng, rngs::StdRng};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The `branch` object of a branch record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchKey {
+    /// Step of the run the branch starts from.
+    pub from_step: u64,
+    /// Global batch of the branch, samples.
+    pub batch: u64,
+    /// Seed of the branch.
+    pub seed: u64,
+}
+
+/// One line of a branched experiment.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct BranchRecord {
+    /// Protocol version, 1.
+    pub v: u32,
+    /// Which branch.
+    pub branch: BranchKey,
+    /// Optimizer steps since the branch point.
+    pub step: u64,
+    /// Samples since the branch point.
+    pub samples: f64,
+    /// Tokens since the branch point (optional).
+    #[serde(default)]
+    pub tokens: Option<f64>,
+    /// Training loss, nats.
+    pub loss: f64,
+    /// Learning rate (optional).
+    #[serde(default)]
+    pub lr: Option<f64>,
+}
+
+/// Why branches could not be read or measured.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CbsError {
+    /// A line is not a branch record.
+    #[error("line {line}: {why}")]
+    Line {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        why: String,
+    },
+    /// A branch point cannot be measured.
+    #[error("branch point at step {from_step}: {why}")]
+    Point {
+        /// The branch point.
+        from_step: u64,
+        /// What is missing.
+        why: String,
+    },
+    /// No branch records at all.
+    #[error("no branch records")]
+    Empty,
+}
+
+/// A value with its bootstrap interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct WithCi {
+    /// The estimate.
+    pub value: f64,
+    /// Central interval at the report's confidence; `None` ends are unbounded.
+    pub ci: [Option<f64>; 2],
+}
+
+/// The threshold CBS of a point.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ThresholdCbs {
+    /// The largest batch within the tolerance, samples.
+    pub batch: u64,
+    /// Batches (from the grid) the bootstrap puts it between.
+    pub ci: [u64; 2],
+}
+
+/// One batch of a branch point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BatchSummary {
+    /// Global batch, samples.
+    pub batch: u64,
+    /// Seeds run.
+    pub seeds: usize,
+    /// Mean loss over seeds after the common sample budget, nats.
+    pub loss_at_budget: f64,
+    /// Mean samples to reach the common target loss, if every seed reached it.
+    pub samples_to_target: Option<f64>,
+}
+
+/// The measurement at one branch point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PointReport {
+    /// The branch point's step.
+    pub from_step: u64,
+    /// Common sample budget the threshold compares losses at.
+    pub budget_samples: f64,
+    /// Common loss the fit counts samples to, nats.
+    pub target_loss: f64,
+    /// The threshold CBS.
+    pub threshold_cbs: ThresholdCbs,
+    /// B_noise fitted from samples to the target loss; `None` when larger batches cost no
+    /// more samples (no finite B_noise).
+    pub b_noise_fit: Option<WithCi>,
+    /// Why `b_noise_fit` is `None`, when it is.
+    pub b_noise_note: Option<String>,
+    /// Per batch.
+    pub branches: Vec<BatchSummary>,
+}
+
+/// What `copus cbs --json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CbsReport {
+    /// Loss tolerance of the threshold CBS, nats.
+    pub tolerance: f64,
+    /// Confidence of the intervals.
+    pub confidence: f64,
+    /// Bootstrap resamples.
+    pub resamples: usize,
+    /// Per branch point, in step order.
+    pub points: Vec<PointReport>,
+}
+
+/// Read branch records from NDJSON text; blank lines are skipped.
+pub fn parse(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |why: String| CbsError::Line { line: i + 1, why };
+        let r: BranchRecord = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+        if r.v != 1 {
+            return Err(bad(format!(
+                "protocol version {} (this build reads 1)",
+                r.v
+            )));
+        }
+        if r.branch.batch == 0 {
+            return Err(bad("branch.batch must be ≥ 1".into()));
+        }
+        if !(r.samples.is_finite() && r.samples >= 0.0 && r.loss.is_finite()) {
+            return Err(bad("samples must be finite and ≥ 0, loss finite".into()));
+        }
+        out.push(r);
+    }
+    if out.is_empty() {
+        return Err(CbsError::Empty);
+    }
+    Ok(out)
+}
+
+/// A branch's loss curve: (samples, loss), ascending in samples.
+type Curve = Vec<(f64, f64)>;
+
+/// Loss at `samples` by linear interpolation (`None` outside the curve).
+fn loss_at(c: &Curve, samples: f64) -> Option<f64> {
+    let i = c.partition_point(|p| p.0 < samples);
+    match (i.checked_sub(1).map(|j| c[j]), c.get(i)) {
+        (_, Some(&(s, l))) if s == samples => Some(l),
+        (Some((s0, l0)), Some(&(s1, l1))) => Some(l0 + (l1 - l0) * (samples - s0) / (s1 - s0)),
+        _ => None,
+    }
+}
+
+/// Samples at which the curve's running minimum first reaches `target` (interpolated).
+fn samples_to(c: &Curve, target: f64) -> Option<f64> {
+    if c.first()?.1 <= target {
+        return Some(c[0].0);
+    }
+    c.windows(2).find_map(|w| {
+        let ((s0, l0), (s1, l1)) = (w[0], w[1]);
+        (l1 <= target && l0 > target).then(|| s0 + (s1 - s0) * (l0 - target) / (l0 - l1))
+    })
+}
+
+/// Per batch, the seeds' curves.
+type Point = BTreeMap<u64, Vec<Curve>>;
+
+fn threshold(
+    point: &Point,
+    pick: &BTreeMap<u64, Vec<usize>>,
+    budget: f64,
+    tol: f64,
+) -> Option<u64> {
+    let means: Vec<(u64, f64)> = point
+        .iter()
+        .map(|(&b, curves)| {
+            let idx = &pick[&b];
+            let sum: f64 = idx
+                .iter()
+                .map(|&k| loss_at(&curves[k], budget).unwrap_or(f64::NAN))
+                .sum();
+            (b, sum / idx.len() as f64)
+        })
+        .collect();
+    let (_, base) = *means.first()?;
+    means
+        .iter()
+        .filter(|(_, l)| *l - base <= tol)
+        .map(|(b, _)| *b)
+        .max()
+}
+
+/// (a, b) of the least-squares line E = a + b·B, or `None` with fewer than two batches.
+fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let (mx, my) = points
+        .iter()
+        .fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| {
+        let b = sxy / sxx;
+        (my - b * mx, b)
+    })
+}
+
+fn b_noise(point: &Point, pick: &BTreeMap<u64, Vec<usize>>, target: f64) -> Option<f64> {
+    let pts: Option<Vec<(f64, f64)>> = point
+        .iter()
+        .map(|(&b, curves)| {
+            let idx = &pick[&b];
+            let e: Option<f64> = idx.iter().map(|&k| samples_to(&curves[k], target)).sum();
+            e.map(|e| (b as f64, e / idx.len() as f64))
+        })
+        .collect();
+    let (a, slope) = fit_line(&pts?)?;
+    (a > 0.0 && slope > 0.0).then(|| a / slope)
+}
+
+/// The common target must lie at least this share (a tenth) of the best branch's improvement below the
+/// branch point's loss for the B_noise fit.
+pub const MIN_TARGET_PROGRESS: f64 = 0.1;
+
+/// Measure every branch point.
+pub fn measure(
+    records: &[BranchRecord],
+    tolerance: f64,
+    confidence: f64,
+    resamples: usize,
+) -> Result<CbsReport, CbsError> {
+    let mut by_point: BTreeMap<u64, BTreeMap<u64, BTreeMap<u64, Curve>>> = BTreeMap::new();
+    for r in records {
+        by_point
+            .entry(r.branch.from_step)
+            .or_default()
+            .entry(r.branch.batch)
+            .or_default()
+            .entry(r.branch.seed)
+            .or_default()
+            .push((r.samples, r.loss));
+    }
+    let points = by_point
+        .into_iter()
+        .map(|(from_step, batches)| {
+            let point: Point = batches
+                .into_iter()
+                .map(|(b, seeds)| {
+                    let curves = seeds
+                        .into_values()
+                        .map(|mut c| {
+                            c.sort_by(|x, y| x.0.total_cmp(&y.0));
+                            c
+                        })
+                        .collect();
+                    (b, curves)
+                })
+                .collect();
+            measure_point(from_step, &point, tolerance, confidence, resamples)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CbsReport {
+        tolerance,
+        confidence,
+        resamples,
+        points,
+    })
+}
+
+fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    Some(sorted[i.min(sorted.len() - 1)])
+}
+
+fn measure_point(
+    from_step: u64,
+    point: &Point,
+    tolerance: f64,
+    confidence: f64,
+    resamples: usize,
+) -> Result<PointReport, CbsError> {
+    let err = |why: String| CbsError::Point { from_step, why };
+    if point.len() < 3 {
+        return Err(err(format!(
+            "{} batch(es); the measurement needs at least 3",
+            point.len()
+        )));
+    }
+    if let Some((b, c)) = point.iter().find(|(_, c)| c.len() < 2) {
+        return Err(err(format!(
+            "batch {b} has {} seed(s); intervals need at least 2",
+            c.len()
+        )));
+    }
+    if let Some((b, _)) = point.iter().find(|(_, c)| c.iter().any(|c| c.len() < 2)) {
+        return Err(err(format!(
+            "a branch of batch {b} has fewer than 2 records"
+        )));
+    }
+    // The common budget: the shortest branch's end; the common target: the highest final loss.
+    let budget = point
+        .values()
+        .flatten()
+        .map(|c| c[c.len() - 1].0)
+        .fold(f64::INFINITY, f64::min);
+    let start = point.values().flatten().map(|c| c[0].0).fold(0.0, f64::max);
+    if budget.partial_cmp(&start) != Some(std::cmp::Ordering::Greater) {
+        return Err(err("the branches share no range of samples".into()));
+    }
+    let target = point
+        .values()
+        .flatten()
+        .map(|c| c.iter().map(|p| p.1).fold(f64::INFINITY, f64::min))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let all: BTreeMap<u64, Vec<usize>> = point
+        .iter()
+        .map(|(&b, c)| (b, (0..c.len()).collect()))
+        .collect();
+    let th = threshold(point, &all, budget, tolerance).ok_or_else(|| err("no threshold".into()))?;
+    // The branches all start at the branch point's loss; a target no branch had to improve
+    // on counts zero samples for every batch, and a line through zeros says nothing.
+    let start_loss = point
+        .values()
+        .flatten()
+        .map(|c| c[0].1)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let best_gain = start_loss
+        - point
+            .values()
+            .flatten()
+            .map(|c| c.iter().map(|p| p.1).fold(f64::INFINITY, f64::min))
+            .fold(f64::INFINITY, f64::min);
+    let progress = start_loss - target;
+    let (fit, note) = if !(progress > MIN_TARGET_PROGRESS * best_gain && progress > 0.0) {
+        (
+            None,
+            Some(format!(
+                "the slowest branch got no lower than {target:.4} nats from {start_loss:.4} at the \
+                 branch point (the best got {best_gain:.4} lower): no common loss to count samples to"
+            )),
+        )
+    } else {
+        match b_noise(point, &all, target) {
+            Some(v) => (Some(v), None),
+            None => (
+                None,
+                Some(format!(
+                    "larger batches needed no more samples to reach loss {target:.4}: no finite B_noise"
+                )),
+            ),
+        }
+    };
+    let mut rng = StdRng::seed_from_u64(from_step ^ 0x5eed);
+    let (mut ths, mut fits) = (Vec::new(), Vec::new());
+    for _ in 0..resamples {
+        let pick: BTreeMap<u64, Vec<usize>> = point
+            .iter()
+            .map(|(&b, c)| {
+                (
+                    b,
+                    (0..c.len()).map(|_| rng.random_range(0..c.len())).collect(),
+                )
+            })
+            .collect();
+        if let Some(t) = threshold(point, &pick, budget, tolerance) {
+            ths.push(t as f64);
+        }
+        // A resample without a finite B_noise counts as unbounded above.
+        fits.push(b_noise(point, &pick, target).unwrap_or(f64::INFINITY));
+    }
+    ths.sort_by(f64::total_cmp);
+    fits.sort_by(f64::total_cmp);
+    let lo_q = (1.0 - confidence) / 2.0;
+    let hi_q = 1.0 - lo_q;
+    let grid = |x: Option<f64>| x.map_or(th, |x| x as u64);
+    let finite = |x: Option<f64>| x.filter(|v| v.is_finite());
+    let branches = point
+        .iter()
+        .map(|(&b, curves)| {
+            let n = curves.len() as f64;
+            let at: f64 = curves
+                .iter()
+                .map(|c| loss_at(c, budget).unwrap_or(f64::NAN))
+                .sum::<f64>()
+                / n;
+            let to: Option<f64> = curves.iter().map(|c| samples_to(c, target)).sum();
+            BatchSummary {
+                batch: b,
+                seeds: curves.len(),
+                loss_at_budget: at,
+                samples_to_target: to.map(|t| t / n),
+            }
+        })
+        .collect();
+    Ok(PointReport {
+        from_step,
+        budget_samples: budget,
+        target_loss: target,
+        threshold_cbs: ThresholdCbs {
+            batch: th,
+            ci: [grid(percentile(&ths, lo_q)), grid(percentile(&ths, hi_q))],
+        },
+        b_noise_fit: fit.map(|value| WithCi {
+            value,
+            ci: [
+                finite(percentile(&fits, lo_q)),
+                finite(percentile(&fits, hi_q)),
+            ],
+        }),
+        b_noise_note: note,
+        branches,
+    })
+}
+
+/// A measured CBS beside the noise-scale estimate of the same run at the branch point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EstimateComparison {
+    /// The branch point's step.
+    pub from_step: u64,
+    /// The run's step whose estimate is used (the last analysed step at or before the point).
+    pub estimate_step: Option<u64>,
+    /// The run's smoothed B_simple there, samples.
+    pub b_simple: Option<f64>,
+    /// Its interval; an unbounded end is `None`.
+    pub b_simple_ci: [Option<f64>; 2],
+    /// Threshold CBS / B_simple, with the interval of both (lowest measured over highest
+    /// estimated, highest over lowest).
+    pub threshold_ratio: Option<WithCi>,
+    /// Fitted B_noise / B_simple, likewise.
+    pub b_noise_ratio: Option<WithCi>,
+}
+
+/// Each point of `cbs` beside `estimate(step)` = (step used, B_simple, interval) of a run.
+pub fn compare_with_estimate(
+    cbs: &CbsReport,
+    estimate: impl Fn(u64) -> Option<(u64, Option<f64>, [f64; 2])>,
+) -> Vec<EstimateComparison> {
+    cbs.points
+        .iter()
+        .map(|p| {
+            let est = estimate(p.from_step);
+            let b = est.and_then(|e| e.1).filter(|b| b.is_finite() && *b > 0.0);
+            let ci = est.map_or([None, None], |e| {
+                let lo = Some(e.2[0]).filter(|v| v.is_finite() && *v > 0.0);
+                let hi = Some(e.2[1]).filter(|v| v.is_finite() && *v > 0.0);
+                [lo, hi]
+            });
+            let ratio = |value: f64, lo: Option<f64>, hi: Option<f64>| {
+                b.map(|b| WithCi {
+                    value: value / b,
+                    ci: [
+                        // An estimate unbounded above leaves the ratio bounded below by 0.
+                        lo.map(|m| ci[1].map_or(0.0, |e| m / e)),
+                        hi.zip(ci[0]).map(|(m, e)| m / e),
+                    ],
+                })
+            };
+            let th = &p.threshold_cbs;
+            EstimateComparison {
+                from_step: p.from_step,
+                estimate_step: est.map(|e| e.0),
+                b_simple: b,
+                b_simple_ci: ci,
+                threshold_ratio: ratio(
+                    th.batch as f64,
+                    Some(th.ci[0] as f64),
+                    Some(th.ci[1] as f64),
+                ),
+                b_noise_ratio: p.b_noise_fit.and_then(|f| ratio(f.value, f.ci[0], f.ci[1])),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_distr::{Distribution, Normal};
+
+    /// McCandlish et al.'s progress model: a batch-B run covers the distance of a
+    /// noiseless run in `1 + B/B_noise` times the samples, so its loss after `s` samples is
+    /// `L0 − Δ·(1 − exp(−s / (τ (1 + B/B_noise))))`.
+    fn progress_loss(s: f64, batch: f64, b_noise: f64) -> f64 {
+        let (l0, delta, tau) = (3.0, 1.5, 20_000.0);
+        l0 - delta * (1.0 - (-s / (tau * (1.0 + batch / b_noise))).exp())
+    }
+
+    /// Branch records of the progress model: `seeds` per batch, every `every` samples up to
+    /// `budget`, each seed with its own loss offset and per-point noise (nats).
+    fn synthetic(
+        b_noise: f64,
+        batches: &[u64],
+        seeds: u64,
+        budget: f64,
+        noise: f64,
+        rng_seed: u64,
+    ) -> Vec<BranchRecord> {
+        let mut rng = StdRng::seed_from_u64(rng_seed);
+        let normal = Normal::new(0.0, noise).unwrap();
+        let mut out = Vec::new();
+        for &batch in batches {
+            for seed in 0..seeds {
+                let offset = normal.sample(&mut rng) * 0.5;
+                let mut s = 0.0;
+                let mut step = 0;
+                while s <= budget {
+                    out.push(BranchRecord {
+                        v: 1,
+                        branch: BranchKey {
+                            from_step: 100,
+                            batch,
+                            seed,
+                        },
+                        step,
+                        samples: s,
+                        tokens: None,
+                        loss: progress_loss(s, batch as f64, b_noise)
+                            + offset
+                            + normal.sample(&mut rng),
+                        lr: None,
+                    });
+                    s += 2048.0;
+                    step += 1;
+                }
+            }
+        }
+        out
+    }
+
+    const BATCHES: [u64; 7] = [16, 32, 64, 128, 256, 512, 1024];
+
+    /// The threshold CBS of the noiseless model on the grid, by brute force.
+    fn true_threshold(b_noise: f64, budget: f64, tol: f64) -> u64 {
+        let base = progress_loss(budget, BATCHES[0] as f64, b_noise);
+        BATCHES
+            .iter()
+            .copied()
+            .filter(|&b| progress_loss(budget, b as f64, b_noise) - base <= tol)
+            .max()
+            .unwrap()
+    }
+
+    fn grid_neighbours(a: u64, b: u64) -> bool {
+        let i = BATCHES.iter().position(|&x| x == a).unwrap();
+        let j = BATCHES.iter().position(|&x| x == b).unwrap();
+        i.abs_diff(j) <= 1
+    }
+
+    #[test]
+    fn recovers_b_noise_and_threshold_of_the_progress_model() {
+        for (k, &b_noise) in [60.0, 200.0, 700.0].iter().enumerate() {
+            let recs = synthetic(b_noise, &BATCHES, 4, 60_000.0, 0.003, k as u64);
+            let report = measure(&recs, 0.01, 0.95, 400).unwrap();
+            let p = &report.points[0];
+            let fit = p.b_noise_fit.expect("a finite fit");
+            let rel = (fit.value - b_noise).abs() / b_noise;
+            assert!(
+                rel < 0.25,
+                "B_noise {b_noise}: fitted {} ({rel:.3})",
+                fit.value
+            );
+            let lo = fit.ci[0].unwrap_or(0.0);
+            let hi = fit.ci[1].unwrap_or(f64::INFINITY);
+            assert!(
+                lo <= b_noise && b_noise <= hi,
+                "B_noise {b_noise} outside {lo}..{hi}"
+            );
+            assert!(lo < fit.value && fit.value < hi);
+            let truth = true_threshold(b_noise, p.budget_samples, 0.01);
+            assert!(
+                grid_neighbours(p.threshold_cbs.batch, truth),
+                "B_noise {b_noise}: threshold {} against {truth}",
+                p.threshold_cbs.batch
+            );
+            assert!(p.threshold_cbs.ci[0] <= p.threshold_cbs.batch);
+            assert!(p.threshold_cbs.batch <= p.threshold_cbs.ci[1]);
+        }
+    }
+
+    #[test]
+    fn larger_b_noise_gives_larger_measured_cbs() {
+        let small = measure(
+            &synthetic(50.0, &BATCHES, 3, 60_000.0, 0.002, 7),
+            0.01,
+            0.9,
+            200,
+        )
+        .unwrap();
+        let large = measure(
+            &synthetic(800.0, &BATCHES, 3, 60_000.0, 0.002, 7),
+            0.01,
+            0.9,
+            200,
+        )
+        .unwrap();
+        let (s, l) = (&small.points[0], &large.points[0]);
+        assert!(s.threshold_cbs.batch < l.threshold_cbs.batch);
+        assert!(s.b_noise_fit.unwrap().value < l.b_noise_fit.unwrap().value);
+    }
+
+    #[test]
+    fn intervals_widen_with_seed_noise() {
+        let quiet = measure(
+            &synthetic(200.0, &BATCHES, 4, 60_000.0, 0.001, 3),
+            0.01,
+            0.95,
+            400,
+        )
+        .unwrap();
+        let loud = measure(
+            &synthetic(200.0, &BATCHES, 4, 60_000.0, 0.02, 3),
+            0.01,
+            0.95,
+            400,
+        )
+        .unwrap();
+        let width = |r: &CbsReport| {
+            let f = r.points[0].b_noise_fit.unwrap();
+            f.ci[1].unwrap_or(f64::INFINITY) - f.ci[0].unwrap_or(0.0)
+        };
+        assert!(
+            width(&quiet) < width(&loud),
+            "{} vs {}",
+            width(&quiet),
+            width(&loud)
+        );
+    }
+
+    #[test]
+    fn refuses_too_few_batches_seeds_or_overlap() {
+        let two = synthetic(200.0, &[16, 32], 3, 20_000.0, 0.001, 1);
+        let e = measure(&two, 0.01, 0.95, 50).unwrap_err().to_string();
+        assert!(e.contains("step 100") && e.contains("at least 3"), "{e}");
+        let one_seed = synthetic(200.0, &[16, 32, 64], 1, 20_000.0, 0.001, 1);
+        let e = measure(&one_seed, 0.01, 0.95, 50).unwrap_err().to_string();
+        assert!(e.contains("seed"), "{e}");
+        let mut apart = synthetic(200.0, &[16, 32, 64], 2, 4_000.0, 0.001, 1);
+        for r in apart.iter_mut().filter(|r| r.branch.batch == 64) {
+            r.samples += 1e6;
+        }
+        let e = measure(&apart, 0.01, 0.95, 50).unwrap_err().to_string();
+        assert!(e.contains("share no range"), "{e}");
+    }
+
+    #[test]
+    fn no_fit_when_the_slowest_branch_made_no_progress() {
+        let mut recs = synthetic(200.0, &BATCHES, 3, 40_000.0, 0.001, 5);
+        // The largest batch's loss rises from the branch point (a rate it cannot take).
+        for r in recs.iter_mut().filter(|r| r.branch.batch == 1024) {
+            r.loss = 3.0 + r.samples * 1e-6;
+        }
+        let p = &measure(&recs, 0.01, 0.95, 100).unwrap().points[0];
+        assert!(p.b_noise_fit.is_none());
+        assert!(p.b_noise_note.as_deref().unwrap().contains("no lower than"));
+    }
+
+    #[test]
+    fn ratios_carry_both_intervals() {
+        let recs = synthetic(200.0, &BATCHES, 4, 60_000.0, 0.003, 11);
+        let report = measure(&recs, 0.01, 0.95, 300).unwrap();
+        let cmp = compare_with_estimate(&report, |s| Some((s - 1, Some(100.0), [80.0, 125.0])));
+        let c = &cmp[0];
+        assert_eq!(c.estimate_step, Some(99));
+        let p = &report.points[0];
+        let f = p.b_noise_fit.unwrap();
+        let r = c.b_noise_ratio.unwrap();
+        assert!((r.value - f.value / 100.0).abs() < 1e-12);
+        assert!((r.ci[0].unwrap() - f.ci[0].unwrap() / 125.0).abs() < 1e-12);
+        assert!((r.ci[1].unwrap() - f.ci[1].unwrap() / 80.0).abs() < 1e-12);
+        let t = c.threshold_ratio.unwrap();
+        assert!((t.value - p.threshold_cbs.batch as f64 / 100.0).abs() < 1e-12);
+        // An estimate unbounded above puts the ratio's lower end at 0, one whose lower end
+        // is 0 leaves the ratio unbounded above; no estimate, no ratio.
+        let open =
+            compare_with_estimate(&report, |s| Some((s, Some(100.0), [80.0, f64::INFINITY])));
+        assert_eq!(open[0].b_noise_ratio.unwrap().ci[0], Some(0.0));
+        let open = compare_with_estimate(&report, |s| Some((s, Some(100.0), [0.0, 125.0])));
+        assert_eq!(open[0].b_noise_ratio.unwrap().ci[1], None);
+        assert!(
+            compare_with_estimate(&report, |_| None)[0]
+                .b_noise_ratio
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn parse_names_the_line() {
+        let ok = r#"{"v":1,"branch":{"from_step":3,"batch":8,"seed":0},"step":0,"samples":0,"loss":2.5}"#;
+        assert_eq!(parse(ok).unwrap().len(), 1);
+        let text = format!("{ok}\n\n{{\"v\":1,\"branch\":{{\"from_step\":3}}}}\n");
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.starts_with("line 3:"), "{e}");
+        let e = parse(&ok.replace("2.5", "-1e999")).unwrap_err().to_string();
+        assert!(e.starts_with("line 1:"), "{e}");
+        let e = parse(&ok.replace("\"batch\":8", "\"batch\":0"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("batch"), "{e}");
+        assert_eq!(parse("\n \n"), Err(CbsError::Empty));
+    }
+}
