@@ -208,3 +208,76 @@ pub fn check_readable_stream(path: &Path) -> std::io::Result<()> {
         ))
     }
 }
+
+/// How long a reader that runs to the end of its input (`analyze`, `open`) waits for the first
+/// byte of a named pipe before it gives up: a FIFO nobody writes to would block for ever.
+pub const FIFO_FIRST_DATA_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Open a stats stream that is read to its end: a regular file, or a pipe that delivers its
+/// first byte within [`FIFO_FIRST_DATA_WAIT`] (a pipe without a writer, or whose writer
+/// stays silent, is an error after that wait, not a hang). The check of
+/// [`check_readable_stream`] comes first.
+pub fn open_readable_stream(path: &Path) -> std::io::Result<std::fs::File> {
+    check_readable_stream(path)?;
+    let ft = std::fs::metadata(path)?.file_type();
+    if !is_fifo(&ft) {
+        return std::fs::File::open(path);
+    }
+    open_fifo_bounded(path, FIFO_FIRST_DATA_WAIT)
+}
+
+/// Open a FIFO without blocking on its writer, wait up to `wait` for data (or the end of a
+/// writer that came and went), then hand it back in blocking mode.
+#[cfg(unix)]
+fn open_fifo_bounded(path: &Path, wait: std::time::Duration) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let fd = file.as_raw_fd();
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::other(format!(
+                "a named pipe that gave no data within {} s (no writer?); copus watch follows a \
+                 live stream",
+                wait.as_secs()
+            )));
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(left.as_millis().min(200))
+            .unwrap_or(200)
+            .max(1);
+        // SAFETY: one valid pollfd, owned by this frame, for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+            break;
+        }
+    }
+    // SAFETY: fcntl on a descriptor this function owns; only the O_NONBLOCK bit changes.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
+}
+
+/// Where the OS has no FIFOs, a plain open.
+#[cfg(not(unix))]
+fn open_fifo_bounded(path: &Path, _: std::time::Duration) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}

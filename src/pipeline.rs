@@ -32,6 +32,51 @@ pub fn load_with(
     device: crate::compute::Device,
     progress: &dyn Fn(dump::Progress),
 ) -> Result<Loaded, SourceError> {
+    let loaded = load_source(resolved, device, progress)?;
+    check_scaled_b_crit(resolved, &loaded.trajectory)?;
+    Ok(loaded)
+}
+
+/// Smallest median B_crit × `b_crit_scale` accepted, samples: below it every efficiency
+/// of the grid rounds to 0 and the planner ranks nothing but the smallest batch.
+pub const MIN_SCALED_B_CRIT: f64 = 1e-2;
+/// Largest median B_crit × `b_crit_scale` accepted, samples.
+pub const MAX_SCALED_B_CRIT: f64 = 1e15;
+
+/// The session's `b_crit_scale` must leave the trajectory's median B_crit (in the model's
+/// sequences) within [`MIN_SCALED_B_CRIT`, `MAX_SCALED_B_CRIT`]; a single odd point of a
+/// measured run does not count, the median does.
+fn check_scaled_b_crit(resolved: &Resolved, traj: &Trajectory) -> Result<(), SourceError> {
+    let scale = resolved.session.b_crit_scale;
+    let in_seqs = traj.in_sequences_of(resolved.model.seq_len);
+    let mut b: Vec<f64> = in_seqs
+        .points
+        .iter()
+        .map(|p| p.b_crit)
+        .filter(|b| b.is_finite() && *b > 0.0)
+        .collect();
+    if b.is_empty() {
+        return Ok(());
+    }
+    b.sort_by(f64::total_cmp);
+    let median = b[b.len() / 2] * scale;
+    if (MIN_SCALED_B_CRIT..=MAX_SCALED_B_CRIT).contains(&median) {
+        return Ok(());
+    }
+    Err(SourceError::Unsupported(format!(
+        "{}: b_crit_scale {scale}: the median B_crit becomes {median:.3e} samples, outside \
+         {MIN_SCALED_B_CRIT}..{MAX_SCALED_B_CRIT:.0e}: every batch's efficiency would round to \
+         {} and the plan would mean nothing; check the conversion factor",
+        resolved.path.display(),
+        if median < MIN_SCALED_B_CRIT { 0 } else { 1 }
+    )))
+}
+
+fn load_source(
+    resolved: &Resolved,
+    device: crate::compute::Device,
+    progress: &dyn Fn(dump::Progress),
+) -> Result<Loaded, SourceError> {
     let seq_len = resolved.model.seq_len;
     match &resolved.session.source {
         DataSource::Scenario(s) => {

@@ -285,6 +285,21 @@ fn escapes(p: &Path) -> bool {
     false
 }
 
+/// Whether `rel`, joined to `base`, resolves (through symbolic links) to a file outside
+/// `base`. A path that does not exist yet resolves nowhere and is not outside: reading it
+/// fails later with an error naming it.
+fn resolves_outside(base: &Path, rel: &Path) -> bool {
+    let dir = if base.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        base
+    };
+    match (dir.canonicalize(), dir.join(rel).canonicalize()) {
+        (Ok(b), Ok(p)) => !p.starts_with(b),
+        _ => false,
+    }
+}
+
 /// Largest session file read, bytes.
 pub const MAX_SESSION_BYTES: u64 = 16 << 20;
 
@@ -482,7 +497,10 @@ impl Session {
         ];
         for (field, name, builtins) in names {
             let Some(name) = name else { continue };
-            if builtins.iter().any(|(n, _)| *n == name) || !escapes(Path::new(&name)) {
+            let base = path.parent().unwrap_or(Path::new(""));
+            if builtins.iter().any(|(n, _)| *n == name)
+                || !(escapes(Path::new(&name)) || resolves_outside(base, Path::new(&name)))
+            {
                 continue;
             }
             return Err(SessionError::Invalid {
@@ -592,6 +610,12 @@ fn calibration_in(base: &Path, rel: &str) -> Result<PathBuf, String> {
         return Err(format!(
             "'{rel}' must be a path inside the session's directory (no absolute path, no '..'); \
              give a calibration kept elsewhere with --calibration FILE"
+        ));
+    }
+    if resolves_outside(base, p) {
+        return Err(format!(
+            "'{rel}' is a link to a file outside the session's directory; give a calibration kept \
+             elsewhere with --calibration FILE"
         ));
     }
     Ok(base.join(p))

@@ -173,7 +173,7 @@ pub fn install_abort_handler() {
         };
         let msg = format!(
             "copus: out of memory (the allocation above failed): {why}, or give the command \
-             less to hold (analyze/watch --max-records, a smaller search)\n"
+             less to hold (analyze --max-records, a shorter run for watch, a smaller search)\n"
         );
         let _ = ABORT_MSG.set(msg.into_bytes());
         // SAFETY: installing a handler that only calls async-signal-safe functions.

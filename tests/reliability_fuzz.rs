@@ -722,3 +722,119 @@ proptest! {
         let _ = copus::perf::nccl::parse(&text, "all_reduce_perf.txt", None);
     }
 }
+
+// ---- branch records (copus cbs) and advice-loop events --------------------------------------
+
+const BRANCH: &str = r#"{"v":1,"branch":{"from_step":300,"batch":64,"seed":1},"step":16,"samples":1024,"tokens":1024,"loss":2.0417,"lr":0.0354}"#;
+
+/// A small branched experiment (3 batches × 2 seeds × 3 evaluations) with one line mutated.
+fn mutated_branch_file() -> impl Strategy<Value = String> {
+    let mut lines = Vec::new();
+    for batch in [8u64, 32, 128] {
+        for seed in 0..2u64 {
+            for (k, samples) in [0u64, 512, 1024].iter().enumerate() {
+                let loss = 3.0 - 0.1 * k as f64 * (1.0 + 8.0 / batch as f64) + 0.001 * seed as f64;
+                lines.push(format!(
+                    r#"{{"v":1,"branch":{{"from_step":5,"batch":{batch},"seed":{seed}}},"step":{k},"samples":{samples},"loss":{loss}}}"#
+                ));
+            }
+        }
+    }
+    let n = lines.len();
+    (0..n, json_value(), 0..BRANCH.len()).prop_map(move |(i, v, cut)| {
+        let mut l = lines.clone();
+        l[i] = match cut % 4 {
+            0 => l[i].replace("\"loss\":", &format!("\"loss\":{v},\"x\":")),
+            1 => l[i].replace("\"batch\":", &format!("\"batch\":{v},\"b\":")),
+            2 => l[i].replace("\"samples\":", &format!("\"samples\":{v},\"s\":")),
+            _ => BRANCH[..cut].to_string(),
+        };
+        l.join("\n")
+    })
+}
+
+fn check_branches(text: &str) {
+    let Ok(records) = copus::stats::cbs::parse(text) else {
+        return;
+    };
+    for r in &records {
+        assert!(r.branch.batch >= 1 && r.samples.is_finite() && r.samples >= 0.0);
+        assert!(r.loss.is_finite());
+    }
+    if let Ok(report) = copus::stats::cbs::measure(&records, 0.01, 0.9, 20) {
+        for p in &report.points {
+            let t = &p.threshold_cbs;
+            assert!(t.ci[0] <= t.batch && t.batch <= t.ci[1], "{p:?}");
+            if let Some(f) = p.b_noise_fit {
+                assert!(f.value.is_finite() && f.value > 0.0, "{p:?}");
+            } else {
+                assert!(p.b_noise_note.is_some(), "{p:?}");
+            }
+        }
+    }
+}
+
+const ADVICE: &str = r#"{"v":1,"advice":{"at_step":433,"batch":64,"micro_batch":2,"accumulation":1,"layout":{"dp":32,"tp":2,"pp":1},"expected_gain":0.05,"reason":"B_crit 400","apply":"batch","dry_run":false}}"#;
+const APPLIED: &str = r#"{"v":1,"applied":{"at_step":434,"batch":64,"accumulation":1}}"#;
+
+/// An advice or applied line with one value replaced, or cut short.
+fn mutated_event() -> impl Strategy<Value = String> {
+    let keys = [
+        "at_step",
+        "batch",
+        "micro_batch",
+        "accumulation",
+        "dp",
+        "expected_gain",
+        "apply",
+        "v",
+    ];
+    (
+        prop::bool::ANY,
+        prop::sample::select(keys.to_vec()),
+        json_value(),
+        0..ADVICE.len(),
+    )
+        .prop_map(|(advice, key, v, cut)| {
+            let base = if advice { ADVICE } else { APPLIED };
+            let needle = format!("\"{key}\":");
+            match base.find(&needle) {
+                Some(at) if cut % 5 != 0 => {
+                    let start = at + needle.len();
+                    let end = base[start..]
+                        .find([',', '}'])
+                        .map_or(base.len(), |e| start + e);
+                    format!("{}{v}{}", &base[..start], &base[end..])
+                }
+                _ => base[..cut.min(base.len())].to_string(),
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn branch_records_arbitrary_text(s in any::<String>()) {
+        check_branches(&s);
+    }
+
+    #[test]
+    fn branch_records_mutated(s in mutated_branch_file()) {
+        check_branches(&s);
+    }
+
+    /// An advice-loop line is an event (counted apart), malformed, or — if the mutation made
+    /// it a valid step record — a record; never a panic, and the stream reader's counts add up.
+    #[test]
+    fn advice_events_mutated(line in mutated_event()) {
+        // One line: a raw newline inside a replaced value would make it two.
+        let line = line.replace(['\n', '\r'], " ");
+        let _ = parse_line(&line);
+        let next = VALID.replace("\"step\":7", "\"step\":8");
+        let text = format!("{VALID}\n{line}\n{next}\n");
+        let outcome = read_ndjson(std::io::Cursor::new(text.into_bytes())).expect("in-memory read");
+        prop_assert_eq!(outcome.records.len(), 2);
+        prop_assert!(outcome.malformed + outcome.event_lines + outcome.non_finite <= 1);
+    }
+}

@@ -132,12 +132,10 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         return run_dump(args);
     }
     check_stats_file_flags(args)?;
-    crate::fsutil::check_readable_stream(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
     let timing = std::env::var_os(TIMING_ENV).is_some();
     let t0 = std::time::Instant::now();
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let file = crate::fsutil::open_readable_stream(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let outcome = read_ndjson_bounded(BufReader::new(file), args.record_bound())
         .with_context(|| format!("cannot read {}", path.display()))?;
     let t1 = std::time::Instant::now();

@@ -27,10 +27,8 @@ fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<Analy
         crate::cli::bench::finish_progress();
         return Ok(d?.report);
     }
-    crate::fsutil::check_readable_stream(path)
+    let file = crate::fsutil::open_readable_stream(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let outcome = read_ndjson_bounded(BufReader::new(file), args.record_bound())
         .with_context(|| format!("cannot read {}", path.display()))?;
     for e in &outcome.errors {

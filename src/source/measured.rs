@@ -135,8 +135,7 @@ pub fn load_stats_file(
         path: path.to_path_buf(),
         source,
     };
-    crate::fsutil::check_readable_stream(path).map_err(io)?;
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = crate::fsutil::open_readable_stream(path).map_err(io)?;
     // A long run is merged into a bounded number of records (stats::coarsen); the timed
     // records below are then means over their steps.
     let outcome = read_ndjson_bounded(BufReader::new(file), RecordBound::Default).map_err(io)?;

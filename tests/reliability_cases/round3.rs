@@ -441,3 +441,83 @@ fn an_unusable_stats_file_is_named_as_given() {
     run.fails_with(&["neg.ndjson: no step gives a usable B_crit"]);
     assert!(!run.stderr.contains(".copus.ron"), "{}", run.stderr);
 }
+
+#[test]
+fn analyze_and_open_of_a_fifo_nobody_writes_end_in_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    mkfifo(&d.join("ff"));
+    let run: String = (0..300)
+        .map(|k| {
+            let small = 2.5 + 0.3 * ((k * 7) % 11) as f64 / 11.0;
+            format!(
+                "{{\"v\":1,\"step\":{k},\"b_small\":4,\"b_big\":32,\"sq_small\":{small},\"sq_big\":0.5}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(d.join("a.ndjson"), run).expect("a");
+    let r = copus_in(d, &["analyze", "ff"], &[]);
+    r.fails_with(&["ff", "named pipe", "no data within 5 s"]);
+    assert!(r.elapsed.as_secs_f64() < 9.0, "{r:?}");
+    copus_in(d, &["analyze", "a.ndjson", "--compare", "ff"], &[]).fails_with(&["ff", "named pipe"]);
+    // A pipe whose writer delivers is read to its end as before.
+    let mut child = Command::new("sh")
+        .current_dir(d)
+        .args(["-c", "sleep 1; cat a.ndjson > ff"])
+        .spawn()
+        .expect("writer");
+    let r = copus_in(d, &["analyze", "ff", "--json", "--summary-only"], &[]);
+    let _ = child.wait();
+    r.succeeds();
+    assert!(r.stdout.contains("\"steps\":300"), "{}", r.stdout);
+}
+
+#[test]
+fn a_b_crit_scale_that_takes_b_crit_out_of_range_is_refused_with_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for scale in ["0.000001", "0.000002"] {
+        let s = session(
+            dir.path(),
+            "scale.ron",
+            &demo_with("b_crit_scale: 1.0", &format!("b_crit_scale: {scale}")),
+        );
+        copus(&["grid", &s, "--at", "10B"]).fails_with(&[
+            "scale.ron",
+            "b_crit_scale",
+            "median B_crit",
+        ]);
+        copus(&["plan", &s]).fails_with(&["b_crit_scale", "median B_crit"]);
+    }
+}
+
+#[test]
+fn a_session_calibration_or_profile_linked_outside_its_directory_is_refused_unread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    std::fs::create_dir(d.join("sub")).expect("sub");
+    std::fs::write(d.join("secret.ron"), "root:x:0:0").expect("secret");
+    std::os::unix::fs::symlink(d.join("secret.ron"), d.join("sub/cal.ron")).expect("link");
+    std::os::unix::fs::symlink(d.join("secret.ron"), d.join("sub/model.ron")).expect("link");
+    let cal = session(
+        &d.join("sub"),
+        "c.ron",
+        &demo_with(
+            "model: Named(\"llama-7b\"),",
+            "calibration: Some(\"cal.ron\"),\n    model: Named(\"llama-7b\"),",
+        ),
+    );
+    let r = copus(&["grid", &cal, "--at", "10B"]);
+    r.fails_with(&["calibration", "cal.ron", "outside the session's directory"]);
+    assert!(!r.stderr.contains("root"), "{r:?}");
+    let model = session(
+        &d.join("sub"),
+        "m.ron",
+        &demo_with(
+            "model: Named(\"llama-7b\"),",
+            "model: Named(\"model.ron\"),",
+        ),
+    );
+    let r = copus(&["grid", &model, "--at", "10B"]);
+    r.fails_with(&["model", "model.ron", "outside the session's directory"]);
+    assert!(!r.stderr.contains("root"), "{r:?}");
+}
