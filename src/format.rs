@@ -1,20 +1,24 @@
 //! Number formatting for narrow terminal cells and status lines (shared by the app and the view).
 
-/// A compact human number: 1234 → "1.2k", 3.4e6 → "3.4M".
+/// The units of [`si`], smallest first: scale and suffix.
+const SI_UNITS: [(f64, &str); 5] = [(1.0, ""), (1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T")];
+
+/// A compact human number: 1234 → "1.2k", 3.4e6 → "3.4M". The unit is chosen after rounding
+/// to the printed precision, so 999 700 is "1.0M", not "1000k".
 pub fn si(x: f64) -> String {
     let a = x.abs();
-    let (v, s) = if a >= 1e12 {
-        (x / 1e12, "T")
-    } else if a >= 1e9 {
-        (x / 1e9, "G")
-    } else if a >= 1e6 {
-        (x / 1e6, "M")
-    } else if a >= 1e3 {
-        (x / 1e3, "k")
-    } else {
-        (x, "")
-    };
-    if v.abs() >= 100.0 || s.is_empty() {
+    let mut i = SI_UNITS
+        .iter()
+        .rposition(|&(scale, _)| a >= scale)
+        .unwrap_or(0);
+    // Rounded to a whole number the value reaches 1000 of its unit: one of the next.
+    if i + 1 < SI_UNITS.len() && (a / SI_UNITS[i].0).round() >= 1000.0 {
+        i += 1;
+    }
+    let (scale, s) = SI_UNITS[i];
+    let v = x / scale;
+    // Whole numbers from 100 up, after rounding to one decimal (99.96k is "100k").
+    if s.is_empty() || (v.abs() * 10.0).round() >= 1000.0 {
         format!("{v:.0}{s}")
     } else {
         format!("{v:.1}{s}")
@@ -34,15 +38,17 @@ pub fn count(x: f64) -> String {
 /// Tokens as "12.3B" style text: k, M, B (billions, as token counts are written), T; the
 /// one unit style for token counts on every screen.
 pub fn tokens(t: f64) -> String {
-    if t >= 1e12 {
+    // Each unit starts where the smaller one's text would round up to 1000 of it (or, for
+    // the one-decimal thousands, to 100.0k), so 999 700 is "1.0M", not "1000k".
+    if t >= 999.95e9 {
         format!("{:.1}T", t / 1e12)
-    } else if t >= 1e9 {
+    } else if t >= 999.95e6 {
         format!("{:.1}B", t / 1e9)
-    } else if t >= 1e6 {
+    } else if t >= 999.5e3 {
         format!("{:.1}M", t / 1e6)
-    } else if t >= 1e5 {
+    } else if t >= 99.95e3 {
         format!("{:.0}k", t / 1e3)
-    } else if t >= 1e4 {
+    } else if t >= 9_999.5 {
         format!("{:.1}k", t / 1e3)
     } else {
         format!("{t:.0}")
@@ -76,5 +82,35 @@ mod tests {
         assert_eq!(tokens(600e9), "600.0B");
         assert_eq!(count(0.27), "0.27");
         assert_eq!(count(2304.0), "2.3k");
+    }
+
+    #[test]
+    fn compact_numbers_take_the_next_unit_when_rounding_reaches_it() {
+        assert_eq!(si(999.4), "999");
+        assert_eq!(si(999.96), "1.0k");
+        assert_eq!(si(99_940.0), "99.9k");
+        assert_eq!(si(99_960.0), "100k");
+        assert_eq!(si(999_400.0), "999k");
+        assert_eq!(si(999_700.0), "1.0M");
+        assert_eq!(si(-999_700.0), "-1.0M");
+        assert_eq!(si(999_999_999.0), "1.0G");
+        assert_eq!(si(999.7e9), "1.0T");
+        assert_eq!(si(2.5e15), "2500T");
+        assert_eq!(si(0.4), "0");
+    }
+
+    #[test]
+    fn token_counts_take_the_next_unit_when_rounding_reaches_it() {
+        assert_eq!(tokens(9_999.0), "9999");
+        assert_eq!(tokens(9_999.7), "10.0k");
+        assert_eq!(tokens(99_940.0), "99.9k");
+        assert_eq!(tokens(99_960.0), "100k");
+        assert_eq!(tokens(999_400.0), "999k");
+        assert_eq!(tokens(999_700.0), "1.0M");
+        assert_eq!(tokens(25e6), "25.0M");
+        assert_eq!(tokens(999_940_000.0), "999.9M");
+        assert_eq!(tokens(999_999_999.0), "1.0B");
+        assert_eq!(tokens(2.2e9), "2.2B");
+        assert_eq!(tokens(999.97e9), "1.0T");
     }
 }

@@ -152,3 +152,57 @@ fn pollux_efficiency_reads_relative_to_b0_never_as_a_fraction_of_samples() {
     assert!(screen.contains("vs B0 = 512"), "recommendation:\n{screen}");
     assert!(!screen.contains("stat. eff."), "{screen}");
 }
+
+#[test]
+fn the_recommendation_counts_b_crit_tokens_in_token_units() {
+    // A million tokens per sample puts the demo's B_crit past a billion tokens: "B", never the
+    // SI "G" the title would contradict.
+    let app = demo_at(119);
+    let (table, grid) = (app.table.as_ref().unwrap(), app.grid.as_ref().unwrap());
+    let units = Units {
+        seq_len: 1_000_000,
+        ..units(&app)
+    };
+    let r = recommend(table, grid, app.current_batch_column(), units).expect("rec");
+    let want = copus::format::tokens(grid.b_crit * 1e6);
+    assert!(want.ends_with('B'), "{want}");
+    assert!(
+        r.reasons[0].contains(&format!("({want} tokens)")),
+        "{}",
+        r.reasons[0]
+    );
+}
+
+#[test]
+fn the_footer_names_a_lesson_as_a_lesson() {
+    let mut app = demo_at(0);
+    let footer = |app: &App| {
+        render(app, 200, 60)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let tour = footer(&app);
+    assert!(tour.contains("n tour"), "{tour}");
+    app.resolved.session.name = "lesson: a lesson".into();
+    let lesson = footer(&app);
+    assert!(lesson.contains("n lesson"), "{lesson}");
+    assert!(!lesson.contains("n tour"), "{lesson}");
+}
+
+#[test]
+fn snapshot_takes_seq_len_as_open_does() {
+    use clap::Parser;
+    use copus::cli::{Cli, Command};
+    let cli = Cli::try_parse_from(["copus", "snapshot", "run.ndjson", "--seq-len", "4096"])
+        .expect("snapshot --seq-len parses");
+    match cli.command {
+        Some(Command::Snapshot(a)) => assert_eq!(a.seq_len, Some(4096)),
+        other => panic!("not a snapshot: {other:?}"),
+    }
+    assert!(
+        Cli::try_parse_from(["copus", "snapshot", "--lesson", "x", "--seq-len", "4096"]).is_err(),
+        "--seq-len is for a stats file or dump, not a lesson"
+    );
+}

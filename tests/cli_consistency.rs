@@ -361,11 +361,7 @@ fn a_run_far_from_the_models_sequence_length_is_not_laid_on_it_silently() {
     )
     .expect("session");
     let r = copus(&["grid", session.to_str().expect("utf-8")]);
-    r.fails_with(&[
-        "1 tokens per sample",
-        "4096-token samples",
-        "--seq-len 4096",
-    ]);
+    r.fails_with(&["1 token per sample", "4096-token samples", "--seq-len 4096"]);
     let fixed = std::fs::read_to_string(&session).expect("session").replace(
         "Stats(path: \"run.ndjson\")",
         "Stats(path: \"run.ndjson\", seq_len: Some(4096))",

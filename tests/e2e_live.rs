@@ -47,7 +47,7 @@ fn watch_follows_a_growing_run_in_the_explorer() {
     let first = tmux.wait_for("following the head");
     let n1 = live_steps(&first).expect("step count on the status line");
     // The built-in trainer's samples are 1 token, llama-7b's 4096: said, not laid silently.
-    tmux.wait_for("⚠ the run counts 1 tokens per sample");
+    tmux.wait_for("⚠ the run counts 1 token per sample");
     let start = Instant::now();
     let n2 = loop {
         sleep(Duration::from_millis(200));

@@ -115,7 +115,7 @@ pub fn recommend(
         "B_crit ≈ {} sequences of {} tokens ({} tokens): batch {} keeps {}",
         crate::format::count(grid.b_crit),
         units.seq_len,
-        crate::format::si(b_crit_tokens),
+        crate::format::tokens(b_crit_tokens),
         best.batch,
         eff_words(units.form, best.stat_eff)
     )];

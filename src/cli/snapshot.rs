@@ -15,6 +15,15 @@ pub struct SnapshotArgs {
     /// A lesson instead (`copus lesson --list`), at its first step.
     #[arg(long, conflicts_with = "path")]
     pub lesson: Option<String>,
+    /// Stats file or dump: tokens per sample of the run, as `copus open --seq-len` [default:
+    /// inferred from the records' `tokens`/`b_big`, else the model's sequence length].
+    #[arg(
+        long,
+        value_name = "TOKENS",
+        requires = "path",
+        conflicts_with = "lesson"
+    )]
+    pub seq_len: Option<u32>,
     /// Keys to press first, as tmux names them, separated by spaces: `"2 Left Left"`,
     /// `"End x"`, `"n n r"`, `"S-Right"`, `"Enter"`.
     #[arg(long, default_value = "")]
@@ -81,6 +90,7 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
     let app = match (&a.path, &a.lesson) {
         (Some(p), _) => super::open::explorer_app(&super::open::OpenArgs {
             device: crate::compute::Device::Cpu,
+            seq_len: a.seq_len,
             ..super::open::OpenArgs::for_path(p)
         })?,
         (None, Some(name)) => {

@@ -114,8 +114,8 @@ pub fn render_text(rep: &PlanReport) -> String {
     for s in &rep.switches {
         let _ = writeln!(
             o,
-            "  {:>8.1}B tokens, step {:>7} (B_crit {:.0} there): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
-            s.at_tokens / 1e9,
+            "  {:>9} tokens, step {:>7} (B_crit {:.0} there): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
+            crate::format::tokens(s.at_tokens),
             s.at_step,
             s.b_crit,
             s.from,

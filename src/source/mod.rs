@@ -56,11 +56,12 @@ pub enum SourceError {
     /// A run's samples are far from the model's: its B_crit in samples would be laid on the
     /// wrong scale. Not guessed: the user says what a sample is.
     #[error(
-        "{path}: the records count {run} tokens per sample (tokens/b_big), but the model {model} \
+        "{path}: the records count {run} {} per sample (tokens/b_big), but the model {model} \
          trains on {model_seq}-token samples: its B_crit would be read at the wrong scale. Pass \
          --seq-len {model_seq} to read each of the run's samples as one of the model's \
          sequences (as `copus lesson measured-run` does), or --seq-len {run} with a --model \
-         (and --hardware) that match the run; in a session, `Stats(path: …, seq_len: Some(N))`"
+         (and --hardware) that match the run; in a session, `Stats(path: …, seq_len: Some(N))`",
+        if *run == 1 { "token" } else { "tokens" }
     )]
     SeqLenMismatch {
         /// The stats file.

@@ -66,7 +66,8 @@ impl DiagnosticKind {
         match self {
             K::NegativeG2 => "collect larger batches per step or smooth over more steps",
             K::NonPositiveSmoothedG2 => {
-                "widen the smoother (--bandwidth, --decay) or record more samples per step"
+                "widen the smoother (press > in the explorer; --bandwidth or --decay on the \
+                 command line) or record more samples per step"
             }
             K::NegativeTrace => {
                 "check that sq_small is the mean over small batches and not swapped with sq_big"

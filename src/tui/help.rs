@@ -7,12 +7,13 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Clear};
 
-/// The bottom key-help line, from the key map, fitted to `width` columns.
-pub fn key_line(width: u16) -> Line<'static> {
+/// The bottom key-help line, from the key map, fitted to `width` columns; its `n` hint names
+/// `tour_kind` ("tour" or "lesson", as [`crate::app::App::tour_kind`] gives it).
+pub fn key_line(width: u16, tour_kind: &str) -> Line<'static> {
     Line::styled(
         format!(
             " {}",
-            super::keymap::hints_fitting(usize::from(width).saturating_sub(1))
+            super::keymap::hints_fitting(usize::from(width).saturating_sub(1), tour_kind)
         ),
         Style::new().fg(Color::DarkGray),
     )

@@ -168,10 +168,10 @@ pub const KEYMAP: &[Binding] = &[
     },
     Binding {
         label: "n / p",
-        what: "guided tour: next / previous step",
+        what: "guided tour or lesson: next / previous step",
         scope: Scope::Global,
         keys: &[(KeyCode::Char('n'), NONE), (KeyCode::Char('p'), NONE)],
-        hint: Some("n tour"),
+        hint: Some(TOUR_HINT),
     },
     Binding {
         label: "r  Shift+↑/↓",
@@ -263,13 +263,28 @@ pub const KEYMAP: &[Binding] = &[
     },
 ];
 
-/// The footer hint line: the short forms, in table order.
-pub fn hints() -> String {
+/// The footer hint of `n` / `p`, as a tour names it.
+const TOUR_HINT: &str = "n tour";
+
+/// The footer hints in table order, the `n` hint naming what it steps through: `tour_kind`
+/// as [`crate::app::App::tour_kind`] gives it ("n lesson" inside a lesson).
+fn hint_list(tour_kind: &str) -> Vec<String> {
     KEYMAP
         .iter()
         .filter_map(|b| b.hint)
-        .collect::<Vec<_>>()
-        .join(" · ")
+        .map(|h| {
+            if h == TOUR_HINT {
+                format!("n {tour_kind}")
+            } else {
+                h.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The footer hint line of a tour: the short forms, in table order.
+pub fn hints() -> String {
+    hint_list("tour").join(" · ")
 }
 
 /// The hints that are always kept in a narrow footer: how to get help and how to leave.
@@ -277,14 +292,15 @@ const ALWAYS_HINTS: [&str; 2] = ["? help", "q quit"];
 
 /// The footer hint line within `width` terminal columns: whole hints in table order, leaving
 /// out the later optional ones that do not fit, but always ending with "? help · q quit" (the
-/// help page lists every key). Never cuts a hint in the middle.
-pub fn hints_fitting(width: usize) -> String {
-    let all: Vec<&str> = KEYMAP.iter().filter_map(|b| b.hint).collect();
+/// help page lists every key). Never cuts a hint in the middle. The `n` hint names
+/// `tour_kind` ([`crate::app::App::tour_kind`]: "tour" or "lesson").
+pub fn hints_fitting(width: usize, tour_kind: &str) -> String {
+    let all = hint_list(tour_kind);
     let sep = " · ";
     let tail = ALWAYS_HINTS.join(sep);
     let mut budget = width.saturating_sub(tail.chars().count());
     let mut kept: Vec<&str> = Vec::new();
-    for h in all.iter().filter(|h| !ALWAYS_HINTS.contains(h)) {
+    for h in all.iter().filter(|h| !ALWAYS_HINTS.contains(&h.as_str())) {
         let need = h.chars().count() + sep.chars().count();
         if need > budget {
             break;

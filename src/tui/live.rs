@@ -227,10 +227,12 @@ impl Aggregator {
             {
                 // Not guessed: the heatmap would read B_crit at the wrong scale.
                 self.seq_warning = Some(format!(
-                    "⚠ the run counts {s} tokens per sample, the model {}: B_crit is read at \
+                    "⚠ the run counts {s} {} per sample, the model {}: B_crit is read at \
                      the wrong scale; rerun with --seq-len {} (each sample one of the model's \
                      sequences) or a --model matching the run",
-                    self.seq_len, self.seq_len
+                    if s == 1 { "token" } else { "tokens" },
+                    self.seq_len,
+                    self.seq_len
                 ));
             }
             self.run_seq = (s, note);

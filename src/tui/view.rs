@@ -216,7 +216,7 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
         draw_side(frame, a.side, app, app.side);
     }
     let key_line = if app.status.is_empty() {
-        help::key_line(a.keys.width)
+        help::key_line(a.keys.width, app.tour_kind())
     } else {
         Line::styled(format!(" {}", app.status), Style::new().fg(Color::Yellow))
     };
