@@ -89,9 +89,10 @@ pub fn point_at(
         At::Tokens(t) => {
             if t < first.tokens || t > last.tokens {
                 anyhow::bail!(
-                    "--at {t:.3e} tokens: outside the trajectory, which runs from {} to {} tokens",
-                    crate::format::si(first.tokens),
-                    crate::format::si(last.tokens)
+                    "--at {} tokens: outside the trajectory, which runs from {} to {} tokens",
+                    crate::format::tokens(t),
+                    crate::format::tokens(first.tokens),
+                    crate::format::tokens(last.tokens)
                 );
             }
             points

@@ -3,6 +3,20 @@
 use super::report::PlanReport;
 use std::fmt::Write as _;
 
+/// Why the `cbs-*` baselines trail, when the report lists any: the same sentence in
+/// `copus plan` and the explorer's plan panel.
+pub fn cbs_baselines_note(rep: &PlanReport) -> Option<&'static str> {
+    rep.strategies
+        .iter()
+        .any(|s| s.name.starts_with("cbs-"))
+        .then_some(
+            "cbs-*: the paper's baselines run at the grid batch nearest B_crit, where each sample \
+             keeps only about half its value (B_crit/(B + B_crit) = ½ at B = B_crit), on one fixed \
+             layout; the best batch sits below B_crit, so they trail: tracking B_crit is right, \
+             running at it is not",
+        )
+}
+
 /// The human-readable report.
 pub fn render_text(rep: &PlanReport) -> String {
     let mut o = String::new();
@@ -76,14 +90,8 @@ pub fn render_text(rep: &PlanReport) -> String {
             s.start
         );
     }
-    if rep.strategies.iter().any(|s| s.name.starts_with("cbs-")) {
-        let _ = writeln!(
-            o,
-            "  (cbs-*: the paper's baselines run at the grid batch nearest B_crit, where each sample \
-             keeps only about half its value (B_crit/(B + B_crit) = ½ at B = B_crit), on one fixed \
-             layout; the best batch sits below B_crit, so they trail: tracking B_crit is right, \
-             running at it is not)"
-        );
+    if let Some(note) = cbs_baselines_note(rep) {
+        let _ = writeln!(o, "  ({note})");
     }
     if let Some(c) = &rep.current_batch_static {
         let opt = rep.strategies.last().map_or(f64::NAN, |s| s.time_s);

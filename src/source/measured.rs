@@ -60,15 +60,23 @@ pub fn run_seq_len(
     }
 }
 
+/// "1 token" or "N tokens": a count of tokens with the noun in the right number.
+fn tokens_noun(n: u32) -> String {
+    if n == 1 {
+        "1 token".to_string()
+    } else {
+        format!("{n} tokens")
+    }
+}
+
 /// A note for the user on where the tokens per sample of a run come from.
 pub fn seq_len_note(seq_len: u32, origin: SeqLenOrigin) -> String {
+    let n = tokens_noun(seq_len);
     match origin {
-        SeqLenOrigin::Given => format!("{seq_len} tokens per sample (given)"),
-        SeqLenOrigin::Inferred => {
-            format!("{seq_len} tokens per sample (inferred from tokens/b_big)")
-        }
+        SeqLenOrigin::Given => format!("{n} per sample (given)"),
+        SeqLenOrigin::Inferred => format!("{n} per sample (inferred from tokens/b_big)"),
         SeqLenOrigin::Assumed => format!(
-            "no token counts in the records: assuming the model's {seq_len} tokens per sample (--seq-len sets it)"
+            "no token counts in the records: assuming the model's {n} per sample (--seq-len sets it)"
         ),
     }
 }
@@ -87,11 +95,28 @@ pub fn token_rescale(given: u32, implied: Option<f64>) -> Option<f64> {
 /// A note on a given tokens-per-sample value that rescales the records' token axis.
 pub fn token_rescale_note(given: u32, implied: Option<f64>) -> Option<String> {
     token_rescale(given, implied).map(|r| {
+        let implied = f64::from(given) / r;
+        // "1 token" only where the rounded number reads 1.
+        let noun = if format!("{implied:.0}") == "1" {
+            "token"
+        } else {
+            "tokens"
+        };
         format!(
-            "the records imply {:.0} tokens per sample: token axis counted at the given {given} (×{r:.4})",
-            f64::from(given) / r
+            "the records imply {implied:.0} {noun} per sample: token axis counted at the given {given} (×{r:.4})"
         )
     })
+}
+
+/// The interval of a trajectory point from an analysis' `[lo, hi]` (samples): kept when the
+/// lower end is finite and positive and the upper end is finite or unbounded (`+∞`, kept as
+/// [`f64::INFINITY`] so that the title can show it as such: the estimate is never shown
+/// without its uncertainty); `None` when there is no usable interval (a NaN end, a lower end
+/// not above zero). Every consumer of [`TrajectoryPoint::ci`] reads an infinite upper end as
+/// "unbounded above".
+pub fn point_interval(lo: f64, hi: f64) -> Option<(f64, f64)> {
+    (lo.is_finite() && lo > 0.0 && (hi.is_finite() || hi == f64::INFINITY) && hi >= lo)
+        .then_some((lo, hi))
 }
 
 /// Turn an analysis into a trajectory: one point per step with a finite, positive smoothed
@@ -109,7 +134,7 @@ pub fn trajectory_from_report(report: &AnalyzeReport, seq_len: u32, label: Strin
             step: row.step,
             tokens,
             b_crit: b,
-            ci: (lo.is_finite() && hi.is_finite() && lo > 0.0).then_some((lo, hi)),
+            ci: point_interval(lo, hi),
             loss: row.loss,
         });
     }
@@ -256,8 +281,34 @@ mod tests {
         assert_eq!(token_rescale(2048, Some(f64::NAN)), None);
         let note = token_rescale_note(4096, Some(1.0)).expect("a note");
         assert!(
-            note.contains("imply 1 tokens") && note.contains("×4096"),
+            note.contains("imply 1 token per sample") && note.contains("×4096"),
             "{note}"
         );
+        let note = token_rescale_note(4096, Some(2048.0)).expect("a note");
+        assert!(note.contains("imply 2048 tokens per sample"), "{note}");
+    }
+
+    #[test]
+    fn one_token_per_sample_reads_in_the_singular() {
+        assert_eq!(
+            seq_len_note(1, SeqLenOrigin::Given),
+            "1 token per sample (given)"
+        );
+        assert!(seq_len_note(1, SeqLenOrigin::Inferred).starts_with("1 token per sample"));
+        assert!(seq_len_note(1, SeqLenOrigin::Assumed).contains("model's 1 token per sample"));
+        assert!(seq_len_note(4096, SeqLenOrigin::Given).starts_with("4096 tokens per sample"));
+    }
+
+    #[test]
+    fn an_interval_unbounded_above_is_kept_as_infinite() {
+        assert_eq!(point_interval(2.0, 5.0), Some((2.0, 5.0)));
+        assert_eq!(
+            point_interval(1200.0, f64::INFINITY),
+            Some((1200.0, f64::INFINITY))
+        );
+        assert_eq!(point_interval(0.0, 5.0), None);
+        assert_eq!(point_interval(2.0, f64::NAN), None);
+        assert_eq!(point_interval(f64::NAN, 5.0), None);
+        assert_eq!(point_interval(2.0, f64::NEG_INFINITY), None);
     }
 }

@@ -16,7 +16,8 @@ use crate::source::live::{
 use crate::source::measured::{run_seq_len, seq_len_note};
 use crate::stats::incremental::{LiveEstimator, LivePoint, Placement};
 use crate::stats::{
-    AnalyzeReport, EstimatorSettings, SmootherKind, StepStats, analyze_with_inflation,
+    AnalyzeReport, EstimatorSettings, InputCounts, SmootherKind, StepStats, analyze_with_counts,
+    analyze_with_inflation,
 };
 use crate::trajectory::{Trajectory, TrajectoryPoint};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
@@ -33,6 +34,10 @@ pub const FULL_DUTY: f64 = 0.2;
 
 /// Records the live estimate can place behind the newest (out-of-order arrivals).
 pub const REPLAY_RECORDS: usize = 4096;
+
+/// Most steps of non-finite records the live view keeps to mark on the timeline (later ones
+/// are still counted).
+pub const MAX_NON_FINITE_STEPS: usize = 100_000;
 
 /// After this long without a record the run is reported as ended or paused.
 pub const IDLE: Duration = Duration::from_secs(10);
@@ -85,6 +90,11 @@ pub struct Aggregator {
     history: History,
     points: Vec<LivePoint>,
     counts: LiveCounts,
+    /// Steps of the non-finite records received (at most [`MAX_NON_FINITE_STEPS`]), and how
+    /// many more there were (without a readable step, or beyond the bound): handed to the full
+    /// analysis as `open` hands its reader's, so that the timeline marks them (✕).
+    non_finite_steps: Vec<u64>,
+    non_finite_other: usize,
     /// Variance inflation φ of the latest full analysis (1 before the first).
     phi: f64,
     /// Tokens per sample of the trajectory and the note saying where it comes from.
@@ -117,6 +127,8 @@ impl Aggregator {
             history: History::default(),
             points: Vec::new(),
             counts: LiveCounts::default(),
+            non_finite_steps: Vec::new(),
+            non_finite_other: 0,
             phi: 1.0,
             run_seq: (seq_len, String::new()),
             given_seq_len: None,
@@ -161,8 +173,16 @@ impl Aggregator {
                 self.stale_view = true;
                 None
             }
-            LiveEvent::NonFinite { .. } => {
+            nf @ LiveEvent::NonFinite { .. } => {
+                match nf.non_finite_step() {
+                    Some(step) if self.non_finite_steps.len() < MAX_NON_FINITE_STEPS => {
+                        self.non_finite_steps.push(step);
+                    }
+                    _ => self.non_finite_other += 1,
+                }
                 self.counts.non_finite += 1;
+                // The full analysis locates the skipped steps (the timeline's ✕).
+                self.stale_full = true;
                 self.stale_view = true;
                 None
             }
@@ -179,6 +199,7 @@ impl Aggregator {
                 let before = self.records.len();
                 self.records.retain(|r| r.step < step);
                 let gone = (before - self.records.len()) as u64;
+                self.non_finite_steps.retain(|&s| s < step);
                 if self.live.truncate_from(step) {
                     self.history.truncate_from(step);
                 } else {
@@ -210,7 +231,23 @@ impl Aggregator {
         let start = Instant::now();
         self.stale_full = false;
         let detail = crate::stats::layers::LayerDetail::Full;
-        let out = analyze_with_inflation(&self.records, &self.settings, detail)
+        let analysed = if self.non_finite_steps.is_empty() && self.non_finite_other == 0 {
+            analyze_with_inflation(&self.records, &self.settings, detail)
+        } else {
+            // The non-finite lines never became records: counted and located as `open`
+            // counts its reader's, so the run's diagnostics (and the timeline's ✕) match.
+            let counts = InputCounts {
+                non_finite: self.non_finite_steps.len() + self.non_finite_other,
+                non_finite_steps: self.non_finite_steps.clone(),
+                ..InputCounts::default()
+            };
+            analyze_with_counts(&self.records, &counts, &self.settings).map(|report| {
+                let phi =
+                    crate::stats::incremental::inflation_of_rows(&report.steps, &self.settings);
+                (report, phi)
+            })
+        };
+        let out = analysed
             .map(|(report, phi)| {
                 self.phi = phi;
                 report
@@ -262,7 +299,7 @@ impl Aggregator {
                 step: p.step,
                 tokens,
                 b_crit: b,
-                ci: (lo.is_finite() && hi.is_finite() && lo > 0.0).then_some((lo, hi)),
+                ci: crate::source::measured::point_interval(lo, hi),
                 loss: p.loss,
             });
         };
@@ -395,6 +432,45 @@ mod tests {
         assert!(note.is_some_and(|n| n.contains("400")));
         assert_eq!(agg.trajectory().points.last().map(|p| p.step), Some(399));
         assert_eq!(agg.counts().steps, 400);
+    }
+
+    #[test]
+    fn a_non_finite_line_is_marked_on_the_live_timeline_as_open_marks_it() {
+        use crate::app::measured_view::{CauseKind, causes};
+        let mut agg = Aggregator::new(EstimatorSettings::default(), 128, "t".into());
+        for s in (0..200).filter(|&s| s != 120) {
+            agg.event(LiveEvent::Record(rec(s)));
+        }
+        let line = r#"{"v":1,"step":120,"b_small":4,"b_big":32,"sq_small":2.0,"sq_big":NaN}"#;
+        let reason = crate::stats::parse_line(line)
+            .expect_err("not a record")
+            .to_string();
+        assert_eq!(
+            agg.event(LiveEvent::NonFinite {
+                line_no: 121,
+                reason
+            }),
+            None
+        );
+        assert_eq!(agg.counts().non_finite, 1);
+        let report = agg.full().expect("an analysis");
+        assert_eq!(report.summary.non_finite_skipped, 1);
+        let marks = causes(&report, &agg.trajectory());
+        let nan = |c: &&crate::app::measured_view::Cause| c.kind == CauseKind::NonFinite;
+        assert_eq!(
+            marks
+                .iter()
+                .filter(nan)
+                .map(|c| c.steps)
+                .collect::<Vec<_>>(),
+            vec![[120, 120]],
+            "{marks:?}"
+        );
+        // A restart before it takes the mark away with the records.
+        agg.event(LiveEvent::Restarted { step: 100 });
+        let report = agg.full().expect("an analysis");
+        let marks = causes(&report, &agg.trajectory());
+        assert_eq!(marks.iter().filter(nan).count(), 0, "{marks:?}");
     }
 
     #[test]

@@ -94,6 +94,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             dim,
         ));
     }
+    // Why the cbs-* baselines trail (as `copus plan` says it): not "following B_crit is bad".
+    // Last, so that the strips and switches stay in view; the panel scrolls to it.
+    if let Some(note) = crate::plan::render::cbs_baselines_note(plan) {
+        lines.push(Line::from(""));
+        lines.push(Line::styled(note, dim));
+    }
     let scroll = if focused { app.side_scroll } else { 0 };
     super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }

@@ -11,6 +11,7 @@ use ratatui::text::Span;
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Sparkline};
 
 use super::polyline::{self, DotGrid};
+use crate::app::measured_view as mv;
 
 /// "22 samples (45k tok)": B_crit in the trajectory's samples with its token equivalent at
 /// `seq_len` tokens per sample (the run's own for a measured run).
@@ -22,13 +23,50 @@ pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
     )
 }
 
+/// B_crit at a point with its interval, as the timeline's title shows it: "1.3k [1.2k–∞]
+/// samples (5.3M tok)". An interval unbounded above reads "∞", never dropped: the number is
+/// not shown without its uncertainty where the source has one (a measured run); without an
+/// interval, [`b_crit_words`].
+pub fn b_crit_interval_words(b_crit: f64, ci: Option<(f64, f64)>, seq_len: u32) -> String {
+    match ci {
+        Some((lo, hi)) => format!(
+            "{} {} samples ({} tok)",
+            si(b_crit),
+            mv::interval_words([lo, hi]),
+            crate::format::tokens(b_crit * f64::from(seq_len))
+        ),
+        None => b_crit_words(b_crit, seq_len),
+    }
+}
+
+/// The interval of `p` the chart draws as its band: bounded ones only (an interval unbounded
+/// above is shown in the title, "[lo–∞]", and leaves a gap in the band).
+fn drawn_interval(p: &crate::trajectory::TrajectoryPoint) -> Option<(f64, f64)> {
+    p.ci.filter(|c| c.1.is_finite())
+}
+
+/// Smallest and largest B_crit of `t` for the axis (samples): the drawn intervals' ends, else
+/// the point's B_crit ([`crate::trajectory::Trajectory::b_crit_range`] gives no range at all
+/// once one interval is unbounded above).
+fn axis_range(t: &crate::trajectory::Trajectory) -> Option<(f64, f64)> {
+    let ends = t
+        .points
+        .iter()
+        .map(|p| drawn_interval(p).unwrap_or((p.b_crit, p.b_crit)));
+    let (lo, hi) = ends.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (a, b)| {
+        (lo.min(a), hi.max(b))
+    });
+    (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+}
+
 /// The marks of the chart, each with its glyph (so it reads without colour).
 fn legend(app: &App) -> Vec<String> {
     let mut parts = vec![match app.viewed_layer() {
         Some(name) => format!("⠤ layer {name}"),
         None => "⠤ B_crit".to_string(),
     }];
-    if app.trajectory.points.iter().any(|p| p.ci.is_some()) {
+    let pts = &app.trajectory.points;
+    if pts.iter().any(|p| drawn_interval(p).is_some()) {
         parts.push("• interval".into());
     }
     if let Some(b) = app.resolved.session.current_batch {
@@ -82,7 +120,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                     format!(
                         "{}{}",
                         b_crit_words(q.b_crit, app.trajectory.seq_len),
-                        q.ci.map(|(lo, hi)| format!(" [{}–{}]", si(lo), si(hi)))
+                        q.ci.map(|(lo, hi)| format!(" {}", mv::interval_words([lo, hi])))
                             .unwrap_or_default()
                     )
                 }),
@@ -94,16 +132,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             " B_crit {} · step {} · {} tokens{} · {} ",
             // The interval of the value at the cursor, where the source has one (a measured
             // run): the number is never shown without its uncertainty.
-            match p.ci {
-                Some((lo, hi)) => format!(
-                    "{} [{}–{}] samples ({} tok)",
-                    si(p.b_crit),
-                    si(lo),
-                    si(hi),
-                    crate::format::tokens(p.b_crit * f64::from(app.trajectory.seq_len))
-                ),
-                None => b_crit_words(p.b_crit, app.trajectory.seq_len),
-            },
+            b_crit_interval_words(p.b_crit, p.ci, app.trajectory.seq_len),
             p.step,
             tokens(p.tokens),
             p.loss
@@ -115,16 +144,16 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     };
     let legend = legend_text(&legend(app), area.width.saturating_sub(2) as usize);
     let block = super::panel::block(title, focused).title_bottom(legend);
-    let Some((lo, hi)) = shown.b_crit_range() else {
+    let Some((lo, hi)) = axis_range(shown) else {
         frame.render_widget(block, area);
         return;
     };
     // A compared run shares the axis.
-    let (lo, hi) =
-        match super::timeline_marks::compare_trajectory(app).and_then(|b| b.b_crit_range()) {
-            Some((blo, bhi)) => (lo.min(blo), hi.max(bhi)),
-            None => (lo, hi),
-        };
+    let compared = super::timeline_marks::compare_trajectory(app).and_then(|b| axis_range(&b));
+    let (lo, hi) = match compared {
+        Some((blo, bhi)) => (lo.min(blo), hi.max(bhi)),
+        None => (lo, hi),
+    };
     let current = app.resolved.session.current_batch.map(|b| b as f64);
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();
     let y_hi = current.map_or(hi, |c| c.max(hi)).max(1e-9).log10().ceil();
@@ -216,13 +245,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Marker::Dot,
         &mut pts
             .iter()
-            .filter_map(|p| p.ci.map(|c| (p.tokens, c.0.max(1e-9).log10()))),
+            .filter_map(|p| drawn_interval(p).map(|c| (p.tokens, c.0.max(1e-9).log10()))),
     );
     let ci_hi = series(
         Marker::Dot,
         &mut pts
             .iter()
-            .filter_map(|p| p.ci.map(|c| (p.tokens, c.1.max(1e-9).log10()))),
+            .filter_map(|p| drawn_interval(p).map(|c| (p.tokens, c.1.max(1e-9).log10()))),
     );
     let mut datasets = vec![];
     if !switches.is_empty() {

@@ -116,6 +116,20 @@ pub enum LiveEvent {
     },
 }
 
+impl LiveEvent {
+    /// The step of a [`LiveEvent::NonFinite`] record, where its line named one (read back from
+    /// the reason, which ends in " at step N" when the step could be read, as
+    /// [`crate::stats::ProtocolError::NonFinite`] words it); `None` for every other event.
+    pub fn non_finite_step(&self) -> Option<u64> {
+        let LiveEvent::NonFinite { reason, .. } = self else {
+            return None;
+        };
+        // Without a step the reason ends in the quoted field name, never in digits.
+        let (_, tail) = reason.rsplit_once(" at step ")?;
+        tail.parse().ok()
+    }
+}
+
 /// Errors of live attach: bad targets, bad records, I/O.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -416,6 +430,28 @@ impl Emitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_non_finite_event_names_its_step() {
+        let line = r#"{"v":1,"step":392,"b_small":4,"b_big":32,"sq_small":2.0,"sq_big":NaN}"#;
+        let err = crate::stats::parse_line(line).expect_err("NaN is not a record");
+        assert!(err.is_non_finite(), "{err}");
+        let ev = LiveEvent::NonFinite {
+            line_no: 7,
+            reason: err.to_string(),
+        };
+        assert_eq!(ev.non_finite_step(), Some(392));
+        let no_step = crate::stats::ProtocolError::NonFinite {
+            field: "layers.at step 5.sq_big".into(),
+            step: None,
+        };
+        let ev = LiveEvent::NonFinite {
+            line_no: 8,
+            reason: no_step.to_string(),
+        };
+        assert_eq!(ev.non_finite_step(), None);
+        assert_eq!(LiveEvent::Duplicate { step: 3 }.non_finite_step(), None);
+    }
 
     #[test]
     fn kept_records_are_bounded_and_the_newest_stay() {
