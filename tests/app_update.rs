@@ -792,3 +792,124 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
     copus::app::advice::observe(&mut app);
     assert!(app.advice.as_ref().expect("loop").pending.is_none());
 }
+
+fn type_text(app: &mut App, text: &str) {
+    for c in text.chars() {
+        let msg = keys::key_to_msg(app, key(KeyCode::Char(c), KeyModifiers::NONE)).expect("typed");
+        update(app, msg);
+    }
+}
+
+/// `/tp<=2 pp=1`: the heatmap shows only those layouts (its rows on screen are exactly the
+/// matching layouts), the selection and ★ stay on them, and an empty filter shows all again.
+#[test]
+fn the_layout_filter_hides_rows_and_the_best_follows_it() {
+    let mut app = demo_with_table();
+    let all = app.table.as_ref().unwrap().layouts.clone();
+    let msg = keys::key_to_msg(&app, key(KeyCode::Char('/'), KeyModifiers::NONE)).expect("/");
+    update(&mut app, msg);
+    type_text(&mut app, "tp<=2 pp=1");
+    update(&mut app, Msg::Prompt(copus::app::PromptEdit::Submit));
+    let want: Vec<String> = all
+        .iter()
+        .filter(|l| l.tp <= 2 && l.pp == 1)
+        .map(|l| l.label())
+        .collect();
+    assert!(!want.is_empty() && want.len() < all.len());
+    assert!(
+        app.status
+            .contains(&format!("{} of {}", want.len(), all.len())),
+        "{}",
+        app.status
+    );
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    for l in &all {
+        let shown = screen
+            .lines()
+            .any(|line| line.contains(&format!("│{} ", l.label())));
+        assert_eq!(shown, want.contains(&l.label()), "{}:\n{screen}", l.label());
+    }
+    assert!(screen.contains("filter tp<=2 pp=1"), "{screen}");
+    // ★ is the best of the shown cells, and * selects it.
+    let (r, c) = app.best_visible().expect("a shown cell runs");
+    let grid = app.grid.as_ref().unwrap();
+    let nb = app.table.as_ref().unwrap().batches.len();
+    let best = grid.goodput[r * nb + c].unwrap();
+    for &row in &app.visible_rows() {
+        for col in 0..nb {
+            assert!(grid.goodput[row * nb + col].unwrap_or(0.0) <= best);
+        }
+    }
+    update(&mut app, Msg::SelectBest);
+    assert_eq!(app.selected, (r, c));
+    // Moving down stays on shown rows.
+    for _ in 0..5 {
+        update(&mut app, Msg::MoveSelection(1, 0));
+        assert!(app.visible_rows().contains(&app.selected.0));
+    }
+    // A bad filter keeps the old one and says why; an empty one shows all.
+    update(&mut app, Msg::Filter);
+    update(&mut app, Msg::Prompt(copus::app::PromptEdit::Backspace));
+    type_text(&mut app, "x");
+    update(&mut app, Msg::Prompt(copus::app::PromptEdit::Submit));
+    assert!(app.status.starts_with("filter:"), "{}", app.status);
+    assert_eq!(app.visible_rows().len(), want.len());
+    update(&mut app, Msg::Filter);
+    for _ in 0..40 {
+        update(&mut app, Msg::Prompt(copus::app::PromptEdit::Backspace));
+    }
+    update(&mut app, Msg::Prompt(copus::app::PromptEdit::Submit));
+    assert_eq!(app.visible_rows().len(), all.len());
+    assert_eq!(app.best_visible(), app.grid.as_ref().unwrap().best);
+}
+
+/// `R`: the ranked list on screen gives, line by line, the layouts in goodput order with the
+/// goodput, its share of the best and the throughput the grid holds for them.
+#[test]
+fn the_ranked_list_reads_the_grid_in_goodput_order() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::SelectBest);
+    let msg = keys::key_to_msg(&app, key(KeyCode::Char('R'), KeyModifiers::NONE)).expect("R");
+    update(&mut app, msg);
+    assert!(app.ranked_open);
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    let table = app.table.clone().unwrap();
+    let grid = app.grid.clone().unwrap();
+    let col = app.selected.1;
+    let ranked = copus::app::ranked::ranked_at(&table, &grid, col, None).expect("ranked");
+    assert!(screen.contains(&format!("Layouts at batch {} ranked", table.batches[col])));
+    let mut last = f64::INFINITY;
+    let mut shown = 0;
+    for row in &ranked.runs {
+        assert!(row.goodput <= last);
+        last = row.goodput;
+        let r = table.layouts.iter().position(|l| *l == row.layout).unwrap();
+        assert_eq!(
+            Some(row.goodput),
+            grid.goodput[r * table.batches.len() + col]
+        );
+        let line = screen
+            .lines()
+            .find(|l| l.contains(&format!(" {}  {} ", row.rank, row.layout.label())));
+        if let Some(line) = line {
+            shown += 1;
+            let g = copus::tui::format::si(row.goodput);
+            let share = format!("{:.1}%", 100.0 * row.goodput / ranked.runs[0].goodput);
+            assert!(line.contains(&g) && line.contains(&share), "{line}");
+        }
+    }
+    assert!(shown >= 10, "{screen}");
+    assert_eq!(ranked.runs[0].layout, table.layouts[app.selected.0]);
+    for refused in &ranked.cannot_run {
+        assert!(screen.contains(&refused.reason), "{}", refused.reason);
+    }
+    // ←/→ move to another batch; Esc closes.
+    update(&mut app, Msg::MoveSelection(0, 1));
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    assert!(screen.contains(&format!(
+        "Layouts at batch {} ranked",
+        table.batches[col + 1]
+    )));
+    update(&mut app, Msg::Escape);
+    assert!(!app.ranked_open);
+}

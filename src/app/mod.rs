@@ -6,10 +6,12 @@
 pub mod advice;
 pub mod explain;
 pub mod export;
+pub mod filter;
 pub mod goto;
 pub mod lessons;
 pub mod measured_view;
 pub mod msg;
+pub mod ranked;
 pub mod recommend;
 pub mod state;
 pub mod update;

@@ -62,6 +62,12 @@ pub enum Msg {
     Save,
     /// Ask for a path to save the session to ("save as").
     SaveAs,
+    /// Open the layout filter prompt (`/`).
+    Filter,
+    /// Open (or close) the ranked list of layouts at the selected batch (`R`).
+    Ranked,
+    /// Scroll the ranked list down (+) or up (−) by this many lines.
+    RankedScroll(i64),
     /// Open the go-to prompt: a step, a token count or a percentage of the run.
     GoTo,
     /// Widen (+1) or narrow (−1) the smoother of a measured run by a factor of 1.5, and

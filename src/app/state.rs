@@ -117,6 +117,12 @@ pub struct App {
     pub explain_scroll: u16,
     /// The heatmap cell marked for comparison (layout row, batch column).
     pub marked: Option<(usize, usize)>,
+    /// The heatmap's layout filter (`/`); `None` shows every layout.
+    pub layout_filter: Option<super::filter::LayoutFilter>,
+    /// Whether the ranked list of layouts at the selected batch (`R`) is open.
+    pub ranked_open: bool,
+    /// Lines the ranked list is scrolled down by.
+    pub ranked_scroll: u16,
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -267,7 +273,46 @@ impl App {
             explain_open: false,
             explain_scroll: 0,
             marked: None,
+            layout_filter: None,
+            ranked_open: false,
+            ranked_scroll: 0,
         }
+    }
+
+    /// The table's layout rows the heatmap shows, in order: those the filter keeps (every row
+    /// without a filter; none before the table is computed).
+    pub fn visible_rows(&self) -> Vec<usize> {
+        let Some(table) = &self.table else {
+            return Vec::new();
+        };
+        (0..table.layouts.len())
+            .filter(|&r| {
+                self.layout_filter
+                    .as_ref()
+                    .is_none_or(|f| f.matches(&table.layouts[r]))
+            })
+            .collect()
+    }
+
+    /// The best cell (highest goodput) among the visible rows, if any cell there runs.
+    pub fn best_visible(&self) -> Option<(usize, usize)> {
+        let grid = self.grid.as_ref()?;
+        let cols = self.table.as_ref()?.batches.len();
+        if self.layout_filter.is_none() {
+            return grid.best;
+        }
+        self.visible_rows()
+            .into_iter()
+            .flat_map(|r| (0..cols).map(move |c| (r, c)))
+            .filter_map(|(r, c)| {
+                grid.goodput
+                    .get(r * cols + c)
+                    .copied()
+                    .flatten()
+                    .map(|g| (g, r, c))
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, r, c)| (r, c))
     }
 
     /// Whether settings changed since the session was loaded or last saved (view state such as
@@ -375,6 +420,8 @@ pub enum PromptKind {
     SaveAs,
     /// Where to move the cursor: a step, a token count (`150B`) or a percentage (`40%`).
     GoTo,
+    /// The heatmap's layout filter (`tp<=4 pp=1`).
+    Filter,
 }
 
 /// An open one-line prompt: what it asks for and the text typed so far.

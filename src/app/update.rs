@@ -282,12 +282,19 @@ fn escape(app: &mut App) {
     if app.confirm.take().is_some() {
         app.quit_after_save = false;
         app.status = "cancelled".into();
-    } else if app.prompt.take().is_some() {
-        app.status = "save as: cancelled".into();
+    } else if let Some(p) = app.prompt.take() {
+        app.status = match p.kind {
+            PromptKind::SaveAs => "save as: cancelled",
+            PromptKind::GoTo => "go to: cancelled",
+            PromptKind::Filter => "filter: unchanged",
+        }
+        .into();
     } else if app.show_help {
         app.show_help = false;
     } else if app.explain_open {
         app.explain_open = false;
+    } else if app.ranked_open {
+        app.ranked_open = false;
     } else if let Some(i) = app.tour_step.take() {
         app.tour_closed_at = Some(i);
         app.status = format!(
@@ -328,6 +335,11 @@ fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
         PromptEdit::Char(c) => p.text.push(c),
         PromptEdit::Backspace => {
             p.text.pop();
+        }
+        PromptEdit::Submit if p.kind == PromptKind::Filter => {
+            let text = p.text.clone();
+            app.prompt = None;
+            apply_filter(app, &text);
         }
         PromptEdit::Submit if p.kind == PromptKind::GoTo => {
             let text = p.text.trim().to_string();
@@ -402,8 +414,61 @@ fn from_user(msg: &Msg) -> bool {
 }
 
 fn select_best(app: &mut App) {
-    if let Some(best) = app.grid.as_ref().and_then(|g| g.best) {
+    if let Some(best) = app.best_visible() {
         app.selected = best;
+    }
+}
+
+/// Move the selection by `dr` visible rows and `dc` columns.
+fn move_selection(app: &mut App, dr: i64, dc: i64) {
+    let Some(cols) = app.table.as_ref().map(|t| t.batches.len()) else {
+        return;
+    };
+    let rows = app.visible_rows();
+    if rows.is_empty() {
+        return;
+    }
+    let at = rows.iter().position(|&r| r == app.selected.0).unwrap_or(0);
+    app.selected = (
+        rows[clamp_add(at, dr, rows.len())],
+        clamp_add(app.selected.1, dc, cols),
+    );
+}
+
+/// Apply the filter typed at `/`: keep the selection on a visible row (the best visible cell
+/// when the selected row is hidden) and say how many layouts remain.
+fn apply_filter(app: &mut App, text: &str) {
+    match super::filter::parse(text) {
+        Err(e) => app.status = format!("filter: {e}"),
+        Ok(f) => {
+            app.layout_filter = f;
+            let rows = app.visible_rows();
+            let total = app.table.as_ref().map_or(0, |t| t.layouts.len());
+            if !rows.contains(&app.selected.0) {
+                match app.best_visible() {
+                    Some(best) => app.selected = best,
+                    None => {
+                        if let Some(&r) = rows.first() {
+                            app.selected.0 = r;
+                        }
+                    }
+                }
+            }
+            app.status = match &app.layout_filter {
+                None => format!("filter cleared: all {total} layouts"),
+                Some(f) if rows.is_empty() => {
+                    format!(
+                        "filter '{}': no layout matches (/ and Enter clears it)",
+                        f.text
+                    )
+                }
+                Some(f) => format!(
+                    "filter '{}': {} of {total} layouts (/ and Enter clears it)",
+                    f.text,
+                    rows.len()
+                ),
+            };
+        }
     }
 }
 
@@ -464,12 +529,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         }
         Msg::MoveSelection(dr, dc) => {
             app.user_selected = true;
-            if let Some(t) = &app.table {
-                app.selected = (
-                    clamp_add(app.selected.0, dr, t.layouts.len()),
-                    clamp_add(app.selected.1, dc, t.batches.len()),
-                );
-            }
+            move_selection(app, dr, dc);
         }
         Msg::Select(r, c) => {
             if let Some(t) = &app.table
@@ -573,6 +633,27 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             app.status = "save as: type a path, Enter saves, Esc cancels".into();
         }
         Msg::Smoothing(d) => return smoothing(app, d),
+        Msg::Filter => {
+            app.prompt = Some(Prompt {
+                kind: PromptKind::Filter,
+                text: app
+                    .layout_filter
+                    .as_ref()
+                    .map_or_else(String::new, |f| f.text.clone()),
+            });
+            app.status = "filter layouts: e.g. tp<=4 pp=1 · empty shows all · Enter · Esc".into();
+        }
+        Msg::Ranked => {
+            app.ranked_open = !app.ranked_open && app.table.is_some();
+            app.ranked_scroll = 0;
+            if app.table.is_none() {
+                app.status = "nothing to rank until the grid is computed".into();
+            }
+        }
+        Msg::RankedScroll(d) => {
+            // The view clamps to the text's length; this bounds the state.
+            app.ranked_scroll = (app.ranked_scroll as i64 + d).clamp(0, 2000) as u16;
+        }
         Msg::GoTo => {
             app.prompt = Some(Prompt {
                 kind: PromptKind::GoTo,
@@ -605,8 +686,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 }
                 app.table = Some(table);
                 app.refresh_grid();
-                if !app.user_selected {
-                    // Start on the best cell, not on one that cannot run.
+                if !app.user_selected || !app.visible_rows().contains(&app.selected.0) {
+                    // Start on the best cell, not on one that cannot run or is filtered out.
                     select_best(app);
                 }
                 return request_plan(app).into_iter().collect();

@@ -92,7 +92,13 @@ pub fn more_marker(g: &Geometry, rows: usize, cols: usize) -> Option<String> {
 /// The (layout row, batch column) under screen position (x, y), if any.
 pub fn hit(area: Rect, app: &App, x: u16, y: u16) -> Option<(usize, usize)> {
     let table = app.table.as_ref()?;
-    let g = geometry(area, table.layouts.len(), table.batches.len(), app.selected);
+    let rows = app.visible_rows();
+    let g = geometry(
+        area,
+        rows.len(),
+        table.batches.len(),
+        selected_position(app, &rows),
+    );
     let top = area.y + 1 + HEADER_LINES;
     let left = area.x as usize + 1 + LABEL_W;
     if y < top || (x as usize) < left {
@@ -100,13 +106,20 @@ pub fn hit(area: Rect, app: &App, x: u16, y: u16) -> Option<(usize, usize)> {
     }
     let row = g.rows.start + (y - top) as usize;
     let col = g.cols.start + (x as usize - left) / g.cell_w;
-    (g.rows.contains(&row) && g.cols.contains(&col)).then_some((row, col))
+    (g.rows.contains(&row) && g.cols.contains(&col)).then(|| (rows[row], col))
+}
+
+/// The selection as (position among the visible `rows`, column).
+fn selected_position(app: &App, rows: &[usize]) -> (usize, usize) {
+    let at = rows.iter().position(|&r| r == app.selected.0).unwrap_or(0);
+    (at, app.selected.1)
 }
 
 /// How one cell is drawn.
 #[derive(Clone, Copy)]
 struct CellStyle {
     max: f64,
+    best: Option<(usize, usize)>,
     width: usize,
     focused: bool,
     mode: ColorMode,
@@ -115,6 +128,7 @@ struct CellStyle {
 fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
     let CellStyle {
         max,
+        best,
         width: w,
         focused,
         mode,
@@ -123,7 +137,7 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
         return Span::raw("");
     };
     let g = grid.goodput[r * table.batches.len() + c];
-    let best = grid.best == Some((r, c));
+    let best = best == Some((r, c));
     let (text, mut style) = match (g, table.cell(r, c)) {
         (Some(g), TableCell::Feasible { .. }) => {
             let t = if max > 0.0 { g / max } else { 0.0 };
@@ -134,8 +148,12 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
                     Style::new().bg(ramp_color(t)).fg(text_on(t)),
                 ),
                 ColorMode::Monochrome => {
-                    let s = shade(t).to_string().repeat(2);
-                    (format!("{star}{}{s}", si(g)), Style::new())
+                    // Two shade glyphs, one where a long number would otherwise touch the
+                    // cell to its left.
+                    let number = format!("{star}{}", si(g));
+                    let room = w.saturating_sub(1 + number.chars().count()).clamp(1, 2);
+                    let s = shade(t).to_string().repeat(room);
+                    (format!("{number}{s}"), Style::new())
                 }
             }
         }
@@ -172,10 +190,16 @@ pub fn title_within(app: &App, width: usize) -> String {
     };
     let b = crate::format::count(b);
     let objective = app.resolved.session.planner.objective.name();
+    let filter = app
+        .layout_filter
+        .as_ref()
+        .map(|f| format!("· filter {} ", f.text))
+        .unwrap_or_default();
     [
-        format!(" Goodput · B_crit {b}×{model} tok{conversion} · objective {objective} "),
-        format!(" Goodput · B_crit {b}×{model} tok{conversion} "),
-        format!(" Goodput · B_crit {b}×{model} tok "),
+        format!(" Goodput · B_crit {b}×{model} tok{conversion} · objective {objective} {filter}"),
+        format!(" Goodput · B_crit {b}×{model} tok{conversion} {filter}"),
+        format!(" Goodput · B_crit {b}×{model} tok {filter}"),
+        format!(" Goodput {filter}"),
         " Goodput ".to_string(),
     ]
     .into_iter()
@@ -223,10 +247,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         return;
     };
     let nb = table.batches.len();
-    let g = geometry(area, table.layouts.len(), nb, app.selected);
+    let rows = app.visible_rows();
+    let g = geometry(area, rows.len(), nb, selected_position(app, &rows));
     let cell_w = g.cell_w;
     let cs = CellStyle {
         max: grid.goodput.iter().flatten().copied().fold(0.0, f64::max),
+        best: app.best_visible(),
         width: cell_w,
         focused,
         mode,
@@ -252,7 +278,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         eff.push(Span::styled(format!("{e:>cell_w$}"), dim));
     }
     let mut lines = vec![Line::from(header), Line::from(eff)];
-    for r in g.rows.clone() {
+    if let (true, Some(f)) = (rows.is_empty(), &app.layout_filter) {
+        lines.push(Line::styled(
+            format!("no layout matches the filter '{}' (/ changes it)", f.text),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    for r in g.rows.clone().map(|i| rows[i]) {
         let label_style = if r == app.selected.0 {
             bold
         } else {
@@ -287,7 +319,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         ColorMode::Monochrome => vec![Span::raw(format!("low ·░▒▓█ high · ★ best{marks}"))],
     };
     lines.push(Line::from(legend));
-    let block = match more_marker(&g, table.layouts.len(), nb) {
+    let block = match more_marker(&g, rows.len(), nb) {
         Some(m) => block.title_bottom(Line::from(m).right_aligned()),
         None => block,
     };

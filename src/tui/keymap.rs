@@ -139,6 +139,20 @@ pub const KEYMAP: &[Binding] = &[
         hint: None,
     },
     Binding {
+        label: "/",
+        what: "filter the heatmap's layouts: tp<=4 pp=1, dp>=8 (empty shows all; ★ and * follow)",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('/'), NONE)],
+        hint: None,
+    },
+    Binding {
+        label: "R",
+        what: "the layouts at the selected batch ranked by goodput, and why the others cannot run (←/→ batch, ↑/↓ scroll)",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('R'), NONE)],
+        hint: None,
+    },
+    Binding {
         label: "*",
         what: "select the best cell (★)",
         scope: Scope::Global,

@@ -62,6 +62,22 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
             _ => None,
         };
     }
+    if app.ranked_open {
+        return match key.code {
+            KeyCode::Esc => Some(Msg::Escape),
+            KeyCode::Char('R') => Some(Msg::Ranked),
+            KeyCode::Left => Some(Msg::MoveSelection(0, -1)),
+            KeyCode::Right => Some(Msg::MoveSelection(0, 1)),
+            KeyCode::Up => Some(Msg::RankedScroll(-1)),
+            KeyCode::Down => Some(Msg::RankedScroll(1)),
+            KeyCode::PageUp => Some(Msg::RankedScroll(-BIG_STEP)),
+            KeyCode::PageDown => Some(Msg::RankedScroll(BIG_STEP)),
+            KeyCode::Char('?') => Some(Msg::ToggleHelp),
+            KeyCode::Char('q') => Some(Msg::Quit),
+            KeyCode::Char('c') if ctrl => Some(Msg::Quit),
+            _ => None,
+        };
+    }
     let arrows_edit = match app.focus {
         Panel::Heatmap => Some(true),
         Panel::WhatIf => Some(false),
@@ -75,6 +91,8 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('s'), _) => Msg::Save,
         (KeyCode::Char('S'), _) => Msg::SaveAs,
         (KeyCode::Char('g'), _) => Msg::GoTo,
+        (KeyCode::Char('/'), _) => Msg::Filter,
+        (KeyCode::Char('R'), _) => Msg::Ranked,
         (KeyCode::Char('>'), _) => Msg::Smoothing(1),
         (KeyCode::Char('<'), _) => Msg::Smoothing(-1),
         (KeyCode::Char('e'), _) => Msg::Export,
@@ -117,7 +135,12 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
 /// click or drag selects a heatmap cell or scrubs the timeline; the wheel scrubs over the
 /// timeline and moves the selection over the heatmap.
 pub fn mouse_to_msg(app: &App, areas: &Areas, ev: MouseEvent) -> Option<Msg> {
-    if app.show_help || app.explain_open || app.confirm.is_some() || app.prompt.is_some() {
+    if app.show_help
+        || app.explain_open
+        || app.ranked_open
+        || app.confirm.is_some()
+        || app.prompt.is_some()
+    {
         return None;
     }
     let (x, y) = (ev.column, ev.row);

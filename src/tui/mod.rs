@@ -17,6 +17,7 @@ pub mod panel;
 pub mod plan;
 pub mod polyline;
 pub mod priority;
+pub mod ranked;
 pub mod recommendation;
 pub mod shares;
 pub mod snapshot;

@@ -223,6 +223,7 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
     frame.render_widget(key_line, a.keys);
     draw_tour(frame, area, app);
     super::explain::draw(frame, area, app, mode);
+    super::ranked::draw(frame, area, app);
     if app.show_help {
         help::draw_overlay(frame, area, app.help_scroll);
     }
@@ -282,6 +283,10 @@ fn draw_prompt(frame: &mut Frame, area: Rect, app: &App) {
         crate::app::PromptKind::GoTo => (
             " Go to ",
             "a step (1200), tokens (150B, 2.5M) or a share of the run (40%) · Enter · Esc",
+        ),
+        crate::app::PromptKind::Filter => (
+            " Filter layouts ",
+            "conditions on dp, tp, pp, cp: tp<=4 pp=1 · empty shows all · Enter · Esc",
         ),
     };
     popup(

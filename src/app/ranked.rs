@@ -1,0 +1,107 @@
+//! The ranked list of layouts at one batch (`R` in the explorer, `copus grid --rank BATCH`):
+//! every layout that runs, best goodput first, then those that cannot run with the reason.
+
+use crate::goodput::{GoodputGrid, Layout, TableCell, ThroughputTable};
+use serde::Serialize;
+
+/// One layout that runs at the batch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankedRow {
+    /// 1 for the highest goodput.
+    pub rank: usize,
+    /// The layout.
+    pub layout: Layout,
+    /// Goodput, tokens/s × statistical efficiency.
+    pub goodput: f64,
+    /// Predicted throughput, tokens/s.
+    pub tokens_per_s: f64,
+    /// Model FLOPs utilisation, 0–1.
+    pub mfu: f64,
+    /// Predicted step time, seconds.
+    pub step_time_s: f64,
+    /// Micro-batch chosen, samples.
+    pub micro_batch: u32,
+    /// ZeRO stage chosen.
+    pub zero: u8,
+    /// Recompute policy chosen.
+    pub recompute: String,
+    /// Share of the best goodput at this batch, 0–1.
+    pub share_of_best: f64,
+}
+
+/// A layout that cannot run at the batch, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Refused {
+    /// The layout.
+    pub layout: Layout,
+    /// Why none of its configurations runs.
+    pub reason: String,
+}
+
+/// The ranked list at one batch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ranked {
+    /// The batch, samples.
+    pub batch: u64,
+    /// Statistical efficiency at this batch (the same for every layout).
+    pub stat_eff: f64,
+    /// The layouts that run, best goodput first.
+    pub runs: Vec<RankedRow>,
+    /// The layouts that cannot run, in table order.
+    pub cannot_run: Vec<Refused>,
+}
+
+/// Rank the layouts of `rows` (table rows; every row when `None`) at batch column `col`.
+pub fn ranked_at(
+    table: &ThroughputTable,
+    grid: &GoodputGrid,
+    col: usize,
+    rows: Option<&[usize]>,
+) -> Option<Ranked> {
+    let nb = table.batches.len();
+    let batch = *table.batches.get(col)?;
+    let all: Vec<usize> = (0..table.layouts.len()).collect();
+    let rows = rows.unwrap_or(&all);
+    let mut runs = Vec::new();
+    let mut cannot_run = Vec::new();
+    for &r in rows {
+        let layout = *table.layouts.get(r)?;
+        match (
+            table.cell(r, col),
+            grid.goodput.get(r * nb + col).copied().flatten(),
+        ) {
+            (TableCell::Feasible { config, prediction }, Some(goodput)) => runs.push(RankedRow {
+                rank: 0,
+                layout,
+                goodput,
+                tokens_per_s: prediction.tokens_per_s,
+                mfu: prediction.mfu,
+                step_time_s: prediction.step_time_s,
+                micro_batch: config.mbs,
+                zero: config.zero,
+                recompute: config.recompute.to_string(),
+                share_of_best: 0.0,
+            }),
+            (TableCell::Infeasible(why), _) => cannot_run.push(Refused {
+                layout,
+                reason: why.clone(),
+            }),
+            (TableCell::Feasible { .. }, None) => cannot_run.push(Refused {
+                layout,
+                reason: "no goodput at this B_crit".into(),
+            }),
+        }
+    }
+    runs.sort_by(|a, b| b.goodput.total_cmp(&a.goodput));
+    let best = runs.first().map_or(0.0, |r| r.goodput);
+    for (i, r) in runs.iter_mut().enumerate() {
+        r.rank = i + 1;
+        r.share_of_best = if best > 0.0 { r.goodput / best } else { 0.0 };
+    }
+    Some(Ranked {
+        batch,
+        stat_eff: grid.stat_eff.get(col).copied().unwrap_or(f64::NAN),
+        runs,
+        cannot_run,
+    })
+}
