@@ -140,3 +140,47 @@ fn every_step_of_every_lesson_does_what_it_says_at_80x24() {
         );
     }
 }
+
+/// The what-if lesson's second answer, read against the screen it describes: after ← (8 → 7
+/// nodes) the best goodput is "about 7/8" of the 8-node one, and every batch the answer lists
+/// is a column of the recomputed heatmap.
+#[test]
+fn the_what_if_answer_matches_the_recomputed_heatmap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lesson = lessons::find("what-if").expect("lesson");
+    let mut app = ready(&lesson, dir.path());
+    press(&mut app, key("2"));
+    press(&mut app, key("n"));
+    assert_eq!(app.tour_step, Some(1));
+    let best = |app: &App| {
+        let (r, c) = app.grid.as_ref().and_then(|g| g.best).expect("a best cell");
+        let nb = app.table.as_ref().expect("table").batches.len();
+        app.grid.as_ref().expect("grid").goodput[r * nb + c].expect("runs")
+    };
+    let eight = best(&app);
+    press(&mut app, key("Left"));
+    assert_eq!(app.resolved.cluster().gpus(), 56);
+    let app = render_support::with_table_and_plan(app);
+    let seven = best(&app);
+    let ratio = seven / eight;
+    assert!(
+        (0.8..=0.95).contains(&ratio),
+        "7 nodes / 8 nodes = {ratio:.3}, not about 7/8"
+    );
+    // The ★ cell's number is on screen.
+    let screen = render(&app, 200, 60);
+    let star = format!("★{}", copus::tui::format::si(seven));
+    assert!(screen.contains(&star), "{star}\n{screen}");
+    let answer = &lesson.steps[1].answer;
+    let listed = answer
+        .split_once("(56,")
+        .and_then(|(_, rest)| rest.split_once('…'))
+        .map(|(nums, _)| format!("56,{nums}"))
+        .expect("the answer lists the batches");
+    let batches = &app.table.as_ref().expect("table").batches;
+    for n in listed.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let n: u64 = n.parse().expect("a batch");
+        assert!(batches.contains(&n), "{n} is not a column: {batches:?}");
+        assert_eq!(n % 56, 0);
+    }
+}

@@ -206,3 +206,124 @@ fn snapshot_takes_seq_len_as_open_does() {
         "--seq-len is for a stats file or dump, not a lesson"
     );
 }
+
+#[test]
+fn an_interval_unbounded_above_reads_as_such_in_the_title() {
+    use copus::tui::timeline::b_crit_interval_words;
+    let words = b_crit_interval_words(1300.0, Some((1200.0, f64::INFINITY)), 4096);
+    assert!(words.starts_with("1.3k [1.2k–∞] samples ("), "{words}");
+    let bounded = b_crit_interval_words(38.0, Some((33.0, 45.0)), 2048);
+    assert_eq!(bounded, "38 [33–45] samples (77.8k tok)");
+    assert_eq!(
+        b_crit_interval_words(38.0, None, 2048),
+        copus::tui::timeline::b_crit_words(38.0, 2048)
+    );
+
+    // The sample run's interval is unbounded above from step 399 to 409: the point keeps it
+    // (for the title) and the timeline still draws its axis and band.
+    let mut app = sample_run(OpenArgs::for_path(&sample_path()));
+    let at = app
+        .trajectory
+        .points
+        .iter()
+        .position(|p| p.step == 400)
+        .expect("step 400");
+    let ci = app.trajectory.points[at].ci.expect("an interval");
+    assert!(
+        ci.0.is_finite() && ci.0 > 0.0 && ci.1 == f64::INFINITY,
+        "{ci:?}"
+    );
+    update(&mut app, Msg::ScrubTo(at));
+    let screen = render(&app, 200, 60);
+    let title = screen
+        .lines()
+        .find(|l| l.contains("· step 400 ·"))
+        .unwrap_or_default();
+    assert!(title.contains("–∞] samples ("), "{title}\n{screen}");
+    assert!(screen.contains("• interval"), "{screen}");
+}
+
+#[test]
+fn grid_at_outside_the_trajectory_counts_tokens_in_token_units() {
+    use copus::cli::grid::{At, point_at};
+    use copus::trajectory::TrajectoryPoint;
+    let points: Vec<TrajectoryPoint> = [(0, 1e9), (100, 300e9)]
+        .into_iter()
+        .map(|(step, tokens)| TrajectoryPoint {
+            step,
+            tokens,
+            b_crit: 100.0,
+            ci: None,
+            loss: None,
+        })
+        .collect();
+    let err = point_at(&points, At::Tokens(900e12))
+        .expect_err("past the end")
+        .to_string();
+    assert!(
+        err.contains("--at 900.0T tokens") && err.contains("from 1.0B to 300.0B tokens"),
+        "{err}"
+    );
+    assert!(!err.contains('G'), "{err}");
+    assert!(point_at(&points, At::Tokens(150e9)).is_ok());
+}
+
+/// A number as the screen prints it ("643k", "1.2M", "0.94", "+11.6%").
+fn screen_number(s: &str) -> Option<f64> {
+    let s = s
+        .trim()
+        .trim_start_matches('+')
+        .trim_end_matches(['%', ',', '.']);
+    let (num, mult) = match s.chars().last()? {
+        'k' => (&s[..s.len() - 1], 1e3),
+        'M' => (&s[..s.len() - 1], 1e6),
+        'G' | 'B' => (&s[..s.len() - 1], 1e9),
+        _ => (s, 1.0),
+    };
+    num.parse::<f64>().ok().map(|v| v * mult)
+}
+
+/// The recommendation's sentences against their own numbers, on the rendered screen at
+/// several points of the demo: "goodput G tok/s = T × E stat. eff." (G = T × E within the
+/// printed rounding) and "best has +P% goodput over yours" (P from the two goodputs shown).
+#[test]
+fn the_recommendation_sentences_add_up_on_screen() {
+    for at in [0usize, 60, 119] {
+        let app = demo_at(at);
+        let screen = render(&app, 200, 60);
+        // The panel wraps; join its column into one text.
+        let text: String = screen
+            .lines()
+            .filter_map(|l| {
+                let (_, right) = l.split_once("││").or_else(|| l.split_once("│┃"))?;
+                Some(right.trim_end_matches(['│', '┃', ' ']).to_string())
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let (_, after) = text.split_once("goodput ").expect("a goodput sentence");
+        let words: Vec<&str> = after.split_whitespace().collect();
+        // goodput G tok/s = T × E stat.
+        assert_eq!(
+            (words[1], words[2], words[4]),
+            ("tok/s", "=", "×"),
+            "{text}"
+        );
+        let (g, t, e) = (
+            screen_number(words[0]).unwrap(),
+            screen_number(words[3]).unwrap(),
+            screen_number(words[5]).unwrap(),
+        );
+        let rel = (g - t * e).abs() / g;
+        assert!(rel < 0.02, "at {at}: {g} vs {t} × {e}\n{text}");
+        if let Some((before, _)) = text.split_once("% goodput over yours") {
+            let p = screen_number(before.rsplit(' ').next().unwrap()).unwrap();
+            let (_, yours) = text.split_once(", goodput ").expect("your goodput");
+            let y = screen_number(yours.split_whitespace().next().unwrap()).unwrap();
+            let want = 100.0 * (g / y - 1.0);
+            assert!(
+                (p - want).abs() <= 0.02 * want.abs().max(10.0),
+                "at {at}: +{p}% vs {want}%\n{text}"
+            );
+        }
+    }
+}
