@@ -1046,11 +1046,13 @@ class Advisor:
 
     ``source``: the advice stream, a path of a growing NDJSON file or ``"tcp://HOST:PORT"``
     (a line server; this process connects as a client). Only rank 0 of ``group`` reads it;
-    every ``check_every`` optimizer steps ``step_boundary`` broadcasts the advice that has
-    come due (``at_step`` <= step) to every rank in one ``broadcast_object_list``, so all
-    ranks change at the same step. Without torch.distributed (one process) nothing is
-    broadcast. Under NCCL pass a gloo ``group`` (``dist.new_group(backend="gloo")``) so the
-    check does not touch the GPU, and ``check_every`` > 1 to make it rarer.
+    every ``check_every`` optimizer steps (default 16, the hooks' ``flush_every``)
+    ``step_boundary`` broadcasts the advice that has come due (``at_step`` <= step) to every
+    rank in one ``broadcast_object_list``, so all ranks change at the same step: advice is
+    applied at the first check at or after its ``at_step`` (up to ``check_every`` - 1 steps
+    later), and the steps between checks cost nothing. Without torch.distributed (one
+    process) nothing is broadcast. Under NCCL pass a gloo ``group``
+    (``dist.new_group(backend="gloo")``) so the check does not touch the GPU.
 
     ``micro_batch``: samples per forward pass on one rank; ``accumulation``: micro-batches
     per optimizer step at the start; ``dp_world``: data-parallel ranks (default: the size of
@@ -1087,7 +1089,7 @@ class Advisor:
     """
 
     def __init__(self, source, writer=None, *, micro_batch, accumulation, lr_scaling="none",
-                 check_every=1, group=None, dp_world=None, reconnect_s=1.0):
+                 check_every=16, group=None, dp_world=None, reconnect_s=1.0):
         if lr_scaling not in LR_SCALING:
             raise ValueError(f"lr_scaling must be one of {LR_SCALING}, not {lr_scaling!r}")
         if not (_count(micro_batch) and _count(accumulation) and _count(check_every)):

@@ -85,8 +85,10 @@ def _train(rank, name, source, outdir):
     model = make_model()
     ddp = DDP(model)
     writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
+    # check_every=1: the test holds the change to the advised step exactly (the default
+    # checks every 16 steps; test_default_checks_every_16_steps).
     adv = copus_hook.Advisor(source, micro_batch=MBS, accumulation=ACC0,
-                             lr_scaling=sc["lr_scaling"], reconnect_s=0.05)
+                             lr_scaling=sc["lr_scaling"], reconnect_s=0.05, check_every=1)
     hook = copus_hook.DdpNoiseHook(ddp, writer, adv.samples_per_rank, flush_every=4,
                                    advisor=adv).install()
     if name == "tcp" and adv.reader:
@@ -339,7 +341,7 @@ class AdvisorUnitTests(unittest.TestCase):
             f.write(text)
 
     def advisor(self, **kw):
-        args = dict(micro_batch=MBS, accumulation=ACC0)
+        args = dict(micro_batch=MBS, accumulation=ACC0, check_every=1)
         args.update(kw)
         adv = copus_hook.Advisor(self.path, **args)
         self.addCleanup(adv.close)
@@ -392,6 +394,20 @@ class AdvisorUnitTests(unittest.TestCase):
         self.assertEqual(sink.lines, ['{"v":1,"applied":{"at_step":4,"batch":16,'
                                       '"micro_batch":4,"accumulation":4,"advice_step":3,'
                                       '"lr_factor":1.0}}'])
+
+    def test_default_checks_every_16_steps(self):
+        # The default cadence matches the hooks' flush_every: one check (one broadcast when
+        # distributed) per 16 steps, the advice applied at the first check after its step.
+        self.append(advice(3, 4 * MBS, 4, dp=1) + "\n")
+        adv = copus_hook.Advisor(self.path, micro_batch=MBS, accumulation=ACC0)
+        self.addCleanup(adv.close)
+        self.assertEqual(adv.check_every, 16)
+        for step in range(16):
+            self.assertIsNone(adv.step_boundary(step), step)
+        self.assertEqual(adv.accumulation, ACC0)
+        change = adv.step_boundary(16)
+        self.assertEqual((change["at_step"], change["advice_step"], adv.accumulation),
+                         (16, 3, 4))
 
     def test_refusals_are_treated_as_restarts(self):
         self.append(advice(0, 8 * 2, 8, dp=1, mbs=2) + "\n"       # another micro batch
