@@ -491,3 +491,57 @@ fn learning_rates(text: &str) -> Vec<f64> {
         })
         .collect()
 }
+
+/// `grid --rank B [--filter …]` is the explorer's ranked list, headless: the grid's feasible
+/// cells of that batch column (and only the filtered layouts) in goodput order.
+#[test]
+fn grid_rank_is_the_batch_column_sorted_by_goodput() {
+    let grid = json(&["grid", DEMO, "--at", "150B", "--json"]);
+    let ranked = json(&["grid", DEMO, "--at", "150B", "--rank", "256", "--json"]);
+    let mut want: Vec<(String, f64)> = grid["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["batch"] == 256 && c["feasible"] == true)
+        .map(|c| {
+            (
+                c["layout"].as_str().unwrap().to_string(),
+                c["goodput"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    want.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let runs = ranked["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), want.len());
+    for (i, (r, (_, g))) in runs.iter().zip(&want).enumerate() {
+        assert_eq!(r["rank"], i + 1);
+        assert_eq!(r["goodput"].as_f64().unwrap(), *g);
+    }
+    let filtered = json(&[
+        "grid",
+        DEMO,
+        "--at",
+        "150B",
+        "--rank",
+        "256",
+        "--filter",
+        "tp<=2 pp=1",
+        "--json",
+    ]);
+    for r in filtered["runs"].as_array().unwrap() {
+        assert!(
+            r["layout"]["tp"].as_u64().unwrap() <= 2 && r["layout"]["pp"] == 1,
+            "{r}"
+        );
+    }
+    let cells = json(&["grid", DEMO, "--filter", "tp=8", "--json"]);
+    assert!(
+        cells["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["layout"].as_str().unwrap().contains("TP8"))
+    );
+    copus(&["grid", DEMO, "--rank", "100"]).fails_with(&["--rank 100", "not a batch", "256"]);
+    copus(&["grid", DEMO, "--filter", "zero=1"]).fails_with(&["--filter", "what-if"]);
+}

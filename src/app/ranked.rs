@@ -105,3 +105,78 @@ pub fn ranked_at(
         cannot_run,
     })
 }
+
+/// What a line of [`text_lines`] is, for styling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// The summary sentence or a blank line.
+    Plain,
+    /// A heading (the column header, "cannot run:").
+    Heading,
+    /// A layout that runs.
+    Runs,
+    /// A layout that cannot run.
+    CannotRun,
+}
+
+/// The ranked list as text lines (the explorer's popup and `copus grid --rank`).
+pub fn text_lines(r: &Ranked) -> Vec<(LineKind, String)> {
+    let si = crate::format::si;
+    let mut out = vec![
+        (
+            LineKind::Plain,
+            format!(
+                "{} layouts run at batch {} (statistical efficiency {:.2}), {} cannot",
+                r.runs.len(),
+                r.batch,
+                r.stat_eff,
+                r.cannot_run.len()
+            ),
+        ),
+        (
+            LineKind::Heading,
+            format!(
+                "{:>4}  {:<20} {:>9} {:>7} {:>9} {:>5} {:>9} {:>4} {:>5}  {}",
+                "rank",
+                "layout",
+                "goodput",
+                "of best",
+                "tok/s",
+                "MFU",
+                "step",
+                "mbs",
+                "ZeRO",
+                "recompute"
+            ),
+        ),
+    ];
+    for row in &r.runs {
+        out.push((
+            LineKind::Runs,
+            format!(
+                "{:>4}  {:<20} {:>9} {:>6.1}% {:>9} {:>4.0}% {:>8.3}s {:>4} {:>5}  {}",
+                row.rank,
+                row.layout.label(),
+                si(row.goodput),
+                100.0 * row.share_of_best,
+                si(row.tokens_per_s),
+                100.0 * row.mfu,
+                row.step_time_s,
+                row.micro_batch,
+                row.zero,
+                row.recompute
+            ),
+        ));
+    }
+    if !r.cannot_run.is_empty() {
+        out.push((LineKind::Plain, String::new()));
+        out.push((LineKind::Heading, "cannot run:".into()));
+        for c in &r.cannot_run {
+            out.push((
+                LineKind::CannotRun,
+                format!("  {:<20} {}", c.layout.label(), c.reason),
+            ));
+        }
+    }
+    out
+}

@@ -24,6 +24,14 @@ pub struct GridArgs {
     /// The training stack (changes the session's `stack`).
     #[command(flatten)]
     pub stack: super::stack_args::StackArgs,
+    /// Instead of the grid: every layout at this batch (samples, a column of the grid) ranked
+    /// by goodput, then those that cannot run and why (the explorer's `R`).
+    #[arg(long, value_name = "BATCH")]
+    pub rank: Option<u64>,
+    /// Only the layouts meeting these conditions on dp, tp, pp and cp (`"tp<=4 pp=1"`; the
+    /// explorer's `/`).
+    #[arg(long, value_name = "CONDITIONS")]
+    pub filter: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -177,6 +185,43 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let b_noise = point.b_crit * s.b_crit_scale;
     let grid = crate::pipeline::session_grid(&resolved, &table, b_noise);
     let nb = table.batches.len();
+    let filter = match &a.filter {
+        Some(text) => {
+            crate::app::filter::parse(text).map_err(|e| anyhow::anyhow!("--filter: {e}"))?
+        }
+        None => None,
+    };
+    let keep: Vec<usize> = (0..table.layouts.len())
+        .filter(|&r| filter.as_ref().is_none_or(|f| f.matches(&table.layouts[r])))
+        .collect();
+    if let Some(batch) = a.rank {
+        let col = table
+            .batches
+            .iter()
+            .position(|&b| b == batch)
+            .with_context(|| {
+                format!(
+                    "--rank {batch}: not a batch of the grid; its batches are {}",
+                    table
+                        .batches
+                        .iter()
+                        .map(u64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?;
+        let ranked = crate::app::ranked::ranked_at(&table, &grid, col, Some(&keep))
+            .context("--rank: no such column")?;
+        if a.json {
+            return super::write_json(&ranked);
+        }
+        let mut text = String::new();
+        for (_, line) in crate::app::ranked::text_lines(&ranked) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        return super::write_stdout(&text);
+    }
     let choices = crate::perf::enumerate::Choices {
         micro_batches: &s.search.micro_batches,
         zero: &s.search.zero,
@@ -269,7 +314,11 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         b_crit_scale: s.b_crit_scale,
         b_crit: grid.b_crit,
         best: grid.best.map(|(l, b)| cell_out(l * nb + b)),
-        cells: (0..table.cells.len()).map(cell_out).collect(),
+        cells: keep
+            .iter()
+            .flat_map(|&l| (0..nb).map(move |b| l * nb + b))
+            .map(cell_out)
+            .collect(),
     };
     if a.json {
         super::write_json(&out)?;

@@ -2,9 +2,8 @@
 //! its throughput, MFU, step time and chosen options, then the layouts that cannot run and
 //! why. The numbers come from [`crate::app::ranked`].
 
-use super::format::si;
 use crate::app::App;
-use crate::app::ranked::{Ranked, ranked_at};
+use crate::app::ranked::{LineKind, Ranked, ranked_at, text_lines};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -34,57 +33,15 @@ pub fn popup_lines(app: &App) -> (String, Vec<Line<'static>>) {
 
 fn lines(r: &Ranked) -> Vec<Line<'static>> {
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let mut out = vec![
-        Line::from(format!(
-            "{} layouts run at batch {} (statistical efficiency {:.2}), {} cannot",
-            r.runs.len(),
-            r.batch,
-            r.stat_eff,
-            r.cannot_run.len()
-        )),
-        Line::styled(
-            format!(
-                "{:>4}  {:<20} {:>9} {:>7} {:>9} {:>5} {:>9} {:>4} {:>5}  {}",
-                "rank",
-                "layout",
-                "goodput",
-                "of best",
-                "tok/s",
-                "MFU",
-                "step",
-                "mbs",
-                "ZeRO",
-                "recompute"
-            ),
-            bold,
-        ),
-    ];
-    for row in &r.runs {
-        out.push(Line::from(format!(
-            "{:>4}  {:<20} {:>9} {:>6.1}% {:>9} {:>4.0}% {:>8.3}s {:>4} {:>5}  {}",
-            row.rank,
-            row.layout.label(),
-            si(row.goodput),
-            100.0 * row.share_of_best,
-            si(row.tokens_per_s),
-            100.0 * row.mfu,
-            row.step_time_s,
-            row.micro_batch,
-            row.zero,
-            row.recompute
-        )));
-    }
-    if !r.cannot_run.is_empty() {
-        out.push(Line::from(""));
-        out.push(Line::styled("cannot run:", bold));
-        for c in &r.cannot_run {
-            out.push(Line::styled(
-                format!("  {:<20} {}", c.layout.label(), c.reason),
-                Style::new().fg(Color::DarkGray),
-            ));
-        }
-    }
-    out
+    let dim = Style::new().fg(Color::DarkGray);
+    text_lines(r)
+        .into_iter()
+        .map(|(kind, text)| match kind {
+            LineKind::Heading => Line::styled(text, bold),
+            LineKind::CannotRun => Line::styled(text, dim),
+            LineKind::Plain | LineKind::Runs => Line::from(text),
+        })
+        .collect()
 }
 
 /// Draw the popup over `area` when it is open.
