@@ -913,3 +913,35 @@ fn the_ranked_list_reads_the_grid_in_goodput_order() {
     update(&mut app, Msg::Escape);
     assert!(!app.ranked_open);
 }
+
+/// A live run whose samples are far from the model's (the built-in trainer's 1-token samples
+/// on llama-7b): the heatmap and the recommendation say why no goodput is shown instead of
+/// printing numbers at the wrong scale; a run on the right scale shows them again.
+#[test]
+fn a_live_run_on_the_wrong_scale_shows_no_goodput() {
+    let mut app = demo_with_table();
+    let loaded = |warning: Option<&str>| copus::source::Loaded {
+        trajectory: app_for_session(&demo_path()).expect("demo").trajectory,
+        analysis: None,
+        seed_ema: Vec::new(),
+        note: None,
+        calibration: None,
+        warning: warning.map(str::to_string),
+    };
+    let live = |l| Msg::Live {
+        update: Box::new(Ok(l)),
+        steps: 300,
+        malformed: 0,
+        non_finite: 0,
+        dropped: 0,
+    };
+    let w = "⚠ the run counts 1 token per sample, the model 4096: rerun with --seq-len 4096";
+    update(&mut app, live(loaded(Some(w))));
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    assert_eq!(screen.matches("No goodput shown").count(), 2, "{screen}");
+    assert!(screen.contains("--seq-len 4096"), "{screen}");
+    assert!(!screen.contains('★') && !screen.contains("best: batch"), "{screen}");
+    update(&mut app, live(loaded(None)));
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    assert!(!screen.contains("No goodput shown") && screen.contains('★'), "{screen}");
+}

@@ -123,6 +123,9 @@ pub struct App {
     pub ranked_open: bool,
     /// Lines the ranked list is scrolled down by.
     pub ranked_scroll: u16,
+    /// Why the live run's goodput cannot be shown (its tokens per sample are far from the
+    /// model's): the heatmap and the recommendation say so instead of showing numbers.
+    pub scale_warning: Option<String>,
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -276,6 +279,7 @@ impl App {
             layout_filter: None,
             ranked_open: false,
             ranked_scroll: 0,
+            scale_warning: None,
         }
     }
 

@@ -755,6 +755,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 Ok(loaded) => {
                     let follow = app.follow;
                     let warning = loaded.warning.clone();
+                    app.scale_warning = warning.clone();
                     // The live aggregator sends the full analysis only when it re-ran it;
                     // between two, the trajectory moves and the analysis stays.
                     let kept = loaded.analysis.is_none().then(|| app.analysis.clone());

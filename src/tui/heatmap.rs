@@ -207,6 +207,21 @@ pub fn title_within(app: &App, width: usize) -> String {
     .unwrap_or_default()
 }
 
+/// What the heatmap and the recommendation show instead of numbers when the live run's
+/// samples are far from the model's: the warning, whole, and what to do.
+pub fn scale_warning(w: &str) -> Paragraph<'static> {
+    Paragraph::new(vec![
+        Line::styled(
+            "No goodput shown: it would be read at the wrong scale.",
+            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+        ),
+        Line::from(w.trim_start_matches("⚠ ").to_string()),
+        Line::from(""),
+        Line::from("The timeline above is the run's own, in its samples."),
+    ])
+    .wrap(ratatui::widgets::Wrap { trim: false })
+}
+
 /// Draw the heatmap into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: ColorMode) {
     let block = super::panel::block(title_within(app, area.width as usize), focused);
@@ -235,6 +250,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
                 .block(block),
             area,
         );
+        return;
+    }
+    if let Some(w) = &app.scale_warning {
+        frame.render_widget(scale_warning(w).block(block), area);
         return;
     }
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {

@@ -15,6 +15,10 @@ use ratatui::widgets::Paragraph;
 /// Draw the recommendation into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let block = super::panel::block(" Recommendation ", focused);
+    if let Some(w) = &app.scale_warning {
+        frame.render_widget(super::heatmap::scale_warning(w).block(block), area);
+        return;
+    }
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
         frame.render_widget(Paragraph::new("waiting for the grid…").block(block), area);
         return;
