@@ -119,8 +119,13 @@ pub enum LineKind {
     CannotRun,
 }
 
-/// The ranked list as text lines (the explorer's popup and `copus grid --rank`).
-pub fn text_lines(r: &Ranked) -> Vec<(LineKind, String)> {
+/// Columns below which [`text_lines`] leaves out throughput and step time.
+pub const WIDE_COLUMNS: usize = 100;
+
+/// The ranked list as text lines of at most about `width` columns (the explorer's popup and
+/// `copus grid --rank`): below [`WIDE_COLUMNS`] without throughput and step time.
+pub fn text_lines(r: &Ranked, width: usize) -> Vec<(LineKind, String)> {
+    let wide = width >= WIDE_COLUMNS;
     let si = crate::format::si;
     let mut out = vec![
         (
@@ -135,24 +140,30 @@ pub fn text_lines(r: &Ranked) -> Vec<(LineKind, String)> {
         ),
         (
             LineKind::Heading,
-            format!(
-                "{:>4}  {:<20} {:>9} {:>7} {:>9} {:>5} {:>9} {:>4} {:>5}  {}",
-                "rank",
-                "layout",
-                "goodput",
-                "of best",
-                "tok/s",
-                "MFU",
-                "step",
-                "mbs",
-                "ZeRO",
-                "recompute"
-            ),
+            if wide {
+                format!(
+                    "{:>4}  {:<20} {:>9} {:>7} {:>9} {:>5} {:>9} {:>4} {:>5}  {}",
+                    "rank",
+                    "layout",
+                    "goodput",
+                    "of best",
+                    "tok/s",
+                    "MFU",
+                    "step",
+                    "mbs",
+                    "ZeRO",
+                    "recompute"
+                )
+            } else {
+                format!(
+                    "{:>4} {:<16} {:>7} {:>7} {:>4} {:>4} {:>4}  {}",
+                    "rank", "layout", "goodput", "of best", "MFU", "mbs", "ZeRO", "recompute"
+                )
+            },
         ),
     ];
     for row in &r.runs {
-        out.push((
-            LineKind::Runs,
+        let text = if wide {
             format!(
                 "{:>4}  {:<20} {:>9} {:>6.1}% {:>9} {:>4.0}% {:>8.3}s {:>4} {:>5}  {}",
                 row.rank,
@@ -165,8 +176,21 @@ pub fn text_lines(r: &Ranked) -> Vec<(LineKind, String)> {
                 row.micro_batch,
                 row.zero,
                 row.recompute
-            ),
-        ));
+            )
+        } else {
+            format!(
+                "{:>4} {:<16} {:>7} {:>6.1}% {:>3.0}% {:>4} {:>4}  {}",
+                row.rank,
+                row.layout.label(),
+                si(row.goodput),
+                100.0 * row.share_of_best,
+                100.0 * row.mfu,
+                row.micro_batch,
+                row.zero,
+                row.recompute
+            )
+        };
+        out.push((LineKind::Runs, text));
     }
     if !r.cannot_run.is_empty() {
         out.push((LineKind::Plain, String::new()));

@@ -216,7 +216,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             return super::write_json(&ranked);
         }
         let mut text = String::new();
-        for (_, line) in crate::app::ranked::text_lines(&ranked) {
+        for (_, line) in crate::app::ranked::text_lines(&ranked, crate::app::ranked::WIDE_COLUMNS) {
             text.push_str(&line);
             text.push('\n');
         }

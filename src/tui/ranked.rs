@@ -11,7 +11,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Clear};
 
 /// The popup's title and lines for `app` (empty before the grid is computed).
-pub fn popup_lines(app: &App) -> (String, Vec<Line<'static>>) {
+pub fn popup_lines(app: &App, width: usize) -> (String, Vec<Line<'static>>) {
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
         return (" Ranked ".into(), Vec::new());
     };
@@ -28,13 +28,13 @@ pub fn popup_lines(app: &App) -> (String, Vec<Line<'static>>) {
         " Layouts at batch {} ranked by goodput{filter} · ←/→ batch · Esc ",
         r.batch
     );
-    (title, lines(&r))
+    (title, lines(&r, width))
 }
 
-fn lines(r: &Ranked) -> Vec<Line<'static>> {
+fn lines(r: &Ranked, width: usize) -> Vec<Line<'static>> {
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let dim = Style::new().fg(Color::DarkGray);
-    text_lines(r)
+    text_lines(r, width)
         .into_iter()
         .map(|(kind, text)| match kind {
             LineKind::Heading => Line::styled(text, bold),
@@ -53,7 +53,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App) {
     if r.width < 20 || r.height < 5 {
         return;
     }
-    let (title, lines) = popup_lines(app);
+    let (title, lines) = popup_lines(app, r.width.saturating_sub(2) as usize);
     frame.render_widget(Clear, r);
     super::panel::draw_scrolled(
         frame,
