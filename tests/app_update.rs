@@ -940,8 +940,14 @@ fn a_live_run_on_the_wrong_scale_shows_no_goodput() {
     let screen = render(&app, 200, 60, ColorMode::Monochrome);
     assert_eq!(screen.matches("No goodput shown").count(), 2, "{screen}");
     assert!(screen.contains("--seq-len 4096"), "{screen}");
-    assert!(!screen.contains('★') && !screen.contains("best: batch"), "{screen}");
+    assert!(
+        !screen.contains('★') && !screen.contains("best: batch"),
+        "{screen}"
+    );
     update(&mut app, live(loaded(None)));
     let screen = render(&app, 200, 60, ColorMode::Monochrome);
-    assert!(!screen.contains("No goodput shown") && screen.contains('★'), "{screen}");
+    assert!(
+        !screen.contains("No goodput shown") && screen.contains('★'),
+        "{screen}"
+    );
 }
