@@ -148,7 +148,10 @@ fn advisor_applies_batch_advice_at_the_same_step_on_every_rank() {
         .expect("run python");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "advisor tests failed:\n{log}");
-    assert!(log.contains("Ran 10 tests") && log.contains("\nOK"), "{log}");
+    assert!(
+        log.contains("Ran 10 tests") && log.contains("\nOK"),
+        "{log}"
+    );
     assert!(
         !log.contains("skipped="),
         "no advisor test may skip here:\n{log}"

@@ -447,6 +447,25 @@ fn branched_experiment_measured_beside_the_estimate() {
     let t = String::from_utf8_lossy(&table.stdout);
     assert!(t.contains("measured critical batch size"), "{t}");
 
+    // The explorer lays the measurements over the run's timeline (snapshot = open's screen).
+    let snap = copus()
+        .arg("snapshot")
+        .arg(&run)
+        .args(["--seq-len", "4096", "--size", "160x40", "--branches"])
+        .arg(&b)
+        .output()
+        .expect("run");
+    let screen = String::from_utf8_lossy(&snap.stdout);
+    assert!(snap.status.success(), "{}", String::from_utf8_lossy(&snap.stderr));
+    assert!(screen.contains("▲ threshold CBS"), "{screen}");
+    assert!(screen.contains("÷ B_simple ×"), "{screen}");
+    let e = copus()
+        .args(["open", "sessions/demo.ron", "--branches"])
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&e.stderr).contains("not over a session"));
+
     // Errors name the place.
     let bad = dir.path().join("bad.ndjson");
     std::fs::write(&bad, "{\"v\":1,\"branch\":{\"from_step\":1,\"batch\":0,\"seed\":0},\"step\":0,\"samples\":0,\"loss\":1}\n").unwrap();

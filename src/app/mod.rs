@@ -4,6 +4,7 @@
 //! worker thread carries out, answering with messages.
 
 pub mod advice;
+pub mod branches;
 pub mod explain;
 pub mod export;
 pub mod filter;

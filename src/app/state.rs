@@ -126,6 +126,9 @@ pub struct App {
     /// Why the live run's goodput cannot be shown (its tokens per sample are far from the
     /// model's): the heatmap and the recommendation say so instead of showing numbers.
     pub scale_warning: Option<String>,
+    /// The measured critical batch size of a branched experiment on this run
+    /// (`open RUN --branches FILE`), laid over the timeline.
+    pub branches: Option<Arc<crate::stats::cbs::CbsReport>>,
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -280,6 +283,7 @@ impl App {
             ranked_open: false,
             ranked_scroll: 0,
             scale_warning: None,
+            branches: None,
         }
     }
 

@@ -230,17 +230,7 @@ fn branches_section(
     report: &AnalyzeReport,
     path: &std::path::Path,
 ) -> anyhow::Result<BranchesSection> {
-    let text = crate::fsutil::read_capped(path, super::cbs::MAX_BRANCH_FILE_BYTES)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let records =
-        crate::stats::cbs::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let cbs = crate::stats::cbs::measure(
-        &records,
-        super::cbs::DEFAULT_TOLERANCE,
-        report.summary.confidence,
-        super::cbs::DEFAULT_RESAMPLES,
-    )
-    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let cbs = super::cbs::load_branch_file(path, report.summary.confidence)?;
     let steps = &report.steps;
     let comparison = crate::stats::cbs::compare_with_estimate(&cbs, |at| {
         let i = steps.partition_point(|r| r.step <= at).checked_sub(1)?;

@@ -31,6 +31,20 @@ pub const DEFAULT_RESAMPLES: usize = 1000;
 /// Largest branch file `copus cbs` reads (it is read whole), bytes.
 pub const MAX_BRANCH_FILE_BYTES: u64 = 256 << 20;
 
+/// Read and measure a branch file (the defaults of `copus cbs`, intervals at `confidence`);
+/// errors name the file.
+pub fn load_branch_file(
+    path: &std::path::Path,
+    confidence: f64,
+) -> anyhow::Result<crate::stats::cbs::CbsReport> {
+    let text = crate::fsutil::read_capped(path, MAX_BRANCH_FILE_BYTES)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let records =
+        crate::stats::cbs::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    crate::stats::cbs::measure(&records, DEFAULT_TOLERANCE, confidence, DEFAULT_RESAMPLES)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 /// Run `copus cbs`.
 pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
     if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {

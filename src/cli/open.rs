@@ -43,6 +43,11 @@ pub struct OpenArgs {
     /// where the two differ beyond their intervals (as `analyze A --compare B`).
     #[arg(long, value_name = "B")]
     pub compare: Option<PathBuf>,
+    /// Stats file: branch records of a branched experiment on this run (`copus branch`): the
+    /// measured critical batch size on the timeline beside B_simple, with the ratio
+    /// (docs/CBS.md).
+    #[arg(long, value_name = "FILE")]
+    pub branches: Option<PathBuf>,
     /// Where gradient dumps are reduced (auto falls back to the CPU with a note).
     #[arg(long, value_enum, default_value_t = crate::compute::Device::Auto)]
     pub device: crate::compute::Device,
@@ -316,6 +321,19 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
     let mut app = prepared(resolved, args.device)?;
     if let Some(other) = &args.compare {
         super::open_compare::attach(&mut app, other)?;
+    }
+    if let Some(b) = &args.branches {
+        if is_session {
+            anyhow::bail!(
+                "{}: --branches lays a branched experiment over a stats file's run, not over a \
+                 session",
+                p.display()
+            );
+        }
+        let confidence = app.resolved.session.estimator.confidence;
+        app.branches = Some(std::sync::Arc::new(super::cbs::load_branch_file(
+            b, confidence,
+        )?));
     }
     if let Some((path, replace)) = save {
         if replace {

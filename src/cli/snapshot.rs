@@ -24,6 +24,14 @@ pub struct SnapshotArgs {
         conflicts_with = "lesson"
     )]
     pub seq_len: Option<u32>,
+    /// Stats file: branch records laid over the timeline, as `copus open --branches`.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "path",
+        conflicts_with = "lesson"
+    )]
+    pub branches: Option<PathBuf>,
     /// Keys to press first, as tmux names them, separated by spaces: `"2 Left Left"`,
     /// `"End x"`, `"n n r"`, `"S-Right"`, `"Enter"`.
     #[arg(long, default_value = "")]
@@ -91,6 +99,7 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
         (Some(p), _) => super::open::explorer_app(&super::open::OpenArgs {
             device: crate::compute::Device::Cpu,
             seq_len: a.seq_len,
+            branches: a.branches.clone(),
             ..super::open::OpenArgs::for_path(p)
         })?,
         (None, Some(name)) => {

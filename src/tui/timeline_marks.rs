@@ -15,6 +15,18 @@ use ratatui::text::{Line, Span};
 pub const COMPARE_GLYPH: &str = "+";
 /// Glyph on the token axis where the compared run differs beyond the intervals.
 pub const DIFFERS_GLYPH: char = '≠';
+/// Glyph of a branch point's fitted B_noise (measured by branched training).
+pub const FITTED_GLYPH: &str = "◆";
+/// Glyph of a branch point's threshold CBS.
+pub const THRESHOLD_GLYPH: &str = "▲";
+
+/// The branch marks of the run, if a branch file was given.
+fn branch_marks(app: &App) -> Vec<crate::app::branches::BranchMark> {
+    app.branches
+        .as_deref()
+        .map(|b| crate::app::branches::marks(b, &app.raw_trajectory))
+        .unwrap_or_default()
+}
 
 /// The headline row for a measured run, fitted to `width` columns (value first), or `None`
 /// when the source is not measured.
@@ -24,6 +36,10 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
     if let Some(c) = &app.compare {
         // After now and drift, before the run-wide value: what a comparison is for.
         segments.insert(2, mv::compare_headline(&c.comparison));
+    }
+    let cursor_step = app.trajectory.points.get(app.cursor).map_or(0, |p| p.step);
+    if let Some(seg) = crate::app::branches::headline_segment(&branch_marks(app), cursor_step) {
+        segments.insert(1.min(segments.len()), seg);
     }
     let text = mv::fit_segments(&segments, width.saturating_sub(1));
     let drifting = report.summary.drift.as_ref().is_some_and(|d| d.significant);
@@ -46,6 +62,13 @@ pub fn legend_entries(app: &App) -> Vec<String> {
             .collect();
         kinds.dedup();
         out.extend(kinds.iter().map(|k| format!("{} {}", k.glyph(), k.label())));
+    }
+    let marks = branch_marks(app);
+    if !marks.is_empty() {
+        if marks.iter().any(|m| m.fitted.is_some()) {
+            out.push(format!("{FITTED_GLYPH} measured B_noise"));
+        }
+        out.push(format!("{THRESHOLD_GLYPH} threshold CBS"));
     }
     if let Some(c) = &app.compare {
         out.push(format!("{COMPARE_GLYPH} B {}", c.label));
@@ -141,6 +164,26 @@ pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2],
                 continue;
             }
             cell.set_symbol(COMPARE_GLYPH).set_style(style);
+        }
+    }
+    for m in branch_marks(app) {
+        let c = column(plot, m.tokens, x[0], x[1]);
+        let points = [
+            (Some(m.threshold), THRESHOLD_GLYPH, Color::LightGreen),
+            (m.fitted, FITTED_GLYPH, Color::LightCyan),
+        ];
+        for (value, glyph, color) in points {
+            let Some(v) = value.filter(|v| *v > 0.0).map(f64::log10) else {
+                continue;
+            };
+            if !(y[0]..=y[1]).contains(&v) || m.tokens < x[0] || m.tokens > x[1] {
+                continue;
+            }
+            let g = (y[1] - v) / (y[1] - y[0]).max(f64::MIN_POSITIVE);
+            let row = plot.y + (g * (plot.height - 1) as f64).round() as u16;
+            buf[(c, row)]
+                .set_symbol(glyph)
+                .set_style(Style::new().fg(color).add_modifier(Modifier::BOLD));
         }
     }
     if let Some(c) = &app.compare {

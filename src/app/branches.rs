@@ -1,0 +1,148 @@
+//! The measured critical batch size of a branched experiment laid over a measured run's
+//! timeline (`copus open RUN --branches FILE`, docs/CBS.md): where each branch point sits on
+//! the token axis, its threshold CBS and fitted B_noise, and the ratio measured / estimated.
+
+use crate::stats::cbs::{CbsReport, EstimateComparison, compare_with_estimate};
+use crate::trajectory::Trajectory;
+
+/// One branch point as the timeline shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BranchMark {
+    /// The branch point's step.
+    pub from_step: u64,
+    /// Its position on the token axis (the run's point at or before the step).
+    pub tokens: f64,
+    /// Threshold CBS, samples.
+    pub threshold: f64,
+    /// Fitted B_noise, samples, when there is one.
+    pub fitted: Option<f64>,
+    /// The measurements beside the run's estimate there.
+    pub comparison: EstimateComparison,
+}
+
+/// The marks of `report` on `raw` (the run's trajectory in its own samples, before the
+/// session's B_crit scale): branch points outside the run are left out.
+pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
+    let pts = &raw.points;
+    let at = |step: u64| pts.partition_point(|p| p.step <= step).checked_sub(1);
+    let comparison = compare_with_estimate(report, |step| {
+        let p = &pts[at(step)?];
+        let ci = p.ci.map_or([f64::NAN, f64::NAN], |(lo, hi)| [lo, hi]);
+        Some((p.step, Some(p.b_crit), ci))
+    });
+    report
+        .points
+        .iter()
+        .zip(comparison)
+        .filter_map(|(p, c)| {
+            let i = at(p.from_step)?;
+            Some(BranchMark {
+                from_step: p.from_step,
+                tokens: pts[i].tokens,
+                threshold: p.threshold_cbs.batch as f64,
+                fitted: p.b_noise_fit.map(|f| f.value),
+                comparison: c,
+            })
+        })
+        .collect()
+}
+
+/// The headline segment for the branch point at or before the cursor's step (else the
+/// first): "measured B_noise ÷ B_simple ×0.48 [0.33–0.65] at step 30", or the threshold's
+/// ratio when no B_noise was fitted there.
+pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String> {
+    let m = marks
+        .iter()
+        .rev()
+        .find(|m| m.from_step <= cursor_step)
+        .or_else(|| marks.first())?;
+    let words = |r: &crate::stats::cbs::WithCi| {
+        let end = |x: Option<f64>| x.map_or("∞".to_string(), |v| format!("{v:.2}"));
+        format!("×{:.2} [{}–{}]", r.value, end(r.ci[0]), end(r.ci[1]))
+    };
+    let c = &m.comparison;
+    match (&c.b_noise_ratio, &c.threshold_ratio) {
+        (Some(r), _) => Some(format!(
+            "measured B_noise ÷ B_simple {} at step {}",
+            words(r),
+            m.from_step
+        )),
+        (None, Some(r)) => Some(format!(
+            "threshold CBS ÷ B_simple {} at step {} (no B_noise fit)",
+            words(r),
+            m.from_step
+        )),
+        (None, None) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::cbs::{PointReport, ThresholdCbs, WithCi};
+    use crate::trajectory::TrajectoryPoint;
+
+    fn traj() -> Trajectory {
+        Trajectory {
+            label: "run".into(),
+            seq_len: 1,
+            points: (0..100)
+                .map(|i| TrajectoryPoint {
+                    step: i * 10,
+                    tokens: (i * 1280) as f64,
+                    b_crit: 100.0 + i as f64,
+                    ci: Some((80.0 + i as f64, 125.0 + i as f64)),
+                    loss: None,
+                })
+                .collect(),
+        }
+    }
+
+    fn point(step: u64, fitted: Option<f64>) -> PointReport {
+        PointReport {
+            from_step: step,
+            budget_samples: 1e4,
+            target_loss: 2.0,
+            threshold_cbs: ThresholdCbs {
+                batch: 64,
+                ci: [32, 128],
+            },
+            b_noise_fit: fitted.map(|value| WithCi {
+                value,
+                ci: [Some(value * 0.8), Some(value * 1.3)],
+            }),
+            b_noise_note: None,
+            branches: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn marks_sit_on_the_run_and_the_headline_follows_the_cursor() {
+        let report = CbsReport {
+            tolerance: 0.01,
+            confidence: 0.95,
+            resamples: 10,
+            points: vec![
+                point(105, Some(55.0)),
+                point(500, None),
+                point(5000, Some(1.0)),
+            ],
+        };
+        let m = marks(&report, &traj());
+        assert_eq!(m.len(), 3);
+        // Step 105 lies between the run's steps 100 and 110: the point at or before it.
+        assert_eq!(m[0].comparison.estimate_step, Some(100));
+        assert_eq!(m[0].tokens, 10.0 * 1280.0);
+        let r = m[0].comparison.b_noise_ratio.unwrap();
+        assert!((r.value - 55.0 / 110.0).abs() < 1e-12);
+        let h = headline_segment(&m, 200).unwrap();
+        assert!(
+            h.starts_with("measured B_noise ÷ B_simple ×0.50") && h.ends_with("step 105"),
+            "{h}"
+        );
+        let h = headline_segment(&m, 600).unwrap();
+        assert!(h.contains("threshold CBS") && h.contains("step 500"), "{h}");
+        assert!(headline_segment(&m, 0).unwrap().contains("step 105"));
+        assert!(headline_segment(&[], 0).is_none());
+    }
+}
