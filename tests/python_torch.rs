@@ -183,3 +183,30 @@ fn copus_hook_is_installed_as_a_package_in_the_test_venv() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_hook_on_a_tiny_gpt_matches_the_exact_per_example_oracle() {
+    // `assets/python/test_torch_oracle.py`: a tiny character GPT trained with AdamW on CPU,
+    // measured by GradNoiseMeter (16 micro-batches of 2); the exact per-example stream of the
+    // same samples; `copus analyze` of both within 5 % run-wide and in the last window; the
+    // hook's |G|^2 equal to the trainer's clip-grad norm at every step.
+    let Some(py) = torch_python("python_torch (oracle)") else {
+        return;
+    };
+    let out = Command::new(&py)
+        .args(["-m", "unittest", "-v", "test_torch_oracle"])
+        .current_dir(python_dir())
+        .env("COPUS_BIN", env!("CARGO_BIN_EXE_copus"))
+        .output()
+        .expect("run python");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "oracle tests failed:\n{log}");
+    assert!(log.contains("Ran 2 tests") && log.contains("\nOK"), "{log}");
+    assert!(
+        !log.contains("skipped="),
+        "no oracle test may skip here:\n{log}"
+    );
+    for what in ["run-wide: hook B_simple", "last window: hook B_simple"] {
+        assert!(log.contains(what), "{log}");
+    }
+}

@@ -456,7 +456,11 @@ fn branched_experiment_measured_beside_the_estimate() {
         .output()
         .expect("run");
     let screen = String::from_utf8_lossy(&snap.stdout);
-    assert!(snap.status.success(), "{}", String::from_utf8_lossy(&snap.stderr));
+    assert!(
+        snap.status.success(),
+        "{}",
+        String::from_utf8_lossy(&snap.stderr)
+    );
     assert!(screen.contains("▲ threshold CBS"), "{screen}");
     assert!(screen.contains("÷ B_simple ×"), "{screen}");
     let e = copus()

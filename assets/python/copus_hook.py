@@ -316,6 +316,27 @@ def _is_tensor(x):
     return type(x).__module__.startswith("torch") and hasattr(x, "detach")
 
 
+def grad_norm_mismatch(sq_big, grad_norm, rtol=1e-3):
+    """Check the hook's |G|^2 (a record's ``sq_big``, one rank's whole step) against the
+    trainer's own gradient norm of the same step (what ``clip_grad_norm_`` returns, before
+    clipping; the norm of the unscaled, accumulated gradient). Returns ``None`` when they
+    agree within ``rtol`` (relative, on the squared norm), else a sentence saying by what
+    factor they differ and what usually causes it: a sharded model whose gradients are
+    counted more than once (FSDP/HSDP replicas summed, TP-replicated parameters counted on
+    every rank), or counted only in part (shards not gathered)."""
+    want = float(grad_norm) ** 2
+    got = float(sq_big)
+    if not (math.isfinite(want) and math.isfinite(got)):
+        return f"not finite: hook |G|^2 {got}, trainer's norm^2 {want}"
+    if abs(got - want) <= rtol * max(abs(want), 1e-300):
+        return None
+    ratio = got / want if want > 0 else float("inf")
+    return (f"hook |G|^2 = {got:.6g} but the trainer's gradient norm^2 = {want:.6g} "
+            f"(x{ratio:.3g}): gradients counted more than once (FSDP/HSDP replicas or "
+            f"TP-replicated parameters summed) or only in part (shards not gathered), or the "
+            f"loss scale not divided out")
+
+
 def scaler_scale(scaler):
     """The loss scale of a ``torch.amp.GradScaler`` without a host synchronisation: its scale
     tensor (read at the next flush, copied when the step is recorded, so the scaler's

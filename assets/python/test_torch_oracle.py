@@ -1,0 +1,127 @@
+"""The hook on a real small model against an exact oracle (torch on CPU, one process).
+
+A tiny character GPT (``tiny_gpt.TinyGPT``, one block, d 32, 16-token windows) trains with
+AdamW for STEPS steps of B = K x b samples: K micro-batches of b samples each, the loss
+divided by K, measured by ``copus_hook.GradNoiseMeter`` (the hook's two-batch estimate:
+micro-batch vs step gradient). On the same samples of every step the test computes each
+sample's own gradient (``torch.func.functional_call`` on detached copies of the parameters,
+so the hook never sees these passes) and writes the exact per-example stream: b_small 1,
+b_big B, sq_small = mean_i |g_i|^2, sq_big = |mean_i g_i|^2. `copus analyze` of the two
+streams must agree within 5 % on the run-wide B_simple and on the last window's. The
+trainer's own gradient norm (``clip_grad_norm_`` before clipping) must equal the hook's
+|G|^2 at every step (``copus_hook.grad_norm_mismatch``), and a doubled |G|^2 (what an FSDP
+replica counted twice looks like) must be flagged.
+
+Run from this directory: ``python -m unittest -v test_torch_oracle``; COPUS_BIN (or a
+build in target/) is the copus binary.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+from torch.func import functional_call  # noqa: E402
+
+import copus_hook  # noqa: E402
+import tiny_gpt  # noqa: E402
+from test_torch_hook import copus_bin  # noqa: E402
+
+STEPS, K, MB, CONTEXT = 240, 16, 2, 16
+B = K * MB
+
+
+def per_example_sq(model, x, y):
+    """(mean_i |g_i|^2, |mean_i g_i|^2) over the samples of (x, y), in float64."""
+    params = {k: v.detach().clone().requires_grad_() for k, v in model.named_parameters()}
+    total = None
+    sq_sum = 0.0
+    for i in range(len(x)):
+        loss = functional_call(model, params, (x[i:i + 1], y[i:i + 1]))
+        grads = torch.autograd.grad(loss, list(params.values()))
+        flat = torch.cat([g.reshape(-1).double() for g in grads])
+        sq_sum += float(flat.dot(flat))
+        total = flat if total is None else total + flat
+    mean = total / len(x)
+    return sq_sum / len(x), float(mean.dot(mean))
+
+
+class OracleTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.set_num_threads(1)
+        cls._tmp = tempfile.TemporaryDirectory()
+        d = cls._tmp.name
+        cls.hook_path = os.path.join(d, "hook.ndjson")
+        cls.exact_path = os.path.join(d, "exact.ndjson")
+        data = tiny_gpt.CharData(context=CONTEXT, seed=0)
+        torch.manual_seed(0)
+        model = tiny_gpt.TinyGPT(data.vocab, d=32, layers=1, heads=2, context=CONTEXT)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+        writer = copus_hook.open_writer(path=cls.hook_path)
+        meter = copus_hook.GradNoiseMeter(model, writer, MB, K, flush_every=8).install()
+        cls.norms = []
+        with open(cls.exact_path, "w", encoding="utf-8") as exact:
+            for step in range(STEPS):
+                xs, ys = [], []
+                for m in range(K):
+                    x, y = data.batch(0, 1, step, m, MB)
+                    (model(x, y) / K).backward()
+                    xs.append(x)
+                    ys.append(y)
+                meter.step_end(step, tokens=(step + 1) * B * CONTEXT)
+                cls.norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)))
+                small, big = per_example_sq(model, torch.cat(xs), torch.cat(ys))
+                rec = copus_hook.make_record(step, 1, B, small, big, n_small=B,
+                                             tokens=(step + 1) * B * CONTEXT)
+                exact.write(copus_hook.dumps(rec) + "\n")
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        meter.close()
+        writer.close()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def analyze(self, path):
+        exe = copus_bin()
+        if exe is None:
+            raise unittest.SkipTest("no copus binary (set COPUS_BIN or cargo build)")
+        out = subprocess.run([exe, "analyze", path, "--json", "--summary-only"],
+                             capture_output=True, text=True, check=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return json.loads(out.stdout)["summary"]
+
+    def test_hook_estimate_within_5_percent_of_the_exact_per_example_estimate(self):
+        hook, exact = self.analyze(self.hook_path), self.analyze(self.exact_path)
+        self.assertEqual(hook["steps"], STEPS)
+        self.assertEqual(exact["steps"], STEPS)
+        for what in ("run-wide", "last window"):
+            h = hook["b_simple"] if what == "run-wide" else hook["now"]["b_simple"]
+            e = exact["b_simple"] if what == "run-wide" else exact["now"]["b_simple"]
+            self.assertGreater(e, 0, what)
+            print(f"\n{what}: hook B_simple {h:.2f}, exact per-example {e:.2f} "
+                  f"({100 * (h / e - 1):+.2f} %)", file=sys.stderr)
+            self.assertLess(abs(h / e - 1), 0.05, (what, h, e))
+
+    def test_hook_g2_is_the_trainers_gradient_norm(self):
+        with open(self.hook_path, encoding="utf-8") as f:
+            recs = [json.loads(line) for line in f]
+        self.assertEqual([r["step"] for r in recs], list(range(STEPS)))
+        for r, norm in zip(recs, self.norms):
+            self.assertIsNone(copus_hook.grad_norm_mismatch(r["sq_big"], norm, rtol=1e-4),
+                              r["step"])
+        # A |G|^2 counted twice (replicas summed) is flagged, naming the factor.
+        why = copus_hook.grad_norm_mismatch(2 * recs[5]["sq_big"], self.norms[5])
+        self.assertIn("x2", why)
+        self.assertIn("more than once", why)
+
+
+if __name__ == "__main__":
+    unittest.main()
