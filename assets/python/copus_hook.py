@@ -879,6 +879,69 @@ class GradNoiseMeter(_Deferred):
                                        step_time_s=step_time_s), build)
 
 
+# --- Branched training: the measured critical batch size (copus cbs) ----------------------
+
+def branch_experiment(path, model, optimizer, from_step, batches, train_step, eval_loss, *,
+                      seeds=2, budget_samples, eval_every, lr_scaling="sqrt",
+                      base_batch=None, tokens_per_sample=None):
+    """Run a branched experiment from the run's current state and write branch records
+    (docs/PROTOCOL.md, "Branch records") to ``path`` for ``copus cbs`` (docs/CBS.md).
+
+    The model's and the optimizer's state at ``from_step`` are saved; for each batch of
+    ``batches`` (samples) and each seed, both are restored, every parameter group's learning
+    rate is scaled from ``base_batch`` (default: the smallest batch) by ``lr_scaling``
+    ("none", "sqrt", "linear"), and the branch trains for ``budget_samples`` samples:
+    ``train_step(batch, seed, step)`` must do one optimizer step on ``batch`` fresh samples
+    drawn with ``seed`` (forward, backward, ``optimizer.step()``, ``zero_grad``).
+    ``eval_loss()`` (no arguments) gives the loss to compare, best on a fixed held-out set;
+    it is written at 0 samples and every ``eval_every`` samples (a multiple of every batch).
+    Afterwards the saved state is restored, so the run continues as if nothing happened.
+    Call it on one process (rank 0) with a model that is not wrapped for distribution."""
+    import copy
+    if lr_scaling not in LR_SCALING:
+        raise ValueError(f"lr_scaling must be one of {LR_SCALING}, not {lr_scaling!r}")
+    batches = [int(b) for b in batches]
+    if len(batches) < 3 or any(b < 1 for b in batches) or int(seeds) < 2:
+        raise ValueError("need at least 3 batches >= 1 and 2 seeds")
+    if eval_every < 1 or any(eval_every % b for b in batches) or budget_samples < eval_every:
+        raise ValueError("eval_every must be a multiple of every batch and at most the budget")
+    base = int(base_batch or min(batches))
+    model_state = copy.deepcopy(model.state_dict())
+    opt_state = copy.deepcopy(optimizer.state_dict())
+    base_lrs = [g["lr"] for g in optimizer.param_groups]
+    factor = {"none": lambda r: 1.0, "sqrt": math.sqrt, "linear": lambda r: r}[lr_scaling]
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            for batch in batches:
+                for seed in range(int(seeds)):
+                    model.load_state_dict(model_state)
+                    optimizer.load_state_dict(opt_state)
+                    f = factor(batch / base)
+                    for g, lr in zip(optimizer.param_groups, base_lrs):
+                        g["lr"] = lr * f
+                    samples = step = 0
+                    while True:
+                        if samples % eval_every == 0:
+                            rec = {"v": PROTOCOL_VERSION,
+                                   "branch": {"from_step": int(from_step), "batch": batch,
+                                              "seed": seed},
+                                   "step": step, "samples": samples,
+                                   "loss": float(eval_loss()), "lr": base_lrs[0] * f}
+                            if tokens_per_sample:
+                                rec["tokens"] = samples * tokens_per_sample
+                            out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+                        if samples >= budget_samples:
+                            break
+                        train_step(batch, seed, step)
+                        samples += batch
+                        step += 1
+    finally:
+        model.load_state_dict(model_state)
+        optimizer.load_state_dict(opt_state)
+        for g, lr in zip(optimizer.param_groups, base_lrs):
+            g["lr"] = lr
+
+
 # --- The Advisor: applies copus's batch-size advice in the training loop ------------------
 
 _log = logging.getLogger("copus_hook")

@@ -123,5 +123,61 @@ class OracleTests(unittest.TestCase):
         self.assertIn("more than once", why)
 
 
+class BranchTests(unittest.TestCase):
+    """``copus_hook.branch_experiment`` from step 3 of the tiny GPT: branch records that
+    `copus cbs` measures, and the run's state restored afterwards."""
+
+    def test_branched_cbs_from_step_3(self):
+        torch.set_num_threads(1)
+        data = tiny_gpt.CharData(context=CONTEXT, seed=1)
+        torch.manual_seed(1)
+        model = tiny_gpt.TinyGPT(data.vocab, d=32, layers=1, heads=2, context=CONTEXT)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+        for step in range(3):
+            x, y = data.batch(0, 1, step, 0, 8)
+            model(x, y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        held = data.eval_set(64)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+
+        def train_step(batch, seed, step):
+            x, y = data.batch(0, 1, 10_000 + 100 * seed + step, seed, batch)
+            model(x, y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "branches.ndjson")
+            copus_hook.branch_experiment(
+                path, model, opt, 3, [2, 4, 8, 16], train_step,
+                lambda: tiny_gpt.eval_loss(model, held), seeds=2, budget_samples=256,
+                eval_every=32, lr_scaling="sqrt", tokens_per_sample=CONTEXT)
+            with open(path, encoding="utf-8") as f:
+                lines = [json.loads(line) for line in f]
+            self.assertEqual(len(lines), 4 * 2 * (256 // 32 + 1))
+            # Every branch starts from the same state: the same loss at 0 samples.
+            starts = {r["loss"] for r in lines if r["samples"] == 0}
+            self.assertEqual(len(starts), 1, starts)
+            exe = copus_bin()
+            if exe is None:
+                raise unittest.SkipTest("no copus binary (set COPUS_BIN or cargo build)")
+            out = subprocess.run([exe, "cbs", path, "--json"], capture_output=True, text=True,
+                                 check=False)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            point = json.loads(out.stdout)["points"][0]
+            self.assertEqual(point["from_step"], 3)
+            th = point["threshold_cbs"]
+            self.assertIn(th["batch"], [2, 4, 8, 16])
+            self.assertLessEqual(th["ci"][0], th["batch"])
+            self.assertLessEqual(th["batch"], th["ci"][1])
+            self.assertEqual(len(point["branches"]), 4)
+            print(f"\nbranched CBS from step 3: threshold {th['batch']} {th['ci']}, fitted "
+                  f"B_noise {point['b_noise_fit']}", file=sys.stderr)
+        after = model.state_dict()
+        for k, v in before.items():
+            self.assertTrue(torch.equal(v, after[k]), k)
+
+
 if __name__ == "__main__":
     unittest.main()
