@@ -201,7 +201,7 @@ fn the_hook_on_a_tiny_gpt_matches_the_exact_per_example_oracle() {
         .expect("run python");
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "oracle tests failed:\n{log}");
-    assert!(log.contains("Ran 3 tests") && log.contains("\nOK"), "{log}");
+    assert!(log.contains("Ran 5 tests") && log.contains("\nOK"), "{log}");
     assert!(
         !log.contains("skipped="),
         "no oracle test may skip here:\n{log}"

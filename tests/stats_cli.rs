@@ -514,3 +514,89 @@ fn branched_experiment_measured_beside_the_estimate() {
     assert_eq!(e.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&b).unwrap(), text);
 }
+
+/// `analyze --preconditioned` estimates from the `precond` pair: the same as analysing a file
+/// whose raw norms are those values; records without it are left out and counted; a file
+/// without any, or a dump directory, is an error.
+#[test]
+fn preconditioned_analysis_reads_the_precond_pair() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = Model::power_law(50, 1.0, 100.0, 4.0, 8);
+    let raw = m.run(3, 400, |_| m.trace() / 50.0);
+    let pre = m.run(4, 400, |_| m.trace() / 120.0);
+    let mut with = String::new();
+    let mut plain = String::new();
+    for (i, (r, p)) in raw.iter().zip(&pre).enumerate() {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&to_ndjson(std::slice::from_ref(r))).expect("record");
+        let mut q: serde_json::Value =
+            serde_json::from_str(&to_ndjson(std::slice::from_ref(p))).expect("record");
+        q["step"] = v["step"].clone();
+        if i > 0 {
+            v["precond"] = serde_json::json!({"sq_small": q["sq_small"], "sq_big": q["sq_big"]});
+            plain.push_str(&format!("{q}\n"));
+        }
+        with.push_str(&format!("{v}\n"));
+    }
+    let (a, b) = (
+        dir.path().join("with.ndjson"),
+        dir.path().join("plain.ndjson"),
+    );
+    std::fs::write(&a, with).unwrap();
+    std::fs::write(&b, plain).unwrap();
+    let summary = |args: &[&std::ffi::OsStr]| {
+        let out = copus().args(args).output().expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        (
+            v["summary"].clone(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let (pre_sum, stderr) = summary(&[
+        &os("analyze"),
+        a.as_os_str(),
+        &os("--preconditioned"),
+        &os("--json"),
+        &os("--summary-only"),
+    ]);
+    assert!(
+        stderr.contains("1 records without `precond` left out"),
+        "{stderr}"
+    );
+    let (plain_sum, _) = summary(&[
+        &os("analyze"),
+        b.as_os_str(),
+        &os("--json"),
+        &os("--summary-only"),
+    ]);
+    assert_eq!(pre_sum["b_simple"], plain_sum["b_simple"]);
+    assert_eq!(pre_sum["steps"], 399);
+    let (raw_sum, _) = summary(&[
+        &os("analyze"),
+        a.as_os_str(),
+        &os("--json"),
+        &os("--summary-only"),
+    ]);
+    assert_ne!(raw_sum["b_simple"], pre_sum["b_simple"]);
+    let e = copus()
+        .args(["analyze"])
+        .arg(&b)
+        .arg("--preconditioned")
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("no record carries `precond`"));
+    let e = copus()
+        .args(["analyze"])
+        .arg(dir.path())
+        .arg("--preconditioned")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&e.stderr).contains("--preconditioned"));
+}

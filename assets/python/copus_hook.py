@@ -797,7 +797,7 @@ class GradNoiseMeter(_Deferred):
     _n_reduced = 2
 
     def __init__(self, model, writer, micro_batch_size, accum_steps, process_group=None,
-                 loss_divided=True, *, flush_every=16, advisor=None):
+                 loss_divided=True, *, flush_every=16, advisor=None, precondition=None):
         if int(accum_steps) < 2:
             raise ValueError("GradNoiseMeter needs gradient accumulation (accum_steps >= 2): "
                              "the micro-batches give the small batch size")
@@ -808,7 +808,43 @@ class GradNoiseMeter(_Deferred):
         self._micro = None
         self._acc = {}
         self._backwards = {}
+        # Adam-preconditioned statistics (``precondition=optimizer``, an Adam or AdamW):
+        # the same two norms of P * g with P = 1 / (sqrt(v_hat) + eps) from the optimizer's
+        # state before this step (fixed during the step), written as "precond".
+        self.precondition = precondition
+        self._groups = {}
+        if precondition is not None:
+            for grp in precondition.param_groups:
+                if "betas" not in grp or "eps" not in grp:
+                    raise ValueError("precondition= needs an Adam-type optimizer "
+                                     "(param groups with betas and eps)")
+                for p in grp["params"]:
+                    self._groups[id(p)] = grp
+            self._n_reduced = 4
+        self._p_micro = None
+        self._p_acc = {}
+        self._p_cache = {}
         self._init_deferred(writer, flush_every, advisor)
+
+    def _preconditioner(self, p):
+        """1 / (sqrt(v_hat) + eps) for parameter ``p`` from the optimizer's state before this
+        step, in float64 (a temporary of the parameter's size, not kept), or None before the
+        optimizer's first step. The step count is read once per step (a host value on CPU
+        optimizers; under ``capturable`` Adam it is a device tensor and reading it syncs)."""
+        key = id(p)
+        state = self.precondition.state.get(p, {})
+        grp = self._groups.get(key)
+        v = state.get("exp_avg_sq")
+        if v is None or grp is None:
+            return None
+        if key not in self._p_cache:
+            t = state.get("step")
+            self._p_cache[key] = float(t) if t is not None else 0.0
+        t = self._p_cache[key]
+        if t <= 0:
+            return None
+        v_hat = v.detach().double() / (1.0 - grp["betas"][1] ** t)
+        return 1.0 / (v_hat.sqrt() + grp["eps"])
 
     def install(self):
         """Register the gradient hooks (before the first backward)."""
@@ -832,6 +868,14 @@ class GradNoiseMeter(_Deferred):
             acc = g if p.grad is None else p.grad.detach() + g.detach()
             self._acc[key] = _sq(acc)
             self._backwards[key] = self._backwards.get(key, 0) + 1
+            if self.precondition is not None:
+                pre = self._preconditioner(p)
+                if pre is None:
+                    self._p_missing = True
+                else:
+                    xp = _sq(g.detach().double() * pre)
+                    self._p_micro = xp if self._p_micro is None else self._p_micro + xp
+                    self._p_acc[key] = _sq(acc.detach().double() * pre)
             return None
 
         return hook
@@ -860,6 +904,16 @@ class GradNoiseMeter(_Deferred):
         f = float(k * k) if self.loss_divided else 1.0
         g = 1.0 if self.loss_divided else 1.0 / (k * k)
         values = [self._micro.reshape(()) * f, acc.to(self._micro.device).reshape(()) * g]
+        if self.precondition is not None:
+            dev = self._micro.device
+            if getattr(self, "_p_missing", False) or self._p_micro is None:
+                nan = torch.tensor(float("nan"), dtype=torch.float64, device=dev)
+                values += [nan, nan]
+            else:
+                p_acc = torch.stack(list(self._p_acc.values())).sum()
+                values += [self._p_micro.reshape(()) * f, p_acc.to(dev).reshape(()) * g]
+            self._p_micro, self._p_acc, self._p_cache = None, {}, {}
+            self._p_missing = False
         world = 1
         if dist.is_available() and dist.is_initialized():
             world = dist.get_world_size(self.group)
@@ -871,9 +925,15 @@ class GradNoiseMeter(_Deferred):
         self._acc, self._backwards = {}, {}
 
         def build(v, fields):
-            micro, big = v
-            return make_record(step, b, b * k, micro / (k * world), big / world,
-                               n_small=k * world, skipped=skipped, **fields)
+            micro, big = v[0], v[1]
+            rec = make_record(step, b, b * k, micro / (k * world), big / world,
+                              n_small=k * world, skipped=skipped, **fields)
+            if len(v) == 4 and math.isfinite(v[2]) and math.isfinite(v[3]):
+                scale = fields.get("loss_scale")
+                d = float(scale) ** 2 if _finite(scale) and scale else 1.0
+                rec["precond"] = {"sq_small": v[2] / (k * world) / d,
+                                  "sq_big": v[3] / world / d}
+            return rec
 
         return self._push(values, dict(loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
                                        step_time_s=step_time_s), build)

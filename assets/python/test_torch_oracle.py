@@ -64,7 +64,8 @@ class OracleTests(unittest.TestCase):
         model = tiny_gpt.TinyGPT(data.vocab, d=32, layers=1, heads=2, context=CONTEXT)
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
         writer = copus_hook.open_writer(path=cls.hook_path)
-        meter = copus_hook.GradNoiseMeter(model, writer, MB, K, flush_every=8).install()
+        meter = copus_hook.GradNoiseMeter(model, writer, MB, K, flush_every=8,
+                                          precondition=opt).install()
         cls.norms = []
         with open(cls.exact_path, "w", encoding="utf-8") as exact:
             for step in range(STEPS):
@@ -110,6 +111,21 @@ class OracleTests(unittest.TestCase):
                   f"({100 * (h / e - 1):+.2f} %)", file=sys.stderr)
             self.assertLess(abs(h / e - 1), 0.05, (what, h, e))
 
+    def test_the_adam_preconditioned_scale_is_reported_beside_the_raw_one(self):
+        exe = copus_bin()
+        if exe is None:
+            raise unittest.SkipTest("no copus binary (set COPUS_BIN or cargo build)")
+        out = subprocess.run([exe, "analyze", self.hook_path, "--preconditioned", "--json",
+                              "--summary-only"], capture_output=True, text=True, check=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        pre = json.loads(out.stdout)["summary"]
+        raw = self.analyze(self.hook_path)
+        self.assertEqual(pre["steps"], STEPS - 1)
+        self.assertGreater(pre["b_simple"], 0)
+        print(f"\nAdam-preconditioned B_simple {pre['b_simple']:.2f} (last window "
+              f"{pre['now']['b_simple']:.2f}) beside raw {raw['b_simple']:.2f} "
+              f"({raw['now']['b_simple']:.2f})", file=sys.stderr)
+
     def test_hook_g2_is_the_trainers_gradient_norm(self):
         with open(self.hook_path, encoding="utf-8") as f:
             recs = [json.loads(line) for line in f]
@@ -121,6 +137,75 @@ class OracleTests(unittest.TestCase):
         why = copus_hook.grad_norm_mismatch(2 * recs[5]["sq_big"], self.norms[5])
         self.assertIn("x2", why)
         self.assertIn("more than once", why)
+
+
+class PreconditionedTests(unittest.TestCase):
+    """GradNoiseMeter(precondition=AdamW): the "precond" norms of every record against an
+    independent recomputation from the micro-batches' own gradients and the optimizer state
+    (P = 1 / (sqrt(exp_avg_sq / (1 - beta2^t)) + eps) before the step), to 1e-6 relative."""
+
+    def test_adam_preconditioned_norms_match_a_recomputation(self):
+        torch.set_num_threads(1)
+        steps, k, mb = 12, 4, 2
+        data = tiny_gpt.CharData(context=CONTEXT, seed=2)
+        torch.manual_seed(2)
+        model = tiny_gpt.TinyGPT(data.vocab, d=32, layers=1, heads=2, context=CONTEXT)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), eps=1e-8)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "pre.ndjson")
+            writer = copus_hook.open_writer(path=path)
+            meter = copus_hook.GradNoiseMeter(model, writer, mb, k, flush_every=4,
+                                              precondition=opt).install()
+            want = []
+            for step in range(steps):
+                names = [n for n, _ in model.named_parameters()]
+                pre = None
+                if step > 0:
+                    pre = []
+                    for _, prm in model.named_parameters():
+                        st = opt.state[prm]
+                        t = float(st["step"])
+                        v_hat = st["exp_avg_sq"].double() / (1 - 0.95 ** t)
+                        pre.append((1.0 / (v_hat.sqrt() + 1e-8)).reshape(-1))
+                    pre = torch.cat(pre)
+                params = {n: v.detach().clone().requires_grad_()
+                          for n, v in model.named_parameters()}
+                micro = []
+                for m in range(k):
+                    x, y = data.batch(0, 1, step, m, mb)
+                    (model(x, y) / k).backward()
+                    loss = functional_call(model, params, (x, y))
+                    gs = torch.autograd.grad(loss, [params[n] for n in names])
+                    micro.append(torch.cat([g.reshape(-1).double() for g in gs]))
+                if pre is not None:
+                    small = sum(float((g * pre).dot(g * pre)) for g in micro) / k
+                    mean = sum(micro) / k
+                    want.append((small, float((mean * pre).dot(mean * pre))))
+                else:
+                    want.append(None)
+                meter.step_end(step)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            meter.close()
+            writer.close()
+            with open(path, encoding="utf-8") as f:
+                recs = [json.loads(line) for line in f]
+            exe = copus_bin()
+            if exe is not None:
+                out = subprocess.run([exe, "analyze", path, "--preconditioned", "--json",
+                                      "--summary-only"], capture_output=True, text=True,
+                                     check=False)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                self.assertIn("1 records without `precond` left out", out.stderr)
+                self.assertEqual(json.loads(out.stdout)["summary"]["steps"], steps - 1)
+        self.assertEqual(len(recs), steps)
+        self.assertNotIn("precond", recs[0], "no optimizer state before the first step")
+        for rec, w in zip(recs[1:], want[1:]):
+            got = rec["precond"]
+            for name, value in zip(("sq_small", "sq_big"), w):
+                self.assertLess(abs(got[name] / value - 1), 1e-6, (rec["step"], name))
+            # Preconditioning changes the statistics (Adam's rescaling is far from 1).
+            self.assertNotAlmostEqual(got["sq_small"] / rec["sq_small"], 1.0, places=2)
 
 
 class BranchTests(unittest.TestCase):

@@ -50,6 +50,12 @@ pub struct AnalyzeArgs {
     /// the ratio measured/estimated and its interval (`branches` in --json).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["compare", "json_lines", "summary_only"])]
     pub branches: Option<PathBuf>,
+    /// Stats file: analyse the Adam-preconditioned norms the hook writes as `precond`
+    /// (`GradNoiseMeter(precondition=optimizer)`, docs/PROTOCOL.md) instead of the raw ones:
+    /// the noise scale of the step Adam takes. Records without `precond` are left out
+    /// (counted); per-layer norms are not preconditioned and are dropped.
+    #[arg(long, conflicts_with_all = ["compare"])]
+    pub preconditioned: bool,
     /// Table rows of the per-step trajectory (evenly spaced); 0 prints every step
     /// [default: 20]. Text output only.
     #[arg(long)]
@@ -129,6 +135,13 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         return super::analyze_compare::run(args, other);
     }
     if path.is_dir() {
+        if args.preconditioned {
+            anyhow::bail!(
+                "{}: --preconditioned reads the `precond` norms of a stats file; a gradient dump \
+                 holds raw gradients",
+                path.display()
+            );
+        }
         return run_dump(args);
     }
     check_stats_file_flags(args)?;
@@ -136,8 +149,27 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let file = crate::fsutil::open_readable_stream(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let outcome = read_ndjson_bounded(BufReader::new(file), args.record_bound())
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let outcome = if args.preconditioned {
+        let (text, left_out) = preconditioned_lines(BufReader::new(file))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if text.is_empty() {
+            anyhow::bail!(
+                "{}: no record carries `precond` (the hook writes it with \
+                 GradNoiseMeter(precondition=optimizer)); {left_out} records without it",
+                path.display()
+            );
+        }
+        if left_out > 0 {
+            eprintln!(
+                "copus analyze: {left_out} records without `precond` left out (the first \
+                 optimizer step has no Adam state yet)"
+            );
+        }
+        read_ndjson_bounded(std::io::Cursor::new(text), args.record_bound())
+    } else {
+        read_ndjson_bounded(BufReader::new(file), args.record_bound())
+    }
+    .with_context(|| format!("cannot read {}", path.display()))?;
     let t1 = std::time::Instant::now();
     let hwm_read = timing.then(peak_rss_mib).flatten();
     let faults_read = timing.then(minor_faults).flatten();
@@ -346,6 +378,42 @@ fn render_branches(section: &BranchesSection) -> String {
         }
     }
     out
+}
+
+/// The records of a stats stream with their `sq_small` / `sq_big` replaced by the `precond`
+/// pair (and their layers dropped), as protocol lines; lines that are not step records pass
+/// through unchanged (the reader counts them as before). Returns the text and how many
+/// records had no `precond`.
+fn preconditioned_lines(reader: impl std::io::BufRead) -> std::io::Result<(Vec<u8>, usize)> {
+    let mut out = Vec::new();
+    let mut left_out = 0usize;
+    for line in reader.lines() {
+        let line = line?;
+        let Ok(serde_json::Value::Object(mut rec)) = serde_json::from_str(&line) else {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+            continue;
+        };
+        if !rec.contains_key("step") {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+            continue;
+        }
+        let pre = rec.remove("precond");
+        let pair = pre
+            .as_ref()
+            .and_then(|p| Some((p.get("sq_small")?.clone(), p.get("sq_big")?.clone())));
+        let Some((small, big)) = pair else {
+            left_out += 1;
+            continue;
+        };
+        rec.insert("sq_small".into(), small);
+        rec.insert("sq_big".into(), big);
+        rec.remove("layers");
+        serde_json::to_writer(&mut out, &rec).map_err(std::io::Error::other)?;
+        out.push(b'\n');
+    }
+    Ok((out, left_out))
 }
 
 /// Dump-only flags given with a stats file do nothing: an error naming them.
