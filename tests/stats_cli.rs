@@ -599,4 +599,31 @@ fn preconditioned_analysis_reads_the_precond_pair() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&e.stderr).contains("--preconditioned"));
+    // In the explorer, P switches to the preconditioned estimate (its label in the title) and
+    // back; on a run without `precond` it says so and stays raw.
+    let snap = |path: &std::path::Path, keys: &str| {
+        let out = copus()
+            .arg("snapshot")
+            .arg(path)
+            .args(["--seq-len", "4096", "--size", "200x40", "--keys", keys])
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(snap(&a, "P").contains("Adam-preconditioned gradient"));
+    assert!(!snap(&a, "P P").contains("Adam-preconditioned gradient"));
+    let screen = snap(&b, "P");
+    assert!(
+        screen.contains("Adam-preconditioned estimate unavailable"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("Adam-preconditioned gradient ("),
+        "{screen}"
+    );
 }

@@ -73,6 +73,8 @@ pub enum Msg {
     /// Widen (+1) or narrow (−1) the smoother of a measured run by a factor of 1.5, and
     /// re-analyse it (TensorBoard's smoothing slider).
     Smoothing(i8),
+    /// Switch a measured run's estimate between the raw and the Adam-preconditioned gradient.
+    ToggleGradient,
     /// An edit of the save-as prompt's text.
     Prompt(PromptEdit),
     /// The answer to the open question (`y`, `n`, `s`).

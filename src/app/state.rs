@@ -129,6 +129,9 @@ pub struct App {
     /// The measured critical batch size of a branched experiment on this run
     /// (`open RUN --branches FILE`), laid over the timeline.
     pub branches: Option<Arc<crate::stats::cbs::CbsReport>>,
+    /// A sentence for the status line of the next completed load (e.g. why the estimate went
+    /// back to the raw gradient), placed before the load's own line.
+    pub notice: Option<String>,
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -284,6 +287,7 @@ impl App {
             ranked_scroll: 0,
             scale_warning: None,
             branches: None,
+            notice: None,
         }
     }
 

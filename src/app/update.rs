@@ -143,6 +143,29 @@ const SMOOTHING_RANGE: (f64, f64) = (1.0, 5000.0);
 /// `<` / `>`: the two-sided kernel's bandwidth (or the one-sided EMA's memory) ÷/× 1.5 on a
 /// measured file or dump, then the run is analysed again; a live run keeps its one-sided
 /// smoother.
+/// `P`: switch a measured run's estimate between the raw and the Adam-preconditioned gradient
+/// (the records' `precond` norms) and analyse it again.
+fn toggle_gradient(app: &mut App) -> Vec<Effect> {
+    use crate::session::DataSource;
+    use crate::stats::settings::GradientKind;
+    if !matches!(app.resolved.session.source, DataSource::Stats { .. }) || app.live_target.is_some()
+    {
+        app.status = "P applies to a recorded stats file (its records' `precond` norms)".into();
+        return Vec::new();
+    }
+    let est = &mut app.resolved.session.estimator;
+    est.gradient = match est.gradient {
+        GradientKind::Raw => GradientKind::AdamPreconditioned,
+        GradientKind::AdamPreconditioned => GradientKind::Raw,
+    };
+    app.status = format!(
+        "estimate: {} gradient (P switches); re-analysing…",
+        est.gradient.name()
+    );
+    app.loading = true;
+    vec![Effect::LoadSource]
+}
+
 fn smoothing(app: &mut App, direction: i8) -> Vec<Effect> {
     use crate::session::DataSource;
     use crate::stats::SmootherKind;
@@ -633,6 +656,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             app.status = "save as: type a path, Enter saves, Esc cancels".into();
         }
         Msg::Smoothing(d) => return smoothing(app, d),
+        Msg::ToggleGradient => return toggle_gradient(app),
         Msg::Filter => {
             app.prompt = Some(Prompt {
                 kind: PromptKind::Filter,
@@ -723,7 +747,11 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                     return vec![request_table(app)];
                 }
                 app.status = format!(
-                    "loaded {} points: {}{}",
+                    "{}loaded {} points: {}{}",
+                    app.notice
+                        .take()
+                        .map(|n| format!("{n} · "))
+                        .unwrap_or_default(),
                     app.trajectory.points.len(),
                     app.trajectory.label,
                     note.map(|n| format!(" · {n}")).unwrap_or_default()
@@ -731,6 +759,16 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 return request_plan(app).into_iter().collect();
             }
             Err(e) => {
+                use crate::stats::settings::GradientKind;
+                let est = &mut app.resolved.session.estimator;
+                if est.gradient == GradientKind::AdamPreconditioned {
+                    // The run has no preconditioned norms: back to the raw estimate.
+                    est.gradient = GradientKind::Raw;
+                    app.notice = Some(format!(
+                        "Adam-preconditioned estimate unavailable ({e}); back to the raw gradient"
+                    ));
+                    return vec![Effect::LoadSource];
+                }
                 app.loading = false;
                 app.progress = None;
                 app.status = "loading failed (see the panel)".into();

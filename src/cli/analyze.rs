@@ -4,11 +4,10 @@
 use crate::compute::Device;
 use crate::stats::{
     AnalyzeReport, EstimatorSettings, RecordBound, SmootherKind, analyze_outcome_split,
-    read_ndjson_bounded,
 };
 use anyhow::Context;
 use clap::Args;
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use super::estimator_args::EstimatorArgs;
@@ -88,6 +87,9 @@ impl AnalyzeArgs {
         if self.one_sided {
             s.smoother = SmootherKind::OneSided;
         }
+        if self.preconditioned {
+            s.gradient = crate::stats::settings::GradientKind::AdamPreconditioned;
+        }
         s.window_steps = self.window.or(s.window_steps);
         s
     }
@@ -149,27 +151,15 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let file = crate::fsutil::open_readable_stream(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let outcome = if args.preconditioned {
-        let (text, left_out) = preconditioned_lines(BufReader::new(file))
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if text.is_empty() {
-            anyhow::bail!(
-                "{}: no record carries `precond` (the hook writes it with \
-                 GradNoiseMeter(precondition=optimizer)); {left_out} records without it",
-                path.display()
-            );
-        }
-        if left_out > 0 {
-            eprintln!(
-                "copus analyze: {left_out} records without `precond` left out (the first \
-                 optimizer step has no Adam state yet)"
-            );
-        }
-        read_ndjson_bounded(std::io::Cursor::new(text), args.record_bound())
-    } else {
-        read_ndjson_bounded(BufReader::new(file), args.record_bound())
+    let gradient = args.settings(&EstimatorSettings::default()).gradient;
+    let (outcome, left_out) = crate::stats::precond::read_for(file, gradient, args.record_bound())
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    if left_out > 0 {
+        eprintln!(
+            "copus analyze: {left_out} records without `precond` left out (the first optimizer \
+             step has no Adam state yet)"
+        );
     }
-    .with_context(|| format!("cannot read {}", path.display()))?;
     let t1 = std::time::Instant::now();
     let hwm_read = timing.then(peak_rss_mib).flatten();
     let faults_read = timing.then(minor_faults).flatten();
@@ -378,42 +368,6 @@ fn render_branches(section: &BranchesSection) -> String {
         }
     }
     out
-}
-
-/// The records of a stats stream with their `sq_small` / `sq_big` replaced by the `precond`
-/// pair (and their layers dropped), as protocol lines; lines that are not step records pass
-/// through unchanged (the reader counts them as before). Returns the text and how many
-/// records had no `precond`.
-fn preconditioned_lines(reader: impl std::io::BufRead) -> std::io::Result<(Vec<u8>, usize)> {
-    let mut out = Vec::new();
-    let mut left_out = 0usize;
-    for line in reader.lines() {
-        let line = line?;
-        let Ok(serde_json::Value::Object(mut rec)) = serde_json::from_str(&line) else {
-            out.extend_from_slice(line.as_bytes());
-            out.push(b'\n');
-            continue;
-        };
-        if !rec.contains_key("step") {
-            out.extend_from_slice(line.as_bytes());
-            out.push(b'\n');
-            continue;
-        }
-        let pre = rec.remove("precond");
-        let pair = pre
-            .as_ref()
-            .and_then(|p| Some((p.get("sq_small")?.clone(), p.get("sq_big")?.clone())));
-        let Some((small, big)) = pair else {
-            left_out += 1;
-            continue;
-        };
-        rec.insert("sq_small".into(), small);
-        rec.insert("sq_big".into(), big);
-        rec.remove("layers");
-        serde_json::to_writer(&mut out, &rec).map_err(std::io::Error::other)?;
-        out.push(b'\n');
-    }
-    Ok((out, left_out))
 }
 
 /// Dump-only flags given with a stats file do nothing: an error naming them.

@@ -1,11 +1,8 @@
 //! Trajectories from measured runs: a stats protocol v1 file analysed by the noise-scale
 //! engine, with the smoothed B_simple and its interval at every step.
 
-use crate::stats::{
-    AnalyzeReport, EstimatorSettings, RecordBound, StepStats, analyze_outcome, read_ndjson_bounded,
-};
+use crate::stats::{AnalyzeReport, EstimatorSettings, RecordBound, StepStats, analyze_outcome};
 use crate::trajectory::{Trajectory, TrajectoryPoint};
-use std::io::BufReader;
 use std::path::Path;
 
 /// Why a measured run could not be turned into a trajectory.
@@ -163,7 +160,9 @@ pub fn load_stats_file(
     let file = crate::fsutil::open_readable_stream(path).map_err(io)?;
     // A long run is merged into a bounded number of records (stats::coarsen); the timed
     // records below are then means over their steps.
-    let outcome = read_ndjson_bounded(BufReader::new(file), RecordBound::Default).map_err(io)?;
+    let (outcome, _left_out) =
+        crate::stats::precond::read_for(file, settings.gradient, RecordBound::Default)
+            .map_err(io)?;
     let report = analyze_outcome(&outcome, settings).map_err(|source| MeasuredError::Stats {
         path: path.to_path_buf(),
         source,
@@ -172,8 +171,12 @@ pub fn load_stats_file(
         || path.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
+    let gradient = match settings.gradient {
+        crate::stats::settings::GradientKind::Raw => String::new(),
+        g => format!(", {} gradient", g.name()),
+    };
     let label = format!(
-        "measured: {} ({})",
+        "measured: {}{gradient} ({})",
         crate::format::escape_controls(&name),
         report.summary.smoother
     );

@@ -18,6 +18,7 @@ mod kernel_sums;
 mod lagged;
 pub mod layer_map;
 pub mod layers;
+pub mod precond;
 pub mod protocol;
 mod protocol_fast;
 mod protocol_scan;

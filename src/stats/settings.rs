@@ -19,6 +19,28 @@ pub enum SmootherKind {
     OneSided,
 }
 
+/// Which gradient's noise scale is estimated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum GradientKind {
+    /// The raw gradient (`sq_small`, `sq_big`): McCandlish's B_simple.
+    #[default]
+    Raw,
+    /// The Adam-preconditioned gradient P ⊙ g (the records' `precond` pair, written by
+    /// `copus_hook.GradNoiseMeter(precondition=optimizer)`): the noise scale of the step Adam
+    /// takes. Records without the pair are left out.
+    AdamPreconditioned,
+}
+
+impl GradientKind {
+    /// A short name for titles ("raw", "Adam-preconditioned").
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Raw => "raw",
+            Self::AdamPreconditioned => "Adam-preconditioned",
+        }
+    }
+}
+
 /// How the noise scale is estimated, smoothed and given an interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -54,6 +76,8 @@ pub struct EstimatorSettings {
     /// Skipped steps (malformed, non-finite, invalid, producer-flagged) up to this fraction of
     /// all records are reported as information, above it as a warning.
     pub dropped_warn: f64,
+    /// Which gradient's noise scale (raw, or Adam-preconditioned from `precond`).
+    pub gradient: GradientKind,
 }
 
 impl Default for EstimatorSettings {
@@ -71,6 +95,7 @@ impl Default for EstimatorSettings {
             window_steps: None,
             drift_min_factor: 1.25,
             dropped_warn: 0.01,
+            gradient: GradientKind::Raw,
         }
     }
 }

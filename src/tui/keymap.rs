@@ -132,6 +132,13 @@ pub const KEYMAP: &[Binding] = &[
         hint: None,
     },
     Binding {
+        label: "P",
+        what: "recorded run: switch the estimate between the raw and the Adam-preconditioned gradient (the records' precond norms)",
+        scope: Scope::Global,
+        keys: &[(KeyCode::Char('P'), NONE)],
+        hint: None,
+    },
+    Binding {
         label: "g",
         what: "go to a step (1200), tokens (150B) or a share of the run (40%)",
         scope: Scope::Global,

@@ -95,6 +95,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         (KeyCode::Char('R'), _) => Msg::Ranked,
         (KeyCode::Char('>'), _) => Msg::Smoothing(1),
         (KeyCode::Char('<'), _) => Msg::Smoothing(-1),
+        (KeyCode::Char('P'), _) => Msg::ToggleGradient,
         (KeyCode::Char('e'), _) => Msg::Export,
         (KeyCode::Char('A'), _) => Msg::ApproveAdvice,
         (KeyCode::Char('n'), _) => Msg::Tour(1),
