@@ -463,6 +463,26 @@ fn branched_experiment_measured_beside_the_estimate() {
     );
     assert!(screen.contains("▲ threshold CBS"), "{screen}");
     assert!(screen.contains("÷ B_simple ×"), "{screen}");
+    // --b-crit-from: the geometric mean of the ratios becomes the session's B_crit scale.
+    let logs: Vec<f64> = cmp
+        .iter()
+        .filter_map(|c| c["threshold_ratio"]["value"].as_f64())
+        .map(f64::ln)
+        .collect();
+    let factor = (logs.iter().sum::<f64>() / logs.len() as f64).exp();
+    let snap = copus()
+        .arg("snapshot")
+        .arg(&run)
+        .args(["--seq-len", "4096", "--size", "160x40", "--branches"])
+        .arg(&b)
+        .args(["--b-crit-from", "threshold-cbs"])
+        .output()
+        .expect("run");
+    let screen = String::from_utf8_lossy(&snap.stdout);
+    assert!(
+        screen.contains(&format!("B_crit ×{factor:.3} (measured by branching)")),
+        "{factor}\n{screen}"
+    );
     let e = copus()
         .args(["open", "sessions/demo.ron", "--branches"])
         .arg(&b)

@@ -47,6 +47,44 @@ pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
         .collect()
 }
 
+/// Which measurement a session's B_crit conversion follows (`open --b-crit-from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConversionKind {
+    /// Fitted B_noise ÷ B_simple.
+    BNoise,
+    /// Threshold CBS ÷ B_simple.
+    ThresholdCbs,
+}
+
+impl ConversionKind {
+    /// How the kind reads in titles and sources.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BNoise => "B_noise",
+            Self::ThresholdCbs => "threshold CBS",
+        }
+    }
+}
+
+/// The conversion factor from the run's B_simple to the measured `kind`: the geometric mean
+/// of the ratios at the branch points that have one, and how many there were.
+pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<(f64, usize)> {
+    let logs: Vec<f64> = marks
+        .iter()
+        .filter_map(|m| match kind {
+            ConversionKind::BNoise => m.comparison.b_noise_ratio,
+            ConversionKind::ThresholdCbs => m.comparison.threshold_ratio,
+        })
+        .map(|r| r.value)
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map(f64::ln)
+        .collect();
+    (!logs.is_empty()).then(|| {
+        let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+        (mean.exp(), logs.len())
+    })
+}
+
 /// The headline segment for the branch point at or before the cursor's step (else the
 /// first): "measured B_noise ÷ B_simple ×0.48 [0.33–0.65] at step 30", or the threshold's
 /// ratio when no B_noise was fitted there.
@@ -144,5 +182,14 @@ mod tests {
         assert!(h.contains("threshold CBS") && h.contains("step 500"), "{h}");
         assert!(headline_segment(&m, 0).unwrap().contains("step 105"));
         assert!(headline_segment(&[], 0).is_none());
+        // The conversion: the geometric mean of the ratios that exist.
+        let (f, n) = conversion(&m, ConversionKind::BNoise).unwrap();
+        let want = ((55.0 / 110.0f64).ln() + (1.0 / 199.0f64).ln()) / 2.0;
+        assert_eq!(n, 2);
+        assert!((f - want.exp()).abs() < 1e-12, "{f}");
+        let (t, n) = conversion(&m, ConversionKind::ThresholdCbs).unwrap();
+        assert_eq!(n, 3);
+        assert!(t > 0.0);
+        assert!(conversion(&[], ConversionKind::BNoise).is_none());
     }
 }

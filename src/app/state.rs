@@ -132,6 +132,9 @@ pub struct App {
     /// A sentence for the status line of the next completed load (e.g. why the estimate went
     /// back to the raw gradient), placed before the load's own line.
     pub notice: Option<String>,
+    /// Set the session's B_crit conversion from the measured ratio once the run is loaded
+    /// (`open RUN --branches FILE --b-crit-from b-noise|threshold-cbs`).
+    pub convert_from_branches: Option<super::branches::ConversionKind>,
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -288,6 +291,7 @@ impl App {
             scale_warning: None,
             branches: None,
             notice: None,
+            convert_from_branches: None,
         }
     }
 

@@ -143,6 +143,48 @@ const SMOOTHING_RANGE: (f64, f64) = (1.0, 5000.0);
 /// `<` / `>`: the two-sided kernel's bandwidth (or the one-sided EMA's memory) ÷/× 1.5 on a
 /// measured file or dump, then the run is analysed again; a live run keeps its one-sided
 /// smoother.
+/// With `--b-crit-from`, set the session's B_crit scale to the measured ratio of the branch
+/// file (the geometric mean over its branch points) and name it as the conversion's source;
+/// the outcome waits in `app.notice` for the status line. Runs on every completed load (and
+/// on opening, when the run was loaded before the branch file was attached).
+pub fn convert_from_branches(app: &mut App) {
+    use super::branches::{conversion, marks};
+    let (Some(kind), Some(report)) = (app.convert_from_branches, app.branches.clone()) else {
+        return;
+    };
+    let m = marks(&report, &app.raw_trajectory);
+    let lo = crate::validate::session::MIN_B_CRIT_SCALE;
+    let hi = crate::validate::session::MAX_B_CRIT_SCALE;
+    match conversion(&m, kind) {
+        Some((f, n)) if (lo..=hi).contains(&f) => {
+            let s = &mut app.resolved.session;
+            s.b_crit_scale = f;
+            s.planner.b_crit_scale_source = Some(format!(
+                "measured {} ÷ B_simple by branched training, geometric mean over {n} branch \
+                 point(s)",
+                kind.name()
+            ));
+            app.rescale();
+            app.notice = Some(format!(
+                "B_crit × {f:.3}: the measured {} ÷ B_simple of the branch file",
+                kind.name()
+            ));
+        }
+        Some((f, _)) => {
+            app.notice = Some(format!(
+                "measured {} ÷ B_simple is {f:.3e}, outside {lo}..{hi}: B_crit left unconverted",
+                kind.name()
+            ));
+        }
+        None => {
+            app.notice = Some(format!(
+                "the branch file has no {} ratio at a step of this run: B_crit left unconverted",
+                kind.name()
+            ));
+        }
+    }
+}
+
 /// `P`: switch a measured run's estimate between the raw and the Adam-preconditioned gradient
 /// (the records' `precond` norms) and analyse it again.
 fn toggle_gradient(app: &mut App) -> Vec<Effect> {
@@ -746,6 +788,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                     app.run_calibration = Some(std::sync::Arc::new(c));
                     return vec![request_table(app)];
                 }
+                convert_from_branches(app);
                 app.status = format!(
                     "{}loaded {} points: {}{}",
                     app.notice

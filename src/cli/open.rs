@@ -48,6 +48,11 @@ pub struct OpenArgs {
     /// (docs/CBS.md).
     #[arg(long, value_name = "FILE")]
     pub branches: Option<PathBuf>,
+    /// With --branches: use the measured ratio (fitted B_noise or threshold CBS ÷ B_simple,
+    /// the geometric mean over the branch points) as the session's B_crit conversion
+    /// (`b_crit_scale`, its source named); `s` saves it.
+    #[arg(long, value_enum, requires = "branches", value_name = "KIND")]
+    pub b_crit_from: Option<BCritFrom>,
     /// Where gradient dumps are reduced (auto falls back to the CPU with a note).
     #[arg(long, value_enum, default_value_t = crate::compute::Device::Auto)]
     pub device: crate::compute::Device,
@@ -59,6 +64,15 @@ pub struct OpenArgs {
     /// The training stack (changes the session's `stack`).
     #[command(flatten)]
     pub stack: super::stack_args::StackArgs,
+}
+
+/// `--b-crit-from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BCritFrom {
+    /// Fitted B_noise ÷ B_simple.
+    BNoise,
+    /// Threshold CBS ÷ B_simple.
+    ThresholdCbs,
 }
 
 impl OpenArgs {
@@ -334,6 +348,17 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
         app.branches = Some(std::sync::Arc::new(super::cbs::load_branch_file(
             b, confidence,
         )?));
+        app.convert_from_branches = args.b_crit_from.map(|k| match k {
+            BCritFrom::BNoise => crate::app::branches::ConversionKind::BNoise,
+            BCritFrom::ThresholdCbs => crate::app::branches::ConversionKind::ThresholdCbs,
+        });
+        if !app.loading {
+            crate::app::update::convert_from_branches(&mut app);
+            if let Some(n) = app.notice.take() {
+                app.status = n;
+            }
+            // The table and plan requested on opening see the converted B_crit.
+        }
     }
     if let Some((path, replace)) = save {
         if replace {

@@ -32,6 +32,10 @@ pub struct SnapshotArgs {
         conflicts_with = "lesson"
     )]
     pub branches: Option<PathBuf>,
+    /// With --branches: the measured ratio as the B_crit conversion, as `copus open
+    /// --b-crit-from`.
+    #[arg(long, value_enum, requires = "branches", value_name = "KIND")]
+    pub b_crit_from: Option<super::open::BCritFrom>,
     /// Keys to press first, as tmux names them, separated by spaces: `"2 Left Left"`,
     /// `"End x"`, `"n n r"`, `"S-Right"`, `"Enter"`.
     #[arg(long, default_value = "")]
@@ -100,6 +104,7 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
             device: crate::compute::Device::Cpu,
             seq_len: a.seq_len,
             branches: a.branches.clone(),
+            b_crit_from: a.b_crit_from,
             ..super::open::OpenArgs::for_path(p)
         })?,
         (None, Some(name)) => {

@@ -56,7 +56,20 @@ fn title_line(app: &App) -> Line<'static> {
         );
     }
     if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
-        spans.push(Span::raw(format!(" · B_crit ×{}", r.session.b_crit_scale)));
+        let measured = r
+            .session
+            .planner
+            .b_crit_scale_source
+            .as_deref()
+            .is_some_and(|s| s.starts_with("measured"));
+        spans.push(Span::raw(if measured {
+            format!(
+                " · B_crit ×{:.3} (measured by branching)",
+                r.session.b_crit_scale
+            )
+        } else {
+            format!(" · B_crit ×{}", r.session.b_crit_scale)
+        }));
     }
     spans.push(Span::raw(format!(
         " · {}",
