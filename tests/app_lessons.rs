@@ -184,3 +184,49 @@ fn the_what_if_answer_matches_the_recomputed_heatmap() {
         assert_eq!(n % 56, 0);
     }
 }
+
+/// The estimate-right lesson's answers, read against its own branched experiment: at step 30
+/// the measured B_noise ÷ B_simple and its interval lie below 1; at step 300 the point
+/// estimate differs and the interval is wider; the ▲ at 300 lies far below B_simple.
+#[test]
+fn the_estimate_right_answers_match_the_measurement() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lesson = lessons::find("estimate-right").expect("lesson");
+    let app = ready(&lesson, dir.path());
+    let report = app.branches.clone().expect("the lesson's branches");
+    let marks = copus::app::branches::marks(&report, &app.raw_trajectory);
+    assert_eq!(
+        marks.iter().map(|m| m.from_step).collect::<Vec<_>>(),
+        [30, 300]
+    );
+    let r30 = marks[0].comparison.b_noise_ratio.expect("a fit at 30");
+    assert!(
+        r30.value < 1.0 && r30.ci[1].is_some_and(|hi| hi < 1.0),
+        "{r30:?}"
+    );
+    let head = copus::tui::timeline_marks::headline(&app, 200).expect("a headline");
+    let head: String = head.spans.iter().map(|s| s.content.as_ref()).collect();
+    assert!(
+        head.contains("measured B_noise ÷ B_simple ×") && head.contains("at step 30"),
+        "{head}"
+    );
+    let c300 = &marks[1].comparison;
+    let r300 = c300
+        .b_noise_ratio
+        .or(c300.threshold_ratio)
+        .expect("a ratio at 300");
+    assert!(
+        (r300.value / r30.value - 1.0).abs() > 0.25,
+        "{r30:?} {r300:?}"
+    );
+    let width = |r: &copus::stats::cbs::WithCi| {
+        r.ci[1].unwrap_or(f64::INFINITY) / r.ci[0].unwrap_or(0.0).max(1e-12)
+    };
+    assert!(width(&r300) > width(&r30), "{r30:?} {r300:?}");
+    let b300 = marks[1].comparison.b_simple.expect("B_simple at 300");
+    assert!(
+        marks[1].threshold < 0.25 * b300,
+        "{} vs {b300}",
+        marks[1].threshold
+    );
+}

@@ -73,7 +73,10 @@ fn every_step_of_every_lesson_works_in_the_binary_at_80x24() {
         let mut modified = false;
         for (i, step) in lesson.steps.iter().enumerate() {
             let at = format!("{} step {}", lesson.name, i + 1);
-            let screen = tmux.wait_for(&format!("Lesson {}/{n}", i + 1));
+            // The first screen waits for the lesson's data (a branched experiment takes
+            // tens of seconds in the debug build).
+            let limit = Duration::from_secs(if i == 0 { 120 } else { 20 });
+            let screen = tmux.wait_for_within(&format!("Lesson {}/{n}", i + 1), limit);
             // Let the table (and the recommendation) arrive before reading "before".
             let screen = if matches!(step.change, Change::Best) {
                 wait_until(&tmux, "the recommendation", |s| best_line(s).is_some())

@@ -30,6 +30,10 @@ pub const FILES: &[(&str, &str)] = &[
         "what-if.ron",
         include_str!("../../sessions/lessons/what-if.ron"),
     ),
+    (
+        "estimate-right.ron",
+        include_str!("../../sessions/lessons/estimate-right.ron"),
+    ),
 ];
 
 /// The data a lesson explores.
@@ -42,6 +46,10 @@ pub enum LessonData {
     TrainerRun {
         /// Optimizer steps.
         steps: u64,
+        /// Steps to run a small branched experiment from (docs/CBS.md) when the lesson
+        /// opens, laid over the timeline; empty for none.
+        #[serde(default)]
+        branch_at: Vec<u64>,
     },
 }
 

@@ -56,7 +56,7 @@ pub fn lesson_app(lesson: &Lesson, dir: &Path) -> anyhow::Result<App> {
 pub fn lesson_app_saving_to(lesson: &Lesson, dir: &Path, save_dir: &Path) -> anyhow::Result<App> {
     let mut resolved = match &lesson.data {
         LessonData::Demo => super::open::demo_session(dir)?,
-        LessonData::TrainerRun { steps } => {
+        LessonData::TrainerRun { steps, .. } => {
             let data = lessons::data_path(dir, lesson);
             train(&data, *steps)
                 .with_context(|| format!("training the lesson's run into {}", data.display()))?;
@@ -95,11 +95,53 @@ pub fn lesson_app_saving_to(lesson: &Lesson, dir: &Path, save_dir: &Path) -> any
             let mut app = App::new(resolved, loaded);
             app.save_path = save_dir.join(format!("copus-lesson-{}.ron", lesson.name));
             app.save_with = vec![(name, text)];
+            if let LessonData::TrainerRun { branch_at, .. } = &lesson.data
+                && !branch_at.is_empty()
+            {
+                let report = lesson_branches(branch_at).context("the lesson's branched run")?;
+                app.branches = Some(std::sync::Arc::new(report));
+            }
             app
         }
     };
     update(&mut app, Msg::Tour(1));
     Ok(app)
+}
+
+/// Samples each branch of a lesson's branched experiment trains on.
+pub const LESSON_BRANCH_BUDGET: u64 = 16_384;
+
+/// The small branched experiment a lesson runs on the built-in trainer's default run: batches
+/// 8 to 256, two seeds each, [`LESSON_BRANCH_BUDGET`] samples, the rate scaled by √B.
+pub fn lesson_branches(at: &[u64]) -> anyhow::Result<crate::stats::cbs::CbsReport> {
+    use crate::trainer::branch::{BranchPlan, LrScaling, run_branches};
+    let plan = BranchPlan {
+        at_steps: at.to_vec(),
+        batches: vec![8, 16, 32, 64, 128, 256],
+        seeds: 2,
+        budget_samples: LESSON_BRANCH_BUDGET,
+        eval_every: 1024,
+        eval_samples: 512,
+        lr_scaling: LrScaling::Sqrt,
+    };
+    let mut text = String::new();
+    run_branches(
+        crate::trainer::TrainerConfig::default(),
+        &plan,
+        |_| Ok(()),
+        |line| {
+            text.push_str(&serde_json::to_string(line).unwrap_or_default());
+            text.push('\n');
+            Ok(())
+        },
+    )?;
+    let records = crate::stats::cbs::parse(&text)?;
+    Ok(crate::stats::cbs::measure(
+        &records,
+        super::cbs::DEFAULT_TOLERANCE,
+        0.95,
+        super::cbs::DEFAULT_RESAMPLES,
+    )?)
 }
 
 /// A fresh directory for a lesson's data, under the system's temporary directory.
@@ -124,7 +166,13 @@ pub fn run(args: &LessonArgs) -> anyhow::Result<()> {
             let cwd = std::env::current_dir().context("the working directory")?;
             crate::tui::run(lesson_app(&lesson, &cwd)?)?;
         }
-        LessonData::TrainerRun { .. } => {
+        LessonData::TrainerRun { ref branch_at, .. } => {
+            if !branch_at.is_empty() {
+                eprintln!(
+                    "copus lesson: training the run and a small branched experiment on it \
+                     (a few seconds)…"
+                );
+            }
             let dir = scratch_dir()?;
             let cwd = std::env::current_dir().context("the working directory")?;
             let result =

@@ -39,7 +39,8 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
     }
     let cursor_step = app.trajectory.points.get(app.cursor).map_or(0, |p| p.step);
     if let Some(seg) = crate::app::branches::headline_segment(&branch_marks(app), cursor_step) {
-        segments.insert(1.min(segments.len()), seg);
+        // First: a run opened with its branched experiment is opened to compare the two.
+        segments.insert(0, seg);
     }
     let text = mv::fit_segments(&segments, width.saturating_sub(1));
     let drifting = report.summary.drift.as_ref().is_some_and(|d| d.significant);

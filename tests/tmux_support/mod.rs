@@ -53,6 +53,12 @@ impl Tmux {
     }
 
     pub fn wait_for(&self, what: &str) -> String {
+        self.wait_for_within(what, Duration::from_secs(20))
+    }
+
+    /// [`Tmux::wait_for`] with a longer limit, for screens that need work first (a lesson
+    /// that trains and branches a run in the debug build).
+    pub fn wait_for_within(&self, what: &str, limit: Duration) -> String {
         let start = Instant::now();
         loop {
             let s = self.screen();
@@ -60,7 +66,7 @@ impl Tmux {
                 return s;
             }
             assert!(
-                start.elapsed() < Duration::from_secs(20),
+                start.elapsed() < limit,
                 "timed out waiting for {what:?}; screen:\n{s}"
             );
             sleep(Duration::from_millis(100));
