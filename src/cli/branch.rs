@@ -1,8 +1,8 @@
 //! `copus branch`: the built-in trainer's branched experiment, writing branch records that
 //! `copus cbs` measures the critical batch size from (docs/CBS.md).
 
+use crate::trainer::TrainerError;
 use crate::trainer::branch::{BranchPlan, LrScaling, run_branches};
-use crate::trainer::{TrainerConfig, TrainerError};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -43,18 +43,9 @@ pub struct BranchArgs {
     /// Replace --out and --run-out if they exist.
     #[arg(long)]
     pub force: bool,
-    /// Base run: micro-batches per step (as demo-train).
-    #[arg(long, default_value_t = 8)]
-    pub micro_batches: usize,
-    /// Base run: samples per micro-batch (as demo-train).
-    #[arg(long, default_value_t = 16)]
-    pub micro_batch_size: usize,
-    /// Base run: seed (as demo-train).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Base run: learning rate of momentum SGD (as demo-train, constant).
-    #[arg(long, default_value_t = 0.05)]
-    pub lr: f64,
+    /// The base run: the trainer's flags as `demo-train` takes them (constant learning rate).
+    #[command(flatten)]
+    pub trainer: super::demo_train::TrainerFlags,
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
@@ -117,13 +108,7 @@ pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
     if let Some(why) = plan.problem() {
         anyhow::bail!("{why}");
     }
-    let cfg = TrainerConfig {
-        micro_batches: args.micro_batches,
-        micro_batch_size: args.micro_batch_size,
-        seed: args.seed,
-        lr: args.lr,
-        ..TrainerConfig::default()
-    };
+    let cfg = args.trainer.config(crate::trainer::LrSchedule::Constant);
     let mut out = std::io::BufWriter::new(
         crate::fsutil::create_stream_output(&args.out, args.force)
             .map_err(|e| io_err(&args.out, e))?,
@@ -148,7 +133,7 @@ pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
             plan.seeds,
             plan.budget_samples,
             plan.lr_scaling,
-            args.micro_batches * args.micro_batch_size
+            args.trainer.batch()
         );
     }
     run_branches(

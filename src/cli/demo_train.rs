@@ -24,18 +24,9 @@ pub struct DemoTrainArgs {
     /// picks a free port). Every client first receives the run so far.
     #[arg(long)]
     pub serve: Option<String>,
-    /// Micro-batches per step (K ≥ 2): the small batches of the two-batch estimator.
-    #[arg(long, default_value_t = 8)]
-    pub micro_batches: usize,
-    /// Samples (context → next character pairs) per micro-batch.
-    #[arg(long, default_value_t = 16)]
-    pub micro_batch_size: usize,
-    /// Seed of initialisation and data sampling (runs are reproducible, step times aside).
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Base learning rate of momentum SGD.
-    #[arg(long, default_value_t = 0.05)]
-    pub lr: f64,
+    /// The trainer's batch, seed and learning rate.
+    #[command(flatten)]
+    pub trainer: TrainerFlags,
     /// Learning-rate schedule: constant, cosine (linear warm-up over --warmup-steps, then a
     /// cosine decay to --min-lr-factor at the last step) or step (× --drop-factor from step
     /// --drop-at on). A changing rate moves B_simple (∝ 1/temperature): the lr diagnostic.
@@ -63,6 +54,43 @@ pub struct DemoTrainArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// The built-in trainer's flags that `demo-train` and `branch` share (the base run of a
+/// branched experiment is the `demo-train` run with the same flags).
+#[derive(Debug, Clone, Args)]
+pub struct TrainerFlags {
+    /// Micro-batches per step (K ≥ 2): the small batches of the two-batch estimator.
+    #[arg(long, default_value_t = 8)]
+    pub micro_batches: usize,
+    /// Samples (context → next character pairs) per micro-batch.
+    #[arg(long, default_value_t = 16)]
+    pub micro_batch_size: usize,
+    /// Seed of initialisation and data sampling (runs are reproducible, step times aside).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Base learning rate of momentum SGD.
+    #[arg(long, default_value_t = 0.05)]
+    pub lr: f64,
+}
+
+impl TrainerFlags {
+    /// The trainer configuration of these flags with `schedule`.
+    pub fn config(&self, schedule: crate::trainer::LrSchedule) -> TrainerConfig {
+        TrainerConfig {
+            micro_batches: self.micro_batches,
+            micro_batch_size: self.micro_batch_size,
+            seed: self.seed,
+            lr: self.lr,
+            schedule,
+            ..TrainerConfig::default()
+        }
+    }
+
+    /// Samples per step of the run (micro-batches × micro-batch size, saturating).
+    pub fn batch(&self) -> usize {
+        self.micro_batches.saturating_mul(self.micro_batch_size)
+    }
 }
 
 /// `--lr-schedule`.
@@ -100,14 +128,7 @@ const MAX_LINGER_S: f64 = 86_400.0;
 
 /// Run `copus demo-train`. Without --out or --serve the lines go to stdout.
 pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
-    let cfg = TrainerConfig {
-        micro_batches: args.micro_batches,
-        micro_batch_size: args.micro_batch_size,
-        seed: args.seed,
-        lr: args.lr,
-        schedule: args.schedule(),
-        ..TrainerConfig::default()
-    };
+    let cfg = args.trainer.config(args.schedule());
     if !(args.linger_s.is_finite() && (0.0..=MAX_LINGER_S).contains(&args.linger_s)) {
         anyhow::bail!("--linger-s must be between 0 and {MAX_LINGER_S} seconds");
     }
@@ -141,8 +162,8 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
             shape.embed,
             shape.hidden,
             shape.n_params(),
-            args.micro_batches,
-            args.micro_batch_size,
+            args.trainer.micro_batches,
+            args.trainer.micro_batch_size,
             args.steps
         );
     }

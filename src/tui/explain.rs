@@ -12,7 +12,6 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear};
 
 /// Colour of a part in a bar (its letter is drawn on it, so colour is never the only cue).
 fn part_color(key: &str) -> Color {
@@ -438,14 +437,5 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, mode: ColorMode) {
     // Bars fill the inside less the indent and the end marks, at most 60 cells.
     let width = (r.width as usize).saturating_sub(8).min(60);
     let (title, lines) = popup_lines(app, width, mode);
-    frame.render_widget(Clear, r);
-    super::panel::draw_scrolled(
-        frame,
-        r,
-        Block::bordered()
-            .title(title)
-            .border_style(Style::new().fg(Color::Yellow)),
-        lines,
-        app.explain_scroll,
-    );
+    super::panel::draw_popup(frame, r, title, lines, app.explain_scroll);
 }

@@ -18,6 +18,28 @@ pub fn block<'a>(title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
         .border_style(Style::new().fg(border))
 }
 
+/// A popup over `area`: cleared, in a yellow bordered block titled `title`, with `lines`
+/// scrolled as [`draw_scrolled`] does (the explanation and the ranked list).
+pub fn draw_popup(
+    frame: &mut ratatui::Frame,
+    area: ratatui::layout::Rect,
+    title: String,
+    lines: Vec<Line<'_>>,
+    scroll: u16,
+) {
+    use ratatui::style::{Color, Style};
+    frame.render_widget(ratatui::widgets::Clear, area);
+    draw_scrolled(
+        frame,
+        area,
+        Block::bordered()
+            .title(title)
+            .border_style(Style::new().fg(Color::Yellow)),
+        lines,
+        scroll,
+    );
+}
+
 /// Draw `lines` word-wrapped in `block` over `area`, scrolled down by `scroll` lines (clamped
 /// to the text), with a "more" marker on the bottom border when text is hidden.
 pub fn draw_scrolled(

@@ -8,7 +8,6 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Clear};
 
 /// The popup's title and lines for `app` (empty before the grid is computed).
 pub fn popup_lines(app: &App, width: usize) -> (String, Vec<Line<'static>>) {
@@ -54,14 +53,5 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App) {
         return;
     }
     let (title, lines) = popup_lines(app, r.width.saturating_sub(2) as usize);
-    frame.render_widget(Clear, r);
-    super::panel::draw_scrolled(
-        frame,
-        r,
-        Block::bordered()
-            .title(title)
-            .border_style(Style::new().fg(Color::Yellow)),
-        lines,
-        app.ranked_scroll,
-    );
+    super::panel::draw_popup(frame, r, title, lines, app.ranked_scroll);
 }
