@@ -140,22 +140,29 @@ fn advisor_applies_batch_advice_at_the_same_step_on_every_rank() {
     let Some(py) = torch_python("python_torch (advisor)") else {
         return;
     };
-    let out = Command::new(&py)
-        .args(["-m", "unittest", "-v", "test_torch_advisor"])
+    run_suite(&py, "test_torch_advisor", 10);
+}
+
+/// Run the unittest module `module` of assets/python with the copus binary under test; it
+/// must pass all of its `tests` tests, none skipped. Returns its log (stderr).
+fn run_suite(py: &std::path::Path, module: &str, tests: usize) -> String {
+    let out = Command::new(py)
+        .args(["-m", "unittest", "-v", module])
         .current_dir(python_dir())
         .env("COPUS_BIN", env!("CARGO_BIN_EXE_copus"))
         .output()
         .expect("run python");
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "advisor tests failed:\n{log}");
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{module} failed:\n{log}");
     assert!(
-        log.contains("Ran 10 tests") && log.contains("\nOK"),
+        log.contains(&format!("Ran {tests} tests")) && log.contains("\nOK"),
         "{log}"
     );
     assert!(
         !log.contains("skipped="),
-        "no advisor test may skip here:\n{log}"
+        "no {module} test may skip here:\n{log}"
     );
+    log
 }
 
 #[test]
@@ -193,19 +200,7 @@ fn the_hook_on_a_tiny_gpt_matches_the_exact_per_example_oracle() {
     let Some(py) = torch_python("python_torch (oracle)") else {
         return;
     };
-    let out = Command::new(&py)
-        .args(["-m", "unittest", "-v", "test_torch_oracle"])
-        .current_dir(python_dir())
-        .env("COPUS_BIN", env!("CARGO_BIN_EXE_copus"))
-        .output()
-        .expect("run python");
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "oracle tests failed:\n{log}");
-    assert!(log.contains("Ran 5 tests") && log.contains("\nOK"), "{log}");
-    assert!(
-        !log.contains("skipped="),
-        "no oracle test may skip here:\n{log}"
-    );
+    let log = run_suite(&py, "test_torch_oracle", 5);
     for what in ["run-wide: hook B_simple", "last window: hook B_simple"] {
         assert!(log.contains(what), "{log}");
     }
