@@ -4,8 +4,8 @@
 //!
 //! Run: `cargo bench --bench smooth` (add `RAYON_NUM_THREADS=1` for one core).
 
-use copus::stats::settings::EstimatorSettings;
-use copus::stats::smoothed::{Series, smooth};
+use copus::stats::analysis::settings::EstimatorSettings;
+use copus::stats::analysis::summarize::{Series, smooth};
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use std::sync::LazyLock;

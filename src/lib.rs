@@ -5,24 +5,27 @@
 //! `app` (state) → `tui` (view). `cli` is the command-line edge.
 //! `session` (configuration) and `pipeline` (a resolved session run through `source` → `plan`)
 //! sit above `source` and `plan`, which do not depend on them.
+//!
+//! The engines are crates of their own under `crates/` and know nothing of the app:
+//! `copus-stats` (records, protocol, estimators), `copus-compute` (CPU and CUDA reductions),
+//! `copus-model` (throughput and memory model, goodput), `copus-plan` (the planner) and
+//! `copus-io` (file handling). They are re-exported here under their module names.
 #![warn(missing_docs)]
+
+pub use copus_compute as compute;
+pub use copus_io as fsutil;
+pub use copus_model::{format, goodput, perf, trajectory};
+pub use copus_plan as plan;
+pub use copus_stats as stats;
 
 pub mod app;
 pub mod cli;
-pub mod compute;
-pub mod format;
-pub mod fsutil;
-pub mod goodput;
 pub mod malloc_tuning;
-pub mod perf;
 pub mod pipeline;
-pub mod plan;
 pub mod profiles;
 pub mod session;
 pub mod signals;
 pub mod source;
-pub mod stats;
 pub mod trainer;
-pub mod trajectory;
 pub mod tui;
 pub mod validate;

@@ -8,10 +8,11 @@ use crate::perf::{self, PerfContext};
 use crate::plan::costs::ReconfigCosts;
 use crate::plan::objective::{Efficiency, Objective};
 use crate::plan::problem::Problem;
+use crate::plan::problem::ProblemError;
+use crate::plan::progress::ProgressError;
 use crate::plan::progress::{self, TokenAxis};
 use crate::plan::report::{
-    BCritConversion, PlanError, PlanReport, ScheduleRun, StrategyRow, SwitchRow, state_json,
-    state_label,
+    BCritConversion, PlanReport, ScheduleRun, StrategyRow, SwitchRow, state_json, state_label,
 };
 use crate::plan::strategies::{self, StrategyParams, StrategyResult};
 use crate::plan::{horizon, shares};
@@ -19,6 +20,7 @@ use crate::session::{DataSource, Resolved};
 use crate::source::scenario::BCritKind;
 use crate::source::{Loaded, SourceError, dump, measured};
 use crate::trajectory::Trajectory;
+use std::path::PathBuf;
 
 /// Load a resolved session's data source on the CPU, without progress reports.
 pub fn load(resolved: &Resolved) -> Result<Loaded, SourceError> {
@@ -240,6 +242,46 @@ pub fn session_grid(r: &Resolved, table: &ThroughputTable, b_noise: f64) -> good
         }
         None => goodput::GoodputGrid::at(table, b_noise, r.session.stat_eff),
     }
+}
+
+/// Why a session could not be planned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The trajectory could not be produced.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// The trajectory could not be cut into phases.
+    #[error("{path}: {source}")]
+    Progress {
+        /// Session file.
+        path: PathBuf,
+        /// What is wrong.
+        source: ProgressError,
+    },
+    /// The planning instance is empty or malformed.
+    #[error("{path}: {source}")]
+    Problem {
+        /// Session file.
+        path: PathBuf,
+        /// What is wrong.
+        source: ProblemError,
+    },
+    /// The short horizon (`planner.target_loss`) cannot be applied.
+    #[error("{path}: {source}")]
+    Horizon {
+        /// Session file.
+        path: PathBuf,
+        /// What is wrong.
+        source: crate::plan::horizon::HorizonError,
+    },
+    /// A session value is out of range.
+    #[error("{path}: {msg}")]
+    Invalid {
+        /// Session file.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 /// Plan a resolved session: every strategy and the optimal switch points.

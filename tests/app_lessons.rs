@@ -219,7 +219,7 @@ fn the_estimate_right_answers_match_the_measurement() {
         (r300.value / r30.value - 1.0).abs() > 0.25,
         "{r30:?} {r300:?}"
     );
-    let width = |r: &copus::stats::cbs::WithCi| {
+    let width = |r: &copus::stats::estimate::cbs::WithCi| {
         r.ci[1].unwrap_or(f64::INFINITY) / r.ci[0].unwrap_or(0.0).max(1e-12)
     };
     assert!(width(&r300) > width(&r30), "{r30:?} {r300:?}");

@@ -754,14 +754,14 @@ fn mutated_branch_file() -> impl Strategy<Value = String> {
 }
 
 fn check_branches(text: &str) {
-    let Ok(records) = copus::stats::cbs::parse(text) else {
+    let Ok(records) = copus::stats::estimate::cbs::parse(text) else {
         return;
     };
     for r in &records {
         assert!(r.branch.batch >= 1 && r.samples.is_finite() && r.samples >= 0.0);
         assert!(r.loss.is_finite());
     }
-    if let Ok(report) = copus::stats::cbs::measure(&records, 0.01, 0.9, 20) {
+    if let Ok(report) = copus::stats::estimate::cbs::measure(&records, 0.01, 0.9, 20) {
         for p in &report.points {
             let t = &p.threshold_cbs;
             assert!(t.ci[0] <= t.batch && t.batch <= t.ci[1], "{p:?}");

@@ -2,7 +2,7 @@
 
 mod stats_support;
 
-use copus::stats::compare::AlignedBy;
+use copus::stats::analysis::compare::AlignedBy;
 use copus::stats::{EstimatorSettings, StepStats, analyze, compare};
 use stats_support::Model;
 

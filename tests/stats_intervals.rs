@@ -4,7 +4,7 @@
 
 mod stats_support;
 
-use copus::stats::interval::hac_mean_cov;
+use copus::stats::estimate::interval::hac_mean_cov;
 use copus::stats::smoothing::{Moments, one_sided, one_sided_lag_corrected};
 use copus::stats::{EstimatorSettings, analyze};
 use rand::SeedableRng;

@@ -2,8 +2,8 @@
 
 mod stats_support;
 
-use copus::stats::estimate::solve_two_sizes;
-use copus::stats::interval::fieller;
+use copus::stats::estimate::interval::fieller;
+use copus::stats::estimate::per_step::solve_two_sizes;
 use copus::stats::{EstimatorSettings, SmootherKind, StepStats, analyze, two_batch};
 use proptest::prelude::*;
 use stats_support::Model;
@@ -122,7 +122,7 @@ proptest! {
 
 #[test]
 fn normal_quantiles_match_tables() {
-    use copus::stats::interval::{normal_quantile, z_for};
+    use copus::stats::estimate::interval::{normal_quantile, z_for};
     assert!((z_for(0.95) - 1.959_963_985).abs() < 1e-8);
     assert!((z_for(0.90) - 1.644_853_627).abs() < 1e-8);
     assert!((z_for(0.99) - 2.575_829_304).abs() < 1e-8);

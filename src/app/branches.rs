@@ -2,7 +2,7 @@
 //! timeline (`copus open RUN --branches FILE`, docs/CBS.md): where each branch point sits on
 //! the token axis, its threshold CBS and fitted B_noise, and the ratio measured / estimated.
 
-use crate::stats::cbs::{CbsReport, EstimateComparison, compare_with_estimate};
+use crate::stats::estimate::cbs::{CbsReport, EstimateComparison, compare_with_estimate};
 use crate::trajectory::Trajectory;
 
 /// One branch point as the timeline shows it.
@@ -94,7 +94,7 @@ pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String
         .rev()
         .find(|m| m.from_step <= cursor_step)
         .or_else(|| marks.first())?;
-    let words = |r: &crate::stats::cbs::WithCi| {
+    let words = |r: &crate::stats::estimate::cbs::WithCi| {
         let end = |x: Option<f64>| x.map_or("∞".to_string(), |v| format!("{v:.2}"));
         format!("×{:.2} [{}–{}]", r.value, end(r.ci[0]), end(r.ci[1]))
     };
@@ -117,7 +117,7 @@ pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::cbs::{PointReport, ThresholdCbs, WithCi};
+    use crate::stats::estimate::cbs::{PointReport, ThresholdCbs, WithCi};
     use crate::trajectory::TrajectoryPoint;
 
     fn traj() -> Trajectory {

@@ -246,7 +246,7 @@ pub struct CompareRun {
     pub label: String,
     /// B's trajectory, counted in A's samples (equal tokens) so both share the axis.
     pub trajectory: Trajectory,
-    /// The comparison of B with A (`stats::compare`).
+    /// The comparison of B with A (`stats::analysis::compare`).
     pub comparison: Comparison,
 }
 

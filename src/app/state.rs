@@ -128,7 +128,7 @@ pub struct App {
     pub scale_warning: Option<String>,
     /// The measured critical batch size of a branched experiment on this run
     /// (`open RUN --branches FILE`), laid over the timeline.
-    pub branches: Option<Arc<crate::stats::cbs::CbsReport>>,
+    pub branches: Option<Arc<crate::stats::estimate::cbs::CbsReport>>,
     /// A sentence for the status line of the next completed load (e.g. why the estimate went
     /// back to the raw gradient), placed before the load's own line.
     pub notice: Option<String>,

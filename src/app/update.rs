@@ -189,7 +189,7 @@ pub fn convert_from_branches(app: &mut App) {
 /// (the records' `precond` norms) and analyse it again.
 fn toggle_gradient(app: &mut App) -> Vec<Effect> {
     use crate::session::DataSource;
-    use crate::stats::settings::GradientKind;
+    use crate::stats::analysis::settings::GradientKind;
     if !matches!(app.resolved.session.source, DataSource::Stats { .. }) || app.live_target.is_some()
     {
         app.status = "P applies to a recorded stats file (its records' `precond` norms)".into();
@@ -802,7 +802,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 return request_plan(app).into_iter().collect();
             }
             Err(e) => {
-                use crate::stats::settings::GradientKind;
+                use crate::stats::analysis::settings::GradientKind;
                 let est = &mut app.resolved.session.estimator;
                 if est.gradient == GradientKind::AdamPreconditioned {
                     // The run has no preconditioned norms: back to the raw estimate.

@@ -88,7 +88,7 @@ impl AnalyzeArgs {
             s.smoother = SmootherKind::OneSided;
         }
         if self.preconditioned {
-            s.gradient = crate::stats::settings::GradientKind::AdamPreconditioned;
+            s.gradient = crate::stats::analysis::settings::GradientKind::AdamPreconditioned;
         }
         s.window_steps = self.window.or(s.window_steps);
         s
@@ -152,8 +152,9 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let file = crate::fsutil::open_readable_stream(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let gradient = args.settings(&EstimatorSettings::default()).gradient;
-    let (outcome, left_out) = crate::stats::precond::read_for(file, gradient, args.record_bound())
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let (outcome, left_out) =
+        crate::stats::estimate::precond::read_for(file, gradient, args.record_bound())
+            .with_context(|| format!("cannot read {}", path.display()))?;
     if left_out > 0 {
         eprintln!(
             "copus analyze: {left_out} records without `precond` left out (the first optimizer \
@@ -181,14 +182,14 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if args.json || args.json_lines {
         // Streamed: a long run's report is hundreds of MB of text.
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-        use crate::stats::report_stream::JsonStyle;
+        use crate::stats::report::stream::JsonStyle;
         let style = match (args.json_lines, args.summary_only, super::json_pretty()) {
             (true, _, _) => JsonStyle::Lines,
             (_, true, pretty) => JsonStyle::SummaryOnly { pretty },
             (_, _, true) => JsonStyle::Pretty,
             _ => JsonStyle::Compact,
         };
-        crate::stats::report_stream::write_report(&report, &row_layers, style, &mut out)
+        crate::stats::report::stream::write_report(&report, &row_layers, style, &mut out)
             .and_then(|()| out.flush())
             .context("cannot write to standard output")?;
         if timing {
@@ -243,9 +244,9 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
 #[derive(Debug, serde::Serialize)]
 struct BranchesSection {
     /// What `copus cbs --json` prints for the file.
-    cbs: crate::stats::cbs::CbsReport,
+    cbs: crate::stats::estimate::cbs::CbsReport,
     /// Per branch point: the run's B_simple there and the ratios measured/estimated.
-    comparison: Vec<crate::stats::cbs::EstimateComparison>,
+    comparison: Vec<crate::stats::estimate::cbs::EstimateComparison>,
 }
 
 fn branches_section(
@@ -254,7 +255,7 @@ fn branches_section(
 ) -> anyhow::Result<BranchesSection> {
     let cbs = super::cbs::load_branch_file(path, report.summary.confidence)?;
     let steps = &report.steps;
-    let comparison = crate::stats::cbs::compare_with_estimate(&cbs, |at| {
+    let comparison = crate::stats::estimate::cbs::compare_with_estimate(&cbs, |at| {
         let i = steps.partition_point(|r| r.step <= at).checked_sub(1)?;
         let r = &steps[i];
         Some((r.step, r.b_simple, r.ci))
@@ -272,12 +273,12 @@ fn branches_section(
 fn write_with_branches(
     args: &AnalyzeArgs,
     report: &AnalyzeReport,
-    row_layers: &crate::stats::report_stream::RowLayers,
+    row_layers: &crate::stats::report::stream::RowLayers,
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
     let section = branches_section(report, path)?;
     if args.json {
-        use crate::stats::report_stream::JsonStyle;
+        use crate::stats::report::stream::JsonStyle;
         let pretty = super::json_pretty();
         let style = if pretty {
             JsonStyle::Pretty
@@ -285,7 +286,7 @@ fn write_with_branches(
             JsonStyle::Compact
         };
         let mut buf = Vec::new();
-        crate::stats::report_stream::write_report(report, row_layers, style, &mut buf)
+        crate::stats::report::stream::write_report(report, row_layers, style, &mut buf)
             .context("cannot write the report")?;
         while buf.last().is_some_and(|b| b.is_ascii_whitespace()) {
             buf.pop();
@@ -340,7 +341,7 @@ fn render_branches(section: &BranchesSection) -> String {
         let fit = p.b_noise_fit.map_or("none".to_string(), |f| {
             format!("{:.0} [{}, {}]", f.value, end(f.ci[0], 0), end(f.ci[1], 0))
         });
-        let ratio = |r: Option<crate::stats::cbs::WithCi>| {
+        let ratio = |r: Option<crate::stats::estimate::cbs::WithCi>| {
             r.map_or("-".to_string(), |r| {
                 format!("{:.2} [{}, {}]", r.value, end(r.ci[0], 2), end(r.ci[1], 2))
             })
@@ -546,7 +547,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
 }
 
 pub(crate) fn fmt_ci(ci: [f64; 2]) -> String {
-    if crate::stats::interval::is_empty(ci) {
+    if crate::stats::estimate::interval::is_empty(ci) {
         return "none (no positive value fits the data)".into();
     }
     let hi = if ci[1].is_finite() {
@@ -666,7 +667,7 @@ pub const MIN_CLI_MAX_RECORDS: usize = 100;
 
 /// Parse `--max-records`: 0 (every record) or at least [`MIN_CLI_MAX_RECORDS`].
 fn max_records(s: &str) -> Result<usize, String> {
-    let min = MIN_CLI_MAX_RECORDS.max(crate::stats::coarsen::MIN_MAX_RECORDS);
+    let min = MIN_CLI_MAX_RECORDS.max(crate::stats::ingest::coarsen::MIN_MAX_RECORDS);
     match s.trim().parse::<usize>() {
         Ok(n) if n == 0 || n >= min => Ok(n),
         Ok(n) => Err(format!(

@@ -1,5 +1,5 @@
 //! `copus analyze A --compare B`: two runs side by side (the comparison itself is
-//! `stats::compare`).
+//! `stats::analysis::compare`).
 
 use super::analyze::{AnalyzeArgs, render_headline};
 use crate::stats::{AnalyzeReport, EstimatorSettings, analyze_outcome, read_ndjson_bounded};
@@ -62,10 +62,10 @@ pub fn render_comparison(c: &crate::stats::Comparison, confidence: f64) -> Strin
     let mut out = String::new();
     let pct = 100.0 * confidence;
     let axis = match c.aligned_by {
-        crate::stats::compare::AlignedBy::Tokens => "tokens",
-        crate::stats::compare::AlignedBy::Steps => "steps",
+        crate::stats::analysis::compare::AlignedBy::Tokens => "tokens",
+        crate::stats::analysis::compare::AlignedBy::Steps => "steps",
     };
-    let ratio = |name: &str, r: &Option<crate::stats::compare::WindowRatio>| match r {
+    let ratio = |name: &str, r: &Option<crate::stats::analysis::compare::WindowRatio>| match r {
         Some(r) => format!(
             "{name:<9} B/A x{:.3}{}{}",
             r.ratio,

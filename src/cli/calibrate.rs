@@ -11,7 +11,7 @@ use crate::perf::measurements::{
     MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats, parse_csv,
 };
 use crate::profiles;
-use crate::stats::protocol::parse_line;
+use crate::stats::ingest::protocol::parse_line;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;

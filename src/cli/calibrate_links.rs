@@ -1,5 +1,5 @@
 //! `copus calibrate --nccl FILE…`: the collective model fitted to the cluster's own links,
-//! measured with nccl-tests (`src/perf/nccl.rs`, docs/MODEL.md "Calibrating on your own step
+//! measured with nccl-tests (`crates/copus-model/src/perf/nccl.rs`, docs/MODEL.md "Calibrating on your own step
 //! times").
 
 use super::calibrate::CalibrateArgs;

@@ -36,12 +36,12 @@ pub const MAX_BRANCH_FILE_BYTES: u64 = 256 << 20;
 pub fn load_branch_file(
     path: &std::path::Path,
     confidence: f64,
-) -> anyhow::Result<crate::stats::cbs::CbsReport> {
+) -> anyhow::Result<crate::stats::estimate::cbs::CbsReport> {
     let text = crate::fsutil::read_capped(path, MAX_BRANCH_FILE_BYTES)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let records =
-        crate::stats::cbs::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    crate::stats::cbs::measure(&records, DEFAULT_TOLERANCE, confidence, DEFAULT_RESAMPLES)
+    let records = crate::stats::estimate::cbs::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    crate::stats::estimate::cbs::measure(&records, DEFAULT_TOLERANCE, confidence, DEFAULT_RESAMPLES)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -59,9 +59,9 @@ pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
     let p = &args.path;
     let text = crate::fsutil::read_capped(p, MAX_BRANCH_FILE_BYTES)
         .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-    let records =
-        crate::stats::cbs::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-    let report = crate::stats::cbs::measure(
+    let records = crate::stats::estimate::cbs::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    let report = crate::stats::estimate::cbs::measure(
         &records,
         args.tolerance,
         args.confidence,
@@ -80,7 +80,7 @@ fn ci(c: [Option<f64>; 2]) -> String {
 }
 
 /// The text report: a table per branch point.
-pub fn render(r: &crate::stats::cbs::CbsReport) -> String {
+pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     for p in &r.points {

@@ -113,7 +113,7 @@ pub const LESSON_BRANCH_BUDGET: u64 = 16_384;
 
 /// The small branched experiment a lesson runs on the built-in trainer's default run: batches
 /// 8 to 256, two seeds each, [`LESSON_BRANCH_BUDGET`] samples, the rate scaled by √B.
-pub fn lesson_branches(at: &[u64]) -> anyhow::Result<crate::stats::cbs::CbsReport> {
+pub fn lesson_branches(at: &[u64]) -> anyhow::Result<crate::stats::estimate::cbs::CbsReport> {
     use crate::trainer::branch::{BranchPlan, LrScaling, run_branches};
     let plan = BranchPlan {
         at_steps: at.to_vec(),
@@ -135,8 +135,8 @@ pub fn lesson_branches(at: &[u64]) -> anyhow::Result<crate::stats::cbs::CbsRepor
             Ok(())
         },
     )?;
-    let records = crate::stats::cbs::parse(&text)?;
-    Ok(crate::stats::cbs::measure(
+    let records = crate::stats::estimate::cbs::parse(&text)?;
+    Ok(crate::stats::estimate::cbs::measure(
         &records,
         super::cbs::DEFAULT_TOLERANCE,
         0.95,

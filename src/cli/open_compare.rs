@@ -1,5 +1,5 @@
 //! `copus open A --compare B`: a second stats file, analysed with A's estimator settings, laid
-//! over A's timeline (aligned by tokens; the comparison is `stats::compare`, the same as
+//! over A's timeline (aligned by tokens; the comparison is `stats::analysis::compare`, the same as
 //! `copus analyze A --compare B --json`).
 
 use crate::app::App;

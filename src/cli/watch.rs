@@ -4,7 +4,7 @@
 
 use crate::source::live::history::{History, HistoryBin};
 use crate::source::live::{LiveEvent, Target, spawn_default_follower_batched};
-use crate::stats::incremental::{LiveEstimator, Placement};
+use crate::stats::estimate::incremental::{LiveEstimator, Placement};
 use crate::stats::{EstimatorSettings, SmootherKind, StepStats};
 use clap::Args;
 use serde::Serialize;
@@ -168,7 +168,7 @@ pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
 /// [`live_estimate`] and the variance inflation φ of its smoothed points (1 without one).
 fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
     let settings = live_settings();
-    let detail = crate::stats::layers::LayerDetail::DiagnosticsOnly;
+    let detail = crate::stats::analysis::layers::LayerDetail::DiagnosticsOnly;
     match crate::stats::analyze_with_inflation(records, &settings, detail) {
         Ok((report, phi)) => {
             let now = report.steps.last();
@@ -404,7 +404,7 @@ pub struct WatchState {
     superseded: u64,
     live: LiveEstimator,
     history: History,
-    points: Vec<crate::stats::incremental::LivePoint>,
+    points: Vec<crate::stats::estimate::incremental::LivePoint>,
     last_point: Option<(u64, f64)>,
     events: u64,
     applied: Vec<u64>,

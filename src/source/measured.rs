@@ -158,10 +158,10 @@ pub fn load_stats_file(
         source,
     };
     let file = crate::fsutil::open_readable_stream(path).map_err(io)?;
-    // A long run is merged into a bounded number of records (stats::coarsen); the timed
+    // A long run is merged into a bounded number of records (stats::ingest::coarsen); the timed
     // records below are then means over their steps.
     let (outcome, _left_out) =
-        crate::stats::precond::read_for(file, settings.gradient, RecordBound::Default)
+        crate::stats::estimate::precond::read_for(file, settings.gradient, RecordBound::Default)
             .map_err(io)?;
     let report = analyze_outcome(&outcome, settings).map_err(|source| MeasuredError::Stats {
         path: path.to_path_buf(),
@@ -172,7 +172,7 @@ pub fn load_stats_file(
         |n| n.to_string_lossy().into_owned(),
     );
     let gradient = match settings.gradient {
-        crate::stats::settings::GradientKind::Raw => String::new(),
+        crate::stats::analysis::settings::GradientKind::Raw => String::new(),
         g => format!(", {} gradient", g.name()),
     };
     let label = format!(

@@ -229,7 +229,7 @@ impl Trainer {
 pub fn run_branches(
     cfg: TrainerConfig,
     plan: &BranchPlan,
-    mut on_base: impl FnMut(&crate::stats::step::StepStats) -> Result<(), TrainerError>,
+    mut on_base: impl FnMut(&crate::stats::record::step::StepStats) -> Result<(), TrainerError>,
     mut on_branch: impl FnMut(&BranchLine) -> Result<(), TrainerError>,
 ) -> Result<(), TrainerError> {
     if let Some(why) = plan.problem() {

@@ -24,8 +24,8 @@ pub use schedule::LrSchedule;
 pub use serve::StatsServer;
 pub use sink::{FileSink, RecordSink};
 
-use crate::stats::layer_map::{LayerMap, intern};
-use crate::stats::step::{LayerSq, StepStats};
+use crate::stats::record::layer_map::{LayerMap, intern};
+use crate::stats::record::step::{LayerSq, StepStats};
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! Where the trainer's records go: a protocol file (flushed per line) or a stats server.
 
 use super::{StatsServer, TrainerError};
-use crate::stats::step::StepStats;
+use crate::stats::record::step::StepStats;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};

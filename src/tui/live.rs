@@ -1,6 +1,6 @@
 //! Live attach in the explorer: a follower thread reads the run's protocol lines, and this
 //! aggregator updates the one-sided (live) estimate incrementally as each record arrives
-//! (O(1) per record, [`crate::stats::incremental`]), keeps a bounded history (recent steps in
+//! (O(1) per record, [`crate::stats::estimate::incremental`]), keeps a bounded history (recent steps in
 //! full, older ones binned, [`History`]), and sends the trajectory to the UI at most every
 //! [`REFRESH`] when something changed. The full analysis (run summary, diagnostics, layers,
 //! and the variance inflation of the intervals) is re-run on the kept records at a pace that
@@ -14,7 +14,7 @@ use crate::source::live::{
     FollowerHandle, LiveEvent, Target, keep_bounded, spawn_default_follower_batched,
 };
 use crate::source::measured::{run_seq_len, seq_len_note};
-use crate::stats::incremental::{LiveEstimator, LivePoint, Placement};
+use crate::stats::estimate::incremental::{LiveEstimator, LivePoint, Placement};
 use crate::stats::{
     AnalyzeReport, EstimatorSettings, InputCounts, SmootherKind, StepStats, analyze_with_counts,
     analyze_with_inflation,
@@ -230,7 +230,7 @@ impl Aggregator {
     pub fn full(&mut self) -> Result<AnalyzeReport, String> {
         let start = Instant::now();
         self.stale_full = false;
-        let detail = crate::stats::layers::LayerDetail::Full;
+        let detail = crate::stats::analysis::layers::LayerDetail::Full;
         let analysed = if self.non_finite_steps.is_empty() && self.non_finite_other == 0 {
             analyze_with_inflation(&self.records, &self.settings, detail)
         } else {
@@ -242,8 +242,10 @@ impl Aggregator {
                 ..InputCounts::default()
             };
             analyze_with_counts(&self.records, &counts, &self.settings).map(|report| {
-                let phi =
-                    crate::stats::incremental::inflation_of_rows(&report.steps, &self.settings);
+                let phi = crate::stats::estimate::incremental::inflation_of_rows(
+                    &report.steps,
+                    &self.settings,
+                );
                 (report, phi)
             })
         };

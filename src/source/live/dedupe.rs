@@ -14,7 +14,7 @@
 //! replay) without its values being compared: a producer restarting from a checkpoint more
 //! than that many steps back is not recognised as a restart.
 
-use crate::stats::step::StepStats;
+use crate::stats::record::step::StepStats;
 use std::collections::{HashMap, VecDeque};
 
 /// Steps whose fingerprints are kept (about 40 MB); older ones are kept as step ranges.

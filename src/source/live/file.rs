@@ -19,7 +19,7 @@
 
 use super::RecordError;
 use super::{Emitter, FollowOptions, LineIngest};
-use crate::stats::step::StepStats;
+use crate::stats::record::step::StepStats;
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;

@@ -7,7 +7,7 @@
 //! each bin keeps its step range, its point count, the smoothed point at its last step and the
 //! minimum, maximum and mean of the smoothed B_simple over its steps.
 
-use crate::stats::incremental::LivePoint;
+use crate::stats::estimate::incremental::LivePoint;
 use serde::Serialize;
 use std::collections::VecDeque;
 

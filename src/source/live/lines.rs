@@ -3,12 +3,12 @@
 
 use super::LiveEvent;
 use super::RecordError;
-use crate::stats::step::StepStats;
+use crate::stats::record::step::StepStats;
 
 /// Longest line accepted, in bytes (the cap every protocol reader shares); a longer one is
 /// discarded up to its newline and counted as malformed (so a stream without newlines cannot
 /// grow memory without bound).
-pub use crate::stats::reader::MAX_LINE_BYTES;
+pub use crate::stats::ingest::reader::MAX_LINE_BYTES;
 
 /// Splits bytes into lines and parses each with `parser`, emitting [`LiveEvent`]s.
 ///

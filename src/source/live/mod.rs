@@ -29,7 +29,7 @@ pub use lines::{LineIngest, MAX_LINE_BYTES};
 pub use record::{check_record, parse_record};
 pub use target::{DEFAULT_HOST, Target, is_loopback, parse_tcp_address};
 
-use crate::stats::step::StepStats;
+use crate::stats::record::step::StepStats;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;

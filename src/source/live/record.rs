@@ -13,7 +13,7 @@ pub fn parse_record(line: &str) -> Result<StepStats, LiveError> {
 
 /// The semantic checks of [`parse_record`], on an already decoded record.
 pub fn check_record(r: &StepStats) -> Result<(), LiveError> {
-    crate::stats::protocol::validate(r).map_err(LiveError::Protocol)
+    crate::stats::ingest::protocol::validate(r).map_err(LiveError::Protocol)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 
 use super::RecordError;
 use super::{Admit, Emitter, FollowOptions, LineIngest};
-use crate::stats::step::StepStats;
+use crate::stats::record::step::StepStats;
 use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;

@@ -1,0 +1,189 @@
+//! Measured step times for calibration: from `StepStats` records (`step_time_s` + `config`) or
+//! from a CSV file.
+//!
+//! CSV format: a header line naming the columns, then one measured step (or the mean of several)
+//! per line. Required columns: `dp`, `tp`, `pp`, `mbs`, `batch` (global batch, samples),
+//! `step_time_s` (seconds). Optional: `zero` (0–3, default 1), `recompute`
+//! (`none|selective|full`, default `selective`), `vpp` (default 1). Column order is free;
+//! blank lines and lines starting with `#` are skipped.
+
+use super::{ParallelConfig, Recompute};
+use copus_stats::StepStats;
+
+/// One measured step: the configuration, its global batch (samples) and its step time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    /// Configuration the step ran with.
+    pub config: ParallelConfig,
+    /// Global batch, samples.
+    pub batch: u64,
+    /// Measured wall-clock seconds per step.
+    pub step_time_s: f64,
+}
+
+/// Most measurements a calibration reads (a fit needs tens; beyond this is not a
+/// measurement table).
+pub const MAX_MEASUREMENTS: usize = 10_000;
+/// Largest measurement file read, bytes.
+pub const MAX_MEASUREMENT_BYTES: u64 = 16 << 20;
+
+/// Why measurements could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasurementError {
+    /// A CSV line is malformed.
+    #[error("{origin}:{line}: {msg}")]
+    Csv {
+        /// File name or other origin.
+        origin: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        msg: String,
+    },
+}
+
+/// Measurements from stats records that carry `step_time_s` and `config` (others and skipped
+/// records are ignored); ZeRO stage and recompute are not in the protocol, so they are given.
+pub fn from_step_stats(stats: &[StepStats], zero: u8, recompute: Recompute) -> Vec<Measurement> {
+    stats
+        .iter()
+        .filter(|s| s.skipped.is_none())
+        .filter_map(|s| {
+            let (t, c) = (s.step_time_s?, s.config?);
+            (t.is_finite() && t > 0.0 && s.b_big >= 1.0).then_some(Measurement {
+                config: ParallelConfig {
+                    dp: c.dp,
+                    tp: c.tp,
+                    pp: c.pp,
+                    mbs: c.mbs,
+                    zero,
+                    recompute,
+                    vpp: 1,
+                    cp: 1,
+                },
+                batch: s.b_big.round() as u64,
+                step_time_s: t,
+            })
+        })
+        .collect()
+}
+
+/// Parse the CSV format described in the module docs; `origin` names the file in errors.
+pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, MeasurementError> {
+    let err = |line: usize, msg: String| MeasurementError::Csv {
+        origin: origin.to_string(),
+        line,
+        msg,
+    };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let (hline, header) = lines
+        .next()
+        .ok_or_else(|| err(1, "no header line".into()))?;
+    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let find = |name: &str| cols.iter().position(|c| c.eq_ignore_ascii_case(name));
+    let need =
+        |name: &str| find(name).ok_or_else(|| err(hline, format!("missing column '{name}'")));
+    let (dp, tp, pp, mbs) = (need("dp")?, need("tp")?, need("pp")?, need("mbs")?);
+    let (batch, time) = (need("batch")?, need("step_time_s")?);
+    let (zero, rc, vpp) = (find("zero"), find("recompute"), find("vpp"));
+    let mut out = Vec::new();
+    for (n, line) in lines {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != cols.len() {
+            return Err(err(
+                n,
+                format!(
+                    "{} fields but the header names {} columns (a decimal comma, as in '1,5', is not a number here: write 1.5)",
+                    f.len(),
+                    cols.len()
+                ),
+            ));
+        }
+        if out.len() == MAX_MEASUREMENTS {
+            return Err(err(
+                n,
+                format!("more than {MAX_MEASUREMENTS} measurements; a calibration needs far fewer"),
+            ));
+        }
+        let field = |i: usize, name: &str| {
+            f.get(i)
+                .copied()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| err(n, format!("missing value for '{name}'")))
+        };
+        let int = |i: usize, name: &str| -> Result<u64, MeasurementError> {
+            let v = field(i, name)?;
+            v.parse::<u64>()
+                .map_err(|_| err(n, format!("'{name}' = '{v}' is not a whole number")))
+        };
+        let small = |i: usize, name: &str| -> Result<u32, MeasurementError> {
+            u32::try_from(int(i, name)?).map_err(|_| err(n, format!("'{name}' too large")))
+        };
+        let t = field(time, "step_time_s")?;
+        let step_time_s: f64 = t
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| err(n, format!("'step_time_s' = '{t}' is not a positive number")))?;
+        let optional =
+            |i: Option<usize>| i.and_then(|i| f.get(i).copied().filter(|s| !s.is_empty()));
+        let recompute = match optional(rc) {
+            None | Some("selective") => Recompute::Selective,
+            Some("none") => Recompute::None,
+            Some("full") => Recompute::Full,
+            Some(o) => return Err(err(n, format!("recompute '{o}' (none|selective|full)"))),
+        };
+        let zero = match zero.filter(|_| optional(zero).is_some()) {
+            Some(i) => u8::try_from(int(i, "zero")?)
+                .ok()
+                .filter(|z| *z <= 3)
+                .ok_or_else(|| err(n, "'zero' must be 0–3".into()))?,
+            None => 1,
+        };
+        out.push(Measurement {
+            config: ParallelConfig {
+                dp: small(dp, "dp")?,
+                tp: small(tp, "tp")?,
+                pp: small(pp, "pp")?,
+                mbs: small(mbs, "mbs")?,
+                zero,
+                recompute,
+                vpp: match vpp.filter(|_| optional(vpp).is_some()) {
+                    Some(i) => small(i, "vpp")?,
+                    None => 1,
+                },
+                cp: 1,
+            },
+            batch: int(batch, "batch")?,
+            step_time_s,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_parses_and_errors_name_the_line() {
+        let text = "# measured on 2 nodes\nbatch,dp,tp,pp,mbs,step_time_s,recompute\n\
+                    64,8,2,1,2,1.25,full\n128,16,1,1,4,0.8,\n";
+        let m = parse_csv(text, "m.csv").expect("parses");
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].config.recompute, Recompute::Full);
+        assert_eq!((m[1].batch, m[1].config.dp, m[1].config.zero), (128, 16, 1));
+        let bad = parse_csv("dp,tp,pp,mbs,batch,step_time_s\n1,1,1,1,8,-2\n", "b.csv");
+        let msg = bad.expect_err("negative time").to_string();
+        assert!(
+            msg.starts_with("b.csv:2:") && msg.contains("step_time_s"),
+            "{msg}"
+        );
+        let missing = parse_csv("dp,tp,pp,mbs,batch\n", "c.csv").expect_err("no time column");
+        assert!(missing.to_string().contains("step_time_s"));
+    }
+}

@@ -1,0 +1,497 @@
+//! The cluster's own links, from nccl-tests (`all_reduce_perf`, `all_gather_perf`,
+//! `reduce_scatter_perf`, `sendrecv_perf`; github.com/NVIDIA/nccl-tests): their output parsed,
+//! predicted by the collective model ([`super::comms`]) and the link parameters fitted to it.
+//!
+//! nccl-tests prints one row per message size: `size count type redop root time algbw busbw
+//! #wrong` for the out-of-place run, then the same for in-place. `size` is the full buffer in
+//! bytes (the gathered output of an all-gather, the input of a reduce-scatter, the bytes each
+//! rank sends in a send/receive). The ranks and their hosts are listed in the header (`#  Rank
+//! 0 Group 0 Pid … on HOST device …`); copus takes the collective from the file name unless it
+//! is given.
+//!
+//! The fit is coordinate descent on the squared log error of the out-of-place times: each of
+//! the scale-up and scale-out bandwidth scales, their fixed collective latencies (as scales of
+//! the profile's), the two ring-step latencies and the small-chunk fall-off is set by a golden-section search in log space (a factor 64 either side of its
+//! start, a bandwidth scale at most to the datasheet), twelve sweeps. A parameter no file informs (no multi-node file: the scale-out ones)
+//! keeps its start.
+
+use super::comms::{self, Placement};
+use super::{EfficiencyParams, HardwareProfile};
+use std::collections::BTreeSet;
+
+/// Coordinate-descent sweeps of the link fit.
+const SWEEPS: usize = 12;
+
+/// Largest nccl-tests output read, bytes.
+pub const MAX_BYTES: u64 = 4 << 20;
+
+/// The collective a file measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collective {
+    /// `all_reduce_perf`.
+    AllReduce,
+    /// `all_gather_perf`.
+    AllGather,
+    /// `reduce_scatter_perf`.
+    ReduceScatter,
+    /// `sendrecv_perf`.
+    SendRecv,
+}
+
+impl Collective {
+    /// The collective a file name names (`all_reduce_perf.txt`, `ag-2nodes.log`, …).
+    pub fn from_name(name: &str) -> Option<Self> {
+        let n = name.to_ascii_lowercase().replace(['-', '.'], "_");
+        if n.contains("all_reduce") || n.contains("allreduce") {
+            Some(Self::AllReduce)
+        } else if n.contains("all_gather") || n.contains("allgather") {
+            Some(Self::AllGather)
+        } else if n.contains("reduce_scatter") || n.contains("reducescatter") {
+            Some(Self::ReduceScatter)
+        } else if n.contains("sendrecv") {
+            Some(Self::SendRecv)
+        } else {
+            None
+        }
+    }
+
+    /// The nccl-tests program name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AllReduce => "all_reduce_perf",
+            Self::AllGather => "all_gather_perf",
+            Self::ReduceScatter => "reduce_scatter_perf",
+            Self::SendRecv => "sendrecv_perf",
+        }
+    }
+}
+
+/// One message size of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NcclRow {
+    /// Message size as nccl-tests prints it, bytes.
+    pub bytes: f64,
+    /// Out-of-place time, seconds.
+    pub time_s: f64,
+}
+
+/// One nccl-tests run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NcclRun {
+    /// Where it came from (file name).
+    pub origin: String,
+    /// The collective.
+    pub collective: Collective,
+    /// Ranks (GPUs) in the run.
+    pub ranks: u32,
+    /// Hosts (nodes) the ranks ran on.
+    pub nodes: u32,
+    /// Its rows, ascending in size.
+    pub rows: Vec<NcclRow>,
+}
+
+/// Why an nccl-tests output could not be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{origin}{}: {msg}", if *line > 0 { format!(":{line}") } else { String::new() })]
+pub struct NcclError {
+    /// File name.
+    pub origin: String,
+    /// 1-based line (0: the whole file).
+    pub line: usize,
+    /// What is wrong.
+    pub msg: String,
+}
+
+/// Whether `text` looks like nccl-tests output (its header or its column line).
+pub fn looks_like_nccl_tests(text: &str) -> bool {
+    text.lines().take(200).any(|l| {
+        let t = l.trim_start();
+        t.starts_with("# nThread") || (t.starts_with('#') && t.contains("busbw"))
+    })
+}
+
+/// Parse one nccl-tests output; `collective` overrides what the file name says.
+pub fn parse(
+    text: &str,
+    origin: &str,
+    collective: Option<Collective>,
+) -> Result<NcclRun, NcclError> {
+    let err = |line: usize, msg: String| NcclError {
+        origin: origin.to_string(),
+        line,
+        msg,
+    };
+    let collective = collective
+        .or_else(|| Collective::from_name(origin))
+        .ok_or_else(|| {
+            err(
+                0,
+                "cannot tell the collective: name the file after the program \
+                 (all_reduce_perf, all_gather_perf, reduce_scatter_perf, sendrecv_perf)"
+                    .into(),
+            )
+        })?;
+    let mut hosts = BTreeSet::new();
+    let mut ranks = 0u32;
+    let mut rows = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(rest) = line.strip_prefix('#') {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            if words.first() == Some(&"Rank")
+                && let Some(on) = words.iter().position(|w| *w == "on")
+                && let Some(host) = words.get(on + 1)
+            {
+                ranks = ranks.saturating_add(1);
+                hosts.insert(host.to_string());
+            }
+            continue;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // size count type redop root time algbw busbw #wrong (out-of-place first).
+        if f.len() < 8 {
+            continue;
+        }
+        let (Ok(bytes), Ok(time_us)) = (f[0].parse::<f64>(), f[5].parse::<f64>()) else {
+            continue;
+        };
+        if !(bytes.is_finite() && bytes > 0.0 && time_us.is_finite() && time_us > 0.0) {
+            return Err(err(i + 1, format!("size {} time {} us", f[0], f[5])));
+        }
+        rows.push(NcclRow {
+            bytes,
+            time_s: time_us * 1e-6,
+        });
+    }
+    if rows.len() < 3 {
+        return Err(err(
+            0,
+            format!("{} measured sizes; need at least 3", rows.len()),
+        ));
+    }
+    if ranks < 2 {
+        return Err(err(
+            0,
+            "the header lists fewer than 2 ranks (\"#  Rank N Group … on HOST device …\")".into(),
+        ));
+    }
+    let nodes = (hosts.len() as u32).max(1);
+    if !ranks.is_multiple_of(nodes) {
+        return Err(err(
+            0,
+            format!("{ranks} ranks on {nodes} hosts: uneven placement is not modelled"),
+        ));
+    }
+    rows.sort_by(|a, b| a.bytes.total_cmp(&b.bytes));
+    Ok(NcclRun {
+        origin: origin.to_string(),
+        collective,
+        ranks,
+        nodes,
+        rows,
+    })
+}
+
+/// The model's seconds for each row of `run` on `hw` with `eff`'s link parameters.
+pub fn predicted(run: &NcclRun, hw: &HardwareProfile, eff: &EfficiencyParams) -> Vec<f64> {
+    let net = comms::net(hw, eff);
+    let group = Placement {
+        size: run.ranks,
+        per_domain: (run.ranks / run.nodes.max(1)).min(hw.scale_up_domain.max(1)),
+    };
+    run.rows
+        .iter()
+        .map(|r| match run.collective {
+            Collective::AllReduce => comms::all_reduce(r.bytes, group, &net),
+            Collective::AllGather | Collective::ReduceScatter => {
+                comms::reduce_scatter(r.bytes, group, &net)
+            }
+            Collective::SendRecv => {
+                let link = if run.nodes > 1 { net.inter } else { net.intra };
+                comms::p2p(r.bytes, link)
+            }
+        })
+        .collect()
+}
+
+/// The parameters the fit moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKnob {
+    /// `intra_link_scale`.
+    IntraScale,
+    /// `inter_link_scale`.
+    InterScale,
+    /// `hop_latency_intra_s`.
+    HopIntra,
+    /// `hop_latency_inter_s`.
+    HopInter,
+    /// `coll_chunk_half_bytes`.
+    ChunkHalf,
+    /// `intra_latency_scale`.
+    LatencyIntra,
+    /// `inter_latency_scale`.
+    LatencyInter,
+}
+
+impl LinkKnob {
+    /// Every knob, in fit order.
+    pub const ALL: [LinkKnob; 7] = [
+        LinkKnob::IntraScale,
+        LinkKnob::LatencyIntra,
+        LinkKnob::HopIntra,
+        LinkKnob::InterScale,
+        LinkKnob::LatencyInter,
+        LinkKnob::HopInter,
+        LinkKnob::ChunkHalf,
+    ];
+
+    /// The field it sets.
+    pub fn slot(self, e: &mut EfficiencyParams) -> &mut f64 {
+        match self {
+            Self::IntraScale => &mut e.intra_link_scale,
+            Self::InterScale => &mut e.inter_link_scale,
+            Self::HopIntra => &mut e.hop_latency_intra_s,
+            Self::HopInter => &mut e.hop_latency_inter_s,
+            Self::ChunkHalf => &mut e.coll_chunk_half_bytes,
+            Self::LatencyIntra => &mut e.intra_latency_scale,
+            Self::LatencyInter => &mut e.inter_latency_scale,
+        }
+    }
+
+    /// The field name in [`EfficiencyParams`].
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::IntraScale => "intra_link_scale",
+            Self::InterScale => "inter_link_scale",
+            Self::HopIntra => "hop_latency_intra_s",
+            Self::HopInter => "hop_latency_inter_s",
+            Self::ChunkHalf => "coll_chunk_half_bytes",
+            Self::LatencyIntra => "intra_latency_scale",
+            Self::LatencyInter => "inter_latency_scale",
+        }
+    }
+}
+
+/// The result of a link fit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkFit {
+    /// The parameters, fitted and kept.
+    pub params: EfficiencyParams,
+    /// The knobs the files informed (fitted).
+    pub fitted: Vec<LinkKnob>,
+    /// RMS of ln(predicted/measured) before the fit.
+    pub initial_rms: f64,
+    /// The same after.
+    pub rms: f64,
+}
+
+fn rms_log(runs: &[NcclRun], hw: &HardwareProfile, e: &EfficiencyParams) -> f64 {
+    let (mut sum, mut n) = (0.0, 0usize);
+    for run in runs {
+        for (row, p) in run.rows.iter().zip(predicted(run, hw, e)) {
+            let r = (p / row.time_s).ln();
+            sum += r * r;
+            n += 1;
+        }
+    }
+    (sum / n.max(1) as f64).sqrt()
+}
+
+/// Fit the link parameters to `runs` (at least one), starting from `start`.
+pub fn fit(
+    runs: &[NcclRun],
+    hw: &HardwareProfile,
+    start: &EfficiencyParams,
+) -> Result<LinkFit, NcclError> {
+    if runs.is_empty() {
+        return Err(NcclError {
+            origin: "nccl-tests".into(),
+            line: 0,
+            msg: "no run given".into(),
+        });
+    }
+    let intra = runs.iter().any(|r| r.ranks / r.nodes > 1);
+    let inter = runs.iter().any(|r| r.nodes > 1);
+    let mut knobs = Vec::new();
+    if intra {
+        knobs.extend([
+            LinkKnob::IntraScale,
+            LinkKnob::LatencyIntra,
+            LinkKnob::HopIntra,
+        ]);
+    }
+    if inter {
+        knobs.extend([
+            LinkKnob::InterScale,
+            LinkKnob::LatencyInter,
+            LinkKnob::HopInter,
+        ]);
+    }
+    knobs.push(LinkKnob::ChunkHalf);
+    let initial_rms = rms_log(runs, hw, start);
+    let mut e = start.clone();
+    for _sweep in 0..SWEEPS {
+        for &k in &knobs {
+            let centre = k.slot(&mut start.clone()).max(1e-12);
+            // A link scale past 1 / its efficiency has no effect (the datasheet is the roof).
+            let roof = match k {
+                LinkKnob::IntraScale => 1.0 / hw.intra_link_eff.max(1e-6),
+                LinkKnob::InterScale => 1.0 / hw.inter_link_eff.max(1e-6),
+                _ => f64::INFINITY,
+            };
+            let (lo, hi) = ((centre / 64.0).ln(), (centre * 64.0).min(roof).ln());
+            let cost = |x: f64| {
+                let mut t = e.clone();
+                *k.slot(&mut t) = x.exp();
+                rms_log(runs, hw, &t)
+            };
+            *k.slot(&mut e) = golden_section(cost, lo, hi, 60).exp();
+        }
+    }
+    let rms = rms_log(runs, hw, &e);
+    Ok(LinkFit {
+        params: e,
+        fitted: knobs,
+        initial_rms,
+        rms,
+    })
+}
+
+/// The minimiser of a unimodal `f` on `[lo, hi]` by golden-section search.
+fn golden_section(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64, iters: usize) -> f64 {
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let (mut a, mut b) = (hi - g * (hi - lo), lo + g * (hi - lo));
+    let (mut fa, mut fb) = (f(a), f(b));
+    for _ in 0..iters {
+        if fa < fb {
+            hi = b;
+            b = a;
+            fb = fa;
+            a = hi - g * (hi - lo);
+            fa = f(a);
+        } else {
+            lo = a;
+            a = b;
+            fa = fb;
+            b = lo + g * (hi - lo);
+            fb = f(b);
+        }
+    }
+    (lo + hi) / 2.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hw() -> HardwareProfile {
+        ron::from_str(include_str!("../../../../assets/hardware/h100-sxm.ron")).expect("h100")
+    }
+
+    /// nccl-tests-shaped text with the times `e` predicts, scaled by `noise(i)`.
+    fn synthetic(
+        collective: Collective,
+        (ranks, nodes): (u32, u32),
+        e: &EfficiencyParams,
+        noise: impl Fn(usize) -> f64,
+    ) -> String {
+        let mut text = String::from(
+            "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20\n#\n# Using devices\n",
+        );
+        for r in 0..ranks {
+            let host = r / (ranks / nodes);
+            text.push_str(&format!(
+                "#  Rank {r:2} Group  0 Pid  {} on node-{host} device  {} [0x18] NVIDIA H100 80GB HBM3\n",
+                1000 + r,
+                r % 8
+            ));
+        }
+        text.push_str("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
+        let run = NcclRun {
+            origin: "x".into(),
+            collective,
+            ranks,
+            nodes,
+            rows: (10..34)
+                .map(|k| NcclRow {
+                    bytes: (1u64 << k) as f64,
+                    time_s: 1.0,
+                })
+                .collect(),
+        };
+        for (i, (row, t)) in run.rows.iter().zip(predicted(&run, &hw(), e)).enumerate() {
+            let us = t * noise(i) * 1e6;
+            text.push_str(&format!(
+                "{:>12} {:>12}     float     sum      -1 {us:8.2} 0.00 0.00 0 {us:8.2} 0.00 0.00 0\n",
+                row.bytes as u64,
+                row.bytes as u64 / 4
+            ));
+        }
+        text.push_str("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0\n");
+        text
+    }
+
+    #[test]
+    fn parses_the_header_and_rows() {
+        let e = hw().efficiency;
+        let text = synthetic(Collective::AllReduce, (16, 2), &e, |_| 1.0);
+        assert!(looks_like_nccl_tests(&text));
+        let run = parse(&text, "all_reduce_perf-2n.txt", None).expect("parses");
+        assert_eq!((run.ranks, run.nodes, run.rows.len()), (16, 2, 24));
+        assert_eq!(run.collective, Collective::AllReduce);
+        let bad = parse(&text, "mystery.txt", None).expect_err("no collective");
+        assert!(bad.msg.contains("collective"), "{bad}");
+        let few = parse(
+            "# nThread 1\n8 2 float sum -1 10 0 0 0\n",
+            "all_gather.txt",
+            None,
+        )
+        .expect_err("too few rows");
+        assert!(few.to_string().contains("need at least 3"), "{few}");
+    }
+
+    #[test]
+    fn recovers_links_far_from_the_datasheet() {
+        let h = hw();
+        let truth = EfficiencyParams {
+            intra_link_scale: 0.6,
+            inter_link_scale: 0.4,
+            hop_latency_intra_s: 4e-6,
+            hop_latency_inter_s: 30e-6,
+            coll_chunk_half_bytes: 2e6,
+            ..h.efficiency.clone()
+        };
+        // ±3 % multiplicative noise, deterministic.
+        let noise = |i: usize| 1.0 + 0.03 * ((i as f64 * 2.399).sin());
+        let runs = vec![
+            parse(
+                &synthetic(Collective::AllReduce, (8, 1), &truth, noise),
+                "all_reduce_perf-1n",
+                None,
+            )
+            .expect("intra"),
+            parse(
+                &synthetic(Collective::AllReduce, (32, 4), &truth, noise),
+                "all_reduce_perf-4n",
+                None,
+            )
+            .expect("inter"),
+            parse(
+                &synthetic(Collective::ReduceScatter, (16, 2), &truth, noise),
+                "reduce_scatter_perf-2n",
+                None,
+            )
+            .expect("rs"),
+        ];
+        let fit = fit(&runs, &h, &h.efficiency).expect("fits");
+        assert!(fit.initial_rms > 0.3 && fit.rms < 0.04, "{fit:?}");
+        let (mut got, mut want) = (fit.params.clone(), truth.clone());
+        for k in [LinkKnob::IntraScale, LinkKnob::InterScale] {
+            let (g, w) = (*k.slot(&mut got), *k.slot(&mut want));
+            assert!((g / w - 1.0).abs() < 0.1, "{}: {g} vs {w}", k.name());
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! `--emit deepspeed`: a JSON document with, per phase, the DeepSpeed configuration
+//! (`ds_config`, what `deepspeed.initialize(config=...)` takes) and the Megatron-DeepSpeed
+//! arguments that set the model-parallel layout, which DeepSpeed's configuration does not hold.
+
+use super::{EmitContext, EmitEnd, EmitError, EmitPhase, EmitTarget};
+use crate::report::PlanReport;
+use serde::Serialize;
+
+const TARGET: EmitTarget = EmitTarget::Deepspeed;
+
+#[derive(Serialize)]
+struct Doc<'a> {
+    session: &'a str,
+    target: &'static str,
+    gpus: u32,
+    seq_len: u32,
+    end: EmitEnd,
+    how: &'static str,
+    phases: Vec<Phase>,
+}
+
+#[derive(Serialize)]
+struct Phase {
+    phase: usize,
+    from_step: u64,
+    from_samples: u64,
+    until_step: u64,
+    dp: u32,
+    tp: u32,
+    pp: u32,
+    megatron_deepspeed_args: Vec<String>,
+    ds_config: DsConfig,
+}
+
+#[derive(Serialize)]
+struct DsConfig {
+    train_batch_size: u64,
+    train_micro_batch_size_per_gpu: u32,
+    gradient_accumulation_steps: u64,
+    zero_optimization: Zero,
+    bf16: Enabled,
+    communication_data_type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    activation_checkpointing: Option<Checkpointing>,
+}
+
+#[derive(Serialize)]
+struct Zero {
+    stage: u8,
+}
+
+#[derive(Serialize)]
+struct Enabled {
+    enabled: bool,
+}
+
+#[derive(Serialize)]
+struct Checkpointing {
+    partition_activations: bool,
+    contiguous_memory_optimization: bool,
+    cpu_checkpointing: bool,
+}
+
+fn phase(p: &EmitPhase, ctx: &EmitContext, report: &PlanReport) -> Result<Phase, EmitError> {
+    if p.pp > 1 && p.zero >= 2 {
+        return Err(p.inexpressible(
+            TARGET,
+            format!("ZeRO-{} with pipeline parallelism (DeepSpeed's pipeline engine runs ZeRO-0 or ZeRO-1 only)", p.zero),
+        ));
+    }
+    if p.vpp > 1 {
+        return Err(p.inexpressible(TARGET, "an interleaved (virtual-stage) pipeline"));
+    }
+    if p.cp > 1 {
+        return Err(p.inexpressible(
+            TARGET,
+            "context parallelism (DeepSpeed-Ulysses splits sequences with all-to-all, a different scheme)",
+        ));
+    }
+    if report.stack.settings.precision == "fp8" {
+        return Err(p.inexpressible(TARGET, "FP8 GEMMs in its configuration"));
+    }
+    if p.pp > 1 && !ctx.layers.is_multiple_of(p.pp) {
+        return Err(p.inexpressible(
+            TARGET,
+            format!(
+                "{} layers on {} pipeline stages (uneven stages)",
+                ctx.layers, p.pp
+            ),
+        ));
+    }
+    let mut args = vec![
+        format!("--tensor-model-parallel-size {}", p.tp),
+        format!("--pipeline-model-parallel-size {}", p.pp),
+    ];
+    if p.pp == 1 {
+        args.push("--no-pipeline-parallel".into());
+    }
+    let checkpointing = match p.recompute.as_str() {
+        "none" => None,
+        "selective" => {
+            args.push("--recompute-granularity selective".into());
+            None
+        }
+        "full" => {
+            args.push("--checkpoint-activations".into());
+            Some(Checkpointing {
+                partition_activations: p.tp > 1,
+                contiguous_memory_optimization: false,
+                cpu_checkpointing: false,
+            })
+        }
+        other => {
+            return Err(p.inexpressible(
+                TARGET,
+                format!("recompute '{other}' (op-level selective checkpointing)"),
+            ));
+        }
+    };
+    Ok(Phase {
+        phase: p.phase,
+        from_step: p.from_step,
+        from_samples: p.from_samples,
+        until_step: p.until_step,
+        dp: p.dp,
+        tp: p.tp,
+        pp: p.pp,
+        megatron_deepspeed_args: args,
+        ds_config: DsConfig {
+            train_batch_size: p.global_batch,
+            train_micro_batch_size_per_gpu: p.micro_batch,
+            gradient_accumulation_steps: p.accumulation,
+            zero_optimization: Zero { stage: p.zero },
+            bf16: Enabled { enabled: true },
+            communication_data_type: if report.stack.settings.grad_reduce == "bf16" {
+                "bf16"
+            } else {
+                "fp32"
+            },
+            activation_checkpointing: checkpointing,
+        },
+    })
+}
+
+/// The DeepSpeed document for `phases`.
+pub fn write(
+    report: &PlanReport,
+    ctx: &EmitContext,
+    phases: &[EmitPhase],
+    end: EmitEnd,
+) -> Result<String, EmitError> {
+    let doc = Doc {
+        session: &report.session,
+        target: "deepspeed",
+        gpus: ctx.gpus,
+        seq_len: ctx.seq_len,
+        end,
+        how: "one DeepSpeed run per phase: run from_step to until_step with ds_config and the \
+              Megatron-DeepSpeed arguments, save a checkpoint, resume the next phase from it \
+              (a TP/PP change needs a universal checkpoint: ds_to_universal.py, then --universal-checkpoint)",
+        phases: phases
+            .iter()
+            .map(|p| phase(p, ctx, report))
+            .collect::<Result<_, _>>()?,
+    };
+    let mut s = serde_json::to_string_pretty(&doc)
+        .map_err(|e| phases[0].inexpressible(TARGET, e.to_string()))?;
+    s.push('\n');
+    Ok(s)
+}

@@ -1,0 +1,260 @@
+//! `--emit megatron`: Megatron-LM (Megatron-Core) arguments per phase, as shell variables
+//! (`PHASE_1="..."`), or one `--rampup-batch-size` where the whole plan is a ramp Megatron's
+//! schedule reproduces.
+
+use super::{EmitContext, EmitEnd, EmitError, EmitPhase, EmitTarget, layers_per_stage};
+use crate::report::PlanReport;
+use std::fmt::Write as _;
+
+const TARGET: EmitTarget = EmitTarget::Megatron;
+
+/// How far (as a share of one ramp interval) a plan's switch may sit from where Megatron's
+/// evenly spaced ramp puts it for the ramp to stand in for the plan.
+pub const RAMP_TOLERANCE: f64 = 0.10;
+
+/// A batch ramp Megatron's `--rampup-batch-size START INCREMENT SAMPLES` expresses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ramp {
+    /// First global batch, samples.
+    pub start: u64,
+    /// Batch added at each increment, samples.
+    pub increment: u64,
+    /// Samples over which the batch reaches the final one.
+    pub samples: u64,
+    /// Largest distance of a plan switch from Megatron's, as a share of one interval.
+    pub worst_offset: f64,
+}
+
+/// The ramp that reproduces `phases`, if one does: one layout and micro-batch throughout,
+/// batches growing by a constant increment, switches at evenly spaced sample counts (within
+/// [`RAMP_TOLERANCE`] of an interval).
+pub fn ramp(phases: &[EmitPhase]) -> Option<Ramp> {
+    let (first, rest) = phases.split_first()?;
+    if rest.is_empty() {
+        return None;
+    }
+    let same = |p: &EmitPhase| {
+        (
+            p.dp,
+            p.tp,
+            p.pp,
+            p.cp,
+            p.micro_batch,
+            p.zero,
+            p.vpp,
+            &p.recompute,
+        ) == (
+            first.dp,
+            first.tp,
+            first.pp,
+            first.cp,
+            first.micro_batch,
+            first.zero,
+            first.vpp,
+            &first.recompute,
+        )
+    };
+    if !rest.iter().all(same) {
+        return None;
+    }
+    let increment = rest[0].global_batch.checked_sub(first.global_batch)?;
+    let even = phases
+        .windows(2)
+        .all(|w| w[1].global_batch.checked_sub(w[0].global_batch) == Some(increment));
+    if increment == 0 || !even {
+        return None;
+    }
+    // Megatron switches k at k·Δ samples; fit Δ by least squares on the plan's switches.
+    let (num, den) = rest.iter().enumerate().fold((0.0, 0.0), |(n, d), (k, p)| {
+        let k = (k + 1) as f64;
+        (n + k * p.from_samples as f64, d + k * k)
+    });
+    let delta = num / den;
+    if delta.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return None;
+    }
+    let worst_offset = rest
+        .iter()
+        .enumerate()
+        .map(|(k, p)| (p.from_samples as f64 - (k + 1) as f64 * delta).abs() / delta)
+        .fold(0.0, f64::max);
+    (worst_offset <= RAMP_TOLERANCE).then(|| Ramp {
+        start: first.global_batch,
+        increment,
+        samples: (delta * rest.len() as f64).round() as u64,
+        worst_offset,
+    })
+}
+
+/// The arguments of one phase's layout and configuration (not its batch or length).
+fn layout_args(
+    p: &EmitPhase,
+    ctx: &EmitContext,
+    report: &PlanReport,
+) -> Result<Vec<String>, EmitError> {
+    let settings = &report.stack.settings;
+    let mut a = vec![
+        format!("--tensor-model-parallel-size {}", p.tp),
+        format!("--pipeline-model-parallel-size {}", p.pp),
+    ];
+    if p.cp > 1 {
+        a.push(format!("--context-parallel-size {}", p.cp));
+    }
+    if p.pp > 1 || p.vpp > 1 {
+        let per = layers_per_stage(p, ctx.layers).map_err(|why| {
+            p.inexpressible(
+                TARGET,
+                format!(
+                    "{why} (uneven stages need --decoder-first-pipeline-num-layers, set by hand)"
+                ),
+            )
+        })?;
+        if p.vpp > 1 {
+            if !p.accumulation.is_multiple_of(u64::from(p.pp)) {
+                return Err(p.inexpressible(
+                    TARGET,
+                    format!(
+                        "the interleaved schedule needs the micro-batches per step ({}) to be a multiple of pp ({})",
+                        p.accumulation, p.pp
+                    ),
+                ));
+            }
+            a.push(format!("--num-layers-per-virtual-pipeline-stage {per}"));
+        }
+    }
+    if p.tp > 1 && settings.sequence_parallel {
+        a.push("--sequence-parallel".into());
+    }
+    a.push(format!("--micro-batch-size {}", p.micro_batch));
+    a.push(format!("--seq-length {}", ctx.seq_len));
+    match p.zero {
+        0 => {}
+        1 => a.push("--use-distributed-optimizer".into()),
+        z => a.push(format!(
+            "--use-megatron-fsdp --data-parallel-sharding-strategy {} --use-distributed-optimizer --no-gradient-accumulation-fusion --ckpt-format fsdp_dtensor",
+            if z == 2 { "optim_grads" } else { "optim_grads_params" }
+        )),
+    }
+    match p.recompute.as_str() {
+        "none" => {}
+        "selective" => a.push("--recompute-granularity selective".into()),
+        "full" => a.push(
+            "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
+                .into(),
+        ),
+        other => {
+            return Err(p.inexpressible(
+                TARGET,
+                format!(
+                    "recompute '{other}' (op-level selective checkpointing is torchtitan's policy; Megatron's selective recompute covers the attention core only)"
+                ),
+            ));
+        }
+    }
+    if settings.dp_overlap && p.dp > 1 {
+        a.push("--overlap-grad-reduce".into());
+        if p.zero >= 1 {
+            a.push("--overlap-param-gather".into());
+        }
+    }
+    if settings.tp_overlap && p.tp > 1 && settings.sequence_parallel {
+        a.push("--tp-comm-overlap".into());
+    }
+    a.push(match settings.precision {
+        "fp8" => "--bf16 --fp8-format hybrid".into(),
+        _ => "--bf16".into(),
+    });
+    Ok(a)
+}
+
+fn header(out: &mut String, report: &PlanReport, ctx: &EmitContext, end: EmitEnd) {
+    let _ = writeln!(
+        out,
+        "# copus plan '{}': Megatron-LM arguments for the optimal-joint plan (stack {})",
+        report.session, report.stack.label
+    );
+    let _ = writeln!(
+        out,
+        "# {} GPUs: Megatron sets DP = GPUs / (TP·PP·CP). Add your own model, data, optimizer and\n\
+         # --save/--load arguments. The plan ends after {} steps, {} samples ({} tokens).",
+        ctx.gpus,
+        end.step,
+        end.samples,
+        crate::format::tokens(end.tokens)
+    );
+}
+
+/// The Megatron-LM text for `phases`.
+pub fn write(
+    report: &PlanReport,
+    ctx: &EmitContext,
+    phases: &[EmitPhase],
+    end: EmitEnd,
+) -> Result<String, EmitError> {
+    let mut out = String::new();
+    header(&mut out, report, ctx, end);
+    let layouts = phases
+        .iter()
+        .map(|p| layout_args(p, ctx, report))
+        .collect::<Result<Vec<_>, _>>()?;
+    let total = format!("--train-samples {}", end.samples);
+    if let Some(r) = ramp(phases) {
+        let last = &phases[phases.len() - 1];
+        let _ = writeln!(
+            out,
+            "# One run: the plan only grows the batch, by {} samples at evenly spaced points, so\n\
+             # --rampup-batch-size reproduces it (Megatron switches every {} samples; the plan's\n\
+             # switches sit within {:.1} % of an interval of those).",
+            r.increment,
+            r.samples / (phases.len() as u64 - 1).max(1),
+            r.worst_offset * 100.0
+        );
+        let _ = writeln!(
+            out,
+            "MEGATRON_ARGS=\"{} --rampup-batch-size {} {} {} --global-batch-size {} {total}\"",
+            layouts[0].join(" "),
+            r.start,
+            r.increment,
+            r.samples,
+            last.global_batch
+        );
+        return Ok(out);
+    }
+    let _ = writeln!(
+        out,
+        "# {} phases, one Megatron run each: a phase stops itself at the next phase's step\n\
+         # (--exit-interval saves a checkpoint and exits there) and the next resumes from that\n\
+         # checkpoint; a TP/PP change needs a distributed checkpoint (--ckpt-format torch_dist),\n\
+         # which loads into another layout. Use them as: pretrain_gpt.py $PHASE_1 <your args>",
+        phases.len()
+    );
+    for (p, layout) in phases.iter().zip(&layouts) {
+        let _ = writeln!(
+            out,
+            "\n# phase {} of {}: steps {}–{} (from {} samples), {}, global batch {} = {} dp × {} micro × {} accumulation",
+            p.phase,
+            phases.len(),
+            p.from_step,
+            p.until_step.saturating_sub(1),
+            p.from_samples,
+            p.layout(),
+            p.global_batch,
+            p.dp,
+            p.micro_batch,
+            p.accumulation
+        );
+        let exit = if p.phase < phases.len() {
+            format!(" --exit-interval {}", p.until_step)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "PHASE_{}=\"{} --global-batch-size {} {total}{exit}\"",
+            p.phase,
+            layout.join(" "),
+            p.global_batch
+        );
+    }
+    Ok(out)
+}

@@ -1,0 +1,306 @@
+//! Schedules a trainer can run: the optimal-joint plan of a [`PlanReport`] as per-phase
+//! settings for Megatron-LM, torchtitan or DeepSpeed, or as plain JSON (`copus plan --emit`).
+//!
+//! A *phase* here is one run of the plan's schedule ([`super::report::ScheduleRun`]): the
+//! steps it holds one (layout, global batch) state for. Every phase is checked before anything
+//! is written: the layout uses the cluster's GPUs (dp·tp·pp·cp), the global batch is a whole
+//! number of micro-batches on every data-parallel rank (dp·micro_batch·accumulation), and the
+//! framework can express the configuration; a phase it cannot express is named in the error.
+//! docs/EMIT.md says how each setting is written and why.
+
+mod deepspeed;
+mod megatron;
+mod torchtitan;
+
+use super::report::{PlanReport, ScheduleRun};
+use serde::Serialize;
+
+/// What `--emit` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum EmitTarget {
+    /// `{"phases":[...]}`: the schedule as plain JSON.
+    Json,
+    /// Megatron-LM command-line arguments per phase (one ramp where Megatron can express it).
+    Megatron,
+    /// torchtitan TOML, one document per phase.
+    Torchtitan,
+    /// DeepSpeed JSON configurations per phase, with the Megatron-DeepSpeed arguments for the
+    /// layout.
+    Deepspeed,
+}
+
+impl EmitTarget {
+    /// The framework's name, as errors and comments write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            EmitTarget::Json => "json",
+            EmitTarget::Megatron => "Megatron-LM",
+            EmitTarget::Torchtitan => "torchtitan",
+            EmitTarget::Deepspeed => "DeepSpeed",
+        }
+    }
+}
+
+/// The run's facts a schedule needs beyond the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmitContext {
+    /// GPUs of the cluster (nodes × GPUs per node).
+    pub gpus: u32,
+    /// Tokens per sample (sequence length).
+    pub seq_len: u32,
+    /// Transformer layers of the model (for pipeline stages and virtual stages).
+    pub layers: u32,
+}
+
+/// Why a plan cannot be written for a framework.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EmitError {
+    /// The report holds no schedule (no optimal-joint plan).
+    #[error("the plan has no schedule to emit")]
+    Empty,
+    /// A phase breaks a rule every framework shares (GPU count, divisibility).
+    #[error("phase {phase} (from step {from_step}, {layout} batch {batch}): {why}")]
+    Inconsistent {
+        /// Phase number, from 1.
+        phase: usize,
+        /// Its first optimizer step.
+        from_step: u64,
+        /// Its layout label.
+        layout: String,
+        /// Its global batch, samples.
+        batch: u64,
+        /// What is wrong.
+        why: String,
+    },
+    /// The framework has no setting for a phase's configuration.
+    #[error(
+        "phase {phase} (from step {from_step}, {layout} batch {batch}): {target} cannot express it: {why}"
+    )]
+    Inexpressible {
+        /// The framework.
+        target: &'static str,
+        /// Phase number, from 1.
+        phase: usize,
+        /// Its first optimizer step.
+        from_step: u64,
+        /// Its layout label.
+        layout: String,
+        /// Its global batch, samples.
+        batch: u64,
+        /// What it cannot express.
+        why: String,
+    },
+}
+
+/// One phase of the schedule with every count a trainer needs, checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EmitPhase {
+    /// Phase number, from 1.
+    pub phase: usize,
+    /// First optimizer step of the phase (the trainer's step counter; 0 for the first).
+    pub from_step: u64,
+    /// Samples consumed before the phase.
+    pub from_samples: u64,
+    /// Tokens consumed before the phase.
+    pub from_tokens: f64,
+    /// The step the phase ends before (the next phase's `from_step`; the plan's total steps
+    /// for the last).
+    pub until_step: u64,
+    /// Global batch, samples.
+    pub global_batch: u64,
+    /// Micro-batch per data-parallel rank, samples.
+    pub micro_batch: u32,
+    /// Micro-batches per rank and step: global_batch / (dp · micro_batch).
+    pub accumulation: u64,
+    /// Data-parallel degree.
+    pub dp: u32,
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    pub pp: u32,
+    /// Context-parallel degree.
+    pub cp: u32,
+    /// ZeRO stage 0–3.
+    pub zero: u8,
+    /// Activation recomputation: "none", "selective", "op" or "full".
+    pub recompute: String,
+    /// Virtual pipeline stages per GPU (1: not interleaved).
+    pub vpp: u32,
+    /// The trajectory's step where the phase starts (the explorer's timeline position).
+    pub trajectory_step: u64,
+}
+
+impl EmitPhase {
+    /// "DP32·TP2·PP1" (with CP where it is above 1).
+    pub fn layout(&self) -> String {
+        crate::perf::config::layout_label_cp(self.dp, self.cp, self.tp, self.pp)
+    }
+
+    fn inexpressible(&self, target: EmitTarget, why: impl Into<String>) -> EmitError {
+        EmitError::Inexpressible {
+            target: target.name(),
+            phase: self.phase,
+            from_step: self.from_step,
+            layout: self.layout(),
+            batch: self.global_batch,
+            why: why.into(),
+        }
+    }
+}
+
+/// The end of the schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct EmitEnd {
+    /// Total optimizer steps.
+    pub step: u64,
+    /// Total samples.
+    pub samples: u64,
+    /// Total tokens.
+    pub tokens: f64,
+}
+
+/// The `--emit json` document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EmitJson {
+    /// Session name.
+    pub session: String,
+    /// GPUs every phase uses.
+    pub gpus: u32,
+    /// Tokens per sample.
+    pub seq_len: u32,
+    /// The training stack the plan was made for (its preset name).
+    pub stack: String,
+    /// Where the schedule ends.
+    pub end: EmitEnd,
+    /// The phases, in order.
+    pub phases: Vec<EmitPhase>,
+}
+
+/// The report's schedule as checked phases, and where it ends.
+pub fn phases(
+    report: &PlanReport,
+    ctx: &EmitContext,
+) -> Result<(Vec<EmitPhase>, EmitEnd), EmitError> {
+    let runs = &report.schedule;
+    let last = runs.last().ok_or(EmitError::Empty)?;
+    let end_step = last.from_step.saturating_add(last.steps);
+    let end_samples = last
+        .from_samples
+        .saturating_add(last.steps.saturating_mul(last.state.batch));
+    let out = runs
+        .iter()
+        .enumerate()
+        .map(|(i, run)| {
+            let until = runs.get(i + 1).map_or(end_step, |n| n.from_step);
+            phase_of(i + 1, run, until, ctx)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let end = EmitEnd {
+        step: end_step,
+        samples: end_samples,
+        tokens: end_samples as f64 * f64::from(ctx.seq_len),
+    };
+    Ok((out, end))
+}
+
+fn phase_of(
+    phase: usize,
+    run: &ScheduleRun,
+    until_step: u64,
+    ctx: &EmitContext,
+) -> Result<EmitPhase, EmitError> {
+    let st = &run.state;
+    let bad = |why: String| EmitError::Inconsistent {
+        phase,
+        from_step: run.from_step,
+        layout: crate::perf::config::layout_label_cp(st.dp, st.cp, st.tp, st.pp),
+        batch: st.batch,
+        why,
+    };
+    let config = st
+        .config
+        .as_ref()
+        .ok_or_else(|| bad("the plan holds a configuration that cannot run".into()))?;
+    let used = [st.dp, st.tp, st.pp, st.cp]
+        .iter()
+        .try_fold(1u32, |acc, &d| acc.checked_mul(d));
+    if used != Some(ctx.gpus) {
+        return Err(bad(format!(
+            "dp·tp·pp·cp = {} but the cluster has {} GPUs",
+            used.map_or("overflow".to_string(), |u| u.to_string()),
+            ctx.gpus
+        )));
+    }
+    let per_step = u64::from(st.dp) * u64::from(config.mbs.max(1));
+    if config.mbs == 0 || st.batch == 0 || !st.batch.is_multiple_of(per_step) {
+        return Err(bad(format!(
+            "global batch {} is not a whole number of micro-batches: dp·micro_batch = {per_step}",
+            st.batch
+        )));
+    }
+    Ok(EmitPhase {
+        phase,
+        from_step: run.from_step,
+        from_samples: run.from_samples,
+        from_tokens: run.from_tokens,
+        until_step,
+        global_batch: st.batch,
+        micro_batch: config.mbs,
+        accumulation: st.batch / per_step,
+        dp: st.dp,
+        tp: st.tp,
+        pp: st.pp,
+        cp: st.cp,
+        zero: config.zero,
+        recompute: config.recompute.clone(),
+        vpp: config.vpp.max(1),
+        trajectory_step: run.at_step,
+    })
+}
+
+/// Layers per pipeline stage (per virtual stage with `vpp` > 1), or why the layers do not
+/// split evenly.
+fn layers_per_stage(p: &EmitPhase, layers: u32) -> Result<u32, String> {
+    let stages = p.pp.saturating_mul(p.vpp);
+    if stages == 0 || !layers.is_multiple_of(stages) {
+        return Err(format!(
+            "{layers} layers do not split evenly into pp·vpp = {stages} stages"
+        ));
+    }
+    Ok(layers / stages)
+}
+
+/// Write the report's schedule for `target`.
+pub fn emit(
+    report: &PlanReport,
+    ctx: &EmitContext,
+    target: EmitTarget,
+) -> Result<String, EmitError> {
+    let (phases, end) = phases(report, ctx)?;
+    match target {
+        EmitTarget::Json => {
+            let doc = EmitJson {
+                session: report.session.clone(),
+                gpus: ctx.gpus,
+                seq_len: ctx.seq_len,
+                stack: report.stack.preset.to_string(),
+                end,
+                phases,
+            };
+            let mut s =
+                serde_json::to_string_pretty(&doc).map_err(|e| EmitError::Inconsistent {
+                    phase: 0,
+                    from_step: 0,
+                    layout: String::new(),
+                    batch: 0,
+                    why: e.to_string(),
+                })?;
+            s.push('\n');
+            Ok(s)
+        }
+        EmitTarget::Megatron => megatron::write(report, ctx, &phases, end),
+        EmitTarget::Torchtitan => torchtitan::write(report, ctx, &phases, end),
+        EmitTarget::Deepspeed => deepspeed::write(report, ctx, &phases, end),
+    }
+}

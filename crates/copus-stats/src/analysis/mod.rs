@@ -1,0 +1,442 @@
+//! The noise-scale analysis of a run: filter records, estimate per step, smooth, attach
+//! intervals, per-layer breakdown and diagnostics. Entry points for the CLI, the TUI and the
+//! dump reader.
+
+pub mod compare;
+pub mod layers;
+pub mod settings;
+pub mod summarize;
+
+use crate::analysis::layers::{LayerDetail, breakdown_with};
+use crate::analysis::settings::EstimatorSettings;
+use crate::analysis::summarize::{Series, smooth};
+use crate::diagnostics::run_level::{finish_diagnostics, infer_seq_len, verdict};
+use crate::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, record_changes};
+use crate::estimate::per_step::{EstimatorKind, NoEstimate, StepEstimate, estimate_record};
+use crate::estimate::window::{self, Drift, WindowEstimate};
+use crate::ingest::coarsen::Coarsening;
+use crate::ingest::protocol::{ProtocolError, validate};
+use crate::ingest::reader::ReadOutcome;
+use crate::record::step::StepStats;
+use crate::report::stream::RowLayers;
+use crate::report::{AnalyzeReport, StepRow, Summary};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+
+/// Why no analysis could be produced.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StatsError {
+    /// The estimator settings are out of range.
+    #[error("invalid estimator settings: {0}")]
+    Settings(String),
+    /// Nothing to analyse: no record at all.
+    #[error(
+        "no stats records in the input ({malformed} malformed and {non_finite} non-finite line(s) skipped)"
+    )]
+    Empty {
+        /// Malformed lines seen.
+        malformed: usize,
+        /// Non-finite lines seen.
+        non_finite: usize,
+    },
+    /// Records exist but none gives an estimate.
+    #[error("none of the {records} record(s) is usable: {reasons}")]
+    NoUsableSteps {
+        /// Records given.
+        records: usize,
+        /// Counts of the reasons.
+        reasons: String,
+    },
+}
+
+/// Counts of lines rejected before analysis (from a [`ReadOutcome`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InputCounts {
+    /// Malformed lines.
+    pub malformed: usize,
+    /// Non-finite lines.
+    pub non_finite: usize,
+    /// Steps of the non-finite lines, where known.
+    pub non_finite_steps: Vec<u64>,
+    /// How the reader merged consecutive steps to bound memory, if it did.
+    pub coarsening: Option<Coarsening>,
+}
+
+/// Analyse records (any source). Non-finite, invalid and producer-skipped records are excluded
+/// with a diagnostic; an error only when nothing is usable.
+pub fn analyze(
+    records: &[StepStats],
+    settings: &EstimatorSettings,
+) -> Result<AnalyzeReport, StatsError> {
+    analyze_with_counts(records, &InputCounts::default(), settings)
+}
+
+/// [`analyze`] (`detail` [`LayerDetail::Full`]), or without the per-layer rows and
+/// trajectories (`DiagnosticsOnly`: one smoothing per layer fewer; the layer diagnostics and
+/// every other field the same), with the autocorrelation inflation φ ≥ 1 the analysis applied to the
+/// variance of every smoothed point: the value
+/// [`crate::estimate::incremental::inflation_of_rows`] recomputes from the report's rows, without
+/// smoothing the run a second time (the live views need it for their own points).
+pub fn analyze_with_inflation(
+    records: &[StepStats],
+    settings: &EstimatorSettings,
+    detail: LayerDetail,
+) -> Result<(AnalyzeReport, f64), StatsError> {
+    let (mut report, layers, phi) =
+        analyze_impl(records, &InputCounts::default(), settings, detail)?;
+    layers.attach(&mut report.steps);
+    Ok((report, phi))
+}
+
+/// [`analyze`] with the rows' per-layer points held apart, flat ([`RowLayers`]); the rows'
+/// own `layers` maps are empty. [`RowLayers::attach`] gives [`analyze`]'s report, and
+/// [`crate::report::stream::write_report_pretty`] writes its JSON without attaching.
+pub fn analyze_split(
+    records: &[StepStats],
+    settings: &EstimatorSettings,
+) -> Result<(AnalyzeReport, RowLayers), StatsError> {
+    analyze_split_with_counts(records, &InputCounts::default(), settings)
+}
+
+/// [`analyze_outcome`] with the rows' per-layer points held apart (see [`analyze_split`]).
+pub fn analyze_outcome_split(
+    outcome: &ReadOutcome,
+    settings: &EstimatorSettings,
+) -> Result<(AnalyzeReport, RowLayers), StatsError> {
+    analyze_split_with_counts(&outcome.records, &counts_of(outcome), settings)
+}
+
+fn analyze_split_with_counts(
+    records: &[StepStats],
+    counts: &InputCounts,
+    settings: &EstimatorSettings,
+) -> Result<(AnalyzeReport, RowLayers), StatsError> {
+    let (report, layers, _) = analyze_impl(records, counts, settings, LayerDetail::Full)?;
+    Ok((report, layers))
+}
+
+fn counts_of(outcome: &ReadOutcome) -> InputCounts {
+    InputCounts {
+        malformed: outcome.malformed,
+        non_finite: outcome.non_finite,
+        non_finite_steps: outcome.non_finite_steps.clone(),
+        coarsening: outcome.coarsening,
+    }
+}
+
+/// Analyse what [`super::read_ndjson`] read, reporting its malformed and non-finite lines.
+pub fn analyze_outcome(
+    outcome: &ReadOutcome,
+    settings: &EstimatorSettings,
+) -> Result<AnalyzeReport, StatsError> {
+    analyze_with_counts(&outcome.records, &counts_of(outcome), settings)
+}
+
+/// Tallies of records dropped before estimation, for diagnostics.
+#[derive(Debug, Default)]
+pub(crate) struct Dropped {
+    pub(crate) skipped: Vec<(u64, String)>,
+    pub(crate) non_finite: Vec<u64>,
+    pub(crate) invalid: Vec<(u64, String)>,
+    pub(crate) no_dot: Vec<u64>,
+    pub(crate) no_pred: Vec<u64>,
+    pub(crate) unordered: usize,
+}
+
+/// Analyse records, with line counts from a reader.
+pub fn analyze_with_counts(
+    records: &[StepStats],
+    counts: &InputCounts,
+    settings: &EstimatorSettings,
+) -> Result<AnalyzeReport, StatsError> {
+    let (mut report, layers) = analyze_split_with_counts(records, counts, settings)?;
+    layers.attach(&mut report.steps);
+    Ok(report)
+}
+
+fn analyze_impl(
+    records: &[StepStats],
+    counts: &InputCounts,
+    settings: &EstimatorSettings,
+    detail: LayerDetail,
+) -> Result<(AnalyzeReport, RowLayers, f64), StatsError> {
+    settings.validate().map_err(StatsError::Settings)?;
+    let coarse = counts.coarsening.map(|c| c.settings_for(settings));
+    let settings = coarse.as_ref().unwrap_or(settings);
+    if records.is_empty() {
+        return Err(StatsError::Empty {
+            malformed: counts.malformed,
+            non_finite: counts.non_finite,
+        });
+    }
+    let mut dropped = Dropped::default();
+    dropped.non_finite.extend(&counts.non_finite_steps);
+    // Each record screened on its own (in parallel), then sorted out in input order.
+    let screened: Vec<Screen> = records
+        .par_iter()
+        .with_min_len(PAR_MIN_RECORDS)
+        .map(screen)
+        .collect();
+    let mut kept: Vec<&StepStats> = Vec::with_capacity(records.len());
+    for (r, verdict) in records.iter().zip(screened) {
+        match verdict {
+            Screen::Keep => kept.push(r),
+            Screen::NonFinite => dropped.non_finite.push(r.step),
+            Screen::Skipped(reason) => dropped.skipped.push((r.step, reason)),
+            Screen::Invalid(reason) => dropped.invalid.push((r.step, reason)),
+        }
+    }
+    dropped.unordered = kept.windows(2).filter(|w| w[1].step <= w[0].step).count();
+    kept.sort_by_key(|r| r.step);
+
+    let estimates: Vec<Result<StepEstimate, NoEstimate>> = kept
+        .par_iter()
+        .enumerate()
+        .with_min_len(PAR_MIN_RECORDS)
+        .map(|(i, r)| estimate_record(i, r, i.checked_sub(1).map(|p| kept[p])))
+        .collect();
+    let mut est: Vec<StepEstimate> = Vec::with_capacity(kept.len());
+    for (r, e) in kept.iter().zip(estimates) {
+        match e {
+            Ok(e) => est.push(e),
+            Err(NoEstimate::NoDotPrev) => dropped.no_dot.push(r.step),
+            Err(NoEstimate::NoPredecessor) => dropped.no_pred.push(r.step),
+        }
+    }
+    let non_finite_total =
+        counts.non_finite + dropped.non_finite.len() - counts.non_finite_steps.len();
+    if est.is_empty() {
+        return Err(StatsError::NoUsableSteps {
+            records: records.len(),
+            reasons: format!(
+                "{} skipped by the producer, {} non-finite, {} invalid, {} single-gradient without dot_prev, \
+                 {} single-gradient without a predecessor",
+                dropped.skipped.len(),
+                non_finite_total,
+                dropped.invalid.len(),
+                dropped.no_dot.len(),
+                dropped.no_pred.len()
+            ),
+        });
+    }
+
+    let steps: Vec<u64> = est.iter().map(|e| e.step).collect();
+    let trace: Vec<f64> = est.iter().map(|e| e.trace).collect();
+    let g2: Vec<f64> = est.iter().map(|e| e.g2).collect();
+    let b_big: Vec<f64> = est.iter().map(|e| kept[e.index].b_big).collect();
+    let series = Series {
+        steps: &steps,
+        trace: &trace,
+        g2: &g2,
+        b_big: &b_big,
+    };
+    let two_batch: Vec<&StepStats> = est
+        .iter()
+        .filter(|e| !e.kind.is_biased())
+        .map(|e| kept[e.index])
+        .collect();
+    let used: Vec<&StepStats> = est.iter().map(|e| kept[e.index]).collect();
+    // The whole model's smoothing, the layers' and the record-level diagnostics are
+    // independent: side by side.
+    let (sm, ((per_layer, row_layers), (changes, seq_len))) = rayon::join(
+        || smooth(&series, settings),
+        || {
+            rayon::join(
+                || {
+                    // The layers' points go to the rows of their steps (the rows are built
+                    // from `est` in order, so row i is at `steps[i]`).
+                    let mut b = breakdown_with(&two_batch, settings, detail);
+                    let points = std::mem::take(&mut b.trajectories);
+                    let rows = match detail {
+                        LayerDetail::Full => RowLayers::assign(&steps, points),
+                        LayerDetail::DiagnosticsOnly => RowLayers::default(),
+                    };
+                    (b, rows)
+                },
+                || (record_changes(&used), infer_seq_len(&used)),
+            )
+        },
+    );
+    let run_wide = WindowEstimate {
+        first_step: steps[0],
+        last_step: steps[steps.len() - 1],
+        steps: steps.len(),
+        b_simple: sm.summary.b_simple,
+        ci: sm.summary.ci,
+        g2: sm.summary.g2,
+        trace_sigma: sm.summary.trace,
+    };
+    let drift = sm
+        .first
+        .as_ref()
+        .and_then(|f| window::drift(f, &sm.now, settings.confidence, settings.drift_min_factor));
+    let b0 = settings.reference_batch.unwrap_or(b_big[0]);
+    let ratio = crate::smoothing::ratio_ema(&trace, &g2, &b_big, settings.ema_decay, b0);
+
+    let rows: Vec<StepRow> = est
+        .par_iter()
+        .zip(sm.points.par_iter())
+        .zip(ratio.into_par_iter())
+        .with_min_len(PAR_MIN_RECORDS)
+        .map(|((e, p), ratio_ema)| {
+            let r = kept[e.index];
+            StepRow {
+                step: e.step,
+                b_simple: p.b_simple,
+                ci: p.ci,
+                sq_small: r.sq_small,
+                sq_big: r.sq_big,
+                b_small: r.b_small,
+                b_big: r.b_big,
+                g2: p.g2,
+                trace_sigma: p.trace,
+                g2_step: e.g2,
+                trace_step: e.trace,
+                ratio_ema,
+                estimator: e.kind,
+                tokens: r.tokens,
+                loss: r.loss,
+                lr: r.lr,
+                layers: BTreeMap::new(),
+            }
+        })
+        .collect();
+
+    let mut diagnostics = changes;
+    diagnostics.extend(per_layer.diagnostics);
+    if let Some(d) = drift.as_ref().filter(|d| d.significant) {
+        diagnostics.push(drift_diagnostic(d, settings.confidence));
+    }
+    let negative = g2.iter().filter(|x| **x < 0.0).count() as f64 / g2.len() as f64;
+    finish_diagnostics(
+        &mut diagnostics,
+        &dropped,
+        counts,
+        &est,
+        &rows,
+        &sm.summary,
+        negative,
+        settings,
+        counts.coarsening.map_or(records.len(), |c| {
+            usize::try_from(c.records_read).unwrap_or(usize::MAX)
+        }),
+    );
+    diagnostics.extend(counts.coarsening.map(|c| c.diagnostic()));
+    diagnostics.sort_by_key(|d| std::cmp::Reverse(d.severity));
+
+    let estimator = majority_kind(&est);
+    let inflation = sm.inflation;
+    let mut summary = Summary {
+        b_simple: sm.summary.b_simple,
+        ci: sm.summary.ci,
+        run_wide,
+        now: (&sm.now).into(),
+        drift,
+        g2: sm.summary.g2,
+        trace_sigma: sm.summary.trace,
+        steps: est.len(),
+        malformed_lines: counts.malformed,
+        layers: per_layer.rows,
+        diagnostics,
+        verdict: crate::report::Verdict::Stable,
+        verdict_meaning: String::new(),
+        reasons: Vec::new(),
+        confidence: settings.confidence,
+        negative_g2_fraction: negative,
+        non_finite_skipped: non_finite_total,
+        estimator,
+        smoother: sm.description,
+        seq_len,
+        b_simple_tokens: seq_len.zip(sm.summary.b_simple).map(|(s, b)| s * b),
+        coarsened: counts.coarsening,
+    };
+    let (v, reasons) = verdict(&summary, settings);
+    summary.verdict = v;
+    summary.verdict_meaning = v.meaning().to_string();
+    summary.reasons = reasons;
+    Ok((
+        AnalyzeReport {
+            summary,
+            steps: rows,
+        },
+        row_layers,
+        inflation,
+    ))
+}
+
+/// Records per parallel task of the per-record passes.
+const PAR_MIN_RECORDS: usize = 4096;
+
+/// What becomes of one record before estimation.
+enum Screen {
+    Keep,
+    NonFinite,
+    Skipped(String),
+    Invalid(String),
+}
+
+fn screen(r: &StepStats) -> Screen {
+    if let Some(reason) = &r.skipped {
+        // Producers (the dump reader, the trainer, the Python hook) flag NaN/Inf steps with
+        // a reason starting "non-finite": the same event as a NaN in a stats line.
+        return if is_non_finite_reason(reason) {
+            Screen::NonFinite
+        } else {
+            Screen::Skipped(reason.clone())
+        };
+    }
+    match validate(r) {
+        Ok(()) => Screen::Keep,
+        Err(ProtocolError::NonFinite { .. }) => Screen::NonFinite,
+        Err(e) => Screen::Invalid(e.to_string()),
+    }
+}
+
+/// True for a producer's skip reason that reports NaN/±Inf values: it mentions `non-finite`
+/// (any case), as the dump reader, the built-in trainer and the Python hook write it (the hook
+/// may append it to another reason: `"...; non-finite: loss"`).
+pub fn is_non_finite_reason(reason: &str) -> bool {
+    reason.to_ascii_lowercase().contains("non-finite")
+}
+
+fn drift_diagnostic(d: &Drift, confidence: f64) -> Diagnostic {
+    let fmt = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.1}"));
+    let dir = if d.factor >= 1.0 { "grows" } else { "shrinks" };
+    let msg = format!(
+        "B_simple {dir} x{:.2} ({:.0}% CI x{:.2}-x{:.2}) from {} samples over steps {}-{} to {} \
+         samples over steps {}-{}: the run-wide value averages a moving target",
+        d.factor,
+        100.0 * confidence,
+        d.ci[0],
+        d.ci[1],
+        fmt(d.from.b_simple),
+        d.from.first_step,
+        d.from.last_step,
+        fmt(d.to.b_simple),
+        d.to.first_step,
+        d.to.last_step,
+    );
+    Diagnostic::new(K::Drift, Severity::Warning, msg)
+        .at(d.from.first_step, d.to.last_step)
+        .located(&[
+            [d.from.first_step, d.from.last_step],
+            [d.to.first_step, d.to.last_step],
+        ])
+}
+
+fn majority_kind(est: &[StepEstimate]) -> EstimatorKind {
+    let count = |k| est.iter().filter(|e| e.kind == k).count();
+    [
+        EstimatorKind::TwoBatch,
+        EstimatorKind::PerExample,
+        EstimatorKind::Differencing,
+    ]
+    .into_iter()
+    .max_by_key(|k| count(*k))
+    .unwrap_or(EstimatorKind::TwoBatch)
+}
+
+/// Shorthand used by the diagnostics assembly: located at the stretches of `steps`.
+pub(crate) fn diag(kind: K, severity: Severity, msg: String, steps: &[u64]) -> Diagnostic {
+    Diagnostic::new(kind, severity, msg).located(&crate::diagnostics::stretches_of(steps))
+}

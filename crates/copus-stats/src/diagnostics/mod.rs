@@ -1,0 +1,398 @@
+//! Typed diagnostics: why a noise-scale estimate may be unstable or biased (docs/STATISTICS.md),
+//! each with a kind, a severity, a readable message and, where it applies, a step range.
+
+pub(crate) mod run_level;
+
+use crate::record::step::StepStats;
+use serde::Serialize;
+
+/// What a diagnostic is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiagnosticKind {
+    /// Share of per-step |G|² estimates that are negative (noisy single steps).
+    NegativeG2,
+    /// Steps where even the smoothed |G|² is not positive: B_simple unbounded there.
+    NonPositiveSmoothedG2,
+    /// The run-average tr(Σ) is negative: sq_small < sq_big on average (fields swapped?).
+    NegativeTrace,
+    /// The summary interval has no upper bound: |G|² not distinguishable from zero.
+    UnboundedInterval,
+    /// One layer holds more than the threshold share of tr(Σ).
+    DominatingLayer,
+    /// Per-layer traces do not add up to the whole-model trace (missing or double-counted
+    /// shards).
+    LayersDoNotAddUp,
+    /// Fewer usable steps than the minimum.
+    TooFewSteps,
+    /// b_small or b_big changes during the run.
+    BatchSizeChange,
+    /// Squared norms jump together by a factor ≥ 3.5 (AMP loss scale not divided out?).
+    LossScaleJump,
+    /// Lines or records with NaN/±Inf values were skipped.
+    NonFiniteSkipped,
+    /// The producer flagged steps as skipped.
+    ProducerSkipped,
+    /// Lines that are not protocol v1 records were skipped.
+    MalformedLines,
+    /// Records with out-of-domain values (e.g. b_big < b_small) were skipped.
+    InvalidRecords,
+    /// Single-gradient records that could not be estimated (no `dot_prev` or no predecessor).
+    SingleGradientUnusable,
+    /// Some steps were estimated by consecutive-step differencing (biased).
+    DifferencingBiased,
+    /// The learning rate changes: B_simple ∝ 1/temperature (lr/B), so lr decay inflates it.
+    LrChange,
+    /// Steps are not in increasing order or repeat (sorted before smoothing).
+    StepOrder,
+    /// B_simple changes between the first and the last window by more than its uncertainty:
+    /// the run-wide value averages a moving target.
+    Drift,
+    /// The run-wide interval is wide (hi/lo > 2 or lo = 0); a verdict reason only.
+    WideInterval,
+    /// The run was longer than the memory bound: consecutive steps were merged into records
+    /// of equal length (issue 15; `summary.coarsened`).
+    Coarsened,
+    /// The run-average |G|² is not positive, so there is no run-wide B_simple; a verdict reason
+    /// only.
+    NonPositiveG2,
+    /// The autocorrelation window (`--block-length`) is at least half the usable steps: the
+    /// interval's variance cannot be estimated and comes out too narrow.
+    BlockLengthTooLong,
+}
+
+impl DiagnosticKind {
+    /// What to do about it, in one sentence.
+    pub fn action(self) -> &'static str {
+        use DiagnosticKind as K;
+        match self {
+            K::NegativeG2 => "collect larger batches per step or smooth over more steps",
+            K::NonPositiveSmoothedG2 => {
+                "widen the smoother (press > in the explorer; --bandwidth or --decay on the \
+                 command line) or record more samples per step"
+            }
+            K::NegativeTrace => {
+                "check that sq_small is the mean over small batches and not swapped with sq_big"
+            }
+            K::UnboundedInterval => "record more steps or larger batches before trusting a value",
+            K::DominatingLayer => {
+                "compare that layer's own B_simple with the whole model's (press l in the \
+                 explorer; `analyze --json`: steps[].layers)"
+            }
+            K::LayersDoNotAddUp => {
+                "check that every layer is reported once, with sharded gradients gathered"
+            }
+            K::TooFewSteps => "record more steps",
+            K::BatchSizeChange => "compare estimates within stretches of equal batch size",
+            K::LossScaleJump => {
+                "divide the squared norms by the loss scale squared before writing them"
+            }
+            K::NonFiniteSkipped => "look at the named steps for overflowing gradients or loss",
+            K::ProducerSkipped => "nothing, unless many steps are skipped",
+            K::MalformedLines => "fix the producer so every line is a protocol v1 record",
+            K::InvalidRecords => "fix the producer's batch sizes or norms at the named steps",
+            K::SingleGradientUnusable => {
+                "send dot_prev and consecutive steps, or two batch sizes per step"
+            }
+            K::DifferencingBiased => "send two batch sizes per step (b_small < b_big)",
+            K::LrChange => "compare estimates at equal learning rate (before/after the change)",
+            K::StepOrder => "write steps in increasing order, once each",
+            K::Drift => {
+                "read the `now` value and the trajectory, not the run-wide value; re-plan the \
+                 batch size as B_crit moves"
+            }
+            K::WideInterval => "record more steps or larger batches, or read the trajectory",
+            K::Coarsened => {
+                "nothing for the run-wide and windowed estimates; for a finer trajectory pass \
+                 --max-records N (about 2 KB of memory per record) or 0 for every step"
+            }
+            K::NonPositiveG2 => "record larger batches per step; the gradient signal is lost",
+            K::BlockLengthTooLong => {
+                "leave --block-length to its default or keep it well below half the run's steps"
+            }
+        }
+    }
+}
+
+/// How serious a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; the estimate stands.
+    Info,
+    /// The estimate may be biased or unstable for this reason.
+    Warning,
+}
+
+/// One diagnostic with its reason.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnostic {
+    /// What it is about.
+    pub kind: DiagnosticKind,
+    /// How serious.
+    pub severity: Severity,
+    /// Human-readable reason, with numbers.
+    pub message: String,
+    /// First and last optimizer step concerned, when it is about a range of steps (for a
+    /// single located step, e.g. a learning-rate change point, both are that step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<[u64; 2]>,
+    /// Every located step or stretch, `[first, last]` each (a single step is `[s, s]`), in step
+    /// order, at most [`MAX_LOCATED`]: change points, jumps, NaN steps, stretches where the
+    /// smoothed |G|² is not positive.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub at: Vec<[u64; 2]>,
+}
+
+/// Most located steps or stretches a diagnostic lists in `at`.
+pub const MAX_LOCATED: usize = 100;
+
+impl Diagnostic {
+    /// A diagnostic without a step range.
+    pub fn new(kind: DiagnosticKind, severity: Severity, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            severity,
+            message: message.into(),
+            steps: None,
+            at: Vec::new(),
+        }
+    }
+
+    /// Attach a step range.
+    pub fn at(mut self, first: u64, last: u64) -> Self {
+        self.steps = Some([first, last]);
+        self
+    }
+
+    /// Attach located stretches (`[first, last]` each, in step order; at most
+    /// [`MAX_LOCATED`] kept); `steps` becomes their hull unless already set.
+    pub fn located(mut self, stretches: &[[u64; 2]]) -> Self {
+        if let (Some(a), Some(b)) = (stretches.first(), stretches.last())
+            && self.steps.is_none()
+        {
+            self.steps = Some([a[0], b[1]]);
+        }
+        self.at = stretches.iter().take(MAX_LOCATED).copied().collect();
+        self
+    }
+}
+
+/// Contiguous stretches of the sorted steps `steps` (consecutive integers merge), as
+/// `[first, last]` pairs.
+pub fn stretches_of(steps: &[u64]) -> Vec<[u64; 2]> {
+    let mut v: Vec<u64> = steps.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for s in v {
+        match out.last_mut() {
+            Some(last) if last[1].checked_add(1) == Some(s) => last[1] = s,
+            _ => out.push([s, s]),
+        }
+    }
+    out
+}
+
+/// Batch-size changes, loss-scale jumps and lr changes along the (sorted, usable) records.
+pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut batch_changes = Vec::new();
+    let jumps = level_jumps(records);
+    for w in records.windows(2) {
+        let (p, c) = (w[0], w[1]);
+        if p.b_small != c.b_small || p.b_big != c.b_big {
+            batch_changes.push((c.step, p.b_small, p.b_big, c.b_small, c.b_big));
+        }
+    }
+    if let (Some(first), Some(last)) = (batch_changes.first(), batch_changes.last()) {
+        let (s, ps, pb, cs, cb) = *first;
+        let msg = format!(
+            "batch sizes change {} time(s), first at step {s}: b_small {ps} -> {cs}, b_big {pb} -> {cb} samples; \
+             per-step estimates stay unbiased but B_simple depends on the temperature lr/B",
+            batch_changes.len()
+        );
+        out.push(
+            Diagnostic::new(DiagnosticKind::BatchSizeChange, Severity::Info, msg).at(s, last.0),
+        );
+    }
+    if let (Some(first), Some(last)) = (jumps.first(), jumps.last()) {
+        let msg = format!(
+            "{} sudden level jump(s) of both squared norms, first at step {} by x{:.2}: an AMP loss \
+             scale that was not divided out (norms need /scale^2)?",
+            jumps.len(),
+            first.0,
+            first.1
+        );
+        let at: Vec<[u64; 2]> = jumps.iter().map(|j| [j.0, j.0]).collect();
+        out.push(
+            Diagnostic::new(DiagnosticKind::LossScaleJump, Severity::Warning, msg)
+                .at(first.0, last.0)
+                .located(&at),
+        );
+    }
+    out.extend(lr_change(records));
+    out
+}
+
+/// Window (steps) of the level-jump detector.
+const JUMP_WINDOW: usize = 5;
+
+/// Steps where both squared norms change level by ≥ 3× at once and stay there: the medians of
+/// the `JUMP_WINDOW` steps before and from the step differ by ≥ 3× (sq_big: ≥ 2×, same
+/// direction) and the step itself already sits at the new level.
+fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
+    let w = JUMP_WINDOW;
+    // Median of every window of JUMP_WINDOW consecutive values, in one pass each.
+    let small: Vec<f64> = records.iter().map(|r| r.sq_small).collect();
+    let big: Vec<f64> = records.iter().map(|r| r.sq_big).collect();
+    let (med_small, med_big) = (window_medians(&small), window_medians(&big));
+    let mut out = Vec::new();
+    let mut t = w;
+    while t + w <= records.len() {
+        let before = med_small[t - w];
+        let ratio = med_small[t] / before;
+        let here = small[t] / before;
+        let ratio_big = med_big[t] / med_big[t - w];
+        let up = ratio >= 3.0 && here >= 3.0 && ratio_big >= 2.0;
+        let down = ratio <= 1.0 / 3.0 && here <= 1.0 / 3.0 && ratio_big <= 0.5;
+        if before > 0.0 && (up || down) {
+            out.push((records[t].step, ratio));
+            t += w;
+        } else {
+            t += 1;
+        }
+    }
+    out
+}
+
+/// `m[i]` = the median of `x[i..i + JUMP_WINDOW]` in `f64::total_cmp` order (the middle of
+/// the sorted window), for every full window.
+fn window_medians(x: &[f64]) -> Vec<f64> {
+    x.windows(JUMP_WINDOW).map(median5).collect()
+}
+
+/// The median of five values by a sorting network of `total_cmp` exchanges: the value a
+/// sort by `total_cmp` puts in the middle.
+fn median5(v: &[f64]) -> f64 {
+    let mut a = [v[0], v[1], v[2], v[3], v[4]];
+    let mut swap = |i: usize, j: usize| {
+        if a[j].total_cmp(&a[i]).is_lt() {
+            a.swap(i, j);
+        }
+    };
+    // An optimal five-input sorting network (9 exchanges).
+    for (i, j) in [
+        (0, 1),
+        (3, 4),
+        (2, 4),
+        (2, 3),
+        (0, 3),
+        (0, 2),
+        (1, 4),
+        (1, 3),
+        (1, 2),
+    ] {
+        swap(i, j);
+    }
+    a[2]
+}
+
+/// A jump of the learning rate between consecutive records by more than this factor is a
+/// change point.
+const LR_JUMP: f64 = 1.05;
+
+/// Learning-rate changes: located at the change points (consecutive records whose lr differs by
+/// more than [`LR_JUMP`]×); a smooth schedule without jumps is located where the lr first
+/// departs by more than 10% from its first value, up to the last step.
+fn lr_change(records: &[&StepStats]) -> Option<Diagnostic> {
+    let lrs: Vec<(u64, f64)> = records
+        .iter()
+        .filter_map(|r| {
+            r.lr.filter(|l| *l > 0.0 && l.is_finite())
+                .map(|l| (r.step, l))
+        })
+        .collect();
+    let (lo, hi) = lrs
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), &(_, l)| {
+            (lo.min(l), hi.max(l))
+        });
+    if lrs.len() < 2 || hi <= lo * 1.1 {
+        return None;
+    }
+    let jumps: Vec<(u64, f64, f64)> = lrs
+        .windows(2)
+        .filter(|w| w[1].1 > w[0].1 * LR_JUMP || w[0].1 > w[1].1 * LR_JUMP)
+        .map(|w| (w[1].0, w[0].1, w[1].1))
+        .collect();
+    let tail = "B_simple scales as 1/temperature (lr/B), so an lr decay inflates it: compare \
+                steps at equal lr";
+    if let Some(&(s, from, to)) = jumps.first() {
+        let at: Vec<[u64; 2]> = jumps.iter().map(|j| [j.0, j.0]).collect();
+        let msg = format!(
+            "learning rate changes {} time(s), first at step {s} ({from:.3e} -> {to:.3e}, x{:.2}); \
+             it varies from {lo:.3e} to {hi:.3e} (x{:.1}) over the run; {tail}",
+            jumps.len(),
+            to / from,
+            hi / lo
+        );
+        return Some(Diagnostic::new(DiagnosticKind::LrChange, Severity::Info, msg).located(&at));
+    }
+    let l0 = lrs[0].1;
+    let start = lrs
+        .iter()
+        .find(|(_, l)| *l > l0 * 1.1 || *l < l0 / 1.1)
+        .map_or(lrs[0].0, |p| p.0);
+    let last = lrs[lrs.len() - 1].0;
+    let msg = format!(
+        "learning rate moves smoothly from {lo:.3e} to {hi:.3e} (x{:.1}), departing from its first \
+         value by more than 10% at step {start}; {tail}",
+        hi / lo
+    );
+    Some(Diagnostic::new(DiagnosticKind::LrChange, Severity::Info, msg).at(start, last))
+}
+
+/// Contiguous runs of `true` in `flags`, as (first, last) step pairs.
+pub fn runs(steps: &[u64], flags: &[bool]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut open = false;
+    for (i, &f) in flags.iter().enumerate() {
+        match (f, open) {
+            (true, false) => out.push((steps[i], steps[i])),
+            (true, true) => {
+                if let Some(last) = out.last_mut() {
+                    last.1 = steps[i];
+                }
+            }
+            _ => {}
+        }
+        open = f;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sorting network's median is the sorted window's middle value, bit for bit
+    /// (signed zeros included), on random windows drawn from a pool with repeats.
+    #[test]
+    fn median5_is_the_middle_of_the_sorted_window() {
+        let pool = [0.0, -0.0, 1.0, 1.0, 2.5, 1e-300, 7.0, 3.0];
+        let mut state = 12345u64;
+        for _ in 0..20_000 {
+            let mut v = [0.0f64; JUMP_WINDOW];
+            for x in v.iter_mut() {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                *x = pool[(state >> 33) as usize % pool.len()];
+            }
+            let mut sorted = v;
+            sorted.sort_by(f64::total_cmp);
+            assert_eq!(median5(&v).to_bits(), sorted[2].to_bits(), "{v:?}");
+        }
+    }
+}

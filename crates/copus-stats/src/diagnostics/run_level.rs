@@ -1,0 +1,288 @@
+//! Run-level diagnostics (dropped records, noisy steps, unbounded intervals), the stability
+//! verdict and the sequence length inferred from token counts.
+
+use crate::analysis::settings::EstimatorSettings;
+use crate::analysis::summarize::Point;
+use crate::analysis::{Dropped, InputCounts, diag};
+use crate::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, runs};
+use crate::estimate::per_step::StepEstimate;
+use crate::record::step::StepStats;
+use crate::report::{Reason, StepRow, Summary, Verdict};
+
+/// Append the run-level diagnostics to `out`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish_diagnostics(
+    out: &mut Vec<Diagnostic>,
+    dropped: &Dropped,
+    counts: &InputCounts,
+    est: &[StepEstimate],
+    rows: &[StepRow],
+    summary: &Point,
+    negative: f64,
+    settings: &EstimatorSettings,
+    records: usize,
+) {
+    let n = est.len();
+    if let Some(why) = block_length_problem(settings, n) {
+        out.push(Diagnostic::new(
+            K::BlockLengthTooLong,
+            Severity::Warning,
+            why,
+        ));
+    }
+    // Lost steps (lines and records) are a warning only above a share of the input: one bad
+    // line in a long run does not change the estimate.
+    let total = records.saturating_add(counts.malformed).max(1) as f64;
+    let lost = |count: usize| {
+        if count as f64 > settings.dropped_warn * total {
+            Severity::Warning
+        } else {
+            Severity::Info
+        }
+    };
+    let sev = if negative > settings.negative_g2_warn {
+        Severity::Warning
+    } else {
+        Severity::Info
+    };
+    out.push(Diagnostic::new(
+        K::NegativeG2,
+        sev,
+        format!(
+            "{:.0}% of single-step |G|^2 estimates are negative (noise dominates one step; only \
+             the smoothed sums are meaningful)",
+            100.0 * negative
+        ),
+    ));
+    let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
+    let flags: Vec<bool> = rows.iter().map(|r| r.b_simple.is_none()).collect();
+    let bad_runs = runs(&steps, &flags);
+    if !bad_runs.is_empty() {
+        let count = flags.iter().filter(|f| **f).count();
+        let msg = format!(
+            "the smoothed |G|^2 is not positive on {count} step(s) in {} stretch(es): B_simple is \
+             unbounded there (widen the smoother or collect more samples per step)",
+            bad_runs.len()
+        );
+        let at: Vec<[u64; 2]> = bad_runs.iter().map(|r| [r.0, r.1]).collect();
+        out.push(Diagnostic::new(K::NonPositiveSmoothedG2, Severity::Warning, msg).located(&at));
+    }
+    if summary.trace < 0.0 {
+        let msg =
+            "the run-average tr(Sigma) is negative: sq_small < sq_big on average, impossible \
+                   for a mean over small batches (fields swapped, or sq_small summed rather than \
+                   averaged over the small batches?)"
+                .to_string();
+        out.push(Diagnostic::new(K::NegativeTrace, Severity::Warning, msg));
+    }
+    if !summary.ci[1].is_finite() {
+        let msg = "the summary interval has no upper bound: the run-average |G|^2 is not \
+                   distinguishable from zero at this confidence"
+            .to_string();
+        out.push(Diagnostic::new(
+            K::UnboundedInterval,
+            Severity::Warning,
+            msg,
+        ));
+    }
+    if n < settings.min_steps {
+        let msg = format!(
+            "only {n} usable step(s) (fewer than {}): the interval is unreliable",
+            settings.min_steps
+        );
+        out.push(Diagnostic::new(K::TooFewSteps, Severity::Warning, msg));
+    }
+    let non_finite = counts.non_finite + dropped.non_finite.len() - counts.non_finite_steps.len();
+    if non_finite > 0 {
+        let msg = format!(
+            "{non_finite} step(s) with NaN/Inf values skipped (non-finite gradients or loss)"
+        );
+        out.push(diag(
+            K::NonFiniteSkipped,
+            lost(non_finite),
+            msg,
+            &dropped.non_finite,
+        ));
+    }
+    if let Some((_, reason)) = dropped.skipped.first() {
+        let steps: Vec<u64> = dropped.skipped.iter().map(|s| s.0).collect();
+        let msg = format!(
+            "{} step(s) flagged skipped by the producer (first reason: {reason})",
+            steps.len()
+        );
+        out.push(diag(K::ProducerSkipped, lost(steps.len()), msg, &steps));
+    }
+    if counts.malformed > 0 {
+        let msg = format!("{} malformed line(s) skipped", counts.malformed);
+        out.push(Diagnostic::new(
+            K::MalformedLines,
+            lost(counts.malformed),
+            msg,
+        ));
+    }
+    if let Some((_, reason)) = dropped.invalid.first() {
+        let steps: Vec<u64> = dropped.invalid.iter().map(|s| s.0).collect();
+        let msg = format!(
+            "{} invalid record(s) skipped (first: {reason})",
+            steps.len()
+        );
+        out.push(diag(K::InvalidRecords, lost(steps.len()), msg, &steps));
+    }
+    let single: Vec<u64> = dropped
+        .no_dot
+        .iter()
+        .chain(&dropped.no_pred)
+        .copied()
+        .collect();
+    if !single.is_empty() {
+        let msg = format!(
+            "{} single-gradient record(s) (b_small == b_big) unusable: {} without dot_prev, {} \
+             without the previous step as a single-gradient record of the same batch size",
+            single.len(),
+            dropped.no_dot.len(),
+            dropped.no_pred.len()
+        );
+        out.push(diag(
+            K::SingleGradientUnusable,
+            Severity::Warning,
+            msg,
+            &single,
+        ));
+    }
+    let diff: Vec<u64> = est
+        .iter()
+        .filter(|e| e.kind.is_biased())
+        .map(|e| e.step)
+        .collect();
+    if !diff.is_empty() {
+        let msg = format!(
+            "{} step(s) estimated by consecutive-step differencing: biased (parameters move between \
+             the two gradients, inflating tr(Sigma))",
+            diff.len()
+        );
+        out.push(diag(K::DifferencingBiased, Severity::Warning, msg, &diff));
+    }
+    if dropped.unordered > 0 {
+        let msg = format!(
+            "{} record(s) out of step order or repeated; sorted by step before smoothing",
+            dropped.unordered
+        );
+        out.push(Diagnostic::new(K::StepOrder, Severity::Warning, msg));
+    }
+}
+
+/// Why the chosen autocorrelation window makes the interval meaningless on `steps` usable
+/// steps (a window of at least half of them leaves no independent blocks to estimate the
+/// variance from), if it does.
+fn block_length_problem(settings: &EstimatorSettings, steps: usize) -> Option<String> {
+    let l = settings.block_length?;
+    (l.saturating_mul(2) > steps).then(|| {
+        format!(
+            "the block length {l} is more than half of the {steps} usable steps: the interval's \
+             variance cannot be estimated (it comes out too narrow)"
+        )
+    })
+}
+
+/// Stable / noisy / unreliable from the run-wide interval and the warnings, with the reasons
+/// (each with what to do) when it is not stable.
+pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Vec<Reason>) {
+    let reason = |kind: K, message: String| Reason {
+        kind,
+        message,
+        action: kind.action().to_string(),
+    };
+    let mut hard = Vec::new();
+    if s.b_simple.is_none_or(|b| b < 0.0) {
+        let message = if s.g2 > 0.0 && s.trace_sigma < 0.0 {
+            format!(
+                "the run-average tr(Sigma) is {:.3e} (below zero): no positive B_simple",
+                s.trace_sigma
+            )
+        } else {
+            format!(
+                "the run-average |G|^2 is {:.3e}: no positive B_simple",
+                s.g2
+            )
+        };
+        let kind = if s.g2 > 0.0 && s.trace_sigma < 0.0 {
+            K::NegativeTrace
+        } else {
+            K::NonPositiveG2
+        };
+        hard.push(reason(kind, message));
+    }
+    if let Some(why) = block_length_problem(settings, s.steps) {
+        hard.push(reason(K::BlockLengthTooLong, why));
+    }
+    if !s.ci[1].is_finite() {
+        hard.push(reason(
+            K::UnboundedInterval,
+            "the run-wide interval has no upper bound".into(),
+        ));
+    }
+    if s.steps < settings.min_steps {
+        hard.push(reason(
+            K::TooFewSteps,
+            format!(
+                "{} usable step(s), fewer than {}",
+                s.steps, settings.min_steps
+            ),
+        ));
+    }
+    if !hard.is_empty() {
+        return (Verdict::Unreliable, hard);
+    }
+    let mut soft = Vec::new();
+    // The headline leads with `now` (the last window): the verdict must not call the run
+    // stable while that number has no upper bound or no positive value.
+    let now_bounded = s.now.b_simple.is_some_and(|b| b > 0.0) && s.now.ci[1].is_finite();
+    if !now_bounded {
+        soft.push(reason(
+            K::UnboundedInterval,
+            format!(
+                "the last window (steps {}-{}, the `now` value) has no bounded estimate: read the \
+                 run-wide value or the trajectory until more steps arrive",
+                s.now.first_step, s.now.last_step
+            ),
+        ));
+    }
+    if s.ci[0] <= 0.0 || s.ci[1] / s.ci[0] > 2.0 {
+        soft.push(reason(
+            K::WideInterval,
+            format!(
+                "the run-wide interval [{:.4}, {:.4}] spans more than x2",
+                s.ci[0], s.ci[1]
+            ),
+        ));
+    }
+    for d in s
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+    {
+        soft.push(reason(d.kind, d.message.clone()));
+    }
+    if soft.is_empty() {
+        (Verdict::Stable, soft)
+    } else {
+        (Verdict::Noisy, soft)
+    }
+}
+
+/// Sequence length in tokens: median of Δtokens / b_big over consecutive steps that both record
+/// cumulative `tokens`.
+pub(crate) fn infer_seq_len(records: &[&StepStats]) -> Option<f64> {
+    let mut ratios: Vec<f64> = records
+        .windows(2)
+        .filter(|w| w[0].step.checked_add(1) == Some(w[1].step))
+        .filter_map(|w| Some((w[1].tokens? - w[0].tokens?) / w[1].b_big))
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    let mid = ratios.len() / 2;
+    // The element a full sort would put in the middle, without sorting the rest.
+    Some(*ratios.select_nth_unstable_by(mid, f64::total_cmp).1)
+}

@@ -1,0 +1,70 @@
+//! The Adam-preconditioned noise scale (docs/CBS.md): a stats stream whose records carry
+//! `precond` (the norms of P ⊙ g) read as if those were its raw norms, so every estimator,
+//! smoother and interval applies unchanged.
+
+use crate::analysis::settings::GradientKind;
+use crate::{ReadOutcome, RecordBound, read_ndjson_bounded};
+use std::io::{BufReader, Read};
+
+/// The records of a stats stream with their `sq_small` / `sq_big` replaced by the `precond`
+/// pair (and their layers dropped), as protocol lines; lines that are not step records pass
+/// through unchanged (the reader counts them as before). Returns the text and how many
+/// records had no `precond`.
+pub fn preconditioned_lines(reader: impl std::io::BufRead) -> std::io::Result<(Vec<u8>, usize)> {
+    let mut out = Vec::new();
+    let mut left_out = 0usize;
+    for line in reader.lines() {
+        let line = line?;
+        let Ok(serde_json::Value::Object(mut rec)) = serde_json::from_str(&line) else {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+            continue;
+        };
+        if !rec.contains_key("step") {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+            continue;
+        }
+        let pre = rec.remove("precond");
+        let pair = pre
+            .as_ref()
+            .and_then(|p| Some((p.get("sq_small")?.clone(), p.get("sq_big")?.clone())));
+        let Some((small, big)) = pair else {
+            left_out += 1;
+            continue;
+        };
+        rec.insert("sq_small".into(), small);
+        rec.insert("sq_big".into(), big);
+        rec.remove("layers");
+        serde_json::to_writer(&mut out, &rec).map_err(std::io::Error::other)?;
+        out.push(b'\n');
+    }
+    Ok((out, left_out))
+}
+
+/// Read a stats stream for `gradient`: as it is (raw), or with the `precond` pair in place of
+/// the raw norms. Returns the outcome and how many records were left out for want of the
+/// pair (0 for raw). An Adam-preconditioned read of a stream without any `precond` is an
+/// error that says where the pair comes from.
+pub fn read_for(
+    reader: impl Read + Send,
+    gradient: GradientKind,
+    bound: RecordBound,
+) -> std::io::Result<(ReadOutcome, usize)> {
+    match gradient {
+        GradientKind::Raw => Ok((read_ndjson_bounded(BufReader::new(reader), bound)?, 0)),
+        GradientKind::AdamPreconditioned => {
+            let (text, left_out) = preconditioned_lines(BufReader::new(reader))?;
+            if text.is_empty() {
+                return Err(std::io::Error::other(format!(
+                    "no record carries `precond` (the hook writes it with \
+                     GradNoiseMeter(precondition=optimizer)); {left_out} records without it"
+                )));
+            }
+            Ok((
+                read_ndjson_bounded(std::io::Cursor::new(text), bound)?,
+                left_out,
+            ))
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! Stats protocol v1: one JSON object per line, parsed into a validated [`StepStats`].
+//!
+//! JSON cannot hold NaN or ±Inf, so producers write `null`, strings such as `"NaN"` or
+//! `"-Infinity"`, or overflowing numbers instead. Those come back as
+//! [`ProtocolError::NonFinite`], distinct from malformed lines, so the analysis can skip the
+//! step and say so. The format is documented in `docs/PROTOCOL.md`.
+
+use crate::record::step::{PROTOCOL_VERSION, StepStats};
+use serde_json::{Map, Value};
+
+/// Magnitudes at or beyond this (f32::MAX) are read as the ±Inf sentinel of f32 producers.
+pub const INF_SENTINEL: f64 = f32::MAX as f64;
+
+/// Numeric fields a record must carry; `null` in any of them means "non-finite".
+const REQUIRED: [&str; 4] = ["b_small", "b_big", "sq_small", "sq_big"];
+/// Optional numeric fields; `null` there means "absent".
+const OPTIONAL: [&str; 5] = ["tokens", "loss", "lr", "step_time_s", "dot_prev"];
+
+/// Why one protocol line could not become a usable [`StepStats`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProtocolError {
+    /// The line is not valid JSON.
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    /// The line is JSON but not an object.
+    #[error("expected a JSON object, found {0}")]
+    NotObject(&'static str),
+    /// The `v` field is missing.
+    #[error("missing protocol version field \"v\"")]
+    MissingVersion,
+    /// The `v` field names a version this build does not read.
+    #[error("unsupported protocol version {0} (this build reads v1)")]
+    Version(String),
+    /// A numeric field holds NaN, ±Inf, `null` (required fields) or an overflowing number.
+    #[error("non-finite value in \"{field}\"{}", step.map(|s| format!(" at step {s}")).unwrap_or_default())]
+    NonFinite {
+        /// The offending field (`layers.NAME.sq_big` for a layer).
+        field: String,
+        /// The record's step, when it could be read.
+        step: Option<u64>,
+    },
+    /// The line is an event of the advice loop (`{"v":1,"advice":{...}}` written by
+    /// `copus watch --advise`, `{"v":1,"applied":{...}}` written by the hook's Advisor), not a
+    /// step record: counted apart, neither a record nor malformed.
+    #[error("{kind} event{}", at_step.map(|s| format!(" at step {s}")).unwrap_or_default())]
+    Event {
+        /// "advice" or "applied".
+        kind: &'static str,
+        /// Its `at_step`, when it has one.
+        at_step: Option<u64>,
+    },
+    /// A field is missing or has the wrong type.
+    #[error("bad field: {0}")]
+    Field(String),
+    /// A field has a value outside its domain (e.g. `b_small <= 0`, `b_big < b_small`).
+    #[error("invalid \"{field}\": {reason}")]
+    Invalid {
+        /// The offending field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl ProtocolError {
+    /// True for the non-finite class (skipped with a diagnostic rather than counted malformed).
+    pub fn is_non_finite(&self) -> bool {
+        matches!(self, ProtocolError::NonFinite { .. })
+    }
+
+    /// True for an advice-loop event line ([`ProtocolError::Event`]).
+    pub fn is_event(&self) -> bool {
+        matches!(self, ProtocolError::Event { .. })
+    }
+}
+
+/// Parse and validate one protocol v1 line.
+///
+/// Well-formed lines take a typed fast path (no JSON tree); any other line goes through the
+/// general path below, which names what is wrong.
+pub fn parse_line(line: &str) -> Result<StepStats, ProtocolError> {
+    // A UTF-8 byte-order mark (written by some editors and PowerShell) is not part of a record.
+    let line = line.strip_prefix('\u{feff}').unwrap_or(line);
+    if let Some(record) = crate::ingest::typed::parse(line) {
+        validate(&record)?;
+        return Ok(record);
+    }
+    parse_general(line)
+}
+
+/// `line` with every bare `NaN`, `Infinity` and `-Infinity` outside strings written as a
+/// string (`"NaN"`, …), or `None` when it has none.
+fn quote_bare_non_finite(line: &str) -> Option<String> {
+    const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+    let mut out = String::with_capacity(line.len() + 8);
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(t) = TOKENS.iter().find(|t| rest.starts_with(**t)) {
+            out.push('"');
+            out.push_str(t);
+            out.push('"');
+            rest = &rest[t.len()..];
+            changed = true;
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    changed.then_some(out)
+}
+
+/// The general path of [`parse_line`] (through a JSON tree), for any line: the exact error of
+/// a bad one. `line` has no byte-order mark.
+pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
+    let parsed = serde_json::from_str::<Value>(line);
+    // Python's `json.dumps` writes NaN and ±inf as bare `NaN`, `Infinity`, `-Infinity`: not
+    // JSON, but a non-finite value all the same (as the strings "NaN" and "Infinity" are).
+    let parsed = match (parsed, quote_bare_non_finite(line)) {
+        (Err(_), Some(quoted)) => serde_json::from_str::<Value>(&quoted),
+        (p, _) => p,
+    };
+    let value: Value = parsed.map_err(|e| {
+        if e.to_string().contains("number out of range") {
+            ProtocolError::NonFinite {
+                field: "a number out of f64 range".into(),
+                step: None,
+            }
+        } else {
+            ProtocolError::Json(e.to_string())
+        }
+    })?;
+    let Value::Object(mut obj) = value else {
+        return Err(ProtocolError::NotObject(kind_name(&value)));
+    };
+    check_version(&obj)?;
+    if !obj.contains_key("step") {
+        for kind in ["advice", "applied"] {
+            if let Some(Value::Object(e)) = obj.get(kind) {
+                return Err(ProtocolError::Event {
+                    kind,
+                    at_step: e.get("at_step").and_then(Value::as_u64),
+                });
+            }
+        }
+    }
+    let step = obj.get("step").and_then(Value::as_u64);
+    for field in REQUIRED {
+        if let Some(v) = obj.get(field) {
+            check_number(v, field, true, step)?;
+        }
+    }
+    for field in OPTIONAL {
+        match obj.get(field) {
+            Some(Value::Null) => {
+                obj.remove(field);
+            }
+            Some(v) => check_number(v, field, false, step)?,
+            None => {}
+        }
+    }
+    check_layers(&obj, step)?;
+    for field in ["n_small", "config", "skipped", "layers"] {
+        if obj.get(field) == Some(&Value::Null) {
+            obj.remove(field);
+        }
+    }
+    let record: StepStats = serde_json::from_value(Value::Object(obj))
+        .map_err(|e| ProtocolError::Field(e.to_string()))?;
+    validate(&record)?;
+    Ok(record)
+}
+
+/// Domain checks of a parsed record: positive batch sizes, `b_big >= b_small`, finite
+/// non-negative squared norms. Also used on records that did not come through the parser.
+pub fn validate(r: &StepStats) -> Result<(), ProtocolError> {
+    let non_finite = |field: &str| ProtocolError::NonFinite {
+        field: field.to_string(),
+        step: Some(r.step),
+    };
+    for (field, x) in [
+        ("b_small", r.b_small),
+        ("b_big", r.b_big),
+        ("sq_small", r.sq_small),
+        ("sq_big", r.sq_big),
+    ] {
+        if !x.is_finite() || x.abs() >= INF_SENTINEL {
+            return Err(non_finite(field));
+        }
+    }
+    for (name, l) in &r.layers {
+        if !(l.sq_small.is_finite() && l.sq_big.is_finite()) {
+            return Err(non_finite(&format!("layers.{name}")));
+        }
+        if l.sq_small < 0.0 || l.sq_big < 0.0 {
+            let reason = format!(
+                "squared norms of layer {:?} cannot be negative, got {} and {}",
+                name, l.sq_small, l.sq_big
+            );
+            return Err(invalid("layers", reason));
+        }
+    }
+    if r.b_small <= 0.0 {
+        return Err(invalid(
+            "b_small",
+            format!("must be > 0 samples, got {}", r.b_small),
+        ));
+    }
+    if r.b_big < r.b_small {
+        let reason = format!("must be >= b_small ({}), got {}", r.b_small, r.b_big);
+        return Err(invalid("b_big", reason));
+    }
+    if r.sq_small < 0.0 || r.sq_big < 0.0 {
+        let reason = "squared norms cannot be negative".to_string();
+        return Err(invalid("sq_small/sq_big", reason));
+    }
+    if let Some(n) = r.n_small
+        && n == 0
+    {
+        return Err(invalid("n_small", "must be >= 1".into()));
+    }
+    Ok(())
+}
+
+fn invalid(field: &'static str, reason: String) -> ProtocolError {
+    ProtocolError::Invalid { field, reason }
+}
+
+fn check_version(obj: &Map<String, Value>) -> Result<(), ProtocolError> {
+    match obj.get("v") {
+        None => Err(ProtocolError::MissingVersion),
+        Some(v) if v.as_u64() == Some(u64::from(PROTOCOL_VERSION)) => Ok(()),
+        Some(v) => Err(ProtocolError::Version(v.to_string())),
+    }
+}
+
+/// Classify one numeric JSON value: finite numbers pass, NaN/Inf markers are non-finite,
+/// anything else is left for serde to reject with a type error.
+fn check_number(
+    v: &Value,
+    field: &str,
+    required: bool,
+    step: Option<u64>,
+) -> Result<(), ProtocolError> {
+    let non_finite = || ProtocolError::NonFinite {
+        field: field.to_string(),
+        step,
+    };
+    match v {
+        Value::Null if required => Err(non_finite()),
+        Value::Number(n) => match n.as_f64() {
+            Some(x) if x.is_finite() && x.abs() < INF_SENTINEL => Ok(()),
+            _ => Err(non_finite()),
+        },
+        Value::String(s) if is_non_finite_word(s) => Err(non_finite()),
+        Value::String(s) => Err(ProtocolError::Field(format!(
+            "\"{field}\" must be a number, found string {s:?}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn check_layers(obj: &Map<String, Value>, step: Option<u64>) -> Result<(), ProtocolError> {
+    let Some(Value::Object(layers)) = obj.get("layers") else {
+        return Ok(());
+    };
+    for (name, layer) in layers {
+        if let Value::Object(l) = layer {
+            for key in ["sq_small", "sq_big"] {
+                if let Some(v) = l.get(key) {
+                    check_number(v, &format!("layers.{name}.{key}"), true, step)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_non_finite_word(s: &str) -> bool {
+    let t = s.trim().trim_start_matches(['+', '-']).to_ascii_lowercase();
+    matches!(t.as_str(), "nan" | "inf" | "infinity")
+}
+
+fn kind_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
