@@ -6,8 +6,9 @@
 
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{app_for_session, demo_path};
-use copus::tui::palette::ColorMode;
-use copus::tui::{table_job, view};
+use copus::runtime::table_job;
+use copus::ui::palette::ColorMode;
+use copus::ui::view;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::widgets::Block;

@@ -2,7 +2,7 @@
 //! critical batch size) and 3D parallelism (hardware throughput) in large-model training.
 //!
 //! Data flows one way: `source` → `stats` → `trajectory` → `perf`/`goodput` → `plan` →
-//! `app` (state) → `tui` (view). `cli` is the command-line edge.
+//! `app` (state) → `ui` (view); `runtime` runs the event loop and the background work. `cli` is the command-line edge.
 //! `session` (configuration) and `pipeline` (a resolved session run through `source` → `plan`)
 //! sit above `source` and `plan`, which do not depend on them.
 //!
@@ -20,12 +20,14 @@ pub use copus_stats as stats;
 
 pub mod app;
 pub mod cli;
+pub mod config;
 pub mod malloc_tuning;
 pub mod pipeline;
 pub mod profiles;
+pub mod runtime;
 pub mod session;
 pub mod signals;
 pub mod source;
 pub mod trainer;
-pub mod tui;
+pub mod ui;
 pub mod validate;

@@ -2,8 +2,8 @@
 //! run-wide), the causes the diagnostics locate placed on the timeline, the per-layer view and
 //! a second run laid over the first (`open A --compare B`).
 
-mod drift_support;
-mod stats_support;
+use crate::drift_support;
+use crate::stats_support;
 
 use copus::app::measured_view::{self as mv, CauseKind};
 use copus::app::{Msg, update};
@@ -115,7 +115,7 @@ fn causes_sit_at_the_steps_the_diagnostics_name() {
             "{c:?} not between {lo} and {hi}"
         );
     }
-    let legend = copus::tui::timeline_marks::legend_entries(&app);
+    let legend = copus::ui::timeline_marks::legend_entries(&app);
     for k in [CauseKind::LrChange, CauseKind::NonFinite] {
         let entry = format!("{} {}", k.glyph(), k.label());
         assert!(legend.contains(&entry), "{entry} not in {legend:?}");
@@ -147,7 +147,7 @@ fn l_cycles_the_timeline_through_the_layers_and_back() {
     let names = mv::layer_names(&report);
     assert!(names.len() >= 2, "{names:?}");
     let key = KeyEvent::new(KeyCode::Char('l'), KeyModifiers::NONE);
-    let msg = copus::tui::keys::key_to_msg(&app, key).expect("l is bound");
+    let msg = copus::runtime::keys::key_to_msg(&app, key).expect("l is bound");
     assert!(matches!(msg, Msg::CycleLayer));
     for name in &names {
         update(&mut app, Msg::CycleLayer);
@@ -284,7 +284,7 @@ fn a_stretch_without_signal_is_marked_across_the_axis() {
         },
     );
     let mut term = Terminal::new(TestBackend::new(120, 40)).expect("terminal");
-    term.draw(|f| copus::tui::view::draw(f, &app, copus::tui::palette::ColorMode::Indexed))
+    term.draw(|f| copus::ui::view::draw(f, &app, copus::ui::palette::ColorMode::Indexed))
         .expect("draws");
     let buf = term.backend().buffer();
     let axis = (0..40u16)

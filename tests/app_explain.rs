@@ -1,14 +1,14 @@
 //! The explanation popup (`x`), the marked cell (`m`) and the comparison, and the best cell's
 //! step shares along training, on the demo session.
 
-mod render_support;
+use crate::render_support;
 use copus::app::explain::{CellKind, cell_view, compare};
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{app_for_session, demo_path};
 use copus::goodput::{GoodputGrid, TableCell};
 use copus::perf::{PerfContext, predict};
-use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job};
+use copus::runtime::{keys, table_job};
+use copus::ui::palette::ColorMode;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::sync::Arc;
 
@@ -223,7 +223,7 @@ fn the_best_cell_along_training_is_the_heatmaps_best_at_each_phase() {
 
 #[test]
 fn bar_cells_are_proportional_and_add_up_to_the_rounded_total() {
-    use copus::tui::explain::bar_cells;
+    use copus::ui::explain::bar_cells;
     let mut seed = 7u64;
     let mut next = || {
         seed = seed

@@ -2,12 +2,12 @@
 //! every step of every embedded lesson, pressing the keys its instruction names and checking
 //! the change it describes, with the panel it points at focused and the question on screen.
 
-mod render_support;
+use crate::render_support;
 use copus::app::lessons::{self, Change, Lesson};
 use copus::app::{App, Msg, update};
 use copus::cli::lesson::lesson_app;
-use copus::tui::keys;
-use copus::tui::palette::ColorMode;
+use copus::runtime::keys;
+use copus::ui::palette::ColorMode;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn render(app: &App, w: u16, h: u16) -> String {
@@ -169,7 +169,7 @@ fn the_what_if_answer_matches_the_recomputed_heatmap() {
     );
     // The ★ cell's number is on screen.
     let screen = render(&app, 200, 60);
-    let star = format!("★{}", copus::tui::format::si(seven));
+    let star = format!("★{}", copus::ui::format::si(seven));
     assert!(screen.contains(&star), "{star}\n{screen}");
     let answer = &lesson.steps[1].answer;
     let listed = answer
@@ -204,7 +204,7 @@ fn the_estimate_right_answers_match_the_measurement() {
         r30.value < 1.0 && r30.ci[1].is_some_and(|hi| hi < 1.0),
         "{r30:?}"
     );
-    let head = copus::tui::timeline_marks::headline(&app, 200).expect("a headline");
+    let head = copus::ui::timeline_marks::headline(&app, 200).expect("a headline");
     let head: String = head.spans.iter().map(|s| s.content.as_ref()).collect();
     assert!(
         head.contains("measured B_noise ÷ B_simple ×") && head.contains("at step 30"),

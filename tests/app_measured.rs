@@ -4,8 +4,8 @@
 use copus::app::{App, Msg, update};
 use copus::cli::open::{OpenArgs, adhoc_session};
 use copus::session::Panel;
-use copus::tui::palette::ColorMode;
-use copus::tui::view;
+use copus::ui::palette::ColorMode;
+use copus::ui::view;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use std::path::Path;

@@ -3,15 +3,15 @@
 //! user says so, Esc closes popups and never quits, quitting with unsaved changes asks, the
 //! saved cursor is restored, exports are named as reported, and load failures are shown.
 
-mod dump_support;
-mod render_support;
+use crate::dump_support;
+use crate::render_support;
 use copus::app::{App, Confirm, Effect, Msg, PromptEdit, WriteJob, update};
 use copus::cli::open::{
     DEMO_RON, OpenArgs, adhoc_session, demo_session, has_comments, prepared, save_target,
 };
+use copus::runtime::{keys, worker};
 use copus::session::Session;
-use copus::tui::palette::ColorMode;
-use copus::tui::{keys, worker};
+use copus::ui::palette::ColorMode;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::path::Path;
 

@@ -1,12 +1,12 @@
 //! The demo's guided tour at 80×24: every step's instruction works from where the step leaves
 //! the focus, the popup leaves what it describes visible, and the text reads without colour.
 
-mod render_support;
+use crate::render_support;
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{demo_session, prepared};
+use copus::runtime::{keys, table_job};
 use copus::session::Panel;
-use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job};
+use copus::ui::palette::ColorMode;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::sync::Arc;
 

@@ -2,13 +2,13 @@
 //! per sample and converted explicitly to the model's sequences for the heatmap; "past B_crit"
 //! only when the batch is; the Pollux efficiency is shown relative to B0.
 
-mod render_support;
+use crate::render_support;
 use copus::app::recommend::{Units, recommend};
 use copus::app::{App, Msg, update};
 use copus::cli::open::{OpenArgs, adhoc_session, app_for_session, demo_path};
 use copus::goodput::StatEffForm;
 use copus::session::Panel;
-use copus::tui::palette::ColorMode;
+use copus::ui::palette::ColorMode;
 use std::path::Path;
 
 fn render(app: &App, w: u16, h: u16) -> String {
@@ -209,14 +209,14 @@ fn snapshot_takes_seq_len_as_open_does() {
 
 #[test]
 fn an_interval_unbounded_above_reads_as_such_in_the_title() {
-    use copus::tui::timeline::b_crit_interval_words;
+    use copus::ui::timeline::b_crit_interval_words;
     let words = b_crit_interval_words(1300.0, Some((1200.0, f64::INFINITY)), 4096);
     assert!(words.starts_with("1.3k [1.2k–∞] samples ("), "{words}");
     let bounded = b_crit_interval_words(38.0, Some((33.0, 45.0)), 2048);
     assert_eq!(bounded, "38 [33–45] samples (77.8k tok)");
     assert_eq!(
         b_crit_interval_words(38.0, None, 2048),
-        copus::tui::timeline::b_crit_words(38.0, 2048)
+        copus::ui::timeline::b_crit_words(38.0, 2048)
     );
 
     // The sample run's interval is unbounded above from step 399 to 409: the point keeps it

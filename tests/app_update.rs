@@ -1,12 +1,13 @@
 //! Update and render tests of the explorer on the demo session: key sequences drive the state,
 //! and every panel draws at 80×24 and 200×60 without panicking.
 
-mod render_support;
+use crate::render_support;
 use copus::app::{App, Effect, Msg, WriteJob, update};
 use copus::cli::open::{app_for_session, demo_path};
+use copus::config::keys::{Chord, Key, Scope};
+use copus::runtime::{keys, table_job};
 use copus::session::Panel;
-use copus::tui::palette::ColorMode;
-use copus::tui::{keys, table_job};
+use copus::ui::palette::ColorMode;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -243,7 +244,7 @@ fn tour_steps_move_focus_and_cursor() {
 
 #[test]
 fn mouse_clicks_select_cells_and_scrub() {
-    use copus::tui::geometry::areas;
+    use copus::ui::geometry::areas;
     use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
     use ratatui::layout::Rect;
     let mut app = demo_with_table();
@@ -361,35 +362,75 @@ fn efficiency_and_switch_cost_what_ifs() {
     );
 }
 
+/// A message as its debug text (messages are not comparable).
+fn dbg_msg(m: Option<Msg>) -> String {
+    format!("{m:?}")
+}
+
+/// A crossterm key press for a chord of the key table.
+fn press(c: Chord) -> KeyEvent {
+    let code = match c.key {
+        Key::Char(ch) => KeyCode::Char(ch),
+        Key::Left => KeyCode::Left,
+        Key::Right => KeyCode::Right,
+        Key::Up => KeyCode::Up,
+        Key::Down => KeyCode::Down,
+        Key::Home => KeyCode::Home,
+        Key::End => KeyCode::End,
+        Key::PageUp => KeyCode::PageUp,
+        Key::PageDown => KeyCode::PageDown,
+        Key::Tab => KeyCode::Tab,
+        Key::Enter => KeyCode::Enter,
+        Key::Esc => KeyCode::Esc,
+        Key::Backspace => KeyCode::Backspace,
+        Key::F(n) => KeyCode::F(n),
+    };
+    let mut mods = KeyModifiers::NONE;
+    if c.ctrl {
+        mods |= KeyModifiers::CONTROL;
+    }
+    if c.alt {
+        mods |= KeyModifiers::ALT;
+    }
+    if c.shift {
+        mods |= KeyModifiers::SHIFT;
+    }
+    key(code, mods)
+}
+
+/// `app` with what makes `scope`'s keys apply.
+fn in_scope(app: &App, scope: Scope) -> App {
+    let mut a = app.clone();
+    match scope {
+        Scope::Global | Scope::Timeline | Scope::Mouse => a.focus = Panel::Timeline,
+        Scope::Heatmap => a.focus = Panel::Heatmap,
+        Scope::WhatIf => a.focus = Panel::WhatIf,
+        Scope::Side => a.focus = Panel::Estimators,
+        Scope::Tour => a.tour_step = Some(0),
+        Scope::Popup => a.confirm = Some(copus::app::Confirm::Quit),
+    }
+    a
+}
+
 #[test]
 fn the_key_map_drives_help_and_hints_and_every_listed_key_works() {
-    use copus::tui::keymap::{KEYMAP, Scope};
     let mut app = demo_with_table();
-    for b in KEYMAP {
-        for &(code, mods) in b.keys {
-            let mut a = app.clone();
-            match b.scope {
-                Scope::Global | Scope::Timeline | Scope::Mouse => a.focus = Panel::Timeline,
-                Scope::Heatmap => a.focus = Panel::Heatmap,
-                Scope::WhatIf => a.focus = Panel::WhatIf,
-                Scope::Side => a.focus = Panel::Estimators,
-                Scope::Tour => a.tour_step = Some(0),
-                Scope::Popup => a.confirm = Some(copus::app::Confirm::Quit),
-            }
+    for b in &app.keymap.bindings {
+        for c in b.chords() {
+            let a = in_scope(&app, b.scope);
             assert!(
-                keys::key_to_msg(&a, key(code, mods)).is_some(),
-                "{} ({:?}) does nothing in {:?}",
+                keys::key_to_msg(&a, press(c)).is_some(),
+                "{} ({c}) does nothing in {:?}",
                 b.label,
-                code,
                 b.scope
             );
         }
     }
     update(&mut app, Msg::ToggleHelp);
     let screen = render(&app, 200, 60, ColorMode::Indexed);
-    for b in KEYMAP {
+    for b in &app.keymap.bindings {
         assert!(
-            screen.contains(b.label),
+            screen.contains(&b.label),
             "help lacks {}:\n{screen}",
             b.label
         );
@@ -399,7 +440,137 @@ fn the_key_map_drives_help_and_hints_and_every_listed_key_works() {
     app.status = "saved somewhere".into();
     update(&mut app, Msg::Scrub(1));
     let screen = render(&app, 200, 60, ColorMode::Indexed);
-    assert!(screen.contains(&copus::tui::keymap::hints()), "{screen}");
+    assert!(
+        screen.contains(&copus::ui::keymap::hints(&app.keymap)),
+        "{screen}"
+    );
+}
+
+#[test]
+fn every_action_dispatches_what_the_built_in_keys_did() {
+    // The table's dispatch against the messages the keys meant before the table carried them.
+    let app = demo_with_table();
+    let timeline = in_scope(&app, Scope::Timeline);
+    let heat = in_scope(&app, Scope::Heatmap);
+    let whatif = in_scope(&app, Scope::WhatIf);
+    let side = in_scope(&app, Scope::Side);
+    let tour = in_scope(&heat, Scope::Tour);
+    let cases: Vec<(&App, KeyEvent, Option<Msg>)> = vec![
+        (
+            &timeline,
+            key(KeyCode::Left, KeyModifiers::NONE),
+            Some(Msg::Scrub(-1)),
+        ),
+        (
+            &timeline,
+            key(KeyCode::Right, KeyModifiers::SHIFT),
+            Some(Msg::Scrub(10)),
+        ),
+        (
+            &heat,
+            key(KeyCode::Left, KeyModifiers::SHIFT),
+            Some(Msg::MoveSelection(0, -1)),
+        ),
+        (
+            &heat,
+            key(KeyCode::Enter, KeyModifiers::NONE),
+            Some(Msg::DrillIn),
+        ),
+        (
+            &whatif,
+            key(KeyCode::Char('-'), KeyModifiers::NONE),
+            Some(Msg::WhatIfChange(-1)),
+        ),
+        (
+            &whatif,
+            key(KeyCode::Up, KeyModifiers::SHIFT),
+            Some(Msg::WhatIfRow(-1)),
+        ),
+        (
+            &side,
+            key(KeyCode::Down, KeyModifiers::NONE),
+            Some(Msg::ScrollSide(1)),
+        ),
+        (
+            &side,
+            key(KeyCode::Left, KeyModifiers::NONE),
+            Some(Msg::Scrub(-1)),
+        ),
+        (
+            &tour,
+            key(KeyCode::Down, KeyModifiers::SHIFT),
+            Some(Msg::TourScroll(1)),
+        ),
+        (
+            &tour,
+            key(KeyCode::Down, KeyModifiers::NONE),
+            Some(Msg::MoveSelection(1, 0)),
+        ),
+        (
+            &tour,
+            key(KeyCode::Char('r'), KeyModifiers::NONE),
+            Some(Msg::Reveal),
+        ),
+        (&timeline, key(KeyCode::Char('r'), KeyModifiers::NONE), None),
+        (
+            &timeline,
+            key(KeyCode::Char('S'), KeyModifiers::SHIFT),
+            Some(Msg::SaveAs),
+        ),
+        (
+            &timeline,
+            key(KeyCode::Char('3'), KeyModifiers::NONE),
+            Some(Msg::ShowSide(Panel::SIDE[2])),
+        ),
+        (
+            &timeline,
+            key(KeyCode::Char('c'), KeyModifiers::CONTROL),
+            Some(Msg::Quit),
+        ),
+        (&timeline, key(KeyCode::Up, KeyModifiers::NONE), None),
+    ];
+    for (i, (a, k, want)) in cases.into_iter().enumerate() {
+        assert_eq!(
+            dbg_msg(keys::key_to_msg(a, k)),
+            dbg_msg(want),
+            "case {i}: {k:?}"
+        );
+    }
+}
+
+#[test]
+fn quit_rebound_from_a_configuration_file_quits_and_the_help_and_footer_say_so() {
+    let config = copus::config::parse("(keys: { quit: [\"Q\"], help: [\"f1\"] })").expect("config");
+    let mut app = demo_with_table();
+    app.keymap = config.keymap;
+    let timeline = in_scope(&app, Scope::Timeline);
+    let q = key(KeyCode::Char('q'), KeyModifiers::NONE);
+    let big_q = key(KeyCode::Char('Q'), KeyModifiers::SHIFT);
+    assert_eq!(
+        dbg_msg(keys::key_to_msg(&timeline, q)),
+        "None",
+        "q no longer quits"
+    );
+    assert_eq!(dbg_msg(keys::key_to_msg(&timeline, big_q)), "Some(Quit)");
+    let f1 = key(KeyCode::F(1), KeyModifiers::NONE);
+    assert_eq!(dbg_msg(keys::key_to_msg(&timeline, f1)), "Some(ToggleHelp)");
+    let mut help = timeline.clone();
+    update(&mut help, Msg::ToggleHelp);
+    assert_eq!(
+        dbg_msg(keys::key_to_msg(&help, big_q)),
+        "Some(Quit)",
+        "also from the help page"
+    );
+    let screen = render(&help, 200, 60, ColorMode::Indexed);
+    assert!(screen.contains("Q               quit"), "{screen}");
+    let footer = render(&timeline, 80, 24, ColorMode::Indexed);
+    let last = footer
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim_end()
+        .to_string();
+    assert!(last.ends_with("F1 help · Q quit"), "{last:?}");
 }
 
 #[test]
@@ -417,7 +588,7 @@ fn selection_starts_on_the_best_cell_and_star_jumps_back() {
 
 #[test]
 fn mouse_drag_scrubs_and_the_wheel_moves() {
-    use copus::tui::geometry::areas;
+    use copus::ui::geometry::areas;
     use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
     use ratatui::layout::Rect;
     let mut app = demo_with_table();
@@ -586,15 +757,15 @@ fn the_help_page_fits_or_scrolls_at_80x24() {
     let mut app = demo_with_table();
     update(&mut app, Msg::ToggleHelp);
     let screen = render(&app, 80, 24, ColorMode::Monochrome);
-    let last = copus::tui::keymap::KEYMAP.last().expect("bindings").label;
-    if !screen.contains(last) {
+    let last = app.keymap.bindings.last().expect("bindings").label.clone();
+    if !screen.contains(&last) {
         assert!(screen.contains("↓ more"), "{screen}");
         for _ in 0..30 {
             let msg = keys::key_to_msg(&app, key(KeyCode::Down, KeyModifiers::NONE)).expect("↓");
             update(&mut app, msg);
         }
         let screen = render(&app, 80, 24, ColorMode::Monochrome);
-        assert!(screen.contains(last), "scrolled to the end:\n{screen}");
+        assert!(screen.contains(&last), "scrolled to the end:\n{screen}");
     }
 }
 
@@ -645,7 +816,7 @@ fn planner_what_ifs_replan_without_a_new_table() {
         );
     }
     let mut term = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
-    term.draw(|f| copus::tui::view::draw(f, &app, ColorMode::Indexed))
+    term.draw(|f| copus::ui::view::draw(f, &app, ColorMode::Indexed))
         .expect("draws");
     let screen: String = term
         .backend()
@@ -698,14 +869,17 @@ fn the_footer_keeps_help_and_quit_whole_at_any_width() {
             "{w}×{h}: footer cut or missing help/quit: {footer:?}"
         );
         // Only whole hints: every part is one of the key map's hints.
-        let all = copus::tui::keymap::hints();
+        let all = copus::ui::keymap::hints(&app.keymap);
         for part in footer.trim().split(" · ") {
             assert!(all.contains(part), "{w}×{h}: {part:?} is not a whole hint");
         }
     }
     // Wide enough for all of them: nothing is left out.
     let screen = render(&app, 200, 60, ColorMode::Indexed);
-    assert!(screen.contains(&copus::tui::keymap::hints()), "{screen}");
+    assert!(
+        screen.contains(&copus::ui::keymap::hints(&app.keymap)),
+        "{screen}"
+    );
 }
 
 #[test]
@@ -772,14 +946,14 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
     let note = copus::app::advice::pending_note(&app).expect("note");
     assert!(note.contains("A approves"), "{note}");
     // The key A approves it.
-    let msg = copus::tui::keys::key_to_msg(&app, key(KeyCode::Char('A'), KeyModifiers::SHIFT));
+    let msg = copus::runtime::keys::key_to_msg(&app, key(KeyCode::Char('A'), KeyModifiers::SHIFT));
     assert!(matches!(msg, Some(Msg::ApproveAdvice)), "{msg:?}");
     let effects = update(&mut app, Msg::ApproveAdvice);
     let [Effect::AppendLine { path, line }] = effects.as_slice() else {
         panic!("{effects:?}");
     };
     assert_eq!(path, &out);
-    let answer = copus::tui::worker::append(path.clone(), line);
+    let answer = copus::runtime::worker::append(path.clone(), line);
     assert!(
         matches!(answer, Msg::Appended { result: Ok(()), .. }),
         "{answer:?}"
@@ -893,7 +1067,7 @@ fn the_ranked_list_reads_the_grid_in_goodput_order() {
             .find(|l| l.contains(&format!(" {}  {} ", row.rank, row.layout.label())));
         if let Some(line) = line {
             shown += 1;
-            let g = copus::tui::format::si(row.goodput);
+            let g = copus::ui::format::si(row.goodput);
             let share = format!("{:.1}%", 100.0 * row.goodput / ranked.runs[0].goodput);
             assert!(line.contains(&g) && line.contains(&share), "{line}");
         }

@@ -5,7 +5,7 @@
 //! strings), and `predict` validates its flags, warns on cross-node TP and, when a
 //! configuration does not fit, prints its breakdown and a configuration that does.
 
-mod reliability_support;
+use crate::reliability_support;
 
 use reliability_support::{copus, copus_json as json};
 use serde_json::Value;

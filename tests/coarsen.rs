@@ -2,8 +2,8 @@
 //! records of equal numbers of consecutive steps, reports it, and gives the estimate of the
 //! whole run.
 
-mod reliability_support;
-mod stats_support;
+use crate::reliability_support;
+use crate::stats_support;
 
 use stats_support::{Model, to_ndjson};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! machine without a driver: "CPU (no CUDA driver found)"); `analyze --json` names the backend
 //! that reduced a dump and carries the fallback note in the JSON, not as a stray stderr line.
 
-mod dump_support;
+use crate::dump_support;
 use copus::compute::DType;
 use copus::compute::device::cuda_probe;
 use dump_support::*;

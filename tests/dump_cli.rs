@@ -2,7 +2,7 @@
 //! tensor sizes, and every step's sq_small and sq_big equal the direct f64 reference within
 //! 1e-6 relative; a broken dump is a clear error naming the file.
 
-mod dump_support;
+use crate::dump_support;
 use copus::compute::DType;
 use dump_support::*;
 use std::path::Path;

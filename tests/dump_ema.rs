@@ -1,7 +1,7 @@
 //! The seed's temporal EMA estimator (element-wise EMA of g and g² across steps, times B)
 //! against a direct f64 transcription of `GradientNoiseScaleEstimator.update`.
 
-mod dump_support;
+use crate::dump_support;
 use copus::compute::{CpuBackend, DType};
 use copus::source::dump::{DumpOptions, EMA_LABEL, reduce_dump, scan};
 use dump_support::*;

@@ -1,6 +1,6 @@
 //! Bad input gives a clear error naming the file and the tensor, never a panic.
 
-mod dump_support;
+use crate::dump_support;
 use copus::compute::{CpuBackend, DType};
 use copus::source::dump::{DumpOptions, reduce_steps, scan};
 use dump_support::*;

@@ -2,7 +2,7 @@
 //! reference within 1e-6 relative, on F32, F16 and BF16 dumps with odd tensor sizes, unequal
 //! sample counts, and segment sizes that split tensors unevenly.
 
-mod dump_support;
+use crate::dump_support;
 use copus::compute::{CpuBackend, DType};
 use copus::source::dump::{DumpOptions, layer_key, reduce_steps, scan};
 use dump_support::*;

@@ -1,7 +1,7 @@
 //! The .npy layout (`step_<N>/<part>/<tensor>.npy` + `samples.txt`) gives the same statistics
 //! as the f64 reference and as the same data in safetensors.
 
-mod dump_support;
+use crate::dump_support;
 use copus::compute::{CpuBackend, DType};
 use copus::source::dump::{DumpOptions, reduce_steps, scan};
 use dump_support::*;

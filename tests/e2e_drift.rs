@@ -2,8 +2,8 @@
 //! without colour (now and drift lead the timeline, the located causes are marked, `l` shows a
 //! layer), and `copus open A --compare B` overlays B with where the two differ.
 
-mod drift_support;
-mod tmux_support;
+use crate::drift_support;
+use crate::tmux_support;
 
 use copus::app::measured_view as mv;
 use drift_support::{open, sample_run, write_compared};

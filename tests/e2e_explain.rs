@@ -2,7 +2,7 @@
 //! of the selected cell (`x`), closes it with Esc, marks the best cell (`m`), selects another
 //! layout and compares the two side by side, and quits.
 
-mod tmux_support;
+use crate::tmux_support;
 use std::thread::sleep;
 use std::time::Duration;
 use tmux_support::Tmux;

@@ -2,7 +2,7 @@
 //! shows, `r` reveals the answer, the keys the instruction names make the change it describes,
 //! `n` moves on, and the lesson ends and quits cleanly. Also `copus lesson --list`.
 
-mod tmux_support;
+use crate::tmux_support;
 use copus::app::lessons::{self, Change};
 use std::process::Command;
 use std::thread::sleep;

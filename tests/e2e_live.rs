@@ -2,7 +2,7 @@
 //! a file while `copus watch FILE` runs in a tmux pseudo-terminal: the step count grows, follow
 //! mode keeps the cursor at the head, scrubbing away leaves it, and `q` restores the terminal.
 
-mod tmux_support;
+use crate::tmux_support;
 use std::process::{Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! checks the panels, scrubs, opens help, saves, quits, and checks that the terminal came back
 //! and the saved session reopens where it was left.
 
-mod tmux_support;
+use crate::tmux_support;
 use copus::session::Session;
 use std::path::Path;
 use std::thread::sleep;
@@ -198,4 +198,27 @@ fn the_whole_tour_works_at_80x24() {
         0,
         "nothing written without asking"
     );
+}
+
+#[test]
+fn quit_rebound_in_a_configuration_file_quits_the_explorer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.ron");
+    std::fs::write(&config, "(theme: light, keys: { quit: [\"Q\"] })").expect("config");
+    let command = format!(
+        "cd {} && {} --config {}; echo COPUS-EXITED $?; sleep 30",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_copus"),
+        config.display()
+    );
+    let tmux = Tmux::start("e2e-config", 80, 24, &command);
+    tmux.wait_for("best: batch");
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("Q quits");
+    tmux.keys(&["q"]);
+    sleep(Duration::from_millis(500));
+    assert!(!tmux.screen().contains("COPUS-EXITED"), "q no longer quits");
+    tmux.keys(&["Q"]);
+    let end = tmux.wait_for("COPUS-EXITED");
+    assert!(end.contains("COPUS-EXITED 0"), "{end}");
 }

@@ -2,11 +2,11 @@
 //! name holding ESC and a CSI sequence is shown as `\u{1b}[…`, never as a raw ESC byte that
 //! would drive the terminal, in the explorer's rendered buffer and in text CLI output.
 
-mod render_support;
+use crate::render_support;
 use copus::app::{Msg, update};
 use copus::cli::open::{OpenArgs, adhoc_session, prepared};
 use copus::session::Panel;
-use copus::tui::palette::ColorMode;
+use copus::ui::palette::ColorMode;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

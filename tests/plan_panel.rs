@@ -3,9 +3,10 @@
 
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{app_for_session, demo_path};
+use copus::runtime::table_job;
 use copus::session::Panel;
-use copus::tui::palette::ColorMode;
-use copus::tui::{table_job, view};
+use copus::ui::palette::ColorMode;
+use copus::ui::view;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! must end within 10 s and 2 GB with a clear message and an exit status in 1–100 (or give a
 //! correct result), never a panic, abort or signal death.
 
-mod reliability_support;
+use crate::reliability_support;
 
 use reliability_support::{copus, copus_in, demo_with, write_npy_raw};
 

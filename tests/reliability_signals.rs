@@ -6,8 +6,8 @@
 //! cases run in tmux, whose pane flags show the terminal modes the program left behind.
 #![cfg(target_os = "linux")]
 
-mod reliability_support;
-mod tmux_support;
+use crate::reliability_support;
+use crate::tmux_support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -2,17 +2,17 @@
 //! now and drift and the located causes on the timeline, the per-layer view, and a second run
 //! laid over the first — at 80×24 and 200×60, with styles. Besides the snapshots, each test
 //! checks that the essentials are on screen whole at 80 columns. Regenerate with
-//! `INSTA_UPDATE=always cargo test --test render_drift` and review the diff.
+//! `INSTA_UPDATE=always cargo test --test explorer -- render_drift::` and review the diff.
 
-mod render_support;
+use crate::render_support;
 
-mod drift_support;
+use crate::drift_support;
 
 use copus::app::measured_view as mv;
 use copus::app::{App, Msg, update};
 use copus::session::Panel;
-use copus::tui::palette::ColorMode;
-use copus::tui::view;
+use copus::ui::palette::ColorMode;
+use copus::ui::view;
 use drift_support::{open, sample_run, write_compared};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -111,11 +111,11 @@ fn a_compared_run_overlaid() {
     let [small, large] = snapshot_both("drift_compare", &app);
     for screen in [&small, &large] {
         assert!(
-            screen.contains(copus::tui::timeline_marks::DIFFERS_GLYPH),
+            screen.contains(copus::ui::timeline_marks::DIFFERS_GLYPH),
             "{screen}"
         );
         assert!(
-            screen.contains(copus::tui::timeline_marks::COMPARE_GLYPH),
+            screen.contains(copus::ui::timeline_marks::COMPARE_GLYPH),
             "{screen}"
         );
     }

@@ -2,15 +2,16 @@
 //! measured run (stats file), a gradient dump and a live source, at 80×24 and 200×60, with the
 //! buffer's styles (colours and modifiers of every cell run), so that a change to a panel's
 //! layout, numbers or heatmap colours shows up in review. Regenerate with
-//! `INSTA_UPDATE=always cargo test --test render_snapshots` and review the diff.
+//! `INSTA_UPDATE=always cargo test --test explorer -- render_snapshots::` and review the diff.
 
-mod render_support;
+use crate::render_support;
 
 use copus::app::{App, Msg, update};
 use copus::cli::open::{OpenArgs, adhoc_session, app_for_session, demo_path};
+use copus::config::ThemeName;
 use copus::session::Panel;
-use copus::tui::palette::ColorMode;
-use copus::tui::view;
+use copus::ui::palette::ColorMode;
+use copus::ui::view;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -36,6 +37,26 @@ fn main_view_with_heatmap_colours() {
         "main_80x24_no_color",
         render(&app, 80, 24, ColorMode::Monochrome)
     );
+}
+
+#[test]
+fn the_light_and_colour_blind_themes() {
+    for theme in [ThemeName::Light, ThemeName::Colorblind] {
+        let mut app = demo_at(40);
+        app.theme = theme;
+        let name = format!("main_80x24_{theme:?}").to_lowercase();
+        let buffer = render(&app, 80, 24, ColorMode::Indexed);
+        let dark = render(&demo_at(40), 80, 24, ColorMode::Indexed);
+        assert_eq!(buffer.content().len(), dark.content().len());
+        let same_text = buffer
+            .content()
+            .iter()
+            .zip(dark.content())
+            .all(|(a, b)| a.symbol() == b.symbol());
+        assert!(same_text, "{theme:?}: a theme changes colours, never text");
+        assert_ne!(buffer, dark, "{theme:?} draws like the dark theme");
+        insta::assert_debug_snapshot!(name, buffer);
+    }
 }
 
 #[test]

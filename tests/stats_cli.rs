@@ -1,6 +1,6 @@
 //! `copus analyze` end to end: the real binary on a generated stats file.
 
-mod stats_support;
+use crate::stats_support;
 
 use stats_support::{Model, to_ndjson};
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! Two runs side by side: oracle runs with a known change of B_simple, aligned by tokens.
 
-mod stats_support;
+use crate::stats_support;
 
 use copus::stats::analysis::compare::AlignedBy;
 use copus::stats::{EstimatorSettings, StepStats, analyze, compare};

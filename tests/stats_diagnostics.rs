@@ -1,6 +1,6 @@
 //! Per-layer breakdown, consecutive-step differencing and the diagnostics with reasons.
 
-mod stats_support;
+use crate::stats_support;
 
 use copus::stats::{
     AnalyzeReport, DiagnosticKind as K, EstimatorKind, EstimatorSettings, StepStats, Verdict,

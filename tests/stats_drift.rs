@@ -1,7 +1,7 @@
 //! Oracle tests of the headline: where B_simple is now (last window), the drift diagnostic
 //! between the first and the last window, and located causes (a learning-rate change point).
 
-mod stats_support;
+use crate::stats_support;
 
 use copus::stats::{AnalyzeReport, DiagnosticKind as K, EstimatorSettings, analyze};
 use rayon::prelude::*;

@@ -1,7 +1,7 @@
 //! A NaN in a gradient dump is the same event as a NaN in a stats file: counted in
 //! `non_finite_skipped` and reported as a located `non_finite_skipped` diagnostic.
 
-mod dump_support;
+use crate::dump_support;
 
 use copus::compute::{CpuBackend, DType};
 use copus::source::measured::load_dump_dir;

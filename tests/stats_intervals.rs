@@ -2,7 +2,7 @@
 //! with a known long-run variance, the run-wide interval's coverage under autocorrelated
 //! per-step noise, and the live smoother's lag correction (exact weights, no lag on a trend).
 
-mod stats_support;
+use crate::stats_support;
 
 use copus::stats::estimate::interval::hac_mean_cov;
 use copus::stats::smoothing::{Moments, one_sided, one_sided_lag_corrected};

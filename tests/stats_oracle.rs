@@ -1,7 +1,7 @@
 //! Oracle tests: gradients drawn with known Σ and G (power-law spectrum), so the true B_simple
 //! is known and per-step |G|² estimates are often negative, as on real runs.
 
-mod stats_support;
+use crate::stats_support;
 
 use copus::stats::{EstimatorSettings, SmootherKind, analyze};
 use rayon::prelude::*;

@@ -1,6 +1,6 @@
 //! Property tests of the estimator identities and invariances.
 
-mod stats_support;
+use crate::stats_support;
 
 use copus::stats::estimate::interval::fieller;
 use copus::stats::estimate::per_step::solve_two_sizes;

@@ -1,7 +1,7 @@
 //! Stats protocol v1: parsing, validation, the garbage-tolerant reader, non-finite handling and
 //! the errors of empty or all-bad input.
 
-mod stats_support;
+use crate::stats_support;
 
 use copus::stats::{
     DiagnosticKind, EstimatorSettings, ProtocolError, StatsError, analyze, analyze_outcome,

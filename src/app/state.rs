@@ -14,6 +14,10 @@ use std::sync::Arc;
 /// Everything the view draws.
 #[derive(Debug, Clone)]
 pub struct App {
+    /// The key table in force (the defaults with the user's bindings): dispatch, help, footer.
+    pub keymap: crate::config::keys::Keymap,
+    /// The theme the view draws in.
+    pub theme: crate::config::ThemeName,
     /// The session with its profiles (edited in place by the what-if editor).
     pub resolved: Resolved,
     /// B_crit over training as the source gave it (before the session's B_crit scale).
@@ -223,6 +227,12 @@ impl App {
         self.rescale();
     }
 
+    /// Use the user's key bindings and theme.
+    pub fn configure(&mut self, config: &crate::config::Config) {
+        self.keymap = config.keymap.clone();
+        self.theme = config.theme;
+    }
+
     /// A new explorer on `resolved` with its loaded source.
     pub fn new(resolved: Resolved, loaded: Loaded) -> Self {
         let raw = loaded.trajectory;
@@ -237,6 +247,8 @@ impl App {
             Panel::Recommendation
         };
         Self {
+            keymap: crate::config::keys::Keymap::default(),
+            theme: crate::config::ThemeName::Dark,
             resolved,
             raw_trajectory: raw,
             trajectory,

@@ -5,6 +5,7 @@ use super::state::Confirm;
 use super::state::{Prompt, PromptKind};
 use super::whatif::{self, FIELDS};
 use super::{App, Msg, PromptEdit};
+use crate::config::keys::Action;
 use crate::session::{Panel, Session};
 use std::path::PathBuf;
 
@@ -368,7 +369,7 @@ fn escape(app: &mut App) {
             i + 1
         );
     } else {
-        app.status = "q quits".into();
+        app.status = format!("{} quits", app.keymap.key_label(Action::Quit));
     }
 }
 

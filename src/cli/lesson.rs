@@ -152,7 +152,7 @@ fn scratch_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// Run `copus lesson`.
-pub fn run(args: &LessonArgs) -> anyhow::Result<()> {
+pub fn run(args: &LessonArgs, config: &crate::config::Config) -> anyhow::Result<()> {
     let Some(name) = args.name.as_deref().filter(|_| !args.list) else {
         print!("{}", list_text()?);
         if !args.list {
@@ -164,7 +164,9 @@ pub fn run(args: &LessonArgs) -> anyhow::Result<()> {
     match lesson.data {
         LessonData::Demo => {
             let cwd = std::env::current_dir().context("the working directory")?;
-            crate::tui::run(lesson_app(&lesson, &cwd)?)?;
+            let mut app = lesson_app(&lesson, &cwd)?;
+            app.configure(config);
+            crate::runtime::run(app)?;
         }
         LessonData::TrainerRun { ref branch_at, .. } => {
             if !branch_at.is_empty() {
@@ -175,8 +177,10 @@ pub fn run(args: &LessonArgs) -> anyhow::Result<()> {
             }
             let dir = scratch_dir()?;
             let cwd = std::env::current_dir().context("the working directory")?;
-            let result =
-                lesson_app_saving_to(&lesson, &dir, &cwd).and_then(|app| Ok(crate::tui::run(app)?));
+            let result = lesson_app_saving_to(&lesson, &dir, &cwd).and_then(|mut app| {
+                app.configure(config);
+                Ok(crate::runtime::run(app)?)
+            });
             let _ = std::fs::remove_dir_all(&dir);
             result?;
         }

@@ -35,6 +35,13 @@ pub struct Cli {
     /// Indent --json output (the default on a terminal; written compact to a pipe or a file).
     #[arg(long, global = true)]
     pub pretty: bool,
+    /// The configuration file (key bindings, theme) for the explorer; default
+    /// $XDG_CONFIG_HOME/copus/config.ron (or ~/.config/copus/config.ron) when it exists.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// The explorer's theme, over the configuration file's.
+    #[arg(long, global = true, value_enum)]
+    pub theme: Option<crate::config::ThemeName>,
     /// What to do; without a subcommand the explorer opens on the bundled demo session.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -80,6 +87,9 @@ pub enum Command {
     /// A guided lesson in the explorer (noise scale, coupling, a measured run, what-if);
     /// `--list` lists them.
     Lesson(lesson::LessonArgs),
+    /// The explorer's configuration (key bindings, theme): `--print` writes the defaults;
+    /// without it, checks the file in use (`--config FILE` or the default location).
+    Config(ConfigArgs),
     /// Any explorer screen after a list of keys, as text or SVG (for slides), no terminal.
     Snapshot(snapshot::SnapshotArgs),
 }
@@ -91,9 +101,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", version_text());
         return Ok(());
     }
+    let explorer = || explorer_config(cli.config.as_deref(), cli.theme);
     match cli.command {
-        None => open::run_demo(),
-        Some(Command::Open(a)) => open::run(&a),
+        None => open::run_demo(&explorer()?),
+        Some(Command::Open(a)) => open::run(&a, &explorer()?),
+        Some(Command::Config(a)) => config_command(&a, cli.config.as_deref()),
         Some(Command::Watch(a)) => watch::run(&a),
         Some(Command::Analyze(a)) => analyze::run(&a),
         Some(Command::Predict(a)) => predict::run(&a),
@@ -103,10 +115,55 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Grid(a)) => grid::run(&a),
         Some(Command::Plan(a)) => plan::run(&a),
         Some(Command::Bench(a)) => bench::run(&a),
-        Some(Command::Lesson(a)) => lesson::run(&a),
+        Some(Command::Lesson(a)) => lesson::run(&a, &explorer()?),
         Some(Command::Snapshot(a)) => snapshot::run(&a),
         Some(Command::DemoTrain(a)) => demo_train::run(&a),
     }
+}
+
+/// The explorer's configuration: the file given with `--config` (or the default location's),
+/// its theme replaced by `--theme` when given.
+fn explorer_config(
+    file: Option<&std::path::Path>,
+    theme: Option<crate::config::ThemeName>,
+) -> anyhow::Result<crate::config::Config> {
+    let mut config = crate::config::load(file)?;
+    if let Some(theme) = theme {
+        config.theme = theme;
+    }
+    Ok(config)
+}
+
+/// `copus config`: print the defaults (`--print`) or check a configuration file.
+fn config_command(args: &ConfigArgs, file: Option<&std::path::Path>) -> anyhow::Result<()> {
+    if args.print {
+        return write_stdout(&crate::config::defaults_text());
+    }
+    let config = crate::config::load(file)?;
+    let text = match &config.source {
+        Some(path) => format!(
+            "{}: valid (theme {}, {} bindings)\n",
+            path.display(),
+            ron::to_string(&config.theme).unwrap_or_default(),
+            config.keymap.bindings.len()
+        ),
+        None => match crate::config::default_path() {
+            Some(p) => format!(
+                "no configuration file at {} (the defaults apply; copus config --print writes them)\n",
+                p.display()
+            ),
+            None => "no configuration file (the defaults apply)\n".to_string(),
+        },
+    };
+    write_stdout(&text)
+}
+
+/// `copus config` options.
+#[derive(Debug, clap::Args)]
+pub struct ConfigArgs {
+    /// Write the default configuration (every key binding and the theme) to standard output.
+    #[arg(long)]
+    pub print: bool,
 }
 
 /// The message of `e` for the terminal: each cause of the chain once (a cause whose text the
@@ -163,8 +220,8 @@ pub fn write_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()>
 /// Exit status of a failed command: 1, or [`crate::signals::SIGNAL_EXIT`] when a signal
 /// stopped the explorer.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    match e.downcast_ref::<crate::tui::TuiError>() {
-        Some(crate::tui::TuiError::Signal(_)) => crate::signals::SIGNAL_EXIT as u8,
+    match e.downcast_ref::<crate::runtime::TuiError>() {
+        Some(crate::runtime::TuiError::Signal(_)) => crate::signals::SIGNAL_EXIT as u8,
         _ => 1,
     }
 }

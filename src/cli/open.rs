@@ -160,10 +160,11 @@ pub fn save_target(path: &Path, text: &str) -> (PathBuf, bool) {
 
 /// Open the explorer on the bundled demo; `s` saves to `./copus-demo.ron` (asking before it
 /// replaces a file that exists), `e` exports to the working directory.
-pub fn run_demo() -> anyhow::Result<()> {
+pub fn run_demo(config: &crate::config::Config) -> anyhow::Result<()> {
     let cwd = std::env::current_dir().context("the working directory")?;
-    let app = prepared(demo_session(&cwd)?, crate::compute::Device::Cpu)?;
-    crate::tui::run(app)?;
+    let mut app = prepared(demo_session(&cwd)?, crate::compute::Device::Cpu)?;
+    app.configure(config);
+    crate::runtime::run(app)?;
     Ok(())
 }
 
@@ -288,8 +289,10 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
 }
 
 /// Run `copus open`.
-pub fn run(args: &OpenArgs) -> anyhow::Result<()> {
-    crate::tui::run(explorer_app(args)?)?;
+pub fn run(args: &OpenArgs, config: &crate::config::Config) -> anyhow::Result<()> {
+    let mut app = explorer_app(args)?;
+    app.configure(config);
+    crate::runtime::run(app)?;
     Ok(())
 }
 

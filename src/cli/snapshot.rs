@@ -1,7 +1,7 @@
 //! `copus snapshot`: any explorer screen, after a list of keys, as text or SVG (for slides,
 //! documents and bug reports), without a terminal.
 
-use crate::tui::snapshot;
+use crate::ui::snapshot;
 use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
@@ -130,9 +130,9 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
     for key in keys {
         snapshot::press(&mut app, key);
     }
-    let mode = match (format, crate::tui::palette::ColorMode::from_env()) {
+    let mode = match (format, crate::ui::palette::ColorMode::from_env()) {
         (SnapshotFormat::Svg, m) => m,
-        (SnapshotFormat::Text, _) => crate::tui::palette::ColorMode::Monochrome,
+        (SnapshotFormat::Text, _) => crate::ui::palette::ColorMode::Monochrome,
     };
     let buf = snapshot::draw(&app, a.size.0, a.size.1, mode).map_err(anyhow::Error::msg)?;
     let body = match format {

@@ -304,7 +304,7 @@ fn run_explorer(args: &WatchArgs) -> anyhow::Result<()> {
     app.live_target = Some(args.target.clone());
     app.advice = advice;
     app.status = format!("waiting for records from {}…", args.target);
-    crate::tui::run(app)?;
+    crate::runtime::run(app)?;
     Ok(())
 }
 

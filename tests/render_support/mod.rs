@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use copus::app::{App, Effect, Msg, update};
-use copus::tui::palette::ColorMode;
-use copus::tui::table_job;
-use copus::tui::view;
+use copus::runtime::table_job;
+use copus::ui::palette::ColorMode;
+use copus::ui::view;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use std::sync::Arc;

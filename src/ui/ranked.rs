@@ -4,9 +4,10 @@
 
 use crate::app::App;
 use crate::app::ranked::{LineKind, Ranked, ranked_at, text_lines};
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 
 /// The popup's title and lines for `app` (empty before the grid is computed).
@@ -32,7 +33,7 @@ pub fn popup_lines(app: &App, width: usize) -> (String, Vec<Line<'static>>) {
 
 fn lines(r: &Ranked, width: usize) -> Vec<Line<'static>> {
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let dim = Style::new().fg(Color::DarkGray);
+    let dim = Style::new().fg(theme::current().muted);
     text_lines(r, width)
         .into_iter()
         .map(|(kind, text)| match kind {

@@ -3,9 +3,10 @@
 
 use super::format::{si, tokens};
 use crate::app::App;
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Color, Style, Stylize};
+use ratatui::style::{Style, Stylize};
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Sparkline};
@@ -259,7 +260,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             Dataset::default()
                 .marker(Marker::Braille)
                 .graph_type(GraphType::Scatter)
-                .style(Style::new().fg(Color::LightRed))
+                .style(Style::new().fg(theme::current().error_soft))
                 .data(&switches),
         );
     }
@@ -269,7 +270,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 Dataset::default()
                     .marker(Marker::Dot)
                     .graph_type(GraphType::Line)
-                    .style(Style::new().fg(Color::DarkGray))
+                    .style(Style::new().fg(theme::current().muted))
                     .data(band),
             );
         }
@@ -280,7 +281,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 .name("current batch")
                 .marker(Marker::Bar)
                 .graph_type(GraphType::Line)
-                .style(Style::new().fg(Color::Magenta))
+                .style(Style::new().fg(theme::current().mark))
                 .data(&current_line),
         );
     }
@@ -289,14 +290,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             .name("B_crit")
             .marker(Marker::Braille)
             .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Yellow))
+            .style(Style::new().fg(theme::current().warning))
             .data(&line),
     );
     datasets.push(
         Dataset::default()
             .marker(Marker::Block)
             .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Cyan))
+            .style(Style::new().fg(theme::current().accent))
             .data(&cursor),
     );
 
@@ -320,7 +321,10 @@ fn draw_loss(frame: &mut Frame, area: Rect, losses: &[f64]) {
     let label = format!(" loss {first:.2}→{last:.2} ");
     let width = label.chars().count() as u16;
     let [l, r] = Layout::horizontal([Constraint::Length(width), Constraint::Min(1)]).areas(area);
-    frame.render_widget(Span::styled(label, Style::new().fg(Color::DarkGray)), l);
+    frame.render_widget(
+        Span::styled(label, Style::new().fg(theme::current().muted)),
+        l,
+    );
     // Resample to the available width; the lowest loss draws the lowest bar, the highest a full one.
     let n = r.width.max(1) as usize;
     let (lo, hi) = losses
@@ -338,7 +342,7 @@ fn draw_loss(frame: &mut Frame, area: Rect, losses: &[f64]) {
     frame.render_widget(
         Sparkline::default()
             .data(&data)
-            .style(Style::new().fg(Color::DarkGray)),
+            .style(Style::new().fg(theme::current().muted)),
         r,
     );
 }

@@ -5,9 +5,10 @@
 use super::format::{si, tokens};
 use crate::app::App;
 use crate::stats::{AnalyzeReport, Severity, StepRow};
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 
 fn interval(ci: [f64; 2]) -> String {
@@ -45,8 +46,8 @@ fn measured_lines(
     use crate::app::measured_view as mv;
     let s = &report.summary;
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let dim = Style::new().fg(Color::DarkGray);
-    let warn = Style::new().fg(Color::Yellow);
+    let dim = Style::new().fg(theme::current().muted);
+    let warn = Style::new().fg(theme::current().warning);
     // Where B_crit is now and how it moved lead; the run-wide value is labelled as such.
     lines.push(Line::styled(
         format!(
@@ -222,14 +223,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 "seed EMA estimate: {} (biased: temporal variance of a moving target)",
                 ema.b_estimate.map_or("n/a".into(), si)
             ),
-            Style::new().fg(Color::Magenta),
+            Style::new().fg(theme::current().mark),
         ));
     }
     match &app.analysis {
         Some(report) => measured_lines(app, report, point.map(|p| p.step), &mut lines),
         None => lines.push(Line::styled(
             "a published law, not a measurement: no sampling interval",
-            Style::new().fg(Color::DarkGray),
+            Style::new().fg(theme::current().muted),
         )),
     }
     let scale = app.resolved.session.b_crit_scale;
@@ -239,7 +240,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     lines.push(Line::styled(
         "GNS can underestimate the measured critical batch size by orders of magnitude \
          (Merrill et al. 2025): try the B_crit scale in the what-if panel.",
-        Style::new().fg(Color::Gray),
+        Style::new().fg(theme::current().dim),
     ));
     let scroll = if focused { app.side_scroll } else { 0 };
     super::panel::draw_scrolled(frame, area, block, lines, scroll);

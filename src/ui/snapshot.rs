@@ -27,7 +27,7 @@ pub fn settle(app: &mut App, effects: Vec<Effect>) {
             let msg = match effect {
                 Effect::ComputeTable { generation } => Msg::TableReady {
                     generation,
-                    table: Arc::new(super::table_job(app).compute()),
+                    table: Arc::new(crate::runtime::table_job(app).compute()),
                 },
                 Effect::ComputePlan { generation } => {
                     let Some(table) = app.table.clone() else {
@@ -47,8 +47,8 @@ pub fn settle(app: &mut App, effects: Vec<Effect>) {
                 Effect::LoadSource => Msg::SourceLoaded(Box::new(
                     crate::pipeline::load(&app.resolved).map_err(|e| e.to_string()),
                 )),
-                Effect::Write(job) => super::worker::write(job),
-                Effect::AppendLine { path, line } => super::worker::append(path, &line),
+                Effect::Write(job) => crate::runtime::worker::write(job),
+                Effect::AppendLine { path, line } => crate::runtime::worker::append(path, &line),
             };
             next.extend(update(app, msg));
         }
@@ -107,7 +107,7 @@ pub fn parse_key(name: &str) -> Result<KeyEvent, String> {
 
 /// Press `key` in `app` and carry out what it asks for.
 pub fn press(app: &mut App, key: KeyEvent) {
-    if let Some(msg) = super::keys::key_to_msg(app, key) {
+    if let Some(msg) = crate::runtime::keys::key_to_msg(app, key) {
         let effects = update(app, msg);
         settle(app, effects);
     }

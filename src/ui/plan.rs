@@ -4,9 +4,10 @@
 
 use super::format::tokens;
 use crate::app::App;
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
@@ -31,7 +32,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         return;
     };
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let dim = Style::new().fg(Color::DarkGray);
+    let dim = Style::new().fg(theme::current().muted);
     let mut lines = vec![
         Line::styled(
             format!(

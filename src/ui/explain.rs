@@ -8,6 +8,7 @@ use super::palette::ColorMode;
 use crate::app::App;
 use crate::app::explain::{CellKind, CellView, Comparison, cell_view, compare};
 use crate::perf::explain::{Explanation, Part};
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -16,13 +17,13 @@ use ratatui::text::{Line, Span};
 /// Colour of a part in a bar (its letter is drawn on it, so colour is never the only cue).
 fn part_color(key: &str) -> Color {
     match key {
-        "compute" | "activations" => Color::Green,
-        "bubble" | "output" => Color::Yellow,
-        "tp" | "gradients" => Color::Magenta,
-        "pp" | "weights" => Color::Blue,
-        "dp" => Color::Red,
-        "optimizer" | "optimizer_state" => Color::Cyan,
-        _ => Color::DarkGray,
+        "compute" | "activations" => theme::current().good,
+        "bubble" | "output" => theme::current().warning,
+        "tp" | "gradients" => theme::current().mark,
+        "pp" | "weights" => theme::current().info,
+        "dp" => theme::current().error,
+        "optimizer" | "optimizer_state" => theme::current().accent,
+        _ => theme::current().muted,
     }
 }
 
@@ -82,9 +83,10 @@ fn bar(
         }
         let text: String = row[i..j].iter().map(|c| c.0).collect();
         spans.push(match (mode, key) {
-            (ColorMode::Indexed, Some(k)) => {
-                Span::styled(text, Style::new().bg(part_color(k)).fg(Color::Black))
-            }
+            (ColorMode::Indexed, Some(k)) => Span::styled(
+                text,
+                Style::new().bg(part_color(k)).fg(theme::current().on_light),
+            ),
             _ => Span::raw(text),
         });
         i = j;
@@ -172,7 +174,7 @@ fn bars(e: &Explanation, width: usize, mode: ColorMode) -> Vec<Line<'static>> {
 /// The lines explaining one cell.
 pub fn cell_lines(v: &CellView, width: usize, mode: ColorMode) -> Vec<Line<'static>> {
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let red = Style::new().fg(Color::Red);
+    let red = Style::new().fg(theme::current().error);
     let mut lines = vec![Line::styled(
         format!("{} @ batch {}", v.layout, v.batch),
         bold,
@@ -224,7 +226,7 @@ pub fn cell_lines(v: &CellView, width: usize, mode: ColorMode) -> Vec<Line<'stat
                             if n.distance == 1 { "" } else { "s" },
                             n.tried
                         ),
-                        bold.fg(Color::Green),
+                        bold.fg(theme::current().good),
                     ));
                     lines.push(Line::from(format!("  {}", n.changes.join(" · "))));
                     lines.push(Line::from(format!(
@@ -287,7 +289,7 @@ pub fn comparison_lines(
             bold,
         ),
         Line::from(format!("  {}", options(eb))),
-        Line::styled(c.summary.clone(), Style::new().fg(Color::Yellow)),
+        Line::styled(c.summary.clone(), Style::new().fg(theme::current().warning)),
     ];
     let step_scale = ea.prediction.step_time_s.max(eb.prediction.step_time_s);
     lines.push(Line::styled(
@@ -384,7 +386,7 @@ pub fn popup_lines(app: &App, width: usize, mode: ColorMode) -> (String, Vec<Lin
                 None => {
                     let mut lines = vec![Line::styled(
                         "Both cells must run to be compared; each explained:",
-                        Style::new().fg(Color::Yellow),
+                        Style::new().fg(theme::current().warning),
                     )];
                     lines.push(Line::from("A (marked)"));
                     lines.extend(cell_lines(&a, width, mode));
@@ -400,7 +402,7 @@ pub fn popup_lines(app: &App, width: usize, mode: ColorMode) -> (String, Vec<Lin
             if app.marked == Some(app.selected) {
                 lines.push(Line::styled(
                     "This cell is marked: select another and press x to compare.",
-                    Style::new().fg(Color::Yellow),
+                    Style::new().fg(theme::current().warning),
                 ));
             }
             lines.extend(cell_lines(&b, width, mode));

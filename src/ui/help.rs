@@ -1,27 +1,30 @@
 //! Help overlay and the one-line key help.
 
-use super::keymap::KEYMAP;
+use super::keymap::Keymap;
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
-use ratatui::style::{Color, Style};
+use ratatui::style::Style;
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Clear};
 
 /// The bottom key-help line, from the key map, fitted to `width` columns; its `n` hint names
 /// `tour_kind` ("tour" or "lesson", as [`crate::app::App::tour_kind`] gives it).
-pub fn key_line(width: u16, tour_kind: &str) -> Line<'static> {
+pub fn key_line(keymap: &Keymap, width: u16, tour_kind: &str) -> Line<'static> {
     Line::styled(
         format!(
             " {}",
-            super::keymap::hints_fitting(usize::from(width).saturating_sub(1), tour_kind)
+            super::keymap::hints_fitting(keymap, usize::from(width).saturating_sub(1), tour_kind)
         ),
-        Style::new().fg(Color::DarkGray),
+        Style::new().fg(theme::current().muted),
     )
 }
 
-/// Draw the help overlay centred in `area`, its text scrolled down by `scroll` lines.
-pub fn draw_overlay(frame: &mut Frame, area: Rect, scroll: u16) {
-    let mut lines: Vec<Line> = KEYMAP
+/// Draw the help overlay (every line of `keymap`) centred in `area`, its text scrolled down by
+/// `scroll` lines.
+pub fn draw_overlay(frame: &mut Frame, area: Rect, keymap: &Keymap, scroll: u16) {
+    let mut lines: Vec<Line> = keymap
+        .bindings
         .iter()
         .map(|b| Line::from(format!(" {:<15} {}", b.label, b.what)))
         .collect();

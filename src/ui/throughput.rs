@@ -4,9 +4,10 @@
 use super::format::si;
 use crate::app::App;
 use crate::goodput::TableCell;
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Style, Stylize};
+use ratatui::style::{Style, Stylize};
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph};
@@ -87,12 +88,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Dataset::default()
             .marker(Marker::Dot)
             .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::DarkGray))
+            .style(Style::new().fg(theme::current().muted))
             .data(&plateau),
         Dataset::default()
             .marker(Marker::Braille)
             .graph_type(GraphType::Line)
-            .style(Style::new().fg(Color::Green))
+            .style(Style::new().fg(theme::current().good))
             .data(&data),
     ];
     let chart = Chart::new(datasets)

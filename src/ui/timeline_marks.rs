@@ -6,9 +6,10 @@
 use crate::app::App;
 use crate::app::measured_view::{self as mv, CauseKind};
 use crate::trajectory::Trajectory;
+use crate::ui::theme;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
 /// Glyph of the compared run's trajectory on the chart.
@@ -45,7 +46,9 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
     let text = mv::fit_segments(&segments, width.saturating_sub(1));
     let drifting = report.summary.drift.as_ref().is_some_and(|d| d.significant);
     let style = if drifting {
-        Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD)
+        Style::new()
+            .fg(theme::current().warning)
+            .add_modifier(Modifier::BOLD)
     } else {
         Style::new().add_modifier(Modifier::BOLD)
     };
@@ -145,7 +148,7 @@ pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2],
     if let Some(b) = compare_trajectory(app)
         && let (Some(first), Some(last)) = (b.points.first(), b.points.last())
     {
-        let style = Style::new().fg(Color::LightMagenta);
+        let style = Style::new().fg(theme::current().mark_soft);
         for c in plot.x..plot.right() {
             let f = (c - plot.x) as f64 / (plot.width - 1).max(1) as f64;
             let t = x[0] + f * (x[1] - x[0]);
@@ -170,8 +173,12 @@ pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2],
     for m in branch_marks(app) {
         let c = column(plot, m.tokens, x[0], x[1]);
         let points = [
-            (Some(m.threshold), THRESHOLD_GLYPH, Color::LightGreen),
-            (m.fitted, FITTED_GLYPH, Color::LightCyan),
+            (
+                Some(m.threshold),
+                THRESHOLD_GLYPH,
+                theme::current().good_soft,
+            ),
+            (m.fitted, FITTED_GLYPH, theme::current().accent_soft),
         ];
         for (value, glyph, color) in points {
             let Some(v) = value.filter(|v| *v > 0.0).map(f64::log10) else {
@@ -188,7 +195,7 @@ pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2],
         }
     }
     if let Some(c) = &app.compare {
-        let style = Style::new().fg(Color::LightMagenta);
+        let style = Style::new().fg(theme::current().mark_soft);
         for r in mv::differ_stretches(c, &app.trajectory) {
             mark_range(buf, plot, axis, r, x, DIFFERS_GLYPH, style);
         }
@@ -196,8 +203,10 @@ pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2],
     if let Some(report) = app.analysis.as_deref() {
         for cause in mv::causes(report, &app.trajectory) {
             let style = match cause.kind {
-                CauseKind::NonFinite | CauseKind::LossScaleJump => Style::new().fg(Color::Red),
-                _ => Style::new().fg(Color::LightYellow),
+                CauseKind::NonFinite | CauseKind::LossScaleJump => {
+                    Style::new().fg(theme::current().error)
+                }
+                _ => Style::new().fg(theme::current().warning_soft),
             };
             mark_range(buf, plot, axis, cause.tokens, x, cause.kind.glyph(), style);
         }

@@ -5,6 +5,7 @@ use super::palette::ColorMode;
 use super::{estimators, heatmap, help, plan, recommendation, throughput, timeline, whatif};
 use crate::app::{App, Confirm};
 use crate::session::Panel;
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -28,7 +29,9 @@ fn title_line(app: &App) -> Line<'static> {
     let mut spans = vec![
         Span::styled(
             " copus ",
-            Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan),
+            Style::new()
+                .add_modifier(Modifier::BOLD)
+                .fg(theme::current().accent),
         ),
         // Model, cluster and stack first (the what-if editor changes them); the name last,
         // so a narrow terminal cuts the name rather than the facts.
@@ -45,7 +48,7 @@ fn title_line(app: &App) -> Line<'static> {
         // Before the name, so it survives truncation at 80 columns.
         spans.insert(
             1,
-            Span::styled("[modified] ", Style::new().fg(Color::Yellow)),
+            Span::styled("[modified] ", Style::new().fg(theme::current().warning)),
         );
     }
     if let Some(link) = &app.live_link {
@@ -93,14 +96,14 @@ fn link_look(status: &str) -> (&'static str, Color) {
     .iter()
     .any(|w| s.contains(w))
     {
-        ("◌", Color::Yellow)
+        ("◌", theme::current().warning)
     } else if ["ended", "no records", "removed"]
         .iter()
         .any(|w| s.contains(w))
     {
-        ("○", Color::DarkGray)
+        ("○", theme::current().muted)
     } else {
-        ("◉", Color::Green)
+        ("◉", theme::current().good)
     }
 }
 
@@ -182,7 +185,7 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
                 "n next"
             }
         ))
-        .border_style(Style::new().fg(Color::Yellow));
+        .border_style(Style::new().fg(theme::current().warning));
     if max_scroll > 0 {
         let more = if scroll < max_scroll {
             " Shift+↓ more "
@@ -204,13 +207,23 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
 /// The smallest terminal (columns, rows) the explorer draws in.
 pub const MIN_SIZE: (u16, u16) = (60, 16);
 
-/// Draw the explorer for `app`.
+/// Draw the explorer for `app`, in the app's theme.
 pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
+    theme::draw_with(theme::Theme::builtin(app.theme), || {
+        draw_themed(frame, app, mode)
+    });
+}
+
+fn draw_themed(frame: &mut Frame, app: &App, mode: ColorMode) {
     let area = frame.area();
     if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
         let text = format!(
-            "terminal too small: {}×{}, copus needs {}×{} (q quits)",
-            area.width, area.height, MIN_SIZE.0, MIN_SIZE.1
+            "terminal too small: {}×{}, copus needs {}×{} ({} quits)",
+            area.width,
+            area.height,
+            MIN_SIZE.0,
+            MIN_SIZE.1,
+            app.keymap.key_label(crate::config::keys::Action::Quit)
         );
         frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
         return;
@@ -229,16 +242,19 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
         draw_side(frame, a.side, app, app.side);
     }
     let key_line = if app.status.is_empty() {
-        help::key_line(a.keys.width, app.tour_kind())
+        help::key_line(&app.keymap, a.keys.width, app.tour_kind())
     } else {
-        Line::styled(format!(" {}", app.status), Style::new().fg(Color::Yellow))
+        Line::styled(
+            format!(" {}", app.status),
+            Style::new().fg(theme::current().warning),
+        )
     };
     frame.render_widget(key_line, a.keys);
     draw_tour(frame, area, app);
     super::explain::draw(frame, area, app, mode);
     super::ranked::draw(frame, area, app);
     if app.show_help {
-        help::draw_overlay(frame, area, app.help_scroll);
+        help::draw_overlay(frame, area, &app.keymap, app.help_scroll);
     }
     draw_prompt(frame, area, app);
     draw_confirm(frame, area, app);
@@ -261,7 +277,7 @@ fn popup(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>) 
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
             Block::bordered()
                 .title(title.to_string())
-                .border_style(Style::new().fg(Color::Yellow)),
+                .border_style(Style::new().fg(theme::current().warning)),
         ),
         r,
     );

@@ -1,6 +1,7 @@
 //! The frame every panel draws in: a bordered block whose border is highlighted when focused.
 
-use ratatui::style::{Color, Style};
+use crate::ui::theme;
+use ratatui::style::Style;
 use ratatui::text::Line;
 use ratatui::widgets::{Block, BorderType};
 
@@ -8,9 +9,9 @@ use ratatui::widgets::{Block, BorderType};
 /// the focus without colour).
 pub fn block<'a>(title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
     let (border, kind) = if focused {
-        (Color::Cyan, BorderType::Thick)
+        (theme::current().accent, BorderType::Thick)
     } else {
-        (Color::DarkGray, BorderType::Plain)
+        (theme::current().muted, BorderType::Plain)
     };
     Block::bordered()
         .border_type(kind)
@@ -27,14 +28,14 @@ pub fn draw_popup(
     lines: Vec<Line<'_>>,
     scroll: u16,
 ) {
-    use ratatui::style::{Color, Style};
+    use ratatui::style::Style;
     frame.render_widget(ratatui::widgets::Clear, area);
     draw_scrolled(
         frame,
         area,
         Block::bordered()
             .title(title)
-            .border_style(Style::new().fg(Color::Yellow)),
+            .border_style(Style::new().fg(theme::current().warning)),
         lines,
         scroll,
     );

@@ -2,9 +2,10 @@
 
 use crate::app::App;
 use crate::app::whatif::{FIELDS, value};
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
@@ -34,7 +35,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let layouts = app.table.as_ref().map_or(0, |t| t.layouts.len());
     lines.push(Line::styled(
         format!(" {gpus} GPUs · {layouts} layouts on the heatmap"),
-        Style::new().fg(Color::DarkGray),
+        Style::new().fg(theme::current().muted),
     ));
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }

@@ -6,9 +6,10 @@ use crate::app::App;
 use crate::app::recommend::{Units, recommend};
 use crate::goodput::StatEffForm;
 use crate::goodput::TableCell;
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
@@ -36,7 +37,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 Span::raw("best: "),
                 Span::styled(
                     format!("batch {} on {}", r.best.batch, r.best.config.layout_label()),
-                    bold.fg(Color::Green),
+                    bold.fg(theme::current().good),
                 ),
             ]));
             lines.push(Line::from(format!(
@@ -58,21 +59,24 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 )));
                 lines.push(Line::from(vec![
                     Span::raw("  best has "),
-                    Span::styled(format!("{:+.1}%", gain * 100.0), bold.fg(Color::Yellow)),
+                    Span::styled(
+                        format!("{:+.1}%", gain * 100.0),
+                        bold.fg(theme::current().warning),
+                    ),
                     Span::raw(" goodput over yours"),
                 ]));
             }
             for reason in &r.reasons {
                 lines.push(Line::styled(
                     format!("· {reason}"),
-                    Style::new().fg(Color::Gray),
+                    Style::new().fg(theme::current().dim),
                 ));
             }
         }
         None => lines.push(Line::styled(
             crate::app::recommend::nothing_runs(table, app.resolved.cluster().gpus())
                 .unwrap_or_else(|| "no configuration runs at any batch size".into()),
-            Style::new().fg(Color::Red),
+            Style::new().fg(theme::current().error),
         )),
     }
     let (row, col) = app.selected;
@@ -97,7 +101,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             TableCell::Infeasible(why) => {
                 lines.push(Line::styled(
                     format!("  cannot run: {why}"),
-                    Style::new().fg(Color::Red),
+                    Style::new().fg(theme::current().error),
                 ));
             }
         }

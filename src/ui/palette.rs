@@ -1,5 +1,5 @@
-//! Colours for the heatmap: a perceptual ramp in the xterm 256-colour cube (readable on
-//! 256-colour terminals), and shading glyphs when NO_COLOR is set.
+//! The heatmap's encoding: the current theme's colour ramp ([`crate::ui::theme`]), or shading
+//! glyphs when NO_COLOR is set.
 
 use ratatui::style::Color;
 
@@ -22,26 +22,17 @@ impl ColorMode {
     }
 }
 
-/// Dark purple → blue → teal → green → yellow (viridis-like), xterm-256 indices.
-const RAMP: [u8; 10] = [53, 54, 60, 24, 31, 37, 36, 71, 149, 226];
-
 /// Shading glyphs from low to high.
 pub const SHADES: [char; 5] = ['·', '░', '▒', '▓', '█'];
 
-/// Background colour for a value in [0, 1].
+/// Background colour for a value in [0, 1], from the current theme's ramp.
 pub fn ramp_color(t: f64) -> Color {
-    let t = if t.is_finite() {
-        t.clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    let i = ((t * (RAMP.len() - 1) as f64).round() as usize).min(RAMP.len() - 1);
-    Color::Indexed(RAMP[i])
+    crate::ui::theme::current().ramp_colours(t).0
 }
 
 /// A readable foreground on top of [`ramp_color`]`(t)`.
 pub fn text_on(t: f64) -> Color {
-    if t > 0.7 { Color::Black } else { Color::White }
+    crate::ui::theme::current().ramp_colours(t).1
 }
 
 /// Shading glyph for a value in [0, 1].

@@ -6,9 +6,10 @@ use super::format::si;
 use super::palette::{ColorMode, ramp_color, shade, text_on};
 use crate::app::App;
 use crate::goodput::TableCell;
+use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use std::ops::Range;
@@ -157,7 +158,7 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
                 }
             }
         }
-        _ => ("×".to_string(), Style::new().fg(Color::DarkGray)),
+        _ => ("×".to_string(), Style::new().fg(theme::current().muted)),
     };
     if focused && app.selected == (r, c) {
         style = style.add_modifier(Modifier::REVERSED);
@@ -213,7 +214,9 @@ pub fn scale_warning(w: &str) -> Paragraph<'static> {
     Paragraph::new(vec![
         Line::styled(
             "No goodput shown: it would be read at the wrong scale.",
-            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            Style::new()
+                .fg(theme::current().warning)
+                .add_modifier(Modifier::BOLD),
         ),
         Line::from(w.trim_start_matches("⚠ ").to_string()),
         Line::from(""),
@@ -228,7 +231,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     if let (true, Some((f, what))) = (app.loading, &app.progress) {
         let gauge = ratatui::widgets::Gauge::default()
             .block(block)
-            .gauge_style(Style::new().fg(Color::Cyan))
+            .gauge_style(Style::new().fg(theme::current().accent))
             .ratio(*f)
             .label(format!("{what}: {:.0}%", f * 100.0));
         frame.render_widget(gauge, area);
@@ -238,11 +241,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         let text = vec![
             Line::styled(
                 "The data source could not be loaded:",
-                Style::new().fg(Color::Red),
+                Style::new().fg(theme::current().error),
             ),
             Line::from(e.clone()),
             Line::from(""),
-            Line::from("q quits; fix the path or the flags and open it again."),
+            Line::from(format!(
+                "{} quits; fix the path or the flags and open it again.",
+                app.keymap.key_label(crate::config::keys::Action::Quit)
+            )),
         ];
         frame.render_widget(
             Paragraph::new(text)
@@ -278,7 +284,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     };
     let current_col = app.current_batch_column();
     let bold = Style::new().add_modifier(Modifier::BOLD);
-    let dim = Style::new().fg(Color::DarkGray);
+    let dim = Style::new().fg(theme::current().muted);
 
     let mut header = vec![Span::raw(format!("{:<LABEL_W$}", "layout\\batch"))];
     // Under the lr-sqrt objective the row is that objective's efficiency (the learning rate
@@ -300,7 +306,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     if let (true, Some(f)) = (rows.is_empty(), &app.layout_filter) {
         lines.push(Line::styled(
             format!("no layout matches the filter '{}' (/ changes it)", f.text),
-            Style::new().fg(Color::Yellow),
+            Style::new().fg(theme::current().warning),
         ));
     }
     for r in g.rows.clone().map(|i| rows[i]) {

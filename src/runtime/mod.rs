@@ -1,36 +1,17 @@
-//! The terminal front end: an event loop that turns key presses into messages, runs the
+//! The runtime of the explorer: an event loop that turns key presses into messages, runs the
 //! update, hands effects to a worker thread and draws the view. The terminal is restored on
-//! every exit path (see [`terminal`]).
+//! every exit path (see [`terminal`]). Background work: [`worker`] (tables, plans, loads,
+//! writes) and [`live`] (a live run's aggregation).
 
-pub mod estimators;
-pub mod explain;
-pub use crate::format;
 pub mod frame_log;
-pub mod geometry;
-pub mod heatmap;
-pub mod help;
-pub mod keymap;
 pub mod keys;
 pub mod live;
-pub mod palette;
-pub mod panel;
-pub mod plan;
-pub mod polyline;
 pub mod priority;
-pub mod ranked;
-pub mod recommendation;
-pub mod shares;
-pub mod snapshot;
 pub mod terminal;
-pub mod throughput;
-pub mod timeline;
-pub mod timeline_marks;
-pub mod view;
-pub mod whatif;
 pub mod worker;
 
 use crate::app::{App, Effect, update};
-use palette::ColorMode;
+use crate::ui::palette::ColorMode;
 use ratatui::crossterm::event::{self, Event};
 use std::sync::mpsc::{Sender, channel};
 use std::time::Duration;
@@ -147,7 +128,9 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
         }
         if dirty {
             let (started, cpu) = (std::time::Instant::now(), frame_log::thread_cpu());
-            guard.terminal.draw(|frame| view::draw(frame, &app, mode))?;
+            guard
+                .terminal
+                .draw(|frame| crate::ui::view::draw(frame, &app, mode))?;
             if frames.is_on() {
                 frames.record(
                     started.elapsed(),
@@ -167,7 +150,7 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
                 Event::Mouse(m) => {
                     let size = guard.terminal.size()?;
                     let screen = ratatui::layout::Rect::new(0, 0, size.width, size.height);
-                    keys::mouse_to_msg(&app, &geometry::areas(screen), m)
+                    keys::mouse_to_msg(&app, &crate::ui::geometry::areas(screen), m)
                 }
                 _ => None,
             };

@@ -5,7 +5,8 @@
 
 use crate::app::App;
 use crate::plan::shares::BestShares;
-use ratatui::style::{Color, Modifier, Style};
+use crate::ui::theme;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 
 /// Levels of a strip, from a zero share to the top of the scale.
@@ -85,7 +86,10 @@ pub fn lines(app: &App, width: usize) -> Vec<Line<'static>> {
         ),
         Line::from(format!(" comm  {}", strip(|b| b.exposed_comm_share))),
         Line::from(format!(" bubble{}", strip(|b| b.bubble_share))),
-        Line::styled(format!(" ★ move{moves}"), Style::new().fg(Color::DarkGray)),
+        Line::styled(
+            format!(" ★ move{moves}"),
+            Style::new().fg(theme::current().muted),
+        ),
     ];
     if let Some(c) = cursor_col {
         out.push(Line::from(format!(" cursor{}▲", " ".repeat(c))));
