@@ -2,6 +2,7 @@
 //! step shares along training, on the demo session.
 
 use crate::render_support;
+use copus::app::OverlayKind;
 use copus::app::explain::{CellKind, cell_view, compare};
 use copus::app::{App, Effect, Msg, update};
 use copus::cli::open::{app_for_session, demo_path};
@@ -54,7 +55,7 @@ fn screen(app: &App, w: u16, h: u16) -> String {
 fn x_opens_the_explanation_esc_closes_it_and_it_scrolls() {
     let mut app = demo();
     press(&mut app, KeyCode::Char('x'));
-    assert!(app.explain_open);
+    assert!(app.is_open(OverlayKind::Explain));
     let s = screen(&app, 80, 24);
     assert!(s.contains("Step time") && s.contains("C compute"), "{s}");
     // Modal: arrows scroll the popup, not the selection.
@@ -63,11 +64,11 @@ fn x_opens_the_explanation_esc_closes_it_and_it_scrolls() {
     assert_eq!((app.selected, app.explain_scroll), (selected, 1));
     // Help over the explanation: Esc closes the help first, then the explanation.
     press(&mut app, KeyCode::Char('?'));
-    assert!(app.show_help);
+    assert!(app.is_open(OverlayKind::Help));
     press(&mut app, KeyCode::Esc);
-    assert!(!app.show_help && app.explain_open);
+    assert!(!app.is_open(OverlayKind::Help) && app.is_open(OverlayKind::Explain));
     press(&mut app, KeyCode::Esc);
-    assert!(!app.explain_open);
+    assert!(!app.is_open(OverlayKind::Explain));
     assert!(!app.quit, "Esc never quits");
     // Everything in the popup is reachable at 80×24.
     press(&mut app, KeyCode::Char('x'));
@@ -77,7 +78,7 @@ fn x_opens_the_explanation_esc_closes_it_and_it_scrolls() {
     let s = screen(&app, 80, 24);
     assert!(s.contains("R runtime reserve"), "scrolled to the end:\n{s}");
     press(&mut app, KeyCode::Char('x'));
-    assert!(!app.explain_open, "x toggles");
+    assert!(!app.is_open(OverlayKind::Explain), "x toggles");
 }
 
 #[test]

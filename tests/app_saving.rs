@@ -5,6 +5,7 @@
 
 use crate::dump_support;
 use crate::render_support;
+use copus::app::OverlayKind;
 use copus::app::{App, Confirm, Effect, Msg, PromptEdit, WriteJob, update};
 use copus::cli::open::{
     DEMO_RON, OpenArgs, adhoc_session, demo_session, has_comments, prepared, save_target,
@@ -51,7 +52,7 @@ fn the_embedded_demo_saves_to_the_working_directory_and_asks_before_replacing() 
     let msg = worker::write(job);
     assert!(matches!(msg, Msg::WouldOverwrite { .. }), "{msg:?}");
     update(&mut app, msg);
-    assert!(matches!(app.confirm, Some(Confirm::Overwrite { .. })));
+    assert!(matches!(app.confirm(), Some(Confirm::Overwrite { .. })));
     assert!(render(&app, 80, 24).contains("y replace it"));
     // n keeps the file.
     assert!(press(&mut app, KeyCode::Char('n')).is_empty());
@@ -76,7 +77,7 @@ fn save_as_writes_where_the_user_says() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut app = demo_in(dir.path());
     press(&mut app, KeyCode::Char('S'));
-    assert!(app.prompt.is_some());
+    assert!(app.prompt().is_some());
     // Replace the proposed path with one in the temp dir.
     for _ in 0..app.prompt_text().map_or(0, |p| p.chars().count()) {
         press(&mut app, KeyCode::Backspace);
@@ -109,7 +110,10 @@ fn esc_closes_popups_and_never_quits() {
     update(&mut app, Msg::Tour(1));
     update(&mut app, Msg::ToggleHelp);
     press(&mut app, KeyCode::Esc);
-    assert!(!app.show_help && app.tour_step.is_some(), "help first");
+    assert!(
+        !app.is_open(OverlayKind::Help) && app.tour_step.is_some(),
+        "help first"
+    );
     press(&mut app, KeyCode::Esc);
     assert!(app.tour_step.is_none(), "then the tour");
     press(&mut app, KeyCode::Esc);
@@ -127,9 +131,9 @@ fn quitting_with_unsaved_changes_asks_and_the_title_marks_them() {
     assert!(render(&app, 80, 24).contains("[modified]"));
     press(&mut app, KeyCode::Char('q'));
     assert!(!app.quit);
-    assert_eq!(app.confirm, Some(Confirm::Quit));
+    assert_eq!(app.confirm(), Some(&Confirm::Quit));
     press(&mut app, KeyCode::Esc);
-    assert!(!app.quit && app.confirm.is_none(), "Esc stays");
+    assert!(!app.quit && app.confirm().is_none(), "Esc stays");
     // s saves, then quits once the save is written.
     press(&mut app, KeyCode::Char('q'));
     let job = the_write(press(&mut app, KeyCode::Char('s')));

@@ -2,11 +2,13 @@
 //! and every panel draws at 80×24 and 200×60 without panicking.
 
 use crate::render_support;
+use copus::app::OverlayKind;
 use copus::app::{App, Effect, Msg, WriteJob, update};
 use copus::cli::open::{app_for_session, demo_path};
 use copus::config::keys::{Chord, Key, Scope};
 use copus::runtime::{keys, table_job};
 use copus::session::Panel;
+use copus::source::live::{LinkState, LinkStatus};
 use copus::ui::palette::ColorMode;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -407,7 +409,7 @@ fn in_scope(app: &App, scope: Scope) -> App {
         Scope::WhatIf => a.focus = Panel::WhatIf,
         Scope::Side => a.focus = Panel::Estimators,
         Scope::Tour => a.tour_step = Some(0),
-        Scope::Popup => a.confirm = Some(copus::app::Confirm::Quit),
+        Scope::Popup => a.open(copus::app::Overlay::Confirm(copus::app::Confirm::Quit)),
     }
     a
 }
@@ -658,7 +660,10 @@ fn the_live_connection_stays_in_the_title() {
     let mut app = demo_with_table();
     update(
         &mut app,
-        Msg::LiveStatus("reconnecting to tcp://x:1 in 2 s".into()),
+        Msg::LiveStatus(LinkStatus::new(
+            LinkState::Waiting,
+            "reconnecting to tcp://x:1 in 2 s",
+        )),
     );
     update(
         &mut app,
@@ -886,15 +891,20 @@ fn the_footer_keeps_help_and_quit_whole_at_any_width() {
 fn the_live_link_glyph_tells_connected_reconnecting_and_ended_apart() {
     let mut app = demo_with_table();
     let cases = [
-        ("connected to tcp://127.0.0.1:5000", "◉"),
+        ("connected to tcp://127.0.0.1:5000", LinkState::Flowing, "◉"),
         (
             "connection to tcp://127.0.0.1:5000 lost (reset); reconnecting",
+            LinkState::Waiting,
             "◌",
         ),
-        ("no new records for 30 s: the run ended or is paused", "○"),
+        (
+            "no new records for 30 s: the run ended or is paused",
+            LinkState::Quiet,
+            "○",
+        ),
     ];
-    for (status, glyph) in cases {
-        app.live_link = Some(status.to_owned());
+    for (status, state, glyph) in cases {
+        app.live_link = Some(LinkStatus::new(state, status));
         let screen = render(&app, 200, 60, ColorMode::Monochrome);
         let title = screen.lines().next().unwrap_or_default();
         assert!(
@@ -1045,7 +1055,7 @@ fn the_ranked_list_reads_the_grid_in_goodput_order() {
     update(&mut app, Msg::SelectBest);
     let msg = keys::key_to_msg(&app, key(KeyCode::Char('R'), KeyModifiers::NONE)).expect("R");
     update(&mut app, msg);
-    assert!(app.ranked_open);
+    assert!(app.is_open(OverlayKind::Ranked));
     let screen = render(&app, 200, 60, ColorMode::Monochrome);
     let table = app.table.clone().unwrap();
     let grid = app.grid.clone().unwrap();
@@ -1085,7 +1095,7 @@ fn the_ranked_list_reads_the_grid_in_goodput_order() {
         table.batches[col + 1]
     )));
     update(&mut app, Msg::Escape);
-    assert!(!app.ranked_open);
+    assert!(!app.is_open(OverlayKind::Ranked));
 }
 
 /// A live run whose samples are far from the model's (the built-in trainer's 1-token samples

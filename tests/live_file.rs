@@ -65,7 +65,7 @@ impl Seen {
                 Ok(LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. }) => {
                     self.malformed += 1
                 }
-                Ok(LiveEvent::Status(s)) => self.statuses.push(s),
+                Ok(LiveEvent::Status(s)) => self.statuses.push(s.text),
                 Ok(
                     LiveEvent::Duplicate { .. }
                     | LiveEvent::Restarted { .. }
@@ -123,7 +123,7 @@ fn follows_appends_through_truncation_and_rotation_exactly_once() {
         match ev {
             LiveEvent::Record(r) => seen.steps.push(r.step),
             LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. } => seen.malformed += 1,
-            LiveEvent::Status(s) => seen.statuses.push(s),
+            LiveEvent::Status(s) => seen.statuses.push(s.text),
             LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } | LiveEvent::Event { .. } => {
             }
         }

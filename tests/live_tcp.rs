@@ -64,7 +64,7 @@ fn collect_until(rx: &Receiver<LiveEvent>, steps: usize) -> (Vec<u64>, u64, Vec<
         match rx.recv_timeout(left) {
             Ok(LiveEvent::Record(r)) => got.push(r.step),
             Ok(LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. }) => bad += 1,
-            Ok(LiveEvent::Status(s)) => statuses.push(s),
+            Ok(LiveEvent::Status(s)) => statuses.push(s.text),
             Ok(
                 LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } | LiveEvent::Event { .. },
             ) => {}
@@ -76,7 +76,7 @@ fn collect_until(rx: &Receiver<LiveEvent>, steps: usize) -> (Vec<u64>, u64, Vec<
         match ev {
             LiveEvent::Record(r) => got.push(r.step),
             LiveEvent::Malformed { .. } | LiveEvent::NonFinite { .. } => bad += 1,
-            LiveEvent::Status(s) => statuses.push(s),
+            LiveEvent::Status(s) => statuses.push(s.text),
             LiveEvent::Duplicate { .. } | LiveEvent::Restarted { .. } | LiveEvent::Event { .. } => {
             }
         }

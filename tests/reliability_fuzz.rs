@@ -542,11 +542,11 @@ proptest! {
                     prop_assert!(*line_no > last_line);
                     last_line = *line_no;
                 }
-                LiveEvent::Status(s) if s.starts_with("connected to tcp://") => {
+                LiveEvent::Status(s) if s.text.starts_with("connected to tcp://") => {
                     opened += 1;
                     last_line = 0;
                 }
-                LiveEvent::Status(s) if s.starts_with("connection to tcp://") => lost += 1,
+                LiveEvent::Status(s) if s.text.starts_with("connection to tcp://") => lost += 1,
                 _ => {}
             }
         }
@@ -593,7 +593,7 @@ fn tcp_in_process_matches_the_socket_follower() {
     };
     assert_eq!(dups(&memory), 3);
     assert_eq!(dups(&socket), dups(&memory));
-    let cut = memory.iter().any(|e| matches!(e, LiveEvent::Status(s) if s.contains("dropped an incomplete line (10 bytes)")));
+    let cut = memory.iter().any(|e| matches!(e, LiveEvent::Status(s) if s.text.contains("dropped an incomplete line (10 bytes)")));
     assert!(cut, "{memory:?}");
 }
 

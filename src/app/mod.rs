@@ -20,6 +20,6 @@ pub mod whatif;
 
 pub use msg::{Msg, PromptEdit};
 pub use state::App;
-pub use state::Confirm;
+pub use state::{Confirm, Overlay, OverlayKind};
 pub use state::{Prompt, PromptKind};
 pub use update::{Effect, WriteJob, update};

@@ -123,7 +123,7 @@ pub enum Msg {
         dropped: u64,
     },
     /// A status line from the live follower (waiting, reconnecting, truncation, …).
-    LiveStatus(String),
+    LiveStatus(crate::source::live::LinkStatus),
     /// Progress of a long load, 0–1, with a label.
     Progress(f64, String),
     /// A save or export finished (`Ok`) or failed (an error message).

@@ -73,13 +73,11 @@ pub struct App {
     pub live_target: Option<String>,
     /// Live attach: the follower's last word on the connection (following, waiting,
     /// reconnecting, restarted, ended), kept in the title line.
-    pub live_link: Option<String>,
+    pub live_link: Option<crate::source::live::LinkStatus>,
     /// Live attach with `--advise`: the advice loop (pending and approved advice).
     pub advice: Option<super::advice::AdviceLoop>,
     /// Live attach: keep the cursor at the newest point until the user scrubs away.
     pub follow: bool,
-    /// Whether the help overlay is shown.
-    pub show_help: bool,
     /// Lines the help overlay is scrolled down by.
     pub help_scroll: u16,
     /// One-line status (last save, errors, device notes).
@@ -100,10 +98,9 @@ pub struct App {
     /// contents). A lesson trained into a temporary directory carries its run here, so that
     /// the saved session still finds its data after the lesson ends.
     pub save_with: Vec<(String, String)>,
-    /// A question waiting for an answer, drawn over everything.
-    pub confirm: Option<Confirm>,
-    /// The open one-line prompt (save as, go to), while it is open.
-    pub prompt: Option<Prompt>,
+    /// The popups over the main view, bottom first: the last is drawn on top and gets the
+    /// keys; Esc closes it.
+    pub overlays: Vec<Overlay>,
     /// Quit once the pending save has been written.
     pub quit_after_save: bool,
     /// The session's saved cursor, applied when the source has loaded.
@@ -115,16 +112,12 @@ pub struct App {
     pub layer_view: Option<usize>,
     /// A second run laid over this one (`copus open A --compare B`).
     pub compare: Option<Arc<super::measured_view::CompareRun>>,
-    /// Whether the explanation popup of the selected cell (beside the marked one) is open.
-    pub explain_open: bool,
     /// Lines the explanation popup is scrolled down by.
     pub explain_scroll: u16,
     /// The heatmap cell marked for comparison (layout row, batch column).
     pub marked: Option<(usize, usize)>,
     /// The heatmap's layout filter (`/`); `None` shows every layout.
     pub layout_filter: Option<super::filter::LayoutFilter>,
-    /// Whether the ranked list of layouts at the selected batch (`R`) is open.
-    pub ranked_open: bool,
     /// Lines the ranked list is scrolled down by.
     pub ranked_scroll: u16,
     /// Why the live run's goodput cannot be shown (its tokens per sample are far from the
@@ -139,6 +132,49 @@ pub struct App {
     /// Set the session's B_crit conversion from the measured ratio once the run is loaded
     /// (`open RUN --branches FILE --b-crit-from b-noise|threshold-cbs`).
     pub convert_from_branches: Option<super::branches::ConversionKind>,
+}
+
+/// A popup over the main view.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Overlay {
+    /// The help page (`?`).
+    Help,
+    /// The explanation of the selected cell, beside the marked one (`x`).
+    Explain,
+    /// The layouts at the selected batch ranked by goodput (`R`).
+    Ranked,
+    /// A one-line prompt (save as, go to, filter).
+    Prompt(Prompt),
+    /// A question waiting for an answer.
+    Confirm(Confirm),
+}
+
+/// Which popup an [`Overlay`] is, without its contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverlayKind {
+    /// [`Overlay::Help`].
+    Help,
+    /// [`Overlay::Explain`].
+    Explain,
+    /// [`Overlay::Ranked`].
+    Ranked,
+    /// [`Overlay::Prompt`].
+    Prompt,
+    /// [`Overlay::Confirm`].
+    Confirm,
+}
+
+impl Overlay {
+    /// Which popup it is.
+    pub fn kind(&self) -> OverlayKind {
+        match self {
+            Overlay::Help => OverlayKind::Help,
+            Overlay::Explain => OverlayKind::Explain,
+            Overlay::Ranked => OverlayKind::Ranked,
+            Overlay::Prompt(_) => OverlayKind::Prompt,
+            Overlay::Confirm(_) => OverlayKind::Confirm,
+        }
+    }
 }
 
 /// A question the explorer asks before doing something that loses work.
@@ -208,7 +244,53 @@ impl App {
 
     /// The text of the open prompt, if any.
     pub fn prompt_text(&self) -> Option<&str> {
-        self.prompt.as_ref().map(|p| p.text.as_str())
+        self.prompt().map(|p| p.text.as_str())
+    }
+
+    /// The popup on top, if any.
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.overlays.last()
+    }
+
+    /// Whether a popup of `kind` is open (anywhere in the stack).
+    pub fn is_open(&self, kind: OverlayKind) -> bool {
+        self.overlays.iter().any(|o| o.kind() == kind)
+    }
+
+    /// The open question, if any.
+    pub fn confirm(&self) -> Option<&Confirm> {
+        self.overlays.iter().rev().find_map(|o| match o {
+            Overlay::Confirm(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// The open prompt, if any.
+    pub fn prompt(&self) -> Option<&Prompt> {
+        self.overlays.iter().rev().find_map(|o| match o {
+            Overlay::Prompt(p) => Some(p),
+            _ => None,
+        })
+    }
+
+    /// The open prompt, to edit.
+    pub fn prompt_mut(&mut self) -> Option<&mut Prompt> {
+        self.overlays.iter_mut().rev().find_map(|o| match o {
+            Overlay::Prompt(p) => Some(p),
+            _ => None,
+        })
+    }
+
+    /// Open `overlay` on top (one of a kind: an open one of its kind is replaced).
+    pub fn open(&mut self, overlay: Overlay) {
+        self.close(overlay.kind());
+        self.overlays.push(overlay);
+    }
+
+    /// Close the popup of `kind`; what it was, if it was open.
+    pub fn close(&mut self, kind: OverlayKind) -> Option<Overlay> {
+        let i = self.overlays.iter().position(|o| o.kind() == kind)?;
+        Some(self.overlays.remove(i))
     }
 
     /// Install a loaded source (keeps the cursor where the session left it, if it fits).
@@ -278,7 +360,6 @@ impl App {
             advice: None,
             live_link: None,
             follow: true,
-            show_help: false,
             help_scroll: 0,
             status: String::new(),
             run_calibration: loaded.calibration.clone().map(Arc::new),
@@ -287,18 +368,15 @@ impl App {
             save_path,
             may_overwrite: BTreeSet::new(),
             save_with: Vec::new(),
-            confirm: None,
-            prompt: None,
+            overlays: Vec::new(),
             quit_after_save: false,
             restore_cursor: None,
             load_error: None,
             layer_view: None,
             compare: None,
-            explain_open: false,
             explain_scroll: 0,
             marked: None,
             layout_filter: None,
-            ranked_open: false,
             ranked_scroll: 0,
             scale_warning: None,
             branches: None,

@@ -1,7 +1,7 @@
 //! `update`: the only place the explorer's state changes.
 
 use super::export::{export_view, to_csv};
-use super::state::Confirm;
+use super::state::{Confirm, Overlay, OverlayKind};
 use super::state::{Prompt, PromptKind};
 use super::whatif::{self, FIELDS};
 use super::{App, Msg, PromptEdit};
@@ -345,22 +345,22 @@ fn save(app: &mut App) -> Vec<Effect> {
 
 /// Esc: close the topmost popup; nothing open is not a reason to quit.
 fn escape(app: &mut App) {
-    if app.confirm.take().is_some() {
-        app.quit_after_save = false;
-        app.status = "cancelled".into();
-    } else if let Some(p) = app.prompt.take() {
-        app.status = match p.kind {
-            PromptKind::SaveAs => "save as: cancelled",
-            PromptKind::GoTo => "go to: cancelled",
-            PromptKind::Filter => "filter: unchanged",
+    if let Some(top) = app.overlays.pop() {
+        match top {
+            Overlay::Confirm(_) => {
+                app.quit_after_save = false;
+                app.status = "cancelled".into();
+            }
+            Overlay::Prompt(p) => {
+                app.status = match p.kind {
+                    PromptKind::SaveAs => "save as: cancelled",
+                    PromptKind::GoTo => "go to: cancelled",
+                    PromptKind::Filter => "filter: unchanged",
+                }
+                .into();
+            }
+            Overlay::Help | Overlay::Explain | Overlay::Ranked => {}
         }
-        .into();
-    } else if app.show_help {
-        app.show_help = false;
-    } else if app.explain_open {
-        app.explain_open = false;
-    } else if app.ranked_open {
-        app.ranked_open = false;
     } else if let Some(i) = app.tour_step.take() {
         app.tour_closed_at = Some(i);
         app.status = format!(
@@ -373,8 +373,19 @@ fn escape(app: &mut App) {
     }
 }
 
+/// Close `overlay` if it is open, else open it on top (only once the grid it shows exists).
+fn toggle(app: &mut App, overlay: Overlay) {
+    if app.close(overlay.kind()).is_none() && app.table.is_some() {
+        app.open(overlay);
+    }
+}
+
 fn answer(app: &mut App, c: char) -> Vec<Effect> {
-    match (app.confirm.take(), c) {
+    let question = match app.close(OverlayKind::Confirm) {
+        Some(Overlay::Confirm(q)) => Some(q),
+        _ => None,
+    };
+    match (question, c) {
         (Some(Confirm::Quit), 'y') => app.quit = true,
         (Some(Confirm::Quit), 's') => {
             app.quit_after_save = true;
@@ -394,7 +405,7 @@ fn answer(app: &mut App, c: char) -> Vec<Effect> {
 }
 
 fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
-    let Some(p) = app.prompt.as_mut() else {
+    let Some(p) = app.prompt_mut() else {
         return Vec::new();
     };
     match edit {
@@ -404,12 +415,12 @@ fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
         }
         PromptEdit::Submit if p.kind == PromptKind::Filter => {
             let text = p.text.clone();
-            app.prompt = None;
+            app.close(OverlayKind::Prompt);
             apply_filter(app, &text);
         }
         PromptEdit::Submit if p.kind == PromptKind::GoTo => {
             let text = p.text.trim().to_string();
-            app.prompt = None;
+            app.close(OverlayKind::Prompt);
             match super::goto::target(&app.trajectory, &text) {
                 Ok(i) => {
                     set_cursor(app, i);
@@ -425,7 +436,7 @@ fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
         }
         PromptEdit::Submit => {
             let path = p.text.trim().to_string();
-            app.prompt = None;
+            app.close(OverlayKind::Prompt);
             if path.is_empty() {
                 app.status = "save as: no path given".into();
                 return Vec::new();
@@ -623,7 +634,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             app.side_scroll = 0;
         }
         Msg::Explain => {
-            app.explain_open = !app.explain_open && app.table.is_some();
+            toggle(app, Overlay::Explain);
             app.explain_scroll = 0;
             if app.table.is_none() {
                 app.status = "nothing to explain until the grid is computed".into();
@@ -683,7 +694,9 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             }
         }
         Msg::ToggleHelp => {
-            app.show_help = !app.show_help;
+            if app.close(OverlayKind::Help).is_none() {
+                app.open(Overlay::Help);
+            }
             app.help_scroll = 0;
         }
         Msg::HelpScroll(d) => {
@@ -692,26 +705,26 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::Escape => escape(app),
         Msg::Save => return save(app),
         Msg::SaveAs => {
-            app.prompt = Some(Prompt {
+            app.open(Overlay::Prompt(Prompt {
                 kind: PromptKind::SaveAs,
                 text: app.save_path.display().to_string(),
-            });
+            }));
             app.status = "save as: type a path, Enter saves, Esc cancels".into();
         }
         Msg::Smoothing(d) => return smoothing(app, d),
         Msg::ToggleGradient => return toggle_gradient(app),
         Msg::Filter => {
-            app.prompt = Some(Prompt {
+            app.open(Overlay::Prompt(Prompt {
                 kind: PromptKind::Filter,
                 text: app
                     .layout_filter
                     .as_ref()
                     .map_or_else(String::new, |f| f.text.clone()),
-            });
+            }));
             app.status = "filter layouts: e.g. tp<=4 pp=1 · empty shows all · Enter · Esc".into();
         }
         Msg::Ranked => {
-            app.ranked_open = !app.ranked_open && app.table.is_some();
+            toggle(app, Overlay::Ranked);
             app.ranked_scroll = 0;
             if app.table.is_none() {
                 app.status = "nothing to rank until the grid is computed".into();
@@ -722,10 +735,10 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             app.ranked_scroll = (app.ranked_scroll as i64 + d).clamp(0, 2000) as u16;
         }
         Msg::GoTo => {
-            app.prompt = Some(Prompt {
+            app.open(Overlay::Prompt(Prompt {
                 kind: PromptKind::GoTo,
                 text: String::new(),
-            });
+            }));
             app.status = "go to: a step (1200), tokens (150B) or a share of the run (40%)".into();
         }
         Msg::Prompt(edit) => return prompt(app, edit),
@@ -736,7 +749,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         },
         Msg::Quit => {
             if app.dirty() {
-                app.confirm = Some(Confirm::Quit);
+                app.open(Overlay::Confirm(Confirm::Quit));
             } else {
                 app.quit = true;
             }
@@ -868,11 +881,11 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
             }
         }
         Msg::LiveStatus(s) => {
-            app.live_link = Some(s.clone());
             app.status = match super::advice::pending_note(app) {
-                Some(note) => format!("{note} · {s}"),
-                None => s,
+                Some(note) => format!("{note} · {}", s.text),
+                None => s.text.clone(),
             };
+            app.live_link = Some(s);
         }
         Msg::Progress(f, what) => {
             app.status = format!("{what} {:.0}%", f * 100.0);
@@ -887,7 +900,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::ApproveAdvice => return super::advice::approve(app),
         Msg::WouldOverwrite { job, existing } => {
             app.status = format!("{} exists", existing.display());
-            app.confirm = Some(Confirm::Overwrite { job, existing });
+            app.open(Overlay::Confirm(Confirm::Overwrite { job, existing }));
         }
     }
     Vec::new()

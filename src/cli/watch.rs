@@ -503,7 +503,7 @@ impl WatchState {
                     }
                 }
             }
-            LiveEvent::Status(s) => eprintln!("copus watch: {s}"),
+            LiveEvent::Status(s) => eprintln!("copus watch: {}", s.text),
             LiveEvent::Duplicate { .. } => self.duplicates += 1,
             LiveEvent::Restarted { step } => {
                 self.restarts += 1;

@@ -2,7 +2,7 @@
 //! ([`crate::config::keys::Keymap`], the app's `keymap`), depending on what is open and which
 //! panel has the focus.
 
-use crate::app::{App, Msg, PromptEdit};
+use crate::app::{App, Msg, Overlay, PromptEdit};
 use crate::config::keys::{Action, Chord, Key, Scope};
 use crate::session::Panel;
 use crate::ui::geometry::{Areas, contains};
@@ -49,7 +49,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         return None;
     }
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-    if app.prompt.is_some() {
+    if let Some(Overlay::Prompt(_)) = app.overlay() {
         // Text entry: keys are characters, not actions.
         return match key.code {
             KeyCode::Esc => Some(Msg::Escape),
@@ -61,7 +61,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
     }
     let chord = chord(&key)?;
     let map = &app.keymap;
-    if app.confirm.is_some() {
+    if let Some(Overlay::Confirm(_)) = app.overlay() {
         // A question is open: only its answers (and Esc) mean something; Ctrl+C answers yes.
         if chord == Chord::ctrl(Key::Char('c')) {
             return Some(Msg::Answer('y'));
@@ -83,18 +83,20 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         Scope::WhatIf,
         Scope::Tour,
     ];
-    if app.show_help {
-        return match map.action(chord, &any)? {
+    let Some(top) = app.overlay() else {
+        return main_view_msg(map.action(chord, &active_scopes(app))?);
+    };
+    let action = map.action(chord, &any)?;
+    match top {
+        Overlay::Help => match action {
             Action::Help => Some(Msg::ToggleHelp),
             Action::Escape => Some(Msg::Escape),
             Action::ScrollUp | Action::SelectUp => Some(Msg::HelpScroll(-1)),
             Action::ScrollDown | Action::SelectDown => Some(Msg::HelpScroll(1)),
             Action::Quit => Some(Msg::Quit),
             _ => None,
-        };
-    }
-    if app.explain_open {
-        return match map.action(chord, &any)? {
+        },
+        Overlay::Explain => match action {
             Action::Escape => Some(Msg::Escape),
             Action::Explain => Some(Msg::Explain),
             Action::Mark => Some(Msg::Mark),
@@ -105,10 +107,8 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
             Action::Help => Some(Msg::ToggleHelp),
             Action::Quit => Some(Msg::Quit),
             _ => None,
-        };
-    }
-    if app.ranked_open {
-        return match map.action(chord, &any)? {
+        },
+        Overlay::Ranked => match action {
             Action::Escape => Some(Msg::Escape),
             Action::Ranked => Some(Msg::Ranked),
             Action::SelectLeft | Action::ScrubBack | Action::ScrubBackFar => {
@@ -124,9 +124,9 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
             Action::Help => Some(Msg::ToggleHelp),
             Action::Quit => Some(Msg::Quit),
             _ => None,
-        };
+        },
+        Overlay::Prompt(_) | Overlay::Confirm(_) => None,
     }
-    main_view_msg(map.action(chord, &active_scopes(app))?)
 }
 
 /// The scopes whose keys apply in the main view, in priority order.
@@ -207,12 +207,7 @@ fn main_view_msg(action: Action) -> Option<Msg> {
 /// click or drag selects a heatmap cell or scrubs the timeline; the wheel scrubs over the
 /// timeline and moves the selection over the heatmap.
 pub fn mouse_to_msg(app: &App, areas: &Areas, ev: MouseEvent) -> Option<Msg> {
-    if app.show_help
-        || app.explain_open
-        || app.ranked_open
-        || app.confirm.is_some()
-        || app.prompt.is_some()
-    {
+    if !app.overlays.is_empty() {
         return None;
     }
     let (x, y) = (ev.column, ev.row);

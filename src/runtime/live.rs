@@ -13,6 +13,7 @@ use crate::source::live::history::History;
 use crate::source::live::{
     FollowerHandle, LiveEvent, Target, keep_bounded, spawn_default_follower_batched,
 };
+use crate::source::live::{LinkState, LinkStatus};
 use crate::source::measured::{run_seq_len, seq_len_note};
 use crate::stats::estimate::incremental::{LiveEstimator, LivePoint, Placement};
 use crate::stats::{
@@ -151,7 +152,7 @@ impl Aggregator {
     }
 
     /// Take one event; returns a status line for the UI, if any.
-    pub fn event(&mut self, ev: LiveEvent) -> Option<String> {
+    pub fn event(&mut self, ev: LiveEvent) -> Option<LinkStatus> {
         match ev {
             LiveEvent::Record(r) => {
                 self.points.clear();
@@ -186,9 +187,12 @@ impl Aggregator {
                 self.stale_view = true;
                 None
             }
-            LiveEvent::Event { kind, at_step, .. } => Some(format!(
-                "{kind}{}",
-                at_step.map(|s| format!(" at step {s}")).unwrap_or_default()
+            LiveEvent::Event { kind, at_step, .. } => Some(LinkStatus::new(
+                LinkState::Flowing,
+                format!(
+                    "{kind}{}",
+                    at_step.map(|s| format!(" at step {s}")).unwrap_or_default()
+                ),
             )),
             LiveEvent::Duplicate { .. } => {
                 self.counts.dropped += 1;
@@ -209,8 +213,11 @@ impl Aggregator {
                 self.counts.steps = self.counts.steps.saturating_sub(gone);
                 self.stale_full = true;
                 self.stale_view = true;
-                Some(format!(
-                    "the run restarted at step {step}: {gone} earlier records from that step on replaced"
+                Some(LinkStatus::new(
+                    LinkState::Flowing,
+                    format!(
+                        "the run restarted at step {step}: {gone} earlier records from that step on replaced"
+                    ),
                 ))
             }
             LiveEvent::Status(s) => Some(s),
@@ -373,9 +380,12 @@ impl Aggregator {
                 Err(RecvTimeoutError::Timeout) => {
                     if !told_idle && last_record.is_some_and(|t| t.elapsed() >= IDLE) {
                         told_idle = true;
-                        let note = format!(
-                            "no new records for {} s: the run ended or is paused",
-                            IDLE.as_secs()
+                        let note = LinkStatus::new(
+                            LinkState::Quiet,
+                            format!(
+                                "no new records for {} s: the run ended or is paused",
+                                IDLE.as_secs()
+                            ),
                         );
                         if ui.send(Msg::LiveStatus(note)).is_err() {
                             return;
@@ -431,7 +441,7 @@ mod tests {
         assert!((lo - row.ci[0]).abs() <= 1e-9 * lo && (hi - row.ci[1]).abs() <= 1e-9 * hi);
         // A restart drops the superseded records from the trajectory.
         let note = agg.event(LiveEvent::Restarted { step: 400 });
-        assert!(note.is_some_and(|n| n.contains("400")));
+        assert!(note.is_some_and(|n| n.text.contains("400")));
         assert_eq!(agg.trajectory().points.last().map(|p| p.step), Some(399));
         assert_eq!(agg.counts().steps, 400);
     }

@@ -429,7 +429,7 @@ pub fn popup_area(area: Rect) -> Rect {
 
 /// Draw the popup over `area` when it is open.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, mode: ColorMode) {
-    if !app.explain_open {
+    if !app.is_open(crate::app::OverlayKind::Explain) {
         return;
     }
     let r = popup_area(area);

@@ -46,7 +46,7 @@ fn lines(r: &Ranked, width: usize) -> Vec<Line<'static>> {
 
 /// Draw the popup over `area` when it is open.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App) {
-    if !app.ranked_open {
+    if !app.is_open(crate::app::OverlayKind::Ranked) {
         return;
     }
     let r = super::explain::popup_area(area);

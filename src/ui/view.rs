@@ -3,8 +3,9 @@
 use super::geometry::areas;
 use super::palette::ColorMode;
 use super::{estimators, heatmap, help, plan, recommendation, throughput, timeline, whatif};
-use crate::app::{App, Confirm};
+use crate::app::{App, Confirm, Overlay};
 use crate::session::Panel;
+use crate::source::live::LinkState;
 use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -52,7 +53,7 @@ fn title_line(app: &App) -> Line<'static> {
         );
     }
     if let Some(link) = &app.live_link {
-        let (glyph, colour) = link_look(link);
+        let (glyph, colour) = link_look(link.state);
         spans.insert(
             1,
             Span::styled(format!("{glyph} {link} · "), Style::new().fg(colour)),
@@ -81,29 +82,14 @@ fn title_line(app: &App) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The glyph and colour of the live link's state, read from the follower's latest status:
-/// `◌` yellow while it waits, retries or reconnects, `○` grey once the stream ended or went
-/// quiet, `◉` green while records flow (the glyph tells them apart without colour).
-fn link_look(status: &str) -> (&'static str, Color) {
-    let s = status.to_lowercase();
-    if [
-        "reconnecting",
-        "cannot connect",
-        "retrying",
-        "waiting",
-        "lost",
-    ]
-    .iter()
-    .any(|w| s.contains(w))
-    {
-        ("◌", theme::current().warning)
-    } else if ["ended", "no records", "removed"]
-        .iter()
-        .any(|w| s.contains(w))
-    {
-        ("○", theme::current().muted)
-    } else {
-        ("◉", theme::current().good)
+/// The glyph and colour of the live link's state: `◌` while it waits, retries or reconnects,
+/// `○` once the stream went quiet, `◉` while records flow (the glyph tells them apart without
+/// colour).
+fn link_look(state: LinkState) -> (&'static str, Color) {
+    match state {
+        LinkState::Waiting => ("◌", theme::current().warning),
+        LinkState::Quiet => ("○", theme::current().muted),
+        LinkState::Flowing => ("◉", theme::current().good),
     }
 }
 
@@ -251,13 +237,16 @@ fn draw_themed(frame: &mut Frame, app: &App, mode: ColorMode) {
     };
     frame.render_widget(key_line, a.keys);
     draw_tour(frame, area, app);
-    super::explain::draw(frame, area, app, mode);
-    super::ranked::draw(frame, area, app);
-    if app.show_help {
-        help::draw_overlay(frame, area, &app.keymap, app.help_scroll);
+    // The popups bottom first, so the one that gets the keys is drawn on top.
+    for overlay in &app.overlays {
+        match overlay {
+            Overlay::Explain => super::explain::draw(frame, area, app, mode),
+            Overlay::Ranked => super::ranked::draw(frame, area, app),
+            Overlay::Help => help::draw_overlay(frame, area, &app.keymap, app.help_scroll),
+            Overlay::Prompt(p) => draw_prompt(frame, area, p),
+            Overlay::Confirm(c) => draw_confirm(frame, area, app, c),
+        }
     }
-    draw_prompt(frame, area, app);
-    draw_confirm(frame, area, app);
 }
 
 /// A small centred box of `lines` titled `title`.
@@ -283,15 +272,14 @@ fn popup(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>) 
     );
 }
 
-fn draw_confirm(frame: &mut Frame, area: Rect, app: &App) {
-    let lines = match &app.confirm {
-        None => return,
-        Some(Confirm::Quit) => vec![
+fn draw_confirm(frame: &mut Frame, area: Rect, app: &App, question: &Confirm) {
+    let lines = match question {
+        Confirm::Quit => vec![
             Line::from("There are unsaved changes (what-if settings)."),
             Line::from(format!("s save to {} and quit", app.save_path.display())),
             Line::from("y quit without saving · n / Esc stay"),
         ],
-        Some(Confirm::Overwrite { existing, .. }) => vec![
+        Confirm::Overwrite { existing, .. } => vec![
             Line::from(format!(
                 "{} exists and this session did not write it.",
                 existing.display()
@@ -302,8 +290,7 @@ fn draw_confirm(frame: &mut Frame, area: Rect, app: &App) {
     popup(frame, area, " Confirm ", lines);
 }
 
-fn draw_prompt(frame: &mut Frame, area: Rect, app: &App) {
-    let Some(p) = &app.prompt else { return };
+fn draw_prompt(frame: &mut Frame, area: Rect, p: &crate::app::Prompt) {
     let (title, help) = match p.kind {
         crate::app::PromptKind::SaveAs => (
             " Save as ",

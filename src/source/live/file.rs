@@ -17,6 +17,7 @@
 //! - **Removal**: the open file keeps being read; when a file reappears at the path it is
 //!   treated as a rotation.
 
+use super::LinkState;
 use super::RecordError;
 use super::{Emitter, FollowOptions, LineIngest};
 use crate::stats::record::step::StepStats;
@@ -92,7 +93,7 @@ where
             match open_for_follow(path) {
                 Ok((file, pipe)) => {
                     let id = file.metadata().ok().as_ref().and_then(file_id);
-                    em.status(format!("following {shown}"));
+                    em.status(LinkState::Flowing, format!("following {shown}"));
                     open = Some(OpenFile {
                         file,
                         id,
@@ -103,7 +104,10 @@ where
                 }
                 Err(e) => {
                     if !said_waiting {
-                        em.status(format!("waiting for {shown} to appear ({e})"));
+                        em.status(
+                            LinkState::Waiting,
+                            format!("waiting for {shown} to appear ({e})"),
+                        );
                         said_waiting = true;
                     }
                     em.sleep(opts.poll);
@@ -131,7 +135,10 @@ where
                 // Keep the handle and position: reopening from the start would ingest
                 // the file's lines twice. Retry at the next poll.
                 if !said_read_error {
-                    em.status(format!("reading {shown} failed ({e}); retrying"));
+                    em.status(
+                        LinkState::Waiting,
+                        format!("reading {shown} failed ({e}); retrying"),
+                    );
                     said_read_error = true;
                 }
                 em.sleep(opts.poll);
@@ -151,20 +158,26 @@ where
                 let now = file_id(&meta);
                 if now.is_some() && now != of.id {
                     drain(of, &mut ingest, &mut buf, em);
-                    em.status(format!(
-                        "{shown} was replaced (rotated): reading the new file from its start"
-                    ));
+                    em.status(
+                        LinkState::Flowing,
+                        format!(
+                            "{shown} was replaced (rotated): reading the new file from its start"
+                        ),
+                    );
                     drop_partial(&mut ingest, em, "the rotated-away file");
                     ingest.reset();
                     open = None;
                     continue;
                 }
                 if meta.len() < of.offset {
-                    em.status(format!(
+                    em.status(
+    LinkState::Flowing,
+    format!(
                         "{shown} was truncated ({} < {} bytes read): reading again from its start",
                         meta.len(),
                         of.offset
-                    ));
+                    ),
+);
                     drop_partial(&mut ingest, em, "the truncated file");
                     ingest.reset();
                     match of.file.seek(SeekFrom::Start(0)) {
@@ -175,9 +188,12 @@ where
                 }
             }
             Err(_) if !said_removed => {
-                em.status(format!(
-                    "{shown} was removed: still reading the open file, waiting for a new one"
-                ));
+                em.status(
+                    LinkState::Waiting,
+                    format!(
+                        "{shown} was removed: still reading the open file, waiting for a new one"
+                    ),
+                );
                 said_removed = true;
             }
             Err(_) => {}
@@ -214,8 +230,9 @@ where
 {
     let pending = ingest.pending_bytes();
     if pending > 0 {
-        em.status(format!(
-            "dropped an incomplete last line ({pending} bytes) of {what}"
-        ));
+        em.status(
+            LinkState::Flowing,
+            format!("dropped an incomplete last line ({pending} bytes) of {what}"),
+        );
     }
 }

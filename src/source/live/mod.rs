@@ -70,6 +70,42 @@ impl RecordError for LiveError {
 
 impl RecordError for String {}
 
+/// The state of a live link, as the explorer's title shows it (◌, ◉, ○).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// Waiting for the file or the server, retrying, reconnecting.
+    Waiting,
+    /// Connected or following: records can flow.
+    Flowing,
+    /// Nothing new for a while: the run ended or is paused.
+    Quiet,
+}
+
+/// A live link's state and what happened, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkStatus {
+    /// The state.
+    pub state: LinkState,
+    /// What happened ("connected to tcp://…", "… was truncated: reading again").
+    pub text: String,
+}
+
+impl LinkStatus {
+    /// A status in `state` saying `text`.
+    pub fn new(state: LinkState, text: impl Into<String>) -> Self {
+        LinkStatus {
+            state,
+            text: text.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for LinkStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// What a follower thread reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LiveEvent {
@@ -100,8 +136,8 @@ pub enum LiveEvent {
         /// Its `at_step`, when it has one.
         at_step: Option<u64>,
     },
-    /// Human-readable progress: waiting, connected, truncated, rotated, reconnecting...
-    Status(String),
+    /// Progress of the link: waiting, connected, truncated, rotated, reconnecting...
+    Status(LinkStatus),
     /// A record dropped because its step was already delivered with the same values (the
     /// stream was replayed after a reconnect, or the file rewritten and renamed).
     Duplicate {
@@ -408,8 +444,8 @@ impl Emitter {
         Some(verdict)
     }
 
-    fn status(&mut self, msg: String) {
-        self.send(LiveEvent::Status(msg));
+    fn status(&mut self, state: LinkState, text: String) {
+        self.send(LiveEvent::Status(LinkStatus { state, text }));
     }
 
     /// Sleep for `d` (after sending what is gathered), waking early (every 10 ms at most) if

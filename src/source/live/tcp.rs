@@ -8,6 +8,7 @@
 //! is discarded. Malformed lines are counted as received (a replay counts its
 //! garbage again).
 
+use super::LinkState;
 use super::RecordError;
 use super::{Admit, Emitter, FollowOptions, LineIngest};
 use crate::stats::record::step::StepStats;
@@ -30,10 +31,13 @@ where
             Ok(s) => s,
             Err(reason) => {
                 if !failing_since_report {
-                    em.status(format!(
+                    em.status(
+    LinkState::Waiting,
+    format!(
                         "cannot connect to tcp://{addr} ({reason}); retrying with backoff up to {} ms",
                         opts.backoff_max.as_millis()
-                    ));
+                    ),
+);
                     failing_since_report = true;
                 }
                 em.sleep(backoff);
@@ -83,7 +87,7 @@ where
 
     /// A connection to `addr` was made.
     pub(super) fn connected(&mut self, addr: &str, em: &mut Emitter) {
-        em.status(format!("connected to tcp://{addr}"));
+        em.status(LinkState::Flowing, format!("connected to tcp://{addr}"));
         // Replayed history comes back as duplicates of what was delivered (see dedupe.rs).
         self.replayed = 0;
         self.said = false;
@@ -95,9 +99,10 @@ where
         self.ingest.feed(bytes, &mut |ev| match em.deliver(ev) {
             Some(Admit::Duplicate) => *replayed += 1,
             Some(_) if *replayed > 0 && !*said => {
-                em.status(format!(
-                    "skipped {replayed} replayed records already received"
-                ));
+                em.status(
+                    LinkState::Flowing,
+                    format!("skipped {replayed} replayed records already received"),
+                );
                 *said = true;
             }
             _ => {}
@@ -107,10 +112,13 @@ where
     /// The connection ended (`why`): report the replay and the cut line, start a new stream.
     pub(super) fn lost(&mut self, addr: &str, why: &str, em: &mut Emitter) {
         if self.replayed > 0 && !self.said {
-            em.status(format!(
-                "skipped {} replayed records already received",
-                self.replayed
-            ));
+            em.status(
+                LinkState::Flowing,
+                format!(
+                    "skipped {} replayed records already received",
+                    self.replayed
+                ),
+            );
         }
         let pending = self.ingest.reset();
         let cut = if pending > 0 {
@@ -118,9 +126,10 @@ where
         } else {
             String::new()
         };
-        em.status(format!(
-            "connection to tcp://{addr} lost ({why}){cut}; reconnecting"
-        ));
+        em.status(
+            LinkState::Waiting,
+            format!("connection to tcp://{addr} lost ({why}){cut}; reconnecting"),
+        );
     }
 }
 
