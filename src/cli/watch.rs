@@ -2,9 +2,9 @@
 //! Headless mode collects records until enough steps arrived (or a timeout) and prints a
 //! summary; the interactive explorer view is wired by the lead.
 
-use crate::source::live::history::{History, HistoryBin};
+use crate::source::live::aggregate::LiveCore;
+use crate::source::live::history::HistoryBin;
 use crate::source::live::{LiveEvent, Target, spawn_default_follower_batched};
-use crate::stats::estimate::incremental::{LiveEstimator, Placement};
 use crate::stats::{EstimatorSettings, SmootherKind, StepStats};
 use clap::Args;
 use serde::Serialize;
@@ -65,7 +65,7 @@ const MALFORMED_EXAMPLES: usize = 5;
 /// Most step ranges in `history`.
 pub const HISTORY_BINS: usize = 64;
 /// Records the live estimate can place behind the newest (out-of-order arrivals).
-pub const REPLAY_RECORDS: usize = 4096;
+pub use crate::source::live::aggregate::REPLAY_RECORDS;
 /// How many malformed lines are printed to stderr as they arrive.
 const MALFORMED_PRINTED: u64 = 20;
 
@@ -394,18 +394,13 @@ pub const TIMING_ENV: &str = "COPUS_WATCH_TIMING";
 /// incremental estimate and its bounded history, and the counts.
 pub struct WatchState {
     shown: String,
-    records: Vec<StepStats>,
-    evicted: u64,
+    core: LiveCore,
     malformed: u64,
     non_finite: u64,
     examples: Vec<(u64, String)>,
     duplicates: u64,
     restarts: u64,
     superseded: u64,
-    live: LiveEstimator,
-    history: History,
-    points: Vec<crate::stats::estimate::incremental::LivePoint>,
-    last_point: Option<(u64, f64)>,
     events: u64,
     applied: Vec<u64>,
 }
@@ -415,24 +410,13 @@ impl WatchState {
     pub fn new(shown: String) -> Self {
         Self {
             shown,
-            // Room for the bound up front (address space; pages are taken as records come):
-            // no copy of the records as the buffer grows.
-            records: Vec::with_capacity(
-                crate::source::live::MAX_KEPT_RECORDS
-                    + crate::source::live::MAX_KEPT_RECORDS / 8
-                    + 1,
-            ),
-            evicted: 0,
+            core: LiveCore::new(&live_settings()),
             malformed: 0,
             non_finite: 0,
             examples: Vec::new(),
             duplicates: 0,
             restarts: 0,
             superseded: 0,
-            live: LiveEstimator::new(&live_settings(), REPLAY_RECORDS),
-            history: History::default(),
-            points: Vec::new(),
-            last_point: None,
             events: 0,
             applied: Vec::new(),
         }
@@ -440,7 +424,7 @@ impl WatchState {
 
     /// Valid records received (including evicted ones).
     pub fn steps(&self) -> u64 {
-        self.records.len() as u64 + self.evicted
+        self.core.records().len() as u64 + self.core.evicted()
     }
 
     fn reached(&self, until_steps: Option<u64>) -> bool {
@@ -450,33 +434,19 @@ impl WatchState {
     /// The newest step of the incremental (one-sided smoothed) estimate and its B_simple,
     /// samples.
     pub fn b_simple_now(&self) -> Option<(u64, f64)> {
-        self.last_point
+        self.core.last_point()
     }
 
     /// Entries held by the incremental history (bounded).
     pub fn history_len(&self) -> usize {
-        self.history.len()
+        self.core.history().len()
     }
 
     /// Take one event from the follower.
     pub fn event(&mut self, ev: LiveEvent) {
         let shown = &self.shown;
         match ev {
-            LiveEvent::Record(r) => {
-                self.points.clear();
-                match self.live.push(&r, &mut self.points) {
-                    Placement::Replayed { from_step } => self.history.truncate_from(from_step),
-                    Placement::Appended | Placement::Late | Placement::Excluded => {}
-                }
-                if let Some(p) = self.points.last() {
-                    self.last_point = p.b_simple().map(|b| (p.step, b));
-                }
-                for p in self.points.drain(..) {
-                    self.history.push(p);
-                }
-                self.records.push(r);
-                self.evicted += crate::source::live::keep_bounded(&mut self.records);
-            }
+            LiveEvent::Record(r) => self.core.push(r),
             LiveEvent::Malformed { line_no, reason } => {
                 self.malformed += 1;
                 if self.malformed <= MALFORMED_PRINTED {
@@ -507,17 +477,10 @@ impl WatchState {
             LiveEvent::Duplicate { .. } => self.duplicates += 1,
             LiveEvent::Restarted { step } => {
                 self.restarts += 1;
-                let before = self.records.len();
-                self.records.retain(|r| r.step < step);
-                self.superseded += (before - self.records.len()) as u64;
-                if self.live.truncate_from(step) {
-                    self.history.truncate_from(step);
-                } else {
-                    self.history.clear();
-                }
+                let gone = self.core.restart_from(step);
+                self.superseded += gone;
                 eprintln!(
-                    "copus watch: {shown}: the run restarted at step {step}; {} earlier records from that step on are replaced",
-                    before - self.records.len()
+                    "copus watch: {shown}: the run restarted at step {step}; {gone} earlier records from that step on are replaced"
                 );
             }
         }
@@ -525,12 +488,12 @@ impl WatchState {
 
     /// The summary of what was received.
     pub fn finish(&self, until_steps: Option<u64>, elapsed_s: f64) -> WatchSummary {
-        let (estimate, phi) = live_estimate_and_inflation(&self.records);
-        let records = &self.records;
+        let (estimate, phi) = live_estimate_and_inflation(self.core.records());
+        let records = self.core.records();
         WatchSummary {
             target: self.shown.clone(),
             steps_ingested: self.steps(),
-            records_evicted: self.evicted,
+            records_evicted: self.core.evicted(),
             steps_skipped: records.iter().filter(|r| r.skipped.is_some()).count() as u64,
             malformed_lines: self.malformed,
             non_finite_skipped: self.non_finite,
@@ -548,9 +511,10 @@ impl WatchState {
             advice: None,
             event_lines: self.events,
             applied_at: self.applied[self.applied.len().saturating_sub(APPLIED_KEPT)..].to_vec(),
-            late_records: self.live.late(),
+            late_records: self.core.late(),
             history: self
-                .history
+                .core
+                .history()
                 .summary(HISTORY_BINS, phi, live_settings().confidence),
             estimate,
         }

@@ -9,15 +9,13 @@
 
 use crate::app::Msg;
 use crate::source::Loaded;
-use crate::source::live::history::History;
-use crate::source::live::{
-    FollowerHandle, LiveEvent, Target, keep_bounded, spawn_default_follower_batched,
-};
+use crate::source::live::aggregate::LiveCore;
+use crate::source::live::{FollowerHandle, LiveEvent, Target, spawn_default_follower_batched};
 use crate::source::live::{LinkState, LinkStatus};
 use crate::source::measured::{run_seq_len, seq_len_note};
-use crate::stats::estimate::incremental::{LiveEstimator, LivePoint, Placement};
+use crate::stats::estimate::incremental::LivePoint;
 use crate::stats::{
-    AnalyzeReport, EstimatorSettings, InputCounts, SmootherKind, StepStats, analyze_with_counts,
+    AnalyzeReport, EstimatorSettings, InputCounts, SmootherKind, analyze_with_counts,
     analyze_with_inflation,
 };
 use crate::trajectory::{Trajectory, TrajectoryPoint};
@@ -34,7 +32,7 @@ pub const FULL_MIN: Duration = Duration::from_secs(2);
 pub const FULL_DUTY: f64 = 0.2;
 
 /// Records the live estimate can place behind the newest (out-of-order arrivals).
-pub const REPLAY_RECORDS: usize = 4096;
+pub use crate::source::live::aggregate::REPLAY_RECORDS;
 
 /// Most steps of non-finite records the live view keeps to mark on the timeline (later ones
 /// are still counted).
@@ -86,10 +84,7 @@ pub struct Aggregator {
     settings: EstimatorSettings,
     seq_len: u32,
     label: String,
-    records: Vec<StepStats>,
-    live: LiveEstimator,
-    history: History,
-    points: Vec<LivePoint>,
+    core: LiveCore,
     counts: LiveCounts,
     /// Steps of the non-finite records received (at most [`MAX_NON_FINITE_STEPS`]), and how
     /// many more there were (without a readable step, or beyond the bound): handed to the full
@@ -118,15 +113,12 @@ impl Aggregator {
     /// Nothing received yet; `seq_len` is the model's tokens per sample (used until the
     /// records' token counts give the run's own).
     pub fn new(settings: EstimatorSettings, seq_len: u32, label: String) -> Self {
-        let live = LiveEstimator::new(&settings, REPLAY_RECORDS);
+        let core = LiveCore::new(&settings);
         Self {
             settings,
             seq_len,
             label,
-            records: Vec::new(),
-            live,
-            history: History::default(),
-            points: Vec::new(),
+            core,
             counts: LiveCounts::default(),
             non_finite_steps: Vec::new(),
             non_finite_other: 0,
@@ -148,22 +140,14 @@ impl Aggregator {
 
     /// Entries held by the history (bounded whatever the run's length).
     pub fn history_len(&self) -> usize {
-        self.history.len()
+        self.core.history().len()
     }
 
     /// Take one event; returns a status line for the UI, if any.
     pub fn event(&mut self, ev: LiveEvent) -> Option<LinkStatus> {
         match ev {
             LiveEvent::Record(r) => {
-                self.points.clear();
-                if let Placement::Replayed { from_step } = self.live.push(&r, &mut self.points) {
-                    self.history.truncate_from(from_step);
-                }
-                for p in self.points.drain(..) {
-                    self.history.push(p);
-                }
-                self.records.push(r);
-                keep_bounded(&mut self.records);
+                self.core.push(r);
                 self.counts.steps += 1;
                 self.stale_full = true;
                 self.stale_view = true;
@@ -200,15 +184,8 @@ impl Aggregator {
                 None
             }
             LiveEvent::Restarted { step } => {
-                let before = self.records.len();
-                self.records.retain(|r| r.step < step);
-                let gone = (before - self.records.len()) as u64;
+                let gone = self.core.restart_from(step);
                 self.non_finite_steps.retain(|&s| s < step);
-                if self.live.truncate_from(step) {
-                    self.history.truncate_from(step);
-                } else {
-                    self.history.clear();
-                }
                 self.counts.dropped += gone;
                 self.counts.steps = self.counts.steps.saturating_sub(gone);
                 self.stale_full = true;
@@ -239,7 +216,7 @@ impl Aggregator {
         self.stale_full = false;
         let detail = crate::stats::analysis::layers::LayerDetail::Full;
         let analysed = if self.non_finite_steps.is_empty() && self.non_finite_other == 0 {
-            analyze_with_inflation(&self.records, &self.settings, detail)
+            analyze_with_inflation(self.core.records(), &self.settings, detail)
         } else {
             // The non-finite lines never became records: counted and located as `open`
             // counts its reader's, so the run's diagnostics (and the timeline's ✕) match.
@@ -248,7 +225,7 @@ impl Aggregator {
                 non_finite_steps: self.non_finite_steps.clone(),
                 ..InputCounts::default()
             };
-            analyze_with_counts(&self.records, &counts, &self.settings).map(|report| {
+            analyze_with_counts(self.core.records(), &counts, &self.settings).map(|report| {
                 let phi = crate::stats::estimate::incremental::inflation_of_rows(
                     &report.steps,
                     &self.settings,
@@ -298,7 +275,7 @@ impl Aggregator {
         let seq = f64::from(self.run_seq.0);
         let confidence = self.settings.confidence;
         let mut tokens = 0.0;
-        let mut points = Vec::with_capacity(self.history.len());
+        let mut points = Vec::with_capacity(self.core.history().len());
         let add = |p: &LivePoint, tokens: f64, points: &mut Vec<TrajectoryPoint>| {
             let Some(b) = p.b_simple().filter(|b| b.is_finite() && *b > 0.0) else {
                 return;
@@ -312,14 +289,14 @@ impl Aggregator {
                 loss: p.loss,
             });
         };
-        for bin in self.history.bins() {
+        for bin in self.core.history().bins() {
             tokens = bin
                 .last
                 .tokens
                 .map_or(tokens + bin.b_big_sum * seq, |t| t * self.token_scale);
             add(&bin.last, tokens, &mut points);
         }
-        for p in self.history.recent() {
+        for p in self.core.history().recent() {
             tokens = p
                 .tokens
                 .map_or(tokens + p.b_big * seq, |t| t * self.token_scale);
@@ -337,7 +314,7 @@ impl Aggregator {
         self.stale_view = false;
         let update = match report {
             Some(Err(e)) => Err(e),
-            _ if self.history.is_empty() => Err("no usable step yet".to_owned()),
+            _ if self.core.history().is_empty() => Err("no usable step yet".to_owned()),
             Some(Ok(report)) => Ok((Some(report), self.trajectory())),
             None => Ok((None, self.trajectory())),
         }
@@ -410,8 +387,8 @@ impl Aggregator {
 mod tests {
     use super::*;
 
-    fn rec(step: u64) -> StepStats {
-        let mut r = StepStats::new(step, 4.0, 32.0, 10.0 + (step % 7) as f64, 2.0);
+    fn rec(step: u64) -> crate::stats::StepStats {
+        let mut r = crate::stats::StepStats::new(step, 4.0, 32.0, 10.0 + (step % 7) as f64, 2.0);
         r.tokens = Some(step as f64 * 32.0 * 128.0);
         r
     }

@@ -16,6 +16,7 @@
 //! # Ok::<(), copus::source::live::LiveError>(())
 //! ```
 
+pub mod aggregate;
 mod dedupe;
 mod file;
 pub mod history;
