@@ -2,7 +2,7 @@
 //! now and drift and the located causes on the timeline, the per-layer view, and a second run
 //! laid over the first — at 80×24 and 200×60, with styles. Besides the snapshots, each test
 //! checks that the essentials are on screen whole at 80 columns. Regenerate with
-//! `INSTA_UPDATE=always cargo test --test explorer -- render_drift::` and review the diff.
+//! `INSTA_UPDATE=always cargo test --test integration -- render_drift::` and review the diff.
 
 use crate::render_support;
 

@@ -2,7 +2,7 @@
 //! measured run (stats file), a gradient dump and a live source, at 80×24 and 200×60, with the
 //! buffer's styles (colours and modifiers of every cell run), so that a change to a panel's
 //! layout, numbers or heatmap colours shows up in review. Regenerate with
-//! `INSTA_UPDATE=always cargo test --test explorer -- render_snapshots::` and review the diff.
+//! `INSTA_UPDATE=always cargo test --test integration -- render_snapshots::` and review the diff.
 
 use crate::render_support;
 
