@@ -28,8 +28,7 @@ fn with_plan(mut app: App) -> App {
         &app.resolved,
         &app.planning_trajectory(),
         app.table.as_ref().expect("table"),
-    )
-    .map_err(|e| e.to_string());
+    );
     let generation = app.plan_generation;
     update(
         &mut app,

@@ -18,7 +18,7 @@ fn render(app: &App, w: u16, h: u16) -> String {
 fn ready(lesson: &Lesson, dir: &std::path::Path) -> App {
     let mut app = lesson_app(lesson, dir).expect("lesson app");
     if app.loading {
-        let loaded = copus::pipeline::load(&app.resolved).map_err(|e| e.to_string());
+        let loaded = copus::pipeline::load(&app.resolved);
         update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
         // Loading resets the view: the lesson starts again at its first step.
         update(&mut app, Msg::Escape);

@@ -28,7 +28,7 @@ fn a_stats_file_opens_with_intervals_and_estimators() {
     );
     let mut app = App::loading(resolved.clone());
     assert!(app.loading && app.trajectory.points.is_empty());
-    let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&resolved);
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     assert!(!app.loading);
     let report = app
@@ -110,7 +110,7 @@ fn a_long_load_shows_a_gauge_until_the_source_arrives() {
         .map(|(x, y)| buf[(x, y)].symbol().to_string())
         .collect();
     assert!(text.contains("reducing the dump: 42%"), "{text}");
-    let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&resolved);
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     assert!(app.progress.is_none() && !app.loading);
 }
@@ -166,7 +166,7 @@ fn the_smoother_widens_and_narrows_on_keys_and_the_run_is_analysed_again() {
     assert_eq!(effects, vec![copus::app::Effect::LoadSource]);
     let wider = app.resolved.session.estimator.bandwidth_steps.expect("set");
     assert!((wider / auto - 1.5).abs() < 1e-9, "{wider} vs {auto}");
-    let loaded = copus::pipeline::load(&app.resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&app.resolved);
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     let smoother = &app.analysis.as_ref().expect("analysis").summary.smoother;
     assert!(

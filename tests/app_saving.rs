@@ -215,7 +215,9 @@ fn a_load_failure_is_an_error_before_the_terminal_or_a_panel() {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
     let resolved = adhoc_session(&OpenArgs::for_path(&sample)).expect("session");
     let mut app = render_support::with_table(App::loading(resolved));
-    let why = "run.ndjson: no step gives a usable estimate (samples missing)".to_string();
+    let why = copus::source::SourceError::Unsupported(
+        "run.ndjson: no step gives a usable estimate (samples missing)".to_string(),
+    );
     update(&mut app, Msg::SourceLoaded(Box::new(Err(why))));
     let screen = render(&app, 120, 40);
     assert!(screen.contains("could not be loaded"), "{screen}");

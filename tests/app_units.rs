@@ -18,7 +18,7 @@ fn render(app: &App, w: u16, h: u16) -> String {
 fn sample_run(args: OpenArgs) -> App {
     let resolved = adhoc_session(&args).expect("ad-hoc session");
     let mut app = App::loading(resolved.clone());
-    let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&resolved);
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     render_support::with_table(app)
 }

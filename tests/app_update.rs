@@ -283,8 +283,7 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
         other => panic!("a table and a trajectory ask for a plan, got {other:?}"),
     };
     let table = app.table.clone().expect("table");
-    let plan = copus::pipeline::plan_with(&app.resolved, &app.raw_trajectory, &table)
-        .map_err(|e| e.to_string());
+    let plan = copus::pipeline::plan_with(&app.resolved, &app.raw_trajectory, &table);
     let switches = plan.as_ref().expect("the demo plans").switches.len();
     update(
         &mut app,

@@ -190,8 +190,7 @@ fn the_explorer_status_line_names_the_backend_that_reduced_a_dump() {
     let resolved = adhoc_session(&args).expect("session");
     let mut app = App::loading(resolved.clone());
     // What `copus open` hands the worker: the device as asked, the probe already cached.
-    let loaded =
-        copus::pipeline::load_with(&resolved, Device::Auto, &|_| {}).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load_with(&resolved, Device::Auto, &|_| {});
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     assert!(app.status.contains(" · reduced on "), "{}", app.status);
     if no_driver() {

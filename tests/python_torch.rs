@@ -94,8 +94,7 @@ fn ddp_hook_under_real_torch_matches_an_independent_recomputation() {
         };
         let resolved = adhoc_session(&args).expect("an ad-hoc session for the dump");
         let mut app = App::loading(resolved.clone());
-        let loaded =
-            copus::pipeline::load_with(&resolved, args.device, &|_| {}).map_err(|e| e.to_string());
+        let loaded = copus::pipeline::load_with(&resolved, args.device, &|_| {});
         update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
         assert!(!app.loading, "{}", app.status);
         assert!(app.status.starts_with("loaded "), "{}", app.status);

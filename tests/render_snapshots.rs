@@ -116,7 +116,7 @@ fn a_gradient_dump() {
         ..OpenArgs::for_path(&dir)
     };
     let resolved = adhoc_session(&args).expect("ad-hoc session");
-    let loaded = copus::pipeline::load(&resolved).map_err(|e| e.to_string());
+    let loaded = copus::pipeline::load(&resolved);
     let mut app = App::loading(resolved);
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     let mut app = render_support::with_table(app);
@@ -144,7 +144,11 @@ fn a_live_source() {
         smoother: copus::stats::SmootherKind::OneSided,
         ..Default::default()
     };
-    let report = copus::stats::analyze_outcome(&outcome, &settings).expect("analyses");
+    let report = copus::stats::analyze(
+        &outcome.records,
+        copus::stats::AnalyzeOptions::read(&outcome, &settings),
+    )
+    .expect("analyses");
     let (seq, origin) = copus::source::measured::run_seq_len(&report, None, 4096);
     let loaded = copus::source::Loaded {
         trajectory: copus::source::measured::trajectory_from_report(

@@ -248,7 +248,7 @@ fn producer_flagged_nan_counts_as_non_finite() {
 /// carries its meaning and no reasons.
 #[test]
 fn a_single_bad_line_does_not_make_a_run_noisy() {
-    use copus::stats::{InputCounts, analyze_with_counts};
+    use copus::stats::InputCounts;
     let m = Model::power_law(100, 1.0, 100.0, 2.0, 8);
     let mut records = m.run(13, 2000, |_| 4.0);
     records[700].sq_small = f64::NAN;
@@ -256,7 +256,7 @@ fn a_single_bad_line_does_not_make_a_run_noisy() {
         malformed: 1,
         ..InputCounts::default()
     };
-    let r = analyze_with_counts(&records, &counts, &EstimatorSettings::default()).expect("a");
+    let r = analyze_counted(&records, &counts);
     assert_eq!(r.summary.non_finite_skipped, 1);
     assert_eq!(r.summary.malformed_lines, 1);
     assert!(kinds(&r).contains(&K::MalformedLines) && kinds(&r).contains(&K::NonFiniteSkipped));
@@ -274,7 +274,7 @@ fn a_single_bad_line_does_not_make_a_run_noisy() {
         malformed: 30,
         ..InputCounts::default()
     };
-    let r = analyze_with_counts(&records, &counts, &EstimatorSettings::default()).expect("a");
+    let r = analyze_counted(&records, &counts);
     assert_eq!(r.summary.verdict, Verdict::Noisy);
     let reason = r
         .summary
@@ -375,4 +375,14 @@ fn a_dominating_layer_is_a_warning_only_when_it_misdescribes_the_rest() {
     assert_eq!(severity((80.0, 0.2), (20.0, 0.4)), Some(Severity::Warning));
     // An even split dominates nothing.
     assert_eq!(severity((50.0, 1.0), (50.0, 1.0)), None);
+}
+
+/// The analysis of `records` with `counts` lines rejected before.
+fn analyze_counted(
+    records: &[copus::stats::StepStats],
+    counts: &copus::stats::InputCounts,
+) -> copus::stats::AnalyzeReport {
+    let settings = EstimatorSettings::default();
+    let options = copus::stats::AnalyzeOptions::from(&settings).with_counts(counts.clone());
+    copus::stats::analyze(records, options).expect("a")
 }

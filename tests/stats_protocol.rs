@@ -4,8 +4,7 @@
 use crate::stats_support;
 
 use copus::stats::{
-    DiagnosticKind, EstimatorSettings, ProtocolError, StatsError, analyze, analyze_outcome,
-    parse_line, read_ndjson,
+    DiagnosticKind, EstimatorSettings, ProtocolError, StatsError, analyze, parse_line, read_ndjson,
 };
 use stats_support::{Model, to_ndjson};
 
@@ -112,7 +111,7 @@ fn reader_counts_and_skips_garbage_with_line_numbers() {
     assert_eq!(lines, vec![201, 203, 204, 205, 206]);
     assert!(out.errors[1].reason.contains("sq_big") || out.errors[1].reason.contains("missing"));
 
-    let report = analyze_outcome(&out, &EstimatorSettings::default()).expect("analysis");
+    let report = analyze_read(&out, &EstimatorSettings::default()).expect("analysis");
     assert_eq!(report.summary.malformed_lines, 4);
     assert_eq!(report.summary.non_finite_skipped, 1);
     assert_eq!(report.summary.steps, 200);
@@ -156,12 +155,12 @@ fn empty_or_all_bad_input_is_an_error() {
     let s = EstimatorSettings::default();
     let empty = read_ndjson(&b""[..]).expect("read");
     assert!(matches!(
-        analyze_outcome(&empty, &s),
+        analyze_read(&empty, &s),
         Err(StatsError::Empty { malformed: 0, .. })
     ));
     let bad = read_ndjson(&b"nope\n{\"v\":1,\"step\":1,\"b_small\":1,\"b_big\":2,\"sq_small\":null,\"sq_big\":1}\n"[..])
         .expect("read");
-    let err = analyze_outcome(&bad, &s).expect_err("all bad");
+    let err = analyze_read(&bad, &s).expect_err("all bad");
     assert_eq!(
         err,
         StatsError::Empty {
@@ -202,4 +201,12 @@ fn extreme_step_numbers_do_not_panic() {
         u64::MAX
     );
     assert_eq!(parse_line(&line).expect("max step").step, u64::MAX);
+}
+
+/// What `copus analyze` does with a reader's outcome.
+fn analyze_read(
+    out: &copus::stats::ReadOutcome,
+    s: &EstimatorSettings,
+) -> Result<copus::stats::AnalyzeReport, copus::stats::StatsError> {
+    copus::stats::analyze(&out.records, copus::stats::AnalyzeOptions::read(out, s))
 }

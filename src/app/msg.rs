@@ -6,8 +6,18 @@ use crate::session::Panel;
 use crate::source::Loaded;
 use std::sync::Arc;
 
+/// A file of a save or an export that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct WriteFailed {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Why.
+    pub source: std::io::Error,
+}
+
 /// One event for [`crate::app::update`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Msg {
     /// Move the scrub cursor by this many trajectory points (negative: back).
     Scrub(i64),
@@ -88,7 +98,7 @@ pub enum Msg {
         /// The file.
         path: std::path::PathBuf,
         /// `Err` with the reason when the line was not written.
-        result: Result<(), String>,
+        result: Result<(), std::io::Error>,
     },
     /// Quit the explorer (asks first when there are unsaved changes).
     Quit,
@@ -104,10 +114,10 @@ pub enum Msg {
         /// Which request this answers (stale answers are dropped).
         generation: u64,
         /// The plan, or why there is none.
-        plan: Box<Result<crate::plan::PlanReport, String>>,
+        plan: Box<Result<crate::plan::PlanReport, crate::pipeline::PlanError>>,
     },
     /// The worker loaded the data source (or says why it could not).
-    SourceLoaded(Box<Result<Loaded, String>>),
+    SourceLoaded(Box<Result<Loaded, crate::source::SourceError>>),
     /// A live run was re-estimated: the new trajectory (or why there is none yet) and counts.
     Live {
         /// The re-estimated source.
@@ -131,7 +141,7 @@ pub enum Msg {
         /// The write that was carried out.
         job: Box<WriteJob>,
         /// Its outcome.
-        result: Result<(), String>,
+        result: Result<(), WriteFailed>,
     },
     /// A write would have replaced `existing`, a file this session did not write: nothing was
     /// written; the user is asked.

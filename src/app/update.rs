@@ -453,7 +453,7 @@ fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
     Vec::new()
 }
 
-fn written(app: &mut App, job: WriteJob, result: Result<(), String>) {
+fn written(app: &mut App, job: WriteJob, result: Result<(), super::msg::WriteFailed>) {
     match result {
         Ok(()) => {
             app.may_overwrite
@@ -829,7 +829,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 app.loading = false;
                 app.progress = None;
                 app.status = "loading failed (see the panel)".into();
-                app.load_error = Some(e);
+                app.load_error = Some(e.to_string());
             }
         },
         Msg::Live {

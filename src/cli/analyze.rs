@@ -3,7 +3,7 @@
 
 use crate::compute::Device;
 use crate::stats::{
-    AnalyzeReport, EstimatorSettings, RecordBound, SmootherKind, analyze_outcome_split,
+    AnalyzeOptions, AnalyzeReport, EstimatorSettings, RecordBound, SmootherKind, analyze_parts,
 };
 use anyhow::Context;
 use clap::Args;
@@ -165,7 +165,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let hwm_read = timing.then(peak_rss_mib).flatten();
     let faults_read = timing.then(minor_faults).flatten();
     let settings = args.settings(&EstimatorSettings::default());
-    let (report, row_layers) = analyze_outcome_split(&outcome, &settings).with_context(|| {
+    let parts = analyze_parts(&outcome.records, AnalyzeOptions::read(&outcome, &settings));
+    let (report, row_layers) = parts.map(|a| (a.report, a.layers)).with_context(|| {
         let first = outcome
             .errors
             .first()

@@ -2,7 +2,7 @@
 //! `stats::analysis::compare`).
 
 use super::analyze::{AnalyzeArgs, render_headline};
-use crate::stats::{AnalyzeReport, EstimatorSettings, analyze_outcome, read_ndjson_bounded};
+use crate::stats::{AnalyzeReport, EstimatorSettings, read_ndjson_bounded};
 use anyhow::Context;
 use std::io::BufReader;
 
@@ -34,7 +34,11 @@ fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<Analy
     for e in &outcome.errors {
         eprintln!("{}:{}: {}", path.display(), e.line, e.reason);
     }
-    analyze_outcome(&outcome, &settings).with_context(|| path.display().to_string())
+    crate::stats::analyze(
+        &outcome.records,
+        crate::stats::AnalyzeOptions::read(&outcome, &settings),
+    )
+    .with_context(|| path.display().to_string())
 }
 
 /// `copus analyze A --compare B`: both analyses and the comparison of B with A.

@@ -169,8 +169,11 @@ pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
 fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
     let settings = live_settings();
     let detail = crate::stats::analysis::layers::LayerDetail::DiagnosticsOnly;
-    match crate::stats::analyze_with_inflation(records, &settings, detail) {
-        Ok((report, phi)) => {
+    let options = crate::stats::AnalyzeOptions::from(&settings).with_layers(detail);
+    match crate::stats::analyze_parts(records, options) {
+        Ok(parts) => {
+            let phi = parts.inflation;
+            let report = parts.into_report();
             let now = report.steps.last();
             let estimate = LiveEstimate {
                 steps_used: report.summary.steps,

@@ -15,8 +15,8 @@ use crate::source::live::{LinkState, LinkStatus};
 use crate::source::measured::{run_seq_len, seq_len_note};
 use crate::stats::estimate::incremental::LivePoint;
 use crate::stats::{
-    AnalyzeReport, EstimatorSettings, InputCounts, SmootherKind, analyze_with_counts,
-    analyze_with_inflation,
+    AnalyzeOptions, AnalyzeReport, EstimatorSettings, InputCounts, SmootherKind, analyze,
+    analyze_parts,
 };
 use crate::trajectory::{Trajectory, TrajectoryPoint};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
@@ -216,7 +216,14 @@ impl Aggregator {
         self.stale_full = false;
         let detail = crate::stats::analysis::layers::LayerDetail::Full;
         let analysed = if self.non_finite_steps.is_empty() && self.non_finite_other == 0 {
-            analyze_with_inflation(self.core.records(), &self.settings, detail)
+            analyze_parts(
+                self.core.records(),
+                AnalyzeOptions::from(&self.settings).with_layers(detail),
+            )
+            .map(|parts| {
+                let phi = parts.inflation;
+                (parts.into_report(), phi)
+            })
         } else {
             // The non-finite lines never became records: counted and located as `open`
             // counts its reader's, so the run's diagnostics (and the timeline's ✕) match.
@@ -225,7 +232,11 @@ impl Aggregator {
                 non_finite_steps: self.non_finite_steps.clone(),
                 ..InputCounts::default()
             };
-            analyze_with_counts(self.core.records(), &counts, &self.settings).map(|report| {
+            analyze(
+                self.core.records(),
+                AnalyzeOptions::from(&self.settings).with_counts(counts),
+            )
+            .map(|report| {
                 let phi = crate::stats::estimate::incremental::inflation_of_rows(
                     &report.steps,
                     &self.settings,

@@ -62,8 +62,12 @@ pub fn write(job: WriteJob) -> Msg {
         };
     }
     let result = job.files.iter().try_for_each(|(path, text)| {
-        crate::fsutil::write_atomic(path, text.as_bytes())
-            .map_err(|e| format!("{}: {e}", path.display()))
+        crate::fsutil::write_atomic(path, text.as_bytes()).map_err(|source| {
+            crate::app::msg::WriteFailed {
+                path: path.clone(),
+                source,
+            }
+        })
     });
     Msg::Written {
         job: Box::new(job),
@@ -83,8 +87,7 @@ pub fn append(path: std::path::PathBuf, line: &str) -> Msg {
     let result = std::fs::OpenOptions::new()
         .append(true)
         .open(&path)
-        .and_then(|mut f| writeln!(f, "{line}").and_then(|()| f.flush()))
-        .map_err(|e| e.to_string());
+        .and_then(|mut f| writeln!(f, "{line}").and_then(|()| f.flush()));
     Msg::Appended { path, result }
 }
 
@@ -130,7 +133,7 @@ fn load(
             let _ = results.send(Msg::Progress(f, "reducing the dump".into()));
         }
     };
-    let loaded = crate::pipeline::load_with(resolved, device, &progress).map_err(|e| e.to_string());
+    let loaded = crate::pipeline::load_with(resolved, device, &progress);
     Msg::SourceLoaded(Box::new(loaded))
 }
 
@@ -167,7 +170,7 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
         results.clone(),
         true,
         |(r, t, table, generation): PlanJob, _| {
-            let plan = crate::pipeline::plan_with(&r, &t, &table).map_err(|e| e.to_string());
+            let plan = crate::pipeline::plan_with(&r, &t, &table);
             Some(Msg::PlanReady {
                 generation,
                 plan: Box::new(plan),

@@ -1,7 +1,7 @@
 //! Trajectories from measured runs: a stats protocol v1 file analysed by the noise-scale
 //! engine, with the smoothed B_simple and its interval at every step.
 
-use crate::stats::{AnalyzeReport, EstimatorSettings, RecordBound, StepStats, analyze_outcome};
+use crate::stats::{AnalyzeReport, EstimatorSettings, RecordBound, StepStats};
 use crate::trajectory::{Trajectory, TrajectoryPoint};
 use std::path::Path;
 
@@ -163,7 +163,11 @@ pub fn load_stats_file(
     let (outcome, _left_out) =
         crate::stats::estimate::precond::read_for(file, settings.gradient, RecordBound::Default)
             .map_err(io)?;
-    let report = analyze_outcome(&outcome, settings).map_err(|source| MeasuredError::Stats {
+    let report = crate::stats::analyze(
+        &outcome.records,
+        crate::stats::AnalyzeOptions::read(&outcome, settings),
+    )
+    .map_err(|source| MeasuredError::Stats {
         path: path.to_path_buf(),
         source,
     })?;

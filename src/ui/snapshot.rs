@@ -37,16 +37,15 @@ pub fn settle(app: &mut App, effects: Vec<Effect>) {
                         &app.resolved,
                         &app.planning_trajectory(),
                         &table,
-                    )
-                    .map_err(|e| e.to_string());
+                    );
                     Msg::PlanReady {
                         generation,
                         plan: Box::new(plan),
                     }
                 }
-                Effect::LoadSource => Msg::SourceLoaded(Box::new(
-                    crate::pipeline::load(&app.resolved).map_err(|e| e.to_string()),
-                )),
+                Effect::LoadSource => {
+                    Msg::SourceLoaded(Box::new(crate::pipeline::load(&app.resolved)))
+                }
                 Effect::Write(job) => crate::runtime::worker::write(job),
                 Effect::AppendLine { path, line } => crate::runtime::worker::append(path, &line),
             };

@@ -42,8 +42,7 @@ fn with_table_then(mut app: App, plan: bool) -> App {
             &app.resolved,
             &app.planning_trajectory(),
             app.table.as_ref().expect("table"),
-        )
-        .map_err(|e| e.to_string());
+        );
         update(
             &mut app,
             Msg::PlanReady {

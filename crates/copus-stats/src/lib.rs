@@ -2,8 +2,8 @@
 //! estimators with smoothing, intervals and diagnostics (docs/STATISTICS.md).
 //!
 //! Entry points: [`read_ndjson`] (protocol v1 stream → records; [`read_ndjson_bounded`] keeps
-//! at most a bound of them, merging consecutive steps, [`coarsen`]), [`analyze`] /
-//! [`analyze_outcome`] (records → [`AnalyzeReport`]).
+//! at most a bound of them, merging consecutive steps, [`coarsen`]), [`analyze`]
+//! (records and [`AnalyzeOptions`] → [`AnalyzeReport`]; [`analyze_parts`] for its parts).
 
 pub mod analysis;
 pub mod diagnostics;
@@ -15,10 +15,7 @@ pub mod smoothing;
 
 pub use analysis::compare::{Comparison, compare};
 pub use analysis::settings::{EstimatorSettings, SmootherKind};
-pub use analysis::{
-    InputCounts, StatsError, analyze, analyze_outcome, analyze_outcome_split, analyze_split,
-    analyze_with_counts, analyze_with_inflation,
-};
+pub use analysis::{Analysis, AnalyzeOptions, InputCounts, StatsError, analyze, analyze_parts};
 pub use diagnostics::{Diagnostic, DiagnosticKind, Severity};
 pub use estimate::per_step::{EstimatorKind, TwoBatch, two_batch};
 pub use estimate::window::{Drift, WindowEstimate};

@@ -62,57 +62,99 @@ pub struct InputCounts {
     pub coarsening: Option<Coarsening>,
 }
 
+/// What an analysis takes besides the records: the estimator settings, the lines a reader
+/// rejected before (for the diagnostics) and how much per-layer detail to build.
+/// `&EstimatorSettings` converts into the usual options (nothing rejected, full detail).
+#[derive(Debug, Clone)]
+pub struct AnalyzeOptions<'a> {
+    /// Estimator, smoother, windows, confidence.
+    pub settings: &'a EstimatorSettings,
+    /// Lines rejected before analysis (malformed, non-finite) and the reader's coarsening.
+    pub counts: InputCounts,
+    /// Per-layer rows and trajectories ([`LayerDetail::Full`]), or only the layer diagnostics.
+    pub layers: LayerDetail,
+}
+
+impl<'a> AnalyzeOptions<'a> {
+    /// The options for records a reader produced: its rejected lines are reported.
+    pub fn read(outcome: &ReadOutcome, settings: &'a EstimatorSettings) -> Self {
+        AnalyzeOptions {
+            counts: counts_of(outcome),
+            ..AnalyzeOptions::from(settings)
+        }
+    }
+
+    /// The same options with `counts` as the lines rejected before analysis.
+    pub fn with_counts(self, counts: InputCounts) -> Self {
+        AnalyzeOptions { counts, ..self }
+    }
+
+    /// The same options with `layers` as the per-layer detail.
+    pub fn with_layers(self, layers: LayerDetail) -> Self {
+        AnalyzeOptions { layers, ..self }
+    }
+}
+
+impl<'a> From<&'a EstimatorSettings> for AnalyzeOptions<'a> {
+    fn from(settings: &'a EstimatorSettings) -> Self {
+        AnalyzeOptions {
+            settings,
+            counts: InputCounts::default(),
+            layers: LayerDetail::Full,
+        }
+    }
+}
+
+/// An analysis in its parts: the report with the rows' per-layer points held apart, flat
+/// ([`RowLayers`]; the rows' own `layers` maps are empty), and the autocorrelation inflation
+/// φ ≥ 1 applied to the variance of every smoothed point (the value
+/// [`crate::estimate::incremental::inflation_of_rows`] recomputes from the rows).
+#[derive(Debug)]
+pub struct Analysis {
+    /// The report, rows without their per-layer points.
+    pub report: AnalyzeReport,
+    /// The rows' per-layer points ([`RowLayers::attach`] puts them in the rows;
+    /// [`crate::report::stream::write_report_pretty`] writes the JSON without attaching).
+    pub layers: RowLayers,
+    /// The variance inflation φ.
+    pub inflation: f64,
+}
+
+impl Analysis {
+    /// The report with its rows' per-layer points attached (what [`analyze`] returns).
+    pub fn into_report(self) -> AnalyzeReport {
+        let Analysis {
+            mut report, layers, ..
+        } = self;
+        layers.attach(&mut report.steps);
+        report
+    }
+}
+
 /// Analyse records (any source). Non-finite, invalid and producer-skipped records are excluded
-/// with a diagnostic; an error only when nothing is usable.
-pub fn analyze(
+/// with a diagnostic; an error only when nothing is usable. `options`: the settings
+/// (`&EstimatorSettings`) or [`AnalyzeOptions`].
+pub fn analyze<'a>(
     records: &[StepStats],
-    settings: &EstimatorSettings,
+    options: impl Into<AnalyzeOptions<'a>>,
 ) -> Result<AnalyzeReport, StatsError> {
-    analyze_with_counts(records, &InputCounts::default(), settings)
+    analyze_parts(records, options).map(Analysis::into_report)
 }
 
-/// [`analyze`] (`detail` [`LayerDetail::Full`]), or without the per-layer rows and
-/// trajectories (`DiagnosticsOnly`: one smoothing per layer fewer; the layer diagnostics and
-/// every other field the same), with the autocorrelation inflation φ ≥ 1 the analysis applied to the
-/// variance of every smoothed point: the value
-/// [`crate::estimate::incremental::inflation_of_rows`] recomputes from the report's rows, without
-/// smoothing the run a second time (the live views need it for their own points).
-pub fn analyze_with_inflation(
+/// [`analyze`] in its parts ([`Analysis`]): the per-layer points held apart and the
+/// variance inflation, for writers and live views that need them.
+pub fn analyze_parts<'a>(
     records: &[StepStats],
-    settings: &EstimatorSettings,
-    detail: LayerDetail,
-) -> Result<(AnalyzeReport, f64), StatsError> {
-    let (mut report, layers, phi) =
-        analyze_impl(records, &InputCounts::default(), settings, detail)?;
-    layers.attach(&mut report.steps);
-    Ok((report, phi))
-}
-
-/// [`analyze`] with the rows' per-layer points held apart, flat ([`RowLayers`]); the rows'
-/// own `layers` maps are empty. [`RowLayers::attach`] gives [`analyze`]'s report, and
-/// [`crate::report::stream::write_report_pretty`] writes its JSON without attaching.
-pub fn analyze_split(
-    records: &[StepStats],
-    settings: &EstimatorSettings,
-) -> Result<(AnalyzeReport, RowLayers), StatsError> {
-    analyze_split_with_counts(records, &InputCounts::default(), settings)
-}
-
-/// [`analyze_outcome`] with the rows' per-layer points held apart (see [`analyze_split`]).
-pub fn analyze_outcome_split(
-    outcome: &ReadOutcome,
-    settings: &EstimatorSettings,
-) -> Result<(AnalyzeReport, RowLayers), StatsError> {
-    analyze_split_with_counts(&outcome.records, &counts_of(outcome), settings)
-}
-
-fn analyze_split_with_counts(
-    records: &[StepStats],
-    counts: &InputCounts,
-    settings: &EstimatorSettings,
-) -> Result<(AnalyzeReport, RowLayers), StatsError> {
-    let (report, layers, _) = analyze_impl(records, counts, settings, LayerDetail::Full)?;
-    Ok((report, layers))
+    options: impl Into<AnalyzeOptions<'a>>,
+) -> Result<Analysis, StatsError> {
+    let options = options.into();
+    let (report, layers, inflation) =
+        analyze_impl(records, &options.counts, options.settings, options.layers)?;
+    Ok(Analysis {
+        report,
+        layers,
+        inflation,
+    })
 }
 
 fn counts_of(outcome: &ReadOutcome) -> InputCounts {
@@ -124,14 +166,6 @@ fn counts_of(outcome: &ReadOutcome) -> InputCounts {
     }
 }
 
-/// Analyse what [`super::read_ndjson`] read, reporting its malformed and non-finite lines.
-pub fn analyze_outcome(
-    outcome: &ReadOutcome,
-    settings: &EstimatorSettings,
-) -> Result<AnalyzeReport, StatsError> {
-    analyze_with_counts(&outcome.records, &counts_of(outcome), settings)
-}
-
 /// Tallies of records dropped before estimation, for diagnostics.
 #[derive(Debug, Default)]
 pub(crate) struct Dropped {
@@ -141,17 +175,6 @@ pub(crate) struct Dropped {
     pub(crate) no_dot: Vec<u64>,
     pub(crate) no_pred: Vec<u64>,
     pub(crate) unordered: usize,
-}
-
-/// Analyse records, with line counts from a reader.
-pub fn analyze_with_counts(
-    records: &[StepStats],
-    counts: &InputCounts,
-    settings: &EstimatorSettings,
-) -> Result<AnalyzeReport, StatsError> {
-    let (mut report, layers) = analyze_split_with_counts(records, counts, settings)?;
-    layers.attach(&mut report.steps);
-    Ok(report)
 }
 
 fn analyze_impl(

@@ -420,7 +420,7 @@ mod tests {
     #[test]
     fn the_analysis_inflation_equals_the_one_recomputed_from_rows() {
         use crate::analysis::layers::LayerDetail;
-        use crate::analyze_with_inflation;
+        use crate::{AnalyzeOptions, analyze_parts};
         let mut rng = StdRng::seed_from_u64(5);
         let mut inflated = 0;
         // The random stream, and one whose noise is autocorrelated (AR(1), ρ = 0.9), where the
@@ -451,8 +451,13 @@ mod tests {
                 };
                 let want = inflation_of_rows(&full.steps, &settings);
                 for detail in [LayerDetail::Full, LayerDetail::DiagnosticsOnly] {
-                    let (report, phi) =
-                        analyze_with_inflation(&records, &settings, detail).expect("analysed");
+                    let parts = analyze_parts(
+                        &records,
+                        AnalyzeOptions::from(&settings).with_layers(detail),
+                    )
+                    .expect("analysed");
+                    let phi = parts.inflation;
+                    let report = parts.into_report();
                     assert_eq!(phi.to_bits(), want.to_bits(), "n={n} {smoother:?}");
                     inflated += usize::from(phi > 1.0);
                     assert_eq!(report.steps.len(), full.steps.len());

@@ -414,7 +414,7 @@ fn write_streamed<const C: bool, W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{EstimatorSettings, StepStats, analyze, analyze_split};
+    use crate::{EstimatorSettings, StepStats, analyze, analyze_parts};
 
     fn records(repeat: bool) -> Vec<StepStats> {
         records_with_gaps(repeat, true)
@@ -454,7 +454,9 @@ mod tests {
             assert!(full.steps.iter().any(|r| r.layers.len() == 3));
             let mut expected = serde_json::to_vec_pretty(&full).expect("json");
             expected.push(b'\n');
-            let (bare, layers) = analyze_split(&recs, &s).expect("an estimate");
+            let (bare, layers) = analyze_parts(&recs, &s)
+                .map(|a| (a.report, a.layers))
+                .expect("an estimate");
             assert!(bare.steps.iter().all(|r| r.layers.is_empty()));
             let dense = matches!(layers.layout, Layout::Dense { .. });
             assert_eq!(dense, !repeat && !gaps);
@@ -471,7 +473,9 @@ mod tests {
     fn compact_lines_and_summary_only_carry_the_pretty_values() {
         let recs = records_with_gaps(true, true);
         let s = EstimatorSettings::default();
-        let (bare, layers) = analyze_split(&recs, &s).expect("an estimate");
+        let (bare, layers) = analyze_parts(&recs, &s)
+            .map(|a| (a.report, a.layers))
+            .expect("an estimate");
         let mut pretty = Vec::new();
         write_report_pretty(&bare, &layers, &mut pretty).expect("written");
         let pretty: serde_json::Value = serde_json::from_slice(&pretty).expect("pretty JSON");
