@@ -4,6 +4,7 @@
 //! worker thread carries out, answering with messages.
 
 pub mod advice;
+mod answers;
 pub mod branches;
 pub mod explain;
 pub mod export;
