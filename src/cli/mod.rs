@@ -142,10 +142,11 @@ fn config_command(args: &ConfigArgs, file: Option<&std::path::Path>) -> anyhow::
     let config = crate::config::load(file)?;
     let text = match &config.source {
         Some(path) => format!(
-            "{}: valid (theme {}, {} bindings)\n",
+            "{}: valid (theme {}, {} of {} actions rebound)\n",
             path.display(),
             ron::to_string(&config.theme).unwrap_or_default(),
-            config.keymap.bindings.len()
+            config.keymap.rebound(),
+            crate::config::keys::Keymap::default().actions().count()
         ),
         None => match crate::config::default_path() {
             Some(p) => format!(

@@ -426,6 +426,21 @@ impl Keymap {
         })
     }
 
+    /// Every action of the table, in its order.
+    pub fn actions(&self) -> impl Iterator<Item = Action> + '_ {
+        self.bindings
+            .iter()
+            .flat_map(|b| b.actions.iter().map(|(a, _)| *a))
+    }
+
+    /// How many actions have other keys than the built-in table's.
+    pub fn rebound(&self) -> usize {
+        let defaults = Keymap::default();
+        self.actions()
+            .filter(|a| self.keys_of(*a) != defaults.keys_of(*a))
+            .count()
+    }
+
     /// The keys of `action` (empty when the table has none).
     pub fn keys_of(&self, action: Action) -> Vec<Chord> {
         self.bindings
