@@ -10,7 +10,7 @@ pub mod summarize;
 use crate::analysis::layers::{LayerDetail, breakdown_with};
 use crate::analysis::settings::EstimatorSettings;
 use crate::analysis::summarize::{Series, smooth};
-use crate::diagnostics::run_level::{finish_diagnostics, infer_seq_len, verdict};
+use crate::diagnostics::run_level::{RunFacts, finish_diagnostics, infer_seq_len, verdict};
 use crate::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, record_changes};
 use crate::estimate::per_step::{EstimatorKind, NoEstimate, StepEstimate, estimate_record};
 use crate::estimate::window::{self, Drift, WindowEstimate};
@@ -177,24 +177,14 @@ pub(crate) struct Dropped {
     pub(crate) unordered: usize,
 }
 
-fn analyze_impl(
-    records: &[StepStats],
+/// Each record screened on its own (in parallel), then sorted out in input order: the records
+/// kept, sorted by step, and those dropped with why (the reader's non-finite lines included).
+fn screen_records<'r>(
+    records: &'r [StepStats],
     counts: &InputCounts,
-    settings: &EstimatorSettings,
-    detail: LayerDetail,
-) -> Result<(AnalyzeReport, RowLayers, f64), StatsError> {
-    settings.validate().map_err(StatsError::Settings)?;
-    let coarse = counts.coarsening.map(|c| c.settings_for(settings));
-    let settings = coarse.as_ref().unwrap_or(settings);
-    if records.is_empty() {
-        return Err(StatsError::Empty {
-            malformed: counts.malformed,
-            non_finite: counts.non_finite,
-        });
-    }
+) -> (Vec<&'r StepStats>, Dropped) {
     let mut dropped = Dropped::default();
     dropped.non_finite.extend(&counts.non_finite_steps);
-    // Each record screened on its own (in parallel), then sorted out in input order.
     let screened: Vec<Screen> = records
         .par_iter()
         .with_min_len(PAR_MIN_RECORDS)
@@ -211,7 +201,11 @@ fn analyze_impl(
     }
     dropped.unordered = kept.windows(2).filter(|w| w[1].step <= w[0].step).count();
     kept.sort_by_key(|r| r.step);
+    (kept, dropped)
+}
 
+/// Each kept record's estimate (in parallel); records that give none are counted in `dropped`.
+fn estimate_steps(kept: &[&StepStats], dropped: &mut Dropped) -> Vec<StepEstimate> {
     let estimates: Vec<Result<StepEstimate, NoEstimate>> = kept
         .par_iter()
         .enumerate()
@@ -226,6 +220,63 @@ fn analyze_impl(
             Err(NoEstimate::NoPredecessor) => dropped.no_pred.push(r.step),
         }
     }
+    est
+}
+
+/// The report's step rows: each estimate with its smoothed point, its EMA ratio and its
+/// record's fields (per-layer points are attached later).
+fn step_rows(
+    est: &[StepEstimate],
+    kept: &[&StepStats],
+    points: &[crate::analysis::summarize::Point],
+    ratio: Vec<Option<f64>>,
+) -> Vec<StepRow> {
+    est.par_iter()
+        .zip(points.par_iter())
+        .zip(ratio.into_par_iter())
+        .with_min_len(PAR_MIN_RECORDS)
+        .map(|((e, p), ratio_ema)| {
+            let r = kept[e.index];
+            StepRow {
+                step: e.step,
+                b_simple: p.b_simple,
+                ci: p.ci,
+                sq_small: r.sq_small,
+                sq_big: r.sq_big,
+                b_small: r.b_small,
+                b_big: r.b_big,
+                g2: p.g2,
+                trace_sigma: p.trace,
+                g2_step: e.g2,
+                trace_step: e.trace,
+                ratio_ema,
+                estimator: e.kind,
+                tokens: r.tokens,
+                loss: r.loss,
+                lr: r.lr,
+                layers: BTreeMap::new(),
+            }
+        })
+        .collect()
+}
+
+fn analyze_impl(
+    records: &[StepStats],
+    counts: &InputCounts,
+    settings: &EstimatorSettings,
+    detail: LayerDetail,
+) -> Result<(AnalyzeReport, RowLayers, f64), StatsError> {
+    settings.validate().map_err(StatsError::Settings)?;
+    let coarse = counts.coarsening.map(|c| c.settings_for(settings));
+    let settings = coarse.as_ref().unwrap_or(settings);
+    if records.is_empty() {
+        return Err(StatsError::Empty {
+            malformed: counts.malformed,
+            non_finite: counts.non_finite,
+        });
+    }
+    let (kept, mut dropped) = screen_records(records, counts);
+    let est = estimate_steps(&kept, &mut dropped);
     let non_finite_total =
         counts.non_finite + dropped.non_finite.len() - counts.non_finite_steps.len();
     if est.is_empty() {
@@ -296,34 +347,7 @@ fn analyze_impl(
     let b0 = settings.reference_batch.unwrap_or(b_big[0]);
     let ratio = crate::smoothing::ratio_ema(&trace, &g2, &b_big, settings.ema_decay, b0);
 
-    let rows: Vec<StepRow> = est
-        .par_iter()
-        .zip(sm.points.par_iter())
-        .zip(ratio.into_par_iter())
-        .with_min_len(PAR_MIN_RECORDS)
-        .map(|((e, p), ratio_ema)| {
-            let r = kept[e.index];
-            StepRow {
-                step: e.step,
-                b_simple: p.b_simple,
-                ci: p.ci,
-                sq_small: r.sq_small,
-                sq_big: r.sq_big,
-                b_small: r.b_small,
-                b_big: r.b_big,
-                g2: p.g2,
-                trace_sigma: p.trace,
-                g2_step: e.g2,
-                trace_step: e.trace,
-                ratio_ema,
-                estimator: e.kind,
-                tokens: r.tokens,
-                loss: r.loss,
-                lr: r.lr,
-                layers: BTreeMap::new(),
-            }
-        })
-        .collect();
+    let rows = step_rows(&est, &kept, &sm.points, ratio);
 
     let mut diagnostics = changes;
     diagnostics.extend(per_layer.diagnostics);
@@ -331,19 +355,19 @@ fn analyze_impl(
         diagnostics.push(drift_diagnostic(d, settings.confidence));
     }
     let negative = g2.iter().filter(|x| **x < 0.0).count() as f64 / g2.len() as f64;
-    finish_diagnostics(
-        &mut diagnostics,
-        &dropped,
+    let run = RunFacts {
+        dropped: &dropped,
         counts,
-        &est,
-        &rows,
-        &sm.summary,
-        negative,
+        estimates: &est,
+        rows: &rows,
+        summary: &sm.summary,
+        negative_g2_fraction: negative,
         settings,
-        counts.coarsening.map_or(records.len(), |c| {
+        records_read: counts.coarsening.map_or(records.len(), |c| {
             usize::try_from(c.records_read).unwrap_or(usize::MAX)
         }),
-    );
+    };
+    finish_diagnostics(&mut diagnostics, &run);
     diagnostics.extend(counts.coarsening.map(|c| c.diagnostic()));
     diagnostics.sort_by_key(|d| std::cmp::Reverse(d.severity));
 

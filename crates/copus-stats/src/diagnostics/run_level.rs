@@ -11,17 +11,37 @@ use crate::report::{Reason, StepRow, Summary, Verdict};
 
 /// Append the run-level diagnostics to `out`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn finish_diagnostics(
-    out: &mut Vec<Diagnostic>,
-    dropped: &Dropped,
-    counts: &InputCounts,
-    est: &[StepEstimate],
-    rows: &[StepRow],
-    summary: &Point,
-    negative: f64,
-    settings: &EstimatorSettings,
-    records: usize,
-) {
+/// What the run-level diagnostics look at.
+pub(crate) struct RunFacts<'a> {
+    /// Records dropped before estimation, with why.
+    pub(crate) dropped: &'a Dropped,
+    /// Lines a reader rejected before analysis.
+    pub(crate) counts: &'a InputCounts,
+    /// The per-step estimates.
+    pub(crate) estimates: &'a [StepEstimate],
+    /// The report's step rows.
+    pub(crate) rows: &'a [StepRow],
+    /// The run-wide smoothed point.
+    pub(crate) summary: &'a Point,
+    /// Share of steps whose |G|² estimate is negative.
+    pub(crate) negative_g2_fraction: f64,
+    /// The settings the run was analysed with.
+    pub(crate) settings: &'a EstimatorSettings,
+    /// Records read (before any merging).
+    pub(crate) records_read: usize,
+}
+
+pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
+    let RunFacts {
+        dropped,
+        counts,
+        estimates: est,
+        rows,
+        summary,
+        negative_g2_fraction: negative,
+        settings,
+        records_read: records,
+    } = *run;
     let n = est.len();
     if let Some(why) = block_length_problem(settings, n) {
         out.push(Diagnostic::new(
