@@ -27,6 +27,7 @@ pub struct Job {
     pub hi: usize,
 }
 
+#[cfg(test)]
 impl Job {
     /// Elements in the launch.
     pub fn len(&self) -> usize {

@@ -6,7 +6,7 @@
 //! (records and [`AnalyzeOptions`] → [`AnalyzeReport`]; [`analyze_parts`] for its parts).
 
 pub mod analysis;
-pub mod diagnostics;
+pub(crate) mod diagnostics;
 pub mod estimate;
 pub mod ingest;
 pub mod record;

@@ -5,22 +5,22 @@
 
 pub mod calibrate;
 pub mod calibration_file;
-pub mod comms;
+pub(crate) mod comms;
 pub mod config;
 pub mod crossval;
 pub mod efficiency;
 pub mod enumerate;
 pub mod explain;
-pub mod flops;
-pub mod hardware;
+pub(crate) mod flops;
+pub(crate) mod hardware;
 pub mod measurements;
 pub mod memory;
-pub mod model;
+pub(crate) mod model;
 pub mod moe;
 pub mod nccl;
 pub mod run_calibration;
 pub mod stack;
-pub mod step_time;
+pub(crate) mod step_time;
 pub mod validate;
 pub mod validation;
 

@@ -7,4 +7,4 @@ pub mod interval;
 pub(crate) mod lagged;
 pub mod per_step;
 pub mod precond;
-pub mod window;
+pub(crate) mod window;
