@@ -667,7 +667,9 @@ fn the_live_connection_stays_in_the_title() {
     update(
         &mut app,
         Msg::Live {
-            update: Box::new(Err("too few steps".into())),
+            update: Box::new(Err(
+                copus::source::live::aggregate::NoLiveEstimate::NoUsableStep,
+            )),
             steps: 3,
             malformed: 0,
             non_finite: 0,

@@ -115,7 +115,7 @@ pub(super) struct LiveCounts {
 /// A live run re-estimated: the new trajectory (or why there is none yet).
 pub(super) fn live(
     app: &mut App,
-    update: Box<Result<Loaded, String>>,
+    update: Box<Result<Loaded, crate::source::live::aggregate::NoLiveEstimate>>,
     counts: LiveCounts,
 ) -> Vec<Effect> {
     let LiveCounts {

@@ -121,7 +121,7 @@ pub enum Msg {
     /// A live run was re-estimated: the new trajectory (or why there is none yet) and counts.
     Live {
         /// The re-estimated source.
-        update: Box<Result<Loaded, String>>,
+        update: Box<Result<Loaded, crate::source::live::aggregate::NoLiveEstimate>>,
         /// Valid records received so far.
         steps: u64,
         /// Malformed lines so far.

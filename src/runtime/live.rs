@@ -9,7 +9,7 @@
 
 use crate::app::Msg;
 use crate::source::Loaded;
-use crate::source::live::aggregate::LiveCore;
+use crate::source::live::aggregate::{LiveCore, NoLiveEstimate};
 use crate::source::live::{FollowerHandle, LiveEvent, Target, spawn_default_follower_batched};
 use crate::source::live::{LinkState, LinkStatus};
 use crate::source::measured::{run_seq_len, seq_len_note};
@@ -211,7 +211,7 @@ impl Aggregator {
     }
 
     /// Run the full analysis on the kept records; returns it (or why there is none).
-    pub fn full(&mut self) -> Result<AnalyzeReport, String> {
+    pub fn full(&mut self) -> Result<AnalyzeReport, NoLiveEstimate> {
         let start = Instant::now();
         self.stale_full = false;
         let detail = crate::stats::analysis::layers::LayerDetail::Full;
@@ -249,7 +249,7 @@ impl Aggregator {
                 self.phi = phi;
                 report
             })
-            .map_err(|e| e.to_string());
+            .map_err(NoLiveEstimate::from);
         if let Ok(report) = &out {
             let (s, origin) = run_seq_len(report, self.given_seq_len, self.seq_len);
             let note = seq_len_note(s, origin);
@@ -321,11 +321,11 @@ impl Aggregator {
     }
 
     /// The update for the UI: the trajectory, with the full analysis when a new one is given.
-    pub fn update(&mut self, report: Option<Result<AnalyzeReport, String>>) -> Msg {
+    pub fn update(&mut self, report: Option<Result<AnalyzeReport, NoLiveEstimate>>) -> Msg {
         self.stale_view = false;
         let update = match report {
             Some(Err(e)) => Err(e),
-            _ if self.core.history().is_empty() => Err("no usable step yet".to_owned()),
+            _ if self.core.history().is_empty() => Err(NoLiveEstimate::NoUsableStep),
             Some(Ok(report)) => Ok((Some(report), self.trajectory())),
             None => Ok((None, self.trajectory())),
         }

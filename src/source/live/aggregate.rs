@@ -6,6 +6,17 @@ use super::history::History;
 use crate::stats::estimate::incremental::{LiveEstimator, LivePoint, Placement};
 use crate::stats::{EstimatorSettings, StepStats};
 
+/// Why a live run has no estimate to show yet.
+#[derive(Debug, thiserror::Error)]
+pub enum NoLiveEstimate {
+    /// No record so far gives a usable step.
+    #[error("no usable step yet")]
+    NoUsableStep,
+    /// The analysis of the records kept failed.
+    #[error(transparent)]
+    Analysis(#[from] crate::stats::StatsError),
+}
+
 /// Records the live smoother can replay when one arrives out of order.
 pub const REPLAY_RECORDS: usize = 4096;
 
