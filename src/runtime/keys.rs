@@ -96,36 +96,43 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
             Action::Quit => Some(Msg::Quit),
             _ => None,
         },
-        Overlay::Explain => match action {
-            Action::Escape => Some(Msg::Escape),
-            Action::Explain => Some(Msg::Explain),
-            Action::Mark => Some(Msg::Mark),
-            Action::ScrollUp | Action::SelectUp => Some(Msg::ExplainScroll(-1)),
-            Action::ScrollDown | Action::SelectDown => Some(Msg::ExplainScroll(1)),
-            Action::PageBack => Some(Msg::ExplainScroll(-BIG_STEP)),
-            Action::PageForward => Some(Msg::ExplainScroll(BIG_STEP)),
-            Action::Help => Some(Msg::ToggleHelp),
-            Action::Quit => Some(Msg::Quit),
-            _ => None,
-        },
-        Overlay::Ranked => match action {
-            Action::Escape => Some(Msg::Escape),
-            Action::Ranked => Some(Msg::Ranked),
-            Action::SelectLeft | Action::ScrubBack | Action::ScrubBackFar => {
-                Some(Msg::MoveSelection(0, -1))
-            }
-            Action::SelectRight | Action::ScrubForward | Action::ScrubForwardFar => {
-                Some(Msg::MoveSelection(0, 1))
-            }
-            Action::ScrollUp | Action::SelectUp => Some(Msg::RankedScroll(-1)),
-            Action::ScrollDown | Action::SelectDown => Some(Msg::RankedScroll(1)),
-            Action::PageBack => Some(Msg::RankedScroll(-BIG_STEP)),
-            Action::PageForward => Some(Msg::RankedScroll(BIG_STEP)),
-            Action::Help => Some(Msg::ToggleHelp),
-            Action::Quit => Some(Msg::Quit),
-            _ => None,
-        },
+        Overlay::Explain => popup_scroll(action)
+            .map(Msg::ExplainScroll)
+            .or(match action {
+                Action::Escape => Some(Msg::Escape),
+                Action::Explain => Some(Msg::Explain),
+                Action::Mark => Some(Msg::Mark),
+                Action::Help => Some(Msg::ToggleHelp),
+                Action::Quit => Some(Msg::Quit),
+                _ => None,
+            }),
+        Overlay::Ranked => popup_scroll(action)
+            .map(Msg::RankedScroll)
+            .or(match action {
+                Action::Escape => Some(Msg::Escape),
+                Action::Ranked => Some(Msg::Ranked),
+                Action::SelectLeft | Action::ScrubBack | Action::ScrubBackFar => {
+                    Some(Msg::MoveSelection(0, -1))
+                }
+                Action::SelectRight | Action::ScrubForward | Action::ScrubForwardFar => {
+                    Some(Msg::MoveSelection(0, 1))
+                }
+                Action::Help => Some(Msg::ToggleHelp),
+                Action::Quit => Some(Msg::Quit),
+                _ => None,
+            }),
         Overlay::Prompt(_) | Overlay::Confirm(_) => None,
+    }
+}
+
+/// Lines a scrolling popup moves for `action` (↑/↓ one line, PgUp/PgDn a page), if it scrolls.
+fn popup_scroll(action: Action) -> Option<i64> {
+    match action {
+        Action::ScrollUp | Action::SelectUp => Some(-1),
+        Action::ScrollDown | Action::SelectDown => Some(1),
+        Action::PageBack => Some(-BIG_STEP),
+        Action::PageForward => Some(BIG_STEP),
+        _ => None,
     }
 }
 
