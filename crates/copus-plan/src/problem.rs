@@ -108,22 +108,27 @@ impl Problem {
             return Err(ProblemError::NoStates);
         }
         for (i, p) in phases.iter().enumerate() {
-            let at = format!(
-                "phase {} ({:.4e} to {:.4e} tokens)",
-                i + 1,
-                p.start_tokens,
-                p.end_tokens
-            );
+            // Named only when a phase is rejected: planning re-checks every phase often.
+            let at = || {
+                format!(
+                    "phase {} ({:.4e} to {:.4e} tokens)",
+                    i + 1,
+                    p.start_tokens,
+                    p.end_tokens
+                )
+            };
             if !(MIN_PHASE_B_CRIT..=MAX_PHASE_B_CRIT).contains(&p.b_crit) {
                 return Err(ProblemError::Invalid(format!(
-                    "{at}: B_crit is {:.4e} samples, outside {MIN_PHASE_B_CRIT:e}..{MAX_PHASE_B_CRIT:e} \
+                    "{}: B_crit is {:.4e} samples, outside {MIN_PHASE_B_CRIT:e}..{MAX_PHASE_B_CRIT:e} \
                      (check b_crit_scale and the source's law or data)",
+                    at(),
                     p.b_crit
                 )));
             }
             if !(p.min_samples.is_finite() && p.min_samples >= 0.0) {
                 return Err(ProblemError::Invalid(format!(
-                    "{at}: its minimal samples are {:.4e}, not a finite number ≥ 0",
+                    "{}: its minimal samples are {:.4e}, not a finite number ≥ 0",
+                    at(),
                     p.min_samples
                 )));
             }
