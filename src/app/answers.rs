@@ -40,11 +40,9 @@ pub(super) fn plan_ready(app: &mut App, generation: u64, plan: Result<PlanReport
     if generation == app.plan_generation {
         match plan {
             Ok(plan) => {
-                let mut points: Vec<usize> = plan
-                    .switches
-                    .iter()
-                    .map(|s| app.trajectory.index_at_tokens(s.at_tokens))
-                    .collect();
+                let mut points = app
+                    .trajectory
+                    .indices_at_tokens(plan.switches.iter().map(|s| s.at_tokens));
                 points.sort_unstable();
                 points.dedup();
                 app.switch_points = points;

@@ -30,8 +30,57 @@ pub struct Trajectory {
 }
 
 impl Trajectory {
-    /// Index of the point nearest to `tokens`.
+    /// Index of the point nearest to `tokens` (the first of equally near ones; 0 without
+    /// points). A binary search where the points' tokens ascend, as a run's do; a scan
+    /// otherwise (unsorted or non-finite tokens).
     pub fn index_at_tokens(&self, tokens: f64) -> usize {
+        self.nearest(tokens, self.tokens_ascend())
+    }
+
+    /// [`Self::index_at_tokens`] of each of `at`, checking the order of the points once.
+    pub fn indices_at_tokens(&self, at: impl IntoIterator<Item = f64>) -> Vec<usize> {
+        let ascending = self.tokens_ascend();
+        at.into_iter().map(|t| self.nearest(t, ascending)).collect()
+    }
+
+    /// Whether the points' tokens ascend (ties allowed).
+    fn tokens_ascend(&self) -> bool {
+        self.points.is_sorted_by(|a, b| a.tokens <= b.tokens)
+    }
+
+    /// The nearest point to `tokens`; `ascending` from [`Self::tokens_ascend`].
+    fn nearest(&self, tokens: f64, ascending: bool) -> usize {
+        let pts = &self.points;
+        // Every distance finite (the largest is to an end): otherwise ties among infinite or
+        // NaN distances are the scan's to break.
+        let finite_to =
+            |p: Option<&TrajectoryPoint>| p.is_some_and(|p| (p.tokens - tokens).abs().is_finite());
+        if !(ascending && finite_to(pts.first()) && finite_to(pts.last())) {
+            return self.index_at_tokens_scan(tokens);
+        }
+        let distance = |i: usize| (pts[i].tokens - tokens).abs();
+        // First point at or after `tokens`, and the nearest before it.
+        let after = pts.partition_point(|p| p.tokens < tokens);
+        let best = match (after.checked_sub(1), after < pts.len()) {
+            (None, _) => after.min(pts.len().saturating_sub(1)),
+            (Some(before), false) => before,
+            (Some(before), true) => {
+                if distance(before).total_cmp(&distance(after)).is_le() {
+                    before
+                } else {
+                    after
+                }
+            }
+        };
+        // The first point with the same tokens (the scan keeps the first of a tie).
+        match pts.get(best) {
+            Some(p) => pts.partition_point(|q| q.tokens < p.tokens),
+            None => 0,
+        }
+    }
+
+    /// [`Self::index_at_tokens`] by a scan over every point.
+    fn index_at_tokens_scan(&self, tokens: f64) -> usize {
         self.points
             .iter()
             .enumerate()
@@ -67,5 +116,64 @@ impl Trajectory {
         let lo = lo.fold(f64::INFINITY, f64::min);
         let hi = hi.fold(f64::NEG_INFINITY, f64::max);
         (lo.is_finite() && hi.is_finite()).then_some((lo, hi))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn trajectory(tokens: &[f64]) -> Trajectory {
+        Trajectory {
+            label: String::new(),
+            seq_len: 1,
+            points: tokens
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| TrajectoryPoint {
+                    step: i as u64,
+                    tokens: t,
+                    b_crit: 1.0,
+                    ci: None,
+                    loss: None,
+                })
+                .collect(),
+        }
+    }
+
+    proptest! {
+        /// The search gives the scan's index (first of equally near points) on ascending
+        /// tokens with repeats, and on any order.
+        #[test]
+        fn the_search_finds_what_the_scan_finds(
+            steps in proptest::collection::vec(0u8..4, 0..40),
+            shuffle in any::<bool>(),
+            at in -5.0f64..200.0,
+        ) {
+            let mut acc = 0.0;
+            let mut tokens: Vec<f64> = steps.iter().map(|&d| { acc += f64::from(d) * 2.5; acc }).collect();
+            if shuffle { tokens.reverse(); }
+            let t = trajectory(&tokens);
+            let xs = [at, at.round(), at.round() + 1.25, 0.0];
+            for x in xs {
+                prop_assert_eq!(t.index_at_tokens(x), t.index_at_tokens_scan(x));
+            }
+            let each: Vec<usize> = xs.iter().map(|&x| t.index_at_tokens_scan(x)).collect();
+            prop_assert_eq!(t.indices_at_tokens(xs), each);
+        }
+    }
+
+    #[test]
+    fn non_finite_tokens_take_the_scan() {
+        let t = trajectory(&[0.0, 1.0, f64::INFINITY]);
+        for x in [f64::INFINITY, f64::NAN, 0.4, f64::MAX] {
+            assert_eq!(t.index_at_tokens(x), t.index_at_tokens_scan(x));
+        }
+        let huge = trajectory(&[-f64::MAX, 0.0, f64::MAX]);
+        for x in [f64::MAX, -f64::MAX, 1.0] {
+            assert_eq!(huge.index_at_tokens(x), huge.index_at_tokens_scan(x));
+        }
+        assert_eq!(trajectory(&[]).index_at_tokens(3.0), 0);
     }
 }
