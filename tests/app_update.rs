@@ -942,7 +942,8 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
     // A live run at batch 32 (its tokens grow by 32 sequences a step) with B_crit 5000.
     let seq = f64::from(app.trajectory.seq_len);
     let n = app.trajectory.points.len();
-    for (k, p) in app.trajectory.points[n - 2..].iter_mut().enumerate() {
+    let trajectory = Arc::make_mut(&mut app.trajectory);
+    for (k, p) in trajectory.points[n - 2..].iter_mut().enumerate() {
         p.step = 1000 + k as u64;
         p.tokens = (1000 + k) as f64 * 32.0 * seq;
         p.b_crit = 5000.0;
@@ -1106,7 +1107,9 @@ fn the_ranked_list_reads_the_grid_in_goodput_order() {
 fn a_live_run_on_the_wrong_scale_shows_no_goodput() {
     let mut app = demo_with_table();
     let loaded = |warning: Option<&str>| copus::source::Loaded {
-        trajectory: app_for_session(&demo_path()).expect("demo").trajectory,
+        trajectory: copus::trajectory::Trajectory::clone(
+            &app_for_session(&demo_path()).expect("demo").trajectory,
+        ),
         analysis: None,
         seed_ema: Vec::new(),
         note: None,
@@ -1135,4 +1138,51 @@ fn a_live_run_on_the_wrong_scale_shows_no_goodput() {
         !screen.contains("No goodput shown") && screen.contains('★'),
         "{screen}"
     );
+}
+
+/// What a live update replaces is handed over to be freed off the drawing thread (the runtime
+/// sends it to the worker), not freed inside `update`; at scale 1 the scaled trajectory is the
+/// loaded one, shared, and the plan is given the same trajectory without a copy.
+#[test]
+fn a_live_update_retires_what_it_replaces_and_shares_the_trajectory() {
+    let mut app = demo_with_table();
+    drop(app.take_retired());
+    assert_eq!(app.resolved.session.b_crit_scale, 1.0);
+    let before = Arc::clone(&app.raw_trajectory);
+    let loaded = copus::source::Loaded {
+        trajectory: copus::trajectory::Trajectory::clone(&app.raw_trajectory),
+        analysis: None,
+        seed_ema: Vec::new(),
+        note: None,
+        calibration: None,
+        warning: None,
+    };
+    update(
+        &mut app,
+        Msg::Live {
+            update: Box::new(Ok(loaded)),
+            steps: 300,
+            malformed: 0,
+            non_finite: 0,
+            dropped: 0,
+        },
+    );
+    assert!(Arc::ptr_eq(&app.raw_trajectory, &app.trajectory));
+    assert!(!Arc::ptr_eq(&app.raw_trajectory, &before));
+    let retired = app.take_retired();
+    assert!(!retired.is_empty(), "the replaced trajectory is retired");
+    assert!(app.take_retired().is_empty());
+    // The old trajectory (raw and scaled: one, shared) lives until the retired values are
+    // dropped (on the worker).
+    assert_eq!(Arc::strong_count(&before), 3);
+    drop(retired);
+    assert_eq!(Arc::strong_count(&before), 1);
+    if app.resolved.model.seq_len == app.raw_trajectory.seq_len {
+        assert!(Arc::ptr_eq(&app.planning_trajectory(), &app.raw_trajectory));
+    }
+    // Driven without the runtime, retired values stay bounded.
+    for _ in 0..100 {
+        app.rescale();
+    }
+    assert!(app.take_retired().len() <= 16);
 }

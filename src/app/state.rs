@@ -21,9 +21,10 @@ pub struct App {
     /// The session with its profiles (edited in place by the what-if editor).
     pub resolved: Resolved,
     /// B_crit over training as the source gave it (before the session's B_crit scale).
-    pub raw_trajectory: Trajectory,
-    /// B_crit over training, with the session's B_crit scale applied.
-    pub trajectory: Trajectory,
+    pub raw_trajectory: Arc<Trajectory>,
+    /// B_crit over training, with the session's B_crit scale applied (shared with
+    /// `raw_trajectory` at scale 1).
+    pub trajectory: Arc<Trajectory>,
     /// The noise-scale analysis, when the source is a measured run.
     pub analysis: Option<Arc<AnalyzeReport>>,
     /// The seed's temporal EMA estimate per step (dumps only; a labelled, biased comparison).
@@ -132,6 +133,8 @@ pub struct App {
     /// Set the session's B_crit conversion from the measured ratio once the run is loaded
     /// (`open RUN --branches FILE --b-crit-from b-noise|threshold-cbs`).
     pub convert_from_branches: Option<super::branches::ConversionKind>,
+    /// Replaced values waiting to be freed off the drawing thread ([`Retired`]).
+    pub retired: Retired,
 }
 
 /// A popup over the main view.
@@ -199,13 +202,66 @@ fn settings_of(s: &Session) -> Session {
     }
 }
 
-fn scaled(raw: &Trajectory, scale: f64) -> Trajectory {
-    let mut t = raw.clone();
+/// `raw` with the B_crit scale applied; at scale 1 the same trajectory, shared (a live run's
+/// is hundreds of thousands of points, replaced several times a second).
+fn scaled(raw: &Arc<Trajectory>, scale: f64) -> Arc<Trajectory> {
+    if scale == 1.0 {
+        return Arc::clone(raw);
+    }
+    let mut t = Trajectory::clone(raw);
     for p in &mut t.points {
         p.b_crit *= scale;
         p.ci = p.ci.map(|(lo, hi)| (lo * scale, hi * scale));
     }
-    t
+    Arc::new(t)
+}
+
+/// What the app replaced and no longer needs, handed to a background thread to be freed: a
+/// live run's analysis is 10⁵ rows, and freeing it took a third of the drawing thread's time
+/// at 100k lines/s. The runtime takes it after every update ([`App::take_retired`]); a
+/// clone of the app starts with none.
+#[derive(Default)]
+pub struct Retired(Vec<Box<dyn std::any::Any + Send>>);
+
+/// Most values kept for the runtime to take; beyond it (an app driven without the runtime,
+/// as in tests) they are freed in place.
+const RETIRED_KEPT: usize = 16;
+
+impl Retired {
+    /// Keep `value` to be freed elsewhere.
+    pub fn push(&mut self, value: impl std::any::Any + Send) {
+        if self.0.len() >= RETIRED_KEPT {
+            self.0.clear();
+        }
+        self.0.push(Box::new(value));
+    }
+
+    /// Values waiting to be freed.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when nothing waits to be freed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Everything waiting, to be dropped on another thread.
+    pub fn into_values(self) -> Vec<Box<dyn std::any::Any + Send>> {
+        self.0
+    }
+}
+
+impl Clone for Retired {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for Retired {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Retired({} values)", self.0.len())
+    }
 }
 
 impl App {
@@ -295,9 +351,10 @@ impl App {
 
     /// Install a loaded source (keeps the cursor where the session left it, if it fits).
     pub fn set_loaded(&mut self, loaded: Loaded) {
-        self.raw_trajectory = loaded.trajectory;
-        self.analysis = loaded.analysis.map(Arc::new);
-        self.seed_ema = Arc::new(loaded.seed_ema);
+        let old_raw = std::mem::replace(&mut self.raw_trajectory, Arc::new(loaded.trajectory));
+        let old_analysis = std::mem::replace(&mut self.analysis, loaded.analysis.map(Arc::new));
+        let old_ema = std::mem::replace(&mut self.seed_ema, Arc::new(loaded.seed_ema));
+        self.retired.push((old_raw, old_analysis, old_ema));
         self.loading = false;
         self.progress = None;
         self.load_error = None;
@@ -317,7 +374,7 @@ impl App {
 
     /// A new explorer on `resolved` with its loaded source.
     pub fn new(resolved: Resolved, loaded: Loaded) -> Self {
-        let raw = loaded.trajectory;
+        let raw = Arc::new(loaded.trajectory);
         let trajectory = scaled(&raw, resolved.session.b_crit_scale);
         let view = resolved.session.view.clone();
         let cursor = view.cursor.min(trajectory.points.len().saturating_sub(1));
@@ -382,6 +439,7 @@ impl App {
             branches: None,
             notice: None,
             convert_from_branches: None,
+            retired: Retired::default(),
         }
     }
 
@@ -434,7 +492,9 @@ impl App {
 
     /// Re-apply the session's B_crit scale to the raw trajectory.
     pub fn rescale(&mut self) {
-        self.trajectory = scaled(&self.raw_trajectory, self.resolved.session.b_crit_scale);
+        let scaled = scaled(&self.raw_trajectory, self.resolved.session.b_crit_scale);
+        let old = std::mem::replace(&mut self.trajectory, scaled);
+        self.retired.push(old);
         self.refresh_grid();
     }
 
@@ -467,9 +527,19 @@ impl App {
 
     /// The raw trajectory counted in the model's sequences (what the planner compares with
     /// the table's batches).
-    pub fn planning_trajectory(&self) -> Trajectory {
-        self.raw_trajectory
-            .in_sequences_of(self.resolved.model.seq_len)
+    pub fn planning_trajectory(&self) -> Arc<Trajectory> {
+        let seq_len = self.resolved.model.seq_len;
+        let own = self.raw_trajectory.seq_len;
+        if seq_len == 0 || own == 0 || seq_len == own {
+            // What `in_sequences_of` would copy unchanged: shared.
+            return Arc::clone(&self.raw_trajectory);
+        }
+        Arc::new(self.raw_trajectory.in_sequences_of(seq_len))
+    }
+
+    /// What updates replaced since the last call, for the runtime to free off this thread.
+    pub fn take_retired(&mut self) -> Retired {
+        std::mem::take(&mut self.retired)
     }
 
     /// Recompute the goodput grid at the cursor from the table (if there is one); B_crit is

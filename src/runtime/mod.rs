@@ -43,7 +43,12 @@ pub fn table_job(app: &App) -> TableJob {
     }
 }
 
-fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
+/// Send `effects` to the worker, and what the update replaced to be freed there.
+fn dispatch(app: &mut App, jobs: &Sender<Job>, effects: Vec<Effect>) {
+    let retired = app.take_retired();
+    if !retired.is_empty() {
+        let _ = jobs.send(Job::Free(retired));
+    }
     for effect in effects {
         if effect == Effect::LoadSource {
             let _ = jobs.send(Job::Load(Box::new(app.resolved.clone()), app.device));
@@ -52,7 +57,7 @@ fn dispatch(app: &App, jobs: &Sender<Job>, effects: Vec<Effect>) {
         if let (Effect::ComputePlan { generation }, Some(table)) = (&effect, &app.table) {
             let _ = jobs.send(Job::Plan(
                 Box::new(app.resolved.clone()),
-                Box::new(app.planning_trajectory()),
+                app.planning_trajectory(),
                 table.clone(),
                 *generation,
             ));
@@ -102,7 +107,7 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
     if app.loading {
         first.push(Effect::LoadSource);
     }
-    dispatch(&app, &jobs, first);
+    dispatch(&mut app, &jobs, first);
     let mut frames = frame_log::FrameLog::from_env();
     // Redraw only when something changed: an input event or a message from a worker.
     let mut dirty = true;
@@ -156,13 +161,13 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
             };
             if let Some(msg) = msg {
                 let effects = update(&mut app, msg);
-                dispatch(&app, &jobs, effects);
+                dispatch(&mut app, &jobs, effects);
             }
         }
         while let Ok(msg) = results.try_recv() {
             dirty = true;
             let effects = update(&mut app, msg);
-            dispatch(&app, &jobs, effects);
+            dispatch(&mut app, &jobs, effects);
         }
     }
     drop(live);

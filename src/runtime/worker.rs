@@ -42,12 +42,14 @@ pub enum Job {
     /// Plan switch points: the session, its raw trajectory and the throughput table.
     Plan(
         Box<crate::session::Resolved>,
-        Box<crate::trajectory::Trajectory>,
+        Arc<crate::trajectory::Trajectory>,
         Arc<crate::goodput::ThroughputTable>,
         u64,
     ),
     /// Load a session's data source, reducing dumps on the given device.
     Load(Box<crate::session::Resolved>, crate::compute::Device),
+    /// Free what the app replaced (`App::take_retired`), off the drawing thread.
+    Free(crate::app::state::Retired),
 }
 
 /// Carry out a write: nothing is replaced unless the job allows it (then the user is asked).
@@ -147,7 +149,7 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
     type LoadJob = (Box<crate::session::Resolved>, crate::compute::Device);
     type PlanJob = (
         Box<crate::session::Resolved>,
-        Box<crate::trajectory::Trajectory>,
+        Arc<crate::trajectory::Trajectory>,
         Arc<crate::goodput::ThroughputTable>,
         u64,
     );
@@ -177,12 +179,22 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
             })
         },
     );
-    let (writes, write_h) = lane("write", results, false, |w: WriteWork, _| {
+    let (writes, write_h) = lane("write", results.clone(), false, |w: WriteWork, _| {
         Some(match w {
             WriteWork::Files(job) => write(job),
             WriteWork::Append(path, line) => append(path, &line),
         })
     });
+    // Freeing runs on its own lane so that a large drop never delays a plan or a save.
+    let (frees, free_h) = lane(
+        "free",
+        results,
+        false,
+        |r: crate::app::state::Retired, _| {
+            drop(r);
+            None
+        },
+    );
     let (tx, rx): (Sender<Job>, Receiver<Job>) = channel();
     let handle = std::thread::spawn(move || {
         // Test hook for the end-to-end check that a worker panic stops the explorer with a
@@ -195,6 +207,7 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
             let sent = match job {
                 Job::Load(r, d) => loads.send((r, d)).is_ok(),
                 Job::Plan(r, t, table, g) => plans.send((r, t, table, g)).is_ok(),
+                Job::Free(retired) => frees.send(retired).is_ok(),
                 Job::Run(Effect::ComputeTable { generation }, Some(job)) => {
                     tables.send((generation, job)).is_ok()
                 }
@@ -208,7 +221,8 @@ pub fn spawn(results: Sender<Msg>) -> (Sender<Job>, JoinHandle<()>) {
                 break;
             }
         }
-        drop((loads, tables, plans, writes));
+        drop((loads, tables, plans, writes, frees));
+        drop(free_h);
         // Writes must land before the explorer exits; a dump load still running is left to
         // stop on its own (its answer has nowhere to go).
         drop(load_h);
