@@ -65,9 +65,142 @@ impl DotGrid {
             return None;
         }
         // The canvas's own expressions, so that rounding agrees to the dot.
-        let column = ((x - left) * (self.dots.0 - 1.0) / width).round() as usize;
+        let column = self.column_unchecked(x);
         let row = ((top - y) * (self.dots.1 - 1.0) / height).round() as usize;
         Some((column, row))
+    }
+}
+
+impl DotGrid {
+    /// The dot column of `x` (the canvas's expression) when `x` is finite and inside the
+    /// bounds across and the bounds have width; `None` otherwise.
+    fn column(&self, x: f64) -> Option<usize> {
+        let [left, right] = self.x_bounds;
+        let [bottom, top] = self.y_bounds;
+        let usable = x.is_finite() && x >= left && x <= right && right > left && top > bottom;
+        usable.then(|| self.column_unchecked(x))
+    }
+
+    fn column_unchecked(&self, x: f64) -> usize {
+        let [left, right] = self.x_bounds;
+        ((x - left) * (self.dots.0 - 1.0) / (right - left)).round() as usize
+    }
+}
+
+/// The raw values a monotone `map` takes inside `[bottom, top]`, finite: `inverse` of the
+/// bounds, moved inward (a few ulps) until `map` agrees; `None` when it does not.
+fn raw_range(
+    map: &impl Fn(f64) -> f64,
+    inverse: impl Fn(f64) -> f64,
+    [bottom, top]: [f64; 2],
+) -> Option<[f64; 2]> {
+    let inside = |v: f64| {
+        let y = map(v);
+        y.is_finite() && y >= bottom && y <= top
+    };
+    let (mut lo, mut hi) = (inverse(bottom), inverse(top));
+    for _ in 0..64 {
+        if inside(lo) {
+            break;
+        }
+        lo = lo.next_up();
+    }
+    for _ in 0..64 {
+        if inside(hi) {
+            break;
+        }
+        hi = hi.next_down();
+    }
+    (lo.is_finite() && hi.is_finite() && lo <= hi && inside(lo) && inside(hi)).then_some([lo, hi])
+}
+
+/// [`thin`] of `points` with `map` applied to each y, without mapping or keeping every point:
+/// a run of neighbours on one dot column whose raw y lie where `map` lands inside the bounds
+/// is cut to its first, lowest, highest and last points before mapping (with `map`
+/// non-decreasing, the raw extremes are the mapped ones), and the rest go through [`thin`] as
+/// they are. Draws the same dots as `thin` of the whole mapped series. `inverse` is `map`'s
+/// inverse, used only to find that raw range (e.g. `log10` and `10^y`).
+pub fn thin_mapped(
+    points: impl Iterator<Item = (f64, f64)>,
+    map: impl Fn(f64) -> f64,
+    inverse: impl Fn(f64) -> f64,
+    grid: &DotGrid,
+) -> Vec<(f64, f64)> {
+    let Some([lo, hi]) = raw_range(&map, inverse, grid.y_bounds) else {
+        let all: Vec<(f64, f64)> = points.map(|(x, y)| (x, map(y))).collect();
+        return thin(&all, grid);
+    };
+    let mut reduced: Vec<(f64, f64)> = Vec::new();
+    let mut run: Option<RawRun> = None;
+    for (x, y) in points {
+        let column = grid.column(x).filter(|_| y >= lo && y <= hi);
+        match (column, run.as_mut()) {
+            (Some(c), Some(r)) if r.column == c => r.add((x, y)),
+            (Some(c), _) => {
+                if let Some(r) = run.replace(RawRun::start(c, (x, y))) {
+                    r.flush(&map, &mut reduced);
+                }
+            }
+            (None, _) => {
+                if let Some(r) = run.take() {
+                    r.flush(&map, &mut reduced);
+                }
+                reduced.push((x, map(y)));
+            }
+        }
+    }
+    if let Some(r) = run {
+        r.flush(&map, &mut reduced);
+    }
+    thin(&reduced, grid)
+}
+
+/// A run of raw points on one dot column: first, lowest, highest and last, with their
+/// positions in the run for order.
+struct RawRun {
+    column: usize,
+    len: usize,
+    first: (f64, f64),
+    low: ((f64, f64), usize),
+    high: ((f64, f64), usize),
+    last: ((f64, f64), usize),
+}
+
+impl RawRun {
+    fn start(column: usize, p: (f64, f64)) -> Self {
+        Self {
+            column,
+            len: 1,
+            first: p,
+            low: (p, 0),
+            high: (p, 0),
+            last: (p, 0),
+        }
+    }
+
+    fn add(&mut self, p: (f64, f64)) {
+        let i = self.len;
+        self.len += 1;
+        if p.1 < self.low.0.1 {
+            self.low = (p, i);
+        }
+        if p.1 > self.high.0.1 {
+            self.high = (p, i);
+        }
+        self.last = (p, i);
+    }
+
+    /// Append the kept points in their order, each once, mapped.
+    fn flush(&self, map: &impl Fn(f64) -> f64, out: &mut Vec<(f64, f64)>) {
+        let mut keep = [(self.first, 0), self.low, self.high, self.last];
+        keep.sort_unstable_by_key(|k| k.1);
+        let mut previous = None;
+        for ((x, y), i) in keep {
+            if previous != Some(i) {
+                out.push((x, map(y)));
+                previous = Some(i);
+            }
+        }
     }
 }
 
@@ -266,6 +399,39 @@ mod tests {
                     &[(Marker::Dot, &thin_band), (Marker::Braille, &thin_line)],
                 );
                 assert_eq!(whole, thinned, "{w}x{h}, seed {seed}");
+            }
+        }
+    }
+
+    /// Thinning before mapping (the timeline's log axis) draws what the whole mapped series
+    /// draws, also with points at and past the bounds, zeros and NaN among the raw values.
+    #[test]
+    fn thinning_raw_values_draws_the_mapped_series() {
+        let (x, y) = ([0.0, 1e6], [1.0, 3.0]);
+        let log = |v: f64| v.max(1e-9).log10();
+        let exp = |v: f64| 10f64.powf(v);
+        for (w, h) in [(40u16, 12u16), (197, 45), (7, 5)] {
+            let area = Rect::new(3, 2, w, h);
+            let grid_area = plot(area, 2);
+            for seed in 0..4u64 {
+                let mut raw: Vec<(f64, f64)> = series(20_000, seed, 0.2)
+                    .into_iter()
+                    .map(|(x, y)| (x, 10f64.powf(y)))
+                    .collect();
+                // Exactly on the bounds' raw values, and raw values the map floors.
+                raw[10].1 = 10.0;
+                raw[11].1 = 1000.0;
+                raw[500].1 = 0.0;
+                raw[501].1 = -3.0;
+                for marker in [Marker::Braille, Marker::Dot] {
+                    let grid = DotGrid::new(grid_area, marker, x, y).unwrap();
+                    let mapped: Vec<(f64, f64)> = raw.iter().map(|&(a, b)| (a, log(b))).collect();
+                    let quick = thin_mapped(raw.iter().copied(), log, exp, &grid);
+                    assert!(quick.len() <= thin(&mapped, &grid).len());
+                    let whole = render(area, x, y, &[(marker, &mapped)]);
+                    let thinned = render(area, x, y, &[(marker, &quick)]);
+                    assert_eq!(whole, thinned, "{w}x{h}, seed {seed}, {marker:?}");
+                }
             }
         }
     }

@@ -109,7 +109,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             crate::app::measured_view::layer_trajectory(report, &name, &app.trajectory),
         ))
     });
-    let shown = layer.as_ref().map_or(&app.trajectory, |l| &l.1);
+    let shown: &crate::trajectory::Trajectory = layer.as_ref().map_or(&app.trajectory, |l| &l.1);
     let pts = &shown.points;
     let at_cursor = app.trajectory.points.get(app.cursor);
     let title = match (&layer, at_cursor) {
@@ -230,29 +230,35 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     frame.render_widget(axes(vec![]), chart_area);
     let plot_and_axis = super::timeline_marks::plot_area(frame.buffer_mut(), chart_area);
     let plot = plot_and_axis.map(|p| p.0);
-    let series = |marker: Marker, values: &mut dyn Iterator<Item = (f64, f64)>| {
-        let grid = plot.and_then(|p| DotGrid::new(p, marker, [x_lo, x_hi], [y_lo, y_hi]));
-        let points: Vec<(f64, f64)> = values.collect();
-        match grid {
-            Some(g) => polyline::thin(&points, &g),
-            None => points,
-        }
-    };
+    // Thinned on the raw values, mapped to the log axis only where kept: a live run's
+    // timeline has 10⁴–10⁵ points and three series (polyline::thin_mapped).
+    let series =
+        |marker: Marker, values: &mut dyn Iterator<Item = (f64, f64)>, map: fn(f64) -> f64| {
+            let grid = plot.and_then(|p| DotGrid::new(p, marker, [x_lo, x_hi], [y_lo, y_hi]));
+            match grid {
+                Some(g) => polyline::thin_mapped(values, map, |y| 10f64.powf(y), &g),
+                None => values.map(|(x, y)| (x, map(y))).collect(),
+            }
+        };
+    let floored_log = |v: f64| v.max(1e-9).log10();
     let line = series(
         Marker::Braille,
-        &mut pts.iter().map(|p| (p.tokens, p.b_crit.log10())),
+        &mut pts.iter().map(|p| (p.tokens, p.b_crit)),
+        f64::log10,
     );
     let ci_lo = series(
         Marker::Dot,
         &mut pts
             .iter()
-            .filter_map(|p| drawn_interval(p).map(|c| (p.tokens, c.0.max(1e-9).log10()))),
+            .filter_map(|p| drawn_interval(p).map(|c| (p.tokens, c.0))),
+        floored_log,
     );
     let ci_hi = series(
         Marker::Dot,
         &mut pts
             .iter()
-            .filter_map(|p| drawn_interval(p).map(|c| (p.tokens, c.1.max(1e-9).log10()))),
+            .filter_map(|p| drawn_interval(p).map(|c| (p.tokens, c.1))),
+        floored_log,
     );
     let mut datasets = vec![];
     if !switches.is_empty() {
