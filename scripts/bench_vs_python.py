@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Whole commands as a user runs them, beside Python's `json` and polars in the same run
+(issue 32).
+
+Each round runs every command once, in an order that rotates from round to round, with its
+standard output going to a file (as `copus analyze F --json > out` does for a user), and
+prints, per command, the median and best wall time, lines/s of the median and the median's
+ratio to the Python loop's median. The baselines are whole processes too:
+
+  python-json   python -c "import json; [json.loads(l) for l in open(F)]"
+  polars        python -c "import polars; polars.read_ndjson(F)"   (skipped without polars)
+
+  scripts/bench_vs_python.py FILE [--rounds N] [--copus PATH] [--python PATH] [--json]
+
+FILE: a stats protocol file, e.g. `python3 scripts/gen_stats.py FILE 100000 --layers 4`.
+--python: the interpreter of the baselines (default: this one); polars is looked for there.
+--json: print the figures as one JSON object instead of a table.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def commands(copus, python, path, lines):
+    """(name, argv) of every command timed; polars only where the interpreter has it."""
+    steps = str(lines)
+    cmds = [
+        ("analyze --json", [copus, "analyze", path, "--json"]),
+        ("analyze --json-lines", [copus, "analyze", path, "--json-lines"]),
+        ("analyze --json --summary-only", [copus, "analyze", path, "--json", "--summary-only"]),
+        ("watch --headless --json",
+         [copus, "watch", path, "--headless", "--until-steps", steps, "--json"]),
+        ("python-json", [python, "-c",
+                         "import json, sys\n[json.loads(l) for l in open(sys.argv[1])]", path]),
+    ]
+    has_polars = subprocess.run([python, "-c", "import polars"], capture_output=True)
+    if has_polars.returncode == 0:
+        cmds.append(("polars read_ndjson",
+                     [python, "-c", "import polars, sys\npolars.read_ndjson(sys.argv[1])", path]))
+    else:
+        print(f"note: {python} has no polars; its baseline is left out", file=sys.stderr)
+    return cmds
+
+
+def time_once(argv, out_path):
+    with open(out_path, "wb") as out:
+        t0 = time.perf_counter()
+        done = subprocess.run(argv, stdout=out, stderr=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv)} exited with {done.returncode}")
+    return elapsed
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("file")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--copus", default="target/release/copus")
+    p.add_argument("--python", default=sys.executable)
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    with open(a.file, "rb") as f:
+        lines = sum(1 for _ in f)
+    cmds = commands(a.copus, a.python, a.file, lines)
+    times = {name: [] for name, _ in cmds}
+    sizes = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out_path = os.path.join(tmp, "out")
+        for r in range(a.rounds):
+            k = r % len(cmds)
+            for name, argv in cmds[k:] + cmds[:k]:
+                times[name].append(time_once(argv, out_path))
+                sizes[name] = os.path.getsize(out_path)
+    base = statistics.median(times["python-json"])
+    rows = []
+    for name, _ in cmds:
+        v = sorted(times[name])
+        med = statistics.median(v)
+        rows.append({"command": name, "median_s": med, "best_s": v[0], "rounds": len(v),
+                     "lines_per_s": lines / med, "ratio_to_python_json": med / base,
+                     "output_bytes": sizes[name]})
+    if a.json:
+        print(json.dumps({"file": a.file, "lines": lines, "rows": rows}, indent=2))
+        return
+    print(f"{a.file}: {lines} lines, {a.rounds} rounds, output to a file")
+    for row in rows:
+        print(f"{row['command']:<32} median {row['median_s'] * 1000:7.1f} ms  "
+              f"best {row['best_s'] * 1000:7.1f} ms  {row['lines_per_s'] / 1000:6.0f}k lines/s  "
+              f"{row['ratio_to_python_json']:.3f}x python-json  "
+              f"out {row['output_bytes'] / 1e6:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
