@@ -300,3 +300,45 @@ fn a_calibration_file_is_validated_on_every_path_that_reads_it() {
         assert!(err.contains("max_eff"), "{args:?}: {err}");
     }
 }
+
+/// `--pp-overlap`: Megatron-Core's interleaved schedule hides its point-to-point transfers
+/// behind the stage's compute (less pipeline time, same compute); without virtual stages, or
+/// switched off, they block. The 2021 presets block; `nemo` reduces gradients in BF16.
+#[test]
+fn interleaved_pipeline_transfers_hide_where_the_stack_overlaps_them() {
+    let base =
+        "predict --model llama3-70b --gpus 64 --tp 8 --pp 4 --mbs 1 --recompute none --batch 256";
+    let pp_s = |extra: &str| {
+        let v = json_of(&format!("{base} {extra}"));
+        let pp = v["breakdown"]["pp_s"].as_f64().expect("pp_s");
+        (
+            pp,
+            v["breakdown"]["compute_s"].as_f64().expect("compute_s"),
+            v,
+        )
+    };
+    let (on, compute_on, v) = pp_s("--vpp 4");
+    assert_eq!(v["stack"]["settings"]["pp_overlap"], true, "{v}");
+    let (off, compute_off, v) = pp_s("--vpp 4 --pp-overlap off");
+    assert_eq!(v["stack"]["settings"]["pp_overlap"], false);
+    assert!(
+        v["stack"]["label"]
+            .as_str()
+            .is_some_and(|l| l.contains("pp_overlap off")),
+        "{v}"
+    );
+    assert!(
+        on < 0.5 * off && off > 0.0,
+        "hidden {on} s, blocking {off} s"
+    );
+    assert_eq!(compute_on, compute_off);
+    // Without virtual stages the transfers block either way.
+    let (plain_on, _, _) = pp_s("--vpp 1");
+    let (plain_off, _, _) = pp_s("--vpp 1 --pp-overlap off");
+    assert_eq!(plain_on, plain_off);
+    let v = json_of(&format!("{base} --vpp 4 --stack megatron-lm-2021"));
+    assert_eq!(v["stack"]["settings"]["pp_overlap"], false);
+    let v = json_of(&format!("{base} --vpp 4 --stack nemo"));
+    assert_eq!(v["stack"]["settings"]["grad_reduce"], "bf16");
+    assert_eq!(v["stack"]["settings"]["pp_overlap"], true);
+}

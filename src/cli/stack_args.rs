@@ -121,6 +121,10 @@ pub struct StackArgs {
     /// Tensor-parallel communication overlapped with GEMMs.
     #[arg(long, value_enum)]
     pub tp_overlap: Option<OnOff>,
+    /// Pipeline transfers of the interleaved schedule (--vpp > 1) overlapped with compute
+    /// (Megatron's overlap_p2p_comm).
+    #[arg(long, value_enum)]
+    pub pp_overlap: Option<OnOff>,
     /// ZeRO-3 / FSDP implementation (with --zero 3).
     #[arg(long, value_enum)]
     pub sharding: Option<ShardingArg>,
@@ -145,6 +149,7 @@ impl StackArgs {
             }),
             dp_overlap: self.dp_overlap.map(Into::into),
             tp_overlap: self.tp_overlap.map(Into::into),
+            pp_overlap: self.pp_overlap.map(Into::into),
             sharding: self.sharding.map(|s| match s {
                 ShardingArg::Deepspeed => Sharding::DeepSpeed,
                 ShardingArg::Fsdp1 => Sharding::Fsdp1,

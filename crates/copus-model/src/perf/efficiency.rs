@@ -128,6 +128,10 @@ pub struct EfficiencyParams {
     pub sequence_parallel: bool,
     /// Fraction of tensor-parallel communication hidden behind GEMMs (0 = none, 1 = all).
     pub tp_overlap: f64,
+    /// Pipeline point-to-point transfers of the interleaved schedule posted asynchronously
+    /// and hidden behind the micro-batch's compute on the stage (Megatron's
+    /// `overlap_p2p_comm`, on by default with virtual stages); off: blocking transfers.
+    pub pp_overlap: bool,
     /// Slowdown of compute while it hides communication, as a fraction of the hidden
     /// communication time (communication kernels take SMs and HBM bandwidth).
     pub overlap_cost: f64,
@@ -196,6 +200,7 @@ impl Default for EfficiencyParams {
             vpp_stage_overhead_s: 0.3e-3,
             sequence_parallel: true,
             tp_overlap: 0.5,
+            pp_overlap: true,
             overlap_cost: 0.2,
             grad_bytes: 4.0,
             grad_reduce_overlap: 1.0,

@@ -88,9 +88,11 @@ impl StackPreset {
                 "DeepSpeed ZeRO 2021: unfused attention, FP16 grads, per-tensor ZeRO-3 gathers"
             }
             StackPreset::MegatronCore => {
-                "Megatron-Core: fused attention, SP, TP/DP overlap, FP32 grads, per-layer FSDP"
+                "Megatron-Core: fused attention, SP, TP/DP/PP overlap, FP32 grads, per-layer FSDP"
             }
-            StackPreset::Nemo => "NeMo 2.x on Megatron-Core: as megatron-core",
+            StackPreset::Nemo => {
+                "NeMo 2 / Megatron-Bridge performance recipes: as megatron-core, BF16 grad reduce"
+            }
             StackPreset::TorchtitanFsdp2 => {
                 "torchtitan FSDP2: flash attention, per-block prefetched gathers, FP32 grad reduce"
             }
@@ -111,15 +113,24 @@ impl StackPreset {
             grad_reduce: GradReduce::Fp32,
             dp_overlap: true,
             tp_overlap: true,
+            pp_overlap: true,
             sharding: Sharding::Fsdp2,
             precision: Precision::Bf16,
         };
         match self {
-            StackPreset::MegatronCore | StackPreset::Nemo => modern,
+            StackPreset::MegatronCore => modern,
+            // NVIDIA's performance recipes (NeMo 2 `scripts/performance`, Megatron-Bridge perf
+            // configs, the NeMo launcher's H100 examples) reduce gradients in BF16
+            // (`grad_reduce_in_fp32 = False`, `grad_sync_dtype=bf16`).
+            StackPreset::Nemo => StackSettings {
+                grad_reduce: GradReduce::Bf16,
+                ..modern
+            },
             StackPreset::MegatronLm2021 | StackPreset::MegatronLm2021Local => StackSettings {
                 attention: AttentionKind::Unfused,
                 sequence_parallel: false,
                 tp_overlap: false,
+                pp_overlap: false,
                 dp_overlap: self == StackPreset::MegatronLm2021,
                 ..modern
             },
@@ -127,6 +138,7 @@ impl StackPreset {
                 attention: AttentionKind::Unfused,
                 sequence_parallel: false,
                 tp_overlap: false,
+                pp_overlap: false,
                 grad_reduce: GradReduce::Bf16,
                 sharding: Sharding::DeepSpeed,
                 ..modern
@@ -134,18 +146,21 @@ impl StackPreset {
             StackPreset::TorchtitanFsdp2 => StackSettings {
                 sharding: Sharding::Fsdp2,
                 tp_overlap: false,
+                pp_overlap: false,
                 ..modern
             },
             StackPreset::LlmFoundry => StackSettings {
                 sharding: Sharding::Fsdp1,
                 sequence_parallel: false,
                 tp_overlap: false,
+                pp_overlap: false,
                 grad_reduce: GradReduce::Bf16,
                 ..modern
             },
             StackPreset::DeepSpeed => StackSettings {
                 sequence_parallel: false,
                 tp_overlap: false,
+                pp_overlap: false,
                 grad_reduce: GradReduce::Bf16,
                 sharding: Sharding::DeepSpeed,
                 ..modern
@@ -193,6 +208,8 @@ pub struct StackSettings {
     pub dp_overlap: bool,
     /// Tensor-parallel communication overlapped with GEMMs.
     pub tp_overlap: bool,
+    /// Pipeline transfers of the interleaved schedule overlapped with compute.
+    pub pp_overlap: bool,
     /// Implementation of ZeRO-3-style full sharding.
     pub sharding: Sharding,
     /// GEMM precision.
@@ -222,6 +239,9 @@ pub struct Stack {
     /// TP overlap, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tp_overlap: Option<bool>,
+    /// PP overlap (interleaved schedule), if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pp_overlap: Option<bool>,
     /// Sharding implementation, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<Sharding>,
@@ -253,6 +273,7 @@ impl Stack {
             grad_reduce: self.grad_reduce.unwrap_or(p.grad_reduce),
             dp_overlap: self.dp_overlap.unwrap_or(p.dp_overlap),
             tp_overlap: self.tp_overlap.unwrap_or(p.tp_overlap),
+            pp_overlap: self.pp_overlap.unwrap_or(p.pp_overlap),
             sharding: self.sharding.unwrap_or(p.sharding),
             precision: self.precision.unwrap_or(p.precision),
         }
@@ -273,6 +294,7 @@ impl Stack {
             grad_reduce: other.grad_reduce.or(base.grad_reduce),
             dp_overlap: other.dp_overlap.or(base.dp_overlap),
             tp_overlap: other.tp_overlap.or(base.tp_overlap),
+            pp_overlap: other.pp_overlap.or(base.pp_overlap),
             sharding: other.sharding.or(base.sharding),
             precision: other.precision.or(base.precision),
         }
@@ -330,6 +352,7 @@ impl Stack {
             grad_reduce: (want.grad_reduce != p.grad_reduce).then_some(want.grad_reduce),
             dp_overlap: (want.dp_overlap != p.dp_overlap).then_some(want.dp_overlap),
             tp_overlap: (want.tp_overlap != p.tp_overlap).then_some(want.tp_overlap),
+            pp_overlap: (want.pp_overlap != p.pp_overlap).then_some(want.pp_overlap),
             sharding: (want.sharding != p.sharding).then_some(want.sharding),
             precision: (want.precision != p.precision).then_some(want.precision),
         }
@@ -363,13 +386,14 @@ impl GradReduce {
 
 impl StackSettings {
     /// Every setting as (name, value word), in a fixed order: what labels and JSON print.
-    pub fn words(&self) -> [(&'static str, &'static str); 7] {
+    pub fn words(&self) -> [(&'static str, &'static str); 8] {
         [
             ("attention", self.attention.name()),
             ("sequence_parallel", on_off(self.sequence_parallel)),
             ("grad_reduce", self.grad_reduce.name()),
             ("dp_overlap", on_off(self.dp_overlap)),
             ("tp_overlap", on_off(self.tp_overlap)),
+            ("pp_overlap", on_off(self.pp_overlap)),
             ("sharding", self.sharding.name()),
             ("precision", self.precision.name()),
         ]
@@ -399,6 +423,7 @@ impl StackSettings {
             },
             dp_overlap: e.grad_reduce_overlap > 0.0,
             tp_overlap: e.tp_overlap > 0.0,
+            pp_overlap: e.pp_overlap,
             sharding: e.sharding,
             precision: e.precision,
         }
@@ -429,6 +454,7 @@ impl StackSettings {
         } else {
             0.0
         };
+        e.pp_overlap = self.pp_overlap;
         e.sharding = self.sharding;
         e.precision = self.precision;
         e
@@ -448,6 +474,8 @@ pub struct StackSettingsJson {
     pub dp_overlap: bool,
     /// TP communication overlapped with GEMMs.
     pub tp_overlap: bool,
+    /// Interleaved pipeline transfers overlapped with compute.
+    pub pp_overlap: bool,
     /// "deepspeed", "fsdp1", "fsdp2" or "hsdp".
     pub sharding: &'static str,
     /// "bf16" or "fp8".
@@ -462,6 +490,7 @@ impl From<StackSettings> for StackSettingsJson {
             grad_reduce: s.grad_reduce.name(),
             dp_overlap: s.dp_overlap,
             tp_overlap: s.tp_overlap,
+            pp_overlap: s.pp_overlap,
             sharding: s.sharding.name(),
             precision: s.precision.name(),
         }

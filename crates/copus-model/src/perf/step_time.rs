@@ -323,7 +323,14 @@ impl ConfigCost {
             } else {
                 net.inter
             };
-            2.0 * cfg.vpp as f64 * comms::p2p(tokens * h * 2.0 / t, link)
+            let transfers = 2.0 * cfg.vpp as f64 * comms::p2p(tokens * h * 2.0 / t, link);
+            // Interleaved schedules can post the next chunk's transfers while this one
+            // computes (Megatron's overlap_p2p_comm); without virtual stages they block.
+            if e.pp_overlap && cfg.vpp > 1 {
+                e.exposed(transfers, compute_mb)
+            } else {
+                transfers
+            }
         } else {
             0.0
         };

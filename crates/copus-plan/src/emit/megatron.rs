@@ -160,6 +160,10 @@ fn layout_args(
     if settings.tp_overlap && p.tp > 1 && settings.sequence_parallel {
         a.push("--tp-comm-overlap".into());
     }
+    // Megatron overlaps the interleaved schedule's transfers by default.
+    if !settings.pp_overlap && p.vpp > 1 {
+        a.push("--no-overlap-p2p-communication".into());
+    }
     a.push(match settings.precision {
         "fp8" => "--bf16 --fp8-format hybrid".into(),
         _ => "--bf16".into(),
