@@ -125,6 +125,10 @@ pub struct StackArgs {
     /// (Megatron's overlap_p2p_comm).
     #[arg(long, value_enum)]
     pub pp_overlap: Option<OnOff>,
+    /// A fused cross-entropy kernel on the BF16 logits (flash-attn's, as llm-foundry uses):
+    /// no FP32 copy of the logits in memory.
+    #[arg(long, value_enum)]
+    pub fused_cross_entropy: Option<OnOff>,
     /// ZeRO-3 / FSDP implementation (with --zero 3).
     #[arg(long, value_enum)]
     pub sharding: Option<ShardingArg>,
@@ -150,6 +154,7 @@ impl StackArgs {
             dp_overlap: self.dp_overlap.map(Into::into),
             tp_overlap: self.tp_overlap.map(Into::into),
             pp_overlap: self.pp_overlap.map(Into::into),
+            fused_cross_entropy: self.fused_cross_entropy.map(Into::into),
             sharding: self.sharding.map(|s| match s {
                 ShardingArg::Deepspeed => Sharding::DeepSpeed,
                 ShardingArg::Fsdp1 => Sharding::Fsdp1,

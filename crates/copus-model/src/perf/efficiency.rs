@@ -132,6 +132,11 @@ pub struct EfficiencyParams {
     /// and hidden behind the micro-batch's compute on the stage (Megatron's
     /// `overlap_p2p_comm`, on by default with virtual stages); off: blocking transfers.
     pub pp_overlap: bool,
+    /// A fused cross-entropy kernel on the BF16 logits (flash-attn's, as llm-foundry's MPT
+    /// uses): no FP32 copy of the logits is kept, and the backward overwrites the logits in
+    /// place; off: the logits are cast to FP32 for the loss (Megatron, PyTorch). Memory only:
+    /// the kernel's time is charged as the unfused one's (docs/MODEL.md).
+    pub fused_cross_entropy: bool,
     /// Slowdown of compute while it hides communication, as a fraction of the hidden
     /// communication time (communication kernels take SMs and HBM bandwidth).
     pub overlap_cost: f64,
@@ -201,6 +206,7 @@ impl Default for EfficiencyParams {
             sequence_parallel: true,
             tp_overlap: 0.5,
             pp_overlap: true,
+            fused_cross_entropy: false,
             overlap_cost: 0.2,
             grad_bytes: 4.0,
             grad_reduce_overlap: 1.0,

@@ -108,7 +108,8 @@ pub struct MemoryBreakdown {
     pub model_states: f64,
     /// Activations kept for backward (all in-flight micro-batches), bytes.
     pub activations: f64,
-    /// Logits and the FP32 cross-entropy buffer of the output layer, bytes.
+    /// Logits and the FP32 cross-entropy buffer of the output layer (none with a fused
+    /// cross-entropy), bytes.
     pub output: f64,
     /// Reserved by the runtime (hardware profile), bytes.
     pub reserved: f64,
@@ -198,9 +199,11 @@ pub fn peak_memory(
     if cfg.vpp > 1 && cfg.pp > 1 {
         in_flight *= 1.0 + (pp - 1.0) / (pp * cfg.vpp as f64);
     }
+    // BF16 logits, plus their FP32 copy for the loss unless a fused kernel works on them.
+    let bytes_per_logit = if eff.fused_cross_entropy { 2.0 } else { 6.0 };
     let logits = m.seq_len as f64 / cfg.cp.max(1) as f64 * cfg.mbs as f64 * m.vocab as f64
         / cfg.tp.max(1) as f64
-        * 6.0;
+        * bytes_per_logit;
     let first = MemoryBreakdown {
         model_states: first_p * per_param,
         activations: layers * per_layer * in_flight + working,

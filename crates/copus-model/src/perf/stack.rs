@@ -97,7 +97,7 @@ impl StackPreset {
                 "torchtitan FSDP2: flash attention, per-block prefetched gathers, FP32 grad reduce"
             }
             StackPreset::LlmFoundry => {
-                "llm-foundry/Composer FSDP1 full shard: flash attention, BF16 grad reduce"
+                "llm-foundry/Composer FSDP1 full shard: flash attention, fused CE, BF16 grad reduce"
             }
             StackPreset::DeepSpeed => {
                 "DeepSpeed ZeRO (current): flash attention, BF16 grads, per-tensor ZeRO-3 gathers"
@@ -114,6 +114,7 @@ impl StackPreset {
             dp_overlap: true,
             tp_overlap: true,
             pp_overlap: true,
+            fused_cross_entropy: false,
             sharding: Sharding::Fsdp2,
             precision: Precision::Bf16,
         };
@@ -154,6 +155,7 @@ impl StackPreset {
                 sequence_parallel: false,
                 tp_overlap: false,
                 pp_overlap: false,
+                fused_cross_entropy: true,
                 grad_reduce: GradReduce::Bf16,
                 ..modern
             },
@@ -210,6 +212,8 @@ pub struct StackSettings {
     pub tp_overlap: bool,
     /// Pipeline transfers of the interleaved schedule overlapped with compute.
     pub pp_overlap: bool,
+    /// A fused cross-entropy kernel on the BF16 logits (no FP32 copy).
+    pub fused_cross_entropy: bool,
     /// Implementation of ZeRO-3-style full sharding.
     pub sharding: Sharding,
     /// GEMM precision.
@@ -242,6 +246,9 @@ pub struct Stack {
     /// PP overlap (interleaved schedule), if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pp_overlap: Option<bool>,
+    /// Fused cross-entropy, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fused_cross_entropy: Option<bool>,
     /// Sharding implementation, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<Sharding>,
@@ -274,6 +281,7 @@ impl Stack {
             dp_overlap: self.dp_overlap.unwrap_or(p.dp_overlap),
             tp_overlap: self.tp_overlap.unwrap_or(p.tp_overlap),
             pp_overlap: self.pp_overlap.unwrap_or(p.pp_overlap),
+            fused_cross_entropy: self.fused_cross_entropy.unwrap_or(p.fused_cross_entropy),
             sharding: self.sharding.unwrap_or(p.sharding),
             precision: self.precision.unwrap_or(p.precision),
         }
@@ -295,6 +303,7 @@ impl Stack {
             dp_overlap: other.dp_overlap.or(base.dp_overlap),
             tp_overlap: other.tp_overlap.or(base.tp_overlap),
             pp_overlap: other.pp_overlap.or(base.pp_overlap),
+            fused_cross_entropy: other.fused_cross_entropy.or(base.fused_cross_entropy),
             sharding: other.sharding.or(base.sharding),
             precision: other.precision.or(base.precision),
         }
@@ -353,6 +362,8 @@ impl Stack {
             dp_overlap: (want.dp_overlap != p.dp_overlap).then_some(want.dp_overlap),
             tp_overlap: (want.tp_overlap != p.tp_overlap).then_some(want.tp_overlap),
             pp_overlap: (want.pp_overlap != p.pp_overlap).then_some(want.pp_overlap),
+            fused_cross_entropy: (want.fused_cross_entropy != p.fused_cross_entropy)
+                .then_some(want.fused_cross_entropy),
             sharding: (want.sharding != p.sharding).then_some(want.sharding),
             precision: (want.precision != p.precision).then_some(want.precision),
         }
@@ -386,7 +397,7 @@ impl GradReduce {
 
 impl StackSettings {
     /// Every setting as (name, value word), in a fixed order: what labels and JSON print.
-    pub fn words(&self) -> [(&'static str, &'static str); 8] {
+    pub fn words(&self) -> [(&'static str, &'static str); 9] {
         [
             ("attention", self.attention.name()),
             ("sequence_parallel", on_off(self.sequence_parallel)),
@@ -394,6 +405,7 @@ impl StackSettings {
             ("dp_overlap", on_off(self.dp_overlap)),
             ("tp_overlap", on_off(self.tp_overlap)),
             ("pp_overlap", on_off(self.pp_overlap)),
+            ("fused_cross_entropy", on_off(self.fused_cross_entropy)),
             ("sharding", self.sharding.name()),
             ("precision", self.precision.name()),
         ]
@@ -424,6 +436,7 @@ impl StackSettings {
             dp_overlap: e.grad_reduce_overlap > 0.0,
             tp_overlap: e.tp_overlap > 0.0,
             pp_overlap: e.pp_overlap,
+            fused_cross_entropy: e.fused_cross_entropy,
             sharding: e.sharding,
             precision: e.precision,
         }
@@ -455,6 +468,7 @@ impl StackSettings {
             0.0
         };
         e.pp_overlap = self.pp_overlap;
+        e.fused_cross_entropy = self.fused_cross_entropy;
         e.sharding = self.sharding;
         e.precision = self.precision;
         e
@@ -476,6 +490,8 @@ pub struct StackSettingsJson {
     pub tp_overlap: bool,
     /// Interleaved pipeline transfers overlapped with compute.
     pub pp_overlap: bool,
+    /// A fused cross-entropy kernel on the BF16 logits.
+    pub fused_cross_entropy: bool,
     /// "deepspeed", "fsdp1", "fsdp2" or "hsdp".
     pub sharding: &'static str,
     /// "bf16" or "fp8".
@@ -491,6 +507,7 @@ impl From<StackSettings> for StackSettingsJson {
             dp_overlap: s.dp_overlap,
             tp_overlap: s.tp_overlap,
             pp_overlap: s.pp_overlap,
+            fused_cross_entropy: s.fused_cross_entropy,
             sharding: s.sharding.name(),
             precision: s.precision.name(),
         }
