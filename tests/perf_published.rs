@@ -309,12 +309,12 @@ fn modern_held_out(file: &str) -> (f64, f64, Vec<String>) {
 
 #[test]
 fn modern_h100_stacks_held_out_within_the_recorded_error() {
-    // docs/MODEL.md records 12.9 % mean, 30.9 % worst on these held-out rows (NeMo BF16/FP8,
+    // docs/MODEL.md records 11.5 % mean, 31.0 % worst on these held-out rows (NeMo BF16/FP8,
     // context parallelism to 128k, Megatron-Bridge, llm-foundry FSDP); the target is
-    // 10 %. (15.3 % and 37.6 % before NVIDIA's recipes reduced gradients in BF16 and the
-    // interleaved schedule's transfers overlapped.)
+    // 10 %. (15.3 % and 37.6 % before NVIDIA's recipes reduced gradients in BF16, the
+    // interleaved schedule's transfers overlapped and TE's fused FP8 casts.)
     let (mean, worst, not_fitting) = modern_held_out("modern-h100.csv");
-    assert!(mean <= 0.14, "mean {mean}");
+    assert!(mean <= 0.125, "mean {mean}");
     assert!(worst <= 0.35, "worst {worst}");
     assert!(
         not_fitting.is_empty(),
