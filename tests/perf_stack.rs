@@ -364,3 +364,35 @@ fn a_fused_cross_entropy_keeps_a_third_of_the_logit_memory() {
     let v = json_of("predict --model llama3-8b --gpus 8 --batch 64 --stack nemo");
     assert_eq!(v["stack"]["settings"]["fused_cross_entropy"], false);
 }
+
+/// `--attention cudnn` (Megatron-Core's and NeMo's Transformer Engine attention, or
+/// FlashAttention-3) runs the hardware's `attn_native_speedup` × FlashAttention-2's speed: on
+/// H100 the long-sequence step is faster with it; on A100 (speed-up 1) the two are the same.
+/// The FSDP and DeepSpeed presets run FlashAttention-2 (`fused`).
+#[test]
+fn hopper_native_attention_is_faster_on_h100_only() {
+    let run = |hw: &str, attention: &str| {
+        let v = json_of(&format!(
+            "predict --model llama3-8b --hardware {hw} --gpus 8 --batch 16 --seq 16384 \
+             --tp 1 --pp 1 --cp 2 --mbs 1 --recompute full --attention {attention}"
+        ));
+        assert_eq!(v["stack"]["settings"]["attention"], attention, "{v}");
+        v["step_time_s"].as_f64().expect("step time")
+    };
+    let (native, flash2) = (run("h100-sxm", "cudnn"), run("h100-sxm", "fused"));
+    assert!(native < 0.9 * flash2, "cudnn {native} s, fused {flash2} s");
+    assert_eq!(run("a100-80g", "cudnn"), run("a100-80g", "fused"));
+    for (stack, attention) in [
+        ("megatron-core", "cudnn"),
+        ("nemo", "cudnn"),
+        ("torchtitan-fsdp2", "fused"),
+        ("llm-foundry", "fused"),
+        ("deepspeed", "fused"),
+        ("megatron-lm-2021", "unfused"),
+    ] {
+        let v = json_of(&format!(
+            "predict --model llama3-8b --gpus 8 --batch 64 --stack {stack}"
+        ));
+        assert_eq!(v["stack"]["settings"]["attention"], attention, "{stack}");
+    }
+}

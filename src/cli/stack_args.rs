@@ -62,8 +62,11 @@ impl From<OnOff> for bool {
 /// Attention kernel on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum AttentionArg {
-    /// One fused kernel (FlashAttention, cuDNN).
+    /// One fused kernel of FlashAttention-2's generation (flash-attn 2, PyTorch SDPA).
     Fused,
+    /// A Hopper-native fused kernel: cuDNN fused attention (Transformer Engine) or
+    /// FlashAttention-3.
+    Cudnn,
     /// Batched GEMMs around softmax over stored scores.
     Unfused,
 }
@@ -144,6 +147,7 @@ impl StackArgs {
             preset: self.stack.map(Into::into),
             attention: self.attention.map(|a| match a {
                 AttentionArg::Fused => AttentionKind::Fused,
+                AttentionArg::Cudnn => AttentionKind::Cudnn,
                 AttentionArg::Unfused => AttentionKind::Unfused,
             }),
             sequence_parallel: self.sequence_parallel.map(Into::into),

@@ -109,6 +109,7 @@ pub fn efficiency(e: &EfficiencyParams, at: &str) -> Result<(), Invalid> {
     non_negative(&f("gemm_overhead_s"), e.gemm_overhead_s)?;
     non_negative(&f("gemm_k_half"), e.gemm_k_half)?;
     fraction(&f("attn_eff"), e.attn_eff)?;
+    positive(&f("attn_native_speedup"), e.attn_native_speedup)?;
     fraction(&f("mem_eff"), e.mem_eff)?;
     non_negative(&f("kernel_overhead_s"), e.kernel_overhead_s)?;
     unit(&f("tp_overlap"), e.tp_overlap)?;

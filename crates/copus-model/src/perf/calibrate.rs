@@ -54,11 +54,13 @@ pub enum Knob {
     Fp8MaxEff,
     /// Share of FSDP collectives prefetching hides ([`EfficiencyParams::fsdp_overlap`]).
     FsdpOverlap,
+    /// Hopper-native fused attention's speed-up ([`EfficiencyParams::attn_native_speedup`]).
+    AttnNativeSpeedup,
 }
 
 impl Knob {
     /// Every knob, in a fixed order.
-    pub const ALL: [Knob; 16] = [
+    pub const ALL: [Knob; 17] = [
         Knob::MaxEff,
         Knob::GemmOverhead,
         Knob::AttnEff,
@@ -75,6 +77,7 @@ impl Knob {
         Knob::AttnBwdEff,
         Knob::Fp8MaxEff,
         Knob::FsdpOverlap,
+        Knob::AttnNativeSpeedup,
     ];
 
     /// The parameter this knob sets.
@@ -96,6 +99,7 @@ impl Knob {
             Knob::AttnBwdEff => &mut e.attn_bwd_eff,
             Knob::Fp8MaxEff => &mut e.fp8_max_eff,
             Knob::FsdpOverlap => &mut e.fsdp_overlap,
+            Knob::AttnNativeSpeedup => &mut e.attn_native_speedup,
         }
     }
 
@@ -118,6 +122,7 @@ impl Knob {
             Knob::AttnBwdEff => "attn_bwd_eff",
             Knob::Fp8MaxEff => "fp8_max_eff",
             Knob::FsdpOverlap => "fsdp_overlap",
+            Knob::AttnNativeSpeedup => "attn_native_speedup",
         }
     }
 

@@ -21,19 +21,25 @@ pub const ATTN_BWD_FLOP_RATIO: f64 = 2.5;
 /// How the attention core (QKᵀ, softmax, dropout, ·V) runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum AttentionKind {
-    /// One fused kernel (FlashAttention, cuDNN fused attention): scores never reach HBM.
-    #[default]
+    /// One fused kernel of FlashAttention-2's generation (flash-attn 2, PyTorch SDPA's flash
+    /// backend): scores never reach HBM; runs at `attn_eff` / `attn_bwd_eff`.
     Fused,
+    /// A Hopper-native fused kernel: cuDNN's fused attention (Transformer Engine's on H100)
+    /// or FlashAttention-3. Runs `attn_native_speedup` × the FlashAttention-2 efficiencies
+    /// (1 on GPUs before Hopper, where both are the same generation of kernel).
+    #[default]
+    Cudnn,
     /// Batched GEMMs with the s×s scores written to HBM and memory-bound scale, mask,
     /// softmax and dropout kernels between them (Megatron-LM before fused attention).
     Unfused,
 }
 
 impl AttentionKind {
-    /// "fused" or "unfused".
+    /// "fused", "cudnn" or "unfused".
     pub fn name(self) -> &'static str {
         match self {
             AttentionKind::Fused => "fused",
+            AttentionKind::Cudnn => "cudnn",
             AttentionKind::Unfused => "unfused",
         }
     }
@@ -105,12 +111,15 @@ pub struct EfficiencyParams {
     /// Inner (K) dimension at which a GEMM tile spends as long in its prologue/epilogue as in
     /// its main loop: efficiency falls as K/(K + gemm_k_half) for short inner dimensions.
     pub gemm_k_half: f64,
-    /// Fraction of dense peak reached by the fused (flash) attention forward, counting causal
-    /// FLOPs only.
+    /// Fraction of dense peak reached by the FlashAttention-2-generation fused attention
+    /// forward, counting causal FLOPs only.
     pub attn_eff: f64,
-    /// Fraction of dense peak reached by the fused attention backward, counting its own FLOPs
+    /// Fraction of dense peak reached by that kernel's backward, counting its own FLOPs
     /// ([`ATTN_BWD_FLOP_RATIO`] × the forward's: FlashAttention-2/3 recompute the scores).
     pub attn_bwd_eff: f64,
+    /// Speed of the Hopper-native fused attention ([`AttentionKind::Cudnn`]) relative to
+    /// FlashAttention-2's, forward and backward (1 where they are the same generation).
+    pub attn_native_speedup: f64,
     /// Attention kernel kind the stack runs.
     pub attention: AttentionKind,
     /// Fraction of HBM bandwidth reached by memory-bound kernels (norms, activations, optimizer).
@@ -198,7 +207,8 @@ impl Default for EfficiencyParams {
             gemm_k_half: 128.0,
             attn_eff: 0.45,
             attn_bwd_eff: 0.5625,
-            attention: AttentionKind::Fused,
+            attention: AttentionKind::Cudnn,
+            attn_native_speedup: 1.0,
             mem_eff: 0.8,
             kernel_overhead_s: 4e-6,
             microbatch_overhead_s: 1e-3,

@@ -108,7 +108,7 @@ impl StackPreset {
     /// Every setting of this preset.
     pub fn settings(self) -> StackSettings {
         let modern = StackSettings {
-            attention: AttentionKind::Fused,
+            attention: AttentionKind::Cudnn,
             sequence_parallel: true,
             grad_reduce: GradReduce::Fp32,
             dp_overlap: true,
@@ -145,12 +145,14 @@ impl StackPreset {
                 ..modern
             },
             StackPreset::TorchtitanFsdp2 => StackSettings {
+                attention: AttentionKind::Fused,
                 sharding: Sharding::Fsdp2,
                 tp_overlap: false,
                 pp_overlap: false,
                 ..modern
             },
             StackPreset::LlmFoundry => StackSettings {
+                attention: AttentionKind::Fused,
                 sharding: Sharding::Fsdp1,
                 sequence_parallel: false,
                 tp_overlap: false,
@@ -160,6 +162,7 @@ impl StackPreset {
                 ..modern
             },
             StackPreset::DeepSpeed => StackSettings {
+                attention: AttentionKind::Fused,
                 sequence_parallel: false,
                 tp_overlap: false,
                 pp_overlap: false,

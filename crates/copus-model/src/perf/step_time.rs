@@ -139,11 +139,18 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
     // forward is recomputed (the K and V, output and one MLP projection of a Llama block).
     let gemm_op_recompute = 0.5 * gemm_fwd;
     let (attn_fwd, attn_bwd) = match e.attention {
-        AttentionKind::Fused => {
+        AttentionKind::Fused | AttentionKind::Cudnn => {
             // Causal FLOPs, balanced over the context-parallel ranks.
             let flops = 2.0 * b * s * s * h / t / cp;
-            let fwd = flops / (peak * e.attn_eff);
-            (fwd, ATTN_BWD_FLOP_RATIO * flops / (peak * e.attn_bwd_eff))
+            let speedup = match e.attention {
+                AttentionKind::Cudnn => e.attn_native_speedup,
+                _ => 1.0,
+            };
+            let fwd = flops / (peak * e.attn_eff * speedup);
+            (
+                fwd,
+                ATTN_BWD_FLOP_RATIO * flops / (peak * e.attn_bwd_eff * speedup),
+            )
         }
         AttentionKind::Unfused => {
             let heads = b * m.heads as f64 / t;
