@@ -205,7 +205,7 @@ impl Default for EfficiencyParams {
             max_eff: 0.65,
             gemm_overhead_s: 20e-6,
             gemm_k_half: 128.0,
-            attn_eff: 0.45,
+            attn_eff: 0.35,
             attn_bwd_eff: 0.5625,
             attention: AttentionKind::Cudnn,
             attn_native_speedup: 1.0,
