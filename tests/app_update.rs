@@ -1116,13 +1116,7 @@ fn a_live_run_on_the_wrong_scale_shows_no_goodput() {
         calibration: None,
         warning: warning.map(str::to_string),
     };
-    let live = |l| Msg::Live {
-        update: Box::new(Ok(l)),
-        steps: 300,
-        malformed: 0,
-        non_finite: 0,
-        dropped: 0,
-    };
+    let live = |l| live_msg(l, 300);
     let w = "⚠ the run counts 1 token per sample, the model 4096: rerun with --seq-len 4096";
     update(&mut app, live(loaded(Some(w))));
     let screen = render(&app, 200, 60, ColorMode::Monochrome);
@@ -1157,16 +1151,7 @@ fn a_live_update_retires_what_it_replaces_and_shares_the_trajectory() {
         calibration: None,
         warning: None,
     };
-    update(
-        &mut app,
-        Msg::Live {
-            update: Box::new(Ok(loaded)),
-            steps: 300,
-            malformed: 0,
-            non_finite: 0,
-            dropped: 0,
-        },
-    );
+    update(&mut app, live_msg(loaded, 300));
     assert!(Arc::ptr_eq(&app.raw_trajectory, &app.trajectory));
     assert!(!Arc::ptr_eq(&app.raw_trajectory, &before));
     let retired = app.take_retired();
@@ -1185,4 +1170,15 @@ fn a_live_update_retires_what_it_replaces_and_shares_the_trajectory() {
         app.rescale();
     }
     assert!(app.take_retired().len() <= 16);
+}
+
+/// A live update carrying `loaded` after `steps` clean records.
+fn live_msg(loaded: copus::source::Loaded, steps: u64) -> Msg {
+    Msg::Live {
+        update: Box::new(Ok(loaded)),
+        steps,
+        malformed: 0,
+        non_finite: 0,
+        dropped: 0,
+    }
 }
