@@ -56,11 +56,14 @@ pub enum Knob {
     FsdpOverlap,
     /// Hopper-native fused attention's speed-up ([`EfficiencyParams::attn_native_speedup`]).
     AttnNativeSpeedup,
+    /// Share of tensor-parallel communication hidden behind GEMMs
+    /// ([`EfficiencyParams::tp_overlap`]; only where the stack overlaps TP).
+    TpOverlap,
 }
 
 impl Knob {
     /// Every knob, in a fixed order.
-    pub const ALL: [Knob; 17] = [
+    pub const ALL: [Knob; 18] = [
         Knob::MaxEff,
         Knob::GemmOverhead,
         Knob::AttnEff,
@@ -78,6 +81,7 @@ impl Knob {
         Knob::Fp8MaxEff,
         Knob::FsdpOverlap,
         Knob::AttnNativeSpeedup,
+        Knob::TpOverlap,
     ];
 
     /// The parameter this knob sets.
@@ -100,6 +104,7 @@ impl Knob {
             Knob::Fp8MaxEff => &mut e.fp8_max_eff,
             Knob::FsdpOverlap => &mut e.fsdp_overlap,
             Knob::AttnNativeSpeedup => &mut e.attn_native_speedup,
+            Knob::TpOverlap => &mut e.tp_overlap,
         }
     }
 
@@ -123,6 +128,7 @@ impl Knob {
             Knob::Fp8MaxEff => "fp8_max_eff",
             Knob::FsdpOverlap => "fsdp_overlap",
             Knob::AttnNativeSpeedup => "attn_native_speedup",
+            Knob::TpOverlap => "tp_overlap",
         }
     }
 
@@ -134,7 +140,8 @@ impl Knob {
             | Knob::Zero3Overlap
             | Knob::AttnBwdEff
             | Knob::Fp8MaxEff
-            | Knob::FsdpOverlap => 1.0,
+            | Knob::FsdpOverlap
+            | Knob::TpOverlap => 1.0,
             // Streaming kernels reach about 90 % of the HBM datasheet bandwidth at best.
             Knob::MemEff => 0.92,
             _ => f64::INFINITY,
@@ -373,4 +380,41 @@ fn fit(
         params,
         iterations,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every knob is found by its name, writes its own slot, and the shares are bounded by 1.
+    #[test]
+    fn every_knob_has_a_name_and_its_own_slot() {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in Knob::ALL {
+            assert_eq!(Knob::from_name(k.name()), Some(k));
+            assert!(seen.insert(k.name()), "{} twice", k.name());
+            let mut e = EfficiencyParams::default();
+            *k.slot(&mut e) = 0.123_456;
+            let others = Knob::ALL.iter().filter(|&&o| o != k);
+            for &o in others {
+                let mut f = e.clone();
+                assert_ne!(
+                    *o.slot(&mut f),
+                    0.123_456,
+                    "{} shares {}'s slot",
+                    o.name(),
+                    k.name()
+                );
+            }
+        }
+        for k in [
+            Knob::TpOverlap,
+            Knob::AttnEff,
+            Knob::AttnBwdEff,
+            Knob::FsdpOverlap,
+        ] {
+            assert_eq!(k.upper(), 1.0, "{}", k.name());
+        }
+        assert_eq!(Knob::AttnNativeSpeedup.upper(), f64::INFINITY);
+    }
 }
