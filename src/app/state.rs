@@ -245,11 +245,6 @@ impl Retired {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    /// Everything waiting, to be dropped on another thread.
-    pub fn into_values(self) -> Vec<Box<dyn std::any::Any + Send>> {
-        self.0
-    }
 }
 
 impl Clone for Retired {
@@ -529,9 +524,7 @@ impl App {
     /// the table's batches).
     pub fn planning_trajectory(&self) -> Arc<Trajectory> {
         let seq_len = self.resolved.model.seq_len;
-        let own = self.raw_trajectory.seq_len;
-        if seq_len == 0 || own == 0 || seq_len == own {
-            // What `in_sequences_of` would copy unchanged: shared.
+        if self.raw_trajectory.counts_in(seq_len) {
             return Arc::clone(&self.raw_trajectory);
         }
         Arc::new(self.raw_trajectory.in_sequences_of(seq_len))

@@ -98,18 +98,16 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         },
         Overlay::Explain => popup_scroll(action)
             .map(Msg::ExplainScroll)
+            .or_else(|| popup_common(action))
             .or(match action {
-                Action::Escape => Some(Msg::Escape),
                 Action::Explain => Some(Msg::Explain),
                 Action::Mark => Some(Msg::Mark),
-                Action::Help => Some(Msg::ToggleHelp),
-                Action::Quit => Some(Msg::Quit),
                 _ => None,
             }),
         Overlay::Ranked => popup_scroll(action)
             .map(Msg::RankedScroll)
+            .or_else(|| popup_common(action))
             .or(match action {
-                Action::Escape => Some(Msg::Escape),
                 Action::Ranked => Some(Msg::Ranked),
                 Action::SelectLeft | Action::ScrubBack | Action::ScrubBackFar => {
                     Some(Msg::MoveSelection(0, -1))
@@ -117,11 +115,19 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
                 Action::SelectRight | Action::ScrubForward | Action::ScrubForwardFar => {
                     Some(Msg::MoveSelection(0, 1))
                 }
-                Action::Help => Some(Msg::ToggleHelp),
-                Action::Quit => Some(Msg::Quit),
                 _ => None,
             }),
         Overlay::Prompt(_) | Overlay::Confirm(_) => None,
+    }
+}
+
+/// What Esc, the help key and the quit key do in a scrolling popup.
+fn popup_common(action: Action) -> Option<Msg> {
+    match action {
+        Action::Escape => Some(Msg::Escape),
+        Action::Help => Some(Msg::ToggleHelp),
+        Action::Quit => Some(Msg::Quit),
+        _ => None,
     }
 }
 

@@ -192,15 +192,8 @@ impl RawRun {
 
     /// Append the kept points in their order, each once, mapped.
     fn flush(&self, map: &impl Fn(f64) -> f64, out: &mut Vec<(f64, f64)>) {
-        let mut keep = [(self.first, 0), self.low, self.high, self.last];
-        keep.sort_unstable_by_key(|k| k.1);
-        let mut previous = None;
-        for ((x, y), i) in keep {
-            if previous != Some(i) {
-                out.push((x, map(y)));
-                previous = Some(i);
-            }
-        }
+        let keep = [(self.first, 0), self.low, self.high, self.last].map(|(p, i)| (i, p));
+        push_in_order(keep, out, |(x, y)| (x, map(y)));
     }
 }
 
@@ -228,14 +221,24 @@ impl Run {
 
     /// Append the run's first, extreme and last points, in their order, each once.
     fn flush(&self, points: &[(f64, f64)], out: &mut Vec<(f64, f64)>) {
-        let mut keep = [self.first, self.top.1, self.bottom.1, self.last];
-        keep.sort_unstable();
-        let mut previous = None;
-        for i in keep {
-            if previous != Some(i) {
-                out.push(points[i]);
-                previous = Some(i);
-            }
+        let keep = [self.first, self.top.1, self.bottom.1, self.last].map(|i| (i, i));
+        push_in_order(keep, out, |i| points[i]);
+    }
+}
+
+/// Append `emit` of each kept point in the order of its position (the first number), once per
+/// position: a run's first, extreme and last points may coincide.
+fn push_in_order<P: Copy>(
+    mut keep: [(usize, P); 4],
+    out: &mut Vec<(f64, f64)>,
+    emit: impl Fn(P) -> (f64, f64),
+) {
+    keep.sort_unstable_by_key(|k| k.0);
+    let mut previous = None;
+    for (i, p) in keep {
+        if previous != Some(i) {
+            out.push(emit(p));
+            previous = Some(i);
         }
     }
 }

@@ -92,12 +92,18 @@ impl Trajectory {
             .map_or(0, |(i, _)| i)
     }
 
+    /// Whether B_crit here already counts sequences of `seq_len` tokens (or either length is
+    /// unknown, 0): then [`Self::in_sequences_of`] changes nothing.
+    pub fn counts_in(&self, seq_len: u32) -> bool {
+        seq_len == 0 || self.seq_len == 0 || seq_len == self.seq_len
+    }
+
     /// The same trajectory with B_crit counted in sequences of `seq_len` tokens instead of this
     /// trajectory's samples (equal tokens: B × own seq_len / `seq_len`). The goodput grid and
     /// the planner count batches in the model's sequences; a measured run counts its own.
     pub fn in_sequences_of(&self, seq_len: u32) -> Trajectory {
         let mut t = self.clone();
-        if seq_len == 0 || self.seq_len == 0 || seq_len == self.seq_len {
+        if self.counts_in(seq_len) {
             return t;
         }
         let ratio = self.seq_len as f64 / seq_len as f64;
