@@ -504,3 +504,41 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
         );
     }
 }
+
+/// A hardware profile file given to `predict` has its efficiency section checked like a
+/// session's: an out-of-range kernel efficiency or a negative attention speed-up is an error
+/// that names the field, not a prediction.
+#[test]
+fn a_hardware_file_with_a_bad_efficiency_is_refused_with_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shipped = include_str!("../assets/hardware/h100-sxm.ron");
+    for (from, to, field) in [
+        (
+            "max_eff: 0.6615",
+            "max_eff: 1.6615",
+            "hardware.efficiency.max_eff",
+        ),
+        (
+            "attn_native_speedup: 2.407",
+            "attn_native_speedup: -1.0",
+            "hardware.efficiency.attn_native_speedup",
+        ),
+    ] {
+        assert!(shipped.contains(from), "the profile has {from}");
+        let path = dir.path().join("hw.ron");
+        std::fs::write(&path, shipped.replace(from, to)).expect("write");
+        let hw = path.display().to_string();
+        copus(&[
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+            "--hardware",
+            &hw,
+        ])
+        .fails_with(&[field]);
+    }
+}

@@ -98,6 +98,8 @@ pub fn hardware(h: &HardwareProfile, at: &str) -> Result<(), Invalid> {
             ),
         ));
     }
+    // The profile's kernel efficiencies: every command that loads a profile computes with them.
+    efficiency(&h.efficiency, &f("efficiency"))?;
     Ok(())
 }
 

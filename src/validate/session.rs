@@ -81,7 +81,6 @@ pub fn check(r: &Resolved) -> Result<(), Invalid> {
     if let Some(e) = &s.efficiency {
         profile::efficiency(e, "efficiency")?;
     }
-    profile::efficiency(&r.hardware.efficiency, "cluster.hardware.efficiency")?;
     if let Some(c) = &r.calibration {
         profile::efficiency(&c.params, "calibration")?;
     }
