@@ -2,6 +2,7 @@
 
 use copus::perf::calibrate::{Knob, Target, calibrate};
 use copus::perf::crossval::{mean_abs, rel_errors};
+use copus::perf::knob_selection::{CANDIDATES, select_knobs};
 use copus::perf::measurements::{Measurement, from_step_stats};
 use copus::perf::validation;
 use copus::perf::{EfficiencyParams, ParallelConfig, PerfContext, Recompute, predict};
@@ -122,6 +123,22 @@ fn half_the_splits_of_one_job_predict_the_other_half() {
         );
         assert!(after <= 0.08, "{job}: calibrated mean error {after}");
         assert!(after < before, "{job}: {after} vs {before}");
+        // What `copus calibrate` frees without --fit: the parameters cross-validation over the
+        // fitted half's configurations picks (five configurations: one parameter).
+        let sel = select_knobs(&target, &stack, &CANDIDATES, &fit_on, 5).expect("selects");
+        let fit = calibrate(&target, &stack, &sel.knobs, &fit_on, 100).expect("calibrates");
+        let chosen = mean_abs(&rel_errors(&target, &fit.params, &held).expect("runs"));
+        let names: Vec<&str> = sel.knobs.iter().map(|k| k.name()).collect();
+        println!(
+            "{job}: selected {names:?}: held-out splits {:.1}%",
+            chosen * 100.0
+        );
+        // docs/MODEL.md: on the 91B job the plateau is chosen and predicts the other half to
+        // 2.4 %; on the 5.9B job no parameter explains the slow TP-2 splits, and the one chosen
+        // (the collectives' small-chunk fall-off) predicts the other half at 9.0 %, no better
+        // than the generic model.
+        assert!(chosen <= 0.10, "{job}: selected calibration {chosen}");
+        assert_eq!(sel.knobs.len(), 1, "{job}: {names:?}");
     }
 }
 

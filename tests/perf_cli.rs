@@ -168,6 +168,111 @@ fn grid_on_the_demo_session() {
     assert!(!ok && err.contains("/nonexistent/s.ron"), "{err}");
 }
 
+/// Step times of `truth` on h100-sxm for llama-7b at a spread of 16-GPU layouts, as the CSV
+/// `copus calibrate` reads.
+fn measured_csv(truth: &copus::perf::EfficiencyParams) -> String {
+    use copus::perf::{ParallelConfig, PerfContext, Recompute, predict};
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let model = copus::profiles::model("llama-7b", Path::new(".")).expect("model");
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &model,
+        eff: truth,
+        gpus_per_node: 8,
+    };
+    let mut csv = String::from("dp,tp,pp,mbs,batch,step_time_s\n");
+    for (dp, tp, pp, mbs, batch) in [
+        (16u32, 1u32, 1u32, 1u32, 64u64),
+        (16, 1, 1, 2, 128),
+        (8, 2, 1, 2, 64),
+        (8, 2, 1, 4, 256),
+        (4, 2, 2, 2, 64),
+        (4, 4, 1, 4, 128),
+        (16, 1, 1, 1, 256),
+        (8, 1, 2, 1, 64),
+        (2, 8, 1, 8, 512),
+        (4, 1, 4, 1, 128),
+        (8, 2, 1, 1, 512),
+        (16, 1, 1, 4, 1024),
+    ] {
+        let cfg = ParallelConfig {
+            dp,
+            tp,
+            pp,
+            mbs,
+            zero: 1,
+            recompute: Recompute::Selective,
+            vpp: 1,
+            cp: 1,
+        };
+        let t = predict(&ctx, &cfg, batch).expect("runs").step_time_s;
+        csv.push_str(&format!("{dp},{tp},{pp},{mbs},{batch},{t}\n"));
+    }
+    csv
+}
+
+#[test]
+fn calibrate_chooses_what_to_fit_by_cross_validation() {
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let truth = copus::perf::EfficiencyParams {
+        max_eff: 0.45,
+        ..hw.efficiency.clone()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv_path = dir.path().join("steps.csv");
+    std::fs::write(&csv_path, measured_csv(&truth)).expect("csv");
+    let args = |json: bool| {
+        let mut a = vec![
+            "calibrate",
+            csv_path.to_str().expect("utf-8"),
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama-7b",
+        ];
+        if json {
+            a.push("--json");
+        }
+        copus(&a)
+    };
+    let (ok, out, err) = args(true);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let sel = &v["selection"];
+    assert_eq!(sel["configurations"], 12, "{sel}");
+    assert_eq!(sel["knobs"][0], "max_eff", "{sel}");
+    let cv = sel["steps"][0]["cv_rms_rel_error"].as_f64().expect("cv");
+    let before = sel["uncalibrated_rms_rel_error"].as_f64().expect("before");
+    assert!(before > 0.2 && cv < 0.01, "{sel}");
+    // Only the plateau is off: nothing else earns its place.
+    assert_eq!(sel["knobs"].as_array().map(Vec::len), Some(1), "{sel}");
+    assert!(sel["next_best"]["knob"].is_string(), "{sel}");
+    assert!(v["params"]["max_eff"].as_f64().is_some(), "{v}");
+    let (ok, text, err) = args(false);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("chosen by cross-validation over 12 configurations")
+            && text.contains("+ max_eff")
+            && text.contains("stopped: the next best"),
+        "{text}"
+    );
+    // --fit names the parameters: no selection.
+    let (ok, out, err) = copus(&[
+        "calibrate",
+        csv_path.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--fit",
+        "max_eff",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert!(v["selection"].is_null(), "{v}");
+}
+
 #[test]
 fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
     use copus::perf::{EfficiencyParams, ParallelConfig, PerfContext, Recompute, predict};

@@ -127,6 +127,18 @@ fn minor_faults() -> Option<u64> {
     after_name.split_whitespace().nth(7)?.parse().ok()
 }
 
+/// CPU time of the whole process so far (all threads), in seconds; `None` where the clock
+/// cannot be read.
+fn process_cpu_s() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
@@ -162,6 +174,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         );
     }
     let t1 = std::time::Instant::now();
+    let cpu_read = timing.then(process_cpu_s).flatten();
     let hwm_read = timing.then(peak_rss_mib).flatten();
     let faults_read = timing.then(minor_faults).flatten();
     let settings = args.settings(&EstimatorSettings::default());
@@ -175,6 +188,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         format!("{}{first}", path.display())
     })?;
     let t2 = std::time::Instant::now();
+    let cpu_analysis = timing.then(process_cpu_s).flatten();
     let hwm_analysis = timing.then(peak_rss_mib).flatten();
     let faults_analysis = timing.then(minor_faults).flatten();
     if let Some(b) = &args.branches {
@@ -200,6 +214,16 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
                 (t1 - t0).as_secs_f64(),
                 (t2 - t1).as_secs_f64(),
                 (t3 - t2).as_secs_f64()
+            );
+            let secs = |a: Option<f64>, b: Option<f64>| {
+                a.zip(b)
+                    .map_or_else(|| "?".to_string(), |(a, b)| format!("{:.3}", b - a))
+            };
+            eprintln!(
+                "copus analyze: CPU time (all threads, s): read {}, analysis {}, JSON output {}",
+                secs(Some(0.0), cpu_read),
+                secs(cpu_read, cpu_analysis),
+                secs(cpu_analysis, process_cpu_s())
             );
             let mib = |m: Option<u64>| m.map_or_else(|| "?".to_string(), |m| m.to_string());
             eprintln!(

@@ -7,6 +7,7 @@ use crate::perf::Recompute;
 use crate::perf::calibrate::{Knob, Target, calibrate};
 use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::crossval::{cross_validate, rel_errors, rms};
+use crate::perf::knob_selection::{CANDIDATES, KnobSelection, select_knobs};
 use crate::perf::measurements::{
     MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats, parse_csv,
 };
@@ -45,8 +46,10 @@ pub struct CalibrateArgs {
     /// Recompute policy of stats-file records (the protocol does not carry it).
     #[arg(long, value_enum, default_value = "selective")]
     pub recompute: RecomputeArg,
-    /// Parameters to fit, comma-separated (default: chosen by the number of measurements from
-    /// max_eff, microbatch_overhead_s, gemm_overhead_s, inter_link_scale, intra_link_scale).
+    /// Parameters to fit, comma-separated (default: chosen by cross-validation over the
+    /// measured configurations, one per three configurations at most, from max_eff,
+    /// microbatch_overhead_s, gemm_overhead_s, the link scales, coll_chunk_half_bytes,
+    /// overlap_cost, the attention efficiencies, mem_eff and fsdp_overlap).
     #[arg(long, value_delimiter = ',')]
     pub fit: Vec<String>,
     /// Folds of the cross-validation (leave-one-out when ≥ the measurements).
@@ -97,16 +100,11 @@ struct Output {
     cv_rel_error: f64,
     profile_rms_rel_error: f64,
     params: BTreeMap<String, f64>,
+    /// How the fitted parameters were chosen when `--fit` was not given: forward selection
+    /// by cross-validation over the distinct configurations.
+    selection: Option<KnobSelection>,
     out: Option<String>,
 }
-
-const DEFAULT_KNOBS: [Knob; 5] = [
-    Knob::MaxEff,
-    Knob::MicrobatchOverhead,
-    Knob::GemmOverhead,
-    Knob::InterLink,
-    Knob::IntraLink,
-];
 
 fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measurement>> {
     let text = fsutil::read_capped(path, MAX_MEASUREMENT_BYTES)
@@ -147,12 +145,8 @@ fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measu
     Ok(parse_csv(&text, &origin)?)
 }
 
-fn knobs(a: &CalibrateArgs, n: usize) -> anyhow::Result<Vec<Knob>> {
-    if a.fit.is_empty() {
-        // About three measurements per fitted parameter.
-        let k = (n / 3).clamp(1, DEFAULT_KNOBS.len());
-        return Ok(DEFAULT_KNOBS[..k].to_vec());
-    }
+/// The parameters named by `--fit`.
+fn named_knobs(a: &CalibrateArgs) -> anyhow::Result<Vec<Knob>> {
     a.fit
         .iter()
         .map(|name| {
@@ -181,13 +175,18 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         bail!("--gpus-per-node must be at least 1");
     }
     let points = read_measurements(a, measurements)?;
-    let knobs = knobs(a, points.len())?;
     let target = Target {
         hw: &hw,
         model: &model,
         gpus_per_node: a.gpus_per_node,
     };
     let start = super::model_args::efficiency_with_stack(&hw, None, a.stack.stack().as_ref())?;
+    let (knobs, selection) = if a.fit.is_empty() {
+        let s = select_knobs(&target, &start, &CANDIDATES, &points, a.folds)?;
+        (s.knobs.clone(), Some(s))
+    } else {
+        (named_knobs(a)?, None)
+    };
     let stack = crate::perf::Stack::describing(&start, a.stack.stack().map(|s| s.base()));
     let profile_errors = rel_errors(&target, &start, &points)?;
     let fit = calibrate(&target, &start, &knobs, &points, 100)?;
@@ -237,6 +236,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         cv_rel_error: file.cv_rel_error,
         profile_rms_rel_error: file.profile_rms_rel_error,
         params,
+        selection,
         out: a.out.as_ref().map(|p| p.display().to_string()),
     };
     if a.json {
@@ -260,6 +260,9 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         out.rms_rel_error * 100.0,
         out.cv_rel_error * 100.0
     );
+    if let Some(sel) = &out.selection {
+        println!("{}", selection_text(sel));
+    }
     let mut s0 = start.clone();
     for k in &knobs {
         let v = out.params[k.name()];
@@ -294,4 +297,45 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         println!("  written to {o} (use --calibration {o})");
     }
     Ok(())
+}
+
+/// The text lines of a knob selection: what was freed, the cross-validated error after each,
+/// and why it stopped.
+fn selection_text(sel: &KnobSelection) -> String {
+    let mut out = format!(
+        "  chosen by cross-validation over {} configurations (uncalibrated {:.1}%):",
+        sel.configurations,
+        sel.uncalibrated_rms_rel_error * 100.0
+    );
+    if sel.steps.is_empty() {
+        out.push_str(&format!(
+            "\n    {} (too few configurations to hold any out)",
+            sel.knobs
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for step in &sel.steps {
+        out.push_str(&format!(
+            "\n    + {:24} cross-validated {:.1}%",
+            step.knob.name(),
+            step.cv_rms_rel_error * 100.0
+        ));
+    }
+    match &sel.next_best {
+        Some(next) => out.push_str(&format!(
+            "\n    stopped: the next best, {}, would give {:.1}% (less than {:.0}% better)",
+            next.knob.name(),
+            next.cv_rms_rel_error * 100.0,
+            crate::perf::knob_selection::MIN_CV_GAIN * 100.0
+        )),
+        None if !sel.steps.is_empty() => out.push_str(&format!(
+            "\n    stopped: at most one parameter per {} configurations",
+            crate::perf::knob_selection::CONFIGS_PER_KNOB
+        )),
+        None => {}
+    }
+    out
 }

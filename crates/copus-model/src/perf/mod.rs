@@ -13,6 +13,7 @@ pub mod enumerate;
 pub mod explain;
 pub(crate) mod flops;
 pub(crate) mod hardware;
+pub mod knob_selection;
 pub mod measurements;
 pub mod memory;
 pub(crate) mod model;

@@ -1,0 +1,359 @@
+//! Which parameters a calibration frees, chosen by cross-validation (forward selection): start
+//! from the uncalibrated model, free at each step the candidate whose calibration predicts
+//! held-out configurations best, and stop when the next one improves that prediction by less
+//! than [`MIN_CV_GAIN`] or the measurements cannot support another parameter.
+//!
+//! The folds hold out whole configurations (the median step time of each distinct
+//! configuration and batch), not single steps: steps of one configuration differ only by
+//! noise, and holding out one of them would reward a parameter that merely fits that
+//! configuration.
+
+use super::calibrate::{CalibrationError, Knob, Target};
+use super::crossval::{cross_validate, rel_errors, rms};
+use super::measurements::Measurement;
+use super::{EfficiencyParams, ParallelConfig};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Parameters selection may free, in the order ties are broken: what a user's measurements of
+/// one job usually determine (GEMM plateau and fixed costs, links, overlap, attention).
+pub const CANDIDATES: [Knob; 11] = [
+    Knob::MaxEff,
+    Knob::MicrobatchOverhead,
+    Knob::GemmOverhead,
+    Knob::InterLink,
+    Knob::IntraLink,
+    Knob::ChunkHalf,
+    Knob::OverlapCost,
+    Knob::AttnEff,
+    Knob::AttnBwdEff,
+    Knob::MemEff,
+    Knob::FsdpOverlap,
+];
+
+/// Smallest relative cut of the cross-validated rms error that frees one more parameter.
+pub const MIN_CV_GAIN: f64 = 0.05;
+
+/// Distinct configurations (configuration and batch) per freed parameter, at least.
+pub const CONFIGS_PER_KNOB: usize = 3;
+
+/// One step of the selection: a parameter and the cross-validated rms relative error of the
+/// calibration freeing it with those before it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SelectionStep {
+    /// The parameter (its calibration-file name in JSON).
+    #[serde(serialize_with = "knob_name")]
+    pub knob: Knob,
+    /// Cross-validated rms of `predicted/measured − 1` over held-out configurations, 0–1.
+    pub cv_rms_rel_error: f64,
+}
+
+fn knob_name<S: serde::Serializer>(k: &Knob, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(k.name())
+}
+
+/// The outcome of [`select_knobs`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KnobSelection {
+    /// The parameters freed, in the order chosen.
+    #[serde(serialize_with = "knob_names")]
+    pub knobs: Vec<Knob>,
+    /// Distinct configurations (configuration and batch) the folds held out.
+    pub configurations: usize,
+    /// Rms relative error of the uncalibrated model on those configurations, 0–1.
+    pub uncalibrated_rms_rel_error: f64,
+    /// Each freed parameter with the cross-validated error after freeing it.
+    pub steps: Vec<SelectionStep>,
+    /// The best parameter left out, with the error freeing it would have given (`None` when
+    /// the measurements could not support another one).
+    pub next_best: Option<SelectionStep>,
+}
+
+fn knob_names<S: serde::Serializer>(ks: &[Knob], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(ks.iter().map(|k| k.name()))
+}
+
+/// The median step time of each distinct (configuration, batch) of `points`, in a fixed
+/// order.
+pub fn per_configuration(points: &[Measurement]) -> Vec<Measurement> {
+    let mut groups: BTreeMap<(ParallelConfig, u64), Vec<f64>> = BTreeMap::new();
+    for p in points {
+        groups
+            .entry((p.config, p.batch))
+            .or_default()
+            .push(p.step_time_s);
+    }
+    groups
+        .into_iter()
+        .map(|((config, batch), mut times)| {
+            times.sort_by(f64::total_cmp);
+            let n = times.len();
+            let step_time_s = if n % 2 == 1 {
+                times[n / 2]
+            } else {
+                (times[n / 2 - 1] + times[n / 2]) / 2.0
+            };
+            Measurement {
+                config,
+                batch,
+                step_time_s,
+            }
+        })
+        .collect()
+}
+
+/// Forward selection of the parameters to free among `candidates`, by `folds`-fold
+/// cross-validation over the distinct configurations of `points`. At least one parameter is
+/// freed (the best single one) when there are any measurements; at most one per
+/// [`CONFIGS_PER_KNOB`] configurations.
+pub fn select_knobs(
+    target: &Target,
+    start: &EfficiencyParams,
+    candidates: &[Knob],
+    points: &[Measurement],
+    folds: usize,
+) -> Result<KnobSelection, CalibrationError> {
+    let configs = per_configuration(points);
+    let uncalibrated = rms(&rel_errors(target, start, &configs)?);
+    let max_knobs = (configs.len() / CONFIGS_PER_KNOB).max(1);
+    let mut selection = KnobSelection {
+        knobs: Vec::new(),
+        configurations: configs.len(),
+        uncalibrated_rms_rel_error: uncalibrated,
+        steps: Vec::new(),
+        next_best: None,
+    };
+    // One configuration leaves nothing to hold out: free the plateau alone.
+    if configs.len() < 2 {
+        if let Some(&first) = candidates.first() {
+            selection.knobs.push(first);
+        }
+        return Ok(selection);
+    }
+    let mut current = uncalibrated;
+    while selection.knobs.len() < max_knobs {
+        let Some(best) = best_next(target, start, candidates, &selection.knobs, &configs, folds)?
+        else {
+            break;
+        };
+        let first = selection.knobs.is_empty();
+        if !first && best.cv_rms_rel_error > current * (1.0 - MIN_CV_GAIN) {
+            selection.next_best = Some(best);
+            return Ok(selection);
+        }
+        current = best.cv_rms_rel_error;
+        selection.knobs.push(best.knob);
+        selection.steps.push(best);
+        current = swap_pass(
+            target,
+            start,
+            candidates,
+            &mut selection,
+            &configs,
+            folds,
+            current,
+        )?;
+    }
+    Ok(selection)
+}
+
+/// Replace an earlier choice by a candidate left out where that predicts held-out
+/// configurations better (a greedy first step can pick a parameter that mimics two others);
+/// returns the cross-validated error of the final set.
+fn swap_pass(
+    target: &Target,
+    start: &EfficiencyParams,
+    candidates: &[Knob],
+    selection: &mut KnobSelection,
+    configs: &[Measurement],
+    folds: usize,
+    mut current: f64,
+) -> Result<f64, CalibrationError> {
+    let last = selection.knobs.len().saturating_sub(1);
+    for i in 0..last {
+        for &other in candidates {
+            if selection.knobs.contains(&other) {
+                continue;
+            }
+            let mut knobs = selection.knobs.clone();
+            knobs[i] = other;
+            let cv = rms(&cross_validate(target, start, &knobs, configs, folds)?);
+            if cv < current * (1.0 - MIN_CV_GAIN) {
+                selection.knobs = knobs;
+                selection.steps[i].knob = other;
+                current = cv;
+                if let Some(step) = selection.steps.last_mut() {
+                    step.cv_rms_rel_error = cv;
+                }
+            }
+        }
+    }
+    Ok(current)
+}
+
+/// The candidate not yet in `chosen` whose addition gives the lowest cross-validated error
+/// (the earlier candidate on a tie); `None` when none is left.
+fn best_next(
+    target: &Target,
+    start: &EfficiencyParams,
+    candidates: &[Knob],
+    chosen: &[Knob],
+    configs: &[Measurement],
+    folds: usize,
+) -> Result<Option<SelectionStep>, CalibrationError> {
+    let mut best: Option<SelectionStep> = None;
+    for &knob in candidates.iter().filter(|k| !chosen.contains(k)) {
+        let mut knobs = chosen.to_vec();
+        knobs.push(knob);
+        let cv = rms(&cross_validate(target, start, &knobs, configs, folds)?);
+        if best.is_none_or(|b| cv < b.cv_rms_rel_error) {
+            best = Some(SelectionStep {
+                knob,
+                cv_rms_rel_error: cv,
+            });
+        }
+    }
+    Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::{ConfigCost, HardwareProfile, ModelProfile, PerfContext, Recompute};
+
+    fn synthetic(
+        hw: &HardwareProfile,
+        model: &ModelProfile,
+        truth: &EfficiencyParams,
+    ) -> Vec<Measurement> {
+        let ctx = PerfContext {
+            hw,
+            model,
+            eff: truth,
+            gpus_per_node: 8,
+        };
+        let mut out = Vec::new();
+        // 16 GPUs on two nodes of 8: data parallelism crosses the network.
+        for (dp, tp, pp) in [
+            (16, 1, 1),
+            (8, 2, 1),
+            (4, 4, 1),
+            (8, 1, 2),
+            (4, 2, 2),
+            (2, 8, 1),
+        ] {
+            for (mbs, batch) in [(1, 64), (2, 256), (4, 1024)] {
+                let config = ParallelConfig {
+                    dp,
+                    tp,
+                    pp,
+                    mbs,
+                    zero: 1,
+                    recompute: Recompute::Selective,
+                    vpp: 1,
+                    cp: 1,
+                };
+                if let Ok(p) = ConfigCost::new(&ctx, &config).and_then(|c| c.at(&ctx, batch)) {
+                    out.push(Measurement {
+                        config,
+                        batch,
+                        step_time_s: p.step_time_s,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn setup() -> (HardwareProfile, ModelProfile) {
+        let hw: HardwareProfile =
+            ron::from_str(include_str!("../../../../assets/hardware/a100-80g.ron"))
+                .expect("profile parses");
+        let model = ModelProfile {
+            name: "t".into(),
+            layers: 24,
+            hidden: 2048,
+            heads: 16,
+            kv_heads: 16,
+            ffn_hidden: 8192,
+            vocab: 32000,
+            seq_len: 2048,
+            swiglu: false,
+            tied_embeddings: false,
+            moe: None,
+            source: String::new(),
+        };
+        (hw, model)
+    }
+
+    #[test]
+    fn frees_the_parameter_that_is_off_and_stops() {
+        let (hw, model) = setup();
+        let start = hw.efficiency.clone();
+        let mut truth = start.clone();
+        truth.max_eff *= 0.8;
+        let points = synthetic(&hw, &model, &truth);
+        assert!(points.len() >= 12, "{} points", points.len());
+        let target = Target {
+            hw: &hw,
+            model: &model,
+            gpus_per_node: 8,
+        };
+        let s = select_knobs(&target, &start, &CANDIDATES, &points, 5).expect("selects");
+        assert_eq!(s.knobs.first(), Some(&Knob::MaxEff), "{s:?}");
+        assert!(s.uncalibrated_rms_rel_error > 0.08, "{s:?}");
+        assert!(s.steps[0].cv_rms_rel_error < 0.01, "{s:?}");
+        // Nothing is left to explain: no second parameter earns its place.
+        assert_eq!(s.knobs.len(), 1, "{s:?}");
+        assert!(s.next_best.is_some());
+    }
+
+    #[test]
+    fn two_costs_off_free_both() {
+        let (hw, model) = setup();
+        let start = hw.efficiency.clone();
+        let mut truth = start.clone();
+        truth.max_eff *= 0.85;
+        truth.inter_link_scale = 0.4;
+        let points = synthetic(&hw, &model, &truth);
+        let target = Target {
+            hw: &hw,
+            model: &model,
+            gpus_per_node: 8,
+        };
+        let s = select_knobs(&target, &start, &CANDIDATES, &points, 5).expect("selects");
+        assert!(
+            s.knobs.contains(&Knob::MaxEff) && s.knobs.contains(&Knob::InterLink),
+            "{s:?}"
+        );
+        let last = s.steps.last().expect("a step").cv_rms_rel_error;
+        assert!(last < 0.02, "{s:?}");
+        assert!(
+            s.steps
+                .windows(2)
+                .all(|w| w[1].cv_rms_rel_error < w[0].cv_rms_rel_error)
+        );
+    }
+
+    #[test]
+    fn repeated_steps_of_one_configuration_are_one_configuration() {
+        let config = ParallelConfig {
+            dp: 1,
+            tp: 1,
+            pp: 1,
+            mbs: 1,
+            zero: 1,
+            recompute: Recompute::Full,
+            vpp: 1,
+            cp: 1,
+        };
+        let m = |t| Measurement {
+            config,
+            batch: 8,
+            step_time_s: t,
+        };
+        let c = per_configuration(&[m(1.0), m(3.0), m(2.0), m(10.0)]);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].step_time_s, 2.5);
+    }
+}
