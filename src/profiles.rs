@@ -13,6 +13,10 @@ pub const BUILTIN_HARDWARE: &[(&str, &str)] = &[
         include_str!("../assets/hardware/h100-pcie.ron"),
     ),
     ("h100-sxm", include_str!("../assets/hardware/h100-sxm.ron")),
+    (
+        "h100-sxm-96g-500w",
+        include_str!("../assets/hardware/h100-sxm-96g-500w.ron"),
+    ),
     ("h200", include_str!("../assets/hardware/h200.ron")),
     ("h800", include_str!("../assets/hardware/h800.ron")),
     ("mi210", include_str!("../assets/hardware/mi210.ron")),

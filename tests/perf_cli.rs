@@ -547,3 +547,12 @@ fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
         "{err}"
     );
 }
+
+#[test]
+fn predict_help_names_every_built_in_hardware_profile() {
+    let (ok, out, err) = copus(&["predict", "--help"]);
+    assert!(ok, "{err}");
+    for (name, _) in copus::profiles::BUILTIN_HARDWARE {
+        assert!(out.contains(name), "--help does not name {name}");
+    }
+}

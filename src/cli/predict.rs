@@ -54,7 +54,8 @@ impl From<RecomputeArg> for Recompute {
 /// Arguments of `copus predict`.
 #[derive(Debug, Args)]
 pub struct PredictArgs {
-    /// Hardware profile: a built-in name (h100-sxm, h200, a100-80g, mi210) or a .ron file.
+    /// Hardware profile: a built-in name (a100-80g, h100-sxm, h100-sxm-96g-500w, h100-pcie, h200,
+    /// h800, mi210) or a .ron file.
     #[arg(long, default_value = "h100-sxm")]
     pub hardware: String,
     /// The model: a profile or an inline shape.
