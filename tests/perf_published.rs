@@ -373,3 +373,21 @@ fn torchtitan_published_out_of_memory_is_called_cannot_run() {
         s.prediction.memory_per_gpu_bytes / 1e9
     );
 }
+
+#[test]
+fn llama3_405b_pretraining_layouts_are_not_called_out_of_memory() {
+    // The Llama 3 paper's Table 4 (8,192 and 16,384 H100, TP 8 · PP 16, no activation
+    // checkpointing at 8K tokens): both ran. copus predicts them 48–59 % too slow (docs/MODEL.md
+    // says why); what is asserted here is only that neither is called "cannot run".
+    let r = rows("llama3-h100.csv");
+    assert_eq!(r.len(), 2);
+    for (row, s) in scored(&r) {
+        assert!(
+            s.prediction.fits,
+            "{} {}: {:.1} GB predicted",
+            row.set,
+            s.config,
+            s.prediction.memory_per_gpu_bytes / 1e9
+        );
+    }
+}
