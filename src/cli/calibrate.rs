@@ -181,6 +181,9 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         gpus_per_node: a.gpus_per_node,
     };
     let start = super::model_args::efficiency_with_stack(&hw, None, a.stack.stack().as_ref())?;
+    // Every row costed first, so that a configuration the model cannot run is named by its
+    // own row (selection works on the distinct configurations, in another order).
+    let profile_errors = rel_errors(&target, &start, &points)?;
     let (knobs, selection) = if a.fit.is_empty() {
         let s = select_knobs(&target, &start, &CANDIDATES, &points, a.folds)?;
         (s.knobs.clone(), Some(s))
@@ -188,7 +191,6 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         (named_knobs(a)?, None)
     };
     let stack = crate::perf::Stack::describing(&start, a.stack.stack().map(|s| s.base()));
-    let profile_errors = rel_errors(&target, &start, &points)?;
     let fit = calibrate(&target, &start, &knobs, &points, 100)?;
     let fitted_errors = rel_errors(&target, &fit.params, &points)?;
     let cv = if points.len() > knobs.len() + 1 {
@@ -255,10 +257,14 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         out.stack.label, out.assumed_recompute
     );
     println!(
-        "  rms relative error: profile model {:.1}% → calibrated {:.1}% (cross-validated {:.1}%)",
+        "  rms relative error: profile model {:.1}% → calibrated {:.1}% ({})",
         out.profile_rms_rel_error * 100.0,
         out.rms_rel_error * 100.0,
-        out.cv_rel_error * 100.0
+        if out.cv_rel_error.is_finite() {
+            format!("cross-validated {:.1}%", out.cv_rel_error * 100.0)
+        } else {
+            "too few measurements to cross-validate".to_string()
+        }
     );
     if let Some(sel) = &out.selection {
         println!("{}", selection_text(sel));

@@ -181,7 +181,7 @@ pub enum CalibrationError {
         knobs: usize,
     },
     /// A measured configuration cannot run under the model.
-    #[error("measurement {index} ({config}): {reason}")]
+    #[error("measurement {} of the input ({config}): {reason}", index + 1)]
     Invalid {
         /// 0-based index of the measurement.
         index: usize,
