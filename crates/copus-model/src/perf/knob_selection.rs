@@ -37,6 +37,16 @@ pub const MIN_CV_GAIN: f64 = 0.05;
 /// Distinct configurations (configuration and batch) per freed parameter, at least.
 pub const CONFIGS_PER_KNOB: usize = 3;
 
+/// Most configurations the selection cross-validates over; more are thinned to this many,
+/// evenly spaced in their sorted order (the choice of parameters needs no more, and the final
+/// fit still uses every measurement).
+pub const MAX_SELECTION_CONFIGS: usize = 256;
+
+/// A later candidate replaces an earlier one as the best next parameter only when its
+/// cross-validated error is lower by more than this share: near-ties go to the earlier (more
+/// commonly off) parameter of [`CANDIDATES`], not to one that merely mimics it.
+pub const TIE_MARGIN: f64 = 0.01;
+
 /// One step of the selection: a parameter and the cross-validated rms relative error of the
 /// calibration freeing it with those before it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -58,7 +68,8 @@ pub struct KnobSelection {
     /// The parameters freed, in the order chosen.
     #[serde(serialize_with = "knob_names")]
     pub knobs: Vec<Knob>,
-    /// Distinct configurations (configuration and batch) the folds held out.
+    /// Distinct configurations (configuration and batch) the folds held out (at most
+    /// [`MAX_SELECTION_CONFIGS`]).
     pub configurations: usize,
     /// Rms relative error of the uncalibrated model on those configurations, 0–1.
     pub uncalibrated_rms_rel_error: f64,
@@ -102,8 +113,18 @@ pub fn per_configuration(points: &[Measurement]) -> Vec<Measurement> {
         .collect()
 }
 
+/// At most `max` of `configs`, evenly spaced (all of them when there are no more).
+fn thinned(configs: Vec<Measurement>, max: usize) -> Vec<Measurement> {
+    if configs.len() <= max || max == 0 {
+        return configs;
+    }
+    let n = configs.len();
+    (0..max).map(|i| configs[i * n / max]).collect()
+}
+
 /// Forward selection of the parameters to free among `candidates`, by `folds`-fold
-/// cross-validation over the distinct configurations of `points`. At least one parameter is
+/// cross-validation over the distinct configurations of `points` (at most
+/// [`MAX_SELECTION_CONFIGS`] of them). At least one parameter is
 /// freed (the best single one) when there are any measurements; at most one per
 /// [`CONFIGS_PER_KNOB`] configurations.
 pub fn select_knobs(
@@ -113,7 +134,7 @@ pub fn select_knobs(
     points: &[Measurement],
     folds: usize,
 ) -> Result<KnobSelection, CalibrationError> {
-    let configs = per_configuration(points);
+    let configs = thinned(per_configuration(points), MAX_SELECTION_CONFIGS);
     let uncalibrated = rms(&rel_errors(target, start, &configs)?);
     let max_knobs = (configs.len() / CONFIGS_PER_KNOB).max(1);
     let mut selection = KnobSelection {
@@ -192,7 +213,7 @@ fn swap_pass(
 }
 
 /// The candidate not yet in `chosen` whose addition gives the lowest cross-validated error
-/// (the earlier candidate on a tie); `None` when none is left.
+/// (the earlier candidate within [`TIE_MARGIN`]); `None` when none is left.
 fn best_next(
     target: &Target,
     start: &EfficiencyParams,
@@ -206,7 +227,7 @@ fn best_next(
         let mut knobs = chosen.to_vec();
         knobs.push(knob);
         let cv = rms(&cross_validate(target, start, &knobs, configs, folds)?);
-        if best.is_none_or(|b| cv < b.cv_rms_rel_error) {
+        if best.is_none_or(|b| cv < b.cv_rms_rel_error * (1.0 - TIE_MARGIN)) {
             best = Some(SelectionStep {
                 knob,
                 cv_rms_rel_error: cv,
@@ -333,6 +354,32 @@ mod tests {
                 .windows(2)
                 .all(|w| w[1].cv_rms_rel_error < w[0].cv_rms_rel_error)
         );
+    }
+
+    #[test]
+    fn many_configurations_are_thinned_evenly() {
+        let config = ParallelConfig {
+            dp: 1,
+            tp: 1,
+            pp: 1,
+            mbs: 1,
+            zero: 1,
+            recompute: Recompute::Full,
+            vpp: 1,
+            cp: 1,
+        };
+        let many: Vec<Measurement> = (1..=1000)
+            .map(|b| Measurement {
+                config,
+                batch: b,
+                step_time_s: b as f64,
+            })
+            .collect();
+        let t = thinned(many.clone(), 256);
+        assert_eq!(t.len(), 256);
+        assert_eq!((t[0].batch, t[255].batch), (1, 997));
+        assert!(t.windows(2).all(|w| w[1].batch > w[0].batch));
+        assert_eq!(thinned(many[..10].to_vec(), 256).len(), 10);
     }
 
     #[test]
