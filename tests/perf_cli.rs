@@ -556,3 +556,74 @@ fn predict_help_names_every_built_in_hardware_profile() {
         assert!(out.contains(name), "--help does not name {name}");
     }
 }
+
+/// `copus predict --json` of torchtitan's Llama 3.1 405B on 512 of Meta's H100 (FSDP 8 · TP 8 ·
+/// PP 8, local batch 32, full checkpointing, Float8 and async TP) with the ZeRO stage and the
+/// extra flags given: (tokens/s per GPU, memory per GPU in GB).
+fn torchtitan_405b(zero: &str, extra: &[&str]) -> (f64, f64) {
+    let mut args = vec![
+        "predict",
+        "--model",
+        "llama3-405b",
+        "--hardware",
+        "h100-sxm-96g-500w",
+        "--gpus",
+        "512",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--zero",
+        zero,
+        "--recompute",
+        "full",
+        "--batch",
+        "256",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--precision",
+        "fp8",
+        "--tp-overlap",
+        "on",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = copus(&args);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    (
+        v["tokens_per_s_per_gpu"].as_f64().expect("tps"),
+        v["memory_per_gpu_bytes"].as_f64().expect("memory") / 1e9,
+    )
+}
+
+#[test]
+fn fsdp_with_a_pipeline_keeps_parameters_gathered_across_micro_batches() {
+    // torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table 5: 1F1B (micro-batches =
+    // stages: 4 sequences each) 100 tokens/s per GPU at 82.5 GiB; interleaved (two stages per
+    // rank, 16 micro-batches of 2) 128 at 72.7 GiB. PyTorch's pipeline schedules keep FSDP's
+    // parameters gathered and gradients unsharded until the last micro-batch, so ZeRO-3 with PP
+    // sizes and costs as ZeRO-1; resharding every micro-batch would hold under 40 GB.
+    let one_f_one_b = torchtitan_405b("3", &["--mbs", "4"]);
+    let interleaved = torchtitan_405b("3", &["--mbs", "2", "--vpp", "2"]);
+    assert_eq!(one_f_one_b, torchtitan_405b("1", &["--mbs", "4"]));
+    let measured_gb = |gib: f64| gib * (1u64 << 30) as f64 / 1e9;
+    for ((tps, gb), (want_tps, want_gib)) in
+        [(one_f_one_b, (100.0, 82.5)), (interleaved, (128.0, 72.7))]
+    {
+        // Live tensors plus the fixed reserve: below the allocator's measured peak, and within
+        // the ~20 GiB the caching allocator adds on top (docs/MODEL.md).
+        let want = measured_gb(want_gib);
+        assert!(
+            gb < want && gb > want - 25.0,
+            "{gb:.1} GB vs measured {want:.1}"
+        );
+        // torch.compile's fusion is not modelled: within 25 % (recorded: +5 %, +23 %).
+        assert!(
+            (tps / want_tps - 1.0).abs() < 0.25,
+            "{tps:.0} vs {want_tps}"
+        );
+    }
+    // The interleaved schedule needs less memory here (smaller micro-batches), as measured.
+    assert!(interleaved.1 < one_f_one_b.1);
+}

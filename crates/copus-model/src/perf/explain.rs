@@ -6,7 +6,10 @@
 use super::config::Layout;
 use super::enumerate::{Choices, layout_configs, layout_problem};
 use super::memory::{MemoryBreakdown, peak_memory};
-use super::{ConfigCost, Invalid, ParallelConfig, PerfContext, Prediction, Recompute, validate};
+use super::{
+    ConfigCost, EfficiencyParams, Invalid, ParallelConfig, PerfContext, Prediction, Recompute,
+    validate,
+};
 use serde::Serialize;
 
 /// One named part of a step or of memory.
@@ -119,10 +122,16 @@ pub fn zero_split(stage: u8, dp: u32, grad_bytes: f64) -> (f64, f64, f64) {
     }
 }
 
-/// The memory parts of `cfg` with peak memory `m`, bytes: the model states split into
-/// weights, gradients and optimizer state by the ZeRO stage.
-pub fn memory_parts(cfg: &ParallelConfig, grad_bytes: f64, m: &MemoryBreakdown) -> Vec<Part> {
-    let (w, g, o) = zero_split(cfg.zero, cfg.dp, grad_bytes);
+/// The memory parts of `cfg` under the stack `eff` with peak memory `m`, bytes: the model
+/// states split into weights, gradients and optimizer state by the ZeRO stage it runs at
+/// ([`crate::perf::memory::effective_zero`]).
+pub fn memory_parts(
+    cfg: &ParallelConfig,
+    eff: &EfficiencyParams,
+    m: &MemoryBreakdown,
+) -> Vec<Part> {
+    let stage = crate::perf::memory::effective_zero(eff, cfg);
+    let (w, g, o) = zero_split(stage, cfg.dp, eff.grad_bytes);
     let per_param = w + g + o;
     let params = if per_param > 0.0 {
         m.model_states / per_param
@@ -168,7 +177,7 @@ pub fn explain(
         micro_batches,
         prediction,
         step: step_parts(&prediction),
-        memory: memory_parts(cfg, ctx.eff.grad_bytes, &mem),
+        memory: memory_parts(cfg, ctx.eff, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
     })
 }

@@ -142,6 +142,24 @@ pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
     shard.max(1)
 }
 
+/// The ZeRO stage `cfg` runs at under `e`'s stack, for its memory and its data-parallel
+/// traffic. FSDP (1 or 2) with pipeline parallelism keeps the parameters gathered and the
+/// gradients unsharded across a step's micro-batches and reduce-scatters once, after the last
+/// backward: PyTorch's pipeline schedules turn FSDP's gradient sync and resharding off until
+/// the last micro-batch, and torchtitan's default does not reshard after the forward when PP is
+/// on. A ZeRO-3 layout with PP therefore sizes and costs as ZeRO-1 (parameters gathered once a
+/// step, after the optimizer). torchtitan's 405B on 512 H100 (FSDP 8 · TP 8 · PP 8) measured
+/// 82.5 GiB, where per-micro-batch resharding would hold under 25 GB (docs/MODEL.md).
+/// DeepSpeed (whose pipeline engine has no ZeRO-3), HSDP and ZeRO-2 keep their stage.
+pub fn effective_zero(e: &EfficiencyParams, cfg: &ParallelConfig) -> u8 {
+    let fsdp = matches!(e.sharding, Sharding::Fsdp1 | Sharding::Fsdp2);
+    if cfg.zero >= 3 && cfg.pp > 1 && fsdp {
+        1
+    } else {
+        cfg.zero
+    }
+}
+
 /// Ranks the ZeRO states of `cfg` are sharded over under `e`'s stack (dp·cp, or the HSDP
 /// shard group).
 pub fn shard_ranks(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
@@ -179,7 +197,11 @@ pub fn peak_memory(
     eff: &EfficiencyParams,
 ) -> MemoryBreakdown {
     let (first_p, last_p) = stage_params(m, cfg.tp, cfg.pp);
-    let per_param = zero_bytes_per_param(cfg.zero, shard_ranks(eff, cfg), eff.grad_bytes);
+    let per_param = zero_bytes_per_param(
+        effective_zero(eff, cfg),
+        shard_ranks(eff, cfg),
+        eff.grad_bytes,
+    );
     let layers = stage_layers(m, cfg.pp).0;
     let sp = cfg.tp > 1 && eff.sequence_parallel;
     let attn = (
@@ -242,6 +264,31 @@ mod tests {
             moe: None,
             source: String::new(),
         }
+    }
+
+    #[test]
+    fn fsdp_with_a_pipeline_runs_zero_3_as_zero_1() {
+        let cfg = |zero, pp| ParallelConfig {
+            dp: 8,
+            tp: 8,
+            pp,
+            mbs: 1,
+            zero,
+            recompute: Recompute::Full,
+            vpp: 1,
+            cp: 1,
+        };
+        let with = |sharding| EfficiencyParams {
+            sharding,
+            ..EfficiencyParams::default()
+        };
+        for s in [Sharding::Fsdp1, Sharding::Fsdp2] {
+            assert_eq!(effective_zero(&with(s), &cfg(3, 8)), 1);
+            assert_eq!(effective_zero(&with(s), &cfg(3, 1)), 3);
+            assert_eq!(effective_zero(&with(s), &cfg(2, 8)), 2);
+        }
+        assert_eq!(effective_zero(&with(Sharding::DeepSpeed), &cfg(3, 8)), 3);
+        assert_eq!(effective_zero(&with(Sharding::Hsdp), &cfg(3, 8)), 3);
     }
 
     #[test]

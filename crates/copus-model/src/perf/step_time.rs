@@ -15,7 +15,9 @@
 
 use super::comms::{self, Net, Placement};
 use super::efficiency::{ATTN_BWD_FLOP_RATIO, AttentionKind, Precision, Sharding};
-use super::memory::{hsdp_shard, peak_memory, shard_ranks, stage_layers, stage_params};
+use super::memory::{
+    effective_zero, hsdp_shard, peak_memory, shard_ranks, stage_layers, stage_params,
+};
 use super::{
     Breakdown, EfficiencyParams, Invalid, ModelProfile, ParallelConfig, PerfContext, Prediction,
     Recompute, flops, validate,
@@ -356,7 +358,7 @@ impl ConfigCost {
         let params = local * 2.0;
         let bucket = e.grad_bucket_bytes;
         let rs = |b| bucketed(b, bucket, dp_group, &net);
-        let (dp_exposed_mb, dp_grad_once, dp_param_once) = match cfg.zero {
+        let (dp_exposed_mb, dp_grad_once, dp_param_once) = match effective_zero(e, cfg) {
             0 => (0.0, 2.0 * rs(grads), 0.0),
             1 => (0.0, rs(grads), rs(params)),
             2 => (e.exposed(rs(grads), layers * bwd), 0.0, rs(params)),
