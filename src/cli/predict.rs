@@ -118,6 +118,9 @@ struct Output<'a> {
     vpp: u32,
     mbs: u32,
     zero: u8,
+    /// The ZeRO stage the configuration is sized and costed at under the stack: ZeRO-3 with
+    /// pipeline parallelism under FSDP runs as ZeRO-1 (docs/MODEL.md).
+    zero_effective: u8,
     recompute: String,
     batch: u64,
     #[serde(flatten)]
@@ -280,6 +283,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         vpp: cfg.vpp,
         mbs: cfg.mbs,
         zero: cfg.zero,
+        zero_effective: crate::perf::memory::effective_zero(&eff, &cfg),
         recompute: cfg.recompute.to_string(),
         batch: a.batch,
         prediction: p,
@@ -389,6 +393,14 @@ fn print_text(o: &Output) {
         "  micro-batch {}  ZeRO-{}  recompute {}  vpp {}",
         o.mbs, o.zero, o.recompute, o.vpp
     );
+    if o.zero_effective != o.zero {
+        println!(
+            "  (ZeRO-{} with pipeline stages under FSDP keeps parameters gathered and gradients \
+             unsharded until the last micro-batch, as PyTorch's pipeline schedules run it: sized \
+             and costed as ZeRO-{})",
+            o.zero, o.zero_effective
+        );
+    }
     println!("  step time        {:>10.4} s", p.step_time_s);
     println!(
         "  throughput       {:>10.0} tokens/s ({:.0} per GPU)",
