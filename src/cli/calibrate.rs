@@ -121,11 +121,13 @@ fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measu
             }
             let r = parse_line(line).with_context(|| format!("{origin}:{}", i + 1))?;
             if let (Some(t), Some(_)) = (r.step_time_s, r.config)
-                && !(t.is_finite() && t > 0.0)
+                && !crate::perf::measurements::plausible_step_time(t)
             {
                 bail!(
-                    "{origin}:{}: step_time_s = {t} is not a positive number of seconds",
-                    i + 1
+                    "{origin}:{}: step_time_s = {t} is not a step time in seconds ({:e} to {:e})",
+                    i + 1,
+                    crate::perf::measurements::MIN_STEP_TIME_S,
+                    crate::perf::measurements::MAX_STEP_TIME_S
                 );
             }
             if records.len() == MAX_MEASUREMENTS {

@@ -4,7 +4,7 @@
 //! CSV format: a header line naming the columns, then one measured step (or the mean of several)
 //! per line. Required columns: `dp`, `tp`, `pp`, `mbs`, `batch` (global batch, samples),
 //! `step_time_s` (seconds). Optional: `zero` (0–3, default 1), `recompute`
-//! (`none|selective|full`, default `selective`), `vpp` (default 1). Column order is free;
+//! (`none|selective|op|full`, default `selective`), `vpp` (default 1). Column order is free;
 //! blank lines and lines starting with `#` are skipped.
 
 use super::{ParallelConfig, Recompute};
@@ -68,6 +68,18 @@ pub fn from_step_stats(stats: &[StepStats], zero: u8, recompute: Recompute) -> V
         .collect()
 }
 
+/// Shortest step time a measurement may state, seconds (a microsecond: no training step of a
+/// model this tool plans is faster; shorter is a unit mistake).
+pub const MIN_STEP_TIME_S: f64 = 1e-6;
+/// Longest step time a measurement may state, seconds (about 116 days).
+pub const MAX_STEP_TIME_S: f64 = 1e7;
+
+/// Whether `t` seconds is a step time a measurement can state: finite, within
+/// [`MIN_STEP_TIME_S`]–[`MAX_STEP_TIME_S`].
+pub fn plausible_step_time(t: f64) -> bool {
+    (MIN_STEP_TIME_S..=MAX_STEP_TIME_S).contains(&t)
+}
+
 /// Parse the CSV format described in the module docs; `origin` names the file in errors.
 pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, MeasurementError> {
     let err = |line: usize, msg: String| MeasurementError::Csv {
@@ -127,15 +139,24 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
         let step_time_s: f64 = t
             .parse()
             .ok()
-            .filter(|x: &f64| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| err(n, format!("'step_time_s' = '{t}' is not a positive number")))?;
+            .filter(|x: &f64| plausible_step_time(*x))
+            .ok_or_else(|| {
+                err(
+                    n,
+                    format!(
+                        "'step_time_s' = '{t}' is not a step time in seconds \
+                         ({MIN_STEP_TIME_S:e} to {MAX_STEP_TIME_S:e})"
+                    ),
+                )
+            })?;
         let optional =
             |i: Option<usize>| i.and_then(|i| f.get(i).copied().filter(|s| !s.is_empty()));
         let recompute = match optional(rc) {
             None | Some("selective") => Recompute::Selective,
             Some("none") => Recompute::None,
             Some("full") => Recompute::Full,
-            Some(o) => return Err(err(n, format!("recompute '{o}' (none|selective|full)"))),
+            Some("op") => Recompute::Op,
+            Some(o) => return Err(err(n, format!("recompute '{o}' (none|selective|op|full)"))),
         };
         let zero = match zero.filter(|_| optional(zero).is_some()) {
             Some(i) => u8::try_from(int(i, "zero")?)
@@ -185,5 +206,16 @@ mod tests {
         );
         let missing = parse_csv("dp,tp,pp,mbs,batch\n", "c.csv").expect_err("no time column");
         assert!(missing.to_string().contains("step_time_s"));
+        // A time no step takes (a unit mistake) is named, not turned into infinite errors.
+        for t in ["1e-300", "1e300", "0.0000001"] {
+            let text = format!("dp,tp,pp,mbs,batch,step_time_s\n1,1,1,1,8,{t}\n");
+            let msg = parse_csv(&text, "d.csv").expect_err(t).to_string();
+            assert!(msg.starts_with("d.csv:2:") && msg.contains(t), "{msg}");
+        }
+        let op = parse_csv(
+            "dp,tp,pp,mbs,batch,step_time_s,recompute\n1,1,1,1,8,2,op\n",
+            "e",
+        );
+        assert_eq!(op.expect("op parses")[0].config.recompute, Recompute::Op);
     }
 }
