@@ -168,9 +168,28 @@ fn grid_on_the_demo_session() {
     assert!(!ok && err.contains("/nonexistent/s.ron"), "{err}");
 }
 
-/// Step times of `truth` on h100-sxm for llama-7b at a spread of 16-GPU layouts, as the CSV
-/// `copus calibrate` reads.
-fn measured_csv(truth: &copus::perf::EfficiencyParams) -> String {
+/// A spread of 16-GPU layouts (dp, tp, pp, micro-batch, global batch) for calibration tests.
+const MEASURED_LAYOUTS: [(u32, u32, u32, u32, u64); 12] = [
+    (16, 1, 1, 1, 64),
+    (16, 1, 1, 2, 128),
+    (8, 2, 1, 2, 64),
+    (8, 2, 1, 4, 256),
+    (4, 2, 2, 2, 64),
+    (4, 4, 1, 4, 128),
+    (16, 1, 1, 1, 256),
+    (8, 1, 2, 1, 64),
+    (2, 8, 1, 8, 512),
+    (4, 1, 4, 1, 128),
+    (8, 2, 1, 1, 512),
+    (16, 1, 1, 4, 1024),
+];
+
+/// Step times of `truth` on h100-sxm for llama-7b at `layouts` (ZeRO-1, selective recompute),
+/// as the CSV `copus calibrate` reads.
+fn measured_csv(
+    truth: &copus::perf::EfficiencyParams,
+    layouts: &[(u32, u32, u32, u32, u64)],
+) -> String {
     use copus::perf::{ParallelConfig, PerfContext, Recompute, predict};
     let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
     let model = copus::profiles::model("llama-7b", Path::new(".")).expect("model");
@@ -181,20 +200,7 @@ fn measured_csv(truth: &copus::perf::EfficiencyParams) -> String {
         gpus_per_node: 8,
     };
     let mut csv = String::from("dp,tp,pp,mbs,batch,step_time_s\n");
-    for (dp, tp, pp, mbs, batch) in [
-        (16u32, 1u32, 1u32, 1u32, 64u64),
-        (16, 1, 1, 2, 128),
-        (8, 2, 1, 2, 64),
-        (8, 2, 1, 4, 256),
-        (4, 2, 2, 2, 64),
-        (4, 4, 1, 4, 128),
-        (16, 1, 1, 1, 256),
-        (8, 1, 2, 1, 64),
-        (2, 8, 1, 8, 512),
-        (4, 1, 4, 1, 128),
-        (8, 2, 1, 1, 512),
-        (16, 1, 1, 4, 1024),
-    ] {
+    for &(dp, tp, pp, mbs, batch) in layouts {
         let cfg = ParallelConfig {
             dp,
             tp,
@@ -220,7 +226,7 @@ fn calibrate_chooses_what_to_fit_by_cross_validation() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let csv_path = dir.path().join("steps.csv");
-    std::fs::write(&csv_path, measured_csv(&truth)).expect("csv");
+    std::fs::write(&csv_path, measured_csv(&truth, &MEASURED_LAYOUTS)).expect("csv");
     let args = |json: bool| {
         let mut a = vec![
             "calibrate",
@@ -289,30 +295,7 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
         eff: &truth,
         gpus_per_node: 8,
     };
-    let mut csv = String::from("dp,tp,pp,mbs,batch,step_time_s\n");
-    for (dp, tp, pp, mbs, batch) in [
-        (16u32, 1u32, 1u32, 1u32, 64u64),
-        (16, 1, 1, 2, 128),
-        (8, 2, 1, 2, 64),
-        (8, 2, 1, 4, 256),
-        (4, 2, 2, 2, 64),
-        (4, 4, 1, 4, 128),
-        (16, 1, 1, 1, 256),
-        (8, 1, 2, 1, 64),
-    ] {
-        let cfg = ParallelConfig {
-            dp,
-            tp,
-            pp,
-            mbs,
-            zero: 1,
-            recompute: Recompute::Selective,
-            vpp: 1,
-            cp: 1,
-        };
-        let t = predict(&ctx, &cfg, batch).expect("runs").step_time_s;
-        csv.push_str(&format!("{dp},{tp},{pp},{mbs},{batch},{t}\n"));
-    }
+    let csv = measured_csv(&truth, &MEASURED_LAYOUTS[..8]);
     let dir = tempfile::tempdir().expect("tempdir");
     let csv_path = dir.path().join("steps.csv");
     std::fs::write(&csv_path, csv).expect("csv");

@@ -8,12 +8,11 @@
 //! noise, and holding out one of them would reward a parameter that merely fits that
 //! configuration.
 
+use super::EfficiencyParams;
 use super::calibrate::{CalibrationError, Knob, Target};
 use super::crossval::{cross_validate, rel_errors, rms};
-use super::measurements::Measurement;
-use super::{EfficiencyParams, ParallelConfig};
+use super::measurements::{Measurement, per_configuration};
 use serde::Serialize;
-use std::collections::BTreeMap;
 
 /// Parameters selection may free, in the order ties are broken: what a user's measurements of
 /// one job usually determine (GEMM plateau and fixed costs, links, overlap, attention).
@@ -82,35 +81,6 @@ pub struct KnobSelection {
 
 fn knob_names<S: serde::Serializer>(ks: &[Knob], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(ks.iter().map(|k| k.name()))
-}
-
-/// The median step time of each distinct (configuration, batch) of `points`, in a fixed
-/// order.
-pub fn per_configuration(points: &[Measurement]) -> Vec<Measurement> {
-    let mut groups: BTreeMap<(ParallelConfig, u64), Vec<f64>> = BTreeMap::new();
-    for p in points {
-        groups
-            .entry((p.config, p.batch))
-            .or_default()
-            .push(p.step_time_s);
-    }
-    groups
-        .into_iter()
-        .map(|((config, batch), mut times)| {
-            times.sort_by(f64::total_cmp);
-            let n = times.len();
-            let step_time_s = if n % 2 == 1 {
-                times[n / 2]
-            } else {
-                (times[n / 2 - 1] + times[n / 2]) / 2.0
-            };
-            Measurement {
-                config,
-                batch,
-                step_time_s,
-            }
-        })
-        .collect()
 }
 
 /// At most `max` of `configs`, evenly spaced (all of them when there are no more).
@@ -240,7 +210,9 @@ fn best_next(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perf::{ConfigCost, HardwareProfile, ModelProfile, PerfContext, Recompute};
+    use crate::perf::{
+        ConfigCost, HardwareProfile, ModelProfile, ParallelConfig, PerfContext, Recompute,
+    };
 
     fn synthetic(
         hw: &HardwareProfile,
@@ -264,16 +236,7 @@ mod tests {
             (2, 8, 1),
         ] {
             for (mbs, batch) in [(1, 64), (2, 256), (4, 1024)] {
-                let config = ParallelConfig {
-                    dp,
-                    tp,
-                    pp,
-                    mbs,
-                    zero: 1,
-                    recompute: Recompute::Selective,
-                    vpp: 1,
-                    cp: 1,
-                };
+                let config = layout(dp, tp, pp, mbs);
                 if let Ok(p) = ConfigCost::new(&ctx, &config).and_then(|c| c.at(&ctx, batch)) {
                     out.push(Measurement {
                         config,
@@ -284,6 +247,20 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A ZeRO-1 layout with selective recompute, no interleaving or context parallelism.
+    fn layout(dp: u32, tp: u32, pp: u32, mbs: u32) -> ParallelConfig {
+        ParallelConfig {
+            dp,
+            tp,
+            pp,
+            mbs,
+            zero: 1,
+            recompute: Recompute::Selective,
+            vpp: 1,
+            cp: 1,
+        }
     }
 
     fn setup() -> (HardwareProfile, ModelProfile) {
@@ -358,16 +335,7 @@ mod tests {
 
     #[test]
     fn many_configurations_are_thinned_evenly() {
-        let config = ParallelConfig {
-            dp: 1,
-            tp: 1,
-            pp: 1,
-            mbs: 1,
-            zero: 1,
-            recompute: Recompute::Full,
-            vpp: 1,
-            cp: 1,
-        };
+        let config = layout(1, 1, 1, 1);
         let many: Vec<Measurement> = (1..=1000)
             .map(|b| Measurement {
                 config,
@@ -380,27 +348,5 @@ mod tests {
         assert_eq!((t[0].batch, t[255].batch), (1, 997));
         assert!(t.windows(2).all(|w| w[1].batch > w[0].batch));
         assert_eq!(thinned(many[..10].to_vec(), 256).len(), 10);
-    }
-
-    #[test]
-    fn repeated_steps_of_one_configuration_are_one_configuration() {
-        let config = ParallelConfig {
-            dp: 1,
-            tp: 1,
-            pp: 1,
-            mbs: 1,
-            zero: 1,
-            recompute: Recompute::Full,
-            vpp: 1,
-            cp: 1,
-        };
-        let m = |t| Measurement {
-            config,
-            batch: 8,
-            step_time_s: t,
-        };
-        let c = per_configuration(&[m(1.0), m(3.0), m(2.0), m(10.0)]);
-        assert_eq!(c.len(), 1);
-        assert_eq!(c[0].step_time_s, 2.5);
     }
 }

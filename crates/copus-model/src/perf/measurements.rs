@@ -9,6 +9,54 @@
 
 use super::{ParallelConfig, Recompute};
 use copus_stats::StepStats;
+use std::collections::BTreeMap;
+
+/// Measured step times (seconds) grouped by configuration and global batch, in a fixed order.
+pub type ConfigGroups = BTreeMap<(ParallelConfig, u64), Vec<f64>>;
+
+/// `points` grouped by (configuration, batch).
+pub fn group_by_configuration(points: &[Measurement]) -> ConfigGroups {
+    let mut groups = ConfigGroups::new();
+    for p in points {
+        groups
+            .entry((p.config, p.batch))
+            .or_default()
+            .push(p.step_time_s);
+    }
+    groups
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `values` must not
+/// be empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The median step time of each group, as one measurement per (configuration, batch).
+pub fn group_medians(groups: &ConfigGroups) -> Vec<Measurement> {
+    groups
+        .iter()
+        .map(|(&(config, batch), times)| Measurement {
+            config,
+            batch,
+            step_time_s: median(times),
+        })
+        .collect()
+}
+
+/// The median step time of each distinct (configuration, batch) of `points`, in a fixed
+/// order: steps of one configuration differ only by noise, so a long run of one layout does
+/// not outweigh the few steps of another.
+pub fn per_configuration(points: &[Measurement]) -> Vec<Measurement> {
+    group_medians(&group_by_configuration(points))
+}
 
 /// One measured step: the configuration, its global batch (samples) and its step time.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -217,5 +265,27 @@ mod tests {
             "e",
         );
         assert_eq!(op.expect("op parses")[0].config.recompute, Recompute::Op);
+    }
+
+    #[test]
+    fn repeated_steps_of_one_configuration_are_one_configuration() {
+        let config = ParallelConfig {
+            dp: 1,
+            tp: 1,
+            pp: 1,
+            mbs: 1,
+            zero: 1,
+            recompute: Recompute::Full,
+            vpp: 1,
+            cp: 1,
+        };
+        let m = |t| Measurement {
+            config,
+            batch: 8,
+            step_time_s: t,
+        };
+        let c = per_configuration(&[m(1.0), m(3.0), m(2.0), m(10.0)]);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].step_time_s, 2.5);
     }
 }

@@ -6,10 +6,9 @@
 use super::calibrate::{Knob, Target, calibrate};
 use super::calibration_file::CalibrationFile;
 use super::crossval::{rel_errors, rms};
-use super::measurements::{Measurement, from_step_stats};
+use super::measurements::{from_step_stats, group_by_configuration, group_medians, median};
 use super::{ConfigCost, EfficiencyParams, ParallelConfig, PerfContext, Recompute};
 use copus_stats::StepStats;
-use std::collections::BTreeMap;
 
 /// Fewest timed steps a run needs before it is calibrated.
 pub const MIN_STEPS: usize = 3;
@@ -31,16 +30,6 @@ pub struct RunCalibration {
     pub calibrated_step_s: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Calibrate on the timed records of a run (ZeRO stage and recompute as given: the protocol
 /// does not carry them). `None` when fewer than [`MIN_STEPS`] records carry a step time and a
 /// configuration, or when the run's configuration cannot run under the model.
@@ -55,25 +44,12 @@ pub fn calibrate_run(
     if points.len() < MIN_STEPS {
         return None;
     }
-    // Group by (configuration, batch): one median time each, so a long run of one layout
-    // does not outweigh the few steps of another.
-    let mut groups: BTreeMap<(ParallelConfig, u64), Vec<f64>> = BTreeMap::new();
-    for p in &points {
-        groups
-            .entry((p.config, p.batch))
-            .or_default()
-            .push(p.step_time_s);
-    }
+    // One median time per (configuration, batch), so a long run of one layout does not
+    // outweigh the few steps of another.
+    let groups = group_by_configuration(&points);
     let (&(config, batch), times) = groups.iter().max_by_key(|(_, t)| t.len())?;
-    let measured_step_s = median(times.clone());
-    let summary: Vec<Measurement> = groups
-        .iter()
-        .map(|(&(config, batch), t)| Measurement {
-            config,
-            batch,
-            step_time_s: median(t.clone()),
-        })
-        .collect();
+    let measured_step_s = median(times);
+    let summary = group_medians(&groups);
     // One distinct configuration determines one parameter (the GEMM plateau); more add the
     // per-micro-batch cost and the scale-out link.
     let knobs: &[Knob] = match summary.len() {
