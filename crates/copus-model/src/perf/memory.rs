@@ -150,10 +150,15 @@ pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
 /// on. A ZeRO-3 layout with PP therefore sizes and costs as ZeRO-1 (parameters gathered once a
 /// step, after the optimizer). torchtitan's 405B on 512 H100 (FSDP 8 · TP 8 · PP 8) measured
 /// 82.5 GiB, where per-micro-batch resharding would hold under 25 GB (docs/MODEL.md).
-/// DeepSpeed (whose pipeline engine has no ZeRO-3), HSDP and ZeRO-2 keep their stage.
+/// ZeRO-2 with PP runs as ZeRO-1 under every stack: the stacks that combine the two (FSDP
+/// without resharding after the forward, Meta's Llama 3 stack) accumulate a step's gradients
+/// unsharded, in FP32 for Llama 3, and reduce-scatter them once; DeepSpeed's pipeline engine
+/// refuses ZeRO-2 and Megatron has none, so no stack reduces per micro-batch under a pipeline.
+/// DeepSpeed ZeRO-3 (which its pipeline engine refuses too) and HSDP keep their stage.
 pub fn effective_zero(e: &EfficiencyParams, cfg: &ParallelConfig) -> u8 {
     let fsdp = matches!(e.sharding, Sharding::Fsdp1 | Sharding::Fsdp2);
-    if cfg.zero >= 3 && cfg.pp > 1 && fsdp {
+    let once_a_step = cfg.zero == 2 || (cfg.zero >= 3 && fsdp);
+    if cfg.pp > 1 && once_a_step {
         1
     } else {
         cfg.zero
@@ -267,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn fsdp_with_a_pipeline_runs_zero_3_as_zero_1() {
+    fn a_pipeline_runs_fsdp_zero_3_and_any_zero_2_as_zero_1() {
         let cfg = |zero, pp| ParallelConfig {
             dp: 8,
             tp: 8,
@@ -285,7 +290,15 @@ mod tests {
         for s in [Sharding::Fsdp1, Sharding::Fsdp2] {
             assert_eq!(effective_zero(&with(s), &cfg(3, 8)), 1);
             assert_eq!(effective_zero(&with(s), &cfg(3, 1)), 3);
-            assert_eq!(effective_zero(&with(s), &cfg(2, 8)), 2);
+            assert_eq!(effective_zero(&with(s), &cfg(2, 1)), 2);
+        }
+        for s in [
+            Sharding::Fsdp1,
+            Sharding::Fsdp2,
+            Sharding::DeepSpeed,
+            Sharding::Hsdp,
+        ] {
+            assert_eq!(effective_zero(&with(s), &cfg(2, 8)), 1, "{s:?}");
         }
         assert_eq!(effective_zero(&with(Sharding::DeepSpeed), &cfg(3, 8)), 3);
         assert_eq!(effective_zero(&with(Sharding::Hsdp), &cfg(3, 8)), 3);

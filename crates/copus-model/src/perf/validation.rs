@@ -377,7 +377,50 @@ pub fn resolve(
         vpp: 1,
         ..c
     };
-    enumerate::auto(ctx, &base, row.batch, &recompute, &vpps)
+    match enumerate::auto(ctx, &base, row.batch, &recompute, &vpps) {
+        Err(super::Invalid::OutOfMemory { .. }) => {
+            lightest(ctx, &base, row.batch, &recompute, &vpps)
+        }
+        resolved => resolved,
+    }
+}
+
+/// The auto choice of `base` that needs least memory (the faster one on a tie), predicted
+/// although it does not fit: a row that ran but that no choice fits in the model's memory is
+/// still scored for its time, and its `fits: false` shows the memory disagreement.
+fn lightest(
+    ctx: &PerfContext,
+    base: &ParallelConfig,
+    global_batch: u64,
+    recompute: &[Recompute],
+    interleave: &[u32],
+) -> Result<(ParallelConfig, Prediction), super::Invalid> {
+    let per_replica = global_batch / base.dp.max(1) as u64;
+    let mbs: Vec<u32> = (1..=per_replica.min(64) as u32)
+        .filter(|b| per_replica.is_multiple_of(*b as u64))
+        .collect();
+    let choices = enumerate::Choices {
+        micro_batches: &mbs,
+        zero: &[base.zero],
+        recompute,
+        interleave,
+    };
+    let key = |p: &Prediction| (p.memory_per_gpu_bytes, p.step_time_s);
+    enumerate::layout_configs(base, &choices)
+        .iter()
+        .filter(|c| interleave.contains(&c.vpp))
+        .filter_map(|c| {
+            let p = ConfigCost::new(ctx, c)
+                .and_then(|k| k.at(ctx, global_batch))
+                .ok()?;
+            Some((*c, p))
+        })
+        .min_by(|a, b| {
+            key(&a.1)
+                .partial_cmp(&key(&b.1))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        })
+        .ok_or_else(|| super::Invalid::Other("no configuration can be costed".into()))
 }
 
 /// Calibration samples of `rows` (all on `hw`): each row's configuration resolved with the
