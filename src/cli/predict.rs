@@ -415,12 +415,17 @@ fn print_text(o: &Output) {
         "  hardware TFLOP/s {:>10.1} per GPU",
         p.hardware_tflops_per_gpu
     );
-    // With pipeline stages the figure is the fullest stage's: the first (most micro-batches
-    // in flight, no logits) or the last (the output logits).
-    let stage = match (o.pp > 1, o.memory.output > 0.0) {
-        (false, _) => String::new(),
-        (true, false) => format!(" on the first of {} pipeline stages, the fullest", o.pp),
-        (true, true) => format!(" on the last of {} pipeline stages, the fullest", o.pp),
+    // With pipeline stages the figure is the fullest stage's: usually the first (most
+    // micro-batches in flight) or the last (the output logits); with uneven stages maybe another.
+    let stage = match o.memory.stage {
+        _ if o.pp <= 1 => String::new(),
+        0 => format!(" on the first of {} pipeline stages, the fullest", o.pp),
+        s if s + 1 == o.pp => format!(" on the last of {} pipeline stages, the fullest", o.pp),
+        s => format!(
+            " on stage {} of {} (uneven stages), the fullest",
+            s + 1,
+            o.pp
+        ),
     };
     let output = if o.pp > 1 && o.memory.output == 0.0 {
         "output on the last stage only".to_string()

@@ -113,6 +113,8 @@ pub struct MemoryBreakdown {
     pub output: f64,
     /// Reserved by the runtime (hardware profile), bytes.
     pub reserved: f64,
+    /// The pipeline stage these figures are for (0-based; the fullest one), 0 without PP.
+    pub stage: u32,
 }
 
 impl MemoryBreakdown {
@@ -128,6 +130,45 @@ impl MemoryBreakdown {
 pub fn stage_layers(m: &ModelProfile, pp: u32) -> (f64, f64) {
     let pp = pp.max(1);
     (m.layers.div_ceil(pp) as f64, m.layers as f64 / pp as f64)
+}
+
+/// Layers on pipeline stage `stage` (0-based) of `pp`: ⌈layers/pp⌉, except on the
+/// `pp·⌈layers/pp⌉ − layers` short stages, which hold one layer fewer and sit at the ends of
+/// the pipeline (first, last, second, second-to-last, …): the stages that also hold the
+/// embedding and the output layer, where Megatron's first/last-stage layer counts, torchtitan's
+/// split points and the Llama 3 run put them.
+pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32) -> u32 {
+    let pp = pp.max(1);
+    let full = m.layers.div_ceil(pp);
+    let short = u64::from(pp) * u64::from(full) - u64::from(m.layers);
+    let stage = stage.min(pp - 1);
+    let from_end = if stage < pp - stage {
+        2 * u64::from(stage)
+    } else {
+        2 * u64::from(pp - 1 - stage) + 1
+    };
+    if from_end < short {
+        full.saturating_sub(1)
+    } else {
+        full
+    }
+}
+
+/// Micro-batches whose activations stage `stage` (0-based) of `pp` holds at its peak, in
+/// units of a whole stage's layers: `pp − stage` in 1F1B; with `vpp` virtual stages Megatron's
+/// interleaved warm-up, `(2·(pp − stage − 1) + (vpp − 1)·pp + 1)` chunks of `1/vpp` of the
+/// stage (on the first stage `pp·(1 + (pp − 1)/(pp·vpp))`, Narayanan et al.'s figure); never
+/// more than the step's `micro_batches`.
+pub fn in_flight(pp: u32, vpp: u32, stage: u32, micro_batches: u64) -> f64 {
+    let pp = f64::from(pp.max(1));
+    let i = f64::from(stage).min(pp - 1.0);
+    let held = if vpp > 1 && pp > 1.0 {
+        let v = f64::from(vpp);
+        (2.0 * (pp - i - 1.0) + (v - 1.0) * pp + 1.0) / v
+    } else {
+        pp - i
+    };
+    held.min(micro_batches.max(1) as f64)
 }
 
 /// Ranks one HSDP shard group holds: the data-parallel ranks inside `hsdp_shard_gpus` GPUs,
@@ -192,8 +233,10 @@ pub fn stage_params(m: &ModelProfile, tp: u32, pp: u32) -> (f64, f64) {
     }
 }
 
-/// Peak memory per GPU of `cfg` with `micro_batches` micro-batches per step (the stage that
-/// needs most: the first keeps `min(m, pp)` micro-batches in flight, the last the logits).
+/// Peak memory per GPU of `cfg` with `micro_batches` micro-batches per step: that of the
+/// fullest pipeline stage. Stage `i` keeps [`in_flight`] micro-batches' activations of its
+/// [`layers_on_stage`] layers, the first holds the input embedding and the last the output
+/// layer and its logits; with even stages the fullest is the first or the last.
 pub fn peak_memory(
     m: &ModelProfile,
     cfg: &ParallelConfig,
@@ -201,13 +244,11 @@ pub fn peak_memory(
     reserved: f64,
     eff: &EfficiencyParams,
 ) -> MemoryBreakdown {
-    let (first_p, last_p) = stage_params(m, cfg.tp, cfg.pp);
     let per_param = zero_bytes_per_param(
         effective_zero(eff, cfg),
         shard_ranks(eff, cfg),
         eff.grad_bytes,
     );
-    let layers = stage_layers(m, cfg.pp).0;
     let sp = cfg.tp > 1 && eff.sequence_parallel;
     let attn = (
         eff.attention,
@@ -221,33 +262,42 @@ pub fn peak_memory(
     } else {
         0.0
     };
-    let pp = cfg.pp.max(1) as f64;
-    let mut in_flight = (micro_batches.max(1) as f64).min(pp);
-    if cfg.vpp > 1 && cfg.pp > 1 {
-        in_flight *= 1.0 + (pp - 1.0) / (pp * cfg.vpp as f64);
-    }
+    let pp = cfg.pp.max(1);
     // BF16 logits, plus their FP32 copy for the loss unless a fused kernel works on them.
     let bytes_per_logit = if eff.fused_cross_entropy { 2.0 } else { 6.0 };
     let logits = m.seq_len as f64 / cfg.cp.max(1) as f64 * cfg.mbs as f64 * m.vocab as f64
         / cfg.tp.max(1) as f64
         * bytes_per_logit;
-    let first = MemoryBreakdown {
-        model_states: first_p * per_param,
-        activations: layers * per_layer * in_flight + working,
-        output: if cfg.pp <= 1 { logits } else { 0.0 },
-        reserved,
+    let t = cfg.tp.max(1) as f64;
+    let (first_p, last_p) = stage_params(m, cfg.tp, pp);
+    let full_layers = stage_layers(m, pp).0;
+    let stage = |i: u32| {
+        let layers = layers_on_stage(m, pp, i) as f64;
+        // stage_params is for a full stage; a short one holds one layer's parameters fewer.
+        let ends = if i == 0 {
+            first_p
+        } else if i + 1 == pp {
+            last_p
+        } else {
+            full_layers * m.layer_params() / t
+        };
+        let params = ends - (full_layers - layers) * m.layer_params() / t;
+        let in_flight = in_flight(pp, cfg.vpp, i, micro_batches);
+        MemoryBreakdown {
+            model_states: params * per_param,
+            activations: layers * per_layer * in_flight + working,
+            output: if i + 1 == pp { logits } else { 0.0 },
+            reserved,
+            stage: if pp > 1 { i } else { 0 },
+        }
     };
-    let last = MemoryBreakdown {
-        model_states: last_p * per_param,
-        activations: layers * per_layer + working,
-        output: logits,
-        reserved,
-    };
-    if first.total() >= last.total() {
-        first
-    } else {
-        last
-    }
+    (0..pp)
+        .map(stage)
+        .fold(None::<MemoryBreakdown>, |best, b| match best {
+            Some(x) if x.total() >= b.total() => Some(x),
+            _ => Some(b),
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -269,6 +319,79 @@ mod tests {
             moe: None,
             source: String::new(),
         }
+    }
+
+    #[test]
+    fn short_stages_sit_at_the_ends_of_the_pipeline() {
+        let with_layers = |layers| ModelProfile {
+            layers,
+            ..gpt(1024, 16)
+        };
+        let split = |layers, pp| -> Vec<u32> {
+            (0..pp)
+                .map(|i| layers_on_stage(&with_layers(layers), pp, i))
+                .collect()
+        };
+        // Llama 3 405B: 126 layers on 16 stages, one fewer on the first and the last.
+        let llama = split(126, 16);
+        assert_eq!((llama[0], llama[15]), (7, 7));
+        assert!(llama[1..15].iter().all(|&l| l == 8));
+        // 70 on 12: the two short stages are the ends; 9 on 4: first, last and second.
+        assert_eq!(split(70, 12), [5, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5]);
+        assert_eq!(split(9, 4), [2, 2, 3, 2]);
+        assert_eq!(split(8, 4), [2, 2, 2, 2]);
+        for (layers, pp) in [(126, 16), (70, 12), (9, 4), (5, 5), (61, 8)] {
+            assert_eq!(
+                split(layers, pp).iter().sum::<u32>(),
+                layers,
+                "{layers} on {pp}"
+            );
+        }
+    }
+
+    #[test]
+    fn micro_batches_in_flight_per_stage() {
+        // 1F1B: pp − i; the interleaved first stage is Narayanan et al.'s pp·(1 + (pp−1)/(pp·v)).
+        assert_eq!(in_flight(4, 1, 0, 64), 4.0);
+        assert_eq!(in_flight(4, 1, 3, 64), 1.0);
+        for (pp, v) in [(4u32, 2u32), (16, 7), (8, 3)] {
+            let want = pp as f64 * (1.0 + (pp as f64 - 1.0) / (pp as f64 * v as f64));
+            assert!((in_flight(pp, v, 0, 1000) - want).abs() < 1e-12, "{pp} {v}");
+            // The last stage of an interleaved schedule holds more than one micro-batch.
+            assert!(in_flight(pp, v, pp - 1, 1000) > 1.0);
+        }
+        // Never more than the step has.
+        assert_eq!(in_flight(8, 2, 0, 3), 3.0);
+        assert_eq!(in_flight(8, 1, 0, 3), 3.0);
+    }
+
+    #[test]
+    fn uneven_stages_peak_below_the_full_stage_bound() {
+        let cfg = ParallelConfig {
+            dp: 1,
+            tp: 1,
+            pp: 4,
+            mbs: 1,
+            zero: 1,
+            recompute: Recompute::None,
+            vpp: 1,
+            cp: 1,
+        };
+        let eff = EfficiencyParams::default();
+        let m = |layers| ModelProfile {
+            layers,
+            ..gpt(1024, 16)
+        };
+        let even = peak_memory(&m(8), &cfg, 16, 0.0, &eff);
+        let uneven = peak_memory(&m(7), &cfg, 16, 0.0, &eff);
+        // 8 on 4: the first stage (2 layers, 4 in flight) is the fullest.
+        assert_eq!(even.stage, 0);
+        // 7 on 4 (1, 2, 2, 2 layers): the second stage (2 layers, 3 in flight) is, and it
+        // holds less than a full first stage would (2 layers, 4 in flight).
+        assert_eq!(uneven.stage, 1);
+        let per_layer = even.activations / 8.0;
+        assert!((uneven.activations - 6.0 * per_layer).abs() < 1e-6 * per_layer);
+        assert!(uneven.total() < even.total());
     }
 
     #[test]
