@@ -454,3 +454,86 @@ fn llama3_405b_pretraining_time_and_its_memory_disagreement() {
         );
     }
 }
+
+/// Rows of every validation set grouped into jobs: the same set, model, hardware, stack,
+/// sequence, global batch and GPU count, run as different configurations (layout, micro-batch,
+/// interleaving, ZeRO stage or recompute). Only jobs with at least two configurations.
+fn jobs_with_several_splits() -> Vec<(String, Vec<(PublishedRow, Scored)>)> {
+    let mut groups: std::collections::BTreeMap<String, Vec<PublishedRow>> = Default::default();
+    for file in VALIDATION_SETS {
+        for r in rows(file) {
+            let key = format!(
+                "{file}: {} {} {} seq {} batch {} on {} GPUs",
+                r.set,
+                r.model.name,
+                r.hardware,
+                r.model.seq_len,
+                r.batch,
+                r.config.gpus()
+            );
+            groups.entry(key).or_default().push(r);
+        }
+    }
+    groups
+        .into_iter()
+        .filter_map(|(key, rows)| {
+            let mut configs: Vec<String> = rows.iter().map(|r| format!("{:?}", r.config)).collect();
+            configs.sort();
+            configs.dedup();
+            (configs.len() >= 2).then(|| (key, scored(&rows)))
+        })
+        .collect()
+}
+
+const VALIDATION_SETS: [&str; 9] = [
+    "narayanan2021-table1.csv",
+    "narayanan2021-table2.csv",
+    "narayanan2021-figures.csv",
+    "megatron-core-h100.csv",
+    "modern-a100.csv",
+    "modern-h100.csv",
+    "torchtitan-a100.csv",
+    "torchtitan-h100.csv",
+    "llama3-h100.csv",
+];
+
+#[test]
+fn every_job_with_several_splits_ranks_its_best_first() {
+    // Across every validation set: at each job (set, model, hardware, stack, sequence, global
+    // batch, GPUs) run as several configurations, the one copus ranks first measured within
+    // 2 % of the measured best. docs/MODEL.md records the one exception (the 5.9B job at batch
+    // 32, 11 %).
+    let mut on_disk: Vec<String> = std::fs::read_dir("assets/validation")
+        .expect("validation directory")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".csv"))
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = VALIDATION_SETS.iter().map(|s| s.to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed, "every validation set is searched for jobs");
+    let jobs = jobs_with_several_splits();
+    assert!(jobs.len() >= 6, "{} jobs", jobs.len());
+    let mut over = Vec::new();
+    for (job, s) in &jobs {
+        let best = s.iter().map(|(r, _)| r.tflops).fold(0.0, f64::max);
+        let pick = s
+            .iter()
+            .max_by(|a, b| a.1.tflops.total_cmp(&b.1.tflops))
+            .map(|(r, _)| r.tflops)
+            .expect("non-empty");
+        let regret = 1.0 - pick / best;
+        println!("{job}: {} splits, regret {:.1} %", s.len(), regret * 100.0);
+        assert!(regret <= 0.12, "{job}: regret {regret}");
+        if regret > REGRET_LIMIT {
+            over.push(job.clone());
+        }
+    }
+    assert!(
+        over.len() <= 1
+            && over
+                .iter()
+                .all(|j| j.contains("5.9b") && j.contains("batch 32 ")),
+        "regret over 2 %: {over:?}"
+    );
+}
