@@ -244,60 +244,117 @@ pub fn peak_memory(
     reserved: f64,
     eff: &EfficiencyParams,
 ) -> MemoryBreakdown {
-    let per_param = zero_bytes_per_param(
-        effective_zero(eff, cfg),
-        shard_ranks(eff, cfg),
-        eff.grad_bytes,
-    );
-    let sp = cfg.tp > 1 && eff.sequence_parallel;
-    let attn = (
-        eff.attention,
-        eff.precision == super::efficiency::Precision::Fp8,
-    );
-    let tc = (cfg.tp, cfg.cp);
-    let per_layer = layer_activation_bytes_cp(m, cfg.mbs, tc, sp, cfg.recompute, attn);
-    // Full and op-level recompute re-materialise one layer at a time in backward.
-    let working = if matches!(cfg.recompute, Recompute::Full | Recompute::Op) {
-        layer_activation_bytes_cp(m, cfg.mbs, tc, sp, Recompute::None, attn)
-    } else {
-        0.0
-    };
-    let pp = cfg.pp.max(1);
-    // BF16 logits, plus their FP32 copy for the loss unless a fused kernel works on them.
-    let bytes_per_logit = if eff.fused_cross_entropy { 2.0 } else { 6.0 };
-    let logits = m.seq_len as f64 / cfg.cp.max(1) as f64 * cfg.mbs as f64 * m.vocab as f64
-        / cfg.tp.max(1) as f64
-        * bytes_per_logit;
-    let t = cfg.tp.max(1) as f64;
-    let (first_p, last_p) = stage_params(m, cfg.tp, pp);
-    let full_layers = stage_layers(m, pp).0;
-    let stage = |i: u32| {
-        let layers = layers_on_stage(m, pp, i) as f64;
-        // stage_params is for a full stage; a short one holds one layer's parameters fewer.
-        let ends = if i == 0 {
-            first_p
-        } else if i + 1 == pp {
-            last_p
-        } else {
-            full_layers * m.layer_params() / t
-        };
-        let params = ends - (full_layers - layers) * m.layer_params() / t;
-        let in_flight = in_flight(pp, cfg.vpp, i, micro_batches);
-        MemoryBreakdown {
-            model_states: params * per_param,
-            activations: layers * per_layer * in_flight + working,
-            output: if i + 1 == pp { logits } else { 0.0 },
-            reserved,
-            stage: if pp > 1 { i } else { 0 },
-        }
-    };
-    (0..pp)
-        .map(stage)
+    let stages = Stages::new(m, cfg, micro_batches, reserved, eff);
+    let pp = stages.pp;
+    // Stage i holds states and activations in proportion to its layers, and fewer micro-batches
+    // the later it is, so besides the ends only the first inner stage of each layer count can
+    // be the fullest: the second, and the first full one after the short stages at the front.
+    let short = u64::from(pp) * u64::from(m.layers.div_ceil(pp)) - u64::from(m.layers);
+    let first_full = u32::try_from(short.div_ceil(2)).unwrap_or(u32::MAX);
+    [0, 1, first_full, pp - 1]
+        .into_iter()
+        .filter(|&i| i < pp)
+        .map(|i| stages.memory(i))
         .fold(None::<MemoryBreakdown>, |best, b| match best {
             Some(x) if x.total() >= b.total() => Some(x),
             _ => Some(b),
         })
         .unwrap_or_default()
+}
+
+/// What every pipeline stage's memory is made of, computed once for [`peak_memory`].
+struct Stages<'a> {
+    m: &'a ModelProfile,
+    pp: u32,
+    vpp: u32,
+    micro_batches: u64,
+    reserved: f64,
+    /// Bytes per parameter after ZeRO sharding.
+    per_param: f64,
+    /// Activation bytes per layer and micro-batch.
+    per_layer: f64,
+    /// One layer re-materialised in backward (full and op-level recompute), bytes.
+    working: f64,
+    /// Output logits of one micro-batch on the last stage, bytes.
+    logits: f64,
+    /// Parameters per layer on one GPU.
+    layer_params: f64,
+    /// Parameters of a full first and last stage on one GPU.
+    ends: (f64, f64),
+    /// Layers of a full stage.
+    full_layers: f64,
+}
+
+impl<'a> Stages<'a> {
+    fn new(
+        m: &'a ModelProfile,
+        cfg: &ParallelConfig,
+        micro_batches: u64,
+        reserved: f64,
+        eff: &EfficiencyParams,
+    ) -> Self {
+        let per_param = zero_bytes_per_param(
+            effective_zero(eff, cfg),
+            shard_ranks(eff, cfg),
+            eff.grad_bytes,
+        );
+        let sp = cfg.tp > 1 && eff.sequence_parallel;
+        let attn = (
+            eff.attention,
+            eff.precision == super::efficiency::Precision::Fp8,
+        );
+        let tc = (cfg.tp, cfg.cp);
+        let per_layer = layer_activation_bytes_cp(m, cfg.mbs, tc, sp, cfg.recompute, attn);
+        // Full and op-level recompute re-materialise one layer at a time in backward.
+        let working = if matches!(cfg.recompute, Recompute::Full | Recompute::Op) {
+            layer_activation_bytes_cp(m, cfg.mbs, tc, sp, Recompute::None, attn)
+        } else {
+            0.0
+        };
+        let pp = cfg.pp.max(1);
+        // BF16 logits, plus their FP32 copy for the loss unless a fused kernel works on them.
+        let bytes_per_logit = if eff.fused_cross_entropy { 2.0 } else { 6.0 };
+        let t = cfg.tp.max(1) as f64;
+        let logits = m.seq_len as f64 / cfg.cp.max(1) as f64 * cfg.mbs as f64 * m.vocab as f64 / t
+            * bytes_per_logit;
+        Self {
+            m,
+            pp,
+            vpp: cfg.vpp,
+            micro_batches,
+            reserved,
+            per_param,
+            per_layer,
+            working,
+            logits,
+            layer_params: m.layer_params() / t,
+            ends: stage_params(m, cfg.tp, pp),
+            full_layers: stage_layers(m, pp).0,
+        }
+    }
+
+    /// Memory of stage `i` (0-based).
+    fn memory(&self, i: u32) -> MemoryBreakdown {
+        let pp = self.pp;
+        let layers = f64::from(layers_on_stage(self.m, pp, i));
+        // stage_params is for a full stage; a short one holds one layer's parameters fewer.
+        let full = if i == 0 {
+            self.ends.0
+        } else if i + 1 == pp {
+            self.ends.1
+        } else {
+            self.full_layers * self.layer_params
+        };
+        let params = full - (self.full_layers - layers) * self.layer_params;
+        let in_flight = in_flight(pp, self.vpp, i, self.micro_batches);
+        MemoryBreakdown {
+            model_states: params * self.per_param,
+            activations: layers * self.per_layer * in_flight + self.working,
+            output: if i + 1 == pp { self.logits } else { 0.0 },
+            reserved: self.reserved,
+            stage: if pp > 1 { i } else { 0 },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -363,6 +420,43 @@ mod tests {
         // Never more than the step has.
         assert_eq!(in_flight(8, 2, 0, 3), 3.0);
         assert_eq!(in_flight(8, 1, 0, 3), 3.0);
+    }
+
+    #[test]
+    fn the_fullest_stage_is_found_among_all_stages() {
+        // Brute force over every stage against peak_memory's four candidates.
+        let eff = EfficiencyParams::default();
+        for layers in [7u32, 9, 30, 61, 126] {
+            for pp in [2u32, 3, 4, 5, 8, 16, 24, 32] {
+                for vpp in [1u32, 2, 3] {
+                    for micro_batches in [1u64, 3, 64] {
+                        if layers < pp {
+                            continue;
+                        }
+                        let m = ModelProfile {
+                            layers,
+                            ..gpt(1024, 16)
+                        };
+                        let cfg = ParallelConfig {
+                            dp: 1,
+                            tp: 2,
+                            pp,
+                            mbs: 1,
+                            zero: 1,
+                            recompute: Recompute::None,
+                            vpp,
+                            cp: 1,
+                        };
+                        let got = peak_memory(&m, &cfg, micro_batches, 0.0, &eff).total();
+                        let stages = Stages::new(&m, &cfg, micro_batches, 0.0, &eff);
+                        let brute = (0..pp)
+                            .map(|i| stages.memory(i).total())
+                            .fold(0.0, f64::max);
+                        assert_eq!(got, brute, "{layers} on {pp}, vpp {vpp}, m {micro_batches}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
