@@ -654,3 +654,42 @@ fn fsdp_with_a_pipeline_keeps_parameters_gathered_across_micro_batches() {
     assert!(ok, "{err}");
     assert!(!text.contains("sized and costed as ZeRO-1"), "{text}");
 }
+
+#[test]
+fn predict_takes_the_zero_stage_of_the_stated_stack_unless_told() {
+    let zero_of = |extra: &[&str]| -> (u64, u64) {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "16",
+            "--batch",
+            "64",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = copus(&args);
+        assert!(ok, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let get = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {out}"));
+        (get("zero"), get("zero_effective"))
+    };
+    assert_eq!(
+        zero_of(&[]),
+        (1, 1),
+        "megatron-core: the distributed optimizer"
+    );
+    assert_eq!(zero_of(&["--stack", "megatron-lm-2021"]), (0, 0));
+    assert_eq!(zero_of(&["--stack", "torchtitan-fsdp2"]), (3, 3));
+    assert_eq!(zero_of(&["--stack", "llm-foundry"]), (3, 3));
+    assert_eq!(
+        zero_of(&["--stack", "torchtitan-fsdp2", "--zero", "2"]),
+        (2, 2)
+    );
+    // With a pipeline, FSDP's ZeRO-3 runs as ZeRO-1.
+    assert_eq!(
+        zero_of(&["--stack", "torchtitan-fsdp2", "--pp", "2"]),
+        (3, 1)
+    );
+}

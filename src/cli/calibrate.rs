@@ -11,6 +11,7 @@ use crate::perf::knob_selection::{CANDIDATES, KnobSelection, select_knobs};
 use crate::perf::measurements::{
     MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats, parse_csv,
 };
+use crate::perf::stack::StackPreset;
 use crate::profiles;
 use crate::stats::ingest::protocol::parse_line;
 use anyhow::{Context, bail};
@@ -40,9 +41,10 @@ pub struct CalibrateArgs {
     /// GPUs per node.
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: u32,
-    /// ZeRO stage of stats-file records (the protocol does not carry it).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub zero: u8,
+    /// ZeRO stage of stats-file records (the protocol does not carry it) [default: the
+    /// stack's, as for `predict`]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero: Option<u8>,
     /// Recompute policy of stats-file records (the protocol does not carry it).
     #[arg(long, value_enum, default_value = "selective")]
     pub recompute: RecomputeArg,
@@ -138,7 +140,12 @@ fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measu
             }
             records.push(r);
         }
-        let m = from_step_stats(&records, a.zero, a.recompute.into());
+        let base = a
+            .stack
+            .stack()
+            .map_or(StackPreset::MegatronCore, |s| s.base());
+        let zero = a.zero.unwrap_or_else(|| base.default_zero());
+        let m = from_step_stats(&records, zero, a.recompute.into());
         if m.is_empty() {
             bail!("{origin}: no record carries both step_time_s and config");
         }

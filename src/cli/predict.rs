@@ -94,9 +94,10 @@ pub struct PredictArgs {
     /// Activation recomputation; `auto` takes the fastest that fits, as `grid` does.
     #[arg(long, value_enum, default_value = "auto")]
     pub recompute: RecomputeArg,
-    /// ZeRO stage (0–3).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub zero: u8,
+    /// ZeRO stage (0–3) [default: the stack's: 0 for megatron-lm-2021*, 1 for megatron-core
+    /// and nemo, 3 for torchtitan-fsdp2, llm-foundry and the deepspeed presets]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero: Option<u8>,
     /// The training stack.
     #[command(flatten)]
     pub stack: super::stack_args::StackArgs,
@@ -157,6 +158,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         stack_flags.as_ref(),
     )?;
     let stack = crate::perf::Stack::describing(&eff, stack_flags.as_ref().map(|s| s.base()));
+    let stack_base = stack.base();
     let ctx = PerfContext {
         hw: &hw,
         model: &model,
@@ -193,7 +195,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         tp: a.tp,
         pp: a.pp,
         mbs: 1,
-        zero: a.zero,
+        zero: a.zero.unwrap_or_else(|| stack_base.default_zero()),
         recompute: a.recompute.into(),
         vpp: 1,
         cp: a.cp,

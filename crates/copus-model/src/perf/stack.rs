@@ -105,6 +105,20 @@ impl StackPreset {
         }
     }
 
+    /// The ZeRO stage this framework runs when nothing else is said: none for Megatron-LM 2021
+    /// (no distributed optimizer until 2022), the distributed optimizer (1) for Megatron-Core
+    /// and NeMo, full sharding (3) for the FSDP stacks and DeepSpeed's ZeRO-3 presets.
+    pub fn default_zero(self) -> u8 {
+        match self {
+            StackPreset::MegatronLm2021 | StackPreset::MegatronLm2021Local => 0,
+            StackPreset::MegatronCore | StackPreset::Nemo => 1,
+            StackPreset::TorchtitanFsdp2
+            | StackPreset::LlmFoundry
+            | StackPreset::DeepSpeed
+            | StackPreset::DeepSpeed2021 => 3,
+        }
+    }
+
     /// Every setting of this preset.
     pub fn settings(self) -> StackSettings {
         let modern = StackSettings {
@@ -531,6 +545,23 @@ pub struct StackJson {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_preset_names_its_default_zero_stage() {
+        let zero: Vec<(&str, u8)> = StackPreset::ALL
+            .into_iter()
+            .map(|p| (p.name(), p.default_zero()))
+            .collect();
+        for (name, z) in &zero {
+            let want = match *name {
+                "megatron-lm-2021" | "megatron-lm-2021-local" => 0,
+                "megatron-core" | "nemo" => 1,
+                _ => 3,
+            };
+            assert_eq!(*z, want, "{name}");
+        }
+        assert_eq!(zero.len(), StackPreset::ALL.len());
+    }
 
     #[test]
     fn presets_round_trip_by_name_and_default_is_megatron_core() {
