@@ -181,3 +181,26 @@ fn the_smoother_widens_and_narrows_on_keys_and_the_run_is_analysed_again() {
         "{narrower} vs {auto}"
     );
 }
+
+#[test]
+fn a_stats_file_opened_with_a_stack_searches_that_stacks_zero_stage() {
+    // A stats file states no ZeRO stage: the explorer searches the stated stack's own (FSDP:
+    // 3, Megatron-LM 2021: 0); without a stack, the distributed optimizer's 1.
+    use copus::cli::stack_args::{PresetArg, StackArgs};
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    for (preset, want) in [
+        (None, 1u8),
+        (Some(PresetArg::TorchtitanFsdp2), 3),
+        (Some(PresetArg::MegatronLm2021), 0),
+    ] {
+        let args = OpenArgs {
+            stack: StackArgs {
+                stack: preset,
+                ..StackArgs::default()
+            },
+            ..open_args(&sample)
+        };
+        let app = copus::cli::open::explorer_app(&args).expect("opens");
+        assert_eq!(app.resolved.session.search.zero, vec![want], "{preset:?}");
+    }
+}
