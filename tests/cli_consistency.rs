@@ -545,3 +545,32 @@ fn grid_rank_is_the_batch_column_sorted_by_goodput() {
     copus(&["grid", DEMO, "--rank", "100"]).fails_with(&["--rank 100", "not a batch", "256"]);
     copus(&["grid", DEMO, "--filter", "zero=1"]).fails_with(&["--filter", "what-if"]);
 }
+
+#[test]
+fn snapshot_takes_the_stack_as_open_does() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .arg("snapshot")
+            .args(args)
+            .output()
+            .expect("snapshot")
+    };
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/data/sample-run.ndjson");
+    let out = run(&[sample, "--stack", "torchtitan-fsdp2", "--size", "120x40"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let screen = String::from_utf8(out.stdout).expect("utf-8");
+    let title = screen.lines().next().unwrap_or_default();
+    assert!(title.contains("torchtitan-fsdp2"), "{title}");
+    // A stats file states no ZeRO stage: the stack's own (FSDP: 3) is searched.
+    assert!(screen.contains("ZeRO-3"), "{screen}");
+    let demo = run(&["--stack", "nemo", "--size", "120x40"]);
+    assert!(demo.status.success());
+    assert!(String::from_utf8_lossy(&demo.stdout).contains("· nemo ·"));
+    let lesson = run(&["--lesson", "1", "--stack", "nemo"]);
+    assert!(!lesson.status.success());
+    assert!(String::from_utf8_lossy(&lesson.stderr).contains("a lesson sets its own stack"));
+}

@@ -36,6 +36,9 @@ pub struct SnapshotArgs {
     /// --b-crit-from`.
     #[arg(long, value_enum, requires = "branches", value_name = "KIND")]
     pub b_crit_from: Option<super::open::BCritFrom>,
+    /// The training stack, as `copus open` takes it (a session, stats file or dump; the demo).
+    #[command(flatten)]
+    pub stack: super::stack_args::StackArgs,
     /// Keys to press first, as tmux names them, separated by spaces: `"2 Left Left"`,
     /// `"End x"`, `"n n r"`, `"S-Right"`, `"Enter"`.
     #[arg(long, default_value = "")]
@@ -99,12 +102,20 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("--keys: {e}"))?;
     let cwd = std::env::current_dir().context("the working directory")?;
+    let stack = a.stack.stack();
+    if a.lesson.is_some() && stack.is_some() {
+        anyhow::bail!(
+            "--lesson: a lesson sets its own stack; --stack and its settings are for a session, \
+             a stats file, a dump or the demo"
+        );
+    }
     let app = match (&a.path, &a.lesson) {
         (Some(p), _) => super::open::explorer_app(&super::open::OpenArgs {
             device: crate::compute::Device::Cpu,
             seq_len: a.seq_len,
             branches: a.branches.clone(),
             b_crit_from: a.b_crit_from,
+            stack: a.stack.clone(),
             ..super::open::OpenArgs::for_path(p)
         })?,
         (None, Some(name)) => {
@@ -117,10 +128,11 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
             let _ = std::fs::remove_dir_all(&dir);
             app?
         }
-        (None, None) => super::open::prepared(
-            super::open::demo_session(&cwd)?,
-            crate::compute::Device::Cpu,
-        )?,
+        (None, None) => {
+            let mut demo = super::open::demo_session(&cwd)?;
+            super::model_args::apply_overrides(&mut demo, None, stack.as_ref())?;
+            super::open::prepared(demo, crate::compute::Device::Cpu)?
+        }
     };
     let mut app = if a.lesson.is_some() {
         app
