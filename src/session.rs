@@ -223,8 +223,8 @@ pub struct Session {
     /// Statistical-efficiency form.
     #[serde(default)]
     pub stat_eff: StatEffForm,
-    /// Batch sizes and options searched.
-    #[serde(default)]
+    /// Batch sizes and options searched (a `zero` list left out: the stack's own stage).
+    #[serde(default = "unstated_search")]
     pub search: SearchSpace,
     /// Reconfiguration costs.
     #[serde(default)]
@@ -300,6 +300,15 @@ fn resolves_outside(base: &Path, rel: &Path) -> bool {
     }
 }
 
+/// The search of a session file without a `search` section: the defaults, with the ZeRO
+/// stages left to the stack ([`Session::resolve`]).
+fn unstated_search() -> SearchSpace {
+    SearchSpace {
+        zero: Vec::new(),
+        ..SearchSpace::default()
+    }
+}
+
 /// Largest session file read, bytes.
 pub const MAX_SESSION_BYTES: u64 = 16 << 20;
 
@@ -364,6 +373,9 @@ pub struct Resolved {
     pub calibration: Option<CalibrationFile>,
     /// Use the calibration (true) or the profile model (false) when both exist.
     pub use_calibration: bool,
+    /// The session lists no ZeRO stages: the stack's own is searched, and follows a change
+    /// of stack ([`Resolved::fill_zero_from_stack`]).
+    pub zero_from_stack: bool,
 }
 
 impl Resolved {
@@ -405,6 +417,15 @@ impl Resolved {
         }
     }
 
+    /// When the session lists no ZeRO stages, search the stack's own
+    /// (`StackPreset::default_zero`): 0 for Megatron-LM 2021, 1 for Megatron-Core and NeMo, 3
+    /// for the FSDP and DeepSpeed presets.
+    pub fn fill_zero_from_stack(&mut self) {
+        if self.zero_from_stack {
+            self.session.search.zero = vec![self.stack().base().default_zero()];
+        }
+    }
+
     /// A session-relative path made absolute.
     pub fn resolve_path(&self, p: &str) -> PathBuf {
         self.base.join(p)
@@ -438,7 +459,7 @@ impl Session {
             calibration: None,
             b_crit_scale: 1.0,
             stat_eff: StatEffForm::default(),
-            search: SearchSpace::default(),
+            search: unstated_search(),
             costs: ReconfigCosts::default(),
             planner: PlannerSettings::default(),
             current_batch: None,
@@ -569,7 +590,8 @@ impl Session {
             ),
             None => None,
         };
-        let resolved = Resolved {
+        let zero_from_stack = self.search.zero.is_empty();
+        let mut resolved = Resolved {
             session: self,
             path: path.to_path_buf(),
             base,
@@ -577,7 +599,9 @@ impl Session {
             model,
             calibration,
             use_calibration: true,
+            zero_from_stack,
         };
+        resolved.fill_zero_from_stack();
         crate::validate::session::check(&resolved).map_err(|e| invalid(e.to_string()))?;
         Ok(resolved)
     }
@@ -649,6 +673,51 @@ mod tests {
         s.cluster.nodes = 0;
         let err = s.resolve(Path::new("z.ron")).expect_err("zero nodes");
         assert!(err.to_string().contains("z.ron") && err.to_string().contains("nodes"));
+    }
+
+    #[test]
+    fn a_session_without_zero_stages_searches_its_stacks_own() {
+        let demo = std::fs::read_to_string(demo_path()).expect("demo");
+        let with = |edit: &dyn Fn(&str) -> String| {
+            Session::from_ron(&edit(&demo), &demo_path())
+                .expect("parses")
+                .resolve(&demo_path())
+                .expect("resolves")
+        };
+        // Listed: kept, whatever the stack.
+        let listed = with(&|t| {
+            t.replacen(
+                "stat_eff:",
+                "stack: (preset: Some(TorchtitanFsdp2)),\n    stat_eff:",
+                1,
+            )
+        });
+        assert!(!listed.zero_from_stack);
+        assert_eq!(listed.session.search.zero, vec![1]);
+        // Left out: the stack's own (FSDP2: 3; no stack: Megatron-Core's 1).
+        let unlisted = |stack: &str| {
+            with(&|t| {
+                t.replacen("        zero: [1],\n", "", 1).replacen(
+                    "stat_eff:",
+                    &format!("{stack}stat_eff:"),
+                    1,
+                )
+            })
+        };
+        let mut fsdp = unlisted("stack: (preset: Some(TorchtitanFsdp2)),\n    ");
+        assert!(fsdp.zero_from_stack);
+        assert_eq!(fsdp.session.search.zero, vec![3]);
+        assert_eq!(unlisted("").session.search.zero, vec![1]);
+        // A change of stack moves it along; saved, the list is stated.
+        fsdp.session.stack = Some(crate::perf::Stack {
+            preset: Some(crate::perf::stack::StackPreset::MegatronLm2021),
+            ..crate::perf::Stack::default()
+        });
+        fsdp.fill_zero_from_stack();
+        assert_eq!(fsdp.session.search.zero, vec![0]);
+        let text = fsdp.session.to_ron().expect("serialises");
+        let back = Session::from_ron(&text, Path::new("x.ron")).expect("reparses");
+        assert_eq!(back.search.zero, vec![0]);
     }
 
     #[test]

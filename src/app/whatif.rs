@@ -260,6 +260,8 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         Field::Zero => {
             let current = s.search.zero.first().copied().unwrap_or(1);
             s.search.zero = vec![step_in(&[0u8, 1, 2, 3], current, delta)];
+            // Chosen now: no longer the stack's.
+            r.zero_from_stack = false;
         }
         Field::Recompute => {
             // Cycle: all (fastest that fits) → none → selective → op-level → full.
@@ -382,5 +384,6 @@ fn set_stack(r: &mut Resolved, stack: Stack) -> Result<(), String> {
         r.session.stack = before;
         return Err(why);
     }
+    r.fill_zero_from_stack();
     Ok(())
 }

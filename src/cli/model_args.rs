@@ -168,6 +168,7 @@ pub fn apply_overrides(
     }
     if let Some(s) = stack {
         r.session.stack = Some(r.stack().overlaid(s));
+        r.fill_zero_from_stack();
     }
     if calibration.is_some() || stack.is_some() {
         crate::validate::session::check(r)

@@ -335,11 +335,6 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
         args.calibration.as_deref(),
         args.stack.stack().as_ref(),
     )?;
-    // A stats file or dump states no ZeRO stage: a stated stack's own is searched (a session
-    // lists its stages, and keeps them).
-    if !is_session && let Some(stack) = args.stack.stack().filter(|s| s.preset.is_some()) {
-        resolved.session.search.zero = vec![stack.base().default_zero()];
-    }
     let mut app = prepared(resolved, args.device)?;
     if let Some(other) = &args.compare {
         super::open_compare::attach(&mut app, other)?;

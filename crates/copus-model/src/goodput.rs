@@ -55,7 +55,9 @@ pub struct SearchSpace {
     pub batch_sizes: Vec<u64>,
     /// Micro-batch sizes to try (samples).
     pub micro_batches: Vec<u32>,
-    /// ZeRO stages to try.
+    /// ZeRO stages to try. Left out of a session file, empty: the session resolves it to its
+    /// stack's own stage (`StackPreset::default_zero`).
+    #[serde(default)]
     pub zero: Vec<u8>,
     /// Recompute policies to try.
     pub recompute: Vec<Recompute>,
