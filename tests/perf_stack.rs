@@ -396,3 +396,27 @@ fn hopper_native_attention_is_faster_on_h100_only() {
         assert_eq!(v["stack"]["settings"]["attention"], attention, "{stack}");
     }
 }
+
+#[test]
+fn the_what_if_stack_carries_its_zero_stage_until_one_is_chosen() {
+    // A stats file opened without a session lists no ZeRO stages: the stack's own is
+    // searched, and follows the what-if's stack until the ZeRO field is set.
+    use copus::app::whatif::{Field, apply, value};
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let mut r = copus::cli::open::adhoc_session(&copus::cli::open::OpenArgs::for_path(&sample))
+        .expect("ad-hoc session");
+    assert_eq!(r.session.search.zero, vec![1]);
+    // megatron-core → nemo → torchtitan-fsdp2 (StackPreset::ALL order).
+    for _ in 0..8 {
+        if value(&r, Field::Stack) == "torchtitan-fsdp2" {
+            break;
+        }
+        apply(&mut r, Field::Stack, 1).expect("next preset");
+    }
+    assert_eq!(value(&r, Field::Stack), "torchtitan-fsdp2");
+    assert_eq!(r.session.search.zero, vec![3]);
+    apply(&mut r, Field::Zero, -1).expect("ZeRO-2");
+    assert_eq!(r.session.search.zero, vec![2]);
+    apply(&mut r, Field::Stack, 1).expect("next preset");
+    assert_eq!(r.session.search.zero, vec![2], "chosen: kept");
+}
