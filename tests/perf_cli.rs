@@ -610,47 +610,33 @@ fn fsdp_with_a_pipeline_keeps_parameters_gathered_across_micro_batches() {
     // The interleaved schedule needs less memory here (smaller micro-batches), as measured.
     assert!(interleaved.1 < one_f_one_b.1);
     // Said in the output: JSON `zero_effective`, and a line of the text.
-    let (ok, out, err) = copus(&[
-        "predict",
-        "--model",
-        "llama3-405b",
-        "--gpus",
-        "512",
-        "--tp",
-        "8",
-        "--pp",
-        "8",
-        "--zero",
-        "3",
-        "--batch",
-        "256",
-        "--stack",
-        "torchtitan-fsdp2",
-        "--json",
-    ]);
+    let zero_3_on_pp_8 = |extra: &[&str]| {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama3-405b",
+            "--gpus",
+            "512",
+            "--tp",
+            "8",
+            "--pp",
+            "8",
+            "--zero",
+            "3",
+            "--batch",
+            "256",
+        ];
+        args.extend_from_slice(extra);
+        copus(&args)
+    };
+    let (ok, out, err) = zero_3_on_pp_8(&["--stack", "torchtitan-fsdp2", "--json"]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(
         (v["zero"].as_u64(), v["zero_effective"].as_u64()),
         (Some(3), Some(1))
     );
-    let (ok, text, err) = copus(&[
-        "predict",
-        "--model",
-        "llama3-405b",
-        "--gpus",
-        "512",
-        "--tp",
-        "8",
-        "--pp",
-        "8",
-        "--zero",
-        "3",
-        "--batch",
-        "256",
-        "--stack",
-        "deepspeed",
-    ]);
+    let (ok, text, err) = zero_3_on_pp_8(&["--stack", "deepspeed"]);
     assert!(ok, "{err}");
     assert!(!text.contains("sized and costed as ZeRO-1"), "{text}");
 }

@@ -11,7 +11,6 @@ use crate::perf::knob_selection::{CANDIDATES, KnobSelection, select_knobs};
 use crate::perf::measurements::{
     MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats, parse_csv,
 };
-use crate::perf::stack::StackPreset;
 use crate::profiles;
 use crate::stats::ingest::protocol::parse_line;
 use anyhow::{Context, bail};
@@ -140,11 +139,8 @@ fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measu
             }
             records.push(r);
         }
-        let base = a
-            .stack
-            .stack()
-            .map_or(StackPreset::MegatronCore, |s| s.base());
-        let zero = a.zero.unwrap_or_else(|| base.default_zero());
+        let stack = a.stack.stack().unwrap_or_default();
+        let zero = a.zero.unwrap_or_else(|| stack.base().default_zero());
         let m = from_step_stats(&records, zero, a.recompute.into());
         if m.is_empty() {
             bail!("{origin}: no record carries both step_time_s and config");

@@ -150,9 +150,7 @@ pub fn fastest<'a>(
 }
 
 /// `mbs auto`: the fastest fitting configuration of `base`'s layout (and context-parallel
-/// degree) at `global_batch`, trying
-/// every micro-batch size that divides the per-replica batch, the given recompute policies and
-/// exactly the given virtual-stage counts (include 1 for plain 1F1B; ZeRO stage as in `base`).
+/// degree) at `global_batch`, among [`auto_choices`].
 pub fn auto(
     ctx: &PerfContext,
     base: &ParallelConfig,
@@ -160,6 +158,22 @@ pub fn auto(
     recompute: &[Recompute],
     interleave: &[u32],
 ) -> Result<(ParallelConfig, Prediction), Invalid> {
+    let costs = auto_choices(ctx, base, global_batch, recompute, interleave)?;
+    fastest(ctx, &costs, global_batch)
+}
+
+/// The configurations `mbs auto` chooses among, costed: `base`'s layout (and context-parallel
+/// degree) with every micro-batch size that divides the per-replica batch, the given recompute
+/// policies and exactly the given virtual-stage counts (include 1 for plain 1F1B; ZeRO stage
+/// as in `base`). A structural problem of the layout is the error; an option the model cannot
+/// cost (a vpp that does not divide the stage) is left out.
+pub fn auto_choices(
+    ctx: &PerfContext,
+    base: &ParallelConfig,
+    global_batch: u64,
+    recompute: &[Recompute],
+    interleave: &[u32],
+) -> Result<Vec<ConfigCost>, Invalid> {
     let per_replica = global_batch / base.dp.max(1) as u64;
     let mbs: Vec<u32> = (1..=per_replica.min(64) as u32)
         .filter(|b| per_replica.is_multiple_of(*b as u64))
@@ -170,13 +184,10 @@ pub fn auto(
         recompute,
         interleave,
     };
-    // A structural problem of the layout itself is the answer; per-option problems (a vpp
-    // that does not divide the stage) only drop that option.
     super::validate::structure(ctx.model, &ParallelConfig { vpp: 1, ..*base })?;
-    let costs: Vec<ConfigCost> = layout_configs(Layout::from(base), &choices)
+    Ok(layout_configs(Layout::from(base), &choices)
         .iter()
         .filter(|c| interleave.contains(&c.vpp))
         .filter_map(|c| ConfigCost::new(ctx, c).ok())
-        .collect();
-    fastest(ctx, &costs, global_batch)
+        .collect())
 }

@@ -140,7 +140,7 @@ pub fn stage_layers(m: &ModelProfile, pp: u32) -> (f64, f64) {
 pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32) -> u32 {
     let pp = pp.max(1);
     let full = m.layers.div_ceil(pp);
-    let short = u64::from(pp) * u64::from(full) - u64::from(m.layers);
+    let short = short_stages(m, pp);
     let stage = stage.min(pp - 1);
     let from_end = if stage < pp - stage {
         2 * u64::from(stage)
@@ -152,6 +152,13 @@ pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32) -> u32 {
     } else {
         full
     }
+}
+
+/// Pipeline stages of `pp` holding one layer fewer than ⌈layers/pp⌉: `pp·⌈layers/pp⌉ −
+/// layers`, fewer than `pp`.
+fn short_stages(m: &ModelProfile, pp: u32) -> u64 {
+    let pp = pp.max(1);
+    u64::from(pp) * u64::from(m.layers.div_ceil(pp)) - u64::from(m.layers)
 }
 
 /// Micro-batches whose activations stage `stage` (0-based) of `pp` holds at its peak, in
@@ -249,8 +256,7 @@ pub fn peak_memory(
     // Stage i holds states and activations in proportion to its layers, and fewer micro-batches
     // the later it is, so besides the ends only the first inner stage of each layer count can
     // be the fullest: the second, and the first full one after the short stages at the front.
-    let short = u64::from(pp) * u64::from(m.layers.div_ceil(pp)) - u64::from(m.layers);
-    let first_full = u32::try_from(short.div_ceil(2)).unwrap_or(u32::MAX);
+    let first_full = u32::try_from(short_stages(m, pp).div_ceil(2)).unwrap_or(u32::MAX);
     [0, 1, first_full, pp - 1]
         .into_iter()
         .filter(|&i| i < pp)

@@ -395,26 +395,10 @@ fn lightest(
     recompute: &[Recompute],
     interleave: &[u32],
 ) -> Result<(ParallelConfig, Prediction), super::Invalid> {
-    let per_replica = global_batch / base.dp.max(1) as u64;
-    let mbs: Vec<u32> = (1..=per_replica.min(64) as u32)
-        .filter(|b| per_replica.is_multiple_of(*b as u64))
-        .collect();
-    let choices = enumerate::Choices {
-        micro_batches: &mbs,
-        zero: &[base.zero],
-        recompute,
-        interleave,
-    };
     let key = |p: &Prediction| (p.memory_per_gpu_bytes, p.step_time_s);
-    enumerate::layout_configs(base, &choices)
+    enumerate::auto_choices(ctx, base, global_batch, recompute, interleave)?
         .iter()
-        .filter(|c| interleave.contains(&c.vpp))
-        .filter_map(|c| {
-            let p = ConfigCost::new(ctx, c)
-                .and_then(|k| k.at(ctx, global_batch))
-                .ok()?;
-            Some((*c, p))
-        })
+        .filter_map(|k| Some((k.cfg, k.at(ctx, global_batch).ok()?)))
         .min_by(|a, b| {
             key(&a.1)
                 .partial_cmp(&key(&b.1))
