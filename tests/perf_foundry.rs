@@ -20,6 +20,8 @@ fn mpt(name: &str, layers: u32, hidden: u32, heads: u32) -> ModelProfile {
         seq_len: 2048,
         swiglu: false,
         tied_embeddings: true,
+        // MPT trains without dropout (attn_pdrop, resid_pdrop and emb_pdrop 0).
+        dropout: Some(false),
         moe: None,
         source: "MPT config".into(),
     }

@@ -254,6 +254,7 @@ fn gpt(layers: u32, hidden: u32, heads: u32) -> ModelProfile {
         seq_len: 2048,
         swiglu: false,
         tied_embeddings: false,
+        dropout: None,
         moe: None,
         source: String::new(),
     }
@@ -416,47 +417,59 @@ fn torchtitan_published_out_of_memory_is_called_cannot_run() {
 fn llama3_405b_pretraining_time_and_its_memory_disagreement() {
     // The Llama 3 paper's Table 4 (8,192 and 16,384 H100, TP 8 · PP 16, ZeRO-2, no activation
     // checkpointing at 8K tokens, an interleaved schedule): both ran at 430 and 400 TFLOP/s.
-    // Gradients are reduce-scattered once a step (ZeRO-2 under a pipeline runs as ZeRO-1), so
-    // the data-parallel time is a small part of the step; with the interleaving the paper
+    // Gradients sharded over DP (ZeRO-2) are reduce-scattered every micro-batch, FSDP's one
+    // collective per layer, behind the pipeline's compute. With the interleaving the paper
     // describes (7 virtual stages, the only one copus can express for 126 layers on 16 stages)
-    // the time is within 10 %. copus's activation accounting (Megatron's) puts the first stage
-    // over 80 GB where Meta's stack ran: docs/MODEL.md records the disagreement, bounded here.
+    // the time is within 15 %. Memory (Megatron's per-layer accounting without dropout masks):
+    // the plain 1F1B schedule fits both; interleaved, the 16,384-GPU row (16 micro-batches, at
+    // most 16 in flight) fits and the 8,192-GPU row's second stage comes out 1-2 GB over 80
+    // GiB, where Meta ran it: docs/MODEL.md records the disagreement, bounded here.
     let r = rows("llama3-h100.csv");
     assert_eq!(r.len(), 2);
     for (row, s) in scored(&r) {
-        let b = s.prediction.breakdown;
         assert!(
-            b.dp_s < 0.06 * s.prediction.step_time_s,
-            "{}: data-parallel {:.2} s of {:.2} s",
-            s.config,
-            b.dp_s,
-            s.prediction.step_time_s
+            s.prediction.fits,
+            "{}: the published layout runs in some schedule",
+            s.config
         );
-        let gb = s.prediction.memory_per_gpu_bytes / 1e9;
-        println!(
-            "{} {}: {:.1} GB predicted, fits {}",
-            row.set, s.config, gb, s.prediction.fits
-        );
-        assert!((85.0..100.0).contains(&gb), "{}: {gb:.1} GB", s.config);
+        let h = hw(&row.hardware);
         let mut interleaved = row.clone();
         interleaved.config.mbs = 1;
         interleaved.config.vpp = 7;
-        let h = hw(&row.hardware);
         let i = validation::score(&interleaved, &h, &h.efficiency).expect("scores");
+        let b = i.prediction.breakdown;
+        assert!(
+            b.dp_s > 0.02 * i.prediction.step_time_s && b.dp_s < 0.25 * i.prediction.step_time_s,
+            "{}: data-parallel {:.2} s of {:.2} s",
+            i.config,
+            b.dp_s,
+            i.prediction.step_time_s
+        );
+        let gb = i.prediction.memory_per_gpu_bytes / 1e9;
         println!(
-            "{} {}: {:.1} TFLOP/s predicted, {:.1} published ({:+.1} %)",
+            "{} {}: {:.1} TFLOP/s predicted, {:.1} published ({:+.1} %), {gb:.1} GB, fits {}",
             row.set,
             i.config,
             i.tflops,
             row.tflops,
-            i.rel_error * 100.0
+            i.rel_error * 100.0,
+            i.prediction.fits
         );
         assert!(
-            i.rel_error.abs() < 0.10,
+            i.rel_error.abs() < 0.15,
             "{}: {:+.3}",
             i.config,
             i.rel_error
         );
+        if row.config.dp == 128 {
+            assert!(i.prediction.fits, "{}: {gb:.1} GB", i.config);
+        } else {
+            assert!(
+                !i.prediction.fits && gb < h.hbm_bytes / 1e9 * 1.03,
+                "{}: {gb:.1} GB, just over the capacity",
+                i.config
+            );
+        }
     }
 }
 
@@ -538,11 +551,11 @@ fn every_job_with_several_splits_ranks_its_best_first() {
 }
 
 #[test]
-fn every_published_running_configuration_fits_but_llama3_405b() {
+fn every_published_running_configuration_fits() {
     // Issue 26's memory criterion over the repo's validation sets: a configuration published
-    // as running is not called "cannot run". The two Llama 3 405B rows are the documented
-    // exception (docs/MODEL.md: Meta's stack keeps less activation memory than copus's
-    // Megatron accounting; copus predicts 91-92 GB where they ran in 80 GB).
+    // as running is not called "cannot run" (with auto choices, some micro-batch, recompute
+    // and interleave of the layout fits; the Llama 3 405B row on 8,192 GPUs fits only without
+    // the interleaving it ran with, see llama3_405b_pretraining_time_and_its_memory_disagreement).
     let mut not_fitting = Vec::new();
     let mut rows_seen = 0;
     for file in VALIDATION_SETS {
@@ -554,9 +567,5 @@ fn every_published_running_configuration_fits_but_llama3_405b() {
         }
     }
     assert!(rows_seen > 200, "{rows_seen} rows");
-    assert_eq!(not_fitting.len(), 2, "{not_fitting:#?}");
-    assert!(
-        not_fitting.iter().all(|r| r.starts_with("llama3-h100.csv")),
-        "{not_fitting:#?}"
-    );
+    assert!(not_fitting.is_empty(), "{not_fitting:#?}");
 }

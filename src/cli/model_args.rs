@@ -11,7 +11,7 @@ use std::path::Path;
 #[derive(Debug, Args)]
 pub struct ModelArgs {
     /// Model profile: a built-in name or a .ron file (or give the shape inline).
-    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu", "tied_embeddings"])]
+    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu", "tied_embeddings", "dropout"])]
     pub name: Option<String>,
     /// Inline model: transformer layers.
     #[arg(long)]
@@ -40,6 +40,10 @@ pub struct ModelArgs {
     /// Inline model: the input embedding and the output layer share one matrix.
     #[arg(long)]
     pub tied_embeddings: bool,
+    /// Inline model: trained with dropout, whose masks the backward keeps (default: on for a
+    /// GELU MLP as in Megatron's GPT recipes, off with --swiglu as in Llama's).
+    #[arg(long, value_enum)]
+    pub dropout: Option<crate::cli::stack_args::OnOff>,
 }
 
 impl ModelArgs {
@@ -76,6 +80,7 @@ impl ModelArgs {
             seq_len: need(self.seq, "seq")?,
             swiglu: self.swiglu,
             tied_embeddings: self.tied_embeddings,
+            dropout: self.dropout.map(Into::into),
             moe: None,
             source: "command line".into(),
         })

@@ -397,9 +397,9 @@ fn print_text(o: &Output) {
     );
     if o.zero_effective != o.zero {
         println!(
-            "  (ZeRO-{} with pipeline stages keeps gradients unsharded until the last \
-             micro-batch and reduce-scatters them once, as the stacks that combine the two run \
-             it: sized and costed as ZeRO-{})",
+            "  (FSDP's ZeRO-{} with pipeline stages keeps parameters gathered and gradients \
+             unsharded until the last micro-batch and reduce-scatters them once, as PyTorch's \
+             pipeline schedules run it: sized and costed as ZeRO-{})",
             o.zero, o.zero_effective
         );
     }

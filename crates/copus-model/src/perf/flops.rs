@@ -62,6 +62,7 @@ mod tests {
             seq_len: 4096,
             swiglu: false,
             tied_embeddings: false,
+            dropout: None,
             moe: None,
             source: String::new(),
         }

@@ -278,6 +278,7 @@ mod tests {
             seq_len: 2048,
             swiglu: false,
             tied_embeddings: false,
+            dropout: None,
             moe: None,
             source: String::new(),
         };

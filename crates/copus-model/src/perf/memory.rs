@@ -80,8 +80,10 @@ pub fn layer_activation_bytes_cp(
             2.0 * s * b * (2.0 * h + m.kv_hidden() + m.ffn_hidden as f64 * m.active_experts());
         return split_by(2.0 * sbh) + kept / t;
     }
-    // Not split by TP without SP: LN inputs (4), QKV and FC1 inputs (2 + 2), dropout masks (1 + 1).
-    let replicated = 10.0 * sbh;
+    // Not split by TP without SP: LN inputs (4), QKV and FC1 inputs (2 + 2), dropout masks
+    // (1 + 1, when the model trains with dropout).
+    let masks = if m.keeps_dropout_masks() { 2.0 } else { 0.0 };
+    let replicated = (8.0 + masks) * sbh;
     // Split by TP: Q (2), K and V (4·kv/h), projection input (2), the FFN internals.
     let ffn_bytes_per_elem = if m.swiglu { 6.0 } else { 4.0 };
     let attn_split = s * b * (4.0 * h + 4.0 * m.kv_hidden());
@@ -198,15 +200,14 @@ pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
 /// on. A ZeRO-3 layout with PP therefore sizes and costs as ZeRO-1 (parameters gathered once a
 /// step, after the optimizer). torchtitan's 405B on 512 H100 (FSDP 8 · TP 8 · PP 8) measured
 /// 82.5 GiB, where per-micro-batch resharding would hold under 25 GB (docs/MODEL.md).
-/// ZeRO-2 with PP runs as ZeRO-1 under every stack: the stacks that combine the two (FSDP
-/// without resharding after the forward, Meta's Llama 3 stack) accumulate a step's gradients
-/// unsharded, in FP32 for Llama 3, and reduce-scatter them once; DeepSpeed's pipeline engine
-/// refuses ZeRO-2 and Megatron has none, so no stack reduces per micro-batch under a pipeline.
-/// DeepSpeed ZeRO-3 (which its pipeline engine refuses too) and HSDP keep their stage.
+/// ZeRO-2 keeps its stage with PP: a user who states it shards the gradients (Meta's Llama 3
+/// stack, FSDP without resharding after the forward with gradient sync on), which are then
+/// reduce-scattered every micro-batch and accumulated sharded; a stack that holds them
+/// unsharded until the last micro-batch is ZeRO-1. DeepSpeed ZeRO-3 (which its pipeline
+/// engine refuses) and HSDP keep their stage too.
 pub fn effective_zero(e: &EfficiencyParams, cfg: &ParallelConfig) -> u8 {
     let fsdp = matches!(e.sharding, Sharding::Fsdp1 | Sharding::Fsdp2);
-    let once_a_step = cfg.zero == 2 || (cfg.zero >= 3 && fsdp);
-    if cfg.pp > 1 && once_a_step {
+    if cfg.pp > 1 && cfg.zero >= 3 && fsdp {
         1
     } else {
         cfg.zero
@@ -379,6 +380,7 @@ mod tests {
             seq_len: 2048,
             swiglu: false,
             tied_embeddings: false,
+            dropout: None,
             moe: None,
             source: String::new(),
         }
@@ -495,7 +497,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pipeline_runs_fsdp_zero_3_and_any_zero_2_as_zero_1() {
+    fn a_pipeline_runs_fsdp_zero_3_as_zero_1_and_keeps_zero_2() {
         let cfg = |zero, pp| ParallelConfig {
             dp: 8,
             tp: 8,
@@ -521,7 +523,7 @@ mod tests {
             Sharding::DeepSpeed,
             Sharding::Hsdp,
         ] {
-            assert_eq!(effective_zero(&with(s), &cfg(2, 8)), 1, "{s:?}");
+            assert_eq!(effective_zero(&with(s), &cfg(2, 8)), 2, "{s:?}");
         }
         assert_eq!(effective_zero(&with(Sharding::DeepSpeed), &cfg(3, 8)), 3);
         assert_eq!(effective_zero(&with(Sharding::Hsdp), &cfg(3, 8)), 3);

@@ -40,6 +40,11 @@ pub struct ModelProfile {
     /// Megatron GPT table and Llama 2/3 ≥ 7B).
     #[serde(default)]
     pub tied_embeddings: bool,
+    /// Trained with dropout (Megatron's GPT recipes, p = 0.1): the backward keeps two dropout
+    /// masks per layer, one byte an element. `None` follows the MLP: GELU shapes (GPT) with
+    /// dropout, SwiGLU shapes (Llama, Mistral, DeepSeek, whose recipes set it to 0) without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropout: Option<bool>,
     /// Mixture-of-experts settings, if any.
     #[serde(default)]
     pub moe: Option<MoeSpec>,
@@ -52,6 +57,11 @@ impl ModelProfile {
     /// Key/value projection width (h·kv_heads/heads), elements.
     pub fn kv_hidden(&self) -> f64 {
         self.hidden as f64 * self.kv_heads as f64 / self.heads.max(1) as f64
+    }
+
+    /// Whether the backward keeps dropout masks ([`Self::dropout`], else its default).
+    pub fn keeps_dropout_masks(&self) -> bool {
+        self.dropout.unwrap_or(!self.swiglu)
     }
 
     /// Feed-forward projection matrices per expert (3 for SwiGLU, 2 otherwise).

@@ -361,7 +361,22 @@ impl ConfigCost {
         let (dp_exposed_mb, dp_grad_once, dp_param_once) = match effective_zero(e, cfg) {
             0 => (0.0, 2.0 * rs(grads), 0.0),
             1 => (0.0, rs(grads), rs(params)),
-            2 => (e.exposed(rs(grads), layers * bwd), 0.0, rs(params)),
+            2 => {
+                // Gradients reduce-scattered every micro-batch as its backward produces them
+                // and accumulated sharded: FSDP one collective per layer (its unit), DeepSpeed
+                // per bucket. Without PP the step waits for them at the end of each backward;
+                // under a pipeline schedule the stage goes on to another micro-batch's forward
+                // while they travel, so the whole micro-batch's compute hides them.
+                let per_layer = grads / layers.max(1.0);
+                let scatter = match e.sharding {
+                    Sharding::DeepSpeed => rs(grads),
+                    Sharding::Fsdp1 | Sharding::Fsdp2 | Sharding::Hsdp => {
+                        bucketed(grads, per_layer.max(bucket), dp_group, &net)
+                    }
+                };
+                let window = if cfg.pp > 1 { compute_mb } else { layers * bwd };
+                (e.exposed(scatter, window), 0.0, rs(params))
+            }
             _ => {
                 let windows = (fwd, bwd + recompute);
                 match hsdp {

@@ -107,14 +107,15 @@ const COLUMNS: [&str; 21] = [
 ];
 
 /// Optional columns after the required ones, in any order: the shape of a modern model
-/// (`kv_heads`, `ffn`, `swiglu`, `tied` as yes/no), context parallelism (`cp`) and single
+/// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
 /// `grad_reduce` fp32|bf16). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 8] = [
+const EXTRA_COLUMNS: [&str; 9] = [
     "kv_heads",
     "ffn",
     "swiglu",
     "tied",
+    "dropout",
     "cp",
     "precision",
     "sharding",
@@ -144,6 +145,7 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
             "ffn" => row.model.ffn_hidden = int()?,
             "swiglu" => row.model.swiglu = yes()?,
             "tied" => row.model.tied_embeddings = yes()?,
+            "dropout" => row.model.dropout = Some(yes()?),
             "cp" => row.config.cp = int()?,
             "precision" => {
                 row.stack.precision = Some(match v {
@@ -234,6 +236,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
             seq_len: int(8)?,
             swiglu: false,
             tied_embeddings: false,
+            dropout: None,
             moe: None,
             source: origin.to_string(),
         };
