@@ -739,3 +739,49 @@ fn zero_2_under_a_pipeline_shards_the_gradients_and_reduces_them_every_micro_bat
         dp(&one)
     );
 }
+
+#[test]
+fn dropout_masks_are_counted_only_for_a_model_that_trains_with_dropout() {
+    // Two one-byte masks per element of the hidden state per layer (2·s·b·h per layer): on for
+    // a GELU shape, off for a SwiGLU one unless told; `--dropout` overrides a profile.
+    let activations = |extra: &[&str]| -> f64 {
+        let mut args = vec![
+            "predict",
+            "--gpus",
+            "8",
+            "--batch",
+            "8",
+            "--mbs",
+            "1",
+            "--recompute",
+            "none",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = copus(&args);
+        assert!(ok, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        v["memory"]["activations"].as_f64().expect("activations")
+    };
+    let masks = 2.0 * 8192.0 * 4096.0 * 32.0;
+    let default = activations(&["--model", "llama3-8b"]);
+    let on = activations(&["--model", "llama3-8b", "--dropout", "on"]);
+    assert_eq!(
+        activations(&["--model", "llama3-8b", "--dropout", "off"]),
+        default
+    );
+    assert!(
+        ((on - default) / masks - 1.0).abs() < 1e-9,
+        "{on} - {default}"
+    );
+    let inline = [
+        "--layers", "32", "--hidden", "4096", "--heads", "32", "--vocab", "32000",
+    ];
+    let gelu = |extra: &[&str]| {
+        let mut a = inline.to_vec();
+        a.extend_from_slice(&["--seq", "8192"]);
+        a.extend_from_slice(extra);
+        activations(&a)
+    };
+    assert!(((gelu(&[]) - gelu(&["--dropout", "off"])) / masks - 1.0).abs() < 1e-9);
+}

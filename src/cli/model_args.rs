@@ -11,7 +11,7 @@ use std::path::Path;
 #[derive(Debug, Args)]
 pub struct ModelArgs {
     /// Model profile: a built-in name or a .ron file (or give the shape inline).
-    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu", "tied_embeddings", "dropout"])]
+    #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu", "tied_embeddings"])]
     pub name: Option<String>,
     /// Inline model: transformer layers.
     #[arg(long)]
@@ -40,8 +40,8 @@ pub struct ModelArgs {
     /// Inline model: the input embedding and the output layer share one matrix.
     #[arg(long)]
     pub tied_embeddings: bool,
-    /// Inline model: trained with dropout, whose masks the backward keeps (default: on for a
-    /// GELU MLP as in Megatron's GPT recipes, off with --swiglu as in Llama's).
+    /// Trained with dropout, whose masks the backward keeps (overrides a profile's; default: on
+    /// for a GELU MLP as in Megatron's GPT recipes, off with --swiglu as in Llama's).
     #[arg(long, value_enum)]
     pub dropout: Option<crate::cli::stack_args::OnOff>,
 }
@@ -53,6 +53,9 @@ impl ModelArgs {
             let mut m = profiles::model(name, Path::new("."))?;
             if let Some(s) = self.seq {
                 m.seq_len = s;
+            }
+            if let Some(d) = self.dropout {
+                m.dropout = Some(d.into());
             }
             return Ok(m);
         }
