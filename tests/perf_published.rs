@@ -419,11 +419,11 @@ fn llama3_405b_pretraining_time_and_its_memory_disagreement() {
     // checkpointing at 8K tokens, an interleaved schedule): both ran at 430 and 400 TFLOP/s.
     // Gradients sharded over DP (ZeRO-2) are reduce-scattered every micro-batch, FSDP's one
     // collective per layer, behind the pipeline's compute. With the interleaving the paper
-    // describes (7 virtual stages, the only one copus can express for 126 layers on 16 stages)
-    // the time is within 15 %. Memory (Megatron's per-layer accounting without dropout masks):
-    // the plain 1F1B schedule fits both; interleaved, the 16,384-GPU row (16 micro-batches, at
-    // most 16 in flight) fits and the 8,192-GPU row's second stage comes out 1-2 GB over 80
-    // GiB, where Meta ran it: docs/MODEL.md records the disagreement, bounded here.
+    // describes (8 virtual stages of one layer for 126 layers on 16 stages) the time is within
+    // 15 %. Memory (Megatron's per-layer accounting without dropout masks): the plain 1F1B
+    // schedule fits both; interleaved, the 16,384-GPU row (16 micro-batches, at most 16 in
+    // flight) fits and the 8,192-GPU row's second stage comes out under 1 GB over 80 GiB,
+    // where Meta ran it: docs/MODEL.md records the disagreement, bounded here.
     let r = rows("llama3-h100.csv");
     assert_eq!(r.len(), 2);
     for (row, s) in scored(&r) {
@@ -435,7 +435,7 @@ fn llama3_405b_pretraining_time_and_its_memory_disagreement() {
         let h = hw(&row.hardware);
         let mut interleaved = row.clone();
         interleaved.config.mbs = 1;
-        interleaved.config.vpp = 7;
+        interleaved.config.vpp = 8;
         let i = validation::score(&interleaved, &h, &h.efficiency).expect("scores");
         let b = i.prediction.breakdown;
         assert!(
@@ -465,7 +465,7 @@ fn llama3_405b_pretraining_time_and_its_memory_disagreement() {
             assert!(i.prediction.fits, "{}: {gb:.1} GB", i.config);
         } else {
             assert!(
-                !i.prediction.fits && gb < h.hbm_bytes / 1e9 * 1.03,
+                !i.prediction.fits && gb < h.hbm_bytes / 1e9 + 1.0,
                 "{}: {gb:.1} GB, just over the capacity",
                 i.config
             );

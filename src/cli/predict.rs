@@ -204,8 +204,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let fixed_vpp = auto_or_count(&a.vpp, "--vpp")?;
     let interleave: Vec<u32> = match fixed_vpp {
         Some(v) => vec![v],
-        None if cfg.pp > 1 => (1..=model.layers.div_ceil(cfg.pp)).collect(),
-        None => vec![1],
+        None => crate::perf::validate::interleave_candidates(&model, cfg.pp),
     };
     cfg.vpp = interleave[0];
     let invalid = |e: Invalid| anyhow::anyhow!("invalid configuration ({flags}): {e}");

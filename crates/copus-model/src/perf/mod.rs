@@ -103,7 +103,7 @@ pub enum Invalid {
     #[error("{0}")]
     Other(String),
     /// The configuration does not fit in memory.
-    #[error("out of memory: {need_gb:.0} GB > {have_gb:.0} GB")]
+    #[error("out of memory: {need_gb:.1} GB > {have_gb:.1} GB")]
     OutOfMemory {
         /// Needed per GPU, GB.
         need_gb: f64,

@@ -60,6 +60,19 @@ pub fn structure(m: &ModelProfile, cfg: &ParallelConfig) -> Result<(), Invalid> 
     Ok(())
 }
 
+/// The interleaving degrees an automatic choice searches for `m` on `pp` pipeline stages:
+/// every vpp [`structure`] allows (the divisors of the layers per stage for even stages, 1 to
+/// ⌈layers/pp⌉ for uneven ones); `[1]` without a pipeline.
+pub fn interleave_candidates(m: &ModelProfile, pp: u32) -> Vec<u32> {
+    if pp <= 1 {
+        return vec![1];
+    }
+    let per_stage = m.layers.div_ceil(pp);
+    (1..=per_stage)
+        .filter(|&v| v == 1 || !m.layers.is_multiple_of(pp) || per_stage.is_multiple_of(v))
+        .collect()
+}
+
 /// Micro-batches per step of `cfg` at `global_batch` samples, or why the batch does not split.
 pub fn micro_batches(cfg: &ParallelConfig, global_batch: u64) -> Result<u64, Invalid> {
     let per_step = cfg.dp as u64 * cfg.mbs as u64;
@@ -76,4 +89,63 @@ pub fn micro_batches(cfg: &ParallelConfig, global_batch: u64) -> Result<u64, Inv
         )));
     }
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleave_candidates_are_exactly_the_structurally_valid_degrees() {
+        let model = |layers| ModelProfile {
+            name: "m".into(),
+            layers,
+            hidden: 64,
+            heads: 8,
+            kv_heads: 8,
+            ffn_hidden: 256,
+            vocab: 100,
+            seq_len: 64,
+            swiglu: false,
+            tied_embeddings: false,
+            dropout: None,
+            moe: None,
+            source: String::new(),
+        };
+        assert_eq!(interleave_candidates(&model(96), 1), vec![1]);
+        assert_eq!(
+            interleave_candidates(&model(96), 8),
+            vec![1, 2, 3, 4, 6, 12]
+        );
+        assert_eq!(
+            interleave_candidates(&model(126), 16),
+            (1..=8).collect::<Vec<_>>()
+        );
+        // Brute force against the structural check.
+        for layers in [7u32, 24, 30, 48, 126] {
+            for pp in 1..=8u32.min(layers) {
+                let m = model(layers);
+                let valid: Vec<u32> = (1..=layers)
+                    .filter(|&vpp| {
+                        let cfg = ParallelConfig {
+                            dp: 1,
+                            tp: 1,
+                            pp,
+                            mbs: 1,
+                            zero: 0,
+                            recompute: super::super::Recompute::None,
+                            vpp,
+                            cp: 1,
+                        };
+                        structure(&m, &cfg).is_ok()
+                    })
+                    .collect();
+                assert_eq!(
+                    interleave_candidates(&m, pp),
+                    valid,
+                    "{layers} layers, pp {pp}"
+                );
+            }
+        }
+    }
 }

@@ -346,13 +346,8 @@ pub fn resolve(
     };
     let vpps: Vec<u32> = if c.vpp > 0 {
         vec![c.vpp]
-    } else if c.pp > 1 {
-        let per_stage = row.model.layers / c.pp.max(1);
-        (1..=per_stage)
-            .filter(|v| per_stage.is_multiple_of(*v))
-            .collect()
     } else {
-        vec![1]
+        super::validate::interleave_candidates(&row.model, c.pp)
     };
     if c.mbs > 0 {
         let mut best: Option<(ParallelConfig, Prediction)> = None;
