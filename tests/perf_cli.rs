@@ -16,6 +16,13 @@ fn copus(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Run copus with `args` (which ask for `--json`), require success and parse standard output.
+fn copus_json(args: &[&str]) -> serde_json::Value {
+    let (ok, out, err) = copus(args);
+    assert!(ok, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
 #[test]
 fn predict_json_has_the_documented_fields_and_picks_mbs() {
     let (ok, out, err) = copus(&[
@@ -571,9 +578,7 @@ fn torchtitan_405b(zero: &str, extra: &[&str]) -> (f64, f64) {
         "--json",
     ];
     args.extend_from_slice(extra);
-    let (ok, out, err) = copus(&args);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let v = copus_json(&args);
     (
         v["tokens_per_s_per_gpu"].as_f64().expect("tps"),
         v["memory_per_gpu_bytes"].as_f64().expect("memory") / 1e9,
@@ -655,10 +660,8 @@ fn predict_takes_the_zero_stage_of_the_stated_stack_unless_told() {
             "--json",
         ];
         args.extend_from_slice(extra);
-        let (ok, out, err) = copus(&args);
-        assert!(ok, "{args:?}: {err}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-        let get = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {out}"));
+        let v = copus_json(&args);
+        let get = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
         (get("zero"), get("zero_effective"))
     };
     assert_eq!(
@@ -715,9 +718,7 @@ fn zero_2_under_a_pipeline_shards_the_gradients_and_reduces_them_every_micro_bat
             batch,
             "--json",
         ];
-        let (ok, out, err) = copus(&args);
-        assert!(ok, "{args:?}: {err}");
-        serde_json::from_str(&out).expect("json")
+        copus_json(&args)
     };
     let states = |v: &serde_json::Value| v["memory"]["model_states"].as_f64().expect("states");
     let dp = |v: &serde_json::Value| v["breakdown"]["dp_s"].as_f64().expect("dp_s");
@@ -758,10 +759,9 @@ fn dropout_masks_are_counted_only_for_a_model_that_trains_with_dropout() {
             "--json",
         ];
         args.extend_from_slice(extra);
-        let (ok, out, err) = copus(&args);
-        assert!(ok, "{args:?}: {err}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-        v["memory"]["activations"].as_f64().expect("activations")
+        copus_json(&args)["memory"]["activations"]
+            .as_f64()
+            .expect("activations")
     };
     let masks = 2.0 * 8192.0 * 4096.0 * 32.0;
     let default = activations(&["--model", "llama3-8b"]);

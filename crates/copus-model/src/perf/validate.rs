@@ -34,25 +34,8 @@ pub fn structure(m: &ModelProfile, cfg: &ParallelConfig) -> Result<(), Invalid> 
             cfg.cp, m.seq_len
         ));
     }
-    if cfg.vpp > 1 {
-        if cfg.pp == 1 {
-            return other("interleaving needs PP > 1".into());
-        }
-        // Uneven stages (Megatron's first/last-stage layer counts) interleave too, as long
-        // as every virtual stage holds a layer.
-        let per_stage = m.layers.div_ceil(cfg.pp);
-        if m.layers.is_multiple_of(cfg.pp) && !per_stage.is_multiple_of(cfg.vpp) {
-            return other(format!(
-                "{} virtual stages do not divide {per_stage} layers per stage",
-                cfg.vpp
-            ));
-        }
-        if per_stage < cfg.vpp {
-            return other(format!(
-                "{} virtual stages exceed the {per_stage} layers per stage",
-                cfg.vpp
-            ));
-        }
+    if let Some(why) = interleave_problem(m, cfg.pp, cfg.vpp) {
+        return other(why);
     }
     if cfg.zero > 3 {
         return other(format!("ZeRO stage {} (0–3)", cfg.zero));
@@ -60,16 +43,32 @@ pub fn structure(m: &ModelProfile, cfg: &ParallelConfig) -> Result<(), Invalid> 
     Ok(())
 }
 
+/// Why `vpp` virtual stages cannot run `m` on `pp` pipeline stages, if they cannot. Uneven
+/// stages (Megatron's first/last-stage layer counts) interleave too, as long as every virtual
+/// stage holds a layer; even ones need `vpp` to divide the layers per stage.
+fn interleave_problem(m: &ModelProfile, pp: u32, vpp: u32) -> Option<String> {
+    if vpp <= 1 {
+        return None;
+    }
+    if pp <= 1 {
+        return Some("interleaving needs PP > 1".into());
+    }
+    let per_stage = m.layers.div_ceil(pp);
+    if m.layers.is_multiple_of(pp) && !per_stage.is_multiple_of(vpp) {
+        return Some(format!(
+            "{vpp} virtual stages do not divide {per_stage} layers per stage"
+        ));
+    }
+    (per_stage < vpp)
+        .then(|| format!("{vpp} virtual stages exceed the {per_stage} layers per stage"))
+}
+
 /// The interleaving degrees an automatic choice searches for `m` on `pp` pipeline stages:
 /// every vpp [`structure`] allows (the divisors of the layers per stage for even stages, 1 to
 /// ⌈layers/pp⌉ for uneven ones); `[1]` without a pipeline.
 pub fn interleave_candidates(m: &ModelProfile, pp: u32) -> Vec<u32> {
-    if pp <= 1 {
-        return vec![1];
-    }
-    let per_stage = m.layers.div_ceil(pp);
-    (1..=per_stage)
-        .filter(|&v| v == 1 || !m.layers.is_multiple_of(pp) || per_stage.is_multiple_of(v))
+    (1..=m.layers.div_ceil(pp.max(1)).max(1))
+        .filter(|&v| interleave_problem(m, pp, v).is_none())
         .collect()
 }
 
