@@ -2,23 +2,32 @@
 """Whole commands as a user runs them, beside Python's `json` and polars in the same run
 (issue 32).
 
-Each round runs every command once, in an order that rotates from round to round, with its
-standard output going to a file (as `copus analyze F --json > out` does for a user), and
-prints, per command, the median and best wall time, lines/s of the median and the median's
-ratio to the Python loop's median. The baselines are whole processes too:
+Each round runs every command once, in an order shuffled from round to round (seeded, so runs
+repeat), with its standard output going to a file (as `copus analyze F --json > out` does for a
+user), and prints, per command, the median and best wall time, lines/s of the median and the
+median's ratio to the Python loop's median. The baselines are whole processes too:
 
   python-json   python -c "import json; [json.loads(l) for l in open(F)]"
   polars        python -c "import polars; polars.read_ndjson(F)"   (skipped without polars)
 
-  scripts/bench_vs_python.py FILE [--rounds N] [--copus PATH] [--python PATH] [--json]
+  scripts/bench_vs_python.py FILE [--rounds N] [--settle-ms MS] [--copus PATH] [--python PATH]
+                              [--json]
 
 FILE: a stats protocol file, e.g. `python3 scripts/gen_stats.py FILE 100000 --layers 4`.
 --python: the interpreter of the baselines (default: this one); polars is looked for there.
+--settle-ms: before each timed command, keep every core busy this long, untimed (default 0).
+  On a virtual machine whose host parks idle virtual CPUs, a command that starts after a core
+  sat idle (after the single-threaded Python loop, or after a pause) runs its first
+  parallel work on a core that is still waking: copus measured 184-335 ms after 1-3 s idle
+  against 130-160 ms after busy work (issue 32). A fixed rotation put the same command after
+  the Python loop every round; the shuffle spreads that, and --settle-ms 200 starts every
+  command, baselines included, from busy cores (the steady state of a machine doing work).
 --json: print the figures as one JSON object instead of a table.
 """
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -47,6 +56,16 @@ def commands(copus, python, path, lines):
     return cmds
 
 
+def settle(ms):
+    """Keep every core busy for `ms` milliseconds (one spinning process per core)."""
+    if ms <= 0:
+        return
+    spin = f"import time\nend = time.perf_counter() + {ms / 1000}\nwhile time.perf_counter() < end: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 1)]
+    for p in procs:
+        p.wait()
+
+
 def time_once(argv, out_path):
     with open(out_path, "wb") as out:
         t0 = time.perf_counter()
@@ -61,6 +80,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("file")
     p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--settle-ms", type=int, default=0)
     p.add_argument("--copus", default="target/release/copus")
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--json", action="store_true")
@@ -73,8 +93,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "out")
         for r in range(a.rounds):
-            k = r % len(cmds)
-            for name, argv in cmds[k:] + cmds[:k]:
+            order = list(cmds)
+            random.Random(r).shuffle(order)
+            for name, argv in order:
+                settle(a.settle_ms)
                 times[name].append(time_once(argv, out_path))
                 sizes[name] = os.path.getsize(out_path)
     base = statistics.median(times["python-json"])
@@ -86,9 +108,11 @@ def main():
                      "lines_per_s": lines / med, "ratio_to_python_json": med / base,
                      "output_bytes": sizes[name]})
     if a.json:
-        print(json.dumps({"file": a.file, "lines": lines, "rows": rows}, indent=2))
+        print(json.dumps({"file": a.file, "lines": lines, "settle_ms": a.settle_ms, "rows": rows},
+                         indent=2))
         return
-    print(f"{a.file}: {lines} lines, {a.rounds} rounds, output to a file")
+    print(f"{a.file}: {lines} lines, {a.rounds} rounds (shuffled), cores kept busy "
+          f"{a.settle_ms} ms before each, output to a file")
     for row in rows:
         print(f"{row['command']:<32} median {row['median_s'] * 1000:7.1f} ms  "
               f"best {row['best_s'] * 1000:7.1f} ms  {row['lines_per_s'] / 1000:6.0f}k lines/s  "

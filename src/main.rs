@@ -2,6 +2,10 @@
 
 use clap::Parser;
 
+/// The system allocator, large blocks backed by huge pages (`copus::malloc_tuning`).
+#[global_allocator]
+static ALLOCATOR: copus::malloc_tuning::HugePageAlloc = copus::malloc_tuning::HugePageAlloc;
+
 /// Die quietly on a closed pipe (`copus grid … | head`) like other command-line tools, instead
 /// of panicking on the failed print: restore the default SIGPIPE action that Rust ignores.
 #[cfg(unix)]
