@@ -13,8 +13,8 @@
 //! analysed touch ≈130 MB, ≈32k faults, a quarter of the command's CPU time (issue 32).
 //! [`HugePageAlloc`] asks the kernel for transparent huge pages (2 MiB, one fault each) on
 //! large blocks, and the heap grows in steps of [`TOP_PAD_BYTES`] so that its new top is
-//! large enough to hold them; both only where the kernel's THP mode is `madvise` or `always`
-//! (with `never` the advice is ignored).
+//! large enough to hold them (unless an address-space limit is set); the advice only matters
+//! where the kernel's THP mode is `madvise` or `always` (with `never` it is ignored).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
@@ -40,11 +40,25 @@ pub fn tune_for_large_buffers() {
             if !user_set("MALLOC_TRIM_THRESHOLD_") {
                 libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES);
             }
-            if !user_set("MALLOC_TOP_PAD_") {
+            // Under an address-space limit (`ulimit -v`) the heap keeps growing in small
+            // steps: a 64 MiB step could fail an allocation that fits the limit.
+            if !user_set("MALLOC_TOP_PAD_") && address_space_unlimited() {
                 libc::mallopt(libc::M_TOP_PAD, TOP_PAD_BYTES);
             }
         }
     }
+}
+
+/// Whether the process may map as much address space as it likes (no `RLIMIT_AS`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn address_space_unlimited() -> bool {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit for the duration of the call.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) };
+    rc == 0 && limit.rlim_cur == libc::RLIM_INFINITY
 }
 
 /// Blocks of at least this many bytes are advised to use huge pages.
