@@ -86,6 +86,7 @@ fn single_predict(bencher: divan::Bencher) {
         recompute: Recompute::Selective,
         vpp: 2,
         cp: 1,
+        ep: 1,
     };
     bencher.bench_local(|| predict(&s.ctx(), divan::black_box(&cfg), 512));
 }

@@ -76,6 +76,8 @@ mod module_layering;
 mod perf_calibration;
 #[path = "perf_cli.rs"]
 mod perf_cli;
+#[path = "perf_expert_parallel.rs"]
+mod perf_expert_parallel;
 #[path = "perf_explain.rs"]
 mod perf_explain;
 #[path = "perf_foundry.rs"]

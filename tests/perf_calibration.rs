@@ -49,6 +49,7 @@ fn recovers_parameters_far_from_the_defaults_within_five_percent() {
             recompute: Recompute::Selective,
             vpp: 1,
             cp: 1,
+            ep: 1,
         };
         let Ok(p) = predict(&ctx, &config, batch) else {
             continue;

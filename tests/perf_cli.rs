@@ -217,6 +217,7 @@ fn measured_csv(
             recompute: Recompute::Selective,
             vpp: 1,
             cp: 1,
+            ep: 1,
         };
         let t = predict(&ctx, &cfg, batch).expect("runs").step_time_s;
         csv.push_str(&format!("{dp},{tp},{pp},{mbs},{batch},{t}\n"));
@@ -342,6 +343,7 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
         recompute: Recompute::Selective,
         vpp: 1,
         cp: 1,
+        ep: 1,
     };
     let want = predict(&ctx, &cfg, 64).expect("runs").step_time_s;
     let args = [

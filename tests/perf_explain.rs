@@ -48,6 +48,7 @@ fn parts_add_up_to_predict_for_every_option() {
                         recompute,
                         vpp,
                         cp: 1,
+                        ep: 1,
                     };
                     let batch = 1024;
                     let Ok(p) = predict(&ctx, &cfg, batch) else {

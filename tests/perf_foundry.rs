@@ -70,6 +70,7 @@ fn llm_foundry_rows_are_within_a_quarter() {
             recompute,
             vpp: 1,
             cp: 1,
+            ep: 1,
         };
         let p = predict(&ctx, &cfg, batch).expect("valid");
         let err = p.tokens_per_s_per_gpu / published - 1.0;

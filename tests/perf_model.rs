@@ -29,6 +29,7 @@ fn cfg(dp: u32, tp: u32, pp: u32, mbs: u32) -> ParallelConfig {
         recompute: Recompute::Selective,
         vpp: 1,
         cp: 1,
+        ep: 1,
     }
 }
 

@@ -288,6 +288,7 @@ fn one_gpu_gains_from_larger_micro_batches_as_published() {
             recompute: Recompute::Full,
             vpp: 1,
             cp: 1,
+            ep: 1,
         };
         let p = predict(&ctx, &cfg, 8 * mbs as u64).expect("runs");
         p.step_time_s / (8 * mbs) as f64

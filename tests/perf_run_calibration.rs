@@ -39,6 +39,7 @@ fn timed_run(dir: &std::path::Path) -> std::path::PathBuf {
             recompute: Recompute::Selective,
             vpp: 1,
             cp: 1,
+            ep: 1,
         };
         let t = predict(&ctx, &cfg, batch).expect("runs").step_time_s;
         let mut r = StepStats::new(step, mbs as f64, batch as f64, 2.0, 1.0);

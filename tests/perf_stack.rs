@@ -31,6 +31,7 @@ fn cfg(dp: u32, cp: u32, tp: u32, pp: u32) -> ParallelConfig {
         recompute: Recompute::None,
         vpp: 1,
         cp,
+        ep: 1,
     }
 }
 

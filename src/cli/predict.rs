@@ -85,6 +85,12 @@ pub struct PredictArgs {
     /// that fits, 1 to the layers per stage).
     #[arg(long, default_value = "1")]
     pub vpp: String,
+    /// Expert-parallel degree of a mixture-of-experts model (its experts split over this many
+    /// data-parallel ranks, tokens exchanged by all-to-all), or `auto`: the fastest that fits
+    /// among the common divisors of the experts and dp·cp, as `grid` chooses. A dense model
+    /// has 1.
+    #[arg(long, default_value = "auto")]
+    pub ep: String,
     /// Micro-batch size in samples, or `auto` (fastest that fits).
     #[arg(long, default_value = "auto")]
     pub mbs: String,
@@ -117,6 +123,8 @@ struct Output<'a> {
     tp: u32,
     pp: u32,
     vpp: u32,
+    /// Expert-parallel degree (1 for a dense model).
+    ep: u32,
     mbs: u32,
     zero: u8,
     /// The ZeRO stage the configuration is sized and costed at under the stack: ZeRO-3 with
@@ -168,8 +176,8 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     crate::validate::profile::model(&model, "model")?;
     crate::validate::profile::hardware(&hw, "hardware")?;
     let flags = format!(
-        "--gpus {} --tp {} --pp {} --cp {} --batch {}",
-        a.gpus, a.tp, a.pp, a.cp, a.batch
+        "--gpus {} --tp {} --pp {} --cp {} --ep {} --batch {}",
+        a.gpus, a.tp, a.pp, a.cp, a.ep, a.batch
     );
     let Some(used) = a.tp.checked_mul(a.pp).and_then(|x| x.checked_mul(a.cp)) else {
         bail!("invalid configuration ({flags}): cp·tp·pp overflows; it must divide --gpus");
@@ -199,6 +207,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         recompute: a.recompute.into(),
         vpp: 1,
         cp: a.cp,
+        ep: 1,
     };
     let policies = a.recompute.policies();
     let fixed_vpp = auto_or_count(&a.vpp, "--vpp")?;
@@ -207,6 +216,11 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         None => crate::perf::validate::interleave_candidates(&model, cfg.pp),
     };
     cfg.vpp = interleave[0];
+    let expert_parallel: Vec<u32> = match auto_or_count(&a.ep, "--ep")? {
+        Some(ep) => vec![ep],
+        None => crate::perf::validate::expert_candidates(&model, cfg.grad_ranks()),
+    };
+    cfg.ep = expert_parallel[0];
     let invalid = |e: Invalid| anyhow::anyhow!("invalid configuration ({flags}): {e}");
     crate::perf::validate::structure(&model, &cfg).map_err(invalid)?;
     let fixed_mbs = auto_or_count(&a.mbs, "--mbs")?;
@@ -221,17 +235,18 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             let mut first_err = None;
             for &recompute in &policies {
                 for &vpp in &interleave {
-                    match ConfigCost::new(
-                        &ctx,
-                        &ParallelConfig {
+                    for &ep in &expert_parallel {
+                        let c = ParallelConfig {
                             recompute,
                             vpp,
+                            ep,
                             ..cfg
-                        },
-                    ) {
-                        Ok(c) => costs.push(c),
-                        Err(e) => {
-                            first_err.get_or_insert(e);
+                        };
+                        match ConfigCost::new(&ctx, &c) {
+                            Ok(c) => costs.push(c),
+                            Err(e) => {
+                                first_err.get_or_insert(e);
+                            }
                         }
                     }
                 }
@@ -241,7 +256,13 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 _ => enumerate::fastest(&ctx, &costs, a.batch),
             }
         }
-        None => enumerate::auto(&ctx, &cfg, a.batch, &policies, &interleave),
+        None => enumerate::auto(
+            &ctx,
+            &cfg,
+            a.batch,
+            &policies,
+            (&interleave, &expert_parallel),
+        ),
     };
     let p = match found {
         Ok((c, p)) => {
@@ -282,6 +303,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         tp: cfg.tp,
         pp: cfg.pp,
         vpp: cfg.vpp,
+        ep: cfg.ep,
         mbs: cfg.mbs,
         zero: cfg.zero,
         zero_effective: crate::perf::memory::effective_zero(&eff, &cfg),
@@ -327,6 +349,9 @@ fn fit_flags(c: &ParallelConfig) -> String {
     if c.vpp > 1 {
         f.push_str(&format!(" --vpp {}", c.vpp));
     }
+    if c.ep > 1 {
+        f.push_str(&format!(" --ep {}", c.ep));
+    }
     f
 }
 
@@ -364,8 +389,10 @@ pub fn what_fits(
                     recompute: base.recompute,
                     vpp: 1,
                     cp,
+                    ep: 1,
                 };
-                if let Ok((c, p)) = enumerate::auto(ctx, &cfg, batch, recomputes, &[1])
+                let eps = crate::perf::validate::expert_candidates(ctx.model, dp * cp);
+                if let Ok((c, p)) = enumerate::auto(ctx, &cfg, batch, recomputes, (&[1], &eps))
                     && best.is_none_or(|(_, b)| p.step_time_s < b.step_time_s)
                 {
                     best = Some((c, p));
@@ -390,8 +417,13 @@ fn print_text(o: &Output) {
         o.batch
     );
     println!("  stack            {}", o.stack.label);
+    let ep = if o.ep > 1 {
+        format!("  EP {}", o.ep)
+    } else {
+        String::new()
+    };
     println!(
-        "  micro-batch {}  ZeRO-{}  recompute {}  vpp {}",
+        "  micro-batch {}  ZeRO-{}  recompute {}  vpp {}{ep}",
         o.mbs, o.zero, o.recompute, o.vpp
     );
     if o.zero_effective != o.zero {
@@ -442,8 +474,13 @@ fn print_text(o: &Output) {
         o.memory.reserved / 1e9
     );
     let pct = |x: f64| 100.0 * x / p.step_time_s;
+    let ep = if b.ep_s > 0.0 {
+        format!("  EP {:.1}%", pct(b.ep_s))
+    } else {
+        String::new()
+    };
     println!(
-        "  breakdown        compute {:.1}%  bubble {:.1}%  TP {:.1}%  PP {:.1}%  DP {:.1}%  optimizer {:.1}%",
+        "  breakdown        compute {:.1}%  bubble {:.1}%  TP {:.1}%{ep}  PP {:.1}%  DP {:.1}%  optimizer {:.1}%",
         pct(b.compute_s),
         pct(b.bubble_s),
         pct(b.tp_s),

@@ -110,6 +110,26 @@ pub fn all_reduce(bytes: f64, g: Placement, net: &Net) -> f64 {
     2.0 * reduce_scatter(bytes, g, net)
 }
 
+/// Seconds of an all-to-all over the group `g` in which each rank sends `bytes` in all,
+/// spread evenly over the group's ranks (itself included): (n−1)/n of it leaves the rank,
+/// the share bound for other domains over the scale-out link and the rest over the scale-up
+/// link, both at once (NCCL posts every send of an all-to-all together).
+pub fn all_to_all(bytes: f64, g: Placement, net: &Net) -> f64 {
+    if g.size <= 1 || bytes <= 0.0 {
+        return 0.0;
+    }
+    let n = g.size as f64;
+    let k = g.per_domain.clamp(1, g.size) as f64;
+    let intra = (k - 1.0) / n * bytes / net.intra.bw;
+    let inter = (n - k) / n * bytes / net.inter.bw;
+    let latency = if k < n {
+        net.inter.latency
+    } else {
+        net.intra.latency
+    };
+    intra.max(inter) + latency
+}
+
 /// Seconds of a point-to-point transfer of `bytes` over `link`.
 pub fn p2p(bytes: f64, link: Link) -> f64 {
     bytes / link.bw + link.latency
@@ -118,6 +138,21 @@ pub fn p2p(bytes: f64, link: Link) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_to_all_inside_a_domain_and_across() {
+        // 8 ranks in one domain: 7/8 of the bytes over the fast link.
+        let inside = Placement::strided(8, 1, 8);
+        let t = all_to_all(8e9, inside, &NET);
+        assert!((t - (7.0 / 8.0 * 8e9 / NET.intra.bw + NET.intra.latency)).abs() < 1e-12);
+        // 16 ranks over two domains: half the bytes cross, over the slower link.
+        let across = Placement::strided(16, 1, 8);
+        let t = all_to_all(8e9, across, &NET);
+        let want = (8.0 / 16.0 * 8e9 / NET.inter.bw).max(7.0 / 16.0 * 8e9 / NET.intra.bw)
+            + NET.inter.latency;
+        assert!((t - want).abs() < 1e-12, "{t} vs {want}");
+        assert_eq!(all_to_all(8e9, Placement::strided(1, 1, 8), &NET), 0.0);
+    }
 
     const NET: Net = Net {
         intra: Link {

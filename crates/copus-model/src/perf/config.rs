@@ -65,6 +65,11 @@ pub struct ParallelConfig {
     /// keys and values around them); 1 = none.
     #[serde(default = "one")]
     pub cp: u32,
+    /// Expert-parallel degree of a mixture-of-experts model: each MoE layer's experts are
+    /// split over `ep` ranks of the data-parallel (× context-parallel) group, which exchange
+    /// tokens by all-to-all; 1 = every rank holds every expert (always 1 for a dense model).
+    #[serde(default = "one")]
+    pub ep: u32,
 }
 
 fn one() -> u32 {
@@ -179,6 +184,8 @@ pub struct ConfigJson {
     pub vpp: u32,
     /// Context-parallel degree.
     pub cp: u32,
+    /// Expert-parallel degree (1 without expert parallelism).
+    pub ep: u32,
 }
 
 /// Serialize a configuration as [`ConfigJson`]; for `#[serde(serialize_with = ...)]` on
@@ -202,6 +209,7 @@ impl From<&ParallelConfig> for ConfigJson {
             recompute: c.recompute.to_string(),
             vpp: c.vpp,
             cp: c.cp,
+            ep: c.ep,
         }
     }
 }
@@ -218,6 +226,9 @@ impl fmt::Display for ParallelConfig {
         )?;
         if self.vpp > 1 {
             write!(f, " v{}", self.vpp)?;
+        }
+        if self.ep > 1 {
+            write!(f, " EP{}", self.ep)?;
         }
         Ok(())
     }

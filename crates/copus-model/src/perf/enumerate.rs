@@ -56,6 +56,7 @@ pub fn layout_problem(
         recompute: Recompute::Selective,
         vpp: 1,
         cp,
+        ep: 1,
     };
     super::validate::structure(ctx.model, &cfg).err()
 }
@@ -81,12 +82,37 @@ pub fn layout_configs(layout: impl Into<Layout>, choices: &Choices) -> Vec<Paral
                         recompute,
                         vpp,
                         cp,
+                        ep: 1,
                     });
                 }
             }
         }
     }
     out
+}
+
+/// Every full configuration of one layout under `choices` for `model`: [`layout_configs`],
+/// each with every expert-parallel degree the model allows on the layout
+/// ([`super::validate::expert_candidates`]; only 1 for a dense model).
+pub fn model_layout_configs(
+    model: &super::ModelProfile,
+    layout: impl Into<Layout>,
+    choices: &Choices,
+) -> Vec<ParallelConfig> {
+    let layout = layout.into();
+    let eps = super::validate::expert_candidates(model, layout.dp.saturating_mul(layout.cp));
+    with_expert_degrees(layout_configs(layout, choices), &eps)
+}
+
+/// `configs`, each once per expert-parallel degree of `eps` (in that order within each).
+fn with_expert_degrees(configs: Vec<ParallelConfig>, eps: &[u32]) -> Vec<ParallelConfig> {
+    if eps == [1] {
+        return configs;
+    }
+    configs
+        .iter()
+        .flat_map(|c| eps.iter().map(move |&ep| ParallelConfig { ep, ..*c }))
+        .collect()
 }
 
 /// Every configuration of `gpus` GPUs under `choices`, each costed or with the reason it
@@ -100,7 +126,7 @@ pub fn configurations(
     let mut out = Vec::new();
     for layout in factorisations(gpus) {
         let problem = layout_problem(ctx, layout, allow_cross_node_tp);
-        for cfg in layout_configs(layout, choices) {
+        for cfg in model_layout_configs(ctx.model, layout, choices) {
             let cost = match &problem {
                 Some(p) => Err(p.clone()),
                 None => ConfigCost::new(ctx, &cfg),
@@ -156,23 +182,30 @@ pub fn auto(
     base: &ParallelConfig,
     global_batch: u64,
     recompute: &[Recompute],
-    interleave: &[u32],
+    (interleave, expert_parallel): (&[u32], &[u32]),
 ) -> Result<(ParallelConfig, Prediction), Invalid> {
-    let costs = auto_choices(ctx, base, global_batch, recompute, interleave)?;
+    let costs = auto_choices(
+        ctx,
+        base,
+        global_batch,
+        recompute,
+        (interleave, expert_parallel),
+    )?;
     fastest(ctx, &costs, global_batch)
 }
 
 /// The configurations `mbs auto` chooses among, costed: `base`'s layout (and context-parallel
 /// degree) with every micro-batch size that divides the per-replica batch, the given recompute
-/// policies and exactly the given virtual-stage counts (include 1 for plain 1F1B; ZeRO stage
-/// as in `base`). A structural problem of the layout is the error; an option the model cannot
-/// cost (a vpp that does not divide the stage) is left out.
+/// policies, exactly the given virtual-stage counts (include 1 for plain 1F1B) and
+/// expert-parallel degrees (`[base.ep]` to keep it; ZeRO stage as in `base`). A structural
+/// problem of the layout is the error; an option the model cannot cost (a vpp that does not
+/// divide the stage, an EP that does not divide the experts) is left out.
 pub fn auto_choices(
     ctx: &PerfContext,
     base: &ParallelConfig,
     global_batch: u64,
     recompute: &[Recompute],
-    interleave: &[u32],
+    (interleave, expert_parallel): (&[u32], &[u32]),
 ) -> Result<Vec<ConfigCost>, Invalid> {
     let per_replica = global_batch / base.dp.max(1) as u64;
     let mbs: Vec<u32> = (1..=per_replica.min(64) as u32)
@@ -184,10 +217,20 @@ pub fn auto_choices(
         recompute,
         interleave,
     };
-    super::validate::structure(ctx.model, &ParallelConfig { vpp: 1, ..*base })?;
-    Ok(layout_configs(Layout::from(base), &choices)
-        .iter()
-        .filter(|c| interleave.contains(&c.vpp))
-        .filter_map(|c| ConfigCost::new(ctx, c).ok())
-        .collect())
+    super::validate::structure(
+        ctx.model,
+        &ParallelConfig {
+            vpp: 1,
+            ep: 1,
+            ..*base
+        },
+    )?;
+    Ok(with_expert_degrees(
+        layout_configs(Layout::from(base), &choices),
+        expert_parallel,
+    )
+    .iter()
+    .filter(|c| interleave.contains(&c.vpp))
+    .filter_map(|c| ConfigCost::new(ctx, c).ok())
+    .collect())
 }

@@ -4,7 +4,7 @@
 //! makes it run (searched over neighbouring configurations with the same model).
 
 use super::config::Layout;
-use super::enumerate::{Choices, layout_configs, layout_problem};
+use super::enumerate::{Choices, layout_problem, model_layout_configs};
 use super::memory::{MemoryBreakdown, peak_memory};
 use super::{
     ConfigCost, EfficiencyParams, Invalid, ParallelConfig, PerfContext, Prediction, Recompute,
@@ -74,10 +74,10 @@ impl Explanation {
     }
 }
 
-/// Exposed TP, PP and DP communication of `p` as a share of its step, 0–1.
+/// Exposed TP, EP, PP and DP communication of `p` as a share of its step, 0–1.
 pub fn comm_share(p: &Prediction) -> f64 {
     let b = &p.breakdown;
-    share(b.tp_s + b.pp_s + b.dp_s, p.step_time_s)
+    share(b.tp_s + b.ep_s + b.pp_s + b.dp_s, p.step_time_s)
 }
 
 /// The pipeline bubble of `p` as a share of its step, 0–1.
@@ -89,7 +89,8 @@ fn share(part: f64, whole: f64) -> f64 {
     if whole > 0.0 { part / whole } else { 0.0 }
 }
 
-/// The step-time parts of `p`, seconds, in the order of `copus predict`'s breakdown.
+/// The step-time parts of `p`, seconds, in the order of `copus predict`'s breakdown (the
+/// expert-parallel all-to-alls only where there are some).
 pub fn step_parts(p: &Prediction) -> Vec<Part> {
     let b = &p.breakdown;
     let part = |key, label, glyph, value| Part {
@@ -98,14 +99,18 @@ pub fn step_parts(p: &Prediction) -> Vec<Part> {
         glyph,
         value,
     };
-    vec![
+    let mut parts = vec![
         part("compute", "compute", 'C', b.compute_s),
         part("bubble", "pipeline bubble", 'B', b.bubble_s),
         part("tp", "exposed TP comm", 'T', b.tp_s),
         part("pp", "PP send/recv", 'P', b.pp_s),
         part("dp", "exposed DP comm", 'D', b.dp_s),
         part("optimizer", "optimizer step", 'O', b.optimizer_s),
-    ]
+    ];
+    if b.ep_s > 0.0 {
+        parts.insert(3, part("ep", "EP all-to-all", 'E', b.ep_s));
+    }
+    parts
 }
 
 /// Bytes per parameter of (weights, gradients, optimizer state) under ZeRO `stage` over `dp`
@@ -191,7 +196,7 @@ pub fn closest_miss(
     batch: u64,
     choices: &Choices,
 ) -> Option<Explanation> {
-    layout_configs(layout, choices)
+    model_layout_configs(ctx.model, layout, choices)
         .iter()
         .filter_map(|c| explain(ctx, c, batch).ok())
         .min_by(|a, b| {
@@ -304,7 +309,7 @@ pub fn candidates(
                 recompute: &RECOMPUTE,
                 interleave: choices.interleave,
             };
-            for cfg in layout_configs(layout, &wide) {
+            for cfg in model_layout_configs(ctx.model, layout, &wide) {
                 let distance = log2_steps(ft)
                     + log2_steps(fp)
                     + steps_outside(cfg.zero, choices.zero, &ZERO)

@@ -260,6 +260,7 @@ mod tests {
             recompute: Recompute::Selective,
             vpp: 1,
             cp: 1,
+            ep: 1,
         }
     }
 

@@ -108,6 +108,7 @@ pub fn from_step_stats(stats: &[StepStats], zero: u8, recompute: Recompute) -> V
                     recompute,
                     vpp: 1,
                     cp: 1,
+                    ep: 1,
                 },
                 batch: s.b_big.round() as u64,
                 step_time_s: t,
@@ -226,6 +227,7 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
                     None => 1,
                 },
                 cp: 1,
+                ep: 1,
             },
             batch: int(batch, "batch")?,
             step_time_s,
@@ -278,6 +280,7 @@ mod tests {
             recompute: Recompute::Full,
             vpp: 1,
             cp: 1,
+            ep: 1,
         };
         let m = |t| Measurement {
             config,

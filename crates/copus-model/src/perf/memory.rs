@@ -284,8 +284,11 @@ struct Stages<'a> {
     working: f64,
     /// Output logits of one micro-batch on the last stage, bytes.
     logits: f64,
-    /// Parameters per layer on one GPU.
+    /// Parameters per layer on one GPU without expert parallelism (all experts).
     layer_params: f64,
+    /// Model-state bytes of one layer on one GPU: its dense part at `per_param`, its share of
+    /// the experts (1/ep of them) at the expert-data-parallel group's ZeRO bytes.
+    layer_state_bytes: f64,
     /// Parameters of a full first and last stage on one GPU.
     ends: (f64, f64),
     /// Layers of a full stage.
@@ -300,11 +303,13 @@ impl<'a> Stages<'a> {
         reserved: f64,
         eff: &EfficiencyParams,
     ) -> Self {
-        let per_param = zero_bytes_per_param(
-            effective_zero(eff, cfg),
-            shard_ranks(eff, cfg),
-            eff.grad_bytes,
-        );
+        let zero = effective_zero(eff, cfg);
+        let shard = shard_ranks(eff, cfg);
+        let per_param = zero_bytes_per_param(zero, shard, eff.grad_bytes);
+        // Expert parallelism: a GPU holds 1/ep of the experts, whose states ZeRO shards over
+        // the expert-data-parallel group (the shard ranks / ep).
+        let ep = cfg.ep.max(1);
+        let per_expert_param = zero_bytes_per_param(zero, (shard / ep).max(1), eff.grad_bytes);
         let sp = cfg.tp > 1 && eff.sequence_parallel;
         let attn = (
             eff.attention,
@@ -335,6 +340,8 @@ impl<'a> Stages<'a> {
             working,
             logits,
             layer_params: m.layer_params() / t,
+            layer_state_bytes: m.dense_layer_params() / t * per_param
+                + m.expert_layer_params() / (t * f64::from(ep)) * per_expert_param,
             ends: stage_params(m, cfg.tp, pp),
             full_layers: stage_layers(m, pp).0,
         }
@@ -344,7 +351,8 @@ impl<'a> Stages<'a> {
     fn memory(&self, i: u32) -> MemoryBreakdown {
         let pp = self.pp;
         let layers = f64::from(layers_on_stage(self.m, pp, i));
-        // stage_params is for a full stage; a short one holds one layer's parameters fewer.
+        // stage_params is for a full stage: what it holds beyond its layers is the embedding
+        // (first stage) or the output layer (last).
         let full = if i == 0 {
             self.ends.0
         } else if i + 1 == pp {
@@ -352,10 +360,11 @@ impl<'a> Stages<'a> {
         } else {
             self.full_layers * self.layer_params
         };
-        let params = full - (self.full_layers - layers) * self.layer_params;
+        // The embedding and output layer the ends hold beside their layers.
+        let ends_extra = full - self.full_layers * self.layer_params;
         let in_flight = in_flight(pp, self.vpp, i, self.micro_batches);
         MemoryBreakdown {
-            model_states: params * self.per_param,
+            model_states: ends_extra * self.per_param + layers * self.layer_state_bytes,
             activations: layers * self.per_layer * in_flight + self.working,
             output: if i + 1 == pp { self.logits } else { 0.0 },
             reserved: self.reserved,
@@ -454,6 +463,7 @@ mod tests {
                             recompute: Recompute::None,
                             vpp,
                             cp: 1,
+                            ep: 1,
                         };
                         let got = peak_memory(&m, &cfg, micro_batches, 0.0, &eff).total();
                         let stages = Stages::new(&m, &cfg, micro_batches, 0.0, &eff);
@@ -478,6 +488,7 @@ mod tests {
             recompute: Recompute::None,
             vpp: 1,
             cp: 1,
+            ep: 1,
         };
         let eff = EfficiencyParams::default();
         let m = |layers| ModelProfile {
@@ -507,6 +518,7 @@ mod tests {
             recompute: Recompute::Full,
             vpp: 1,
             cp: 1,
+            ep: 1,
         };
         let with = |sharding| EfficiencyParams {
             sharding,
@@ -591,6 +603,7 @@ mod tests {
             recompute: Recompute::Selective,
             vpp,
             cp: 1,
+            ep: 1,
         };
         let e = EfficiencyParams::default();
         let a1 = peak_memory(&m, &cfg(1, 1), 8, 0.0, &e).activations;

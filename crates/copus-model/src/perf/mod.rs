@@ -57,6 +57,9 @@ pub struct Breakdown {
     pub bubble_s: f64,
     /// Tensor-parallel all-reduces, seconds.
     pub tp_s: f64,
+    /// Expert-parallel all-to-alls (mixture-of-experts token dispatch), seconds; 0 without
+    /// expert parallelism.
+    pub ep_s: f64,
     /// Pipeline point-to-point, seconds.
     pub pp_s: f64,
     /// Exposed data-parallel gradient all-reduce, seconds.

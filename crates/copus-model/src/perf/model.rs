@@ -90,6 +90,16 @@ impl ModelProfile {
         self.ffn_matrices() * self.hidden as f64 * self.ffn_hidden as f64
     }
 
+    /// Parameters of one layer outside its experts (attention), norms and biases left out.
+    pub fn dense_layer_params(&self) -> f64 {
+        self.attention_params()
+    }
+
+    /// Parameters of one layer's experts together (its MLP for a dense model).
+    pub fn expert_layer_params(&self) -> f64 {
+        self.experts() * self.expert_params()
+    }
+
     /// Parameters of one transformer layer (all experts), norms and biases left out.
     pub fn layer_params(&self) -> f64 {
         self.attention_params() + self.experts() * self.expert_params()

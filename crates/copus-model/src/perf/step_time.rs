@@ -62,6 +62,8 @@ pub struct ConfigCost {
     pub backward_mb: f64,
     /// Exposed tensor-parallel seconds per micro-batch.
     pub tp_mb: f64,
+    /// Expert-parallel all-to-all seconds per micro-batch (token dispatch and combine).
+    pub ep_mb: f64,
     /// Pipeline point-to-point seconds per micro-batch.
     pub p2p_mb: f64,
     /// Exposed data-parallel seconds per micro-batch (ZeRO-2 gradient reduce-scatter,
@@ -121,8 +123,11 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
     let (gemm_peak, ge) = gemm_curve(ctx);
     let gemm = |mm: f64, k: f64, n: f64| ge.gemm_time(mm, k, n, gemm_peak, bw);
     let gemm_bwd = |mm: f64, k: f64, n: f64| ge.gemm_backward_time(mm, k, n, gemm_peak, bw);
-    let experts = m.experts();
-    let expert_tokens = tokens * m.active_experts() / experts;
+    // Expert parallelism: this GPU runs experts/ep experts, each on the tokens the ep ranks
+    // of its group route to it (the same FLOPs, in fewer and larger GEMMs).
+    let ep = f64::from(cfg.ep.max(1));
+    let experts = m.experts() / ep;
+    let expert_tokens = tokens * m.active_experts() / m.experts() * ep;
     let up_cols = (m.ffn_matrices() - 1.0) * m.ffn_hidden as f64 / t;
     let f = m.ffn_hidden as f64;
     let shapes = [
@@ -213,6 +218,33 @@ fn context_parallel_exposed(
     let fwd = (cp - 1.0) * comms::p2p(kv_bytes, link);
     let bwd = (cp - 1.0) * comms::p2p(2.0 * kv_bytes, link);
     (e.exposed(fwd, attn_fwd), e.exposed(bwd, attn_bwd))
+}
+
+/// Seconds per micro-batch and layer of expert parallelism's all-to-alls over `cfg.ep` ranks
+/// of the data-parallel group (TP fastest, then EP): each token's hidden state (BF16) goes to
+/// its `k` experts and comes back, in the forward (dispatch and combine) and again in the
+/// backward (their gradients), and once more in a fully recomputed forward. Under sequence
+/// parallelism each TP rank sends its 1/tp of the tokens. Not overlapped: Megatron-Core's
+/// default dispatchers wait for them.
+fn expert_parallel_layer(ctx: &PerfContext, cfg: &ParallelConfig, net: &Net) -> f64 {
+    if cfg.ep <= 1 {
+        return 0.0;
+    }
+    let (m, e) = (ctx.model, ctx.eff);
+    let tokens = cfg.mbs as f64 * m.seq_len as f64 / cfg.cp.max(1) as f64;
+    let sp_split = if e.sequence_parallel {
+        cfg.tp as f64
+    } else {
+        1.0
+    };
+    let bytes = tokens / sp_split * m.active_experts() * m.hidden as f64 * 2.0;
+    let group = Placement::strided(cfg.ep, cfg.tp, ctx.hw.fast_domain(ctx.gpus_per_node));
+    let passes = if cfg.recompute == Recompute::Full {
+        6.0
+    } else {
+        4.0
+    };
+    passes * comms::all_to_all(bytes, group, net)
 }
 
 /// Exposed seconds of ZeRO-3 / FSDP collectives per micro-batch: parameters gathered per
@@ -330,6 +362,7 @@ impl ConfigCost {
         let compute_mb_avg = layers_avg * per_layer + fixed + logits / cfg.pp as f64;
         let backward_mb = layers * (bwd + recompute) + logits * 2.0 / 3.0;
         let tp_mb = layers * tp_exposed;
+        let ep_mb = layers * expert_parallel_layer(ctx, cfg, &net);
 
         // Pipeline p2p: activation forward and gradient backward at each virtual boundary.
         let p2p_mb = if cfg.pp > 1 {
@@ -350,9 +383,13 @@ impl ConfigCost {
             0.0
         };
 
-        // Data parallelism over the local parameters of the heaviest stage.
+        // Data parallelism over the local parameters of the heaviest stage: with expert
+        // parallelism 1/ep of its experts. (Their gradients reduce over the smaller
+        // expert-data-parallel group; costed here over the whole data-parallel group, which
+        // changes a ring's time by its (n−1)/n factor only.)
         let (first, last) = stage_params(m, cfg.tp, cfg.pp);
-        let local = first.max(last);
+        let not_held = 1.0 - 1.0 / f64::from(cfg.ep.max(1));
+        let local = first.max(last) - layers * m.expert_layer_params() / t * not_held;
         let (dp_group, hsdp) = dp_groups(ctx, cfg);
         let grads = local * e.grad_bytes;
         let params = local * 2.0;
@@ -395,8 +432,10 @@ impl ConfigCost {
                 }
             }
         };
+        // ZeRO over the expert-data-parallel group leaves each GPU 1/shard of all experts'
+        // states, as without expert parallelism.
         let opt_params = if cfg.zero >= 1 {
-            local / shard_ranks(e, cfg) as f64
+            first.max(last) / shard_ranks(e, cfg) as f64
         } else {
             local
         };
@@ -407,6 +446,7 @@ impl ConfigCost {
             compute_mb_avg,
             backward_mb,
             tp_mb,
+            ep_mb,
             p2p_mb,
             dp_exposed_mb,
             dp_grad_once,
@@ -421,8 +461,8 @@ impl ConfigCost {
         let mb = validate::micro_batches(cfg, global_batch)?;
         let m = mb as f64;
         let e = ctx.eff;
-        let stage = self.compute_mb + self.tp_mb;
-        let stage_avg = self.compute_mb_avg + self.tp_mb;
+        let stage = self.compute_mb + self.tp_mb + self.ep_mb;
+        let stage_avg = self.compute_mb_avg + self.tp_mb + self.ep_mb;
         let bubble_s = (cfg.pp as f64 - 1.0) / cfg.vpp as f64 * stage_avg;
         let forward_mb = stage - self.backward_mb;
         let overlap = e.grad_reduce_overlap.clamp(0.0, 1.0);
@@ -433,6 +473,7 @@ impl ConfigCost {
             compute_s: m * self.compute_mb,
             bubble_s,
             tp_s: m * self.tp_mb,
+            ep_s: m * self.ep_mb,
             pp_s: m * self.p2p_mb,
             dp_s,
             optimizer_s: self.optimizer_s,
@@ -440,6 +481,7 @@ impl ConfigCost {
         let step = breakdown.compute_s
             + bubble_s
             + breakdown.tp_s
+            + breakdown.ep_s
             + breakdown.pp_s
             + dp_s
             + self.optimizer_s;

@@ -40,7 +40,45 @@ pub fn structure(m: &ModelProfile, cfg: &ParallelConfig) -> Result<(), Invalid> 
     if cfg.zero > 3 {
         return other(format!("ZeRO stage {} (0–3)", cfg.zero));
     }
-    Ok(())
+    expert_parallel_problem(m, cfg).map_or(Ok(()), other)
+}
+
+/// Why `cfg`'s expert-parallel degree cannot run `m`, if it cannot: EP needs a
+/// mixture-of-experts model whose experts it divides, and ranks of the data-parallel
+/// (× context-parallel) group to split them over.
+fn expert_parallel_problem(m: &ModelProfile, cfg: &ParallelConfig) -> Option<String> {
+    let ep = cfg.ep;
+    if ep == 0 {
+        return Some("EP must be ≥ 1".into());
+    }
+    if ep == 1 {
+        return None;
+    }
+    let Some(moe) = &m.moe else {
+        return Some(format!(
+            "EP {ep} needs a mixture-of-experts model; '{}' is dense",
+            m.name
+        ));
+    };
+    if !moe.experts.is_multiple_of(ep) {
+        return Some(format!("EP {ep} does not divide {} experts", moe.experts));
+    }
+    let ranks = cfg.grad_ranks();
+    (!ranks.is_multiple_of(ep)).then(|| {
+        format!("EP {ep} does not divide the {ranks} data-parallel (× context-parallel) ranks")
+    })
+}
+
+/// The expert-parallel degrees an automatic choice searches for `m` over `ranks`
+/// data-parallel (× context-parallel) ranks: every common divisor of the experts and the
+/// ranks; `[1]` for a dense model.
+pub fn expert_candidates(m: &ModelProfile, ranks: u32) -> Vec<u32> {
+    match &m.moe {
+        None => vec![1],
+        Some(moe) => (1..=moe.experts.min(ranks).max(1))
+            .filter(|&d| moe.experts.is_multiple_of(d) && ranks.is_multiple_of(d))
+            .collect(),
+    }
 }
 
 /// Why `vpp` virtual stages cannot run `m` on `pp` pipeline stages, if they cannot. Uneven
@@ -135,6 +173,7 @@ mod tests {
                             recompute: super::super::Recompute::None,
                             vpp,
                             cp: 1,
+                            ep: 1,
                         };
                         structure(&m, &cfg).is_ok()
                     })

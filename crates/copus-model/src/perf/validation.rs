@@ -271,6 +271,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
                 recompute: recompute.unwrap_or(Recompute::Selective),
                 vpp: auto_int(14)?,
                 cp: 1,
+                ep: 1,
             },
             recompute,
             batch: u64::from(int(17)?),
@@ -375,7 +376,7 @@ pub fn resolve(
         vpp: 1,
         ..c
     };
-    match enumerate::auto(ctx, &base, row.batch, &recompute, &vpps) {
+    match enumerate::auto(ctx, &base, row.batch, &recompute, (&vpps, &[base.ep])) {
         Err(super::Invalid::OutOfMemory { .. }) => {
             lightest(ctx, &base, row.batch, &recompute, &vpps)
         }
@@ -394,7 +395,7 @@ fn lightest(
     interleave: &[u32],
 ) -> Result<(ParallelConfig, Prediction), super::Invalid> {
     let key = |p: &Prediction| (p.memory_per_gpu_bytes, p.step_time_s);
-    enumerate::auto_choices(ctx, base, global_batch, recompute, interleave)?
+    enumerate::auto_choices(ctx, base, global_batch, recompute, (interleave, &[base.ep]))?
         .iter()
         .filter_map(|k| Some((k.cfg, k.at(ctx, global_batch).ok()?)))
         .min_by(|a, b| {

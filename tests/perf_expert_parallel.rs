@@ -1,0 +1,261 @@
+//! Expert parallelism for mixture-of-experts models (issue 26): the experts' states split over
+//! the EP ranks, the all-to-all that exchanges the tokens, the structural rules, and the
+//! search that picks a degree (`predict --ep auto`, the Goodput grid).
+
+use copus::goodput::{Cluster, SearchSpace, TableCell, throughput_table};
+use copus::perf::memory::{peak_memory, zero_bytes_per_param};
+use copus::perf::validate::{expert_candidates, structure};
+use copus::perf::{EfficiencyParams, ModelProfile, ParallelConfig, PerfContext, Recompute};
+use copus::profiles;
+use std::path::Path;
+use std::process::Command;
+
+fn mixtral() -> ModelProfile {
+    profiles::model("mixtral-8x7b", Path::new(".")).expect("model")
+}
+
+fn cfg(dp: u32, tp: u32, ep: u32, zero: u8) -> ParallelConfig {
+    ParallelConfig {
+        dp,
+        tp,
+        pp: 1,
+        mbs: 1,
+        zero,
+        recompute: Recompute::Full,
+        vpp: 1,
+        cp: 1,
+        ep,
+    }
+}
+
+#[test]
+fn expert_parallel_degrees_must_divide_the_experts_and_the_data_parallel_ranks() {
+    let (m, dense) = (
+        mixtral(),
+        profiles::model("llama3-8b", Path::new(".")).expect("model"),
+    );
+    assert!(structure(&m, &cfg(32, 2, 8, 1)).is_ok());
+    let why = |m: &ModelProfile, c| structure(m, &c).expect_err("refused").to_string();
+    assert!(why(&m, cfg(32, 2, 3, 1)).contains("does not divide 8 experts"));
+    assert!(why(&m, cfg(4, 2, 8, 1)).contains("does not divide the 4 data-parallel"));
+    assert!(why(&dense, cfg(32, 2, 2, 1)).contains("is dense"));
+    assert!(why(&m, cfg(32, 2, 0, 1)).contains("EP must be"));
+    // The automatic choice searches exactly the common divisors; a dense model only 1.
+    assert_eq!(expert_candidates(&m, 32), vec![1, 2, 4, 8]);
+    assert_eq!(expert_candidates(&m, 6), vec![1, 2]);
+    assert_eq!(expert_candidates(&dense, 32), vec![1]);
+    for ranks in 1..=48 {
+        for ep in 1..=16 {
+            let ok = structure(&m, &cfg(ranks, 1, ep, 1)).is_ok();
+            assert_eq!(
+                ok,
+                expert_candidates(&m, ranks).contains(&ep),
+                "{ranks} {ep}"
+            );
+        }
+    }
+}
+
+#[test]
+fn each_gpu_holds_its_share_of_the_experts_states() {
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let m = mixtral();
+    let eff = EfficiencyParams::default();
+    let layers = m.layers as f64;
+    let expert_layer = m.expert_layer_params() / 2.0; // TP 2
+    for zero in [0u8, 1, 2, 3] {
+        let states = |ep| peak_memory(&m, &cfg(32, 2, ep, zero), 16, 0.0, &eff).model_states;
+        let whole = states(1);
+        for ep in [2u32, 4, 8] {
+            // The experts leave the GPU at ZeRO's bytes over the data-parallel group and come
+            // back, 1/ep of them, at ZeRO's bytes over the expert-data-parallel group.
+            let want = whole - layers * expert_layer * zero_bytes_per_param(zero, 32, 4.0)
+                + layers * expert_layer / f64::from(ep) * zero_bytes_per_param(zero, 32 / ep, 4.0);
+            let got = states(ep);
+            assert!(
+                (got / want - 1.0).abs() < 1e-9,
+                "Z{zero} EP{ep}: {got} vs {want}"
+            );
+            // ZeRO-3 already shards every state over the whole group: EP leaves the same
+            // 1/dp of each expert's states per GPU. Below stage 3 it saves memory.
+            if zero < 3 {
+                assert!(got < whole, "Z{zero} EP{ep}");
+            } else {
+                assert!(
+                    (got / whole - 1.0).abs() < 1e-9,
+                    "Z3 EP{ep}: {got} vs {whole}"
+                );
+            }
+        }
+    }
+    // Without ZeRO, EP 8 holds an eighth of the experts: Mixtral's states drop by over 2/3.
+    let z0 = |ep| peak_memory(&m, &cfg(32, 2, ep, 0), 16, 0.0, &eff).model_states;
+    assert!(z0(8) < z0(1) / 3.0, "{} vs {}", z0(8), z0(1));
+    let _ = hw;
+}
+
+#[test]
+fn the_all_to_all_is_costed_and_slower_across_nodes() {
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let m = mixtral();
+    let eff = EfficiencyParams::default();
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &m,
+        eff: &eff,
+        gpus_per_node: 8,
+    };
+    let run = |c: ParallelConfig| copus::perf::predict(&ctx, &c, 512).expect("runs");
+    let none = run(cfg(32, 2, 1, 1));
+    assert_eq!(none.breakdown.ep_s, 0.0);
+    // EP 4 with TP 2 stays inside an 8-GPU node; EP 8 spans two nodes.
+    let inside = run(cfg(32, 2, 4, 1));
+    let across = run(cfg(32, 2, 8, 1));
+    assert!(inside.breakdown.ep_s > 0.0);
+    assert!(
+        across.breakdown.ep_s > 2.0 * inside.breakdown.ep_s,
+        "{} vs {}",
+        across.breakdown.ep_s,
+        inside.breakdown.ep_s
+    );
+    // The same FLOPs: compute within a few per cent (larger expert GEMMs are a bit faster).
+    let ratio = inside.breakdown.compute_s / none.breakdown.compute_s;
+    assert!((0.9..=1.0 + 1e-9).contains(&ratio), "{ratio}");
+    // Fewer expert gradients to reduce.
+    assert!(inside.breakdown.dp_s < none.breakdown.dp_s);
+    // The step is the sum of its parts.
+    let b = across.breakdown;
+    let sum = b.compute_s + b.bubble_s + b.tp_s + b.ep_s + b.pp_s + b.dp_s + b.optimizer_s;
+    assert!((sum / across.step_time_s - 1.0).abs() < 1e-12);
+}
+
+#[test]
+fn the_grid_searches_expert_parallelism_for_a_moe_model() {
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let m = mixtral();
+    let eff = EfficiencyParams::default();
+    let ctx = PerfContext {
+        hw: &hw,
+        model: &m,
+        eff: &eff,
+        gpus_per_node: 8,
+    };
+    let cluster = Cluster {
+        nodes: 8,
+        gpus_per_node: 8,
+    };
+    let search = SearchSpace {
+        batch_sizes: vec![512],
+        ..SearchSpace::default()
+    };
+    let table = throughput_table(&ctx, &cluster, &search);
+    let feasible: Vec<&ParallelConfig> = table
+        .cells
+        .iter()
+        .filter_map(|c| match c {
+            TableCell::Feasible { config, .. } => Some(config),
+            TableCell::Infeasible(_) => None,
+        })
+        .collect();
+    assert!(!feasible.is_empty());
+    // Mixtral's 47B parameters do not fit 64 H100 with every expert on every GPU at TP ≤ 2:
+    // the layouts that run there do so with expert parallelism.
+    assert!(
+        feasible.iter().any(|c| c.ep > 1),
+        "{:?}",
+        feasible.iter().map(|c| c.to_string()).collect::<Vec<_>>()
+    );
+    assert!(
+        feasible
+            .iter()
+            .all(|c| 8 % c.ep == 0 && c.grad_ranks() % c.ep == 0)
+    );
+}
+
+fn copus(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn predict_chooses_or_takes_the_expert_parallel_degree() {
+    let base = [
+        "predict",
+        "--model",
+        "mixtral-8x7b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--tp",
+        "2",
+        "--batch",
+        "512",
+    ];
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let (ok, out, err) = copus(&args);
+        assert!(ok, "{err}");
+        serde_json::from_str(&out).expect("json")
+    };
+    let auto = json(&["--json"]);
+    let chosen = auto["ep"].as_u64().expect("ep");
+    assert!([2, 4, 8].contains(&chosen), "{auto}");
+    assert!(auto["breakdown"]["ep_s"].as_f64().expect("ep_s") > 0.0);
+    assert_eq!(auto["fits"], true);
+    // Auto is the fastest of the degrees that fit.
+    for ep in ["1", "2", "4", "8"] {
+        let fixed = json(&["--json", "--ep", ep]);
+        assert_eq!(fixed["ep"].as_u64(), ep.parse().ok());
+        if fixed["fits"] == true {
+            assert!(
+                fixed["tokens_per_s"].as_f64() <= auto["tokens_per_s"].as_f64(),
+                "EP {ep}: {fixed}"
+            );
+        }
+    }
+    // EP 1 does not fit; the nearest change names an EP degree.
+    let one = json(&["--json", "--ep", "1"]);
+    assert_eq!(one["fits"], false);
+    let flags = one["nearest_change"]["flags"].as_str().expect("flags");
+    assert!(flags.contains("--ep "), "{flags}");
+    // Text names the degree and the all-to-all share.
+    let (ok, text, _) = copus(&base);
+    assert!(
+        ok && text.contains(&format!("EP {chosen}")) && text.contains("EP "),
+        "{text}"
+    );
+    // Bad degrees are clear errors naming the flag's value.
+    let (ok, _, err) = copus(&[&base[..], &["--ep", "3"]].concat());
+    assert!(
+        !ok && err.contains("--ep 3") && err.contains("does not divide 8 experts"),
+        "{err}"
+    );
+    let (ok, _, err) = copus(&[&base[..], &["--ep", "zero"]].concat());
+    assert!(
+        !ok && err.contains("--ep must be a positive whole number"),
+        "{err}"
+    );
+    let dense = [
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--batch",
+        "512",
+        "--ep",
+        "2",
+    ];
+    let (ok, _, err) = copus(&dense);
+    assert!(!ok && err.contains("is dense"), "{err}");
+}
