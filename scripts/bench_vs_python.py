@@ -10,10 +10,11 @@ median's ratio to the Python loop's median. The baselines are whole processes to
   python-json   python -c "import json; [json.loads(l) for l in open(F)]"
   polars        python -c "import polars; polars.read_ndjson(F)"   (skipped without polars)
 
-  scripts/bench_vs_python.py FILE [--rounds N] [--settle-ms MS] [--copus PATH] [--python PATH]
-                              [--json]
+  scripts/bench_vs_python.py FILE [--rounds N] [--settle-ms MS] [--copus PATH]
+                              [--copus-before PATH] [--python PATH] [--json]
 
 FILE: a stats protocol file, e.g. `python3 scripts/gen_stats.py FILE 100000 --layers 4`.
+--copus-before: an earlier build whose commands run in the same rounds (named "before: ...").
 --python: the interpreter of the baselines (default: this one); polars is looked for there.
 --settle-ms: before each timed command, keep every core busy this long, untimed (default 0).
   On a virtual machine whose host parks idle virtual CPUs, a command that starts after a core
@@ -35,15 +36,24 @@ import tempfile
 import time
 
 
-def commands(copus, python, path, lines):
-    """(name, argv) of every command timed; polars only where the interpreter has it."""
+def copus_commands(copus, path, lines):
+    """(name, argv) of the copus commands timed."""
     steps = str(lines)
-    cmds = [
+    return [
         ("analyze --json", [copus, "analyze", path, "--json"]),
         ("analyze --json-lines", [copus, "analyze", path, "--json-lines"]),
         ("analyze --json --summary-only", [copus, "analyze", path, "--json", "--summary-only"]),
         ("watch --headless --json",
          [copus, "watch", path, "--headless", "--until-steps", steps, "--json"]),
+    ]
+
+
+def commands(copus, before, python, path, lines):
+    """(name, argv) of every command timed; polars only where the interpreter has it."""
+    cmds = copus_commands(copus, path, lines)
+    if before:
+        cmds += [("before: " + name, argv) for name, argv in copus_commands(before, path, lines)]
+    cmds += [
         ("python-json", [python, "-c",
                          "import json, sys\n[json.loads(l) for l in open(sys.argv[1])]", path]),
     ]
@@ -82,12 +92,13 @@ def main():
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--settle-ms", type=int, default=0)
     p.add_argument("--copus", default="target/release/copus")
+    p.add_argument("--copus-before", default=None)
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     with open(a.file, "rb") as f:
         lines = sum(1 for _ in f)
-    cmds = commands(a.copus, a.python, a.file, lines)
+    cmds = commands(a.copus, a.copus_before, a.python, a.file, lines)
     times = {name: [] for name, _ in cmds}
     sizes = {}
     with tempfile.TemporaryDirectory() as tmp:
