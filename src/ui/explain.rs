@@ -131,6 +131,9 @@ fn options(e: &Explanation) -> String {
         "mbs {} · ZeRO-{} · recompute {} · interleave {}",
         c.mbs, c.zero, c.recompute, c.vpp
     );
+    if c.ep > 1 {
+        s.push_str(&format!(" · EP {}", c.ep));
+    }
     let n = e.micro_batches;
     s.push_str(&format!(
         " · {n} micro-batch{} per step",

@@ -40,9 +40,15 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                     bold.fg(theme::current().good),
                 ),
             ]));
+            let c = &r.best.config;
+            let ep = if c.ep > 1 {
+                format!(" · EP {}", c.ep)
+            } else {
+                String::new()
+            };
             lines.push(Line::from(format!(
-                "  mbs {} · ZeRO-{} · recompute {}",
-                r.best.config.mbs, r.best.config.zero, r.best.config.recompute
+                "  mbs {} · ZeRO-{} · recompute {}{ep}",
+                c.mbs, c.zero, c.recompute
             )));
             lines.push(Line::from(goodput_line(
                 form,

@@ -178,10 +178,7 @@ pub fn state_label(table: &ThroughputTable, p: &Problem, s: usize) -> String {
     );
     match st.cell.map(|(l, b)| table.cell(l, b)) {
         Some(TableCell::Feasible { config, .. }) => {
-            format!(
-                "{base} (mbs{} Z{} rc:{})",
-                config.mbs, config.zero, config.recompute
-            )
+            format!("{base} ({})", config.options_label())
         }
         _ => base,
     }

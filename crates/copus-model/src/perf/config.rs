@@ -214,22 +214,23 @@ impl From<&ParallelConfig> for ConfigJson {
     }
 }
 
-impl fmt::Display for ParallelConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} mbs{} Z{} rc:{}",
-            self.layout_label(),
-            self.mbs,
-            self.zero,
-            self.recompute
-        )?;
+impl ParallelConfig {
+    /// The options beside the layout, e.g. "mbs2 Z1 rc:none v4 EP8" (the virtual stages and
+    /// the expert-parallel degree only where they are above 1).
+    pub fn options_label(&self) -> String {
+        let mut s = format!("mbs{} Z{} rc:{}", self.mbs, self.zero, self.recompute);
         if self.vpp > 1 {
-            write!(f, " v{}", self.vpp)?;
+            s.push_str(&format!(" v{}", self.vpp));
         }
         if self.ep > 1 {
-            write!(f, " EP{}", self.ep)?;
+            s.push_str(&format!(" EP{}", self.ep));
         }
-        Ok(())
+        s
+    }
+}
+
+impl fmt::Display for ParallelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.layout_label(), self.options_label())
     }
 }
