@@ -259,3 +259,24 @@ fn predict_chooses_or_takes_the_expert_parallel_degree() {
     let (ok, _, err) = copus(&dense);
     assert!(!ok && err.contains("is dense"), "{err}");
 }
+
+#[test]
+fn plans_and_the_explorer_name_the_expert_parallel_degree() {
+    // A bundled session with its model swapped for Mixtral: every layout that runs on 32 H100
+    // needs expert parallelism, and the plan and the recommendation say which.
+    let text = std::fs::read_to_string("sessions/paper-32b-32xh100.ron").expect("session");
+    let moe = text.replace("Named(\"llama-32b\")", "Named(\"mixtral-8x7b\")");
+    assert_ne!(moe, text, "the session names llama-32b");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mixtral.ron");
+    std::fs::write(&path, moe).expect("write");
+    let path = path.to_str().expect("utf-8 path");
+    let (ok, plan, err) = copus(&["plan", path]);
+    assert!(ok, "{err}");
+    let starts: Vec<&str> = plan.lines().filter(|l| l.contains(" B=")).collect();
+    assert!(!starts.is_empty(), "{plan}");
+    assert!(starts.iter().all(|l| l.contains(" EP")), "{plan}");
+    let (ok, screen, err) = copus(&["snapshot", path, "--size", "120x40"]);
+    assert!(ok, "{err}");
+    assert!(screen.contains("· EP "), "{screen}");
+}
