@@ -292,11 +292,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     println!("  per row: measured s, profile model s, calibrated s, error");
     for r in &out.rows {
         println!(
-            "    {:34} batch {:>6}  {:>9.4}  {:>9.4}  {:>9.4}  {:+6.1}%",
-            format!(
-                "{} mbs{} Z{} rc:{}",
-                r.config.layout, r.config.mbs, r.config.zero, r.config.recompute
-            ),
+            "    {:38} batch {:>6}  {:>9.4}  {:>9.4}  {:>9.4}  {:+6.1}%",
+            r.config.label(),
             r.batch,
             r.measured_s,
             r.profile_s,

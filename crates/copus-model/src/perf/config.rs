@@ -188,6 +188,28 @@ pub struct ConfigJson {
     pub ep: u32,
 }
 
+impl ConfigJson {
+    /// The configuration as one label, as [`ParallelConfig`]'s `Display` writes it:
+    /// "DP8·TP1·PP2 mbs1 Z1 rc:full v4 EP8".
+    pub fn label(&self) -> String {
+        let options = options_text(self.mbs, self.zero, &self.recompute, self.vpp, self.ep);
+        format!("{} {options}", self.layout)
+    }
+}
+
+/// "mbs2 Z1 rc:none v4 EP8": the options of a configuration, the virtual stages and the
+/// expert-parallel degree only where above 1.
+fn options_text(mbs: u32, zero: u8, recompute: &dyn fmt::Display, vpp: u32, ep: u32) -> String {
+    let mut s = format!("mbs{mbs} Z{zero} rc:{recompute}");
+    if vpp > 1 {
+        s.push_str(&format!(" v{vpp}"));
+    }
+    if ep > 1 {
+        s.push_str(&format!(" EP{ep}"));
+    }
+    s
+}
+
 /// Serialize a configuration as [`ConfigJson`]; for `#[serde(serialize_with = ...)]` on
 /// fields of JSON outputs that hold a [`ParallelConfig`].
 pub fn serialize_as_json<S: serde::Serializer>(
@@ -218,14 +240,7 @@ impl ParallelConfig {
     /// The options beside the layout, e.g. "mbs2 Z1 rc:none v4 EP8" (the virtual stages and
     /// the expert-parallel degree only where they are above 1).
     pub fn options_label(&self) -> String {
-        let mut s = format!("mbs{} Z{} rc:{}", self.mbs, self.zero, self.recompute);
-        if self.vpp > 1 {
-            s.push_str(&format!(" v{}", self.vpp));
-        }
-        if self.ep > 1 {
-            s.push_str(&format!(" EP{}", self.ep));
-        }
-        s
+        options_text(self.mbs, self.zero, &self.recompute, self.vpp, self.ep)
     }
 }
 

@@ -4,7 +4,8 @@
 //! CSV format: a header line naming the columns, then one measured step (or the mean of several)
 //! per line. Required columns: `dp`, `tp`, `pp`, `mbs`, `batch` (global batch, samples),
 //! `step_time_s` (seconds). Optional: `zero` (0–3, default 1), `recompute`
-//! (`none|selective|op|full`, default `selective`), `vpp` (default 1). Column order is free;
+//! (`none|selective|op|full`, default `selective`), `vpp`, `cp` and `ep` (context- and
+//! expert-parallel degrees; each default 1; `dp` is the data-parallel degree beside them). Column order is free;
 //! blank lines and lines starting with `#` are skipped.
 
 use super::{ParallelConfig, Recompute};
@@ -151,6 +152,7 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
     let (dp, tp, pp, mbs) = (need("dp")?, need("tp")?, need("pp")?, need("mbs")?);
     let (batch, time) = (need("batch")?, need("step_time_s")?);
     let (zero, rc, vpp) = (find("zero"), find("recompute"), find("vpp"));
+    let (cp, ep) = (find("cp"), find("ep"));
     let mut out = Vec::new();
     for (n, line) in lines {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -200,6 +202,16 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
             })?;
         let optional =
             |i: Option<usize>| i.and_then(|i| f.get(i).copied().filter(|s| !s.is_empty()));
+        // An optional degree column: 1 where absent or empty, else a positive whole number.
+        let degree = |i: Option<usize>, name: &str| -> Result<u32, MeasurementError> {
+            let Some(i) = i.filter(|_| optional(i).is_some()) else {
+                return Ok(1);
+            };
+            match small(i, name)? {
+                0 => Err(err(n, format!("'{name}' must be at least 1"))),
+                v => Ok(v),
+            }
+        };
         let recompute = match optional(rc) {
             None | Some("selective") => Recompute::Selective,
             Some("none") => Recompute::None,
@@ -222,12 +234,9 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
                 mbs: small(mbs, "mbs")?,
                 zero,
                 recompute,
-                vpp: match vpp.filter(|_| optional(vpp).is_some()) {
-                    Some(i) => small(i, "vpp")?,
-                    None => 1,
-                },
-                cp: 1,
-                ep: 1,
+                vpp: degree(vpp, "vpp")?,
+                cp: degree(cp, "cp")?,
+                ep: degree(ep, "ep")?,
             },
             batch: int(batch, "batch")?,
             step_time_s,
@@ -239,6 +248,26 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_reads_the_optional_degrees() {
+        let text =
+            "dp,tp,pp,mbs,batch,step_time_s,vpp,cp,ep\n8,1,2,1,64,2.5,4,2,8\n16,1,1,1,64,2,,,\n";
+        let m = parse_csv(text, "d.csv").expect("parses");
+        let c = m[0].config;
+        assert_eq!((c.vpp, c.cp, c.ep), (4, 2, 8));
+        let c = m[1].config;
+        assert_eq!((c.vpp, c.cp, c.ep), (1, 1, 1));
+        let zero = parse_csv(
+            "dp,tp,pp,mbs,batch,step_time_s,ep\n8,1,1,1,8,1,0\n",
+            "z.csv",
+        );
+        let msg = zero.expect_err("ep 0").to_string();
+        assert!(
+            msg.starts_with("z.csv:2:") && msg.contains("'ep' must be at least 1"),
+            "{msg}"
+        );
+    }
 
     #[test]
     fn csv_parses_and_errors_name_the_line() {
