@@ -279,4 +279,28 @@ fn plans_and_the_explorer_name_the_expert_parallel_degree() {
     let (ok, screen, err) = copus(&["snapshot", path, "--size", "120x40"]);
     assert!(ok, "{err}");
     assert!(screen.contains("· EP "), "{screen}");
+    // The schedules a trainer runs carry the degree, or say they cannot.
+    let (ok, json, err) = copus(&["plan", path, "--emit", "json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let phases = v["phases"].as_array().expect("phases");
+    let eps: Vec<u64> = phases.iter().filter_map(|p| p["ep"].as_u64()).collect();
+    assert!(
+        !eps.is_empty() && eps.len() == phases.len() && eps.iter().all(|&e| e > 1),
+        "{v}"
+    );
+    let (ok, megatron, err) = copus(&["plan", path, "--emit", "megatron"]);
+    assert!(ok, "{err}");
+    assert!(
+        megatron.contains(&format!("--expert-model-parallel-size {}", eps[0])),
+        "{megatron}"
+    );
+    let (ok, titan, err) = copus(&["plan", path, "--emit", "torchtitan"]);
+    assert!(ok, "{err}");
+    assert!(
+        titan.contains(&format!("expert_parallel_degree = {}", eps[0])),
+        "{titan}"
+    );
+    let (ok, _, err) = copus(&["plan", path, "--emit", "deepspeed"]);
+    assert!(!ok && err.contains("expert parallelism"), "{err}");
 }

@@ -77,6 +77,15 @@ fn phase(p: &EmitPhase, ctx: &EmitContext, report: &PlanReport) -> Result<Phase,
             "context parallelism (DeepSpeed-Ulysses splits sequences with all-to-all, a different scheme)",
         ));
     }
+    if p.ep > 1 {
+        return Err(p.inexpressible(
+            TARGET,
+            format!(
+                "expert parallelism {} (DeepSpeed-MoE takes ep_size in the model's MoE layers, not in its config file)",
+                p.ep
+            ),
+        ));
+    }
     if report.stack.settings.precision == "fp8" {
         return Err(p.inexpressible(TARGET, "FP8 GEMMs in its configuration"));
     }

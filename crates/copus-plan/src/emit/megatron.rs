@@ -42,6 +42,7 @@ pub fn ramp(phases: &[EmitPhase]) -> Option<Ramp> {
             p.micro_batch,
             p.zero,
             p.vpp,
+            p.ep,
             &p.recompute,
         ) == (
             first.dp,
@@ -51,6 +52,7 @@ pub fn ramp(phases: &[EmitPhase]) -> Option<Ramp> {
             first.micro_batch,
             first.zero,
             first.vpp,
+            first.ep,
             &first.recompute,
         )
     };
@@ -99,6 +101,9 @@ fn layout_args(
     ];
     if p.cp > 1 {
         a.push(format!("--context-parallel-size {}", p.cp));
+    }
+    if p.ep > 1 {
+        a.push(format!("--expert-model-parallel-size {}", p.ep));
     }
     if p.pp > 1 || p.vpp > 1 {
         let per = layers_per_stage(p, ctx.layers).map_err(|why| {

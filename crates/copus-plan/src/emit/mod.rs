@@ -127,6 +127,8 @@ pub struct EmitPhase {
     pub recompute: String,
     /// Virtual pipeline stages per GPU (1: not interleaved).
     pub vpp: u32,
+    /// Expert-parallel degree of a mixture-of-experts model (1: none).
+    pub ep: u32,
     /// The trajectory's step where the phase starts (the explorer's timeline position).
     pub trajectory_step: u64,
 }
@@ -255,6 +257,7 @@ fn phase_of(
         zero: config.zero,
         recompute: config.recompute.clone(),
         vpp: config.vpp.max(1),
+        ep: config.ep.max(1),
         trajectory_step: run.at_step,
     })
 }

@@ -39,6 +39,8 @@ struct Parallelism {
     fsdp_reshard_after_forward: &'static str,
     tensor_parallel_degree: u32,
     context_parallel_degree: u32,
+    /// torchtitan's `expert_parallel_degree` (MoE models; 1: none).
+    expert_parallel_degree: u32,
     pipeline_parallel_degree: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pipeline_parallel_microbatch_size: Option<u32>,
@@ -131,6 +133,7 @@ fn job(
             fsdp_reshard_after_forward: reshard,
             tensor_parallel_degree: p.tp,
             context_parallel_degree: p.cp,
+            expert_parallel_degree: p.ep,
             pipeline_parallel_degree: p.pp,
             pipeline_parallel_microbatch_size: pipelined.then_some(p.micro_batch),
             pipeline_parallel_schedule: pipelined.then_some(if p.vpp > 1 {
