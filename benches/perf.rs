@@ -40,6 +40,7 @@ fn setup() -> Setup {
             interleave: vec![1, 2, 4],
             allow_cross_node_tp: false,
             context_parallel: vec![1],
+            expert_parallel: Vec::new(),
         },
     }
 }
@@ -100,6 +101,7 @@ fn naive_predict_every_cell(bencher: divan::Bencher) {
         zero: &s.search.zero,
         recompute: &s.search.recompute,
         interleave: &s.search.interleave,
+        expert_parallel: &s.search.expert_parallel,
     };
     let configs: Vec<ParallelConfig> = configurations(&s.ctx(), 64, &choices, false)
         .into_iter()

@@ -304,3 +304,41 @@ fn plans_and_the_explorer_name_the_expert_parallel_degree() {
     let (ok, _, err) = copus(&["plan", path, "--emit", "deepspeed"]);
     assert!(!ok && err.contains("expert parallelism"), "{err}");
 }
+
+#[test]
+fn a_session_can_state_its_expert_parallel_degree() {
+    let text = std::fs::read_to_string("sessions/paper-32b-32xh100.ron").expect("session");
+    let moe = text.replace("Named(\"llama-32b\")", "Named(\"mixtral-8x7b\")");
+    let with = |eps: &str| {
+        moe.replace(
+            "allow_cross_node_tp: false,",
+            &format!("allow_cross_node_tp: false,\n        expert_parallel: {eps},"),
+        )
+    };
+    assert_ne!(with("[8]"), moe, "the session has a search block");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, body: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).expect("write");
+        p.to_str().expect("utf-8").to_string()
+    };
+    let eight = write("ep8.ron", with("[8]"));
+    let (ok, out, err) = copus(&["grid", &eight, "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let cells = v["cells"].as_array().expect("cells");
+    let mut feasible = 0;
+    for c in cells {
+        if c["feasible"] == true {
+            feasible += 1;
+            assert_eq!(c["config"]["ep"], 8, "{c}");
+        } else if c["layout"].as_str().is_some_and(|l| l.starts_with("DP4·")) {
+            let why = c["reason"].as_str().expect("reason");
+            assert!(why.contains("EP 8 does not divide the 4"), "{why}");
+        }
+    }
+    assert!(feasible > 0);
+    let zero = write("ep0.ron", with("[0]"));
+    let (ok, _, err) = copus(&["grid", &zero]);
+    assert!(!ok && err.contains("search.expert_parallel"), "{err}");
+}

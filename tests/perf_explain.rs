@@ -158,6 +158,7 @@ fn the_nearest_change_runs_and_nothing_nearer_does() {
         zero: &search.zero,
         recompute: &search.recompute,
         interleave: &search.interleave,
+        expert_parallel: &search.expert_parallel,
     };
     let mut found = 0;
     // 70B on 64 GPUs: pure data parallelism and narrow layouts run out of memory.

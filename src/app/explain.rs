@@ -74,6 +74,7 @@ pub fn cell_view(app: &App, (row, col): (usize, usize)) -> Option<CellView> {
         zero: &search.zero,
         recompute: &search.recompute,
         interleave: &search.interleave,
+        expert_parallel: &search.expert_parallel,
     };
     let dims = layout;
     let kind = match table.cell(row, col) {

@@ -227,6 +227,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         zero: &s.search.zero,
         recompute: &s.search.recompute,
         interleave: &s.search.interleave,
+        expert_parallel: &s.search.expert_parallel,
     };
     let cell_out = |i: usize| {
         let (l, b) = (i / nb, i % nb);

@@ -200,6 +200,22 @@ fn search(s: &crate::goodput::SearchSpace) -> Result<(), Invalid> {
             format!("context-parallel degrees lie in 1..=1024, got {c}"),
         ));
     }
+    // Empty is allowed here: every degree the model and layout allow.
+    if s.expert_parallel.len() > MAX_SEARCH_LIST {
+        return Err(Invalid::new(
+            "search.expert_parallel",
+            format!(
+                "{} entries; at most {MAX_SEARCH_LIST}",
+                s.expert_parallel.len()
+            ),
+        ));
+    }
+    if let Some(e) = s.expert_parallel.iter().find(|e| **e == 0 || **e > 1024) {
+        return Err(Invalid::new(
+            "search.expert_parallel",
+            format!("expert-parallel degrees lie in 1..=1024, got {e}"),
+        ));
+    }
     Ok(())
 }
 

@@ -67,6 +67,9 @@ pub struct SearchSpace {
     pub allow_cross_node_tp: bool,
     /// Context-parallel degrees to lay out (1: none; long sequences: `[1, 2, 4, 8]`).
     pub context_parallel: Vec<u32>,
+    /// Expert-parallel degrees a mixture-of-experts model may use (each layout keeps those it
+    /// allows); empty, the default: every degree that divides the experts and dp·cp.
+    pub expert_parallel: Vec<u32>,
 }
 
 impl Default for SearchSpace {
@@ -79,6 +82,7 @@ impl Default for SearchSpace {
             interleave: vec![1],
             allow_cross_node_tp: false,
             context_parallel: vec![1],
+            expert_parallel: Vec::new(),
         }
     }
 }
@@ -185,6 +189,7 @@ pub fn throughput_table(
         zero: &search.zero,
         recompute: &search.recompute,
         interleave: &search.interleave,
+        expert_parallel: &search.expert_parallel,
     };
     let batches = batch_axis(search, cluster);
     let floors: Vec<Option<String>> = batches.iter().map(|&b| moe_floor_problem(ctx, b)).collect();

@@ -16,6 +16,10 @@ pub struct Choices<'a> {
     pub recompute: &'a [Recompute],
     /// Virtual pipeline stages (used only where pp > 1; 1 is always tried).
     pub interleave: &'a [u32],
+    /// Expert-parallel degrees of a mixture-of-experts model, those the layout allows (all of
+    /// them, to be refused with their reason, when it allows none); empty: every degree it
+    /// allows ([`super::validate::expert_candidates`]).
+    pub expert_parallel: &'a [u32],
 }
 
 /// Divisors of `n`, ascending.
@@ -100,7 +104,15 @@ pub fn model_layout_configs(
     choices: &Choices,
 ) -> Vec<ParallelConfig> {
     let layout = layout.into();
-    let eps = super::validate::expert_candidates(model, layout.dp.saturating_mul(layout.cp));
+    let mut eps = super::validate::expert_candidates(model, layout.dp.saturating_mul(layout.cp));
+    if !choices.expert_parallel.is_empty() {
+        eps.retain(|e| choices.expert_parallel.contains(e));
+        if eps.is_empty() {
+            // None of the asked-for degrees fits this layout: cost them anyway, so that the
+            // cell says why ("EP 8 does not divide the 4 data-parallel ranks").
+            eps = choices.expert_parallel.to_vec();
+        }
+    }
     with_expert_degrees(layout_configs(layout, choices), &eps)
 }
 
@@ -216,6 +228,7 @@ pub fn auto_choices(
         zero: &[base.zero],
         recompute,
         interleave,
+        expert_parallel: &[],
     };
     super::validate::structure(
         ctx.model,

@@ -308,6 +308,7 @@ pub fn candidates(
                 zero: &ZERO,
                 recompute: &RECOMPUTE,
                 interleave: choices.interleave,
+                expert_parallel: choices.expert_parallel,
             };
             for cfg in model_layout_configs(ctx.model, layout, &wide) {
                 let distance = log2_steps(ft)
