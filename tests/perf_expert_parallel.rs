@@ -342,3 +342,57 @@ fn a_session_can_state_its_expert_parallel_degree() {
     let (ok, _, err) = copus(&["grid", &zero]);
     assert!(!ok && err.contains("search.expert_parallel"), "{err}");
 }
+
+#[test]
+fn the_what_if_fixes_the_expert_parallel_degree() {
+    use copus::app::whatif::{FIELDS, Field, value};
+    use copus::app::{Effect, Msg, update};
+    use copus::cli::open::app_for_session;
+    use copus::goodput::TableCell;
+    use std::sync::Arc;
+    let text = std::fs::read_to_string("sessions/paper-32b-32xh100.ron").expect("session");
+    let moe = text.replace("Named(\"llama-32b\")", "Named(\"mixtral-8x7b\")");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mixtral.ron");
+    std::fs::write(&path, moe).expect("write");
+    let mut app = app_for_session(&path).expect("loads");
+    assert_eq!(value(&app.resolved, Field::ExpertParallel), "any that fits");
+    let row = FIELDS
+        .iter()
+        .position(|f| *f == Field::ExpertParallel)
+        .expect("listed") as i64;
+    update(&mut app, Msg::ShowSide(copus::session::Panel::WhatIf));
+    update(&mut app, Msg::WhatIfRow(row));
+    // any → 1 → 2 → 4.
+    let mut effects = Vec::new();
+    for _ in 0..3 {
+        effects = update(&mut app, Msg::WhatIfChange(1));
+    }
+    assert_eq!(value(&app.resolved, Field::ExpertParallel), "EP 4");
+    assert_eq!(app.resolved.session.search.expert_parallel, vec![4]);
+    let generation = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::ComputeTable { generation } => Some(*generation),
+            _ => None,
+        })
+        .expect("a new table");
+    let table = Arc::new(copus::runtime::table_job(&app).compute());
+    update(&mut app, Msg::TableReady { generation, table });
+    let t = app.table.as_ref().expect("table");
+    let eps: Vec<u32> = t
+        .cells
+        .iter()
+        .filter_map(|c| match c {
+            TableCell::Feasible { config, .. } => Some(config.ep),
+            TableCell::Infeasible(_) => None,
+        })
+        .collect();
+    assert!(!eps.is_empty() && eps.iter().all(|&e| e == 4), "{eps:?}");
+    // A dense model says so.
+    let dense = app_for_session(Path::new("sessions/paper-32b-32xh100.ron")).expect("loads");
+    assert_eq!(
+        value(&dense.resolved, Field::ExpertParallel),
+        "none (dense model)"
+    );
+}

@@ -42,6 +42,9 @@ pub enum Field {
     PerfModel,
     /// Context-parallel degrees laid out on the heatmap.
     ContextParallel,
+    /// Expert-parallel degree of a mixture-of-experts model (searched: any the layout allows,
+    /// or exactly one).
+    ExpertParallel,
     /// Training stack preset (docs/MODEL.md, "Stating your stack").
     Stack,
     /// GEMM precision of the stack (BF16 or FP8).
@@ -55,7 +58,7 @@ pub enum Field {
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 20] = [
+pub const FIELDS: [Field; 21] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -73,6 +76,7 @@ pub const FIELDS: [Field; 20] = [
     Field::Stack,
     Field::Precision,
     Field::ContextParallel,
+    Field::ExpertParallel,
     Field::Objective,
     Field::Reshard,
     Field::SwitchThreshold,
@@ -86,6 +90,18 @@ const CHECKPOINT_BW: [f64; 7] = [0.5e9, 1e9, 2e9, 5e9, 10e9, 20e9, 50e9];
 
 const GPUS_PER_NODE: [u32; 4] = [1, 2, 4, 8];
 const CP_DEGREES: [u32; 4] = [1, 2, 4, 8];
+/// The expert-parallel choices the editor cycles through: any degree the layout allows, then
+/// exactly one.
+const EP_CHOICES: [Option<u32>; 8] = [
+    None,
+    Some(1),
+    Some(2),
+    Some(4),
+    Some(8),
+    Some(16),
+    Some(32),
+    Some(64),
+];
 const THRESHOLDS: [f64; 6] = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2];
 const SCALES: [f64; 11] = [
     0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0,
@@ -102,6 +118,7 @@ impl Field {
             Field::Zero => "ZeRO stage",
             Field::Recompute => "recompute",
             Field::ContextParallel => "CP degrees",
+            Field::ExpertParallel => "EP degree",
             Field::BCritScale => "B_crit scale",
             Field::StatEff => "efficiency form",
             Field::CurrentBatch => "current batch",
@@ -201,6 +218,17 @@ pub fn value(r: &Resolved, field: Field) -> String {
                     .join(", ")
             ),
         },
+        Field::ExpertParallel => match (s.search.expert_parallel.as_slice(), &r.model.moe) {
+            (_, None) => "none (dense model)".into(),
+            ([], Some(_)) => "any that fits".into(),
+            (many, Some(_)) => format!(
+                "EP {}",
+                many.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
         Field::BCritScale => format!("×{}", s.b_crit_scale),
         // Under the lr-sqrt objective the heatmap is weighted by that objective's efficiency
         // (not monotone in B: the learning rate grows with √B), whatever this form says.
@@ -286,6 +314,13 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             let current = s.search.context_parallel.len().clamp(1, CP_DEGREES.len());
             let n = step_in(&[1usize, 2, 3, 4], current, delta);
             s.search.context_parallel = CP_DEGREES[..n].to_vec();
+        }
+        Field::ExpertParallel => {
+            let current = match s.search.expert_parallel.as_slice() {
+                [one] => Some(*one),
+                _ => None,
+            };
+            s.search.expert_parallel = step_in(&EP_CHOICES, current, delta).into_iter().collect();
         }
         Field::BCritScale => s.b_crit_scale = step_in(&SCALES, s.b_crit_scale, delta),
         Field::StatEff => {
