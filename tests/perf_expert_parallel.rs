@@ -209,6 +209,12 @@ fn predict_chooses_or_takes_the_expert_parallel_degree() {
     let chosen = auto["ep"].as_u64().expect("ep");
     assert!([2, 4, 8].contains(&chosen), "{auto}");
     assert!(auto["breakdown"]["ep_s"].as_f64().expect("ep_s") > 0.0);
+    // The prediction says what it leaves out for a MoE model.
+    let caveat = auto["caveats"][0].as_str().expect("a caveat");
+    assert!(
+        caveat.contains("8 experts, top-2") && caveat.contains("not modelled"),
+        "{caveat}"
+    );
     assert_eq!(auto["fits"], true);
     // Auto is the fastest of the degrees that fit.
     for ep in ["1", "2", "4", "8"] {
@@ -258,6 +264,15 @@ fn predict_chooses_or_takes_the_expert_parallel_degree() {
     ];
     let (ok, _, err) = copus(&dense);
     assert!(!ok && err.contains("is dense"), "{err}");
+    let dense_ok: Vec<&str> = dense[..dense.len() - 2]
+        .iter()
+        .chain(&["--json"])
+        .copied()
+        .collect();
+    let (ok, out, err) = copus(&dense_ok);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["caveats"], serde_json::json!([]));
 }
 
 #[test]

@@ -140,6 +140,8 @@ struct Output<'a> {
     /// For a configuration that does not fit: the fastest one on the same GPUs that does, as
     /// flags and its prediction (`None` when it fits or nothing fits).
     nearest_change: Option<NearestFit>,
+    /// What the prediction leaves out for this model, one sentence each (empty for most).
+    caveats: Vec<String>,
 }
 
 /// The nearest configuration that runs, as `predict` reports it.
@@ -313,6 +315,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         memory,
         reason,
         nearest_change,
+        caveats: caveats(&model),
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
     // nearest change that runs), exit status 0; errors are for inputs that cannot be costed.
@@ -335,6 +338,21 @@ fn auto_or_count(value: &str, flag: &str) -> anyhow::Result<Option<u32>> {
         .filter(|m| *m > 0)
         .map(Some)
         .with_context(|| format!("{flag} must be a positive whole number or 'auto', got '{value}'"))
+}
+
+/// What the model leaves out for `m`: for a mixture-of-experts model, the router, the token
+/// permutation and load imbalance (docs/MODEL.md: a model of 128 narrow experts measured 2.5×
+/// slower than predicted).
+fn caveats(m: &crate::perf::ModelProfile) -> Vec<String> {
+    match &m.moe {
+        Some(moe) => vec![format!(
+            "{} experts, top-{}: routing, token permutation and load imbalance are not \
+             modelled, so the step is a lower bound; many narrow experts measure up to 2.5× \
+             slower (docs/MODEL.md, expert parallelism)",
+            moe.experts, moe.top_k
+        )],
+        None => Vec::new(),
+    }
 }
 
 /// The `predict` flags that select `c`.
@@ -488,6 +506,9 @@ fn print_text(o: &Output) {
         pct(b.dp_s),
         pct(b.optimizer_s)
     );
+    for c in &o.caveats {
+        println!("  note             {c}");
+    }
     if let Some(why) = &o.reason {
         println!("  cannot run       {why}");
         match &o.nearest_change {
