@@ -108,6 +108,9 @@ impl std::fmt::Display for LinkStatus {
 }
 
 /// What a follower thread reports.
+// Nearly every event is a `Record`, sent in batches: boxing it (to shrink the rare variants)
+// measured 10 % slower through `watch` (BENCHMARKS.md, issue 32).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum LiveEvent {
     /// A valid record (it may carry a producer's `skipped` flag).

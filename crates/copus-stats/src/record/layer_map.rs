@@ -9,6 +9,7 @@
 
 use crate::record::step::LayerSq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -20,7 +21,9 @@ pub type LayerName = Arc<str>;
 /// `BTreeMap<String, _>` iterates), one entry per name.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LayerMap {
-    entries: Vec<(LayerName, LayerSq)>,
+    /// Up to four layers held inline: most runs report a few, and 10⁵ records then need no
+    /// allocation of their own (more spill to the heap as a `Vec` would).
+    entries: SmallVec<[(LayerName, LayerSq); 4]>,
 }
 
 impl LayerMap {
@@ -32,7 +35,7 @@ impl LayerMap {
     /// An empty map with room for `n` layers.
     pub fn with_capacity(n: usize) -> Self {
         Self {
-            entries: Vec::with_capacity(n),
+            entries: SmallVec::with_capacity(n),
         }
     }
 
@@ -112,7 +115,7 @@ impl LayerMap {
 
     /// The shared names with their norms, in name order (clone a name to keep it cheaply).
     pub fn entries(&self) -> &[(LayerName, LayerSq)] {
-        &self.entries
+        &self.entries[..]
     }
 
     /// Names in order.
