@@ -411,3 +411,14 @@ fn the_what_if_fixes_the_expert_parallel_degree() {
         "none (dense model)"
     );
 }
+
+#[test]
+fn the_token_permutation_moves_eight_bytes_per_routed_hidden_element() {
+    use copus::perf::moe_permute_bytes;
+    let m = mixtral();
+    // Permute and unpermute, each a read and a write of k·h BF16 values a token.
+    let want = 2.0 * 2.0 * 2.0 * 1000.0 * 2.0 * 4096.0;
+    assert_eq!(moe_permute_bytes(&m, 1000.0), want);
+    let dense = profiles::model("llama3-8b", Path::new(".")).expect("model");
+    assert_eq!(moe_permute_bytes(&dense, 1000.0), 0.0);
+}

@@ -340,15 +340,15 @@ fn auto_or_count(value: &str, flag: &str) -> anyhow::Result<Option<u32>> {
         .with_context(|| format!("{flag} must be a positive whole number or 'auto', got '{value}'"))
 }
 
-/// What the model leaves out for `m`: for a mixture-of-experts model, the router, the token
-/// permutation and load imbalance (docs/MODEL.md: a model of 128 narrow experts measured 2.5×
-/// slower than predicted).
+/// What the model leaves out for `m`: for a mixture-of-experts model, the router and load
+/// imbalance (docs/MODEL.md: a model of 128 narrow experts measured 2.4× slower than
+/// predicted).
 fn caveats(m: &crate::perf::ModelProfile) -> Vec<String> {
     match &m.moe {
         Some(moe) => vec![format!(
-            "{} experts, top-{}: routing, token permutation and load imbalance are not \
-             modelled, so the step is a lower bound; many narrow experts measure up to 2.5× \
-             slower (docs/MODEL.md, expert parallelism)",
+            "{} experts, top-{}: routing and load imbalance are not modelled, so the step \
+             is a lower bound; many narrow experts measure up to 2.4× slower (docs/MODEL.md, \
+             expert parallelism)",
             moe.experts, moe.top_k
         )],
         None => Vec::new(),

@@ -31,7 +31,7 @@ pub use hardware::HardwareProfile;
 pub use measurements::Measurement;
 pub use model::{ModelProfile, MoeSpec};
 pub use stack::{Stack, StackPreset};
-pub use step_time::ConfigCost;
+pub use step_time::{ConfigCost, moe_permute_bytes};
 
 use serde::Serialize;
 

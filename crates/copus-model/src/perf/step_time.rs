@@ -85,6 +85,8 @@ struct LayerTimes {
     attn_fwd: f64,
     attn_bwd: f64,
     elem_fwd: f64,
+    /// Mixture-of-experts token permutation (forward; its backward moves the same bytes).
+    moe_permute: f64,
     /// Forward seconds of the GEMMs op-level checkpointing does not keep (every other one).
     gemm_op_recompute: f64,
 }
@@ -182,12 +184,17 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
         elem_bytes += FP8_CAST_BYTES_PER_ELEMENT * inputs;
     }
     let elem_fwd = e.memory_time(elem_bytes, ELEMWISE_KERNELS, bw);
+    let moe_permute = match moe_permute_bytes(m, tokens / sp_split) {
+        0.0 => 0.0,
+        bytes => e.memory_time(bytes, 2.0, bw),
+    };
     LayerTimes {
         gemm_fwd,
         gemm_bwd,
         attn_fwd,
         attn_bwd,
         elem_fwd,
+        moe_permute,
         gemm_op_recompute,
     }
 }
@@ -218,6 +225,18 @@ fn context_parallel_exposed(
     let fwd = (cp - 1.0) * comms::p2p(kv_bytes, link);
     let bwd = (cp - 1.0) * comms::p2p(2.0 * kv_bytes, link);
     (e.exposed(fwd, attn_fwd), e.exposed(bwd, attn_bwd))
+}
+
+/// Bytes one MoE layer's token permutation moves in its forward for `tokens` tokens on this
+/// GPU: each token's hidden state is copied into expert order for each of its `k` experts
+/// before them and back after them (permute and unpermute, each reading and writing `k·h`
+/// BF16 values a token); 0 for a dense model.
+pub fn moe_permute_bytes(m: &ModelProfile, tokens: f64) -> f64 {
+    if m.moe.is_none() {
+        return 0.0;
+    }
+    let (reads_and_writes, passes, bf16) = (2.0, 2.0, 2.0);
+    reads_and_writes * passes * bf16 * tokens * m.active_experts() * m.hidden as f64
 }
 
 /// Seconds per micro-batch and layer of expert parallelism's all-to-alls over `cfg.ep` ranks
@@ -322,8 +341,8 @@ impl ConfigCost {
         let tokens = cfg.mbs as f64 * m.seq_len as f64 / cfg.cp.max(1) as f64;
         let lt = layer_times(ctx, cfg);
         let (cp_fwd, cp_bwd) = context_parallel_exposed(ctx, cfg, (lt.attn_fwd, lt.attn_bwd), &net);
-        let fwd = lt.gemm_fwd + lt.attn_fwd + lt.elem_fwd + cp_fwd;
-        let bwd = lt.gemm_bwd + lt.attn_bwd + 2.0 * lt.elem_fwd + cp_bwd;
+        let fwd = lt.gemm_fwd + lt.attn_fwd + lt.elem_fwd + lt.moe_permute + cp_fwd;
+        let bwd = lt.gemm_bwd + lt.attn_bwd + 2.0 * lt.elem_fwd + lt.moe_permute + cp_bwd;
         let recompute = match cfg.recompute {
             Recompute::None => 0.0,
             Recompute::Selective => lt.attn_fwd,
