@@ -294,6 +294,7 @@ fn plans_and_the_explorer_name_the_expert_parallel_degree() {
     let (ok, screen, err) = copus(&["snapshot", path, "--size", "120x40"]);
     assert!(ok, "{err}");
     assert!(screen.contains("· EP "), "{screen}");
+    assert!(screen.contains("note: 8 experts, top-2"), "{screen}");
     // The schedules a trainer runs carry the degree, or say they cannot.
     let (ok, json, err) = copus(&["plan", path, "--emit", "json"]);
     assert!(ok, "{err}");
@@ -341,6 +342,13 @@ fn a_session_can_state_its_expert_parallel_degree() {
     let (ok, out, err) = copus(&["grid", &eight, "--json"]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let caveat = v["caveats"][0]
+        .as_str()
+        .expect("a MoE grid names its caveat");
+    assert!(
+        caveat.contains("8 experts") && caveat.contains("not modelled"),
+        "{caveat}"
+    );
     let cells = v["cells"].as_array().expect("cells");
     let mut feasible = 0;
     for c in cells {

@@ -157,6 +157,8 @@ struct GridOut {
     b_crit: f64,
     best: Option<CellOut>,
     cells: Vec<CellOut>,
+    /// What the predictions leave out for this model, one sentence each (empty for most).
+    caveats: Vec<String>,
 }
 
 /// Run `copus grid`.
@@ -320,6 +322,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .flat_map(|&l| (0..nb).map(move |b| l * nb + b))
             .map(cell_out)
             .collect(),
+        caveats: crate::perf::caveats(&resolved.model),
     };
     if a.json {
         super::write_json(&out)?;
@@ -332,6 +335,9 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
 fn print_text(o: &GridOut) {
     println!("{}", super::escape_controls(&o.session));
     println!("stack: {}", o.stack.label);
+    for c in &o.caveats {
+        println!("note: {c}");
+    }
     println!(
         "step {} ({:.3e} tokens): B_crit {:.0} samples (estimate {:.0} × scale {})",
         o.step, o.tokens, o.b_crit, o.b_crit_estimate, o.b_crit_scale

@@ -315,7 +315,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         memory,
         reason,
         nearest_change,
-        caveats: caveats(&model),
+        caveats: crate::perf::caveats(&model),
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
     // nearest change that runs), exit status 0; errors are for inputs that cannot be costed.
@@ -338,21 +338,6 @@ fn auto_or_count(value: &str, flag: &str) -> anyhow::Result<Option<u32>> {
         .filter(|m| *m > 0)
         .map(Some)
         .with_context(|| format!("{flag} must be a positive whole number or 'auto', got '{value}'"))
-}
-
-/// What the model leaves out for `m`: for a mixture-of-experts model, the router and load
-/// imbalance (docs/MODEL.md: a model of 128 narrow experts measured 2.4× slower than
-/// predicted).
-fn caveats(m: &crate::perf::ModelProfile) -> Vec<String> {
-    match &m.moe {
-        Some(moe) => vec![format!(
-            "{} experts, top-{}: routing and load imbalance are not modelled, so the step \
-             is a lower bound; many narrow experts measure up to 2.4× slower (docs/MODEL.md, \
-             expert parallelism)",
-            moe.experts, moe.top_k
-        )],
-        None => Vec::new(),
-    }
 }
 
 /// The `predict` flags that select `c`.

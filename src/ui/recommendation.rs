@@ -120,6 +120,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             l.label()
         )));
     }
+    for c in crate::perf::caveats(&app.resolved.model) {
+        lines.push(Line::from(""));
+        lines.push(Line::styled(
+            format!("note: {c}"),
+            Style::new().fg(theme::current().dim),
+        ));
+    }
     let scroll = if focused { app.side_scroll } else { 0 };
     super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }

@@ -130,3 +130,18 @@ pub fn predict(
 ) -> Result<Prediction, Invalid> {
     ConfigCost::new(ctx, cfg)?.at(ctx, global_batch)
 }
+
+/// What the model leaves out for `m`: for a mixture-of-experts model, the router and load
+/// imbalance (docs/MODEL.md: a model of 128 narrow experts measured 2.4× slower than
+/// predicted).
+pub fn caveats(m: &ModelProfile) -> Vec<String> {
+    match &m.moe {
+        Some(moe) => vec![format!(
+            "{} experts, top-{}: routing and load imbalance are not modelled, so the step \
+             is a lower bound; many narrow experts measure up to 2.4× slower (docs/MODEL.md, \
+             expert parallelism)",
+            moe.experts, moe.top_k
+        )],
+        None => Vec::new(),
+    }
+}
