@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-fn copus(args: &[&str]) -> (bool, String, String) {
+pub(crate) fn copus(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_copus"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -17,7 +17,7 @@ fn copus(args: &[&str]) -> (bool, String, String) {
 }
 
 /// Run copus with `args` (which ask for `--json`), require success and parse standard output.
-fn copus_json(args: &[&str]) -> serde_json::Value {
+pub(crate) fn copus_json(args: &[&str]) -> serde_json::Value {
     let (ok, out, err) = copus(args);
     assert!(ok, "{args:?}: {err}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))

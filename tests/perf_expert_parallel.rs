@@ -2,16 +2,49 @@
 //! the EP ranks, the all-to-all that exchanges the tokens, the structural rules, and the
 //! search that picks a degree (`predict --ep auto`, the Goodput grid).
 
+use crate::perf_cli::{copus, copus_json};
 use copus::goodput::{Cluster, SearchSpace, TableCell, throughput_table};
 use copus::perf::memory::{peak_memory, zero_bytes_per_param};
 use copus::perf::validate::{expert_candidates, structure};
 use copus::perf::{EfficiencyParams, ModelProfile, ParallelConfig, PerfContext, Recompute};
 use copus::profiles;
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 
 fn mixtral() -> ModelProfile {
     profiles::model("mixtral-8x7b", Path::new(".")).expect("model")
+}
+
+/// `f` with Mixtral 8x7B on H100 nodes of 8, the generic efficiencies.
+fn on_h100<R>(f: impl FnOnce(&PerfContext) -> R) -> R {
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let m = mixtral();
+    let eff = EfficiencyParams::default();
+    f(&PerfContext {
+        hw: &hw,
+        model: &m,
+        eff: &eff,
+        gpus_per_node: 8,
+    })
+}
+
+/// The bundled 32-H100 paper session with its model swapped for Mixtral 8x7B (every layout that
+/// runs there needs expert parallelism) and `search_extra` added to its search block, written
+/// into `dir`.
+fn mixtral_session(dir: &Path, search_extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string("sessions/paper-32b-32xh100.ron").expect("session");
+    let moe = text.replace("Named(\"llama-32b\")", "Named(\"mixtral-8x7b\")");
+    assert_ne!(moe, text, "the session names llama-32b");
+    let extended = moe.replace(
+        "allow_cross_node_tp: false,",
+        &format!("allow_cross_node_tp: false,{search_extra}"),
+    );
+    assert!(
+        search_extra.is_empty() || extended != moe,
+        "the session has a search block"
+    );
+    let path = dir.join("mixtral.ron");
+    std::fs::write(&path, extended).expect("write");
+    path
 }
 
 fn cfg(dp: u32, tp: u32, ep: u32, zero: u8) -> ParallelConfig {
@@ -58,7 +91,6 @@ fn expert_parallel_degrees_must_divide_the_experts_and_the_data_parallel_ranks()
 
 #[test]
 fn each_gpu_holds_its_share_of_the_experts_states() {
-    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
     let m = mixtral();
     let eff = EfficiencyParams::default();
     let layers = m.layers as f64;
@@ -91,26 +123,15 @@ fn each_gpu_holds_its_share_of_the_experts_states() {
     // Without ZeRO, EP 8 holds an eighth of the experts: Mixtral's states drop by over 2/3.
     let z0 = |ep| peak_memory(&m, &cfg(32, 2, ep, 0), 16, 0.0, &eff).model_states;
     assert!(z0(8) < z0(1) / 3.0, "{} vs {}", z0(8), z0(1));
-    let _ = hw;
 }
 
 #[test]
 fn the_all_to_all_is_costed_and_slower_across_nodes() {
-    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
-    let m = mixtral();
-    let eff = EfficiencyParams::default();
-    let ctx = PerfContext {
-        hw: &hw,
-        model: &m,
-        eff: &eff,
-        gpus_per_node: 8,
-    };
-    let run = |c: ParallelConfig| copus::perf::predict(&ctx, &c, 512).expect("runs");
-    let none = run(cfg(32, 2, 1, 1));
-    assert_eq!(none.breakdown.ep_s, 0.0);
     // EP 4 with TP 2 stays inside an 8-GPU node; EP 8 spans two nodes.
-    let inside = run(cfg(32, 2, 4, 1));
-    let across = run(cfg(32, 2, 8, 1));
+    let [none, inside, across] = on_h100(|ctx| {
+        [1, 4, 8].map(|ep| copus::perf::predict(ctx, &cfg(32, 2, ep, 1), 512).expect("runs"))
+    });
+    assert_eq!(none.breakdown.ep_s, 0.0);
     assert!(inside.breakdown.ep_s > 0.0);
     assert!(
         across.breakdown.ep_s > 2.0 * inside.breakdown.ep_s,
@@ -131,15 +152,6 @@ fn the_all_to_all_is_costed_and_slower_across_nodes() {
 
 #[test]
 fn the_grid_searches_expert_parallelism_for_a_moe_model() {
-    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
-    let m = mixtral();
-    let eff = EfficiencyParams::default();
-    let ctx = PerfContext {
-        hw: &hw,
-        model: &m,
-        eff: &eff,
-        gpus_per_node: 8,
-    };
     let cluster = Cluster {
         nodes: 8,
         gpus_per_node: 8,
@@ -148,7 +160,7 @@ fn the_grid_searches_expert_parallelism_for_a_moe_model() {
         batch_sizes: vec![512],
         ..SearchSpace::default()
     };
-    let table = throughput_table(&ctx, &cluster, &search);
+    let table = on_h100(|ctx| throughput_table(ctx, &cluster, &search));
     let feasible: Vec<&ParallelConfig> = table
         .cells
         .iter()
@@ -172,18 +184,6 @@ fn the_grid_searches_expert_parallelism_for_a_moe_model() {
     );
 }
 
-fn copus(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn predict_chooses_or_takes_the_expert_parallel_degree() {
     let base = [
@@ -199,12 +199,7 @@ fn predict_chooses_or_takes_the_expert_parallel_degree() {
         "--batch",
         "512",
     ];
-    let json = |extra: &[&str]| -> serde_json::Value {
-        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
-        let (ok, out, err) = copus(&args);
-        assert!(ok, "{err}");
-        serde_json::from_str(&out).expect("json")
-    };
+    let json = |extra: &[&str]| copus_json(&[&base[..], extra].concat());
     let auto = json(&["--json"]);
     let chosen = auto["ep"].as_u64().expect("ep");
     assert!([2, 4, 8].contains(&chosen), "{auto}");
@@ -269,22 +264,15 @@ fn predict_chooses_or_takes_the_expert_parallel_degree() {
         .chain(&["--json"])
         .copied()
         .collect();
-    let (ok, out, err) = copus(&dense_ok);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(v["caveats"], serde_json::json!([]));
+    assert_eq!(copus_json(&dense_ok)["caveats"], serde_json::json!([]));
 }
 
 #[test]
 fn plans_and_the_explorer_name_the_expert_parallel_degree() {
-    // A bundled session with its model swapped for Mixtral: every layout that runs on 32 H100
-    // needs expert parallelism, and the plan and the recommendation say which.
-    let text = std::fs::read_to_string("sessions/paper-32b-32xh100.ron").expect("session");
-    let moe = text.replace("Named(\"llama-32b\")", "Named(\"mixtral-8x7b\")");
-    assert_ne!(moe, text, "the session names llama-32b");
+    // Every layout that runs Mixtral on 32 H100 needs expert parallelism, and the plan and
+    // the recommendation say which.
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("mixtral.ron");
-    std::fs::write(&path, moe).expect("write");
+    let path = mixtral_session(dir.path(), "");
     let path = path.to_str().expect("utf-8 path");
     let (ok, plan, err) = copus(&["plan", path]);
     assert!(ok, "{err}");
@@ -296,9 +284,7 @@ fn plans_and_the_explorer_name_the_expert_parallel_degree() {
     assert!(screen.contains("· EP "), "{screen}");
     assert!(screen.contains("note: 8 experts, top-2"), "{screen}");
     // The schedules a trainer runs carry the degree, or say they cannot.
-    let (ok, json, err) = copus(&["plan", path, "--emit", "json"]);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let v = copus_json(&["plan", path, "--emit", "json"]);
     let phases = v["phases"].as_array().expect("phases");
     let eps: Vec<u64> = phases.iter().filter_map(|p| p["ep"].as_u64()).collect();
     assert!(
@@ -323,25 +309,13 @@ fn plans_and_the_explorer_name_the_expert_parallel_degree() {
 
 #[test]
 fn a_session_can_state_its_expert_parallel_degree() {
-    let text = std::fs::read_to_string("sessions/paper-32b-32xh100.ron").expect("session");
-    let moe = text.replace("Named(\"llama-32b\")", "Named(\"mixtral-8x7b\")");
-    let with = |eps: &str| {
-        moe.replace(
-            "allow_cross_node_tp: false,",
-            &format!("allow_cross_node_tp: false,\n        expert_parallel: {eps},"),
-        )
-    };
-    assert_ne!(with("[8]"), moe, "the session has a search block");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let write = |name: &str, body: String| {
-        let p = dir.path().join(name);
-        std::fs::write(&p, body).expect("write");
-        p.to_str().expect("utf-8").to_string()
-    };
-    let eight = write("ep8.ron", with("[8]"));
-    let (ok, out, err) = copus(&["grid", &eight, "--json"]);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let (eight, zero) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let eight = mixtral_session(eight.path(), " expert_parallel: [8],");
+    let zero = mixtral_session(zero.path(), " expert_parallel: [0],");
+    let v = copus_json(&["grid", eight.to_str().expect("utf-8"), "--json"]);
     let caveat = v["caveats"][0]
         .as_str()
         .expect("a MoE grid names its caveat");
@@ -361,8 +335,7 @@ fn a_session_can_state_its_expert_parallel_degree() {
         }
     }
     assert!(feasible > 0);
-    let zero = write("ep0.ron", with("[0]"));
-    let (ok, _, err) = copus(&["grid", &zero]);
+    let (ok, _, err) = copus(&["grid", zero.to_str().expect("utf-8")]);
     assert!(!ok && err.contains("search.expert_parallel"), "{err}");
 }
 
@@ -373,12 +346,8 @@ fn the_what_if_fixes_the_expert_parallel_degree() {
     use copus::cli::open::app_for_session;
     use copus::goodput::TableCell;
     use std::sync::Arc;
-    let text = std::fs::read_to_string("sessions/paper-32b-32xh100.ron").expect("session");
-    let moe = text.replace("Named(\"llama-32b\")", "Named(\"mixtral-8x7b\")");
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("mixtral.ron");
-    std::fs::write(&path, moe).expect("write");
-    let mut app = app_for_session(&path).expect("loads");
+    let mut app = app_for_session(&mixtral_session(dir.path(), "")).expect("loads");
     assert_eq!(value(&app.resolved, Field::ExpertParallel), "any that fits");
     let row = FIELDS
         .iter()

@@ -176,7 +176,7 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
         }
     };
     let ffn_elem = if m.swiglu { 6.0 } else { 4.0 } * f * m.active_experts();
-    let sp_split = if e.sequence_parallel { t } else { 1.0 };
+    let sp_split = sequence_split(e, cfg.tp);
     let mut elem_bytes = ELEMWISE_BYTES_PER_HIDDEN * h * tokens / sp_split + ffn_elem * tokens / t;
     if runs_fp8(ctx) {
         // FP8: every GEMM input cast (read BF16, write FP8) in forward and backward.
@@ -227,36 +227,45 @@ fn context_parallel_exposed(
     (e.exposed(fwd, attn_fwd), e.exposed(bwd, attn_bwd))
 }
 
+/// The factor sequence parallelism splits a TP rank's tokens by outside the TP regions
+/// (`tp` with it, 1 without).
+fn sequence_split(e: &EfficiencyParams, tp: u32) -> f64 {
+    if e.sequence_parallel {
+        f64::from(tp)
+    } else {
+        1.0
+    }
+}
+
+/// BF16 bytes of `tokens` tokens' hidden states routed to their `k` experts: what a MoE layer
+/// dispatches (and combines, and permutes) for them; 0 for a dense model.
+fn routed_bytes(m: &ModelProfile, tokens: f64) -> f64 {
+    if m.moe.is_none() {
+        return 0.0;
+    }
+    tokens * m.active_experts() * m.hidden as f64 * 2.0
+}
+
 /// Bytes one MoE layer's token permutation moves in its forward for `tokens` tokens on this
 /// GPU: each token's hidden state is copied into expert order for each of its `k` experts
 /// before them and back after them (permute and unpermute, each reading and writing `k·h`
 /// BF16 values a token); 0 for a dense model.
 pub fn moe_permute_bytes(m: &ModelProfile, tokens: f64) -> f64 {
-    if m.moe.is_none() {
-        return 0.0;
-    }
-    let (reads_and_writes, passes, bf16) = (2.0, 2.0, 2.0);
-    reads_and_writes * passes * bf16 * tokens * m.active_experts() * m.hidden as f64
+    let (reads_and_writes, passes) = (2.0, 2.0);
+    reads_and_writes * passes * routed_bytes(m, tokens)
 }
 
 /// Seconds per micro-batch and layer of expert parallelism's all-to-alls over `cfg.ep` ranks
 /// of the data-parallel group (TP fastest, then EP): each token's hidden state (BF16) goes to
 /// its `k` experts and comes back, in the forward (dispatch and combine) and again in the
 /// backward (their gradients), and once more in a fully recomputed forward. Under sequence
-/// parallelism each TP rank sends its 1/tp of the tokens. Not overlapped: Megatron-Core's
-/// default dispatchers wait for them.
-fn expert_parallel_layer(ctx: &PerfContext, cfg: &ParallelConfig, net: &Net) -> f64 {
+/// parallelism each TP rank sends its 1/tp of the micro-batch's `tokens` on this GPU. Not
+/// overlapped: Megatron-Core's default dispatchers wait for them.
+fn expert_parallel_layer(ctx: &PerfContext, cfg: &ParallelConfig, tokens: f64, net: &Net) -> f64 {
     if cfg.ep <= 1 {
         return 0.0;
     }
-    let (m, e) = (ctx.model, ctx.eff);
-    let tokens = cfg.mbs as f64 * m.seq_len as f64 / cfg.cp.max(1) as f64;
-    let sp_split = if e.sequence_parallel {
-        cfg.tp as f64
-    } else {
-        1.0
-    };
-    let bytes = tokens / sp_split * m.active_experts() * m.hidden as f64 * 2.0;
+    let bytes = routed_bytes(ctx.model, tokens / sequence_split(ctx.eff, cfg.tp));
     let group = Placement::strided(cfg.ep, cfg.tp, ctx.hw.fast_domain(ctx.gpus_per_node));
     let passes = if cfg.recompute == Recompute::Full {
         6.0
@@ -381,7 +390,7 @@ impl ConfigCost {
         let compute_mb_avg = layers_avg * per_layer + fixed + logits / cfg.pp as f64;
         let backward_mb = layers * (bwd + recompute) + logits * 2.0 / 3.0;
         let tp_mb = layers * tp_exposed;
-        let ep_mb = layers * expert_parallel_layer(ctx, cfg, &net);
+        let ep_mb = layers * expert_parallel_layer(ctx, cfg, tokens, &net);
 
         // Pipeline p2p: activation forward and gradient backward at each virtual boundary.
         let p2p_mb = if cfg.pp > 1 {
