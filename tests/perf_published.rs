@@ -353,43 +353,51 @@ fn assert_held_out(file: &str, min_rows: usize, max_mean: f64, max_worst: f64) {
 #[test]
 fn torchtitan_tables_held_out_within_the_recorded_error() {
     // pytorch/torchtitan's own tables, in no fit (docs/MODEL.md): FSDP2 on 64 A100 (Llama 2
-    // 13B/70B, Llama 3 8B/70B; mean 3.7 %, worst 8.1 %), and Llama 3.1 8B on 8 and 128 of Meta's
-    // 96 GiB, 500 W H100 (+6.8 %, +8.6 %). Every one of them ran: none may be called OOM.
+    // 13B/70B, Llama 3 8B/70B; mean 3.7 %, worst 8.1 %), and every table of its 2024-12 H100
+    // report on Meta's 96 GiB, 500 W H100 (18 runs: 8B eager, compiled, Float8, context
+    // parallel to 256K; 70B 2D; 405B 3D and 4D; mean 9.7 %, worst -28.2 % for the 64K
+    // context-parallel run). Every one of them ran: none may be called OOM.
     assert_held_out("torchtitan-a100.csv", 6, 0.05, 0.10);
-    assert_held_out("torchtitan-h100.csv", 2, 0.10, 0.10);
+    assert_held_out("torchtitan-h100.csv", 18, 0.10, 0.30);
 }
 
 #[test]
 fn torchtitan_measured_memory_bounds_the_prediction() {
-    // The same report's peak memory (GiB): 82.4 on 8 GPUs, 67.0 on 128. copus's figure is live
-    // tensors plus a fixed reserve, so it must sit below the measured peak (which includes
-    // PyTorch's caching allocator) and within the ~21 GiB docs/MODEL.md puts on that; the
-    // sharded-state difference between the two runs must match.
+    // The report's peak memory of every run (memory_gib: the maximum over GPUs of PyTorch's
+    // reading, 61.8-84.9 GiB). copus's figure is live tensors plus a fixed reserve, so it must
+    // sit below each measured peak (which includes the caching allocator's cached blocks and
+    // the loss's FP32 temporaries) and within MAX_GAP of it; between the two eager runs (8 and
+    // 128 GPUs) the sharded state is the only difference, and that must match.
+    const MAX_GAP: f64 = 35e9;
     let rows = rows("torchtitan-h100.csv");
+    assert!(rows.len() >= 18 && rows.iter().all(|r| r.measured_memory_bytes.is_some()));
     let scored = scored(&rows);
-    let measured_gib = |dp: u32| match dp {
-        8 => 82.4,
-        128 => 67.0,
-        other => panic!("no measured memory for DP{other}"),
-    };
     let mut gaps = Vec::new();
     for (r, s) in &scored {
-        let want = measured_gib(r.config.dp) * (1u64 << 30) as f64;
+        let want = r.measured_memory_bytes.expect("every row has its memory");
         let got = s.prediction.memory_per_gpu_bytes;
         println!(
-            "{}: predicted {:.1} GB, measured {:.1} GB",
+            "{} {}: predicted {:.1} GB, measured {:.1} GB (gap {:.1})",
+            r.set,
             s.config,
             got / 1e9,
-            want / 1e9
+            want / 1e9,
+            (want - got) / 1e9
         );
         assert!(
-            got < want && got > want - 25e9,
+            got < want && got > want - MAX_GAP,
             "{}: {got} vs {want}",
             s.config
         );
-        gaps.push(want - got);
+        gaps.push((r.set.as_str(), want - got));
     }
-    assert!((gaps[0] - gaps[1]).abs() < 3e9, "{gaps:?}");
+    let eager: Vec<f64> = gaps
+        .iter()
+        .filter(|(set, _)| *set == "torchtitan-h100")
+        .map(|g| g.1)
+        .collect();
+    assert_eq!(eager.len(), 2);
+    assert!((eager[0] - eager[1]).abs() < 3e9, "{eager:?}");
 }
 
 #[test]

@@ -68,6 +68,9 @@ pub struct PublishedRow {
     pub basis: Basis,
     /// Whether the hardware defaults were fitted on this row (false: held out).
     pub train: bool,
+    /// Peak memory per GPU the source measured, bytes (its framework's reading: usually the
+    /// caching allocator's reserved total), if it published one.
+    pub measured_memory_bytes: Option<f64>,
 }
 
 /// Why a published-measurement file could not be read.
@@ -81,6 +84,9 @@ pub struct ParseError {
     /// What is wrong.
     pub msg: String,
 }
+
+/// Bytes in a GiB.
+const GIB: f64 = (1u64 << 30) as f64;
 
 const COLUMNS: [&str; 21] = [
     "set",
@@ -109,8 +115,9 @@ const COLUMNS: [&str; 21] = [
 /// Optional columns after the required ones, in any order: the shape of a modern model
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
-/// `grad_reduce` fp32|bf16). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 9] = [
+/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no) and the source's measured peak memory per GPU
+/// (`memory_gib`, GiB). An empty value keeps the default.
+const EXTRA_COLUMNS: [&str; 11] = [
     "kv_heads",
     "ffn",
     "swiglu",
@@ -120,6 +127,8 @@ const EXTRA_COLUMNS: [&str; 9] = [
     "precision",
     "sharding",
     "grad_reduce",
+    "tp_overlap",
+    "memory_gib",
 ];
 
 /// Apply the optional columns of one row.
@@ -147,6 +156,15 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
             "tied" => row.model.tied_embeddings = yes()?,
             "dropout" => row.model.dropout = Some(yes()?),
             "cp" => row.config.cp = int()?,
+            "tp_overlap" => row.stack.tp_overlap = Some(yes()?),
+            "memory_gib" => {
+                let gib: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| x.is_finite() && *x > 0.0)
+                    .ok_or_else(|| format!("memory_gib = '{v}' is not a positive number"))?;
+                row.measured_memory_bytes = Some(gib * GIB);
+            }
             "precision" => {
                 row.stack.precision = Some(match v {
                     "bf16" => Precision::Bf16,
@@ -163,13 +181,14 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
                     _ => return Err(format!("sharding '{v}' (deepspeed|fsdp1|fsdp2|hsdp)")),
                 })
             }
-            _ => {
+            "grad_reduce" => {
                 row.stack.grad_reduce = Some(match v {
                     "fp32" => super::stack::GradReduce::Fp32,
                     "bf16" => super::stack::GradReduce::Bf16,
                     _ => return Err(format!("grad_reduce '{v}' (fp32|bf16)")),
                 })
             }
+            other => return Err(format!("column '{other}' is not handled")),
         }
     }
     Ok(())
@@ -286,6 +305,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
                 "test" => false,
                 o => return Err(err(format!("split '{o}' (train|test)"))),
             },
+            measured_memory_bytes: None,
         };
         apply_extra(&mut row, &extra, &f).map_err(err)?;
         rows.push(row);
@@ -502,5 +522,29 @@ mod tests {
         );
         let e = parse(&text, "f.csv").expect_err("bad mbs");
         assert!(e.to_string().starts_with("f.csv:3:"), "{e}");
+    }
+
+    #[test]
+    fn async_tp_and_measured_memory_columns() {
+        let header = format!("{},tp_overlap,memory_gib", COLUMNS.join(","));
+        let row = "t,m,h100-sxm,torchtitan-fsdp2,2,64,2,100,16,8,1,2,1,1,1,3,full,8,1,model,test";
+        let text = format!("{header}\n{row},yes,61.5\n{row},,\n");
+        let rows = parse(&text, "f.csv").expect("parses");
+        assert_eq!(rows[0].stack.tp_overlap, Some(true));
+        assert_eq!(rows[0].measured_memory_bytes, Some(61.5 * GIB));
+        // Empty values keep the preset's setting and no measurement.
+        assert_eq!(rows[1].stack.tp_overlap, None);
+        assert_eq!(rows[1].measured_memory_bytes, None);
+        for (bad, says) in [
+            ("maybe,1", "tp_overlap"),
+            ("no,-3", "memory_gib"),
+            ("no,x", "memory_gib"),
+        ] {
+            let e = parse(&format!("{header}\n{row},{bad}\n"), "f.csv").expect_err(bad);
+            assert!(
+                e.to_string().contains(says) && e.to_string().starts_with("f.csv:2:"),
+                "{e}"
+            );
+        }
     }
 }
