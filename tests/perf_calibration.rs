@@ -133,16 +133,12 @@ fn half_the_splits_of_one_job_predict_the_other_half() {
             chosen * 100.0
         );
         // docs/MODEL.md: on the 91B job both calibrations cut the error by over two thirds; on
-        // the 5.9B job the fitted half holds the two TP-32 splits the model predicts 24-28 % too
-        // slow, so freeing the plateau and the per-micro-batch cost there makes the other half
-        // worse (7.2 -> 8.9 %), and the selection (one parameter, the collectives' small-chunk
-        // fall-off) keeps it near the generic model (7.4 %): cross-validation guards against
-        // harm, but no parameter explains those splits.
-        assert!(chosen <= 0.10, "{job}: selected calibration {chosen}");
-        assert!(
-            chosen <= before + 0.005,
-            "{job}: selection {chosen} vs {before}"
-        );
+        // the 5.9B job (its two cross-node TP-32 splits in the fitted half, predicted within
+        // 10 % since the all-reduce may take NCCL's tree) the selection frees the plateau and
+        // predicts the other half within the 6 % issue 26 asks, better than the generic model
+        // though by less than a third (7.2 -> 5.5 %).
+        assert!(chosen <= 0.06, "{job}: selected calibration {chosen}");
+        assert!(chosen < before, "{job}: selection {chosen} vs {before}");
         assert_eq!(sel.knobs.len(), 1, "{job}: {names:?}");
         if job == "fig16-91b" {
             assert!(after <= 0.08 && chosen <= 0.08, "{job}: {after} {chosen}");
@@ -151,7 +147,10 @@ fn half_the_splits_of_one_job_predict_the_other_half() {
                 "{job}: {before}"
             );
         } else {
-            assert!(after <= 0.10, "{job}: calibrated mean error {after}");
+            assert!(
+                after <= 0.07 && after < before,
+                "{job}: calibrated mean error {after}"
+            );
         }
     }
 }

@@ -105,9 +105,49 @@ pub fn reduce_scatter(bytes: f64, g: Placement, net: &Net) -> f64 {
     t + (n - domains) * net.intra.hop + (domains - 1.0) * net.inter.hop
 }
 
-/// Seconds of an all-reduce of `bytes` over the group `g` (reduce-scatter + all-gather).
+/// Seconds of an all-reduce of `bytes` over the group `g`: NCCL's choice of the faster of
+/// its two algorithms, the ring (a reduce-scatter then an all-gather, [`ring_all_reduce`])
+/// and, for a group spanning several scale-up domains, the tree ([`tree_all_reduce`]).
 pub fn all_reduce(bytes: f64, g: Placement, net: &Net) -> f64 {
+    let ring = ring_all_reduce(bytes, g, net);
+    if g.domains() > 1.0 {
+        ring.min(tree_all_reduce(bytes, g, net))
+    } else {
+        ring
+    }
+}
+
+/// Seconds of a ring all-reduce: a reduce-scatter and an all-gather of `bytes`.
+pub fn ring_all_reduce(bytes: f64, g: Placement, net: &Net) -> f64 {
     2.0 * reduce_scatter(bytes, g, net)
+}
+
+/// Seconds of NCCL's tree all-reduce of `bytes` over a group spanning several scale-up
+/// domains: each domain's `k` members reduce along a chain over the scale-up link, the domains
+/// reduce up a binary tree and broadcast back down over the scale-out link, and the chain
+/// broadcasts, all pipelined. Each of the `k` members drives one channel over its own NIC, so
+/// a domain moves the whole buffer up and down at `k` NICs' bandwidth: `d/(d−1)` times the
+/// ring's traffic for `d` domains, but in `2·(k − 1 + ⌈log2 d⌉)` steps instead of the ring's
+/// `2·(n − 1)`, and in chunks of `bytes/k` per channel instead of the ring's `bytes/n` per
+/// rank — the faster choice for small buffers over many ranks (NCCL's own tuner picks it
+/// there; the double binary tree of NCCL 2.4+). The chain's and the tree's times are added,
+/// as the ring's phases are in [`reduce_scatter`], so the tree never wins on bandwidth alone.
+pub fn tree_all_reduce(bytes: f64, g: Placement, net: &Net) -> f64 {
+    if g.size <= 1 || bytes <= 0.0 {
+        return 0.0;
+    }
+    let k = g.per_domain.clamp(1, g.size) as f64;
+    let domains = g.domains();
+    let chunk = bytes / k;
+    let bus = chunk / (chunk + net.chunk_half_bytes.max(0.0));
+    let intra = if k > 1.0 {
+        2.0 * bytes / (net.intra.bw * bus)
+    } else {
+        0.0
+    };
+    let inter = 2.0 * (bytes / k) / (net.inter.bw * bus);
+    let steps = 2.0 * ((k - 1.0) * net.intra.hop + domains.log2().ceil() * net.inter.hop);
+    intra + inter + steps + net.inter.latency
 }
 
 /// Seconds of an all-to-all over the group `g` in which each rank sends `bytes` in all,
@@ -190,6 +230,49 @@ mod tests {
         let eight_per_node = reduce_scatter(s, Placement::strided(128, 1, 8), &NET);
         assert!(eight_per_node < one_per_node / 3.0);
         assert_eq!(all_reduce(s, Placement::strided(1, 1, 8), &NET), 0.0);
+    }
+
+    #[test]
+    fn all_reduce_takes_the_tree_across_domains_only_where_it_is_faster() {
+        // Inside one domain NCCL's tree is no option: always the ring.
+        let mut net = NET;
+        net.intra.hop = 1e-6;
+        net.inter.hop = 10e-6;
+        net.chunk_half_bytes = 0.5e6;
+        let inside = Placement::strided(8, 1, 8);
+        assert_eq!(
+            all_reduce(1e6, inside, &net),
+            ring_all_reduce(1e6, inside, &net)
+        );
+        // Large buffers across domains: the ring moves (d−1)/d of the tree's inter-domain
+        // traffic, so it stays the choice.
+        let across = Placement::strided(32, 1, 8);
+        let big = 4e9;
+        assert!(ring_all_reduce(big, across, &net) < tree_all_reduce(big, across, &net));
+        assert_eq!(
+            all_reduce(big, across, &net),
+            ring_all_reduce(big, across, &net)
+        );
+        // A TP all-reduce of 12.6 MB over 4 domains of 8: the ring's 393 KB chunks and 62
+        // steps lose to the tree's 1.6 MB chunks and 2·(7 + 2) steps.
+        let small = 12.6e6;
+        let (k, chunk) = (8.0, small / 8.0);
+        let bus = chunk / (chunk + net.chunk_half_bytes);
+        let want = 2.0 * small / (net.intra.bw * bus)
+            + 2.0 * (small / k) / (net.inter.bw * bus)
+            + 2.0 * (7.0 * net.intra.hop + 2.0 * net.inter.hop)
+            + net.inter.latency;
+        let tree = tree_all_reduce(small, across, &net);
+        assert!((tree - want).abs() < 1e-12, "{tree} vs {want}");
+        assert!(tree < 0.8 * ring_all_reduce(small, across, &net));
+        assert_eq!(all_reduce(small, across, &net), tree);
+        // Never slower than either algorithm, and nothing to do for one rank.
+        for bytes in [1e3, 1e5, 1e7, 1e9] {
+            let t = all_reduce(bytes, across, &net);
+            assert!(t <= ring_all_reduce(bytes, across, &net));
+            assert!(t <= tree_all_reduce(bytes, across, &net));
+        }
+        assert_eq!(tree_all_reduce(1e6, Placement::strided(1, 1, 8), &net), 0.0);
     }
 
     #[test]
