@@ -311,11 +311,22 @@ fn zero3_exposed(
 /// Seconds of a bucketed collective over `group`: one collective per bucket of at most
 /// `bucket` bytes.
 fn bucketed(bytes: f64, bucket: f64, group: Placement, net: &Net) -> f64 {
+    bucketed_with(bytes, bucket, |b| comms::reduce_scatter(b, group, net))
+}
+
+/// Seconds of a bucketed all-reduce over `group` (NCCL's ring or tree per bucket, whichever
+/// is faster: [`comms::all_reduce`]).
+fn bucketed_all_reduce(bytes: f64, bucket: f64, group: Placement, net: &Net) -> f64 {
+    bucketed_with(bytes, bucket, |b| comms::all_reduce(b, group, net))
+}
+
+/// `bytes` split into equal buckets of at most `bucket` bytes, each costing `one(size)`.
+fn bucketed_with(bytes: f64, bucket: f64, one: impl Fn(f64) -> f64) -> f64 {
     if bytes <= 0.0 {
         return 0.0;
     }
     let buckets = (bytes / bucket.max(1.0)).ceil().max(1.0);
-    buckets * comms::reduce_scatter(bytes / buckets, group, net)
+    buckets * one(bytes / buckets)
 }
 
 /// The data-parallel group of `cfg` (dp·cp ranks, TP fastest) and, under HSDP, the shard
@@ -424,7 +435,7 @@ impl ConfigCost {
         let bucket = e.grad_bucket_bytes;
         let rs = |b| bucketed(b, bucket, dp_group, &net);
         let (dp_exposed_mb, dp_grad_once, dp_param_once) = match effective_zero(e, cfg) {
-            0 => (0.0, 2.0 * rs(grads), 0.0),
+            0 => (0.0, bucketed_all_reduce(grads, bucket, dp_group, &net), 0.0),
             1 => (0.0, rs(grads), rs(params)),
             2 => {
                 // Gradients reduce-scattered every micro-batch as its backward produces them
@@ -450,7 +461,7 @@ impl ConfigCost {
                     Some((inner, across)) => {
                         let exposed = zero3_exposed(e, local, layers, windows, inner, &net);
                         let shard = local * e.grad_bytes / inner.size.max(1) as f64;
-                        let replica = 2.0 * bucketed(shard, bucket, across, &net);
+                        let replica = bucketed_all_reduce(shard, bucket, across, &net);
                         (exposed, replica, 0.0)
                     }
                     None => {
@@ -529,5 +540,42 @@ impl ConfigCost {
             fits: memory <= ctx.hw.hbm_bytes,
             breakdown,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::comms::Link;
+
+    #[test]
+    fn a_bucketed_gradient_all_reduce_takes_nccls_faster_algorithm_per_bucket() {
+        let net = Net {
+            intra: Link {
+                bw: 200e9,
+                latency: 10e-6,
+                hop: 1e-6,
+            },
+            inter: Link {
+                bw: 22e9,
+                latency: 20e-6,
+                hop: 10e-6,
+            },
+            chunk_half_bytes: 0.5e6,
+        };
+        // DP 32 with one rank a node (TP 8 inside): small chunks over a 32-rank ring.
+        let g = Placement::strided(32, 8, 8);
+        let (bytes, bucket): (f64, f64) = (1e9, 40e6);
+        let buckets = (bytes / bucket).ceil();
+        let each = bytes / buckets;
+        let t = bucketed_all_reduce(bytes, bucket, g, &net);
+        assert!((t - buckets * comms::all_reduce(each, g, &net)).abs() < 1e-12);
+        let ring = 2.0 * bucketed(bytes, bucket, g, &net);
+        assert!(t <= ring && t > 0.0);
+        // Inside one node the tree is no option: exactly the ring's two phases.
+        let inside = Placement::strided(8, 1, 8);
+        let t = bucketed_all_reduce(bytes, bucket, inside, &net);
+        assert!((t - 2.0 * bucketed(bytes, bucket, inside, &net)).abs() < 1e-12);
+        assert_eq!(bucketed_all_reduce(0.0, bucket, g, &net), 0.0);
     }
 }
