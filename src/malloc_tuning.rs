@@ -24,10 +24,15 @@ const MMAP_THRESHOLD_BYTES: i32 = 32 << 20;
 const TRIM_THRESHOLD_BYTES: i32 = 1 << 30;
 /// Extra bytes the heap grows by whenever it must grow (glibc's default: 128 KiB).
 const TOP_PAD_BYTES: i32 = 64 << 20;
+/// Malloc arenas (glibc's default: 8 per core). One arena lets a block one thread freed serve
+/// the next thread's request: rayon's workers allocate a phase's large buffers in turn, and
+/// with an arena each they took fresh pages instead (issue 32). Small requests still come
+/// from each thread's own cache without the lock.
+const ARENA_MAX: i32 = 1;
 
 /// Apply the settings above (glibc on Linux; elsewhere nothing). Call once at start-up,
 /// before threads exist; an environment variable of glibc's (`MALLOC_MMAP_THRESHOLD_`,
-/// `MALLOC_TRIM_THRESHOLD_`, `MALLOC_TOP_PAD_`) set by the user wins.
+/// `MALLOC_TRIM_THRESHOLD_`, `MALLOC_TOP_PAD_`, `MALLOC_ARENA_MAX`) set by the user wins.
 pub fn tune_for_large_buffers() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -39,6 +44,9 @@ pub fn tune_for_large_buffers() {
             }
             if !user_set("MALLOC_TRIM_THRESHOLD_") {
                 libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES);
+            }
+            if !user_set("MALLOC_ARENA_MAX") {
+                libc::mallopt(libc::M_ARENA_MAX, ARENA_MAX);
             }
             // Under an address-space limit (`ulimit -v`) the heap keeps growing in small
             // steps: a 64 MiB step could fail an allocation that fits the limit.
