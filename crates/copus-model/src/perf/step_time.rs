@@ -434,8 +434,9 @@ impl ConfigCost {
         let params = local * 2.0;
         let bucket = e.grad_bucket_bytes;
         let rs = |b| bucketed(b, bucket, dp_group, &net);
+        let ar = |b| bucketed_all_reduce(b, bucket, dp_group, &net);
         let (dp_exposed_mb, dp_grad_once, dp_param_once) = match effective_zero(e, cfg) {
-            0 => (0.0, bucketed_all_reduce(grads, bucket, dp_group, &net), 0.0),
+            0 => (0.0, ar(grads), 0.0),
             1 => (0.0, rs(grads), rs(params)),
             2 => {
                 // Gradients reduce-scattered every micro-batch as its backward produces them

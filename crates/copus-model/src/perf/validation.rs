@@ -131,6 +131,14 @@ const EXTRA_COLUMNS: [&str; 11] = [
     "memory_gib",
 ];
 
+/// The finite, positive number `v` of column `name`, or why it is not one.
+fn positive_number(name: &str, v: &str) -> Result<f64, String> {
+    v.parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x > 0.0)
+        .ok_or_else(|| format!("{name} = '{v}' is not a positive number"))
+}
+
 /// Apply the optional columns of one row.
 fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> Result<(), String> {
     for &(i, name) in extra {
@@ -157,14 +165,7 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
             "dropout" => row.model.dropout = Some(yes()?),
             "cp" => row.config.cp = int()?,
             "tp_overlap" => row.stack.tp_overlap = Some(yes()?),
-            "memory_gib" => {
-                let gib: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|x: &f64| x.is_finite() && *x > 0.0)
-                    .ok_or_else(|| format!("memory_gib = '{v}' is not a positive number"))?;
-                row.measured_memory_bytes = Some(gib * GIB);
-            }
+            "memory_gib" => row.measured_memory_bytes = Some(positive_number(name, v)? * GIB),
             "precision" => {
                 row.stack.precision = Some(match v {
                     "bf16" => Precision::Bf16,
@@ -270,11 +271,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
             .ok()
             .filter(|z| *z <= 3)
             .ok_or_else(|| err("zero must be 0–3".into()))?;
-        let tflops: f64 = f[18]
-            .parse()
-            .ok()
-            .filter(|x: &f64| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| err(format!("tflops = '{}' is not a positive number", f[18])))?;
+        let tflops = positive_number("tflops", f[18]).map_err(err)?;
         let mut row = PublishedRow {
             set: f[0].to_string(),
             model,
