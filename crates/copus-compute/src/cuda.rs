@@ -212,11 +212,13 @@ impl Backend for CudaBackend {
                 ev.synchronize().map_err(cuda_err("wait for staging"))?;
             }
             let host = lane.pinned.as_mut_slice().map_err(cuda_err("pinned"))?;
-            for (p, part) in seg.parts.iter().enumerate() {
-                host[p * stride_bytes..p * stride_bytes + n * size]
-                    .copy_from_slice(&part[job.lo * size..job.hi * size]);
-            }
             let total = k * stride_bytes;
+            staging::stage(
+                &mut host[..total],
+                &seg.parts,
+                job.lo * size..job.hi * size,
+                stride_bytes,
+            );
             {
                 let (dptr, _sync) = lane.dev.device_ptr(&lane.stream);
                 // SAFETY: `host` is pinned and not touched again until `copied` completes;
@@ -309,6 +311,12 @@ impl Backend for CudaBackend {
 
     fn preferred_segment_elems(&self) -> usize {
         4 << 20
+    }
+
+    fn preferred_wave_bytes(&self) -> usize {
+        // Eight staging buffers per call: the two lanes alternate, so the host stages one
+        // launch while the other lane's copy and kernel run; one synchronisation per 512 MiB.
+        8 * STAGE_BYTES
     }
 
     fn copy_baselines(&self, bytes: usize) -> Vec<(String, Result<f64, ComputeError>)> {

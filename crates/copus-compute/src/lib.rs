@@ -158,6 +158,13 @@ pub trait Backend: Send + Sync {
         1 << 16
     }
 
+    /// Bytes (all K parts together) a caller should hand over per [`Backend::reduce`] call:
+    /// the bound on the data in flight. A GPU wants several staging buffers' worth, so that
+    /// staging one launch on the host overlaps the copy and kernel of the one before.
+    fn preferred_wave_bytes(&self) -> usize {
+        64 << 20
+    }
+
     /// Copy baselines a benchmark shows beside this backend's reduction of `bytes` bytes:
     /// (what, seconds) for each, e.g. the host-to-device copy that bounds a GPU's reduction
     /// and the device's own copy bandwidth. Empty when data is reduced where it lies (CPU).

@@ -77,6 +77,27 @@ pub fn part_stride_bytes(n: usize, size: usize) -> usize {
     (n * size).next_multiple_of(ALIGN)
 }
 
+/// Bytes one worker copies at a time when staging (large enough to stream, small enough that
+/// the cores share a 64 MiB launch evenly).
+const STAGE_PIECE: usize = 1 << 20;
+
+/// Copy bytes `range` of every part into `host`, part p at `p * stride_bytes`, on all cores:
+/// the mapped files are read (and their pages faulted in) in parallel, which a single thread
+/// cannot do at the speed of the copy to the GPU. `host` holds K strides exactly.
+pub fn stage(host: &mut [u8], parts: &[&[u8]], range: std::ops::Range<usize>, stride_bytes: usize) {
+    use rayon::prelude::*;
+    debug_assert_eq!(host.len(), parts.len() * stride_bytes);
+    host.par_chunks_mut(stride_bytes.max(1))
+        .zip(parts.par_iter())
+        .for_each(|(dst, part)| {
+            let src = &part[range.clone()];
+            dst[..src.len()]
+                .par_chunks_mut(STAGE_PIECE)
+                .zip(src.par_chunks(STAGE_PIECE))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+        });
+}
+
 /// Blocks of a launch of `n` elements (each thread strides over the range).
 pub fn blocks(n: usize) -> usize {
     n.div_ceil(THREADS as usize).clamp(1, MAX_BLOCKS)
@@ -164,6 +185,34 @@ mod tests {
         assert!(plan(&[(10, 4)], STAGE_BYTES / ALIGN).is_ok());
         // An empty batch plans nothing, whatever K.
         assert_eq!(plan(&[(0, 4)], k), Ok(vec![]));
+    }
+
+    #[test]
+    fn staging_places_each_part_at_its_stride() {
+        // Three parts of 2.5 pieces each (so the parallel pieces have a ragged end), a range
+        // that starts mid-part, and a stride with padding after each part's bytes.
+        let len = STAGE_PIECE * 5 / 2 + 3;
+        let parts: Vec<Vec<u8>> = (0..3u8)
+            .map(|p| (0..len).map(|i| (i as u8).wrapping_mul(7) ^ p).collect())
+            .collect();
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let range = 5..len;
+        let stride = (range.len()).next_multiple_of(ALIGN);
+        let mut host = vec![0xAAu8; 3 * stride];
+        stage(&mut host, &refs, range.clone(), stride);
+        for (p, part) in parts.iter().enumerate() {
+            let at = p * stride;
+            assert_eq!(
+                &host[at..at + range.len()],
+                &part[range.clone()],
+                "part {p}"
+            );
+            assert!(
+                host[at + range.len()..at + stride]
+                    .iter()
+                    .all(|&b| b == 0xAA)
+            );
+        }
     }
 
     #[test]

@@ -16,9 +16,6 @@ use crate::stats::{LayerSq, StepStats};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-/// Bytes (all K parts together) handed to the backend per call; bounds the work in flight.
-const WAVE_BYTES: usize = 64 << 20;
-
 /// Per-step sample weights: (w_k, b_small, b_big).
 fn weights(step: &StepEntry, opts: &DumpOptions) -> Result<(Vec<f64>, f64, f64), DumpError> {
     if let Some(v) = opts.samples
@@ -62,6 +59,7 @@ pub(crate) fn reduce_step(
         .segment_elems
         .unwrap_or_else(|| backend.preferred_segment_elems())
         .max(1);
+    let wave_limit = backend.preferred_wave_bytes().max(1);
     let mut per_tensor = vec![Sums::default(); tensors.len()];
     // (tensor, first element, end element, segment)
     let mut wave: Vec<(usize, usize, usize, Segment<'_>)> = Vec::new();
@@ -121,7 +119,7 @@ pub(crate) fn reduce_step(
                 },
             ));
             wave_bytes += (hi - lo) * size * k;
-            if wave_bytes >= WAVE_BYTES {
+            if wave_bytes >= wave_limit {
                 flush(&mut wave, &mut wave_bytes)?;
             }
             lo = hi;
