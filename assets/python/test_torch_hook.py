@@ -158,10 +158,15 @@ def _device(rank):
     return torch.device("cpu")
 
 
-def _runnable(world):
-    """None when `world` ranks can run here, else why not."""
+def _runnable(sc):
+    """None when scenario `sc` can run here, else why not."""
+    world = sc["world"]
     if BACKEND == "nccl" and world > torch.cuda.device_count():
         return f"NCCL needs a GPU per rank: {world} ranks, {torch.cuda.device_count()} GPU(s)"
+    if sc.get("kind") == "fsdp2" and BACKEND == "gloo" and DEVICE == "cuda":
+        # Seen on torch 2.11: gloo's all-gather of CUDA DTensors dies with SIGSEGV in
+        # wait_tensor. FSDP2 on GPUs means NCCL, one GPU per rank.
+        return "FSDP2 on CUDA tensors needs NCCL (gloo crashes on CUDA DTensors)"
     return None
 
 
@@ -269,12 +274,16 @@ def _run_scenario(rank, world, name, sc, outdir):
 
 
 def _run_fsdp2(rank, world, name, sc, outdir):
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     dev = _device(rank)
     model = make_model().to(dev)
+    # The mesh of the device the ranks run on: without one, FSDP2 builds a CUDA mesh whenever
+    # a GPU is present, also for CPU tensors (which crashes gloo on a GPU host).
+    mesh = init_device_mesh(dev.type, (world,))
     for layer in (model[0], model[2]):
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
     mbs, accum = sc["mbs"], sc["accum"]
     hook = copus_hook.FsdpNoiseHook(model, writer, samples_per_rank=mbs * accum,
@@ -465,7 +474,7 @@ class TorchDdpHookTests(unittest.TestCase):
             cls.outdir = cls._tmp.name
         by_world = {}
         for name, sc in SCENARIOS.items():
-            if _runnable(sc["world"]) is None:
+            if _runnable(sc) is None:
                 by_world.setdefault(sc["world"], []).append(name)
         for world, names in sorted(by_world.items()):
             _spawn(world, names, cls.outdir)
@@ -476,7 +485,7 @@ class TorchDdpHookTests(unittest.TestCase):
             cls._tmp.cleanup()
 
     def load(self, name):
-        why = _runnable(SCENARIOS[name]["world"])
+        why = _runnable(SCENARIOS[name])
         if why is not None:
             self.skipTest(why)
         with open(os.path.join(self.outdir, f"{name}.ndjson"), encoding="utf-8") as f:
@@ -579,7 +588,7 @@ class TorchDdpHookTests(unittest.TestCase):
         # hook's all-reduce(s), every flush_every steps and at close().
         checked = 0
         for name, sc in SCENARIOS.items():
-            if _runnable(sc["world"]) is not None:
+            if _runnable(sc) is not None:
                 continue
             flushes = math.ceil(sc["steps"] / sc.get("flush_every", FLUSH_EVERY))
             per_flush = FLUSH_COLLECTIVES[sc.get("kind", "ddp")]
