@@ -15,6 +15,10 @@
 #                the device-to-device copy bandwidth) and `--device cpu` (beside the memory-read baseline)
 #   hook_nccl    assets/python/test_torch_hook.py on the GPUs with NCCL (one GPU: gloo on
 #                CUDA tensors, since NCCL needs a GPU per rank)
+#   measure      scripts/measure_gpu.py: BF16/FP8 GEMMs, SDPA attention forward and backward,
+#                whole training steps of Llama-style models (REPORT_DIR/measure_gpu.json)
+# NVRTC is looked for beside the loader's paths in the CUDA toolkit's lib64 and in the
+# nvidia-cuda-nvrtc wheel of the python with torch.
 # On a machine without a GPU the GPU steps report "no GPU" and the rest still runs, so the
 # script is exercised end to end by CI. It exits non-zero when any step FAILS.
 #
@@ -26,6 +30,7 @@
 #      COPUS_GPU_CHECK_AGREE_MB size of each step of the agreement dumps (default 256 / 8)
 #      COPUS_PYTHON             a python with torch (default: the venv of python_env.sh,
 #                               else python3)
+#      COPUS_GPU_CHECK_TRAIN_S  time for measure's training runs (default 120; the step stops at 300 s)
 set -uo pipefail
 OUT="${1:?usage: scripts/gpu_check.sh REPORT_DIR}"
 cd "$(dirname "$0")/.."
@@ -104,6 +109,24 @@ if [[ ! -x "$COPUS" ]]; then
     echo "gpu_check: cannot go on without $COPUS" >&2
     exit 1
 fi
+
+# NVRTC where the loader does not look: the CUDA toolkit's lib64, or the nvidia-cuda-nvrtc wheel
+# that PyTorch's CUDA build brings along. Only directories that hold a libnvrtc are added.
+nvrtc_dirs() {
+    local py="${COPUS_PYTHON:-python3}" d
+    for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/local/cuda-*/lib64; do
+        [[ -d "$d" ]] && echo "$d"
+    done
+    "$py" -c 'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null \
+        | while read -r d; do [[ -d "$d/nvidia" ]] && echo "$d/nvidia"; done \
+        | xargs -r -I{} find {} -maxdepth 4 -name 'libnvrtc.so*' -printf '%h\n' 2>/dev/null
+}
+for d in $(nvrtc_dirs | sort -u); do
+    if compgen -G "$d/libnvrtc.so*" >/dev/null; then
+        LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+done
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 
 # --- backends
 t=$(now)
@@ -231,13 +254,31 @@ elif ! NGPU=$("$PY" -c "import torch; print(torch.cuda.device_count() if torch.c
 else
     if [[ "$NGPU" -ge 2 ]]; then BACKEND=nccl; else BACKEND=gloo; fi
     if (cd assets/python && COPUS_TORCH_DEVICE=cuda COPUS_TORCH_DIST_BACKEND=$BACKEND \
-            COPUS_TORCH_OUT="$OUT/hook_records" "$PY" -m unittest -v test_torch_hook) >> "$OUT/hook_nccl.log" 2>&1; then
+            COPUS_TORCH_OUT="$OUT/hook_records" timeout 120 "$PY" -m unittest -v test_torch_hook) >> "$OUT/hook_nccl.log" 2>&1; then
         note=""
         [[ "$BACKEND" == gloo ]] && note=" (1 GPU: NCCL needs a GPU per rank, so gloo on CUDA tensors)"
         record hook_nccl PASS "$BACKEND on $NGPU GPU(s): $(grep -E '^Ran |^OK' "$OUT/hook_nccl.log" | tr '\n' ' ')$note" "$(since "$t")"
     else
         record hook_nccl FAIL "see hook_nccl.log" "$(since "$t")"
     fi
+fi
+
+# --- measure: GEMMs, attention and whole training steps with PyTorch (scripts/measure_gpu.py),
+# the figures docs/MODEL.md compares copus's hardware profile with. Without a GPU: toy sizes on
+# the CPU, so the script itself runs.
+t=$(now)
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+    record measure "no GPU" "no torch in $PY" "$(since "$t")"
+elif [[ "$HAVE_GPU" == 1 && "${NGPU:-0}" != 0 ]]; then
+    if run measure timeout 300 "$PY" scripts/measure_gpu.py "$OUT" --train-budget-s "${COPUS_GPU_CHECK_TRAIN_S:-120}"; then
+        record measure PASS "$OUT/measure_gpu.json: $(grep -c '^train ' "$OUT/measure.log") training runs" "$(since "$t")"
+    else
+        record measure FAIL "see measure.log" "$(since "$t")"
+    fi
+elif run measure "$PY" scripts/measure_gpu.py "$WORK/measure" --quick; then
+    record measure "no GPU" "$NO_GPU (toy sizes on the CPU ran)" "$(since "$t")"
+else
+    record measure FAIL "see measure.log" "$(since "$t")"
 fi
 
 # --- report

@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Measure one GPU as copus's performance model sees it, with PyTorch, and write the figures.
+
+    python3 scripts/measure_gpu.py OUT_DIR [--quick]
+
+Three parts, each timed with CUDA events (median of the timed repetitions after warm-ups):
+
+  gemm       torch.matmul in BF16 (and torch._scaled_mm in FP8 E4M3 where the GPU has it) on the
+             GEMM shapes of Llama-style layers at 16,384 tokens, and one 8192^3 product.
+  attention  torch.nn.functional.scaled_dot_product_attention, causal, head dim 128, 32 query and
+             32 key/value heads, forward and forward+backward, per SDPA backend (flash = the
+             FlashAttention-2 kernels PyTorch ships, cudnn = cuDNN's fused attention, efficient =
+             the memory-efficient kernel), at sequences 1K to 128K with 64K tokens per call.
+  train      whole training steps of Llama-3-style models on this one GPU, written here in plain
+             PyTorch eager (RMSNorm, RoPE, grouped-query attention through SDPA flash, SwiGLU,
+             tied embeddings, FP32 parameters under BF16 autocast, fused AdamW, full activation
+             checkpointing per layer where stated): step time and peak memory, or "oom".
+
+The stack of every figure is written beside it (torch, CUDA, cuDNN versions, backend). The
+train rows are what `copus predict --hardware h200 --gpus 1 --stack torchtitan-fsdp2 ...`
+predicts; docs/MODEL.md compares the two. On a machine without a GPU, --quick runs every part
+on the CPU at toy sizes, so the script itself is exercised; those figures mean nothing.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def timer(fn, warmup, reps, cuda):
+    """Median and min of fn's time in seconds over reps calls after warmup calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    return statistics.median(times), min(times)
+
+
+# ---------------------------------------------------------------- gemm
+def gemm_shapes(quick):
+    """(label, M, N, K): the GEMMs of a transformer layer's forward at M tokens."""
+    if quick:
+        return [("toy", 64, 96, 32)]
+    m = 16384
+    shapes = [("square 8192", 8192, 8192, 8192)]
+    for name, h, kv, ffn in (("1B", 2048, 512, 8192), ("8B", 4096, 1024, 14336),
+                             ("70B/TP8", 1024, 128, 3584)):
+        if name == "70B/TP8":
+            # One tensor-parallel rank of a 70B layer (h 8192, TP 8): qkv and fc1 column-split.
+            shapes += [(f"{name} qkv", m, 1024 + 2 * 128, 8192), (f"{name} proj", m, 8192, 1024),
+                       (f"{name} fc1", m, 2 * 3584, 8192), (f"{name} fc2", m, 8192, 3584)]
+            continue
+        shapes += [(f"{name} qkv", m, h + 2 * kv, h), (f"{name} proj", m, h, h),
+                   (f"{name} fc1", m, 2 * ffn, h), (f"{name} fc2", m, h, ffn),
+                   (f"{name} logits", m, 128256, h)]
+    return shapes
+
+
+def measure_gemm(dev, quick):
+    cuda = dev.type == "cuda"
+    rows = []
+    fp8 = cuda and torch.cuda.get_device_capability(dev) >= (8, 9) and hasattr(torch, "_scaled_mm")
+    for label, m, n, k in gemm_shapes(quick):
+        flops = 2.0 * m * n * k
+        a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+        w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+        med, best = timer(lambda: a @ w.t(), 3, 10 if not quick else 2, cuda)
+        rows.append({"shape": label, "m": m, "n": n, "k": k, "dtype": "bf16", "median_s": med,
+                     "best_s": best, "tflops": flops / med / 1e12})
+        if fp8:
+            try:
+                a8 = a.to(torch.float8_e4m3fn)
+                w8 = w.to(torch.float8_e4m3fn)
+                one = torch.ones((), device=dev, dtype=torch.float32)
+                fn = lambda: torch._scaled_mm(a8, w8.t(), scale_a=one, scale_b=one,
+                                              out_dtype=torch.bfloat16)
+                med, best = timer(fn, 3, 10, cuda)
+                rows.append({"shape": label, "m": m, "n": n, "k": k, "dtype": "fp8_e4m3",
+                             "median_s": med, "best_s": best, "tflops": flops / med / 1e12})
+                del a8, w8
+            except Exception as e:  # an FP8 path missing in this torch: say so, go on
+                rows.append({"shape": label, "dtype": "fp8_e4m3", "error": repr(e)[:300]})
+                fp8 = False
+        del a, w
+    return rows
+
+
+# ---------------------------------------------------------------- attention
+def sdpa_backends():
+    from torch.nn.attention import SDPBackend
+    return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}
+
+
+def measure_attention(dev, quick):
+    from torch.nn.attention import sdpa_kernel
+    cuda = dev.type == "cuda"
+    heads, d = (32, 128) if not quick else (2, 16)
+    tokens = 65536 if not quick else 256
+    seqs = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072] if not quick else [64, 128]
+    backends = sdpa_backends() if cuda else {"math": None}
+    rows = []
+    for seq in seqs:
+        b = max(1, tokens // seq)
+        # FLOPs of causal attention's forward (two matmuls over half the score matrix).
+        fwd_flops = 4.0 * b * heads * seq * seq * d / 2
+        for name, backend in backends.items():
+            if name == "efficient" and seq > 16384:
+                continue  # slow and not what training stacks run at long context
+            row = {"backend": name, "seq": seq, "batch": b, "heads": heads, "head_dim": d,
+                   "causal_fwd_flops": fwd_flops}
+            try:
+                q, k, v = (torch.randn(b, heads, seq, d, device=dev, dtype=torch.bfloat16,
+                                       requires_grad=True) for _ in range(3))
+                ctx = sdpa_kernel([backend]) if backend is not None else _null()
+                with ctx:
+                    fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    with torch.no_grad():
+                        row["fwd_s"], _ = timer(fwd, 2, 5 if not quick else 1, cuda)
+                    out = fwd()
+                    grad = torch.randn_like(out)
+
+                    def fwd_bwd():
+                        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                        o.backward(grad)
+
+                    row["fwd_bwd_s"], _ = timer(fwd_bwd, 2, 5 if not quick else 1, cuda)
+                row["bwd_s"] = row["fwd_bwd_s"] - row["fwd_s"]
+                row["fwd_tflops"] = fwd_flops / row["fwd_s"] / 1e12
+                # FlashAttention-2's backward: five matmuls to the forward's two (2.5x its FLOPs).
+                row["bwd_tflops_at_2_5x"] = 2.5 * fwd_flops / row["bwd_s"] / 1e12
+                del q, k, v, out, grad
+            except Exception as e:
+                row["error"] = repr(e)[:300]
+            rows.append(row)
+            if cuda:
+                torch.cuda.empty_cache()
+    return rows
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+# ---------------------------------------------------------------- train
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+def rope_tables(seq, head_dim, dev, theta=500000.0):
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=dev, dtype=torch.float32) / head_dim)
+    ang = torch.outer(torch.arange(seq, device=dev, dtype=torch.float32), inv)
+    return ang.cos(), ang.sin()
+
+
+def apply_rope(x, cos, sin):
+    x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    out = torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+    return out.type_as(x)
+
+
+class Block(nn.Module):
+    def __init__(self, h, heads, kv_heads, ffn):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, h // heads
+        self.wq = nn.Linear(h, h, bias=False)
+        self.wk = nn.Linear(h, kv_heads * self.hd, bias=False)
+        self.wv = nn.Linear(h, kv_heads * self.hd, bias=False)
+        self.wo = nn.Linear(h, h, bias=False)
+        self.w1 = nn.Linear(h, ffn, bias=False)
+        self.w3 = nn.Linear(h, ffn, bias=False)
+        self.w2 = nn.Linear(ffn, h, bias=False)
+        self.n1, self.n2 = RMSNorm(h), RMSNorm(h)
+
+    def forward(self, x, cos, sin):
+        b, s, h = x.shape
+        y = self.n1(x)
+        q = apply_rope(self.wq(y).view(b, s, self.heads, self.hd), cos, sin)
+        k = apply_rope(self.wk(y).view(b, s, self.kv_heads, self.hd), cos, sin)
+        v = self.wv(y).view(b, s, self.kv_heads, self.hd)
+        rep = self.heads // self.kv_heads
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.wo(a.transpose(1, 2).reshape(b, s, h))
+        y = self.n2(x)
+        return x + self.w2(F.silu(self.w1(y)) * self.w3(y))
+
+
+class Llama(nn.Module):
+    def __init__(self, layers, h, heads, kv_heads, ffn, vocab, checkpoint):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, h)
+        self.blocks = nn.ModuleList(Block(h, heads, kv_heads, ffn) for _ in range(layers))
+        self.norm = RMSNorm(h)
+        self.checkpoint = checkpoint
+        self.hd = h // heads
+
+    def forward(self, tokens):
+        x = self.emb(tokens)
+        cos, sin = rope_tables(tokens.shape[1], self.hd, tokens.device)
+        for blk in self.blocks:
+            if self.checkpoint:
+                x = torch.utils.checkpoint.checkpoint(blk, x, cos, sin, use_reentrant=False)
+            else:
+                x = blk(x, cos, sin)
+        return F.linear(self.norm(x), self.emb.weight)  # tied output layer
+
+
+# Llama 3.2 1B and 3B shapes (tied embeddings, vocabulary 128,256, GQA with 8 KV heads).
+SHAPES = {
+    "llama3.2-1b": dict(layers=16, h=2048, heads=32, kv_heads=8, ffn=8192, vocab=128256),
+    "llama3.2-3b": dict(layers=28, h=3072, heads=24, kv_heads=8, ffn=8192, vocab=128256),
+    "toy": dict(layers=2, h=64, heads=4, kv_heads=2, ffn=128, vocab=256),
+}
+# (model, sequence, local batch, recompute[, attention, precision]): attention "flash" (SDPA's
+# FlashAttention-2 kernels) or "cudnn" (cuDNN fused attention); precision "amp" (FP32
+# parameters under BF16 autocast, a plain PyTorch AMP loop) or "fsdp2" (torchtitan's way: FSDP2
+# on this one GPU with MixedPrecisionPolicy BF16 parameters, FP32 gradient reduction).
+TRAIN_SETS = {
+    "default": [  # most telling first: the time budget may stop the list early
+        ("llama3.2-1b", 2048, 8, "none"),
+        ("llama3.2-1b", 8192, 2, "none"),
+        ("llama3.2-3b", 4096, 4, "none"),
+        ("llama3.2-3b", 4096, 4, "full"),
+        ("llama3.2-1b", 32768, 1, "full"),
+        ("llama3.2-1b", 65536, 1, "full"),
+        ("llama3.2-1b", 16384, 2, "none"),
+        ("llama3.2-3b", 16384, 1, "full"),
+    ],
+    "fsdp2": [
+        ("llama3.2-1b", 2048, 8, "none", "flash", "fsdp2"),
+        ("llama3.2-1b", 32768, 1, "full", "flash", "fsdp2"),
+        ("llama3.2-1b", 32768, 1, "full", "cudnn", "fsdp2"),
+        ("llama3.2-1b", 8192, 2, "none", "flash", "fsdp2"),
+        ("llama3.2-1b", 8192, 2, "none", "cudnn", "fsdp2"),
+        ("llama3.2-3b", 4096, 4, "full", "flash", "fsdp2"),
+        ("llama3.2-1b", 65536, 1, "full", "flash", "fsdp2"),
+    ],
+}
+
+
+def one_gpu_group(dev):
+    """A process group of this one process (FSDP2 needs one), created once."""
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        import tempfile
+        store = tempfile.mkdtemp()
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo",
+                                init_method=f"file://{store}/rdzv", rank=0, world_size=1)
+
+
+def wrap_fsdp2(model, dev):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    one_gpu_group(dev)
+    mesh = init_device_mesh(dev.type, (1,))
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for blk in model.blocks:
+        fully_shard(blk, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    return model
+
+
+def measure_train(dev, quick, budget_s, train_set):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    cuda = dev.type == "cuda"
+    runs = TRAIN_SETS[train_set]
+    if quick:
+        runs = [("toy", 32, 2, "none"), ("toy", 32, 2, "full"), ("toy", 32, 2, "full", "flash", "fsdp2")]
+    rows = []
+    t_end = time.monotonic() + budget_s
+    for run in runs:
+        name, seq, batch, recompute = run[:4]
+        attention, precision = (run[4], run[5]) if len(run) > 4 else ("flash", "amp")
+        shape = SHAPES[name]
+        row = {"model": name, **shape, "seq": seq, "local_batch": batch, "recompute": recompute,
+               "attention": f"sdpa {attention}" if cuda else "sdpa math", "precision": precision}
+        if time.monotonic() > t_end:
+            row["error"] = "skipped: time budget spent"
+            rows.append(row)
+            continue
+        model = opt = None
+        try:
+            torch.manual_seed(0)
+            model = Llama(**shape, checkpoint=recompute == "full").to(dev)
+            row["params"] = sum(p.numel() for p in model.parameters())
+            if precision == "fsdp2":
+                model = wrap_fsdp2(model, dev)
+            try:
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
+                row["optimizer"] = "AdamW fused" if cuda else "AdamW"
+            except Exception:  # no fused AdamW for these parameters (DTensor) in this torch
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+                row["optimizer"] = "AdamW foreach"
+            tokens = torch.randint(0, shape["vocab"], (batch, seq + 1), device=dev)
+            inp, tgt = tokens[:, :-1], tokens[:, 1:]
+            kernel = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+            backends = [kernel[attention]] if cuda else [SDPBackend.MATH]
+            autocast = precision == "amp"
+
+            def step():
+                # The backward inside the SDPA choice too: checkpointed layers recompute there.
+                with sdpa_kernel(backends):
+                    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
+                        logits = model(inp)
+                        loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt.flatten())
+                    loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+
+            if cuda:
+                step()
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats(dev)
+            med, best = timer(step, 1, 3 if not quick else 1, cuda)
+            row.update(step_s=med, best_step_s=best, tokens_per_s=batch * seq / med)
+            if cuda:
+                row["max_allocated_gib"] = torch.cuda.max_memory_allocated(dev) / 2**30
+                row["max_reserved_gib"] = torch.cuda.max_memory_reserved(dev) / 2**30
+        except torch.OutOfMemoryError as e:
+            row["error"] = "oom"
+            row["detail"] = str(e).splitlines()[0][:300]
+        except Exception as e:
+            row["error"] = repr(e)[:300]
+        del model, opt
+        if cuda:
+            torch.cuda.empty_cache()
+        rows.append(row)
+        print("train", json.dumps(row), flush=True)
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out_dir")
+    p.add_argument("--quick", action="store_true", help="toy sizes (exercise the script on a CPU)")
+    p.add_argument("--train-budget-s", type=float, default=150.0)
+    p.add_argument("--parts", default="gemm,attention,train")
+    p.add_argument("--train-set", default="default", choices=sorted(TRAIN_SETS),
+                   help="which training runs (default: AMP; fsdp2: torchtitan's precision)")
+    args = p.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    cuda = torch.cuda.is_available()
+    dev = torch.device("cuda" if cuda else "cpu")
+    if not cuda and not args.quick:
+        sys.exit("measure_gpu: no CUDA device (use --quick to exercise the script on a CPU)")
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda,
+           "cudnn": torch.backends.cudnn.version() if cuda else None,
+           "device": torch.cuda.get_device_name(dev) if cuda else platform.processor(),
+           "python": platform.python_version(),
+           "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
+    if cuda:
+        props = torch.cuda.get_device_properties(dev)
+        env.update(sms=props.multi_processor_count, memory_gib=props.total_memory / 2**30)
+    result = {"env": env}
+    parts = {"gemm": lambda: measure_gemm(dev, args.quick),
+             "attention": lambda: measure_attention(dev, args.quick),
+             "train": lambda: measure_train(dev, args.quick, args.train_budget_s, args.train_set)}
+    for part in args.parts.split(","):
+        t = time.monotonic()
+        try:
+            result[part] = parts[part]()
+        except Exception:
+            result[part] = {"error": traceback.format_exc()[-2000:]}
+        print(f"measure_gpu: {part} done in {time.monotonic() - t:.1f}s", flush=True)
+        with open(os.path.join(args.out_dir, "measure_gpu.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    summarize(result)
+
+
+def summarize(r):
+    print(json.dumps(r["env"]))
+    for row in r.get("gemm", []) if isinstance(r.get("gemm"), list) else []:
+        if "tflops" in row:
+            print(f"gemm {row['dtype']:9} {row['shape']:16} {row['tflops']:8.1f} TFLOP/s")
+    for row in r.get("attention", []) if isinstance(r.get("attention"), list) else []:
+        if "fwd_s" in row:
+            print(f"attn {row['backend']:9} seq {row['seq']:6} fwd {row['fwd_tflops']:6.1f} "
+                  f"bwd(2.5x) {row['bwd_tflops_at_2_5x']:6.1f} TFLOP/s  bwd/fwd time "
+                  f"{row['bwd_s'] / row['fwd_s']:.2f}")
+        else:
+            print(f"attn {row['backend']:9} seq {row['seq']:6} {row.get('error')}")
+    for row in r.get("train", []) if isinstance(r.get("train"), list) else []:
+        print("train", {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
+                        if k not in ("detail",)})
+
+
+if __name__ == "__main__":
+    main()
