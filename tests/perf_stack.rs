@@ -344,26 +344,37 @@ fn interleaved_pipeline_transfers_hide_where_the_stack_overlaps_them() {
     assert_eq!(v["stack"]["settings"]["pp_overlap"], true);
 }
 
-/// `--fused-cross-entropy` (on in `llm-foundry`): the output layer keeps the BF16 logits only,
-/// a third of the BF16 + FP32 bytes; the step time does not change (docs/MODEL.md).
+/// `--cross-entropy` (fused in `llm-foundry`, vocab-parallel in Megatron, pytorch in
+/// torchtitan): the output layer's logits take 2, 6 or 12 bytes each at the loss's backward;
+/// the step time does not change (docs/MODEL.md).
 #[test]
-fn a_fused_cross_entropy_keeps_a_third_of_the_logit_memory() {
+fn the_cross_entropy_sets_the_logit_memory() {
     let base = "predict --layers 24 --hidden 2048 --heads 16 --vocab 50368 --seq 2048 \
                 --tied-embeddings --gpus 16 --tp 1 --pp 1 --mbs 20 --zero 3 --recompute none \
                 --batch 320 --stack llm-foundry";
     let fused = json_of(base);
-    let plain = json_of(&format!("{base} --fused-cross-entropy off"));
-    assert_eq!(fused["stack"]["settings"]["fused_cross_entropy"], true);
-    assert_eq!(plain["stack"]["settings"]["fused_cross_entropy"], false);
+    let plain = json_of(&format!("{base} --cross-entropy vocab-parallel"));
+    let torch = json_of(&format!("{base} --cross-entropy pytorch"));
+    assert_eq!(fused["stack"]["settings"]["cross_entropy"], "fused");
+    assert_eq!(
+        plain["stack"]["settings"]["cross_entropy"],
+        "vocab_parallel"
+    );
+    assert_eq!(torch["stack"]["settings"]["cross_entropy"], "pytorch");
     let output = |v: &serde_json::Value| v["memory"]["output"].as_f64().expect("output");
     let ratio = output(&fused) / output(&plain);
     assert!((ratio - 1.0 / 3.0).abs() < 1e-9, "{ratio}");
+    let ratio = output(&torch) / output(&plain);
+    assert!((ratio - 2.0).abs() < 1e-9, "{ratio}");
     assert_eq!(fused["step_time_s"], plain["step_time_s"]);
+    assert_eq!(torch["step_time_s"], plain["step_time_s"]);
     // llm-foundry's MPT-1B at micro-batch 20 on 16 H100 ran (modern-h100.csv): it fits.
     assert_eq!(fused["fits"], true, "{fused}");
     assert_eq!(plain["fits"], false, "{plain}");
     let v = json_of("predict --model llama3-8b --gpus 8 --batch 64 --stack nemo");
-    assert_eq!(v["stack"]["settings"]["fused_cross_entropy"], false);
+    assert_eq!(v["stack"]["settings"]["cross_entropy"], "vocab_parallel");
+    let v = json_of("predict --model llama3-8b --gpus 8 --batch 64 --stack torchtitan-fsdp2");
+    assert_eq!(v["stack"]["settings"]["cross_entropy"], "pytorch");
 }
 
 /// `--attention cudnn` (Megatron-Core's and NeMo's Transformer Engine attention, or

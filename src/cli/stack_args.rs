@@ -1,7 +1,7 @@
 //! The training stack on the command line (`--stack` and one flag per setting), shared by
 //! `predict`, `grid`, `plan` and `calibrate` (docs/MODEL.md, "Stating your stack").
 
-use crate::perf::efficiency::{AttentionKind, Precision, Sharding};
+use crate::perf::efficiency::{AttentionKind, CrossEntropy, Precision, Sharding};
 use crate::perf::stack::{GradReduce, Stack, StackPreset};
 use clap::{Args, ValueEnum};
 
@@ -71,6 +71,28 @@ pub enum AttentionArg {
     Unfused,
 }
 
+/// Cross-entropy implementation on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CrossEntropyArg {
+    /// A fused kernel on the BF16 logits (flash-attn's, Liger's): 2 bytes per logit.
+    Fused,
+    /// Megatron's vocab-parallel cross-entropy (FP32 softmax, gradient in place): 6 bytes.
+    VocabParallel,
+    /// PyTorch's F.cross_entropy on FP32 logits (torchtitan, Hugging Face): 12 bytes at the
+    /// loss's backward.
+    Pytorch,
+}
+
+impl From<CrossEntropyArg> for CrossEntropy {
+    fn from(c: CrossEntropyArg) -> Self {
+        match c {
+            CrossEntropyArg::Fused => CrossEntropy::Fused,
+            CrossEntropyArg::VocabParallel => CrossEntropy::VocabParallel,
+            CrossEntropyArg::Pytorch => CrossEntropy::Pytorch,
+        }
+    }
+}
+
 /// Gradient reduction dtype on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GradReduceArg {
@@ -128,10 +150,9 @@ pub struct StackArgs {
     /// (Megatron's overlap_p2p_comm).
     #[arg(long, value_enum)]
     pub pp_overlap: Option<OnOff>,
-    /// A fused cross-entropy kernel on the BF16 logits (flash-attn's, as llm-foundry uses):
-    /// no FP32 copy of the logits in memory.
+    /// How the loss over the vocabulary is computed: the logits' memory at its backward.
     #[arg(long, value_enum)]
-    pub fused_cross_entropy: Option<OnOff>,
+    pub cross_entropy: Option<CrossEntropyArg>,
     /// ZeRO-3 / FSDP implementation (with --zero 3).
     #[arg(long, value_enum)]
     pub sharding: Option<ShardingArg>,
@@ -158,7 +179,7 @@ impl StackArgs {
             dp_overlap: self.dp_overlap.map(Into::into),
             tp_overlap: self.tp_overlap.map(Into::into),
             pp_overlap: self.pp_overlap.map(Into::into),
-            fused_cross_entropy: self.fused_cross_entropy.map(Into::into),
+            cross_entropy: self.cross_entropy.map(Into::into),
             sharding: self.sharding.map(|s| match s {
                 ShardingArg::Deepspeed => Sharding::DeepSpeed,
                 ShardingArg::Fsdp1 => Sharding::Fsdp1,

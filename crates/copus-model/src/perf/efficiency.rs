@@ -45,6 +45,43 @@ impl AttentionKind {
     }
 }
 
+/// How the loss over the vocabulary is computed. It sets the memory the logits take at the
+/// loss's backward, the peak of the last pipeline stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum CrossEntropy {
+    /// A fused kernel on the BF16 logits (flash-attn's, as llm-foundry's MPT uses it; Liger's):
+    /// the logits alone, 2 bytes per logit.
+    Fused,
+    /// Megatron's vocab-parallel cross-entropy: an FP32 softmax beside the BF16 logits, turned
+    /// into the gradient in place: 6 bytes per logit.
+    #[default]
+    VocabParallel,
+    /// PyTorch's `F.cross_entropy` on an FP32 copy of the logits (torchtitan, Hugging Face
+    /// models): the saved log-probabilities, their gradient and the input's gradient, 4 bytes
+    /// each, are live together in the loss's backward: 12 bytes per logit.
+    Pytorch,
+}
+
+impl CrossEntropy {
+    /// "fused", "vocab_parallel" or "pytorch".
+    pub fn name(self) -> &'static str {
+        match self {
+            CrossEntropy::Fused => "fused",
+            CrossEntropy::VocabParallel => "vocab_parallel",
+            CrossEntropy::Pytorch => "pytorch",
+        }
+    }
+
+    /// Bytes per logit (tokens × vocabulary / TP) at the loss's backward.
+    pub fn bytes_per_logit(self) -> f64 {
+        match self {
+            CrossEntropy::Fused => 2.0,
+            CrossEntropy::VocabParallel => 6.0,
+            CrossEntropy::Pytorch => 12.0,
+        }
+    }
+}
+
 /// How ZeRO-3-style full sharding gathers parameters and scatters gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Sharding {
@@ -141,11 +178,9 @@ pub struct EfficiencyParams {
     /// and hidden behind the micro-batch's compute on the stage (Megatron's
     /// `overlap_p2p_comm`, on by default with virtual stages); off: blocking transfers.
     pub pp_overlap: bool,
-    /// A fused cross-entropy kernel on the BF16 logits (flash-attn's, as llm-foundry's MPT
-    /// uses): no FP32 copy of the logits is kept, and the backward overwrites the logits in
-    /// place; off: the logits are cast to FP32 for the loss (Megatron, PyTorch). Memory only:
-    /// the kernel's time is charged as the unfused one's (docs/MODEL.md).
-    pub fused_cross_entropy: bool,
+    /// How the loss over the vocabulary is computed: the memory of the logits at its backward
+    /// (time is charged alike for all three: docs/MODEL.md).
+    pub cross_entropy: CrossEntropy,
     /// Slowdown of compute while it hides communication, as a fraction of the hidden
     /// communication time (communication kernels take SMs and HBM bandwidth).
     pub overlap_cost: f64,
@@ -216,7 +251,7 @@ impl Default for EfficiencyParams {
             sequence_parallel: true,
             tp_overlap: 0.5,
             pp_overlap: true,
-            fused_cross_entropy: false,
+            cross_entropy: CrossEntropy::VocabParallel,
             overlap_cost: 0.2,
             grad_bytes: 4.0,
             grad_reduce_overlap: 1.0,

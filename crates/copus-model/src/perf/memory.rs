@@ -324,8 +324,8 @@ impl<'a> Stages<'a> {
             0.0
         };
         let pp = cfg.pp.max(1);
-        // BF16 logits, plus their FP32 copy for the loss unless a fused kernel works on them.
-        let bytes_per_logit = if eff.fused_cross_entropy { 2.0 } else { 6.0 };
+        // The logits at the loss's backward, as the stack computes the loss.
+        let bytes_per_logit = eff.cross_entropy.bytes_per_logit();
         let t = cfg.tp.max(1) as f64;
         let logits = m.seq_len as f64 / cfg.cp.max(1) as f64 * cfg.mbs as f64 * m.vocab as f64 / t
             * bytes_per_logit;

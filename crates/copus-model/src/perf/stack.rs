@@ -9,7 +9,7 @@
 //! the explorer's what-if, calibration and the published-measurement validation.
 
 use super::EfficiencyParams;
-use super::efficiency::{AttentionKind, Precision, Sharding};
+use super::efficiency::{AttentionKind, CrossEntropy, Precision, Sharding};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -128,7 +128,7 @@ impl StackPreset {
             dp_overlap: true,
             tp_overlap: true,
             pp_overlap: true,
-            fused_cross_entropy: false,
+            cross_entropy: CrossEntropy::VocabParallel,
             sharding: Sharding::Fsdp2,
             precision: Precision::Bf16,
         };
@@ -160,6 +160,7 @@ impl StackPreset {
             },
             StackPreset::TorchtitanFsdp2 => StackSettings {
                 attention: AttentionKind::Fused,
+                cross_entropy: CrossEntropy::Pytorch,
                 sharding: Sharding::Fsdp2,
                 tp_overlap: false,
                 pp_overlap: false,
@@ -171,12 +172,14 @@ impl StackPreset {
                 sequence_parallel: false,
                 tp_overlap: false,
                 pp_overlap: false,
-                fused_cross_entropy: true,
+                cross_entropy: CrossEntropy::Fused,
                 grad_reduce: GradReduce::Bf16,
                 ..modern
             },
+            // Hugging Face models under DeepSpeed: PyTorch's cross-entropy on FP32 logits.
             StackPreset::DeepSpeed => StackSettings {
                 attention: AttentionKind::Fused,
+                cross_entropy: CrossEntropy::Pytorch,
                 sequence_parallel: false,
                 tp_overlap: false,
                 pp_overlap: false,
@@ -229,8 +232,8 @@ pub struct StackSettings {
     pub tp_overlap: bool,
     /// Pipeline transfers of the interleaved schedule overlapped with compute.
     pub pp_overlap: bool,
-    /// A fused cross-entropy kernel on the BF16 logits (no FP32 copy).
-    pub fused_cross_entropy: bool,
+    /// How the loss over the vocabulary is computed (the logits' memory).
+    pub cross_entropy: CrossEntropy,
     /// Implementation of ZeRO-3-style full sharding.
     pub sharding: Sharding,
     /// GEMM precision.
@@ -263,9 +266,9 @@ pub struct Stack {
     /// PP overlap (interleaved schedule), if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pp_overlap: Option<bool>,
-    /// Fused cross-entropy, if changed.
+    /// Cross-entropy implementation, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fused_cross_entropy: Option<bool>,
+    pub cross_entropy: Option<CrossEntropy>,
     /// Sharding implementation, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<Sharding>,
@@ -298,7 +301,7 @@ impl Stack {
             dp_overlap: self.dp_overlap.unwrap_or(p.dp_overlap),
             tp_overlap: self.tp_overlap.unwrap_or(p.tp_overlap),
             pp_overlap: self.pp_overlap.unwrap_or(p.pp_overlap),
-            fused_cross_entropy: self.fused_cross_entropy.unwrap_or(p.fused_cross_entropy),
+            cross_entropy: self.cross_entropy.unwrap_or(p.cross_entropy),
             sharding: self.sharding.unwrap_or(p.sharding),
             precision: self.precision.unwrap_or(p.precision),
         }
@@ -320,7 +323,7 @@ impl Stack {
             dp_overlap: other.dp_overlap.or(base.dp_overlap),
             tp_overlap: other.tp_overlap.or(base.tp_overlap),
             pp_overlap: other.pp_overlap.or(base.pp_overlap),
-            fused_cross_entropy: other.fused_cross_entropy.or(base.fused_cross_entropy),
+            cross_entropy: other.cross_entropy.or(base.cross_entropy),
             sharding: other.sharding.or(base.sharding),
             precision: other.precision.or(base.precision),
         }
@@ -379,8 +382,7 @@ impl Stack {
             dp_overlap: (want.dp_overlap != p.dp_overlap).then_some(want.dp_overlap),
             tp_overlap: (want.tp_overlap != p.tp_overlap).then_some(want.tp_overlap),
             pp_overlap: (want.pp_overlap != p.pp_overlap).then_some(want.pp_overlap),
-            fused_cross_entropy: (want.fused_cross_entropy != p.fused_cross_entropy)
-                .then_some(want.fused_cross_entropy),
+            cross_entropy: (want.cross_entropy != p.cross_entropy).then_some(want.cross_entropy),
             sharding: (want.sharding != p.sharding).then_some(want.sharding),
             precision: (want.precision != p.precision).then_some(want.precision),
         }
@@ -422,7 +424,7 @@ impl StackSettings {
             ("dp_overlap", on_off(self.dp_overlap)),
             ("tp_overlap", on_off(self.tp_overlap)),
             ("pp_overlap", on_off(self.pp_overlap)),
-            ("fused_cross_entropy", on_off(self.fused_cross_entropy)),
+            ("cross_entropy", self.cross_entropy.name()),
             ("sharding", self.sharding.name()),
             ("precision", self.precision.name()),
         ]
@@ -453,7 +455,7 @@ impl StackSettings {
             dp_overlap: e.grad_reduce_overlap > 0.0,
             tp_overlap: e.tp_overlap > 0.0,
             pp_overlap: e.pp_overlap,
-            fused_cross_entropy: e.fused_cross_entropy,
+            cross_entropy: e.cross_entropy,
             sharding: e.sharding,
             precision: e.precision,
         }
@@ -485,7 +487,7 @@ impl StackSettings {
             0.0
         };
         e.pp_overlap = self.pp_overlap;
-        e.fused_cross_entropy = self.fused_cross_entropy;
+        e.cross_entropy = self.cross_entropy;
         e.sharding = self.sharding;
         e.precision = self.precision;
         e
@@ -507,8 +509,8 @@ pub struct StackSettingsJson {
     pub tp_overlap: bool,
     /// Interleaved pipeline transfers overlapped with compute.
     pub pp_overlap: bool,
-    /// A fused cross-entropy kernel on the BF16 logits.
-    pub fused_cross_entropy: bool,
+    /// "fused", "vocab_parallel" or "pytorch".
+    pub cross_entropy: &'static str,
     /// "deepspeed", "fsdp1", "fsdp2" or "hsdp".
     pub sharding: &'static str,
     /// "bf16" or "fp8".
@@ -524,7 +526,7 @@ impl From<StackSettings> for StackSettingsJson {
             dp_overlap: s.dp_overlap,
             tp_overlap: s.tp_overlap,
             pp_overlap: s.pp_overlap,
-            fused_cross_entropy: s.fused_cross_entropy,
+            cross_entropy: s.cross_entropy.name(),
             sharding: s.sharding.name(),
             precision: s.precision.name(),
         }

@@ -26,7 +26,7 @@ use std::borrow::Cow;
 
 /// Bytes of HBM traffic per logit of the FP32 cross-entropy (cast, max, exp, sum, normalise,
 /// gradient, cast back: about nine FP32 passes).
-/// A fused cross-entropy kernel (`fused_cross_entropy`) is charged the same: its fewer passes
+/// Every cross-entropy implementation (`cross_entropy`) is charged the same: a fused kernel's fewer passes
 /// (about 6 bytes a logit) made the held-out llm-foundry rows worse on both GPUs (docs/MODEL.md),
 /// so only its memory saving is modelled.
 const CE_BYTES_PER_LOGIT: f64 = 36.0;
