@@ -378,13 +378,36 @@ fn torchtitan_tables_held_out_within_the_recorded_error() {
 }
 
 #[test]
+fn own_h200_runs_held_out_within_the_recorded_error() {
+    // copus's own single-GPU runs on an H200 (copus-h200.csv, scripts/measure_gpu.py): FSDP2
+    // with torchtitan's precision, SDPA flash or cuDNN attention, 2K-32K tokens, in no fit.
+    // Mean 13.5 %, worst -22.5 % (the 1B at 32K with flash attention: the H100-fitted attention
+    // backward is 2.2x slower than the kernel measured on the same GPU; docs/MODEL.md).
+    assert_held_out("copus-h200.csv", 6, 0.14, 0.23);
+    // copus's memory sits below PyTorch's reserved peak of every run (the allocator's cache
+    // is in the peak, not in copus's live tensors) and within MAX_GAP of it.
+    const MAX_GAP: f64 = 40e9;
+    for (r, s) in &scored(&rows("copus-h200.csv")) {
+        let want = r.measured_memory_bytes.expect("every row has its memory");
+        let got = s.prediction.memory_per_gpu_bytes;
+        assert!(
+            got < want && got > want - MAX_GAP,
+            "{}: {got} vs {want}",
+            s.config
+        );
+    }
+}
+
+#[test]
 fn torchtitan_measured_memory_bounds_the_prediction() {
     // The report's peak memory of every run (memory_gib: the maximum over GPUs of PyTorch's
-    // reading, 61.8-84.9 GiB). copus's figure is live tensors plus a fixed reserve, so it must
-    // sit below each measured peak (which includes the caching allocator's cached blocks and
-    // the loss's FP32 temporaries) and within MAX_GAP of it; between the two eager runs (8 and
-    // 128 GPUs) the sharded state is the only difference, and that must match.
-    const MAX_GAP: f64 = 35e9;
+    // reading, 61.8-84.9 GiB). copus's figure is live tensors (PyTorch's cross-entropy: 12
+    // bytes a logit at the loss's backward) plus a fixed reserve, so it must sit below each
+    // measured peak (which includes the caching allocator's cached blocks) and within MAX_GAP
+    // of it (4-22.5 GB; 12-31 GB while the loss was counted at 6 bytes a logit); between the
+    // two eager runs (8 and 128 GPUs) the sharded state is the only difference, and that must
+    // match.
+    const MAX_GAP: f64 = 25e9;
     let rows = rows("torchtitan-h100.csv");
     assert!(rows.len() >= 18 && rows.iter().all(|r| r.measured_memory_bytes.is_some()));
     let scored = scored(&rows);
@@ -528,7 +551,8 @@ fn jobs_with_several_splits() -> Vec<(String, Vec<(PublishedRow, Scored)>)> {
         .collect()
 }
 
-const VALIDATION_SETS: [&str; 9] = [
+const VALIDATION_SETS: [&str; 10] = [
+    "copus-h200.csv",
     "narayanan2021-table1.csv",
     "narayanan2021-table2.csv",
     "narayanan2021-figures.csv",

@@ -115,9 +115,9 @@ const COLUMNS: [&str; 21] = [
 /// Optional columns after the required ones, in any order: the shape of a modern model
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
-/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no) and the source's measured peak memory per GPU
-/// (`memory_gib`, GiB). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 11] = [
+/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused) and the
+/// source's measured peak memory per GPU (`memory_gib`, GiB). An empty value keeps the default.
+const EXTRA_COLUMNS: [&str; 12] = [
     "kv_heads",
     "ffn",
     "swiglu",
@@ -129,6 +129,7 @@ const EXTRA_COLUMNS: [&str; 11] = [
     "grad_reduce",
     "tp_overlap",
     "memory_gib",
+    "attention",
 ];
 
 /// The finite, positive number `v` of column `name`, or why it is not one.
@@ -180,6 +181,14 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
                     "fsdp2" => Sharding::Fsdp2,
                     "hsdp" => Sharding::Hsdp,
                     _ => return Err(format!("sharding '{v}' (deepspeed|fsdp1|fsdp2|hsdp)")),
+                })
+            }
+            "attention" => {
+                row.stack.attention = Some(match v {
+                    "fused" => super::efficiency::AttentionKind::Fused,
+                    "cudnn" => super::efficiency::AttentionKind::Cudnn,
+                    "unfused" => super::efficiency::AttentionKind::Unfused,
+                    _ => return Err(format!("attention '{v}' (fused|cudnn|unfused)")),
                 })
             }
             "grad_reduce" => {
