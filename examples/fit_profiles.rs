@@ -33,8 +33,19 @@ fn main() -> anyhow::Result<()> {
                 Knob::ChunkHalf,
             ]
         });
-    // Start from the generic defaults, not the shipped values, so the fit is reproducible.
-    let start = copus::perf::EfficiencyParams::default();
+    // Start from the generic defaults, not the shipped values, so the fit is reproducible;
+    // a third argument fixes parameters measured rather than fitted (`name=value,...`).
+    let mut start = copus::perf::EfficiencyParams::default();
+    if let Some(fixed) = std::env::args().nth(3) {
+        for pair in fixed.split(',') {
+            let (name, value) = pair
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("'{pair}': expected name=value"))?;
+            let knob = Knob::from_name(name)
+                .ok_or_else(|| anyhow::anyhow!("'{name}' is not a fittable parameter"))?;
+            *knob.slot(&mut start) = value.parse()?;
+        }
+    }
     let samples = validation::samples(&train, &hw, &start)?;
     let fit = calibrate_samples(&samples, &start, &knobs, 60)?;
     println!(

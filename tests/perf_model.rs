@@ -279,3 +279,39 @@ proptest! {
         prop_assert!(p.memory_per_gpu_bytes > hw.reserved_bytes);
     }
 }
+
+/// `attention: Triton` (llm-foundry's `attn_impl: triton`) costs FlashAttention-2's attention
+/// time × `attn_triton_slowdown`: at 1 it is FlashAttention-2; at 2 only the attention part of
+/// the step doubles, so the step grows by exactly the FlashAttention-2 attention time.
+#[test]
+fn the_triton_attention_kernel_is_flash_attention_slowed_down() {
+    use copus::perf::efficiency::AttentionKind;
+    let (hw, m) = (hw(), model("llama-7b"));
+    let step = |attention, slowdown: f64, attn_scale: f64| {
+        let mut eff = hw.efficiency.clone();
+        eff.attention = attention;
+        eff.attn_triton_slowdown = slowdown;
+        eff.attn_eff *= attn_scale;
+        eff.attn_bwd_eff *= attn_scale;
+        let ctx = PerfContext {
+            hw: &hw,
+            model: &m,
+            eff: &eff,
+            gpus_per_node: 8,
+        };
+        predict(&ctx, &cfg(8, 1, 1, 1), 64)
+            .expect("valid")
+            .step_time_s
+    };
+    let fused = step(AttentionKind::Fused, 1.0, 1.0);
+    assert_eq!(step(AttentionKind::Triton, 1.0, 1.0), fused);
+    // Halving FlashAttention-2's efficiencies doubles its attention time: the same step as
+    // the Triton kernel at slowdown 2.
+    let triton = step(AttentionKind::Triton, 2.0, 1.0);
+    let half_flash = step(AttentionKind::Fused, 1.0, 0.5);
+    assert!(triton > fused * 1.01, "{triton} vs {fused}");
+    assert!(
+        (triton - half_flash).abs() < 1e-12 * fused,
+        "{triton} vs {half_flash}"
+    );
+}

@@ -69,6 +69,9 @@ pub enum AttentionArg {
     Cudnn,
     /// Batched GEMMs around softmax over stored scores.
     Unfused,
+    /// A Triton flash-attention kernel of FlashAttention-1's generation (llm-foundry's
+    /// `attn_impl: triton`).
+    Triton,
 }
 
 /// Cross-entropy implementation on the command line.
@@ -170,6 +173,7 @@ impl StackArgs {
                 AttentionArg::Fused => AttentionKind::Fused,
                 AttentionArg::Cudnn => AttentionKind::Cudnn,
                 AttentionArg::Unfused => AttentionKind::Unfused,
+                AttentionArg::Triton => AttentionKind::Triton,
             }),
             sequence_parallel: self.sequence_parallel.map(Into::into),
             grad_reduce: self.grad_reduce.map(|g| match g {

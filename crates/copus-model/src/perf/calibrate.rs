@@ -59,11 +59,14 @@ pub enum Knob {
     /// Share of tensor-parallel communication hidden behind GEMMs
     /// ([`EfficiencyParams::tp_overlap`]; only where the stack overlaps TP).
     TpOverlap,
+    /// The Triton flash-attention kernel's slowdown against FlashAttention-2
+    /// ([`EfficiencyParams::attn_triton_slowdown`]).
+    AttnTritonSlowdown,
 }
 
 impl Knob {
     /// Every knob, in a fixed order.
-    pub const ALL: [Knob; 18] = [
+    pub const ALL: [Knob; 19] = [
         Knob::MaxEff,
         Knob::GemmOverhead,
         Knob::AttnEff,
@@ -82,6 +85,7 @@ impl Knob {
         Knob::FsdpOverlap,
         Knob::AttnNativeSpeedup,
         Knob::TpOverlap,
+        Knob::AttnTritonSlowdown,
     ];
 
     /// The parameter this knob sets.
@@ -105,6 +109,7 @@ impl Knob {
             Knob::FsdpOverlap => &mut e.fsdp_overlap,
             Knob::AttnNativeSpeedup => &mut e.attn_native_speedup,
             Knob::TpOverlap => &mut e.tp_overlap,
+            Knob::AttnTritonSlowdown => &mut e.attn_triton_slowdown,
         }
     }
 
@@ -129,6 +134,7 @@ impl Knob {
             Knob::FsdpOverlap => "fsdp_overlap",
             Knob::AttnNativeSpeedup => "attn_native_speedup",
             Knob::TpOverlap => "tp_overlap",
+            Knob::AttnTritonSlowdown => "attn_triton_slowdown",
         }
     }
 

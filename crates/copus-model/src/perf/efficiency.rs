@@ -32,6 +32,10 @@ pub enum AttentionKind {
     /// Batched GEMMs with the s×s scores written to HBM and memory-bound scale, mask,
     /// softmax and dropout kernels between them (Megatron-LM before fused attention).
     Unfused,
+    /// A Triton flash-attention kernel of FlashAttention-1's generation (llm-foundry's
+    /// `attn_impl: triton`): FlashAttention-2's efficiencies divided by
+    /// `attn_triton_slowdown`.
+    Triton,
 }
 
 impl AttentionKind {
@@ -41,6 +45,7 @@ impl AttentionKind {
             AttentionKind::Fused => "fused",
             AttentionKind::Cudnn => "cudnn",
             AttentionKind::Unfused => "unfused",
+            AttentionKind::Triton => "triton",
         }
     }
 }
@@ -157,6 +162,9 @@ pub struct EfficiencyParams {
     /// Speed of the Hopper-native fused attention ([`AttentionKind::Cudnn`]) relative to
     /// FlashAttention-2's, forward and backward (1 where they are the same generation).
     pub attn_native_speedup: f64,
+    /// How many times slower than FlashAttention-2 the Triton flash-attention kernel
+    /// ([`AttentionKind::Triton`]) runs, forward and backward (1: as fast).
+    pub attn_triton_slowdown: f64,
     /// Attention kernel kind the stack runs.
     pub attention: AttentionKind,
     /// Fraction of HBM bandwidth reached by memory-bound kernels (norms, activations, optimizer).
@@ -244,6 +252,7 @@ impl Default for EfficiencyParams {
             attn_bwd_eff: 0.5625,
             attention: AttentionKind::Cudnn,
             attn_native_speedup: 1.0,
+            attn_triton_slowdown: 1.0,
             mem_eff: 0.8,
             kernel_overhead_s: 4e-6,
             microbatch_overhead_s: 1e-3,

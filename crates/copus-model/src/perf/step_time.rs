@@ -148,11 +148,12 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
     // forward is recomputed (the K and V, output and one MLP projection of a Llama block).
     let gemm_op_recompute = 0.5 * gemm_fwd;
     let (attn_fwd, attn_bwd) = match e.attention {
-        AttentionKind::Fused | AttentionKind::Cudnn => {
+        AttentionKind::Fused | AttentionKind::Cudnn | AttentionKind::Triton => {
             // Causal FLOPs, balanced over the context-parallel ranks.
             let flops = 2.0 * b * s * s * h / t / cp;
             let speedup = match e.attention {
                 AttentionKind::Cudnn => e.attn_native_speedup,
+                AttentionKind::Triton => 1.0 / e.attn_triton_slowdown,
                 _ => 1.0,
             };
             let fwd = flops / (peak * e.attn_eff * speedup);

@@ -115,7 +115,7 @@ const COLUMNS: [&str; 21] = [
 /// Optional columns after the required ones, in any order: the shape of a modern model
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
-/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused) and the
+/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused|triton) and the
 /// source's measured peak memory per GPU (`memory_gib`, GiB). An empty value keeps the default.
 const EXTRA_COLUMNS: [&str; 12] = [
     "kv_heads",
@@ -188,7 +188,8 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
                     "fused" => super::efficiency::AttentionKind::Fused,
                     "cudnn" => super::efficiency::AttentionKind::Cudnn,
                     "unfused" => super::efficiency::AttentionKind::Unfused,
-                    _ => return Err(format!("attention '{v}' (fused|cudnn|unfused)")),
+                    "triton" => super::efficiency::AttentionKind::Triton,
+                    _ => return Err(format!("attention '{v}' (fused|cudnn|unfused|triton)")),
                 })
             }
             "grad_reduce" => {
