@@ -432,3 +432,32 @@ fn the_what_if_stack_carries_its_zero_stage_until_one_is_chosen() {
     apply(&mut r, Field::Stack, 1).expect("next preset");
     assert_eq!(r.session.search.zero, vec![2], "chosen: kept");
 }
+
+/// `--elementwise eager` (torchtitan's default, no torch.compile) charges a Llama block its
+/// one-kernel-per-operation traffic (FP32 RMSNorm and rotary embedding, grouped keys copied
+/// out, SiLU and product apart), about three times the fused kernels' bytes; a GELU block,
+/// whose LayerNorm is one kernel even in eager, is charged the fused bytes (and more launches).
+#[test]
+fn eager_element_wise_work_slows_a_llama_block_and_hardly_a_gpt_block() {
+    let step = |model: &str, stack: &str, extra: &str| {
+        let v = json_of(&format!(
+            "predict --model {model} --gpus 8 --batch 64 --tp 1 --pp 1 --mbs 1 \
+             --recompute none --zero 3 --stack {stack} {extra}"
+        ));
+        let ew = v["stack"]["settings"]["elementwise"].clone();
+        (v["step_time_s"].as_f64().expect("step time"), ew)
+    };
+    let (eager, ew) = step("llama3-8b", "torchtitan-fsdp2", "");
+    assert_eq!(ew, "eager", "torchtitan runs eager unless told");
+    let (fused, ew) = step("llama3-8b", "torchtitan-fsdp2", "--elementwise fused");
+    assert_eq!(ew, "fused");
+    assert!(eager > 1.05 * fused, "eager {eager} s, fused {fused} s");
+    let (gpt_eager, _) = step("gpt-1.7b", "torchtitan-fsdp2", "");
+    let (gpt_fused, _) = step("gpt-1.7b", "torchtitan-fsdp2", "--elementwise fused");
+    assert!(
+        gpt_eager >= gpt_fused && gpt_eager < 1.02 * gpt_fused,
+        "{gpt_eager} vs {gpt_fused}"
+    );
+    let (_, ew) = step("llama3-8b", "megatron-core", "");
+    assert_eq!(ew, "fused", "Megatron's kernels are hand-fused");
+}

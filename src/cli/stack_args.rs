@@ -1,7 +1,7 @@
 //! The training stack on the command line (`--stack` and one flag per setting), shared by
 //! `predict`, `grid`, `plan` and `calibrate` (docs/MODEL.md, "Stating your stack").
 
-use crate::perf::efficiency::{AttentionKind, CrossEntropy, Precision, Sharding};
+use crate::perf::efficiency::{AttentionKind, CrossEntropy, Elementwise, Precision, Sharding};
 use crate::perf::stack::{GradReduce, Stack, StackPreset};
 use clap::{Args, ValueEnum};
 
@@ -96,6 +96,15 @@ impl From<CrossEntropyArg> for CrossEntropy {
     }
 }
 
+/// Element-wise kernels on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ElementwiseArg {
+    /// Hand-fused kernels (Megatron, Transformer Engine) or torch.compile.
+    Fused,
+    /// PyTorch eager, one kernel per operation (torchtitan without torch.compile).
+    Eager,
+}
+
 /// Gradient reduction dtype on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GradReduceArg {
@@ -156,6 +165,9 @@ pub struct StackArgs {
     /// How the loss over the vocabulary is computed: the logits' memory at its backward.
     #[arg(long, value_enum)]
     pub cross_entropy: Option<CrossEntropyArg>,
+    /// Element-wise kernels: fused (Megatron's, or torch.compile) or eager PyTorch.
+    #[arg(long, value_enum)]
+    pub elementwise: Option<ElementwiseArg>,
     /// ZeRO-3 / FSDP implementation (with --zero 3).
     #[arg(long, value_enum)]
     pub sharding: Option<ShardingArg>,
@@ -184,6 +196,10 @@ impl StackArgs {
             tp_overlap: self.tp_overlap.map(Into::into),
             pp_overlap: self.pp_overlap.map(Into::into),
             cross_entropy: self.cross_entropy.map(Into::into),
+            elementwise: self.elementwise.map(|w| match w {
+                ElementwiseArg::Fused => Elementwise::Fused,
+                ElementwiseArg::Eager => Elementwise::Eager,
+            }),
             sharding: self.sharding.map(|s| match s {
                 ShardingArg::Deepspeed => Sharding::DeepSpeed,
                 ShardingArg::Fsdp1 => Sharding::Fsdp1,

@@ -87,6 +87,28 @@ impl CrossEntropy {
     }
 }
 
+/// How a layer's element-wise work (normalisation, rotary embedding, activation, residual
+/// adds) runs: what it costs in memory traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Elementwise {
+    /// Hand-fused kernels (Megatron's and Transformer Engine's) or `torch.compile`'s fusion.
+    #[default]
+    Fused,
+    /// PyTorch eager: one kernel per operation, the normalisation and rotary embedding of a
+    /// Llama block in FP32 as torchtitan and Hugging Face write them.
+    Eager,
+}
+
+impl Elementwise {
+    /// "fused" or "eager".
+    pub fn name(self) -> &'static str {
+        match self {
+            Elementwise::Fused => "fused",
+            Elementwise::Eager => "eager",
+        }
+    }
+}
+
 /// How ZeRO-3-style full sharding gathers parameters and scatters gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Sharding {
@@ -186,6 +208,8 @@ pub struct EfficiencyParams {
     /// and hidden behind the micro-batch's compute on the stage (Megatron's
     /// `overlap_p2p_comm`, on by default with virtual stages); off: blocking transfers.
     pub pp_overlap: bool,
+    /// How the element-wise work of a layer runs (its memory traffic).
+    pub elementwise: Elementwise,
     /// How the loss over the vocabulary is computed: the memory of the logits at its backward
     /// (time is charged alike for all three: docs/MODEL.md).
     pub cross_entropy: CrossEntropy,
@@ -261,6 +285,7 @@ impl Default for EfficiencyParams {
             tp_overlap: 0.5,
             pp_overlap: true,
             cross_entropy: CrossEntropy::VocabParallel,
+            elementwise: Elementwise::Fused,
             overlap_cost: 0.2,
             grad_bytes: 4.0,
             grad_reduce_overlap: 1.0,

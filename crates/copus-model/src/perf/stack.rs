@@ -9,7 +9,7 @@
 //! the explorer's what-if, calibration and the published-measurement validation.
 
 use super::EfficiencyParams;
-use super::efficiency::{AttentionKind, CrossEntropy, Precision, Sharding};
+use super::efficiency::{AttentionKind, CrossEntropy, Elementwise, Precision, Sharding};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -129,6 +129,7 @@ impl StackPreset {
             tp_overlap: true,
             pp_overlap: true,
             cross_entropy: CrossEntropy::VocabParallel,
+            elementwise: Elementwise::Fused,
             sharding: Sharding::Fsdp2,
             precision: Precision::Bf16,
         };
@@ -161,6 +162,8 @@ impl StackPreset {
             StackPreset::TorchtitanFsdp2 => StackSettings {
                 attention: AttentionKind::Fused,
                 cross_entropy: CrossEntropy::Pytorch,
+                // torchtitan's default: no torch.compile.
+                elementwise: Elementwise::Eager,
                 sharding: Sharding::Fsdp2,
                 tp_overlap: false,
                 pp_overlap: false,
@@ -173,6 +176,7 @@ impl StackPreset {
                 tp_overlap: false,
                 pp_overlap: false,
                 cross_entropy: CrossEntropy::Fused,
+                elementwise: Elementwise::Eager,
                 grad_reduce: GradReduce::Bf16,
                 ..modern
             },
@@ -180,6 +184,7 @@ impl StackPreset {
             StackPreset::DeepSpeed => StackSettings {
                 attention: AttentionKind::Fused,
                 cross_entropy: CrossEntropy::Pytorch,
+                elementwise: Elementwise::Eager,
                 sequence_parallel: false,
                 tp_overlap: false,
                 pp_overlap: false,
@@ -234,6 +239,8 @@ pub struct StackSettings {
     pub pp_overlap: bool,
     /// How the loss over the vocabulary is computed (the logits' memory).
     pub cross_entropy: CrossEntropy,
+    /// How the element-wise work runs (fused kernels or PyTorch eager).
+    pub elementwise: Elementwise,
     /// Implementation of ZeRO-3-style full sharding.
     pub sharding: Sharding,
     /// GEMM precision.
@@ -269,6 +276,9 @@ pub struct Stack {
     /// Cross-entropy implementation, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cross_entropy: Option<CrossEntropy>,
+    /// Element-wise kernels, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elementwise: Option<Elementwise>,
     /// Sharding implementation, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<Sharding>,
@@ -302,6 +312,7 @@ impl Stack {
             tp_overlap: self.tp_overlap.unwrap_or(p.tp_overlap),
             pp_overlap: self.pp_overlap.unwrap_or(p.pp_overlap),
             cross_entropy: self.cross_entropy.unwrap_or(p.cross_entropy),
+            elementwise: self.elementwise.unwrap_or(p.elementwise),
             sharding: self.sharding.unwrap_or(p.sharding),
             precision: self.precision.unwrap_or(p.precision),
         }
@@ -324,6 +335,7 @@ impl Stack {
             tp_overlap: other.tp_overlap.or(base.tp_overlap),
             pp_overlap: other.pp_overlap.or(base.pp_overlap),
             cross_entropy: other.cross_entropy.or(base.cross_entropy),
+            elementwise: other.elementwise.or(base.elementwise),
             sharding: other.sharding.or(base.sharding),
             precision: other.precision.or(base.precision),
         }
@@ -383,6 +395,7 @@ impl Stack {
             tp_overlap: (want.tp_overlap != p.tp_overlap).then_some(want.tp_overlap),
             pp_overlap: (want.pp_overlap != p.pp_overlap).then_some(want.pp_overlap),
             cross_entropy: (want.cross_entropy != p.cross_entropy).then_some(want.cross_entropy),
+            elementwise: (want.elementwise != p.elementwise).then_some(want.elementwise),
             sharding: (want.sharding != p.sharding).then_some(want.sharding),
             precision: (want.precision != p.precision).then_some(want.precision),
         }
@@ -416,7 +429,7 @@ impl GradReduce {
 
 impl StackSettings {
     /// Every setting as (name, value word), in a fixed order: what labels and JSON print.
-    pub fn words(&self) -> [(&'static str, &'static str); 9] {
+    pub fn words(&self) -> [(&'static str, &'static str); 10] {
         [
             ("attention", self.attention.name()),
             ("sequence_parallel", on_off(self.sequence_parallel)),
@@ -425,6 +438,7 @@ impl StackSettings {
             ("tp_overlap", on_off(self.tp_overlap)),
             ("pp_overlap", on_off(self.pp_overlap)),
             ("cross_entropy", self.cross_entropy.name()),
+            ("elementwise", self.elementwise.name()),
             ("sharding", self.sharding.name()),
             ("precision", self.precision.name()),
         ]
@@ -456,6 +470,7 @@ impl StackSettings {
             tp_overlap: e.tp_overlap > 0.0,
             pp_overlap: e.pp_overlap,
             cross_entropy: e.cross_entropy,
+            elementwise: e.elementwise,
             sharding: e.sharding,
             precision: e.precision,
         }
@@ -488,6 +503,7 @@ impl StackSettings {
         };
         e.pp_overlap = self.pp_overlap;
         e.cross_entropy = self.cross_entropy;
+        e.elementwise = self.elementwise;
         e.sharding = self.sharding;
         e.precision = self.precision;
         e
@@ -511,6 +527,8 @@ pub struct StackSettingsJson {
     pub pp_overlap: bool,
     /// "fused", "vocab_parallel" or "pytorch".
     pub cross_entropy: &'static str,
+    /// "fused" or "eager".
+    pub elementwise: &'static str,
     /// "deepspeed", "fsdp1", "fsdp2" or "hsdp".
     pub sharding: &'static str,
     /// "bf16" or "fp8".
@@ -527,6 +545,7 @@ impl From<StackSettings> for StackSettingsJson {
             tp_overlap: s.tp_overlap,
             pp_overlap: s.pp_overlap,
             cross_entropy: s.cross_entropy.name(),
+            elementwise: s.elementwise.name(),
             sharding: s.sharding.name(),
             precision: s.precision.name(),
         }

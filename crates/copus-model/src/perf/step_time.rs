@@ -14,7 +14,7 @@
 //! far as prefetching allows), and the memory-bound Adam step.
 
 use super::comms::{self, Net, Placement};
-use super::efficiency::{ATTN_BWD_FLOP_RATIO, AttentionKind, Precision, Sharding};
+use super::efficiency::{ATTN_BWD_FLOP_RATIO, AttentionKind, Elementwise, Precision, Sharding};
 use super::memory::{
     effective_zero, hsdp_shard, peak_memory, shard_ranks, stage_layers, stage_params,
 };
@@ -35,6 +35,9 @@ const CE_BYTES_PER_LOGIT: f64 = 36.0;
 const ELEMWISE_BYTES_PER_HIDDEN: f64 = 38.0;
 /// Memory-bound kernels in one layer's forward pass (backward launches twice as many).
 const ELEMWISE_KERNELS: f64 = 12.0;
+/// Element-wise kernels of one Llama layer's forward in PyTorch eager (an RMSNorm alone is
+/// six); a GELU block's eager kernels are no more than the fused count.
+const EAGER_LLAMA_KERNELS: f64 = 30.0;
 /// Bytes of HBM traffic per attention score in the forward pass of unfused attention besides
 /// the two GEMMs' own reads and writes: fused scale-mask-softmax read and written (4), dropout
 /// read, written and its mask (5), BF16. The backward moves about 1.25× as much.
@@ -178,13 +181,24 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
     };
     let ffn_elem = if m.swiglu { 6.0 } else { 4.0 } * f * m.active_experts();
     let sp_split = sequence_split(e, cfg.tp);
-    let mut elem_bytes = ELEMWISE_BYTES_PER_HIDDEN * h * tokens / sp_split + ffn_elem * tokens / t;
+    let fused_bytes = ELEMWISE_BYTES_PER_HIDDEN * h * tokens / sp_split + ffn_elem * tokens / t;
+    let (mut elem_bytes, elem_kernels) = match e.elementwise {
+        Elementwise::Fused => (fused_bytes, ELEMWISE_KERNELS),
+        Elementwise::Eager => (
+            fused_bytes.max(eager_elementwise_bytes(m, tokens, t, sp_split)),
+            if m.swiglu {
+                EAGER_LLAMA_KERNELS
+            } else {
+                ELEMWISE_KERNELS
+            },
+        ),
+    };
     if runs_fp8(ctx) {
         // FP8: every GEMM input cast (read BF16, write FP8) in forward and backward.
         let inputs: f64 = shapes.iter().map(|&(a, k, _, c)| c * a * k).sum();
         elem_bytes += FP8_CAST_BYTES_PER_ELEMENT * inputs;
     }
-    let elem_fwd = e.memory_time(elem_bytes, ELEMWISE_KERNELS, bw);
+    let elem_fwd = e.memory_time(elem_bytes, elem_kernels, bw);
     let moe_permute = match moe_permute_bytes(m, tokens / sp_split) {
         0.0 => 0.0,
         bytes => e.memory_time(bytes, 2.0, bw),
@@ -198,6 +212,29 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
         moe_permute,
         gemm_op_recompute,
     }
+}
+
+/// HBM bytes of one layer's forward element-wise work in PyTorch eager, one kernel per
+/// operation, for `tokens` tokens on a TP rank (`t`, and `sp` the sequence split outside the
+/// TP regions). A Llama block (SwiGLU stands for the family: RMSNorm, rotary embedding) as
+/// torchtitan and Hugging Face write it: each RMSNorm upcasts to FP32 (cast, square, mean,
+/// scale, cast back, weight: 36 bytes per element), the rotary embedding of queries and keys
+/// runs in FP32 (20 bytes per element), grouped keys and values are copied out to every query
+/// head (4 bytes per key/value element and per query element), the attention output is made
+/// contiguous (4), SwiGLU's SiLU and product move 10 bytes per FFN element and the two residual
+/// adds 12 per hidden element. A GELU block's LayerNorm is one kernel even in eager (4 bytes),
+/// with no rotary embedding and 4 bytes per FFN element. Per hidden element of a Llama layer
+/// that is about three times what the fused kernels move (`ELEMWISE_BYTES_PER_HIDDEN`).
+fn eager_elementwise_bytes(m: &ModelProfile, tokens: f64, t: f64, sp: f64) -> f64 {
+    let (h, kv, f) = (m.hidden as f64, m.kv_hidden(), m.ffn_hidden as f64);
+    let llama = m.swiglu;
+    let norm = if llama { 36.0 } else { 4.0 };
+    let outside_tp = (2.0 * norm + 12.0) * h / sp;
+    let rope = if llama { 20.0 * (h + kv) } else { 0.0 };
+    let grouped = if kv < h { 4.0 * (kv + h) } else { 0.0 };
+    let inside_tp = (rope + grouped + 4.0 * h) / t;
+    let ffn = if llama { 10.0 } else { 4.0 } * f * m.active_experts() / t;
+    tokens * (outside_tp + inside_tp + ffn)
 }
 
 /// Exposed seconds per micro-batch and layer of ring attention's key/value exchange over

@@ -115,9 +115,9 @@ const COLUMNS: [&str; 21] = [
 /// Optional columns after the required ones, in any order: the shape of a modern model
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
-/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused|triton) and the
+/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused|triton, `elementwise` fused|eager) and the
 /// source's measured peak memory per GPU (`memory_gib`, GiB). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 12] = [
+const EXTRA_COLUMNS: [&str; 13] = [
     "kv_heads",
     "ffn",
     "swiglu",
@@ -130,6 +130,7 @@ const EXTRA_COLUMNS: [&str; 12] = [
     "tp_overlap",
     "memory_gib",
     "attention",
+    "elementwise",
 ];
 
 /// The finite, positive number `v` of column `name`, or why it is not one.
@@ -190,6 +191,13 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
                     "unfused" => super::efficiency::AttentionKind::Unfused,
                     "triton" => super::efficiency::AttentionKind::Triton,
                     _ => return Err(format!("attention '{v}' (fused|cudnn|unfused|triton)")),
+                })
+            }
+            "elementwise" => {
+                row.stack.elementwise = Some(match v {
+                    "fused" => super::efficiency::Elementwise::Fused,
+                    "eager" => super::efficiency::Elementwise::Eager,
+                    _ => return Err(format!("elementwise '{v}' (fused|eager)")),
                 })
             }
             "grad_reduce" => {
