@@ -461,3 +461,41 @@ fn eager_element_wise_work_slows_a_llama_block_and_hardly_a_gpt_block() {
     let (_, ew) = step("llama3-8b", "megatron-core", "");
     assert_eq!(ew, "fused", "Megatron's kernels are hand-fused");
 }
+
+/// A calibration file saved before `cross_entropy` replaced `fused_cross_entropy` (a bool)
+/// still loads: `true` reads as the fused loss, `false` as the 6 bytes a logit it meant, and a
+/// file written now carries `cross_entropy` only.
+#[test]
+fn a_calibration_file_with_the_old_fused_cross_entropy_field_still_loads() {
+    use copus::perf::calibration_file::CalibrationFile;
+    use copus::perf::efficiency::CrossEntropy;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = CalibrationFile {
+        hardware: "h100-sxm".into(),
+        model: "llama-7b".into(),
+        n: 8,
+        rms_rel_error: 0.01,
+        cv_rel_error: 0.02,
+        profile_rms_rel_error: 0.2,
+        fitted: vec!["max_eff".into()],
+        params: copus::perf::EfficiencyParams::default(),
+    };
+    let now = file.to_ron().expect("ron");
+    assert!(now.contains("cross_entropy: VocabParallel") && !now.contains("fused_cross"));
+    for (old, want) in [
+        ("true", CrossEntropy::Fused),
+        ("false", CrossEntropy::VocabParallel),
+    ] {
+        // The old file: the new field absent, the bool in its place.
+        let text = now.replace(
+            "cross_entropy: VocabParallel",
+            &format!("fused_cross_entropy: {old}"),
+        );
+        let path = dir.path().join(format!("old-{old}.ron"));
+        std::fs::write(&path, &text).expect("writes");
+        let loaded = CalibrationFile::load(&path).expect("an old calibration file loads");
+        assert_eq!(loaded.params.cross_entropy, want);
+        assert_eq!(loaded.params.legacy_fused_cross_entropy, None);
+        assert!(!loaded.to_ron().expect("ron").contains("fused_cross"));
+    }
+}

@@ -68,11 +68,15 @@ impl CalibrationFile {
             source,
         };
         let text = copus_io::read_capped(path, MAX_BYTES).map_err(io)?;
-        ron::from_str(&text).map_err(|e| CalibrationFileError::Parse {
+        let file: Self = ron::from_str(&text).map_err(|e| CalibrationFileError::Parse {
             path: path.display().to_string(),
             line: e.span.start.line,
             col: e.span.start.col,
             msg: e.code.to_string(),
+        })?;
+        Ok(Self {
+            params: file.params.upgrade_legacy(),
+            ..file
         })
     }
 

@@ -210,6 +210,16 @@ pub struct EfficiencyParams {
     pub pp_overlap: bool,
     /// How the element-wise work of a layer runs (its memory traffic).
     pub elementwise: Elementwise,
+    /// Read, never written: calibration files saved before `cross_entropy` existed (until
+    /// 2026-12-04) carry `fused_cross_entropy: true|false`;
+    /// [`EfficiencyParams::upgrade_legacy`] turns it into `cross_entropy`.
+    #[serde(
+        default,
+        skip_serializing,
+        rename = "fused_cross_entropy",
+        deserialize_with = "plain_bool"
+    )]
+    pub legacy_fused_cross_entropy: Option<bool>,
     /// How the loss over the vocabulary is computed: the memory of the logits at its backward
     /// (time is charged alike for all three: docs/MODEL.md).
     pub cross_entropy: CrossEntropy,
@@ -286,6 +296,7 @@ impl Default for EfficiencyParams {
             pp_overlap: true,
             cross_entropy: CrossEntropy::VocabParallel,
             elementwise: Elementwise::Fused,
+            legacy_fused_cross_entropy: None,
             overlap_cost: 0.2,
             grad_bytes: 4.0,
             grad_reduce_overlap: 1.0,
@@ -309,7 +320,22 @@ impl Default for EfficiencyParams {
     }
 }
 
+/// A bare `true`/`false` (as old files wrote it) read into `Some`.
+fn plain_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    <bool as Deserialize>::deserialize(d).map(Some)
+}
+
 impl EfficiencyParams {
+    /// These parameters with a field of an older file read into its current form:
+    /// `fused_cross_entropy: true` is [`CrossEntropy::Fused`]; `false` was the 6 bytes a
+    /// logit of [`CrossEntropy::VocabParallel`], the default.
+    pub fn upgrade_legacy(mut self) -> Self {
+        if self.legacy_fused_cross_entropy.take() == Some(true) {
+            self.cross_entropy = CrossEntropy::Fused;
+        }
+        self
+    }
+
     /// Seconds for a GEMM (M×K)·(K×N) in BF16 on a GPU of `peak_flops` FLOP/s and `hbm_bw`
     /// bytes/s: roofline of compute and memory plus the fixed per-kernel cost.
     pub fn gemm_time(&self, m: f64, k: f64, n: f64, peak_flops: f64, hbm_bw: f64) -> f64 {
