@@ -17,6 +17,8 @@
 #                CUDA tensors, since NCCL needs a GPU per rank)
 #   measure      scripts/measure_gpu.py: BF16/FP8 GEMMs, SDPA attention forward and backward,
 #                whole training steps of Llama-style models (REPORT_DIR/measure_gpu.json)
+#   compare      scripts/compare_measured.py: each step beside `copus predict` (throughput
+#                error, memory), and the rows as validation CSV (REPORT_DIR/measured_rows.csv)
 # NVRTC is looked for beside the loader's paths in the CUDA toolkit's lib64 and in the
 # nvidia-cuda-nvrtc wheel of the python with torch.
 # On a machine without a GPU the GPU steps report "no GPU" and the rest still runs, so the
@@ -31,6 +33,7 @@
 #      COPUS_PYTHON             a python with torch (default: the venv of python_env.sh,
 #                               else python3)
 #      COPUS_GPU_CHECK_TRAIN_S  time for measure's training runs (default 120; the step stops at 300 s)
+#      COPUS_GPU_CHECK_TRAIN_SET which runs (default fsdp2: torchtitan's precision; default: AMP)
 set -uo pipefail
 OUT="${1:?usage: scripts/gpu_check.sh REPORT_DIR}"
 cd "$(dirname "$0")/.."
@@ -270,15 +273,36 @@ t=$(now)
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
     record measure "no GPU" "no torch in $PY" "$(since "$t")"
 elif [[ "$HAVE_GPU" == 1 && "${NGPU:-0}" != 0 ]]; then
-    if run measure timeout 300 "$PY" scripts/measure_gpu.py "$OUT" --train-budget-s "${COPUS_GPU_CHECK_TRAIN_S:-120}"; then
+    if run measure timeout 300 "$PY" scripts/measure_gpu.py "$OUT" \
+        --train-set "${COPUS_GPU_CHECK_TRAIN_SET:-fsdp2}" --train-budget-s "${COPUS_GPU_CHECK_TRAIN_S:-120}"; then
         record measure PASS "$OUT/measure_gpu.json: $(grep -c '^train ' "$OUT/measure.log") training runs" "$(since "$t")"
     else
         record measure FAIL "see measure.log" "$(since "$t")"
     fi
+    MEASURED="$OUT/measure_gpu.json"
+    HW_ARG=()
 elif run measure "$PY" scripts/measure_gpu.py "$WORK/measure" --quick; then
     record measure "no GPU" "$NO_GPU (toy sizes on the CPU ran)" "$(since "$t")"
+    MEASURED="$WORK/measure/measure_gpu.json"
+    HW_ARG=(--hardware h100-sxm)
 else
     record measure FAIL "see measure.log" "$(since "$t")"
+fi
+
+# --- compare: copus's prediction of every training step measured (scripts/compare_measured.py);
+# with a GPU also the rows in the validation CSV format (REPORT_DIR/measured_rows.csv).
+t=$(now)
+if [[ -n "${MEASURED:-}" && -f "$MEASURED" ]]; then
+    if run compare python3 scripts/compare_measured.py "$MEASURED" --copus "$COPUS" "${HW_ARG[@]}" \
+        --csv "$OUT/measured_rows.csv"; then
+        status=PASS
+        [[ "$HAVE_GPU" == 1 ]] || status="no GPU"
+        record compare "$status" "$(grep -cE ' [+-][0-9.]+%' "$OUT/compare.log") steps beside copus's prediction (compare.log)" "$(since "$t")"
+    else
+        record compare FAIL "see compare.log" "$(since "$t")"
+    fi
+else
+    record compare skipped "no measurements" "$(since "$t")"
 fi
 
 # --- report
