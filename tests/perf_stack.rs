@@ -499,3 +499,39 @@ fn a_calibration_file_with_the_old_fused_cross_entropy_field_still_loads() {
         assert!(!loaded.to_ron().expect("ron").contains("fused_cross"));
     }
 }
+
+/// docs/MODEL.md's preset table says what the code does: each preset's attention kernel,
+/// cross-entropy and element-wise kind as `StackPreset::settings` resolves them.
+#[test]
+fn the_preset_table_in_the_model_docs_matches_the_presets() {
+    use copus::perf::StackPreset;
+    let doc = std::fs::read_to_string("docs/MODEL.md").expect("docs/MODEL.md");
+    let header = doc
+        .lines()
+        .find(|l| l.starts_with("| preset (`--stack`)"))
+        .expect("the preset table");
+    let columns: Vec<&str> = header.split('|').map(str::trim).collect();
+    let col = |name: &str| {
+        columns
+            .iter()
+            .position(|c| *c == name)
+            .unwrap_or_else(|| panic!("column {name}"))
+    };
+    let (attention, ce, ew) = (col("attention"), col("cross-entropy"), col("element-wise"));
+    for preset in StackPreset::ALL {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{}`", preset.name())))
+            .unwrap_or_else(|| panic!("no row for {}", preset.name()));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let s = preset.settings();
+        assert_eq!(cells[attention], s.attention.name(), "{}", preset.name());
+        assert_eq!(
+            cells[ce].replace('-', "_"),
+            s.cross_entropy.name(),
+            "{}",
+            preset.name()
+        );
+        assert_eq!(cells[ew], s.elementwise.name(), "{}", preset.name());
+    }
+}
