@@ -260,11 +260,11 @@ fn a_session_can_lay_out_context_parallel_layouts_on_the_grid() {
     assert!(err.contains("search.context_parallel"), "{err}");
 }
 
-#[test]
-fn a_calibration_file_is_validated_on_every_path_that_reads_it() {
-    // Write a calibration with the generic parameters, then break its GEMM plateau.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = copus::perf::calibration_file::CalibrationFile {
+/// A calibration of llama-7b on h100-sxm (8 measurements, max_eff fitted) holding `params`.
+fn calibration_file(
+    params: copus::perf::EfficiencyParams,
+) -> copus::perf::calibration_file::CalibrationFile {
+    copus::perf::calibration_file::CalibrationFile {
         hardware: "h100-sxm".into(),
         model: "llama-7b".into(),
         n: 8,
@@ -272,11 +272,18 @@ fn a_calibration_file_is_validated_on_every_path_that_reads_it() {
         cv_rel_error: 0.02,
         profile_rms_rel_error: 0.2,
         fitted: vec!["max_eff".into()],
-        params: copus::perf::EfficiencyParams {
-            max_eff: -0.5,
-            ..copus::perf::EfficiencyParams::default()
-        },
-    };
+        params,
+    }
+}
+
+#[test]
+fn a_calibration_file_is_validated_on_every_path_that_reads_it() {
+    // Write a calibration with the generic parameters, then break its GEMM plateau.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = calibration_file(copus::perf::EfficiencyParams {
+        max_eff: -0.5,
+        ..copus::perf::EfficiencyParams::default()
+    });
     let path = dir.path().join("bad.ron");
     std::fs::write(&path, file.to_ron().expect("ron")).expect("writes");
     let cal = path.to_str().expect("utf-8");
@@ -470,16 +477,7 @@ fn a_calibration_file_with_the_old_fused_cross_entropy_field_still_loads() {
     use copus::perf::calibration_file::CalibrationFile;
     use copus::perf::efficiency::CrossEntropy;
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = CalibrationFile {
-        hardware: "h100-sxm".into(),
-        model: "llama-7b".into(),
-        n: 8,
-        rms_rel_error: 0.01,
-        cv_rel_error: 0.02,
-        profile_rms_rel_error: 0.2,
-        fitted: vec!["max_eff".into()],
-        params: copus::perf::EfficiencyParams::default(),
-    };
+    let file = calibration_file(copus::perf::EfficiencyParams::default());
     let now = file.to_ron().expect("ron");
     assert!(now.contains("cross_entropy: VocabParallel") && !now.contains("fused_cross"));
     for (old, want) in [

@@ -39,6 +39,19 @@ pub enum AttentionKind {
 }
 
 impl AttentionKind {
+    /// Every kind, in a fixed order.
+    pub const ALL: [AttentionKind; 4] = [
+        AttentionKind::Fused,
+        AttentionKind::Cudnn,
+        AttentionKind::Unfused,
+        AttentionKind::Triton,
+    ];
+
+    /// The kind [`AttentionKind::name`] calls `word`, if any.
+    pub fn from_name(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == word)
+    }
+
     /// "fused", "cudnn" or "unfused".
     pub fn name(self) -> &'static str {
         match self {
@@ -100,6 +113,13 @@ pub enum Elementwise {
 }
 
 impl Elementwise {
+    /// The kind [`Elementwise::name`] calls `word`, if any.
+    pub fn from_name(word: &str) -> Option<Self> {
+        [Elementwise::Fused, Elementwise::Eager]
+            .into_iter()
+            .find(|k| k.name() == word)
+    }
+
     /// "fused" or "eager".
     pub fn name(self) -> &'static str {
         match self {

@@ -26,9 +26,9 @@ use std::borrow::Cow;
 
 /// Bytes of HBM traffic per logit of the FP32 cross-entropy (cast, max, exp, sum, normalise,
 /// gradient, cast back: about nine FP32 passes).
-/// Every cross-entropy implementation (`cross_entropy`) is charged the same: a fused kernel's fewer passes
-/// (about 6 bytes a logit) made the held-out llm-foundry rows worse on both GPUs (docs/MODEL.md),
-/// so only its memory saving is modelled.
+/// Every cross-entropy implementation (`cross_entropy`) is charged the same: a fused kernel's
+/// fewer passes (about 6 bytes a logit) made the held-out llm-foundry rows worse on both GPUs
+/// (docs/MODEL.md), so only its memory saving is modelled.
 const CE_BYTES_PER_LOGIT: f64 = 36.0;
 /// Bytes of HBM traffic per element of the hidden state in one layer's forward memory-bound
 /// kernels (two norms, two bias-dropout-residual blocks, rotary/bias adds), BF16.
@@ -184,14 +184,10 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
     let fused_bytes = ELEMWISE_BYTES_PER_HIDDEN * h * tokens / sp_split + ffn_elem * tokens / t;
     let (mut elem_bytes, elem_kernels) = match e.elementwise {
         Elementwise::Fused => (fused_bytes, ELEMWISE_KERNELS),
-        Elementwise::Eager => (
-            fused_bytes.max(eager_elementwise_bytes(m, tokens, t, sp_split)),
-            if m.swiglu {
-                EAGER_LLAMA_KERNELS
-            } else {
-                ELEMWISE_KERNELS
-            },
-        ),
+        Elementwise::Eager => {
+            let (bytes, kernels) = eager_elementwise(m, tokens, t, sp_split);
+            (fused_bytes.max(bytes), kernels)
+        }
     };
     if runs_fp8(ctx) {
         // FP8: every GEMM input cast (read BF16, write FP8) in forward and backward.
@@ -214,8 +210,8 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
     }
 }
 
-/// HBM bytes of one layer's forward element-wise work in PyTorch eager, one kernel per
-/// operation, for `tokens` tokens on a TP rank (`t`, and `sp` the sequence split outside the
+/// HBM bytes and kernels of one layer's forward element-wise work in PyTorch eager, one
+/// kernel per operation, for `tokens` tokens on a TP rank (`t`, and `sp` the sequence split outside the
 /// TP regions). A Llama block (SwiGLU stands for the family: RMSNorm, rotary embedding) as
 /// torchtitan and Hugging Face write it: each RMSNorm upcasts to FP32 (cast, square, mean,
 /// scale, cast back, weight: 36 bytes per element), the rotary embedding of queries and keys
@@ -223,9 +219,10 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
 /// head (4 bytes per key/value element and per query element), the attention output is made
 /// contiguous (4), SwiGLU's SiLU and product move 10 bytes per FFN element and the two residual
 /// adds 12 per hidden element. A GELU block's LayerNorm is one kernel even in eager (4 bytes),
-/// with no rotary embedding and 4 bytes per FFN element. Per hidden element of a Llama layer
-/// that is about three times what the fused kernels move (`ELEMWISE_BYTES_PER_HIDDEN`).
-fn eager_elementwise_bytes(m: &ModelProfile, tokens: f64, t: f64, sp: f64) -> f64 {
+/// with no rotary embedding and 4 bytes per FFN element, in no more kernels than the fused
+/// count. Per hidden element of a Llama layer that is about three times what the fused kernels
+/// move (`ELEMWISE_BYTES_PER_HIDDEN`).
+fn eager_elementwise(m: &ModelProfile, tokens: f64, t: f64, sp: f64) -> (f64, f64) {
     let (h, kv, f) = (m.hidden as f64, m.kv_hidden(), m.ffn_hidden as f64);
     let llama = m.swiglu;
     let norm = if llama { 36.0 } else { 4.0 };
@@ -234,7 +231,12 @@ fn eager_elementwise_bytes(m: &ModelProfile, tokens: f64, t: f64, sp: f64) -> f6
     let grouped = if kv < h { 4.0 * (kv + h) } else { 0.0 };
     let inside_tp = (rope + grouped + 4.0 * h) / t;
     let ffn = if llama { 10.0 } else { 4.0 } * f * m.active_experts() / t;
-    tokens * (outside_tp + inside_tp + ffn)
+    let kernels = if llama {
+        EAGER_LLAMA_KERNELS
+    } else {
+        ELEMWISE_KERNELS
+    };
+    (tokens * (outside_tp + inside_tp + ffn), kernels)
 }
 
 /// Exposed seconds per micro-batch and layer of ring attention's key/value exchange over

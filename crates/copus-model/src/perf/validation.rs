@@ -115,8 +115,9 @@ const COLUMNS: [&str; 21] = [
 /// Optional columns after the required ones, in any order: the shape of a modern model
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
-/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused|triton, `elementwise` fused|eager) and the
-/// source's measured peak memory per GPU (`memory_gib`, GiB). An empty value keeps the default.
+/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused|triton,
+/// `elementwise` fused|eager) and the source's measured peak memory per GPU (`memory_gib`,
+/// GiB). An empty value keeps the default.
 const EXTRA_COLUMNS: [&str; 13] = [
     "kv_heads",
     "ffn",
@@ -185,20 +186,16 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
                 })
             }
             "attention" => {
-                row.stack.attention = Some(match v {
-                    "fused" => super::efficiency::AttentionKind::Fused,
-                    "cudnn" => super::efficiency::AttentionKind::Cudnn,
-                    "unfused" => super::efficiency::AttentionKind::Unfused,
-                    "triton" => super::efficiency::AttentionKind::Triton,
-                    _ => return Err(format!("attention '{v}' (fused|cudnn|unfused|triton)")),
-                })
+                row.stack.attention = Some(
+                    super::efficiency::AttentionKind::from_name(v)
+                        .ok_or_else(|| format!("attention '{v}' (fused|cudnn|unfused|triton)"))?,
+                )
             }
             "elementwise" => {
-                row.stack.elementwise = Some(match v {
-                    "fused" => super::efficiency::Elementwise::Fused,
-                    "eager" => super::efficiency::Elementwise::Eager,
-                    _ => return Err(format!("elementwise '{v}' (fused|eager)")),
-                })
+                row.stack.elementwise = Some(
+                    super::efficiency::Elementwise::from_name(v)
+                        .ok_or_else(|| format!("elementwise '{v}' (fused|eager)"))?,
+                )
             }
             "grad_reduce" => {
                 row.stack.grad_reduce = Some(match v {
@@ -554,6 +551,31 @@ mod tests {
             ("maybe,1", "tp_overlap"),
             ("no,-3", "memory_gib"),
             ("no,x", "memory_gib"),
+        ] {
+            let e = parse(&format!("{header}\n{row},{bad}\n"), "f.csv").expect_err(bad);
+            assert!(
+                e.to_string().contains(says) && e.to_string().starts_with("f.csv:2:"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn attention_and_elementwise_columns() {
+        use crate::perf::efficiency::{AttentionKind, Elementwise};
+        let header = format!("{},attention,elementwise", COLUMNS.join(","));
+        let row = "t,m,h100-sxm,llm-foundry,2,64,2,100,16,8,1,2,1,1,1,3,full,8,1,model,test";
+        let rows =
+            parse(&format!("{header}\n{row},triton,fused\n{row},,\n"), "f.csv").expect("parses");
+        assert_eq!(rows[0].stack.attention, Some(AttentionKind::Triton));
+        assert_eq!(rows[0].stack.elementwise, Some(Elementwise::Fused));
+        assert_eq!(
+            (rows[1].stack.attention, rows[1].stack.elementwise),
+            (None, None)
+        );
+        for (bad, says) in [
+            ("flash,eager", "attention 'flash'"),
+            ("fused,compiled", "elementwise"),
         ] {
             let e = parse(&format!("{header}\n{row},{bad}\n"), "f.csv").expect_err(bad);
             assert!(
