@@ -30,7 +30,10 @@ def predict(copus, hw, row):
             "--seq", str(row["seq"]), "--batch", str(row["local_batch"]),
             "--mbs", str(row["local_batch"]), "--recompute", row["recompute"], "--zero", "3",
             "--stack", "torchtitan-fsdp2", "--attention", attention]
-    out = subprocess.run(args, capture_output=True, text=True, check=False)
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, check=False)
+    except OSError as e:
+        sys.exit(f"compare_measured: cannot run copus ({copus}): {e}")
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(args)}: {out.stderr.strip()}")
     return json.loads(out.stdout), attention
@@ -43,8 +46,11 @@ def main():
     p.add_argument("--hardware", help="copus hardware profile (default: from the device name)")
     p.add_argument("--csv", help="write the rows that ran as validation CSV rows here")
     args = p.parse_args()
-    with open(args.measure_json) as f:
-        m = json.load(f)
+    try:
+        with open(args.measure_json) as f:
+            m = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"compare_measured: {args.measure_json}: {e}")
     device = str(m.get("env", {}).get("device", ""))
     hw = args.hardware or next((h for key, h in PROFILES if key in device), None)
     if hw is None:
