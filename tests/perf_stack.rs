@@ -499,7 +499,7 @@ fn a_calibration_file_with_the_old_fused_cross_entropy_field_still_loads() {
 }
 
 /// docs/MODEL.md's preset table says what the code does: each preset's attention kernel,
-/// cross-entropy and element-wise kind as `StackPreset::settings` resolves them.
+/// cross-entropy, element-wise kind and context-parallel exchange as `StackPreset::settings` resolves them.
 #[test]
 fn the_preset_table_in_the_model_docs_matches_the_presets() {
     use copus::perf::StackPreset;
@@ -516,6 +516,7 @@ fn the_preset_table_in_the_model_docs_matches_the_presets() {
             .unwrap_or_else(|| panic!("column {name}"))
     };
     let (attention, ce, ew) = (col("attention"), col("cross-entropy"), col("element-wise"));
+    let cp = col("CP exchange");
     for preset in StackPreset::ALL {
         let row = doc
             .lines()
@@ -531,5 +532,122 @@ fn the_preset_table_in_the_model_docs_matches_the_presets() {
             preset.name()
         );
         assert_eq!(cells[ew], s.elementwise.name(), "{}", preset.name());
+        assert_eq!(
+            cells[cp].replace('-', "_"),
+            s.cp_comm.name(),
+            "{}",
+            preset.name()
+        );
     }
+}
+
+/// Step time of `cfg` for Llama 3 8B at `seq` tokens on H100s under each way context
+/// parallelism exchanges keys and values, in `CpComm::ALL` order.
+fn step_by_cp_comm(seq: u32, gpus_per_node: u32, cfg: &ParallelConfig, batch: u64) -> Vec<f64> {
+    use copus::perf::efficiency::CpComm;
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let mut model = profiles::model("llama3-8b", Path::new(".")).expect("model");
+    model.seq_len = seq;
+    CpComm::ALL
+        .iter()
+        .map(|&kind| {
+            let eff = Stack {
+                cp_comm: Some(kind),
+                ..Stack::default()
+            }
+            .apply(&hw.efficiency);
+            let ctx = PerfContext {
+                hw: &hw,
+                model: &model,
+                eff: &eff,
+                gpus_per_node,
+            };
+            predict(&ctx, cfg, batch).expect("costs").step_time_s
+        })
+        .collect()
+}
+
+#[test]
+fn the_context_parallel_exchange_costs_what_each_kind_moves_and_hides() {
+    let rel = |a: f64, b: f64| (a - b).abs() / b;
+    // Without context parallelism the kind changes nothing.
+    let [ring, gather, a2a] = step_by_cp_comm(8192, 8, &cfg(8, 1, 1, 1), 64)[..] else {
+        panic!("three kinds")
+    };
+    assert!(ring == gather && ring == a2a, "{ring} {gather} {a2a}");
+    // CP 8 inside a node at 8K tokens (1K a rank: little attention to hide behind). The
+    // all-gather moves the ring's bytes but hides only behind the local chunk; Ulysses's one
+    // all-to-all moves fewer (queries, keys, values and output of a rank's tokens, 10,240
+    // elements a token with Llama 3's 8 key/value heads, against the ring's 7 × 2,048) and
+    // pays one latency instead of seven.
+    let [ring, gather, a2a] = step_by_cp_comm(8192, 8, &cfg(1, 8, 1, 1), 8)[..] else {
+        panic!("three kinds")
+    };
+    assert!(ring < gather && a2a < gather, "{ring} {gather} {a2a}");
+    assert!(a2a <= ring, "{ring} {a2a}");
+    // The same CP group spread over 8 nodes (one GPU each): every exchange crosses the
+    // slower scale-out network and costs more.
+    let [ring_x, gather_x, a2a_x] = step_by_cp_comm(8192, 1, &cfg(1, 8, 1, 1), 8)[..] else {
+        panic!("three kinds")
+    };
+    assert!(ring_x > ring && gather_x > gather && a2a_x > a2a);
+    // At 128K tokens the attention dwarfs the exchange: all three within 2 %.
+    let long = step_by_cp_comm(131_072, 8, &cfg(1, 8, 1, 1), 1);
+    assert!(long.iter().all(|t| rel(*t, long[0]) < 0.02), "{long:?}");
+}
+
+#[test]
+fn the_cp_comm_setting_reaches_every_output_and_ulysses_needs_whole_heads() {
+    let base = "predict --model llama3-8b --seq 32768 --gpus 16 --cp 8 --batch 16";
+    let v = json_of(&format!("{base} --cp-comm all-to-all"));
+    assert_eq!(v["stack"]["settings"]["cp_comm"], "all_to_all");
+    assert!(
+        v["stack"]["label"]
+            .as_str()
+            .is_some_and(|l| l.contains("cp_comm all_to_all")),
+        "{}",
+        v["stack"]
+    );
+    // Each preset states its framework's: ring for Megatron-Core, PyTorch's all-gather for
+    // torchtitan, Ulysses for DeepSpeed.
+    for (preset, kind) in [
+        ("megatron-core", "ring"),
+        ("torchtitan-fsdp2", "all_gather"),
+        ("deepspeed", "all_to_all"),
+    ] {
+        let v = json_of(&format!("{base} --stack {preset}"));
+        assert_eq!(v["stack"]["settings"]["cp_comm"], kind, "{preset}");
+    }
+    // 32 heads over TP 8 leave 4 a rank: Ulysses cannot split them over 8 CP ranks, and the
+    // error says so and what to use instead.
+    let (code, _, err) = copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--seq",
+        "32768",
+        "--gpus",
+        "64",
+        "--tp",
+        "8",
+        "--cp",
+        "8",
+        "--batch",
+        "16",
+        "--cp-comm",
+        "all-to-all",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("all_to_all") && err.contains("4 heads per TP rank") && err.contains("ring"),
+        "{err}"
+    );
+    // A session states it like every other setting.
+    let stack: Stack = ron::from_str("(preset: Some(TorchtitanFsdp2), cp_comm: Some(Ring))")
+        .expect("a session's stack");
+    assert_eq!(
+        stack.label(),
+        "torchtitan-fsdp2 (cp_comm ring)",
+        "{stack:?}"
+    );
 }

@@ -1,7 +1,9 @@
 //! The training stack on the command line (`--stack` and one flag per setting), shared by
 //! `predict`, `grid`, `plan` and `calibrate` (docs/MODEL.md, "Stating your stack").
 
-use crate::perf::efficiency::{AttentionKind, CrossEntropy, Elementwise, Precision, Sharding};
+use crate::perf::efficiency::{
+    AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding,
+};
 use crate::perf::stack::{GradReduce, Stack, StackPreset};
 use clap::{Args, ValueEnum};
 
@@ -105,6 +107,20 @@ pub enum ElementwiseArg {
     Eager,
 }
 
+/// Context parallelism's key/value exchange on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CpCommArg {
+    /// Ring attention, point-to-point steps hidden behind each chunk (Megatron-Core `p2p`,
+    /// Transformer Engine; torchtitan's `alltoall` rotate method)
+    Ring,
+    /// Keys and values all-gathered, gradients reduce-scattered (Llama 3; PyTorch
+    /// context_parallel's default, torchtitan's `allgather`; Megatron-Core `all_gather`)
+    AllGather,
+    /// DeepSpeed-Ulysses: all-to-all from a sequence split to a head split and back
+    /// (Megatron-Core `a2a`); needs the heads per TP rank divisible by --cp
+    AllToAll,
+}
+
 /// Gradient reduction dtype on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GradReduceArg {
@@ -168,6 +184,9 @@ pub struct StackArgs {
     /// Element-wise kernels: fused (Megatron's, or torch.compile) or eager PyTorch.
     #[arg(long, value_enum)]
     pub elementwise: Option<ElementwiseArg>,
+    /// How context parallelism (--cp > 1) exchanges keys and values.
+    #[arg(long, value_enum)]
+    pub cp_comm: Option<CpCommArg>,
     /// ZeRO-3 / FSDP implementation (with --zero 3).
     #[arg(long, value_enum)]
     pub sharding: Option<ShardingArg>,
@@ -199,6 +218,11 @@ impl StackArgs {
             elementwise: self.elementwise.map(|w| match w {
                 ElementwiseArg::Fused => Elementwise::Fused,
                 ElementwiseArg::Eager => Elementwise::Eager,
+            }),
+            cp_comm: self.cp_comm.map(|c| match c {
+                CpCommArg::Ring => CpComm::Ring,
+                CpCommArg::AllGather => CpComm::AllGather,
+                CpCommArg::AllToAll => CpComm::AllToAll,
             }),
             sharding: self.sharding.map(|s| match s {
                 ShardingArg::Deepspeed => Sharding::DeepSpeed,

@@ -129,6 +129,46 @@ impl Elementwise {
     }
 }
 
+/// How context parallelism exchanges keys and values between the ranks that share a
+/// sequence. The three kinds are Megatron-Core's `cp_comm_type` values `p2p`, `all_gather`
+/// and `a2a`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum CpComm {
+    /// Ring attention: `cp − 1` point-to-point steps, each sending one rank's keys and values
+    /// on while the chunk that came in is computed (Transformer Engine's `p2p`, the
+    /// Megatron-Core and NeMo default; torchtitan's `alltoall` rotate method moves the same
+    /// bytes the same way).
+    #[default]
+    Ring,
+    /// Keys and values all-gathered over the CP group after the local chunk's attention, their
+    /// gradients reduce-scattered after the backward's (the Llama 3 paper's, and PyTorch's
+    /// `context_parallel` default that torchtitan runs, rotate method `allgather`).
+    AllGather,
+    /// DeepSpeed-Ulysses: all-to-alls turn the sequence split into a head split around the
+    /// attention (queries, keys, values in, the output back), each rank computing whole
+    /// sequences for `heads / cp` heads. Needs the heads per TP rank divisible by `cp`.
+    AllToAll,
+}
+
+impl CpComm {
+    /// Every kind, in a fixed order.
+    pub const ALL: [CpComm; 3] = [CpComm::Ring, CpComm::AllGather, CpComm::AllToAll];
+
+    /// The kind [`CpComm::name`] calls `word`, if any.
+    pub fn from_name(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == word)
+    }
+
+    /// "ring", "all_gather" or "all_to_all".
+    pub fn name(self) -> &'static str {
+        match self {
+            CpComm::Ring => "ring",
+            CpComm::AllGather => "all_gather",
+            CpComm::AllToAll => "all_to_all",
+        }
+    }
+}
+
 /// How ZeRO-3-style full sharding gathers parameters and scatters gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Sharding {
@@ -230,6 +270,8 @@ pub struct EfficiencyParams {
     pub pp_overlap: bool,
     /// How the element-wise work of a layer runs (its memory traffic).
     pub elementwise: Elementwise,
+    /// How context parallelism exchanges keys and values.
+    pub cp_comm: CpComm,
     /// Read, never written: calibration files saved before `cross_entropy` existed (until
     /// 2026-12-04) carry `fused_cross_entropy: true|false`;
     /// [`EfficiencyParams::upgrade_legacy`] turns it into `cross_entropy`.
@@ -316,6 +358,7 @@ impl Default for EfficiencyParams {
             pp_overlap: true,
             cross_entropy: CrossEntropy::VocabParallel,
             elementwise: Elementwise::Fused,
+            cp_comm: CpComm::Ring,
             legacy_fused_cross_entropy: None,
             overlap_cost: 0.2,
             grad_bytes: 4.0,

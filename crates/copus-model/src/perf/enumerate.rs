@@ -210,7 +210,7 @@ pub fn auto(
 /// degree) with every micro-batch size that divides the per-replica batch, the given recompute
 /// policies, exactly the given virtual-stage counts (include 1 for plain 1F1B) and
 /// expert-parallel degrees (`[base.ep]` to keep it; ZeRO stage as in `base`). A structural
-/// problem of the layout is the error; an option the model cannot cost (a vpp that does not
+/// problem of the layout (or of the stack's with it) is the error; an option the model cannot cost (a vpp that does not
 /// divide the stage, an EP that does not divide the experts) is left out.
 pub fn auto_choices(
     ctx: &PerfContext,
@@ -230,14 +230,13 @@ pub fn auto_choices(
         interleave,
         expert_parallel: &[],
     };
-    super::validate::structure(
-        ctx.model,
-        &ParallelConfig {
-            vpp: 1,
-            ep: 1,
-            ..*base
-        },
-    )?;
+    let plain = ParallelConfig {
+        vpp: 1,
+        ep: 1,
+        ..*base
+    };
+    super::validate::structure(ctx.model, &plain)?;
+    super::validate::stack_structure(ctx.model, &plain, ctx.eff)?;
     Ok(with_expert_degrees(
         layout_configs(Layout::from(base), &choices),
         expert_parallel,

@@ -9,7 +9,7 @@
 //! the explorer's what-if, calibration and the published-measurement validation.
 
 use super::EfficiencyParams;
-use super::efficiency::{AttentionKind, CrossEntropy, Elementwise, Precision, Sharding};
+use super::efficiency::{AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -130,6 +130,7 @@ impl StackPreset {
             pp_overlap: true,
             cross_entropy: CrossEntropy::VocabParallel,
             elementwise: Elementwise::Fused,
+            cp_comm: CpComm::Ring,
             sharding: Sharding::Fsdp2,
             precision: Precision::Bf16,
         };
@@ -164,6 +165,8 @@ impl StackPreset {
                 cross_entropy: CrossEntropy::Pytorch,
                 // torchtitan's default: no torch.compile.
                 elementwise: Elementwise::Eager,
+                // PyTorch's context_parallel, rotate method `allgather` (torchtitan's default).
+                cp_comm: CpComm::AllGather,
                 sharding: Sharding::Fsdp2,
                 tp_overlap: false,
                 pp_overlap: false,
@@ -181,8 +184,10 @@ impl StackPreset {
                 ..modern
             },
             // Hugging Face models under DeepSpeed: PyTorch's cross-entropy on FP32 logits.
+            // Its sequence parallelism is DeepSpeed-Ulysses (all-to-all).
             StackPreset::DeepSpeed => StackSettings {
                 attention: AttentionKind::Fused,
+                cp_comm: CpComm::AllToAll,
                 cross_entropy: CrossEntropy::Pytorch,
                 elementwise: Elementwise::Eager,
                 sequence_parallel: false,
@@ -241,6 +246,8 @@ pub struct StackSettings {
     pub cross_entropy: CrossEntropy,
     /// How the element-wise work runs (fused kernels or PyTorch eager).
     pub elementwise: Elementwise,
+    /// How context parallelism exchanges keys and values.
+    pub cp_comm: CpComm,
     /// Implementation of ZeRO-3-style full sharding.
     pub sharding: Sharding,
     /// GEMM precision.
@@ -279,6 +286,9 @@ pub struct Stack {
     /// Element-wise kernels, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elementwise: Option<Elementwise>,
+    /// Context-parallel key/value exchange, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_comm: Option<CpComm>,
     /// Sharding implementation, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<Sharding>,
@@ -313,6 +323,7 @@ impl Stack {
             pp_overlap: self.pp_overlap.unwrap_or(p.pp_overlap),
             cross_entropy: self.cross_entropy.unwrap_or(p.cross_entropy),
             elementwise: self.elementwise.unwrap_or(p.elementwise),
+            cp_comm: self.cp_comm.unwrap_or(p.cp_comm),
             sharding: self.sharding.unwrap_or(p.sharding),
             precision: self.precision.unwrap_or(p.precision),
         }
@@ -336,6 +347,7 @@ impl Stack {
             pp_overlap: other.pp_overlap.or(base.pp_overlap),
             cross_entropy: other.cross_entropy.or(base.cross_entropy),
             elementwise: other.elementwise.or(base.elementwise),
+            cp_comm: other.cp_comm.or(base.cp_comm),
             sharding: other.sharding.or(base.sharding),
             precision: other.precision.or(base.precision),
         }
@@ -396,6 +408,7 @@ impl Stack {
             pp_overlap: (want.pp_overlap != p.pp_overlap).then_some(want.pp_overlap),
             cross_entropy: (want.cross_entropy != p.cross_entropy).then_some(want.cross_entropy),
             elementwise: (want.elementwise != p.elementwise).then_some(want.elementwise),
+            cp_comm: (want.cp_comm != p.cp_comm).then_some(want.cp_comm),
             sharding: (want.sharding != p.sharding).then_some(want.sharding),
             precision: (want.precision != p.precision).then_some(want.precision),
         }
@@ -429,7 +442,7 @@ impl GradReduce {
 
 impl StackSettings {
     /// Every setting as (name, value word), in a fixed order: what labels and JSON print.
-    pub fn words(&self) -> [(&'static str, &'static str); 10] {
+    pub fn words(&self) -> [(&'static str, &'static str); 11] {
         [
             ("attention", self.attention.name()),
             ("sequence_parallel", on_off(self.sequence_parallel)),
@@ -439,6 +452,7 @@ impl StackSettings {
             ("pp_overlap", on_off(self.pp_overlap)),
             ("cross_entropy", self.cross_entropy.name()),
             ("elementwise", self.elementwise.name()),
+            ("cp_comm", self.cp_comm.name()),
             ("sharding", self.sharding.name()),
             ("precision", self.precision.name()),
         ]
@@ -471,6 +485,7 @@ impl StackSettings {
             pp_overlap: e.pp_overlap,
             cross_entropy: e.cross_entropy,
             elementwise: e.elementwise,
+            cp_comm: e.cp_comm,
             sharding: e.sharding,
             precision: e.precision,
         }
@@ -504,6 +519,7 @@ impl StackSettings {
         e.pp_overlap = self.pp_overlap;
         e.cross_entropy = self.cross_entropy;
         e.elementwise = self.elementwise;
+        e.cp_comm = self.cp_comm;
         e.sharding = self.sharding;
         e.precision = self.precision;
         e
@@ -529,6 +545,8 @@ pub struct StackSettingsJson {
     pub cross_entropy: &'static str,
     /// "fused" or "eager".
     pub elementwise: &'static str,
+    /// "ring", "all_gather" or "all_to_all".
+    pub cp_comm: &'static str,
     /// "deepspeed", "fsdp1", "fsdp2" or "hsdp".
     pub sharding: &'static str,
     /// "bf16" or "fp8".
@@ -546,6 +564,7 @@ impl From<StackSettings> for StackSettingsJson {
             pp_overlap: s.pp_overlap,
             cross_entropy: s.cross_entropy.name(),
             elementwise: s.elementwise.name(),
+            cp_comm: s.cp_comm.name(),
             sharding: s.sharding.name(),
             precision: s.precision.name(),
         }

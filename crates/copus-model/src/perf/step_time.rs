@@ -14,7 +14,9 @@
 //! far as prefetching allows), and the memory-bound Adam step.
 
 use super::comms::{self, Net, Placement};
-use super::efficiency::{ATTN_BWD_FLOP_RATIO, AttentionKind, Elementwise, Precision, Sharding};
+use super::efficiency::{
+    ATTN_BWD_FLOP_RATIO, AttentionKind, CpComm, Elementwise, Precision, Sharding,
+};
 use super::memory::{
     effective_zero, hsdp_shard, peak_memory, shard_ranks, stage_layers, stage_params,
 };
@@ -239,10 +241,18 @@ fn eager_elementwise(m: &ModelProfile, tokens: f64, t: f64, sp: f64) -> (f64, f6
     (tokens * (outside_tp + inside_tp + ffn), kernels)
 }
 
-/// Exposed seconds per micro-batch and layer of ring attention's key/value exchange over
-/// `cfg.cp` ranks: `cp − 1` point-to-point steps of one rank's keys and values in the
-/// forward, twice the bytes (keys, values and their gradients) in the backward, each hidden
-/// behind the attention compute of the chunk it overlaps. Returns (forward, backward).
+/// Exposed seconds per micro-batch and layer of context parallelism's exchange over the
+/// `cfg.cp` ranks sharing a sequence, by [`CpComm`] kind. Returns (forward, backward).
+///
+/// - Ring: `cp − 1` point-to-point steps of one rank's keys and values in the forward, twice
+///   the bytes (keys, values and their gradients) in the backward, each hidden behind the
+///   attention compute of the chunk it overlaps.
+/// - All-gather: the keys and values gathered once, behind the local chunk's attention
+///   (`1/cp` of the layer's); the backward gathers them again and reduce-scatters their
+///   gradients, behind its local chunk.
+/// - All-to-all (Ulysses): queries, keys and values re-split from sequence to heads before
+///   the attention and the output back after it, the gradients alike in the backward; the
+///   attention waits for them, so nothing hides them.
 fn context_parallel_exposed(
     ctx: &PerfContext,
     cfg: &ParallelConfig,
@@ -254,17 +264,42 @@ fn context_parallel_exposed(
     }
     let (m, e) = (ctx.model, ctx.eff);
     let cp = cfg.cp as f64;
+    let t = cfg.tp as f64;
     let domain = ctx.hw.fast_domain(ctx.gpus_per_node);
-    let link = if cfg.tp.saturating_mul(cfg.cp) <= domain {
-        net.intra
-    } else {
-        net.inter
-    };
-    let kv_bytes =
-        2.0 * 2.0 * cfg.mbs as f64 * m.seq_len as f64 / cp * m.kv_hidden() / cfg.tp as f64;
-    let fwd = (cp - 1.0) * comms::p2p(kv_bytes, link);
-    let bwd = (cp - 1.0) * comms::p2p(2.0 * kv_bytes, link);
-    (e.exposed(fwd, attn_fwd), e.exposed(bwd, attn_bwd))
+    // This rank's tokens of one micro-batch, and its keys and values (BF16) for them.
+    let tokens = cfg.mbs as f64 * m.seq_len as f64 / cp;
+    let kv_bytes = 2.0 * 2.0 * tokens * m.kv_hidden() / t;
+    match e.cp_comm {
+        CpComm::Ring => {
+            let link = if cfg.tp.saturating_mul(cfg.cp) <= domain {
+                net.intra
+            } else {
+                net.inter
+            };
+            let fwd = (cp - 1.0) * comms::p2p(kv_bytes, link);
+            let bwd = (cp - 1.0) * comms::p2p(2.0 * kv_bytes, link);
+            (e.exposed(fwd, attn_fwd), e.exposed(bwd, attn_bwd))
+        }
+        CpComm::AllGather => {
+            // Megatron order: CP ranks are adjacent after the TP ranks.
+            let group = Placement::strided(cfg.cp, cfg.tp, domain);
+            let gather = comms::reduce_scatter(cp * kv_bytes, group, net);
+            (
+                e.exposed(gather, attn_fwd / cp),
+                e.exposed(2.0 * gather, attn_bwd / cp),
+            )
+        }
+        CpComm::AllToAll => {
+            let group = Placement::strided(cfg.cp, cfg.tp, domain);
+            // Queries and the output at the rank's heads; keys and values at least one head a
+            // rank (fewer key/value heads than ranks are replicated, as Ulysses does).
+            let head_dim = f64::from(m.hidden) / f64::from(m.heads.max(1));
+            let kv_heads = (f64::from(m.kv_heads) / t).max(cp);
+            let bytes = 2.0 * tokens * (2.0 * m.hidden as f64 / t + 2.0 * kv_heads * head_dim);
+            let pass = comms::all_to_all(bytes, group, net);
+            (pass, pass)
+        }
+    }
 }
 
 /// The factor sequence parallelism splits a TP rank's tokens by outside the TP regions
@@ -392,6 +427,7 @@ impl ConfigCost {
     /// Evaluate `cfg` for the context's model and hardware, or say why it cannot run.
     pub fn new(ctx: &PerfContext, cfg: &ParallelConfig) -> Result<Self, Invalid> {
         validate::structure(ctx.model, cfg)?;
+        validate::stack_structure(ctx.model, cfg, ctx.eff)?;
         let (m, hw, e): (&ModelProfile, _, &EfficiencyParams) = (ctx.model, ctx.hw, ctx.eff);
         let net = comms::net(hw, e);
         let domain = hw.fast_domain(ctx.gpus_per_node);

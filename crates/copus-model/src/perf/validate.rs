@@ -3,6 +3,28 @@
 
 use super::{Invalid, ModelProfile, ParallelConfig};
 
+/// Check what the stack `e` adds to [`structure`]: all-to-all context parallelism
+/// (Ulysses) gives each of the `cp` ranks whole heads, so the heads per TP rank must divide
+/// by `cp`.
+pub fn stack_structure(
+    m: &ModelProfile,
+    cfg: &ParallelConfig,
+    e: &super::EfficiencyParams,
+) -> Result<(), Invalid> {
+    let heads_per_rank = m.heads / cfg.tp.max(1);
+    if cfg.cp > 1
+        && e.cp_comm == super::efficiency::CpComm::AllToAll
+        && !heads_per_rank.is_multiple_of(cfg.cp)
+    {
+        return Err(Invalid::Other(format!(
+            "CP {} with cp_comm all_to_all needs the {} heads per TP rank divisible \
+             by cp (use ring or all_gather)",
+            cfg.cp, heads_per_rank
+        )));
+    }
+    Ok(())
+}
+
 /// Check that `cfg` can run `m` at all (before memory and batch size).
 pub fn structure(m: &ModelProfile, cfg: &ParallelConfig) -> Result<(), Invalid> {
     let other = |s: String| Err(Invalid::Other(s));

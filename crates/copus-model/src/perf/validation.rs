@@ -116,9 +116,9 @@ const COLUMNS: [&str; 21] = [
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
 /// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused|triton,
-/// `elementwise` fused|eager) and the source's measured peak memory per GPU (`memory_gib`,
+/// `elementwise` fused|eager, `cp_comm` ring|all_gather|all_to_all) and the source's measured peak memory per GPU (`memory_gib`,
 /// GiB). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 13] = [
+const EXTRA_COLUMNS: [&str; 14] = [
     "kv_heads",
     "ffn",
     "swiglu",
@@ -132,6 +132,7 @@ const EXTRA_COLUMNS: [&str; 13] = [
     "memory_gib",
     "attention",
     "elementwise",
+    "cp_comm",
 ];
 
 /// The finite, positive number `v` of column `name`, or why it is not one.
@@ -195,6 +196,12 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
                 row.stack.elementwise = Some(
                     super::efficiency::Elementwise::from_name(v)
                         .ok_or_else(|| format!("elementwise '{v}' (fused|eager)"))?,
+                )
+            }
+            "cp_comm" => {
+                row.stack.cp_comm = Some(
+                    super::efficiency::CpComm::from_name(v)
+                        .ok_or_else(|| format!("cp_comm '{v}' (ring|all_gather|all_to_all)"))?,
                 )
             }
             "grad_reduce" => {
@@ -583,5 +590,24 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn cp_comm_column() {
+        use crate::perf::efficiency::CpComm;
+        let header = format!("{},cp,cp_comm", COLUMNS.join(","));
+        let row = "t,m,h100-sxm,torchtitan-fsdp2,2,64,2,100,16,8,1,1,1,1,1,3,full,8,1,model,test";
+        let rows = parse(
+            &format!("{header}\n{row},2,all_to_all\n{row},2,\n"),
+            "f.csv",
+        )
+        .expect("parses");
+        assert_eq!(rows[0].stack.cp_comm, Some(CpComm::AllToAll));
+        assert_eq!(rows[1].stack.cp_comm, None);
+        let e = parse(&format!("{header}\n{row},2,ulysses\n"), "f.csv").expect_err("ulysses");
+        assert!(
+            e.to_string().starts_with("f.csv:2:") && e.to_string().contains("cp_comm 'ulysses'"),
+            "{e}"
+        );
     }
 }
