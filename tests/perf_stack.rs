@@ -203,6 +203,48 @@ fn the_what_if_editor_switches_the_stack_and_refuses_fp8_without_fp8_hardware() 
 }
 
 #[test]
+fn the_what_if_editor_changes_the_attention_kernel_and_the_cp_exchange() {
+    use copus::app::whatif::{Field, apply, value};
+    use copus::perf::efficiency::{AttentionKind, CpComm};
+    let path = Path::new("sessions/demo.ron");
+    let mut r = copus::session::Session::load(path)
+        .expect("demo")
+        .resolve(path)
+        .expect("resolves");
+    assert_eq!(
+        (value(&r, Field::Attention), value(&r, Field::CpComm)),
+        ("cudnn".to_string(), "ring".to_string())
+    );
+    // cudnn -> unfused: the kernel in force, the label says so, and a step slows down.
+    let cfg = cfg(64, 1, 1, 1);
+    let step = |r: &copus::session::Resolved| {
+        let eff = r.efficiency();
+        let ctx = PerfContext {
+            hw: &r.hardware,
+            model: &r.model,
+            eff: &eff,
+            gpus_per_node: 8,
+        };
+        predict(&ctx, &cfg, 512).expect("costs").step_time_s
+    };
+    let before = step(&r);
+    apply(&mut r, Field::Attention, 1).expect("unfused");
+    assert_eq!(r.efficiency().attention, AttentionKind::Unfused);
+    assert_eq!(value(&r, Field::Stack), "megatron-core (attention unfused)");
+    assert!(step(&r) > before);
+    // The CP exchange steps through the three kinds and stops at the last.
+    apply(&mut r, Field::CpComm, 1).expect("all-gather");
+    assert_eq!(value(&r, Field::CpComm), "all-gather");
+    apply(&mut r, Field::CpComm, 1).expect("all-to-all");
+    apply(&mut r, Field::CpComm, 1).expect("stays");
+    assert_eq!(r.efficiency().cp_comm, CpComm::AllToAll);
+    assert_eq!(
+        value(&r, Field::Stack),
+        "megatron-core (attention unfused, cp_comm all_to_all)"
+    );
+}
+
+#[test]
 fn automatic_choices_keep_the_context_parallel_degree() {
     // mbs and vpp auto search the layout's options without losing its CP degree.
     let v = json_of(

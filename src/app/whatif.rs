@@ -2,7 +2,7 @@
 //! applied to the session so that the throughput table is recomputed at once.
 
 use crate::goodput::StatEffForm;
-use crate::perf::efficiency::Precision;
+use crate::perf::efficiency::{AttentionKind, CpComm, Precision};
 use crate::perf::{Recompute, Stack, StackPreset};
 use crate::plan::Objective;
 use crate::plan::costs::ReshardMode;
@@ -49,6 +49,10 @@ pub enum Field {
     Stack,
     /// GEMM precision of the stack (BF16 or FP8).
     Precision,
+    /// Attention kernel of the stack.
+    Attention,
+    /// How context parallelism exchanges keys and values (ring, all-gather, all-to-all).
+    CpComm,
     /// Planner objective (McCandlish or learning-rate-aware square-root scaling).
     Objective,
     /// How a TP/PP change is carried out: checkpoint-and-restart or in-place resharding.
@@ -58,7 +62,7 @@ pub enum Field {
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 21] = [
+pub const FIELDS: [Field; 23] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -75,7 +79,9 @@ pub const FIELDS: [Field; 21] = [
     Field::PerfModel,
     Field::Stack,
     Field::Precision,
+    Field::Attention,
     Field::ContextParallel,
+    Field::CpComm,
     Field::ExpertParallel,
     Field::Objective,
     Field::Reshard,
@@ -129,6 +135,8 @@ impl Field {
             Field::PerfModel => "perf model",
             Field::Stack => "stack",
             Field::Precision => "precision",
+            Field::Attention => "attention",
+            Field::CpComm => "CP exchange",
             Field::Objective => "plan objective",
             Field::Reshard => "TP/PP switch",
             Field::SwitchThreshold => "switch threshold",
@@ -254,6 +262,8 @@ pub fn value(r: &Resolved, field: Field) -> String {
         Field::SwitchThreshold => format!("{:.0}% gain", s.costs.switch_threshold * 100.0),
         Field::Stack => r.stack().label(),
         Field::Precision => r.stack().settings().precision.name().into(),
+        Field::Attention => r.stack().settings().attention.name().into(),
+        Field::CpComm => r.stack().settings().cp_comm.name().replace('_', "-"),
         Field::PerfModel => match (&r.calibration, r.use_calibration) {
             _ if s.efficiency.is_some() => "session's own".into(),
             (Some(c), true) => format!("calibrated ±{:.0}%", c.rms_rel_error * 100.0),
@@ -389,6 +399,24 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             };
             let stack = current.overlaid(&Stack {
                 precision: Some(precision),
+                ..Stack::default()
+            });
+            set_stack(r, stack)?;
+        }
+        Field::Attention => {
+            let current = r.stack();
+            let attention = step_in(&AttentionKind::ALL, current.settings().attention, delta);
+            let stack = current.overlaid(&Stack {
+                attention: Some(attention),
+                ..Stack::default()
+            });
+            set_stack(r, stack)?;
+        }
+        Field::CpComm => {
+            let current = r.stack();
+            let cp_comm = step_in(&CpComm::ALL, current.settings().cp_comm, delta);
+            let stack = current.overlaid(&Stack {
+                cp_comm: Some(cp_comm),
                 ..Stack::default()
             });
             set_stack(r, stack)?;

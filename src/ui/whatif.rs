@@ -37,5 +37,43 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         format!(" {gpus} GPUs · {layouts} layouts on the heatmap"),
         Style::new().fg(theme::current().muted),
     ));
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    let offset = scroll_offset(
+        lines.len(),
+        usize::from(area.height.saturating_sub(2)),
+        app.whatif_row,
+    );
+    let offset = u16::try_from(offset).unwrap_or(u16::MAX);
+    frame.render_widget(Paragraph::new(lines).block(block).scroll((offset, 0)), area);
+}
+
+/// First line to show of `total` lines in `height` rows so that line `selected` is visible:
+/// 0 while everything fits, else the selection kept in the middle, never past the end.
+fn scroll_offset(total: usize, height: usize, selected: usize) -> usize {
+    if total <= height || height == 0 {
+        return 0;
+    }
+    selected
+        .saturating_sub(height / 2)
+        .min(total.saturating_sub(height))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scroll_offset;
+
+    #[test]
+    fn the_selected_row_is_always_on_screen() {
+        for height in 1..30 {
+            for selected in 0..23 {
+                let total = 25;
+                let off = scroll_offset(total, height, selected);
+                assert!(
+                    off <= selected && selected < off + height,
+                    "{height} {selected}"
+                );
+                assert!(off + height <= total.max(height), "{height} {selected}");
+            }
+        }
+        assert_eq!(scroll_offset(25, 40, 22), 0);
+    }
 }
