@@ -81,6 +81,17 @@ pub enum CrossEntropy {
 }
 
 impl CrossEntropy {
+    /// The kind [`CrossEntropy::name`] calls `word`, if any.
+    pub fn from_name(word: &str) -> Option<Self> {
+        [
+            CrossEntropy::Fused,
+            CrossEntropy::VocabParallel,
+            CrossEntropy::Pytorch,
+        ]
+        .into_iter()
+        .find(|k| k.name() == word)
+    }
+
     /// "fused", "vocab_parallel" or "pytorch".
     pub fn name(self) -> &'static str {
         match self {

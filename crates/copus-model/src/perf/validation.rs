@@ -116,9 +116,10 @@ const COLUMNS: [&str; 21] = [
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
 /// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused|triton,
-/// `elementwise` fused|eager, `cp_comm` ring|all_gather|all_to_all) and the source's measured peak memory per GPU (`memory_gib`,
+/// `elementwise` fused|eager, `cp_comm` ring|all_gather|all_to_all, `cross_entropy`
+/// fused|vocab_parallel|pytorch) and the source's measured peak memory per GPU (`memory_gib`,
 /// GiB). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 14] = [
+const EXTRA_COLUMNS: [&str; 15] = [
     "kv_heads",
     "ffn",
     "swiglu",
@@ -133,6 +134,7 @@ const EXTRA_COLUMNS: [&str; 14] = [
     "attention",
     "elementwise",
     "cp_comm",
+    "cross_entropy",
 ];
 
 /// The finite, positive number `v` of column `name`, or why it is not one.
@@ -196,6 +198,13 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
                 row.stack.elementwise = Some(
                     super::efficiency::Elementwise::from_name(v)
                         .ok_or_else(|| format!("elementwise '{v}' (fused|eager)"))?,
+                )
+            }
+            "cross_entropy" => {
+                row.stack.cross_entropy = Some(
+                    super::efficiency::CrossEntropy::from_name(v).ok_or_else(|| {
+                        format!("cross_entropy '{v}' (fused|vocab_parallel|pytorch)")
+                    })?,
                 )
             }
             "cp_comm" => {
@@ -604,6 +613,15 @@ mod tests {
         .expect("parses");
         assert_eq!(rows[0].stack.cp_comm, Some(CpComm::AllToAll));
         assert_eq!(rows[1].stack.cp_comm, None);
+        let with_ce = format!("{header},cross_entropy\n{row},1,,fused\n");
+        let rows = parse(&with_ce, "f.csv").expect("parses");
+        assert_eq!(
+            rows[0].stack.cross_entropy,
+            Some(crate::perf::efficiency::CrossEntropy::Fused)
+        );
+        let bad = format!("{header},cross_entropy\n{row},1,,apex\n");
+        let e = parse(&bad, "f.csv").expect_err("apex");
+        assert!(e.to_string().contains("cross_entropy 'apex'"), "{e}");
         let e = parse(&format!("{header}\n{row},2,ulysses\n"), "f.csv").expect_err("ulysses");
         assert!(
             e.to_string().starts_with("f.csv:2:") && e.to_string().contains("cp_comm 'ulysses'"),
