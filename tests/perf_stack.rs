@@ -586,6 +586,19 @@ fn the_preset_table_in_the_model_docs_matches_the_presets() {
 /// Step time of `cfg` for Llama 3 8B at `seq` tokens on H100s under each way context
 /// parallelism exchanges keys and values, in `CpComm::ALL` order.
 fn step_by_cp_comm(seq: u32, gpus_per_node: u32, cfg: &ParallelConfig, batch: u64) -> Vec<f64> {
+    breakdown_by_cp_comm(seq, gpus_per_node, cfg, batch)
+        .into_iter()
+        .map(|(step, _)| step)
+        .collect()
+}
+
+/// (step time, breakdown) of `cfg` as [`step_by_cp_comm`].
+fn breakdown_by_cp_comm(
+    seq: u32,
+    gpus_per_node: u32,
+    cfg: &ParallelConfig,
+    batch: u64,
+) -> Vec<(f64, copus::perf::Breakdown)> {
     use copus::perf::efficiency::CpComm;
     let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
     let mut model = profiles::model("llama3-8b", Path::new(".")).expect("model");
@@ -604,7 +617,8 @@ fn step_by_cp_comm(seq: u32, gpus_per_node: u32, cfg: &ParallelConfig, batch: u6
                 eff: &eff,
                 gpus_per_node,
             };
-            predict(&ctx, cfg, batch).expect("costs").step_time_s
+            let p = predict(&ctx, cfg, batch).expect("costs");
+            (p.step_time_s, p.breakdown)
         })
         .collect()
 }
@@ -633,6 +647,24 @@ fn the_context_parallel_exchange_costs_what_each_kind_moves_and_hides() {
         panic!("three kinds")
     };
     assert!(ring_x > ring && gather_x > gather && a2a_x > a2a);
+    // The breakdown shows the exchange on its own (`cp_s`). Compute is the same for every
+    // kind; the step differs by the exchange and by the data-parallel reduction, which hides
+    // behind a backward that now includes it. Without CP it is 0.
+    let breakdowns = breakdown_by_cp_comm(8192, 8, &cfg(1, 8, 1, 1), 8);
+    assert!(breakdowns.iter().all(|(_, b)| b.cp_s > 0.0));
+    for (a, b) in [(0, 1), (0, 2), (1, 2)] {
+        let (sa, ba) = breakdowns[a];
+        let (sb, bb) = breakdowns[b];
+        let (xa, xb) = (ba.cp_s + ba.dp_s, bb.cp_s + bb.dp_s);
+        assert!(
+            ((sa - sb) - (xa - xb)).abs() < 1e-9 * sa,
+            "{a} {b}: {sa} {sb} {ba:?} {bb:?}"
+        );
+        assert!(ba.cp_s != bb.cp_s);
+        assert!((ba.compute_s - bb.compute_s).abs() < 1e-9 * sa);
+    }
+    let none = breakdown_by_cp_comm(8192, 8, &cfg(8, 1, 1, 1), 64);
+    assert!(none.iter().all(|(_, b)| b.cp_s == 0.0));
     // At 128K tokens the attention dwarfs the exchange: all three within 2 %.
     let long = step_by_cp_comm(131_072, 8, &cfg(1, 8, 1, 1), 1);
     assert!(long.iter().all(|t| rel(*t, long[0]) < 0.02), "{long:?}");

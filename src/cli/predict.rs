@@ -482,8 +482,13 @@ fn print_text(o: &Output) {
     } else {
         String::new()
     };
+    let cp = if b.cp_s > 0.0 {
+        format!("  CP {:.1}%", pct(b.cp_s))
+    } else {
+        String::new()
+    };
     println!(
-        "  breakdown        compute {:.1}%  bubble {:.1}%  TP {:.1}%{ep}  PP {:.1}%  DP {:.1}%  optimizer {:.1}%",
+        "  breakdown        compute {:.1}%  bubble {:.1}%  TP {:.1}%{ep}{cp}  PP {:.1}%  DP {:.1}%  optimizer {:.1}%",
         pct(b.compute_s),
         pct(b.bubble_s),
         pct(b.tp_s),

@@ -19,7 +19,7 @@ fn part_color(key: &str) -> Color {
     match key {
         "compute" | "activations" => theme::current().good,
         "bubble" | "output" => theme::current().warning,
-        "tp" | "gradients" => theme::current().mark,
+        "tp" | "cp" | "gradients" => theme::current().mark,
         "pp" | "weights" => theme::current().info,
         "dp" => theme::current().error,
         "optimizer" | "optimizer_state" => theme::current().accent,

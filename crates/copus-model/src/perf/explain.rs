@@ -47,7 +47,7 @@ pub struct Explanation {
 }
 
 impl Explanation {
-    /// Exposed communication (TP, PP and DP) as a share of the step, 0–1.
+    /// Exposed communication (TP, EP, CP, PP and DP) as a share of the step, 0–1.
     pub fn exposed_comm_share(&self) -> f64 {
         comm_share(&self.prediction)
     }
@@ -74,10 +74,10 @@ impl Explanation {
     }
 }
 
-/// Exposed TP, EP, PP and DP communication of `p` as a share of its step, 0–1.
+/// Exposed TP, EP, CP, PP and DP communication of `p` as a share of its step, 0–1.
 pub fn comm_share(p: &Prediction) -> f64 {
     let b = &p.breakdown;
-    share(b.tp_s + b.ep_s + b.pp_s + b.dp_s, p.step_time_s)
+    share(b.tp_s + b.ep_s + b.cp_s + b.pp_s + b.dp_s, p.step_time_s)
 }
 
 /// The pipeline bubble of `p` as a share of its step, 0–1.
@@ -90,7 +90,7 @@ fn share(part: f64, whole: f64) -> f64 {
 }
 
 /// The step-time parts of `p`, seconds, in the order of `copus predict`'s breakdown (the
-/// expert-parallel all-to-alls only where there are some).
+/// expert-parallel all-to-alls and the context-parallel exchange only where there are some).
 pub fn step_parts(p: &Prediction) -> Vec<Part> {
     let b = &p.breakdown;
     let part = |key, label, glyph, value| Part {
@@ -109,6 +109,13 @@ pub fn step_parts(p: &Prediction) -> Vec<Part> {
     ];
     if b.ep_s > 0.0 {
         parts.insert(3, part("ep", "EP all-to-all", 'E', b.ep_s));
+    }
+    if b.cp_s > 0.0 {
+        let at = parts
+            .iter()
+            .position(|p| p.key == "pp")
+            .unwrap_or(parts.len());
+        parts.insert(at, part("cp", "CP key/value exchange", 'K', b.cp_s));
     }
     parts
 }

@@ -51,7 +51,8 @@ pub struct PerfContext<'a> {
 /// Where a step's time goes, seconds (exposed, i.e. not overlapped).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Breakdown {
-    /// GEMM and attention compute, seconds.
+    /// GEMM, attention and element-wise compute, seconds (context parallelism's exchange is
+    /// `cp_s`).
     pub compute_s: f64,
     /// Pipeline bubble, seconds.
     pub bubble_s: f64,
@@ -60,6 +61,9 @@ pub struct Breakdown {
     /// Expert-parallel all-to-alls (mixture-of-experts token dispatch), seconds; 0 without
     /// expert parallelism.
     pub ep_s: f64,
+    /// Context parallelism's exposed key/value exchange (ring steps, all-gather or
+    /// all-to-all, `cp_comm`), seconds; 0 without context parallelism.
+    pub cp_s: f64,
     /// Pipeline point-to-point, seconds.
     pub pp_s: f64,
     /// Exposed data-parallel gradient all-reduce, seconds.

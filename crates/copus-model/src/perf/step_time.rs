@@ -69,6 +69,9 @@ pub struct ConfigCost {
     pub tp_mb: f64,
     /// Expert-parallel all-to-all seconds per micro-batch (token dispatch and combine).
     pub ep_mb: f64,
+    /// Context parallelism's exposed key/value exchange per micro-batch, seconds (part of
+    /// `compute_mb`: it sits inside each layer's forward and backward).
+    pub cp_mb: f64,
     /// Pipeline point-to-point seconds per micro-batch.
     pub p2p_mb: f64,
     /// Exposed data-parallel seconds per micro-batch (ZeRO-2 gradient reduce-scatter,
@@ -445,6 +448,13 @@ impl ConfigCost {
             Recompute::Op => lt.gemm_op_recompute + lt.elem_fwd,
             Recompute::Full => fwd,
         };
+        let cp_layer = cp_fwd
+            + cp_bwd
+            + if cfg.recompute == Recompute::Full {
+                cp_fwd
+            } else {
+                0.0
+            };
 
         // TP: with sequence parallelism an all-gather and a reduce-scatter around attention and
         // the MLP, without it two all-reduces: the same bytes, 2 all-reduces of s·b·h each way.
@@ -477,6 +487,7 @@ impl ConfigCost {
         let compute_mb_avg = layers_avg * per_layer + fixed + logits / cfg.pp as f64;
         let backward_mb = layers * (bwd + recompute) + logits * 2.0 / 3.0;
         let tp_mb = layers * tp_exposed;
+        let cp_mb = layers * cp_layer;
         let ep_mb = layers * expert_parallel_layer(ctx, cfg, tokens, &net);
 
         // Pipeline p2p: activation forward and gradient backward at each virtual boundary.
@@ -563,6 +574,7 @@ impl ConfigCost {
             backward_mb,
             tp_mb,
             ep_mb,
+            cp_mb,
             p2p_mb,
             dp_exposed_mb,
             dp_grad_once,
@@ -586,10 +598,11 @@ impl ConfigCost {
             + e.exposed(self.dp_grad_once, overlap * self.backward_mb)
             + e.exposed(self.dp_param_once, overlap * forward_mb);
         let breakdown = Breakdown {
-            compute_s: m * self.compute_mb,
+            compute_s: m * (self.compute_mb - self.cp_mb),
             bubble_s,
             tp_s: m * self.tp_mb,
             ep_s: m * self.ep_mb,
+            cp_s: m * self.cp_mb,
             pp_s: m * self.p2p_mb,
             dp_s,
             optimizer_s: self.optimizer_s,
@@ -598,6 +611,7 @@ impl ConfigCost {
             + bubble_s
             + breakdown.tp_s
             + breakdown.ep_s
+            + breakdown.cp_s
             + breakdown.pp_s
             + dp_s
             + self.optimizer_s;
