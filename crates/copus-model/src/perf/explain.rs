@@ -115,7 +115,7 @@ pub fn step_parts(p: &Prediction) -> Vec<Part> {
             .iter()
             .position(|p| p.key == "pp")
             .unwrap_or(parts.len());
-        parts.insert(at, part("cp", "CP key/value exchange", 'K', b.cp_s));
+        parts.insert(at, part("cp", "CP K/V exchange", 'K', b.cp_s));
     }
     parts
 }
