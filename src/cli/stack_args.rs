@@ -16,7 +16,8 @@ pub enum PresetArg {
     Nemo,
     /// torchtitan with FSDP2.
     TorchtitanFsdp2,
-    /// llm-foundry / Composer FSDP1 full shard.
+    /// llm-foundry / Composer FSDP1 full shard, FlashAttention-2 (its 2023 benchmark tables
+    /// ran the Triton kernel: add --attention triton)
     LlmFoundry,
     /// DeepSpeed ZeRO (current releases).
     Deepspeed,
