@@ -16,8 +16,8 @@ pub enum PresetArg {
     Nemo,
     /// torchtitan with FSDP2.
     TorchtitanFsdp2,
-    /// llm-foundry / Composer FSDP1 full shard, FlashAttention-2 (its 2023 benchmark tables
-    /// ran the Triton kernel: add --attention triton)
+    /// llm-foundry / Composer FSDP1 full shard as its benchmark tables ran: Triton flash
+    /// attention (today's llm-foundry runs FlashAttention-2: add --attention fused)
     LlmFoundry,
     /// DeepSpeed ZeRO (current releases).
     Deepspeed,
