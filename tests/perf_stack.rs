@@ -717,6 +717,21 @@ fn the_cp_comm_setting_reaches_every_output_and_ulysses_needs_whole_heads() {
         err.contains("all_to_all") && err.contains("4 heads per TP rank") && err.contains("ring"),
         "{err}"
     );
+    // Given without context parallelism it changes nothing, and the output says so.
+    let v = json_of("predict --model llama3-8b --gpus 8 --batch 64 --cp-comm all-gather");
+    assert!(
+        v["caveats"].as_array().is_some_and(|c| c
+            .iter()
+            .any(|c| c.as_str().is_some_and(|c| c.contains("--cp-comm")))),
+        "{}",
+        v["caveats"]
+    );
+    let v = json_of(&format!("{base} --cp-comm all-gather"));
+    assert!(
+        v["caveats"]
+            .as_array()
+            .is_some_and(|c| c.iter().all(|c| !c.to_string().contains("--cp-comm")))
+    );
     // A session states it like every other setting.
     let stack: Stack = ron::from_str("(preset: Some(TorchtitanFsdp2), cp_comm: Some(Ring))")
         .expect("a session's stack");

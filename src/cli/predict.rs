@@ -315,7 +315,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         memory,
         reason,
         nearest_change,
-        caveats: crate::perf::caveats(&model),
+        caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some()),
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
     // nearest change that runs), exit status 0; errors are for inputs that cannot be costed.
@@ -513,4 +513,20 @@ fn print_text(o: &Output) {
             ),
         }
     }
+}
+
+/// What the prediction should be read with: the model's caveats, and a stack setting given on
+/// the command line that the layout leaves without effect (`--cp-comm` without `--cp` > 1).
+fn layout_caveats(
+    model: &crate::perf::ModelProfile,
+    cfg: &ParallelConfig,
+    cp_comm_given: bool,
+) -> Vec<String> {
+    let mut caveats = crate::perf::caveats(model);
+    if cp_comm_given && cfg.cp <= 1 {
+        caveats.push(
+            "--cp-comm has no effect without context parallelism (--cp 2 or more)".to_string(),
+        );
+    }
+    caveats
 }
