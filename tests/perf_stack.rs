@@ -178,14 +178,19 @@ fn grid_and_plan_print_the_stack_they_predict_for() {
     assert_eq!(v["stack"]["preset"], "megatron-core", "{}", v["stack"]);
 }
 
+/// The bundled demo session, resolved as the explorer opens it.
+fn demo_session() -> copus::session::Resolved {
+    let path = Path::new("sessions/demo.ron");
+    copus::session::Session::load(path)
+        .expect("demo")
+        .resolve(path)
+        .expect("resolves")
+}
+
 #[test]
 fn the_what_if_editor_switches_the_stack_and_refuses_fp8_without_fp8_hardware() {
     use copus::app::whatif::{Field, apply, value};
-    let path = Path::new("sessions/demo.ron");
-    let mut r = copus::session::Session::load(path)
-        .expect("demo")
-        .resolve(path)
-        .expect("resolves");
+    let mut r = demo_session();
     assert_eq!(value(&r, Field::Stack), "megatron-core");
     apply(&mut r, Field::Precision, 1).expect("h100 runs fp8");
     assert_eq!(value(&r, Field::Precision), "fp8");
@@ -206,11 +211,7 @@ fn the_what_if_editor_switches_the_stack_and_refuses_fp8_without_fp8_hardware() 
 fn the_what_if_editor_changes_the_attention_kernel_and_the_cp_exchange() {
     use copus::app::whatif::{Field, apply, value};
     use copus::perf::efficiency::{AttentionKind, CpComm};
-    let path = Path::new("sessions/demo.ron");
-    let mut r = copus::session::Session::load(path)
-        .expect("demo")
-        .resolve(path)
-        .expect("resolves");
+    let mut r = demo_session();
     assert_eq!(
         (value(&r, Field::Attention), value(&r, Field::CpComm)),
         ("cudnn".to_string(), "ring".to_string())

@@ -392,34 +392,37 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             set_stack(r, stack)?;
         }
         Field::Precision => {
-            let current = r.stack();
-            let precision = match current.settings().precision {
+            let precision = match r.stack().settings().precision {
                 Precision::Bf16 => Precision::Fp8,
                 Precision::Fp8 => Precision::Bf16,
             };
-            let stack = current.overlaid(&Stack {
-                precision: Some(precision),
-                ..Stack::default()
-            });
-            set_stack(r, stack)?;
+            change_stack(
+                r,
+                Stack {
+                    precision: Some(precision),
+                    ..Stack::default()
+                },
+            )?;
         }
         Field::Attention => {
-            let current = r.stack();
-            let attention = step_in(&AttentionKind::ALL, current.settings().attention, delta);
-            let stack = current.overlaid(&Stack {
-                attention: Some(attention),
-                ..Stack::default()
-            });
-            set_stack(r, stack)?;
+            let attention = step_in(&AttentionKind::ALL, r.stack().settings().attention, delta);
+            change_stack(
+                r,
+                Stack {
+                    attention: Some(attention),
+                    ..Stack::default()
+                },
+            )?;
         }
         Field::CpComm => {
-            let current = r.stack();
-            let cp_comm = step_in(&CpComm::ALL, current.settings().cp_comm, delta);
-            let stack = current.overlaid(&Stack {
-                cp_comm: Some(cp_comm),
-                ..Stack::default()
-            });
-            set_stack(r, stack)?;
+            let cp_comm = step_in(&CpComm::ALL, r.stack().settings().cp_comm, delta);
+            change_stack(
+                r,
+                Stack {
+                    cp_comm: Some(cp_comm),
+                    ..Stack::default()
+                },
+            )?;
         }
         Field::PerfModel => {
             if r.calibration.is_none() {
@@ -437,6 +440,13 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Lay the settings `change` sets over the stack in force and put the result in force (see
+/// [`set_stack`]).
+fn change_stack(r: &mut Resolved, change: Stack) -> Result<(), String> {
+    let stack = r.stack().overlaid(&change);
+    set_stack(r, stack)
 }
 
 /// Put `stack` in force, unless the hardware cannot run it (FP8 without FP8 tensor cores):

@@ -272,6 +272,8 @@ fn context_parallel_exposed(
     // This rank's tokens of one micro-batch, and its keys and values (BF16) for them.
     let tokens = cfg.mbs as f64 * m.seq_len as f64 / cp;
     let kv_bytes = 2.0 * 2.0 * tokens * m.kv_hidden() / t;
+    // Megatron order: CP ranks are adjacent after the TP ranks.
+    let group = Placement::strided(cfg.cp, cfg.tp, domain);
     match e.cp_comm {
         CpComm::Ring => {
             let link = if cfg.tp.saturating_mul(cfg.cp) <= domain {
@@ -284,8 +286,6 @@ fn context_parallel_exposed(
             (e.exposed(fwd, attn_fwd), e.exposed(bwd, attn_bwd))
         }
         CpComm::AllGather => {
-            // Megatron order: CP ranks are adjacent after the TP ranks.
-            let group = Placement::strided(cfg.cp, cfg.tp, domain);
             let gather = comms::reduce_scatter(cp * kv_bytes, group, net);
             (
                 e.exposed(gather, attn_fwd / cp),
@@ -293,7 +293,6 @@ fn context_parallel_exposed(
             )
         }
         CpComm::AllToAll => {
-            let group = Placement::strided(cfg.cp, cfg.tp, domain);
             // Queries and the output at the rank's heads; keys and values at least one head a
             // rank (fewer key/value heads than ranks are replicated, as Ulysses does).
             let head_dim = f64::from(m.hidden) / f64::from(m.heads.max(1));
