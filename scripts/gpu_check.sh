@@ -33,7 +33,8 @@
 #      COPUS_PYTHON             a python with torch (default: the venv of python_env.sh,
 #                               else python3)
 #      COPUS_GPU_CHECK_TRAIN_S  time for measure's training runs (default 120; the step stops at 300 s)
-#      COPUS_GPU_CHECK_TRAIN_SET which runs (default fsdp2: torchtitan's precision; default: AMP)
+#      COPUS_GPU_CHECK_TRAIN_SET which runs (default fsdp2: torchtitan's precision; default: AMP;
+#                               long: 8K-48K tokens, flash and cuDNN each)
 set -uo pipefail
 OUT="${1:?usage: scripts/gpu_check.sh REPORT_DIR}"
 cd "$(dirname "$0")/.."

@@ -275,6 +275,18 @@ TRAIN_SETS = {
         ("llama3.2-1b", 65536, 1, "full", "flash", "fsdp2"),
     ],
 }
+# Longer sequences under torchtitan's precision, each kernel on the same run: what the
+# Hopper attention efficiencies are checked against (issue 26).
+TRAIN_SETS["long"] = [
+    ("llama3.2-1b", 16384, 1, "full", "flash", "fsdp2"),
+    ("llama3.2-1b", 16384, 1, "full", "cudnn", "fsdp2"),
+    ("llama3.2-3b", 8192, 2, "full", "flash", "fsdp2"),
+    ("llama3.2-3b", 8192, 2, "full", "cudnn", "fsdp2"),
+    ("llama3.2-3b", 32768, 1, "full", "flash", "fsdp2"),
+    ("llama3.2-3b", 32768, 1, "full", "cudnn", "fsdp2"),
+    ("llama3.2-1b", 49152, 1, "full", "flash", "fsdp2"),
+    ("llama3.2-1b", 49152, 1, "full", "cudnn", "fsdp2"),
+]
 # The fsdp2 set's runs with activation checkpointing alone.
 TRAIN_SETS["fsdp2-full"] = [r for r in TRAIN_SETS["fsdp2"] if r[3] == "full"]
 
