@@ -234,6 +234,60 @@ fn shipped_h100_defaults_are_the_fit_on_the_training_rows() {
     );
 }
 
+#[test]
+fn shipped_h200_attention_is_measured_and_the_rest_the_h100_fit_around_it() {
+    // FlashAttention-2's forward and backward on the H200 are the medians of the flash kernel
+    // measured there at 4K tokens and more (copus-h200-kernels.json), not fitted; with them
+    // fixed, the rest is the fit on the H100 SXM's training rows (the same chip and clocks).
+    let (fwd, bwd) = h200_flash_medians();
+    let h = hw("h200");
+    assert!((h.efficiency.attn_eff - fwd).abs() < 0.0015, "{fwd}");
+    assert!((h.efficiency.attn_bwd_eff - bwd).abs() < 0.0015, "{bwd}");
+    assert_profile_is_the_fit(
+        "h200",
+        "h100-sxm",
+        &["megatron-core-h100.csv", "modern-h100.csv"],
+        &[
+            Knob::MaxEff,
+            Knob::MicrobatchOverhead,
+            Knob::AttnNativeSpeedup,
+            Knob::AttnTritonSlowdown,
+        ],
+        &[
+            (Knob::AttnEff, h.efficiency.attn_eff),
+            (Knob::AttnBwdEff, h.efficiency.attn_bwd_eff),
+        ],
+        // 0.169 -> 0.075: as good a fit of the H100 rows as leaving FlashAttention-2 free.
+        0.5,
+    );
+}
+
+/// The medians, over the flash rows at 4K tokens and more of copus-h200-kernels.json, of the
+/// forward's and the backward's fraction of the H200's dense peak (the backward counted at
+/// 2.5x the forward's causal FLOPs, as copus counts it).
+fn h200_flash_medians() -> (f64, f64) {
+    let text = std::fs::read_to_string("assets/validation/copus-h200-kernels.json")
+        .expect("kernel measurements");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let peak = hw("h200").peak_flops;
+    let num = |g: &serde_json::Value, k: &str| g[k].as_f64().expect(k);
+    let (mut fwd, mut bwd) = (Vec::new(), Vec::new());
+    for a in v["attention"].as_array().expect("attention rows") {
+        if a["backend"] != "flash" || num(a, "seq") < 4096.0 {
+            continue;
+        }
+        let flops = num(a, "causal_fwd_flops");
+        fwd.push(flops / num(a, "fwd_s") / peak);
+        bwd.push(2.5 * flops / num(a, "bwd_s") / peak);
+    }
+    assert_eq!(fwd.len(), 6);
+    let median = |mut x: Vec<f64>| {
+        x.sort_by(f64::total_cmp);
+        (x[x.len() / 2 - 1] + x[x.len() / 2]) / 2.0
+    };
+    (median(fwd), median(bwd))
+}
+
 /// A hardware profile's kernel efficiencies are what examples/fit_profiles.rs finds on the
 /// training rows of `files`, starting from the generic defaults with the `measured` parameters
 /// fixed at their (shipped) measured values: rerun the fit, check it cuts the rms log error to
@@ -245,13 +299,28 @@ fn assert_shipped_is_the_fit(
     measured: &[(Knob, f64)],
     rms_gain: f64,
 ) {
-    let h = hw(hardware);
+    assert_profile_is_the_fit(hardware, hardware, files, knobs, measured, rms_gain);
+}
+
+/// As [`assert_shipped_is_the_fit`], for the profile `profile` fitted on the rows of
+/// `rows_hardware` (another profile of the same chip).
+fn assert_profile_is_the_fit(
+    profile: &str,
+    rows_hardware: &str,
+    files: &[&str],
+    knobs: &[Knob],
+    measured: &[(Knob, f64)],
+    rms_gain: f64,
+) {
+    let hardware = profile;
+    let h = hw(rows_hardware);
+    let shipped_profile = hw(profile);
     let mut train: Vec<PublishedRow> = files.iter().flat_map(|f| rows(f)).collect();
-    train.retain(|r| r.train && r.hardware == hardware);
+    train.retain(|r| r.train && r.hardware == rows_hardware);
     let mut start = EfficiencyParams::default();
     for &(k, v) in measured {
         *k.slot(&mut start) = v;
-        let shipped = *k.slot(&mut h.efficiency.clone());
+        let shipped = *k.slot(&mut shipped_profile.efficiency.clone());
         assert_eq!(
             shipped,
             v,
@@ -267,7 +336,7 @@ fn assert_shipped_is_the_fit(
         fit.initial_rms,
         fit.rms
     );
-    let (mut fitted, mut shipped) = (fit.params.clone(), h.efficiency.clone());
+    let (mut fitted, mut shipped) = (fit.params.clone(), shipped_profile.efficiency.clone());
     for &k in knobs {
         let (f, s) = (*k.slot(&mut fitted), *k.slot(&mut shipped));
         println!("{hardware} {:24} fitted {f:.4e} shipped {s:.4e}", k.name());
@@ -487,10 +556,11 @@ fn torch_compile_speed_up_of_torchtitan_8b_is_the_eager_element_wise_traffic() {
 fn own_h200_runs_held_out_within_the_recorded_error() {
     // copus's own single-GPU runs on an H200 (copus-h200.csv, scripts/measure_gpu.py): FSDP2
     // with torchtitan's precision (eager), SDPA flash or cuDNN attention, 2K-32K tokens, in no
-    // fit. Mean 8.6 %, worst -26.0 % (the 1B at 32K with flash attention: the H100-fitted
-    // attention backward is 2.2x slower than the kernel measured on the same GPU;
-    // docs/MODEL.md). Before eager element-wise traffic was modelled: 13.5 %, -22.5 %.
-    assert_held_out("copus-h200.csv", 6, 0.09, 0.27);
+    // fit. Twelve runs from two leases: mean 6.1 %, worst -13.8 % (the 3B at 32K with cuDNN)
+    // since the h200 profile takes FlashAttention-2 at the speed measured on it; with the
+    // H100 fit's (backward at 13 % of peak) 10.5 %, worst -31.2 %, every FlashAttention-2 run
+    // at 8K and more 13-31 % too slow (docs/MODEL.md).
+    assert_held_out("copus-h200.csv", 12, 0.07, 0.15);
     // copus's memory sits below PyTorch's reserved peak of every run (the allocator's cache
     // is in the peak, not in copus's live tensors) and within MAX_GAP of it.
     const MAX_GAP: f64 = 40e9;
