@@ -203,3 +203,52 @@ fn the_nearest_change_runs_and_nothing_nearer_does() {
         "only {found} infeasible cells had a nearest change"
     );
 }
+
+#[test]
+fn an_explanation_cautions_when_one_tensor_takes_over_half_the_free_memory() {
+    use copus::perf::{Stack, StackPreset};
+    // Llama 3.2 1B's shape at 48K tokens on one H200 with PyTorch's loss (torchtitan): it fits
+    // by copus's count (109 of 151 GB), but its FP32 logits (25.2 GB) are over half of what is
+    // left; the flash run of it went out of memory on an H200 (docs/MODEL.md). At 16K it is
+    // not flagged.
+    let hw = profiles::hardware("h200", Path::new(".")).expect("hw");
+    let eff = Stack::preset(StackPreset::TorchtitanFsdp2).apply(&hw.efficiency);
+    for (seq, risky) in [(49_152, true), (16_384, false)] {
+        let m = ModelProfile {
+            name: "llama3.2-1b".into(),
+            layers: 16,
+            hidden: 2048,
+            heads: 32,
+            kv_heads: 8,
+            ffn_hidden: 8192,
+            vocab: 128_256,
+            seq_len: seq,
+            swiglu: true,
+            tied_embeddings: true,
+            dropout: None,
+            moe: None,
+            source: String::new(),
+        };
+        let ctx = PerfContext {
+            hw: &hw,
+            model: &m,
+            eff: &eff,
+            gpus_per_node: 1,
+        };
+        let cfg = ParallelConfig {
+            dp: 1,
+            tp: 1,
+            pp: 1,
+            mbs: 1,
+            zero: 3,
+            recompute: Recompute::Full,
+            vpp: 1,
+            cp: 1,
+            ep: 1,
+        };
+        let e = explain(&ctx, &cfg, 1).expect("explains");
+        assert!(e.prediction.fits, "{seq}");
+        assert!(close(e.largest_buffer_bytes, seq as f64 * 128_256.0 * 4.0));
+        assert_eq!(e.fragmentation_risk(), risky, "{seq}");
+    }
+}

@@ -315,7 +315,10 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         memory,
         reason,
         nearest_change,
-        caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some()),
+        caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some())
+            .into_iter()
+            .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
+            .collect(),
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
     // nearest change that runs), exit status 0; errors are for inputs that cannot be costed.
@@ -513,6 +516,31 @@ fn print_text(o: &Output) {
             ),
         }
     }
+}
+
+/// A caveat when the configuration fits but one tensor of it (the loss's logits) takes more
+/// than [`FRAGMENTATION_FREE_SHARE`](crate::perf::memory::FRAGMENTATION_FREE_SHARE) of the
+/// memory left free: PyTorch's caching allocator can fail it through fragmentation.
+fn fragmentation_caveat(
+    model: &crate::perf::ModelProfile,
+    cfg: &ParallelConfig,
+    eff: &crate::perf::EfficiencyParams,
+    p: &Prediction,
+    device_bytes: f64,
+) -> Option<String> {
+    use crate::perf::memory::{fragmentation_risk, largest_buffer_bytes};
+    let largest = largest_buffer_bytes(model, cfg, eff);
+    let total = p.memory_per_gpu_bytes;
+    fragmentation_risk(total, device_bytes, largest).then(|| {
+        format!(
+            "fits, but one tensor (the loss's logits, {:.1} GB) is over half of the {:.1} GB \
+             left free: PyTorch's caching allocator can fail it through fragmentation \
+             (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, a smaller micro-batch or a \
+             fused loss leave more room)",
+            largest / 1e9,
+            (device_bytes - total) / 1e9
+        )
+    })
 }
 
 /// What the prediction should be read with: the model's caveats, and a stack setting given on

@@ -171,6 +171,17 @@ fn bars(e: &Explanation, width: usize, mode: ColorMode) -> Vec<Line<'static>> {
     let scale = p.memory_per_gpu_bytes.max(e.capacity_bytes);
     lines.push(bar(&e.memory, scale, Some(e.capacity_bytes), width, mode));
     lines.extend(legend(&e.memory, p.memory_per_gpu_bytes, gb));
+    if e.fragmentation_risk() {
+        lines.push(Line::styled(
+            format!(
+                "Caution: one tensor (the logits, {}) is over half of the {} left free: \
+                 the allocator's fragmentation can stop it",
+                gb(e.largest_buffer_bytes),
+                gb(e.capacity_bytes - p.memory_per_gpu_bytes)
+            ),
+            Style::new().fg(theme::current().error),
+        ));
+    }
     lines
 }
 

@@ -109,6 +109,15 @@ impl CrossEntropy {
             CrossEntropy::Pytorch => 12.0,
         }
     }
+
+    /// Bytes per logit of the largest single tensor the loss allocates: one FP32 copy of the
+    /// logits for PyTorch's and the vocabulary-parallel loss, the BF16 logits for the fused one.
+    pub fn largest_buffer_bytes_per_logit(self) -> f64 {
+        match self {
+            CrossEntropy::Fused => 2.0,
+            CrossEntropy::VocabParallel | CrossEntropy::Pytorch => 4.0,
+        }
+    }
 }
 
 /// How a layer's element-wise work (normalisation, rotary embedding, activation, residual

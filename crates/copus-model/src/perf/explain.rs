@@ -5,7 +5,7 @@
 
 use super::config::Layout;
 use super::enumerate::{Choices, layout_problem, model_layout_configs};
-use super::memory::{MemoryBreakdown, peak_memory};
+use super::memory::{MemoryBreakdown, fragmentation_risk, largest_buffer_bytes, peak_memory};
 use super::{
     ConfigCost, EfficiencyParams, Invalid, ParallelConfig, PerfContext, Prediction, Recompute,
     validate,
@@ -44,9 +44,23 @@ pub struct Explanation {
     pub memory: Vec<Part>,
     /// Memory per GPU available, bytes (the hardware's HBM).
     pub capacity_bytes: f64,
+    /// The largest single tensor of the step, bytes: one copy of a micro-batch's logits in the
+    /// loss's precision ([`largest_buffer_bytes`]).
+    pub largest_buffer_bytes: f64,
 }
 
 impl Explanation {
+    /// Whether the configuration fits but its largest tensor takes more than half of the
+    /// memory left free, so that the caching allocator's fragmentation can stop it
+    /// ([`fragmentation_risk`]).
+    pub fn fragmentation_risk(&self) -> bool {
+        fragmentation_risk(
+            self.prediction.memory_per_gpu_bytes,
+            self.capacity_bytes,
+            self.largest_buffer_bytes,
+        )
+    }
+
     /// Exposed communication (TP, EP, CP, PP and DP) as a share of the step, 0–1.
     pub fn exposed_comm_share(&self) -> f64 {
         comm_share(&self.prediction)
@@ -191,6 +205,7 @@ pub fn explain(
         step: step_parts(&prediction),
         memory: memory_parts(cfg, ctx.eff, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
+        largest_buffer_bytes: largest_buffer_bytes(ctx.model, cfg, ctx.eff),
     })
 }
 

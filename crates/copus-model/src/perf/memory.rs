@@ -241,6 +241,31 @@ pub fn stage_params(m: &ModelProfile, tp: u32, pp: u32) -> (f64, f64) {
     }
 }
 
+/// Share of the memory left free (device memory less the predicted peak) above which one
+/// allocation can fail in PyTorch's caching allocator although the total fits: its free
+/// blocks are split among cached segments, and a tensor larger than the largest of them
+/// needs a new segment. Observed on an H200 (docs/MODEL.md): a 23.5 GiB logits buffer failed
+/// with 38.6 GiB free by copus's count (18.5 GiB of it reserved but unallocated), and a
+/// 31 GiB one with 13 GiB free; runs with a quarter to a third of the free memory in their
+/// largest buffer ran.
+pub const FRAGMENTATION_FREE_SHARE: f64 = 0.5;
+
+/// The largest single allocation of a step on the last pipeline stage, bytes: one copy of a
+/// micro-batch's logits (tokens × vocabulary / TP) in the loss's precision.
+pub fn largest_buffer_bytes(m: &ModelProfile, cfg: &ParallelConfig, eff: &EfficiencyParams) -> f64 {
+    m.seq_len as f64 / f64::from(cfg.cp.max(1)) * f64::from(cfg.mbs) * m.vocab as f64
+        / f64::from(cfg.tp.max(1))
+        * eff.cross_entropy.largest_buffer_bytes_per_logit()
+}
+
+/// Whether a configuration whose peak of `total_bytes` fits in `device_bytes` allocates one
+/// tensor of `largest_bytes` larger than [`FRAGMENTATION_FREE_SHARE`] of the memory left
+/// free: a run the caching allocator's fragmentation can stop although the total fits.
+pub fn fragmentation_risk(total_bytes: f64, device_bytes: f64, largest_bytes: f64) -> bool {
+    total_bytes <= device_bytes
+        && largest_bytes > FRAGMENTATION_FREE_SHARE * (device_bytes - total_bytes)
+}
+
 /// Peak memory per GPU of `cfg` with `micro_batches` micro-batches per step: that of the
 /// fullest pipeline stage. Stage `i` keeps [`in_flight`] micro-batches' activations of its
 /// [`layers_on_stage`] layers, the first holds the input embedding and the last the output
@@ -393,6 +418,46 @@ mod tests {
             moe: None,
             source: String::new(),
         }
+    }
+
+    #[test]
+    fn one_buffer_over_half_the_free_memory_is_a_fragmentation_risk() {
+        use crate::perf::efficiency::CrossEntropy;
+        // Llama 3.2 1B's vocabulary at 48K tokens: 6.3e9 logits, 25.2 GB in FP32 (PyTorch's
+        // loss), halved by the fused loss, divided by TP.
+        let m = ModelProfile {
+            vocab: 128_256,
+            seq_len: 49_152,
+            ..gpt(2048, 32)
+        };
+        let mut cfg = ParallelConfig {
+            dp: 1,
+            tp: 1,
+            pp: 1,
+            mbs: 1,
+            zero: 3,
+            recompute: Recompute::Full,
+            vpp: 1,
+            cp: 1,
+            ep: 1,
+        };
+        let mut eff = EfficiencyParams {
+            cross_entropy: CrossEntropy::Pytorch,
+            ..EfficiencyParams::default()
+        };
+        let fp32 = largest_buffer_bytes(&m, &cfg, &eff);
+        assert!((fp32 - 49_152.0 * 128_256.0 * 4.0).abs() < 1.0);
+        eff.cross_entropy = CrossEntropy::Fused;
+        assert!((largest_buffer_bytes(&m, &cfg, &eff) - fp32 / 2.0).abs() < 1.0);
+        cfg.tp = 2;
+        eff.cross_entropy = CrossEntropy::VocabParallel;
+        assert!((largest_buffer_bytes(&m, &cfg, &eff) - fp32 / 2.0).abs() < 1.0);
+        // The H200 run that failed: 108.9 GB of 150.7 predicted, 41.8 GB free.
+        assert!(fragmentation_risk(108.9e9, 150.7e9, fp32));
+        // The 1B at 32K that ran: 16.8 GB of logits with 69 GB free.
+        assert!(!fragmentation_risk(81.3e9, 150.7e9, 16.8e9));
+        // What does not fit is not a risk but a refusal.
+        assert!(!fragmentation_risk(160e9, 150.7e9, fp32));
     }
 
     #[test]
