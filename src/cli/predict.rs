@@ -135,11 +135,17 @@ struct Output<'a> {
     #[serde(flatten)]
     prediction: Prediction,
     memory: crate::perf::memory::MemoryBreakdown,
+    /// The memory a GPU has, bytes (what `fits` compares with).
+    memory_capacity_bytes: f64,
     /// Why it does not fit (`None` when it fits).
     reason: Option<String>,
     /// For a configuration that does not fit: the fastest one on the same GPUs that does, as
     /// flags and its prediction (`None` when it fits or nothing fits).
     nearest_change: Option<NearestFit>,
+    /// For a configuration that fits: a faster choice among the allowed micro-batches,
+    /// recompute policies and interleaves that needs at most 5 % more memory than the GPU has
+    /// (`None` when there is none): what a little memory would buy.
+    faster_if_it_fit: Option<NearestFit>,
     /// What the prediction leaves out for this model, one sentence each (empty for most).
     caveats: Vec<String>,
 }
@@ -228,12 +234,12 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let fixed_mbs = auto_or_count(&a.mbs, "--mbs")?;
     // The fastest allowed recompute policy (and micro-batch, unless fixed) that fits, as
     // `grid` chooses.
+    let mut costs = Vec::new();
     let found = match fixed_mbs {
         Some(mbs) => {
             cfg.mbs = mbs;
             // Every allowed (recompute, interleave) pair that can run; the first reason when
             // none can.
-            let mut costs = Vec::new();
             let mut first_err = None;
             for &recompute in &policies {
                 for &vpp in &interleave {
@@ -258,13 +264,17 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 _ => enumerate::fastest(&ctx, &costs, a.batch),
             }
         }
-        None => enumerate::auto(
-            &ctx,
-            &cfg,
-            a.batch,
-            &policies,
-            (&interleave, &expert_parallel),
-        ),
+        None => {
+            costs = enumerate::auto_choices(
+                &ctx,
+                &cfg,
+                a.batch,
+                &policies,
+                (&interleave, &expert_parallel),
+            )
+            .map_err(invalid)?;
+            enumerate::fastest(&ctx, &costs, a.batch)
+        }
     };
     let p = match found {
         Ok((c, p)) => {
@@ -278,6 +288,16 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             predict(&ctx, &cfg, a.batch).map_err(invalid)?
         }
         Err(e) => return Err(invalid(e)),
+    };
+    let faster_if_it_fit = if p.fits {
+        enumerate::faster_near_miss(&ctx, &costs, a.batch, p.step_time_s).map(|(c, q)| NearestFit {
+            flags: fit_flags(&c),
+            config: (&c).into(),
+            tokens_per_s: q.tokens_per_s,
+            memory_per_gpu_bytes: q.memory_per_gpu_bytes,
+        })
+    } else {
+        None
     };
     let mb = a.batch / (cfg.dp as u64 * cfg.mbs as u64);
     let memory = peak_memory(&model, &cfg, mb, hw.reserved_bytes, &eff);
@@ -313,8 +333,10 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         batch: a.batch,
         prediction: p,
         memory,
+        memory_capacity_bytes: hw.hbm_bytes,
         reason,
         nearest_change,
+        faster_if_it_fit,
         caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some())
             .into_iter()
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
@@ -501,6 +523,16 @@ fn print_text(o: &Output) {
     );
     for c in &o.caveats {
         println!("  note             {c}");
+    }
+    if let Some(n) = &o.faster_if_it_fit {
+        println!(
+            "  faster if it fit {} ({:.0} tokens/s, {:+.0}%; {:.1} GB per GPU, {:.1} GB over)",
+            n.flags,
+            n.tokens_per_s,
+            100.0 * (n.tokens_per_s / p.tokens_per_s - 1.0),
+            n.memory_per_gpu_bytes / 1e9,
+            (n.memory_per_gpu_bytes - o.memory_capacity_bytes) / 1e9
+        );
     }
     if let Some(why) = &o.reason {
         println!("  cannot run       {why}");

@@ -187,6 +187,34 @@ pub fn fastest<'a>(
     }
 }
 
+/// How far over the device's memory, as a share of it, a configuration may be and still be
+/// reported by [`faster_near_miss`] (5 %).
+pub const NEAR_MISS_SHARE: f64 = 0.05;
+
+/// The least step-time saving, as a share of the chosen step, that [`faster_near_miss`]
+/// reports (5 %).
+pub const NEAR_MISS_MIN_GAIN: f64 = 0.05;
+
+/// Among `costs`, the fastest configuration that does not fit but needs at most
+/// [`NEAR_MISS_SHARE`] more memory than the device has, and whose step at `global_batch` is
+/// at least [`NEAR_MISS_MIN_GAIN`] shorter than `chosen_step_s` (seconds): what a little
+/// memory (a smaller reserve, the allocator's settings) would buy. `None` when there is none.
+pub fn faster_near_miss<'a>(
+    ctx: &PerfContext,
+    costs: impl IntoIterator<Item = &'a ConfigCost>,
+    global_batch: u64,
+    chosen_step_s: f64,
+) -> Option<(ParallelConfig, Prediction)> {
+    let limit = ctx.hw.hbm_bytes * (1.0 + NEAR_MISS_SHARE);
+    let faster_than = chosen_step_s * (1.0 - NEAR_MISS_MIN_GAIN);
+    costs
+        .into_iter()
+        .filter_map(|c| c.at(ctx, global_batch).ok().map(|p| (c.cfg, p)))
+        .filter(|(_, p)| !p.fits && p.memory_per_gpu_bytes <= limit)
+        .filter(|(_, p)| p.step_time_s <= faster_than)
+        .min_by(|a, b| a.1.step_time_s.total_cmp(&b.1.step_time_s))
+}
+
 /// `mbs auto`: the fastest fitting configuration of `base`'s layout (and context-parallel
 /// degree) at `global_batch`, among [`auto_choices`].
 pub fn auto(
