@@ -690,36 +690,35 @@ fn predict_takes_the_zero_stage_of_the_stated_stack_unless_told() {
     );
 }
 
+/// `predict` of Llama 3 405B on 8,192 H100 in the layout of its paper (TP 8 · PP 16, one
+/// sequence a micro-batch, no checkpointing); the tests add the rest.
+const LLAMA3_405B_ON_8192_H100: [&str; 15] = [
+    "predict",
+    "--hardware",
+    "h100-sxm",
+    "--model",
+    "llama3-405b",
+    "--gpus",
+    "8192",
+    "--tp",
+    "8",
+    "--pp",
+    "16",
+    "--mbs",
+    "1",
+    "--recompute",
+    "none",
+];
+
 #[test]
 fn zero_2_under_a_pipeline_shards_the_gradients_and_reduces_them_every_micro_batch() {
     // Llama 3 405B on 8,192 H100 as Meta ran it (TP 8 · PP 16, FP32 gradient reduction):
     // ZeRO-2 holds 1/64 of the FP32 gradients (12.6 GB less than ZeRO-1) and pays a
     // reduce-scatter per micro-batch, so its data-parallel time grows with the micro-batches.
     let run = |zero: &str, batch: &str| -> serde_json::Value {
-        let args = [
-            "predict",
-            "--model",
-            "llama3-405b",
-            "--gpus",
-            "8192",
-            "--tp",
-            "8",
-            "--pp",
-            "16",
-            "--mbs",
-            "1",
-            "--vpp",
-            "1",
-            "--recompute",
-            "none",
-            "--grad-reduce",
-            "fp32",
-            "--zero",
-            zero,
-            "--batch",
-            batch,
-            "--json",
-        ];
+        let mut args = LLAMA3_405B_ON_8192_H100.to_vec();
+        args.extend(["--vpp", "1", "--grad-reduce", "fp32"]);
+        args.extend(["--zero", zero, "--batch", batch, "--json"]);
         copus_json(&args)
     };
     let states = |v: &serde_json::Value| v["memory"]["model_states"].as_f64().expect("states");
@@ -793,28 +792,8 @@ fn predict_names_a_faster_choice_that_misses_the_memory_by_a_little() {
     // Llama 3 405B on 8,192 H100 as its paper ran it (TP 8, PP 16, ZeRO-2, no checkpointing):
     // 1F1B fits; the interleaved schedule the paper ran is 29 % faster and 0.4 GB over 80 GiB
     // by copus's count (docs/MODEL.md). predict says so, as flags that select it.
-    let base = [
-        "predict",
-        "--hardware",
-        "h100-sxm",
-        "--model",
-        "llama3-405b",
-        "--gpus",
-        "8192",
-        "--tp",
-        "8",
-        "--pp",
-        "16",
-        "--batch",
-        "2048",
-        "--zero",
-        "2",
-        "--recompute",
-        "none",
-        "--mbs",
-        "1",
-        "--json",
-    ];
+    let mut base = LLAMA3_405B_ON_8192_H100.to_vec();
+    base.extend(["--batch", "2048", "--zero", "2", "--json"]);
     let auto: Vec<&str> = base.iter().copied().chain(["--vpp", "auto"]).collect();
     let v = copus_json(&auto);
     assert!(v["fits"].as_bool().expect("fits"));

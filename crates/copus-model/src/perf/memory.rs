@@ -253,9 +253,14 @@ pub const FRAGMENTATION_FREE_SHARE: f64 = 0.5;
 /// The largest single allocation of a step on the last pipeline stage, bytes: one copy of a
 /// micro-batch's logits (tokens × vocabulary / TP) in the loss's precision.
 pub fn largest_buffer_bytes(m: &ModelProfile, cfg: &ParallelConfig, eff: &EfficiencyParams) -> f64 {
+    logits_per_gpu(m, cfg) * eff.cross_entropy.largest_buffer_bytes_per_logit()
+}
+
+/// Logits of one micro-batch on one GPU of the last stage: its tokens (after context
+/// parallelism) × the vocabulary (split over TP).
+fn logits_per_gpu(m: &ModelProfile, cfg: &ParallelConfig) -> f64 {
     m.seq_len as f64 / f64::from(cfg.cp.max(1)) * f64::from(cfg.mbs) * m.vocab as f64
         / f64::from(cfg.tp.max(1))
-        * eff.cross_entropy.largest_buffer_bytes_per_logit()
 }
 
 /// Whether a configuration whose peak of `total_bytes` fits in `device_bytes` allocates one
@@ -350,10 +355,8 @@ impl<'a> Stages<'a> {
         };
         let pp = cfg.pp.max(1);
         // The logits at the loss's backward, as the stack computes the loss.
-        let bytes_per_logit = eff.cross_entropy.bytes_per_logit();
         let t = cfg.tp.max(1) as f64;
-        let logits = m.seq_len as f64 / cfg.cp.max(1) as f64 * cfg.mbs as f64 * m.vocab as f64 / t
-            * bytes_per_logit;
+        let logits = logits_per_gpu(m, cfg) * eff.cross_entropy.bytes_per_logit();
         Self {
             m,
             pp,
