@@ -3,7 +3,8 @@
 
     python3 scripts/measure_gpu.py OUT_DIR [--quick]
 
-Three parts, each timed with CUDA events (median of the timed repetitions after warm-ups):
+Five parts (--parts; gemm, attention and train by default), each timed with CUDA events (median
+of the timed repetitions after warm-ups):
 
   gemm       torch.matmul in BF16 (and torch._scaled_mm in FP8 E4M3 where the GPU has it) on the
              GEMM shapes of Llama-style layers at 16,384 tokens, and one 8192^3 product.
@@ -15,6 +16,11 @@ Three parts, each timed with CUDA events (median of the timed repetitions after 
              PyTorch eager (RMSNorm, RoPE, grouped-query attention through SDPA flash, SwiGLU,
              tied embeddings, FP32 parameters under BF16 autocast, fused AdamW, full activation
              checkpointing per layer where stated): step time and peak memory, or "oom".
+  gemm-sweep every BF16 GEMM of a layer's forward and backward (forward product, data and weight
+             gradients, as nn.Linear lays them out) for five layer widths, TP 1-8 and 1K-16K
+             tokens (780 GEMMs).
+  profile    a few small training steps under torch.profiler: the CPU time to issue them, the
+             device's kernel time and count, the top CPU ops and GPU kernels.
 
 The stack of every figure is written beside it (torch, CUDA, cuDNN versions, backend). The
 train rows are what `copus predict --hardware h200 --gpus 1 --stack torchtitan-fsdp2 ...`
@@ -102,6 +108,64 @@ def measure_gemm(dev, quick):
                 rows.append({"shape": label, "dtype": "fp8_e4m3", "error": repr(e)[:300]})
                 fp8 = False
         del a, w
+    return rows
+
+
+# ---------------------------------------------------------------- gemm sweep
+# (name, hidden, ffn columns of fc1 (2 x ffn with SwiGLU), ffn, q heads x head dim + 2 kv heads x
+# head dim, tensor-parallel sizes): GPT-style (Narayanan et al. 2021) and Llama-3-style layers.
+SWEEP_MODELS = [
+    ("gpt-5.9b", 3840, 4 * 3840, 4 * 3840, 3 * 3840, (1, 2, 4, 8)),
+    ("llama3-8b", 4096, 2 * 14336, 14336, 4096 + 2 * 1024, (1, 2, 4, 8)),
+    ("llama3-70b", 8192, 2 * 28672, 28672, 8192 + 2 * 1024, (2, 4, 8)),
+    ("gpt-175b", 12288, 4 * 12288, 4 * 12288, 3 * 12288, (4, 8)),
+    ("gpt-91b", 15360, 4 * 15360, 4 * 15360, 3 * 15360, (8,)),
+]
+SWEEP_TOKENS = (1024, 2048, 4096, 8192, 16384)
+
+
+def sweep_shapes(quick):
+    """(label, pass, M, N, K): every GEMM of one layer's forward and backward, per model, TP
+    size and tokens M; pass fwd = x @ W^T, dgrad = dy @ W, wgrad = dy^T @ x (output M x N,
+    inner K of the product as run)."""
+    if quick:
+        return [("toy qkv", "fwd", 64, 96, 32), ("toy qkv", "dgrad", 64, 32, 96),
+                ("toy qkv", "wgrad", 96, 32, 64)]
+    out, seen = [], set()
+    for name, h, fc1, ffn, qkv, tps in SWEEP_MODELS:
+        for tp in tps:
+            layer = (("qkv", qkv // tp, h), ("proj", h, h // tp), ("fc1", fc1 // tp, h),
+                     ("fc2", h, ffn // tp))
+            for m in SWEEP_TOKENS:
+                for gemm, n, k in layer:
+                    label = f"{name}/TP{tp} {gemm}"
+                    for p, shape in (("fwd", (m, n, k)), ("dgrad", (m, k, n)),
+                                     ("wgrad", (n, k, m))):
+                        if (p, shape) not in seen:
+                            seen.add((p, shape))
+                            out.append((label, p, *shape))
+    return out
+
+
+def measure_gemm_sweep(dev, quick):
+    """BF16 time of every sweep shape, run with the operand layouts of a linear layer."""
+    cuda = dev.type == "cuda"
+    rows = []
+    for label, p, m, n, k in sweep_shapes(quick):
+        bf = torch.bfloat16
+        if p == "fwd":  # x (M x K) @ W^T, W stored N x K
+            a, b = torch.randn(m, k, device=dev, dtype=bf), torch.randn(n, k, device=dev, dtype=bf)
+            fn = lambda: a @ b.t()
+        elif p == "dgrad":  # dy (M x K') @ W (K' x N): here K = the layer's output width
+            a, b = torch.randn(m, k, device=dev, dtype=bf), torch.randn(k, n, device=dev, dtype=bf)
+            fn = lambda: a @ b
+        else:  # dy^T (M x K) @ x (K x N), dy stored K x M
+            a, b = torch.randn(k, m, device=dev, dtype=bf), torch.randn(k, n, device=dev, dtype=bf)
+            fn = lambda: a.t() @ b
+        med, best = timer(fn, 2, 5 if not quick else 1, cuda)
+        rows.append({"shape": label, "pass": p, "m": m, "n": n, "k": k, "dtype": "bf16",
+                     "median_s": med, "best_s": best, "tflops": 2.0 * m * n * k / med / 1e12})
+        del a, b
     return rows
 
 
@@ -267,6 +331,18 @@ TRAIN_SETS = {
         ("llama3.2-1b", 16384, 2, "none"),
         ("llama3.2-3b", 16384, 1, "full"),
     ],
+    # One model at several local batches (the micro-batch size of a pipeline stage): how much
+    # a larger batch per GEMM gains per token (issue 26).
+    "mbs": [
+        ("llama3.2-1b", 2048, 1, "none", "cudnn", "fsdp2"),
+        ("llama3.2-1b", 2048, 2, "none", "cudnn", "fsdp2"),
+        ("llama3.2-1b", 2048, 4, "none", "cudnn", "fsdp2"),
+        ("llama3.2-1b", 2048, 8, "none", "cudnn", "fsdp2"),
+        ("llama3.1-8b-8l", 2048, 1, "none", "cudnn", "fsdp2"),
+        ("llama3.1-8b-8l", 2048, 2, "none", "cudnn", "fsdp2"),
+        ("llama3.1-8b-8l", 2048, 4, "none", "cudnn", "fsdp2"),
+        ("llama3.1-8b-8l", 2048, 8, "none", "cudnn", "fsdp2"),
+    ],
     "fsdp2": [
         ("llama3.2-1b", 2048, 8, "none", "flash", "fsdp2"),
         ("llama3.2-1b", 32768, 1, "full", "flash", "fsdp2"),
@@ -324,8 +400,52 @@ def wrap_fsdp2(model, dev):
     return model
 
 
-def measure_train(dev, quick, budget_s, train_set):
+def make_step(dev, name, seq, batch, recompute, attention, precision):
+    """A training step of model `name` on `batch` x `seq` tokens as measure_train runs it:
+    (step, model, optimizer, row fields). Raises what building or the first step raises."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    cuda = dev.type == "cuda"
+    shape = SHAPES[name]
+    fields = {}
+    torch.manual_seed(0)
+    model = Llama(**shape, checkpoint=recompute == "full").to(dev)
+    fields["params"] = sum(p.numel() for p in model.parameters())
+    if precision == "fsdp2":
+        model = wrap_fsdp2(model, dev)
+    try:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
+        fields["optimizer"] = "AdamW fused" if cuda else "AdamW"
+    except Exception:  # no fused AdamW for these parameters (DTensor) in this torch
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+        fields["optimizer"] = "AdamW foreach"
+    tokens = torch.randint(0, shape["vocab"], (batch, seq + 1), device=dev)
+    inp, tgt = tokens[:, :-1], tokens[:, 1:]
+    kernel = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    backends = [kernel[attention]] if cuda else [SDPBackend.MATH]
+    autocast = precision == "amp"
+
+    def forward_backward():
+        # The backward inside the SDPA choice too: checkpointed layers recompute there.
+        with sdpa_kernel(backends):
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
+                logits = model(inp)
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt.flatten())
+            loss.backward()
+
+    def optimizer_step():
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def step():
+        forward_backward()
+        optimizer_step()
+
+    step.forward_backward = forward_backward
+    step.optimizer_step = optimizer_step
+    return step, model, opt, fields
+
+
+def measure_train(dev, quick, budget_s, train_set):
     cuda = dev.type == "cuda"
     runs = TRAIN_SETS[train_set]
     if quick:
@@ -344,33 +464,9 @@ def measure_train(dev, quick, budget_s, train_set):
             continue
         model = opt = None
         try:
-            torch.manual_seed(0)
-            model = Llama(**shape, checkpoint=recompute == "full").to(dev)
-            row["params"] = sum(p.numel() for p in model.parameters())
-            if precision == "fsdp2":
-                model = wrap_fsdp2(model, dev)
-            try:
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda)
-                row["optimizer"] = "AdamW fused" if cuda else "AdamW"
-            except Exception:  # no fused AdamW for these parameters (DTensor) in this torch
-                opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-                row["optimizer"] = "AdamW foreach"
-            tokens = torch.randint(0, shape["vocab"], (batch, seq + 1), device=dev)
-            inp, tgt = tokens[:, :-1], tokens[:, 1:]
-            kernel = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-            backends = [kernel[attention]] if cuda else [SDPBackend.MATH]
-            autocast = precision == "amp"
-
-            def step():
-                # The backward inside the SDPA choice too: checkpointed layers recompute there.
-                with sdpa_kernel(backends):
-                    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
-                        logits = model(inp)
-                        loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt.flatten())
-                    loss.backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-
+            step, model, opt, fields = make_step(dev, name, seq, batch, recompute, attention,
+                                                 precision)
+            row.update(fields)
             if cuda:
                 step()
                 torch.cuda.synchronize()
@@ -393,12 +489,94 @@ def measure_train(dev, quick, budget_s, train_set):
     return rows
 
 
+# ---------------------------------------------------------------- profile
+# (model, sequence, batch, precision): where a small step's time goes (issue 26: the 1B at one
+# 2K sequence takes 0.128 s where its kernels need about 0.05 s).
+PROFILE_RUNS = [
+    ("llama3.2-1b", 2048, 1, "fsdp2"),
+    ("llama3.2-1b", 2048, 1, "amp"),
+    ("llama3.1-8b-8l", 2048, 1, "fsdp2"),
+    ("llama3.2-1b", 2048, 8, "fsdp2"),
+]
+
+
+def measure_profile(dev, quick):
+    """Per run: the step's wall time, the CPU time to issue its forward+backward and its
+    optimizer step (perf_counter without synchronising), the GPU's busy time (the sum of its
+    kernels' durations under torch.profiler), the kernel count, and the ten CPU ops with the
+    most self time."""
+    cuda = dev.type == "cuda"
+    runs = [("toy", 32, 2, "fsdp2"), ("toy", 32, 2, "amp")] if quick else PROFILE_RUNS
+    rows = []
+    for name, seq, batch, precision in runs:
+        row = {"model": name, "seq": seq, "local_batch": batch, "precision": precision,
+               "attention": "sdpa cudnn" if cuda else "sdpa math"}
+        model = opt = None
+        try:
+            step, model, opt, fields = make_step(dev, name, seq, batch, "none",
+                                                 "cudnn" if cuda else "flash", precision)
+            row.update(fields)
+            for _ in range(2):
+                step()
+            sync = torch.cuda.synchronize if cuda else (lambda: None)
+            sync()
+            med, _ = timer(step, 0, 3 if not quick else 1, cuda)
+            row["step_s"] = med
+            issue_fb, issue_opt, done = [], [], []
+            for _ in range(3 if not quick else 1):
+                sync()
+                t0 = time.perf_counter()
+                step.forward_backward()
+                t1 = time.perf_counter()
+                step.optimizer_step()
+                t2 = time.perf_counter()
+                sync()
+                t3 = time.perf_counter()
+                issue_fb.append(t1 - t0)
+                issue_opt.append(t2 - t1)
+                done.append(t3 - t0)
+            row["cpu_issue_forward_backward_s"] = statistics.median(issue_fb)
+            row["cpu_issue_optimizer_s"] = statistics.median(issue_opt)
+            row["wall_synchronised_s"] = statistics.median(done)
+            from torch.profiler import ProfilerActivity, profile
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+            with profile(activities=acts) as prof:
+                step()
+                sync()
+            events = prof.key_averages()
+            if cuda:
+                kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+                row["gpu_kernel_s"] = sum(e.device_time_total for e in kernels) / 1e6
+                row["gpu_kernels"] = len(kernels)
+                by_name = {}
+                for e in kernels:
+                    n, t = by_name.get(e.name, (0, 0.0))
+                    by_name[e.name] = (n + 1, t + e.device_time_total / 1e6)
+                top_gpu = sorted(by_name.items(), key=lambda kv: kv[1][1], reverse=True)[:25]
+                row["top_gpu"] = [(k[:160], n, t) for k, (n, t) in top_gpu]
+            row["cpu_ops"] = sum(e.count for e in events if e.device_type.name == "CPU")
+            top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:10]
+            row["top_cpu_self"] = [(e.key, e.count, e.self_cpu_time_total / 1e6) for e in top]
+        except Exception as e:
+            row["error"] = repr(e)[:300]
+        del model, opt
+        if cuda:
+            torch.cuda.empty_cache()
+        rows.append(row)
+        print("profile", json.dumps({k: v for k, v in row.items()
+                                     if k not in ("top_cpu_self", "top_gpu")}),
+              flush=True)
+    return rows
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out_dir")
     p.add_argument("--quick", action="store_true", help="toy sizes (exercise the script on a CPU)")
     p.add_argument("--train-budget-s", type=float, default=150.0)
-    p.add_argument("--parts", default="gemm,attention,train")
+    p.add_argument("--parts", default="gemm,attention,train",
+                   help="comma-separated: gemm, attention, train, gemm-sweep (every GEMM of a "
+                        "layer's forward and backward over models, TP sizes and 1K-16K tokens), "
+                        "profile (where a small training step's time goes)")
     p.add_argument("--train-set", default="default", choices=sorted(TRAIN_SETS),
                    help="which training runs (default: AMP; fsdp2: torchtitan's precision)")
     args = p.parse_args()
@@ -418,6 +596,8 @@ def main():
     result = {"env": env}
     parts = {"gemm": lambda: measure_gemm(dev, args.quick),
              "attention": lambda: measure_attention(dev, args.quick),
+             "gemm-sweep": lambda: measure_gemm_sweep(dev, args.quick),
+             "profile": lambda: measure_profile(dev, args.quick),
              "train": lambda: measure_train(dev, args.quick, args.train_budget_s, args.train_set)}
     for part in args.parts.split(","):
         t = time.monotonic()
@@ -436,6 +616,9 @@ def summarize(r):
     for row in r.get("gemm", []) if isinstance(r.get("gemm"), list) else []:
         if "tflops" in row:
             print(f"gemm {row['dtype']:9} {row['shape']:16} {row['tflops']:8.1f} TFLOP/s")
+    for row in r.get("gemm-sweep", []) if isinstance(r.get("gemm-sweep"), list) else []:
+        print(f"sweep {row['shape']:20} {row['pass']:5} {row['m']:6} {row['n']:6} {row['k']:6} "
+              f"{row['tflops']:7.1f} TFLOP/s")
     for row in r.get("attention", []) if isinstance(r.get("attention"), list) else []:
         if "fwd_s" in row:
             print(f"attn {row['backend']:9} seq {row['seq']:6} fwd {row['fwd_tflops']:6.1f} "
