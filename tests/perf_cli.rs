@@ -827,3 +827,57 @@ fn predict_names_a_faster_choice_that_misses_the_memory_by_a_little() {
     let fixed: Vec<&str> = base.iter().copied().chain(["--vpp", "1"]).collect();
     assert!(copus_json(&fixed)["faster_if_it_fit"].is_null());
 }
+
+#[test]
+fn predict_cautions_a_step_short_enough_to_be_host_bound() {
+    // Llama 3.2 1B's shape on one H200 with torchtitan's eager stack: at one 2K sequence copus
+    // predicts 0.06 s, which copus's own run measured at 0.13 s (copus-h200-batch.csv); at
+    // eight sequences the step is the GPU's and no caveat is printed. The same short step on
+    // a fused stack (Megatron-Core) is not cautioned: the evidence is for eager PyTorch.
+    let shape = [
+        "predict",
+        "--hardware",
+        "h200",
+        "--gpus",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--layers",
+        "16",
+        "--hidden",
+        "2048",
+        "--heads",
+        "32",
+        "--kv-heads",
+        "8",
+        "--ffn",
+        "8192",
+        "--vocab",
+        "128256",
+        "--swiglu",
+        "--tied-embeddings",
+        "--seq",
+        "2048",
+        "--recompute",
+        "none",
+        "--json",
+    ];
+    let host_bound = |extra: &[&str]| {
+        let args: Vec<&str> = shape.iter().chain(extra).copied().collect();
+        let v = copus_json(&args);
+        let caveats = v["caveats"].as_array().expect("caveats").clone();
+        let step = v["step_time_s"].as_f64().expect("step");
+        let flagged = caveats
+            .iter()
+            .any(|c| c.as_str().is_some_and(|c| c.contains("bound by the host")));
+        (flagged, step)
+    };
+    let eager = ["--stack", "torchtitan-fsdp2", "--zero", "3"];
+    let (flagged, step) = host_bound(&[&eager[..], &["--batch", "1", "--mbs", "1"]].concat());
+    assert!(flagged && step < 0.15, "{step}");
+    let (flagged, step) = host_bound(&[&eager[..], &["--batch", "8", "--mbs", "8"]].concat());
+    assert!(!flagged && step > 0.15, "{step}");
+    let fused = ["--stack", "megatron-core", "--batch", "1", "--mbs", "1"];
+    let (flagged, step) = host_bound(&fused);
+    assert!(!flagged && step < 0.15, "{step}");
+}

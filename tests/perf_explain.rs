@@ -250,5 +250,54 @@ fn an_explanation_cautions_when_one_tensor_takes_over_half_the_free_memory() {
         assert!(e.prediction.fits, "{seq}");
         assert!(close(e.largest_buffer_bytes, seq as f64 * 128_256.0 * 4.0));
         assert_eq!(e.fragmentation_risk(), risky, "{seq}");
+        // Seconds a step: not short enough to be host-bound.
+        assert!(!e.host_bound_risk, "{seq}");
+    }
+}
+
+#[test]
+fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
+    // Llama 3.2 1B's shape at 2K tokens on one H200 with torchtitan's eager stack: every
+    // micro-batch is 0.05 s of GPU work, where copus's own runs were bound by the host
+    // (docs/MODEL.md, "Small steps"); the explanation (`x`) says so. At 32K tokens a
+    // micro-batch is seconds and there is no caution.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = |seq: u32| {
+        format!(
+            r#"(
+    name: "1B on one H200",
+    description: "host-bound caution check",
+    model: Inline((name: "llama3.2-1b", layers: 16, hidden: 2048, heads: 32, kv_heads: 8, ffn_hidden: 8192, vocab: 128256, seq_len: {seq}, swiglu: true, tied_embeddings: true, source: "test")),
+    cluster: (hardware: Named("h200"), nodes: 1, gpus_per_node: 1),
+    stack: (preset: Some(TorchtitanFsdp2)),
+    source: Scenario((law: MerrillPlateau, start_tokens: 1e9, total_tokens: 60e9, phases: 20, nominal_batch: 4)),
+    b_crit_scale: 1.0,
+    stat_eff: McCandlish,
+    search: (batch_sizes: [1, 2, 4], micro_batches: [1], zero: [3], recompute: [None, Full], interleave: [1], allow_cross_node_tp: false),
+    current_batch: Some(1),
+)"#
+        )
+    };
+    for (seq, cautioned) in [(2048, true), (32768, false)] {
+        let path = dir.path().join(format!("s{seq}.ron"));
+        std::fs::write(&path, session(seq)).expect("session");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .arg("snapshot")
+            .arg(&path)
+            .args(["--keys", "x", "--size", "80x24"])
+            .output()
+            .expect("snapshot");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let screen = String::from_utf8(out.stdout).expect("utf-8");
+        assert!(screen.contains("Step time"), "{screen}");
+        assert_eq!(
+            screen.contains("bound by the"),
+            cautioned,
+            "{seq}:\n{screen}"
+        );
     }
 }

@@ -340,6 +340,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some())
             .into_iter()
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
+            .chain(host_bound_caveat(&eff, &p, micro_batches(a.batch, &cfg)))
             .collect(),
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
@@ -571,6 +572,33 @@ fn fragmentation_caveat(
              fused loss leave more room)",
             largest / 1e9,
             (device_bytes - total) / 1e9
+        )
+    })
+}
+
+/// Micro-batches per step on each data-parallel replica: the global `batch` over DP × the
+/// micro-batch size (at least 1).
+fn micro_batches(batch: u64, cfg: &ParallelConfig) -> u64 {
+    let per_step = u64::from(cfg.dp).saturating_mul(u64::from(cfg.mbs)).max(1);
+    (batch / per_step).max(1)
+}
+
+/// A caveat when the step's micro-batches are so short, on an eager stack, that the host
+/// issuing kernels may bound them ([`crate::perf::may_be_host_bound`]): the step time is then
+/// a lower bound.
+fn host_bound_caveat(
+    eff: &crate::perf::EfficiencyParams,
+    p: &Prediction,
+    micro_batches: u64,
+) -> Option<String> {
+    crate::perf::may_be_host_bound(eff, p.step_time_s, micro_batches).then(|| {
+        format!(
+            "{:.3} s of GPU work a micro-batch on an eager stack can be bound by the host \
+             launching kernels, not by the GPU: copus's own H200 runs under {} s took \
+             0.12-0.15 s whatever their work, so read the step time as a lower bound (a larger \
+             micro-batch, or torch.compile, gives the GPU more per launch)",
+            p.step_time_s / micro_batches as f64,
+            crate::perf::HOST_BOUND_STEP_S
         )
     })
 }

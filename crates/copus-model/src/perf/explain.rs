@@ -47,6 +47,10 @@ pub struct Explanation {
     /// The largest single tensor of the step, bytes: one copy of a micro-batch's logits in the
     /// loss's precision ([`largest_buffer_bytes`]).
     pub largest_buffer_bytes: f64,
+    /// Whether the step's micro-batches are short enough, on an eager stack, to be bound by
+    /// the host issuing kernels, so that its time is a lower bound
+    /// ([`super::may_be_host_bound`]).
+    pub host_bound_risk: bool,
 }
 
 impl Explanation {
@@ -206,6 +210,7 @@ pub fn explain(
         memory: memory_parts(cfg, ctx.eff, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
         largest_buffer_bytes: largest_buffer_bytes(ctx.model, cfg, ctx.eff),
+        host_bound_risk: super::may_be_host_bound(ctx.eff, prediction.step_time_s, micro_batches),
     })
 }
 

@@ -135,6 +135,22 @@ pub fn predict(
     ConfigCost::new(ctx, cfg)?.at(ctx, global_batch)
 }
 
+/// Predicted time of one micro-batch, seconds, below which a step on an eager stack can be
+/// bound by the host issuing kernels rather than by the GPU: copus's own H200 runs of one
+/// micro-batch took 0.12–0.15 s whenever copus put the step under this, whatever their work
+/// (docs/MODEL.md, "Small steps").
+pub const HOST_BOUND_STEP_S: f64 = 0.15;
+
+/// Whether a step predicted at `step_time_s` with `micro_batches` micro-batches per replica on
+/// a stack with `eff` may be host-bound, so that the prediction is a lower bound: the stack
+/// runs its element-wise work eagerly (one kernel launch per PyTorch op, thousands a
+/// micro-batch, no compiler fusing them) and a micro-batch's share of the step is shorter than
+/// [`HOST_BOUND_STEP_S`].
+pub fn may_be_host_bound(eff: &EfficiencyParams, step_time_s: f64, micro_batches: u64) -> bool {
+    let per_micro_batch = step_time_s / micro_batches.max(1) as f64;
+    eff.elementwise == efficiency::Elementwise::Eager && per_micro_batch < HOST_BOUND_STEP_S
+}
+
 /// What the model leaves out for `m`: for a mixture-of-experts model, the router and load
 /// imbalance (docs/MODEL.md: a model of 128 narrow experts measured 2.4× slower than
 /// predicted).
