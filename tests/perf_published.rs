@@ -579,56 +579,59 @@ fn own_h200_runs_held_out_within_the_recorded_error() {
 
 #[test]
 fn own_h200_batch_sweep_is_right_from_four_sequences_and_too_fast_below() {
-    // copus-h200-batch.csv: the 1B and eight of Llama 3.1 8B's layers at 1, 2, 4 and 8
-    // sequences of 2K tokens on one H200, in no fit. copus predicts the device's work; from 4
-    // sequences up that is the step (within 10 %), below it the step is bound by the CPU
-    // issuing eager PyTorch's ops and FSDP2's copies (docs/MODEL.md, "Small steps"): copus is
-    // too fast there, most at the 1B's single sequence.
+    // copus-h200-batch.csv, in no fit: the 1B and eight of Llama 3.1 8B's layers at 1, 2, 4
+    // and 8 sequences of 2K tokens on one H200 (the first 8 rows), then 8 runs measured
+    // afterwards to check the host-bound caution (the 3B at 1-4 x 2K, the 1B at 1-2 x 4K and
+    // 4 and 16 x 1K, the 8B layers at 1 x 4K). copus predicts the device's work; for the
+    // first 8, from 4 sequences up that is the step (within 10 %), below it the step is bound
+    // by the CPU issuing eager PyTorch's ops and FSDP2's copies (docs/MODEL.md, "Small
+    // steps"): copus is too fast there, most at the 1B's single sequence.
     let rows = rows("copus-h200-batch.csv");
-    assert_eq!(rows.len(), 8);
+    assert_eq!(rows.len(), 16);
     let scored = scored(&rows);
-    for (r, s) in &scored {
-        let err = s.tflops / r.tflops - 1.0;
-        println!("{} batch {}: {:+.1} %", r.model.name, r.batch, err * 100.0);
+    let err = |(r, s): &(PublishedRow, Scored)| s.tflops / r.tflops - 1.0;
+    for row in &scored[..8] {
+        let (r, e) = (&row.0, err(row));
+        println!("{} batch {}: {:+.1} %", r.model.name, r.batch, e * 100.0);
         if r.batch >= 4 {
-            assert!(
-                err.abs() <= 0.10,
-                "{} batch {}: {err}",
-                r.model.name,
-                r.batch
-            );
+            assert!(e.abs() <= 0.10, "{} batch {}: {e}", r.model.name, r.batch);
         } else {
-            assert!(err > 0.05, "{} batch {}: {err}", r.model.name, r.batch);
+            assert!(e > 0.05, "{} batch {}: {e}", r.model.name, r.batch);
         }
     }
-    // The host-bound caution (predict's caveat, the explorer's explain): every run it marks
-    // copus is too fast on, every run it leaves unmarked copus has within 10 %.
-    let mut flagged = 0;
-    for (r, s) in &scored {
-        let eff = r.stack.apply(&hw(&r.hardware).efficiency);
-        let err = s.tflops / r.tflops - 1.0;
-        if copus::perf::may_be_host_bound(&eff, s.prediction.step_time_s, micro_batches((r, s))) {
-            flagged += 1;
-            assert!(err > 0.05, "{} batch {}: {err}", r.model.name, r.batch);
-        } else {
-            assert!(
-                err.abs() <= 0.10,
-                "{} batch {}: {err}",
-                r.model.name,
-                r.batch
-            );
-        }
-    }
-    assert_eq!(flagged, 4, "the runs of 1 and 2 sequences");
     // The larger the step, the smaller the gap: per model, the error falls with the batch.
     for model in ["llama3.2-1b", "llama3.1-8b-8l"] {
-        let errs: Vec<f64> = scored
+        let errs: Vec<f64> = scored[..8]
             .iter()
             .filter(|(r, _)| r.model.name == model)
-            .map(|(r, s)| s.tflops / r.tflops - 1.0)
+            .map(err)
             .collect();
         assert!(errs.windows(2).all(|w| w[1] < w[0]), "{model}: {errs:?}");
     }
+    // The host-bound caution (predict's caveat, the explorer's explain): every run it marks
+    // copus is too fast on, every run it leaves unmarked copus has within 10 %. The rule was
+    // chosen on the first 8 with a fixed 0.15 s; on the 8 later runs that rule held for 7 and
+    // missed the 28-layer 3B at 2 x 2K (+19 %, 0.23 s predicted), which the per-layer term
+    // (0.15 s per 16 layers) added afterwards marks.
+    let mut flagged = 0;
+    for row in &scored {
+        let (r, s) = (&row.0, &row.1);
+        let eff = r.stack.apply(&hw(&r.hardware).efficiency);
+        let layers = f64::from(r.model.layers);
+        let e = err(row);
+        if copus::perf::may_be_host_bound(
+            &eff,
+            s.prediction.step_time_s,
+            micro_batches((r, s)),
+            layers,
+        ) {
+            flagged += 1;
+            assert!(e > 0.05, "{} batch {}: {e}", r.model.name, r.batch);
+        } else {
+            assert!(e.abs() <= 0.10, "{} batch {}: {e}", r.model.name, r.batch);
+        }
+    }
+    assert_eq!(flagged, 9);
 }
 
 /// The H200's GEMM sweep (copus-h200-kernels.json, `gemm_sweep`: every GEMM of a layer's
@@ -643,28 +646,34 @@ fn micro_batches((r, s): (&PublishedRow, &Scored)) -> u64 {
 }
 
 #[test]
-fn no_published_run_is_cautioned_as_host_bound() {
-    // The published runs of every validation set but copus's own single-GPU batch sweep take
-    // seconds a step: none is flagged as possibly host-bound.
+fn published_runs_the_host_bound_caution_marks_are_predicted_too_fast() {
+    // The published runs of every validation set but copus's own batch sweep: the caution marks
+    // one, llm-foundry's FP8 MPT-350M at 512 tokens (24 layers, 0.16 s a micro-batch), which
+    // copus predicts 13.8 % too fast; the runs it leaves alone take longer micro-batches.
+    let mut marked = Vec::new();
     for file in VALIDATION_SETS
         .iter()
         .filter(|f| **f != "copus-h200-batch.csv")
     {
         for (r, s) in &scored(&rows(file)) {
             let eff = r.stack.apply(&hw(&r.hardware).efficiency);
-            assert!(
-                !copus::perf::may_be_host_bound(
-                    &eff,
-                    s.prediction.step_time_s,
-                    micro_batches((r, s))
-                ),
-                "{file}: {} {} at {:.3} s",
-                r.set,
-                s.config,
-                s.prediction.step_time_s
-            );
+            let layers = copus::perf::memory::stage_layers(&r.model, s.config.pp).0;
+            let step = s.prediction.step_time_s;
+            if copus::perf::may_be_host_bound(&eff, step, micro_batches((r, s)), layers) {
+                println!(
+                    "{file}: {} {} {} at {step:.3} s: {:+.1} %",
+                    r.set,
+                    r.model.name,
+                    s.config,
+                    s.rel_error * 100.0
+                );
+                marked.push(s.rel_error);
+            }
         }
     }
+    println!("{} marked", marked.len());
+    assert!(marked.len() <= 2, "{marked:?}");
+    assert!(marked.iter().all(|e| *e > 0.05), "{marked:?}");
 }
 
 #[test]

@@ -340,7 +340,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some())
             .into_iter()
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
-            .chain(host_bound_caveat(&eff, &p, micro_batches(a.batch, &cfg)))
+            .chain(host_bound_caveat(&eff, &p, &model, &cfg, a.batch))
             .collect(),
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
@@ -589,16 +589,22 @@ fn micro_batches(batch: u64, cfg: &ParallelConfig) -> u64 {
 fn host_bound_caveat(
     eff: &crate::perf::EfficiencyParams,
     p: &Prediction,
-    micro_batches: u64,
+    model: &crate::perf::ModelProfile,
+    cfg: &ParallelConfig,
+    batch: u64,
 ) -> Option<String> {
-    crate::perf::may_be_host_bound(eff, p.step_time_s, micro_batches).then(|| {
+    let micro = micro_batches(batch, cfg);
+    let layers = crate::perf::memory::stage_layers(model, cfg.pp).0;
+    crate::perf::may_be_host_bound(eff, p.step_time_s, micro, layers).then(|| {
         format!(
             "{:.3} s of GPU work a micro-batch on an eager stack can be bound by the host \
-             launching kernels, not by the GPU: copus's own H200 runs under {} s took \
-             0.12-0.15 s whatever their work, so read the step time as a lower bound (a larger \
-             micro-batch, or torch.compile, gives the GPU more per launch)",
-            p.step_time_s / micro_batches as f64,
-            crate::perf::HOST_BOUND_STEP_S
+             launching kernels, not by the GPU: in copus's own H200 runs, micro-batches under \
+             the threshold ({:.2} s for {} layers here) took 8-121 % longer than predicted, so \
+             read the step time as a lower bound (a larger micro-batch gives the GPU more work \
+             per launch)",
+            p.step_time_s / micro as f64,
+            crate::perf::host_bound_threshold_s(layers),
+            layers
         )
     })
 }

@@ -184,11 +184,8 @@ fn bars(e: &Explanation, width: usize, mode: ColorMode) -> Vec<Line<'static>> {
     }
     if e.host_bound_risk {
         lines.push(Line::styled(
-            format!(
-                "Caution: micro-batches under {} on an eager stack can be bound by the host \
-                 launching kernels: read the step time as a lower bound",
-                seconds(crate::perf::HOST_BOUND_STEP_S)
-            ),
+            "Caution: micro-batches this short on an eager stack can be bound by the host \
+             launching kernels: read the step time as a lower bound",
             Style::new().fg(theme::current().error),
         ));
     }

@@ -210,7 +210,12 @@ pub fn explain(
         memory: memory_parts(cfg, ctx.eff, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
         largest_buffer_bytes: largest_buffer_bytes(ctx.model, cfg, ctx.eff),
-        host_bound_risk: super::may_be_host_bound(ctx.eff, prediction.step_time_s, micro_batches),
+        host_bound_risk: super::may_be_host_bound(
+            ctx.eff,
+            prediction.step_time_s,
+            micro_batches,
+            super::memory::stage_layers(ctx.model, cfg.pp).0,
+        ),
     })
 }
 

@@ -136,19 +136,38 @@ pub fn predict(
 }
 
 /// Predicted time of one micro-batch, seconds, below which a step on an eager stack can be
-/// bound by the host issuing kernels rather than by the GPU: copus's own H200 runs of one
-/// micro-batch took 0.12–0.15 s whenever copus put the step under this, whatever their work
+/// bound by the host issuing kernels rather than by the GPU, whatever the model: copus's own
+/// H200 runs of one micro-batch took 0.12–0.15 s whenever copus put the step under this
 /// (docs/MODEL.md, "Small steps").
 pub const HOST_BOUND_STEP_S: f64 = 0.15;
 
-/// Whether a step predicted at `step_time_s` with `micro_batches` micro-batches per replica on
-/// a stack with `eff` may be host-bound, so that the prediction is a lower bound: the stack
-/// runs its element-wise work eagerly (one kernel launch per PyTorch op, thousands a
-/// micro-batch, no compiler fusing them) and a micro-batch's share of the step is shorter than
-/// [`HOST_BOUND_STEP_S`].
-pub fn may_be_host_bound(eff: &EfficiencyParams, step_time_s: f64, micro_batches: u64) -> bool {
+/// The same per transformer layer on the stage, seconds: the host issues a layer's ops in
+/// turn, so a deeper stage needs a longer micro-batch to keep the GPU busy (0.15 s for the
+/// 16 layers of the 1B runs the threshold was chosen on; the 28-layer 3B at 2 × 2K tokens,
+/// 0.23 s predicted, measured 19 % slower).
+pub const HOST_BOUND_LAYER_S: f64 = HOST_BOUND_STEP_S / 16.0;
+
+/// The predicted micro-batch time, seconds, below which a stage of `stage_layers` layers on an
+/// eager stack may be host-bound: the larger of [`HOST_BOUND_STEP_S`] and
+/// [`HOST_BOUND_LAYER_S`] per layer.
+pub fn host_bound_threshold_s(stage_layers: f64) -> f64 {
+    HOST_BOUND_STEP_S.max(HOST_BOUND_LAYER_S * stage_layers)
+}
+
+/// Whether a step predicted at `step_time_s` with `micro_batches` micro-batches per replica,
+/// `stage_layers` layers on its fullest pipeline stage, on a stack with `eff`, may be
+/// host-bound, so that the prediction is a lower bound: the stack runs its element-wise work
+/// eagerly (one kernel launch per PyTorch op, thousands a micro-batch, no compiler fusing
+/// them) and a micro-batch's share of the step is under [`host_bound_threshold_s`].
+pub fn may_be_host_bound(
+    eff: &EfficiencyParams,
+    step_time_s: f64,
+    micro_batches: u64,
+    stage_layers: f64,
+) -> bool {
     let per_micro_batch = step_time_s / micro_batches.max(1) as f64;
-    eff.elementwise == efficiency::Elementwise::Eager && per_micro_batch < HOST_BOUND_STEP_S
+    eff.elementwise == efficiency::Elementwise::Eager
+        && per_micro_batch < host_bound_threshold_s(stage_layers)
 }
 
 /// What the model leaves out for `m`: for a mixture-of-experts model, the router and load
