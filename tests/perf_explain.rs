@@ -299,5 +299,33 @@ fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
             cautioned,
             "{seq}:\n{screen}"
         );
+        // Headless, `grid --json` carries the same flag for every cell that runs: at 2K tokens
+        // the batch-1 cell (one 0.06 s micro-batch) is marked, at 32K none is.
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .arg("grid")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .expect("grid");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let cells = v["cells"].as_array().expect("cells");
+        let marked: Vec<bool> = cells
+            .iter()
+            .filter(|c| c["feasible"] == true)
+            .map(|c| c["host_bound_risk"].as_bool().expect("host_bound_risk"))
+            .collect();
+        assert!(!marked.is_empty());
+        assert_eq!(marked.iter().any(|m| *m), cautioned, "{seq}: {marked:?}");
+        assert!(
+            cells
+                .iter()
+                .all(|c| c["fragmentation_risk"].is_boolean() == (c["feasible"] == true)),
+            "{seq}"
+        );
     }
 }

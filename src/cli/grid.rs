@@ -139,6 +139,13 @@ struct CellOut {
     exposed_comm_share: Option<f64>,
     /// The pipeline bubble as a share of the step (0–1).
     bubble_share: Option<f64>,
+    /// Whether one tensor of the step (the loss's logits) is over half of the memory left
+    /// free, so that the caching allocator's fragmentation can stop it (the explorer's
+    /// caution line).
+    fragmentation_risk: Option<bool>,
+    /// Whether the micro-batches are short enough, on an eager stack, to be bound by the host
+    /// launching kernels, so that the step time is a lower bound (the explorer's caution line).
+    host_bound_risk: Option<bool>,
     /// For a cell that cannot run: the nearest configuration on the same GPUs that runs (the
     /// explorer's `x`; docs/MODEL.md, "Explaining a cell").
     nearest_change: Option<crate::perf::explain::NearestChange>,
@@ -251,6 +258,8 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             reason: None,
             exposed_comm_share: None,
             bubble_share: None,
+            fragmentation_risk: None,
+            host_bound_risk: None,
             nearest_change: None,
         };
         match &table.cells[i] {
@@ -273,6 +282,17 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     step_time_s: Some(prediction.step_time_s),
                     exposed_comm_share: Some(crate::perf::explain::comm_share(prediction)),
                     bubble_share: Some(crate::perf::explain::bubble_share(prediction)),
+                    fragmentation_risk: Some(crate::perf::memory::fragmentation_risk(
+                        prediction.memory_per_gpu_bytes,
+                        resolved.hardware.hbm_bytes,
+                        crate::perf::memory::largest_buffer_bytes(&resolved.model, config, &eff),
+                    )),
+                    host_bound_risk: Some(crate::perf::may_be_host_bound(
+                        &eff,
+                        prediction.step_time_s,
+                        micro_batches,
+                        crate::perf::memory::stage_layers(&resolved.model, config.pp).0,
+                    )),
                     breakdown: Some(prediction.breakdown),
                     memory_per_gpu_bytes: Some(prediction.memory_per_gpu_bytes),
                     memory: Some(memory),
