@@ -149,24 +149,34 @@ def sweep_shapes(quick):
 
 def measure_gemm_sweep(dev, quick):
     """BF16 time of every sweep shape, run with the operand layouts of a linear layer."""
-    cuda = dev.type == "cuda"
     rows = []
     for label, p, m, n, k in sweep_shapes(quick):
-        bf = torch.bfloat16
-        if p == "fwd":  # x (M x K) @ W^T, W stored N x K
-            a, b = torch.randn(m, k, device=dev, dtype=bf), torch.randn(n, k, device=dev, dtype=bf)
-            fn = lambda: a @ b.t()
-        elif p == "dgrad":  # dy (M x K') @ W (K' x N): here K = the layer's output width
-            a, b = torch.randn(m, k, device=dev, dtype=bf), torch.randn(k, n, device=dev, dtype=bf)
-            fn = lambda: a @ b
-        else:  # dy^T (M x K) @ x (K x N), dy stored K x M
-            a, b = torch.randn(k, m, device=dev, dtype=bf), torch.randn(k, n, device=dev, dtype=bf)
-            fn = lambda: a.t() @ b
-        med, best = timer(fn, 2, 5 if not quick else 1, cuda)
-        rows.append({"shape": label, "pass": p, "m": m, "n": n, "k": k, "dtype": "bf16",
-                     "median_s": med, "best_s": best, "tflops": 2.0 * m * n * k / med / 1e12})
-        del a, b
+        try:
+            rows.append(time_sweep_gemm(dev, label, p, (m, n, k), quick))
+        except Exception as e:  # one shape failing (out of memory) loses only that row
+            rows.append({"shape": label, "pass": p, "m": m, "n": n, "k": k, "dtype": "bf16",
+                         "error": repr(e)[:300]})
     return rows
+
+
+def time_sweep_gemm(dev, label, p, mnk, quick):
+    """One sweep row: the BF16 GEMM of pass `p` (output M x N, inner K) timed with the
+    operand layouts of a linear layer."""
+    cuda = dev.type == "cuda"
+    m, n, k = mnk
+    bf = torch.bfloat16
+    if p == "fwd":  # x (M x K) @ W^T, W stored N x K
+        a, b = torch.randn(m, k, device=dev, dtype=bf), torch.randn(n, k, device=dev, dtype=bf)
+        fn = lambda: a @ b.t()
+    elif p == "dgrad":  # dy (M x K') @ W (K' x N): here K = the layer's output width
+        a, b = torch.randn(m, k, device=dev, dtype=bf), torch.randn(k, n, device=dev, dtype=bf)
+        fn = lambda: a @ b
+    else:  # dy^T (M x K) @ x (K x N), dy stored K x M
+        a, b = torch.randn(k, m, device=dev, dtype=bf), torch.randn(k, n, device=dev, dtype=bf)
+        fn = lambda: a.t() @ b
+    med, best = timer(fn, 2, 5 if not quick else 1, cuda)
+    return {"shape": label, "pass": p, "m": m, "n": n, "k": k, "dtype": "bf16",
+            "median_s": med, "best_s": best, "tflops": 2.0 * m * n * k / med / 1e12}
 
 
 # ---------------------------------------------------------------- attention
@@ -422,9 +432,18 @@ def wrap_fsdp2(model, dev):
     return model
 
 
+def release(cuda):
+    """Free what the last run left: Python's reference cycles, then the CUDA cache."""
+    import gc
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+
+
 def make_step(dev, name, seq, batch, recompute, attention, precision):
     """A training step of model `name` on `batch` x `seq` tokens as measure_train runs it:
-    (step, model, optimizer, row fields). Raises what building or the first step raises."""
+    (step, model, optimizer, row fields); the step closure holds the model, the optimizer and
+    the tokens until it is dropped. Raises what building the model or optimizer raises."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     cuda = dev.type == "cuda"
     shape = SHAPES[name]
@@ -484,7 +503,7 @@ def measure_train(dev, quick, budget_s, train_set):
             row["error"] = "skipped: time budget spent"
             rows.append(row)
             continue
-        model = opt = None
+        step = model = opt = None
         try:
             step, model, opt, fields = make_step(dev, name, seq, batch, recompute, attention,
                                                  precision)
@@ -503,9 +522,11 @@ def measure_train(dev, quick, budget_s, train_set):
             row["detail"] = str(e).splitlines()[0][:300]
         except Exception as e:
             row["error"] = repr(e)[:300]
-        del model, opt
-        if cuda:
-            torch.cuda.empty_cache()
+        # The step closure holds the model, optimizer and tokens: drop it too, and collect
+        # FSDP's reference cycles, before the next run allocates (until 2026-12-04 it stayed
+        # alive, and rows measured then carry the previous run's memory: docs/MODEL.md).
+        step = model = opt = None
+        release(cuda)
         rows.append(row)
         print("train", json.dumps(row), flush=True)
     return rows
@@ -522,18 +543,41 @@ PROFILE_RUNS = [
 ]
 
 
+def is_annotation(event):
+    """Whether a profiler event is a named range (record_function: the optimizer's step,
+    FSDP's hooks), not a kernel or a copy."""
+    if getattr(event, "is_user_annotation", False):
+        return True
+    return event.name.startswith(("Optimizer.", "FSDP::", "ProfilerStep"))
+
+
+def busy_seconds(events):
+    """Seconds in which at least one of `events` ran on the device (the union of their time
+    ranges: kernels on several streams at once count once)."""
+    spans = sorted((e.time_range.start, e.time_range.end) for e in events)
+    busy, end = 0.0, None
+    for start, stop in spans:
+        if end is None or start > end:
+            busy += stop - start
+            end = stop
+        elif stop > end:
+            busy += stop - end
+            end = stop
+    return busy / 1e6
+
+
 def measure_profile(dev, quick):
     """Per run: the step's wall time, the CPU time to issue its forward+backward and its
-    optimizer step (perf_counter without synchronising), the GPU's busy time (the sum of its
-    kernels' durations under torch.profiler), the kernel count, and the ten CPU ops with the
-    most self time."""
+    optimizer step (perf_counter without synchronising), the device's kernel time (the sum of
+    its kernels' and copies' durations under torch.profiler, annotation ranges left out), its
+    busy time (their union), the kernel count, and the top CPU ops and GPU kernels."""
     cuda = dev.type == "cuda"
     runs = [("toy", 32, 2, "fsdp2"), ("toy", 32, 2, "amp")] if quick else PROFILE_RUNS
     rows = []
     for name, seq, batch, precision in runs:
         row = {"model": name, "seq": seq, "local_batch": batch, "precision": precision,
                "attention": "sdpa cudnn" if cuda else "sdpa math"}
-        model = opt = None
+        step = model = opt = None
         try:
             step, model, opt, fields = make_step(dev, name, seq, batch, "none",
                                                  "cudnn" if cuda else "flash", precision)
@@ -567,8 +611,12 @@ def measure_profile(dev, quick):
                 sync()
             events = prof.key_averages()
             if cuda:
-                kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+                # Device events without the profiler's annotation ranges (the optimizer's and
+                # FSDP's), which span the kernels they contain and would count them twice.
+                kernels = [e for e in prof.events() if e.device_type.name == "CUDA"
+                           and not is_annotation(e)]
                 row["gpu_kernel_s"] = sum(e.device_time_total for e in kernels) / 1e6
+                row["gpu_busy_s"] = busy_seconds(kernels)
                 row["gpu_kernels"] = len(kernels)
                 by_name = {}
                 for e in kernels:
@@ -581,9 +629,8 @@ def measure_profile(dev, quick):
             row["top_cpu_self"] = [(e.key, e.count, e.self_cpu_time_total / 1e6) for e in top]
         except Exception as e:
             row["error"] = repr(e)[:300]
-        del model, opt
-        if cuda:
-            torch.cuda.empty_cache()
+        step = model = opt = None
+        release(cuda)
         rows.append(row)
         print("profile", json.dumps({k: v for k, v in row.items()
                                      if k not in ("top_cpu_self", "top_gpu")}),
@@ -602,6 +649,10 @@ def main():
     p.add_argument("--train-set", default="default", choices=sorted(TRAIN_SETS),
                    help="which training runs (default: AMP; fsdp2: torchtitan's precision)")
     args = p.parse_args()
+    known = ("gemm", "attention", "train", "gemm-sweep", "profile")
+    unknown = [x for x in args.parts.split(",") if x not in known]
+    if unknown:
+        p.error(f"--parts: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     os.makedirs(args.out_dir, exist_ok=True)
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
@@ -631,6 +682,23 @@ def main():
         with open(os.path.join(args.out_dir, "measure_gpu.json"), "w") as f:
             json.dump(result, f, indent=1)
     summarize(result)
+    if args.quick and failures(result):
+        # The toy run exercises the script: any part or row that failed is a failure.
+        sys.exit("measure_gpu: --quick: " + "; ".join(failures(result)))
+
+
+def failures(result):
+    """What failed in `result`: whole parts, and rows with an error other than running out
+    of memory or the time budget."""
+    out = []
+    for part, value in result.items():
+        if isinstance(value, dict) and "error" in value and part != "env":
+            out.append(f"{part}: {value['error'].strip().splitlines()[-1]}")
+        for row in value if isinstance(value, list) else []:
+            err = row.get("error")
+            if err and err != "oom" and not err.startswith("skipped"):
+                out.append(f"{part}: {err}")
+    return out
 
 
 def summarize(r):
@@ -648,6 +716,9 @@ def summarize(r):
                   f"{row['bwd_s'] / row['fwd_s']:.2f}")
         else:
             print(f"attn {row['backend']:9} seq {row['seq']:6} {row.get('error')}")
+    for row in r.get("profile", []) if isinstance(r.get("profile"), list) else []:
+        print("profile", {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
+                          if k not in ("top_cpu_self", "top_gpu")})
     for row in r.get("train", []) if isinstance(r.get("train"), list) else []:
         print("train", {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
                         if k not in ("detail",)})

@@ -295,7 +295,7 @@ fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
         let screen = String::from_utf8(out.stdout).expect("utf-8");
         assert!(screen.contains("Step time"), "{screen}");
         assert_eq!(
-            screen.contains("bound by the"),
+            screen.contains("Caution: each micro-batch"),
             cautioned,
             "{seq}:\n{screen}"
         );

@@ -620,16 +620,11 @@ fn own_h200_batch_sweep_is_right_from_four_sequences_and_too_fast_below() {
     for row in &scored {
         let (r, s) = (&row.0, &row.1);
         let eff = r.stack.apply(&hw(&r.hardware).efficiency);
-        let layers = f64::from(r.model.layers);
+        let layers = copus::perf::memory::stage_layers(&r.model, s.config.pp).0;
         let e = err(row);
-        if copus::perf::may_be_host_bound(
-            &eff,
-            s.prediction.step_time_s,
-            micro_batches((r, s)),
-            layers,
-        ) {
+        if copus::perf::may_be_host_bound(&eff, &s.prediction, micro_batches((r, s)), layers) {
             flagged += 1;
-            assert!(e > 0.05, "{} batch {}: {e}", r.model.name, r.batch);
+            assert!(e > 0.08, "{} batch {}: {e}", r.model.name, r.batch);
         } else {
             assert!(e.abs() <= 0.12, "{} batch {}: {e}", r.model.name, r.batch);
         }
@@ -637,12 +632,6 @@ fn own_h200_batch_sweep_is_right_from_four_sequences_and_too_fast_below() {
     assert_eq!(flagged, 12);
 }
 
-/// The H200's GEMM sweep (copus-h200-kernels.json, `gemm_sweep`: every GEMM of a layer's
-/// forward and backward for five model widths, TP 1-8 and 1K-16K tokens, 780 in all) against
-/// the `h200` profile's GEMM model, which was fitted on H100 step times and never saw a
-/// kernel: mean 10.5 % by time; the large GEMMs run up to 8 % faster than the plateau, the
-/// ones under 10 GFLOP 40 % slower than the model's fixed 20 µs a GEMM allows for
-/// (docs/MODEL.md, "The GEMM sweep").
 /// Micro-batches per step on each data-parallel replica of a scored row.
 fn micro_batches((r, s): (&PublishedRow, &Scored)) -> u64 {
     (r.batch / (u64::from(s.config.dp) * u64::from(s.config.mbs)).max(1)).max(1)
@@ -662,7 +651,7 @@ fn published_runs_the_host_bound_caution_marks_are_predicted_too_fast() {
             let eff = r.stack.apply(&hw(&r.hardware).efficiency);
             let layers = copus::perf::memory::stage_layers(&r.model, s.config.pp).0;
             let step = s.prediction.step_time_s;
-            if copus::perf::may_be_host_bound(&eff, step, micro_batches((r, s)), layers) {
+            if copus::perf::may_be_host_bound(&eff, &s.prediction, micro_batches((r, s)), layers) {
                 println!(
                     "{file}: {} {} {} at {step:.3} s: {:+.1} %",
                     r.set,
@@ -675,10 +664,16 @@ fn published_runs_the_host_bound_caution_marks_are_predicted_too_fast() {
         }
     }
     println!("{} marked", marked.len());
-    assert!(marked.len() <= 2, "{marked:?}");
-    assert!(marked.iter().all(|e| *e > 0.05), "{marked:?}");
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    assert!(marked.iter().all(|e| *e > 0.10), "{marked:?}");
 }
 
+/// The H200's GEMM sweep (copus-h200-kernels.json, `gemm_sweep`: every GEMM of a layer's
+/// forward and backward for five model widths, TP 1-8 and 1K-16K tokens, 780 in all) against
+/// the `h200` profile's GEMM model, which was fitted on H100 step times and never saw a
+/// kernel: mean 10.5 % by time; the GEMMs of 100 GFLOP and more run on average 7.5 % faster
+/// than the model, the ones under 10 GFLOP 40 % slower than the model's fixed 20 µs a GEMM
+/// allows for (docs/MODEL.md, "The GEMM sweep").
 #[test]
 fn the_h200_gemm_model_against_every_gemm_of_a_layer_measured_on_an_h200() {
     let text = std::fs::read_to_string("assets/validation/copus-h200-kernels.json")

@@ -12,7 +12,7 @@ use crate::perf::explain::{Explanation, NearestChange, closest_miss, explain, ne
 #[derive(Debug, Clone, PartialEq)]
 pub enum CellKind {
     /// The cell runs: its chosen configuration explained.
-    Runs(Explanation),
+    Runs(Box<Explanation>),
     /// No configuration of the layout runs at this batch.
     Infeasible {
         /// Why, as the table says.
@@ -79,7 +79,7 @@ pub fn cell_view(app: &App, (row, col): (usize, usize)) -> Option<CellView> {
     let dims = layout;
     let kind = match table.cell(row, col) {
         TableCell::Feasible { config, .. } => match explain(&ctx, config, batch) {
-            Ok(e) => CellKind::Runs(e),
+            Ok(e) => CellKind::Runs(Box::new(e)),
             Err(e) => CellKind::Infeasible {
                 reason: e.to_string(),
                 closest: None,

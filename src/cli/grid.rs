@@ -289,7 +289,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     )),
                     host_bound_risk: Some(crate::perf::may_be_host_bound(
                         &eff,
-                        prediction.step_time_s,
+                        prediction,
                         micro_batches,
                         crate::perf::memory::stage_layers(&resolved.model, config.pp).0,
                     )),

@@ -340,7 +340,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some())
             .into_iter()
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
-            .chain(host_bound_caveat(&eff, &p, &model, &cfg, a.batch))
+            .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
             .collect(),
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
@@ -576,33 +576,24 @@ fn fragmentation_caveat(
     })
 }
 
-/// Micro-batches per step on each data-parallel replica: the global `batch` over DP × the
-/// micro-batch size (at least 1).
-fn micro_batches(batch: u64, cfg: &ParallelConfig) -> u64 {
-    let per_step = u64::from(cfg.dp).saturating_mul(u64::from(cfg.mbs)).max(1);
-    (batch / per_step).max(1)
-}
-
-/// A caveat when the step's micro-batches are so short, on an eager stack, that the host
-/// issuing kernels may bound them ([`crate::perf::may_be_host_bound`]): the step time is then
-/// a lower bound.
+/// A caveat when the configuration fits and its `micro_batches` micro-batches are so short,
+/// on an eager stack, that the host issuing kernels may bound them
+/// ([`crate::perf::may_be_host_bound`]): the step time is then a lower bound.
 fn host_bound_caveat(
     eff: &crate::perf::EfficiencyParams,
     p: &Prediction,
     model: &crate::perf::ModelProfile,
     cfg: &ParallelConfig,
-    batch: u64,
+    micro_batches: u64,
 ) -> Option<String> {
-    let micro = micro_batches(batch, cfg);
     let layers = crate::perf::memory::stage_layers(model, cfg.pp).0;
-    crate::perf::may_be_host_bound(eff, p.step_time_s, micro, layers).then(|| {
+    (p.fits && crate::perf::may_be_host_bound(eff, p, micro_batches, layers)).then(|| {
         format!(
-            "{:.3} s of GPU work a micro-batch on an eager stack can be bound by the host \
-             launching kernels, not by the GPU: in copus's own H200 runs, micro-batches under \
-             the threshold ({:.2} s for {} layers here) took 8-121 % longer than predicted, so \
-             read the step time as a lower bound (a larger micro-batch gives the GPU more work \
-             per launch)",
-            p.step_time_s / micro as f64,
+            "each micro-batch is {:.3} s of the predicted step; on an eager stack, micro-batches \
+             under {:.2} s (for {} layers on a stage) ran 8-121 % slower than predicted in \
+             copus's own H200 runs, bound by the host launching kernels: read the step time as \
+             a lower bound (a larger micro-batch gives the GPU more work per launch)",
+            crate::perf::micro_batch_time_s(p, micro_batches),
             crate::perf::host_bound_threshold_s(layers),
             layers
         )

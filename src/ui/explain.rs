@@ -184,9 +184,14 @@ fn bars(e: &Explanation, width: usize, mode: ColorMode) -> Vec<Line<'static>> {
     }
     if e.host_bound_risk {
         lines.push(Line::styled(
-            "Caution: micro-batches this short on an eager stack can be bound by the host \
-             launching kernels: read the step time as a lower bound",
-            Style::new().fg(theme::current().error),
+            format!(
+                "Caution: each micro-batch is {} of the step, under the {} an eager stack \
+                 needs to keep the GPU busy: the host launching kernels can bound it, so read \
+                 the step time as a lower bound",
+                seconds(e.micro_batch_s),
+                seconds(e.host_bound_threshold_s)
+            ),
+            Style::new().fg(theme::current().warning),
         ));
     }
     lines

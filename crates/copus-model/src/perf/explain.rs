@@ -51,6 +51,11 @@ pub struct Explanation {
     /// the host issuing kernels, so that its time is a lower bound
     /// ([`super::may_be_host_bound`]).
     pub host_bound_risk: bool,
+    /// One micro-batch's share of the step on a stage, seconds ([`super::micro_batch_time_s`]).
+    pub micro_batch_s: f64,
+    /// The micro-batch time below which an eager stack may be host-bound on this
+    /// configuration's stages, seconds ([`super::host_bound_threshold_s`]).
+    pub host_bound_threshold_s: f64,
 }
 
 impl Explanation {
@@ -201,6 +206,7 @@ pub fn explain(
         ctx.hw.reserved_bytes,
         ctx.eff,
     );
+    let layers = super::memory::stage_layers(ctx.model, cfg.pp).0;
     Ok(Explanation {
         config: *cfg,
         batch,
@@ -210,12 +216,9 @@ pub fn explain(
         memory: memory_parts(cfg, ctx.eff, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
         largest_buffer_bytes: largest_buffer_bytes(ctx.model, cfg, ctx.eff),
-        host_bound_risk: super::may_be_host_bound(
-            ctx.eff,
-            prediction.step_time_s,
-            micro_batches,
-            super::memory::stage_layers(ctx.model, cfg.pp).0,
-        ),
+        host_bound_risk: super::may_be_host_bound(ctx.eff, &prediction, micro_batches, layers),
+        micro_batch_s: super::micro_batch_time_s(&prediction, micro_batches),
+        host_bound_threshold_s: super::host_bound_threshold_s(layers),
     })
 }
 

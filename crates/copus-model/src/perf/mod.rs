@@ -137,14 +137,14 @@ pub fn predict(
 
 /// Predicted time of one micro-batch, seconds, below which a step on an eager stack can be
 /// bound by the host issuing kernels rather than by the GPU, whatever the model: copus's own
-/// H200 runs of one micro-batch took 0.12–0.15 s whenever copus put the step under this
-/// (docs/MODEL.md, "Small steps").
+/// H200 runs whose micro-batches it predicted under this (or under [`HOST_BOUND_LAYER_S`] a
+/// layer on deeper stages) took 8–121 % longer than predicted (docs/MODEL.md, "Small steps").
 pub const HOST_BOUND_STEP_S: f64 = 0.15;
 
 /// The same per transformer layer on the stage, seconds: the host issues a layer's ops in
 /// turn, so a deeper stage needs a longer micro-batch to keep the GPU busy (0.15 s for the
-/// 16 layers of the 1B runs the threshold was chosen on; the 28-layer 3B at 2 × 2K tokens,
-/// 0.23 s predicted, measured 19 % slower).
+/// 16 layers of the 1B runs the threshold was chosen on; added after the 28-layer 3B at
+/// 2 × 2K tokens, 0.23 s predicted, measured 19 % slower).
 pub const HOST_BOUND_LAYER_S: f64 = HOST_BOUND_STEP_S / 16.0;
 
 /// The predicted micro-batch time, seconds, below which a stage of `stage_layers` layers on an
@@ -154,20 +154,26 @@ pub fn host_bound_threshold_s(stage_layers: f64) -> f64 {
     HOST_BOUND_STEP_S.max(HOST_BOUND_LAYER_S * stage_layers)
 }
 
-/// Whether a step predicted at `step_time_s` with `micro_batches` micro-batches per replica,
-/// `stage_layers` layers on its fullest pipeline stage, on a stack with `eff`, may be
-/// host-bound, so that the prediction is a lower bound: the stack runs its element-wise work
-/// eagerly (one kernel launch per PyTorch op, thousands a micro-batch, no compiler fusing
-/// them) and a micro-batch's share of the step is under [`host_bound_threshold_s`].
+/// One micro-batch's share of the predicted step on a pipeline stage, seconds: the step
+/// without its pipeline bubble, over the `micro_batches` micro-batches per replica (the
+/// optimizer step and exposed communication spread over them).
+pub fn micro_batch_time_s(p: &Prediction, micro_batches: u64) -> f64 {
+    (p.step_time_s - p.breakdown.bubble_s).max(0.0) / micro_batches.max(1) as f64
+}
+
+/// Whether the step `p`, run as `micro_batches` micro-batches per replica on stages of at
+/// most `stage_layers` layers, on a stack with `eff`, may be host-bound, so that its time is
+/// a lower bound: the stack runs its element-wise work eagerly (one kernel launch per PyTorch
+/// op, thousands a micro-batch, no compiler fusing them) and a micro-batch
+/// ([`micro_batch_time_s`], seconds) is under [`host_bound_threshold_s`].
 pub fn may_be_host_bound(
     eff: &EfficiencyParams,
-    step_time_s: f64,
+    p: &Prediction,
     micro_batches: u64,
     stage_layers: f64,
 ) -> bool {
-    let per_micro_batch = step_time_s / micro_batches.max(1) as f64;
     eff.elementwise == efficiency::Elementwise::Eager
-        && per_micro_batch < host_bound_threshold_s(stage_layers)
+        && micro_batch_time_s(p, micro_batches) < host_bound_threshold_s(stage_layers)
 }
 
 /// What the model leaves out for `m`: for a mixture-of-experts model, the router and load
@@ -182,5 +188,52 @@ pub fn caveats(m: &ModelProfile) -> Vec<String> {
             moe.experts, moe.top_k
         )],
         None => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prediction(step_time_s: f64, bubble_s: f64) -> Prediction {
+        Prediction {
+            step_time_s,
+            tokens_per_s: 1.0,
+            tokens_per_s_per_gpu: 1.0,
+            model_tflops_per_gpu: 1.0,
+            hardware_tflops_per_gpu: 1.0,
+            mfu: 0.5,
+            memory_per_gpu_bytes: 1.0,
+            fits: true,
+            breakdown: Breakdown {
+                bubble_s,
+                ..Breakdown::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_micro_batch_is_the_step_without_its_bubble_over_the_micro_batches() {
+        // A pipeline step of 1 s, half of it bubble, in 4 micro-batches: 0.125 s each, under
+        // the 0.15 s an eager stack needs (step / micro-batches, 0.25 s, would not be).
+        let p = prediction(1.0, 0.5);
+        assert!((micro_batch_time_s(&p, 4) - 0.125).abs() < 1e-12);
+        let eager = EfficiencyParams {
+            elementwise: efficiency::Elementwise::Eager,
+            ..EfficiencyParams::default()
+        };
+        assert!(may_be_host_bound(&eager, &p, 4, 16.0));
+        // A deeper stage needs longer micro-batches: 32 layers, 0.3 s.
+        assert!((host_bound_threshold_s(32.0) - 0.3).abs() < 1e-12);
+        assert!(may_be_host_bound(&eager, &prediction(1.0, 0.0), 4, 32.0));
+        assert!(!may_be_host_bound(&eager, &prediction(1.0, 0.0), 4, 16.0));
+        // Fused element-wise kernels: no caution, however short.
+        let fused = EfficiencyParams {
+            elementwise: efficiency::Elementwise::Fused,
+            ..EfficiencyParams::default()
+        };
+        assert!(!may_be_host_bound(&fused, &p, 4, 16.0));
+        // No micro-batch count: one.
+        assert!((micro_batch_time_s(&p, 0) - 0.5).abs() < 1e-12);
     }
 }
