@@ -523,8 +523,9 @@ def measure_train(dev, quick, budget_s, train_set):
         except Exception as e:
             row["error"] = repr(e)[:300]
         # The step closure holds the model, optimizer and tokens: drop it too, and collect
-        # FSDP's reference cycles, before the next run allocates (until 2026-12-04 it stayed
-        # alive, and rows measured then carry the previous run's memory: docs/MODEL.md).
+        # FSDP's reference cycles, before the next run allocates (for a few hours on
+        # 2026-12-04 it stayed alive: the `host` and `host2` calls' memory figures may include
+        # the previous run's model and were withdrawn, copus-h200-batch.csv).
         step = model = opt = None
         release(cuda)
         rows.append(row)
@@ -707,8 +708,9 @@ def summarize(r):
         if "tflops" in row:
             print(f"gemm {row['dtype']:9} {row['shape']:16} {row['tflops']:8.1f} TFLOP/s")
     for row in r.get("gemm-sweep", []) if isinstance(r.get("gemm-sweep"), list) else []:
+        what = f"{row['tflops']:7.1f} TFLOP/s" if "tflops" in row else row.get("error")
         print(f"sweep {row['shape']:20} {row['pass']:5} {row['m']:6} {row['n']:6} {row['k']:6} "
-              f"{row['tflops']:7.1f} TFLOP/s")
+              f"{what}")
     for row in r.get("attention", []) if isinstance(r.get("attention"), list) else []:
         if "fwd_s" in row:
             print(f"attn {row['backend']:9} seq {row['seq']:6} fwd {row['fwd_tflops']:6.1f} "

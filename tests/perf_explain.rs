@@ -258,7 +258,7 @@ fn an_explanation_cautions_when_one_tensor_takes_over_half_the_free_memory() {
 #[test]
 fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
     // Llama 3.2 1B's shape at 2K tokens on one H200 with torchtitan's eager stack: every
-    // micro-batch is 0.05 s of GPU work, where copus's own runs were bound by the host
+    // micro-batch is 0.06 s of GPU work, where copus's own runs were bound by the host
     // (docs/MODEL.md, "Small steps"); the explanation (`x`) says so. At 32K tokens a
     // micro-batch is seconds and there is no caution.
     let dir = tempfile::tempdir().expect("tempdir");

@@ -624,7 +624,8 @@ fn own_h200_batch_sweep_is_right_from_four_sequences_and_too_fast_below() {
         let e = err(row);
         if copus::perf::may_be_host_bound(&eff, &s.prediction, micro_batches((r, s)), layers) {
             flagged += 1;
-            assert!(e > 0.08, "{} batch {}: {e}", r.model.name, r.batch);
+            // The least: the 8B layers at 1 x 4K, +8.2 %.
+            assert!(e > 0.07, "{} batch {}: {e}", r.model.name, r.batch);
         } else {
             assert!(e.abs() <= 0.12, "{} batch {}: {e}", r.model.name, r.batch);
         }

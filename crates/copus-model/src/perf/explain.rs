@@ -47,8 +47,8 @@ pub struct Explanation {
     /// The largest single tensor of the step, bytes: one copy of a micro-batch's logits in the
     /// loss's precision ([`largest_buffer_bytes`]).
     pub largest_buffer_bytes: f64,
-    /// Whether the step's micro-batches are short enough, on an eager stack, to be bound by
-    /// the host issuing kernels, so that its time is a lower bound
+    /// Whether the configuration fits and its micro-batches are short enough, on an eager
+    /// stack, to be bound by the host issuing kernels, so that its time is a lower bound
     /// ([`super::may_be_host_bound`]).
     pub host_bound_risk: bool,
     /// One micro-batch's share of the step on a stage, seconds ([`super::micro_batch_time_s`]).
@@ -216,7 +216,8 @@ pub fn explain(
         memory: memory_parts(cfg, ctx.eff, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
         largest_buffer_bytes: largest_buffer_bytes(ctx.model, cfg, ctx.eff),
-        host_bound_risk: super::may_be_host_bound(ctx.eff, &prediction, micro_batches, layers),
+        host_bound_risk: prediction.fits
+            && super::may_be_host_bound(ctx.eff, &prediction, micro_batches, layers),
         micro_batch_s: super::micro_batch_time_s(&prediction, micro_batches),
         host_bound_threshold_s: super::host_bound_threshold_s(layers),
     })
