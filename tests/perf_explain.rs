@@ -301,18 +301,8 @@ fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
         );
         // Headless, `grid --json` carries the same flag for every cell that runs: at 2K tokens
         // the batch-1 cell (one 0.06 s micro-batch) is marked, at 32K none is.
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
-            .arg("grid")
-            .arg(&path)
-            .arg("--json")
-            .output()
-            .expect("grid");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let session = path.to_str().expect("utf-8 path");
+        let v = crate::perf_cli::copus_json(&["grid", session, "--json"]);
         let cells = v["cells"].as_array().expect("cells");
         let marked: Vec<bool> = cells
             .iter()

@@ -262,13 +262,19 @@ fn shipped_h200_attention_is_measured_and_the_rest_the_h100_fit_around_it() {
     );
 }
 
+/// copus's kernel measurements on an H200 (`assets/validation/copus-h200-kernels.json`,
+/// scripts/measure_gpu.py), parsed.
+fn h200_kernels() -> serde_json::Value {
+    let text = std::fs::read_to_string("assets/validation/copus-h200-kernels.json")
+        .expect("kernel measurements");
+    serde_json::from_str(&text).expect("json")
+}
+
 /// The medians, over the flash rows at 4K tokens and more of copus-h200-kernels.json, of the
 /// forward's and the backward's fraction of the H200's dense peak (the backward counted at
 /// 2.5x the forward's causal FLOPs, as copus counts it).
 fn h200_flash_medians() -> (f64, f64) {
-    let text = std::fs::read_to_string("assets/validation/copus-h200-kernels.json")
-        .expect("kernel measurements");
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let v = h200_kernels();
     let peak = hw("h200").peak_flops;
     let num = |g: &serde_json::Value, k: &str| g[k].as_f64().expect(k);
     let (mut fwd, mut bwd) = (Vec::new(), Vec::new());
@@ -701,9 +707,7 @@ fn published_runs_the_host_bound_caution_marks_are_predicted_too_fast() {
 /// allows for (docs/MODEL.md, "The GEMM sweep").
 #[test]
 fn the_h200_gemm_model_against_every_gemm_of_a_layer_measured_on_an_h200() {
-    let text = std::fs::read_to_string("assets/validation/copus-h200-kernels.json")
-        .expect("kernel measurements");
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let v = h200_kernels();
     let h = hw("h200");
     let (peak, bw) = (h.peak_flops, h.mem_bw_bytes_per_s);
     let num = |g: &serde_json::Value, k: &str| g[k].as_f64().expect(k);
@@ -982,9 +986,7 @@ fn every_published_running_configuration_fits() {
 /// time) and FlashAttention-2's forward at 4K-128K (the profile takes the median, 0.343).
 #[test]
 fn the_h200_kernel_model_matches_the_kernels_measured_on_an_h200() {
-    let text = std::fs::read_to_string("assets/validation/copus-h200-kernels.json")
-        .expect("kernel measurements");
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let v = h200_kernels();
     let h = hw("h200");
     let (peak, bw) = (h.peak_flops, h.mem_bw_bytes_per_s);
     let num = |g: &serde_json::Value, k: &str| g[k].as_f64().expect(k);

@@ -139,19 +139,19 @@ pub fn predict(
 /// bound by the host issuing kernels rather than by the GPU, whatever the model: copus's own
 /// H200 runs whose micro-batches it predicted under this (or under [`HOST_BOUND_LAYER_S`] a
 /// layer on deeper stages) took 8–121 % longer than predicted (docs/MODEL.md, "Small steps").
-pub const HOST_BOUND_STEP_S: f64 = 0.15;
+pub const HOST_BOUND_MICRO_BATCH_S: f64 = 0.15;
 
 /// The same per transformer layer on the stage, seconds: the host issues a layer's ops in
 /// turn, so a deeper stage needs a longer micro-batch to keep the GPU busy (0.15 s for the
 /// 16 layers of the 1B runs the threshold was chosen on; added after the 28-layer 3B at
 /// 2 × 2K tokens, 0.23 s predicted, measured 19 % slower).
-pub const HOST_BOUND_LAYER_S: f64 = HOST_BOUND_STEP_S / 16.0;
+pub const HOST_BOUND_LAYER_S: f64 = HOST_BOUND_MICRO_BATCH_S / 16.0;
 
 /// The predicted micro-batch time, seconds, below which a stage of `stage_layers` layers on an
-/// eager stack may be host-bound: the larger of [`HOST_BOUND_STEP_S`] and
+/// eager stack may be host-bound: the larger of [`HOST_BOUND_MICRO_BATCH_S`] and
 /// [`HOST_BOUND_LAYER_S`] per layer.
 pub fn host_bound_threshold_s(stage_layers: f64) -> f64 {
-    HOST_BOUND_STEP_S.max(HOST_BOUND_LAYER_S * stage_layers)
+    HOST_BOUND_MICRO_BATCH_S.max(HOST_BOUND_LAYER_S * stage_layers)
 }
 
 /// One micro-batch's share of the predicted step on a pipeline stage, seconds: the step
