@@ -909,7 +909,7 @@ fn jobs_with_several_splits() -> Vec<(String, Vec<(PublishedRow, Scored)>)> {
         .collect()
 }
 
-const VALIDATION_SETS: [&str; 13] = [
+const VALIDATION_SETS: [&str; 14] = [
     "copus-h200.csv",
     "copus-h200-batch.csv",
     "flash-attention-a100.csv",
@@ -923,6 +923,7 @@ const VALIDATION_SETS: [&str; 13] = [
     "torchtitan-a100.csv",
     "torchtitan-h100.csv",
     "llama3-h100.csv",
+    "mtnlg-a100.csv",
 ];
 
 #[test]
@@ -1063,5 +1064,81 @@ fn fragmentation_caveat_flags_the_runs_the_allocator_stopped() {
     for (r, s) in scored(&[at_48k, at_64k]) {
         assert!(s.prediction.fits, "copus calls it running");
         assert!(risk(&r, &s), "seq {}", r.model.seq_len);
+    }
+}
+
+/// A line through the published step times of one job's rows in pipeline slots (micro-batches
+/// per pipeline plus the bubble's `(pp − 1) / vpp`): (seconds a slot, seconds a step), and
+/// copus's (compute, TP and PP a micro-batch; the largest gradient reduction and optimizer).
+fn slot_line(r: &[PublishedRow]) -> ((f64, f64), (f64, f64)) {
+    let mut points = Vec::new();
+    for (row, s) in scored(r) {
+        let c = &s.config;
+        let micro_batches = row.batch as f64 / f64::from(c.dp * c.mbs);
+        let slots = micro_batches + f64::from(c.pp - 1) / f64::from(c.vpp);
+        let measured_s = s.prediction.step_time_s * s.tflops / row.tflops;
+        let b = &s.prediction.breakdown;
+        let copus_slot_s = (b.compute_s + b.tp_s + b.pp_s) / micro_batches;
+        points.push((slots, measured_s, copus_slot_s, b.dp_s + b.optimizer_s));
+    }
+    let n = points.len() as f64;
+    let mean = |f: fn(&(f64, f64, f64, f64)) -> f64| points.iter().map(f).sum::<f64>() / n;
+    let (mx, my) = (mean(|p| p.0), mean(|p| p.1));
+    let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>()
+        / points.iter().map(|p| (p.0 - mx).powi(2)).sum::<f64>();
+    let copus_fixed = points.iter().map(|p| p.3).fold(0.0, f64::max);
+    ((slope, my - slope * mx), (mean(|p| p.2), copus_fixed))
+}
+
+#[test]
+fn mt_nlg_530b_is_predicted_too_fast_by_a_cost_per_step_copus_lacks() {
+    // Megatron-Turing NLG 530B (Smith et al. 2022, Section 2.4), held out and added after every
+    // fit: DeepSpeed's 2021 pipeline engine with Megatron's TP 8 and 35 stages, batch 1920 on
+    // 2,240, 2,800 and 3,360 A100. copus predicts all three 20-30 % too fast. A line through
+    // the three published iteration times in pipeline slots gives the diagnosis docs/MODEL.md
+    // records: a slot within 15 % of copus's, but about 6.7 s a step that does not shrink with
+    // the micro-batches, where copus has well under 1 s (gradient reduction and optimizer).
+    // Megatron-LM's own PTD-P rows show the same kind of cost, smaller (3.1 s at 530B, 1.9 s
+    // at 175B), with copus's slot within 5 %. The papers do not say what it is.
+    let r = rows("mtnlg-a100.csv");
+    assert_eq!(r.len(), 3);
+    for (row, s) in scored(&r) {
+        assert!(s.prediction.fits, "{}: published as running", s.config);
+        println!(
+            "{}: {:.1} TFLOP/s predicted, {:.1} published ({:+.1} %)",
+            s.config,
+            s.tflops,
+            row.tflops,
+            s.rel_error * 100.0
+        );
+        assert!(
+            (0.15..0.35).contains(&s.rel_error),
+            "{}: {:+.3}",
+            s.config,
+            s.rel_error
+        );
+    }
+    let table2 = rows("narayanan2021-table2.csv");
+    let ptdp = |set: &str| -> Vec<PublishedRow> {
+        table2.iter().filter(|r| r.set == set).cloned().collect()
+    };
+    for (name, job, slot_within, step_range) in [
+        ("MT-NLG 530B", r, 0.15, 5.0..8.5),
+        ("PTD-P 530B", ptdp("ptdp-530b"), 0.06, 2.4..4.0),
+        ("PTD-P 175B", ptdp("ptdp-175b"), 0.06, 1.2..2.4),
+    ] {
+        assert_eq!(job.len(), 3, "{name}");
+        let ((slot, step), (copus_slot, copus_step)) = slot_line(&job);
+        println!(
+            "{name}: measured {slot:.3} s a slot + {step:.2} s a step; copus {copus_slot:.3} s + {copus_step:.2} s"
+        );
+        assert!(
+            (slot / copus_slot - 1.0).abs() < slot_within,
+            "{name}: {slot} vs {copus_slot}"
+        );
+        assert!(
+            step_range.contains(&step) && copus_step < 1.0,
+            "{name}: {step} vs {copus_step}"
+        );
     }
 }
