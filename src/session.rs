@@ -305,6 +305,7 @@ fn resolves_outside(base: &Path, rel: &Path) -> bool {
 fn unstated_search() -> SearchSpace {
     SearchSpace {
         zero: Vec::new(),
+        recompute: Vec::new(),
         ..SearchSpace::default()
     }
 }
@@ -376,6 +377,9 @@ pub struct Resolved {
     /// The session lists no ZeRO stages: the stack's own is searched, and follows a change
     /// of stack ([`Resolved::fill_zero_from_stack`]).
     pub zero_from_stack: bool,
+    /// The session lists no recompute policies: the stack's own are searched
+    /// (`StackPreset::recompute_policies`), and follow a change of stack.
+    pub recompute_from_stack: bool,
 }
 
 impl Resolved {
@@ -420,9 +424,15 @@ impl Resolved {
     /// When the session lists no ZeRO stages, search the stack's own
     /// (`StackPreset::default_zero`): 0 for Megatron-LM 2021, 1 for Megatron-Core and NeMo, 3
     /// for the FSDP and DeepSpeed presets.
+    ///
+    /// The same for recompute: a session that lists no policies searches those its stack's
+    /// framework has (`StackPreset::recompute_policies`).
     pub fn fill_zero_from_stack(&mut self) {
         if self.zero_from_stack {
             self.session.search.zero = vec![self.stack().base().default_zero()];
+        }
+        if self.recompute_from_stack {
+            self.session.search.recompute = self.stack().base().recompute_policies().to_vec();
         }
     }
 
@@ -591,6 +601,7 @@ impl Session {
             None => None,
         };
         let zero_from_stack = self.search.zero.is_empty();
+        let recompute_from_stack = self.search.recompute.is_empty();
         let mut resolved = Resolved {
             session: self,
             path: path.to_path_buf(),
@@ -600,6 +611,7 @@ impl Session {
             calibration,
             use_calibration: true,
             zero_from_stack,
+            recompute_from_stack,
         };
         resolved.fill_zero_from_stack();
         crate::validate::session::check(&resolved).map_err(|e| invalid(e.to_string()))?;
@@ -718,6 +730,41 @@ mod tests {
         let text = fsdp.session.to_ron().expect("serialises");
         let back = Session::from_ron(&text, Path::new("x.ron")).expect("reparses");
         assert_eq!(back.search.zero, vec![0]);
+    }
+
+    #[test]
+    fn a_session_without_recompute_policies_searches_those_its_stack_has() {
+        use crate::perf::Recompute;
+        let demo = std::fs::read_to_string(demo_path()).expect("demo");
+        let unlisted = |stack: &str| {
+            let text = demo
+                .replacen("        recompute: [None, Selective, Full],\n", "", 1)
+                .replacen("stat_eff:", &format!("{stack}stat_eff:"), 1);
+            assert_ne!(text, demo);
+            Session::from_ron(&text, &demo_path())
+                .expect("parses")
+                .resolve(&demo_path())
+                .expect("resolves")
+        };
+        let mut titan = unlisted("stack: (preset: Some(TorchtitanFsdp2)),\n    ");
+        assert!(titan.recompute_from_stack);
+        assert_eq!(
+            titan.session.search.recompute,
+            vec![Recompute::None, Recompute::Op, Recompute::Full]
+        );
+        assert_eq!(
+            unlisted("").session.search.recompute,
+            vec![Recompute::None, Recompute::Selective, Recompute::Full]
+        );
+        titan.session.stack = Some(crate::perf::Stack {
+            preset: Some(crate::perf::stack::StackPreset::DeepSpeed),
+            ..crate::perf::Stack::default()
+        });
+        titan.fill_zero_from_stack();
+        assert_eq!(
+            titan.session.search.recompute,
+            vec![Recompute::None, Recompute::Full]
+        );
     }
 
     #[test]

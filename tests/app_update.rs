@@ -1182,3 +1182,37 @@ fn live_msg(loaded: copus::source::Loaded, steps: u64) -> Msg {
         dropped: 0,
     }
 }
+
+#[test]
+fn the_what_if_recompute_row_cycles_through_the_policies_of_the_stack() {
+    use copus::perf::{Recompute, Stack, StackPreset};
+    let cycle = |stack: Option<StackPreset>| -> Vec<Vec<Recompute>> {
+        let mut app = demo_with_table();
+        if let Some(p) = stack {
+            app.resolved.session.stack = Some(Stack {
+                preset: Some(p),
+                ..Stack::default()
+            });
+        }
+        update(&mut app, Msg::ShowSide(Panel::WhatIf));
+        // Row 5 is recompute (nodes, GPUs a node, hardware, model, ZeRO, recompute).
+        update(&mut app, Msg::WhatIfRow(5));
+        (0..4)
+            .map(|_| {
+                update(&mut app, Msg::WhatIfChange(1));
+                app.resolved.session.search.recompute.clone()
+            })
+            .collect()
+    };
+    use Recompute::{Full, None as Keep, Op, Selective};
+    assert_eq!(
+        cycle(None),
+        vec![vec![Keep], vec![Selective], vec![Full], vec![Full]],
+        "Megatron-Core: none, selective, full"
+    );
+    assert_eq!(
+        cycle(Some(StackPreset::TorchtitanFsdp2)),
+        vec![vec![Keep], vec![Op], vec![Full], vec![Full]],
+        "torchtitan: none, op-level, full"
+    );
+}

@@ -643,9 +643,82 @@ fn fsdp_with_a_pipeline_keeps_parameters_gathered_across_micro_batches() {
         (v["zero"].as_u64(), v["zero_effective"].as_u64()),
         (Some(3), Some(1))
     );
+    // DeepSpeed's pipeline engine refuses ZeRO-2/3: the ZeRO-1 its users run there, said so.
     let (ok, text, err) = zero_3_on_pp_8(&["--stack", "deepspeed"]);
     assert!(ok, "{err}");
-    assert!(!text.contains("sized and costed as ZeRO-1"), "{text}");
+    assert!(
+        text.contains("DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only")
+            && text.contains("sized and costed as the ZeRO-1 it runs"),
+        "{text}"
+    );
+    let (ok, out, err) = zero_3_on_pp_8(&["--stack", "deepspeed", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["zero_effective"].as_u64(), Some(1));
+    let v = copus_json(&[
+        "predict",
+        "--model",
+        "llama3-405b",
+        "--gpus",
+        "512",
+        "--tp",
+        "8",
+        "--zero",
+        "3",
+        "--batch",
+        "256",
+        "--stack",
+        "deepspeed",
+        "--json",
+    ]);
+    assert_eq!(v["zero_effective"].as_u64(), Some(3), "without a pipeline");
+}
+
+#[test]
+fn auto_recompute_searches_only_the_policies_the_stack_has() {
+    // `auto` never recommends a checkpointing policy the stated framework cannot run:
+    // op-level is torchtitan's, Megatron's selective recompute is Megatron-Core's and NeMo's.
+    let recompute_of = |stack: &str, extra: &[&str]| -> (String, serde_json::Value) {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+            "--stack",
+            stack,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let v = copus_json(&args);
+        (
+            v["recompute"].as_str().expect("recompute").to_string(),
+            v["caveats"].clone(),
+        )
+    };
+    for (stack, allowed) in [
+        ("megatron-core", &["none", "selective", "full"][..]),
+        ("nemo", &["none", "selective", "full"][..]),
+        ("torchtitan-fsdp2", &["none", "op", "full"][..]),
+        ("deepspeed", &["none", "full"][..]),
+        ("llm-foundry", &["none", "full"][..]),
+        ("megatron-lm-2021", &["none", "full"][..]),
+    ] {
+        let (r, _) = recompute_of(stack, &[]);
+        assert!(allowed.contains(&r.as_str()), "{stack}: {r}");
+    }
+    // Asked for anyway: a what-if, said so.
+    let (r, caveats) = recompute_of("nemo", &["--recompute", "op"]);
+    assert_eq!(r, "op");
+    let said = caveats.as_array().expect("caveats").iter().any(|c| {
+        let c = c.as_str().unwrap_or_default();
+        c.contains("recompute op is not a policy nemo has") && c.contains("none, selective or full")
+    });
+    assert!(said, "{caveats}");
+    let (_, caveats) = recompute_of("torchtitan-fsdp2", &["--recompute", "op"]);
+    assert!(!caveats.to_string().contains("not a policy"), "{caveats}");
 }
 
 #[test]

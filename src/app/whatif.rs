@@ -302,22 +302,24 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             r.zero_from_stack = false;
         }
         Field::Recompute => {
-            // Cycle: all (fastest that fits) → none → selective → op-level → full.
-            let options: [Option<Recompute>; 5] = [
-                None,
-                Some(Recompute::None),
-                Some(Recompute::Selective),
-                Some(Recompute::Op),
-                Some(Recompute::Full),
-            ];
+            // Cycle: all (the fastest that fits) → each policy the stack's framework has
+            // (Megatron: none → selective → full; torchtitan: none → op-level → full).
+            let policies = r.stack().base().recompute_policies();
+            let s = &mut r.session;
+            let options: Vec<Option<Recompute>> = std::iter::once(None)
+                .chain(policies.iter().copied().map(Some))
+                .collect();
             let current = match s.search.recompute.as_slice() {
                 [one] => Some(*one),
                 _ => None,
             };
-            s.search.recompute = match step_in(&options, current, delta) {
+            let chosen = step_in(&options, current, delta);
+            s.search.recompute = match chosen {
                 Some(one) => vec![one],
-                None => vec![Recompute::None, Recompute::Selective, Recompute::Full],
+                None => policies.to_vec(),
             };
+            // "All" follows the stack from now on; one policy chosen does not.
+            r.recompute_from_stack = chosen.is_none();
         }
         Field::ContextParallel => {
             // none → CP 1, 2 → 1, 2, 4 → 1, 2, 4, 8.

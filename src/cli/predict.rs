@@ -3,7 +3,8 @@
 use super::model_args::ModelArgs;
 use crate::perf::memory::peak_memory;
 use crate::perf::{
-    ConfigCost, Invalid, ParallelConfig, PerfContext, Prediction, Recompute, enumerate, predict,
+    ConfigCost, Invalid, ParallelConfig, PerfContext, Prediction, Recompute, StackPreset,
+    enumerate, predict,
 };
 use crate::profiles;
 use anyhow::{Context, bail};
@@ -22,19 +23,22 @@ pub enum RecomputeArg {
     Full,
     /// Op-level selective checkpointing (torchtitan `selective op`).
     Op,
-    /// The fastest that fits (as `grid` and the explorer choose).
+    /// The fastest that fits among the policies the stack's framework has (as `grid` and the
+    /// explorer choose): none, selective or full for Megatron-Core and NeMo; none, op or full
+    /// for torchtitan; none or full for the others.
     Auto,
 }
 
 impl RecomputeArg {
-    /// The policies this choice allows, in search order.
-    pub fn policies(self) -> Vec<Recompute> {
+    /// The policies this choice allows under `stack`, in search order (`auto`: the stack's
+    /// own, [`StackPreset::recompute_policies`]).
+    pub fn policies(self, stack: StackPreset) -> Vec<Recompute> {
         match self {
             RecomputeArg::None => vec![Recompute::None],
             RecomputeArg::Selective => vec![Recompute::Selective],
             RecomputeArg::Full => vec![Recompute::Full],
             RecomputeArg::Op => vec![Recompute::Op],
-            RecomputeArg::Auto => Recompute::ALL.to_vec(),
+            RecomputeArg::Auto => stack.recompute_policies().to_vec(),
         }
     }
 }
@@ -217,7 +221,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         cp: a.cp,
         ep: 1,
     };
-    let policies = a.recompute.policies();
+    let policies = a.recompute.policies(stack_base);
     let fixed_vpp = auto_or_count(&a.vpp, "--vpp")?;
     let interleave: Vec<u32> = match fixed_vpp {
         Some(v) => vec![v],
@@ -308,12 +312,13 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             need_gb: p.memory_per_gpu_bytes / 1e9,
             have_gb: hw.hbm_bytes / 1e9,
         };
-        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg).map(|(c, fit)| NearestFit {
-            flags: fit_flags(&c),
-            config: (&c).into(),
-            tokens_per_s: fit.tokens_per_s,
-            memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
-        });
+        let nearest =
+            what_fits(&ctx, a.gpus, a.batch, &cfg, stack_base).map(|(c, fit)| NearestFit {
+                flags: fit_flags(&c),
+                config: (&c).into(),
+                tokens_per_s: fit.tokens_per_s,
+                memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
+            });
         (Some(oom.to_string()), nearest)
     };
     let out = Output {
@@ -337,7 +342,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         reason,
         nearest_change,
         faster_if_it_fit,
-        caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some())
+        caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some(), stack_base)
             .into_iter()
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
             .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
@@ -386,20 +391,21 @@ fn fit_flags(c: &ParallelConfig) -> String {
 
 /// The fastest configuration of `gpus` GPUs that fits at `batch`: first with `base`'s ZeRO
 /// stage and recompute policy on every (tp, pp) layout within a node, then with any ZeRO
-/// stage and recompute policy. `None` when nothing fits.
+/// stage and any recompute policy `stack` has. `None` when nothing fits.
 pub fn what_fits(
     ctx: &PerfContext,
     gpus: u32,
     batch: u64,
     base: &ParallelConfig,
+    stack: StackPreset,
 ) -> Option<(ParallelConfig, Prediction)> {
-    let all = Recompute::ALL;
+    let all = stack.recompute_policies();
     let tries: [(&[u8], &[Recompute]); 2] = [
         (
             std::slice::from_ref(&base.zero),
             std::slice::from_ref(&base.recompute),
         ),
-        (&[0, 1, 2, 3], &all),
+        (&[0, 1, 2, 3], all),
     ];
     for (zeros, recomputes) in tries {
         let mut best: Option<(ParallelConfig, Prediction)> = None;
@@ -455,7 +461,13 @@ fn print_text(o: &Output) {
         "  micro-batch {}  ZeRO-{}  recompute {}  vpp {}{ep}",
         o.mbs, o.zero, o.recompute, o.vpp
     );
-    if o.zero_effective != o.zero {
+    if o.zero_effective != o.zero && o.stack.settings.sharding == "deepspeed" {
+        println!(
+            "  (DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and refuses ZeRO-{} with \
+             pipeline stages: sized and costed as the ZeRO-{} it runs)",
+            o.zero, o.zero_effective
+        );
+    } else if o.zero_effective != o.zero {
         println!(
             "  (FSDP's ZeRO-{} with pipeline stages keeps parameters gathered and gradients \
              unsharded until the last micro-batch and reduce-scatters them once, as PyTorch's \
@@ -606,12 +618,30 @@ fn layout_caveats(
     model: &crate::perf::ModelProfile,
     cfg: &ParallelConfig,
     cp_comm_given: bool,
+    stack: StackPreset,
 ) -> Vec<String> {
     let mut caveats = crate::perf::caveats(model);
+    if !stack.recompute_policies().contains(&cfg.recompute) {
+        caveats.push(format!(
+            "recompute {} is not a policy {stack} has (it has {}): a what-if, not a \
+             configuration this framework runs",
+            cfg.recompute,
+            policy_list(stack.recompute_policies())
+        ));
+    }
     if cp_comm_given && cfg.cp <= 1 {
         caveats.push(
             "--cp-comm has no effect without context parallelism (--cp 2 or more)".to_string(),
         );
     }
     caveats
+}
+
+/// `none, selective or full`: policies as a sentence lists them.
+fn policy_list(policies: &[Recompute]) -> String {
+    let names: Vec<String> = policies.iter().map(Recompute::to_string).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
+    }
 }

@@ -59,7 +59,9 @@ pub struct SearchSpace {
     /// stack's own stage (`StackPreset::default_zero`).
     #[serde(default)]
     pub zero: Vec<u8>,
-    /// Recompute policies to try.
+    /// Recompute policies to try. Left out of a session file, empty: the session resolves it
+    /// to the policies its stack's framework has (`StackPreset::recompute_policies`).
+    #[serde(default)]
     pub recompute: Vec<Recompute>,
     /// Virtual pipeline stages to try when pp > 1.
     pub interleave: Vec<u32>,

@@ -203,11 +203,14 @@ pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
 /// ZeRO-2 keeps its stage with PP: a user who states it shards the gradients (Meta's Llama 3
 /// stack, FSDP without resharding after the forward with gradient sync on), which are then
 /// reduce-scattered every micro-batch and accumulated sharded; a stack that holds them
-/// unsharded until the last micro-batch is ZeRO-1. DeepSpeed ZeRO-3 (which its pipeline
-/// engine refuses) and HSDP keep their stage too.
+/// unsharded until the last micro-batch is ZeRO-1. HSDP keeps its stage too. DeepSpeed's
+/// pipeline engine runs ZeRO stage 0 or 1 only (it refuses stages 2 and 3 with pipeline
+/// parallelism), so a DeepSpeed layout with PP and ZeRO-2/3 sizes and costs as the ZeRO-1 a
+/// DeepSpeed user runs there.
 pub fn effective_zero(e: &EfficiencyParams, cfg: &ParallelConfig) -> u8 {
     let fsdp = matches!(e.sharding, Sharding::Fsdp1 | Sharding::Fsdp2);
-    if cfg.pp > 1 && cfg.zero >= 3 && fsdp {
+    let deepspeed = e.sharding == Sharding::DeepSpeed;
+    if cfg.pp > 1 && ((cfg.zero >= 3 && fsdp) || (cfg.zero >= 2 && deepspeed)) {
         1
     } else {
         cfg.zero

@@ -9,6 +9,7 @@
 //! the explorer's what-if, calibration and the published-measurement validation.
 
 use super::EfficiencyParams;
+use super::config::Recompute;
 use super::efficiency::{AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -118,6 +119,26 @@ impl StackPreset {
             | StackPreset::LlmFoundry
             | StackPreset::DeepSpeed
             | StackPreset::DeepSpeed2021 => 3,
+        }
+    }
+
+    /// The activation-checkpointing policies this framework can run, in search order: what
+    /// `auto` choices search and the explorer's what-if cycles through. Megatron's selective
+    /// recompute (the attention core) came with Megatron-LM in 2022 (Korthikanti et al.) and
+    /// is Megatron-Core's and NeMo's; op-level selective checkpointing is torchtitan's
+    /// (`selective op`); DeepSpeed, Hugging Face models and llm-foundry checkpoint whole
+    /// layers; Megatron-LM 2021 had `--checkpoint-activations` (whole layers) only.
+    pub fn recompute_policies(self) -> &'static [Recompute] {
+        match self {
+            StackPreset::MegatronCore | StackPreset::Nemo => {
+                &[Recompute::None, Recompute::Selective, Recompute::Full]
+            }
+            StackPreset::TorchtitanFsdp2 => &[Recompute::None, Recompute::Op, Recompute::Full],
+            StackPreset::MegatronLm2021
+            | StackPreset::MegatronLm2021Local
+            | StackPreset::DeepSpeed2021
+            | StackPreset::DeepSpeed
+            | StackPreset::LlmFoundry => &[Recompute::None, Recompute::Full],
         }
     }
 
@@ -589,6 +610,27 @@ pub struct StackJson {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_preset_searches_only_the_checkpointing_its_framework_has() {
+        for p in StackPreset::ALL {
+            let r = p.recompute_policies();
+            assert!(
+                r.contains(&Recompute::None) && r.contains(&Recompute::Full),
+                "{p}"
+            );
+            assert_eq!(
+                r.contains(&Recompute::Op),
+                p == StackPreset::TorchtitanFsdp2,
+                "{p}: op-level is torchtitan's"
+            );
+            assert_eq!(
+                r.contains(&Recompute::Selective),
+                matches!(p, StackPreset::MegatronCore | StackPreset::Nemo),
+                "{p}: Megatron's selective recompute"
+            );
+        }
+    }
 
     #[test]
     fn each_preset_names_its_default_zero_stage() {

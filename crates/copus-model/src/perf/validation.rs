@@ -382,8 +382,8 @@ pub fn score(
     })
 }
 
-/// The configuration of `row` with its auto choices resolved to the fastest that fits, and
-/// its prediction.
+/// The configuration of `row` with its auto choices resolved to the fastest that fits (among
+/// the recompute policies its stack has), and its prediction.
 pub fn resolve(
     ctx: &PerfContext,
     row: &PublishedRow,
@@ -391,7 +391,8 @@ pub fn resolve(
     let c = row.config;
     let recompute: Vec<Recompute> = match row.recompute {
         Some(r) => vec![r],
-        None => vec![Recompute::None, Recompute::Selective, Recompute::Full],
+        // The policies the row's framework has, as `auto` chooses for a user.
+        None => row.stack.base().recompute_policies().to_vec(),
     };
     let vpps: Vec<u32> = if c.vpp > 0 {
         vec![c.vpp]
