@@ -954,3 +954,44 @@ fn predict_cautions_a_step_short_enough_to_be_host_bound() {
     let (flagged, step) = host_bound(&fused);
     assert!(!flagged && step < 0.15, "{step}");
 }
+
+#[test]
+fn grid_filter_names_the_best_of_what_it_lists_and_of_every_layout() {
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron");
+    let demo = demo.to_str().expect("utf-8 path");
+    let v = copus_json(&["grid", demo, "--filter", "tp=4", "--json"]);
+    let cells = v["cells"].as_array().expect("cells");
+    assert!(
+        cells
+            .iter()
+            .all(|c| c["layout"].as_str().is_some_and(|l| l.contains("·TP4·")))
+    );
+    let best = v["best"]["layout"].as_str().expect("best");
+    assert!(
+        best.contains("·TP4·"),
+        "best among the listed cells: {best}"
+    );
+    let best_goodput = v["best"]["goodput"].as_f64().expect("goodput");
+    let listed_max = cells
+        .iter()
+        .filter_map(|c| c["goodput"].as_f64())
+        .fold(0.0, f64::max);
+    assert_eq!(best_goodput, listed_max);
+    // The demo's best of all is a TP 2 layout: named beside it.
+    let overall = v["best_overall"]["layout"].as_str().expect("overall");
+    assert!(!overall.contains("·TP4·"), "{overall}");
+    assert_eq!(v["filter"], "tp=4");
+    let (ok, text, err) = copus(&["grid", demo, "--filter", "tp=4"]);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("best of the layouts matching 'tp=4': DP")
+            && text.contains(&format!("best of every layout: {overall}")),
+        "{text}"
+    );
+    // A filter that keeps nothing is an error that says so.
+    let (ok, _, err) = copus(&["grid", demo, "--filter", "tp=3"]);
+    assert!(
+        !ok && err.contains("none of the grid's") && err.contains("DP64·TP1·PP1"),
+        "{err}"
+    );
+}

@@ -319,3 +319,31 @@ fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
         );
     }
 }
+
+#[test]
+fn the_recommendation_says_when_the_layout_filter_hides_its_layout() {
+    // The heatmap's ★ is the best of the layouts a filter shows; the recommendation stays over
+    // every layout (as the plan), and says which layout the filter shows best.
+    let snap = |keys: &str| -> String {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .arg("snapshot")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/sessions/demo.ron"))
+            .args(["--keys", keys, "--size", "200x60"])
+            .output()
+            .expect("snapshot");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let hidden = snap("/ t p = 4 Enter");
+    assert!(
+        hidden.contains("best: batch 32 on DP32·TP2·PP1")
+            && hidden.contains("of every layout; 'tp=4' shows best batch 32 on DP16·TP4·PP1 (★)"),
+        "{hidden}"
+    );
+    let shown = snap("/ t p = 2 Enter");
+    assert!(!shown.contains("of every layout;"), "{shown}");
+}

@@ -162,7 +162,13 @@ struct GridOut {
     b_crit_estimate: f64,
     b_crit_scale: f64,
     b_crit: f64,
+    /// The best cell among those listed (the layouts `--filter` keeps; every layout without
+    /// one).
     best: Option<CellOut>,
+    /// The best cell of every layout, filtered out or not.
+    best_overall: Option<CellOut>,
+    /// The `--filter` the cells were chosen by, as given.
+    filter: Option<String>,
     cells: Vec<CellOut>,
     /// What the predictions leave out for this model, one sentence each (empty for most).
     caveats: Vec<String>,
@@ -203,6 +209,32 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let keep: Vec<usize> = (0..table.layouts.len())
         .filter(|&r| filter.as_ref().is_none_or(|f| f.matches(&table.layouts[r])))
         .collect();
+    if keep.is_empty() {
+        anyhow::bail!(
+            "--filter '{}': none of the grid's {} layouts matches (they are {})",
+            a.filter.as_deref().unwrap_or_default(),
+            table.layouts.len(),
+            table
+                .layouts
+                .iter()
+                .map(|l| l.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let best_kept = keep
+        .iter()
+        .flat_map(|&l| (0..nb).map(move |b| (l, b)))
+        .filter_map(|(l, b)| {
+            grid.goodput
+                .get(l * nb + b)
+                .copied()
+                .flatten()
+                .filter(|g| g.is_finite() && *g > 0.0)
+                .map(|g| (g, l, b))
+        })
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+        .map(|(_, l, b)| (l, b));
     if let Some(batch) = a.rank {
         let col = table
             .batches
@@ -336,7 +368,9 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         b_crit_estimate: point.b_crit,
         b_crit_scale: s.b_crit_scale,
         b_crit: grid.b_crit,
-        best: grid.best.map(|(l, b)| cell_out(l * nb + b)),
+        best: best_kept.map(|(l, b)| cell_out(l * nb + b)),
+        best_overall: grid.best.map(|(l, b)| cell_out(l * nb + b)),
+        filter: a.filter.clone(),
         cells: keep
             .iter()
             .flat_map(|&l| (0..nb).map(move |b| l * nb + b))
@@ -362,19 +396,36 @@ fn print_text(o: &GridOut) {
         "step {} ({:.3e} tokens): B_crit {:.0} samples (estimate {:.0} × scale {})",
         o.step, o.tokens, o.b_crit, o.b_crit_estimate, o.b_crit_scale
     );
-    match &o.best {
-        Some(b) => println!(
-            "best: {} at batch {}: {:.0} tokens/s × efficiency {:.3} = goodput {:.0} ({})",
+    let shown = |label: &str, b: &CellOut| {
+        println!(
+            "{label}: {} at batch {}: {:.0} tokens/s × efficiency {:.3} = goodput {:.0} ({})",
             b.layout,
             b.batch,
             b.tokens_per_s.unwrap_or(0.0),
             b.stat_eff,
             b.goodput.unwrap_or(0.0),
             b.parallel.map(|c| c.to_string()).unwrap_or_default()
+        )
+    };
+    let label = match &o.filter {
+        Some(f) => format!(
+            "best of the layouts matching '{}'",
+            super::escape_controls(f)
         ),
-        None => {
-            println!("best: none: no configuration has a positive finite goodput at any batch size")
-        }
+        None => "best".to_string(),
+    };
+    match &o.best {
+        Some(b) => shown(&label, b),
+        None => println!(
+            "{label}: none: no configuration has a positive finite goodput at any batch size"
+        ),
+    }
+    if let (Some(_), Some(all)) = (&o.filter, &o.best_overall)
+        && o.best
+            .as_ref()
+            .is_none_or(|b| b.layout != all.layout || b.batch != all.batch)
+    {
+        shown("best of every layout", all);
     }
     println!(
         "{:<16} {:>6} {:>12} {:>6} {:>7} {:>12}  configuration / reason",

@@ -56,6 +56,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 r.best.tokens_per_s,
                 r.best.stat_eff,
             )));
+            if let Some(line) = filter_line(app) {
+                lines.push(line);
+            }
             if let (Some(c), Some(gain)) = (&r.current, r.gain) {
                 lines.push(Line::from(format!(
                     "your batch {} on {}, goodput {}",
@@ -148,4 +151,26 @@ pub fn goodput_line(form: StatEffForm, goodput: f64, tokens_per_s: f64, eff: f64
             eff
         ),
     }
+}
+
+/// With a layout filter (`/`) that hides the recommended layout: which layout the filter
+/// keeps best (the heatmap's ★), so the panel and the heatmap do not seem to disagree. The
+/// recommendation itself stays over every layout, as the plan's.
+fn filter_line(app: &App) -> Option<Line<'static>> {
+    let filter = app.layout_filter.as_ref()?;
+    let (table, grid) = (app.table.as_ref()?, app.grid.as_ref()?);
+    let shown = app.best_visible();
+    if shown == grid.best {
+        return None;
+    }
+    let text = match shown {
+        Some((row, col)) => format!(
+            "  of every layout; '{}' shows best batch {} on {} (★)",
+            filter.text,
+            table.batches.get(col)?,
+            table.layouts.get(row)?.label()
+        ),
+        None => format!("  of every layout; nothing '{}' shows runs", filter.text),
+    };
+    Some(Line::styled(text, Style::new().fg(theme::current().dim)))
 }
