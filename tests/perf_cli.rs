@@ -995,3 +995,24 @@ fn grid_filter_names_the_best_of_what_it_lists_and_of_every_layout() {
         "{err}"
     );
 }
+
+#[test]
+fn predict_says_when_the_batch_does_not_split_over_the_data_parallel_replicas() {
+    for (gpus, batch, nearest) in [("8", "4", "8"), ("8", "12", "16"), ("128", "64", "128")] {
+        let (ok, _, err) = copus(&[
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            gpus,
+            "--batch",
+            batch,
+        ]);
+        assert!(
+            !ok && err.contains(&format!(
+                "--batch {batch} does not split over the {gpus} data-parallel replicas"
+            )) && err.contains(&format!("the nearest above: {nearest}")),
+            "{err}"
+        );
+    }
+}

@@ -235,6 +235,18 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     cfg.ep = expert_parallel[0];
     let invalid = |e: Invalid| anyhow::anyhow!("invalid configuration ({flags}): {e}");
     crate::perf::validate::structure(&model, &cfg).map_err(invalid)?;
+    let dp = u64::from(cfg.dp);
+    if a.batch % dp != 0 {
+        bail!(
+            "invalid configuration ({flags}): --batch {} does not split over the {dp} \
+             data-parallel replicas ({} GPUs / (cp·tp·pp = {used})): each replica takes whole \
+             sequences, so the batch must be a multiple of {dp} (the nearest above: {}), or \
+             more --tp/--pp leave fewer replicas",
+            a.batch,
+            a.gpus,
+            a.batch.div_ceil(dp).saturating_mul(dp)
+        );
+    }
     let fixed_mbs = auto_or_count(&a.mbs, "--mbs")?;
     // The fastest allowed recompute policy (and micro-batch, unless fixed) that fits, as
     // `grid` chooses.
