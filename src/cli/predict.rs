@@ -236,7 +236,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let invalid = |e: Invalid| anyhow::anyhow!("invalid configuration ({flags}): {e}");
     crate::perf::validate::structure(&model, &cfg).map_err(invalid)?;
     let dp = u64::from(cfg.dp);
-    if a.batch % dp != 0 {
+    if !a.batch.is_multiple_of(dp) {
         bail!(
             "invalid configuration ({flags}): --batch {} does not split over the {dp} \
              data-parallel replicas ({} GPUs / (cp·tp·pp = {used})): each replica takes whole \
