@@ -173,7 +173,10 @@ fn predict_validates_its_flags_and_names_them() {
     copus(&[
         "predict", "--model", "llama-7b", "--gpus", "8", "--batch", "63",
     ])
-    .fails_with(&["--batch 63", "does not split over the 8 data-parallel replicas"]);
+    .fails_with(&[
+        "--batch 63",
+        "does not split over the 8 data-parallel replicas",
+    ]);
     copus(&[
         "predict", "--model", "llama-7b", "--gpus", "8", "--tp", "3", "--batch", "64",
     ])

@@ -377,6 +377,42 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
         "{calibrated} vs {want}"
     );
     assert!((profile / want - 1.0).abs() > 0.2, "{profile} vs {want}");
+    // The output says which calibration it used and what it was fitted on; used under
+    // another stack or for another model, a caveat says so.
+    let cal_path = cal.to_str().expect("utf-8");
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend_from_slice(&["--calibration", cal_path]);
+    let v = copus_json(&a);
+    assert_eq!(v["calibration"]["path"], cal_path);
+    assert_eq!(v["calibration"]["model"], "llama-7b");
+    assert_eq!(v["calibration"]["stack"], "megatron-core");
+    assert_eq!(v["calibration"]["fitted"][0], "max_eff");
+    assert_eq!(v["caveats"], serde_json::json!([]));
+    a.extend_from_slice(&["--stack", "nemo"]);
+    let caveats = copus_json(&a)["caveats"].to_string();
+    assert!(
+        caveats.contains("calibrated under megatron-core, predicted here under nemo"),
+        "{caveats}"
+    );
+    let v = copus_json(&[
+        "predict",
+        "--model",
+        "llama-32b",
+        "--gpus",
+        "16",
+        "--batch",
+        "64",
+        "--calibration",
+        cal_path,
+        "--json",
+    ]);
+    assert!(
+        v["caveats"]
+            .to_string()
+            .contains("calibrated on llama-7b's steps, used here for llama-32b"),
+        "{v}"
+    );
+    assert!(copus_json(&args)["calibration"].is_null());
 
     // grid and plan accept it too, and a missing file is an error naming it.
     for cmd in ["grid", "plan"] {

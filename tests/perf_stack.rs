@@ -316,6 +316,7 @@ fn calibration_file(
         profile_rms_rel_error: 0.2,
         fitted: vec!["max_eff".into()],
         params,
+        stack: None,
     }
 }
 

@@ -656,6 +656,7 @@ fn mutated_calibration() -> impl Strategy<Value = String> {
         profile_rms_rel_error: 0.06,
         fitted: vec!["max_eff".into()],
         params: copus::perf::EfficiencyParams::default(),
+        stack: Some("megatron-core".into()),
     }
     .to_ron()
     .expect("ron");

@@ -217,6 +217,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         profile_rms_rel_error: rms(&profile_errors),
         fitted: knobs.iter().map(|k| k.name().to_string()).collect(),
         params: fit.params.clone(),
+        stack: Some(stack.label()),
     };
     if let Some(out) = &a.out {
         fsutil::write_atomic(out, file.to_ron()?.as_bytes())

@@ -114,6 +114,7 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
             profile_rms_rel_error: fit.initial_rms.exp_m1(),
             fitted: fit.fitted.iter().map(|k| k.name().to_string()).collect(),
             params: fit.params.clone(),
+            stack: None,
         };
         fsutil::write_atomic(out, file.to_ron()?.as_bytes())
             .with_context(|| format!("writing {}", out.display()))?;

@@ -152,6 +152,63 @@ struct Output<'a> {
     faster_if_it_fit: Option<NearestFit>,
     /// What the prediction leaves out for this model, one sentence each (empty for most).
     caveats: Vec<String>,
+    /// The calibration used instead of the profile's efficiencies (`None`: the profile's).
+    calibration: Option<CalibrationUsed>,
+}
+
+/// The calibration file a prediction used, and what it was fitted on.
+#[derive(Debug, Serialize)]
+struct CalibrationUsed {
+    /// The file, as given.
+    path: String,
+    /// Hardware profile its measurements ran on.
+    hardware: String,
+    /// Model its measurements ran.
+    model: String,
+    /// The stack they ran under, where the file records it.
+    stack: Option<String>,
+    /// Measurements fitted.
+    measurements: usize,
+    /// Parameters fitted.
+    fitted: Vec<String>,
+    /// Root-mean-square relative error of the fit on its measurements, 0–1.
+    rms_rel_error: f64,
+}
+
+/// The calibration at `path` as used for `model` under `stack`, and the caveats of using it
+/// for another model or stack than it was fitted on.
+fn calibration_used(
+    path: &Path,
+    model: &str,
+    stack: &crate::perf::Stack,
+) -> anyhow::Result<(CalibrationUsed, Vec<String>)> {
+    let c = crate::validate::profile::load_calibration(path).map_err(anyhow::Error::msg)?;
+    let mut caveats = Vec::new();
+    let links_only = c.model.starts_with("nccl-tests");
+    if !links_only && c.model != model {
+        caveats.push(format!(
+            "calibrated on {}'s steps, used here for {model}: fitted efficiencies carry over to \
+             another shape only as far as its kernels are alike",
+            c.model
+        ));
+    }
+    if let Some(fitted_under) = c.stack.as_deref().filter(|s| *s != stack.label()) {
+        caveats.push(format!(
+            "calibrated under {fitted_under}, predicted here under {}: the fit absorbed what \
+             that stack does differently",
+            stack.label()
+        ));
+    }
+    let used = CalibrationUsed {
+        path: path.display().to_string(),
+        hardware: c.hardware,
+        model: c.model,
+        stack: c.stack,
+        measurements: c.n,
+        fitted: c.fitted,
+        rms_rel_error: c.rms_rel_error,
+    };
+    Ok((used, caveats))
 }
 
 /// The nearest configuration that runs, as `predict` reports it.
@@ -333,6 +390,13 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             });
         (Some(oom.to_string()), nearest)
     };
+    let (calibration, calibration_caveats) = match &a.calibration {
+        Some(path) => {
+            let (used, caveats) = calibration_used(path, &model.name, &stack)?;
+            (Some(used), caveats)
+        }
+        None => (None, Vec::new()),
+    };
     let out = Output {
         model: &model.name,
         hardware: &hw.name,
@@ -358,7 +422,9 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             .into_iter()
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
             .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
+            .chain(calibration_caveats)
             .collect(),
+        calibration,
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
     // nearest change that runs), exit status 0; errors are for inputs that cannot be costed.
@@ -464,6 +530,21 @@ fn print_text(o: &Output) {
         o.batch
     );
     println!("  stack            {}", o.stack.label);
+    if let Some(c) = &o.calibration {
+        println!(
+            "  calibration      {} ({} fitted on {} steps of {} on {}{}; rms {:.1} %)",
+            super::escape_controls(&c.path),
+            c.fitted.join(", "),
+            c.measurements,
+            c.model,
+            c.hardware,
+            c.stack
+                .as_deref()
+                .map(|s| format!(" under {s}"))
+                .unwrap_or_default(),
+            c.rms_rel_error * 100.0
+        );
+    }
     let ep = if o.ep > 1 {
         format!("  EP {}", o.ep)
     } else {

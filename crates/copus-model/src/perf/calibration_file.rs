@@ -27,6 +27,11 @@ pub struct CalibrationFile {
     pub fitted: Vec<String>,
     /// The full parameter set (fitted and kept).
     pub params: EfficiencyParams,
+    /// The training stack the measurements ran under (its label, as `predict` prints it);
+    /// `None` in files written before it was recorded, and for fits that do not depend on it
+    /// (links from nccl-tests, a run's own steps).
+    #[serde(default)]
+    pub stack: Option<String>,
 }
 
 /// Why a calibration file could not be read or written.

@@ -87,6 +87,7 @@ pub fn calibrate_run(
             profile_rms_rel_error: rms(&profile),
             fitted: knobs.iter().map(|k| k.name().to_string()).collect(),
             params: fit.params,
+            stack: None,
         },
     })
 }
