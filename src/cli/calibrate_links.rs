@@ -69,7 +69,9 @@ fn read(path: &Path) -> anyhow::Result<NcclRun> {
         || path.display().to_string(),
         |n| n.to_string_lossy().into(),
     );
-    Ok(nccl::parse(&text, &name, None)?)
+    // The collective from the file's name; errors name the path as given.
+    let collective = nccl::Collective::from_name(&name);
+    Ok(nccl::parse(&text, &path.display().to_string(), collective)?)
 }
 
 /// Run the link calibration.
@@ -79,6 +81,14 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
         .iter()
         .map(|p| read(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    for run in runs.iter().filter(|r| !r.ran_on(&hw.name)) {
+        eprintln!(
+            "note: {} ran on {}, fitted here for the {} profile (--hardware)",
+            run.origin,
+            run.device.as_deref().unwrap_or("another GPU"),
+            hw.name
+        );
+    }
     let start = super::model_args::efficiency_with_stack(hw, None, a.stack.stack().as_ref())?;
     let fit = nccl::fit(&runs, hw, &start)?;
     let mut rows = Vec::new();

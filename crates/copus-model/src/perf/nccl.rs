@@ -88,6 +88,25 @@ pub struct NcclRun {
     pub nodes: u32,
     /// Its rows, ascending in size.
     pub rows: Vec<NcclRow>,
+    /// The device of its first rank as the header names it (`NVIDIA H100 80GB HBM3`), if it
+    /// does.
+    pub device: Option<String>,
+}
+
+impl NcclRun {
+    /// Whether the header's device can be the GPU of the hardware profile `hardware` (its
+    /// name's first part, `h100` of `h100-sxm`, found in the device's name); `true` when the
+    /// header names none.
+    pub fn ran_on(&self, hardware: &str) -> bool {
+        let family = hardware
+            .split('-')
+            .next()
+            .unwrap_or(hardware)
+            .to_ascii_uppercase();
+        self.device
+            .as_deref()
+            .is_none_or(|d| d.to_ascii_uppercase().contains(&family))
+    }
 }
 
 /// Why an nccl-tests output could not be used.
@@ -133,6 +152,7 @@ pub fn parse(
         })?;
     let mut hosts = BTreeSet::new();
     let mut ranks = 0u32;
+    let mut device = None;
     let mut rows = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
@@ -144,6 +164,13 @@ pub fn parse(
             {
                 ranks = ranks.saturating_add(1);
                 hosts.insert(host.to_string());
+                // `… device 0 [0x18] NVIDIA H100 80GB HBM3`: the name after the bus id.
+                if device.is_none()
+                    && let Some(d) = words.iter().position(|w| *w == "device")
+                    && words.len() > d + 3
+                {
+                    device = Some(words[d + 3..].join(" "));
+                }
             }
             continue;
         }
@@ -151,15 +178,46 @@ pub fn parse(
             continue;
         }
         let f: Vec<&str> = line.split_whitespace().collect();
-        // size count type redop root time algbw busbw #wrong (out-of-place first).
-        if f.len() < 8 {
-            continue;
-        }
-        let (Ok(bytes), Ok(time_us)) = (f[0].parse::<f64>(), f[5].parse::<f64>()) else {
+        // A measurement row starts with its size in bytes; other lines without '#' (NCCL's
+        // own INFO and WARN lines, a launcher's) are not the test's and are passed over.
+        let Ok(size) = f[0].parse::<u64>() else {
             continue;
         };
-        if !(bytes.is_finite() && bytes > 0.0 && time_us.is_finite() && time_us > 0.0) {
-            return Err(err(i + 1, format!("size {} time {} us", f[0], f[5])));
+        // size count type redop root time algbw busbw #wrong (out-of-place first).
+        if f.len() < 9 {
+            return Err(err(
+                i + 1,
+                format!(
+                    "a measurement row of {} fields; nccl-tests prints at least 9 (size count \
+                     type redop root time algbw busbw #wrong): a cut or edited line",
+                    f.len()
+                ),
+            ));
+        }
+        let time_us = match f[5].parse::<f64>() {
+            Ok(t) if t.is_finite() && t > 0.0 => t,
+            _ => {
+                return Err(err(
+                    i + 1,
+                    format!("time '{}' (µs) is not a positive number", f[5]),
+                ));
+            }
+        };
+        match f[8] {
+            "0" | "N/A" => {}
+            wrong => {
+                return Err(err(
+                    i + 1,
+                    format!(
+                        "#wrong is {wrong} at size {size}: the collective returned wrong \
+                         results, so its time is not one to fit"
+                    ),
+                ));
+            }
+        }
+        let bytes = size as f64;
+        if bytes <= 0.0 {
+            return Err(err(i + 1, format!("size {size} bytes is not positive")));
         }
         rows.push(NcclRow {
             bytes,
@@ -192,6 +250,7 @@ pub fn parse(
         ranks,
         nodes,
         rows,
+        device,
     })
 }
 
@@ -421,6 +480,7 @@ mod tests {
                     time_s: 1.0,
                 })
                 .collect(),
+            device: None,
         };
         for (i, (row, t)) in run.rows.iter().zip(predicted(&run, &hw(), e)).enumerate() {
             let us = t * noise(i) * 1e6;
@@ -451,6 +511,56 @@ mod tests {
         )
         .expect_err("too few rows");
         assert!(few.to_string().contains("need at least 3"), "{few}");
+    }
+
+    #[test]
+    fn a_malformed_measurement_row_is_an_error_at_its_line() {
+        let e = hw().efficiency;
+        let good = synthetic(Collective::AllReduce, (8, 1), &e, |_| 1.0);
+        let run = parse(&good, "all_reduce_perf.txt", None).expect("parses");
+        assert_eq!(run.device.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert!(run.ran_on("h100-sxm") && !run.ran_on("a100-80g"));
+        // The first measurement row, broken three ways; NCCL's own lines pass.
+        let first = good
+            .lines()
+            .position(|l| l.trim_start().starts_with("1024 "))
+            .expect("a 1 KiB row");
+        let with = |row: &str| -> String {
+            good.lines()
+                .enumerate()
+                .map(|(i, l)| if i == first { row } else { l })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        for (row, says) in [
+            (
+                "1024 256 float sum -1 xyz 0.00 0.00 0 1.0 0 0 0",
+                "time 'xyz'",
+            ),
+            ("1024 256 float sum", "a measurement row of 4 fields"),
+            (
+                "1024 256 float sum -1 10.0 0.00 0.00 3 1.0 0 0 0",
+                "#wrong is 3",
+            ),
+            (
+                "1024 256 float sum -1 -5 0.00 0.00 0 1.0 0 0 0",
+                "not a positive number",
+            ),
+        ] {
+            let e = parse(&with(row), "all_reduce_perf.txt", None).expect_err(row);
+            assert_eq!(e.line, first + 1, "{e}");
+            assert!(e.msg.contains(says), "{e}");
+        }
+        let info = with("node-0:123:456 [0] NCCL INFO comm 0x1 rank 0 nranks 8");
+        assert_eq!(
+            parse(&info, "all_reduce_perf.txt", None)
+                .expect("parses")
+                .rows
+                .len(),
+            run.rows.len() - 1
+        );
+        let unchecked = with("1024 256 float sum -1 10.0 0.00 0.00 N/A 1.0 0 0 N/A");
+        assert!(parse(&unchecked, "all_reduce_perf.txt", None).is_ok());
     }
 
     #[test]
