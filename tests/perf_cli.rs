@@ -1052,3 +1052,57 @@ fn predict_says_when_the_batch_does_not_split_over_the_data_parallel_replicas() 
         );
     }
 }
+
+#[test]
+fn calibrate_names_the_file_and_line_of_a_measurement_it_cannot_use() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).expect("write");
+        p.to_str().expect("utf-8").to_string()
+    };
+    let run = |file: &str| {
+        copus(&[
+            "calibrate",
+            file,
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama3-8b",
+            "--recompute",
+            "full",
+        ])
+    };
+    let header = "dp,tp,pp,mbs,batch,step_time_s\n";
+    let empty = write("empty.csv", header);
+    let (ok, _, err) = run(&empty);
+    assert!(
+        !ok && err.contains(&format!("{empty}: no measurement rows after the header")),
+        "{err}"
+    );
+    let odd = write(
+        "odd.csv",
+        &format!("{header}4,2,1,1,64,2.0\n8,1,1,1,63,9.1\n"),
+    );
+    let (ok, _, err) = run(&odd);
+    assert!(
+        !ok && err.contains(&format!("{odd}:3: DP8·TP1·PP1")) && err.contains("63"),
+        "{err}"
+    );
+    // A row copus puts over the memory is fitted, with a note at its line.
+    let big = write(
+        "big.csv",
+        &format!("{header}4,2,1,1,64,2.0\n8,1,1,1,64,2.1\n1,1,1,8,64,9.1\n"),
+    );
+    let (ok, out, err) = run(&big);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains(&format!("{big}:4: copus puts DP1·TP1·PP1 mbs8"))
+            && !err.contains(":2: copus"),
+        "{err}"
+    );
+    assert!(
+        out.contains("calibrated 1 parameter on 3 measured steps"),
+        "{out}"
+    );
+}

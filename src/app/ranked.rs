@@ -131,8 +131,13 @@ pub fn text_lines(r: &Ranked, width: usize) -> Vec<(LineKind, String)> {
         (
             LineKind::Plain,
             format!(
-                "{} layouts run at batch {} (statistical efficiency {:.2}), {} cannot",
+                "{} {} at batch {} (statistical efficiency {:.2}), {} cannot",
                 r.runs.len(),
+                if r.runs.len() == 1 {
+                    "layout runs"
+                } else {
+                    "layouts run"
+                },
                 r.batch,
                 r.stat_eff,
                 r.cannot_run.len()

@@ -4,12 +4,12 @@ use super::model_args::ModelArgs;
 use super::predict::RecomputeArg;
 use crate::fsutil;
 use crate::perf::Recompute;
-use crate::perf::calibrate::{Knob, Target, calibrate};
+use crate::perf::calibrate::{CalibrationError, Knob, Target, calibrate};
 use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::crossval::{cross_validate, rel_errors, rms};
 use crate::perf::knob_selection::{CANDIDATES, KnobSelection, select_knobs};
 use crate::perf::measurements::{
-    MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats, parse_csv,
+    MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats, parse_csv_lines,
 };
 use crate::profiles;
 use crate::stats::ingest::protocol::parse_line;
@@ -107,7 +107,12 @@ struct Output {
     out: Option<String>,
 }
 
-fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measurement>> {
+/// The measurements of `path`, with the file line of each where there is one (CSV; a JSON
+/// lines file is averaged per configuration, so it has none).
+fn read_measurements(
+    a: &CalibrateArgs,
+    path: &Path,
+) -> anyhow::Result<(Vec<Measurement>, Vec<usize>)> {
     let text = fsutil::read_capped(path, MAX_MEASUREMENT_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
     let origin = path.display().to_string();
@@ -145,9 +150,63 @@ fn read_measurements(a: &CalibrateArgs, path: &Path) -> anyhow::Result<Vec<Measu
         if m.is_empty() {
             bail!("{origin}: no record carries both step_time_s and config");
         }
-        return Ok(m);
+        return Ok((m, Vec::new()));
     }
-    Ok(parse_csv(&text, &origin)?)
+    let rows = parse_csv_lines(&text, &origin)?;
+    if rows.is_empty() {
+        bail!("{origin}: no measurement rows after the header");
+    }
+    Ok(rows.into_iter().map(|(line, m)| (m, line)).unzip())
+}
+
+/// A measurement the model cannot cost, named by its file line where it has one.
+fn locate(e: CalibrationError, origin: &Path, lines: &[usize]) -> anyhow::Error {
+    match &e {
+        CalibrationError::Invalid {
+            index,
+            config,
+            reason,
+        } => match lines.get(*index) {
+            Some(line) => anyhow::anyhow!("{}:{line}: {config}: {reason}", origin.display()),
+            None => anyhow::anyhow!("{}: {e}", origin.display()),
+        },
+        CalibrationError::TooFew { .. } => anyhow::anyhow!("{}: {e}", origin.display()),
+    }
+}
+
+/// A note for each measurement copus predicts does not fit in memory: measured as running,
+/// so the row or the model's memory is off (its time is fitted all the same).
+fn note_measurements_that_do_not_fit(
+    target: &Target,
+    eff: &crate::perf::EfficiencyParams,
+    points: &[Measurement],
+    origin: &Path,
+    lines: &[usize],
+) {
+    let ctx = crate::perf::PerfContext {
+        hw: target.hw,
+        model: target.model,
+        eff,
+        gpus_per_node: target.gpus_per_node,
+    };
+    for (i, m) in points.iter().enumerate() {
+        let Ok(p) = crate::perf::predict(&ctx, &m.config, m.batch) else {
+            continue;
+        };
+        if !p.fits {
+            let at = lines.get(i).map(|l| format!(":{l}")).unwrap_or_default();
+            eprintln!(
+                "note: {}{at}: copus puts {} at {:.1} GB a GPU, over the {:.1} GB of {}: \
+                 measured as running, so the row or copus's memory count is off (its step time \
+                 is fitted all the same)",
+                origin.display(),
+                m.config,
+                p.memory_per_gpu_bytes / 1e9,
+                target.hw.hbm_bytes / 1e9,
+                target.hw.name
+            );
+        }
+    }
 }
 
 /// The parameters named by `--fit`.
@@ -179,7 +238,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     if a.gpus_per_node == 0 {
         bail!("--gpus-per-node must be at least 1");
     }
-    let points = read_measurements(a, measurements)?;
+    let (points, lines) = read_measurements(a, measurements)?;
     let target = Target {
         hw: &hw,
         model: &model,
@@ -188,7 +247,9 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     let start = super::model_args::efficiency_with_stack(&hw, None, a.stack.stack().as_ref())?;
     // Every row costed first, so that a configuration the model cannot run is named by its
     // own row (selection works on the distinct configurations, in another order).
-    let profile_errors = rel_errors(&target, &start, &points)?;
+    let profile_errors =
+        rel_errors(&target, &start, &points).map_err(|e| locate(e, measurements, &lines))?;
+    note_measurements_that_do_not_fit(&target, &start, &points, measurements, &lines);
     let (knobs, selection) = if a.fit.is_empty() {
         let s = select_knobs(&target, &start, &CANDIDATES, &points, a.folds)?;
         (s.knobs.clone(), Some(s))
@@ -251,10 +312,12 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         super::write_json(&out)?;
         return Ok(());
     }
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     println!(
-        "calibrated {} on {} measured steps ({} on {})",
-        knobs.len(),
-        out.n,
+        "calibrated {} on {} ({} on {})",
+        plural(knobs.len(), "parameter", "parameters"),
+        plural(out.n, "measured step", "measured steps"),
         model.name,
         hw.name
     );

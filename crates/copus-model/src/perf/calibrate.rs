@@ -179,7 +179,11 @@ pub struct Calibration {
 #[derive(Debug, thiserror::Error)]
 pub enum CalibrationError {
     /// Fewer measurements than knobs.
-    #[error("{points} measurements cannot determine {knobs} parameters")]
+    #[error(
+        "{points} measurement{} cannot determine {knobs} parameter{}",
+        if *points == 1 { "" } else { "s" },
+        if *knobs == 1 { "" } else { "s" }
+    )]
     TooFew {
         /// Measurements given.
         points: usize,

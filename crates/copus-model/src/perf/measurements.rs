@@ -132,6 +132,18 @@ pub fn plausible_step_time(t: f64) -> bool {
 
 /// Parse the CSV format described in the module docs; `origin` names the file in errors.
 pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, MeasurementError> {
+    Ok(parse_csv_lines(text, origin)?
+        .into_iter()
+        .map(|(_, m)| m)
+        .collect())
+}
+
+/// [`parse_csv`], each measurement with the 1-based line of the file it came from (for
+/// errors found later, when the model costs it).
+pub fn parse_csv_lines(
+    text: &str,
+    origin: &str,
+) -> Result<Vec<(usize, Measurement)>, MeasurementError> {
     let err = |line: usize, msg: String| MeasurementError::Csv {
         origin: origin.to_string(),
         line,
@@ -226,21 +238,24 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
                 .ok_or_else(|| err(n, "'zero' must be 0–3".into()))?,
             None => 1,
         };
-        out.push(Measurement {
-            config: ParallelConfig {
-                dp: small(dp, "dp")?,
-                tp: small(tp, "tp")?,
-                pp: small(pp, "pp")?,
-                mbs: small(mbs, "mbs")?,
-                zero,
-                recompute,
-                vpp: degree(vpp, "vpp")?,
-                cp: degree(cp, "cp")?,
-                ep: degree(ep, "ep")?,
+        out.push((
+            n,
+            Measurement {
+                config: ParallelConfig {
+                    dp: small(dp, "dp")?,
+                    tp: small(tp, "tp")?,
+                    pp: small(pp, "pp")?,
+                    mbs: small(mbs, "mbs")?,
+                    zero,
+                    recompute,
+                    vpp: degree(vpp, "vpp")?,
+                    cp: degree(cp, "cp")?,
+                    ep: degree(ep, "ep")?,
+                },
+                batch: int(batch, "batch")?,
+                step_time_s,
             },
-            batch: int(batch, "batch")?,
-            step_time_s,
-        });
+        ));
     }
     Ok(out)
 }
