@@ -600,16 +600,16 @@ mod tests {
             assert_eq!(effective_zero(&with(s), &cfg(3, 1)), 3);
             assert_eq!(effective_zero(&with(s), &cfg(2, 1)), 2);
         }
-        for s in [
-            Sharding::Fsdp1,
-            Sharding::Fsdp2,
-            Sharding::DeepSpeed,
-            Sharding::Hsdp,
-        ] {
+        for s in [Sharding::Fsdp1, Sharding::Fsdp2, Sharding::Hsdp] {
             assert_eq!(effective_zero(&with(s), &cfg(2, 8)), 2, "{s:?}");
         }
-        assert_eq!(effective_zero(&with(Sharding::DeepSpeed), &cfg(3, 8)), 3);
         assert_eq!(effective_zero(&with(Sharding::Hsdp), &cfg(3, 8)), 3);
+        // DeepSpeed's pipeline engine runs ZeRO-0/1 only: 2 and 3 with PP run as 1.
+        let ds = with(Sharding::DeepSpeed);
+        assert_eq!(effective_zero(&ds, &cfg(3, 8)), 1);
+        assert_eq!(effective_zero(&ds, &cfg(2, 8)), 1);
+        assert_eq!(effective_zero(&ds, &cfg(3, 1)), 3);
+        assert_eq!(effective_zero(&ds, &cfg(0, 8)), 0);
     }
 
     #[test]
