@@ -1106,3 +1106,53 @@ fn calibrate_names_the_file_and_line_of_a_measurement_it_cannot_use() {
         "{out}"
     );
 }
+
+#[test]
+fn predict_cautions_settings_without_effect_or_outside_what_runs() {
+    let caveats = |extra: &[&str]| -> String {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        copus_json(&args)["caveats"].to_string()
+    };
+    assert!(caveats(&["--sharding", "hsdp", "--zero", "1"]).contains("no effect at ZeRO-1"));
+    assert!(!caveats(&["--sharding", "hsdp", "--zero", "3"]).contains("no effect"));
+    assert!(
+        caveats(&["--stack", "torchtitan-fsdp2", "--zero", "1"]).contains("FSDP has no ZeRO-1")
+    );
+    assert!(
+        !caveats(&["--zero", "1"]).contains("FSDP has no ZeRO-1"),
+        "Megatron-Core's distributed optimizer"
+    );
+    assert!(caveats(&["--gpus-per-node", "3"]).contains("8 GPUs are not whole nodes of 3"));
+    assert!(!caveats(&[]).contains("whole nodes"));
+    // Data parallelism alone over 16,384 GPUs: the all-reduce is most of the step.
+    let wide = copus_json(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "16384",
+        "--batch",
+        "16384",
+        "--json",
+    ]);
+    assert!(
+        wide["caveats"]
+            .to_string()
+            .contains("data-parallel communication is"),
+        "{wide}"
+    );
+    assert!(
+        wide["breakdown"]["dp_s"].as_f64().expect("dp")
+            > 0.5 * wide["step_time_s"].as_f64().expect("step")
+    );
+}

@@ -420,6 +420,15 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         faster_if_it_fit,
         caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some(), stack_base)
             .into_iter()
+            .chain(setting_caveats(
+                stack_base,
+                &eff,
+                &cfg,
+                &p,
+                a.gpus,
+                a.gpus_per_node,
+            ))
+            .into_iter()
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
             .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
             .chain(calibration_caveats)
@@ -573,8 +582,15 @@ fn print_text(o: &Output) {
         "  throughput       {:>10.0} tokens/s ({:.0} per GPU)",
         p.tokens_per_s, p.tokens_per_s_per_gpu
     );
+    // MFU is against the dense BF16 peak whatever the precision (NVIDIA's and torchtitan's
+    // convention for FP8 runs): say so where FP8 could be read against its own peak.
+    let peak = if o.stack.settings.precision == "fp8" {
+        " of the BF16 peak"
+    } else {
+        ""
+    };
     println!(
-        "  model TFLOP/s    {:>10.1} per GPU (MFU {:.1}%)",
+        "  model TFLOP/s    {:>10.1} per GPU (MFU {:.1}%{peak})",
         p.model_tflops_per_gpu,
         p.mfu * 100.0
     );
@@ -602,7 +618,19 @@ fn print_text(o: &Output) {
     println!(
         "  memory           {:>10.1} GB per GPU{stage} ({}; states {:.1}, activations {:.1}, {output}, reserved {:.1})",
         p.memory_per_gpu_bytes / 1e9,
-        if p.fits { "fits" } else { "does NOT fit" },
+        if p.fits {
+            format!(
+                "fits in {:.1} GB, {:.0} GiB",
+                o.memory_capacity_bytes / 1e9,
+                o.memory_capacity_bytes / f64::from(1u32 << 30)
+            )
+        } else {
+            format!(
+                "does NOT fit in {:.1} GB, {:.0} GiB",
+                o.memory_capacity_bytes / 1e9,
+                o.memory_capacity_bytes / f64::from(1u32 << 30)
+            )
+        },
         o.memory.model_states / 1e9,
         o.memory.activations / 1e9,
         o.memory.reserved / 1e9
@@ -671,12 +699,12 @@ fn fragmentation_caveat(
     let total = p.memory_per_gpu_bytes;
     fragmentation_risk(total, device_bytes, largest).then(|| {
         format!(
-            "fits, but one tensor (the loss's logits, {:.1} GB) is over half of the {:.1} GB \
-             left free: PyTorch's caching allocator can fail it through fragmentation \
-             (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, a smaller micro-batch or a \
-             fused loss leave more room)",
-            largest / 1e9,
-            (device_bytes - total) / 1e9
+            "fits with {:.1} GB to spare, counting the loss's logits ({:.1} GB in one tensor) \
+             in the peak; a tensor that large against so little room can fail through the \
+             caching allocator's fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, \
+             a smaller micro-batch or a fused loss leave more room)",
+            (device_bytes - total) / 1e9,
+            largest / 1e9
         )
     })
 }
@@ -726,6 +754,55 @@ fn layout_caveats(
         caveats.push(
             "--cp-comm has no effect without context parallelism (--cp 2 or more)".to_string(),
         );
+    }
+    caveats
+}
+
+/// What a stated setting or cluster leaves without effect or outside what runs: HSDP below
+/// ZeRO-3, ZeRO-1 on an FSDP framework (torchtitan, llm-foundry), GPUs that are not whole nodes, and a step that
+/// data-parallel communication dominates (more GPUs in DP alone slow it further).
+fn setting_caveats(
+    stack: StackPreset,
+    eff: &crate::perf::EfficiencyParams,
+    cfg: &ParallelConfig,
+    p: &Prediction,
+    gpus: u32,
+    gpus_per_node: u32,
+) -> Vec<String> {
+    use crate::perf::efficiency::Sharding;
+    let mut caveats = Vec::new();
+    if eff.sharding == Sharding::Hsdp && cfg.zero < 3 {
+        caveats.push(format!(
+            "sharding hsdp changes ZeRO-3 only (shard inside a node, replicate across): no \
+             effect at ZeRO-{}",
+            cfg.zero
+        ));
+    }
+    let fsdp_framework = matches!(
+        stack,
+        StackPreset::TorchtitanFsdp2 | StackPreset::LlmFoundry
+    );
+    if fsdp_framework && cfg.zero == 1 {
+        caveats.push(
+            "FSDP has no ZeRO-1 (it shards parameters, ZeRO-3, or keeps them gathered between \
+             forward and backward, ZeRO-2; ZeRO-0 is DDP): a what-if"
+                .to_string(),
+        );
+    }
+    if !gpus.is_multiple_of(gpus_per_node.max(1)) {
+        caveats.push(format!(
+            "{gpus} GPUs are not whole nodes of {gpus_per_node}: placed as if every node were \
+             full"
+        ));
+    }
+    let dp_share = p.breakdown.dp_s / p.step_time_s;
+    if p.step_time_s > 0.0 && dp_share > 0.5 {
+        caveats.push(format!(
+            "data-parallel communication is {:.0} % of the step: more GPUs in data parallelism \
+             alone make it slower; more TP or PP, ZeRO-1 or a larger batch move less per \
+             token (`copus grid` compares the layouts)",
+            dp_share * 100.0
+        ));
     }
     caveats
 }

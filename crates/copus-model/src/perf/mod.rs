@@ -85,7 +85,8 @@ pub struct Prediction {
     pub model_tflops_per_gpu: f64,
     /// Hardware FLOP/s per GPU in TFLOP/s (counting recompute).
     pub hardware_tflops_per_gpu: f64,
-    /// Model FLOPs utilisation, 0–1.
+    /// Model FLOPs utilisation, 0–1: model TFLOP/s over the hardware's dense BF16 peak, also
+    /// for FP8 runs (NVIDIA's and torchtitan's convention; against the FP8 peak it is half).
     pub mfu: f64,
     /// Peak memory per GPU, bytes.
     pub memory_per_gpu_bytes: f64,
