@@ -428,7 +428,6 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 a.gpus,
                 a.gpus_per_node,
             ))
-            .into_iter()
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
             .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
             .chain(calibration_caveats)
