@@ -577,10 +577,13 @@ fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
 }
 
 #[test]
-fn predict_help_names_every_built_in_hardware_profile() {
+fn predict_help_names_every_built_in_hardware_and_model_profile() {
     let (ok, out, err) = copus(&["predict", "--help"]);
     assert!(ok, "{err}");
-    for (name, _) in copus::profiles::BUILTIN_HARDWARE {
+    for (name, _) in copus::profiles::BUILTIN_HARDWARE
+        .iter()
+        .chain(copus::profiles::BUILTIN_MODELS)
+    {
         assert!(out.contains(name), "--help does not name {name}");
     }
 }

@@ -10,7 +10,10 @@ use std::path::Path;
 /// A model on the command line.
 #[derive(Debug, Args)]
 pub struct ModelArgs {
-    /// Model profile: a built-in name or a .ron file (or give the shape inline).
+    /// Model profile: a built-in name (deepseek-moe-16b, gpt-1.7b, gpt-7.1b, gpt-16b, gpt-32b,
+    /// gpt-70b, gpt-119b, gpt-177b, gpt-314b, gpt-462b, llama-3b, llama-7b, llama-32b,
+    /// llama3-8b, llama3-70b, llama3-405b, mixtral-8x7b) or a .ron file (or give the shape
+    /// inline).
     #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu", "tied_embeddings"])]
     pub name: Option<String>,
     /// Inline model: transformer layers.
