@@ -123,7 +123,13 @@ fn load<T: DeserializeOwned + serde::Serialize>(
     if let Some((name, text)) = table.iter().find(|(n, _)| *n == name_or_path) {
         return parse_ron(text, &format!("built-in {kind} {name}"));
     }
-    let path = base.join(name_or_path);
+    // Relative to `base`, which for the command line is the working directory: "." adds
+    // nothing to the path a user gave (errors then name it as given, not "././x.ron").
+    let path = if base == Path::new(".") {
+        Path::new(name_or_path).to_path_buf()
+    } else {
+        base.join(name_or_path)
+    };
     if path.extension().is_some_and(|e| e == "ron") || path.exists() {
         let text = crate::fsutil::read_capped(&path, MAX_PROFILE_BYTES).map_err(|source| {
             ProfileError::Io {

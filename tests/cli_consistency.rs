@@ -243,7 +243,7 @@ fn predict_shows_why_a_configuration_does_not_fit_and_what_would() {
     args.extend(&flags);
     let fixed = copus(&args);
     fixed.succeeds();
-    assert!(fixed.stdout.contains("(fits;"), "{}", fixed.stdout);
+    assert!(fixed.stdout.contains("(fits in "), "{}", fixed.stdout);
     // Nothing fits on too few GPUs: said, with the fix.
     let none = copus(&[
         "predict", "--model", "gpt-70b", "--gpus", "8", "--batch", "64",

@@ -393,8 +393,12 @@ fn print_text(o: &GridOut) {
         println!("note: {c}");
     }
     println!(
-        "step {} ({:.3e} tokens): B_crit {:.0} samples (estimate {:.0} × scale {})",
-        o.step, o.tokens, o.b_crit, o.b_crit_estimate, o.b_crit_scale
+        "step {} ({} tokens): B_crit {:.0} samples (estimate {:.0} × scale {})",
+        o.step,
+        crate::format::tokens(o.tokens),
+        o.b_crit,
+        o.b_crit_estimate,
+        o.b_crit_scale
     );
     let shown = |label: &str, b: &CellOut| {
         println!(

@@ -244,9 +244,15 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     };
     crate::validate::profile::model(&model, "model")?;
     crate::validate::profile::hardware(&hw, "hardware")?;
+    // The layout flags as given; --ep only for a mixture-of-experts model.
+    let ep = if model.moe.is_some() {
+        format!(" --ep {}", a.ep)
+    } else {
+        String::new()
+    };
     let flags = format!(
-        "--gpus {} --tp {} --pp {} --cp {} --ep {} --batch {}",
-        a.gpus, a.tp, a.pp, a.cp, a.ep, a.batch
+        "--gpus {} --tp {} --pp {} --vpp {} --cp {}{ep} --batch {}",
+        a.gpus, a.tp, a.pp, a.vpp, a.cp, a.batch
     );
     let Some(used) = a.tp.checked_mul(a.pp).and_then(|x| x.checked_mul(a.cp)) else {
         bail!("invalid configuration ({flags}): cp·tp·pp overflows; it must divide --gpus");
