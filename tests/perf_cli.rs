@@ -1159,3 +1159,24 @@ fn predict_cautions_settings_without_effect_or_outside_what_runs() {
             > 0.5 * wide["step_time_s"].as_f64().expect("step")
     );
 }
+
+#[test]
+fn grid_and_plan_take_demo_for_the_bundled_session_from_any_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for cmd in ["grid", "plan"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args([cmd, "demo", "--json"])
+            .current_dir(dir.path())
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert!(v.to_string().contains("megatron-core"), "{cmd}: {v}");
+    }
+    // Nothing was written there.
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+}

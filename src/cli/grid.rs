@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// Arguments of `copus grid`.
 #[derive(Debug, Args)]
 pub struct GridArgs {
-    /// Session file (.ron).
+    /// Session file (.ron), or `demo` for the bundled demo session.
     pub session: PathBuf,
     /// Where to evaluate: a training step (`1200`) or tokens trained with a K/M/B/T suffix
     /// (`150B`); the nearest trajectory point is used and a value outside the trajectory is an

@@ -195,8 +195,14 @@ pub fn resolve_session(
     calibration: Option<&Path>,
     stack: Option<&crate::perf::Stack>,
 ) -> anyhow::Result<crate::session::Resolved> {
-    check_session_path(path)?;
-    let mut r = crate::session::Session::load(path)?.resolve(path)?;
+    // `demo` names the bundled demo session (as `copus` alone opens it) unless a file of
+    // that name is here: `copus grid demo` and `copus plan demo` work from any directory.
+    let mut r = if path == Path::new(super::open::DEMO_NAME) && !path.exists() {
+        super::open::demo_session(Path::new("."))?
+    } else {
+        check_session_path(path)?;
+        crate::session::Session::load(path)?.resolve(path)?
+    };
     apply_overrides(&mut r, calibration, stack)?;
     Ok(r)
 }

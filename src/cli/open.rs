@@ -113,6 +113,9 @@ pub fn demo_path() -> PathBuf {
 /// The bundled demo session, embedded in the binary.
 pub const DEMO_RON: &str = include_str!("../../sessions/demo.ron");
 
+/// The name `grid`, `plan` and `advise` take for the bundled demo session.
+pub const DEMO_NAME: &str = "demo";
+
 /// File name the demo is saved under, in the working directory.
 pub const DEMO_SAVE_NAME: &str = "copus-demo.ron";
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// Arguments of `copus plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Session file (.ron).
+    /// Session file (.ron), or `demo` for the bundled demo session.
     pub session: PathBuf,
     /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
     #[arg(long)]
