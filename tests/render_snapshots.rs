@@ -218,3 +218,41 @@ fn the_explanation_of_a_cell_and_two_cells_side_by_side() {
     update(&mut app, Msg::Explain);
     snapshot_both("compare", &app);
 }
+
+#[test]
+fn the_readme_capture_is_what_its_command_draws() {
+    // README.md opens with a capture of the demo and names the command that drew it: the two
+    // stay the same (rerun the command and paste its output when the screen changes).
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let capture: Vec<&str> = readme
+        .split("```\n")
+        .nth(1)
+        .expect("a first code block")
+        .lines()
+        .collect();
+    let command = readme
+        .split("drawn by `copus snapshot ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("the README names the snapshot command");
+    // `--keys "A B C" --size WxH`
+    let keys = command.split('"').nth(1).expect("quoted keys");
+    let size = command.split("--size ").nth(1).expect("size").trim();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["snapshot", "--keys", keys, "--size", size])
+        .output()
+        .expect("snapshot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let drawn = String::from_utf8(out.stdout).expect("utf-8");
+    let drawn: Vec<&str> = drawn.lines().map(str::trim_end).collect();
+    let capture: Vec<&str> = capture.iter().map(|l| l.trim_end()).collect();
+    assert_eq!(
+        capture, drawn,
+        "README.md's capture is not what `copus snapshot {command}` draws"
+    );
+}
