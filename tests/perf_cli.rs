@@ -1180,3 +1180,39 @@ fn grid_and_plan_take_demo_for_the_bundled_session_from_any_directory() {
     // Nothing was written there.
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
 }
+
+#[test]
+fn calibrate_flags_a_fitted_value_far_from_the_profile() {
+    // Step times generated with the GEMM plateau at a third of the profile's: recovered, and
+    // said to be far from the profile; at 0.8× it is not.
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (scale, far) in [(1.0 / 3.0, true), (0.8, false)] {
+        let truth = copus::perf::EfficiencyParams {
+            max_eff: hw.efficiency.max_eff * scale,
+            ..hw.efficiency.clone()
+        };
+        let csv_path = dir.path().join(format!("steps-{far}.csv"));
+        std::fs::write(&csv_path, measured_csv(&truth, &MEASURED_LAYOUTS)).expect("csv");
+        let (ok, out, err) = copus(&[
+            "calibrate",
+            csv_path.to_str().expect("utf-8"),
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama-7b",
+            "--fit",
+            "max_eff",
+        ]);
+        assert!(ok, "{err}");
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("max_eff"))
+            .expect("max_eff line");
+        assert_eq!(
+            line.contains("far from the profile"),
+            far,
+            "{scale}: {line}"
+        );
+    }
+}

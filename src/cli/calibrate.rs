@@ -346,8 +346,13 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         let at_bound = (v / v0 - bound).abs() < 1e-6 * bound
             || (v0 / v - bound).abs() < 1e-6 * bound
             || (v - k.upper()).abs() < 1e-9;
+        let ratio = v / v0;
         let note = if at_bound {
             "  (at the edge of its range: the measurements want more; a cost the model lacks?)"
+        } else if k.name().ends_with("link_scale") && v > 1.0 {
+            "  (a link faster than its datasheet: the fit absorbs a cost elsewhere; check the rows)"
+        } else if !(0.5..=2.0).contains(&ratio) {
+            "  (far from the profile: a value this far usually absorbs what the model lacks; check the rows)"
         } else {
             ""
         };

@@ -155,7 +155,13 @@ fn print_text(o: &Output, hw: &HardwareProfile, start: &crate::perf::EfficiencyP
     for (name, v) in &o.params {
         let k = nccl::LinkKnob::ALL.into_iter().find(|k| k.name() == *name);
         let v0 = k.map_or(f64::NAN, |k| *k.slot(&mut s));
-        println!("  {name:24} {v:.4e}  (profile {v0:.4e})");
+        let ratio = v / v0;
+        let note = if ratio.is_finite() && !(1.0 / 32.0..=32.0).contains(&ratio) {
+            "  (far from the profile: the files do not pin it down, or show what the link model lacks)"
+        } else {
+            ""
+        };
+        println!("  {name:24} {v:.4e}  (profile {v0:.4e}){note}");
     }
     println!("  per size: file, ranks/hosts, bytes, measured µs, profile µs, calibrated µs");
     for r in &o.rows {
