@@ -1216,3 +1216,23 @@ fn the_what_if_recompute_row_cycles_through_the_policies_of_the_stack() {
         "torchtitan: none, op-level, full"
     );
 }
+
+#[test]
+fn reopening_the_layout_filter_adds_what_is_typed_as_another_condition() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::Filter);
+    type_text(&mut app, "tp=4");
+    update(&mut app, Msg::Prompt(copus::app::PromptEdit::Submit));
+    update(&mut app, Msg::Filter);
+    type_text(&mut app, "pp=1");
+    update(&mut app, Msg::Prompt(copus::app::PromptEdit::Submit));
+    let f = app.layout_filter.as_ref().expect("a filter");
+    assert_eq!(f.text, "tp=4 pp=1", "{}", app.status);
+    let rows = app.visible_rows();
+    let table = app.table.as_ref().expect("table");
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter()
+            .all(|&r| table.layouts[r].tp == 4 && table.layouts[r].pp == 1)
+    );
+}

@@ -716,12 +716,16 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::Filter => {
             app.open(Overlay::Prompt(Prompt {
                 kind: PromptKind::Filter,
+                // The filter in force and a space: what is typed adds a condition (all
+                // must hold); Backspace edits it.
                 text: app
                     .layout_filter
                     .as_ref()
-                    .map_or_else(String::new, |f| f.text.clone()),
+                    .map_or_else(String::new, |f| format!("{} ", f.text.trim_end())),
             }));
-            app.status = "filter layouts: e.g. tp<=4 pp=1 · empty shows all · Enter · Esc".into();
+            app.status = "filter layouts: e.g. tp<=4 pp=1 (all must hold) · empty shows all · \
+                          Enter · Esc"
+                .into();
         }
         Msg::Ranked => {
             toggle(app, Overlay::Ranked);

@@ -244,7 +244,7 @@ pub fn value(r: &Resolved, field: Field) -> String {
             "lr-sqrt (the plan objective)".into()
         }
         Field::StatEff => match s.stat_eff {
-            StatEffForm::McCandlish => "McCandlish B/(B+Bc)".into(),
+            StatEffForm::McCandlish => "McCandlish Bc/(B+Bc)".into(),
             StatEffForm::Pollux { b0 } => format!("Pollux, B0 = {b0}"),
         },
         Field::CurrentBatch => s.current_batch.map_or("none".into(), |b| b.to_string()),
