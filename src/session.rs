@@ -175,6 +175,10 @@ pub struct TourStep {
     /// The answer, shown on `r`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// Where the step's box goes when it must leave another panel visible than `panel` lets
+    /// it (the default: over the side panel for the timeline, over the timeline otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub popup: Option<Panel>,
 }
 
 /// A saved exploration.

@@ -84,6 +84,10 @@ pub struct LessonStep {
     pub keys: Vec<String>,
     /// What those keys change.
     pub change: Change,
+    /// The panel the step's box covers, when its text asks to read the panel the default
+    /// would cover (`TourStep::popup`).
+    #[serde(default)]
+    pub popup: Option<Panel>,
 }
 
 /// A lesson.
@@ -158,6 +162,7 @@ impl Lesson {
                 cursor: s.cursor,
                 question: Some(s.question.clone()),
                 answer: Some(s.answer.clone()),
+                popup: s.popup,
             })
             .collect()
     }

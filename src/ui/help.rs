@@ -36,6 +36,12 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, keymap: &Keymap, scroll: u16)
         "   + compared run (open A --compare B) · ≠ the two differ beyond their intervals",
     ));
     lines.push(Line::from(
+        "   branched training (--branches): ▲ threshold CBS · ● fitted B_noise",
+    ));
+    lines.push(Line::from(
+        " Ctrl+Z suspends (fg resumes) · Ctrl+C quits as q does",
+    ));
+    lines.push(Line::from(
         " Goodput = throughput × statistical efficiency (McCandlish et al. 2018).",
     ));
     let names: Vec<String> = crate::app::lessons::builtin()

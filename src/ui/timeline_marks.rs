@@ -17,7 +17,7 @@ pub const COMPARE_GLYPH: &str = "+";
 /// Glyph on the token axis where the compared run differs beyond the intervals.
 pub const DIFFERS_GLYPH: char = '≠';
 /// Glyph of a branch point's fitted B_noise (measured by branched training).
-pub const FITTED_GLYPH: &str = "◆";
+pub const FITTED_GLYPH: &str = "●";
 /// Glyph of a branch point's threshold CBS.
 pub const THRESHOLD_GLYPH: &str = "▲";
 

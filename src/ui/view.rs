@@ -116,13 +116,19 @@ pub fn wrapped_lines(text: &str, width: usize) -> usize {
     lines
 }
 
-/// Where the tour popup goes: away from the panel the step describes (over the side panel
-/// for the timeline, over the timeline for the heatmap and the side panels).
-pub fn tour_area(screen: Rect, panel: Panel) -> Rect {
+/// Where the tour popup goes: over the panel the step names for it (`popup`), else away from
+/// the panel the step describes (over the side panel for the timeline, over the timeline for
+/// the heatmap and the side panels).
+pub fn tour_area(screen: Rect, panel: Panel, popup: Option<Panel>) -> Rect {
     let a = areas(screen);
-    match panel {
-        Panel::Timeline => a.side,
-        _ => a.timeline,
+    match popup {
+        Some(Panel::Timeline) => a.timeline,
+        Some(Panel::Heatmap) => a.heatmap,
+        Some(_) => a.side,
+        None => match panel {
+            Panel::Timeline => a.side,
+            _ => a.timeline,
+        },
     }
 }
 
@@ -145,7 +151,7 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     let Some(step) = app.resolved.session.tour.get(i) else {
         return;
     };
-    let r = tour_area(area, step.panel);
+    let r = tour_area(area, step.panel, step.popup);
     if r.width < 4 || r.height < 3 {
         return;
     }
