@@ -307,16 +307,25 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
     if let Some(&first) = app.switch_points.first() {
         update(&mut app, Msg::JumpSwitch(1));
         assert_eq!(app.cursor, first);
-        // The status line names the switch at the trajectory's step, as `plan` prints it.
+        // The status line names the switch at the trajectory's step, as `plan` prints it,
+        // and the step a trainer following the plan is at, as `plan --emit` writes it.
         let s = &plan.switches[0];
         let step = app.trajectory.points[first].step;
         assert_eq!(s.at_step, step);
         assert!(
             app.status.starts_with("switch 1/")
-                && app.status.contains(&format!("at step {step}"))
+                && app.status.contains(&format!("at timeline step {step}"))
+                && app
+                    .status
+                    .contains(&format!("trainer step {}", s.plan_steps))
                 && app.status.contains(&s.to),
             "{}",
             app.status
+        );
+        assert_eq!(
+            plan.schedule.get(1).map(|r| r.from_step),
+            Some(s.plan_steps),
+            "the trainer step is the emitted schedule's"
         );
         update(&mut app, Msg::JumpSwitch(-1));
         assert!(app.cursor < first || app.status.contains("no further"));

@@ -249,7 +249,8 @@ fn smoothing(app: &mut App, direction: i8) -> Vec<Effect> {
 }
 
 /// The status line after a jump to trajectory point `i`: which planned switch it is, where
-/// (the trajectory's step and tokens, as `plan` prints them), what changes and at what cost.
+/// (the trajectory's step and tokens, as the timeline shows them, and the step and tokens of
+/// a trainer following the plan, as `plan --emit` writes them), what changes and at what cost.
 fn switch_status(app: &App, i: usize) -> Option<String> {
     let plan = app.plan.as_ref()?;
     let n = plan.switches.len();
@@ -259,10 +260,13 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         .enumerate()
         .find(|(_, s)| app.trajectory.index_at_tokens(s.at_tokens) == i)?;
     Some(format!(
-        "switch {}/{n} at step {} ({}): {} → {} ({}, cost {:.0} s)",
+        "switch {}/{n} at timeline step {} ({}), trainer step {} ({} consumed): {} → {} ({}, \
+         cost {:.0} s)",
         k + 1,
         s.at_step,
         crate::format::tokens(s.at_tokens),
+        s.plan_steps,
+        crate::format::tokens(s.consumed_tokens),
         s.from,
         s.to,
         s.kind,

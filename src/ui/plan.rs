@@ -94,6 +94,16 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             ),
             dim,
         ));
+        // The timeline's tokens are the trajectory's axis; a trainer following the plan
+        // counts its own steps and tokens (what `plan --emit` writes).
+        lines.push(Line::styled(
+            format!(
+                "   trainer: step {} · {} tok consumed",
+                sw.plan_steps,
+                tokens(sw.consumed_tokens)
+            ),
+            dim,
+        ));
     }
     // Why the cbs-* baselines trail (as `copus plan` says it): not "following B_crit is bad".
     // Last, so that the strips and switches stay in view; the panel scrolls to it.
