@@ -144,9 +144,15 @@ pub fn lesson_branches(at: &[u64]) -> anyhow::Result<crate::stats::estimate::cbs
     )?)
 }
 
-/// A fresh directory for a lesson's data, under the system's temporary directory.
+/// Prefix of a lesson's scratch directory; the process id follows.
+const SCRATCH_PREFIX: &str = "copus-lesson-";
+
+/// A fresh directory for a lesson's data, under the system's temporary directory. The
+/// directories of earlier lessons whose process is gone (closed with their terminal, which
+/// ends the process before it can clean up) are removed first.
 fn scratch_dir() -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("copus-lesson-{}", std::process::id()));
+    remove_stale_scratch_dirs(&std::env::temp_dir());
+    let dir = std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
 }
@@ -186,4 +192,65 @@ pub fn run(args: &LessonArgs, config: &crate::config::Config) -> anyhow::Result<
         }
     }
     Ok(())
+}
+
+/// Remove the lesson scratch directories in `tmp` whose process no longer runs.
+fn remove_stale_scratch_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !process_runs(pid) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Whether a process with this id runs (signal 0: ESRCH when there is none).
+fn process_runs(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return false;
+        };
+        // SAFETY: kill(2) with signal 0 sends nothing; it only checks that the process exists.
+        let r = unsafe { libc::kill(pid, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
+}
+
+#[cfg(test)]
+mod scratch_tests {
+    use super::*;
+
+    #[test]
+    fn stale_lesson_directories_are_removed_and_live_ones_kept() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // A pid far above any pid_max (4194304 on Linux) runs nowhere.
+        let stale = tmp.path().join(format!("{SCRATCH_PREFIX}999999999"));
+        let live = tmp
+            .path()
+            .join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
+        let other = tmp.path().join("copus-lesson-notapid");
+        for d in [&stale, &live, &other] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        std::fs::write(stale.join("lesson.ndjson"), "x").expect("write");
+        remove_stale_scratch_dirs(tmp.path());
+        assert!(!stale.exists());
+        assert!(live.exists() && other.exists());
+    }
 }
