@@ -49,16 +49,7 @@ pub fn advice_label(a: &Advice) -> String {
 /// The run's global batch, samples: from the tokens of its last two points (the live run's
 /// own), else the session's `current_batch`.
 fn run_batch(app: &App) -> Option<u64> {
-    let pts = &app.trajectory.points;
-    let seq = f64::from(app.trajectory.seq_len.max(1));
-    let measured = match pts.as_slice() {
-        [.., a, b] if b.step > a.step && b.tokens > a.tokens => {
-            let per_step = (b.tokens - a.tokens) / (b.step - a.step) as f64 / seq;
-            (per_step.is_finite() && per_step >= 1.0).then(|| per_step.round() as u64)
-        }
-        _ => None,
-    };
-    measured.or(app.resolved.session.current_batch)
+    app.measured_batch().or(app.resolved.session.current_batch)
 }
 
 /// Observe the newest live point; new advice becomes the pending one.

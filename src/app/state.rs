@@ -571,9 +571,38 @@ impl App {
         self.viewed_layer()
     }
 
-    /// Column of the session's current batch size on the batch axis, if it is on the grid.
+    /// The batch the run uses now, samples: the session's `current_batch`, else for a
+    /// measured run (stats file, dump, live) the global batch its last two points imply
+    /// (tokens per step over tokens per sample), as the live advice reads it.
+    pub fn current_batch(&self) -> Option<u64> {
+        self.resolved.session.current_batch.or_else(|| {
+            if matches!(
+                self.resolved.session.source,
+                crate::session::DataSource::Scenario(_)
+            ) {
+                return None;
+            }
+            self.measured_batch()
+        })
+    }
+
+    /// The global batch, samples, the trajectory's last two points imply (tokens per step over
+    /// tokens per sample), if they do.
+    pub fn measured_batch(&self) -> Option<u64> {
+        let seq = f64::from(self.trajectory.seq_len.max(1));
+        match self.trajectory.points.as_slice() {
+            [.., a, b] if b.step > a.step && b.tokens > a.tokens => {
+                let per_step = (b.tokens - a.tokens) / (b.step - a.step) as f64 / seq;
+                (per_step.is_finite() && per_step >= 1.0).then(|| per_step.round() as u64)
+            }
+            _ => None,
+        }
+    }
+
+    /// Column of the current batch size ([`App::current_batch`]) on the batch axis, if it is
+    /// on the grid.
     pub fn current_batch_column(&self) -> Option<usize> {
-        let current = self.resolved.session.current_batch?;
+        let current = self.current_batch()?;
         self.table
             .as_ref()?
             .batches

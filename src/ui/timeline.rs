@@ -70,7 +70,7 @@ fn legend(app: &App) -> Vec<String> {
     if pts.iter().any(|p| drawn_interval(p).is_some()) {
         parts.push("• interval".into());
     }
-    if let Some(b) = app.resolved.session.current_batch {
+    if let Some(b) = app.current_batch() {
         parts.push(format!("▄ batch {b} now"));
     }
     parts.push("█ cursor".into());
@@ -155,7 +155,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Some((blo, bhi)) => (lo.min(blo), hi.max(bhi)),
         None => (lo, hi),
     };
-    let current = app.resolved.session.current_batch.map(|b| b as f64);
+    let current = app.current_batch().map(|b| b as f64);
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();
     let y_hi = current.map_or(hi, |c| c.max(hi)).max(1e-9).log10().ceil();
     let y_hi = if y_hi <= y_lo { y_lo + 1.0 } else { y_hi };
