@@ -1,7 +1,7 @@
 //! What-if editor panel: the settings that can be changed live, one per row.
 
 use crate::app::App;
-use crate::app::whatif::{FIELDS, value};
+use crate::app::whatif::{FIELDS, Field, value};
 use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -26,7 +26,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             };
             Line::from(vec![
                 Span::styled(format!(" {:<16}", f.label()), style),
-                Span::raw(format!(" {}", value(&app.resolved, *f))),
+                Span::raw(format!(" {}", shown_value(app, *f))),
             ])
         })
         .collect();
@@ -75,5 +75,14 @@ mod tests {
             }
         }
         assert_eq!(scroll_offset(25, 40, 22), 0);
+    }
+}
+
+/// A row's value as the editor shows it: the current batch a measured run implies, when the
+/// session names none, with where it comes from.
+fn shown_value(app: &App, f: Field) -> String {
+    match (f, app.resolved.session.current_batch, app.current_batch()) {
+        (Field::CurrentBatch, None, Some(b)) => format!("{b} (the run's)"),
+        _ => value(&app.resolved, f),
     }
 }
