@@ -57,6 +57,15 @@ fn scroll_offset(total: usize, height: usize, selected: usize) -> usize {
         .min(total.saturating_sub(height))
 }
 
+/// A row's value as the editor shows it: the current batch a measured run implies, when the
+/// session names none, with where it comes from.
+fn shown_value(app: &App, f: Field) -> String {
+    match (f, app.resolved.session.current_batch, app.current_batch()) {
+        (Field::CurrentBatch, None, Some(b)) => format!("{b} (the run's)"),
+        _ => value(&app.resolved, f),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::scroll_offset;
@@ -75,14 +84,5 @@ mod tests {
             }
         }
         assert_eq!(scroll_offset(25, 40, 22), 0);
-    }
-}
-
-/// A row's value as the editor shows it: the current batch a measured run implies, when the
-/// session names none, with where it comes from.
-fn shown_value(app: &App, f: Field) -> String {
-    match (f, app.resolved.session.current_batch, app.current_batch()) {
-        (Field::CurrentBatch, None, Some(b)) => format!("{b} (the run's)"),
-        _ => value(&app.resolved, f),
     }
 }
