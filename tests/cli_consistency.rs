@@ -254,6 +254,19 @@ fn predict_shows_why_a_configuration_does_not_fit_and_what_would() {
         "{}",
         none.stdout
     );
+    // The same in --json: no nearest change, and what to change instead.
+    let json = copus(&[
+        "predict", "--model", "gpt-70b", "--gpus", "8", "--batch", "64", "--json",
+    ]);
+    json.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("json");
+    assert!(v["nearest_change"].is_null(), "{v}");
+    assert!(
+        v["nothing_fits"]
+            .as_str()
+            .is_some_and(|t| t.contains("more GPUs")),
+        "{v}"
+    );
 }
 
 #[test]

@@ -22,10 +22,16 @@ pub struct LessonArgs {
 
 /// The lesson list, one per line: name, title, steps.
 pub fn list_text() -> anyhow::Result<String> {
+    let all = lessons::builtin()?;
+    let width = all
+        .iter()
+        .map(|l| l.name.chars().count())
+        .max()
+        .unwrap_or(0);
     let mut o = String::new();
-    for l in lessons::builtin()? {
+    for l in all {
         o.push_str(&format!(
-            "{:<13} {} ({} steps)\n",
+            "{:<width$}  {} ({} steps)\n",
             l.name,
             l.title,
             l.steps.len()

@@ -146,6 +146,9 @@ struct Output<'a> {
     /// For a configuration that does not fit: the fastest one on the same GPUs that does, as
     /// flags and its prediction (`None` when it fits or nothing fits).
     nearest_change: Option<NearestFit>,
+    /// For a configuration that does not fit when nothing on these GPUs does (no
+    /// `nearest_change`): what to change instead (`None` otherwise).
+    nothing_fits: Option<&'static str>,
     /// For a configuration that fits: a faster choice among the allowed micro-batches,
     /// recompute policies and interleaves that needs at most 5 % more memory than the GPU has
     /// (`None` when there is none): what a little memory would buy.
@@ -403,6 +406,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         }
         None => (None, Vec::new()),
     };
+    let nothing_fits = (!p.fits && nearest_change.is_none()).then_some(NOTHING_FITS);
     let out = Output {
         model: &model.name,
         hardware: &hw.name,
@@ -423,6 +427,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         memory_capacity_bytes: hw.hbm_bytes,
         reason,
         nearest_change,
+        nothing_fits,
         faster_if_it_fit,
         caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some(), stack_base)
             .into_iter()
@@ -682,12 +687,13 @@ fn print_text(o: &Output) {
                 n.tokens_per_s,
                 n.memory_per_gpu_bytes / 1e9
             ),
-            None => println!(
-                "  fits instead     nothing on these GPUs at this batch: try more GPUs (--gpus)"
-            ),
+            None => println!("  fits instead     {NOTHING_FITS}"),
         }
     }
 }
+
+/// What to change when no configuration of these GPUs fits at this batch.
+const NOTHING_FITS: &str = "nothing on these GPUs at this batch: try more GPUs (--gpus)";
 
 /// A caveat when the configuration fits but one tensor of it (the loss's logits) takes more
 /// than [`FRAGMENTATION_FREE_SHARE`](crate::perf::memory::FRAGMENTATION_FREE_SHARE) of the
