@@ -46,7 +46,12 @@ pub struct CalibrateArgs {
     pub zero: Option<u8>,
     /// Recompute policy of stats-file records (the protocol does not carry it): none,
     /// selective, op or full (a measured step ran one policy: `auto` reads as selective).
-    #[arg(long, value_enum, default_value = "selective", hide_possible_values = true)]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "selective",
+        hide_possible_values = true
+    )]
     pub recompute: RecomputeArg,
     /// Parameters to fit, comma-separated (default: chosen by cross-validation over the
     /// measured configurations, one per three configurations at most, from max_eff,
