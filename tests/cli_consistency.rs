@@ -450,19 +450,7 @@ fn demo_train_schedules_change_the_learning_rate_and_analyze_locates_the_drop() 
 
 #[test]
 fn snapshot_draws_any_screen_after_keys_as_text_or_svg() {
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
-            .arg("snapshot")
-            .args(args)
-            .output()
-            .expect("snapshot");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8")
-    };
+    let run = crate::render_support::snapshot;
     let first = run(&["--size", "80x24"]);
     assert_eq!(first.lines().count(), 24);
     assert!(first.lines().all(|l| l.chars().count() == 80), "{first}");

@@ -281,18 +281,8 @@ fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
     for (seq, cautioned) in [(2048, true), (32768, false)] {
         let path = dir.path().join(format!("s{seq}.ron"));
         std::fs::write(&path, session(seq)).expect("session");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
-            .arg("snapshot")
-            .arg(&path)
-            .args(["--keys", "x", "--size", "80x24"])
-            .output()
-            .expect("snapshot");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let screen = String::from_utf8(out.stdout).expect("utf-8");
+        let path = path.to_str().expect("utf-8 path");
+        let screen = crate::render_support::snapshot(&[path, "--keys", "x", "--size", "80x24"]);
         assert!(screen.contains("Step time"), "{screen}");
         assert_eq!(
             screen.contains("Caution: each micro-batch"),
@@ -301,8 +291,7 @@ fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
         );
         // Headless, `grid --json` carries the same flag for every cell that runs: at 2K tokens
         // the batch-1 cell (one 0.06 s micro-batch) is marked, at 32K none is.
-        let session = path.to_str().expect("utf-8 path");
-        let v = crate::perf_cli::copus_json(&["grid", session, "--json"]);
+        let v = crate::perf_cli::copus_json(&["grid", path, "--json"]);
         let cells = v["cells"].as_array().expect("cells");
         let marked: Vec<bool> = cells
             .iter()
@@ -324,20 +313,9 @@ fn the_explorer_cautions_micro_batches_short_enough_to_be_host_bound() {
 fn the_recommendation_says_when_the_layout_filter_hides_its_layout() {
     // The heatmap's ★ is the best of the layouts a filter shows; the recommendation stays over
     // every layout (as the plan), and says which layout the filter shows best.
-    let snap = |keys: &str| -> String {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
-            .arg("snapshot")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/sessions/demo.ron"))
-            .args(["--keys", keys, "--size", "200x60"])
-            .output()
-            .expect("snapshot");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8")
-    };
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/sessions/demo.ron");
+    let snap =
+        |keys: &str| crate::render_support::snapshot(&[demo, "--keys", keys, "--size", "200x60"]);
     let hidden = snap("/ t p = 4 Enter");
     assert!(
         hidden.contains("best: batch 32 on DP32·TP2·PP1")

@@ -239,16 +239,7 @@ fn the_readme_capture_is_what_its_command_draws() {
     // `--keys "A B C" --size WxH`
     let keys = command.split('"').nth(1).expect("quoted keys");
     let size = command.split("--size ").nth(1).expect("size").trim();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args(["snapshot", "--keys", keys, "--size", size])
-        .output()
-        .expect("snapshot");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let drawn = String::from_utf8(out.stdout).expect("utf-8");
+    let drawn = render_support::snapshot(&["--keys", keys, "--size", size]);
     let drawn: Vec<&str> = drawn.lines().map(str::trim_end).collect();
     let capture: Vec<&str> = capture.iter().map(|l| l.trim_end()).collect();
     assert_eq!(

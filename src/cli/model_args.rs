@@ -1,6 +1,7 @@
 //! Command-line model shape (a profile or inline dimensions) and calibration file, shared by
 //! `predict` and `calibrate`.
 
+use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
 use crate::profiles;
 use anyhow::Context;
@@ -100,7 +101,16 @@ pub fn efficiency_with_stack(
     calibration: Option<&Path>,
     stack: Option<&crate::perf::Stack>,
 ) -> anyhow::Result<EfficiencyParams> {
-    let base = efficiency(hw, calibration)?;
+    with_stack(hw, efficiency(hw, calibration)?, stack)
+}
+
+/// `base` with `stack` applied, checked against what `hw` can run (FP8 without FP8 tensor
+/// cores is an error).
+pub fn with_stack(
+    hw: &HardwareProfile,
+    base: EfficiencyParams,
+    stack: Option<&crate::perf::Stack>,
+) -> anyhow::Result<EfficiencyParams> {
     let e = match stack {
         Some(s) => s.apply(&base),
         None => base,
@@ -117,20 +127,28 @@ pub fn efficiency(
     calibration: Option<&Path>,
 ) -> anyhow::Result<EfficiencyParams> {
     match calibration {
-        Some(p) => {
-            let c = crate::validate::profile::load_calibration(p).map_err(anyhow::Error::msg)?;
-            if c.hardware != hw.name {
-                eprintln!(
-                    "note: {} was calibrated on {}, used here for {}",
-                    p.display(),
-                    c.hardware,
-                    hw.name
-                );
-            }
-            Ok(c.params)
-        }
+        Some(p) => Ok(calibrated(hw, p, &load_calibration(p)?)),
         None => Ok(hw.efficiency.clone()),
     }
+}
+
+/// The calibration file at `p`.
+pub fn load_calibration(p: &Path) -> anyhow::Result<CalibrationFile> {
+    crate::validate::profile::load_calibration(p).map_err(anyhow::Error::msg)
+}
+
+/// The efficiency parameters of calibration `c` (read from `p`) to use on `hw`, with a note
+/// when it was fitted on other hardware.
+pub fn calibrated(hw: &HardwareProfile, p: &Path, c: &CalibrationFile) -> EfficiencyParams {
+    if c.hardware != hw.name {
+        eprintln!(
+            "note: {} was calibrated on {}, used here for {}",
+            p.display(),
+            c.hardware,
+            hw.name
+        );
+    }
+    c.params.clone()
 }
 
 /// Why `path` cannot be a session for `grid` or `plan`: a stats file or a dump directory

@@ -178,14 +178,14 @@ struct CalibrationUsed {
     rms_rel_error: f64,
 }
 
-/// The calibration at `path` as used for `model` under `stack`, and the caveats of using it
+/// Calibration `c` (read from `path`) as used for `model` under `stack`, and the caveats of using it
 /// for another model or stack than it was fitted on.
 fn calibration_used(
     path: &Path,
+    c: crate::perf::calibration_file::CalibrationFile,
     model: &str,
     stack: &crate::perf::Stack,
-) -> anyhow::Result<(CalibrationUsed, Vec<String>)> {
-    let c = crate::validate::profile::load_calibration(path).map_err(anyhow::Error::msg)?;
+) -> (CalibrationUsed, Vec<String>) {
     let mut caveats = Vec::new();
     let links_only = c.model.starts_with("nccl-tests");
     if !links_only && c.model != model {
@@ -211,7 +211,7 @@ fn calibration_used(
         fitted: c.fitted,
         rms_rel_error: c.rms_rel_error,
     };
-    Ok((used, caveats))
+    (used, caveats)
 }
 
 /// The nearest configuration that runs, as `predict` reports it.
@@ -232,11 +232,16 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let hw = profiles::hardware(&a.hardware, Path::new("."))?;
     let model = a.model.profile()?;
     let stack_flags = a.stack.stack();
-    let eff = super::model_args::efficiency_with_stack(
-        &hw,
-        a.calibration.as_deref(),
-        stack_flags.as_ref(),
-    )?;
+    // The calibration file, read once: its parameters, and what it was fitted on.
+    let calibration_file = match &a.calibration {
+        Some(path) => Some((path, super::model_args::load_calibration(path)?)),
+        None => None,
+    };
+    let base = match &calibration_file {
+        Some((path, c)) => super::model_args::calibrated(&hw, path, c),
+        None => hw.efficiency.clone(),
+    };
+    let eff = super::model_args::with_stack(&hw, base, stack_flags.as_ref())?;
     let stack = crate::perf::Stack::describing(&eff, stack_flags.as_ref().map(|s| s.base()));
     let stack_base = stack.base();
     let ctx = PerfContext {
@@ -399,9 +404,9 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             });
         (Some(oom.to_string()), nearest)
     };
-    let (calibration, calibration_caveats) = match &a.calibration {
-        Some(path) => {
-            let (used, caveats) = calibration_used(path, &model.name, &stack)?;
+    let (calibration, calibration_caveats) = match calibration_file {
+        Some((path, c)) => {
+            let (used, caveats) = calibration_used(path, c, &model.name, &stack);
             (Some(used), caveats)
         }
         None => (None, Vec::new()),

@@ -53,3 +53,18 @@ fn with_table_then(mut app: App, plan: bool) -> App {
     }
     app
 }
+
+/// `copus snapshot ARGS…` run as a user runs it: the screen it prints (it must succeed).
+pub fn snapshot(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .arg("snapshot")
+        .args(args)
+        .output()
+        .expect("snapshot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
