@@ -456,22 +456,10 @@ impl App {
     /// The best cell (highest goodput) among the visible rows, if any cell there runs.
     pub fn best_visible(&self) -> Option<(usize, usize)> {
         let grid = self.grid.as_ref()?;
-        let cols = self.table.as_ref()?.batches.len();
         if self.layout_filter.is_none() {
             return grid.best;
         }
-        self.visible_rows()
-            .into_iter()
-            .flat_map(|r| (0..cols).map(move |c| (r, c)))
-            .filter_map(|(r, c)| {
-                grid.goodput
-                    .get(r * cols + c)
-                    .copied()
-                    .flatten()
-                    .map(|g| (g, r, c))
-            })
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, r, c)| (r, c))
+        grid.best_among(&self.visible_rows())
     }
 
     /// Whether settings changed since the session was loaded or last saved (view state such as

@@ -222,19 +222,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                 .join(", ")
         );
     }
-    let best_kept = keep
-        .iter()
-        .flat_map(|&l| (0..nb).map(move |b| (l, b)))
-        .filter_map(|(l, b)| {
-            grid.goodput
-                .get(l * nb + b)
-                .copied()
-                .flatten()
-                .filter(|g| g.is_finite() && *g > 0.0)
-                .map(|g| (g, l, b))
-        })
-        .max_by(|x, y| x.0.total_cmp(&y.0))
-        .map(|(_, l, b)| (l, b));
+    let best_kept = grid.best_among(&keep);
     if let Some(batch) = a.rank {
         let col = table
             .batches

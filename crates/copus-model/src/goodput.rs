@@ -290,4 +290,53 @@ impl GoodputGrid {
             best: best.map(|(l, b, _)| (l, b)),
         }
     }
+
+    /// (layout row, batch column) of the best cell among layout `rows`: the highest positive
+    /// finite goodput there, if any of their cells has one (`best` restricted to a filter).
+    pub fn best_among(&self, rows: &[usize]) -> Option<(usize, usize)> {
+        let nb = self.stat_eff.len();
+        rows.iter()
+            .flat_map(|&r| (0..nb).map(move |c| (r, c)))
+            .filter_map(|(r, c)| {
+                let g = self
+                    .goodput
+                    .get(r.checked_mul(nb)?.checked_add(c)?)
+                    .copied()
+                    .flatten()?;
+                (g.is_finite() && g > 0.0).then_some((g, r, c))
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, r, c)| (r, c))
+    }
+}
+
+#[cfg(test)]
+mod best_tests {
+    use super::*;
+
+    #[test]
+    fn best_among_rows_takes_the_highest_positive_finite_goodput_there() {
+        // Two layouts × three batches; row 1 holds the overall best, row 0 a NaN.
+        let grid = GoodputGrid {
+            b_crit: 100.0,
+            goodput: vec![
+                Some(5.0),
+                Some(f64::NAN),
+                Some(7.0),
+                Some(9.0),
+                None,
+                Some(1.0),
+            ],
+            stat_eff: vec![1.0, 0.5, 0.25],
+            best: Some((1, 0)),
+        };
+        assert_eq!(grid.best_among(&[0]), Some((0, 2)));
+        assert_eq!(grid.best_among(&[0, 1]), Some((1, 0)));
+        assert_eq!(grid.best_among(&[]), None);
+        assert_eq!(
+            grid.best_among(&[5]),
+            None,
+            "a row beyond the grid names no cell"
+        );
+    }
 }
