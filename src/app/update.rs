@@ -539,12 +539,12 @@ fn apply_filter(app: &mut App, text: &str) {
                 None => format!("filter cleared: all {total} layouts"),
                 Some(f) if rows.is_empty() => {
                     format!(
-                        "filter '{}': no layout matches (/ and Enter clears it)",
+                        "filter '{}': no layout matches (/ edits it; an empty filter shows all)",
                         f.text
                     )
                 }
                 Some(f) => format!(
-                    "filter '{}': {} of {total} layouts (/ and Enter clears it)",
+                    "filter '{}': {} of {total} layouts (/ edits it; an empty filter shows all)",
                     f.text,
                     rows.len()
                 ),
