@@ -222,3 +222,37 @@ fn quit_rebound_in_a_configuration_file_quits_the_explorer() {
     let end = tmux.wait_for("COPUS-EXITED");
     assert!(end.contains("COPUS-EXITED 0"), "{end}");
 }
+
+#[test]
+fn watch_uses_the_configuration_file_as_open_does() {
+    // `copus watch` opens the same explorer: a rebound quit key and the theme apply there too
+    // (they were ignored before), given after the subcommand.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.ron");
+    std::fs::write(&config, "(theme: light, keys: { quit: [\"Q\"] })").expect("config");
+    let run = dir.path().join("run.ndjson");
+    let lines: String = (0..50)
+        .map(|i| {
+            format!(
+                "{{\"v\":1,\"step\":{i},\"b_small\":8,\"b_big\":64,\"sq_small\":{},\"sq_big\":1.2}}\n",
+                2.0 + f64::from(i % 3) * 0.1
+            )
+        })
+        .collect();
+    std::fs::write(&run, lines).expect("stats");
+    let command = format!(
+        "cd {} && {} watch {} --config {}; echo COPUS-EXITED $?; sleep 30",
+        dir.path().display(),
+        env!("CARGO_BIN_EXE_copus"),
+        run.display(),
+        config.display()
+    );
+    let tmux = Tmux::start("e2e-watch-config", 100, 30, &command);
+    tmux.wait_for("50 steps");
+    tmux.keys(&["q"]);
+    sleep(Duration::from_millis(500));
+    assert!(!tmux.screen().contains("COPUS-EXITED"), "q no longer quits");
+    tmux.keys(&["Q"]);
+    let end = tmux.wait_for("COPUS-EXITED");
+    assert!(end.contains("COPUS-EXITED 0"), "{end}");
+}

@@ -18,6 +18,9 @@ pub struct LessonArgs {
     /// List the lessons and exit.
     #[arg(long)]
     pub list: bool,
+    /// The explorer's configuration file and theme.
+    #[command(flatten)]
+    pub explorer: super::ExplorerArgs,
 }
 
 /// The lesson list, one per line: name, title, steps.

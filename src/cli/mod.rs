@@ -35,13 +35,10 @@ pub struct Cli {
     /// Indent --json output (the default on a terminal; written compact to a pipe or a file).
     #[arg(long, global = true)]
     pub pretty: bool,
-    /// The configuration file (key bindings, theme) for the explorer; default
-    /// $XDG_CONFIG_HOME/copus/config.ron (or ~/.config/copus/config.ron) when it exists.
-    #[arg(long, global = true, value_name = "FILE")]
-    pub config: Option<std::path::PathBuf>,
-    /// The explorer's theme, over the configuration file's.
-    #[arg(long, global = true, value_enum)]
-    pub theme: Option<crate::config::ThemeName>,
+    /// The explorer's configuration file and theme, for the bundled demo (no subcommand) and,
+    /// given before it, for the explorer commands (`open`, `watch`, `lesson`, `config`).
+    #[command(flatten)]
+    pub explorer: ExplorerArgs,
     /// What to do; without a subcommand the explorer opens on the bundled demo session.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -94,6 +91,33 @@ pub enum Command {
     Snapshot(snapshot::SnapshotArgs),
 }
 
+/// The options of the commands that open the explorer: its configuration file and theme.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ExplorerArgs {
+    /// The configuration file (key bindings, theme) for the explorer; default
+    /// $XDG_CONFIG_HOME/copus/config.ron (or ~/.config/copus/config.ron) when it exists.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// The explorer's theme, over the configuration file's.
+    #[arg(long, value_enum)]
+    pub theme: Option<crate::config::ThemeName>,
+}
+
+impl ExplorerArgs {
+    /// These options where given, else `outer`'s (those given before the subcommand).
+    pub fn or(&self, outer: &ExplorerArgs) -> ExplorerArgs {
+        ExplorerArgs {
+            config: self.config.clone().or_else(|| outer.config.clone()),
+            theme: self.theme.or(outer.theme),
+        }
+    }
+
+    /// The explorer's configuration these options name (see [`explorer_config`]).
+    pub fn load(&self) -> anyhow::Result<crate::config::Config> {
+        explorer_config(self.config.as_deref(), self.theme)
+    }
+}
+
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     PRETTY.store(cli.pretty, std::sync::atomic::Ordering::Relaxed);
@@ -101,12 +125,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", version_text());
         return Ok(());
     }
-    let explorer = || explorer_config(cli.config.as_deref(), cli.theme);
+    let outer = &cli.explorer;
     match cli.command {
-        None => open::run_demo(&explorer()?),
-        Some(Command::Open(a)) => open::run(&a, &explorer()?),
-        Some(Command::Config(a)) => config_command(&a, cli.config.as_deref()),
-        Some(Command::Watch(a)) => watch::run(&a),
+        None => open::run_demo(&outer.load()?),
+        Some(Command::Open(a)) => open::run(&a, &a.explorer.or(outer).load()?),
+        Some(Command::Config(a)) => {
+            let file = a.config.clone().or_else(|| outer.config.clone());
+            config_command(&a, file.as_deref())
+        }
+        Some(Command::Watch(a)) => watch::run(&a, &a.explorer.or(outer)),
         Some(Command::Analyze(a)) => analyze::run(&a),
         Some(Command::Predict(a)) => predict::run(&a),
         Some(Command::Cbs(a)) => cbs::run(&a),
@@ -115,7 +142,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Grid(a)) => grid::run(&a),
         Some(Command::Plan(a)) => plan::run(&a),
         Some(Command::Bench(a)) => bench::run(&a),
-        Some(Command::Lesson(a)) => lesson::run(&a, &explorer()?),
+        Some(Command::Lesson(a)) => lesson::run(&a, &a.explorer.or(outer).load()?),
         Some(Command::Snapshot(a)) => snapshot::run(&a),
         Some(Command::DemoTrain(a)) => demo_train::run(&a),
     }
@@ -165,6 +192,10 @@ pub struct ConfigArgs {
     /// Write the default configuration (every key binding and the theme) to standard output.
     #[arg(long)]
     pub print: bool,
+    /// The configuration file to check; default $XDG_CONFIG_HOME/copus/config.ron (or
+    /// ~/.config/copus/config.ron).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// The message of `e` for the terminal: each cause of the chain once (a cause whose text the

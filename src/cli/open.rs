@@ -64,6 +64,9 @@ pub struct OpenArgs {
     /// The training stack (changes the session's `stack`).
     #[command(flatten)]
     pub stack: super::stack_args::StackArgs,
+    /// The explorer's configuration file and theme.
+    #[command(flatten)]
+    pub explorer: super::ExplorerArgs,
 }
 
 /// `--b-crit-from`.

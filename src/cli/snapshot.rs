@@ -39,6 +39,10 @@ pub struct SnapshotArgs {
     /// The training stack, as `copus open` takes it (a session, stats file or dump; the demo).
     #[command(flatten)]
     pub stack: super::stack_args::StackArgs,
+    /// The theme of an SVG snapshot (text has no colours). The keys are always the default
+    /// bindings, so that a list of keys gives the same screen on every machine.
+    #[arg(long, value_enum)]
+    pub theme: Option<crate::config::ThemeName>,
     /// Keys to press first, as tmux names them, separated by spaces: `"2 Left Left"`,
     /// `"End x"`, `"n n r"`, `"S-Right"`, `"Enter"`.
     #[arg(long, default_value = "")]
@@ -139,6 +143,9 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
     } else {
         snapshot::opened(app)
     };
+    if let Some(theme) = a.theme {
+        app.theme = theme;
+    }
     for key in keys {
         snapshot::press(&mut app, key);
     }

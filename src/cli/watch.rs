@@ -56,6 +56,9 @@ pub struct WatchArgs {
     /// With --advise: replace an existing OUT file.
     #[arg(long, requires = "advise")]
     pub force: bool,
+    /// The explorer's configuration file and theme.
+    #[command(flatten)]
+    pub explorer: super::ExplorerArgs,
 }
 
 /// How many `applied` steps the summary lists (the newest).
@@ -200,11 +203,12 @@ fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
     }
 }
 
-/// Run `copus watch`.
-pub fn run(args: &WatchArgs) -> anyhow::Result<()> {
+/// Run `copus watch`; `explorer` (the explorer's configuration file and theme) only matters
+/// without `--headless`.
+pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<()> {
     let target = Target::parse(&args.target)?;
     if !args.headless {
-        return run_explorer(args);
+        return run_explorer(args, &explorer.load()?);
     }
     if args.until_steps.is_none() && args.timeout_s.is_none() && args.advise.is_none() {
         anyhow::bail!("--headless needs --until-steps N or --timeout-s S, so that it stops");
@@ -259,7 +263,7 @@ pub fn timeout_of(t: f64) -> anyhow::Result<Duration> {
 
 /// The explorer on a live run: an ad-hoc session (saved beside the current directory as
 /// `copus-live.ron` on `s`) whose trajectory grows as records arrive.
-fn run_explorer(args: &WatchArgs) -> anyhow::Result<()> {
+fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Result<()> {
     let source = crate::session::DataSource::Live {
         target: args.target.clone(),
         seq_len: args.seq_len,
@@ -303,6 +307,7 @@ fn run_explorer(args: &WatchArgs) -> anyhow::Result<()> {
         None => None,
     };
     let mut app = crate::app::App::loading(resolved);
+    app.configure(config);
     app.loading = false;
     app.live_target = Some(args.target.clone());
     app.advice = advice;
