@@ -9,9 +9,21 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-/// Draw the what-if editor into `area`.
+/// Columns of a row's label.
+const LABEL_COLUMNS: usize = 16;
+
+/// Draw the what-if editor into `area`. A value too long for its row is cut with "…" and,
+/// on the selected row, written whole on the panel's bottom border.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
-    let block = super::panel::block(" What-if (↑/↓ field, ←/→ change) ", focused);
+    let full_title = " What-if (↑/↓ field, ←/→ change) ";
+    let title = if usize::from(area.width) >= full_title.chars().count() + 2 {
+        full_title
+    } else {
+        " What-if (↑↓ ←→) "
+    };
+    let mut block = super::panel::block(title, focused);
+    // Inner width less the row's leading space, label and the space before the value.
+    let value_columns = usize::from(area.width.saturating_sub(2)).saturating_sub(LABEL_COLUMNS + 2);
     let mut lines: Vec<Line> = FIELDS
         .iter()
         .enumerate()
@@ -24,9 +36,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             } else {
                 Style::new()
             };
+            let value = shown_value(app, *f);
+            let cut = fitted(&value, value_columns);
+            if selected && cut != value {
+                block = std::mem::take(&mut block).title_bottom(format!(" {value} "));
+            }
             Line::from(vec![
-                Span::styled(format!(" {:<16}", f.label()), style),
-                Span::raw(format!(" {}", shown_value(app, *f))),
+                Span::styled(format!(" {:<LABEL_COLUMNS$}", f.label()), style),
+                Span::raw(format!(" {cut}")),
             ])
         })
         .collect();
@@ -44,6 +61,15 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     );
     let offset = u16::try_from(offset).unwrap_or(u16::MAX);
     frame.render_widget(Paragraph::new(lines).block(block).scroll((offset, 0)), area);
+}
+
+/// `text` cut to `columns` characters, its last one "…", when it is longer.
+fn fitted(text: &str, columns: usize) -> String {
+    if text.chars().count() <= columns {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(columns.saturating_sub(1)).collect();
+    format!("{kept}…")
 }
 
 /// First line to show of `total` lines in `height` rows so that line `selected` is visible:
@@ -68,7 +94,15 @@ fn shown_value(app: &App, f: Field) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::scroll_offset;
+    use super::{fitted, scroll_offset};
+
+    #[test]
+    fn a_value_too_long_for_its_row_is_cut_with_an_ellipsis() {
+        assert_eq!(fitted("fastest that fits", 10), "fastest t…");
+        assert_eq!(fitted("fastest that fits", 17), "fastest that fits");
+        assert_eq!(fitted("McCandlish Bc/(B+Bc)", 1), "…");
+        assert_eq!(fitted("×1", 0), "…");
+    }
 
     #[test]
     fn the_selected_row_is_always_on_screen() {
