@@ -199,15 +199,22 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
                         s.display()
                     );
                 }
-                match phases.get(k + 1) {
-                    Some(_) => assert_eq!(
-                        f["--exit-interval"].parse::<u64>().expect("exit"),
-                        u(&p["until_step"])
-                    ),
-                    None => assert!(!f.contains_key("--exit-interval")),
-                }
+                // Megatron-LM's own stop rule: sample-based training runs train_samples /
+                // global_batch steps (update_train_iters), and --exit-interval N stops at the
+                // first step that is a multiple of N. Each phase must stop at its last step.
+                let until = u(&p["until_step"]);
+                let batch = u(&p["global_batch"]);
+                let train_iters = f["--train-samples"].parse::<u64>().expect("samples") / batch;
+                let exit = f
+                    .get("--exit-interval")
+                    .map(|e| e.parse::<u64>().expect("exit"));
+                let from = u(&p["from_step"]);
+                let exit_at = exit.map(|e| from / e * e + e);
+                let stop = exit_at.map_or(train_iters, |x| x.min(train_iters));
+                assert_eq!(stop, until, "{} phase {}: {l}", s.display(), k + 1);
+                // The learning-rate schedule spans the whole plan in every phase.
                 assert_eq!(
-                    f["--train-samples"].parse::<u64>().expect("samples"),
+                    f["--lr-decay-samples"].parse::<u64>().expect("decay"),
                     end_samples
                 );
             }

@@ -193,6 +193,30 @@ fn header(out: &mut String, report: &PlanReport, ctx: &EmitContext, end: EmitEnd
     );
 }
 
+/// How one phase of a per-phase Megatron schedule stops at its last step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MegatronStop {
+    /// `--train-samples`: the plan's samples, or `until_step × global_batch` where that is
+    /// more. Megatron runs `train_samples / global_batch` steps (rounded down), so a phase
+    /// whose batch is larger than the plan's average would otherwise stop before its end.
+    pub train_samples: u64,
+    /// Whether `--exit-interval until_step` is needed: Megatron would run past the phase's
+    /// last step.
+    pub exit_interval: bool,
+}
+
+/// The `--train-samples` and `--exit-interval` that make Megatron-LM stop phase `p` exactly
+/// at its `until_step`, for a plan of `plan_samples` samples in all.
+pub fn megatron_stop(p: &EmitPhase, plan_samples: u64) -> MegatronStop {
+    let reach = p.until_step.saturating_mul(p.global_batch);
+    let train_samples = plan_samples.max(reach);
+    let steps = train_samples / p.global_batch.max(1);
+    MegatronStop {
+        train_samples,
+        exit_interval: steps != p.until_step,
+    }
+}
+
 /// The Megatron-LM text for `phases`.
 pub fn write(
     report: &PlanReport,
@@ -231,11 +255,18 @@ pub fn write(
     }
     let _ = writeln!(
         out,
-        "# {} phases, one Megatron run each: a phase stops itself at the next phase's step\n\
-         # (--exit-interval saves a checkpoint and exits there) and the next resumes from that\n\
-         # checkpoint; a TP/PP change needs a distributed checkpoint (--ckpt-format torch_dist),\n\
-         # which loads into another layout. Use them as: pretrain_gpt.py $PHASE_1 <your args>",
-        phases.len()
+        "# {} phase{}, one Megatron run each, resumed from the checkpoint of the one before; a\n\
+         # TP/PP change needs a distributed checkpoint (--ckpt-format torch_dist), which loads\n\
+         # into another layout. Megatron runs --train-samples / --global-batch-size steps: each\n\
+         # phase's --train-samples lets it reach its last step (the plan's {} samples, or more\n\
+         # where the phase's batch would stop it sooner) and --exit-interval stops it there\n\
+         # (saving a checkpoint) when it would run on; --lr-decay-samples {} keeps the\n\
+         # learning-rate schedule that of the whole plan in every phase. Use them as:\n\
+         # pretrain_gpt.py $PHASE_1 <your args>",
+        phases.len(),
+        if phases.len() == 1 { "" } else { "s" },
+        end.samples,
+        end.samples
     );
     for (p, layout) in phases.iter().zip(&layouts) {
         let _ = writeln!(
@@ -252,17 +283,20 @@ pub fn write(
             p.micro_batch,
             p.accumulation
         );
-        let exit = if p.phase < phases.len() {
+        let stop = megatron_stop(p, end.samples);
+        let exit = if stop.exit_interval {
             format!(" --exit-interval {}", p.until_step)
         } else {
             String::new()
         };
         let _ = writeln!(
             out,
-            "PHASE_{}=\"{} --global-batch-size {} {total}{exit}\"",
+            "PHASE_{}=\"{} --global-batch-size {} --train-samples {} --lr-decay-samples {}{exit}\"",
             p.phase,
             layout.join(" "),
-            p.global_batch
+            p.global_batch,
+            stop.train_samples,
+            end.samples
         );
     }
     Ok(out)
