@@ -234,6 +234,23 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
             };
             assert_eq!(int("training", "global_batch_size"), u(&p["global_batch"]));
             assert_eq!(int("training", "steps"), u(&p["until_step"]));
+            // The checkpoint a phase ends with keeps what the next one resumes from, and the
+            // learning rate decays only in the last phase, from within it: torchtitan's
+            // schedule spans training.steps, which each phase changes.
+            assert_eq!(
+                t["checkpoint"]["last_save_model_only"].as_bool(),
+                Some(false)
+            );
+            let ratio = t["lr_scheduler"]["decay_ratio"]
+                .as_float()
+                .expect("decay_ratio");
+            let last = u(&p["until_step"]) == u(&emitted["end"]["step"]);
+            if last {
+                let decay_from = u(&p["until_step"]) as f64 * (1.0 - ratio);
+                assert!(ratio > 0.0 && decay_from >= u(&p["from_step"]) as f64 - 1.0);
+            } else {
+                assert_eq!(ratio, 0.0);
+            }
             let dp = int("parallelism", "data_parallel_replicate_degree")
                 * int("parallelism", "data_parallel_shard_degree");
             assert_eq!(dp, u(&p["dp"]));
@@ -412,4 +429,31 @@ fn emit_errors_name_the_session_and_the_target_through_the_binary() {
         .expect("run");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+}
+
+#[test]
+fn a_schedule_for_another_framework_than_the_plans_stack_says_so() {
+    let text = run(Path::new("sessions/demo.ron"), &["--emit", "torchtitan"]);
+    assert!(
+        text.contains("note: this plan was costed for the megatron-core stack, not for torchtitan"),
+        "{text}"
+    );
+    let own = run(
+        Path::new("sessions/demo.ron"),
+        &["--emit", "torchtitan", "--stack", "torchtitan-fsdp2"],
+    );
+    assert!(!own.contains("note: this plan was costed"), "{own}");
+    let megatron = run(Path::new("sessions/demo.ron"), &["--emit", "megatron"]);
+    assert!(!megatron.contains("note: this plan was costed"));
+    let ds: Value = serde_json::from_str(&run(
+        Path::new("sessions/demo.ron"),
+        &["--emit", "deepspeed"],
+    ))
+    .expect("JSON");
+    assert!(
+        ds["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("--stack deepspeed")),
+        "{ds}"
+    );
 }

@@ -16,6 +16,9 @@ struct Doc<'a> {
     seq_len: u32,
     end: EmitEnd,
     how: &'static str,
+    /// Where the plan was costed for another framework's stack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
     phases: Vec<Phase>,
 }
 
@@ -167,6 +170,7 @@ pub fn write(
         how: "one DeepSpeed run per phase: run from_step to until_step with ds_config and the \
               Megatron-DeepSpeed arguments, save a checkpoint, resume the next phase from it \
               (a TP/PP change needs a universal checkpoint: ds_to_universal.py, then --universal-checkpoint)",
+        note: super::stack_note(report.stack.preset, TARGET),
         phases: phases
             .iter()
             .map(|p| phase(p, ctx, report))

@@ -191,6 +191,9 @@ fn header(out: &mut String, report: &PlanReport, ctx: &EmitContext, end: EmitEnd
         end.samples,
         crate::format::tokens(end.tokens)
     );
+    if let Some(note) = super::stack_note(report.stack.preset, super::EmitTarget::Megatron) {
+        let _ = writeln!(out, "# {note}");
+    }
 }
 
 /// How one phase of a per-phase Megatron schedule stops at its last step.

@@ -274,6 +274,38 @@ fn layers_per_stage(p: &EmitPhase, layers: u32) -> Result<u32, String> {
     Ok(layers / stages)
 }
 
+/// The stack presets whose framework `target` writes for (none for JSON, which is any
+/// launcher's).
+fn target_stacks(target: EmitTarget) -> &'static [&'static str] {
+    match target {
+        EmitTarget::Json => &[],
+        EmitTarget::Megatron => &[
+            "megatron-core",
+            "nemo",
+            "megatron-lm-2021",
+            "megatron-lm-2021-local",
+        ],
+        EmitTarget::Torchtitan => &["torchtitan-fsdp2"],
+        EmitTarget::Deepspeed => &["deepspeed", "deepspeed-2021"],
+    }
+}
+
+/// A note where the plan was costed for another framework's stack than `target` runs: its
+/// layouts and times were predicted for that stack, not for this one.
+pub fn stack_note(preset: &str, target: EmitTarget) -> Option<String> {
+    let stacks = target_stacks(target);
+    if stacks.is_empty() || stacks.contains(&preset) {
+        return None;
+    }
+    Some(format!(
+        "note: this plan was costed for the {preset} stack, not for {}: its layouts and times \
+         are those {preset} would run; plan again with --stack {} for {}'s own",
+        target.name(),
+        stacks[0],
+        target.name()
+    ))
+}
+
 /// Write the report's schedule for `target`.
 pub fn emit(
     report: &PlanReport,

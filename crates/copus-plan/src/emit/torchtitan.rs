@@ -18,8 +18,33 @@ struct Job {
     parallelism: Parallelism,
     activation_checkpoint: ActivationCheckpoint,
     checkpoint: Checkpoint,
+    lr_scheduler: LrScheduler,
     #[serde(skip_serializing_if = "Option::is_none")]
     model: Option<Model>,
+}
+
+/// torchtitan's learning-rate schedule spans `training.steps`, which ends each phase: a
+/// warmup-stable-decay schedule holds the rate in every phase but the last (`decay_ratio`
+/// 0) and decays in the last one only, so the phases join into one schedule.
+#[derive(Serialize)]
+struct LrScheduler {
+    decay_ratio: f64,
+}
+
+/// Share of the plan's steps the learning rate decays over at its end, within the last
+/// phase: the 20 % cooldown of a warmup-stable-decay schedule that matched a cosine schedule
+/// in Hägele et al. 2024 (arXiv 2405.18392).
+const DECAY_SHARE: f64 = 0.2;
+
+/// `lr_scheduler.decay_ratio` of `p` (of `phases` phases in all): 0 before the last phase;
+/// in the last, the final [`DECAY_SHARE`] of the plan's steps, or the whole last phase where
+/// that is shorter, as a share of its `training.steps`.
+fn decay_ratio(p: &EmitPhase, phases: usize) -> f64 {
+    if p.phase < phases || p.until_step == 0 {
+        return 0.0;
+    }
+    let last_phase = p.until_step.saturating_sub(p.from_step) as f64 / p.until_step as f64;
+    DECAY_SHARE.min(last_phase)
 }
 
 #[derive(Serialize)]
@@ -59,6 +84,9 @@ struct ActivationCheckpoint {
 #[derive(Serialize)]
 struct Checkpoint {
     enable_checkpoint: bool,
+    /// false: the checkpoint a phase ends with keeps the optimizer and training state the
+    /// next phase resumes from (torchtitan's default keeps the model only at the last step).
+    last_save_model_only: bool,
 }
 
 #[derive(Serialize)]
@@ -69,6 +97,7 @@ struct Model {
 /// The job of one phase, with the comment lines that explain its mapping.
 fn job(
     p: &EmitPhase,
+    phases: usize,
     ctx: &EmitContext,
     report: &PlanReport,
 ) -> Result<(Job, Vec<String>), EmitError> {
@@ -149,6 +178,10 @@ fn job(
         },
         checkpoint: Checkpoint {
             enable_checkpoint: true,
+            last_save_model_only: false,
+        },
+        lr_scheduler: LrScheduler {
+            decay_ratio: decay_ratio(p, phases),
         },
         model: fp8.then(|| Model {
             converters: vec!["float8"],
@@ -170,11 +203,22 @@ pub fn write(
         "# copus plan '{}': torchtitan job settings for the optimal-joint plan (stack {}).\n\
          # One TOML document per phase, each after a '{PHASE_MARKER}K of N ====' line: merge it into\n\
          # your job file ([model], [optimizer], [job] stay yours). Each phase runs to its\n\
-         # training.steps and the next resumes from that checkpoint; the plan ends after {} steps.",
-        report.session, report.stack.label, end.step
+         # training.steps and the next resumes from that checkpoint; the plan ends after {} steps.\n\
+         # torchtitan's learning-rate schedule spans training.steps, so the phases join into one\n\
+         # warmup-stable-decay schedule: lr_scheduler.decay_ratio 0 (warmup, then a constant rate)\n\
+         # before the last phase, the decay over the plan's last {:.0} % of steps (or its whole last\n\
+         # phase, if shorter) in the last. A schedule that decays from the start (cosine over the\n\
+         # whole run) cannot be split at phases this way.",
+        report.session,
+        report.stack.label,
+        end.step,
+        DECAY_SHARE * 100.0
     );
+    if let Some(note) = super::stack_note(report.stack.preset, TARGET) {
+        let _ = writeln!(out, "# {note}");
+    }
     for p in phases {
-        let (job, notes) = job(p, ctx, report)?;
+        let (job, notes) = job(p, phases.len(), ctx, report)?;
         let toml = toml::to_string(&job).map_err(|e| p.inexpressible(TARGET, e.to_string()))?;
         let _ = writeln!(
             out,
