@@ -147,3 +147,23 @@ mod advise_cases;
 
 #[path = "watch_cases/advisor.rs"]
 mod advisor_cases;
+
+#[test]
+fn watch_without_an_estimate_fails_as_analyze_does_and_counts_what_it_skipped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("array.ndjson");
+    std::fs::write(&path, "[1, 2]\n").expect("write");
+    let out = copus()
+        .arg("watch")
+        .arg(&path)
+        .args(["--headless", "--timeout-s", "0.5", "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "no estimate is a failure");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("the summary is still written");
+    let error = v["summary"]["error"].as_str().expect("error");
+    assert_eq!(v["summary"]["malformed_lines"], 1);
+    assert!(error.contains("1 malformed"), "{error}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no estimate"), "{stderr}");
+}

@@ -213,6 +213,12 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
     if args.until_steps.is_none() && args.timeout_s.is_none() && args.advise.is_none() {
         anyhow::bail!("--headless needs --until-steps N or --timeout-s S, so that it stops");
     }
+    if args.until_steps.is_none() && args.timeout_s.is_none() {
+        eprintln!(
+            "copus watch: advising until Ctrl+C, --until-steps N or --timeout-s S (a file has no \
+             end: its trainer may still append to it)"
+        );
+    }
     let timeout = args.timeout_s.map(timeout_of).transpose()?;
     let mut advising = match (&args.advise, &args.session) {
         (Some(out), Some(session)) => Some(super::watch_advise::Advising::open(
@@ -233,17 +239,26 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
     if let Some(e) = advise_error {
         return Err(e);
     }
+    if summary.steps_ingested == 0 && summary.estimate.error.is_some() {
+        // The analysis saw no records, so its counts of skipped lines are not the follower's.
+        summary.estimate.error = Some(format!(
+            "no stats records in the input ({} malformed and {} non-finite line(s) skipped)",
+            summary.malformed_lines, summary.non_finite_skipped
+        ));
+    }
     if args.json {
         super::write_json(&serde_json::json!({ "summary": &summary }))?;
     } else {
         super::write_stdout(&summary_text(&summary))?;
     }
-    match args.until_steps {
-        Some(n) if !summary.complete => anyhow::bail!(
+    match (args.until_steps, &summary.estimate.error) {
+        (Some(n), _) if !summary.complete => anyhow::bail!(
             "timed out after {:.1} s with {} of {n} steps",
             summary.elapsed_s,
             summary.steps_ingested
         ),
+        // As `analyze`: no estimate is a failure, after the summary that says why.
+        (_, Some(e)) => anyhow::bail!("{}: no estimate: {e}", summary.target),
         _ => Ok(()),
     }
 }
