@@ -68,7 +68,12 @@ pub fn observe(app: &mut App) {
         layout: None,
         micro_batch: None,
     };
-    if let Some(a) = lp.advisor.observe(&table, point.step, point.b_crit, &run) {
+    let estimate = crate::plan::advice::LiveB {
+        step: point.step,
+        b_simple: point.b_crit,
+        bounded: point.ci.is_none_or(|(_, hi)| hi.is_finite()),
+    };
+    if let Some(a) = lp.advisor.observe(&table, estimate, &run) {
         lp.pending = Some(a);
     }
 }

@@ -377,7 +377,7 @@ fn watch_headless(
                     state.event(ev);
                     if let Some((step, b)) = state.b_simple_now()
                         && before != Some((step, b))
-                        && let Err(e) = adv.observe(step, b)
+                        && let Err(e) = adv.observe(step, b, state.core.last_bounded())
                     {
                         advise_error = Some(e);
                         break 'outer;

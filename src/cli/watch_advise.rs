@@ -21,6 +21,12 @@ pub struct Advising {
     shown: String,
     run: Option<RunState>,
     written: Vec<Advice>,
+    /// GPUs of the session's cluster.
+    gpus: u32,
+    /// The session as given, for warnings.
+    session: String,
+    /// Whether the run was already said not to match the session.
+    mismatch_warned: bool,
 }
 
 /// The options of `--advise`.
@@ -37,6 +43,26 @@ pub struct AdviseOptions<'a> {
     pub threshold: Option<f64>,
     /// Replace an existing OUT file.
     pub force: bool,
+}
+
+/// Why the records of `run` cannot be the session's run (a cluster of `gpus` GPUs searched at
+/// `batches`), if they cannot.
+pub fn session_mismatch(run: &RunState, gpus: u32, batches: &[u64]) -> Option<String> {
+    if let Some((dp, tp, pp)) = run.layout {
+        let run_gpus = u64::from(dp) * u64::from(tp) * u64::from(pp);
+        if run_gpus != u64::from(gpus) {
+            return Some(format!(
+                "its records say DP{dp}·TP{tp}·PP{pp}, {run_gpus} GPU(s); the session has {gpus}"
+            ));
+        }
+    }
+    match batches.first() {
+        Some(&smallest) if run.batch < smallest => Some(format!(
+            "its batch of {} samples is below the session's smallest, {smallest}",
+            run.batch
+        )),
+        _ => None,
+    }
 }
 
 impl Advising {
@@ -82,6 +108,9 @@ impl Advising {
             shown: o.out.to_string(),
             run: None,
             written: Vec::new(),
+            gpus: r.cluster().gpus(),
+            session: o.session.display().to_string(),
+            mismatch_warned: false,
         })
     }
 
@@ -90,19 +119,37 @@ impl Advising {
         if r.skipped.is_some() || !(r.b_big.is_finite() && r.b_big >= 1.0) {
             return;
         }
-        self.run = Some(RunState {
+        let run = RunState {
             batch: r.b_big.round() as u64,
             layout: r.config.map(|c| (c.dp, c.tp, c.pp)),
             micro_batch: r.config.map(|c| c.mbs),
-        });
+        };
+        if !self.mismatch_warned
+            && let Some(why) = session_mismatch(&run, self.gpus, &self.table.batches)
+        {
+            self.mismatch_warned = true;
+            eprintln!(
+                "copus watch: warning: the run does not match --session {} ({why}): advice \
+                 is for the session's cluster and model, and none is given while the run's \
+                 batch or layout is not one of its cells",
+                self.session
+            );
+        }
+        self.run = Some(run);
     }
 
-    /// Observe the live estimate at `step`; write advice if there is some.
-    pub fn observe(&mut self, step: u64, b_simple: f64) -> anyhow::Result<()> {
+    /// Observe the live estimate at `step` (`bounded`: its 95 % interval is bounded above);
+    /// write advice if there is some.
+    pub fn observe(&mut self, step: u64, b_simple: f64, bounded: bool) -> anyhow::Result<()> {
         let Some(run) = self.run else {
             return Ok(());
         };
-        let Some(advice) = self.advisor.observe(&self.table, step, b_simple, &run) else {
+        let estimate = crate::plan::advice::LiveB {
+            step,
+            b_simple,
+            bounded,
+        };
+        let Some(advice) = self.advisor.observe(&self.table, estimate, &run) else {
             return Ok(());
         };
         let line = serde_json::to_string(&AdviceLine {

@@ -56,7 +56,7 @@ fn follow(
     let mut run = start;
     let mut out = Vec::new();
     for step in 0..steps {
-        if let Some(adv) = a.observe(t, step, b_crit(step), &run) {
+        if let Some(adv) = a.observe(t, live(step, b_crit(step)), &run) {
             run = state_of(&adv);
             out.push(adv);
         }
@@ -147,7 +147,7 @@ fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
         micro_batch: Some(1),
     };
     let adv = a
-        .observe(&t, 10, 1.0e6, &run)
+        .observe(&t, live(10, 1.0e6), &run)
         .expect("advice at a huge B_crit");
     assert!(adv.batch > 64);
     if (adv.layout.dp, adv.layout.tp, adv.layout.pp) == (lay.dp, lay.tp, lay.pp) {
@@ -158,6 +158,67 @@ fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
         assert_eq!(adv.apply, Apply::Restart);
     }
     // Not advised twice, and nothing for a non-finite estimate.
-    assert!(a.observe(&t, 11, 1.0e6, &run).is_none());
-    assert!(a.observe(&t, 12, f64::NAN, &run).is_none());
+    assert!(a.observe(&t, live(11, 1.0e6), &run).is_none());
+    assert!(a.observe(&t, live(12, f64::NAN), &run).is_none());
+}
+
+/// A bounded live estimate of `b_simple` samples at `step`.
+fn live(step: u64, b_simple: f64) -> copus::plan::advice::LiveB {
+    copus::plan::advice::LiveB {
+        step,
+        b_simple,
+        bounded: true,
+    }
+}
+
+#[test]
+fn an_estimate_with_an_unbounded_interval_gives_no_advice() {
+    // One step where |G|² is lost in the noise reads a huge B_simple with an interval open
+    // above: advice on it could never be taken back (it never shrinks the batch).
+    let t = demo_table();
+    let mut a = advisor(0);
+    let run = RunState {
+        batch: 64,
+        layout: None,
+        micro_batch: None,
+    };
+    let noise = copus::plan::advice::LiveB {
+        bounded: false,
+        ..live(10, 1.0e6)
+    };
+    assert!(a.observe(&t, noise, &run).is_none());
+    assert!(a.observe(&t, live(11, 1.0e6), &run).is_some());
+}
+
+#[test]
+fn a_run_below_the_sessions_smallest_batch_gets_no_advice_and_is_named() {
+    // The run's records cannot be a cell of this session (a 2-GPU run at batch 16 against a
+    // 64-GPU session whose batches start at 32): nothing is advised from a made-up current
+    // cell, and the mismatch is said.
+    let t = demo_table();
+    let mut a = advisor(0);
+    let small = RunState {
+        batch: t.batches[0] - 1,
+        layout: None,
+        micro_batch: None,
+    };
+    assert!(a.observe(&t, live(10, 1.0e6), &small).is_none());
+    let why = copus::cli::watch_advise::session_mismatch(&small, 64, &t.batches).expect("named");
+    assert!(why.contains("below the session's smallest"), "{why}");
+    let two_gpus = RunState {
+        batch: 64,
+        layout: Some((2, 1, 1)),
+        micro_batch: Some(8),
+    };
+    let why = copus::cli::watch_advise::session_mismatch(&two_gpus, 64, &t.batches).expect("named");
+    assert!(why.contains("2 GPU(s); the session has 64"), "{why}");
+    let fits = RunState {
+        batch: 64,
+        layout: Some((64, 1, 1)),
+        micro_batch: Some(1),
+    };
+    assert_eq!(
+        copus::cli::watch_advise::session_mismatch(&fits, 64, &t.batches),
+        None
+    );
 }

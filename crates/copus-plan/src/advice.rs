@@ -96,6 +96,17 @@ pub struct AdviceLine<'a> {
     pub advice: &'a Advice,
 }
 
+/// One live estimate the [`Advisor`] observes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LiveB {
+    /// Optimizer step of the estimate.
+    pub step: u64,
+    /// B_simple (samples).
+    pub b_simple: f64,
+    /// Whether its 95 % interval is bounded above (|G|² distinguishable from zero).
+    pub bounded: bool,
+}
+
 /// Decides advice from a stream of observations (the hysteresis state; the throughput table
 /// is passed to each observation, so that a what-if change of the model applies at once).
 #[derive(Debug, Clone)]
@@ -128,6 +139,11 @@ impl Advisor {
         run: &RunState,
         grid: &GoodputGrid,
     ) -> Option<(usize, usize, f64)> {
+        // A batch below every column is no cell of the table: the session does not
+        // describe this run.
+        if table.batches.first().is_none_or(|&b| run.batch < b) {
+            return None;
+        }
         let b = Self::column_of(table, run.batch);
         let nb = table.batches.len();
         let rows = 0..table.layouts.len();
@@ -146,16 +162,21 @@ impl Advisor {
         }
     }
 
-    /// Take the live estimate `b_simple` (samples) at `step` with the run in `run`; the advice
-    /// to write, if any.
+    /// Take the live estimate with the run in `run`; the advice to write, if any. An estimate
+    /// whose interval is unbounded gives none: one step where |G|² is lost in the noise can
+    /// read any B_simple, and advice is never taken back to a smaller batch (rule 4).
     pub fn observe(
         &mut self,
         table: &ThroughputTable,
-        step: u64,
-        b_simple: f64,
+        estimate: LiveB,
         run: &RunState,
     ) -> Option<Advice> {
-        if !(b_simple.is_finite() && b_simple > 0.0) {
+        let LiveB {
+            step,
+            b_simple,
+            bounded,
+        } = estimate;
+        if !(bounded && b_simple.is_finite() && b_simple > 0.0) {
             return None;
         }
         if let Some(last) = self.last_advice_step

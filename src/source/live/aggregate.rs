@@ -28,7 +28,11 @@ pub struct LiveCore {
     history: History,
     points: Vec<LivePoint>,
     last_point: Option<(u64, f64)>,
+    last_bounded: bool,
 }
+
+/// Confidence of the interval that decides whether the newest live estimate is bounded.
+const BOUNDED_CONFIDENCE: f64 = 0.95;
 
 impl LiveCore {
     /// Nothing received yet; the incremental estimate uses `settings`' smoother.
@@ -42,6 +46,7 @@ impl LiveCore {
             history: History::default(),
             points: Vec::new(),
             last_point: None,
+            last_bounded: false,
         }
     }
 
@@ -54,6 +59,8 @@ impl LiveCore {
         }
         if let Some(p) = self.points.last() {
             self.last_point = p.b_simple().map(|b| (p.step, b));
+            // Without the variance inflation (unknown live): the most lenient interval.
+            self.last_bounded = p.ci(1.0, BOUNDED_CONFIDENCE)[1].is_finite();
         }
         for p in self.points.drain(..) {
             self.history.push(p);
@@ -88,6 +95,13 @@ impl LiveCore {
     /// The incremental estimate's history (bounded whatever the run's length).
     pub fn history(&self) -> &History {
         &self.history
+    }
+
+    /// Whether the newest estimate's 95 % interval is bounded above: |G|² is distinguishable
+    /// from zero there. An unbounded one (a step where noise swamps the signal) can read
+    /// anything, and advice must not act on it.
+    pub fn last_bounded(&self) -> bool {
+        self.last_point.is_some() && self.last_bounded
     }
 
     /// The newest step of the incremental estimate and its B_simple, samples.
