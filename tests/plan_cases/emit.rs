@@ -457,3 +457,25 @@ fn a_schedule_for_another_framework_than_the_plans_stack_says_so() {
         "{ds}"
     );
 }
+
+#[test]
+fn plan_text_names_the_trainers_step_of_each_switch_and_the_plans_total() {
+    // The text gives the trajectory's step (the explorer's) and, under it, the step a trainer
+    // following the plan reads, as `plan --json` (`plan_steps`) and `--emit` do.
+    let session = Path::new("sessions/demo.ron");
+    let text = run(session, &[]);
+    let plan: Value = serde_json::from_str(&run(session, &["--json"])).expect("JSON");
+    let emitted: Value = serde_json::from_str(&run(session, &["--emit", "json"])).expect("JSON");
+    let switches = plan["switches"].as_array().expect("switches");
+    assert!(!switches.is_empty());
+    for s in switches {
+        let line = format!("the trainer's step {} (", u(&s["plan_steps"]));
+        assert!(text.contains(&line), "{line}\n{text}");
+    }
+    let total = format!(
+        "the plan runs {} steps, {} samples",
+        u(&emitted["end"]["step"]),
+        u(&emitted["end"]["samples"])
+    );
+    assert!(text.contains(&total), "{total}\n{text}");
+}

@@ -122,7 +122,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     for s in &rep.switches {
         let _ = writeln!(
             o,
-            "  {:>9} tokens, step {:>7} (B_crit {:.0} there): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
+            "  {:>9} tokens, step {:>7} (B_crit {:.0} samples there): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
             crate::format::tokens(s.at_tokens),
             s.at_step,
             s.b_crit,
@@ -132,6 +132,42 @@ pub fn render_text(rep: &PlanReport) -> String {
             s.cost_s,
             h(s.gain_s)
         );
+        let _ = writeln!(
+            o,
+            "  {:>9}         the trainer's step {} ({} tokens consumed at the plan's batches)",
+            "",
+            s.plan_steps,
+            crate::format::tokens(s.consumed_tokens)
+        );
+    }
+    if let Some(end) = plan_end(rep) {
+        let _ = writeln!(
+            o,
+            "the plan runs {} steps, {} samples ({} tokens) in all: what a trainer following it \
+             counts (`--emit` writes the same); the trajectory's token axis: {}",
+            end.0,
+            end.1,
+            crate::format::tokens(end.2),
+            rep.token_axis
+        );
     }
     o
+}
+
+/// Steps, samples and tokens of the optimal-joint plan's schedule in all.
+fn plan_end(rep: &PlanReport) -> Option<(u64, u64, f64)> {
+    let last = rep.schedule.last()?;
+    let steps = last.from_step.checked_add(last.steps)?;
+    let samples = last
+        .from_samples
+        .checked_add(last.steps.checked_mul(last.state.batch)?)?;
+    let tokens_per_sample = if last.from_samples > 0 {
+        last.from_tokens / last.from_samples as f64
+    } else {
+        rep.schedule
+            .iter()
+            .find(|r| r.from_samples > 0)
+            .map_or(0.0, |r| r.from_tokens / r.from_samples as f64)
+    };
+    Some((steps, samples, samples as f64 * tokens_per_sample))
 }
