@@ -167,3 +167,70 @@ fn watch_without_an_estimate_fails_as_analyze_does_and_counts_what_it_skipped() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no estimate"), "{stderr}");
 }
+
+#[test]
+fn a_restarted_run_is_named_by_analyze_with_the_steps_it_wrote_twice() {
+    // Steps 0-199, then 100-199 again with other values (a run restarted from a checkpoint):
+    // analyze sums the records of a step and says so, counting every repeated record and
+    // naming the steps; steps merely out of order get the order message only.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("restart.ndjson");
+    let mut text = String::new();
+    let line = |s: u64, small: f64| {
+        format!(r#"{{"v":1,"step":{s},"b_small":8,"b_big":64,"sq_small":{small},"sq_big":1.0}}"#)
+    };
+    for s in 0..200 {
+        text += &line(s, 3.0 + (s % 7) as f64 * 0.1);
+        text.push('\n');
+    }
+    for s in 100..200 {
+        text += &line(s, 5.0 + (s % 5) as f64 * 0.1);
+        text.push('\n');
+    }
+    std::fs::write(&path, text).expect("write");
+    let v = json(
+        copus()
+            .arg("analyze")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .expect("run"),
+    );
+    let diags = v["summary"]["diagnostics"].as_array().expect("diagnostics");
+    let order = diags
+        .iter()
+        .find(|d| d["kind"] == "step_order")
+        .expect("step_order");
+    let msg = order["message"].as_str().expect("message");
+    assert!(msg.contains("100 record(s) repeat"), "{msg}");
+    assert!(msg.contains("went back 1 time(s)"), "{msg}");
+    assert_eq!(order["steps"], serde_json::json!([100, 199]));
+
+    let swapped = dir.path().join("swapped.ndjson");
+    let mut text = String::new();
+    for s in [0u64, 2, 1, 3, 4, 6, 5, 7] {
+        text += &line(s, 3.0);
+        text.push('\n');
+    }
+    std::fs::write(&swapped, text).expect("write");
+    let v = json(
+        copus()
+            .arg("analyze")
+            .arg(&swapped)
+            .arg("--json")
+            .output()
+            .expect("run"),
+    );
+    let msg = v["summary"]["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .find(|d| d["kind"] == "step_order")
+        .and_then(|d| d["message"].as_str())
+        .expect("step_order")
+        .to_string();
+    assert!(
+        msg.contains("goes back 2 time(s)") && !msg.contains("repeat"),
+        "{msg}"
+    );
+}

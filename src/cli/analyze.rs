@@ -613,8 +613,12 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "steps     {} usable, {} malformed line(s), {} non-finite skipped; estimator {:?}; {}",
-        s.steps, s.malformed_lines, s.non_finite_skipped, s.estimator, s.smoother
+        "steps     {} usable, {} malformed line(s), {} non-finite skipped; estimator {}; {}",
+        s.steps,
+        s.malformed_lines,
+        s.non_finite_skipped,
+        super::json_name(&s.estimator),
+        s.smoother
     );
     if !s.layers.is_empty() {
         let _ = writeln!(
@@ -640,7 +644,13 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
                 .steps
                 .map(|[a, b]| format!(" [steps {a}-{b}]"))
                 .unwrap_or_default();
-            let _ = writeln!(out, "  {:?} {:?}: {}{range}", d.severity, d.kind, d.message);
+            let _ = writeln!(
+                out,
+                "  {} {}: {}{range}",
+                super::json_name(&d.severity),
+                super::json_name(&d.kind),
+                d.message
+            );
             if d.at.len() > 1 {
                 let list: Vec<String> =
                     d.at.iter()

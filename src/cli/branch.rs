@@ -127,12 +127,12 @@ pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
     let mut last = None;
     if !args.quiet {
         eprintln!(
-            "copus branch: {} branch points × {} batches × {} seeds, {} samples each, lr {:?}-scaled from batch {}",
+            "copus branch: {} branch points × {} batches × {} seeds, {} samples each, lr {}-scaled from batch {}",
             plan.at_steps.len(),
             plan.batches.len(),
             plan.seeds,
             plan.budget_samples,
-            plan.lr_scaling,
+            super::json_name(&plan.lr_scaling),
             args.trainer.batch()
         );
     }

@@ -228,6 +228,16 @@ pub fn write_stdout(text: &str) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
+/// The name `value` has in JSON output (an enum's snake_case variant, `"two_batch"`), for text
+/// that should say what `--json` says rather than Rust's own names.
+pub fn json_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_string(),
+    }
+}
+
 /// `--pretty` was given.
 static PRETTY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

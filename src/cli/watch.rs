@@ -562,7 +562,7 @@ fn summary_text(s: &WatchSummary) -> String {
         s.duplicates_dropped, s.superseded, s.restarts
     );
     if let Some([a, b]) = s.steps {
-        let _ = writeln!(out, "step range       {a}..={b}");
+        let _ = writeln!(out, "steps            {a}–{b}");
     }
     let e = &s.estimate;
     if let Some(err) = &e.error {
@@ -585,7 +585,11 @@ fn summary_text(s: &WatchSummary) -> String {
         let _ = writeln!(out, "interval         {} .. {}", fmt(lo), fmt(hi));
     }
     if let Some(now) = e.b_simple_now {
-        let _ = writeln!(out, "B_simple (now)   {now:.1} samples (one-sided EMA)");
+        let _ = writeln!(
+            out,
+            "B_simple latest  {now:.1} samples (one-sided EMA at the last step; `analyze` calls \
+             its last-window value `now`)"
+        );
     }
     for d in &e.diagnostics {
         let _ = writeln!(out, "  {}", d.message);

@@ -13,7 +13,8 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 
 /// How a branch's learning rate follows its batch, relative to the base run's batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LrScaling {
     /// `lr · √(B / B_run)` (the usual rule for adaptive optimizers).
     Sqrt,

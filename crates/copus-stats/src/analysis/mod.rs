@@ -174,7 +174,12 @@ pub(crate) struct Dropped {
     pub(crate) invalid: Vec<(u64, String)>,
     pub(crate) no_dot: Vec<u64>,
     pub(crate) no_pred: Vec<u64>,
-    pub(crate) unordered: usize,
+    /// Places where the step number goes down from one kept record to the next.
+    pub(crate) backward: usize,
+    /// Steps held by more than one kept record (ascending, once each), and how many records
+    /// repeat a step already held.
+    pub(crate) repeated_steps: Vec<u64>,
+    pub(crate) repeats: usize,
 }
 
 /// Each record screened on its own (in parallel), then sorted out in input order: the records
@@ -199,8 +204,16 @@ fn screen_records<'r>(
             Screen::Invalid(reason) => dropped.invalid.push((r.step, reason)),
         }
     }
-    dropped.unordered = kept.windows(2).filter(|w| w[1].step <= w[0].step).count();
+    dropped.backward = kept.windows(2).filter(|w| w[1].step < w[0].step).count();
     kept.sort_by_key(|r| r.step);
+    for w in kept.windows(2) {
+        if w[1].step == w[0].step {
+            dropped.repeats += 1;
+            if dropped.repeated_steps.last() != Some(&w[1].step) {
+                dropped.repeated_steps.push(w[1].step);
+            }
+        }
+    }
     (kept, dropped)
 }
 

@@ -182,13 +182,43 @@ pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
         );
         out.push(diag(K::DifferencingBiased, Severity::Warning, msg, &diff));
     }
-    if dropped.unordered > 0 {
-        let msg = format!(
-            "{} record(s) out of step order or repeated; sorted by step before smoothing",
-            dropped.unordered
-        );
-        out.push(Diagnostic::new(K::StepOrder, Severity::Warning, msg));
+    if let Some(d) = step_order(dropped) {
+        out.push(d);
     }
+}
+
+/// The step-order warning: records out of order, steps written more than once, and the case
+/// of both, a restarted run that wrote its steps again.
+fn step_order(dropped: &Dropped) -> Option<Diagnostic> {
+    let steps = &dropped.repeated_steps;
+    let span = match (steps.first(), steps.last()) {
+        (Some(a), Some(b)) if a == b => format!("step {a}"),
+        (Some(a), Some(b)) => format!("{} step(s) between {a} and {b}", steps.len()),
+        _ => String::new(),
+    };
+    let msg = match (dropped.backward, dropped.repeats) {
+        (0, 0) => return None,
+        (back, 0) => format!(
+            "the step number goes back {back} time(s): records out of order, sorted by step \
+             before smoothing"
+        ),
+        (0, n) => format!(
+            "{n} record(s) repeat a step already written ({span}): the records of one step are \
+             summed into one"
+        ),
+        (back, n) => format!(
+            "{n} record(s) repeat {span} after the step number went back {back} time(s) (a \
+             restarted run writing its steps again?): the records of one step are summed, so \
+             both attempts count there; `copus watch` keeps only the later ones. Keep one \
+             attempt (cut the file at the restart) for one trajectory"
+        ),
+    };
+    Some(crate::analysis::diag(
+        K::StepOrder,
+        Severity::Warning,
+        msg,
+        steps,
+    ))
 }
 
 /// Why the chosen autocorrelation window makes the interval meaningless on `steps` usable
