@@ -234,3 +234,47 @@ fn a_restarted_run_is_named_by_analyze_with_the_steps_it_wrote_twice() {
         "{msg}"
     );
 }
+
+#[test]
+fn summary_only_leaves_the_rows_out_of_a_comparison_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |name: &str, scale: f64| {
+        let path = dir.path().join(name);
+        let text: String = (0..120u64)
+            .map(|s| {
+                format!(
+                    "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{},\"sq_big\":1.0,\"tokens\":{}}}\n",
+                    scale * (3.0 + (s % 7) as f64 * 0.1),
+                    (s + 1) * 64 * 128
+                )
+            })
+            .collect();
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let (a, b) = (write("a.ndjson", 1.0), write("b.ndjson", 1.3));
+    let compare = |extra: &[&str]| {
+        json(
+            copus()
+                .arg("analyze")
+                .arg(&a)
+                .arg("--compare")
+                .arg(&b)
+                .arg("--json")
+                .args(extra)
+                .output()
+                .expect("run"),
+        )
+    };
+    let full = compare(&[]);
+    assert!(full["a"]["steps"].is_array() && full["comparison"]["points"].is_array());
+    let short = compare(&["--summary-only"]);
+    for (key, rows) in [("a", "steps"), ("b", "steps"), ("comparison", "points")] {
+        assert!(short[key][rows].is_null(), "{key}.{rows} left in");
+    }
+    assert_eq!(short["a"]["summary"], full["a"]["summary"]);
+    assert_eq!(
+        short["comparison"]["run_wide"],
+        full["comparison"]["run_wide"]
+    );
+}

@@ -47,7 +47,7 @@ pub struct AnalyzeArgs {
     /// Branch records of a branched experiment on this run (`copus branch`, docs/CBS.md): the
     /// measured critical batch size at each branch point beside the run's B_simple there, with
     /// the ratio measured/estimated and its interval (`branches` in --json).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["compare", "json_lines", "summary_only"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["compare", "json_lines"])]
     pub branches: Option<PathBuf>,
     /// Stats file: analyse the Adam-preconditioned norms the hook writes as `precond`
     /// (`GradNoiseMeter(precondition=optimizer)`, docs/PROTOCOL.md) instead of the raw ones:
@@ -305,10 +305,10 @@ fn write_with_branches(
     if args.json {
         use crate::stats::report::stream::JsonStyle;
         let pretty = super::json_pretty();
-        let style = if pretty {
-            JsonStyle::Pretty
-        } else {
-            JsonStyle::Compact
+        let style = match (args.summary_only, pretty) {
+            (true, pretty) => JsonStyle::SummaryOnly { pretty },
+            (false, true) => JsonStyle::Pretty,
+            (false, false) => JsonStyle::Compact,
         };
         let mut buf = Vec::new();
         crate::stats::report::stream::write_report(report, row_layers, style, &mut buf)

@@ -48,7 +48,16 @@ pub fn run(args: &AnalyzeArgs, other: &std::path::Path) -> anyhow::Result<()> {
     let confidence = args.settings(&EstimatorSettings::default()).confidence;
     let c = crate::stats::compare(&a, &b, confidence);
     if args.json {
-        let v = serde_json::json!({ "a": &a, "b": &b, "comparison": &c });
+        let mut v = serde_json::json!({ "a": &a, "b": &b, "comparison": &c });
+        if args.summary_only {
+            // The per-step rows of both runs and the aligned points: what --summary-only
+            // leaves out of a single run's report too.
+            for (key, rows) in [("a", "steps"), ("b", "steps"), ("comparison", "points")] {
+                if let Some(o) = v.get_mut(key).and_then(|x| x.as_object_mut()) {
+                    o.remove(rows);
+                }
+            }
+        }
         super::write_json(&v)?;
         return Ok(());
     }
