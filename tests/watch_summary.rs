@@ -278,3 +278,33 @@ fn summary_only_leaves_the_rows_out_of_a_comparison_too() {
         full["comparison"]["run_wide"]
     );
 }
+
+#[test]
+fn skipped_lines_are_named_on_stderr_in_every_output_style() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cut.ndjson");
+    let mut text: String = (0..60u64)
+        .map(|s| {
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{},\"sq_big\":1.0}}\n",
+                3.0 + (s % 7) as f64 * 0.1
+            )
+        })
+        .collect();
+    text.push_str("{\"v\":1,\"step\":60,\"b_sm");
+    std::fs::write(&path, text).expect("write");
+    for style in ["--json", "--json-lines"] {
+        let out = copus()
+            .arg("analyze")
+            .arg(&path)
+            .arg(style)
+            .output()
+            .expect("run");
+        assert!(out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("cut.ndjson:61: "), "{style}: {stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let first = stdout.lines().next().expect("output");
+        serde_json::from_str::<Value>(first).expect("stdout stays JSON");
+    }
+}

@@ -192,9 +192,13 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let hwm_analysis = timing.then(peak_rss_mib).flatten();
     let faults_analysis = timing.then(minor_faults).flatten();
     if let Some(b) = &args.branches {
+        if args.json {
+            print_line_errors(path, &outcome.errors);
+        }
         return write_with_branches(args, &report, &row_layers, b);
     }
     if args.json || args.json_lines {
+        print_line_errors(path, &outcome.errors);
         // Streamed: a long run's report is hundreds of MB of text.
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
         use crate::stats::report::stream::JsonStyle;
@@ -253,16 +257,22 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
             &report,
             args.rows.unwrap_or(DEFAULT_ROWS),
         )))?;
-        for e in &outcome.errors {
-            eprintln!(
-                "{}:{}: {}",
-                path.display(),
-                e.line,
-                super::escape_controls(&e.reason)
-            );
-        }
+        print_line_errors(path, &outcome.errors);
     }
     Ok(())
+}
+
+/// The skipped lines kept by the reader, as `FILE:LINE: reason` on standard error (every
+/// output style: JSON on standard output stays clean).
+fn print_line_errors(path: &std::path::Path, errors: &[crate::stats::ingest::reader::LineError]) {
+    for e in errors {
+        eprintln!(
+            "{}:{}: {}",
+            path.display(),
+            e.line,
+            super::escape_controls(&e.reason)
+        );
+    }
 }
 
 /// The measured CBS of a branch file beside this run's estimate (`--branches`).
