@@ -308,3 +308,43 @@ fn skipped_lines_are_named_on_stderr_in_every_output_style() {
         serde_json::from_str::<Value>(first).expect("stdout stays JSON");
     }
 }
+
+#[test]
+fn a_short_run_whose_last_window_disagrees_with_the_run_is_not_called_stable() {
+    // 90 steps: too few for the drift test's two windows. B_simple jumps from 40 to 800
+    // samples halfway; the last window and the run-wide value disagree beyond their
+    // intervals, which alone must keep the verdict from "stable".
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("short.ndjson");
+    let text: String = (0..90u64)
+        .map(|s| {
+            let g2 = if s < 45 { 1.0 } else { 0.05 };
+            let wobble = 1.0 + 0.02 * ((s * 7919 % 11) as f64 / 11.0 - 0.5);
+            let sq_small = g2 + 40.0 / 8.0 * wobble;
+            let sq_big = g2 + 40.0 / 64.0 * (2.0 - wobble);
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{sq_small},\"sq_big\":{sq_big}}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&path, text).expect("write");
+    let v = json(
+        copus()
+            .arg("analyze")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .expect("run"),
+    );
+    let s = &v["summary"];
+    assert!(s["drift"].is_null(), "too short for the drift test");
+    assert_ne!(s["verdict"], "stable", "{s}");
+    let reasons = s["reasons"].as_array().expect("reasons");
+    assert!(
+        reasons.iter().any(|r| r["kind"] == "drift"
+            && r["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("do not overlap"))),
+        "{reasons:?}"
+    );
+}

@@ -297,6 +297,26 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
             ),
         ));
     }
+    // Too few steps for two windows: the drift test cannot run, but a `now` interval apart
+    // from the run-wide one is the same evidence of a moving B_crit.
+    if s.drift.is_none() && now_bounded && (s.now.ci[0] > s.ci[1] || s.now.ci[1] < s.ci[0]) {
+        soft.push(reason(
+            K::Drift,
+            format!(
+                "the last window (steps {}-{}) reads {:.4} [{:.4}, {:.4}] against the run-wide \
+                 {:.4} [{:.4}, {:.4}]: the intervals do not overlap, so B_simple moves over the \
+                 run (too few steps for the drift test of two windows)",
+                s.now.first_step,
+                s.now.last_step,
+                s.now.b_simple.unwrap_or(f64::NAN),
+                s.now.ci[0],
+                s.now.ci[1],
+                s.b_simple.unwrap_or(f64::NAN),
+                s.ci[0],
+                s.ci[1]
+            ),
+        ));
+    }
     if s.ci[0] <= 0.0 || s.ci[1] / s.ci[0] > 2.0 {
         soft.push(reason(
             K::WideInterval,
