@@ -81,6 +81,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                     Style::new().fg(theme::current().dim),
                 ));
             }
+            if let Some(note) = open_interval_note(app) {
+                lines.push(Line::styled(
+                    format!("· {note}"),
+                    Style::new().fg(theme::current().warning),
+                ));
+            }
         }
         None => lines.push(Line::styled(
             crate::app::recommend::nothing_runs(table, app.resolved.cluster().gpus())
@@ -173,4 +179,35 @@ fn filter_line(app: &App) -> Option<Line<'static>> {
         None => format!("  of every layout; nothing '{}' shows runs", filter.text),
     };
     Some(Line::styled(text, Style::new().fg(theme::current().dim)))
+}
+
+/// A caution where B_crit at the cursor has no upper bound (the edge of a two-sided smoother,
+/// or steps where |G|² is lost in noise): the best batch there may be larger than the heatmap
+/// says. For a measured run, the last window's bounded estimate is named beside it.
+fn open_interval_note(app: &App) -> Option<String> {
+    let point = app.trajectory.points.get(app.cursor)?;
+    let (lo, hi) = point.ci?;
+    if hi.is_finite() {
+        return None;
+    }
+    let window = app
+        .analysis
+        .as_deref()
+        .and_then(|r| {
+            let now = &r.summary.now;
+            let b = now.b_simple?;
+            now.ci[1].is_finite().then(|| {
+                format!(
+                    "; the run's last {} steps read {} samples {}",
+                    now.steps,
+                    crate::format::si(b),
+                    crate::app::measured_view::interval_words(now.ci)
+                )
+            })
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "B_crit's interval here is {} samples, open above, so the recommendation rests on an uncertain value{window}",
+        crate::app::measured_view::interval_words([lo, hi])
+    ))
 }
