@@ -359,11 +359,13 @@ fn branched_experiment_measured_beside_the_estimate() {
     };
     assert_eq!(evals(8), evals(128));
     assert_eq!(evals(8).len(), 2 * (4096 / 128 + 1));
-    // The base run is demo-train's run with the same flags, to the last branch point.
+    // The base run is demo-train's run with the same flags, to the last branch point and 50
+    // steps past it (the fewest: a tenth of 120 is less), so that its estimate there is
+    // two-sided.
     let run_text = std::fs::read_to_string(&run).expect("run file");
-    assert_eq!(run_text.lines().count(), 120);
+    assert_eq!(run_text.lines().count(), 170);
     let demo = copus()
-        .args(["demo-train", "--steps", "120", "--quiet"])
+        .args(["demo-train", "--steps", "170", "--quiet"])
         .output()
         .expect("run copus");
     let strip = |l: &str| {

@@ -86,7 +86,7 @@ pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<(f64, us
 }
 
 /// The headline segment for the branch point at or before the cursor's step (else the
-/// first): "measured B_noise ÷ B_simple ×0.48 [0.33–0.65] at step 30", or the threshold's
+/// first): "measured B_noise ÷ B_simple ×0.46 [0.32–0.63] at step 30", or the threshold's
 /// ratio when no B_noise was fitted there.
 pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String> {
     let m = marks

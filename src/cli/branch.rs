@@ -36,8 +36,9 @@ pub struct BranchArgs {
     /// Write the branch records here (an existing file only with --force).
     #[arg(long)]
     pub out: PathBuf,
-    /// Also write the base run's protocol v1 records up to the last branch point here, for
-    /// `copus analyze RUN --branches OUT`.
+    /// Also write the base run's protocol v1 records here, for `copus analyze RUN --branches
+    /// OUT`: up to the last branch point and a tenth of that (at least 50 steps) beyond, so
+    /// that the run's estimate at the last branch point has steps on both sides.
     #[arg(long)]
     pub run_out: Option<PathBuf>,
     /// Replace --out and --run-out if they exist.

@@ -224,9 +224,20 @@ impl Trainer {
     }
 }
 
+/// Steps the base run goes on past its last branch point, at least [`BASE_TAIL_MIN_STEPS`]
+/// and a tenth of the run: the run's two-sided B_simple at that point then has steps on both
+/// sides (at the run's last step it is one-sided, its interval often open above), so the
+/// measured/estimated ratio there does not depend on where the run happened to stop.
+pub fn base_tail_steps(last_branch: u64) -> u64 {
+    (last_branch / 10).max(BASE_TAIL_MIN_STEPS)
+}
+
+/// Fewest steps the base run goes on past its last branch point.
+pub const BASE_TAIL_MIN_STEPS: u64 = 50;
+
 /// Run the branched experiment of `plan` on the trainer `cfg` describes. `on_base` receives
-/// each base-run record up to the last branch point; `on_branch` each branch record, branch
-/// by branch. Deterministic given the settings.
+/// each base-run record up to the last branch point and [`base_tail_steps`] after it;
+/// `on_branch` each branch record, branch by branch. Deterministic given the settings.
 pub fn run_branches(
     cfg: TrainerConfig,
     plan: &BranchPlan,
@@ -285,6 +296,13 @@ pub fn run_branches(
                     step += 1;
                 }
             }
+        }
+    }
+    if let Some(&last) = plan.at_steps.last() {
+        let end = last.saturating_add(base_tail_steps(last));
+        while base.step < end {
+            let rec = base.step();
+            on_base(&rec)?;
         }
     }
     Ok(())
