@@ -281,6 +281,25 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
                 u(&c["train_batch_size"])
             );
             assert_eq!(u(&c["zero_optimization"]["stage"]), u(&p["zero"]));
+            // The Megatron-DeepSpeed arguments: one argv item per flag and per value, the
+            // batch flags agreeing with ds_config.
+            let args: Vec<&str> = d["megatron_deepspeed_args"]
+                .as_array()
+                .expect("args")
+                .iter()
+                .map(|a| a.as_str().expect("string"))
+                .collect();
+            assert!(args.iter().all(|a| !a.contains(' ')), "{args:?}");
+            let value = |flag: &str| -> u64 {
+                let i = args.iter().position(|a| *a == flag).expect(flag);
+                args[i + 1].parse().expect("number")
+            };
+            assert_eq!(value("--global-batch-size"), u(&c["train_batch_size"]));
+            assert_eq!(
+                value("--micro-batch-size"),
+                u(&c["train_micro_batch_size_per_gpu"])
+            );
+            assert_eq!(value("--tensor-model-parallel-size"), u(&p["tp"]));
         }
     }
 }

@@ -101,17 +101,25 @@ fn phase(p: &EmitPhase, ctx: &EmitContext, report: &PlanReport) -> Result<Phase,
             ),
         ));
     }
-    let mut args = vec![
-        format!("--tensor-model-parallel-size {}", p.tp),
-        format!("--pipeline-model-parallel-size {}", p.pp),
-    ];
+    // One argv item per flag and per value, as a launcher passes them; the batch flags must
+    // agree with ds_config (Megatron-DeepSpeed checks them against it).
+    let mut args: Vec<String> = [
+        ("--tensor-model-parallel-size", p.tp.to_string()),
+        ("--pipeline-model-parallel-size", p.pp.to_string()),
+        ("--micro-batch-size", p.micro_batch.to_string()),
+        ("--global-batch-size", p.global_batch.to_string()),
+        ("--seq-length", ctx.seq_len.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_string(), value])
+    .collect();
     if p.pp == 1 {
         args.push("--no-pipeline-parallel".into());
     }
     let checkpointing = match p.recompute.as_str() {
         "none" => None,
         "selective" => {
-            args.push("--recompute-granularity selective".into());
+            args.extend(["--recompute-granularity".into(), "selective".into()]);
             None
         }
         "full" => {
