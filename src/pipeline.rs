@@ -584,6 +584,12 @@ fn build_report(
         speedup_vs_fastest_baseline: baseline_time / optimal,
         speedup_vs_hindsight_static: static_time / optimal,
         token_axis: axis,
+        added_batches: table
+            .batches
+            .iter()
+            .copied()
+            .filter(|b| !r.session.search.batch_sizes.contains(b))
+            .collect(),
         horizon: None,
         phases: p.phases.len(),
         states: p.states.len(),

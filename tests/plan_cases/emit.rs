@@ -498,3 +498,24 @@ fn plan_text_names_the_trainers_step_of_each_switch_and_the_plans_total() {
     );
     assert!(text.contains(&total), "{total}\n{text}");
 }
+
+#[test]
+fn plan_text_names_the_batches_it_added_to_the_sessions_axis() {
+    // 7 nodes of 8 GPUs: no power of two divides over 56 data-parallel ranks, so the grid adds
+    // the nearest multiples of 56; the plan says so (it planned at B=56 silently).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string("sessions/demo.ron")
+        .expect("demo")
+        .replace("nodes: 8,", "nodes: 7,");
+    let session = dir.path().join("seven.ron");
+    std::fs::write(&session, text).expect("write");
+    let out = run(&session, &[]);
+    assert!(
+        out.contains("batch axis: the session's batch_sizes and 56, 112, 168"),
+        "{out}"
+    );
+    let plan: Value = serde_json::from_str(&run(&session, &["--json"])).expect("JSON");
+    assert_eq!(plan["added_batches"][0], 56);
+    let own = run(Path::new("sessions/demo.ron"), &[]);
+    assert!(!own.contains("batch axis:"), "64 GPUs add nothing");
+}

@@ -28,6 +28,15 @@ pub fn render_text(rep: &PlanReport) -> String {
         "B_crit: {} · {} phases · {} (layout, batch) states · token axis: {}",
         rep.trajectory, rep.phases, rep.states, rep.token_axis
     );
+    if !rep.added_batches.is_empty() {
+        let added: Vec<String> = rep.added_batches.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            o,
+            "batch axis: the session's batch_sizes and {} (samples), the nearest multiples of the \
+             GPU count, so that a batch divides over the data-parallel ranks",
+            added.join(", ")
+        );
+    }
     if let Some(h) = &rep.horizon {
         let _ = writeln!(
             o,

@@ -144,6 +144,10 @@ pub struct PlanReport {
     pub speedup_vs_hindsight_static: f64,
     /// How its token axis was read.
     pub token_axis: TokenAxis,
+    /// Batches (samples) the grid searched that the session's `search.batch_sizes` does not
+    /// list: the nearest multiples of the GPU count, added so that a batch divides over the
+    /// data-parallel ranks (docs/MODEL.md, "The batch axis"). Empty when none was added.
+    pub added_batches: Vec<u64>,
     /// Where the short horizon ends (`planner.target_loss`); `None`: the whole trajectory.
     pub horizon: Option<super::horizon::Horizon>,
     /// Phases planned.
