@@ -483,17 +483,16 @@ impl Session {
     }
 
     /// Parse a session from RON text; `path` is only used in error messages.
+    /// A RON error names its place and quotes the line with a caret; a required field that is
+    /// missing because it was misspelled names the misspelling, and a negative number where
+    /// a count is expected says so (RON says only "missing field" at the closing bracket, or
+    /// "Integer is out of bounds").
     /// A field the session type does not have is an error naming the nearest known field
     /// (serde would otherwise ignore a typo and keep the default). A leading UTF-8
     /// byte-order mark is ignored.
     pub fn from_ron(text: &str, path: &Path) -> Result<Self, SessionError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let session: Self = ron::from_str(text).map_err(|e| SessionError::Parse {
-            path: path.to_path_buf(),
-            line: e.span.start.line,
-            col: e.span.start.col,
-            msg: e.code.to_string(),
-        })?;
+        let session: Self = ron::from_str(text).map_err(|e| parse_error(text, path, &e))?;
         if let Some(u) = crate::validate::fields::unknown_field(text, &session) {
             let (line, col) = u.position.unwrap_or((1, 1));
             return Err(SessionError::Parse {
@@ -661,6 +660,40 @@ fn calibration_in(base: &Path, rel: &str) -> Result<PathBuf, String> {
     Ok(base.join(p))
 }
 
+/// The parse error `e` of session `text` as the message a user reads.
+fn parse_error(text: &str, path: &Path, e: &ron::error::SpannedError) -> SessionError {
+    use crate::validate::fields::{excerpt, misspelled};
+    let (mut line, mut col) = (e.span.start.line, e.span.start.col);
+    let mut msg = e.code.to_string();
+    match &e.code {
+        ron::Error::MissingStructField { field, .. } => {
+            if let Some((written, l, c)) = misspelled(text, field) {
+                msg = format!("'{written}' is not a field here: did you mean '{field}'? ({msg})");
+                (line, col) = (l, c);
+            }
+        }
+        ron::Error::IntegerOutOfBounds => {
+            // RON's span starts at the digits or at the sign before them.
+            let at = text
+                .lines()
+                .nth(line.saturating_sub(1))
+                .and_then(|l| l.get(col.saturating_sub(2)..))
+                .unwrap_or("");
+            if at.trim_start().starts_with('-') || at.get(1..).is_some_and(|a| a.starts_with('-')) {
+                msg.push_str(": a negative number where a count or a size is expected");
+            }
+        }
+        _ => {}
+    }
+    msg.push_str(&excerpt(text, line, col));
+    SessionError::Parse {
+        path: path.to_path_buf(),
+        line,
+        col,
+        msg,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -678,6 +711,38 @@ mod tests {
         let r = s.resolve(&demo_path()).expect("demo resolves");
         assert_eq!(r.hardware.name, "h100-sxm");
         assert_eq!(r.cluster().gpus(), 64);
+    }
+
+    #[test]
+    fn a_misspelled_required_field_and_a_negative_count_are_named_with_their_line() {
+        let demo = std::fs::read_to_string(demo_path()).expect("demo");
+        let typo = demo.replacen("nominal_batch:", "nominal_bacth:", 1);
+        let err = Session::from_ron(&typo, Path::new("t.ron"))
+            .expect_err("missing field")
+            .to_string();
+        let line = demo
+            .lines()
+            .position(|l| l.contains("nominal_batch:"))
+            .expect("demo has it")
+            + 1;
+        assert!(err.starts_with(&format!("t.ron:{line}:")), "{err}");
+        assert!(
+            err.contains("'nominal_bacth' is not a field here: did you mean 'nominal_batch'?"),
+            "{err}"
+        );
+        assert!(
+            err.contains("nominal_bacth: ") && err.contains('^'),
+            "{err}"
+        );
+        let negative = demo.replacen("nodes: 8,", "nodes: -8,", 1);
+        let err = Session::from_ron(&negative, Path::new("n.ron"))
+            .expect_err("negative")
+            .to_string();
+        assert!(
+            err.contains("a negative number where a count or a size is expected"),
+            "{err}"
+        );
+        assert!(err.contains("nodes: -8"), "{err}");
     }
 
     #[test]

@@ -103,6 +103,43 @@ fn nearest(name: &str, known: &[&str]) -> Option<String> {
         .map(|(_, k)| k.to_owned())
 }
 
+/// Where `text` writes a field name close to `missing` (a required field RON reports as missing
+/// because it was misspelled): the name written and its line and column (1-based).
+pub fn misspelled(text: &str, missing: &str) -> Option<(String, usize, usize)> {
+    let limit = (missing.chars().count() / 3).max(2);
+    let mut best: Option<(usize, String, usize, usize)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        let Some((left, _)) = code.split_once(':') else {
+            continue;
+        };
+        let name = left.trim().trim_start_matches(['(', ',']).trim();
+        if name.is_empty()
+            || name == missing
+            || !name.chars().all(|c| c.is_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let d = edit_distance(name, missing);
+        if d <= limit && best.as_ref().is_none_or(|b| d < b.0) {
+            let col = line.find(name).map_or(1, |c| line[..c].chars().count() + 1);
+            best = Some((d, name.to_string(), i + 1, col));
+        }
+    }
+    best.map(|(_, name, line, col)| (name, line, col))
+}
+
+/// Line `line` (1-based) of `text` with a caret under column `col`, indented, for an error
+/// that names a place in a file; empty when the line does not exist.
+pub fn excerpt(text: &str, line: usize, col: usize) -> String {
+    let Some(src) = line.checked_sub(1).and_then(|i| text.lines().nth(i)) else {
+        return String::new();
+    };
+    let src = escape(src);
+    let pad = " ".repeat(col.saturating_sub(1).min(src.chars().count()));
+    format!("\n  {line:>4} | {src}\n       | {pad}^")
+}
+
 /// Levenshtein distance over chars.
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
