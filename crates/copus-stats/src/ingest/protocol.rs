@@ -176,6 +176,11 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
     Ok(record)
 }
 
+/// Smallest relative gap between `b_big` and `b_small` of a two-batch record: the estimate
+/// divides by `1/b_small − 1/b_big`, so a gap of rounding size (a producer that meant equal
+/// sizes) turns noise into a huge, often negative, |G|² that sinks the whole run.
+pub const MIN_BATCH_GAP: f64 = 1e-6;
+
 /// Domain checks of a parsed record: positive batch sizes, `b_big >= b_small`, finite
 /// non-negative squared norms. Also used on records that did not come through the parser.
 pub fn validate(r: &StepStats) -> Result<(), ProtocolError> {
@@ -205,14 +210,23 @@ pub fn validate(r: &StepStats) -> Result<(), ProtocolError> {
             return Err(invalid("layers", reason));
         }
     }
-    if r.b_small <= 0.0 {
+    // Below f64's smallest normal number a batch size is a corrupt value, not a count.
+    if r.b_small < f64::MIN_POSITIVE {
         return Err(invalid(
             "b_small",
-            format!("must be > 0 samples, got {}", r.b_small),
+            format!("must be > 0 samples, got {:e}", r.b_small),
         ));
     }
     if r.b_big < r.b_small {
         let reason = format!("must be >= b_small ({}), got {}", r.b_small, r.b_big);
+        return Err(invalid("b_big", reason));
+    }
+    if r.b_big > r.b_small && r.b_big - r.b_small < MIN_BATCH_GAP * r.b_small {
+        let reason = format!(
+            "differs from b_small ({}) by less than one part in a million ({}): the two-batch \
+             estimate divides by the difference; write equal sizes for a single-gradient record",
+            r.b_small, r.b_big
+        );
         return Err(invalid("b_big", reason));
     }
     if r.sq_small < 0.0 || r.sq_big < 0.0 {
@@ -294,5 +308,44 @@ fn kind_name(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(b_small: f64, b_big: f64) -> StepStats {
+        StepStats {
+            v: PROTOCOL_VERSION,
+            step: 50,
+            b_small,
+            b_big,
+            sq_small: 2.0,
+            sq_big: 1.0,
+            n_small: None,
+            tokens: None,
+            loss: None,
+            lr: None,
+            step_time_s: None,
+            config: None,
+            layers: Default::default(),
+            skipped: None,
+            dot_prev: None,
+        }
+    }
+
+    #[test]
+    fn batch_sizes_of_rounding_size_apart_or_subnormal_are_invalid() {
+        assert!(validate(&record(16.0, 64.0)).is_ok());
+        assert!(
+            validate(&record(16.0, 16.0)).is_ok(),
+            "a single-gradient record"
+        );
+        let near = validate(&record(16.0, 16.000_000_1)).expect_err("rounding-size gap");
+        assert!(near.to_string().contains("one part in a million"), "{near}");
+        assert!(validate(&record(16.0, 16.0 * (1.0 + 2.0 * MIN_BATCH_GAP))).is_ok());
+        let tiny = validate(&record(1e-320, 64.0)).expect_err("subnormal");
+        assert!(tiny.to_string().contains("1e-320"), "{tiny}");
     }
 }
