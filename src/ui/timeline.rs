@@ -99,6 +99,32 @@ fn legend_text(parts: &[String], width: usize) -> String {
     format!(" {} ", short.join(" "))
 }
 
+/// `segments` joined by " · " as a title of at most `width` columns: whole segments from the
+/// first while they fit, never one cut in the middle of a number; the last (the source's
+/// label, free text) is cut with "…" where at least a few of its characters fit.
+pub fn fitted_title(segments: &[String], width: usize) -> String {
+    let mut out = String::new();
+    let cols = |s: &str| s.chars().count();
+    for (i, seg) in segments.iter().enumerate() {
+        let sep = if out.is_empty() { " " } else { " · " };
+        let room = width.saturating_sub(cols(&out) + cols(sep) + 1);
+        if cols(seg) <= room {
+            out.push_str(sep);
+            out.push_str(seg);
+        } else {
+            if i + 1 == segments.len() && room >= 8 {
+                let kept: String = seg.chars().take(room - 1).collect();
+                out.push_str(sep);
+                out.push_str(&kept);
+                out.push('…');
+            }
+            break;
+        }
+    }
+    out.push(' ');
+    out
+}
+
 /// Draw the timeline into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     // The per-layer view (l) shows one layer's B_simple in place of the whole model's.
@@ -129,18 +155,21 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 tokens(p.tokens)
             )
         }
-        (None, Some(p)) => format!(
-            " B_crit {} · step {} · {} tokens{} · {} ",
+        (None, Some(p)) => {
             // The interval of the value at the cursor, where the source has one (a measured
             // run): the number is never shown without its uncertainty.
-            b_crit_interval_words(p.b_crit, p.ci, app.trajectory.seq_len),
-            p.step,
-            tokens(p.tokens),
-            p.loss
-                .map(|l| format!(" · loss {l:.3}"))
-                .unwrap_or_default(),
-            app.trajectory.label,
-        ),
+            let mut segments = vec![
+                format!(
+                    "B_crit {}",
+                    b_crit_interval_words(p.b_crit, p.ci, app.trajectory.seq_len)
+                ),
+                format!("step {}", p.step),
+                format!("{} tokens", tokens(p.tokens)),
+            ];
+            segments.extend(p.loss.map(|l| format!("loss {l:.3}")));
+            segments.push(app.trajectory.label.clone());
+            fitted_title(&segments, usize::from(area.width.saturating_sub(2)))
+        }
         (_, None) => " B_crit timeline (no data) ".to_string(),
     };
     let legend = legend_text(&legend(app), area.width.saturating_sub(2) as usize);
@@ -351,4 +380,38 @@ fn draw_loss(frame: &mut Frame, area: Rect, losses: &[f64]) {
             .style(Style::new().fg(theme::current().muted)),
         r,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fitted_title;
+
+    #[test]
+    fn a_title_keeps_whole_segments_and_cuts_only_the_label() {
+        let segs: Vec<String> = [
+            "B_crit 3.7k [1.5k–∞]",
+            "step 299",
+            "loss 2.207",
+            "measured: a long label",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let wide = fitted_title(&segs, 200);
+        assert_eq!(
+            wide,
+            " B_crit 3.7k [1.5k–∞] · step 299 · loss 2.207 · measured: a long label "
+        );
+        for width in 10..80 {
+            let t = fitted_title(&segs, width);
+            assert!(t.chars().count() <= width.max(2), "{width}: {t}");
+            // Never a number cut: loss appears whole or not at all.
+            assert!(
+                !t.contains("loss") || t.contains("loss 2.207"),
+                "{width}: {t}"
+            );
+        }
+        let cut = fitted_title(&segs, 60);
+        assert!(cut.ends_with("… "), "{cut}");
+    }
 }
