@@ -210,7 +210,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         .filter_map(|&i| pts.get(i))
         .flat_map(|p| (0..=8).map(move |k| (p.tokens, y_hi - (y_hi - y_lo) * k as f64 / 40.0)))
         .collect();
-    let y_labels: Vec<Span> = (y_lo as i32..=y_hi as i32)
+    let mut y_labels: Vec<Span> = (y_lo as i32..=y_hi as i32)
         .map(|e| Span::raw(si(10f64.powi(e))))
         .collect();
     let x_labels = vec![
@@ -237,6 +237,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     } else {
         inner
     };
+    // One label a decade needs a row each (ratatui spaces them evenly over the plot's rows,
+    // less the x axis and its labels); with fewer rows they print over each other ("100kk"),
+    // so only the two ends are labelled.
+    if y_labels.len() > usize::from(chart_area.height.saturating_sub(2)) && y_labels.len() > 2 {
+        let last = y_labels.pop();
+        y_labels.truncate(1);
+        y_labels.extend(last);
+    }
     let axes = |datasets| {
         Chart::new(datasets)
             .legend_position(None)
