@@ -202,3 +202,29 @@ fn the_explorer_status_line_names_the_backend_that_reduced_a_dump() {
         );
     }
 }
+
+#[test]
+fn a_dump_shows_tokens_at_the_sequence_length_given() {
+    // A dump's records carry no token counts: --seq-len (default 4096) gives the tokens
+    // beside samples, in the text and as seq_len and b_simple_tokens in JSON.
+    let d = tempfile::tempdir().expect("tmp");
+    small_dump(d.path());
+    let p = d.path().to_str().expect("utf-8");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&copus(&[
+        "analyze",
+        p,
+        "--json",
+        "--device",
+        "cpu",
+        "--seq-len",
+        "2048",
+    ])))
+    .expect("json");
+    let s = &v["summary"];
+    assert_eq!(s["seq_len"], 2048.0);
+    let b = s["b_simple"].as_f64().expect("b_simple");
+    let t = s["b_simple_tokens"].as_f64().expect("tokens");
+    assert!((t - 2048.0 * b).abs() <= 1e-9 * t, "{t} vs {b}");
+    let text = stdout(&copus(&["analyze", p, "--device", "cpu"]));
+    assert!(text.contains("(sequences of 4096 tokens)"), "{text}");
+}

@@ -450,7 +450,15 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         &crate::cli::bench::stderr_progress,
     );
     crate::cli::bench::finish_progress();
-    let d = d?;
+    let mut d = d?;
+    // A dump's records carry no token counts to infer the sequence length from: the one
+    // given (or the default) is the report's, so that tokens show beside samples.
+    let summary = &mut d.report.summary;
+    if summary.seq_len.is_none() {
+        let seq = f64::from(args.seq_len.unwrap_or(DEFAULT_DUMP_SEQ_LEN));
+        summary.seq_len = Some(seq);
+        summary.b_simple_tokens = summary.b_simple.map(|b| b * seq);
+    }
     if args.json_lines {
         let mut text = String::new();
         for row in &d.report.steps {
@@ -500,9 +508,14 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     let mut out = String::new();
     let pct = 100.0 * s.confidence;
     let n = &s.now;
+    // A coarsened run's rows are records of several steps each: count them as records.
+    let unit = match &s.coarsened {
+        Some(c) => format!("records of {} steps", c.steps_per_record),
+        None => "steps".to_string(),
+    };
     let _ = writeln!(
         out,
-        "B_simple now  {}  {pct:.0}% CI {}  (last window: steps {}-{}, {} steps)",
+        "B_simple now  {}  {pct:.0}% CI {}  (last window: steps {}-{}, {} {unit})",
         fmt_b_simple(n.b_simple),
         fmt_ci(n.ci),
         n.first_step,
@@ -512,8 +525,8 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     if let (Some(t), Some(b)) = (s.seq_len, n.b_simple.filter(|b| *b > 0.0)) {
         let _ = writeln!(
             out,
-            "              = {:.4e} tokens (seq_len {t:.0} inferred)",
-            t * b
+            "              = {} tokens (sequences of {t:.0} tokens)",
+            crate::format::tokens(t * b)
         );
     }
     match &s.drift {
@@ -571,7 +584,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         s.run_wide.last_step
     );
     if let Some(t) = s.b_simple_tokens.filter(|t| *t > 0.0) {
-        let _ = writeln!(out, "              = {t:.4e} tokens");
+        let _ = writeln!(out, "              = {} tokens", crate::format::tokens(t));
     }
     let _ = writeln!(out, "verdict       {}", s.verdict_meaning);
     for r in &s.reasons {
@@ -623,8 +636,12 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "steps     {} usable, {} malformed line(s), {} non-finite skipped; estimator {}; {}",
+        "steps     {} usable{}, {} malformed line(s), {} non-finite skipped; estimator {}; {}",
         s.steps,
+        s.coarsened.as_ref().map_or(String::new(), |c| format!(
+            " (records of {} steps each, merged from {} read)",
+            c.steps_per_record, c.records_read
+        )),
         s.malformed_lines,
         s.non_finite_skipped,
         super::json_name(&s.estimator),

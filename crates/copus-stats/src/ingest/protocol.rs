@@ -115,6 +115,30 @@ fn quote_bare_non_finite(line: &str) -> Option<String> {
     changed.then_some(out)
 }
 
+/// The field of `line` whose number does not fit an f64 (`"sq_small":1e400`), if one can be
+/// told: the key before the first numeric literal that parses as infinite.
+fn out_of_range_field(line: &str) -> Option<String> {
+    let mut rest = line;
+    while let Some(colon) = rest.find(':') {
+        let key = rest[..colon].trim_end().strip_suffix('"').and_then(|k| {
+            let start = k.rfind('"')?;
+            Some(&k[start + 1..])
+        });
+        let after = rest[colon + 1..].trim_start();
+        let literal: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E'))
+            .collect();
+        if let (Some(key), Ok(x)) = (key, literal.parse::<f64>())
+            && x.is_infinite()
+        {
+            return Some(format!("{key} (a number out of f64 range)"));
+        }
+        rest = &rest[colon + 1..];
+    }
+    None
+}
+
 /// The general path of [`parse_line`] (through a JSON tree), for any line: the exact error of
 /// a bad one. `line` has no byte-order mark.
 pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
@@ -128,7 +152,8 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
     let value: Value = parsed.map_err(|e| {
         if e.to_string().contains("number out of range") {
             ProtocolError::NonFinite {
-                field: "a number out of f64 range".into(),
+                field: out_of_range_field(line)
+                    .unwrap_or_else(|| "a number out of f64 range".into()),
                 step: None,
             }
         } else {
@@ -168,6 +193,16 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
     for field in ["n_small", "config", "skipped", "layers"] {
         if obj.get(field) == Some(&Value::Null) {
             obj.remove(field);
+        }
+    }
+    // The whole-number fields, named (serde's message names only the type it expected).
+    for (field, max) in [("step", u64::MAX), ("n_small", u64::from(u32::MAX))] {
+        if let Some(v) = obj.get(field)
+            && v.as_u64().is_none_or(|n| n > max)
+        {
+            return Err(ProtocolError::Field(format!(
+                "{field}: must be a whole number from 0 to {max}, got {v}"
+            )));
         }
     }
     let record: StepStats = serde_json::from_value(Value::Object(obj))
@@ -333,6 +368,21 @@ mod tests {
             skipped: None,
             dot_prev: None,
         }
+    }
+
+    #[test]
+    fn a_wrongly_typed_step_and_an_out_of_range_number_name_their_field() {
+        let step =
+            parse_line(r#"{"v":1,"step":"50","b_small":8,"b_big":64,"sq_small":2,"sq_big":1}"#)
+                .expect_err("a string step");
+        assert!(
+            step.to_string().contains("step: must be a whole number"),
+            "{step}"
+        );
+        let huge =
+            parse_line(r#"{"v":1,"step":5,"b_small":8,"b_big":64,"sq_small":1e400,"sq_big":1}"#)
+                .expect_err("out of range");
+        assert!(huge.to_string().contains("sq_small"), "{huge}");
     }
 
     #[test]

@@ -113,7 +113,8 @@ pub struct Summary {
     pub estimator: EstimatorKind,
     /// Smoother of the per-step trajectory, e.g. `two_sided(gaussian sigma=75 steps)`.
     pub smoother: String,
-    /// Sequence length in tokens inferred from `tokens` and `b_big`, if the records allow it.
+    /// Sequence length in tokens: inferred from `tokens` and `b_big` where the records allow
+    /// it; for a gradient dump, the one given with `--seq-len` (default 4096).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq_len: Option<f64>,
     /// `b_simple × seq_len`: B_simple in tokens, when `seq_len` is known.
