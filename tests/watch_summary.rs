@@ -348,3 +348,59 @@ fn a_short_run_whose_last_window_disagrees_with_the_run_is_not_called_stable() {
         "{reasons:?}"
     );
 }
+
+#[test]
+fn one_bad_line_in_a_hundred_is_info_whether_malformed_or_non_finite() {
+    // The 1 % rule counts every input line: a NaN line is one line of a hundred as a
+    // malformed one is (the NaN one was a warning: it counted against the 99 records only).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |bad: &[(u64, &str)]| {
+        let text: String = (0..100u64)
+            .map(|s| match bad.iter().find(|(at, _)| *at == s) {
+                Some((_, line)) => format!("{line}\n"),
+                None => format!(
+                    "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{},\"sq_big\":1.0}}\n",
+                    3.0 + (s % 7) as f64 * 0.1
+                ),
+            })
+            .collect();
+        let path = dir.path().join("r.ndjson");
+        std::fs::write(&path, text).expect("write");
+        let v = json(
+            copus()
+                .arg("analyze")
+                .arg(&path)
+                .arg("--json")
+                .output()
+                .expect("run"),
+        );
+        v["summary"]["diagnostics"].clone()
+    };
+    let severity = |d: &Value, kind: &str| {
+        d.as_array()
+            .expect("diagnostics")
+            .iter()
+            .find(|x| x["kind"] == kind)
+            .map(|x| x["severity"].as_str().expect("severity").to_string())
+    };
+    let nan = r#"{"v":1,"step":50,"b_small":8,"b_big":64,"sq_small":NaN,"sq_big":1.0}"#;
+    let d = run(&[(50, nan)]);
+    assert_eq!(
+        severity(&d, "non_finite_skipped").as_deref(),
+        Some("info"),
+        "{d}"
+    );
+    let d = run(&[(50, "garbage")]);
+    assert_eq!(
+        severity(&d, "malformed_lines").as_deref(),
+        Some("info"),
+        "{d}"
+    );
+    let nan2 = r#"{"v":1,"step":51,"b_small":8,"b_big":64,"sq_small":NaN,"sq_big":1.0}"#;
+    let d = run(&[(50, nan), (51, nan2)]);
+    assert_eq!(
+        severity(&d, "non_finite_skipped").as_deref(),
+        Some("warning"),
+        "{d}"
+    );
+}

@@ -52,7 +52,12 @@ pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
     }
     // Lost steps (lines and records) are a warning only above a share of the input: one bad
     // line in a long run does not change the estimate.
-    let total = records.saturating_add(counts.malformed).max(1) as f64;
+    // The input: the records read and the lines the reader skipped (malformed or non-finite),
+    // so that one bad line of a hundred is 1 % whatever made it bad.
+    let total = records
+        .saturating_add(counts.malformed)
+        .saturating_add(counts.non_finite)
+        .max(1) as f64;
     let lost = |count: usize| {
         if count as f64 > settings.dropped_warn * total {
             Severity::Warning
