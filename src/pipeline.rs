@@ -584,6 +584,7 @@ fn build_report(
         speedup_vs_fastest_baseline: baseline_time / optimal,
         speedup_vs_hindsight_static: static_time / optimal,
         token_axis: axis,
+        seq_len: r.model.seq_len,
         added_batches: table
             .batches
             .iter()

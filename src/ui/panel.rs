@@ -19,6 +19,15 @@ pub fn block<'a>(title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
         .border_style(Style::new().fg(border))
 }
 
+/// `text` cut to `columns` characters, its last one "…", when it is longer.
+pub fn ellipsized(text: &str, columns: usize) -> String {
+    if text.chars().count() <= columns {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(columns.saturating_sub(1)).collect();
+    format!("{kept}…")
+}
+
 /// A popup over `area`: cleared, in a yellow bordered block titled `title`, with `lines`
 /// scrolled as [`draw_scrolled`] does (the explanation and the ranked list).
 pub fn draw_popup(

@@ -236,8 +236,10 @@ fn draw_themed(frame: &mut Frame, app: &App, mode: ColorMode) {
     let key_line = if app.status.is_empty() {
         help::key_line(&app.keymap, a.keys.width, app.tour_kind())
     } else {
+        // A status longer than the line is cut with "…", never mid-word without a sign.
+        let room = usize::from(a.keys.width.saturating_sub(1));
         Line::styled(
-            format!(" {}", app.status),
+            format!(" {}", super::panel::ellipsized(&app.status, room)),
             Style::new().fg(theme::current().warning),
         )
     };

@@ -2,6 +2,7 @@
 
 use crate::app::App;
 use crate::app::whatif::{FIELDS, Field, value};
+use crate::ui::panel::ellipsized as fitted;
 use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -61,15 +62,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     );
     let offset = u16::try_from(offset).unwrap_or(u16::MAX);
     frame.render_widget(Paragraph::new(lines).block(block).scroll((offset, 0)), area);
-}
-
-/// `text` cut to `columns` characters, its last one "…", when it is longer.
-fn fitted(text: &str, columns: usize) -> String {
-    if text.chars().count() <= columns {
-        return text.to_string();
-    }
-    let kept: String = text.chars().take(columns.saturating_sub(1)).collect();
-    format!("{kept}…")
 }
 
 /// First line to show of `total` lines in `height` rows so that line `selected` is visible:

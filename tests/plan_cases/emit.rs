@@ -497,6 +497,22 @@ fn plan_text_names_the_trainers_step_of_each_switch_and_the_plans_total() {
         u(&emitted["end"]["samples"])
     );
     assert!(text.contains(&total), "{total}\n{text}");
+    // Every shipped session, one-run plans too: the total's tokens are the emitted ones (a
+    // plan without a switch read "0 tokens").
+    for s in shipped() {
+        let text = run(&s, &[]);
+        let megatron = run(&s, &["--emit", "megatron"]);
+        let tokens = megatron
+            .split(" samples (")
+            .nth(1)
+            .and_then(|t| t.split(" tokens)").next())
+            .expect("the emit header's tokens");
+        assert!(
+            text.contains(&format!(" samples ({tokens} tokens) in all")),
+            "{}: {tokens}\n{text}",
+            s.display()
+        );
+    }
 }
 
 #[test]

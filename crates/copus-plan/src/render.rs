@@ -170,13 +170,5 @@ fn plan_end(rep: &PlanReport) -> Option<(u64, u64, f64)> {
     let samples = last
         .from_samples
         .checked_add(last.steps.checked_mul(last.state.batch)?)?;
-    let tokens_per_sample = if last.from_samples > 0 {
-        last.from_tokens / last.from_samples as f64
-    } else {
-        rep.schedule
-            .iter()
-            .find(|r| r.from_samples > 0)
-            .map_or(0.0, |r| r.from_tokens / r.from_samples as f64)
-    };
-    Some((steps, samples, samples as f64 * tokens_per_sample))
+    Some((steps, samples, samples as f64 * f64::from(rep.seq_len)))
 }

@@ -144,6 +144,8 @@ pub struct PlanReport {
     pub speedup_vs_hindsight_static: f64,
     /// How its token axis was read.
     pub token_axis: TokenAxis,
+    /// Tokens per sample of the plan's model (its sequence length).
+    pub seq_len: u32,
     /// Batches (samples) the grid searched that the session's `search.batch_sizes` does not
     /// list: the nearest multiples of the GPU count, added so that a batch divides over the
     /// data-parallel ranks (docs/MODEL.md, "The batch axis"). Empty when none was added.
