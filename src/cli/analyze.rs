@@ -704,12 +704,18 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
         r.steps.len().div_ceil(rows).max(1)
     };
     for row in r.steps.iter().step_by(every) {
+        // A column-wide form of an empty interval keeps the columns aligned.
+        let ci = if crate::stats::estimate::interval::is_empty(row.ci) {
+            "none".to_string()
+        } else {
+            fmt_ci(row.ci)
+        };
         let _ = writeln!(
             out,
             "{:>10} {:>14} {:>28} {:>14.6e} {:>14.6e} {:>16}",
             row.step,
             fmt_opt(row.b_simple),
-            fmt_ci(row.ci),
+            ci,
             row.sq_small,
             row.sq_big,
             fmt_opt(row.ratio_ema)
@@ -719,6 +725,16 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
         out,
         "* ratio-EMA: EMA of per-step tr/|G|^2 ratios, a biased teaching comparison, never the estimate"
     );
+    if r.steps
+        .iter()
+        .step_by(every)
+        .any(|row| crate::stats::estimate::interval::is_empty(row.ci))
+    {
+        let _ = writeln!(
+            out,
+            "  CI none: no positive value fits the data at that step (|G|^2 lost in the noise)"
+        );
+    }
     out
 }
 
