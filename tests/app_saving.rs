@@ -297,3 +297,32 @@ fn a_dump_without_sample_counts_is_refused_before_the_terminal() {
     let resolved = adhoc_session(&args).expect("session");
     prepared(resolved, copus::compute::Device::Cpu).expect("opens with --samples");
 }
+
+#[test]
+fn a_session_saved_after_a_what_if_change_of_its_cluster_says_what_it_now_is() {
+    // The demo's name says "8×8 H100": saved with another node count it would describe the
+    // session it was. The saved name keeps the original and says what it now describes;
+    // saving again does not pile the note up.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_in(dir.path());
+    let before = app.resolved.session.name.clone();
+    press(&mut app, KeyCode::Char('2'));
+    assert_eq!(app.whatif_row, 0, "the nodes row");
+    press(&mut app, KeyCode::Right);
+    let nodes = app.resolved.session.cluster.nodes;
+    assert_ne!(nodes, 8, "the what-if changed the node count");
+    let job = the_write(press(&mut app, KeyCode::Char('s')));
+    let saved = Session::from_ron(&job.files[0].1, Path::new("x.ron")).expect("parses");
+    let want = format!("{before} · edited: llama-7b on {nodes}×8 h100-sxm");
+    assert_eq!(saved.name, want);
+    update(&mut app, worker::write(job));
+    assert!(!app.dirty(), "saved");
+    press(&mut app, KeyCode::Right);
+    let nodes = app.resolved.session.cluster.nodes;
+    let job = the_write(press(&mut app, KeyCode::Char('s')));
+    let saved = Session::from_ron(&job.files[0].1, Path::new("x.ron")).expect("parses");
+    assert_eq!(
+        saved.name,
+        format!("{before} · edited: llama-7b on {nodes}×8 h100-sxm")
+    );
+}

@@ -313,8 +313,30 @@ fn export(app: &App) -> Result<Effect, String> {
     }))
 }
 
+/// What marks a session name as edited in the what-if.
+const EDITED: &str = " · edited: ";
+
+/// The name a session is saved under: its own, or, when the what-if changed its model,
+/// hardware or cluster since it was loaded or saved, the name with what it now describes
+/// (a name such as "7B on 8×8 H100" would otherwise describe the session it was, not this).
+fn saved_name(app: &App) -> Option<String> {
+    let (now, before) = (&app.resolved.session, &app.clean);
+    if now.model == before.model && now.cluster == before.cluster {
+        return None;
+    }
+    let c = &now.cluster;
+    let base = now.name.split(EDITED).next().unwrap_or(&now.name);
+    Some(format!(
+        "{base}{EDITED}{} on {}×{} {}",
+        app.resolved.model.name, c.nodes, c.gpus_per_node, app.resolved.hardware.name
+    ))
+}
+
 /// The save of the session as it stands to `app.save_path`.
 fn save(app: &mut App) -> Vec<Effect> {
+    if let Some(name) = saved_name(app) {
+        app.resolved.session.name = name;
+    }
     let snapshot = session_snapshot(app);
     match snapshot.to_ron() {
         Ok(text) => {
