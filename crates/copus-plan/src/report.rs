@@ -55,7 +55,8 @@ pub struct SwitchRow {
     pub plan_steps: u64,
     /// Tokens the optimal plan has consumed before the switch.
     pub consumed_tokens: f64,
-    /// Phase index the new state starts at.
+    /// Index (0-based) of the planner's trajectory phase the new state starts at: one of
+    /// `phases`, not the run number `--emit` gives its schedule (1…N, one per held state).
     pub phase: usize,
     /// B_crit at the switch's trajectory point (the source's B_crit times the session's
     /// `b_crit_scale`), samples: the value the explorer shows there.
