@@ -247,3 +247,31 @@ fn the_readme_capture_is_what_its_command_draws() {
         "README.md's capture is not what `copus snapshot {command}` draws"
     );
 }
+
+#[test]
+fn the_selected_heatmap_cell_is_marked_without_colour_too() {
+    // NO_COLOR: the selection is reverse video, an attribute, not a colour; it must be there
+    // in both modes when the heatmap has the focus.
+    for mode in [ColorMode::Indexed, ColorMode::Monochrome] {
+        let mut app = demo_at(40);
+        app.focus = Panel::Heatmap;
+        let buffer = render(&app, 120, 40, mode);
+        let reversed = buffer
+            .content()
+            .iter()
+            .filter(|c| c.modifier.contains(ratatui::style::Modifier::REVERSED))
+            .count();
+        assert!(reversed >= 4, "{mode:?}: {reversed} reversed cells");
+        if mode == ColorMode::Monochrome {
+            // No colour at all: a colour change is written under NO_COLOR as a bare SGR reset,
+            // which would switch the reverse video off.
+            let reset = ratatui::style::Color::Reset;
+            assert!(
+                buffer
+                    .content()
+                    .iter()
+                    .all(|c| c.fg == reset && c.bg == reset)
+            );
+        }
+    }
+}

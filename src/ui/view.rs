@@ -199,11 +199,20 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
 /// The smallest terminal (columns, rows) the explorer draws in.
 pub const MIN_SIZE: (u16, u16) = (60, 16);
 
-/// Draw the explorer for `app`, in the app's theme.
+/// Draw the explorer for `app`, in the app's theme. Under NO_COLOR no cell carries a colour,
+/// only attributes (bold, reverse video): the terminal library drops colour changes under
+/// NO_COLOR by writing an SGR sequence with no parameter, which resets every attribute, so a
+/// coloured cell beside the reverse-video selection would switch the selection off.
 pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
     theme::draw_with(theme::Theme::builtin(app.theme), || {
         draw_themed(frame, app, mode)
     });
+    if mode == ColorMode::Monochrome {
+        for cell in frame.buffer_mut().content.iter_mut() {
+            cell.fg = Color::Reset;
+            cell.bg = Color::Reset;
+        }
+    }
 }
 
 fn draw_themed(frame: &mut Frame, app: &App, mode: ColorMode) {
