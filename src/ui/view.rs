@@ -24,7 +24,7 @@ fn draw_side(frame: &mut Frame, area: Rect, app: &App, panel: Panel) {
     }
 }
 
-fn title_line(app: &App) -> Line<'static> {
+fn title_line(app: &App, width: usize) -> Line<'static> {
     let r = &app.resolved;
     let cluster = r.cluster();
     let mut spans = vec![
@@ -79,6 +79,16 @@ fn title_line(app: &App) -> Line<'static> {
         " · {}",
         crate::format::escape_controls(&r.session.name)
     )));
+    // The session's name goes last and is cut with "…" where the line is too long.
+    let before: usize = spans[..spans.len() - 1].iter().map(Span::width).sum();
+    if let Some(last) = spans.last_mut()
+        && before + last.width() > width
+    {
+        let room = width.saturating_sub(before);
+        if room >= 4 {
+            last.content = super::panel::ellipsized(&last.content, room).into();
+        }
+    }
     Line::from(spans)
 }
 
@@ -230,7 +240,7 @@ fn draw_themed(frame: &mut Frame, app: &App, mode: ColorMode) {
         return;
     }
     let a = areas(area);
-    frame.render_widget(title_line(app), a.title);
+    frame.render_widget(title_line(app, usize::from(a.title.width)), a.title);
     timeline::draw(frame, a.timeline, app, app.focus == Panel::Timeline);
     heatmap::draw(frame, a.heatmap, app, app.focus == Panel::Heatmap, mode);
     if app.side != Panel::Recommendation && a.side.height >= 30 {
