@@ -328,7 +328,15 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
             "the trainer step is the emitted schedule's"
         );
         update(&mut app, Msg::JumpSwitch(-1));
-        assert!(app.cursor < first || app.status.contains("no further"));
+        assert!(app.cursor < first || app.status == "no earlier switch point");
+        update(&mut app, Msg::Home);
+        update(&mut app, Msg::JumpSwitch(-1));
+        assert_eq!(app.status, "no earlier switch point");
+        update(&mut app, Msg::End);
+        update(&mut app, Msg::JumpSwitch(1));
+        if app.switch_points.last() < Some(&app.cursor) {
+            assert_eq!(app.status, "no later switch point");
+        }
     } else {
         update(&mut app, Msg::JumpSwitch(1));
         assert!(app.status.contains("no planned switch"));

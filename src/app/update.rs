@@ -622,7 +622,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                 None if app.switch_points.is_empty() => {
                     app.status = "no planned switch points".into()
                 }
-                None => app.status = "no further switch point".into(),
+                None if d > 0 => app.status = "no later switch point".into(),
+                None => app.status = "no earlier switch point".into(),
             }
         }
         Msg::SelectBest => {
