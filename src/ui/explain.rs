@@ -173,12 +173,20 @@ fn bars(e: &Explanation, width: usize, mode: ColorMode) -> Vec<Line<'static>> {
     lines.extend(legend(&e.memory, p.memory_per_gpu_bytes, gb));
     if e.fragmentation_risk() {
         lines.push(Line::styled(
-            format!(
-                "Caution: one tensor (the logits, {}) is over half of the {} left free: \
-                 the allocator's fragmentation can stop it",
-                gb(e.largest_buffer_bytes),
-                gb(e.capacity_bytes - p.memory_per_gpu_bytes)
-            ),
+            {
+                let free = e.capacity_bytes - p.memory_per_gpu_bytes;
+                let against = if e.largest_buffer_bytes > free {
+                    "is larger than"
+                } else {
+                    "is over half of"
+                };
+                format!(
+                    "Caution: one tensor (the logits, {}, counted in the peak) {against} the {} \
+                     left free at the peak: the allocator's fragmentation can stop it",
+                    gb(e.largest_buffer_bytes),
+                    gb(free)
+                )
+            },
             Style::new().fg(theme::current().error),
         ));
     }
