@@ -6,7 +6,7 @@ use crate::app::App;
 use crate::ui::theme;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::{Style, Stylize};
+use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Sparkline};
@@ -216,7 +216,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let x_labels = vec![
         Span::raw(tokens(x_lo)),
         Span::raw(tokens((x_lo + x_hi) / 2.0)),
-        Span::raw(tokens(x_hi)),
+        Span::raw(format!("{} tokens", tokens(x_hi))),
     ];
     let mut inner = block.inner(area);
     frame.render_widget(block, area);
@@ -248,15 +248,16 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let axes = |datasets| {
         Chart::new(datasets)
             .legend_position(None)
+            // No axis titles: ratatui draws them inside the plot, over the curve, the cursor
+            // and the switch markers. The units are in the labels (the x axis's last says
+            // "tokens") and in the panel title (B_crit in samples).
             .x_axis(
                 Axis::default()
-                    .title("tokens".dark_gray())
                     .bounds([x_lo, x_hi])
                     .labels(x_labels.clone()),
             )
             .y_axis(
                 Axis::default()
-                    .title("samples".dark_gray())
                     .bounds([y_lo, y_hi])
                     .labels(y_labels.clone()),
             )
