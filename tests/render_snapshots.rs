@@ -275,3 +275,34 @@ fn the_selected_heatmap_cell_is_marked_without_colour_too() {
         }
     }
 }
+
+#[test]
+fn under_no_color_the_best_cells_star_never_touches_its_neighbour() {
+    // The built-in trainer's run at 120x40: the ★ cell's number and glyphs filled its width,
+    // so the star joined the cell to its left ("92.5k█★92.9k█").
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    let copus = env!("CARGO_BIN_EXE_copus");
+    let trained = std::process::Command::new(copus)
+        .args(["demo-train", "--steps", "300", "--quiet", "--out"])
+        .arg(&run)
+        .status()
+        .expect("demo-train");
+    assert!(trained.success());
+    let out = std::process::Command::new(copus)
+        .arg("snapshot")
+        .arg(&run)
+        .args(["--seq-len", "4096", "--size", "120x40"])
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("snapshot");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(screen.contains('★'), "{screen}");
+    for line in screen
+        .lines()
+        .filter(|l| l.contains('★') && !l.contains("★ best"))
+    {
+        let before = line.split('★').next().and_then(|b| b.chars().last());
+        assert_eq!(before, Some(' '), "{line}");
+    }
+}
