@@ -215,12 +215,7 @@ fn quit_rebound_in_a_configuration_file_quits_the_explorer() {
     tmux.wait_for("best: batch");
     tmux.keys(&["Escape"]);
     tmux.wait_for("Q quits");
-    tmux.keys(&["q"]);
-    sleep(Duration::from_millis(500));
-    assert!(!tmux.screen().contains("COPUS-EXITED"), "q no longer quits");
-    tmux.keys(&["Q"]);
-    let end = tmux.wait_for("COPUS-EXITED");
-    assert!(end.contains("COPUS-EXITED 0"), "{end}");
+    quit_is_rebound_to_capital_q(&tmux);
 }
 
 #[test]
@@ -249,6 +244,12 @@ fn watch_uses_the_configuration_file_as_open_does() {
     );
     let tmux = Tmux::start("e2e-watch-config", 100, 30, &command);
     tmux.wait_for("50 steps");
+    quit_is_rebound_to_capital_q(&tmux);
+}
+
+/// With quit rebound to "Q" in the configuration file: q leaves the explorer running, Q quits
+/// it with status 0.
+fn quit_is_rebound_to_capital_q(tmux: &Tmux) {
     tmux.keys(&["q"]);
     sleep(Duration::from_millis(500));
     assert!(!tmux.screen().contains("COPUS-EXITED"), "q no longer quits");

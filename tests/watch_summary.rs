@@ -10,6 +10,18 @@ fn copus() -> Command {
     Command::new(env!("CARGO_BIN_EXE_copus"))
 }
 
+/// `copus analyze PATH --json`, parsed (the command must succeed).
+fn analyze_json(path: &std::path::Path) -> Value {
+    json(
+        copus()
+            .arg("analyze")
+            .arg(path)
+            .arg("--json")
+            .output()
+            .expect("run"),
+    )
+}
+
 fn json(out: std::process::Output) -> Value {
     assert!(
         out.status.success(),
@@ -188,14 +200,7 @@ fn a_restarted_run_is_named_by_analyze_with_the_steps_it_wrote_twice() {
         text.push('\n');
     }
     std::fs::write(&path, text).expect("write");
-    let v = json(
-        copus()
-            .arg("analyze")
-            .arg(&path)
-            .arg("--json")
-            .output()
-            .expect("run"),
-    );
+    let v = analyze_json(&path);
     let diags = v["summary"]["diagnostics"].as_array().expect("diagnostics");
     let order = diags
         .iter()
@@ -213,14 +218,7 @@ fn a_restarted_run_is_named_by_analyze_with_the_steps_it_wrote_twice() {
         text.push('\n');
     }
     std::fs::write(&swapped, text).expect("write");
-    let v = json(
-        copus()
-            .arg("analyze")
-            .arg(&swapped)
-            .arg("--json")
-            .output()
-            .expect("run"),
-    );
+    let v = analyze_json(&swapped);
     let msg = v["summary"]["diagnostics"]
         .as_array()
         .expect("diagnostics")
@@ -328,14 +326,7 @@ fn a_short_run_whose_last_window_disagrees_with_the_run_is_not_called_stable() {
         })
         .collect();
     std::fs::write(&path, text).expect("write");
-    let v = json(
-        copus()
-            .arg("analyze")
-            .arg(&path)
-            .arg("--json")
-            .output()
-            .expect("run"),
-    );
+    let v = analyze_json(&path);
     let s = &v["summary"];
     assert!(s["drift"].is_null(), "too short for the drift test");
     assert_ne!(s["verdict"], "stable", "{s}");
@@ -366,14 +357,7 @@ fn one_bad_line_in_a_hundred_is_info_whether_malformed_or_non_finite() {
             .collect();
         let path = dir.path().join("r.ndjson");
         std::fs::write(&path, text).expect("write");
-        let v = json(
-            copus()
-                .arg("analyze")
-                .arg(&path)
-                .arg("--json")
-                .output()
-                .expect("run"),
-        );
+        let v = analyze_json(&path);
         v["summary"]["diagnostics"].clone()
     };
     let severity = |d: &Value, kind: &str| {

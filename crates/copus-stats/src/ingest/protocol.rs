@@ -351,23 +351,7 @@ mod tests {
     use super::*;
 
     fn record(b_small: f64, b_big: f64) -> StepStats {
-        StepStats {
-            v: PROTOCOL_VERSION,
-            step: 50,
-            b_small,
-            b_big,
-            sq_small: 2.0,
-            sq_big: 1.0,
-            n_small: None,
-            tokens: None,
-            loss: None,
-            lr: None,
-            step_time_s: None,
-            config: None,
-            layers: Default::default(),
-            skipped: None,
-            dot_prev: None,
-        }
+        StepStats::new(50, b_small, b_big, 2.0, 1.0)
     }
 
     #[test]
