@@ -388,3 +388,41 @@ fn one_bad_line_in_a_hundred_is_info_whether_malformed_or_non_finite() {
         "{d}"
     );
 }
+
+#[test]
+fn two_writers_into_one_file_are_named_once_not_as_a_restart_at_every_step() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("two-ranks.ndjson");
+    let mut f = std::fs::File::create(&path).expect("create");
+    // Two ranks each writing their own record of every step, interleaved.
+    let n = 300u64;
+    for s in 0..n {
+        for rank in 0..2u64 {
+            let wobble = 1.0 + 0.1 * rank as f64 + 0.2 * ((s * 7919 % 101) as f64 / 101.0);
+            let sq_small = 0.5 + 5.0 * wobble;
+            let sq_big = 0.5 + 5.0 / 32.0 * wobble;
+            writeln!(
+                f,
+                r#"{{"v":1,"step":{s},"b_small":8,"b_big":256,"sq_small":{sq_small},"sq_big":{sq_big}}}"#
+            )
+            .expect("write");
+        }
+    }
+    drop(f);
+    let out = copus()
+        .arg("watch")
+        .arg(&path)
+        .args(["--headless", "--until-steps", &n.to_string()])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let announced = stderr.matches("the run restarted at step").count();
+    assert!(
+        (1..=20).contains(&announced),
+        "{announced} restart lines:\n{stderr}"
+    );
+    assert!(stderr.contains("further restarts are counted"), "{stderr}");
+    assert!(stdout.contains("several writers"), "{stdout}");
+    assert!(stdout.contains("copus analyze"), "{stdout}");
+}

@@ -502,9 +502,13 @@ impl WatchState {
                 self.restarts += 1;
                 let gone = self.core.restart_from(step);
                 self.superseded += gone;
-                eprintln!(
-                    "copus watch: {shown}: the run restarted at step {step}; {gone} earlier records from that step on are replaced"
-                );
+                if self.restarts <= MALFORMED_PRINTED {
+                    eprintln!(
+                        "copus watch: {shown}: the run restarted at step {step}; {gone} earlier record(s) from that step on are replaced"
+                    );
+                } else if self.restarts == MALFORMED_PRINTED + 1 {
+                    eprintln!("copus watch: further restarts are counted, not shown");
+                }
             }
         }
     }
@@ -544,6 +548,28 @@ impl WatchState {
     }
 }
 
+/// Restarts before which this many records or fewer were superseded, on average, and at
+/// least [`SEVERAL_WRITERS_RESTARTS`] of them, read as several writers, not restarts.
+const SEVERAL_WRITERS_SUPERSEDED_PER_RESTART: u64 = 2;
+/// The fewest restarts [`several_writers_note`] reads as several writers.
+const SEVERAL_WRITERS_RESTARTS: u64 = 10;
+
+/// A note when the "restarts" look like several writers into one stream (every rank writing
+/// its own record of each step): many restarts, each replacing about one record. A trainer
+/// restarted from a checkpoint replaces the steps since that checkpoint, and rarely.
+fn several_writers_note(restarts: u64, superseded: u64) -> Option<String> {
+    let per_restart_bound = restarts.checked_mul(SEVERAL_WRITERS_SUPERSEDED_PER_RESTART)?;
+    (restarts >= SEVERAL_WRITERS_RESTARTS && superseded <= per_restart_bound).then(|| {
+        format!(
+            "{restarts} restarts that each replaced about one record: more likely several \
+             writers sending their own record of each step (every rank writing?) than a \
+             restarted run. watch keeps the last record of each step; write from one rank \
+             (or gather first), or read the file with `copus analyze`, which sums the records \
+             of one step"
+        )
+    })
+}
+
 /// The summary of a headless watch as text, as the command prints it.
 fn summary_text(s: &WatchSummary) -> String {
     use std::fmt::Write;
@@ -561,6 +587,9 @@ fn summary_text(s: &WatchSummary) -> String {
         "dropped          {} duplicate records (replayed or rewritten), {} superseded by {} restart(s)",
         s.duplicates_dropped, s.superseded, s.restarts
     );
+    if let Some(note) = several_writers_note(s.restarts, s.superseded) {
+        let _ = writeln!(out, "  {note}");
+    }
     if let Some([a, b]) = s.steps {
         let _ = writeln!(out, "steps            {a}–{b}");
     }
@@ -600,6 +629,20 @@ fn summary_text(s: &WatchSummary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn many_one_record_restarts_read_as_several_writers() {
+        // Two ranks interleaving their records of 3000 steps: 3000 restarts of one record.
+        let note = several_writers_note(3000, 3000).expect("a note");
+        assert!(note.contains("several writers"), "{note}");
+        // A trainer restarted twice from checkpoints 500 steps back: no note.
+        assert_eq!(several_writers_note(2, 1000), None);
+        // Many restarts that each replaced hundreds of records: restarts, no note.
+        assert_eq!(several_writers_note(40, 40 * 300), None);
+        // A few one-record restarts are not enough to say.
+        assert_eq!(several_writers_note(3, 3), None);
+        assert_eq!(several_writers_note(u64::MAX, 5), None);
+    }
     use crate::source::live::{Admit, Dedupe};
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};

@@ -193,7 +193,7 @@ impl Aggregator {
                 Some(LinkStatus::new(
                     LinkState::Flowing,
                     format!(
-                        "the run restarted at step {step}: {gone} earlier records from that step on replaced"
+                        "the run restarted at step {step}: {gone} earlier record(s) from that step on replaced"
                     ),
                 ))
             }
