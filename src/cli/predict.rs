@@ -813,10 +813,16 @@ fn setting_caveats(
     }
     let dp_share = p.breakdown.dp_s / p.step_time_s;
     if p.step_time_s > 0.0 && dp_share > 0.5 {
+        // ZeRO-1 moves 6 bytes a parameter (FP32 gradients reduce-scattered, BF16 parameters
+        // gathered) against an all-reduce's 8; ZeRO-2 and -3 move more, not less.
+        let remedies = if cfg.zero == 0 {
+            "more TP or PP, ZeRO-1 or a larger batch move less per token"
+        } else {
+            "more TP or PP or a larger batch move less per token"
+        };
         caveats.push(format!(
             "data-parallel communication is {:.0} % of the step: more GPUs in data parallelism \
-             alone make it slower; more TP or PP, ZeRO-1 or a larger batch move less per \
-             token (`copus grid` compares the layouts)",
+             alone make it slower; {remedies} (`copus grid` compares the layouts)",
             dp_share * 100.0
         ));
     }

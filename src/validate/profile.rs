@@ -125,6 +125,10 @@ pub fn efficiency(e: &EfficiencyParams, at: &str) -> Result<(), Invalid> {
     non_negative(&f("vpp_stage_overhead_s"), e.vpp_stage_overhead_s)?;
     unit(&f("grad_reduce_overlap"), e.grad_reduce_overlap)?;
     positive(&f("grad_bucket_bytes"), e.grad_bucket_bytes)?;
+    non_negative(
+        &f("grad_bucket_params_per_dp_rank"),
+        e.grad_bucket_params_per_dp_rank,
+    )?;
     positive(
         &f("zero3_collectives_per_layer"),
         e.zero3_collectives_per_layer,

@@ -320,8 +320,9 @@ fn demo_report() -> (copus::plan::PlanReport, EmitContext) {
     (rep, ctx)
 }
 
-/// The demo's plan with its first phase moved to `dp·tp·pp` (same batch) and its
-/// configuration changed.
+/// The demo's plan with its first phase moved to `dp·tp·pp` at batch 32 and its
+/// configuration changed (the batch fixed here, whatever the plan chose: the cases below
+/// are about how a configuration is written, not about the plan).
 fn changed(
     dp: u32,
     tp: u32,
@@ -333,6 +334,7 @@ fn changed(
 ) -> (copus::plan::PlanReport, EmitContext) {
     let (mut rep, ctx) = demo_report();
     let st = &mut rep.schedule[0].state;
+    st.batch = 32;
     st.dp = dp;
     st.tp = tp;
     st.pp = pp;

@@ -316,8 +316,16 @@ pub struct EfficiencyParams {
     /// reduction can hide behind (1: bucketed reduction overlapped with backward, as
     /// Megatron-Core's overlap option and PyTorch DDP; 0: reduced after the backward).
     pub grad_reduce_overlap: f64,
-    /// Gradient bucket size of the data-parallel reduction, bytes (one collective per bucket).
+    /// Gradient bucket size of the data-parallel reduction, bytes (one collective per bucket):
+    /// the smallest bucket, whatever the data-parallel size.
     pub grad_bucket_bytes: f64,
+    /// How buckets grow with the data-parallel size, parameters per data-parallel rank: a
+    /// bucket holds at least this × DP gradients. Megatron-Core's default bucket is
+    /// max(40M, 1M × DP) parameters (`DistributedDataParallelConfig.bucket_size`), so that a
+    /// collective over hundreds of ranks, whose ring pays a hop latency per rank, stays
+    /// bandwidth-bound; DeepSpeed's default bucket (5·10⁸ elements) is as large up to DP 500.
+    /// 0: fixed buckets of [`Self::grad_bucket_bytes`].
+    pub grad_bucket_params_per_dp_rank: f64,
     /// Parameter all-gathers per layer per pass under ZeRO-3 / FSDP (one per parameter tensor
     /// in DeepSpeed ZeRO-3; one per wrapped layer in FSDP).
     pub zero3_collectives_per_layer: f64,
@@ -384,6 +392,7 @@ impl Default for EfficiencyParams {
             grad_bytes: 4.0,
             grad_reduce_overlap: 1.0,
             grad_bucket_bytes: 160e6,
+            grad_bucket_params_per_dp_rank: 1e6,
             zero3_collectives_per_layer: 4.0,
             zero3_overlap: 0.5,
             fsdp_overlap: 0.9,

@@ -518,7 +518,9 @@ impl ConfigCost {
         let (dp_group, hsdp) = dp_groups(ctx, cfg);
         let grads = local * e.grad_bytes;
         let params = local * 2.0;
-        let bucket = e.grad_bucket_bytes;
+        let bucket = e
+            .grad_bucket_bytes
+            .max(e.grad_bucket_params_per_dp_rank * f64::from(dp_group.size) * e.grad_bytes);
         let rs = |b| bucketed(b, bucket, dp_group, &net);
         let ar = |b| bucketed_all_reduce(b, bucket, dp_group, &net);
         let (dp_exposed_mb, dp_grad_once, dp_param_once) = match effective_zero(e, cfg) {
