@@ -515,6 +515,44 @@ fn branched_experiment_measured_beside_the_estimate() {
         msg.contains("step 20") && msg.contains("at least 3"),
         "{msg}"
     );
+    // A branch point after the run's last step is not compared with the last step's
+    // estimate; the point inside the run still is.
+    let far = dir.path().join("far.ndjson");
+    std::fs::write(
+        &far,
+        text.replace("\"from_step\":120", "\"from_step\":100000"),
+    )
+    .unwrap();
+    let an = copus()
+        .arg("analyze")
+        .arg(&run)
+        .arg("--branches")
+        .arg(&far)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        an.status.success(),
+        "{}",
+        String::from_utf8_lossy(&an.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&an.stdout).expect("json");
+    let cmp = v["branches"]["comparison"].as_array().expect("comparison");
+    assert_eq!(cmp[1]["from_step"], 100000);
+    assert!(
+        cmp[1]["estimate_step"].is_null() && cmp[1]["b_simple"].is_null(),
+        "{v}"
+    );
+    assert!(cmp[0]["estimate_step"].is_u64());
+    let t = copus()
+        .arg("analyze")
+        .arg(&run)
+        .arg("--branches")
+        .arg(&far)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&t.stdout);
+    assert!(t.contains("step 100000: not compared"), "{t}");
     let e = copus().arg("cbs").arg(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&e.stderr).contains("not a regular file"));
     let e = copus()

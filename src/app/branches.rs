@@ -24,7 +24,13 @@ pub struct BranchMark {
 /// session's B_crit scale): branch points outside the run are left out.
 pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
     let pts = &raw.points;
-    let at = |step: u64| pts.partition_point(|p| p.step <= step).checked_sub(1);
+    let last = pts.last().map(|p| p.step);
+    let at = |step: u64| {
+        if last.is_none_or(|last| step > last) {
+            return None;
+        }
+        pts.partition_point(|p| p.step <= step).checked_sub(1)
+    };
     let comparison = compare_with_estimate(report, |step| {
         let p = &pts[at(step)?];
         let ci = p.ci.map_or([f64::NAN, f64::NAN], |(lo, hi)| [lo, hi]);
@@ -151,6 +157,7 @@ mod tests {
             }),
             b_noise_note: None,
             branches: Vec::new(),
+            left_out: Vec::new(),
         }
     }
 
@@ -163,11 +170,15 @@ mod tests {
             points: vec![
                 point(105, Some(55.0)),
                 point(500, None),
+                point(950, Some(1.0)),
+                // After the run's last step (990): no estimate at it, no mark.
                 point(5000, Some(1.0)),
             ],
+            unmeasured: Vec::new(),
         };
         let m = marks(&report, &traj());
         assert_eq!(m.len(), 3);
+        assert_eq!(m[2].from_step, 950);
         // Step 105 lies between the run's steps 100 and 110: the point at or before it.
         assert_eq!(m[0].comparison.estimate_step, Some(100));
         assert_eq!(m[0].tokens, 10.0 * 1280.0);
@@ -184,7 +195,7 @@ mod tests {
         assert!(headline_segment(&[], 0).is_none());
         // The conversion: the geometric mean of the ratios that exist.
         let (f, n) = conversion(&m, ConversionKind::BNoise).unwrap();
-        let want = ((55.0 / 110.0f64).ln() + (1.0 / 199.0f64).ln()) / 2.0;
+        let want = ((55.0 / 110.0f64).ln() + (1.0 / 195.0f64).ln()) / 2.0;
         assert_eq!(n, 2);
         assert!((f - want.exp()).abs() < 1e-12, "{f}");
         let (t, n) = conversion(&m, ConversionKind::ThresholdCbs).unwrap();

@@ -290,14 +290,23 @@ fn branches_section(
 ) -> anyhow::Result<BranchesSection> {
     let cbs = super::cbs::load_branch_file(path, report.summary.confidence)?;
     let steps = &report.steps;
+    let last = steps.last().map(|r| r.step);
+    // A branch point after the run's last analysed step has no estimate at it.
     let comparison = crate::stats::estimate::cbs::compare_with_estimate(&cbs, |at| {
+        if last.is_none_or(|last| at > last) {
+            return None;
+        }
         let i = steps.partition_point(|r| r.step <= at).checked_sub(1)?;
         let r = &steps[i];
         Some((r.step, r.b_simple, r.ci))
     });
     if comparison.iter().all(|c| c.estimate_step.is_none()) {
+        let span = steps
+            .first()
+            .zip(last)
+            .map_or(String::new(), |(a, b)| format!(" ({}–{b})", a.step));
         anyhow::bail!(
-            "{}: every branch point comes before the run's first analysed step (is it the branched \
+            "{}: no branch point lies within the run's analysed steps{span} (is it the branched \
              experiment of this run?)",
             path.display()
         );
@@ -398,10 +407,24 @@ fn render_branches(section: &BranchesSection) -> String {
          reverse); B_simple is the run's smoothed estimate at the last analysed step at or before \
          each branch point"
     );
-    for p in &section.cbs.points {
+    for (p, c) in section.cbs.points.iter().zip(&section.comparison) {
         if let Some(n) = &p.b_noise_note {
             let _ = writeln!(out, "step {}: fitted B_noise none: {n}", p.from_step);
         }
+        if c.estimate_step.is_none() {
+            let _ = writeln!(
+                out,
+                "step {}: not compared: the run has no analysed step at or before it, or it \
+                 lies after the run's last",
+                p.from_step
+            );
+        }
+        for line in super::cbs::left_out_lines(p) {
+            let _ = writeln!(out, "step {}: {line}", p.from_step);
+        }
+    }
+    for line in super::cbs::unmeasured_lines(&section.cbs) {
+        let _ = writeln!(out, "{line}");
     }
     out
 }

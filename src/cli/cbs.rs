@@ -129,6 +129,39 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
                 b.batch, b.seeds, b.loss_at_budget, to
             );
         }
+        for line in left_out_lines(p) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    for line in unmeasured_lines(r) {
+        let _ = writeln!(out, "{line}");
     }
     out
+}
+
+/// One line per branch a point left out of its measurement (`cbs` and `analyze --branches`).
+pub fn left_out_lines(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> {
+    p.left_out
+        .iter()
+        .map(|l| {
+            format!(
+                "left out: batch {} seed {} stopped at {:.0} samples, under half the branches' \
+                 median {:.0} (interrupted?); kept in, it would set every batch's budget",
+                l.batch, l.seed, l.samples, l.median_samples
+            )
+        })
+        .collect()
+}
+
+/// One line per branch point that could not be measured.
+pub fn unmeasured_lines(r: &crate::stats::estimate::cbs::CbsReport) -> Vec<String> {
+    r.unmeasured
+        .iter()
+        .map(|u| {
+            format!(
+                "branch point at step {}: not measured: {}",
+                u.from_step, u.why
+            )
+        })
+        .collect()
 }

@@ -122,6 +122,32 @@ pub struct PointReport {
     pub b_noise_note: Option<String>,
     /// Per batch.
     pub branches: Vec<BatchSummary>,
+    /// Branches left out because they stopped far short of the others (interrupted runs):
+    /// kept in, each would have cut the common sample budget of every batch to its own end.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOutBranch>,
+}
+
+/// A branch left out of its point's measurement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeftOutBranch {
+    /// Global batch, samples.
+    pub batch: u64,
+    /// Seed.
+    pub seed: u64,
+    /// Samples the branch reached.
+    pub samples: f64,
+    /// The median end of the point's branches, samples.
+    pub median_samples: f64,
+}
+
+/// A branch point that could not be measured (the others are).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnmeasuredPoint {
+    /// The branch point's step.
+    pub from_step: u64,
+    /// Why not.
+    pub why: String,
 }
 
 /// What `copus cbs --json` prints.
@@ -135,18 +161,34 @@ pub struct CbsReport {
     pub resamples: usize,
     /// Per branch point, in step order.
     pub points: Vec<PointReport>,
+    /// Branch points that could not be measured, in step order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmeasured: Vec<UnmeasuredPoint>,
 }
 
 /// Read branch records from NDJSON text; blank lines are skipped.
 pub fn parse(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
     let mut out = Vec::new();
+    // (branch, samples) → (loss, line): a record written twice (a replayed or re-appended
+    // file) is read once; two losses at the same point of one branch are two experiments.
+    let mut seen: std::collections::HashMap<(u64, u64, u64, u64), (f64, usize)> =
+        std::collections::HashMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
         let bad = |why: String| CbsError::Line { line: i + 1, why };
-        let r: BranchRecord = serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+        let r: BranchRecord = serde_json::from_str(line).map_err(|e| {
+            if line.contains("\"sq_small\"") {
+                bad(format!(
+                    "{e}: this is a gradient-statistics record (`copus analyze` reads those); \
+                     `copus cbs` reads the branch records of a branched experiment"
+                ))
+            } else {
+                bad(e.to_string())
+            }
+        })?;
         if r.v != 1 {
             return Err(bad(format!(
                 "protocol version {} (this build reads 1)",
@@ -159,6 +201,20 @@ pub fn parse(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
         if !(r.samples.is_finite() && r.samples >= 0.0 && r.loss.is_finite()) {
             return Err(bad("samples must be finite and ≥ 0, loss finite".into()));
         }
+        let k = &r.branch;
+        let key = (k.from_step, k.batch, k.seed, r.samples.to_bits());
+        if let Some(&(loss, first)) = seen.get(&key) {
+            if loss == r.loss {
+                continue;
+            }
+            return Err(bad(format!(
+                "branch (from_step {}, batch {}, seed {}) at {} samples has loss {} here and {} \
+                 on line {first}: two experiments in one file? Keep one, or give the other \
+                 other seeds",
+                k.from_step, k.batch, k.seed, r.samples, r.loss, loss
+            )));
+        }
+        seen.insert(key, (r.loss, i + 1));
         out.push(r);
     }
     if out.is_empty() {
@@ -193,6 +249,9 @@ fn samples_to(c: &Curve, target: f64) -> Option<f64> {
 
 /// Per batch, the seeds' curves.
 type Point = BTreeMap<u64, Vec<Curve>>;
+
+/// A branch point's curves with their seeds: batch → (seed, curve).
+type SeededPoint = BTreeMap<u64, Vec<(u64, Curve)>>;
 
 fn threshold(
     point: &Point,
@@ -274,28 +333,102 @@ pub fn measure(
     let points = by_point
         .into_iter()
         .map(|(from_step, batches)| {
-            let point: Point = batches
+            let point: SeededPoint = batches
                 .into_iter()
                 .map(|(b, seeds)| {
                     let curves = seeds
-                        .into_values()
-                        .map(|mut c| {
+                        .into_iter()
+                        .map(|(seed, mut c)| {
                             c.sort_by(|x, y| x.0.total_cmp(&y.0));
-                            c
+                            (seed, c)
                         })
                         .collect();
                     (b, curves)
                 })
                 .collect();
-            measure_point(from_step, &point, tolerance, confidence, resamples)
+            let (point, left_out) = leave_out_short_branches(point);
+            measure_point(from_step, &point, tolerance, confidence, resamples).map(|mut p| {
+                p.left_out = left_out;
+                p
+            })
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Vec<_>>();
+    let mut measured = Vec::new();
+    let mut unmeasured = Vec::new();
+    let mut first_error = None;
+    for r in points {
+        match r {
+            Ok(p) => measured.push(p),
+            Err(e) => {
+                if let CbsError::Point { from_step, why } = &e {
+                    unmeasured.push(UnmeasuredPoint {
+                        from_step: *from_step,
+                        why: why.clone(),
+                    });
+                }
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    // Nothing measured: the first point's reason is the error.
+    if measured.is_empty()
+        && let Some(e) = first_error
+    {
+        return Err(e);
+    }
     Ok(CbsReport {
         tolerance,
         confidence,
         resamples,
-        points,
+        points: measured,
+        unmeasured,
     })
+}
+
+/// A branch that ends before this fraction of its point's median end is left out.
+pub const SHORT_BRANCH_FRACTION: f64 = 0.5;
+
+/// `point` without the branches that stopped before [`SHORT_BRANCH_FRACTION`] of the median
+/// branch end (an interrupted run would otherwise set the common budget of every batch), and
+/// the branches left out. A batch keeps its short branches when leaving them out would leave
+/// it fewer than two seeds, and then the point is measured on the shorter budget as before.
+fn leave_out_short_branches(point: SeededPoint) -> (Point, Vec<LeftOutBranch>) {
+    let mut ends: Vec<f64> = point
+        .values()
+        .flatten()
+        .filter_map(|(_, c)| c.last().map(|p| p.0))
+        .collect();
+    ends.sort_by(f64::total_cmp);
+    let median = ends.get(ends.len() / 2).copied().unwrap_or(0.0);
+    let short = |c: &Curve| {
+        c.last()
+            .is_some_and(|p| p.0 < SHORT_BRANCH_FRACTION * median)
+    };
+    let mut left_out = Vec::new();
+    let kept = point
+        .into_iter()
+        .map(|(batch, curves)| {
+            let long = curves.iter().filter(|(_, c)| !short(c)).count();
+            if long < 2 || long == curves.len() {
+                return (batch, curves.into_iter().map(|(_, c)| c).collect());
+            }
+            let mut keep = Vec::with_capacity(long);
+            for (seed, c) in curves {
+                if short(&c) {
+                    left_out.push(LeftOutBranch {
+                        batch,
+                        seed,
+                        samples: c.last().map_or(0.0, |p| p.0),
+                        median_samples: median,
+                    });
+                } else {
+                    keep.push(c);
+                }
+            }
+            (batch, keep)
+        })
+        .collect();
+    (kept, left_out)
 }
 
 fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
@@ -443,6 +576,7 @@ fn measure_point(
         }),
         b_noise_note: note,
         branches,
+        left_out: Vec::new(),
     })
 }
 
@@ -674,6 +808,76 @@ mod tests {
         }
         let e = measure(&apart, 0.01, 0.95, 50).unwrap_err().to_string();
         assert!(e.contains("share no range"), "{e}");
+    }
+
+    #[test]
+    fn an_interrupted_branch_is_left_out_and_named_not_the_budget_of_every_batch() {
+        let full = synthetic(200.0, &BATCHES, 3, 40_000.0, 0.001, 3);
+        let whole = measure(&full, 0.01, 0.95, 100).expect("measures");
+        // Batch 1024's seed 2 stopped at 4,096 samples.
+        let cut: Vec<BranchRecord> = full
+            .iter()
+            .filter(|r| !(r.branch.batch == 1024 && r.branch.seed == 2 && r.samples > 4096.0))
+            .cloned()
+            .collect();
+        let p = &measure(&cut, 0.01, 0.95, 100).expect("measures").points[0];
+        assert_eq!(p.left_out.len(), 1, "{:?}", p.left_out);
+        assert_eq!((p.left_out[0].batch, p.left_out[0].seed), (1024, 2));
+        assert_eq!(p.budget_samples, whole.points[0].budget_samples);
+        assert_eq!(p.threshold_cbs, whole.points[0].threshold_cbs);
+        let batch_1024 = p.branches.iter().find(|b| b.batch == 1024).expect("1024");
+        assert_eq!(batch_1024.seeds, 2);
+        // With two seeds only, the short branch stays in (a batch needs two) and sets the
+        // budget, as before.
+        let two_seeds: Vec<BranchRecord> =
+            cut.iter().filter(|r| r.branch.seed != 1).cloned().collect();
+        let p = &measure(&two_seeds, 0.01, 0.95, 100)
+            .expect("measures")
+            .points[0];
+        assert!(p.left_out.is_empty());
+        assert!(p.budget_samples <= 4096.0, "{}", p.budget_samples);
+    }
+
+    #[test]
+    fn a_point_that_cannot_be_measured_leaves_the_others_measured() {
+        let mut recs = synthetic(200.0, &BATCHES, 3, 40_000.0, 0.001, 4);
+        let mut early = synthetic(200.0, &[16, 32], 3, 20_000.0, 0.001, 5);
+        for r in &mut early {
+            r.branch.from_step = 30;
+        }
+        recs.extend(early);
+        let r = measure(&recs, 0.01, 0.95, 50).expect("the point at step 100 measures");
+        assert_eq!(r.points.len(), 1);
+        assert_eq!(r.points[0].from_step, 100);
+        assert_eq!(r.unmeasured.len(), 1);
+        assert_eq!(r.unmeasured[0].from_step, 30);
+        assert!(
+            r.unmeasured[0].why.contains("at least 3"),
+            "{:?}",
+            r.unmeasured
+        );
+    }
+
+    #[test]
+    fn a_record_written_twice_is_read_once_and_two_losses_at_one_point_are_refused() {
+        let line = |loss: f64| {
+            format!(
+                r#"{{"v":1,"branch":{{"from_step":30,"batch":8,"seed":0}},"step":1,"samples":8,"loss":{loss}}}"#
+            )
+        };
+        let twice = format!("{}\n{}\n", line(2.5), line(2.5));
+        assert_eq!(parse(&twice).expect("parses").len(), 1);
+        let conflict = format!("{}\n\n{}\n", line(2.5), line(3.0));
+        let e = parse(&conflict).unwrap_err().to_string();
+        assert!(e.starts_with("line 3:") && e.contains("line 1"), "{e}");
+        assert!(e.contains("two experiments"), "{e}");
+    }
+
+    #[test]
+    fn a_statistics_record_is_named_as_one() {
+        let stats = r#"{"v":1,"step":0,"b_small":8,"b_big":64,"sq_small":2.0,"sq_big":1.0}"#;
+        let e = parse(stats).unwrap_err().to_string();
+        assert!(e.contains("copus analyze"), "{e}");
     }
 
     #[test]
