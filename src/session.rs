@@ -384,6 +384,13 @@ pub struct Resolved {
     /// The session lists no recompute policies: the stack's own are searched
     /// (`StackPreset::recompute_policies`), and follow a change of stack.
     pub recompute_from_stack: bool,
+    /// The session file lists ZeRO stages or recompute policies (written for its stack's
+    /// framework) and none was chosen in the what-if since: a stack of another framework
+    /// replaces them ([`Resolved::switch_stack`]).
+    pub search_from_file: bool,
+    /// What command-line overrides changed beyond what they name, one sentence each (a
+    /// `--stack` of another framework replacing the session's ZeRO and recompute search).
+    pub override_notes: Vec<String>,
 }
 
 impl Resolved {
@@ -423,6 +430,49 @@ impl Resolved {
             Some(s) => s.clone(),
             None => crate::perf::Stack::describing(&self.efficiency(), None),
         }
+    }
+
+    /// Put `stack` in force as the session's stack. When it is another framework than the
+    /// one in force (another preset), the ZeRO stages and recompute policies the session file
+    /// lists, written for that framework, give way to the new framework's (a choice made in
+    /// the what-if since is kept)
+    /// ([`Self::fill_zero_from_stack`]); returns what was replaced, as a sentence, when a
+    /// listed search changed.
+    pub fn switch_stack(&mut self, stack: crate::perf::Stack) -> Option<String> {
+        let before = self.stack().base();
+        let after = stack.base();
+        self.session.stack = Some(stack);
+        let mut replaced = None;
+        if before != after && self.search_from_file {
+            self.search_from_file = false;
+            let (zero, recompute) = (
+                self.session.search.zero.clone(),
+                self.session.search.recompute.clone(),
+            );
+            self.zero_from_stack = true;
+            self.recompute_from_stack = true;
+            self.fill_zero_from_stack();
+            let s = &self.session.search;
+            if s.zero != zero || s.recompute != recompute {
+                let list = |r: &[crate::perf::Recompute]| {
+                    r.iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                replaced = Some(format!(
+                    "the session's ZeRO stages {zero:?} and recompute policies [{}] are \
+                     {before}'s; searching {after}'s own: ZeRO {:?}, recompute [{}] (list them \
+                     in the session's search to choose)",
+                    list(&recompute),
+                    s.zero,
+                    list(&s.recompute)
+                ));
+            }
+            return replaced;
+        }
+        self.fill_zero_from_stack();
+        replaced
     }
 
     /// When the session lists no ZeRO stages, search the stack's own
@@ -615,6 +665,8 @@ impl Session {
             use_calibration: true,
             zero_from_stack,
             recompute_from_stack,
+            override_notes: Vec::new(),
+            search_from_file: !(zero_from_stack && recompute_from_stack),
         };
         resolved.fill_zero_from_stack();
         crate::validate::session::check(&resolved).map_err(|e| invalid(e.to_string()))?;

@@ -414,16 +414,47 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
     );
     assert!(copus_json(&args)["calibration"].is_null());
 
-    // grid and plan accept it too, and a missing file is an error naming it.
+    // Used on another GPU, a caveat says so (it was only a note on stderr).
+    let mut on_a100: Vec<&str> = args.to_vec();
+    on_a100.extend_from_slice(&["--hardware", "a100-80g", "--calibration", cal_path]);
+    let v = copus_json(&on_a100);
+    assert!(
+        v["caveats"].to_string().contains("used here for a100-80g"),
+        "{v}"
+    );
+
+    // grid and plan accept it too, name it with what it was fitted on, and carry its
+    // caveats (here another model); a missing file is an error naming it.
     for cmd in ["grid", "plan"] {
-        let (ok, _, err) = copus(&[
+        let v = copus_json(&[
             cmd,
             "sessions/paper-3b-8xh100.ron",
             "--calibration",
-            cal.to_str().expect("utf-8"),
+            cal_path,
             "--json",
         ]);
-        assert!(ok, "{cmd}: {err}");
+        assert_eq!(v["calibration"]["path"], cal_path, "{cmd}");
+        assert_eq!(v["calibration"]["model"], "llama-7b", "{cmd}");
+        assert!(
+            v["caveats"]
+                .to_string()
+                .contains("calibrated on llama-7b's steps"),
+            "{cmd}: {}",
+            v["caveats"]
+        );
+        let (ok, text, err) = copus(&[
+            cmd,
+            "sessions/paper-3b-8xh100.ron",
+            "--calibration",
+            cal_path,
+        ]);
+        assert!(ok, "{err}");
+        assert!(
+            text.contains(&format!("calibration: {cal_path}")),
+            "{cmd}: {text}"
+        );
+        let plain = copus_json(&[cmd, "sessions/paper-3b-8xh100.ron", "--json"]);
+        assert!(plain["calibration"].is_null(), "{cmd}");
     }
     let (ok, _, err) = copus(&["grid", "sessions/demo.ron", "--calibration", "nope.ron"]);
     assert!(!ok && err.contains("nope.ron"), "{err}");
@@ -1257,4 +1288,66 @@ fn data_parallel_buckets_grow_with_the_group_so_zero_1_never_costs_more_than_zer
     // less than 8× (latency no longer multiplied by a fixed bucket count).
     let small = dp_s("128", "1");
     assert!(z1 < 4.0 * small, "DP 128: {small}, DP 1024: {z1}");
+}
+
+#[test]
+fn a_stack_of_another_framework_searches_its_own_zero_stages_and_says_so() {
+    // The demo session lists ZeRO [1] (Megatron-Core's distributed optimizer); torchtitan
+    // runs FSDP (ZeRO-3): its layouts are searched as torchtitan runs them, and a caveat
+    // names the replaced search.
+    let v = copus_json(&[
+        "grid",
+        "sessions/demo.ron",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--json",
+    ]);
+    let zeros: Vec<u64> = v["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .filter_map(|c| c["config"]["zero"].as_u64())
+        .collect();
+    assert!(
+        !zeros.is_empty() && zeros.iter().all(|&z| z == 3),
+        "{zeros:?}"
+    );
+    let caveats = v["caveats"].to_string();
+    assert!(
+        caveats.contains("searching torchtitan-fsdp2's own: ZeRO [3]"),
+        "{caveats}"
+    );
+    // The same framework with one setting changed keeps the session's search.
+    let v = copus_json(&[
+        "grid",
+        "sessions/demo.ron",
+        "--attention",
+        "fused",
+        "--json",
+    ]);
+    assert!(
+        !v["caveats"].to_string().contains("searching"),
+        "{}",
+        v["caveats"]
+    );
+    let zeros: Vec<u64> = v["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .filter_map(|c| c["config"]["zero"].as_u64())
+        .collect();
+    assert!(zeros.iter().all(|&z| z == 1), "{zeros:?}");
+    // plan too: its JSON carries the caveat, and its schedule runs ZeRO-3.
+    let v = copus_json(&[
+        "plan",
+        "sessions/demo.ron",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--json",
+    ]);
+    assert!(
+        v["caveats"].to_string().contains("torchtitan-fsdp2's own"),
+        "{}",
+        v["caveats"]
+    );
 }

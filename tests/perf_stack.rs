@@ -483,6 +483,29 @@ fn the_what_if_stack_carries_its_zero_stage_until_one_is_chosen() {
     assert_eq!(r.session.search.zero, vec![2]);
     apply(&mut r, Field::Stack, 1).expect("next preset");
     assert_eq!(r.session.search.zero, vec![2], "chosen: kept");
+
+    // A session file's list was written for its framework (the demo: ZeRO [1], Megatron-Core's
+    // distributed optimizer): another framework in the what-if searches its own stages.
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron");
+    let mut r = copus::session::Session::load(&demo)
+        .expect("load")
+        .resolve(&demo)
+        .expect("resolve");
+    assert_eq!(r.session.search.zero, vec![1]);
+    apply(&mut r, Field::Stack, 1).expect("nemo");
+    assert_eq!(value(&r, Field::Stack), "nemo");
+    assert_eq!(
+        r.session.search.zero,
+        vec![1],
+        "the same framework underneath"
+    );
+    for _ in 0..8 {
+        if value(&r, Field::Stack) == "torchtitan-fsdp2" {
+            break;
+        }
+        apply(&mut r, Field::Stack, 1).expect("next preset");
+    }
+    assert_eq!(r.session.search.zero, vec![3]);
 }
 
 /// `--elementwise eager` (torchtitan's default, no torch.compile) charges a Llama block its

@@ -300,6 +300,7 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.search.zero = vec![step_in(&[0u8, 1, 2, 3], current, delta)];
             // Chosen now: no longer the stack's.
             r.zero_from_stack = false;
+            r.search_from_file = false;
         }
         Field::Recompute => {
             // Cycle: all (the fastest that fits) → each policy the stack's framework has
@@ -320,6 +321,7 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             };
             // "All" follows the stack from now on; one policy chosen does not.
             r.recompute_from_stack = chosen.is_none();
+            r.search_from_file = false;
         }
         Field::ContextParallel => {
             // none → CP 1, 2 → 1, 2, 4 → 1, 2, 4, 8.
@@ -454,11 +456,12 @@ fn change_stack(r: &mut Resolved, change: Stack) -> Result<(), String> {
 /// Put `stack` in force, unless the hardware cannot run it (FP8 without FP8 tensor cores):
 /// then the session keeps its stack and the reason is returned.
 fn set_stack(r: &mut Resolved, stack: Stack) -> Result<(), String> {
-    let before = r.session.stack.replace(stack);
+    let before = r.session.stack.replace(stack.clone());
     if let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &r.efficiency()) {
         r.session.stack = before;
         return Err(why);
     }
-    r.fill_zero_from_stack();
+    r.session.stack = before;
+    r.switch_stack(stack);
     Ok(())
 }

@@ -170,8 +170,11 @@ struct GridOut {
     /// The `--filter` the cells were chosen by, as given.
     filter: Option<String>,
     cells: Vec<CellOut>,
-    /// What the predictions leave out for this model, one sentence each (empty for most).
+    /// What the predictions leave out for this model, one sentence each (empty for most),
+    /// and the caveats of the calibration and of command-line overrides.
     caveats: Vec<String>,
+    /// The calibration the throughputs use (`null`: the hardware profile's efficiencies).
+    calibration: Option<super::calibration_in_force::CalibrationUsed>,
 }
 
 /// Run `copus grid`.
@@ -181,6 +184,8 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         a.calibration.as_deref(),
         a.stack.stack().as_ref(),
     )?;
+    let (calibration, calibration_caveats) =
+        super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());
     let traj = load_trajectory(&resolved)?;
     let point = match a.at {
         None => traj.points.first(),
@@ -364,7 +369,12 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .flat_map(|&l| (0..nb).map(move |b| l * nb + b))
             .map(cell_out)
             .collect(),
-        caveats: crate::perf::caveats(&resolved.model),
+        caveats: crate::perf::caveats(&resolved.model)
+            .into_iter()
+            .chain(calibration_caveats)
+            .chain(resolved.override_notes.iter().cloned())
+            .collect(),
+        calibration,
     };
     if a.json {
         super::write_json(&out)?;
@@ -377,6 +387,12 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
 fn print_text(o: &GridOut) {
     println!("{}", super::escape_controls(&o.session));
     println!("stack: {}", o.stack.label);
+    if let Some(c) = &o.calibration {
+        println!(
+            "{}",
+            super::escape_controls(&super::calibration_in_force::text_line(c))
+        );
+    }
     for c in &o.caveats {
         println!("note: {c}");
     }

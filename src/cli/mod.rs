@@ -7,6 +7,7 @@ pub mod bench;
 pub mod branch;
 pub mod calibrate;
 pub mod calibrate_links;
+pub mod calibration_in_force;
 pub mod cbs;
 pub mod cluster_args;
 pub mod demo_train;

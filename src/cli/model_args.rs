@@ -196,8 +196,10 @@ pub fn apply_overrides(
         }
     }
     if let Some(s) = stack {
-        r.session.stack = Some(r.stack().overlaid(s));
-        r.fill_zero_from_stack();
+        let overlaid = r.stack().overlaid(s);
+        if let Some(replaced) = r.switch_stack(overlaid) {
+            r.override_notes.push(format!("--stack: {replaced}"));
+        }
     }
     if calibration.is_some() || stack.is_some() {
         crate::validate::session::check(r)

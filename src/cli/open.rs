@@ -341,6 +341,9 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
         args.calibration.as_deref(),
         args.stack.stack().as_ref(),
     )?;
+    for n in &resolved.override_notes {
+        eprintln!("note: {n}");
+    }
     let mut app = prepared(resolved, args.device)?;
     if let Some(other) = &args.compare {
         super::open_compare::attach(&mut app, other)?;

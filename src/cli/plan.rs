@@ -40,6 +40,9 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         resolved.session.planner.objective = o;
     }
     let report = crate::pipeline::plan_session(&resolved)?;
+    let (calibration, mut caveats) =
+        super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());
+    caveats.extend(resolved.override_notes.iter().cloned());
     if let Some(target) = args.emit {
         let c = &resolved.session.cluster;
         let ctx = crate::plan::emit::EmitContext {
@@ -50,13 +53,43 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         let text = crate::plan::emit::emit(&report, &ctx, target)
             .map_err(|e| anyhow::anyhow!("{}: --emit {}: {e}", p.display(), target.name()))?;
         print!("{}", super::escape_controls(&text));
+        // The emitted document is for the trainer: what it rests on goes to stderr.
+        for c in calibration
+            .iter()
+            .map(super::calibration_in_force::text_line)
+        {
+            eprintln!("{}", super::escape_controls(&c));
+        }
+        for c in &caveats {
+            eprintln!("note: {}", super::escape_controls(c));
+        }
     } else if args.json {
-        super::write_json(&report)?;
+        super::write_json(&PlanOut {
+            report: &report,
+            calibration,
+            caveats,
+        })?;
     } else {
-        print!(
-            "{}",
-            super::escape_controls(&crate::plan::render_text(&report))
-        );
+        let mut text = crate::plan::render_text(&report);
+        if let Some(c) = &calibration {
+            text.push_str(&super::calibration_in_force::text_line(c));
+            text.push('\n');
+        }
+        for c in &caveats {
+            text.push_str(&format!("note: {c}\n"));
+        }
+        print!("{}", super::escape_controls(&text));
     }
     Ok(())
+}
+
+/// `plan --json`: the report, the calibration it used and the caveats.
+#[derive(serde::Serialize)]
+struct PlanOut<'a> {
+    #[serde(flatten)]
+    report: &'a crate::plan::PlanReport,
+    /// The calibration the throughputs use (`null`: the hardware profile's efficiencies).
+    calibration: Option<super::calibration_in_force::CalibrationUsed>,
+    /// The calibration's caveats and those of command-line overrides, one sentence each.
+    caveats: Vec<String>,
 }

@@ -156,62 +156,7 @@ struct Output<'a> {
     /// What the prediction leaves out for this model, one sentence each (empty for most).
     caveats: Vec<String>,
     /// The calibration used instead of the profile's efficiencies (`None`: the profile's).
-    calibration: Option<CalibrationUsed>,
-}
-
-/// The calibration file a prediction used, and what it was fitted on.
-#[derive(Debug, Serialize)]
-struct CalibrationUsed {
-    /// The file, as given.
-    path: String,
-    /// Hardware profile its measurements ran on.
-    hardware: String,
-    /// Model its measurements ran.
-    model: String,
-    /// The stack they ran under, where the file records it.
-    stack: Option<String>,
-    /// Measurements fitted.
-    measurements: usize,
-    /// Parameters fitted.
-    fitted: Vec<String>,
-    /// Root-mean-square relative error of the fit on its measurements, 0–1.
-    rms_rel_error: f64,
-}
-
-/// Calibration `c` (read from `path`) as used for `model` under `stack`, and the caveats of using it
-/// for another model or stack than it was fitted on.
-fn calibration_used(
-    path: &Path,
-    c: crate::perf::calibration_file::CalibrationFile,
-    model: &str,
-    stack: &crate::perf::Stack,
-) -> (CalibrationUsed, Vec<String>) {
-    let mut caveats = Vec::new();
-    let links_only = c.model.starts_with("nccl-tests");
-    if !links_only && c.model != model {
-        caveats.push(format!(
-            "calibrated on {}'s steps, used here for {model}: fitted efficiencies carry over to \
-             another shape only as far as its kernels are alike",
-            c.model
-        ));
-    }
-    if let Some(fitted_under) = c.stack.as_deref().filter(|s| *s != stack.label()) {
-        caveats.push(format!(
-            "calibrated under {fitted_under}, predicted here under {}: the fit absorbed what \
-             that stack does differently",
-            stack.label()
-        ));
-    }
-    let used = CalibrationUsed {
-        path: path.display().to_string(),
-        hardware: c.hardware,
-        model: c.model,
-        stack: c.stack,
-        measurements: c.n,
-        fitted: c.fitted,
-        rms_rel_error: c.rms_rel_error,
-    };
-    (used, caveats)
+    calibration: Option<super::calibration_in_force::CalibrationUsed>,
 }
 
 /// The nearest configuration that runs, as `predict` reports it.
@@ -406,7 +351,15 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     };
     let (calibration, calibration_caveats) = match calibration_file {
         Some((path, c)) => {
-            let (used, caveats) = calibration_used(path, c, &model.name, &stack);
+            let (used, caveats) = super::calibration_in_force::calibration_used(
+                path,
+                &c,
+                &super::calibration_in_force::UsedFor {
+                    model: &model.name,
+                    stack: &stack,
+                    hardware: &hw.name,
+                },
+            );
             (Some(used), caveats)
         }
         None => (None, Vec::new()),
@@ -555,19 +508,9 @@ fn print_text(o: &Output) {
     );
     println!("  stack            {}", o.stack.label);
     if let Some(c) = &o.calibration {
-        println!(
-            "  calibration      {} ({} fitted on {} steps of {} on {}{}; rms {:.1} %)",
-            super::escape_controls(&c.path),
-            c.fitted.join(", "),
-            c.measurements,
-            c.model,
-            c.hardware,
-            c.stack
-                .as_deref()
-                .map(|s| format!(" under {s}"))
-                .unwrap_or_default(),
-            c.rms_rel_error * 100.0
-        );
+        let line = super::calibration_in_force::text_line(c);
+        let line = line.replacen("calibration: ", "  calibration      ", 1);
+        println!("{}", super::escape_controls(&line));
     }
     let ep = if o.ep > 1 {
         format!("  EP {}", o.ep)

@@ -135,6 +135,9 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
         (None, None) => {
             let mut demo = super::open::demo_session(&cwd)?;
             super::model_args::apply_overrides(&mut demo, None, stack.as_ref())?;
+            for n in &demo.override_notes {
+                eprintln!("note: {n}");
+            }
             super::open::prepared(demo, crate::compute::Device::Cpu)?
         }
     };

@@ -1,0 +1,122 @@
+//! The calibration a command's numbers use, as `predict`, `grid` and `plan` report it: the
+//! file, what it was fitted on, and a caveat for each way it is used outside that (another
+//! model, stack or GPU).
+
+use crate::perf::calibration_file::CalibrationFile;
+use serde::Serialize;
+use std::path::Path;
+
+/// The calibration file a prediction used, and what it was fitted on.
+#[derive(Debug, Serialize)]
+pub struct CalibrationUsed {
+    /// The file, as given.
+    pub path: String,
+    /// Hardware profile its measurements ran on.
+    pub hardware: String,
+    /// Model its measurements ran.
+    pub model: String,
+    /// The stack they ran under, where the file records it.
+    pub stack: Option<String>,
+    /// Measurements fitted.
+    pub measurements: usize,
+    /// Parameters fitted.
+    pub fitted: Vec<String>,
+    /// Root-mean-square relative error of the fit on its measurements, 0–1.
+    pub rms_rel_error: f64,
+}
+
+/// Where a calibration is used: the model, stack and hardware of the prediction.
+pub struct UsedFor<'a> {
+    /// Model name.
+    pub model: &'a str,
+    /// The stack in force.
+    pub stack: &'a crate::perf::Stack,
+    /// Hardware profile name.
+    pub hardware: &'a str,
+}
+
+/// Calibration `c` (read from `path`) as used for `to`, and the caveats of using it for
+/// another model, stack or GPU than it was fitted on.
+pub fn calibration_used(
+    path: &Path,
+    c: &CalibrationFile,
+    to: &UsedFor<'_>,
+) -> (CalibrationUsed, Vec<String>) {
+    let mut caveats = Vec::new();
+    let links_only = c.model.starts_with("nccl-tests");
+    if !links_only && c.model != to.model {
+        caveats.push(format!(
+            "calibrated on {}'s steps, used here for {}: fitted efficiencies carry over to \
+             another shape only as far as its kernels are alike",
+            c.model, to.model
+        ));
+    }
+    if let Some(fitted_under) = c.stack.as_deref().filter(|s| *s != to.stack.label()) {
+        caveats.push(format!(
+            "calibrated under {fitted_under}, predicted here under {}: the fit absorbed what \
+             that stack does differently",
+            to.stack.label()
+        ));
+    }
+    if c.hardware != to.hardware {
+        caveats.push(format!(
+            "calibrated on {}, used here for {}: its efficiencies describe the other GPU's \
+             kernels and links",
+            c.hardware, to.hardware
+        ));
+    }
+    let used = CalibrationUsed {
+        path: path.display().to_string(),
+        hardware: c.hardware.clone(),
+        model: c.model.clone(),
+        stack: c.stack.clone(),
+        measurements: c.n,
+        fitted: c.fitted.clone(),
+        rms_rel_error: c.rms_rel_error,
+    };
+    (used, caveats)
+}
+
+/// The calibration a resolved session's numbers use (`--calibration` over the session's own;
+/// none where the session sets its own `efficiency`), with its caveats.
+pub fn of_session(
+    r: &crate::session::Resolved,
+    cli_path: Option<&Path>,
+) -> (Option<CalibrationUsed>, Vec<String>) {
+    let in_force = r.use_calibration && r.session.efficiency.is_none();
+    let path = cli_path
+        .map(Path::to_path_buf)
+        .or_else(|| r.session.calibration.as_deref().map(|p| r.resolve_path(p)));
+    match (&r.calibration, path) {
+        (Some(c), Some(path)) if in_force => {
+            let stack = r.stack();
+            let (used, caveats) = calibration_used(
+                &path,
+                c,
+                &UsedFor {
+                    model: &r.model.name,
+                    stack: &stack,
+                    hardware: &r.hardware.name,
+                },
+            );
+            (Some(used), caveats)
+        }
+        _ => (None, Vec::new()),
+    }
+}
+
+/// The text line naming a calibration in force.
+pub fn text_line(c: &CalibrationUsed) -> String {
+    format!(
+        "calibration: {} ({} fitted on {} steps of {} on {}{}; rms {:.1} %)",
+        c.path,
+        c.fitted.join(", "),
+        c.measurements,
+        c.model,
+        c.hardware,
+        c.stack
+            .as_deref()
+            .map_or(String::new(), |s| format!(" under {s}")),
+        c.rms_rel_error * 100.0
+    )
+}
