@@ -1351,3 +1351,69 @@ fn a_stack_of_another_framework_searches_its_own_zero_stages_and_says_so() {
         v["caveats"]
     );
 }
+
+#[test]
+fn calibrate_applies_zero_and_recompute_to_csv_rows_that_do_not_say() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("steps.csv");
+    // The middle row states its policy and stage; the others do not.
+    std::fs::write(
+        &csv,
+        "dp,tp,pp,mbs,batch,step_time_s,recompute,zero\n\
+         8,1,1,1,64,10.7,,\n\
+         8,1,1,1,128,21,full,0\n\
+         16,1,1,1,128,10.9,,\n",
+    )
+    .expect("csv");
+    let rows = |extra: &[&str]| -> serde_json::Value {
+        let mut a = vec![
+            "calibrate",
+            csv.to_str().expect("utf-8"),
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama3-8b",
+            "--fit",
+            "max_eff",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        copus_json(&a)
+    };
+    let said = |v: &serde_json::Value, k: &str| -> Vec<String> {
+        v["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r["config"][k].to_string())
+            .collect()
+    };
+    let v = rows(&["--recompute", "none", "--zero", "2"]);
+    assert_eq!(
+        said(&v, "recompute"),
+        ["\"none\"", "\"full\"", "\"none\""],
+        "{v}"
+    );
+    assert_eq!(said(&v, "zero"), ["2", "0", "2"], "{v}");
+    assert_eq!(v["assumed_recompute"], "none");
+    assert_eq!(v["assumed_zero"], 2);
+    // Unsaid: the stack's own (Megatron-Core: ZeRO-1, selective; torchtitan: ZeRO-3, op).
+    let v = rows(&[]);
+    assert_eq!(said(&v, "recompute")[0], "\"selective\"");
+    assert_eq!(said(&v, "zero")[0], "1");
+    let v = rows(&["--stack", "torchtitan-fsdp2"]);
+    assert_eq!(said(&v, "recompute")[0], "\"op\"", "{v}");
+    assert_eq!(said(&v, "zero")[0], "3", "{v}");
+    // A measured step ran one policy.
+    let (ok, _, err) = copus(&[
+        "calibrate",
+        csv.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama3-8b",
+        "--recompute",
+        "auto",
+    ]);
+    assert!(!ok && err.contains("--recompute auto"), "{err}");
+}

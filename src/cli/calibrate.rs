@@ -9,7 +9,8 @@ use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::crossval::{cross_validate, rel_errors, rms};
 use crate::perf::knob_selection::{CANDIDATES, KnobSelection, select_knobs};
 use crate::perf::measurements::{
-    MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats, parse_csv_lines,
+    CsvDefaults, MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats,
+    parse_csv_lines,
 };
 use crate::profiles;
 use crate::stats::ingest::protocol::parse_line;
@@ -23,7 +24,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
     /// Measured step times: a CSV (`dp,tp,pp,mbs,batch,step_time_s`, optional
-    /// `zero,recompute,vpp`) or a stats .ndjson whose records carry `step_time_s` and `config`.
+    /// `zero,recompute,vpp,cp,ep`) or a stats .ndjson whose records carry `step_time_s` and
+    /// `config`.
     #[arg(required_unless_present = "nccl")]
     pub measurements: Option<PathBuf>,
     /// nccl-tests outputs (`all_reduce_perf`, `all_gather_perf`, `reduce_scatter_perf`,
@@ -40,19 +42,16 @@ pub struct CalibrateArgs {
     /// GPUs per node.
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: u32,
-    /// ZeRO stage of stats-file records (the protocol does not carry it) [default: the
-    /// stack's, as for `predict`]
+    /// ZeRO stage the measurements ran with where they do not say (stats-file records never
+    /// do; a CSV row without a `zero` value) [default: the stack's, as for `predict`]
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub zero: Option<u8>,
-    /// Recompute policy of stats-file records (the protocol does not carry it): none,
-    /// selective, op or full (a measured step ran one policy: `auto` reads as selective).
-    #[arg(
-        long,
-        value_enum,
-        default_value = "selective",
-        hide_possible_values = true
-    )]
-    pub recompute: RecomputeArg,
+    /// Recompute policy the measurements ran with where they do not say (stats-file records;
+    /// CSV rows without `recompute`): none, selective, op or full [default: the stack's
+    /// framework's own: selective for Megatron-Core and NeMo, op for torchtitan, full for the
+    /// others]
+    #[arg(long, value_enum, hide_possible_values = true)]
+    pub recompute: Option<RecomputeArg>,
     /// Parameters to fit, comma-separated (default: chosen by cross-validation over the
     /// measured configurations, one per three configurations at most, from max_eff,
     /// microbatch_overhead_s, gemm_overhead_s, the link scales, coll_chunk_half_bytes,
@@ -100,6 +99,8 @@ struct Output {
     stack: crate::perf::stack::StackJson,
     /// Recompute policy assumed where the measurements do not state it.
     assumed_recompute: String,
+    /// ZeRO stage assumed where the measurements do not state it.
+    assumed_zero: u8,
     /// Per-row residuals.
     rows: Vec<RowOut>,
     n: usize,
@@ -111,6 +112,36 @@ struct Output {
     /// by cross-validation over the distinct configurations.
     selection: Option<KnobSelection>,
     out: Option<String>,
+}
+
+/// The ZeRO stage and recompute policy of measurements that do not state them: `--zero` and
+/// `--recompute`, else the stack's own.
+fn assumed(a: &CalibrateArgs) -> anyhow::Result<CsvDefaults> {
+    let stack = a.stack.stack().unwrap_or_default();
+    let framework = stack.base();
+    let recompute = match a.recompute {
+        Some(RecomputeArg::Auto) => bail!(
+            "--recompute auto: a measured step ran one policy; say which (none, selective, op \
+             or full)"
+        ),
+        Some(r) => Recompute::from(r),
+        None => framework_recompute(framework),
+    };
+    Ok(CsvDefaults {
+        zero: a.zero.unwrap_or_else(|| framework.default_zero()),
+        recompute,
+    })
+}
+
+/// The checkpointing a framework's runs use when they checkpoint at all and say no more: its
+/// partial policy where it has one (Megatron's selective, torchtitan's op-level), else whole
+/// layers.
+fn framework_recompute(framework: crate::perf::StackPreset) -> Recompute {
+    let policies = framework.recompute_policies();
+    [Recompute::Selective, Recompute::Op]
+        .into_iter()
+        .find(|p| policies.contains(p))
+        .unwrap_or(Recompute::Full)
 }
 
 /// The measurements of `path`, with the file line of each where there is one (CSV; a JSON
@@ -150,15 +181,14 @@ fn read_measurements(
             }
             records.push(r);
         }
-        let stack = a.stack.stack().unwrap_or_default();
-        let zero = a.zero.unwrap_or_else(|| stack.base().default_zero());
-        let m = from_step_stats(&records, zero, a.recompute.into());
+        let d = assumed(a)?;
+        let m = from_step_stats(&records, d.zero, d.recompute);
         if m.is_empty() {
             bail!("{origin}: no record carries both step_time_s and config");
         }
         return Ok((m, Vec::new()));
     }
-    let rows = parse_csv_lines(&text, &origin)?;
+    let rows = parse_csv_lines(&text, &origin, assumed(a)?)?;
     if rows.is_empty() {
         bail!("{origin}: no measurement rows after the header");
     }
@@ -304,7 +334,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         .collect();
     let out = Output {
         stack: stack.to_json(),
-        assumed_recompute: Recompute::from(a.recompute).to_string(),
+        assumed_recompute: assumed(a)?.recompute.to_string(),
+        assumed_zero: assumed(a)?.zero,
         rows,
         n: file.n,
         rms_rel_error: file.rms_rel_error,
@@ -328,8 +359,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         hw.name
     );
     println!(
-        "  assumed: stack {}; recompute {} where the measurements do not say",
-        out.stack.label, out.assumed_recompute
+        "  assumed: stack {}; ZeRO-{} and recompute {} where the measurements do not say",
+        out.stack.label, out.assumed_zero, out.assumed_recompute
     );
     println!(
         "  rms relative error: profile model {:.1}% → calibrated {:.1}% ({})",

@@ -3,8 +3,9 @@
 //!
 //! CSV format: a header line naming the columns, then one measured step (or the mean of several)
 //! per line. Required columns: `dp`, `tp`, `pp`, `mbs`, `batch` (global batch, samples),
-//! `step_time_s` (seconds). Optional: `zero` (0–3, default 1), `recompute`
-//! (`none|selective|op|full`, default `selective`), `vpp`, `cp` and `ep` (context- and
+//! `step_time_s` (seconds). Optional: `zero` (0–3) and `recompute` (`none|selective|op|full`),
+//! where absent or empty the caller's defaults ([`CsvDefaults`]: `calibrate` takes `--zero`
+//! and `--recompute`, else the stack's own), `vpp`, `cp` and `ep` (context- and
 //! expert-parallel degrees; each default 1; `dp` is the data-parallel degree beside them). Column order is free;
 //! blank lines and lines starting with `#` are skipped.
 
@@ -130,19 +131,40 @@ pub fn plausible_step_time(t: f64) -> bool {
     (MIN_STEP_TIME_S..=MAX_STEP_TIME_S).contains(&t)
 }
 
-/// Parse the CSV format described in the module docs; `origin` names the file in errors.
+/// What a CSV row without a `zero` or `recompute` value ran with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CsvDefaults {
+    /// ZeRO stage, 0–3.
+    pub zero: u8,
+    /// Recompute policy.
+    pub recompute: Recompute,
+}
+
+impl Default for CsvDefaults {
+    /// ZeRO-1 and selective recompute (Megatron-Core's distributed optimizer and default).
+    fn default() -> Self {
+        Self {
+            zero: 1,
+            recompute: Recompute::Selective,
+        }
+    }
+}
+
+/// Parse the CSV format described in the module docs (rows without `zero` or `recompute`:
+/// [`CsvDefaults::default`]); `origin` names the file in errors.
 pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, MeasurementError> {
-    Ok(parse_csv_lines(text, origin)?
+    Ok(parse_csv_lines(text, origin, CsvDefaults::default())?
         .into_iter()
         .map(|(_, m)| m)
         .collect())
 }
 
-/// [`parse_csv`], each measurement with the 1-based line of the file it came from (for
-/// errors found later, when the model costs it).
+/// [`parse_csv`] with `defaults` for rows that do not say, each measurement with the 1-based
+/// line of the file it came from (for errors found later, when the model costs it).
 pub fn parse_csv_lines(
     text: &str,
     origin: &str,
+    defaults: CsvDefaults,
 ) -> Result<Vec<(usize, Measurement)>, MeasurementError> {
     let err = |line: usize, msg: String| MeasurementError::Csv {
         origin: origin.to_string(),
@@ -225,7 +247,8 @@ pub fn parse_csv_lines(
             }
         };
         let recompute = match optional(rc) {
-            None | Some("selective") => Recompute::Selective,
+            None => defaults.recompute,
+            Some("selective") => Recompute::Selective,
             Some("none") => Recompute::None,
             Some("full") => Recompute::Full,
             Some("op") => Recompute::Op,
@@ -236,7 +259,7 @@ pub fn parse_csv_lines(
                 .ok()
                 .filter(|z| *z <= 3)
                 .ok_or_else(|| err(n, "'zero' must be 0–3".into()))?,
-            None => 1,
+            None => defaults.zero,
         };
         out.push((
             n,
