@@ -152,6 +152,29 @@ fn watch_and_analyze_screen_records_alike_nan_included() {
     );
     assert_eq!(w["malformed_lines"], a["malformed_lines"], "watch: {w}");
     assert_eq!(w["steps_ingested"], a["steps"], "watch: {w}");
+    // The skipped lines weigh in the diagnostics and the verdict alike: 6 non-finite steps
+    // of 120 lines are a warning, one malformed line is information (watch said "stable" on
+    // its records alone, with neither).
+    let kinds = |v: &Value| -> Vec<String> {
+        let mut k: Vec<String> = v["diagnostics"]
+            .as_array()
+            .expect("diagnostics")
+            .iter()
+            .map(|d| format!("{} {}", d["severity"], d["kind"]))
+            .collect();
+        k.sort();
+        k
+    };
+    assert!(
+        kinds(a).contains(&"\"warning\" \"non_finite_skipped\"".to_string()),
+        "{a}"
+    );
+    assert!(
+        kinds(a).contains(&"\"info\" \"malformed_lines\"".to_string()),
+        "{a}"
+    );
+    assert_eq!(kinds(w), kinds(a), "watch: {w}");
+    assert_eq!(w["verdict"], a["verdict"], "watch: {w}");
 }
 
 #[path = "watch_cases/advise.rs"]
@@ -425,4 +448,46 @@ fn two_writers_into_one_file_are_named_once_not_as_a_restart_at_every_step() {
     assert!(stderr.contains("further restarts are counted"), "{stderr}");
     assert!(stdout.contains("several writers"), "{stdout}");
     assert!(stdout.contains("copus analyze"), "{stdout}");
+}
+
+#[test]
+fn a_window_as_long_as_the_run_does_not_hide_its_drift() {
+    // 300 steps whose B_simple grows 20×: the default window (50 steps) measures the drift;
+    // --window 1000 (clamped to the run) leaves no room for two windows, and the verdict must
+    // not turn "stable" for that reason.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("growing.ndjson");
+    let text: String = (0..300u64)
+        .map(|s| {
+            let g2 = 1.0 / (1.0 + s as f64 / 15.0);
+            let wobble = 1.0 + 0.02 * ((s * 7919 % 11) as f64 / 11.0 - 0.5);
+            let sq_small = g2 + 40.0 / 8.0 * wobble;
+            let sq_big = g2 + 40.0 / 64.0 * (2.0 - wobble);
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{sq_small},\"sq_big\":{sq_big}}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&path, text).expect("write");
+    let default = analyze_json(&path);
+    assert_eq!(
+        default["summary"]["drift"]["significant"], true,
+        "{}",
+        default["summary"]
+    );
+    let out = copus()
+        .arg("analyze")
+        .arg(&path)
+        .args(["--window", "1000", "--json"])
+        .output()
+        .expect("run");
+    let v = json(out);
+    let s = &v["summary"];
+    assert!(s["drift"].is_null(), "{s}");
+    assert_ne!(s["verdict"], "stable", "{s}");
+    assert!(
+        s["reasons"].to_string().contains("drift not measured"),
+        "{}",
+        s["reasons"]
+    );
 }

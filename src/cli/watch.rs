@@ -165,14 +165,21 @@ pub fn live_settings() -> EstimatorSettings {
 
 /// Estimate B_simple of the records received so far with the stats engine.
 pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
-    live_estimate_and_inflation(records).0
+    live_estimate_and_inflation(records, crate::stats::InputCounts::default()).0
 }
 
 /// [`live_estimate`] and the variance inflation φ of its smoothed points (1 without one).
-fn live_estimate_and_inflation(records: &[StepStats]) -> (LiveEstimate, f64) {
+/// `counts`: the lines the follower skipped (malformed, non-finite), which weigh in the
+/// diagnostics and the verdict as they do for `analyze`.
+fn live_estimate_and_inflation(
+    records: &[StepStats],
+    counts: crate::stats::InputCounts,
+) -> (LiveEstimate, f64) {
     let settings = live_settings();
     let detail = crate::stats::analysis::layers::LayerDetail::DiagnosticsOnly;
-    let options = crate::stats::AnalyzeOptions::from(&settings).with_layers(detail);
+    let options = crate::stats::AnalyzeOptions::from(&settings)
+        .with_layers(detail)
+        .with_counts(counts);
     match crate::stats::analyze_parts(records, options) {
         Ok(parts) => {
             let phi = parts.inflation;
@@ -515,7 +522,12 @@ impl WatchState {
 
     /// The summary of what was received.
     pub fn finish(&self, until_steps: Option<u64>, elapsed_s: f64) -> WatchSummary {
-        let (estimate, phi) = live_estimate_and_inflation(self.core.records());
+        let counts = crate::stats::InputCounts {
+            malformed: usize::try_from(self.malformed).unwrap_or(usize::MAX),
+            non_finite: usize::try_from(self.non_finite).unwrap_or(usize::MAX),
+            ..crate::stats::InputCounts::default()
+        };
+        let (estimate, phi) = live_estimate_and_inflation(self.core.records(), counts);
         let records = self.core.records();
         WatchSummary {
             target: self.shown.clone(),

@@ -322,6 +322,28 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
             ),
         ));
     }
+    // A window chosen so long that two no longer fit, where the default's would: the drift
+    // test was not skipped for lack of steps but by the choice, and cannot say "stable".
+    let default_window = EstimatorSettings {
+        window_steps: None,
+        ..settings.clone()
+    }
+    .window_for(s.steps);
+    if s.drift.is_none()
+        && settings.window_steps.is_some()
+        && s.steps >= default_window.saturating_mul(2)
+    {
+        soft.push(reason(
+            K::Drift,
+            format!(
+                "drift not measured: a window of {} steps leaves no room for two in {} usable \
+                 steps (with the default window, {default_window} steps, the first and the last \
+                 would be compared): choose a window under half the run",
+                settings.window_for(s.steps),
+                s.steps
+            ),
+        ));
+    }
     if s.ci[0] <= 0.0 || s.ci[1] / s.ci[0] > 2.0 {
         soft.push(reason(
             K::WideInterval,
