@@ -687,3 +687,32 @@ fn preconditioned_analysis_reads_the_precond_pair() {
         "{screen}"
     );
 }
+
+#[test]
+fn snapshot_takes_the_model_and_cluster_of_a_stats_file_as_open_does() {
+    // Its refusal of a run in 1-token samples suggests "--seq-len 1 with a --model (and
+    // --hardware)": snapshot must have them.
+    let out = copus()
+        .args([
+            "snapshot",
+            "assets/data/sample-run.ndjson",
+            "--model",
+            "llama-7b",
+            "--hardware",
+            "a100-80g",
+            "--nodes",
+            "2",
+            "--size",
+            "100x30",
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let screen = String::from_utf8_lossy(&out.stdout);
+    let top = screen.lines().next().expect("a screen");
+    assert!(top.contains("llama-7b on 2×8 a100-80g"), "{top}");
+}

@@ -79,10 +79,19 @@ const DEFAULT_EVALS: u64 = 32;
 impl BranchArgs {
     /// The experiment the flags describe.
     pub fn plan(&self) -> BranchPlan {
-        let largest = self.batches.iter().copied().max().unwrap_or(1).max(1) as u64;
+        // Evaluations fall on a whole step of every batch: a multiple of their least common
+        // multiple (of the largest batch alone, 8, 24, 32 gave 64, not a step of 24).
+        let step = self
+            .batches
+            .iter()
+            .try_fold(1u64, |l, &b| {
+                crate::trainer::branch::lcm(l, (b as u64).max(1))
+            })
+            .unwrap_or(u64::MAX)
+            .max(1);
         let eval_every = self.eval_every.unwrap_or_else(|| {
             let per = self.budget_samples.div_ceil(DEFAULT_EVALS).max(1);
-            per.div_ceil(largest).saturating_mul(largest)
+            per.div_ceil(step).saturating_mul(step)
         });
         BranchPlan {
             at_steps: self.at.clone(),

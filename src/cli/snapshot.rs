@@ -15,6 +15,22 @@ pub struct SnapshotArgs {
     /// A lesson instead (`copus lesson --list`), at its first step.
     #[arg(long, conflicts_with = "path")]
     pub lesson: Option<String>,
+    /// Stats file or dump: model profile, as `copus open --model` [default: llama-7b].
+    #[arg(long, requires = "path", conflicts_with = "lesson")]
+    pub model: Option<String>,
+    /// Stats file or dump: hardware profile, as `copus open --hardware` [default: h100-sxm].
+    #[arg(long, requires = "path", conflicts_with = "lesson")]
+    pub hardware: Option<String>,
+    /// Stats file or dump: nodes in the cluster, as `copus open --nodes` [default: 1].
+    #[arg(long, requires = "path", conflicts_with = "lesson")]
+    pub nodes: Option<u32>,
+    /// Stats file or dump: GPUs per node, as `copus open --gpus-per-node` [default: 8].
+    #[arg(long, requires = "path", conflicts_with = "lesson")]
+    pub gpus_per_node: Option<u32>,
+    /// A calibration file instead of the session's or the profile's efficiencies, as `copus
+    /// open --calibration`.
+    #[arg(long, requires = "path", conflicts_with = "lesson")]
+    pub calibration: Option<PathBuf>,
     /// Stats file or dump: tokens per sample of the run, as `copus open --seq-len` [default:
     /// inferred from the records' `tokens`/`b_big`, else the model's sequence length].
     #[arg(
@@ -117,6 +133,11 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
         (Some(p), _) => super::open::explorer_app(&super::open::OpenArgs {
             device: crate::compute::Device::Cpu,
             seq_len: a.seq_len,
+            model: a.model.clone(),
+            hardware: a.hardware.clone(),
+            nodes: a.nodes,
+            gpus_per_node: a.gpus_per_node,
+            calibration: a.calibration.clone(),
             branches: a.branches.clone(),
             b_crit_from: a.b_crit_from,
             stack: a.stack.clone(),

@@ -94,16 +94,23 @@ impl BranchPlan {
                 "--seeds: 2 to {MAX_BRANCH_LIST} (intervals need at least 2)"
             ));
         }
-        if self.eval_every == 0
-            || self
+        if self.eval_every == 0 {
+            return Some("--eval-every 0: must be a multiple of every batch".to_string());
+        }
+        if let Some(b) = self
+            .batches
+            .iter()
+            .find(|&&b| !self.eval_every.is_multiple_of(b as u64))
+        {
+            // The least common multiple of the batches is the smallest that works.
+            let lcm = self
                 .batches
                 .iter()
-                .any(|&b| !self.eval_every.is_multiple_of(b as u64))
-        {
+                .try_fold(1u64, |l, &b| lcm(l, b as u64))
+                .map_or(String::new(), |l| format!("; the smallest that is: {l}"));
             return Some(format!(
-                "--eval-every {}: must be a multiple of every batch (the largest is {})",
-                self.eval_every,
-                self.batches[self.batches.len() - 1]
+                "--eval-every {}: must be a multiple of every batch, and is not of {b}{lcm}",
+                self.eval_every
             ));
         }
         if self.budget_samples < 2 * self.eval_every || self.budget_samples > MAX_BUDGET_SAMPLES {
@@ -306,4 +313,44 @@ pub fn run_branches(
         }
     }
     Ok(())
+}
+
+/// Least common multiple of `a` and `b`; `None` when it overflows.
+pub fn lcm(a: u64, b: u64) -> Option<u64> {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    if x == 0 {
+        return Some(0);
+    }
+    (a / x).checked_mul(b)
+}
+
+#[cfg(test)]
+mod eval_every_tests {
+    use super::*;
+
+    fn plan(batches: &[usize], eval_every: u64) -> BranchPlan {
+        BranchPlan {
+            at_steps: vec![20],
+            batches: batches.to_vec(),
+            seeds: 2,
+            budget_samples: 4096,
+            eval_every,
+            eval_samples: 256,
+            lr_scaling: LrScaling::Sqrt,
+        }
+    }
+
+    #[test]
+    fn names_the_batch_it_is_not_a_multiple_of_and_the_smallest_that_works() {
+        let why = plan(&[8, 24, 32], 64)
+            .problem()
+            .expect("64 is not a multiple of 24");
+        assert!(why.contains("not of 24") && why.contains("96"), "{why}");
+        assert_eq!(plan(&[8, 24, 32], 96).problem(), None);
+        assert_eq!(lcm(4, 6), Some(12));
+        assert_eq!(lcm(u64::MAX, u64::MAX - 1), None);
+    }
 }
