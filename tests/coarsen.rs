@@ -130,3 +130,27 @@ fn the_table_mentions_the_coarsening_and_bad_bounds_are_refused() {
         assert!(err.contains("--max-records"), "{err}");
     }
 }
+
+#[test]
+fn a_strongly_coarsened_run_keeps_its_window_in_steps() {
+    // 1,000 steps kept as 100 records of 16 steps: the last window is the default's tenth of
+    // the run in steps (100 steps, 7 records), not min_steps records (50 records = 800 steps,
+    // which left no room for the drift test).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = run_file(&dir, 1000);
+    let all = analyze_json(&path, &[]);
+    let few = analyze_json(&path, &["--max-records", "100"]);
+    assert_eq!(few["summary"]["coarsened"]["steps_per_record"], 16);
+    let span = |v: &serde_json::Value| {
+        let now = &v["summary"]["now"];
+        f(&now["last_step"]) - f(&now["first_step"])
+    };
+    assert!(span(&all) < 100.0, "{}", all["summary"]["now"]);
+    assert!(
+        span(&few) <= 1.2 * span(&all),
+        "{} against {}",
+        few["summary"]["now"],
+        all["summary"]["now"]
+    );
+    assert!(few["summary"]["drift"].is_object(), "{}", few["summary"]);
+}

@@ -348,7 +348,10 @@ impl Coarsening {
         let c = self.steps_per_record.max(1);
         s.bandwidth_steps = Some(settings.bandwidth_for(read));
         let per = usize::try_from(c).unwrap_or(usize::MAX);
-        s.window_steps = settings.window_steps.map(|w| w.div_ceil(per).max(1));
+        // The window in steps (given, or the default for the steps read: a tenth of the run,
+        // at least `min_steps`), in records; the default for the records kept would have
+        // stretched `min_steps` records over `min_steps` × c steps.
+        s.window_steps = Some(settings.window_for(read).div_ceil(per).max(1));
         s.block_length = Some(settings.block_length_for(read).div_ceil(per));
         let exp = i32::try_from(c).unwrap_or(i32::MAX);
         s.ema_decay = settings.ema_decay.powi(exp).max(f64::MIN_POSITIVE);
