@@ -716,3 +716,18 @@ fn snapshot_takes_the_model_and_cluster_of_a_stats_file_as_open_does() {
     let top = screen.lines().next().expect("a screen");
     assert!(top.contains("llama-7b on 2×8 a100-80g"), "{top}");
 }
+
+#[test]
+fn a_compressed_stats_file_is_named_as_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson.gz");
+    // A gzip member's magic bytes, then anything: the check reads the first bytes only.
+    std::fs::write(&path, [0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00]).expect("write");
+    let out = copus().arg("analyze").arg(&path).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("run.ndjson.gz: a gzip-compressed file") && err.contains("zcat"),
+        "{err}"
+    );
+}

@@ -159,6 +159,20 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         return run_dump(args);
     }
     check_stats_file_flags(args)?;
+    if let Some(kind) = crate::fsutil::compression_of(path) {
+        let cat = match kind {
+            "gzip" => "zcat",
+            "zstd" => "zstdcat",
+            "bzip2" => "bzcat",
+            _ => "xzcat",
+        };
+        anyhow::bail!(
+            "{}: a {kind}-compressed file; copus reads the protocol's plain text lines: \
+             decompress it first (`{cat} {} | copus analyze /dev/stdin`)",
+            path.display(),
+            path.display()
+        );
+    }
     let timing = std::env::var_os(TIMING_ENV).is_some();
     let t0 = std::time::Instant::now();
     let file = crate::fsutil::open_readable_stream(path)

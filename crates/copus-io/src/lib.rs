@@ -213,6 +213,29 @@ pub fn check_readable_stream(path: &Path) -> std::io::Result<()> {
 /// byte of a named pipe before it gives up: a FIFO nobody writes to would block for ever.
 pub const FIFO_FIRST_DATA_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The compression format of a regular file, read from its first bytes (`gzip`, `zstd`,
+/// `bzip2`, `xz`), or `None` (not compressed, not a regular file, or unreadable: the caller's
+/// open reports that).
+pub fn compression_of(path: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let mut head = [0u8; 6];
+    let mut f = std::fs::File::open(path).ok()?;
+    let n = f.read(&mut head).ok()?;
+    let head = &head[..n];
+    [
+        (&[0x1f, 0x8b][..], "gzip"),
+        (&[0x28, 0xb5, 0x2f, 0xfd][..], "zstd"),
+        (&b"BZh"[..], "bzip2"),
+        (&[0xfd, b'7', b'z', b'X', b'Z', 0x00][..], "xz"),
+    ]
+    .into_iter()
+    .find(|(magic, _)| head.starts_with(magic))
+    .map(|(_, name)| name)
+}
+
 /// Open a stats stream that is read to its end: a regular file, or a pipe that delivers its
 /// first byte within [`FIFO_FIRST_DATA_WAIT`] (a pipe without a writer, or whose writer
 /// stays silent, is an error after that wait, not a hang). The check of
