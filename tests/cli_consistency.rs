@@ -14,12 +14,70 @@ const SAMPLE: &str = "assets/data/sample-run.ndjson";
 const DEMO: &str = "sessions/demo.ron";
 
 #[test]
-fn grid_and_plan_on_a_stats_file_say_they_need_a_session() {
+fn grid_and_plan_open_a_stats_file_on_the_model_and_cluster_given_as_open_does() {
+    // The sample run counts 2,048 tokens a sample, as the default model (llama-7b) does;
+    // Llama 3 8B trains on 8,192: refused as `open` refuses it, naming --seq-len.
     for cmd in ["grid", "plan"] {
-        copus(&[cmd, SAMPLE]).fails_with(&["needs a session", "copus open", SAMPLE]);
+        let ok = copus(&[cmd, SAMPLE, "--json"]);
+        assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+        copus(&[cmd, SAMPLE, "--model", "llama3-8b"]).fails_with(&[SAMPLE, "--seq-len"]);
     }
-    // Not the RON parser's complaint about a missing `(`.
-    assert!(!copus(&["grid", SAMPLE]).stderr.contains("Expected opening"));
+    let args = [
+        SAMPLE,
+        "--model",
+        "llama3-8b",
+        "--nodes",
+        "2",
+        "--seq-len",
+        "8192",
+        "--json",
+    ];
+    let g = json(&[&["grid"][..], &args[..]].concat());
+    let cells = g["cells"].as_array().expect("cells");
+    assert!(!cells.is_empty());
+    for c in cells {
+        let gpus: u64 = ["dp", "tp", "pp", "cp"]
+            .iter()
+            .map(|k| c["config"][*k].as_u64().unwrap_or(1))
+            .product();
+        assert!(c["config"].is_null() || gpus == 16, "{c}");
+    }
+    let p = json(&[&["plan"][..], &args[..]].concat());
+    assert_eq!(p["session"], "sample-run.ndjson");
+    // --seq-len is the run's tokens per sample: not for a session.
+    copus(&["grid", DEMO, "--seq-len", "8"]).fails_with(&["--seq-len", "session"]);
+}
+
+#[test]
+fn grid_and_plan_answer_what_if_on_another_model_and_cluster_without_editing_the_session() {
+    let g = json(&[
+        "grid",
+        DEMO,
+        "--model",
+        "llama3-70b",
+        "--nodes",
+        "16",
+        "--json",
+    ]);
+    let said = g["caveats"].to_string();
+    assert!(said.contains("llama3-70b on 16×8 h100-sxm"), "{said}");
+    for c in g["cells"].as_array().expect("cells") {
+        if c["config"].is_null() {
+            continue;
+        }
+        let gpus: u64 = ["dp", "tp", "pp", "cp"]
+            .iter()
+            .map(|k| c["config"][*k].as_u64().unwrap_or(1))
+            .product();
+        assert_eq!(gpus, 128, "{c}");
+    }
+    let p = json(&["plan", DEMO, "--hardware", "a100-80g", "--json"]);
+    assert!(
+        p["caveats"].to_string().contains("on 8×8 a100-80g"),
+        "{}",
+        p["caveats"]
+    );
+    copus(&["grid", DEMO, "--model", "no-such-model"]).fails_with(&["no-such-model"]);
 }
 
 #[test]

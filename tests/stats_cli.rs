@@ -555,14 +555,25 @@ fn branched_experiment_measured_beside_the_estimate() {
     assert!(t.contains("step 100000: not compared"), "{t}");
     let e = copus().arg("cbs").arg(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&e.stderr).contains("not a regular file"));
+    // 64 is a multiple of 8 and of the largest batch, not of 24 (the default is a multiple
+    // of every batch).
     let e = copus()
-        .args(["branch", "--at", "20", "--batches", "8,24,128", "--out"])
+        .args([
+            "branch",
+            "--at",
+            "20",
+            "--batches",
+            "8,24,128",
+            "--eval-every",
+            "64",
+            "--out",
+        ])
         .arg(dir.path().join("x.ndjson"))
         .output()
         .unwrap();
     let msg = String::from_utf8_lossy(&e.stderr);
     assert!(
-        msg.contains("--eval-every") && msg.contains("multiple"),
+        msg.contains("--eval-every 64") && msg.contains("not of 24") && msg.contains("384"),
         "{msg}"
     );
     // The existing output is not replaced without --force.

@@ -24,6 +24,9 @@ pub struct GridArgs {
     /// The training stack (changes the session's `stack`).
     #[command(flatten)]
     pub stack: super::stack_args::StackArgs,
+    /// Another model, GPU or cluster than the session's ("what if 128 H100s?").
+    #[command(flatten)]
+    pub scenario: super::scenario_args::ScenarioArgs,
     /// Instead of the grid: every layout at this batch (samples, a column of the grid) ranked
     /// by goodput, then those that cannot run and why (the explorer's `R`).
     #[arg(long, value_name = "BATCH")]
@@ -179,10 +182,11 @@ struct GridOut {
 
 /// Run `copus grid`.
 pub fn run(a: &GridArgs) -> anyhow::Result<()> {
-    let resolved = super::model_args::resolve_session(
+    let resolved = super::scenario_args::resolve(
         &a.session,
         a.calibration.as_deref(),
         a.stack.stack().as_ref(),
+        &a.scenario,
     )?;
     let (calibration, calibration_caveats) =
         super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());

@@ -19,6 +19,7 @@ pub mod open;
 pub mod open_compare;
 pub mod plan;
 pub mod predict;
+pub mod scenario_args;
 pub mod snapshot;
 pub mod stack_args;
 pub mod watch;

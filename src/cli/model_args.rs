@@ -151,19 +151,22 @@ pub fn calibrated(hw: &HardwareProfile, p: &Path, c: &CalibrationFile) -> Effici
     c.params.clone()
 }
 
+/// Whether `path` is a run's data (a stats file or a dump directory), not a session.
+pub fn is_data_path(path: &Path) -> bool {
+    path.is_dir()
+        || path
+            .extension()
+            .is_some_and(|e| e == "ndjson" || e == "jsonl" || e == "json")
+}
+
 /// Why `path` cannot be a session for `grid` or `plan`: a stats file or a dump directory
 /// (which carry no model or cluster) gets an explanation of what to do instead.
 pub fn check_session_path(path: &Path) -> anyhow::Result<()> {
-    let data = path.is_dir()
-        || path
-            .extension()
-            .is_some_and(|e| e == "ndjson" || e == "jsonl" || e == "json");
-    if data {
+    if is_data_path(path) {
         anyhow::bail!(
             "{}: this command needs a session (.ron) naming the model and cluster, not a {}; \
              `copus open {}` builds one (with --model, --nodes, …), or write a session whose \
-             source is Stats(path: \"…\") or Dumps(path: \"…\") (see \
-             sessions/measured-sample.ron)",
+             source is Stats(path: \"…\") or Dumps(path: \"…\")",
             path.display(),
             if path.is_dir() {
                 "dump directory"

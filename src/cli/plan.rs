@@ -14,6 +14,9 @@ pub struct PlanArgs {
     /// The training stack (changes the session's `stack`).
     #[command(flatten)]
     pub stack: super::stack_args::StackArgs,
+    /// Another model, GPU or cluster than the session's ("what if 128 H100s?").
+    #[command(flatten)]
+    pub scenario: super::scenario_args::ScenarioArgs,
     /// Objective: mccandlish (learning rate re-tuned per batch) or lr-sqrt (tuned at a
     /// reference batch, scaled by √B); default: the session's.
     #[arg(long, value_parser = crate::plan::Objective::parse)]
@@ -31,10 +34,11 @@ pub struct PlanArgs {
 /// Run `copus plan`: load and resolve the session, plan every strategy, print the report.
 pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let p = &args.session;
-    let mut resolved = super::model_args::resolve_session(
+    let mut resolved = super::scenario_args::resolve(
         p,
         args.calibration.as_deref(),
         args.stack.stack().as_ref(),
+        &args.scenario,
     )?;
     if let Some(o) = args.objective {
         resolved.session.planner.objective = o;
