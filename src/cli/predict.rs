@@ -517,9 +517,15 @@ fn print_text(o: &Output) {
     } else {
         String::new()
     };
+    // The stage it runs, with the one asked for where they differ (explained below).
+    let zero = if o.zero_effective == o.zero {
+        format!("ZeRO-{}", o.zero)
+    } else {
+        format!("ZeRO-{} (asked: ZeRO-{})", o.zero_effective, o.zero)
+    };
     println!(
-        "  micro-batch {}  ZeRO-{}  recompute {}  vpp {}{ep}",
-        o.mbs, o.zero, o.recompute, o.vpp
+        "  micro-batch {}  {zero}  recompute {}  vpp {}{ep}",
+        o.mbs, o.recompute, o.vpp
     );
     if o.zero_effective != o.zero && o.stack.settings.sharding == "deepspeed" {
         println!(
