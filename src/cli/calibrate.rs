@@ -245,6 +245,55 @@ fn note_measurements_that_do_not_fit(
     }
 }
 
+/// A measurement faster than the GPU can run the model's own FLOPs (model FLOP utilisation
+/// above 100 % of the peak of the precision in force) is an error naming its row: a step time
+/// in the wrong unit, a batch or sequence other than the one measured, or another model.
+fn refuse_faster_than_peak(
+    target: &Target,
+    eff: &crate::perf::EfficiencyParams,
+    points: &[Measurement],
+    origin: &Path,
+    lines: &[usize],
+) -> anyhow::Result<()> {
+    let ctx = crate::perf::PerfContext {
+        hw: target.hw,
+        model: target.model,
+        eff,
+        gpus_per_node: target.gpus_per_node,
+    };
+    // MFU counts against the BF16 peak; FP8 GEMMs may run past it, up to the FP8 peak.
+    let bound = if eff.precision == crate::perf::efficiency::Precision::Fp8 {
+        (target.hw.fp8_peak_flops / target.hw.peak_flops).max(1.0)
+    } else {
+        1.0
+    };
+    for (i, m) in points.iter().enumerate() {
+        let Ok(p) = crate::perf::predict(&ctx, &m.config, m.batch) else {
+            continue;
+        };
+        let measured_mfu = p.mfu * p.step_time_s / m.step_time_s;
+        if measured_mfu > bound {
+            let at = lines.get(i).map(|l| format!(":{l}")).unwrap_or_default();
+            bail!(
+                "{}{at}: {} at batch {} in {} s is {:.0} TFLOP/s a GPU of {}'s own FLOPs, {:.0} % \
+                 of the {:.0} TFLOP/s peak of {}: faster than the GPU can run; check the step \
+                 time's unit (seconds), the batch (samples of {} tokens) and the model",
+                origin.display(),
+                m.config,
+                m.batch,
+                m.step_time_s,
+                p.model_tflops_per_gpu * p.step_time_s / m.step_time_s,
+                target.model.name,
+                measured_mfu * 100.0,
+                target.hw.peak_flops / 1e12,
+                target.hw.name,
+                target.model.seq_len
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The parameters named by `--fit`.
 fn named_knobs(a: &CalibrateArgs) -> anyhow::Result<Vec<Knob>> {
     a.fit
@@ -285,6 +334,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     // own row (selection works on the distinct configurations, in another order).
     let profile_errors =
         rel_errors(&target, &start, &points).map_err(|e| locate(e, measurements, &lines))?;
+    refuse_faster_than_peak(&target, &start, &points, measurements, &lines)?;
     note_measurements_that_do_not_fit(&target, &start, &points, measurements, &lines);
     let (knobs, selection) = if a.fit.is_empty() {
         let s = select_knobs(&target, &start, &CANDIDATES, &points, a.folds)?;
