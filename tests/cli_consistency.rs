@@ -78,6 +78,25 @@ fn grid_and_plan_answer_what_if_on_another_model_and_cluster_without_editing_the
         p["caveats"]
     );
     copus(&["grid", DEMO, "--model", "no-such-model"]).fails_with(&["no-such-model"]);
+    // The caveat names what changed, and only that.
+    let g = json(&["grid", DEMO, "--seq", "2048", "--json"]);
+    let said = g["caveats"].to_string();
+    assert!(said.contains("sequence 2048 tokens (was 4096)"), "{said}");
+    assert!(!said.contains("nodes"), "{said}");
+    // A part of an inline shape alone is an error, not ignored; errors name the flags given,
+    // not a file the user never wrote.
+    copus(&["grid", DEMO, "--heads", "32"]).fails_with(&["missing --layers"]);
+    copus(&["grid", DEMO, "--seq", "0"]).fails_with(&["--seq 0"]);
+    copus(&["plan", SAMPLE, "--nodes", "0"]).fails_with(&["--nodes 0"]);
+    // A stats file says which model and cluster it was read on.
+    let g = json(&["grid", SAMPLE, "--json"]);
+    assert!(
+        g["caveats"]
+            .to_string()
+            .contains("read as a run of llama-7b on 1×8 h100-sxm (the defaults"),
+        "{}",
+        g["caveats"]
+    );
 }
 
 #[test]

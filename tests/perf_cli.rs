@@ -456,6 +456,40 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
         let plain = copus_json(&[cmd, "sessions/paper-3b-8xh100.ron", "--json"]);
         assert!(plain["calibration"].is_null(), "{cmd}");
     }
+    // A calibration fitted under another stack does not change the session's stack: the
+    // session keeps its own, and a caveat says where the fit came from.
+    let mut tt: Vec<&str> = vec![
+        "calibrate",
+        csv_path.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--fit",
+        "max_eff",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--out",
+    ];
+    let cal_tt = dir.path().join("tt.ron");
+    tt.push(cal_tt.to_str().expect("utf-8"));
+    let (ok, _, err) = copus(&tt);
+    assert!(ok, "{err}");
+    let v = copus_json(&[
+        "grid",
+        "sessions/demo.ron",
+        "--calibration",
+        cal_tt.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert_eq!(v["stack"]["preset"], "megatron-core", "{}", v["stack"]);
+    assert!(
+        v["caveats"]
+            .to_string()
+            .contains("calibrated under torchtitan-fsdp2"),
+        "{}",
+        v["caveats"]
+    );
     let (ok, _, err) = copus(&["grid", "sessions/demo.ron", "--calibration", "nope.ron"]);
     assert!(!ok && err.contains("nope.ron"), "{err}");
 }
@@ -1297,6 +1331,36 @@ fn data_parallel_buckets_grow_with_the_group_so_zero_1_never_costs_more_than_zer
         dp_s("1024", "3"),
     );
     assert!(z1 <= z3 && z1 <= z2, "ZeRO-0..3: {z0} {z1} {z2} {z3}");
+    // Without DP overlap, ZeRO-2 (the same reduce-scatter, every micro-batch) is not hidden
+    // either: never cheaper than ZeRO-1.
+    let off = |zero: &str| -> f64 {
+        copus_json(&[
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "1024",
+            "--batch",
+            "2048",
+            "--mbs",
+            "1",
+            "--recompute",
+            "full",
+            "--zero",
+            zero,
+            "--dp-overlap",
+            "off",
+            "--json",
+        ])["breakdown"]["dp_s"]
+            .as_f64()
+            .expect("dp_s")
+    };
+    assert!(
+        off("2") >= off("1"),
+        "ZeRO-2 {} vs ZeRO-1 {}",
+        off("2"),
+        off("1")
+    );
     assert!(z1 <= z0 * 1.05, "ZeRO-1 {z1} against the all-reduce's {z0}");
     // Past the 40M-parameter floor, growing the group 8× grows the exposed reduction by far
     // less than 8× (latency no longer multiplied by a fixed bucket count).

@@ -448,6 +448,22 @@ fn two_writers_into_one_file_are_named_once_not_as_a_restart_at_every_step() {
     assert!(stderr.contains("further restarts are counted"), "{stderr}");
     assert!(stdout.contains("several writers"), "{stdout}");
     assert!(stdout.contains("copus analyze"), "{stdout}");
+    // --json carries it too.
+    let v = json(
+        copus()
+            .arg("watch")
+            .arg(&path)
+            .args(["--headless", "--until-steps", &n.to_string(), "--json"])
+            .output()
+            .expect("run"),
+    );
+    assert!(
+        v["summary"]["several_writers"]
+            .as_str()
+            .is_some_and(|s| s.contains("several writers")),
+        "{}",
+        v["summary"]
+    );
 }
 
 #[test]

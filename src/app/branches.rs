@@ -158,6 +158,7 @@ mod tests {
             b_noise_note: None,
             branches: Vec::new(),
             left_out: Vec::new(),
+            budget_set_by: None,
         }
     }
 

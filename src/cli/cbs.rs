@@ -141,7 +141,8 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
 
 /// One line per branch a point left out of its measurement (`cbs` and `analyze --branches`).
 pub fn left_out_lines(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> {
-    p.left_out
+    let mut lines: Vec<String> = p
+        .left_out
         .iter()
         .map(|l| {
             format!(
@@ -150,7 +151,16 @@ pub fn left_out_lines(p: &crate::stats::estimate::cbs::PointReport) -> Vec<Strin
                 l.batch, l.seed, l.samples, l.median_samples
             )
         })
-        .collect()
+        .collect();
+    if let Some(b) = &p.budget_set_by {
+        lines.push(format!(
+            "budget: batch {} seed {} stopped at {:.0} samples against the branches' median \
+             {:.0}, and every batch is compared there (kept: its batch needs two seeds, or it \
+             ran over half the median); rerun it to compare at the full budget",
+            b.batch, b.seed, b.samples, b.median_samples
+        ));
+    }
+    lines
 }
 
 /// One line per branch point that could not be measured.

@@ -188,9 +188,15 @@ pub fn apply_overrides(
     stack: Option<&crate::perf::Stack>,
 ) -> anyhow::Result<()> {
     if let Some(c) = calibration {
+        // The calibration's efficiencies carry the stack it was fitted under; a session that
+        // names no stack keeps the one it described, and the calibration's is a caveat.
+        let before = r.stack();
         r.calibration =
             Some(crate::validate::profile::load_calibration(c).map_err(anyhow::Error::msg)?);
         r.use_calibration = true;
+        if r.session.stack.is_none() && r.session.efficiency.is_none() {
+            r.session.stack = Some(before);
+        }
         if r.session.efficiency.is_some() {
             eprintln!(
                 "note: {} sets its own efficiency, which takes precedence over --calibration",

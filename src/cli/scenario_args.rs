@@ -58,6 +58,14 @@ pub fn resolve(
          session",
         path.display()
     );
+    for (flag, v) in [
+        ("--nodes", scenario.nodes),
+        ("--gpus-per-node", scenario.gpus_per_node),
+    ] {
+        if let Some(v) = v {
+            anyhow::ensure!(v >= 1, "{flag} {v}: at least 1");
+        }
+    }
     let open = super::open::OpenArgs {
         model: m.name.clone(),
         hardware: scenario.hardware.clone(),
@@ -68,6 +76,21 @@ pub fn resolve(
     };
     let mut r = super::open::adhoc_session(&open)?;
     super::model_args::apply_overrides(&mut r, calibration, stack)?;
+    let c = &r.session.cluster;
+    let given = m.name.is_some()
+        || scenario.hardware.is_some()
+        || scenario.nodes.is_some()
+        || scenario.gpus_per_node.is_some();
+    r.override_notes.push(format!(
+        "{} read as a run of {} on {}×{} {} ({}; --model, --hardware, --nodes and \
+         --gpus-per-node change them)",
+        path.display(),
+        r.model.name,
+        c.nodes,
+        c.gpus_per_node,
+        r.hardware.name,
+        if given { "as given" } else { "the defaults" }
+    ));
     if m.seq.is_some() || m.dropout.is_some() {
         if let Some(s) = m.seq {
             r.model.seq_len = s;
@@ -83,12 +106,24 @@ pub fn resolve(
 }
 
 impl ScenarioArgs {
-    /// What was replaced, as "llama3-70b on 16×8 h100-sxm", or `None` when nothing was.
+    /// Replace what the flags name; returns the replacements, as "model llama3-70b (was
+    /// llama-7b), nodes 16 (was 8)", or `None` when nothing was replaced. They are also a
+    /// note in `r.override_notes`.
     pub fn apply(&self, r: &mut Resolved) -> anyhow::Result<Option<String>> {
         let m = &self.model;
-        let named_or_shaped = m.name.is_some() || m.layers.is_some() || m.hidden.is_some();
-        let mut changed = false;
-        if named_or_shaped {
+        let shaped = m.name.is_some()
+            || m.layers.is_some()
+            || m.hidden.is_some()
+            || m.heads.is_some()
+            || m.vocab.is_some()
+            || m.ffn.is_some()
+            || m.kv_heads.is_some()
+            || m.swiglu
+            || m.tied_embeddings;
+        let mut changes: Vec<String> = Vec::new();
+        let mut flags: Vec<String> = Vec::new();
+        let was_model = r.model.clone();
+        if shaped {
             r.model = m.profile()?;
             r.session.model = match &m.name {
                 Some(name) if !name.ends_with(".ron") && m.seq.is_none() && m.dropout.is_none() => {
@@ -96,50 +131,81 @@ impl ScenarioArgs {
                 }
                 _ => ProfileRef::Inline(r.model.clone()),
             };
-            changed = true;
+            flags.push(match &m.name {
+                Some(n) => format!("--model {n}"),
+                None => "the inline shape".into(),
+            });
         } else if m.seq.is_some() || m.dropout.is_some() {
             if let Some(s) = m.seq {
                 r.model.seq_len = s;
+                flags.push(format!("--seq {s}"));
             }
             if let Some(d) = m.dropout {
                 r.model.dropout = Some(d.into());
+                flags.push("--dropout".into());
             }
             r.session.model = ProfileRef::Inline(r.model.clone());
-            changed = true;
+        }
+        if r.model.name != was_model.name {
+            changes.push(format!("model {} (was {})", r.model.name, was_model.name));
+        }
+        if r.model.seq_len != was_model.seq_len {
+            changes.push(format!(
+                "sequence {} tokens (was {})",
+                r.model.seq_len, was_model.seq_len
+            ));
+        }
+        if r.model != was_model && changes.is_empty() {
+            changes.push(format!("model {}'s shape or dropout", r.model.name));
         }
         if let Some(h) = &self.hardware {
-            r.hardware = profiles::hardware(h, Path::new("."))?;
+            let was = r.hardware.name.clone();
+            r.hardware = profiles::hardware(h, Path::new("."))
+                .map_err(|e| anyhow::anyhow!("--hardware {h}: {e}"))?;
             // A file given here is relative to the working directory, not to the session.
             r.session.cluster.hardware = if h.ends_with(".ron") {
                 ProfileRef::Inline(r.hardware.clone())
             } else {
                 ProfileRef::Named(h.clone())
             };
-            changed = true;
+            flags.push(format!("--hardware {h}"));
+            if r.hardware.name != was {
+                changes.push(format!("hardware {} (was {was})", r.hardware.name));
+            }
         }
-        if let Some(n) = self.nodes {
-            anyhow::ensure!(n >= 1, "--nodes {n}: at least 1");
-            r.session.cluster.nodes = n;
-            changed = true;
+        let c = &mut r.session.cluster;
+        for (flag, value, field, what) in [
+            ("--nodes", self.nodes, &mut c.nodes, "nodes"),
+            (
+                "--gpus-per-node",
+                self.gpus_per_node,
+                &mut c.gpus_per_node,
+                "GPUs per node",
+            ),
+        ] {
+            if let Some(v) = value {
+                anyhow::ensure!(v >= 1, "{flag} {v}: at least 1");
+                flags.push(format!("{flag} {v}"));
+                if *field != v {
+                    changes.push(format!("{what} {v} (was {field})"));
+                }
+                *field = v;
+            }
         }
-        if let Some(g) = self.gpus_per_node {
-            anyhow::ensure!(g >= 1, "--gpus-per-node {g}: at least 1");
-            r.session.cluster.gpus_per_node = g;
-            changed = true;
-        }
-        if !changed {
+        if flags.is_empty() {
             return Ok(None);
         }
         crate::validate::session::check(r)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", r.path.display()))?;
+            .map_err(|e| anyhow::anyhow!("{}: {e}", flags.join(" ")))?;
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        let what = changes.join(", ");
         let c = &r.session.cluster;
-        let what = format!(
-            "{} on {}×{} {}",
-            r.model.name, c.nodes, c.gpus_per_node, r.hardware.name
-        );
         r.override_notes.push(format!(
-            "the session's model and cluster replaced on the command line: {what} (its \
-             trajectory, B_crit scale and search are the session's)"
+            "the command line replaced the session's {what}: {} on {}×{} {} (the trajectory and \
+             the B_crit scale stay the session's)",
+            r.model.name, c.nodes, c.gpus_per_node, r.hardware.name
         ));
         Ok(Some(what))
     }

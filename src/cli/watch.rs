@@ -93,6 +93,9 @@ pub struct WatchSummary {
     /// Records received before a restart and superseded by the restarted run (from its first
     /// step on), so no longer counted in `steps_ingested`.
     pub superseded: u64,
+    /// Why the restarts look like several writers into one stream (every rank writing its
+    /// record of each step), when they do; `null` otherwise.
+    pub several_writers: Option<String>,
     /// Oldest records forgotten to bound memory (more than
     /// [`crate::source::live::MAX_KEPT_RECORDS`] received); the estimate covers the newest.
     pub records_evicted: u64,
@@ -539,6 +542,7 @@ impl WatchState {
             duplicates_dropped: self.duplicates,
             restarts: self.restarts,
             superseded: self.superseded,
+            several_writers: several_writers_note(self.restarts, self.superseded),
             malformed_examples: self.examples.clone(),
             steps: records
                 .first()
@@ -599,7 +603,7 @@ fn summary_text(s: &WatchSummary) -> String {
         "dropped          {} duplicate records (replayed or rewritten), {} superseded by {} restart(s)",
         s.duplicates_dropped, s.superseded, s.restarts
     );
-    if let Some(note) = several_writers_note(s.restarts, s.superseded) {
+    if let Some(note) = &s.several_writers {
         let _ = writeln!(out, "  {note}");
     }
     if let Some([a, b]) = s.steps {

@@ -540,6 +540,8 @@ impl ConfigCost {
                     }
                 };
                 let window = if cfg.pp > 1 { compute_mb } else { layers * bwd };
+                // Without DP overlap (`grad_reduce_overlap` 0) nothing hides it.
+                let window = window * e.grad_reduce_overlap.clamp(0.0, 1.0);
                 (e.exposed(scatter, window), 0.0, rs(params))
             }
             _ => {

@@ -126,6 +126,10 @@ pub struct PointReport {
     /// kept in, each would have cut the common sample budget of every batch to its own end.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOutBranch>,
+    /// The branch whose end set the common budget, when that is under
+    /// [`SHORT_BUDGET_FRACTION`] of the median branch end (kept: its batch needs its seeds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_set_by: Option<LeftOutBranch>,
 }
 
 /// A branch left out of its point's measurement.
@@ -346,9 +350,10 @@ pub fn measure(
                     (b, curves)
                 })
                 .collect();
-            let (point, left_out) = leave_out_short_branches(point);
+            let (point, left_out, budget_set_by) = leave_out_short_branches(point);
             measure_point(from_step, &point, tolerance, confidence, resamples).map(|mut p| {
                 p.left_out = left_out;
+                p.budget_set_by = budget_set_by;
                 p
             })
         })
@@ -387,12 +392,16 @@ pub fn measure(
 
 /// A branch that ends before this fraction of its point's median end is left out.
 pub const SHORT_BRANCH_FRACTION: f64 = 0.5;
+/// A budget under this fraction of the median branch end names the branch that set it.
+pub const SHORT_BUDGET_FRACTION: f64 = 0.9;
 
 /// `point` without the branches that stopped before [`SHORT_BRANCH_FRACTION`] of the median
 /// branch end (an interrupted run would otherwise set the common budget of every batch), and
 /// the branches left out. A batch keeps its short branches when leaving them out would leave
 /// it fewer than two seeds, and then the point is measured on the shorter budget as before.
-fn leave_out_short_branches(point: SeededPoint) -> (Point, Vec<LeftOutBranch>) {
+fn leave_out_short_branches(
+    point: SeededPoint,
+) -> (Point, Vec<LeftOutBranch>, Option<LeftOutBranch>) {
     let mut ends: Vec<f64> = point
         .values()
         .flatten()
@@ -405,11 +414,25 @@ fn leave_out_short_branches(point: SeededPoint) -> (Point, Vec<LeftOutBranch>) {
             .is_some_and(|p| p.0 < SHORT_BRANCH_FRACTION * median)
     };
     let mut left_out = Vec::new();
+    let mut shortest_kept: Option<LeftOutBranch> = None;
     let kept = point
         .into_iter()
         .map(|(batch, curves)| {
             let long = curves.iter().filter(|(_, c)| !short(c)).count();
-            if long < 2 || long == curves.len() {
+            let keep_all = long < 2 || long == curves.len();
+            for (seed, c) in &curves {
+                let end = c.last().map_or(0.0, |p| p.0);
+                let kept = keep_all || !short(c);
+                if kept && shortest_kept.as_ref().is_none_or(|s| end < s.samples) {
+                    shortest_kept = Some(LeftOutBranch {
+                        batch,
+                        seed: *seed,
+                        samples: end,
+                        median_samples: median,
+                    });
+                }
+            }
+            if keep_all {
                 return (batch, curves.into_iter().map(|(_, c)| c).collect());
             }
             let mut keep = Vec::with_capacity(long);
@@ -428,7 +451,8 @@ fn leave_out_short_branches(point: SeededPoint) -> (Point, Vec<LeftOutBranch>) {
             (batch, keep)
         })
         .collect();
-    (kept, left_out)
+    let budget_set_by = shortest_kept.filter(|s| s.samples < SHORT_BUDGET_FRACTION * median);
+    (kept, left_out, budget_set_by)
 }
 
 fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
@@ -577,6 +601,7 @@ fn measure_point(
         b_noise_note: note,
         branches,
         left_out: Vec::new(),
+        budget_set_by: None,
     })
 }
 
@@ -827,6 +852,7 @@ mod tests {
         assert_eq!(p.threshold_cbs, whole.points[0].threshold_cbs);
         let batch_1024 = p.branches.iter().find(|b| b.batch == 1024).expect("1024");
         assert_eq!(batch_1024.seeds, 2);
+        assert_eq!(p.budget_set_by, None);
         // With two seeds only, the short branch stays in (a batch needs two) and sets the
         // budget, as before.
         let two_seeds: Vec<BranchRecord> =
@@ -836,6 +862,11 @@ mod tests {
             .points[0];
         assert!(p.left_out.is_empty());
         assert!(p.budget_samples <= 4096.0, "{}", p.budget_samples);
+        let by = p
+            .budget_set_by
+            .as_ref()
+            .expect("the branch that set the budget");
+        assert_eq!((by.batch, by.seed), (1024, 2));
     }
 
     #[test]
