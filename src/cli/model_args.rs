@@ -137,17 +137,9 @@ pub fn load_calibration(p: &Path) -> anyhow::Result<CalibrationFile> {
     crate::validate::profile::load_calibration(p).map_err(anyhow::Error::msg)
 }
 
-/// The efficiency parameters of calibration `c` (read from `p`) to use on `hw`, with a note
-/// when it was fitted on other hardware.
-pub fn calibrated(hw: &HardwareProfile, p: &Path, c: &CalibrationFile) -> EfficiencyParams {
-    if c.hardware != hw.name {
-        eprintln!(
-            "note: {} was calibrated on {}, used here for {}",
-            p.display(),
-            c.hardware,
-            hw.name
-        );
-    }
+/// The efficiency parameters of calibration `c` to use on `hw` (a calibration fitted on other
+/// hardware is a caveat of the output that uses it: `calibration_in_force`).
+pub fn calibrated(_hw: &HardwareProfile, _p: &Path, c: &CalibrationFile) -> EfficiencyParams {
     c.params.clone()
 }
 
