@@ -552,7 +552,10 @@ fn branched_experiment_measured_beside_the_estimate() {
         .output()
         .unwrap();
     let t = String::from_utf8_lossy(&t.stdout);
-    assert!(t.contains("step 100000: not compared"), "{t}");
+    assert!(
+        t.contains("step 100000: not compared: after the run's last analysed step"),
+        "{t}"
+    );
     let e = copus().arg("cbs").arg(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&e.stderr).contains("not a regular file"));
     // 64 is a multiple of 8 and of the largest batch, not of 24 (the default is a multiple

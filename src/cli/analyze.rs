@@ -296,6 +296,9 @@ struct BranchesSection {
     cbs: crate::stats::estimate::cbs::CbsReport,
     /// Per branch point: the run's B_simple there and the ratios measured/estimated.
     comparison: Vec<crate::stats::estimate::cbs::EstimateComparison>,
+    /// The run's first and last analysed steps.
+    #[serde(skip)]
+    run_steps: Option<(u64, u64)>,
 }
 
 fn branches_section(
@@ -325,7 +328,12 @@ fn branches_section(
             path.display()
         );
     }
-    Ok(BranchesSection { cbs, comparison })
+    let run_steps = steps.first().zip(last).map(|(a, b)| (a.step, b));
+    Ok(BranchesSection {
+        cbs,
+        comparison,
+        run_steps,
+    })
 }
 
 fn write_with_branches(
@@ -426,14 +434,16 @@ fn render_branches(section: &BranchesSection) -> String {
             let _ = writeln!(out, "step {}: fitted B_noise none: {n}", p.from_step);
         }
         if c.estimate_step.is_none() {
-            let _ = writeln!(
-                out,
-                "step {}: not compared: the run has no analysed step at or before it, or it \
-                 lies after the run's last",
-                p.from_step
-            );
+            let why = match section.run_steps {
+                Some((_, last)) if p.from_step > last => {
+                    format!("after the run's last analysed step ({last})")
+                }
+                Some((first, _)) => format!("before the run's first analysed step ({first})"),
+                None => "the run has no analysed step".to_string(),
+            };
+            let _ = writeln!(out, "step {}: not compared: {why}", p.from_step);
         }
-        for line in super::cbs::left_out_lines(p) {
+        for line in super::cbs::point_notes(p) {
             let _ = writeln!(out, "step {}: {line}", p.from_step);
         }
     }

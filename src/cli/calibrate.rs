@@ -96,6 +96,10 @@ struct RowOut {
 #[derive(Debug, Serialize)]
 struct Output {
     /// The stack assumed for every measurement.
+    /// The model the measurements ran.
+    model: String,
+    /// The hardware profile they ran on.
+    hardware: String,
     stack: crate::perf::stack::StackJson,
     /// Recompute policy assumed where the measurements do not state it.
     assumed_recompute: String,
@@ -383,6 +387,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         })
         .collect();
     let out = Output {
+        model: model.name.clone(),
+        hardware: hw.name.clone(),
         stack: stack.to_json(),
         assumed_recompute: assumed(a)?.recompute.to_string(),
         assumed_zero: assumed(a)?.zero,
@@ -466,11 +472,20 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
 /// The text lines of a knob selection: what was freed, the cross-validated error after each,
 /// and why it stopped.
 fn selection_text(sel: &KnobSelection) -> String {
-    let mut out = format!(
-        "  chosen by cross-validation over {} configurations (uncalibrated {:.1}%):",
-        sel.configurations,
-        sel.uncalibrated_rms_rel_error * 100.0
-    );
+    let mut out = if sel.steps.is_empty() {
+        format!(
+            "  chosen without cross-validation: {} configuration{} (uncalibrated {:.1}%):",
+            sel.configurations,
+            if sel.configurations == 1 { "" } else { "s" },
+            sel.uncalibrated_rms_rel_error * 100.0
+        )
+    } else {
+        format!(
+            "  chosen by cross-validation over {} configurations (uncalibrated {:.1}%):",
+            sel.configurations,
+            sel.uncalibrated_rms_rel_error * 100.0
+        )
+    };
     if sel.steps.is_empty() {
         out.push_str(&format!(
             "\n    {} (too few configurations to hold any out)",

@@ -129,7 +129,7 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
                 b.batch, b.seeds, b.loss_at_budget, to
             );
         }
-        for line in left_out_lines(p) {
+        for line in point_notes(p) {
             let _ = writeln!(out, "  {line}");
         }
     }
@@ -139,8 +139,9 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
     out
 }
 
-/// One line per branch a point left out of its measurement (`cbs` and `analyze --branches`).
-pub fn left_out_lines(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> {
+/// The notes of a branch point (`cbs` and `analyze --branches`): branches left out, a
+/// threshold at an end of the grid (a bound, not a value), the branch that set a short budget.
+pub fn point_notes(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> {
     let mut lines: Vec<String> = p
         .left_out
         .iter()
@@ -152,6 +153,21 @@ pub fn left_out_lines(p: &crate::stats::estimate::cbs::PointReport) -> Vec<Strin
             )
         })
         .collect();
+    // The threshold at an end of the grid is censored: the CBS lies beyond what was run.
+    let batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
+    let th = p.threshold_cbs.batch;
+    if batches.len() >= 2 && th == batches[0] {
+        lines.push(format!(
+            "threshold CBS at the smallest batch: no larger batch came within the tolerance, so \
+             the CBS lies below {} (the next batch run); its ratios are upper bounds",
+            batches[1]
+        ));
+    } else if batches.last() == Some(&th) {
+        lines.push(format!(
+            "threshold CBS at the largest batch: every batch came within the tolerance, so the \
+             CBS is {th} or more; its ratios are lower bounds"
+        ));
+    }
     if let Some(b) = &p.budget_set_by {
         lines.push(format!(
             "budget: batch {} seed {} stopped at {:.0} samples against the branches' median \
@@ -174,4 +190,50 @@ pub fn unmeasured_lines(r: &crate::stats::estimate::cbs::CbsReport) -> Vec<Strin
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::estimate::cbs::{BatchSummary, PointReport, ThresholdCbs};
+
+    fn point(threshold: u64) -> PointReport {
+        PointReport {
+            from_step: 30,
+            budget_samples: 4096.0,
+            target_loss: 2.0,
+            threshold_cbs: ThresholdCbs {
+                batch: threshold,
+                ci: [threshold, threshold],
+            },
+            b_noise_fit: None,
+            b_noise_note: None,
+            branches: [8, 32, 128]
+                .into_iter()
+                .map(|batch| BatchSummary {
+                    batch,
+                    seeds: 2,
+                    loss_at_budget: 2.0,
+                    samples_to_target: None,
+                })
+                .collect(),
+            left_out: Vec::new(),
+            budget_set_by: None,
+        }
+    }
+
+    #[test]
+    fn a_threshold_at_an_end_of_the_grid_is_called_a_bound() {
+        let low = point_notes(&point(8)).join("\n");
+        assert!(
+            low.contains("lies below 32") && low.contains("upper bounds"),
+            "{low}"
+        );
+        let high = point_notes(&point(128)).join("\n");
+        assert!(
+            high.contains("128 or more") && high.contains("lower bounds"),
+            "{high}"
+        );
+        assert!(point_notes(&point(32)).is_empty());
+    }
 }
