@@ -1253,3 +1253,25 @@ fn reopening_the_layout_filter_adds_what_is_typed_as_another_condition() {
             .all(|&r| table.layouts[r].tp == 4 && table.layouts[r].pp == 1)
     );
 }
+
+#[test]
+fn a_what_if_stack_of_another_framework_says_it_searches_that_frameworks_stages() {
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    let stack_row = copus::app::whatif::FIELDS
+        .iter()
+        .position(|f| *f == copus::app::whatif::Field::Stack)
+        .expect("a stack row");
+    update(&mut app, Msg::WhatIfRow(stack_row as i64));
+    // megatron-core → nemo (the same framework's stages: nothing to say) → torchtitan-fsdp2.
+    update(&mut app, Msg::WhatIfChange(1));
+    assert!(!app.status.contains("searching"), "{}", app.status);
+    update(&mut app, Msg::WhatIfChange(1));
+    assert!(
+        app.status.starts_with("stack = torchtitan-fsdp2")
+            && app.status.contains("searching its own ZeRO [3]"),
+        "{}",
+        app.status
+    );
+    assert_eq!(app.resolved.session.search.zero, vec![3]);
+}

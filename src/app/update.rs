@@ -693,6 +693,7 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::WhatIfRow(d) => app.whatif_row = clamp_add(app.whatif_row, d, FIELDS.len()),
         Msg::WhatIfChange(d) => {
             let field = FIELDS[app.whatif_row.min(FIELDS.len() - 1)];
+            let search_before = app.resolved.session.search.clone();
             match whatif::apply(&mut app.resolved, field, d) {
                 Ok(()) => {
                     app.status = format!(
@@ -700,6 +701,21 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                         field.label(),
                         whatif::value(&app.resolved, field)
                     );
+                    // Another framework searches its own ZeRO stages and recompute policies.
+                    let search = &app.resolved.session.search;
+                    if field != whatif::Field::Zero
+                        && field != whatif::Field::Recompute
+                        && (search.zero != search_before.zero
+                            || search.recompute != search_before.recompute)
+                    {
+                        let policies: Vec<String> =
+                            search.recompute.iter().map(|p| p.to_string()).collect();
+                        app.status.push_str(&format!(
+                            " · searching its own ZeRO {:?}, recompute {}",
+                            search.zero,
+                            policies.join("/")
+                        ));
+                    }
                     app.rescale();
                     if field.affects_throughput() {
                         return vec![request_table(app)];
