@@ -49,24 +49,21 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     caveats.extend(resolved.override_notes.iter().cloned());
     if let Some(target) = args.emit {
         let c = &resolved.session.cluster;
+        // What the plan rests on beyond the session goes into the document.
+        let notes = calibration
+            .iter()
+            .map(super::calibration_in_force::text_line)
+            .chain(caveats.iter().cloned())
+            .collect();
         let ctx = crate::plan::emit::EmitContext {
             gpus: c.nodes.saturating_mul(c.gpus_per_node),
             seq_len: resolved.model.seq_len,
             layers: resolved.model.layers,
+            notes,
         };
         let text = crate::plan::emit::emit(&report, &ctx, target)
             .map_err(|e| anyhow::anyhow!("{}: --emit {}: {e}", p.display(), target.name()))?;
         print!("{}", super::escape_controls(&text));
-        // The emitted document is for the trainer: what it rests on goes to stderr.
-        for c in calibration
-            .iter()
-            .map(super::calibration_in_force::text_line)
-        {
-            eprintln!("{}", super::escape_controls(&c));
-        }
-        for c in &caveats {
-            eprintln!("note: {}", super::escape_controls(c));
-        }
     } else if args.json {
         super::write_json(&PlanOut {
             report: &report,

@@ -316,6 +316,7 @@ fn demo_report() -> (copus::plan::PlanReport, EmitContext) {
         gpus: c.nodes * c.gpus_per_node,
         seq_len: r.model.seq_len,
         layers: r.model.layers,
+        notes: Vec::new(),
     };
     (rep, ctx)
 }
@@ -536,4 +537,34 @@ fn plan_text_names_the_batches_it_added_to_the_sessions_axis() {
     assert_eq!(plan["added_batches"][0], 56);
     let own = run(Path::new("sessions/demo.ron"), &[]);
     assert!(!own.contains("batch axis:"), "64 GPUs add nothing");
+}
+
+#[test]
+fn what_a_plan_rests_on_beyond_the_session_is_written_into_every_document() {
+    let (rep, mut ctx) = demo_report();
+    ctx.notes =
+        vec!["the command line replaced the session's nodes 16 (was 8)\nsecond line".into()];
+    let m = emit(&rep, &ctx, EmitTarget::Megatron).expect("megatron");
+    assert!(
+        m.lines()
+            .any(|l| l
+                == "# note: the command line replaced the session's nodes 16 (was 8) second line"),
+        "{m}"
+    );
+    let t = emit(&rep, &ctx, EmitTarget::Torchtitan).expect("torchtitan");
+    assert!(t.contains("# note: the command line replaced"), "{t}");
+    for target in [EmitTarget::Json, EmitTarget::Deepspeed] {
+        let doc: serde_json::Value =
+            serde_json::from_str(&emit(&rep, &ctx, target).expect("json")).expect("parses");
+        assert_eq!(
+            doc["notes"][0].as_str().map(|s| s.contains("nodes 16")),
+            Some(true),
+            "{doc}"
+        );
+    }
+    // Without notes, no field.
+    ctx.notes.clear();
+    let doc: serde_json::Value =
+        serde_json::from_str(&emit(&rep, &ctx, EmitTarget::Json).expect("json")).expect("parses");
+    assert!(doc.get("notes").is_none());
 }

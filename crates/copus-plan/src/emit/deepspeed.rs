@@ -19,6 +19,9 @@ struct Doc<'a> {
     /// Where the plan was costed for another framework's stack.
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
+    /// What the plan rests on beyond the session (`EmitContext::notes`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
     phases: Vec<Phase>,
 }
 
@@ -179,6 +182,7 @@ pub fn write(
               Megatron-DeepSpeed arguments, save a checkpoint, resume the next phase from it \
               (a TP/PP change needs a universal checkpoint: ds_to_universal.py, then --universal-checkpoint)",
         note: super::stack_note(report.stack.preset, TARGET),
+        notes: ctx.notes.clone(),
         phases: phases
             .iter()
             .map(|p| phase(p, ctx, report))

@@ -194,6 +194,9 @@ fn header(out: &mut String, report: &PlanReport, ctx: &EmitContext, end: EmitEnd
     if let Some(note) = super::stack_note(report.stack.preset, super::EmitTarget::Megatron) {
         let _ = writeln!(out, "# {note}");
     }
+    for note in &ctx.notes {
+        let _ = writeln!(out, "# note: {}", super::one_line(note));
+    }
 }
 
 /// How one phase of a per-phase Megatron schedule stops at its last step.

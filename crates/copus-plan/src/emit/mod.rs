@@ -51,6 +51,10 @@ pub struct EmitContext {
     pub seq_len: u32,
     /// Transformer layers of the model (for pipeline stages and virtual stages).
     pub layers: u32,
+    /// What the plan rests on beyond the session, one sentence each (a model or cluster
+    /// replaced on the command line, a calibration and its caveats): written into the
+    /// document (comments, or a `notes` field in JSON).
+    pub notes: Vec<String>,
 }
 
 /// Why a plan cannot be written for a framework.
@@ -173,6 +177,9 @@ pub struct EmitJson {
     pub seq_len: u32,
     /// The training stack the plan was made for (its preset name).
     pub stack: String,
+    /// What the plan rests on beyond the session ([`EmitContext::notes`]); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Where the schedule ends.
     pub end: EmitEnd,
     /// The phases, in order.
@@ -290,6 +297,11 @@ fn target_stacks(target: EmitTarget) -> &'static [&'static str] {
     }
 }
 
+/// `text` on one line (newlines and carriage returns as spaces): safe in a `#` comment.
+pub fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r'], " ")
+}
+
 /// A note where the plan was costed for another framework's stack than `target` runs: its
 /// layouts and times were predicted for that stack, not for this one.
 pub fn stack_note(preset: &str, target: EmitTarget) -> Option<String> {
@@ -320,6 +332,7 @@ pub fn emit(
                 gpus: ctx.gpus,
                 seq_len: ctx.seq_len,
                 stack: report.stack.preset.to_string(),
+                notes: ctx.notes.clone(),
                 end,
                 phases,
             };

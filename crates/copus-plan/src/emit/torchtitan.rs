@@ -217,6 +217,9 @@ pub fn write(
     if let Some(note) = super::stack_note(report.stack.preset, TARGET) {
         let _ = writeln!(out, "# {note}");
     }
+    for note in &ctx.notes {
+        let _ = writeln!(out, "# note: {}", super::one_line(note));
+    }
     for p in phases {
         let (job, notes) = job(p, phases.len(), ctx, report)?;
         let toml = toml::to_string(&job).map_err(|e| p.inexpressible(TARGET, e.to_string()))?;
