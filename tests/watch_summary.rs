@@ -507,3 +507,29 @@ fn a_window_as_long_as_the_run_does_not_hide_its_drift() {
         s["reasons"]
     );
 }
+
+#[test]
+fn a_run_without_a_negative_single_step_g2_says_nothing_about_it() {
+    // |G|² well above the noise at every step: no "0% … negative" line.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("clean.ndjson");
+    let text: String = (0..120u64)
+        .map(|s| {
+            let wobble = 1.0 + 0.02 * ((s * 7919 % 11) as f64 / 11.0 - 0.5);
+            let sq_small = 5.0 + 4.0 / 8.0 * wobble;
+            let sq_big = 5.0 + 4.0 / 64.0 * (2.0 - wobble);
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{sq_small},\"sq_big\":{sq_big}}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&path, text).expect("write");
+    let v = analyze_json(&path);
+    let s = &v["summary"];
+    assert_eq!(s["negative_g2_fraction"], 0.0, "{s}");
+    assert!(
+        !s["diagnostics"].to_string().contains("negative_g2"),
+        "{}",
+        s["diagnostics"]
+    );
+}

@@ -70,15 +70,23 @@ pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
     } else {
         Severity::Info
     };
-    out.push(Diagnostic::new(
-        K::NegativeG2,
-        sev,
-        format!(
-            "{:.0}% of single-step |G|^2 estimates are negative (noise dominates one step; only \
-             the smoothed sums are meaningful)",
-            100.0 * negative
-        ),
-    ));
+    // None negative: nothing to say (`negative_g2_fraction` still reports the 0).
+    if negative > 0.0 {
+        out.push(Diagnostic::new(
+            K::NegativeG2,
+            sev,
+            format!(
+                "{}% of single-step |G|^2 estimates are negative (noise dominates one step; \
+                 only the smoothed sums are meaningful)",
+                // Under 1 %, one decimal: "0%" read as none.
+                if negative < 0.01 {
+                    format!("{:.1}", 100.0 * negative)
+                } else {
+                    format!("{:.0}", 100.0 * negative)
+                }
+            ),
+        ));
+    }
     let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
     let flags: Vec<bool> = rows.iter().map(|r| r.b_simple.is_none()).collect();
     let bad_runs = runs(&steps, &flags);
