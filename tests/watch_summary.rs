@@ -337,18 +337,7 @@ fn a_short_run_whose_last_window_disagrees_with_the_run_is_not_called_stable() {
     // intervals, which alone must keep the verdict from "stable".
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("short.ndjson");
-    let text: String = (0..90u64)
-        .map(|s| {
-            let g2 = if s < 45 { 1.0 } else { 0.05 };
-            let wobble = 1.0 + 0.02 * ((s * 7919 % 11) as f64 / 11.0 - 0.5);
-            let sq_small = g2 + 40.0 / 8.0 * wobble;
-            let sq_big = g2 + 40.0 / 64.0 * (2.0 - wobble);
-            format!(
-                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{sq_small},\"sq_big\":{sq_big}}}\n"
-            )
-        })
-        .collect();
-    std::fs::write(&path, text).expect("write");
+    write_two_batch_run(&path, 90, 40.0, |s| if s < 45 { 1.0 } else { 0.05 });
     let v = analyze_json(&path);
     let s = &v["summary"];
     assert!(s["drift"].is_null(), "too short for the drift test");
@@ -473,18 +462,7 @@ fn a_window_as_long_as_the_run_does_not_hide_its_drift() {
     // not turn "stable" for that reason.
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("growing.ndjson");
-    let text: String = (0..300u64)
-        .map(|s| {
-            let g2 = 1.0 / (1.0 + s as f64 / 15.0);
-            let wobble = 1.0 + 0.02 * ((s * 7919 % 11) as f64 / 11.0 - 0.5);
-            let sq_small = g2 + 40.0 / 8.0 * wobble;
-            let sq_big = g2 + 40.0 / 64.0 * (2.0 - wobble);
-            format!(
-                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{sq_small},\"sq_big\":{sq_big}}}\n"
-            )
-        })
-        .collect();
-    std::fs::write(&path, text).expect("write");
+    write_two_batch_run(&path, 300, 40.0, |s| 1.0 / (1.0 + s as f64 / 15.0));
     let default = analyze_json(&path);
     assert_eq!(
         default["summary"]["drift"]["significant"], true,
@@ -513,17 +491,7 @@ fn a_run_without_a_negative_single_step_g2_says_nothing_about_it() {
     // |G|² well above the noise at every step: no "0% … negative" line.
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("clean.ndjson");
-    let text: String = (0..120u64)
-        .map(|s| {
-            let wobble = 1.0 + 0.02 * ((s * 7919 % 11) as f64 / 11.0 - 0.5);
-            let sq_small = 5.0 + 4.0 / 8.0 * wobble;
-            let sq_big = 5.0 + 4.0 / 64.0 * (2.0 - wobble);
-            format!(
-                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{sq_small},\"sq_big\":{sq_big}}}\n"
-            )
-        })
-        .collect();
-    std::fs::write(&path, text).expect("write");
+    write_two_batch_run(&path, 120, 4.0, |_| 5.0);
     let v = analyze_json(&path);
     let s = &v["summary"];
     assert_eq!(s["negative_g2_fraction"], 0.0, "{s}");
@@ -532,4 +500,21 @@ fn a_run_without_a_negative_single_step_g2_says_nothing_about_it() {
         "{}",
         s["diagnostics"]
     );
+}
+
+/// A protocol file of `steps` steps at batches 8 and 64 whose |G|² at step s is `g2(s)` and
+/// whose tr(Σ) is `trace`, with a small deterministic wobble on both norms.
+fn write_two_batch_run(path: &std::path::Path, steps: u64, trace: f64, g2: impl Fn(u64) -> f64) {
+    let text: String = (0..steps)
+        .map(|s| {
+            let g2 = g2(s);
+            let wobble = 1.0 + 0.02 * ((s * 7919 % 11) as f64 / 11.0 - 0.5);
+            let sq_small = g2 + trace / 8.0 * wobble;
+            let sq_big = g2 + trace / 64.0 * (2.0 - wobble);
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{sq_small},\"sq_big\":{sq_big}}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(path, text).expect("write");
 }

@@ -58,14 +58,7 @@ pub fn resolve(
          session",
         path.display()
     );
-    for (flag, v) in [
-        ("--nodes", scenario.nodes),
-        ("--gpus-per-node", scenario.gpus_per_node),
-    ] {
-        if let Some(v) = v {
-            anyhow::ensure!(v >= 1, "{flag} {v}: at least 1");
-        }
-    }
+    scenario.check_counts()?;
     let open = super::open::OpenArgs {
         model: m.name.clone(),
         hardware: scenario.hardware.clone(),
@@ -91,25 +84,51 @@ pub fn resolve(
         r.hardware.name,
         if given { "as given" } else { "the defaults" }
     ));
-    if m.seq.is_some() || m.dropout.is_some() {
-        if let Some(s) = m.seq {
-            r.model.seq_len = s;
-        }
-        if let Some(d) = m.dropout {
-            r.model.dropout = Some(d.into());
-        }
-        r.session.model = ProfileRef::Inline(r.model.clone());
+    let flags = sequence_and_dropout(m, &mut r);
+    if !flags.is_empty() {
         crate::validate::session::check(&r)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("{}: {e}", flags.join(" ")))?;
     }
     Ok(r)
 }
 
+/// `--seq` and `--dropout` applied to the model in force (written inline into the session);
+/// the flags given, empty when neither was.
+fn sequence_and_dropout(m: &ModelArgs, r: &mut Resolved) -> Vec<String> {
+    let mut flags = Vec::new();
+    if let Some(s) = m.seq {
+        r.model.seq_len = s;
+        flags.push(format!("--seq {s}"));
+    }
+    if let Some(d) = m.dropout {
+        r.model.dropout = Some(d.into());
+        flags.push("--dropout".into());
+    }
+    if !flags.is_empty() {
+        r.session.model = ProfileRef::Inline(r.model.clone());
+    }
+    flags
+}
+
 impl ScenarioArgs {
+    /// `--nodes` and `--gpus-per-node`, where given, are at least 1.
+    fn check_counts(&self) -> anyhow::Result<()> {
+        for (flag, v) in [
+            ("--nodes", self.nodes),
+            ("--gpus-per-node", self.gpus_per_node),
+        ] {
+            if let Some(v) = v {
+                anyhow::ensure!(v >= 1, "{flag} {v}: at least 1");
+            }
+        }
+        Ok(())
+    }
+
     /// Replace what the flags name; returns the replacements, as "model llama3-70b (was
     /// llama-7b), nodes 16 (was 8)", or `None` when nothing was replaced. They are also a
     /// note in `r.override_notes`.
     pub fn apply(&self, r: &mut Resolved) -> anyhow::Result<Option<String>> {
+        self.check_counts()?;
         let m = &self.model;
         let shaped = m.name.is_some()
             || m.layers.is_some()
@@ -135,16 +154,8 @@ impl ScenarioArgs {
                 Some(n) => format!("--model {n}"),
                 None => "the inline shape".into(),
             });
-        } else if m.seq.is_some() || m.dropout.is_some() {
-            if let Some(s) = m.seq {
-                r.model.seq_len = s;
-                flags.push(format!("--seq {s}"));
-            }
-            if let Some(d) = m.dropout {
-                r.model.dropout = Some(d.into());
-                flags.push("--dropout".into());
-            }
-            r.session.model = ProfileRef::Inline(r.model.clone());
+        } else {
+            flags.extend(sequence_and_dropout(m, r));
         }
         if r.model.name != was_model.name {
             changes.push(format!("model {} (was {})", r.model.name, was_model.name));
@@ -184,7 +195,6 @@ impl ScenarioArgs {
             ),
         ] {
             if let Some(v) = value {
-                anyhow::ensure!(v >= 1, "{flag} {v}: at least 1");
                 flags.push(format!("{flag} {v}"));
                 if *field != v {
                     changes.push(format!("{what} {v} (was {field})"));
