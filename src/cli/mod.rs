@@ -230,6 +230,26 @@ pub fn write_stdout(text: &str) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
+/// Standard output for writing hundreds of MB in large pieces (`analyze --json`): on Unix a
+/// duplicate of its file descriptor, written without Rust's `Stdout`, which is line-buffered
+/// and searches every write for its last newline (76 MB of compact JSON scanned byte by byte
+/// for none) and copies what follows the last one into its buffer. Whatever `Stdout` holds is
+/// flushed first, so the order of the output is kept. Elsewhere, `Stdout` itself.
+pub fn bulk_stdout() -> std::io::Result<Box<dyn std::io::Write + Send>> {
+    use std::io::Write;
+    std::io::stdout().lock().flush()?;
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let fd = std::io::stdout().as_fd().try_clone_to_owned()?;
+        Ok(Box::new(std::fs::File::from(fd)))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(Box::new(std::io::stdout()))
+    }
+}
+
 /// The name `value` has in JSON output (an enum's snake_case variant, `"two_batch"`), for text
 /// that should say what `--json` says rather than Rust's own names.
 pub fn json_name<T: serde::Serialize>(value: &T) -> String {
