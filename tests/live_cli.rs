@@ -191,3 +191,40 @@ fn watch_reports_errors_clearly() {
     assert!(v["summary"]["b_simple"].is_null());
     assert!(String::from_utf8_lossy(&out.stderr).contains("timed out"));
 }
+
+/// A run whose big-batch norm was written as 0: `watch` names the fault, and says there is
+/// no interval as `analyze` does (it printed "0.0 .. 0.0").
+#[test]
+fn watch_names_zero_norms_and_no_interval() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("zeros.ndjson");
+    let text: String = (0..120)
+        .map(|s| {
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{},\"sq_big\":0}}\n",
+                1.0 + (s % 7) as f64 * 0.01
+            )
+        })
+        .collect();
+    std::fs::write(&file, text).expect("write");
+    let out = copus()
+        .args(["watch", file.to_str().expect("utf-8 path"), "--headless"])
+        .args(["--until-steps", "120", "--timeout-s", "30"])
+        .output()
+        .expect("run watch");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("interval         none (no positive value fits the data)"),
+        "{text}"
+    );
+    assert!(!text.contains("0.0 .. 0.0"), "{text}");
+    assert!(
+        text.contains("sq_big is exactly 0 on 120 of 120 steps"),
+        "{text}"
+    );
+}

@@ -189,6 +189,76 @@ fn swapped_norms_give_a_negative_trace_diagnostic() {
     assert_eq!(r.summary.verdict, Verdict::Unreliable);
 }
 
+/// A big-batch norm written as 0 (a producer with no value for it) is named as such, located,
+/// and given as the reason for the lost signal, not "record larger batches"; one zero in a
+/// healthy run is a warning at that step.
+#[test]
+fn zero_norms_are_named_as_a_producer_fault() {
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    let zeroed: Vec<StepStats> = m
+        .run(9, 200, |_| 1.0)
+        .into_iter()
+        .map(|mut r| {
+            r.sq_big = 0.0;
+            r
+        })
+        .collect();
+    let r = analyze(&zeroed, &EstimatorSettings::default()).expect("analysis");
+    let d = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::ZeroNorms)
+        .expect("zero_norms");
+    assert!(
+        d.message.contains("sq_big is exactly 0 on 200 of 200"),
+        "{}",
+        d.message
+    );
+    assert_eq!(d.steps, Some([0, 199]));
+    assert_eq!(r.summary.verdict, Verdict::Unreliable);
+    assert_eq!(r.summary.reasons[0].kind, K::ZeroNorms);
+    assert!(!r.summary.reasons.iter().any(|x| x.kind == K::NonPositiveG2));
+
+    let mut one = m.run(9, 200, |_| 1.0);
+    one[57].sq_small = 0.0;
+    let r = analyze(&one, &EstimatorSettings::default()).expect("analysis");
+    let d = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::ZeroNorms)
+        .expect("zero_norms");
+    assert!(
+        d.message.contains("sq_small is exactly 0 on 1 of 200"),
+        "{}",
+        d.message
+    );
+    assert_eq!(d.at, vec![[57, 57]]);
+    assert_ne!(r.summary.verdict, Verdict::Stable);
+    // None in the run it was made from.
+    let clean = analyze(&m.run(9, 200, |_| 1.0), &EstimatorSettings::default()).expect("analysis");
+    assert!(!kinds(&clean).contains(&K::ZeroNorms));
+    assert!(!kinds(&clean).contains(&K::ConstantNorms));
+}
+
+/// The same norms at every step (one value written again) give a zero-width interval that
+/// means nothing: unreliable, not "stable"; one step apart is enough to lift it.
+#[test]
+fn constant_norms_are_not_called_stable() {
+    let records: Vec<StepStats> = (0..300u64)
+        .map(|s| StepStats::new(s, 8.0, 64.0, 2.0, 0.5))
+        .collect();
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    assert!(kinds(&r).contains(&K::ConstantNorms));
+    assert_eq!(r.summary.verdict, Verdict::Unreliable);
+    assert!(r.summary.reasons.iter().any(|x| x.kind == K::ConstantNorms));
+    let mut varied = records.clone();
+    varied[150].sq_small = 2.1;
+    let r = analyze(&varied, &EstimatorSettings::default()).expect("analysis");
+    assert!(!kinds(&r).contains(&K::ConstantNorms));
+}
+
 /// A producer's `skipped: "non-finite ..."` (what the dump reader and the trainer write for a
 /// NaN gradient) is the same event as a NaN in a stats line: counted as non-finite, located,
 /// and rated by how many steps it costs.

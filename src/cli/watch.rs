@@ -626,8 +626,18 @@ fn summary_text(s: &WatchSummary) -> String {
         b => super::analyze::fmt_b_simple(b),
     };
     let _ = writeln!(out, "B_simple (run)   {b} over {} steps", e.steps_used);
-    if let Some([lo, hi]) = e.ci {
-        let _ = writeln!(out, "interval         {} .. {}", fmt(lo), fmt(hi));
+    match e.ci {
+        // As `analyze` says it: an empty interval is no interval, not "0.0 .. 0.0".
+        Some(ci) if crate::stats::estimate::interval::is_empty(ci) => {
+            let _ = writeln!(
+                out,
+                "interval         none (no positive value fits the data)"
+            );
+        }
+        Some([lo, hi]) => {
+            let _ = writeln!(out, "interval         {} .. {}", fmt(lo), fmt(hi));
+        }
+        None => {}
     }
     if let Some(now) = e.b_simple_now {
         let _ = writeln!(

@@ -59,6 +59,12 @@ pub enum DiagnosticKind {
     /// The autocorrelation window (`--block-length`) is at least half the usable steps: the
     /// interval's variance cannot be estimated and comes out too narrow.
     BlockLengthTooLong,
+    /// `sq_small` or `sq_big` is exactly 0 on some steps: a squared gradient norm that is
+    /// measured is never exactly zero, so the producer wrote 0 where it had no value.
+    ZeroNorms,
+    /// `sq_small` and `sq_big` are the same on every usable step: measured norms vary from step
+    /// to step, so one measurement was repeated and the interval's zero width means nothing.
+    ConstantNorms,
 }
 
 impl DiagnosticKind {
@@ -109,6 +115,15 @@ impl DiagnosticKind {
             K::NonPositiveG2 => "record larger batches per step; the gradient signal is lost",
             K::BlockLengthTooLong => {
                 "leave --block-length to its default or keep it well below half the run's steps"
+            }
+            K::ZeroNorms => {
+                "check that the producer writes both squared norms at every step: sq_big is \
+                 |g|^2 of the whole batch's (all-reduced) gradient, sq_small the mean |g|^2 of \
+                 the small batches"
+            }
+            K::ConstantNorms => {
+                "check that the producer measures the norms at every step instead of writing one \
+                 value again"
             }
         }
     }

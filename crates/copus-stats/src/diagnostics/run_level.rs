@@ -100,6 +100,8 @@ pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
         let at: Vec<[u64; 2]> = bad_runs.iter().map(|r| [r.0, r.1]).collect();
         out.push(Diagnostic::new(K::NonPositiveSmoothedG2, Severity::Warning, msg).located(&at));
     }
+    out.extend(zero_norms(rows));
+    out.extend(constant_norms(rows));
     if summary.trace < 0.0 {
         let msg =
             "the run-average tr(Sigma) is negative: sq_small < sq_big on average, impossible \
@@ -200,6 +202,62 @@ pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
     }
 }
 
+/// The warning for steps whose `sq_small` or `sq_big` is exactly 0 (none: `None`).
+fn zero_norms(rows: &[StepRow]) -> Option<Diagnostic> {
+    let small: Vec<u64> = rows
+        .iter()
+        .filter(|r| r.sq_small == 0.0)
+        .map(|r| r.step)
+        .collect();
+    let big: Vec<u64> = rows
+        .iter()
+        .filter(|r| r.sq_big == 0.0)
+        .map(|r| r.step)
+        .collect();
+    if small.is_empty() && big.is_empty() {
+        return None;
+    }
+    let n = rows.len();
+    let which = match (small.len(), big.len()) {
+        (0, b) => format!("sq_big is exactly 0 on {b} of {n} steps"),
+        (s, 0) => format!("sq_small is exactly 0 on {s} of {n} steps"),
+        (s, b) => format!("sq_small is exactly 0 on {s} and sq_big on {b} of {n} steps"),
+    };
+    let msg = format!(
+        "{which}: a measured squared gradient norm is never exactly zero, so the producer wrote \
+         0 where it had no value, and |G|^2 and tr(Sigma) are wrong there"
+    );
+    let mut steps = small;
+    steps.extend(big);
+    Some(diag(K::ZeroNorms, Severity::Warning, msg, &steps))
+}
+
+/// Fewest usable steps on which identical norms are called a repeated value.
+const CONSTANT_NORMS_MIN_STEPS: usize = 3;
+
+/// The warning for a run whose `sq_small` and `sq_big` are the same on every usable step (and
+/// not zero, which [`zero_norms`] names), if it is one.
+fn constant_norms(rows: &[StepRow]) -> Option<Diagnostic> {
+    let first = rows.first()?;
+    let same = rows.iter().all(|r| {
+        r.sq_small.to_bits() == first.sq_small.to_bits()
+            && r.sq_big.to_bits() == first.sq_big.to_bits()
+    });
+    if !same || rows.len() < CONSTANT_NORMS_MIN_STEPS || first.sq_big == 0.0 {
+        return None;
+    }
+    let msg = format!(
+        "sq_small and sq_big are the same on all {} usable steps ({:e} and {:e}): measured \
+         gradient norms vary from step to step with the sampled batch, so one value was written \
+         again, and the interval's width (zero) says nothing about the estimate",
+        rows.len(),
+        first.sq_small,
+        first.sq_big
+    );
+    let last = rows.last().map_or(first.step, |r| r.step);
+    Some(Diagnostic::new(K::ConstantNorms, Severity::Warning, msg).at(first.step, last))
+}
+
 /// The step-order warning: records out of order, steps written more than once, and the case
 /// of both, a restarted run that wrote its steps again.
 fn step_order(dropped: &Dropped) -> Option<Diagnostic> {
@@ -273,7 +331,17 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
         } else {
             K::NonPositiveG2
         };
-        hard.push(reason(kind, message));
+        // Zeros written for a norm explain a lost signal better than "record larger batches".
+        match s.diagnostics.iter().find(|d| d.kind == K::ZeroNorms) {
+            Some(zeros) => hard.push(reason(
+                K::ZeroNorms,
+                format!("{message}; {}", zeros.message),
+            )),
+            None => hard.push(reason(kind, message)),
+        }
+    }
+    if let Some(d) = s.diagnostics.iter().find(|d| d.kind == K::ConstantNorms) {
+        hard.push(reason(K::ConstantNorms, d.message.clone()));
     }
     if let Some(why) = block_length_problem(settings, s.steps) {
         hard.push(reason(K::BlockLengthTooLong, why));
