@@ -124,6 +124,13 @@ fn load_source(
             {
                 note = format!("{note} · {n}");
             }
+            if !trajectory.counts_in(seq_len) {
+                note = format!(
+                    "{note} · B_crit counted in {}'s sequences of {seq_len} tokens at equal \
+                     tokens",
+                    resolved.model.name
+                );
+            }
             Ok(Loaded {
                 trajectory,
                 analysis: Some(report),
@@ -206,7 +213,36 @@ fn calibrate_run(
 /// measured run's own samples may hold another number of tokens, see
 /// [`Trajectory::in_sequences_of`]).
 pub fn load_trajectory(resolved: &Resolved) -> Result<Trajectory, SourceError> {
-    load(resolved).map(|l| l.trajectory.in_sequences_of(resolved.model.seq_len))
+    load_trajectory_noted(resolved).map(|(t, _)| t)
+}
+
+/// [`load_trajectory`] and, when the run's samples hold another number of tokens than the
+/// model's sequences, [`sequence_conversion_note`] (a caveat for `grid` and `plan`).
+pub fn load_trajectory_noted(
+    resolved: &Resolved,
+) -> Result<(Trajectory, Option<String>), SourceError> {
+    let raw = load(resolved)?.trajectory;
+    let note = sequence_conversion_note(&raw, &resolved.model);
+    Ok((raw.in_sequences_of(resolved.model.seq_len), note))
+}
+
+/// What the grid and the planner do with a run whose samples are not the model's sequences:
+/// its B_crit is carried over at equal tokens, which assumes the noise scale in tokens does
+/// not depend on the sequence length. `None` when the lengths agree (or one is unknown).
+pub fn sequence_conversion_note(
+    raw: &Trajectory,
+    model: &crate::perf::ModelProfile,
+) -> Option<String> {
+    if raw.counts_in(model.seq_len) {
+        return None;
+    }
+    let ratio = f64::from(raw.seq_len) / f64::from(model.seq_len);
+    Some(format!(
+        "the run's samples are {} tokens and {}'s sequences {}: its B_crit is counted in the \
+         model's sequences at equal tokens (× {:.3}), which assumes the critical batch in tokens \
+         does not change with the sequence length",
+        raw.seq_len, model.name, model.seq_len, ratio
+    ))
 }
 
 /// The per-sample efficiency the heatmap should weight by when the session's objective is not
@@ -286,7 +322,12 @@ pub enum PlanError {
 
 /// Plan a resolved session: every strategy and the optimal switch points.
 pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
-    let traj = load_trajectory(r)?;
+    plan_session_noted(r).map(|(report, _)| report)
+}
+
+/// [`plan_session`] and the note of [`load_trajectory_noted`].
+pub fn plan_session_noted(r: &Resolved) -> Result<(PlanReport, Option<String>), PlanError> {
+    let (traj, note) = load_trajectory_noted(r)?;
     let eff = r.efficiency();
     let ctx = PerfContext {
         hw: &r.hardware,
@@ -295,7 +336,7 @@ pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
         gpus_per_node: r.session.cluster.gpus_per_node,
     };
     let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
-    plan_with(r, &traj, &table)
+    plan_with(r, &traj, &table).map(|report| (report, note))
 }
 
 /// Plan over an already loaded trajectory (before the session's B_crit scale) and throughput

@@ -99,6 +99,53 @@ fn grid_and_plan_answer_what_if_on_another_model_and_cluster_without_editing_the
     );
 }
 
+/// A run whose samples are not the model's sequences: grid and plan say that B_crit is carried
+/// over at equal tokens (and by how much), and say nothing when the lengths agree.
+#[test]
+fn a_run_of_another_sequence_length_is_converted_with_a_caveat() {
+    let at = |seq: &str| {
+        let g = json(&[
+            "grid",
+            SAMPLE,
+            "--model",
+            "llama3-8b",
+            "--seq-len",
+            seq,
+            "--json",
+        ]);
+        (
+            g["b_crit_estimate"].as_f64().expect("b_crit"),
+            g["caveats"].to_string(),
+        )
+    };
+    let (b_short, said) = at("2048");
+    assert!(
+        said.contains("samples are 2048 tokens and llama3-8b's sequences 8192")
+            && said.contains("× 0.250"),
+        "{said}"
+    );
+    let (b_same, said) = at("8192");
+    assert!(!said.contains("equal tokens"), "{said}");
+    assert!(
+        (b_short / b_same - 0.25).abs() < 1e-9,
+        "{b_short} vs {b_same}"
+    );
+    let p = json(&[
+        "plan",
+        SAMPLE,
+        "--model",
+        "llama3-8b",
+        "--seq-len",
+        "2048",
+        "--json",
+    ]);
+    assert!(
+        p["caveats"].to_string().contains("at equal tokens"),
+        "{}",
+        p["caveats"]
+    );
+}
+
 #[test]
 fn at_takes_steps_or_tokens_and_refuses_points_outside_the_trajectory() {
     copus(&["grid", DEMO, "--at", "99999999"]).fails_with(&["--at 99999999", "outside"]);

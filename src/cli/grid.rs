@@ -2,7 +2,7 @@
 
 use crate::goodput::{TableCell, throughput_table};
 use crate::perf::{ParallelConfig, PerfContext};
-use crate::pipeline::load_trajectory;
+use crate::pipeline::load_trajectory_noted;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
@@ -190,7 +190,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     )?;
     let (calibration, calibration_caveats) =
         super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());
-    let traj = load_trajectory(&resolved)?;
+    let (traj, sequence_note) = load_trajectory_noted(&resolved)?;
     let point = match a.at {
         None => traj.points.first(),
         Some(at) => Some(point_at(&traj.points, at)?),
@@ -377,6 +377,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .into_iter()
             .chain(calibration_caveats)
             .chain(resolved.override_notes.iter().cloned())
+            .chain(sequence_note)
             .collect(),
         calibration,
     };

@@ -43,10 +43,11 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     if let Some(o) = args.objective {
         resolved.session.planner.objective = o;
     }
-    let report = crate::pipeline::plan_session(&resolved)?;
+    let (report, sequence_note) = crate::pipeline::plan_session_noted(&resolved)?;
     let (calibration, mut caveats) =
         super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());
     caveats.extend(resolved.override_notes.iter().cloned());
+    caveats.extend(sequence_note);
     if let Some(target) = args.emit {
         let c = &resolved.session.cluster;
         // What the plan rests on beyond the session goes into the document.
