@@ -370,6 +370,12 @@ pub fn plan_with(
         }
         None => None,
     };
+    // A measured run's own batch (from its token counts), as the explorer marks it, when the
+    // session names none: the fixed-batch baseline is the batch the run trains with.
+    let measured_batch = match &r.session.source {
+        DataSource::Scenario(_) => None,
+        _ => traj.implied_batch(),
+    };
     let (traj, horizon) = match &cut {
         Some((t, h)) => (t, Some(h.clone())),
         None => (traj, None),
@@ -387,7 +393,7 @@ pub fn plan_with(
         DataSource::Scenario(s) => Some(s.nominal_batch),
         _ => None,
     };
-    let gbs = r.session.current_batch.or(nominal);
+    let gbs = r.session.current_batch.or(nominal).or(measured_batch);
     let efficiency = match planner.objective {
         Objective::McCandlish => Efficiency::MCCANDLISH,
         Objective::LrSqrt => {
@@ -435,12 +441,18 @@ pub fn plan_with(
     let at_current = r
         .session
         .current_batch
+        .or(measured_batch)
         .and_then(|b| strategies::static_at_batch(&problem, b).map(|s| (b, s)));
+    let whose = if r.session.current_batch.is_some() {
+        "the session's current batch"
+    } else {
+        "the run's batch (from its token counts)"
+    };
     if let Some((batch, s)) = at_current {
         let static_time = report.strategies.first().map_or(f64::NAN, |s| s.time_s);
         report.current_batch_static = Some(StrategyRow {
             name: format!("static@{batch}"),
-            how: "best layout at the session's current batch, whole run".into(),
+            how: format!("best layout at {whose}, whole run"),
             time_s: s.time_s,
             speedup_vs_static: static_time / s.time_s,
             switches: 0,

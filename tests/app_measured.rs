@@ -204,3 +204,25 @@ fn a_stats_file_opened_with_a_stack_searches_that_stacks_zero_stage() {
         assert_eq!(app.resolved.session.search.zero, vec![want], "{preset:?}");
     }
 }
+
+/// `copus open demo` opens the bundled demo from any directory, as `copus` alone and
+/// `grid demo` do (it said "demo: no such file or directory"); a stats file's flags are
+/// refused for it, naming them.
+#[test]
+fn open_demo_opens_the_bundled_demo() {
+    let app = copus::cli::open::explorer_app(&open_args(Path::new("demo"))).expect("opens");
+    assert!(
+        app.resolved.session.name.contains("demo"),
+        "{}",
+        app.resolved.session.name
+    );
+    let args = OpenArgs {
+        model: Some("llama3-8b".into()),
+        ..open_args(Path::new("demo"))
+    };
+    let err = copus::cli::open::explorer_app(&args)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("--model") && err.contains("demo"), "{err}");
+}

@@ -146,6 +146,23 @@ fn a_run_of_another_sequence_length_is_converted_with_a_caveat() {
     );
 }
 
+/// A measured run that names no current batch: the fixed-batch baselines run at the batch its
+/// token counts imply (the one the explorer marks ▼), not at the middle of the grid.
+#[test]
+fn a_runs_fixed_batch_baseline_is_its_own_batch() {
+    // 65,536 tokens a step in samples of 2,048 tokens: 16 of llama-7b's 4,096-token sequences.
+    let p = json(&["plan", SAMPLE, "--json"]);
+    let rows = p["strategies"].as_array().expect("strategies");
+    let gbs = rows
+        .iter()
+        .find(|r| r["name"] == "static-gbs")
+        .expect("static-gbs");
+    assert!(gbs["start"].to_string().contains("B=16 "), "{gbs}");
+    let at = &p["current_batch_static"];
+    assert_eq!(at["name"], "static@16", "{at}");
+    assert!(at["how"].to_string().contains("the run's batch"), "{at}");
+}
+
 #[test]
 fn at_takes_steps_or_tokens_and_refuses_points_outside_the_trajectory() {
     copus(&["grid", DEMO, "--at", "99999999"]).fails_with(&["--at 99999999", "outside"]);

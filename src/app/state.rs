@@ -577,14 +577,7 @@ impl App {
     /// The global batch, samples, the trajectory's last two points imply (tokens per step over
     /// tokens per sample), if they do.
     pub fn measured_batch(&self) -> Option<u64> {
-        let seq = f64::from(self.trajectory.seq_len.max(1));
-        match self.trajectory.points.as_slice() {
-            [.., a, b] if b.step > a.step && b.tokens > a.tokens => {
-                let per_step = (b.tokens - a.tokens) / (b.step - a.step) as f64 / seq;
-                (per_step.is_finite() && per_step >= 1.0).then(|| per_step.round() as u64)
-            }
-            _ => None,
-        }
+        self.trajectory.implied_batch()
     }
 
     /// Column of the current batch size ([`App::current_batch`]) on the batch axis, if it is

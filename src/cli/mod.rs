@@ -59,7 +59,8 @@ pub fn version_text() -> String {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Open the explorer on a session (.ron), a gradient dump directory or a stats .ndjson file.
+    /// Open the explorer on a session (.ron), a gradient dump directory, a stats .ndjson file or
+    /// `demo`.
     Open(open::OpenArgs),
     /// Follow a live training run: a growing stats file or tcp://HOST:PORT.
     Watch(watch::WatchArgs),

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 /// Arguments of `copus open`.
 #[derive(Debug, Default, Args)]
 pub struct OpenArgs {
-    /// A session (.ron), a gradient dump directory, or a stats .ndjson file.
+    /// A session (.ron), a gradient dump directory, a stats .ndjson file, or `demo` (the
+    /// bundled demo session, as `copus` alone opens it).
     pub path: PathBuf,
     /// Stats file or dump: model profile (built-in name or .ron file) [default: llama-7b].
     #[arg(long)]
@@ -306,11 +307,24 @@ pub fn run(args: &OpenArgs, config: &crate::config::Config) -> anyhow::Result<()
 /// on the terminal; `copus snapshot` draws it in memory instead.
 pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
     let p = &args.path;
-    if !p.exists() {
+    // `demo` names the bundled demo (as `copus` alone opens it, and as `grid demo` and
+    // `plan demo` read it) unless a file of that name is here.
+    let demo = p == Path::new(DEMO_NAME) && !p.exists();
+    if !p.exists() && !demo {
         anyhow::bail!("{}: no such file or directory", p.display());
     }
-    let is_session = p.is_file() && p.extension().is_some_and(|e| e == "ron");
-    let (resolved, save) = if is_session {
+    let is_session = demo || (p.is_file() && p.extension().is_some_and(|e| e == "ron"));
+    let (resolved, save) = if demo {
+        let flags = args.data_flags();
+        anyhow::ensure!(
+            flags.is_empty(),
+            "demo: {} cannot be used with the demo session (they are for a stats file or a dump \
+             directory); change its model and cluster in the what-if panel, 2",
+            flags.join(", ")
+        );
+        let cwd = std::env::current_dir().context("the working directory")?;
+        (demo_session(&cwd)?, None)
+    } else if is_session {
         let flags = args.data_flags();
         if !flags.is_empty() {
             anyhow::bail!(

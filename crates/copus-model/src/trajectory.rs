@@ -115,6 +115,19 @@ impl Trajectory {
         t
     }
 
+    /// The global batch, in this trajectory's samples, that its last two points imply (tokens
+    /// per step over tokens per sample), if they do: what a measured run trains with now.
+    pub fn implied_batch(&self) -> Option<u64> {
+        let seq = f64::from(self.seq_len.max(1));
+        match self.points.as_slice() {
+            [.., a, b] if b.step > a.step && b.tokens > a.tokens => {
+                let per_step = (b.tokens - a.tokens) / (b.step - a.step) as f64 / seq;
+                (per_step.is_finite() && per_step >= 1.0).then(|| per_step.round() as u64)
+            }
+            _ => None,
+        }
+    }
+
     /// Smallest and largest B_crit (samples), for axis scaling.
     pub fn b_crit_range(&self) -> Option<(f64, f64)> {
         let lo = self.points.iter().map(|p| p.ci.map_or(p.b_crit, |c| c.0));
