@@ -220,9 +220,9 @@ fn open_demo_opens_the_bundled_demo() {
         model: Some("llama3-8b".into()),
         ..open_args(Path::new("demo"))
     };
-    let err = copus::cli::open::explorer_app(&args)
-        .err()
-        .expect("refused")
-        .to_string();
+    let Err(err) = copus::cli::open::explorer_app(&args) else {
+        panic!("--model with demo was accepted");
+    };
+    let err = err.to_string();
     assert!(err.contains("--model") && err.contains("demo"), "{err}");
 }
