@@ -327,6 +327,11 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
             Some(s.plan_steps),
             "the trainer step is the emitted schedule's"
         );
+        // Revealing a lesson's answer ("the status line names the switch") keeps it there.
+        let said = app.status.clone();
+        update(&mut app, Msg::Reveal);
+        update(&mut app, Msg::TourScroll(1));
+        assert_eq!(app.status, said);
         update(&mut app, Msg::JumpSwitch(-1));
         assert!(app.cursor < first || app.status == "no earlier switch point");
         update(&mut app, Msg::Home);

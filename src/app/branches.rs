@@ -120,6 +120,54 @@ pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String
     }
 }
 
+/// Where the noise scale sits against a measured ratio (measured ÷ B_simple with its
+/// interval): below, above, or not distinguishable from it.
+fn direction(r: &crate::stats::estimate::cbs::WithCi) -> &'static str {
+    match r.ci {
+        [_, Some(hi)] if hi < 1.0 => "overestimates",
+        [Some(lo), _] if lo > 1.0 => "underestimates",
+        _ => "agrees, within the interval, with",
+    }
+}
+
+/// The estimators panel's lines on the branched experiment at the branch point at or before
+/// `cursor_step` (else the first): what was measured there and which way the noise scale is
+/// off, so that the advice follows this run's measurement rather than another model's. Empty
+/// without marks.
+pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
+    let Some(m) = marks
+        .iter()
+        .rev()
+        .find(|m| m.from_step <= cursor_step)
+        .or_else(|| marks.first())
+    else {
+        return Vec::new();
+    };
+    let mut lines = vec![format!(
+        "branched training at step {}: threshold CBS {} samples{}",
+        m.from_step,
+        crate::format::si(m.threshold),
+        m.fitted
+            .map(|f| format!(", fitted B_noise {}", crate::format::si(f)))
+            .unwrap_or_default()
+    )];
+    if let Some(seg) = headline_segment(std::slice::from_ref(m), m.from_step) {
+        lines.push(seg);
+    }
+    let c = &m.comparison;
+    let (what, r) = match (&c.b_noise_ratio, &c.threshold_ratio) {
+        (Some(r), _) => ("the fitted B_noise", r),
+        (None, Some(r)) => ("the threshold CBS", r),
+        (None, None) => return lines,
+    };
+    lines.push(format!(
+        "here the noise scale {} {what}: scale B_crit by the measured ratio (what-if panel, or \
+         open --branches FILE --b-crit-from) rather than by another model's",
+        direction(r)
+    ));
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +251,31 @@ mod tests {
         assert_eq!(n, 3);
         assert!(t > 0.0);
         assert!(conversion(&[], ConversionKind::BNoise).is_none());
+    }
+
+    /// The estimators panel says which way the noise scale is off at the branch point, from
+    /// the measured ratio's interval: over where it lies below 1, under where above, neither
+    /// where it spans 1 (the advice no longer assumes Merrill et al.'s direction).
+    #[test]
+    fn estimator_lines_follow_the_measured_direction() {
+        let report = |fitted: f64| CbsReport {
+            tolerance: 0.01,
+            confidence: 0.95,
+            resamples: 10,
+            points: vec![point(105, Some(fitted))],
+            unmeasured: Vec::new(),
+        };
+        // B_simple at step 100 is 110 [90, 135].
+        let says = |fitted: f64| estimator_lines(&marks(&report(fitted), &traj()), 0).join("\n");
+        let over = says(20.0);
+        assert!(over.contains("branched training at step 105"), "{over}");
+        assert!(over.contains("overestimates the fitted B_noise"), "{over}");
+        assert!(says(1000.0).contains("underestimates"), "{}", says(1000.0));
+        assert!(
+            says(110.0).contains("agrees, within the interval"),
+            "{}",
+            says(110.0)
+        );
+        assert!(estimator_lines(&[], 0).is_empty());
     }
 }

@@ -504,7 +504,11 @@ fn written(app: &mut App, job: WriteJob, result: Result<(), super::msg::WriteFai
 fn from_user(msg: &Msg) -> bool {
     !matches!(
         msg,
-        Msg::TableReady { .. }
+        // Revealing a lesson's answer or scrolling its text reads what the screen shows:
+        // the status line (a switch point's description, say) stays for the answer to name.
+        Msg::Reveal
+            | Msg::TourScroll(_)
+            | Msg::TableReady { .. }
             | Msg::PlanReady { .. }
             | Msg::SourceLoaded(_)
             | Msg::Live { .. }

@@ -226,6 +226,22 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             Style::new().fg(theme::current().mark),
         ));
     }
+    // A branched experiment is what the run was opened with to compare: first, in view.
+    let cursor_step = point.map_or(0, |p| p.step);
+    let branch_lines = app
+        .branches
+        .as_deref()
+        .map(|b| {
+            let marks = crate::app::branches::marks(b, &app.raw_trajectory);
+            crate::app::branches::estimator_lines(&marks, cursor_step)
+        })
+        .unwrap_or_default();
+    for l in &branch_lines {
+        lines.push(Line::styled(
+            l.clone(),
+            Style::new().fg(theme::current().mark),
+        ));
+    }
     match &app.analysis {
         Some(report) => measured_lines(app, report, point.map(|p| p.step), &mut lines),
         None => lines.push(Line::styled(
@@ -237,11 +253,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     if (scale - 1.0).abs() > 1e-12 {
         lines.push(Line::from(format!("B_crit scaled ×{scale} (what-if)")));
     }
-    lines.push(Line::styled(
-        "GNS can underestimate the measured critical batch size by orders of magnitude \
-         (Merrill et al. 2025): try the B_crit scale in the what-if panel.",
-        Style::new().fg(theme::current().dim),
-    ));
+    if branch_lines.is_empty() {
+        lines.push(Line::styled(
+            "The noise scale need not be the critical batch size: Merrill et al. 2025 measured \
+             OLMo's far above it, and a run can sit below it too. Measure yours by branched \
+             training (copus branch) or try the B_crit scale in the what-if panel.",
+            Style::new().fg(theme::current().dim),
+        ));
+    }
     let scroll = if focused { app.side_scroll } else { 0 };
     super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }
