@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
 /// Exit status after a fatal signal that the program turned into an error (SIGBUS on a dump
-/// that changed, or a second SIGTERM/SIGINT/SIGHUP while the explorer was shutting down).
+/// that changed, where the data, not the user, stopped it). A termination signal the user
+/// sent (SIGTERM, SIGINT, SIGHUP, …) exits with 128 + its number, as a shell reports it.
 pub const SIGNAL_EXIT: i32 = 3;
 
 /// Whether the explorer currently owns the terminal (raw mode, alternate screen).
@@ -264,8 +265,8 @@ pub fn signal_name(sig: i32) -> &'static str {
 /// Handlers for the explorer's lifetime: SIGTSTP asks it to suspend (see
 /// [`take_suspend_request`]); of the [`STOP_SIGNALS`], the first signal asks the
 /// event loop to stop (it restores the terminal on its way out); a second one, if the loop
-/// does not get there, restores the terminal from the handler and exits with
-/// [`SIGNAL_EXIT`]. Dropping the value puts the previous handlers back.
+/// does not get there, restores the terminal from the handler and exits with 128 + its
+/// number, as the first does (a shell's convention). Dropping the value puts the previous handlers back.
 pub struct StopSignals {
     #[cfg(unix)]
     ids: Vec<signal_hook::SigId>,
@@ -285,7 +286,7 @@ impl StopSignals {
                         if STOP_SIGNAL.swap(sig, Ordering::SeqCst) != 0 {
                             emergency_restore();
                             write_stderr(b"copus: stopped by a second signal\n");
-                            libc::_exit(SIGNAL_EXIT);
+                            libc::_exit(128 + sig);
                         }
                     })
                 }?;
@@ -352,7 +353,7 @@ fn terminal_hung_up() -> bool {
 /// A background thread for the explorer's lifetime that ends the process when the terminal
 /// hangs up (exit status [`SIGNAL_EXIT`]; there is no terminal left to restore or to ask
 /// about unsaved changes), and when a stop signal was received but the event loop has not
-/// left within two seconds (terminal restored first). Dropping the value stops the thread.
+/// left within two seconds (terminal restored first; 128 + the signal's number). Dropping the value stops the thread.
 pub struct HangupWatch {
     stop: std::sync::Arc<AtomicBool>,
 }
@@ -376,7 +377,8 @@ impl HangupWatch {
                             // that could block on the dead terminal.
                             unsafe { libc::_exit(SIGNAL_EXIT) }
                         }
-                        if STOP_SIGNAL.load(Ordering::SeqCst) != 0 {
+                        let sig = STOP_SIGNAL.load(Ordering::SeqCst);
+                        if sig != 0 {
                             let since = *signalled_at.get_or_insert_with(std::time::Instant::now);
                             if since.elapsed().as_millis() > u128::from(STOP_GRACE_MS)
                                 && !flag.load(Ordering::SeqCst)
@@ -384,7 +386,7 @@ impl HangupWatch {
                                 emergency_restore();
                                 write_stderr(b"copus: stopped by a signal\n");
                                 // SAFETY: as above; the terminal was restored first.
-                                unsafe { libc::_exit(SIGNAL_EXIT) }
+                                unsafe { libc::_exit(128 + sig) }
                             }
                         }
                     }

@@ -158,11 +158,21 @@ fn assert_restored(t: &Tmux, code: &str) {
 
 #[test]
 fn termination_signals_restore_the_terminal() {
-    for sig in ["TERM", "INT", "HUP", "QUIT", "USR1", "USR2", "ALRM", "PIPE"] {
+    // The exit status a shell gives a process the signal ended: 128 + its number.
+    for (sig, number) in [
+        ("TERM", libc::SIGTERM),
+        ("INT", libc::SIGINT),
+        ("HUP", libc::SIGHUP),
+        ("QUIT", libc::SIGQUIT),
+        ("USR1", libc::SIGUSR1),
+        ("USR2", libc::SIGUSR2),
+        ("ALRM", libc::SIGALRM),
+        ("PIPE", libc::SIGPIPE),
+    ] {
         let (t, dir) = explorer(&format!("sig{sig}"), "");
         t.wait_for("Goodput");
         send(dir.path(), sig);
-        assert_restored(&t, "3");
+        assert_restored(&t, &(128 + number).to_string());
         let s = t.screen();
         assert!(s.contains(&format!("stopped by SIG{sig}")), "{s}");
     }

@@ -582,8 +582,14 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     if let (Some(t), Some(b)) = (s.seq_len, n.b_simple.filter(|b| *b > 0.0)) {
         let _ = writeln!(
             out,
-            "              = {} tokens (sequences of {t:.0} tokens)",
-            crate::format::tokens(t * b)
+            "              = {} tokens ({})",
+            crate::format::tokens(t * b),
+            // One token a sample (a next-token pair, as the built-in trainer's) is no sequence.
+            if format!("{t:.0}") == "1" {
+                "1 token per sample".to_string()
+            } else {
+                format!("sequences of {t:.0} tokens")
+            }
         );
     }
     match &s.drift {

@@ -282,11 +282,14 @@ pub fn write_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()>
     write_stdout(&format!("{text}\n"))
 }
 
-/// Exit status of a failed command: 1, or [`crate::signals::SIGNAL_EXIT`] when a signal
-/// stopped the explorer.
+/// Exit status of a failed command: 1, or 128 + the signal's number when a termination
+/// signal stopped the explorer (143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP).
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     match e.downcast_ref::<crate::runtime::TuiError>() {
-        Some(crate::runtime::TuiError::Signal(_)) => crate::signals::SIGNAL_EXIT as u8,
+        // As a shell reports a process a signal ended: 128 + the signal's number.
+        Some(crate::runtime::TuiError::Signal(sig)) => {
+            u8::try_from(128 + sig).unwrap_or(crate::signals::SIGNAL_EXIT as u8)
+        }
         _ => 1,
     }
 }

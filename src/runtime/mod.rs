@@ -23,9 +23,9 @@ pub enum TuiError {
     /// Terminal I/O failed.
     #[error("terminal: {0}")]
     Io(#[from] std::io::Error),
-    /// A termination signal stopped the explorer (the terminal was restored).
-    #[error("stopped by {0}; terminal restored")]
-    Signal(&'static str),
+    /// A termination signal (its number) stopped the explorer (the terminal was restored).
+    #[error("stopped by {}; terminal restored", crate::signals::signal_name(*.0))]
+    Signal(i32),
     /// A background thread panicked (a bug); the explorer stopped and restored the terminal.
     #[error("internal error, the explorer stopped: {0}")]
     Panic(String),
@@ -115,7 +115,7 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
         if let Some(sig) = signals.received() {
             // Leave without waiting for the worker: it may be inside a long reduction.
             drop(guard);
-            return Err(TuiError::Signal(crate::signals::signal_name(sig)));
+            return Err(TuiError::Signal(sig));
         }
         if crate::signals::take_suspend_request() {
             guard.suspend()?;
