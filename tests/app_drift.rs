@@ -66,6 +66,33 @@ fn a_steady_run_reads_steady_and_a_growing_run_grew() {
     assert!(segs[1].starts_with("grew ×"), "{segs:?}");
 }
 
+/// A window that is the whole run reads "all N steps" (the run-wide value again), a window
+/// that is part of it "last N steps"; a live run's headline names the step its analysis
+/// reaches (the title above shows the newest step, which runs ahead of it).
+#[test]
+fn the_headline_names_its_window_and_a_live_analysis_its_step() {
+    let m = Model::power_law(400, 1.0, 1000.0, 4.0, 8);
+    let long = analyze(
+        &m.run(7, 2000, |_| m.trace() / 64.0),
+        &EstimatorSettings::default(),
+    )
+    .expect("analysis");
+    let segs = mv::headline_segments(&long);
+    assert!(segs[0].starts_with("last "), "{segs:?}");
+    let live = mv::live_headline_segments(&long);
+    assert!(
+        live[0].starts_with(&format!("to step {}: last ", long.summary.now.last_step)),
+        "{live:?}"
+    );
+    let short = analyze(
+        &m.run(7, 40, |_| m.trace() / 64.0),
+        &EstimatorSettings::default(),
+    )
+    .expect("analysis");
+    let segs = mv::headline_segments(&short);
+    assert!(segs[0].starts_with("all 40 steps"), "{segs:?}");
+}
+
 #[test]
 fn fitting_keeps_the_first_segment_and_leaves_out_what_overflows() {
     let segs: Vec<String> = ["aaaa", "bbbbbbbbbb", "cc"].map(String::from).to_vec();

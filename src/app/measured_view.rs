@@ -37,14 +37,16 @@ pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
     let mut out = Vec::new();
     // "last N steps", not "now": the title above shows the smoothed value at the cursor,
     // another estimator, and two different numbers must not both be called "now".
+    // A window that covers the whole run (a run shorter than two windows, a live run early
+    // on) is the run-wide value again: said so, not "last N steps" beside the same number.
+    let window = if s.now.steps >= s.steps {
+        format!("all {} steps", s.now.steps)
+    } else {
+        format!("last {} steps", s.now.steps)
+    };
     out.push(match s.now.b_simple {
-        Some(b) => format!(
-            "last {} steps {} samples {}",
-            s.now.steps,
-            si(b),
-            interval_words(s.now.ci)
-        ),
-        None => format!("last {} steps n/a (|G|² ≤ 0 there)", s.now.steps),
+        Some(b) => format!("{window} {} samples {}", si(b), interval_words(s.now.ci)),
+        None => format!("{window} n/a (|G|² ≤ 0 there)"),
     });
     out.push(match &s.drift {
         Some(d) if d.significant => {
@@ -69,6 +71,17 @@ pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
         Some(b) => format!("run-wide {} {}", si(b), interval_words(s.ci)),
         None => "run-wide n/a".into(),
     });
+    out
+}
+
+/// [`headline_segments`] of a live run's latest full analysis, which runs every few seconds
+/// while records arrive every step: the first segment says the step it reaches, so that it
+/// does not read as the step in the title above it.
+pub fn live_headline_segments(report: &AnalyzeReport) -> Vec<String> {
+    let mut out = headline_segments(report);
+    if let Some(first) = out.first_mut() {
+        *first = format!("to step {}: {first}", report.summary.now.last_step);
+    }
     out
 }
 

@@ -33,7 +33,15 @@ fn branch_marks(app: &App) -> Vec<crate::app::branches::BranchMark> {
 /// when the source is not measured.
 pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
     let report = app.analysis.as_deref()?;
-    let mut segments = mv::headline_segments(report);
+    let live = matches!(
+        app.resolved.session.source,
+        crate::session::DataSource::Live { .. }
+    );
+    let mut segments = if live {
+        mv::live_headline_segments(report)
+    } else {
+        mv::headline_segments(report)
+    };
     if let Some(c) = &app.compare {
         // After now and drift, before the run-wide value: what a comparison is for.
         segments.insert(2, mv::compare_headline(&c.comparison));
