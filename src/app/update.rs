@@ -259,18 +259,20 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         .iter()
         .enumerate()
         .find(|(_, s)| app.trajectory.index_at_tokens(s.at_tokens) == i)?;
+    // What changes first: a narrow status line cuts the end, and the steps are also on the
+    // timeline under the cursor.
     Some(format!(
-        "switch {}/{n} at timeline step {} ({}), trainer step {} ({} consumed): {} → {} ({}, \
-         cost {:.0} s)",
+        "switch {}/{n}: {} → {} ({}, cost {:.0} s) at timeline step {} ({}), trainer step {} \
+         ({} consumed)",
         k + 1,
+        s.from,
+        s.to,
+        s.kind,
+        s.cost_s,
         s.at_step,
         crate::format::tokens(s.at_tokens),
         s.plan_steps,
         crate::format::tokens(s.consumed_tokens),
-        s.from,
-        s.to,
-        s.kind,
-        s.cost_s
     ))
 }
 
