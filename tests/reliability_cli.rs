@@ -542,3 +542,113 @@ fn a_hardware_file_with_a_bad_efficiency_is_refused_with_the_field() {
         .fails_with(&[field]);
     }
 }
+
+/// An output that is one of the command's inputs (or its other output) is refused before
+/// anything is opened, `--force` or not: `watch --advise RUN --force` emptied the run it was
+/// to follow, `branch --out F --run-out F` tore the two streams into one file, and
+/// `calibrate --out`/`snapshot --out` on their input replaced it. Nothing is changed.
+#[test]
+fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let run_text = std::fs::read_to_string(&sample).expect("sample");
+    std::fs::write(d.join("run.ndjson"), &run_text).expect("write");
+    let demo =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron"))
+            .expect("demo");
+    std::fs::write(d.join("demo.ron"), &demo).expect("write");
+    let watch = |advise: &str| {
+        copus_in(
+            d,
+            &[
+                "watch",
+                "run.ndjson",
+                "--headless",
+                "--until-steps",
+                "50",
+                "--timeout-s",
+                "5",
+                "--session",
+                "demo.ron",
+                "--advise",
+                advise,
+                "--force",
+            ],
+            &[],
+        )
+    };
+    watch("./run.ndjson").fails_with(&["--advise ./run.ndjson is also the run being followed"]);
+    watch("demo.ron").fails_with(&["--advise demo.ron is also --session"]);
+    copus_in(
+        d,
+        &[
+            "branch",
+            "--at",
+            "5",
+            "--out",
+            "same.ndjson",
+            "--run-out",
+            "./same.ndjson",
+            "--budget-samples",
+            "64",
+            "--batches",
+            "8,16,32",
+            "--seeds",
+            "2",
+            "--quiet",
+            "--force",
+        ],
+        &[],
+    )
+    .fails_with(&["--run-out ./same.ndjson is also --out"]);
+    assert!(!d.join("same.ndjson").exists(), "nothing created");
+    copus_in(
+        d,
+        &[
+            "calibrate",
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama3-8b",
+            "run.ndjson",
+            "--out",
+            "run.ndjson",
+            "--force",
+        ],
+        &[],
+    )
+    .fails_with(&["--out run.ndjson is also the measurements read"]);
+    copus_in(
+        d,
+        &["snapshot", "demo.ron", "--out", "demo.ron", "--force"],
+        &[],
+    )
+    .fails_with(&["--out demo.ron is also the session or run drawn"]);
+    assert_eq!(
+        std::fs::read_to_string(d.join("run.ndjson")).expect("run"),
+        run_text
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("demo.ron")).expect("demo"),
+        demo
+    );
+    // A snapshot of `s` and `e` draws the screen and writes nothing beside the session.
+    let shot = copus_in(
+        d,
+        &["snapshot", "demo.ron", "--keys", "s e", "--size", "160x40"],
+        &[],
+    );
+    shot.succeeds();
+    assert!(
+        shot.stdout.contains("snapshot: nothing written"),
+        "{}",
+        shot.stdout
+    );
+    let mut names: Vec<String> = std::fs::read_dir(d)
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["demo.ron", "run.ndjson"]);
+}

@@ -318,6 +318,15 @@ fn named_knobs(a: &CalibrateArgs) -> anyhow::Result<Vec<Knob>> {
 pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     let hw = profiles::hardware(&a.hardware, Path::new("."))?;
     if let Some(out) = &a.out {
+        let mut read: Vec<(&str, &Path)> = a
+            .nccl
+            .iter()
+            .map(|p| ("an --nccl file", p.as_path()))
+            .collect();
+        if let Some(m) = &a.measurements {
+            read.push(("the measurements read", m));
+        }
+        fsutil::check_distinct("--out", out, &read)?;
         fsutil::check_output(out, a.force).with_context(|| format!("--out {}", out.display()))?;
     }
     let Some(measurements) = &a.measurements else {

@@ -112,6 +112,15 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
             _ => SnapshotFormat::Text,
         });
     if let Some(out) = &a.out {
+        let read: Vec<(&str, &std::path::Path)> = [
+            ("the session or run drawn", a.path.as_deref()),
+            ("--calibration", a.calibration.as_deref()),
+            ("--branches", a.branches.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(role, p)| p.map(|p| (role, p)))
+        .collect();
+        crate::fsutil::check_distinct("--out", out, &read)?;
         crate::fsutil::check_output(out, a.force)
             .with_context(|| format!("--out {}", out.display()))?;
     }

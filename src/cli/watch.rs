@@ -213,10 +213,29 @@ fn live_estimate_and_inflation(
     }
 }
 
+/// An `--advise` file must be neither the run being followed nor the session read: with
+/// `--force` it was truncated before the first line was read (the run's 200 lines, gone).
+fn check_advise_path(args: &WatchArgs) -> anyhow::Result<()> {
+    let Some(out) = args.advise.as_deref().filter(|o| !o.starts_with("tcp://")) else {
+        return Ok(());
+    };
+    let target = std::path::Path::new(&args.target);
+    let mut read: Vec<(&str, &std::path::Path)> = Vec::new();
+    if !args.target.starts_with("tcp://") {
+        read.push(("the run being followed", target));
+    }
+    if let Some(s) = &args.session {
+        read.push(("--session", s));
+    }
+    crate::fsutil::check_distinct("--advise", std::path::Path::new(out), &read)?;
+    Ok(())
+}
+
 /// Run `copus watch`; `explorer` (the explorer's configuration file and theme) only matters
 /// without `--headless`.
 pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<()> {
     let target = Target::parse(&args.target)?;
+    check_advise_path(args)?;
     if !args.headless {
         return run_explorer(args, &explorer.load()?);
     }

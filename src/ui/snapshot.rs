@@ -46,8 +46,27 @@ pub fn settle(app: &mut App, effects: Vec<Effect>) {
                 Effect::LoadSource => {
                     Msg::SourceLoaded(Box::new(crate::pipeline::load(&app.resolved)))
                 }
-                Effect::Write(job) => crate::runtime::worker::write(job),
-                Effect::AppendLine { path, line } => crate::runtime::worker::append(path, &line),
+                // A snapshot draws; it writes nothing (a save or an export would leave files
+                // beside the session). The status line says what the explorer would write.
+                Effect::Write(job) => {
+                    let paths: Vec<String> = job
+                        .files
+                        .iter()
+                        .map(|(p, _)| p.display().to_string())
+                        .collect();
+                    app.status = format!(
+                        "snapshot: nothing written (the explorer would write {})",
+                        paths.join(", ")
+                    );
+                    continue;
+                }
+                Effect::AppendLine { path, .. } => {
+                    app.status = format!(
+                        "snapshot: nothing written (the explorer would append to {})",
+                        path.display()
+                    );
+                    continue;
+                }
             };
             next.extend(update(app, msg));
         }

@@ -78,6 +78,52 @@ pub fn is_fifo(_: &std::fs::FileType) -> bool {
     false
 }
 
+/// Whether `a` and `b` name the same file: the same device and inode where both exist (on
+/// Unix; through symlinks and hard links), else the same absolute path once the existing
+/// directories are resolved (two outputs not yet created).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        use std::os::unix::fs::MetadataExt;
+        return x.dev() == y.dev() && x.ino() == y.ino();
+    }
+    match (resolved_path(a), resolved_path(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// `path` made absolute with its symlinks resolved: the whole path where it exists, else its
+/// directory with the file name appended.
+fn resolved_path(path: &Path) -> Option<std::path::PathBuf> {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return Some(p);
+    }
+    let name = path.file_name()?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::canonicalize(dir).ok().map(|d| d.join(name))
+}
+
+/// Refuse to write `out` (given as `out_flag`) when it is one of `others` (a flag or role and
+/// its path: the command's inputs or its other outputs): writing would truncate what is read
+/// or interleave two streams, `--force` or not.
+pub fn check_distinct(out_flag: &str, out: &Path, others: &[(&str, &Path)]) -> std::io::Result<()> {
+    match others.iter().find(|(_, p)| same_file(out, p)) {
+        Some((role, _)) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{out_flag} {} is also {role}: writing it would destroy what copus reads or \
+                 mix two outputs in one file (--force does not change that); choose another path",
+                out.display()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Refuse to write over an existing file unless `force` is set: the check every command
 /// with an output path makes before it computes anything (errors name the path).
 pub fn check_output(path: &Path, force: bool) -> std::io::Result<WriteTarget> {
