@@ -262,9 +262,10 @@ fn open_passes_estimator_flags_and_names_a_bad_one_once() {
             prepared(resolved, copus::compute::Device::Cpu).expect_err("bad confidence")
         }
     };
+    // The place at fault is the flag, named as given.
     let text = format!("{err:#}");
     assert_eq!(text.matches("confidence").count(), 1, "{text}");
-    assert!(text.contains("sample-run.ndjson"), "{text}");
+    assert!(text.contains("--confidence 7"), "{text}");
 }
 
 #[test]

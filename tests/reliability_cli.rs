@@ -652,3 +652,31 @@ fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
     names.sort();
     assert_eq!(names, ["demo.ron", "run.ndjson"]);
 }
+
+/// Estimator flags are checked by name before the file is read (they were reported as a
+/// problem of the stats file, under internal names like `bandwidth_steps`), and a kernel
+/// narrower than a step, which made every interval zero-width without a word, is refused.
+#[test]
+fn estimator_flags_are_checked_by_name_before_reading() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let s = sample.to_str().expect("utf-8");
+    for (flag, value, says) in [
+        ("--bandwidth", "0.1", "at least 1 step"),
+        ("--bandwidth", "0", "at least 1 step"),
+        ("--decay", "0", "must lie in (0, 1)"),
+        ("--reference-batch", "0", "positive number of samples"),
+        ("--window", "0", "at least 1 step"),
+        ("--confidence", "1", "must lie in (0, 1)"),
+        ("--block-length", "0", "at least 1 step"),
+    ] {
+        let run = copus(&["analyze", s, flag, value]);
+        run.fails_with(&[&format!("{flag} {value}: "), says]);
+        assert!(!run.stderr.contains("first problem"), "{}", run.stderr);
+        assert!(!run.stderr.contains("_steps"), "{}", run.stderr);
+    }
+    // One step is the narrowest kernel, and its intervals are not collapsed.
+    let v = reliability_support::copus_json(&["analyze", s, "--bandwidth", "1", "--json"]);
+    let ci = &v["summary"]["now"]["ci"];
+    let (lo, hi) = (ci[0].as_f64().expect("lo"), ci[1].as_f64().expect("hi"));
+    assert!(hi > 1.2 * lo, "{ci}");
+}

@@ -147,6 +147,10 @@ fn process_cpu_s() -> Option<f64> {
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let path = &args.path;
+    args.estimator.check()?;
+    if args.window == Some(0) {
+        anyhow::bail!("--window 0: the window must be at least 1 step");
+    }
     if args.json && args.rows.is_some() {
         anyhow::bail!("--rows sets the rows of the text table; --json prints every step");
     }

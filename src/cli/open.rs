@@ -212,6 +212,7 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
         args.nodes.unwrap_or(defaults.nodes),
         args.gpus_per_node.unwrap_or(defaults.gpus_per_node),
     );
+    args.estimator.check()?;
     args.estimator.apply(&mut session.estimator);
     session.current_batch = args.current_batch;
     // A measured run opens where it is now (its latest step), as TensorBoard and nvitop do;

@@ -110,9 +110,12 @@ impl EstimatorSettings {
             ));
         }
         if let Some(h) = self.bandwidth_steps
-            && !(h.is_finite() && h > 0.0)
+            && !(h.is_finite() && h >= MIN_BANDWIDTH_STEPS)
         {
-            return Err(format!("bandwidth_steps must be positive, got {h}"));
+            return Err(format!(
+                "bandwidth_steps must be at least {MIN_BANDWIDTH_STEPS} step (a narrower kernel \
+                 smooths nothing and the intervals collapse to zero width), got {h}"
+            ));
         }
         if !(self.ema_decay > 0.0 && self.ema_decay < 1.0) {
             return Err(format!(
@@ -165,3 +168,9 @@ impl EstimatorSettings {
             .unwrap_or_else(|| (4.0 * (steps as f64 / 100.0).powf(2.0 / 9.0)).floor() as usize)
     }
 }
+
+/// Smallest two-sided kernel standard deviation, steps: a Gaussian narrower than one step
+/// gives each step almost all of its own weight, so nothing is smoothed and the interval
+/// variance, estimated from the detrended residuals, collapses towards zero (at σ = 0.1
+/// every interval of a run came out zero-width).
+pub const MIN_BANDWIDTH_STEPS: f64 = 1.0;
