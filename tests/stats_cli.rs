@@ -658,6 +658,32 @@ fn preconditioned_analysis_reads_the_precond_pair() {
         &os("--summary-only"),
     ]);
     assert_ne!(raw_sum["b_simple"], pre_sum["b_simple"]);
+    // A bad line is named by its line in the file, as without --preconditioned (the records
+    // left out shifted the numbers: line 51 was reported as 50); a line that is not UTF-8 is
+    // counted, not an error that stops the read.
+    let mut lines: Vec<String> = std::fs::read_to_string(&a)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    lines[50] = "{not json".into();
+    let mut bytes = lines.join("\n").into_bytes();
+    bytes.extend_from_slice(b"\n\xff\xfe\n");
+    let c = dir.path().join("bad.ndjson");
+    std::fs::write(&c, bytes).unwrap();
+    let e = copus()
+        .args(["analyze"])
+        .arg(&c)
+        .args(["--preconditioned", "--json", "--summary-only"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&e.stderr);
+    assert!(e.status.success(), "{said}");
+    assert!(said.contains("bad.ndjson:51: "), "{said}");
+    assert!(
+        said.contains(&format!("bad.ndjson:{}: ", lines.len() + 1)),
+        "{said}"
+    );
     let e = copus()
         .args(["analyze"])
         .arg(&b)

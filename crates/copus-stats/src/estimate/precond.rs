@@ -13,24 +13,27 @@ use std::io::{BufReader, Read};
 pub fn preconditioned_lines(reader: impl std::io::BufRead) -> std::io::Result<(Vec<u8>, usize)> {
     let mut out = Vec::new();
     let mut left_out = 0usize;
-    for line in reader.lines() {
+    // Line by line as bytes: every input line gives exactly one output line (a record left
+    // out becomes a blank line, which the reader skips), so the reader's line numbers are
+    // the file's; a line that is not UTF-8 goes through for the reader to count.
+    for line in reader.split(b'\n') {
         let line = line?;
-        let Ok(serde_json::Value::Object(mut rec)) = serde_json::from_str(&line) else {
-            out.extend_from_slice(line.as_bytes());
+        let rec = std::str::from_utf8(&line)
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok());
+        let Some(serde_json::Value::Object(mut rec)) = rec.filter(|r| r.get("step").is_some())
+        else {
+            out.extend_from_slice(&line);
             out.push(b'\n');
             continue;
         };
-        if !rec.contains_key("step") {
-            out.extend_from_slice(line.as_bytes());
-            out.push(b'\n');
-            continue;
-        }
         let pre = rec.remove("precond");
         let pair = pre
             .as_ref()
             .and_then(|p| Some((p.get("sq_small")?.clone(), p.get("sq_big")?.clone())));
         let Some((small, big)) = pair else {
             left_out += 1;
+            out.push(b'\n');
             continue;
         };
         rec.insert("sq_small".into(), small);
@@ -55,7 +58,8 @@ pub fn read_for(
         GradientKind::Raw => Ok((read_ndjson_bounded(BufReader::new(reader), bound)?, 0)),
         GradientKind::AdamPreconditioned => {
             let (text, left_out) = preconditioned_lines(BufReader::new(reader))?;
-            if text.is_empty() {
+            // Only blank lines where the records were: none carried the pair.
+            if text.iter().all(|b| b.is_ascii_whitespace()) {
                 return Err(std::io::Error::other(format!(
                     "no record carries `precond` (the hook writes it with \
                      GradNoiseMeter(precondition=optimizer)); {left_out} records without it"
