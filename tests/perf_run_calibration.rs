@@ -154,3 +154,36 @@ fn a_session_efficiency_section_round_trips_without_some() {
     let back = Session::from_ron(&text, path).expect("reads back");
     assert_eq!(back.efficiency, Some(e));
 }
+
+/// `calibrate` on a stats file skips a line it cannot use (a trainer killed mid-line), as
+/// every reader of the protocol does, names the first, and fits on the rest; it stopped at
+/// the first such line.
+#[test]
+fn calibrate_skips_a_bad_line_of_a_stats_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = timed_run(dir.path());
+    let mut text = std::fs::read_to_string(&path).expect("run");
+    text.insert_str(text.find('\n').expect("a line") + 1, "{\"v\":1,\"step\":\n");
+    std::fs::write(&path, text).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args([
+            "calibrate",
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama-7b",
+            "--json",
+        ])
+        .arg(&path)
+        .output()
+        .expect("run");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("1 line(s) that are not usable records skipped"),
+        "{said}"
+    );
+    assert!(said.contains("run.ndjson:2: "), "{said}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v.is_object(), "{v}");
+}

@@ -162,11 +162,24 @@ fn read_measurements(
         .is_some_and(|e| e == "ndjson" || e == "jsonl")
     {
         let mut records = Vec::new();
+        // As every reader of the protocol does, a bad line is skipped and counted, not the
+        // end of the read (a trainer killed mid-line leaves one); the first is named.
+        let mut skipped: (usize, Option<String>) = (0, None);
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let r = parse_line(line).with_context(|| format!("{origin}:{}", i + 1))?;
+            let r = match parse_line(line) {
+                Ok(r) => r,
+                Err(e) if e.is_event() => continue,
+                Err(e) => {
+                    skipped.0 += 1;
+                    skipped
+                        .1
+                        .get_or_insert_with(|| format!("{origin}:{}: {e}", i + 1));
+                    continue;
+                }
+            };
             if let (Some(t), Some(_)) = (r.step_time_s, r.config)
                 && !crate::perf::measurements::plausible_step_time(t)
             {
@@ -185,10 +198,21 @@ fn read_measurements(
             }
             records.push(r);
         }
+        if let (n, Some(first)) = &skipped {
+            eprintln!(
+                "copus calibrate: {n} line(s) that are not usable records skipped (first: {first})"
+            );
+        }
         let d = assumed(a)?;
         let m = from_step_stats(&records, d.zero, d.recompute);
         if m.is_empty() {
-            bail!("{origin}: no record carries both step_time_s and config");
+            bail!(
+                "{origin}: no record carries both step_time_s and config{}",
+                skipped
+                    .1
+                    .map(|f| format!(" ({} line(s) skipped, first: {f})", skipped.0))
+                    .unwrap_or_default()
+            );
         }
         return Ok((m, Vec::new()));
     }
