@@ -680,3 +680,32 @@ fn estimator_flags_are_checked_by_name_before_reading() {
     let (lo, hi) = (ci[0].as_f64().expect("lo"), ci[1].as_f64().expect("hi"));
     assert!(hi > 1.2 * lo, "{ci}");
 }
+
+/// A law that gives B_crit ≈ 0 at the first point (a scenario starting at 0 tokens) rates
+/// every batch at efficiency ≈ 0: `grid` says so instead of naming a "best" cell silently;
+/// a later point has no such caveat.
+#[test]
+fn a_critical_batch_below_one_sample_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron"))
+            .expect("demo");
+    let start = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("start_tokens:"))
+        .expect("a start_tokens line");
+    let zero = text.replace(start, "        start_tokens: 0.0,");
+    let path = session(dir.path(), "zero.ron", &zero);
+    let v = reliability_support::copus_json(&["grid", &path, "--json"]);
+    assert!(
+        v["caveats"].to_string().contains("below one sample"),
+        "{}",
+        v["caveats"]
+    );
+    let later = reliability_support::copus_json(&["grid", &path, "--at", "150B", "--json"]);
+    assert!(
+        !later["caveats"].to_string().contains("below one sample"),
+        "{}",
+        later["caveats"]
+    );
+}

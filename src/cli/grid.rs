@@ -207,6 +207,18 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     };
     let table = throughput_table(&ctx, &cluster, &s.search);
     let b_noise = point.b_crit * s.b_crit_scale;
+    // A critical batch below one sample (a data-scaling law at 0 tokens) rates every batch
+    // at an efficiency of about 0: the "best" cell then means nothing, and the user is told.
+    let zero_b_crit = (!(b_noise.is_finite() && b_noise >= 1.0)).then(|| {
+        format!(
+            "B_crit is {:.2e} samples at step {} ({} tokens), below one sample: every batch's \
+             statistical efficiency is about 0 there, so the best cell means little; choose a \
+             later point with --at",
+            b_noise,
+            point.step,
+            crate::format::tokens(point.tokens)
+        )
+    });
     let grid = crate::pipeline::session_grid(&resolved, &table, b_noise);
     let nb = table.batches.len();
     let filter = match &a.filter {
@@ -378,6 +390,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .chain(calibration_caveats)
             .chain(resolved.override_notes.iter().cloned())
             .chain(sequence_note)
+            .chain(zero_b_crit)
             .collect(),
         calibration,
     };
