@@ -709,3 +709,24 @@ fn a_critical_batch_below_one_sample_is_named() {
         later["caveats"]
     );
 }
+
+/// `demo-train --step-delay-ms` is bounded as `--linger-s` is (2^64 ms slept for ever).
+#[test]
+fn an_endless_step_delay_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copus_in(
+        dir.path(),
+        &[
+            "demo-train",
+            "--steps",
+            "5",
+            "--out",
+            "o.ndjson",
+            "--step-delay-ms",
+            "18446744073709551615",
+        ],
+        &[],
+    )
+    .fails_with(&["--step-delay-ms 18446744073709551615: at most 60000"]);
+    assert!(!dir.path().join("o.ndjson").exists());
+}

@@ -126,11 +126,21 @@ impl DemoTrainArgs {
 /// Longest `--linger-s` accepted: a day.
 const MAX_LINGER_S: f64 = 86_400.0;
 
+/// Longest `--step-delay-ms` accepted: a minute a step (a run to watch at human speed needs
+/// far less; 2^64 ms slept for ever).
+const MAX_STEP_DELAY_MS: u64 = 60_000;
+
 /// Run `copus demo-train`. Without --out or --serve the lines go to stdout.
 pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
     let cfg = args.trainer.config(args.schedule());
     if !(args.linger_s.is_finite() && (0.0..=MAX_LINGER_S).contains(&args.linger_s)) {
         anyhow::bail!("--linger-s must be between 0 and {MAX_LINGER_S} seconds");
+    }
+    if args.step_delay_ms > MAX_STEP_DELAY_MS {
+        anyhow::bail!(
+            "--step-delay-ms {}: at most {MAX_STEP_DELAY_MS} (a minute a step)",
+            args.step_delay_ms
+        );
     }
     let mut trainer = Trainer::new(cfg)?;
     let mut file = args

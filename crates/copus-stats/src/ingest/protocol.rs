@@ -190,6 +190,7 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
         }
     }
     check_layers(&obj, step)?;
+    check_skipped_and_config(&obj)?;
     for field in ["n_small", "config", "skipped", "layers"] {
         if obj.get(field) == Some(&Value::Null) {
             obj.remove(field);
@@ -310,19 +311,92 @@ fn check_number(
         Value::String(s) => Err(ProtocolError::Field(format!(
             "\"{field}\" must be a number, found string {s:?}"
         ))),
-        _ => Ok(()),
+        other => Err(ProtocolError::Field(format!(
+            "\"{field}\" must be a number, found {}",
+            kind_name(other)
+        ))),
     }
 }
 
-fn check_layers(obj: &Map<String, Value>, step: Option<u64>) -> Result<(), ProtocolError> {
-    let Some(Value::Object(layers)) = obj.get("layers") else {
-        return Ok(());
+/// `skipped` and `config` checked by name (serde's message names only the type it expected:
+/// "invalid type: boolean `true`, expected a string").
+fn check_skipped_and_config(obj: &Map<String, Value>) -> Result<(), ProtocolError> {
+    match obj.get("skipped") {
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(other) => {
+            return Err(ProtocolError::Field(format!(
+                "\"skipped\" must be a string (why the step is unusable), found {}",
+                kind_name(other)
+            )));
+        }
+    }
+    const KEYS: [&str; 4] = ["dp", "tp", "pp", "mbs"];
+    let values: Vec<(&str, Option<&Value>)> = match obj.get("config") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(c)) => KEYS.iter().map(|k| (*k, c.get(*k))).collect(),
+        // [dp, tp, pp, mbs] in order, as serde reads a struct from an array.
+        Some(Value::Array(a)) if a.len() == KEYS.len() => {
+            KEYS.iter().zip(a).map(|(k, v)| (*k, Some(v))).collect()
+        }
+        Some(other) => {
+            return Err(ProtocolError::Field(format!(
+                "\"config\" must be an object {{dp, tp, pp, mbs}}, found {}",
+                kind_name(other)
+            )));
+        }
     };
+    for (key, value) in values {
+        match value {
+            None => {
+                return Err(ProtocolError::Field(format!(
+                    "config: missing {key} (config holds dp, tp, pp and mbs)"
+                )));
+            }
+            Some(v) if v.as_u64().is_none_or(|n| n > u64::from(u32::MAX)) => {
+                return Err(ProtocolError::Field(format!(
+                    "config.{key}: must be a whole number from 0 to {}, got {v}",
+                    u32::MAX
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_layers(obj: &Map<String, Value>, step: Option<u64>) -> Result<(), ProtocolError> {
+    let layers = match obj.get("layers") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(layers)) => layers,
+        Some(other) => {
+            return Err(ProtocolError::Field(format!(
+                "\"layers\" must be an object of layers {{name: {{sq_small, sq_big}}}}, found {}",
+                kind_name(other)
+            )));
+        }
+    };
+    const KEYS: [&str; 2] = ["sq_small", "sq_big"];
     for (name, layer) in layers {
-        if let Value::Object(l) = layer {
-            for key in ["sq_small", "sq_big"] {
-                if let Some(v) = l.get(key) {
-                    check_number(v, &format!("layers.{name}.{key}"), true, step)?;
+        let values: Vec<(&str, Option<&Value>)> = match layer {
+            Value::Object(l) => KEYS.iter().map(|k| (*k, l.get(*k))).collect(),
+            // [sq_small, sq_big] in order, as serde reads a struct from an array.
+            Value::Array(a) if a.len() == KEYS.len() => {
+                KEYS.iter().zip(a).map(|(k, v)| (*k, Some(v))).collect()
+            }
+            other => {
+                return Err(ProtocolError::Field(format!(
+                    "layers.{name}: must be an object {{sq_small, sq_big}}, found {}",
+                    kind_name(other)
+                )));
+            }
+        };
+        for (key, value) in values {
+            match value {
+                Some(v) => check_number(v, &format!("layers.{name}.{key}"), true, step)?,
+                None => {
+                    return Err(ProtocolError::Field(format!(
+                        "layers.{name}: missing {key} (each layer holds sq_small and sq_big)"
+                    )));
                 }
             }
         }
@@ -367,6 +441,50 @@ mod tests {
             parse_line(r#"{"v":1,"step":5,"b_small":8,"b_big":64,"sq_small":1e400,"sq_big":1}"#)
                 .expect_err("out of range");
         assert!(huge.to_string().contains("sq_small"), "{huge}");
+    }
+
+    /// A field of the wrong type or shape is named, with what it must be (serde's own
+    /// message named only the type it expected: "expected u32", "missing field `sq_big`").
+    #[test]
+    fn wrongly_typed_fields_are_named() {
+        let base = r#""v":1,"step":3,"b_small":16,"b_big":128,"sq_small":0.5,"sq_big":0.25"#;
+        for (tail, says) in [
+            (r#","skipped":true"#, "\"skipped\" must be a string"),
+            (
+                r#","loss":true"#,
+                "\"loss\" must be a number, found a boolean",
+            ),
+            (
+                r#","sq_big":[1]"#,
+                "\"sq_big\" must be a number, found an array",
+            ),
+            (
+                r#","config":{"dp":4294967296,"tp":1,"pp":1,"mbs":1}"#,
+                "config.dp: must be a whole number from 0 to 4294967295",
+            ),
+            (
+                r#","config":{"dp":2,"tp":1,"pp":1,"mbs":"four"}"#,
+                "config.mbs:",
+            ),
+            (r#","config":{"dp":2}"#, "config: missing tp"),
+            (r#","config":5"#, "\"config\" must be an object"),
+            (
+                r#","layers":{"embed":{"sq_small":0.1}}"#,
+                "layers.embed: missing sq_big",
+            ),
+            (
+                r#","layers":{"embed":5}"#,
+                "layers.embed: must be an object",
+            ),
+            (r#","layers":[]"#, "\"layers\" must be an object of layers"),
+        ] {
+            let e = parse_line(&format!("{{{base}{tail}}}")).expect_err(tail);
+            assert!(e.to_string().contains(says), "{tail}: {e}");
+        }
+        // The array forms serde reads positionally stay accepted.
+        for tail in [r#","config":[2,1,1,4]"#, r#","layers":{"a":[0.1,0.01]}"#] {
+            assert!(parse_line(&format!("{{{base}{tail}}}")).is_ok(), "{tail}");
+        }
     }
 
     #[test]
