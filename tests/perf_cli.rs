@@ -1495,3 +1495,44 @@ fn calibrate_applies_zero_and_recompute_to_csv_rows_that_do_not_say() {
     ]);
     assert!(!ok && err.contains("--recompute auto"), "{err}");
 }
+
+/// A measurement CSV whose header names a column twice (only the first was read) or a column
+/// a letter off one copus reads (`recomput`: the rows' recompute silently assumed) is an
+/// error at the header's line; the user's own extra columns (`step`, `notes`) are left alone.
+#[test]
+fn calibrate_names_a_duplicate_or_misspelled_csv_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |header: &str, extra: &str| {
+        let path = dir.path().join("m.csv");
+        std::fs::write(
+            &path,
+            format!("{header}\n8,1,1,1,64,2.9{extra}\n4,2,1,2,64,3.1{extra}\n"),
+        )
+        .expect("write");
+        std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(["calibrate", "--hardware", "h100-sxm", "--model", "llama-7b"])
+            .arg(&path)
+            .output()
+            .expect("run")
+    };
+    let out = run("dp,tp,pp,mbs,batch,step_time_s,step_time_s", ",100");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("m.csv:1: column 'step_time_s' appears twice"),
+        "{said}"
+    );
+    let out = run("dp,tp,pp,mbs,batch,step_time_s,recomput", ",full");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        said.contains("unknown column 'recomput': did you mean 'recompute'?"),
+        "{said}"
+    );
+    let out = run("dp,tp,pp,mbs,batch,step_time_s,step,notes", ",5,x");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -216,11 +216,71 @@ fn read_measurements(
         }
         return Ok((m, Vec::new()));
     }
+    check_csv_header(&text, &origin)?;
     let rows = parse_csv_lines(&text, &origin, assumed(a)?)?;
     if rows.is_empty() {
         bail!("{origin}: no measurement rows after the header");
     }
     Ok(rows.into_iter().map(|(line, m)| (m, line)).unzip())
+}
+
+/// The columns a measurement CSV may have that copus reads.
+const CSV_COLUMNS: [&str; 11] = [
+    "dp",
+    "tp",
+    "pp",
+    "mbs",
+    "batch",
+    "step_time_s",
+    "zero",
+    "recompute",
+    "vpp",
+    "cp",
+    "ep",
+];
+
+/// A header naming a column twice (only the first was read), or a column a letter or two off
+/// one copus reads (`recomput`: the row's recompute silently assumed), is an error at the
+/// header's line; other columns (notes, a model name) are the user's and are left alone.
+fn check_csv_header(text: &str, origin: &str) -> anyhow::Result<()> {
+    let Some((line, header)) = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .find(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+    else {
+        return Ok(());
+    };
+    let cols: Vec<String> = header
+        .split(',')
+        .map(|c| c.trim().to_ascii_lowercase())
+        .collect();
+    for (i, c) in cols.iter().enumerate() {
+        if let Some(j) = cols[..i].iter().position(|d| d == c) {
+            bail!(
+                "{origin}:{line}: column '{c}' appears twice (columns {} and {}); only one can be \
+                 read",
+                j + 1,
+                i + 1
+            );
+        }
+        if CSV_COLUMNS.contains(&c.as_str()) {
+            continue;
+        }
+        // One edit from a short name (`mbss`), two from a long one (`step_time`); a column
+        // such as `step` is two edits from `tp` and is not taken for it.
+        if let Some(near) = CSV_COLUMNS.iter().find(|k| {
+            let limit = if k.len() <= 4 { 1 } else { 2 };
+            c.len() > 2 && crate::validate::fields::edit_distance(c, k) <= limit
+        }) {
+            bail!(
+                "{origin}:{line}: unknown column '{c}': did you mean '{near}'? (columns copus \
+                 reads: {})",
+                CSV_COLUMNS.join(", ")
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A measurement the model cannot cost, named by its file line where it has one.
