@@ -730,3 +730,22 @@ fn an_endless_step_delay_is_refused() {
     .fails_with(&["--step-delay-ms 18446744073709551615: at most 60000"]);
     assert!(!dir.path().join("o.ndjson").exists());
 }
+
+/// `--decay` with the two-sided smoother changes only the ratio-EMA column: `analyze` says so
+/// (it looked ignored); with the one-sided smoother it says nothing.
+#[test]
+fn a_decay_for_the_other_smoother_is_noted() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let s = sample.to_str().expect("utf-8");
+    let two = copus(&["analyze", s, "--decay", "0.5"]);
+    two.succeeds();
+    assert!(
+        two.stderr
+            .contains("--decay sets the one-sided smoother's EMA"),
+        "{}",
+        two.stderr
+    );
+    let one = copus(&["analyze", s, "--one-sided", "--decay", "0.5"]);
+    one.succeeds();
+    assert!(!one.stderr.contains("--decay sets"), "{}", one.stderr);
+}

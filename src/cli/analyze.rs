@@ -151,6 +151,10 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if args.window == Some(0) {
         anyhow::bail!("--window 0: the window must be at least 1 step");
     }
+    let smoother = args.settings(&EstimatorSettings::default()).smoother;
+    for note in args.estimator.unused_by(smoother) {
+        eprintln!("copus analyze: note: {note}");
+    }
     if args.json && args.rows.is_some() {
         anyhow::bail!("--rows sets the rows of the text table; --json prints every step");
     }

@@ -93,6 +93,29 @@ impl EstimatorArgs {
         Ok(())
     }
 
+    /// Notes on flags given that the smoother in use reads only in part: `--decay` and
+    /// `--reference-batch` set the one-sided EMA; with the two-sided kernel they change only
+    /// the ratio-EMA comparison column, which looked like being ignored. (`--bandwidth` is read
+    /// by both: the kernel detrends the residuals of every interval.)
+    pub fn unused_by(&self, smoother: SmootherKind) -> Vec<String> {
+        if smoother != SmootherKind::TwoSided {
+            return Vec::new();
+        }
+        [
+            ("--decay", self.decay.is_some()),
+            ("--reference-batch", self.reference_batch.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(n, set)| set.then_some(n))
+        .map(|flag| {
+            format!(
+                "{flag} sets the one-sided smoother's EMA (--one-sided); with the two-sided \
+                 smoother in use it changes only the ratio-EMA comparison column"
+            )
+        })
+        .collect()
+    }
+
     /// The flags given, by name (to refuse them where they do nothing).
     pub fn given(&self) -> Vec<&'static str> {
         [
