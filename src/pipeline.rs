@@ -20,6 +20,7 @@ use crate::session::{DataSource, Resolved};
 use crate::source::scenario::BCritKind;
 use crate::source::{Loaded, SourceError, dump, measured};
 use crate::trajectory::Trajectory;
+use std::path::Path;
 use std::path::PathBuf;
 
 /// Load a resolved session's data source on the CPU, without progress reports.
@@ -102,6 +103,7 @@ fn load_source(
             seq_len: given,
         } => {
             let file = resolved.resolve_path(path);
+            missing_source(resolved, path, &file)?;
             let (trajectory, report, origin, timed) =
                 measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)?;
             let ratio = f64::from(trajectory.seq_len) / f64::from(seq_len.max(1));
@@ -146,6 +148,7 @@ fn load_source(
             seed_ema,
             seq_len: given,
         } => {
+            missing_source(resolved, path, &resolved.resolve_path(path))?;
             let selected = crate::compute::select(device)?;
             let d = measured::load_dump_dir(
                 &resolved.resolve_path(path),
@@ -181,6 +184,27 @@ fn load_source(
             "live sources ({target}) are opened with `copus watch`"
         ))),
     }
+}
+
+/// A session's `source.path` that names nothing: the error names the session and the field,
+/// and where a relative path was looked for (the session's directory), not only the path.
+fn missing_source(
+    resolved: &Resolved,
+    written: &str,
+    file: &std::path::Path,
+) -> Result<(), SourceError> {
+    if file.exists() {
+        return Ok(());
+    }
+    let relative = if Path::new(written).is_relative() {
+        " (a relative path is read from the session's directory)"
+    } else {
+        ""
+    };
+    Err(SourceError::Unsupported(format!(
+        "{}: source.path \"{written}\": No such file or directory{relative}",
+        resolved.path.display(),
+    )))
 }
 
 /// The performance model calibrated on a run's timed records (`step_time_s` with `config`),

@@ -749,3 +749,22 @@ fn a_decay_for_the_other_smoother_is_noted() {
     one.succeeds();
     assert!(!one.stderr.contains("--decay sets"), "{}", one.stderr);
 }
+
+/// A session whose `source.path` names nothing: the error names the session and the field (it
+/// named only the path, as if the user had typed it); a stats file given directly that does
+/// not exist is named as given, not as a session file copus made up.
+#[test]
+fn a_missing_source_file_names_the_session_and_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/measured-sample.ron"),
+    )
+    .expect("session")
+    .replace("../assets/data/sample-run.ndjson", "nonexist.ndjson");
+    session(dir.path(), "miss.ron", &text);
+    copus_in(dir.path(), &["grid", "miss.ron"], &[])
+        .fails_with(&["miss.ron: source.path \"nonexist.ndjson\": No such file"]);
+    let direct = copus_in(dir.path(), &["plan", "nonexist.ndjson"], &[]);
+    direct.fails_with(&["nonexist.ndjson: no such file or directory"]);
+    assert!(!direct.stderr.contains(".copus.ron"), "{}", direct.stderr);
+}

@@ -50,6 +50,11 @@ pub fn resolve(
         scenario.apply(&mut r)?;
         return Ok(r);
     }
+    anyhow::ensure!(
+        path.exists(),
+        "{}: no such file or directory",
+        path.display()
+    );
     let m = &scenario.model;
     let shaped = m.name.is_none() && (m.layers.is_some() || m.hidden.is_some());
     anyhow::ensure!(
