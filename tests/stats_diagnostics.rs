@@ -259,6 +259,37 @@ fn constant_norms_are_not_called_stable() {
     assert!(!kinds(&r).contains(&K::ConstantNorms));
 }
 
+/// One norm written in both fields (sq_small == sq_big on two-batch steps) measures no noise:
+/// B_simple 0 is not an estimate. Named, and unreliable when it holds everywhere; a few such
+/// steps are a warning at them.
+#[test]
+fn equal_norms_are_named_as_one_norm_written_twice() {
+    let records: Vec<StepStats> = (0..100u64)
+        .map(|s| {
+            let x = 1.0 + s as f64 * 0.01;
+            StepStats::new(s, 8.0, 64.0, x, x)
+        })
+        .collect();
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    assert!(kinds(&r).contains(&K::EqualNorms), "{:?}", kinds(&r));
+    assert_eq!(r.summary.verdict, Verdict::Unreliable);
+    assert!(r.summary.reasons.iter().any(|x| x.kind == K::EqualNorms));
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    let mut some = m.run(9, 200, |_| 1.0);
+    some[10].sq_small = some[10].sq_big;
+    let r = analyze(&some, &EstimatorSettings::default()).expect("analysis");
+    let d = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::EqualNorms)
+        .expect("equal_norms");
+    assert!(d.message.contains("on 1 of 200"), "{}", d.message);
+    assert_eq!(d.at, vec![[10, 10]]);
+    // A warning (noisy), not a run without noise (unreliable).
+    assert_eq!(r.summary.verdict, Verdict::Noisy);
+}
+
 /// A producer's `skipped: "non-finite ..."` (what the dump reader and the trainer write for a
 /// NaN gradient) is the same event as a NaN in a stats line: counted as non-finite, located,
 /// and rated by how many steps it costs.

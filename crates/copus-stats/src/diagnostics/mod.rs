@@ -65,6 +65,9 @@ pub enum DiagnosticKind {
     /// `sq_small` and `sq_big` are the same on every usable step: measured norms vary from step
     /// to step, so one measurement was repeated and the interval's zero width means nothing.
     ConstantNorms,
+    /// `sq_small` equals `sq_big` on two-batch steps (`b_small < b_big`): the mean small-batch
+    /// norm exceeds the big-batch one by the noise, so one norm was written in both fields.
+    EqualNorms,
 }
 
 impl DiagnosticKind {
@@ -124,6 +127,10 @@ impl DiagnosticKind {
             K::ConstantNorms => {
                 "check that the producer measures the norms at every step instead of writing one \
                  value again"
+            }
+            K::EqualNorms => {
+                "check that sq_small is the mean |g|^2 of the small batches, measured before they \
+                 are averaged, and sq_big |g|^2 of their mean"
             }
         }
     }

@@ -102,6 +102,7 @@ pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
     }
     out.extend(zero_norms(rows));
     out.extend(constant_norms(rows));
+    out.extend(equal_norms(rows));
     if summary.trace < 0.0 {
         let msg =
             "the run-average tr(Sigma) is negative: sq_small < sq_big on average, impossible \
@@ -232,6 +233,28 @@ fn zero_norms(rows: &[StepRow]) -> Option<Diagnostic> {
     Some(diag(K::ZeroNorms, Severity::Warning, msg, &steps))
 }
 
+/// The warning for two-batch steps (`b_small < b_big`) whose `sq_small` equals `sq_big` bit
+/// for bit (tr(Σ) exactly 0 there), if there are any.
+fn equal_norms(rows: &[StepRow]) -> Option<Diagnostic> {
+    let two_batch = rows.iter().filter(|r| r.b_small < r.b_big).count();
+    let steps: Vec<u64> = rows
+        .iter()
+        .filter(|r| r.b_small < r.b_big && r.sq_small.to_bits() == r.sq_big.to_bits())
+        .filter(|r| r.sq_big != 0.0)
+        .map(|r| r.step)
+        .collect();
+    if steps.is_empty() {
+        return None;
+    }
+    let msg = format!(
+        "sq_small equals sq_big on {} of {two_batch} two-batch steps: the mean |g|^2 of small \
+         batches exceeds |g|^2 of their mean by the gradient noise, so equal values are one \
+         norm written in both fields, and tr(Sigma) is 0 there",
+        steps.len()
+    );
+    Some(diag(K::EqualNorms, Severity::Warning, msg, &steps))
+}
+
 /// Fewest usable steps on which identical norms are called a repeated value.
 const CONSTANT_NORMS_MIN_STEPS: usize = 3;
 
@@ -342,6 +365,12 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
     }
     if let Some(d) = s.diagnostics.iter().find(|d| d.kind == K::ConstantNorms) {
         hard.push(reason(K::ConstantNorms, d.message.clone()));
+    }
+    // No noise measured anywhere: B_simple is 0 by construction, not an estimate.
+    if s.trace_sigma == 0.0
+        && let Some(d) = s.diagnostics.iter().find(|d| d.kind == K::EqualNorms)
+    {
+        hard.push(reason(K::EqualNorms, d.message.clone()));
     }
     if let Some(why) = block_length_problem(settings, s.steps) {
         hard.push(reason(K::BlockLengthTooLong, why));
