@@ -290,6 +290,31 @@ fn equal_norms_are_named_as_one_norm_written_twice() {
     assert_eq!(r.summary.verdict, Verdict::Noisy);
 }
 
+/// Cumulative tokens that go down (a counter reset) or are negative are named where they
+/// happen (info: the estimate stands, the token axis reads them as written); increasing ones
+/// are not.
+#[test]
+fn tokens_that_go_down_are_named() {
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    let mut records = m.run(9, 200, |_| 1.0);
+    for (i, r) in records.iter_mut().enumerate() {
+        r.tokens = Some(((i % 100) as f64 + 1.0) * 512.0);
+    }
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    let d = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::TokensNotIncreasing)
+        .expect("tokens_not_increasing");
+    assert_eq!(d.at, vec![[100, 100]], "{}", d.message);
+    for (i, r) in records.iter_mut().enumerate() {
+        r.tokens = Some((i as f64 + 1.0) * 512.0);
+    }
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    assert!(!kinds(&r).contains(&K::TokensNotIncreasing));
+}
+
 /// A producer's `skipped: "non-finite ..."` (what the dump reader and the trainer write for a
 /// NaN gradient) is the same event as a NaN in a stats line: counted as non-finite, located,
 /// and rated by how many steps it costs.

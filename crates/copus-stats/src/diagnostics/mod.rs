@@ -68,6 +68,9 @@ pub enum DiagnosticKind {
     /// `sq_small` equals `sq_big` on two-batch steps (`b_small < b_big`): the mean small-batch
     /// norm exceeds the big-batch one by the noise, so one norm was written in both fields.
     EqualNorms,
+    /// The cumulative `tokens` go down from one step to the next, or are negative: the token
+    /// axis (and the tokens per sample inferred from it) read them as written.
+    TokensNotIncreasing,
 }
 
 impl DiagnosticKind {
@@ -127,6 +130,10 @@ impl DiagnosticKind {
             K::ConstantNorms => {
                 "check that the producer measures the norms at every step instead of writing one \
                  value again"
+            }
+            K::TokensNotIncreasing => {
+                "write the cumulative tokens consumed so far (they never go down), or leave \
+                 `tokens` out"
             }
             K::EqualNorms => {
                 "check that sq_small is the mean |g|^2 of the small batches, measured before they \
@@ -254,7 +261,35 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
         );
     }
     out.extend(lr_change(records));
+    out.extend(tokens_not_increasing(records));
     out
+}
+
+/// The info diagnostic for steps (in step order) whose cumulative `tokens` are negative or
+/// below the previous record's, if there are any.
+fn tokens_not_increasing(records: &[&StepStats]) -> Option<Diagnostic> {
+    let mut previous: Option<f64> = None;
+    let mut steps = Vec::new();
+    for r in records {
+        let Some(t) = r.tokens else { continue };
+        if t < 0.0 || previous.is_some_and(|p| t < p) {
+            steps.push(r.step);
+        }
+        previous = Some(t);
+    }
+    let first = *steps.first()?;
+    let msg = format!(
+        "the cumulative tokens are negative or go down on {} step(s), first at step {first}: \
+         the token axis and the tokens per sample inferred from it read them as written (a \
+         counter reset at a restart, or tokens per step written where the total was meant?)",
+        steps.len()
+    );
+    Some(crate::analysis::diag(
+        DiagnosticKind::TokensNotIncreasing,
+        Severity::Info,
+        msg,
+        &steps,
+    ))
 }
 
 /// Window (steps) of the level-jump detector.
