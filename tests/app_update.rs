@@ -221,6 +221,22 @@ fn export_writes_csv_and_json_of_every_cell() {
         .filter(|c| c["best"] == true)
         .collect();
     assert_eq!(best.len(), 1, "exactly one best cell");
+    // The stack's choices are named as grid and plan name them (the export said "Cudnn",
+    // "Fsdp2", "VocabParallel", the session files' spelling).
+    let cal = &v["context"]["calibration"];
+    let stack = app.resolved.stack().to_json().settings;
+    assert_eq!(cal["attention"], stack.attention, "{cal}");
+    assert_eq!(cal["sharding"], stack.sharding, "{cal}");
+    assert_eq!(cal["cross_entropy"], stack.cross_entropy, "{cal}");
+    assert!(cal["max_eff"].is_number(), "{cal}");
+    let comment = csv
+        .lines()
+        .find(|l| l.starts_with("# calibration: "))
+        .expect("the calibration comment");
+    assert!(
+        comment.contains(&format!("\"attention\":\"{}\"", stack.attention)),
+        "{comment}"
+    );
 }
 
 #[test]

@@ -36,8 +36,37 @@ pub struct ExportContext {
     pub stat_eff_form: &'static str,
     /// Pollux reference batch B0, samples (model sequences), for the Pollux form.
     pub pollux_b0: Option<f64>,
-    /// The efficiency parameters in force (session, calibration or hardware profile).
+    /// The efficiency parameters in force (session, calibration or hardware profile); the
+    /// stack's choices among them named as every JSON output names them (`"cudnn"`, not the
+    /// session files' `Cudnn`).
+    #[serde(serialize_with = "serialize_calibration")]
     pub calibration: EfficiencyParams,
+}
+
+/// `e` as JSON with its stack settings (attention, sharding, precision, …) named as the
+/// `stack` object of `grid --json` and `plan --json` names them.
+pub fn calibration_json(e: &EfficiencyParams) -> serde_json::Value {
+    use crate::perf::stack::{StackSettings, StackSettingsJson};
+    let mut v = serde_json::to_value(e).unwrap_or(serde_json::Value::Null);
+    let names = serde_json::to_value(StackSettingsJson::from(StackSettings::of(e)));
+    if let (serde_json::Value::Object(fields), Ok(serde_json::Value::Object(names))) =
+        (&mut v, names)
+    {
+        for (key, name) in names {
+            // Only the enum choices (strings); the booleans are already plain.
+            if fields.get(&key).is_some_and(serde_json::Value::is_string) {
+                fields.insert(key, name);
+            }
+        }
+    }
+    v
+}
+
+fn serialize_calibration<S: serde::Serializer>(
+    e: &EfficiencyParams,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    calibration_json(e).serialize(s)
 }
 
 /// The export context of `app` as it stands.
@@ -232,10 +261,7 @@ pub fn to_csv(view: &ExportView) -> String {
                 None => c.stat_eff_form.to_string(),
             },
         ),
-        (
-            "calibration",
-            serde_json::to_string(&c.calibration).unwrap_or_default(),
-        ),
+        ("calibration", calibration_json(&c.calibration).to_string()),
     ];
     for (k, v) in context {
         out.push_str(&format!("# {k}: {}\n", v.replace('\n', " ")));
