@@ -163,6 +163,11 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
     let Value::Object(mut obj) = value else {
         return Err(ProtocolError::NotObject(kind_name(&value)));
     };
+    if let Some(key) = repeated_key(line) {
+        return Err(ProtocolError::Field(format!(
+            "\"{key}\" appears twice in the record: which value is meant cannot be known"
+        )));
+    }
     check_version(&obj)?;
     if !obj.contains_key("step") {
         for kind in ["advice", "applied"] {
@@ -318,6 +323,35 @@ fn check_number(
     }
 }
 
+/// A key the line's top-level object holds more than once (a JSON map keeps the last, which
+/// hid `"step":5,...,"step":0`), if any; `None` also for a line that does not parse.
+fn repeated_key(line: &str) -> Option<String> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Option<String>, A::Error> {
+            let mut seen: Vec<String> = Vec::new();
+            let mut repeated = None;
+            while let Some((k, IgnoredAny)) =
+                a.next_entry::<std::borrow::Cow<'de, str>, IgnoredAny>()?
+            {
+                if repeated.is_none() && seen.iter().any(|s| s == &k) {
+                    repeated = Some(k.into_owned());
+                } else {
+                    seen.push(k.into_owned());
+                }
+            }
+            Ok(repeated)
+        }
+    }
+    let mut d = serde_json::Deserializer::from_str(line);
+    d.deserialize_map(Keys).ok().flatten()
+}
+
 /// `skipped` and `config` checked by name (serde's message names only the type it expected:
 /// "invalid type: boolean `true`, expected a string").
 fn check_skipped_and_config(obj: &Map<String, Value>) -> Result<(), ProtocolError> {
@@ -454,10 +488,8 @@ mod tests {
                 r#","loss":true"#,
                 "\"loss\" must be a number, found a boolean",
             ),
-            (
-                r#","sq_big":[1]"#,
-                "\"sq_big\" must be a number, found an array",
-            ),
+            (r#","lr":[1]"#, "\"lr\" must be a number, found an array"),
+            (r#","step":0"#, "\"step\" appears twice in the record"),
             (
                 r#","config":{"dp":4294967296,"tp":1,"pp":1,"mbs":1}"#,
                 "config.dp: must be a whole number from 0 to 4294967295",
