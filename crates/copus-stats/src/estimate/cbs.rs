@@ -170,6 +170,33 @@ pub struct CbsReport {
     pub unmeasured: Vec<UnmeasuredPoint>,
 }
 
+/// What is wrong with the shape of a branch line that serde's message would not name: a bare
+/// `NaN`/`Infinity` (not JSON; what Python writes for a diverged loss), or a `branch` that is
+/// not an object (serde read `[1,2,3]` positionally). `None` when neither.
+fn branch_line_shape(line: &str) -> Option<String> {
+    match serde_json::from_str::<serde_json::Value>(line) {
+        Err(_) if ["NaN", "Infinity"].iter().any(|w| line.contains(w)) => Some(
+            "a bare NaN or Infinity, which is not JSON (a diverged branch's loss?): leave the \
+             record out or write a finite number"
+                .into(),
+        ),
+        Ok(serde_json::Value::Object(o)) => match o.get("branch") {
+            Some(serde_json::Value::Object(_)) | None => None,
+            Some(other) => Some(format!(
+                "\"branch\" must be an object {{from_step, batch, seed}}, found {}",
+                match other {
+                    serde_json::Value::Array(_) => "an array",
+                    serde_json::Value::String(_) => "a string",
+                    serde_json::Value::Number(_) => "a number",
+                    serde_json::Value::Bool(_) => "a boolean",
+                    _ => "null",
+                }
+            )),
+        },
+        _ => None,
+    }
+}
+
 /// Read branch records from NDJSON text; blank lines are skipped.
 pub fn parse(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
     let mut out = Vec::new();
@@ -183,6 +210,9 @@ pub fn parse(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
             continue;
         }
         let bad = |why: String| CbsError::Line { line: i + 1, why };
+        if let Some(why) = branch_line_shape(line) {
+            return Err(bad(why));
+        }
         let r: BranchRecord = serde_json::from_str(line).map_err(|e| {
             if line.contains("\"sq_small\"") {
                 bad(format!(
@@ -669,6 +699,30 @@ pub fn compare_with_estimate(
 mod tests {
     use super::*;
     use rand_distr::{Distribution, Normal};
+
+    /// A `branch` that is not an object (serde took `[1,2,3]` positionally and the line then
+    /// read as a second experiment) and a bare NaN loss (reported as "expected value at
+    /// column 96") are named for what they are, at their line.
+    #[test]
+    fn a_misshapen_branch_line_is_named() {
+        let good = r#"{"v":1,"branch":{"from_step":30,"batch":8,"seed":0},"step":8,"samples":64,"loss":2.5}"#;
+        assert!(parse(good).is_ok());
+        for (line, says) in [
+            (
+                r#"{"v":1,"branch":[30,8,0],"step":8,"samples":64,"loss":2.5}"#,
+                "\"branch\" must be an object {from_step, batch, seed}, found an array",
+            ),
+            (
+                r#"{"v":1,"branch":{"from_step":30,"batch":8,"seed":0},"step":9,"samples":72,"loss":NaN}"#,
+                "a bare NaN or Infinity",
+            ),
+        ] {
+            let e = parse(&format!("{good}\n{line}\n"))
+                .expect_err(line)
+                .to_string();
+            assert!(e.contains("line 2") && e.contains(says), "{e}");
+        }
+    }
 
     /// McCandlish et al.'s progress model: a batch-B run covers the distance of a
     /// noiseless run in `1 + B/B_noise` times the samples, so its loss after `s` samples is
