@@ -768,3 +768,15 @@ fn a_missing_source_file_names_the_session_and_the_field() {
     direct.fails_with(&["nonexist.ndjson: no such file or directory"]);
     assert!(!direct.stderr.contains(".copus.ron"), "{}", direct.stderr);
 }
+
+/// A stats file without one usable record: the explorer's loader (here through `snapshot`)
+/// names the first bad line as `analyze` does; it said only how many lines were skipped.
+#[test]
+fn an_unusable_stats_file_names_its_first_problem_everywhere() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("bad.ndjson"), "{bad\n{\"v\":1}\n").expect("write");
+    for cmd in ["analyze", "snapshot"] {
+        copus_in(dir.path(), &[cmd, "bad.ndjson"], &[])
+            .fails_with(&["bad.ndjson (first problem, line 1: not valid JSON"]);
+    }
+}

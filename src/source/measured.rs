@@ -17,10 +17,13 @@ pub enum MeasuredError {
         source: std::io::Error,
     },
     /// The analysis failed (empty input, no usable step, bad settings).
-    #[error("{path}: {source}")]
+    #[error("{path}{first_problem}: {source}")]
     Stats {
         /// The stats file.
         path: std::path::PathBuf,
+        /// " (first problem, line N: reason)" when the reader skipped lines, as `copus
+        /// analyze` says it; empty otherwise.
+        first_problem: String,
         /// The engine's error.
         source: crate::stats::StatsError,
     },
@@ -169,6 +172,11 @@ pub fn load_stats_file(
     )
     .map_err(|source| MeasuredError::Stats {
         path: path.to_path_buf(),
+        first_problem: outcome
+            .errors
+            .first()
+            .map(|e| format!(" (first problem, line {}: {})", e.line, e.reason))
+            .unwrap_or_default(),
         source,
     })?;
     let name = path.file_name().map_or_else(
