@@ -780,3 +780,22 @@ fn an_unusable_stats_file_names_its_first_problem_everywhere() {
             .fails_with(&["bad.ndjson (first problem, line 1: not valid JSON"]);
     }
 }
+
+/// `demo-train`'s progress names the step as its records number it (from 0): it printed
+/// "step 300/300" for a run whose records and explorer end at step 299.
+#[test]
+fn demo_train_progress_counts_steps_as_the_records_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = copus_in(
+        dir.path(),
+        &["demo-train", "--steps", "3", "--out", "r.ndjson"],
+        &[],
+    );
+    run.succeeds();
+    assert!(run.stderr.contains("step 2 (3/3 done)"), "{}", run.stderr);
+    let text = std::fs::read_to_string(dir.path().join("r.ndjson")).expect("records");
+    assert!(
+        text.lines().last().expect("a line").contains("\"step\":2,"),
+        "{text}"
+    );
+}

@@ -198,8 +198,9 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
             }
         }
         if !args.quiet && ((i + 1) % progress_every == 0 || i + 1 == args.steps) {
+            // The step as the records number it (from 0), and how many of the run are done.
             eprintln!(
-                "copus demo-train: step {}/{}  loss {:.3} nats",
+                "copus demo-train: step {i} ({}/{} done)  loss {:.3} nats",
                 i + 1,
                 args.steps,
                 rec.loss.unwrap_or(f64::NAN)
