@@ -799,3 +799,36 @@ fn demo_train_progress_counts_steps_as_the_records_do() {
         "{text}"
     );
 }
+
+/// A symlink to an output not yet written is that output: `branch --run-out LINK` where LINK
+/// points at `--out` wrote both streams into one file before (only existing paths were
+/// resolved).
+#[cfg(unix)]
+#[test]
+fn a_link_to_an_output_not_yet_written_is_that_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink("a.ndjson", dir.path().join("b.ndjson")).expect("symlink");
+    copus_in(
+        dir.path(),
+        &[
+            "branch",
+            "--at",
+            "5",
+            "--out",
+            "a.ndjson",
+            "--run-out",
+            "b.ndjson",
+            "--batches",
+            "8,16,32",
+            "--seeds",
+            "2",
+            "--budget-samples",
+            "64",
+            "--force",
+            "--quiet",
+        ],
+        &[],
+    )
+    .fails_with(&["--run-out b.ndjson is also --out"]);
+    assert!(!dir.path().join("a.ndjson").exists(), "nothing written");
+}

@@ -14,6 +14,9 @@ pub struct BranchMark {
     pub tokens: f64,
     /// Threshold CBS, samples.
     pub threshold: f64,
+    /// The threshold in words: the batch, or the bound it is where it sits at an end of the
+    /// batches run ("below 16" at the smallest, "256 or more" at the largest).
+    pub threshold_words: String,
     /// Fitted B_noise, samples, when there is one.
     pub fitted: Option<f64>,
     /// The measurements beside the run's estimate there.
@@ -46,11 +49,26 @@ pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
                 from_step: p.from_step,
                 tokens: pts[i].tokens,
                 threshold: p.threshold_cbs.batch as f64,
+                threshold_words: threshold_words(p),
                 fitted: p.b_noise_fit.map(|f| f.value),
                 comparison: c,
             })
         })
         .collect()
+}
+
+/// A point's threshold CBS in words: a bound where it sits at an end of the batches run (a
+/// censored measurement, as `copus cbs` says), else the batch.
+fn threshold_words(p: &crate::stats::estimate::cbs::PointReport) -> String {
+    let mut batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
+    batches.sort_unstable();
+    batches.dedup();
+    let th = p.threshold_cbs.batch;
+    match batches.as_slice() {
+        [first, next, ..] if th == *first => format!("below {next}"),
+        [.., last] if batches.len() >= 2 && th == *last => format!("{th} or more"),
+        _ => th.to_string(),
+    }
 }
 
 /// Which measurement a session's B_crit conversion follows (`open --b-crit-from`).
@@ -146,7 +164,7 @@ pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
     let mut lines = vec![format!(
         "branched training at step {}: threshold CBS {} samples{}",
         m.from_step,
-        crate::format::si(m.threshold),
+        m.threshold_words,
         m.fitted
             .map(|f| format!(", fitted B_noise {}", crate::format::si(f)))
             .unwrap_or_default()
@@ -277,5 +295,30 @@ mod tests {
             says(110.0)
         );
         assert!(estimator_lines(&[], 0).is_empty());
+    }
+
+    /// A threshold at an end of the batches run is a bound, said as one (the lesson's run
+    /// showed "threshold CBS 8 samples" at its smallest batch, 8).
+    #[test]
+    fn a_threshold_at_an_end_of_the_batches_is_a_bound() {
+        use crate::stats::estimate::cbs::BatchSummary;
+        let with = |th: u64| {
+            let mut p = point(105, None);
+            p.threshold_cbs.batch = th;
+            p.branches = [8u64, 16, 32, 64]
+                .iter()
+                .map(|&batch| BatchSummary {
+                    batch,
+                    seeds: 2,
+                    loss_at_budget: 2.0,
+                    samples_to_target: None,
+                })
+                .collect();
+            threshold_words(&p)
+        };
+        assert_eq!(with(8), "below 16");
+        assert_eq!(with(16), "16");
+        assert_eq!(with(64), "64 or more");
+        assert_eq!(threshold_words(&point(105, None)), "64");
     }
 }

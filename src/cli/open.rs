@@ -320,7 +320,7 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
         anyhow::ensure!(
             flags.is_empty(),
             "demo: {} cannot be used with the demo session (they are for a stats file or a dump \
-             directory); change its model and cluster in the what-if panel, 2",
+             directory); change its model and cluster in the what-if panel (key 2)",
             flags.join(", ")
         );
         let cwd = std::env::current_dir().context("the working directory")?;

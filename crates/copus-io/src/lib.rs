@@ -93,14 +93,28 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// `path` made absolute with its symlinks resolved: the whole path where it exists, else its
-/// directory with the file name appended.
+/// Most symlinks followed to a file that does not exist yet.
+const MAX_LINK_HOPS: usize = 40;
+
+/// `path` made absolute with its symlinks resolved: the whole path where it exists; else,
+/// following a dangling symlink to where it points (a link to an output not yet written is
+/// that output), its directory with the file name appended.
 fn resolved_path(path: &Path) -> Option<std::path::PathBuf> {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return Some(p);
+    let mut p = path.to_path_buf();
+    for _ in 0..MAX_LINK_HOPS {
+        if let Ok(real) = std::fs::canonicalize(&p) {
+            return Some(real);
+        }
+        let Ok(target) = std::fs::read_link(&p) else {
+            break;
+        };
+        p = match p.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
     }
-    let name = path.file_name()?;
-    let dir = match path.parent() {
+    let name = p.file_name()?;
+    let dir = match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
