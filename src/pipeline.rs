@@ -148,10 +148,11 @@ fn load_source(
             seed_ema,
             seq_len: given,
         } => {
-            missing_source(resolved, path, &resolved.resolve_path(path))?;
+            let dir = resolved.resolve_path(path);
+            missing_source(resolved, path, &dir)?;
             let selected = crate::compute::select(device)?;
             let d = measured::load_dump_dir(
-                &resolved.resolve_path(path),
+                &dir,
                 *samples,
                 seed_ema.then_some(measured::SEED_EMA_DECAY),
                 selected.backend.as_ref(),

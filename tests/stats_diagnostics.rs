@@ -15,6 +15,15 @@ fn kinds(r: &AnalyzeReport) -> Vec<K> {
     r.summary.diagnostics.iter().map(|d| d.kind).collect()
 }
 
+/// The report's diagnostic of `kind` (the test fails without one).
+fn diagnostic(r: &AnalyzeReport, kind: K) -> &copus::stats::Diagnostic {
+    r.summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == kind)
+        .unwrap_or_else(|| panic!("no {kind:?} among {:?}", kinds(r)))
+}
+
 #[test]
 fn layer_shares_and_noise_scales_match_the_truth() {
     let mut m = Model::power_law(300, 1.6, 1000.0, 4.0, 8);
@@ -204,12 +213,7 @@ fn zero_norms_are_named_as_a_producer_fault() {
         })
         .collect();
     let r = analyze(&zeroed, &EstimatorSettings::default()).expect("analysis");
-    let d = r
-        .summary
-        .diagnostics
-        .iter()
-        .find(|d| d.kind == K::ZeroNorms)
-        .expect("zero_norms");
+    let d = diagnostic(&r, K::ZeroNorms);
     assert!(
         d.message.contains("sq_big is exactly 0 on 200 of 200"),
         "{}",
@@ -223,12 +227,7 @@ fn zero_norms_are_named_as_a_producer_fault() {
     let mut one = m.run(9, 200, |_| 1.0);
     one[57].sq_small = 0.0;
     let r = analyze(&one, &EstimatorSettings::default()).expect("analysis");
-    let d = r
-        .summary
-        .diagnostics
-        .iter()
-        .find(|d| d.kind == K::ZeroNorms)
-        .expect("zero_norms");
+    let d = diagnostic(&r, K::ZeroNorms);
     assert!(
         d.message.contains("sq_small is exactly 0 on 1 of 200"),
         "{}",
@@ -278,12 +277,7 @@ fn equal_norms_are_named_as_one_norm_written_twice() {
     let mut some = m.run(9, 200, |_| 1.0);
     some[10].sq_small = some[10].sq_big;
     let r = analyze(&some, &EstimatorSettings::default()).expect("analysis");
-    let d = r
-        .summary
-        .diagnostics
-        .iter()
-        .find(|d| d.kind == K::EqualNorms)
-        .expect("equal_norms");
+    let d = diagnostic(&r, K::EqualNorms);
     assert!(d.message.contains("on 1 of 200"), "{}", d.message);
     assert_eq!(d.at, vec![[10, 10]]);
     // A warning (noisy), not a run without noise (unreliable).
@@ -301,12 +295,7 @@ fn tokens_that_go_down_are_named() {
         r.tokens = Some(((i % 100) as f64 + 1.0) * 512.0);
     }
     let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
-    let d = r
-        .summary
-        .diagnostics
-        .iter()
-        .find(|d| d.kind == K::TokensNotIncreasing)
-        .expect("tokens_not_increasing");
+    let d = diagnostic(&r, K::TokensNotIncreasing);
     assert_eq!(d.at, vec![[100, 100]], "{}", d.message);
     for (i, r) in records.iter_mut().enumerate() {
         r.tokens = Some((i as f64 + 1.0) * 512.0);

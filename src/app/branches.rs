@@ -109,15 +109,20 @@ pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<(f64, us
     })
 }
 
+/// The branch point at or before `step` (before the first: the first).
+fn mark_at(marks: &[BranchMark], step: u64) -> Option<&BranchMark> {
+    marks
+        .iter()
+        .rev()
+        .find(|m| m.from_step <= step)
+        .or_else(|| marks.first())
+}
+
 /// The headline segment for the branch point at or before the cursor's step (else the
 /// first): "measured B_noise ÷ B_simple ×0.46 [0.32–0.63] at step 30", or the threshold's
 /// ratio when no B_noise was fitted there.
 pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String> {
-    let m = marks
-        .iter()
-        .rev()
-        .find(|m| m.from_step <= cursor_step)
-        .or_else(|| marks.first())?;
+    let m = mark_at(marks, cursor_step)?;
     let words = |r: &crate::stats::estimate::cbs::WithCi| {
         let end = |x: Option<f64>| x.map_or("∞".to_string(), |v| format!("{v:.2}"));
         format!("×{:.2} [{}–{}]", r.value, end(r.ci[0]), end(r.ci[1]))
@@ -153,12 +158,7 @@ fn direction(r: &crate::stats::estimate::cbs::WithCi) -> &'static str {
 /// off, so that the advice follows this run's measurement rather than another model's. Empty
 /// without marks.
 pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
-    let Some(m) = marks
-        .iter()
-        .rev()
-        .find(|m| m.from_step <= cursor_step)
-        .or_else(|| marks.first())
-    else {
+    let Some(m) = mark_at(marks, cursor_step) else {
         return Vec::new();
     };
     let mut lines = vec![format!(

@@ -151,8 +151,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if args.window == Some(0) {
         anyhow::bail!("--window 0: the window must be at least 1 step");
     }
-    let smoother = args.settings(&EstimatorSettings::default()).smoother;
-    for note in args.estimator.unused_by(smoother) {
+    let settings = args.settings(&EstimatorSettings::default());
+    for note in args.estimator.unused_by(settings.smoother) {
         eprintln!("copus analyze: note: {note}");
     }
     if args.json && args.rows.is_some() {
@@ -190,9 +190,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let file = crate::fsutil::open_readable_stream(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let gradient = args.settings(&EstimatorSettings::default()).gradient;
     let (outcome, left_out) =
-        crate::stats::estimate::precond::read_for(file, gradient, args.record_bound())
+        crate::stats::estimate::precond::read_for(file, settings.gradient, args.record_bound())
             .with_context(|| format!("cannot read {}", path.display()))?;
     if left_out > 0 {
         eprintln!(
@@ -204,7 +203,6 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let cpu_read = timing.then(process_cpu_s).flatten();
     let hwm_read = timing.then(peak_rss_mib).flatten();
     let faults_read = timing.then(minor_faults).flatten();
-    let settings = args.settings(&EstimatorSettings::default());
     let parts = analyze_parts(&outcome.records, AnalyzeOptions::read(&outcome, &settings));
     let (report, row_layers) = parts.map(|a| (a.report, a.layers)).with_context(|| {
         let first = outcome
