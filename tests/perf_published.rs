@@ -500,6 +500,44 @@ fn torchtitan_tables_held_out_within_the_recorded_error() {
 }
 
 #[test]
+fn megatron_2022_selective_recompute_and_sequence_parallelism_held_out() {
+    // Korthikanti et al. 2022 (arXiv 2205.05198), Table 5: 22B, 175B, 530B and 1T on A100 with
+    // full recomputation (no sequence parallelism) and with the paper's selective recompute
+    // and sequence parallelism; added after every fit. All eight are predicted too slow, the
+    // full-recompute rows the more (docs/MODEL.md, "Where copus disagrees"): mean 9.9 %,
+    // worst -20.8 % (the 22B without sequence parallelism).
+    assert_held_out("korthikanti2022-a100.csv", 8, 0.11, 0.22);
+    let scored = scored(&rows("korthikanti2022-a100.csv"));
+    assert!(
+        scored.iter().all(|(_, s)| s.rel_error < 0.0),
+        "all too slow"
+    );
+    // The paper's gain (full recompute -> selective + SP) is 1.29-1.32x at every size; copus
+    // predicts 1.37-1.46x: it charges the missing sequence parallelism about four times the
+    // 3 % of a layer's time the paper measures for it (its Table 4), so the full-recompute
+    // rows are the further off. Each model's predicted gain is above the measured one and
+    // within 13 % of it.
+    for pair in scored.chunks(2) {
+        let [(full_row, full), (sel_row, sel)] = pair else {
+            panic!("rows come in pairs");
+        };
+        assert_eq!(full_row.model.name, sel_row.model.name);
+        let measured = sel_row.tflops / full_row.tflops;
+        let predicted = sel.tflops / full.tflops;
+        println!(
+            "{}: selective + SP over full recompute: measured {measured:.3}x, predicted {predicted:.3}x",
+            full_row.model.name
+        );
+        assert!((1.28..=1.33).contains(&measured), "{measured}");
+        assert!(
+            predicted > measured && predicted < measured * 1.13,
+            "{}: {predicted} vs {measured}",
+            full_row.model.name
+        );
+    }
+}
+
+#[test]
 fn nemo_24_12_performance_table_held_out() {
     // The NeMo Framework 24.12 user guide's FP8 pre-training table on DGX H100 (GPT-3 5B, 20B,
     // 175B; Llama 2 7B, 13B, 70B; Llama 3 8B, 70B with CP 2), in no fit: 9 rows, mean 4.4 %,
@@ -909,7 +947,7 @@ fn jobs_with_several_splits() -> Vec<(String, Vec<(PublishedRow, Scored)>)> {
         .collect()
 }
 
-const VALIDATION_SETS: [&str; 14] = [
+const VALIDATION_SETS: [&str; 15] = [
     "copus-h200.csv",
     "copus-h200-batch.csv",
     "flash-attention-a100.csv",
@@ -924,6 +962,7 @@ const VALIDATION_SETS: [&str; 14] = [
     "torchtitan-h100.csv",
     "llama3-h100.csv",
     "mtnlg-a100.csv",
+    "korthikanti2022-a100.csv",
 ];
 
 #[test]

@@ -115,11 +115,12 @@ const COLUMNS: [&str; 21] = [
 /// Optional columns after the required ones, in any order: the shape of a modern model
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
-/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `attention` fused|cudnn|unfused|triton,
+/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `sequence_parallel` yes|no,
+/// `attention` fused|cudnn|unfused|triton,
 /// `elementwise` fused|eager, `cp_comm` ring|all_gather|all_to_all, `cross_entropy`
 /// fused|vocab_parallel|pytorch) and the source's measured peak memory per GPU (`memory_gib`,
 /// GiB). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 15] = [
+const EXTRA_COLUMNS: [&str; 16] = [
     "kv_heads",
     "ffn",
     "swiglu",
@@ -135,6 +136,7 @@ const EXTRA_COLUMNS: [&str; 15] = [
     "elementwise",
     "cp_comm",
     "cross_entropy",
+    "sequence_parallel",
 ];
 
 /// The finite, positive number `v` of column `name`, or why it is not one.
@@ -171,6 +173,7 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
             "dropout" => row.model.dropout = Some(yes()?),
             "cp" => row.config.cp = int()?,
             "tp_overlap" => row.stack.tp_overlap = Some(yes()?),
+            "sequence_parallel" => row.stack.sequence_parallel = Some(yes()?),
             "memory_gib" => row.measured_memory_bytes = Some(positive_number(name, v)? * GIB),
             "precision" => {
                 row.stack.precision = Some(match v {
@@ -600,6 +603,27 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn sequence_parallel_column_sets_the_stack() {
+        let header = format!("{},sequence_parallel", COLUMNS.join(","));
+        let row =
+            "t,m,a100-80g,megatron-lm-2021,4,1024,16,1000,2048,8,1,8,1,1,1,0,none,4,1,model,test";
+        let rows = parse(&format!("{header}\n{row},yes\n{row},\n"), "f.csv").expect("parses");
+        assert_eq!(rows[0].stack.sequence_parallel, Some(true));
+        assert_eq!(rows[1].stack.sequence_parallel, None);
+        let eff = EfficiencyParams::default();
+        let (with_sp, without) = (
+            rows[0].stack.apply(&eff).sequence_parallel,
+            rows[1].stack.apply(&eff).sequence_parallel,
+        );
+        assert!(with_sp && !without, "the 2021 preset runs without it");
+        let e = parse(&format!("{header}\n{row},on\n"), "f.csv").expect_err("on");
+        assert!(
+            e.to_string().starts_with("f.csv:2:") && e.to_string().contains("sequence_parallel"),
+            "{e}"
+        );
     }
 
     #[test]
