@@ -538,6 +538,37 @@ fn megatron_2022_selective_recompute_and_sequence_parallelism_held_out() {
 }
 
 #[test]
+fn bloom_176b_on_jean_zay_held_out() {
+    // BigScience's BLOOM 176B run (Megatron-DeepSpeed: DeepSpeed's pipeline engine, TP 4 x PP 12
+    // x DP 8, micro-batch 2, full checkpointing, BF16 optimizer as ZeRO-1) on 384 A100 with four
+    // 100 Gb/s Omni-Path links a node: 104.70 s an iteration, 149.77 hardware TFLOP/s a GPU as
+    // its README logs. In no fit: predicted +1.3 %.
+    let rows = rows("bloom-a100.csv");
+    let scored = scored(&rows);
+    let [(_, s)] = scored.as_slice() else {
+        panic!("one row");
+    };
+    assert!(s.prediction.fits);
+    assert!(s.rel_error.abs() <= 0.05, "{}", s.rel_error);
+    // The published TFLOP/s is copus's hardware FLOPs of the row over the logged 104.70 s.
+    let r = &rows[0];
+    let from_time = s.tflops * s.prediction.step_time_s / 104.70;
+    assert!((from_time / r.tflops - 1.0).abs() < 1e-3, "{from_time}");
+    // The cluster's profile is a100-80g but for its network: the fitted kernel efficiencies
+    // are the same (refitting a100-80g must update it too).
+    let (jz, a100) = (hw(&r.hardware), hw("a100-80g"));
+    assert_eq!(jz.efficiency, a100.efficiency);
+    assert_eq!(jz.inter_bw_bytes_per_s, 6.25e9);
+    let as_a100 = HardwareProfile {
+        name: jz.name.clone(),
+        inter_bw_bytes_per_s: jz.inter_bw_bytes_per_s,
+        source: jz.source.clone(),
+        ..a100
+    };
+    assert_eq!(jz, as_a100);
+}
+
+#[test]
 fn nemo_24_12_performance_table_held_out() {
     // The NeMo Framework 24.12 user guide's FP8 pre-training table on DGX H100 (GPT-3 5B, 20B,
     // 175B; Llama 2 7B, 13B, 70B; Llama 3 8B, 70B with CP 2), in no fit: 9 rows, mean 4.4 %,
@@ -947,7 +978,7 @@ fn jobs_with_several_splits() -> Vec<(String, Vec<(PublishedRow, Scored)>)> {
         .collect()
 }
 
-const VALIDATION_SETS: [&str; 15] = [
+const VALIDATION_SETS: [&str; 16] = [
     "copus-h200.csv",
     "copus-h200-batch.csv",
     "flash-attention-a100.csv",
@@ -963,6 +994,7 @@ const VALIDATION_SETS: [&str; 15] = [
     "llama3-h100.csv",
     "mtnlg-a100.csv",
     "korthikanti2022-a100.csv",
+    "bloom-a100.csv",
 ];
 
 #[test]
