@@ -540,20 +540,48 @@ fn megatron_2022_selective_recompute_and_sequence_parallelism_held_out() {
 #[test]
 fn bloom_176b_on_jean_zay_held_out() {
     // BigScience's BLOOM 176B run (Megatron-DeepSpeed: DeepSpeed's pipeline engine, TP 4 x PP 12
-    // x DP 8, micro-batch 2, full checkpointing, BF16 optimizer as ZeRO-1) on 384 A100 with four
-    // 100 Gb/s Omni-Path links a node: 104.70 s an iteration, 149.77 hardware TFLOP/s a GPU as
-    // its README logs. In no fit: predicted +1.3 %.
+    // x DP 8, full checkpointing, BF16 optimizer as ZeRO-1) on 384 A100 with four 100 Gb/s
+    // Omni-Path links a node, in no fit. At its full batch (2048, micro-batch 2: 104.70 s an
+    // iteration, 149.77 hardware TFLOP/s a GPU as its README logs) predicted +1.3 %; the two
+    // batch ramp-up points its README gives (192 at micro-batch 1: 73 TFLOP/s; 16 at
+    // micro-batch 2: 15.23 s, 8.04 TFLOP/s) 48 % and 81 % too fast.
     let rows = rows("bloom-a100.csv");
     let scored = scored(&rows);
-    let [(_, s)] = scored.as_slice() else {
-        panic!("one row");
-    };
-    assert!(s.prediction.fits);
-    assert!(s.rel_error.abs() <= 0.05, "{}", s.rel_error);
+    assert_eq!(scored.len(), 3);
+    for (r, s) in &scored {
+        assert!(s.prediction.fits, "{}: published as running", s.config);
+        let expected = if r.batch == 2048 {
+            -0.05..0.05
+        } else {
+            0.35..0.95
+        };
+        assert!(
+            expected.contains(&s.rel_error),
+            "batch {}: {}",
+            r.batch,
+            s.rel_error
+        );
+    }
     // The published TFLOP/s is copus's hardware FLOPs of the row over the logged 104.70 s.
-    let r = &rows[0];
+    let (r, s) = &scored[0];
     let from_time = s.tflops * s.prediction.step_time_s / 104.70;
     assert!((from_time / r.tflops - 1.0).abs() < 1e-3, "{from_time}");
+    // The two micro-batch-2 points in pipeline slots: a slot within 7 % of copus's, and a cost
+    // a step that does not shrink with the micro-batches of 5-8.5 s, where copus has under
+    // 1 s — what Megatron-Turing NLG's three points on the same engine show (6.7 s, below).
+    let mbs2: Vec<PublishedRow> = rows.iter().filter(|r| r.config.mbs == 2).cloned().collect();
+    let ((slot, step), (copus_slot, copus_step)) = slot_line(&mbs2);
+    println!(
+        "BLOOM: measured {slot:.3} s a slot + {step:.2} s a step; copus {copus_slot:.3} s + {copus_step:.2} s"
+    );
+    assert!(
+        (slot / copus_slot - 1.0).abs() < 0.07,
+        "{slot} vs {copus_slot}"
+    );
+    assert!(
+        (5.0..8.5).contains(&step) && copus_step < 1.0,
+        "{step} vs {copus_step}"
+    );
     // The cluster's profile is a100-80g but for its network: the fitted kernel efficiencies
     // are the same (refitting a100-80g must update it too).
     let (jz, a100) = (hw(&r.hardware), hw("a100-80g"));
