@@ -55,6 +55,16 @@ pub const BUILTIN_MODELS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Whether `name` is a built-in hardware profile's name (not a file path).
+pub fn is_builtin_hardware(name: &str) -> bool {
+    BUILTIN_HARDWARE.iter().any(|(n, _)| *n == name)
+}
+
+/// Whether `name` is a built-in model profile's name (not a file path).
+pub fn is_builtin_model(name: &str) -> bool {
+    BUILTIN_MODELS.iter().any(|(n, _)| *n == name)
+}
+
 /// Why a profile could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {

@@ -641,6 +641,114 @@ fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
     );
 }
 
+/// nccl-tests files that cannot be measurements are refused with their line, and the ways
+/// of giving them that would mislead a fit are named: times in another unit (the fit came out
+/// 180x off and was written), a time the row's own algbw column contradicts, a file given
+/// twice (its sizes counted twice), `--fit` (ignored), a file given as step times.
+#[test]
+fn calibrate_refuses_nccl_files_that_cannot_be_measurements() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = nccl_all_reduce(8, 1, 14e-6, 300e9);
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).expect("writes");
+        p.to_str().expect("utf-8").to_string()
+    };
+    // Every time divided by 1000 (milliseconds written where nccl-tests prints µs).
+    let in_ms: String = good
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f.first().map(|x| x.parse::<u64>()) {
+                Some(Ok(_)) if f.len() >= 9 => {
+                    let t: f64 = f[5].parse().expect("time");
+                    let mut g: Vec<String> = f.iter().map(|x| x.to_string()).collect();
+                    g[5] = format!("{:.4}", t / 1000.0);
+                    g.join(" ")
+                }
+                _ => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ms = write("all_reduce_perf-ms.txt", &in_ms);
+    let (ok, _, err) = copus(&["calibrate", "--nccl", &ms, "--hardware", "h100-sxm"]);
+    assert!(
+        !ok && err.contains("all_reduce_perf-ms.txt:") && err.contains("µs"),
+        "{err}"
+    );
+    // A row whose algbw column says 100 GB/s where its time says far less.
+    let edited = good.replacen(" 0.00 0.00 0 ", " 100.00 0.00 0 ", 1);
+    let e = write("all_reduce_perf-edited.txt", &edited);
+    let (ok, _, err) = copus(&["calibrate", "--nccl", &e, "--hardware", "h100-sxm"]);
+    assert!(
+        !ok && err.contains("all_reduce_perf-edited.txt:") && err.contains("algbw column"),
+        "{err}"
+    );
+    let one = write("all_reduce_perf.txt", &good);
+    for (args, says) in [
+        (
+            vec!["--nccl", one.as_str(), "--nccl", one.as_str()],
+            "is given twice",
+        ),
+        (
+            vec!["--nccl", one.as_str(), "--fit", "max_eff"],
+            "--fit chooses the parameters of a step-time calibration",
+        ),
+        (
+            vec![one.as_str(), "--model", "llama-7b"],
+            "is an nccl-tests output, not step times: give it as --nccl",
+        ),
+        (vec!["--nccl", one.as_str(), "--folds", "0"], "--folds 0"),
+    ] {
+        let mut a = vec!["calibrate", "--hardware", "h100-sxm"];
+        a.extend(args);
+        let (ok, _, err) = copus(&a);
+        assert!(!ok && err.contains(says), "{a:?}: {err}");
+    }
+}
+
+/// Inputs a hostile review found accepted: an FFN width TP cannot split, more GPUs than grid
+/// and plan take, a parameter named twice in `--fit`; and `plan demo`'s errors named a
+/// `./copus-demo.ron` that does not exist.
+#[test]
+fn predict_calibrate_and_plan_refuse_what_they_cannot_mean() {
+    let inline = [
+        "predict", "--layers", "4", "--hidden", "64", "--heads", "4", "--vocab", "100", "--seq",
+        "16", "--batch", "8",
+    ];
+    let mut a = inline.to_vec();
+    a.extend(["--ffn", "7", "--gpus", "2", "--tp", "2"]);
+    let (ok, _, err) = copus(&a);
+    assert!(
+        !ok && err.contains("TP 2 does not divide the feed-forward width 7"),
+        "{err}"
+    );
+    let mut a = inline.to_vec();
+    a.extend(["--gpus", "4294967295"]);
+    let (ok, _, err) = copus(&a);
+    assert!(!ok && err.contains("1..=1048576"), "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("steps.csv");
+    std::fs::write(&csv, "dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,12.0\n").expect("writes");
+    let (ok, _, err) = copus(&[
+        "calibrate",
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama3-8b",
+        csv.to_str().expect("utf-8"),
+        "--fit",
+        "max_eff,max_eff",
+    ]);
+    assert!(!ok && err.contains("'max_eff' is named twice"), "{err}");
+    let (ok, _, err) = copus(&["plan", "demo", "--model", "llama3-405b"]);
+    assert!(
+        !ok && err.contains("demo: nothing to plan") && !err.contains("copus-demo.ron"),
+        "{err}"
+    );
+}
+
 #[test]
 fn predict_help_names_every_built_in_hardware_and_model_profile() {
     let (ok, out, err) = copus(&["predict", "--help"]);
@@ -1104,7 +1212,18 @@ fn grid_filter_names_the_best_of_what_it_lists_and_of_every_layout() {
 
 #[test]
 fn predict_says_when_the_batch_does_not_split_over_the_data_parallel_replicas() {
-    for (gpus, batch, nearest) in [("8", "4", "8"), ("8", "12", "16"), ("128", "64", "128")] {
+    for (gpus, batch, nearest) in [
+        ("8", "4", "the nearest: 8)"),
+        ("8", "12", "the nearest: 8 or 16)"),
+        ("128", "64", "the nearest: 128)"),
+        // At the 64-bit limit there is no multiple above (it said 18446744073709551615,
+        // which is not a multiple of 8).
+        (
+            "8",
+            "18446744073709551615",
+            "the nearest: 18446744073709551608)",
+        ),
+    ] {
         let (ok, _, err) = copus(&[
             "predict",
             "--model",
@@ -1117,7 +1236,7 @@ fn predict_says_when_the_batch_does_not_split_over_the_data_parallel_replicas() 
         assert!(
             !ok && err.contains(&format!(
                 "--batch {batch} does not split over the {gpus} data-parallel replicas"
-            )) && err.contains(&format!("the nearest above: {nearest}")),
+            )) && err.contains(nearest),
             "{err}"
         );
     }

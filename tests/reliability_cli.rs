@@ -523,6 +523,55 @@ fn a_hardware_file_with_a_bad_efficiency_is_refused_with_the_field() {
             "attn_native_speedup: -1.0",
             "hardware.efficiency.attn_native_speedup",
         ),
+        // Fields that were only checked to be finite: a backward at 0 % of peak printed a
+        // step time of NaN; a negative Triton slowdown an MFU of 124 %.
+        (
+            "attn_bwd_eff: 0.1304",
+            "attn_bwd_eff: 0.0",
+            "hardware.efficiency.attn_bwd_eff",
+        ),
+        (
+            "attn_bwd_eff: 0.1304",
+            "attn_bwd_eff: 0.1304, attn_triton_slowdown: -1.0",
+            "hardware.efficiency.attn_triton_slowdown",
+        ),
+        (
+            "attn_bwd_eff: 0.1304",
+            "attn_bwd_eff: 0.1304, fsdp_overlap: -1.0",
+            "hardware.efficiency.fsdp_overlap",
+        ),
+        (
+            "attn_bwd_eff: 0.1304",
+            "attn_bwd_eff: 0.1304, hsdp_shard_gpus: 0.0",
+            "hardware.efficiency.hsdp_shard_gpus",
+        ),
+        (
+            "attn_bwd_eff: 0.1304",
+            "attn_bwd_eff: 0.1304, grad_bytes: 1e300",
+            "hardware.efficiency.grad_bytes: must lie in 1..=8 bytes, got 1e300",
+        ),
+        (
+            "microbatch_overhead_s: 0.4819e-3",
+            "microbatch_overhead_s: 1e200",
+            "hardware.efficiency.microbatch_overhead_s",
+        ),
+        // The native kernel may not lift attention above the GPU's peak.
+        (
+            "attn_native_speedup: 2.407",
+            "attn_native_speedup: 9.0",
+            "hardware.efficiency.attn_native_speedup",
+        ),
+        (
+            "fp8_peak_flops: 1979e12",
+            "fp8_peak_flops: 500e12",
+            "hardware.fp8_peak_flops",
+        ),
+        // A name reaches the terminal: no escape sequences in it.
+        (
+            "name: \"h100-sxm\"",
+            "name: \"\\u{1b}]0;pwned\\u{7}\"",
+            "hardware.name: must be printable text",
+        ),
     ] {
         assert!(shipped.contains(from), "the profile has {from}");
         let path = dir.path().join("hw.ron");
@@ -619,6 +668,41 @@ fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
         &[],
     )
     .fails_with(&["--out run.ndjson is also the measurements read"]);
+    // Profiles given as files are inputs too: `--out` over one of them with --force replaced
+    // the hardware profile by a calibration file.
+    let hw_text = std::fs::read_to_string("assets/hardware/h100-sxm.ron").expect("profile");
+    let model_text = std::fs::read_to_string("assets/models/llama3-8b.ron").expect("profile");
+    std::fs::write(d.join("myhw.ron"), &hw_text).expect("write");
+    std::fs::write(d.join("mymodel.ron"), &model_text).expect("write");
+    for (out, role) in [
+        ("myhw.ron", "the --hardware profile"),
+        ("./mymodel.ron", "the --model profile"),
+    ] {
+        copus_in(
+            d,
+            &[
+                "calibrate",
+                "--hardware",
+                "myhw.ron",
+                "--model",
+                "mymodel.ron",
+                "run.ndjson",
+                "--out",
+                out,
+                "--force",
+            ],
+            &[],
+        )
+        .fails_with(&[&format!("--out {out} is also {role}")]);
+    }
+    assert_eq!(
+        std::fs::read_to_string(d.join("myhw.ron")).expect("hw"),
+        hw_text
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("mymodel.ron")).expect("model"),
+        model_text
+    );
     copus_in(
         d,
         &["snapshot", "demo.ron", "--out", "demo.ron", "--force"],
@@ -650,7 +734,7 @@ fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["demo.ron", "run.ndjson"]);
+    assert_eq!(names, ["demo.ron", "myhw.ron", "mymodel.ron", "run.ndjson"]);
 }
 
 /// Estimator flags are checked by name before the file is read (they were reported as a

@@ -157,6 +157,11 @@ fn read_measurements(
     let text = fsutil::read_capped(path, MAX_MEASUREMENT_BYTES)
         .with_context(|| format!("reading {}", path.display()))?;
     let origin = path.display().to_string();
+    if crate::perf::nccl::looks_like_nccl_tests(&text) {
+        anyhow::bail!(
+            "{origin} is an nccl-tests output, not step times: give it as --nccl {origin}"
+        );
+    }
     if path
         .extension()
         .is_some_and(|e| e == "ndjson" || e == "jsonl")
@@ -382,25 +387,61 @@ fn refuse_faster_than_peak(
     Ok(())
 }
 
-/// The parameters named by `--fit`.
+/// The parameters named by `--fit`, each once.
 fn named_knobs(a: &CalibrateArgs) -> anyhow::Result<Vec<Knob>> {
-    a.fit
-        .iter()
-        .map(|name| {
-            Knob::from_name(name).with_context(|| {
-                let names: Vec<&str> = Knob::ALL.iter().map(|k| k.name()).collect();
-                format!(
-                    "--fit: unknown parameter '{name}' (one of {})",
-                    names.join(", ")
-                )
-            })
-        })
-        .collect()
+    let mut knobs: Vec<Knob> = Vec::new();
+    for name in &a.fit {
+        let k = Knob::from_name(name).with_context(|| {
+            let names: Vec<&str> = Knob::ALL.iter().map(|k| k.name()).collect();
+            format!(
+                "--fit: unknown parameter '{name}' (one of {})",
+                names.join(", ")
+            )
+        })?;
+        if knobs.contains(&k) {
+            anyhow::bail!("--fit: '{name}' is named twice");
+        }
+        knobs.push(k);
+    }
+    Ok(knobs)
+}
+
+/// The fitted parameters as a profile would hold them, or why they cannot be used: a value
+/// the fit drove outside the range every profile is held to (a throughput above the GPU's
+/// peak, say) is reported, not written.
+fn check_fitted(params: &crate::perf::EfficiencyParams) -> anyhow::Result<()> {
+    crate::validate::profile::efficiency(params, "calibrated").map_err(|e| {
+        anyhow::anyhow!(
+            "the fit gives {e}: the measurements want a value the model cannot hold (rows in \
+             the wrong unit, or a cost the model lacks); nothing written"
+        )
+    })
 }
 
 /// Run `copus calibrate`.
 pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     let hw = profiles::hardware(&a.hardware, Path::new("."))?;
+    if a.folds < 2 {
+        anyhow::bail!(
+            "--folds {}: a cross-validation needs at least 2 folds",
+            a.folds
+        );
+    }
+    if !a.nccl.is_empty() && a.measurements.is_none() && !a.fit.is_empty() {
+        anyhow::bail!(
+            "--fit chooses the parameters of a step-time calibration; with --nccl alone the \
+             links' bandwidths and latencies are fitted (drop --fit, or give step times)"
+        );
+    }
+    for (i, p) in a.nccl.iter().enumerate() {
+        if let Some(q) = a.nccl[..i].iter().find(|q| fsutil::same_file(p, q)) {
+            anyhow::bail!(
+                "--nccl {} is given twice (also as {}): its sizes would count twice",
+                p.display(),
+                q.display()
+            );
+        }
+    }
     if let Some(out) = &a.out {
         let mut read: Vec<(&str, &Path)> = a
             .nccl
@@ -409,6 +450,17 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             .collect();
         if let Some(m) = &a.measurements {
             read.push(("the measurements read", m));
+        }
+        // A profile given as a file (not a built-in name) is an input too.
+        let hardware_file = Path::new(&a.hardware);
+        if !profiles::is_builtin_hardware(&a.hardware) {
+            read.push(("the --hardware profile", hardware_file));
+        }
+        let model_file = a.model.name.as_deref().map(Path::new);
+        if let Some(m) = model_file
+            && !profiles::is_builtin_model(&m.to_string_lossy())
+        {
+            read.push(("the --model profile", m));
         }
         fsutil::check_distinct("--out", out, &read)?;
         fsutil::check_output(out, a.force).with_context(|| format!("--out {}", out.display()))?;
@@ -463,6 +515,12 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         params: fit.params.clone(),
         stack: Some(stack.label()),
     };
+    check_fitted(&file.params)?;
+    if !(file.rms_rel_error.is_finite() && file.profile_rms_rel_error.is_finite()) {
+        anyhow::bail!(
+            "the model gives no finite step time for these rows with this profile; nothing written"
+        );
+    }
     if let Some(out) = &a.out {
         fsutil::write_atomic(out, file.to_ron()?.as_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
@@ -521,6 +579,13 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             "too few measurements to cross-validate".to_string()
         }
     );
+    if out.rms_rel_error > out.profile_rms_rel_error {
+        println!(
+            "  note: the calibrated model fits these rows worse than the profile: rows that \
+             contradict each other (one configuration at very different times?) or a cost the \
+             fitted parameters cannot express"
+        );
+    }
     if let Some(sel) = &out.selection {
         println!("{}", selection_text(sel));
     }

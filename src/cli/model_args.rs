@@ -219,7 +219,7 @@ pub fn resolve_session(
     // `demo` names the bundled demo session (as `copus` alone opens it) unless a file of
     // that name is here: `copus grid demo` and `copus plan demo` work from any directory.
     let mut r = if path == Path::new(super::open::DEMO_NAME) && !path.exists() {
-        super::open::demo_session(Path::new("."))?
+        super::open::demo_session_named()?
     } else {
         check_session_path(path)?;
         crate::session::Session::load(path)?.resolve(path)?

@@ -131,6 +131,13 @@ pub fn demo_session(dir: &Path) -> anyhow::Result<Resolved> {
     Ok(session.resolve(&path)?)
 }
 
+/// The embedded demo resolved under its command-line name, `demo` (what `grid demo` and
+/// `plan demo` name in their messages; it reads nothing from the working directory).
+pub fn demo_session_named() -> anyhow::Result<Resolved> {
+    let session = Session::from_ron(DEMO_RON, Path::new("the bundled demo"))?;
+    Ok(session.resolve(Path::new(DEMO_NAME))?)
+}
+
 /// Load and resolve a session file.
 pub fn resolve_session(path: &Path) -> anyhow::Result<Resolved> {
     Ok(Session::load(path)?.resolve(path)?)

@@ -69,8 +69,8 @@ pub struct PredictArgs {
     /// efficiencies.
     #[arg(long)]
     pub calibration: Option<std::path::PathBuf>,
-    /// Total GPUs (dp = gpus / (tp·pp)).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Total GPUs (dp = gpus / (tp·pp)); at most 1,048,576, as `grid` and `plan` take.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::validate::session::MAX_GPUS)))]
     pub gpus: u32,
     /// GPUs per node.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
@@ -253,14 +253,20 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     crate::perf::validate::structure(&model, &cfg).map_err(invalid)?;
     let dp = u64::from(cfg.dp);
     if !a.batch.is_multiple_of(dp) {
+        // The nearest multiples: below always exists; above may not fit in 64 bits.
+        let below = a.batch / dp * dp;
+        let nearest = match a.batch.div_ceil(dp).checked_mul(dp) {
+            Some(above) if below > 0 => format!("the nearest: {below} or {above}"),
+            Some(above) => format!("the nearest: {above}"),
+            None => format!("the nearest: {below}"),
+        };
         bail!(
             "invalid configuration ({flags}): --batch {} does not split over the {dp} \
              data-parallel replicas ({} GPUs / (cp·tp·pp = {used})): each replica takes whole \
-             sequences, so the batch must be a multiple of {dp} (the nearest above: {}), or \
-             more --tp/--pp leave fewer replicas",
+             sequences, so the batch must be a multiple of {dp} ({nearest}), or more \
+             --tp/--pp leave fewer replicas",
             a.batch,
             a.gpus,
-            a.batch.div_ceil(dp).saturating_mul(dp)
         );
     }
     let fixed_mbs = auto_or_count(&a.mbs, "--mbs")?;
@@ -394,8 +400,9 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 &eff,
                 &cfg,
                 &p,
-                a.gpus,
-                a.gpus_per_node,
+                (a.gpus, a.gpus_per_node),
+                eff.attention == crate::perf::efficiency::AttentionKind::Cudnn
+                    && a.stack.attention.is_some(),
             ))
             .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
             .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
@@ -723,19 +730,26 @@ fn layout_caveats(
     caveats
 }
 
-/// What a stated setting or cluster leaves without effect or outside what runs: HSDP below
-/// ZeRO-3, ZeRO-1 on an FSDP framework (torchtitan, llm-foundry), GPUs that are not whole nodes, and a step that
+/// What a stated setting or cluster leaves without effect or outside what runs: `--attention
+/// cudnn` on a GPU without a Hopper-native kernel, HSDP below ZeRO-3, ZeRO-1 on an FSDP framework (torchtitan, llm-foundry), GPUs that are not whole nodes, and a step that
 /// data-parallel communication dominates (more GPUs in DP alone slow it further).
 fn setting_caveats(
     stack: StackPreset,
     eff: &crate::perf::EfficiencyParams,
     cfg: &ParallelConfig,
     p: &Prediction,
-    gpus: u32,
-    gpus_per_node: u32,
+    (gpus, gpus_per_node): (u32, u32),
+    cudnn_given: bool,
 ) -> Vec<String> {
     use crate::perf::efficiency::Sharding;
     let mut caveats = Vec::new();
+    if cudnn_given && eff.attn_native_speedup == 1.0 {
+        caveats.push(
+            "attention cudnn: this GPU's profile gives the Hopper-native kernel no speed-up \
+             over FlashAttention-2 (attn_native_speedup 1): costed as fused"
+                .to_string(),
+        );
+    }
     if eff.sharding == Sharding::Hsdp && cfg.zero < 3 {
         caveats.push(format!(
             "sharding hsdp changes ZeRO-3 only (shard inside a node, replicate across): no \

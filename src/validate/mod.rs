@@ -84,7 +84,10 @@ pub(crate) fn fraction(field: &str, v: f64) -> Result<(), Invalid> {
     if v > 0.0 && v <= 1.0 {
         Ok(())
     } else {
-        Err(Invalid::new(field, format!("must lie in (0, 1], got {v}")))
+        Err(Invalid::new(
+            field,
+            format!("must lie in (0, 1], got {}", num(v)),
+        ))
     }
 }
 

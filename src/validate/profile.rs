@@ -6,9 +6,35 @@
 use super::{Invalid, all_finite, fraction, in_range, non_negative, positive, unit};
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
 
+/// Longest profile name accepted, characters.
+const MAX_NAME_CHARS: usize = 128;
+
+/// A profile's `name` as every output prints it: one line of printable text, 1 to
+/// [`MAX_NAME_CHARS`] characters (a control character would reach the user's terminal as an
+/// escape sequence).
+pub fn name(field: &str, name: &str) -> Result<(), Invalid> {
+    if name.trim().is_empty() {
+        return Err(Invalid::new(field, "must not be empty"));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(Invalid::new(
+            field,
+            format!("must be at most {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| c.is_control()) {
+        return Err(Invalid::new(
+            field,
+            format!("must be printable text; it holds the control character {c:?}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Check a model profile's shape; `at` prefixes field paths (e.g. "model").
 pub fn model(m: &ModelProfile, at: &str) -> Result<(), Invalid> {
     let f = |name: &str| format!("{at}.{name}");
+    name(&f("name"), &m.name)?;
     let nonzero = |name: &str, v: u32| {
         if v == 0 {
             Err(Invalid::new(f(name), "must be at least 1, got 0"))
@@ -62,10 +88,21 @@ pub fn model(m: &ModelProfile, at: &str) -> Result<(), Invalid> {
 /// Check a hardware profile; `at` prefixes field paths (e.g. "cluster.hardware").
 pub fn hardware(h: &HardwareProfile, at: &str) -> Result<(), Invalid> {
     let f = |name: &str| format!("{at}.{name}");
+    name(&f("name"), &h.name)?;
     all_finite(at, h)?;
     if h.fp8_peak_flops != 0.0 {
-        // 0: no FP8 peak known.
+        // 0: no FP8 peak known. FP8 tensor cores are never slower than the 16-bit ones.
         in_range(&f("fp8_peak_flops"), h.fp8_peak_flops, 1e9, 1e18, "FLOP/s")?;
+        if h.fp8_peak_flops < h.peak_flops {
+            return Err(Invalid::new(
+                f("fp8_peak_flops"),
+                format!(
+                    "{} is below peak_flops {}: FP8 is at least as fast as BF16",
+                    super::num(h.fp8_peak_flops),
+                    super::num(h.peak_flops)
+                ),
+            ));
+        }
     }
     // Physical ranges, wide enough for any accelerator of the next decades and narrow enough
     // that step times stay finite numbers.
@@ -103,41 +140,107 @@ pub fn hardware(h: &HardwareProfile, at: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// Check the efficiency parameters; `at` prefixes field paths (e.g. "efficiency").
+/// Longest fixed cost any one kernel, micro-batch or ring step may be given, seconds: far
+/// beyond any real one, short enough that step times stay readable numbers.
+const MAX_FIXED_COST_S: f64 = 10.0;
+
+/// Check the efficiency parameters; `at` prefixes field paths (e.g. "efficiency"). Every
+/// field is bounded on both sides: a value outside its range would make the model report a
+/// throughput above the GPU's peak, a negative or non-finite time, or a cost nobody measured.
 pub fn efficiency(e: &EfficiencyParams, at: &str) -> Result<(), Invalid> {
     let f = |name: &str| format!("{at}.{name}");
     all_finite(at, e)?;
     fraction(&f("max_eff"), e.max_eff)?;
-    non_negative(&f("gemm_overhead_s"), e.gemm_overhead_s)?;
-    non_negative(&f("gemm_k_half"), e.gemm_k_half)?;
     fraction(&f("attn_eff"), e.attn_eff)?;
-    positive(&f("attn_native_speedup"), e.attn_native_speedup)?;
+    fraction(&f("attn_bwd_eff"), e.attn_bwd_eff)?;
     fraction(&f("mem_eff"), e.mem_eff)?;
-    non_negative(&f("kernel_overhead_s"), e.kernel_overhead_s)?;
-    unit(&f("tp_overlap"), e.tp_overlap)?;
-    non_negative(&f("overlap_cost"), e.overlap_cost)?;
-    positive(&f("grad_bytes"), e.grad_bytes)?;
-    positive(&f("intra_link_scale"), e.intra_link_scale)?;
-    positive(&f("inter_link_scale"), e.inter_link_scale)?;
-    non_negative(&f("intra_latency_scale"), e.intra_latency_scale)?;
-    non_negative(&f("inter_latency_scale"), e.inter_latency_scale)?;
-    non_negative(&f("microbatch_overhead_s"), e.microbatch_overhead_s)?;
-    non_negative(&f("vpp_stage_overhead_s"), e.vpp_stage_overhead_s)?;
-    unit(&f("grad_reduce_overlap"), e.grad_reduce_overlap)?;
-    positive(&f("grad_bucket_bytes"), e.grad_bucket_bytes)?;
-    non_negative(
+    fraction(&f("fp8_max_eff"), e.fp8_max_eff)?;
+    // Speed-ups and slowdowns of one attention kernel against another: positive, and no
+    // kernel a hundred times another.
+    in_range(
+        &f("attn_native_speedup"),
+        e.attn_native_speedup,
+        0.01,
+        100.0,
+        "x",
+    )?;
+    in_range(
+        &f("attn_triton_slowdown"),
+        e.attn_triton_slowdown,
+        0.01,
+        100.0,
+        "x",
+    )?;
+    // The native kernel may not lift attention above the GPU's peak.
+    if e.attn_eff * e.attn_native_speedup > 1.0 || e.attn_bwd_eff * e.attn_native_speedup > 1.0 {
+        return Err(Invalid::new(
+            f("attn_native_speedup"),
+            format!(
+                "{} times attn_eff {} / attn_bwd_eff {} exceeds the GPU's peak",
+                super::num(e.attn_native_speedup),
+                super::num(e.attn_eff),
+                super::num(e.attn_bwd_eff)
+            ),
+        ));
+    }
+    for (name, v) in [
+        ("gemm_overhead_s", e.gemm_overhead_s),
+        ("kernel_overhead_s", e.kernel_overhead_s),
+        ("microbatch_overhead_s", e.microbatch_overhead_s),
+        ("vpp_stage_overhead_s", e.vpp_stage_overhead_s),
+        ("hop_latency_intra_s", e.hop_latency_intra_s),
+        ("hop_latency_inter_s", e.hop_latency_inter_s),
+    ] {
+        in_range(&f(name), v, 0.0, MAX_FIXED_COST_S, "s")?;
+    }
+    in_range(&f("gemm_k_half"), e.gemm_k_half, 0.0, 1e9, "elements")?;
+    for (name, v) in [
+        ("coll_chunk_half_bytes", e.coll_chunk_half_bytes),
+        ("zero3_chunk_half_bytes", e.zero3_chunk_half_bytes),
+    ] {
+        in_range(&f(name), v, 0.0, 1e12, "bytes")?;
+    }
+    in_range(
+        &f("grad_bucket_bytes"),
+        e.grad_bucket_bytes,
+        1.0,
+        1e12,
+        "bytes",
+    )?;
+    in_range(
         &f("grad_bucket_params_per_dp_rank"),
         e.grad_bucket_params_per_dp_rank,
+        0.0,
+        1e12,
+        "parameters",
     )?;
-    positive(
+    unit(&f("tp_overlap"), e.tp_overlap)?;
+    unit(&f("grad_reduce_overlap"), e.grad_reduce_overlap)?;
+    unit(&f("zero3_overlap"), e.zero3_overlap)?;
+    unit(&f("fsdp_overlap"), e.fsdp_overlap)?;
+    in_range(&f("overlap_cost"), e.overlap_cost, 0.0, 10.0, "x")?;
+    // Bytes a gradient element is kept and reduced in: FP8 to FP64.
+    in_range(&f("grad_bytes"), e.grad_bytes, 1.0, 8.0, "bytes")?;
+    in_range(&f("hsdp_shard_gpus"), e.hsdp_shard_gpus, 1.0, 1e7, "GPUs")?;
+    in_range(
         &f("zero3_collectives_per_layer"),
         e.zero3_collectives_per_layer,
+        1.0,
+        1e4,
+        "collectives",
     )?;
-    unit(&f("zero3_overlap"), e.zero3_overlap)?;
-    non_negative(&f("hop_latency_intra_s"), e.hop_latency_intra_s)?;
-    non_negative(&f("hop_latency_inter_s"), e.hop_latency_inter_s)?;
-    non_negative(&f("coll_chunk_half_bytes"), e.coll_chunk_half_bytes)?;
-    non_negative(&f("zero3_chunk_half_bytes"), e.zero3_chunk_half_bytes)?;
+    for (name, v) in [
+        ("intra_link_scale", e.intra_link_scale),
+        ("inter_link_scale", e.inter_link_scale),
+    ] {
+        in_range(&f(name), v, 1e-3, 100.0, "x")?;
+    }
+    for (name, v) in [
+        ("intra_latency_scale", e.intra_latency_scale),
+        ("inter_latency_scale", e.inter_latency_scale),
+    ] {
+        in_range(&f(name), v, 0.0, 1e4, "x")?;
+    }
     Ok(())
 }
 
@@ -150,6 +253,19 @@ pub fn load_calibration(
     let c =
         crate::perf::calibration_file::CalibrationFile::load(path).map_err(|e| e.to_string())?;
     efficiency(&c.params, "params").map_err(|e| format!("{}: {e}", path.display()))?;
+    name("hardware", &c.hardware).map_err(|e| format!("{}: {e}", path.display()))?;
+    name("model", &c.model).map_err(|e| format!("{}: {e}", path.display()))?;
+    for (field, v) in [
+        ("rms_rel_error", c.rms_rel_error),
+        ("profile_rms_rel_error", c.profile_rms_rel_error),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!(
+                "{}: {field}: must be a finite number ≥ 0, got {v}",
+                path.display()
+            ));
+        }
+    }
     Ok(c)
 }
 

@@ -10,7 +10,11 @@ pub struct MoeSpec {
     pub experts: u32,
     /// Experts each token is routed to.
     pub top_k: u32,
-    /// Capacity factor (tokens an expert accepts, relative to an even share).
+    /// Capacity factor (tokens an expert accepts, relative to an even share). It sets the
+    /// batch floor below which tokens are dropped (`moe::batch_floor`, the grid's caveat and
+    /// the explorer's explanation); step time and memory are costed for the routed tokens
+    /// without padding to capacity (dropless, as Megatron-Core's default MoE runs), so they do
+    /// not depend on it.
     pub capacity_factor: f64,
 }
 

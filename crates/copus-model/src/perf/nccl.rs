@@ -66,6 +66,16 @@ impl Collective {
     }
 }
 
+/// Largest message size read, bytes (2^48: more than any GPU's memory).
+const MAX_SIZE_BYTES: u64 = 1 << 48;
+/// Shortest time a row may give, µs (below any collective's launch latency).
+const MIN_TIME_US: f64 = 0.1;
+/// Longest time a row may give, µs (1000 s).
+const MAX_TIME_US: f64 = 1e9;
+/// Fastest algorithm bandwidth a row may give, bytes/s (5 TB/s: several times any GPU
+/// link's).
+const MAX_ALGBW_BYTES_PER_S: f64 = 5e12;
+
 /// One message size of a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NcclRow {
@@ -218,6 +228,48 @@ pub fn parse(
         let bytes = size as f64;
         if bytes <= 0.0 {
             return Err(err(i + 1, format!("size {size} bytes is not positive")));
+        }
+        if size > MAX_SIZE_BYTES {
+            return Err(err(
+                i + 1,
+                format!("size {size} bytes is more than any GPU holds (at most 2^48)"),
+            ));
+        }
+        if !(MIN_TIME_US..=MAX_TIME_US).contains(&time_us) {
+            return Err(err(
+                i + 1,
+                format!(
+                    "time {time_us:e} µs at size {size} is outside 0.1 µs to 1000 s: a time in \
+                     another unit, or an edited row"
+                ),
+            ));
+        }
+        // Bytes a second the test's own algbw column says, and what its time column says.
+        let algbw = bytes / (time_us * 1e-6);
+        if algbw > MAX_ALGBW_BYTES_PER_S {
+            return Err(err(
+                i + 1,
+                format!(
+                    "{size} bytes in {time_us} µs is {:.0} GB/s, faster than any GPU link: a \
+                     time in ms or s in the µs column?",
+                    algbw / 1e9
+                ),
+            ));
+        }
+        if let Ok(printed) = f[6].parse::<f64>()
+            && printed.is_finite()
+            && printed > 0.0
+        {
+            let computed = algbw / 1e9;
+            if (computed / printed - 1.0).abs() > 0.1 && (computed - printed).abs() > 0.05 {
+                return Err(err(
+                    i + 1,
+                    format!(
+                        "time {time_us} µs gives {computed:.3} GB/s for {size} bytes, but the \
+                         row's algbw column says {printed} GB/s: an edited or mixed-up row"
+                    ),
+                ));
+            }
         }
         rows.push(NcclRow {
             bytes,

@@ -623,6 +623,14 @@ impl ConfigCost {
         let model_flops = flops::model_flops(ctx.model, tokens);
         let hw_flops = flops::hardware_flops(ctx.model, tokens, cfg.recompute);
         let memory = peak_memory(ctx.model, cfg, mb, ctx.hw.reserved_bytes, e).total();
+        // Every profile field is range-checked on load; a combination that still overflows
+        // (or divides by zero) is named, not printed as NaN or inf.
+        if !(step.is_finite() && step > 0.0 && memory.is_finite() && memory >= 0.0) {
+            return Err(Invalid::Other(format!(
+                "the hardware and efficiency values give no finite step time or memory \
+                 ({step} s, {memory} bytes): check the profile"
+            )));
+        }
         Ok(Prediction {
             step_time_s: step,
             tokens_per_s: tokens / step,

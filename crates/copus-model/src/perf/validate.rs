@@ -43,6 +43,12 @@ pub fn structure(m: &ModelProfile, cfg: &ParallelConfig) -> Result<(), Invalid> 
             cfg.tp, m.kv_heads
         ));
     }
+    if !m.ffn_hidden.is_multiple_of(cfg.tp) {
+        return other(format!(
+            "TP {} does not divide the feed-forward width {}",
+            cfg.tp, m.ffn_hidden
+        ));
+    }
     if m.layers < cfg.pp {
         return other(format!("PP {} exceeds the {} layers", cfg.pp, m.layers));
     }
