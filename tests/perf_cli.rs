@@ -632,6 +632,22 @@ fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
         v["breakdown"]["dp_s"].as_f64().expect("dp") / v["step_time_s"].as_f64().expect("step")
     };
     let calibrated = dp_share(&["--calibration", out.to_str().expect("utf-8")]);
+    // A links calibration counts message sizes, not steps.
+    let (ok, text, err) = copus(&[
+        "predict",
+        "--model",
+        "llama-7b",
+        "--gpus",
+        "32",
+        "--batch",
+        "256",
+        "--calibration",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        ok && text.contains("fitted on 24 message sizes"),
+        "{err}{text}"
+    );
     assert!(calibrated > dp_share(&[]) * 2.0, "{calibrated}");
     // Not an nccl-tests output, and a file named after no collective: clear errors.
     let (ok, _, err) = copus(&["calibrate", "--nccl", "README.md", "--hardware", "h100-sxm"]);
@@ -683,6 +699,15 @@ fn calibrate_refuses_nccl_files_that_cannot_be_measurements() {
     let (ok, _, err) = copus(&["calibrate", "--nccl", &e, "--hardware", "h100-sxm"]);
     assert!(
         !ok && err.contains("all_reduce_perf-edited.txt:") && err.contains("algbw column"),
+        "{err}"
+    );
+    // 8 ranks on two hosts, 7 and 1: divisible, but not an even placement.
+    let uneven = good.replacen("Pid  4007 on gpu-node-00", "Pid  4007 on gpu-node-01", 1);
+    assert_ne!(uneven, good);
+    let u = write("all_reduce_perf-uneven.txt", &uneven);
+    let (ok, _, err) = copus(&["calibrate", "--nccl", &u, "--hardware", "h100-sxm"]);
+    assert!(
+        !ok && err.contains("1 to 7 a host: uneven placement"),
         "{err}"
     );
     let one = write("all_reduce_perf.txt", &good);

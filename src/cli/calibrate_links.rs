@@ -126,7 +126,7 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
     if let Some(out) = &a.out {
         let file = CalibrationFile {
             hardware: hw.name.clone(),
-            model: "nccl-tests (links only)".into(),
+            model: crate::perf::calibration_file::LINKS_ONLY_MODEL.into(),
             n: rows.len(),
             rms_rel_error: fit.rms.exp_m1(),
             cv_rel_error: f64::NAN,

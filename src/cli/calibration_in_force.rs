@@ -108,10 +108,15 @@ pub fn of_session(
 /// The text line naming a calibration in force.
 pub fn text_line(c: &CalibrationUsed) -> String {
     format!(
-        "calibration: {} ({} fitted on {} steps of {} on {}{}; rms {:.1} %)",
+        "calibration: {} ({} fitted on {} {} of {} on {}{}; rms {:.1} %)",
         c.path,
         c.fitted.join(", "),
         c.measurements,
+        if c.model == crate::perf::calibration_file::LINKS_ONLY_MODEL {
+            "message sizes"
+        } else {
+            "steps"
+        },
         c.model,
         c.hardware,
         c.stack

@@ -6,6 +6,10 @@ use super::EfficiencyParams;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// The `model` a calibration fitted on nccl-tests outputs names: its fit saw links, not a
+/// model, and counts message sizes, not steps.
+pub const LINKS_ONLY_MODEL: &str = "nccl-tests (links only)";
+
 /// A saved calibration. Unknown fields are refused (a misspelt parameter would otherwise
 /// silently keep its default).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -17,7 +17,6 @@
 
 use super::comms::{self, Placement};
 use super::{EfficiencyParams, HardwareProfile};
-use std::collections::BTreeSet;
 
 /// Coordinate-descent sweeps of the link fit.
 const SWEEPS: usize = 12;
@@ -160,7 +159,8 @@ pub fn parse(
                     .into(),
             )
         })?;
-    let mut hosts = BTreeSet::new();
+    // Ranks on each host, to tell an even placement from an uneven one.
+    let mut hosts: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
     let mut ranks = 0u32;
     let mut device = None;
     let mut rows = Vec::new();
@@ -173,7 +173,8 @@ pub fn parse(
                 && let Some(host) = words.get(on + 1)
             {
                 ranks = ranks.saturating_add(1);
-                hosts.insert(host.to_string());
+                let on_host = hosts.entry(host.to_string()).or_insert(0);
+                *on_host = on_host.saturating_add(1);
                 // `… device 0 [0x18] NVIDIA H100 80GB HBM3`: the name after the bus id.
                 if device.is_none()
                     && let Some(d) = words.iter().position(|w| *w == "device")
@@ -289,10 +290,16 @@ pub fn parse(
         ));
     }
     let nodes = (hosts.len() as u32).max(1);
-    if !ranks.is_multiple_of(nodes) {
+    let (fewest, most) = hosts
+        .values()
+        .fold((u32::MAX, 0), |(lo, hi), &n| (lo.min(n), hi.max(n)));
+    if !ranks.is_multiple_of(nodes) || (!hosts.is_empty() && fewest != most) {
         return Err(err(
             0,
-            format!("{ranks} ranks on {nodes} hosts: uneven placement is not modelled"),
+            format!(
+                "{ranks} ranks on {nodes} hosts, {fewest} to {most} a host: uneven placement \
+                 is not modelled"
+            ),
         ));
     }
     rows.sort_by(|a, b| a.bytes.total_cmp(&b.bytes));
