@@ -272,14 +272,38 @@ pub struct StopSignals {
     ids: Vec<signal_hook::SigId>,
 }
 
+/// The signals a headless command (`watch --headless`) stops on, finishing its output first:
+/// Ctrl+C, a terminal hang-up and `kill`'s default. A broken pipe keeps its default action.
+#[cfg(unix)]
+pub const HEADLESS_STOP_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+#[cfg(not(unix))]
+pub const HEADLESS_STOP_SIGNALS: [i32; 0] = [];
+
+/// A headless command stopped by a termination signal after writing what it had: exits with
+/// 128 + the signal's number, as a shell reports it.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped by {}", signal_name(*.0))]
+pub struct StoppedBySignal(pub i32);
+
 impl StopSignals {
     /// Register the handlers.
     pub fn register() -> std::io::Result<Self> {
+        Self::register_for(&STOP_SIGNALS, true)
+    }
+
+    /// Register the handlers a headless command needs: the [`HEADLESS_STOP_SIGNALS`] ask it
+    /// to stop (a second one ends the process at once, 128 + its number); job control
+    /// (SIGTSTP) keeps its default.
+    pub fn register_headless() -> std::io::Result<Self> {
+        Self::register_for(&HEADLESS_STOP_SIGNALS, false)
+    }
+
+    fn register_for(signals: &[i32], suspend: bool) -> std::io::Result<Self> {
         STOP_SIGNAL.store(0, Ordering::SeqCst);
         #[cfg(unix)]
         {
             let mut ids = Vec::new();
-            for sig in STOP_SIGNALS {
+            for &sig in signals {
                 // SAFETY: the closure only uses atomics, write(2), tcsetattr(3) and _exit(2).
                 let id = unsafe {
                     signal_hook::low_level::register(sig, move || {
@@ -292,18 +316,23 @@ impl StopSignals {
                 }?;
                 ids.push(id);
             }
-            SUSPEND_REQUESTED.store(false, Ordering::SeqCst);
-            // SAFETY: the closure only stores an atomic.
-            let id = unsafe {
-                signal_hook::low_level::register(libc::SIGTSTP, || {
-                    SUSPEND_REQUESTED.store(true, Ordering::SeqCst);
-                })
-            }?;
-            ids.push(id);
+            if suspend {
+                SUSPEND_REQUESTED.store(false, Ordering::SeqCst);
+                // SAFETY: the closure only stores an atomic.
+                let id = unsafe {
+                    signal_hook::low_level::register(libc::SIGTSTP, || {
+                        SUSPEND_REQUESTED.store(true, Ordering::SeqCst);
+                    })
+                }?;
+                ids.push(id);
+            }
             Ok(Self { ids })
         }
         #[cfg(not(unix))]
-        Ok(Self {})
+        {
+            let _ = (signals, suspend);
+            Ok(Self {})
+        }
     }
 
     /// The signal received since registration, if any.

@@ -406,3 +406,32 @@ fn the_token_permutation_moves_eight_bytes_per_routed_hidden_element() {
     let dense = profiles::model("llama3-8b", Path::new(".")).expect("model");
     assert_eq!(moe_permute_bytes(&dense, 1000.0), 0.0);
 }
+
+/// A switch that changes the expert-parallel degree moves expert weights between ranks: the
+/// planner costs it as a reshard, not as a batch change (it labelled `EP8 → EP4` on one
+/// DP·TP·PP layout "batch, cost 1 s"), and the emitted phases name the degree.
+#[test]
+fn a_switch_that_changes_the_expert_parallel_degree_is_a_reshard() {
+    let v = copus_json(&["plan", "demo", "--model", "mixtral-8x7b", "--json"]);
+    // Every switch the plan makes: a change of degree is a reshard, a batch change keeps it
+    // (the planner's kinds on a constructed pair: tests/plan_costs.rs).
+    let ep = |s: &serde_json::Value| s["config"]["ep"].as_u64().expect("ep");
+    let switches = v["switches"].as_array().expect("switches");
+    assert!(!switches.is_empty());
+    for sw in switches {
+        let (from, to) = (&sw["from_state"], &sw["to_state"]);
+        let same_layout = ["dp", "tp", "pp", "cp"].iter().all(|k| from[k] == to[k]);
+        let kind = sw["kind"].as_str().expect("kind");
+        if ep(from) != ep(to) {
+            assert_eq!(kind, "reshard", "{sw}");
+        } else if same_layout {
+            assert_eq!(kind, "batch", "{sw}");
+        }
+    }
+    let (ok, text, err) = copus(&["plan", "demo", "--model", "mixtral-8x7b", "--emit", "json"]);
+    assert!(ok, "{err}");
+    let emitted: serde_json::Value = serde_json::from_str(&text).expect("json");
+    for p in emitted["phases"].as_array().expect("phases") {
+        assert!(p["ep"].as_u64().is_some(), "{p}");
+    }
+}

@@ -49,6 +49,7 @@ fn kinds_follow_the_layout() {
         tp,
         pp,
         cp: 1,
+        ep: 1,
         batch,
         step_time_s: 1.0,
         cell: None,
@@ -59,6 +60,12 @@ fn kinds_follow_the_layout() {
         st(4, 1, 1, 64),
         st(4, 2, 1, 64),
         st(4, 1, 2, 64),
+        // The same DP·TP·PP with the experts split eight ways instead of not at all: expert
+        // weights move between ranks, a reshard (it was costed as a batch change).
+        PlanState {
+            ep: 8,
+            ..st(8, 1, 1, 128)
+        },
     ];
     let phase = Phase {
         start_tokens: 0.0,
@@ -77,6 +84,8 @@ fn kinds_follow_the_layout() {
     assert_eq!(p.kind(0, 2), Some(SwitchKind::DpResize));
     assert_eq!(p.kind(0, 3), Some(SwitchKind::Reshard));
     assert_eq!(p.kind(3, 4), Some(SwitchKind::Reshard));
+    assert_eq!(p.kind(1, 5), Some(SwitchKind::Reshard));
+    assert_eq!(p.kind(0, 5), Some(SwitchKind::Reshard));
     assert_eq!(
         [
             p.switch_cost(0, 1),

@@ -89,6 +89,7 @@ fn growing_b_crit_with_free_switches_moves_to_larger_batches() {
             tp: 1,
             pp: 1,
             cp: 1,
+            ep: 1,
             batch,
             step_time_s,
             cell: None,

@@ -916,3 +916,73 @@ fn a_link_to_an_output_not_yet_written_is_that_output() {
     .fails_with(&["--run-out b.ndjson is also --out"]);
     assert!(!dir.path().join("a.ndjson").exists(), "nothing written");
 }
+
+/// Ctrl+C and SIGTERM end the headless commands with what they had, not as a killed process:
+/// `watch --headless --json` prints its summary (it printed nothing, killed by the signal) and
+/// `demo-train` stops after a whole step and says where; both exit 128 + the signal's number.
+#[cfg(unix)]
+#[test]
+fn headless_watch_and_demo_train_finish_their_output_on_a_stop_signal() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let bin = env!("CARGO_BIN_EXE_copus");
+    let run = d.join("run.ndjson");
+    let made = Command::new(bin)
+        .args(["demo-train", "--steps", "40", "--quiet", "--out"])
+        .arg(&run)
+        .output()
+        .expect("demo-train");
+    assert!(made.status.success(), "{made:?}");
+    let send = |child: &std::process::Child, sig: i32| {
+        let pid = i32::try_from(child.id()).expect("pid");
+        // SAFETY: kill(2) on the child this test spawned.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    };
+    // A file has no end: the follow runs until the signal.
+    let watch = Command::new(bin)
+        .args(["watch", "--headless", "--json", "--advise"])
+        .arg(d.join("advice.ndjson"))
+        .args(["--session", "demo"])
+        .arg(&run)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("watch");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    send(&watch, libc::SIGINT);
+    let out = watch.wait_with_output().expect("waits");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the summary");
+    assert_eq!(v["summary"]["steps_ingested"], 40, "{v}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped by SIGINT"));
+    // demo-train stops after a whole step.
+    let stats = d.join("slow.ndjson");
+    let train = Command::new(bin)
+        .args([
+            "demo-train",
+            "--steps",
+            "100000",
+            "--step-delay-ms",
+            "10",
+            "--out",
+        ])
+        .arg(&stats)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("demo-train");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    send(&train, libc::SIGTERM);
+    let out = train.wait_with_output().expect("waits");
+    assert_eq!(out.status.code(), Some(143), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stopped after") && err.contains("of 100000 steps"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&stats).expect("stats");
+    assert!(text.ends_with('\n') && !text.is_empty());
+    for line in text.lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect("every record whole");
+    }
+}

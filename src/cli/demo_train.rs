@@ -179,7 +179,19 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
     }
     let stdout = std::io::stdout();
     let progress_every = (args.steps / 10).max(1);
+    // Ctrl+C or SIGTERM ends the run after its current step (every record written is whole)
+    // and says where; the exit status is then 128 + the signal's number.
+    let signals = crate::signals::StopSignals::register_headless()?;
     for i in 0..args.steps {
+        if let Some(sig) = signals.received() {
+            if !args.quiet {
+                eprintln!(
+                    "copus demo-train: stopped after {i} of {} steps",
+                    args.steps
+                );
+            }
+            return Err(crate::signals::StoppedBySignal(sig).into());
+        }
         let rec = trainer.step();
         if let Some(f) = file.as_mut() {
             f.write_record(&rec)?;
@@ -217,7 +229,14 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
                 args.linger_s
             );
         }
-        std::thread::sleep(Duration::from_secs_f64(args.linger_s));
+        // The linger ends early on a stop signal too.
+        let until = std::time::Instant::now() + Duration::from_secs_f64(args.linger_s);
+        while std::time::Instant::now() < until && signals.received().is_none() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
-    Ok(())
+    match signals.received() {
+        Some(sig) => Err(crate::signals::StoppedBySignal(sig).into()),
+        None => Ok(()),
+    }
 }

@@ -285,6 +285,9 @@ pub fn write_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()>
 /// Exit status of a failed command: 1, or 128 + the signal's number when a termination
 /// signal stopped the explorer (143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP).
 pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if let Some(crate::signals::StoppedBySignal(sig)) = e.downcast_ref() {
+        return u8::try_from(128 + sig).unwrap_or(crate::signals::SIGNAL_EXIT as u8);
+    }
     match e.downcast_ref::<crate::runtime::TuiError>() {
         // As a shell reports a process a signal ended: 128 + the signal's number.
         Some(crate::runtime::TuiError::Signal(sig)) => {

@@ -249,6 +249,26 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
         );
     }
     let timeout = args.timeout_s.map(timeout_of).transpose()?;
+    // An advice file this run creates and leaves empty because it fails is removed: it would
+    // otherwise make the same command refuse to run again without --force.
+    let created_advice = args
+        .advise
+        .as_deref()
+        .filter(|o| !o.starts_with("tcp://"))
+        .filter(|o| std::fs::symlink_metadata(o).is_err())
+        .map(std::path::PathBuf::from);
+    let result = run_headless(args, target, timeout);
+    if result.is_err()
+        && let Some(path) = &created_advice
+        && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0)
+    {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+/// The headless follower: the run, its advice and its summary.
+fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> anyhow::Result<()> {
     let mut advising = match (&args.advise, &args.session) {
         (Some(out), Some(session)) => Some(super::watch_advise::Advising::open(
             &super::watch_advise::AdviseOptions {
@@ -262,8 +282,18 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
         )?),
         _ => None,
     };
-    let (mut summary, advise_error) =
-        watch_headless(target, args.until_steps, timeout, advising.as_mut());
+    // Ctrl+C or SIGTERM ends the follow with its summary and the advice written so far, then
+    // exits 128 + the signal's number (the process died without a word before).
+    let signals = crate::signals::StopSignals::register_headless()?;
+    let (mut summary, advise_error) = watch_headless(
+        target,
+        args.until_steps,
+        timeout,
+        advising.as_mut(),
+        &signals,
+    );
+    let stopped = signals.received();
+    drop(signals);
     summary.advice = advising.as_ref().map(|a| a.written().to_vec());
     if let Some(e) = advise_error {
         return Err(e);
@@ -279,6 +309,9 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
         super::write_json(&serde_json::json!({ "summary": &summary }))?;
     } else {
         super::write_stdout(&summary_text(&summary))?;
+    }
+    if let Some(sig) = stopped {
+        return Err(crate::signals::StoppedBySignal(sig).into());
     }
     match (args.until_steps, &summary.estimate.error) {
         (Some(n), _) if !summary.complete => anyhow::bail!(
@@ -368,6 +401,7 @@ fn watch_headless(
     until_steps: Option<u64>,
     timeout: Option<Duration>,
     mut advising: Option<&mut super::watch_advise::Advising>,
+    signals: &crate::signals::StopSignals,
 ) -> (WatchSummary, Option<anyhow::Error>) {
     let mut advise_error = None;
     let start = Instant::now();
@@ -383,7 +417,7 @@ fn watch_headless(
     let mut state = WatchState::new(shown.clone());
     'outer: while follower.is_some() && !state.reached(until_steps) {
         let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
-        if left == Some(Duration::ZERO) {
+        if left == Some(Duration::ZERO) || signals.received().is_some() {
             break;
         }
         let wait = left

@@ -97,6 +97,13 @@ impl Advising {
             );
             Sink::Tcp(server)
         } else {
+            if std::fs::metadata(o.out).is_ok_and(|m| crate::fsutil::is_fifo(&m.file_type())) {
+                eprintln!(
+                    "copus watch: --advise {} is a FIFO: waiting up to {} s for its reader",
+                    o.out,
+                    crate::fsutil::FIFO_READER_WAIT.as_secs()
+                );
+            }
             let f = crate::fsutil::create_stream_output(Path::new(o.out), o.force)
                 .map_err(|e| anyhow::anyhow!("--advise {}: {e}", o.out))?;
             Sink::File(f)

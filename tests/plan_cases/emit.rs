@@ -181,6 +181,31 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
                 f["--train-samples"].parse::<u64>().expect("samples"),
                 end_samples
             );
+            // The header states the steps Megatron's own ramp arithmetic runs
+            // (`update_train_iters`), which are not the plan's: counted here independently.
+            let global = f["--global-batch-size"].parse::<u64>().expect("batch");
+            let increments = (global - ramp[0]) / ramp[1];
+            let per = ramp[2] as f64 / increments as f64;
+            let (mut steps, mut consumed) = (0u64, 0u64);
+            while consumed <= ramp[2] && consumed <= end_samples {
+                let b = if consumed > ramp[2] {
+                    global
+                } else {
+                    (ramp[0] + (consumed as f64 / per) as u64 * ramp[1]).min(global)
+                };
+                consumed += b;
+                steps += 1;
+            }
+            if end_samples > consumed {
+                steps += (end_samples - consumed) / global;
+            }
+            assert!(
+                text.contains(&format!(
+                    "By Megatron's ramp arithmetic this run takes {steps} steps"
+                )),
+                "{}: {steps}\n{text}",
+                s.display()
+            );
         } else {
             assert_eq!(lines.len(), phases.len(), "{}:\n{text}", s.display());
             for (k, (l, p)) in lines.iter().zip(phases).enumerate() {
@@ -216,6 +241,18 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
                 assert_eq!(
                     f["--lr-decay-samples"].parse::<u64>().expect("decay"),
                     end_samples
+                );
+                // Megatron checks a resumed run's scheduler against its checkpoint's, and in
+                // sample-based training the weight-decay increment spans --train-samples: one
+                // value for every phase, or phase 2 stops with "total number of weight decay
+                // iterations do not match".
+                let first = flags(&value(lines[0]));
+                assert_eq!(
+                    f["--train-samples"],
+                    first["--train-samples"],
+                    "{} phase {}",
+                    s.display(),
+                    k + 1
                 );
             }
         }
@@ -375,6 +412,15 @@ fn pipelines_interleaving_zero_and_recompute_are_written_or_refused_by_name() {
         tt["parallelism"]["pipeline_parallel_layers_per_stage"].as_integer(),
         Some(4)
     );
+    // torchtitan's own stage count: ceil((layers + first_less + last_less) / layers_per_stage)
+    // virtual stages, which must be pp · vpp (its two "less layers" default to 1: written as
+    // 0, or 32 layers in stages of 4 make 9 stages and torchtitan refuses PP 4).
+    let int = |k: &str| u64::try_from(tt["parallelism"][k].as_integer().expect(k)).expect(k);
+    let stages = (32
+        + int("pipeline_parallel_first_stage_less_layers")
+        + int("pipeline_parallel_last_stage_less_layers"))
+    .div_ceil(int("pipeline_parallel_layers_per_stage"));
+    assert_eq!(stages, 4 * 2);
     // A rank's pipeline takes all four micro-batches of a step as its local batch.
     assert_eq!(tt["training"]["local_batch_size"].as_integer(), Some(4));
     assert_eq!(tt["activation_checkpoint"]["mode"].as_str(), Some("full"));
@@ -400,6 +446,12 @@ fn pipelines_interleaving_zero_and_recompute_are_written_or_refused_by_name() {
     let m = emit(&rep, &ctx, EmitTarget::Megatron).expect("megatron");
     assert!(
         m.contains("--data-parallel-sharding-strategy optim_grads_params"),
+        "{m}"
+    );
+    // Its checkpoints are fsdp_dtensor, not the torch_dist the header asks for on a TP/PP
+    // change: the header says so instead of contradicting the arguments.
+    assert!(
+        m.contains("--ckpt-format fsdp_dtensor checkpoints, not torch_dist"),
         "{m}"
     );
     // Op-level checkpointing is torchtitan's policy: Megatron refuses it by name.

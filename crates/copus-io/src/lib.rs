@@ -158,6 +158,68 @@ pub fn check_output(path: &Path, force: bool) -> std::io::Result<WriteTarget> {
     Ok(target)
 }
 
+/// How long a writer waits for a process to open a FIFO's other end for reading.
+pub const FIFO_READER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Open the FIFO `path` for writing once a reader has opened it, waiting at most `wait`: a
+/// plain open blocks until a reader comes, for ever if none does (and neither a timeout nor
+/// anything else of the command's runs meanwhile). The file returned blocks on writes as a
+/// pipe does.
+#[cfg(unix)]
+pub fn open_fifo_for_writing(
+    path: &Path,
+    wait: std::time::Duration,
+) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => {
+                // SAFETY: `f` is an open descriptor this function owns; F_GETFL/F_SETFL only
+                // change its status flags.
+                unsafe {
+                    let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+                    if flags < 0
+                        || libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                return Ok(f);
+            }
+            // ENXIO: no process has the FIFO open for reading yet.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "a FIFO no process reads (waited {} s for a reader): start the \
+                             reader first",
+                            wait.as_secs()
+                        ),
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Open the FIFO `path` for writing (no FIFOs here: a plain open).
+#[cfg(not(unix))]
+pub fn open_fifo_for_writing(
+    path: &Path,
+    _wait: std::time::Duration,
+) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new().write(true).open(path)
+}
+
 /// Open `path` for a stream of records written as they come: a new file, a FIFO (a reader
 /// at its other end) or, with `force`, an existing regular file (truncated; through a
 /// symlink to it). A device, directory or socket is refused, and so is an existing file
@@ -166,7 +228,7 @@ pub fn create_stream_output(path: &Path, force: bool) -> std::io::Result<std::fs
     if let Ok(meta) = std::fs::metadata(path)
         && is_fifo(&meta.file_type())
     {
-        return std::fs::OpenOptions::new().write(true).open(path);
+        return open_fifo_for_writing(path, FIFO_READER_WAIT);
     }
     let target = check_output(path, force)?;
     std::fs::File::create(target.file())
@@ -363,4 +425,42 @@ fn open_fifo_bounded(path: &Path, wait: std::time::Duration) -> std::io::Result<
 #[cfg(not(unix))]
 fn open_fifo_bounded(path: &Path, _: std::time::Duration) -> std::io::Result<std::fs::File> {
     std::fs::File::open(path)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    fn fifo(dir: &Path) -> std::path::PathBuf {
+        let path = dir.join("pipe");
+        let c = std::ffi::CString::new(path.to_str().expect("utf-8")).expect("no NUL");
+        // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        path
+    }
+
+    #[test]
+    fn a_fifo_without_a_reader_is_an_error_after_the_wait_not_a_hang() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = fifo(dir.path());
+        let started = std::time::Instant::now();
+        let e = open_fifo_for_writing(&path, std::time::Duration::from_millis(200))
+            .expect_err("no reader");
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(e.to_string().contains("start the reader first"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // With a reader at the other end it opens, and writes reach the reader.
+        let mut reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .expect("reader");
+        let mut w = open_fifo_for_writing(&path, std::time::Duration::from_millis(200))
+            .expect("a reader is there");
+        std::io::Write::write_all(&mut w, b"line\n").expect("write");
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut reader, &mut got).ok();
+        assert_eq!(got, "line\n");
+    }
 }

@@ -19,6 +19,9 @@ pub struct PlanState {
     pub pp: u32,
     /// Context-parallel degree (1: none); a change of it restarts the job like TP and PP.
     pub cp: u32,
+    /// Expert-parallel degree (1: none, or a dense model); a change of it moves expert
+    /// weights between ranks, a restart like TP and PP.
+    pub ep: u32,
     /// Global batch, samples.
     pub batch: u64,
     /// Seconds per optimizer step at `batch`.
@@ -155,9 +158,9 @@ impl Problem {
         let mut tp_pp_of = Vec::with_capacity(states.len());
         for s in &states {
             let n = layouts.len() as u32;
-            layout_of.push(*layouts.entry((s.dp, s.cp, s.tp, s.pp)).or_insert(n));
+            layout_of.push(*layouts.entry((s.dp, s.cp, s.tp, s.pp, s.ep)).or_insert(n));
             let n = tp_pps.len() as u32;
-            tp_pp_of.push(*tp_pps.entry((s.cp, s.tp, s.pp)).or_insert(n));
+            tp_pp_of.push(*tp_pps.entry((s.cp, s.tp, s.pp, s.ep)).or_insert(n));
         }
         let mut batches: Vec<u64> = states.iter().map(|s| s.batch).collect();
         batches.sort_unstable();
@@ -204,7 +207,7 @@ impl Problem {
             .iter()
             .enumerate()
             .filter_map(|(i, c)| match c {
-                TableCell::Feasible { prediction, .. } => {
+                TableCell::Feasible { config, prediction } => {
                     let (l, b) = (i / nb, i % nb);
                     let layout = table.layouts[l];
                     Some(PlanState {
@@ -212,6 +215,7 @@ impl Problem {
                         tp: layout.tp,
                         pp: layout.pp,
                         cp: layout.cp,
+                        ep: config.ep,
                         batch: table.batches[b],
                         step_time_s: prediction.step_time_s,
                         cell: Some((l, b)),

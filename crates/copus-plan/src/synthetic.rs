@@ -29,6 +29,7 @@ pub fn random_problem(
             let per_sample: f64 = rng.random_range(0.001..0.01);
             PlanState {
                 dp,
+                ep: 1,
                 tp,
                 pp,
                 cp: 1,
@@ -89,6 +90,7 @@ pub fn cluster_problem(
                     let batch = (16.0 * 2f64.powf(k as f64 / 2.0)).round() as u64;
                     states.push(PlanState {
                         dp,
+                        ep: 1,
                         tp,
                         pp,
                         cp: 1,

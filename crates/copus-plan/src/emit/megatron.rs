@@ -88,6 +88,53 @@ pub fn ramp(phases: &[EmitPhase]) -> Option<Ramp> {
     })
 }
 
+/// What Megatron-LM runs for `--rampup-batch-size START INCREMENT SAMPLES --global-batch-size
+/// G --train-samples T`, by its own arithmetic (`update_train_iters` and the ramp's
+/// `update_num_microbatches`): the batch grows by INCREMENT every SAMPLES / n consumed
+/// samples (n = (G − START) / INCREMENT increments), the ramp's steps are counted one by one
+/// while no more than SAMPLES (and T) samples are consumed, then (T − consumed) / G steps at G
+/// (a partial last batch dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MegatronRamp {
+    /// Steps Megatron runs in all (`train_iters`).
+    pub steps: u64,
+    /// (global batch, the step it starts at), in order.
+    pub starts: Vec<(u64, u64)>,
+}
+
+/// Megatron's run of ramp `r` up to `global_batch` over `train_samples` ([`MegatronRamp`]).
+pub fn megatron_ramp(r: &Ramp, global_batch: u64, train_samples: u64) -> MegatronRamp {
+    let increments = global_batch.saturating_sub(r.start) / r.increment.max(1);
+    let per_increment = r.samples as f64 / increments.max(1) as f64;
+    let batch_at = |consumed: u64| {
+        if consumed > r.samples {
+            global_batch
+        } else {
+            let k = (consumed as f64 / per_increment) as u64;
+            r.start
+                .saturating_add(k.saturating_mul(r.increment))
+                .min(global_batch)
+        }
+    };
+    let (mut steps, mut consumed) = (0u64, 0u64);
+    let mut starts: Vec<(u64, u64)> = Vec::new();
+    while consumed <= r.samples && consumed <= train_samples {
+        let b = batch_at(consumed);
+        if starts.last().is_none_or(|&(last, _)| last != b) {
+            starts.push((b, steps));
+        }
+        consumed = consumed.saturating_add(b.max(1));
+        steps += 1;
+    }
+    if train_samples > consumed {
+        if starts.last().is_none_or(|&(last, _)| last != global_batch) {
+            starts.push((global_batch, steps));
+        }
+        steps += (train_samples - consumed) / global_batch.max(1);
+    }
+    MegatronRamp { steps, starts }
+}
+
 /// The arguments of one phase's layout and configuration (not its batch or length).
 fn layout_args(
     p: &EmitPhase,
@@ -202,20 +249,29 @@ fn header(out: &mut String, report: &PlanReport, ctx: &EmitContext, end: EmitEnd
 /// How one phase of a per-phase Megatron schedule stops at its last step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MegatronStop {
-    /// `--train-samples`: the plan's samples, or `until_step × global_batch` where that is
-    /// more. Megatron runs `train_samples / global_batch` steps (rounded down), so a phase
-    /// whose batch is larger than the plan's average would otherwise stop before its end.
+    /// `--train-samples`, the same in every phase ([`train_samples`]).
     pub train_samples: u64,
     /// Whether `--exit-interval until_step` is needed: Megatron would run past the phase's
     /// last step.
     pub exit_interval: bool,
 }
 
+/// The `--train-samples` of every phase: the plan's samples, or more where a phase needs
+/// them to reach its last step. Megatron runs `train_samples / global_batch` steps (rounded
+/// down), so a phase whose batch is larger than the plan's average would otherwise stop
+/// before its end; and it must be one value for all phases, since a resumed run's scheduler is
+/// checked against its checkpoint's and in sample-based training the weight-decay increment
+/// spans `--train-samples` ("total number of weight decay iterations do not match").
+pub fn train_samples(phases: &[EmitPhase], plan_samples: u64) -> u64 {
+    phases
+        .iter()
+        .map(|p| p.until_step.saturating_mul(p.global_batch))
+        .fold(plan_samples, u64::max)
+}
+
 /// The `--train-samples` and `--exit-interval` that make Megatron-LM stop phase `p` exactly
-/// at its `until_step`, for a plan of `plan_samples` samples in all.
-pub fn megatron_stop(p: &EmitPhase, plan_samples: u64) -> MegatronStop {
-    let reach = p.until_step.saturating_mul(p.global_batch);
-    let train_samples = plan_samples.max(reach);
+/// at its `until_step`, with `train_samples` (from [`train_samples`]) in every phase.
+pub fn megatron_stop(p: &EmitPhase, train_samples: u64) -> MegatronStop {
     let steps = train_samples / p.global_batch.max(1);
     MegatronStop {
         train_samples,
@@ -248,6 +304,23 @@ pub fn write(
             r.samples / (phases.len() as u64 - 1).max(1),
             r.worst_offset * 100.0
         );
+        // Megatron's own count of the run: its switches are not the plan's, so neither are
+        // its steps.
+        let m = megatron_ramp(&r, last.global_batch, end.samples);
+        let starts: Vec<String> = m
+            .starts
+            .iter()
+            .zip(phases)
+            .skip(1)
+            .map(|(&(b, at), p)| format!("batch {b} from step {at} (plan {})", p.from_step))
+            .collect();
+        let _ = writeln!(
+            out,
+            "# By Megatron's ramp arithmetic this run takes {} steps (the plan {}): {}.",
+            m.steps,
+            end.step,
+            starts.join(", ")
+        );
         let _ = writeln!(
             out,
             "MEGATRON_ARGS=\"{} --rampup-batch-size {} {} {} --global-batch-size {} {total}\"",
@@ -259,18 +332,45 @@ pub fn write(
         );
         return Ok(out);
     }
+    let samples = train_samples(phases, end.samples);
+    let fsdp = phases.iter().filter(|p| p.zero >= 2).count();
+    if fsdp > 0 {
+        let _ = writeln!(
+            out,
+            "# {} of the phases run Megatron-FSDP (ZeRO-{}), which Megatron requires to save\n\
+             # --ckpt-format fsdp_dtensor checkpoints, not torch_dist: copus has not checked that\n\
+             # Megatron loads one into another TP/PP layout or into a phase without\n\
+             # Megatron-FSDP; where such a phase is followed by another layout or ZeRO stage,\n\
+             # convert the checkpoint first or keep the layout.",
+            if fsdp == phases.len() {
+                "All".to_string()
+            } else {
+                fsdp.to_string()
+            },
+            phases
+                .iter()
+                .filter(|p| p.zero >= 2)
+                .map(|p| p.zero.to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+                .join("/")
+        );
+    }
     let _ = writeln!(
         out,
         "# {} phase{}, one Megatron run each, resumed from the checkpoint of the one before; a\n\
          # TP/PP change needs a distributed checkpoint (--ckpt-format torch_dist), which loads\n\
-         # into another layout. Megatron runs --train-samples / --global-batch-size steps: each\n\
-         # phase's --train-samples lets it reach its last step (the plan's {} samples, or more\n\
-         # where the phase's batch would stop it sooner) and --exit-interval stops it there\n\
-         # (saving a checkpoint) when it would run on; --lr-decay-samples {} keeps the\n\
-         # learning-rate schedule that of the whole plan in every phase. Use them as:\n\
+         # into another layout. Megatron runs --train-samples / --global-batch-size steps: every\n\
+         # phase's --train-samples {} (the plan's {} samples, or more where a phase's batch\n\
+         # would stop it sooner) lets it reach its last step, and --exit-interval stops it\n\
+         # there (saving a checkpoint) when it would run on. The same --train-samples and\n\
+         # --lr-decay-samples {} in every phase keep the learning-rate and weight-decay schedule\n\
+         # that of the whole plan, as Megatron checks on resuming. Use them as:\n\
          # pretrain_gpt.py $PHASE_1 <your args>",
         phases.len(),
         if phases.len() == 1 { "" } else { "s" },
+        samples,
         end.samples,
         end.samples
     );
@@ -289,7 +389,7 @@ pub fn write(
             p.micro_batch,
             p.accumulation
         );
-        let stop = megatron_stop(p, end.samples);
+        let stop = megatron_stop(p, samples);
         let exit = if stop.exit_interval {
             format!(" --exit-interval {}", p.until_step)
         } else {

@@ -138,9 +138,14 @@ pub struct EmitPhase {
 }
 
 impl EmitPhase {
-    /// "DP32·TP2·PP1" (with CP where it is above 1).
+    /// "DP32·TP2·PP1" (with CP where it is above 1, and " EP8" where experts are split).
     pub fn layout(&self) -> String {
-        crate::perf::config::layout_label_cp(self.dp, self.cp, self.tp, self.pp)
+        let label = crate::perf::config::layout_label_cp(self.dp, self.cp, self.tp, self.pp);
+        if self.ep > 1 {
+            format!("{label} EP{}", self.ep)
+        } else {
+            label
+        }
     }
 
     fn inexpressible(&self, target: EmitTarget, why: impl Into<String>) -> EmitError {

@@ -73,6 +73,15 @@ struct Parallelism {
     pipeline_parallel_schedule: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pipeline_parallel_layers_per_stage: Option<u32>,
+    /// torchtitan counts `layers + first_less + last_less` layers into stages of
+    /// `layers_per_stage` (both default to 1, for the embedding and the output layer): 0 here,
+    /// so that the plan's even split gives exactly pp·vpp stages (with the defaults, 80 layers
+    /// in stages of 40 made 3 stages for PP 2, which torchtitan refuses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipeline_parallel_first_stage_less_layers: Option<u32>,
+    /// The same for the last stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipeline_parallel_last_stage_less_layers: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -171,6 +180,8 @@ fn job(
                 "1F1B"
             }),
             pipeline_parallel_layers_per_stage: layers,
+            pipeline_parallel_first_stage_less_layers: layers.map(|_| 0),
+            pipeline_parallel_last_stage_less_layers: layers.map(|_| 0),
         },
         activation_checkpoint: ActivationCheckpoint {
             mode,
