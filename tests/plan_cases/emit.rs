@@ -454,6 +454,14 @@ fn pipelines_interleaving_zero_and_recompute_are_written_or_refused_by_name() {
         m.contains("--ckpt-format fsdp_dtensor checkpoints, not torch_dist"),
         "{m}"
     );
+    // ZeRO-0 beside TP is DDP with another parallelism, which torchtitan refuses ("DDP has
+    // not supported > 1D parallelism"): refused by name, not written as a replicate degree.
+    let (rep, ctx) = changed(32, 2, 1, 1, 0, "none", 1);
+    let e = emit(&rep, &ctx, EmitTarget::Torchtitan).expect_err("DDP with TP");
+    assert!(
+        e.to_string().contains("phase 1") && e.to_string().contains("DDP"),
+        "{e}"
+    );
     // Op-level checkpointing is torchtitan's policy: Megatron refuses it by name.
     let (rep, ctx) = changed(32, 2, 1, 1, 1, "op", 1);
     let e = emit(&rep, &ctx, EmitTarget::Megatron).expect_err("op recompute");

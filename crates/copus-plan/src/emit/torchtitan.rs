@@ -111,6 +111,14 @@ fn job(
     report: &PlanReport,
 ) -> Result<(Job, Vec<String>), EmitError> {
     let mut notes = Vec::new();
+    if p.zero == 0 && (p.tp > 1 || p.pp > 1 || p.cp > 1) {
+        // torchtitan's parallelize functions raise "DDP has not supported > 1D parallelism".
+        return Err(p.inexpressible(
+            TARGET,
+            "ZeRO-0 is torchtitan's DDP, which it runs only as the sole parallelism (\"DDP has \
+             not supported > 1D parallelism\"): plan with ZeRO 1-3 (FSDP2) beside TP, PP or CP",
+        ));
+    }
     let (replicate, shard, reshard) = match p.zero {
         0 => (p.dp, 1, "default"),
         3 => (1, p.dp, "default"),
