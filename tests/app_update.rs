@@ -229,6 +229,15 @@ fn export_writes_csv_and_json_of_every_cell() {
     assert_eq!(cal["sharding"], stack.sharding, "{cal}");
     assert_eq!(cal["cross_entropy"], stack.cross_entropy, "{cal}");
     assert!(cal["max_eff"].is_number(), "{cal}");
+    // The stack itself, as grid and plan give it (the export had only the efficiencies).
+    let named = app.resolved.stack().to_json();
+    assert_eq!(v["context"]["stack"]["preset"], named.preset);
+    assert_eq!(v["context"]["stack"]["label"], named.label);
+    assert!(
+        csv.lines()
+            .any(|l| l == format!("# stack: {}", named.label)),
+        "{csv}"
+    );
     let comment = csv
         .lines()
         .find(|l| l.starts_with("# calibration: "))

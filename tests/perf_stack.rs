@@ -766,3 +766,67 @@ fn the_cp_comm_setting_reaches_every_output_and_ulysses_needs_whole_heads() {
         "{stack:?}"
     );
 }
+
+/// The outputs a review found without the stack they were costed for: `grid --rank --json`
+/// (no `stack`), `plan --emit json` (the preset alone, its changed settings dropped) and the
+/// DeepSpeed document.
+#[test]
+fn ranked_grid_and_emitted_schedules_name_the_stack_they_were_costed_for() {
+    let (code, out, err) = copus(&[
+        "grid",
+        "sessions/demo.ron",
+        "--rank",
+        "256",
+        "--attention",
+        "unfused",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["stack"]["settings"]["attention"], "unfused", "{v}");
+    let (code, text, err) = copus(&["grid", "sessions/demo.ron", "--rank", "256"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.starts_with("stack: megatron-core"), "{text}");
+    let (code, out, err) = copus(&[
+        "plan",
+        "sessions/demo.ron",
+        "--attention",
+        "unfused",
+        "--elementwise",
+        "eager",
+        "--emit",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["stack"], "megatron-core");
+    assert_eq!(
+        v["stack_label"],
+        "megatron-core (attention unfused, elementwise eager)"
+    );
+    assert_eq!(v["stack_settings"]["elementwise"], "eager");
+    let (code, out, err) = copus(&[
+        "plan",
+        "sessions/demo.ron",
+        "--stack",
+        "deepspeed",
+        "--grad-reduce",
+        "fp32",
+        "--emit",
+        "deepspeed",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["stack"], "deepspeed (grad_reduce fp32)", "{v}");
+    // A flag the session's hardware cannot run is the flag's error, not the session's field.
+    let (code, _, err) = copus(&[
+        "grid",
+        "sessions/paper-7b-8xmi210.ron",
+        "--precision",
+        "fp8",
+    ]);
+    assert!(
+        code == 1 && err.contains("--precision: precision fp8: hardware 'mi210'"),
+        "{err}"
+    );
+}

@@ -36,6 +36,9 @@ pub struct ExportContext {
     pub stat_eff_form: &'static str,
     /// Pollux reference batch B0, samples (model sequences), for the Pollux form.
     pub pollux_b0: Option<f64>,
+    /// The training stack the grid was predicted for (preset, one-line label and every
+    /// setting), as `grid --json` and `plan --json` give it.
+    pub stack: crate::perf::stack::StackJson,
     /// The efficiency parameters in force (session, calibration or hardware profile); the
     /// stack's choices among them named as every JSON output names them (`"cudnn"`, not the
     /// session files' `Cudnn`).
@@ -96,6 +99,7 @@ pub fn context(app: &App) -> ExportContext {
         b_crit_scale: s.b_crit_scale,
         stat_eff_form,
         pollux_b0,
+        stack: r.stack().to_json(),
         calibration: r.efficiency(),
     }
 }
@@ -261,6 +265,7 @@ pub fn to_csv(view: &ExportView) -> String {
                 None => c.stat_eff_form.to_string(),
             },
         ),
+        ("stack", c.stack.label.clone()),
         ("calibration", calibration_json(&c.calibration).to_string()),
     ];
     for (k, v) in context {

@@ -262,10 +262,16 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             })?;
         let ranked = crate::app::ranked::ranked_at(&table, &grid, col, Some(&keep))
             .context("--rank: no such column")?;
+        let stack = resolved.stack().to_json();
         if a.json {
-            return super::write_json(&ranked);
+            // The ranking's fields with the stack beside them, as every other output has it.
+            let mut v = serde_json::to_value(&ranked)?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("stack".into(), serde_json::to_value(&stack)?);
+            }
+            return super::write_json(&v);
         }
-        let mut text = String::new();
+        let mut text = format!("stack: {}\n", stack.label);
         for (_, line) in crate::app::ranked::text_lines(&ranked, crate::app::ranked::WIDE_COLUMNS) {
             text.push_str(&line);
             text.push('\n');

@@ -198,6 +198,14 @@ pub fn apply_overrides(
     }
     if let Some(s) = stack {
         let overlaid = r.stack().overlaid(s);
+        // A setting given on the command line that the hardware cannot run is the flag's
+        // problem, not the session's (it was reported as the session's stack.precision).
+        let eff = overlaid.apply(&r.hardware.efficiency);
+        if s.precision.is_some()
+            && let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &eff)
+        {
+            anyhow::bail!("--precision: {why}");
+        }
         if let Some(replaced) = r.switch_stack(overlaid) {
             r.override_notes.push(format!("--stack: {replaced}"));
         }

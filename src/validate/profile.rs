@@ -171,18 +171,6 @@ pub fn efficiency(e: &EfficiencyParams, at: &str) -> Result<(), Invalid> {
         100.0,
         "x",
     )?;
-    // The native kernel may not lift attention above the GPU's peak.
-    if e.attn_eff * e.attn_native_speedup > 1.0 || e.attn_bwd_eff * e.attn_native_speedup > 1.0 {
-        return Err(Invalid::new(
-            f("attn_native_speedup"),
-            format!(
-                "{} times attn_eff {} / attn_bwd_eff {} exceeds the GPU's peak",
-                super::num(e.attn_native_speedup),
-                super::num(e.attn_eff),
-                super::num(e.attn_bwd_eff)
-            ),
-        ));
-    }
     for (name, v) in [
         ("gemm_overhead_s", e.gemm_overhead_s),
         ("kernel_overhead_s", e.kernel_overhead_s),

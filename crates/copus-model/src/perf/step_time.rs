@@ -164,11 +164,13 @@ fn layer_times(ctx: &PerfContext, cfg: &ParallelConfig) -> LayerTimes {
                 AttentionKind::Triton => 1.0 / e.attn_triton_slowdown,
                 _ => 1.0,
             };
-            let fwd = flops / (peak * e.attn_eff * speedup);
-            (
-                fwd,
-                ATTN_BWD_FLOP_RATIO * flops / (peak * e.attn_bwd_eff * speedup),
-            )
+            // No kernel runs above the GPU's peak, whatever a fitted speed-up says.
+            let (fwd_eff, bwd_eff) = (
+                (e.attn_eff * speedup).min(1.0),
+                (e.attn_bwd_eff * speedup).min(1.0),
+            );
+            let fwd = flops / (peak * fwd_eff);
+            (fwd, ATTN_BWD_FLOP_RATIO * flops / (peak * bwd_eff))
         }
         AttentionKind::Unfused => {
             let heads = b * m.heads as f64 / t;

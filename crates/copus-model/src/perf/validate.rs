@@ -18,7 +18,7 @@ pub fn stack_structure(
     {
         return Err(Invalid::Other(format!(
             "CP {} with cp_comm all_to_all needs the {} heads per TP rank divisible \
-             by cp (use ring or all_gather)",
+             by cp (use --cp-comm ring or all-gather; in a session: Ring or AllGather)",
             cfg.cp, heads_per_rank
         )));
     }

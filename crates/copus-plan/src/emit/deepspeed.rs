@@ -16,6 +16,8 @@ struct Doc<'a> {
     seq_len: u32,
     end: EmitEnd,
     how: &'static str,
+    /// The stack the plan was costed for, in one line (preset and changed settings).
+    stack: &'a str,
     /// Where the plan was costed for another framework's stack.
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
@@ -181,6 +183,7 @@ pub fn write(
         how: "one DeepSpeed run per phase: run from_step to until_step with ds_config and the \
               Megatron-DeepSpeed arguments, save a checkpoint, resume the next phase from it \
               (a TP/PP change needs a universal checkpoint: ds_to_universal.py, then --universal-checkpoint)",
+        stack: &report.stack.label,
         note: super::stack_note(report.stack.preset, TARGET),
         notes: ctx.notes.clone(),
         phases: phases

@@ -182,6 +182,11 @@ pub struct EmitJson {
     pub seq_len: u32,
     /// The training stack the plan was made for (its preset name).
     pub stack: String,
+    /// That stack in one line: the preset and every setting changed from it (what the plan
+    /// was costed for; `stack` alone drops the changes).
+    pub stack_label: String,
+    /// Every resolved setting of that stack.
+    pub stack_settings: crate::perf::stack::StackSettingsJson,
     /// What the plan rests on beyond the session ([`EmitContext::notes`]); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -337,6 +342,8 @@ pub fn emit(
                 gpus: ctx.gpus,
                 seq_len: ctx.seq_len,
                 stack: report.stack.preset.to_string(),
+                stack_label: report.stack.label.clone(),
+                stack_settings: report.stack.settings.clone(),
                 notes: ctx.notes.clone(),
                 end,
                 phases,
