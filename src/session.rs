@@ -391,6 +391,10 @@ pub struct Resolved {
     /// What command-line overrides changed beyond what they name, one sentence each (a
     /// `--stack` of another framework replacing the session's ZeRO and recompute search).
     pub override_notes: Vec<String>,
+    /// The stack as the session (and the command line) set it when it was opened: cycling
+    /// the what-if's framework back to its preset restores its single settings, which
+    /// another framework's defaults replaced on the way.
+    pub stack_as_opened: Option<crate::perf::Stack>,
 }
 
 impl Resolved {
@@ -667,7 +671,9 @@ impl Session {
             recompute_from_stack,
             override_notes: Vec::new(),
             search_from_file: !(zero_from_stack && recompute_from_stack),
+            stack_as_opened: None,
         };
+        resolved.stack_as_opened = Some(resolved.stack());
         resolved.fill_zero_from_stack();
         crate::validate::session::check(&resolved).map_err(|e| invalid(e.to_string()))?;
         Ok(resolved)

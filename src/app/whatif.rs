@@ -386,12 +386,19 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.costs.switch_threshold = step_nearest(&THRESHOLDS, s.costs.switch_threshold, delta)
         }
         Field::Stack => {
-            // Another framework's defaults; the precision chosen here is kept.
+            // Another framework's defaults; the precision chosen here is kept. Back at the
+            // preset the session was opened with, its own settings come back with it.
             let current = r.stack();
             let next = step_in(&StackPreset::ALL, current.base(), delta);
-            let stack = Stack {
-                precision: current.precision,
-                ..Stack::preset(next)
+            let stack = match r.stack_as_opened.clone() {
+                Some(opened) if opened.base() == next => Stack {
+                    precision: current.precision.or(opened.precision),
+                    ..opened
+                },
+                _ => Stack {
+                    precision: current.precision,
+                    ..Stack::preset(next)
+                },
             };
             set_stack(r, stack)?;
         }

@@ -211,6 +211,10 @@ pub fn apply_overrides(
         }
     }
     if calibration.is_some() || stack.is_some() {
+        // What the explorer's what-if returns to is the stack as the command line opened it.
+        r.stack_as_opened = Some(r.stack());
+    }
+    if calibration.is_some() || stack.is_some() {
         crate::validate::session::check(r)
             .map_err(|e| anyhow::anyhow!("{}: {e}", r.path.display()))?;
     }
