@@ -857,3 +857,32 @@ fn the_what_if_returns_to_the_sessions_own_stack_settings() {
     apply(&mut r, Field::Stack, -1).expect("back");
     assert_eq!(value(&r, Field::Stack), own);
 }
+
+/// `--stack PRESET` replaces a session's stack with the preset's own settings (as documented);
+/// the session's single settings it drops are named, not dropped without a word.
+#[test]
+fn a_stack_preset_on_the_command_line_names_the_session_settings_it_drops() {
+    let text = std::fs::read_to_string("sessions/demo.ron").expect("demo");
+    let with = text.replacen(
+        "(\n    name:",
+        "(\n    stack: (preset: Some(MegatronCore), attention: Some(Fused)),\n    name:",
+        1,
+    );
+    assert_ne!(with, text, "the demo starts with its name");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.ron");
+    std::fs::write(&path, with).expect("write");
+    let p = path.to_str().expect("utf-8");
+    let (code, out, err) = copus(&["grid", p, "--stack", "megatron-core"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "--stack megatron-core replaces the session's stack megatron-core (attention fused)"
+        ),
+        "{out}"
+    );
+    // The bundled demo names no single setting: nothing to say.
+    let (code, out, err) = copus(&["grid", "sessions/demo.ron", "--stack", "nemo"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("replaces the session's stack"), "{out}");
+}

@@ -197,7 +197,18 @@ pub fn apply_overrides(
         }
     }
     if let Some(s) = stack {
-        let overlaid = r.stack().overlaid(s);
+        let session_stack = r.stack();
+        let overlaid = session_stack.overlaid(s);
+        // A named preset replaces the session's stack with its own settings; say which of
+        // the session's single settings that drops (they were dropped without a word).
+        if s.preset.is_some() && session_stack != crate::perf::Stack::preset(session_stack.base()) {
+            let dropped = session_stack.label();
+            r.override_notes.push(format!(
+                "--stack {} replaces the session's stack {dropped}: its settings are not kept \
+                 (give them as flags, e.g. --attention, to keep them)",
+                s.base()
+            ));
+        }
         // A setting given on the command line that the hardware cannot run is the flag's
         // problem, not the session's (it was reported as the session's stack.precision).
         let eff = overlaid.apply(&r.hardware.efficiency);

@@ -136,7 +136,8 @@ pub enum GradReduceArg {
 pub enum ShardingArg {
     /// DeepSpeed ZeRO-3: per-tensor collectives.
     Deepspeed,
-    /// PyTorch FSDP1 (flat parameters per block).
+    /// PyTorch FSDP1 (flat parameters per block; costed as FSDP2: one collective a block,
+    /// prefetched).
     Fsdp1,
     /// PyTorch FSDP2 (per-block gathers, prefetched).
     Fsdp2,
@@ -169,7 +170,9 @@ pub struct StackArgs {
     /// Gradient reduction dtype.
     #[arg(long, value_enum)]
     pub grad_reduce: Option<GradReduceArg>,
-    /// Data-parallel gradient reduction overlapped with the backward.
+    /// Data-parallel gradient reduction overlapped with the backward (the bucketed reduction
+    /// of ZeRO 0-2 and HSDP's all-reduce across replicas; ZeRO-3's per-layer collectives are
+    /// hidden by prefetching whatever this says).
     #[arg(long, value_enum)]
     pub dp_overlap: Option<OnOff>,
     /// Tensor-parallel communication overlapped with GEMMs.
