@@ -427,6 +427,42 @@ impl Resolved {
         }
     }
 
+    /// What the session's search asks of its framework that the framework does not run: a
+    /// recompute policy its stack lacks, or ZeRO-1 under an FSDP framework (which shards
+    /// parameters or keeps them gathered): each a what-if, as `predict` says of one cell.
+    pub fn framework_caveats(&self) -> Vec<String> {
+        use crate::perf::StackPreset;
+        let preset = self.stack().base();
+        let mut out = Vec::new();
+        let policies = preset.recompute_policies();
+        let foreign: Vec<String> = self
+            .session
+            .search
+            .recompute
+            .iter()
+            .filter(|r| !policies.contains(r))
+            .map(ToString::to_string)
+            .collect();
+        if !foreign.is_empty() {
+            out.push(format!(
+                "the search's recompute {} is not a policy {preset} has: cells that use it are \
+                 what-ifs, not configurations this framework runs",
+                foreign.join(", ")
+            ));
+        }
+        let fsdp = matches!(
+            preset,
+            StackPreset::TorchtitanFsdp2 | StackPreset::LlmFoundry
+        );
+        if fsdp && self.session.search.zero.contains(&1) {
+            out.push(format!(
+                "the search's ZeRO-1 is not something {preset} runs (FSDP shards parameters, \
+                 ZeRO-3, or keeps them gathered between forward and backward, ZeRO-2): a what-if"
+            ));
+        }
+        out
+    }
+
     /// The stack in force: the session's `stack`, else the one the efficiency's choices
     /// describe.
     pub fn stack(&self) -> crate::perf::Stack {

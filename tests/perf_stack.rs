@@ -886,3 +886,35 @@ fn a_stack_preset_on_the_command_line_names_the_session_settings_it_drops() {
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("replaces the session's stack"), "{out}");
 }
+
+/// A session whose own stack is torchtitan but whose search lists ZeRO-1 and Megatron's
+/// selective recompute: `grid` and `plan` say those cells are what-ifs, as `predict` says of
+/// one cell (they said nothing).
+#[test]
+fn grid_and_plan_say_when_the_search_asks_what_the_sessions_framework_does_not_run() {
+    let text = std::fs::read_to_string("sessions/demo.ron").expect("demo");
+    let with = text.replacen(
+        "(\n    name:",
+        "(\n    stack: (preset: Some(TorchtitanFsdp2)),\n    name:",
+        1,
+    );
+    assert!(with.contains("zero: [1],") && with.contains("recompute: [None, Selective, Full]"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tt.ron");
+    std::fs::write(&path, with).expect("write");
+    let p = path.to_str().expect("utf-8");
+    for cmd in ["grid", "plan"] {
+        let (code, out, err) = copus(&[cmd, p, "--json"]);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let caveats = v["caveats"].to_string();
+        assert!(
+            caveats.contains("recompute selective is not a policy torchtitan-fsdp2 has"),
+            "{cmd}: {caveats}"
+        );
+        assert!(
+            caveats.contains("ZeRO-1 is not something torchtitan-fsdp2 runs"),
+            "{cmd}: {caveats}"
+        );
+    }
+}

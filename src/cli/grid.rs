@@ -395,6 +395,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .into_iter()
             .chain(calibration_caveats)
             .chain(resolved.override_notes.iter().cloned())
+            .chain(resolved.framework_caveats())
             .chain(sequence_note)
             .chain(zero_b_crit)
             .collect(),

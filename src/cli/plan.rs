@@ -47,6 +47,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let (calibration, mut caveats) =
         super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());
     caveats.extend(resolved.override_notes.iter().cloned());
+    caveats.extend(resolved.framework_caveats());
     caveats.extend(sequence_note);
     if let Some(target) = args.emit {
         let c = &resolved.session.cluster;
