@@ -689,14 +689,9 @@ fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
         )
         .fails_with(&[&format!("--out {out} is also {role}")]);
     }
-    assert_eq!(
-        std::fs::read_to_string(d.join("myhw.ron")).expect("hw"),
-        hw_text
-    );
-    assert_eq!(
-        std::fs::read_to_string(d.join("mymodel.ron")).expect("model"),
-        model_text
-    );
+    for (name, text) in [("myhw.ron", &hw_text), ("mymodel.ron", &model_text)] {
+        assert_eq!(&std::fs::read_to_string(d.join(name)).expect(name), text);
+    }
     copus_in(
         d,
         &["snapshot", "demo.ron", "--out", "demo.ron", "--force"],

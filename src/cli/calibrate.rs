@@ -407,15 +407,14 @@ fn named_knobs(a: &CalibrateArgs) -> anyhow::Result<Vec<Knob>> {
 }
 
 /// The fitted parameters as a profile would hold them, or why they cannot be used: a value
-/// the fit drove outside the range every profile is held to (a throughput above the GPU's
-/// peak, say) is reported, not written.
-fn check_fitted(params: &crate::perf::EfficiencyParams) -> anyhow::Result<()> {
-    crate::validate::profile::efficiency(params, "calibrated").map_err(|e| {
-        anyhow::anyhow!(
-            "the fit gives {e}: the measurements want a value the model cannot hold (rows in \
-             the wrong unit, or a cost the model lacks); nothing written"
-        )
-    })
+/// the fit drove outside the range every profile is held to is reported, not written; `why`
+/// says what the inputs then likely hold (the step-time and the link calibrations share it).
+pub(super) fn check_fitted(
+    params: &crate::perf::EfficiencyParams,
+    why: &str,
+) -> anyhow::Result<()> {
+    crate::validate::profile::efficiency(params, "calibrated")
+        .map_err(|e| anyhow::anyhow!("the fit gives {e}: {why}; nothing written"))
 }
 
 /// Run `copus calibrate`.
@@ -515,7 +514,11 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         params: fit.params.clone(),
         stack: Some(stack.label()),
     };
-    check_fitted(&file.params)?;
+    check_fitted(
+        &file.params,
+        "the measurements want a value the model cannot hold (rows in the wrong unit, or a \
+         cost the model lacks)",
+    )?;
     if !(file.rms_rel_error.is_finite() && file.profile_rms_rel_error.is_finite()) {
         anyhow::bail!(
             "the model gives no finite step time for these rows with this profile; nothing written"

@@ -114,12 +114,10 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
         .iter()
         .map(|k| (k.name(), *k.slot(&mut fitted)))
         .collect();
-    crate::validate::profile::efficiency(&fit.params, "calibrated").map_err(|e| {
-        anyhow::anyhow!(
-            "the fit gives {e}: the files want a link the model cannot hold (times in another \
-             unit?); nothing written"
-        )
-    })?;
+    super::calibrate::check_fitted(
+        &fit.params,
+        "the files want a link the model cannot hold (times in another unit?)",
+    )?;
     if !(fit.rms.is_finite() && fit.initial_rms.is_finite()) {
         bail!("the link model gives no finite time for these sizes; nothing written");
     }
