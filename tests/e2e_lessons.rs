@@ -87,8 +87,12 @@ fn every_step_of_every_lesson_works_in_the_binary_at_80x24() {
             assert!(!screen.contains("Answer:"), "{at}: hidden before r");
             let (title_step, best) = (step_in_title(&screen), best_line(&screen));
             tmux.keys(&["r"]);
+            // The answer may sit below the popup's fold: scroll until it shows. Time-bounded
+            // rather than a fixed number of tries, so that a loaded machine (CI on two cores
+            // running other tests) is not mistaken for a broken reveal.
             let mut revealed = false;
-            for _ in 0..12 {
+            let reveal_start = Instant::now();
+            while reveal_start.elapsed() < Duration::from_secs(20) {
                 sleep(Duration::from_millis(150));
                 if tmux.screen().contains("Answer:") {
                     revealed = true;

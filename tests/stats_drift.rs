@@ -116,6 +116,45 @@ fn a_learning_rate_change_is_located() {
 }
 
 #[test]
+fn a_warm_up_in_jumps_then_a_cosine_decay_is_located_at_both() {
+    // The built-in trainer's default: a linear warm-up of 20 steps (each step more than 5 %
+    // above the last: change points) and a cosine decay to a tenth. The decay is a smooth
+    // stretch after the last jump, located from where it falls 10 % below its peak.
+    let m = model();
+    let mut records = m.run(7, 1000, |_| m.trace() / 64.0);
+    let peak = 1e-3;
+    for r in &mut records {
+        let t = r.step as f64;
+        r.lr = Some(if r.step < 20 {
+            peak * (t + 1.0) / 20.0
+        } else {
+            let x = (t - 20.0) / 979.0;
+            peak * (0.1 + 0.45 * (1.0 + (std::f64::consts::PI * x).cos()))
+        });
+    }
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    let d = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::LrChange)
+        .expect("lr change");
+    let jumps: Vec<_> = d.at.iter().filter(|a| a[0] == a[1]).collect();
+    assert_eq!(jumps.len(), 19, "{d:?}");
+    let stretch = d.at.iter().find(|a| a[0] < a[1]).expect("a smooth stretch");
+    // 0.1 + 0.45 (1 + cos πx) = 0.9 at x ≈ 0.205: step 20 + 0.205 · 979 ≈ 221.
+    assert!((210..=232).contains(&stretch[0]), "{stretch:?}");
+    assert_eq!(stretch[1], 999);
+    assert_eq!(d.steps, Some([1, 999]));
+    assert!(
+        d.message
+            .contains("decays smoothly from 1.000e-3 to 1.000e-4"),
+        "{}",
+        d.message
+    );
+}
+
+#[test]
 fn a_smooth_lr_schedule_is_located_where_it_departs() {
     let m = model();
     let mut records = m.run(6, 1000, |_| m.trace() / 64.0);

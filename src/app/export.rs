@@ -246,7 +246,12 @@ pub fn to_csv(view: &ExportView) -> String {
         ("hardware", c.hardware.clone()),
         (
             "cluster",
-            format!("{} nodes x {} GPUs", c.nodes, c.gpus_per_node),
+            format!(
+                "{} node{} x {} GPUs",
+                c.nodes,
+                if c.nodes == 1 { "" } else { "s" },
+                c.gpus_per_node
+            ),
         ),
         ("step", view.step.to_string()),
         ("tokens", view.tokens.to_string()),

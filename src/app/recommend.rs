@@ -154,7 +154,7 @@ fn current_reason(
         format!("batch {} is past B_crit ≈ {:.0}: {eff}", c.batch, b_crit)
     } else if c.batch > best.batch {
         format!(
-            "batch {} is below B_crit ≈ {:.0} yet keeps only {eff}, and its extra speed ({} against {} tok/s) does not make up for it",
+            "batch {} is below B_crit ≈ {:.0} and keeps {eff}, but its extra speed ({} against {} tok/s) does not make up for the efficiency it gives up",
             c.batch,
             b_crit,
             crate::format::si(c.tokens_per_s),

@@ -259,19 +259,20 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         .iter()
         .enumerate()
         .find(|(_, s)| app.trajectory.index_at_tokens(s.at_tokens) == i)?;
-    // What changes first: a narrow status line cuts the end, and the steps are also on the
-    // timeline under the cursor.
+    // The trainer's step (what `plan --emit` writes, shown nowhere else) and what changes
+    // first: a narrow status line cuts the end, and the timeline's step is also under the
+    // cursor.
     Some(format!(
-        "switch {}/{n}: {} → {} ({}, cost {:.0} s) at timeline step {} ({}), trainer step {} \
-         ({} consumed)",
+        "switch {}/{n} (trainer step {}): {} → {} ({}, cost {:.0} s) at timeline step {} ({}), \
+         {} consumed",
         k + 1,
+        s.plan_steps,
         s.from,
         s.to,
         s.kind,
         s.cost_s,
         s.at_step,
         crate::format::tokens(s.at_tokens),
-        s.plan_steps,
         crate::format::tokens(s.consumed_tokens),
     ))
 }

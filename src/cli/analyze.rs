@@ -738,7 +738,13 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
         for d in &s.diagnostics {
             let range = d
                 .steps
-                .map(|[a, b]| format!(" [steps {a}-{b}]"))
+                .map(|[a, b]| {
+                    if a == b {
+                        format!(" [step {a}]")
+                    } else {
+                        format!(" [steps {a}-{b}]")
+                    }
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 out,

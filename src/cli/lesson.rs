@@ -91,7 +91,13 @@ pub fn lesson_app_saving_to(lesson: &Lesson, dir: &Path, save_dir: &Path) -> any
     resolved.session.name = format!("lesson: {} · {}", lesson.title, resolved.session.name);
     resolved.session.tour = lesson.tour();
     let mut app = match lesson.data {
-        LessonData::Demo => super::open::prepared(resolved, crate::compute::Device::Cpu)?,
+        // Saved under the lesson's name, as a lesson on a trainer run is: not over a
+        // `copus-demo.ron` the user saved from the demo itself.
+        LessonData::Demo => {
+            let mut app = super::open::prepared(resolved, crate::compute::Device::Cpu)?;
+            app.save_path = save_dir.join(format!("copus-lesson-{}.ron", lesson.name));
+            app
+        }
         // A small file: loaded now, so that the first step finds its data.
         LessonData::TrainerRun { .. } => {
             let loaded = crate::pipeline::load(&resolved).context("loading the lesson's run")?;

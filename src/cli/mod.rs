@@ -34,7 +34,8 @@ pub struct Cli {
     /// Print the version and the compute backends: compiled in, usable here, or why not.
     #[arg(short = 'V', long)]
     pub version: bool,
-    /// Indent --json output (the default on a terminal; written compact to a pipe or a file).
+    /// Indent the --json output of the commands that print it (the default on a terminal;
+    /// written compact to a pipe or a file); the explorer commands print none.
     #[arg(long, global = true)]
     pub pretty: bool,
     /// The explorer's configuration file and theme, for the bundled demo (no subcommand) and,
@@ -84,8 +85,8 @@ pub enum Command {
     /// Train a small character-level language model for real (built-in, CPU) and stream its
     /// per-micro-batch gradient statistics (protocol v1) to a file, TCP clients or stdout.
     DemoTrain(demo_train::DemoTrainArgs),
-    /// A guided lesson in the explorer (noise scale, coupling, a measured run, what-if);
-    /// `--list` lists them.
+    /// A guided lesson in the explorer (noise scale, coupling, a measured run, what-if, is the
+    /// estimate right); `--list` lists them.
     Lesson(lesson::LessonArgs),
     /// The explorer's configuration (key bindings, theme): `--print` writes the defaults;
     /// without it, checks the file in use (`--config FILE` or the default location).

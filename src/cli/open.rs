@@ -230,6 +230,22 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     Ok(session.resolve(&session_path)?)
 }
 
+/// A run opened without `--model`, `--hardware`, `--nodes` or `--gpus-per-node` is costed on
+/// copus's defaults: its name (the explorer's title, kept while the session is open) says so
+/// and which flags set them, as `plan` and `grid` say in a note.
+fn note_assumed_cluster(r: &mut Resolved, args: &OpenArgs) {
+    let given = args.model.is_some()
+        || args.hardware.is_some()
+        || args.nodes.is_some()
+        || args.gpus_per_node.is_some();
+    if !given {
+        r.session.name = format!(
+            "{} (model and cluster: copus's defaults; set --model, --hardware, --nodes)",
+            r.session.name
+        );
+    }
+}
+
 /// Probe the compute device before the terminal is taken over (a GPU probe may print or
 /// fail): only dump sources need one. `--device cuda` that cannot run is an error here; an
 /// `auto` that falls back to the CPU says so once, on the status line, when the dump is loaded
@@ -350,7 +366,9 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
         || p.extension()
             .is_some_and(|e| e == "ndjson" || e == "jsonl" || e == "json")
     {
-        (adhoc_session(args)?, None)
+        let mut r = adhoc_session(args)?;
+        note_assumed_cluster(&mut r, args);
+        (r, None)
     } else {
         anyhow::bail!(
             "{}: expected a session (.ron), a stats file (.ndjson) or a dump directory",

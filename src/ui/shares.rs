@@ -81,7 +81,10 @@ pub fn lines(app: &App, width: usize) -> Vec<Line<'static>> {
     let cursor_col = here.and_then(|h| cols.iter().position(|&i| i >= h));
     let mut out = vec![
         Line::styled(
-            format!("★ along training (0–{:.0}% of step)", top * 100.0),
+            format!(
+                "★ along training (share of step, scale 0–{:.0}%)",
+                top * 100.0
+            ),
             bold,
         ),
         Line::from(format!(" comm  {}", strip(|b| b.exposed_comm_share))),
