@@ -230,3 +230,22 @@ fn the_estimate_right_answers_match_the_measurement() {
         marks[1].threshold
     );
 }
+
+#[test]
+fn every_lesson_saves_under_its_own_name_not_over_the_demo() {
+    // A lesson on the bundled demo saved to `copus-demo.ron` (asking to replace the user's own
+    // demo save); every lesson now saves as `copus-lesson-<name>.ron`.
+    for lesson in lessons::builtin().expect("lessons") {
+        if !matches!(lesson.data, lessons::LessonData::Demo) {
+            continue;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let app = lesson_app(&lesson, dir.path()).expect("app");
+        assert_eq!(
+            app.save_path,
+            dir.path().join(format!("copus-lesson-{}.ron", lesson.name)),
+            "{}",
+            lesson.name
+        );
+    }
+}
