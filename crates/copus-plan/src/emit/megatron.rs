@@ -103,6 +103,9 @@ pub struct MegatronRamp {
 }
 
 /// Megatron's run of ramp `r` up to `global_batch` over `train_samples` ([`MegatronRamp`]).
+/// The steps at one batch are counted together (the arithmetic of Megatron's step-by-step
+/// loop, checked against that loop in the tests), so a ramp over any number of samples costs
+/// one pass per batch size, not one per step.
 pub fn megatron_ramp(r: &Ramp, global_batch: u64, train_samples: u64) -> MegatronRamp {
     let increments = global_batch.saturating_sub(r.start) / r.increment.max(1);
     let per_increment = r.samples as f64 / increments.max(1) as f64;
@@ -116,21 +119,48 @@ pub fn megatron_ramp(r: &Ramp, global_batch: u64, train_samples: u64) -> Megatro
                 .min(global_batch)
         }
     };
+    let limit = r.samples.min(train_samples);
     let (mut steps, mut consumed) = (0u64, 0u64);
     let mut starts: Vec<(u64, u64)> = Vec::new();
-    while consumed <= r.samples && consumed <= train_samples {
+    while consumed <= limit {
         let b = batch_at(consumed);
         if starts.last().is_none_or(|&(last, _)| last != b) {
             starts.push((b, steps));
         }
-        consumed = consumed.saturating_add(b.max(1));
-        steps += 1;
+        let b = b.max(1);
+        // Steps at `b` while the consumed samples stay within the limit…
+        let to_limit = ((limit - consumed) / b).saturating_add(1);
+        let after = |j: u64| consumed.saturating_add(j.saturating_mul(b));
+        let same = |j: u64| batch_at(after(j)).max(1) == b;
+        // …and before the batch grows: estimated from the next increment's threshold, then
+        // settled on the exact rule (the batch never shrinks as samples are consumed).
+        let mut j = if b >= global_batch {
+            to_limit
+        } else {
+            let k = (consumed as f64 / per_increment) as u64;
+            let threshold = k.saturating_add(1) as f64 * per_increment;
+            let estimate = ((threshold - consumed as f64) / b as f64).ceil();
+            (estimate.max(1.0).min(to_limit as f64) as u64).max(1)
+        };
+        while j > 1 && !same(j - 1) {
+            j -= 1;
+        }
+        while j < to_limit && same(j) {
+            j += 1;
+        }
+        steps = steps.saturating_add(j);
+        if after(j) == consumed || after(j) == u64::MAX {
+            // Nothing more can be consumed (the count saturated): stop rather than spin.
+            consumed = after(j);
+            break;
+        }
+        consumed = after(j);
     }
     if train_samples > consumed {
         if starts.last().is_none_or(|&(last, _)| last != global_batch) {
             starts.push((global_batch, steps));
         }
-        steps += (train_samples - consumed) / global_batch.max(1);
+        steps = steps.saturating_add((train_samples - consumed) / global_batch.max(1));
     }
     MegatronRamp { steps, starts }
 }
@@ -406,4 +436,83 @@ pub fn write(
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Megatron's own loop, one step at a time (what `megatron_ramp` counted before it
+    /// counted a batch's steps together): the oracle.
+    fn step_by_step(r: &Ramp, global_batch: u64, train_samples: u64) -> MegatronRamp {
+        let increments = global_batch.saturating_sub(r.start) / r.increment.max(1);
+        let per_increment = r.samples as f64 / increments.max(1) as f64;
+        let batch_at = |consumed: u64| {
+            if consumed > r.samples {
+                global_batch
+            } else {
+                let k = (consumed as f64 / per_increment) as u64;
+                r.start
+                    .saturating_add(k.saturating_mul(r.increment))
+                    .min(global_batch)
+            }
+        };
+        let (mut steps, mut consumed) = (0u64, 0u64);
+        let mut starts: Vec<(u64, u64)> = Vec::new();
+        while consumed <= r.samples && consumed <= train_samples {
+            let b = batch_at(consumed);
+            if starts.last().is_none_or(|&(last, _)| last != b) {
+                starts.push((b, steps));
+            }
+            consumed = consumed.saturating_add(b.max(1));
+            steps += 1;
+        }
+        if train_samples > consumed {
+            if starts.last().is_none_or(|&(last, _)| last != global_batch) {
+                starts.push((global_batch, steps));
+            }
+            steps += (train_samples - consumed) / global_batch.max(1);
+        }
+        MegatronRamp { steps, starts }
+    }
+
+    fn ramp(start: u64, increment: u64, samples: u64) -> Ramp {
+        Ramp {
+            start,
+            increment,
+            samples,
+            worst_offset: 0.0,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn counting_a_batch_at_a_time_is_megatrons_loop(
+            start in 0u64..300,
+            increment in 0u64..64,
+            extra in 0u64..2000,
+            samples in 0u64..200_000,
+            train in 0u64..400_000,
+        ) {
+            let r = ramp(start, increment, samples);
+            let global = start + extra;
+            prop_assert_eq!(megatron_ramp(&r, global, train), step_by_step(&r, global, train));
+        }
+    }
+
+    #[test]
+    fn a_ramp_over_an_astronomical_sample_count_returns_at_once() {
+        // A session's token budget of 1.8e19 made the loop run one iteration per step
+        // (about 10^13): `plan --emit megatron` never returned.
+        let t = std::time::Instant::now();
+        let r = ramp(64, 64, u64::MAX / 2);
+        let m = megatron_ramp(&r, 4096, u64::MAX);
+        assert!(m.steps > 1 << 40, "{m:?}");
+        assert_eq!(m.starts.len(), 64, "{:?}", m.starts);
+        let r = ramp(1, 1, u64::MAX);
+        let m = megatron_ramp(&r, 1 << 20, u64::MAX);
+        assert_eq!(m.starts.first(), Some(&(1, 0)));
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    }
 }
