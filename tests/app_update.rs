@@ -973,6 +973,7 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
         Advisor::new(AdviceSettings {
             threshold: 0.05,
             min_dwell_steps: 0,
+            min_steps: 0,
             b_crit_scale: 1.0,
             form: copus::goodput::StatEffForm::McCandlish,
             dry_run: false,

@@ -67,6 +67,36 @@ fn huge_phases_are_refused_before_allocating() {
 }
 
 #[test]
+fn astronomical_token_budgets_are_refused_by_name() {
+    // Found by fuzzing whole commands: a session of 1e307 tokens hung the explorer's chart
+    // (its axis arithmetic overflowed) and 1.8e19 hung `plan --emit megatron`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for total in ["1e307", "18446744073709551615", "1.1e18"] {
+        let s = session(
+            dir.path(),
+            "t.ron",
+            &demo_with("total_tokens: 600e9", &format!("total_tokens: {total}")),
+        );
+        grid(&s).fails_with(&["source.total_tokens", "at most"]);
+        copus(&["snapshot", &s, "--size", "80x24"]).fails_with(&["source.total_tokens", "at most"]);
+        copus(&["plan", &s, "--emit", "megatron"]).fails_with(&["source.total_tokens"]);
+    }
+    let s = session(
+        dir.path(),
+        "t.ron",
+        &demo_with("start_tokens: 1e9", "start_tokens: 1e300"),
+    );
+    grid(&s).fails_with(&["source.start_tokens", "at most"]);
+    // The largest budget accepted still plans.
+    let s = session(
+        dir.path(),
+        "t.ron",
+        &demo_with("total_tokens: 600e9", "total_tokens: 1e18"),
+    );
+    assert_eq!(copus(&["plan", &s, "--emit", "megatron"]).code, Some(0));
+}
+
+#[test]
 fn watch_timeout_out_of_range_is_blamed_on_the_flag() {
     let dir = tempfile::tempdir().expect("tempdir");
     let f = dir.path().join("s.ndjson");

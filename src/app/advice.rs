@@ -54,12 +54,22 @@ fn run_batch(app: &App) -> Option<u64> {
 
 /// Observe the newest live point; new advice becomes the pending one.
 pub fn observe(app: &mut App) {
+    // The heatmap shows no goodput when the run's samples are not the model's (its B_crit
+    // would be read at the wrong scale): no advice from it either.
+    if app.scale_warning.is_some() {
+        if let Some(lp) = app.advice.as_mut() {
+            lp.pending = None;
+        }
+        return;
+    }
     let (Some(table), Some(batch)) = (app.table.clone(), run_batch(app)) else {
         return;
     };
     let Some(point) = app.trajectory.points.last().cloned() else {
         return;
     };
+    let to_model_seqs = app.samples_to_model_seqs();
+    let points = app.trajectory.points.len() as u64;
     let Some(lp) = app.advice.as_mut() else {
         return;
     };
@@ -70,8 +80,12 @@ pub fn observe(app: &mut App) {
     };
     let estimate = crate::plan::advice::LiveB {
         step: point.step,
-        b_simple: point.b_crit,
+        // In the model's sequences, as the heatmap's batch axis counts them.
+        b_simple: point.b_crit * to_model_seqs,
         bounded: point.ci.is_none_or(|(_, hi)| hi.is_finite()),
+        // The points a measured run's trajectory holds (a merged point stands for several
+        // steps: this errs on the side of waiting).
+        steps: points,
     };
     if let Some(a) = lp.advisor.observe(&table, estimate, &run) {
         lp.pending = Some(a);

@@ -278,6 +278,7 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
                 min_dwell_steps: args.min_dwell_steps,
                 threshold: args.advise_threshold,
                 force: args.force,
+                seq_len: args.seq_len,
             },
         )?),
         _ => None,
@@ -375,6 +376,7 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
             let advisor = crate::plan::advice::Advisor::new(crate::plan::advice::AdviceSettings {
                 threshold,
                 min_dwell_steps: args.min_dwell_steps,
+                min_steps: resolved.session.estimator.min_steps as u64,
                 b_crit_scale: resolved.session.b_crit_scale,
                 form: resolved.session.stat_eff,
                 dry_run: args.dry_run,
@@ -440,7 +442,8 @@ fn watch_headless(
                     state.event(ev);
                     if let Some((step, b)) = state.b_simple_now()
                         && before != Some((step, b))
-                        && let Err(e) = adv.observe(step, b, state.core.last_bounded())
+                        && let Err(e) =
+                            adv.observe(step, b, state.core.last_bounded(), state.steps())
                     {
                         advise_error = Some(e);
                         break 'outer;

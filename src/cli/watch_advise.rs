@@ -27,6 +27,74 @@ pub struct Advising {
     session: String,
     /// Whether the run was already said not to match the session.
     mismatch_warned: bool,
+    /// What one of the run's samples is, against the session model's sequences.
+    scale: SampleScale,
+}
+
+/// Tokens per sample of the run (given by `--seq-len`, else inferred from the records'
+/// `tokens`/`b_big` as `copus analyze` does) against the session model's sequence length: the
+/// live B_crit counts the run's samples, the advice's batches the model's sequences.
+#[derive(Debug, Clone, Default)]
+struct SampleScale {
+    /// The model's tokens per sequence.
+    model_seq_len: u32,
+    /// `--seq-len`, when given.
+    given: Option<u32>,
+    /// The last record's (step, cumulative tokens).
+    prev: Option<(u64, f64)>,
+    /// Δtokens / b_big of the first consecutive records (at most [`SCALE_SAMPLES`]).
+    ratios: Vec<f64>,
+    /// Whether the run was already said to count other samples than the model's.
+    warned: bool,
+}
+
+/// Consecutive-record ratios the inferred tokens per sample rests on (its median).
+const SCALE_SAMPLES: usize = 64;
+/// Ratios needed before the inferred value is used.
+const SCALE_MIN_SAMPLES: usize = 3;
+
+impl SampleScale {
+    fn note(&mut self, r: &StepStats) {
+        if let Some(t) = r.tokens {
+            if let Some((step, before)) = self.prev
+                && step.checked_add(1) == Some(r.step)
+                && self.ratios.len() < SCALE_SAMPLES
+            {
+                let x = (t - before) / r.b_big;
+                if x.is_finite() && x > 0.0 {
+                    self.ratios.push(x);
+                }
+            }
+            self.prev = Some((r.step, t));
+        }
+    }
+
+    /// The run's tokens per sample: given, else inferred once enough records carry tokens.
+    fn run_seq_len(&self) -> Option<f64> {
+        if let Some(g) = self.given {
+            return Some(f64::from(g));
+        }
+        if self.ratios.len() < SCALE_MIN_SAMPLES {
+            return None;
+        }
+        let mut v = self.ratios.clone();
+        v.sort_by(f64::total_cmp);
+        Some(v[v.len() / 2])
+    }
+
+    /// How many of the model's sequences one of the run's samples is (1 when unknown).
+    fn factor(&self) -> f64 {
+        match self.run_seq_len() {
+            Some(s) if self.model_seq_len > 0 => s / f64::from(self.model_seq_len),
+            _ => 1.0,
+        }
+    }
+
+    /// Whether the run's samples are too far from the model's sequences to advise on.
+    fn too_far(&self) -> bool {
+        let far = crate::source::MAX_SEQ_LEN_MISMATCH;
+        !(1.0 / far..=far).contains(&self.factor())
+    }
 }
 
 /// The options of `--advise`.
@@ -43,6 +111,8 @@ pub struct AdviseOptions<'a> {
     pub threshold: Option<f64>,
     /// Replace an existing OUT file.
     pub force: bool,
+    /// The run's tokens per sample, when `--seq-len` gives it.
+    pub seq_len: Option<u32>,
 }
 
 /// Why the records of `run` cannot be the session's run (a cluster of `gpus` GPUs searched at
@@ -84,6 +154,7 @@ impl Advising {
         let settings = AdviceSettings {
             threshold,
             min_dwell_steps: o.min_dwell_steps,
+            min_steps: r.session.estimator.min_steps as u64,
             b_crit_scale: r.session.b_crit_scale,
             form: r.session.stat_eff,
             dry_run: o.dry_run,
@@ -118,6 +189,11 @@ impl Advising {
             gpus: r.cluster().gpus(),
             session: o.session.display().to_string(),
             mismatch_warned: false,
+            scale: SampleScale {
+                model_seq_len: r.model.seq_len,
+                given: o.seq_len.filter(|&s| s > 0),
+                ..SampleScale::default()
+            },
         })
     }
 
@@ -125,6 +201,19 @@ impl Advising {
     pub fn record(&mut self, r: &StepStats) {
         if r.skipped.is_some() || !(r.b_big.is_finite() && r.b_big >= 1.0) {
             return;
+        }
+        self.scale.note(r);
+        if self.scale.too_far() && !self.scale.warned {
+            self.scale.warned = true;
+            let run = self.scale.run_seq_len().unwrap_or(0.0).round();
+            let model = self.scale.model_seq_len;
+            eprintln!(
+                "copus watch: warning: the run counts {run} token(s) per sample (tokens/b_big), \
+                 the model of --session {} {model}: its B_crit would be read at the wrong \
+                 scale, so no advice is given; pass --seq-len {model} to read each sample as \
+                 one of the model's sequences, or a session whose model matches the run",
+                self.session
+            );
         }
         let run = RunState {
             batch: r.b_big.round() as u64,
@@ -145,16 +234,27 @@ impl Advising {
         self.run = Some(run);
     }
 
-    /// Observe the live estimate at `step` (`bounded`: its 95 % interval is bounded above);
-    /// write advice if there is some.
-    pub fn observe(&mut self, step: u64, b_simple: f64, bounded: bool) -> anyhow::Result<()> {
+    /// Observe the live estimate at `step` (`bounded`: its 95 % interval is bounded above;
+    /// `steps`: the usable steps it rests on); write advice if there is some.
+    pub fn observe(
+        &mut self,
+        step: u64,
+        b_simple: f64,
+        bounded: bool,
+        steps: u64,
+    ) -> anyhow::Result<()> {
         let Some(run) = self.run else {
             return Ok(());
         };
+        if self.scale.too_far() {
+            return Ok(());
+        }
+        // B_crit in the model's sequences, as the heatmap's batch axis counts them.
         let estimate = crate::plan::advice::LiveB {
             step,
-            b_simple,
+            b_simple: b_simple * self.scale.factor(),
             bounded,
+            steps,
         };
         let Some(advice) = self.advisor.observe(&self.table, estimate, &run) else {
             return Ok(());

@@ -34,6 +34,27 @@ pub const MAX_MICRO_BATCH: u32 = 1 << 20;
 pub const MAX_INTERLEAVE: u32 = 1024;
 /// Longest `planner.loss_window`, points.
 pub const MAX_LOSS_WINDOW: u32 = 1 << 20;
+/// Largest token count of a scenario (10¹⁸: some 10⁴ times the largest published training
+/// runs); far beyond it the timeline's axis arithmetic overflows (1e307 tokens hung the
+/// explorer's chart).
+pub const MAX_TOKENS: f64 = 1e18;
+
+/// A token count of a scenario: finite, at least 0 (positive when `strict`), at most
+/// [`MAX_TOKENS`].
+fn tokens_in_range(field: &str, v: f64, strict: bool) -> Result<(), Invalid> {
+    if strict {
+        positive(field, v)?;
+    } else {
+        non_negative(field, v)?;
+    }
+    if v > MAX_TOKENS {
+        return Err(Invalid::new(
+            field,
+            format!("must be at most {MAX_TOKENS:e} tokens, got {v:e}"),
+        ));
+    }
+    Ok(())
+}
 
 /// A batch size in samples: 1 to [`MAX_BATCH`].
 fn batch_in_range(field: &str, b: u64) -> Result<(), Invalid> {
@@ -271,8 +292,8 @@ pub fn scenario(s: &Scenario) -> Result<(), Invalid> {
             format!("must lie in 2..={MAX_PHASES}, got {}", s.phases),
         ));
     }
-    non_negative("source.start_tokens", s.start_tokens)?;
-    positive("source.total_tokens", s.total_tokens)?;
+    tokens_in_range("source.start_tokens", s.start_tokens, false)?;
+    tokens_in_range("source.total_tokens", s.total_tokens, true)?;
     if s.nominal_batch == 0 || s.nominal_batch > MAX_BATCH {
         return Err(Invalid::new(
             "source.nominal_batch",

@@ -14,8 +14,14 @@ fn wobble(i: u64, amp: f64) -> f64 {
 }
 
 /// Records at batch 32 (4 per small batch) whose noise scale is `b(step)` samples: |G|² = 1,
-/// tr Σ = b, so sq_small = 1 + b/4 and sq_big = 1 + b/32.
+/// tr Σ = b, so sq_small = 1 + b/4 and sq_big = 1 + b/32; 4096 tokens a sample (the demo
+/// session's model).
 fn write_run(path: &Path, steps: u64, b: impl Fn(u64) -> f64) {
+    write_run_of(path, steps, 4096, b);
+}
+
+/// [`write_run`] with `tokens_per_sample` tokens a sample.
+fn write_run_of(path: &Path, steps: u64, tokens_per_sample: u64, b: impl Fn(u64) -> f64) {
     let mut f = std::fs::File::create(path).expect("create");
     for s in 0..steps {
         let b = b(s);
@@ -24,7 +30,7 @@ fn write_run(path: &Path, steps: u64, b: impl Fn(u64) -> f64) {
             r#"{{"v":1,"step":{s},"b_small":4,"b_big":32,"n_small":8,"sq_small":{},"sq_big":{},"tokens":{}}}"#,
             1.0 + b / 4.0,
             1.0 + b / 32.0,
-            (s + 1) * 32 * 4096
+            (s + 1) * 32 * tokens_per_sample
         )
         .expect("write");
     }
@@ -229,4 +235,73 @@ fn advice_loop_lines_in_a_stream_are_counted_apart_not_malformed() {
             .expect("run"),
     );
     assert_eq!(a["summary"]["malformed_lines"], 0, "{}", a["summary"]);
+}
+
+/// `watch --headless --advise` on `run` with `extra` flags: (advice lines written, stderr).
+fn advise_with_stderr(run: &Path, out: &Path, extra: &[&str], steps: u64) -> (usize, String) {
+    let o = copus()
+        .args(["watch"])
+        .arg(run)
+        .args([
+            "--headless",
+            "--until-steps",
+            &steps.to_string(),
+            "--advise",
+        ])
+        .arg(out)
+        .arg("--session")
+        .arg(demo())
+        .args(extra)
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{o:?}");
+    let n = std::fs::read_to_string(out).map_or(0, |t| t.lines().count());
+    (n, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn a_run_whose_samples_are_not_the_models_gets_no_advice_and_is_told_why() {
+    // The built-in trainer counts 1 token a sample, the demo's model 4096: its B_crit in
+    // samples read on the model's batch axis was off 4096-fold, and headless advice was given
+    // on it without a word (the explorer already refused to show goodput).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    let growing = |s: u64| 300.0 * 16f64.powf(s as f64 / 2000.0);
+    write_run_of(&run, 2000, 1, growing);
+    let (n, err) = advise_with_stderr(&run, &dir.path().join("a.ndjson"), &[], 2000);
+    assert_eq!(n, 0, "{err}");
+    assert!(
+        err.contains("1 token(s) per sample") && err.contains("--seq-len 4096"),
+        "{err}"
+    );
+    // Each sample read as one of the model's sequences: advised as the matching run is.
+    let (n, err) = advise_with_stderr(
+        &run,
+        &dir.path().join("b.ndjson"),
+        &["--seq-len", "4096"],
+        2000,
+    );
+    assert!(n >= 1 && !err.contains("wrong scale"), "{err}");
+    write_run(&run, 2000, growing);
+    let (m, _) = advise_with_stderr(&run, &dir.path().join("c.ndjson"), &[], 2000);
+    assert_eq!(m, n);
+}
+
+#[test]
+fn no_advice_before_the_estimate_rests_on_the_estimators_minimum_of_steps() {
+    // Advice came at step 2 while the same command's verdict said "unreliable: too few steps".
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    write_run(&run, 49, |_| 5000.0);
+    let (n, err) = advise_with_stderr(&run, &dir.path().join("a.ndjson"), &[], 49);
+    assert_eq!(n, 0, "{err}");
+    write_run(&run, 120, |_| 5000.0);
+    let (n, err) = advise_with_stderr(&run, &dir.path().join("b.ndjson"), &[], 120);
+    assert!(n >= 1, "{err}");
+    let first = std::fs::read_to_string(dir.path().join("b.ndjson")).expect("advice");
+    let at: u64 = serde_json::from_str::<Value>(first.lines().next().expect("a line"))
+        .expect("json")["advice"]["at_step"]
+        .as_u64()
+        .expect("at_step");
+    assert!(at >= 50, "{first}");
 }

@@ -25,6 +25,7 @@ fn advisor(min_dwell_steps: u64) -> Advisor {
     Advisor::new(AdviceSettings {
         threshold: 0.05,
         min_dwell_steps,
+        min_steps: 50,
         b_crit_scale: 1.0,
         form: StatEffForm::McCandlish,
         dry_run: false,
@@ -162,13 +163,39 @@ fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
     assert!(a.observe(&t, live(12, f64::NAN), &run).is_none());
 }
 
-/// A bounded live estimate of `b_simple` samples at `step`.
+/// A bounded live estimate of `b_simple` samples at `step` (resting on 100 steps).
 fn live(step: u64, b_simple: f64) -> copus::plan::advice::LiveB {
     copus::plan::advice::LiveB {
         step,
         b_simple,
         bounded: true,
+        steps: 100,
     }
+}
+
+#[test]
+fn an_estimate_on_fewer_steps_than_the_estimators_minimum_gives_no_advice() {
+    // `watch --advise` advised at step 2 while its own verdict called the estimate unreliable
+    // (too few steps); that first advice also set the floor no later advice goes below.
+    let t = demo_table();
+    let mut a = advisor(0);
+    let run = RunState {
+        batch: 64,
+        layout: None,
+        micro_batch: None,
+    };
+    for steps in [1, 2, 49] {
+        let early = copus::plan::advice::LiveB {
+            steps,
+            ..live(steps, 1.0e6)
+        };
+        assert!(a.observe(&t, early, &run).is_none(), "{steps} steps");
+    }
+    let enough = copus::plan::advice::LiveB {
+        steps: 50,
+        ..live(50, 1.0e6)
+    };
+    assert!(a.observe(&t, enough, &run).is_some());
 }
 
 #[test]

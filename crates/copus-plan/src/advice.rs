@@ -8,6 +8,8 @@
 //!
 //! - the best cell's goodput beats the run's current cell by more than `threshold` (a
 //!   fraction; the session's `switch_threshold`);
+//! - the estimate rests on at least `min_steps` usable steps (the estimator's own minimum,
+//!   below which `analyze` and `watch` call it unreliable);
 //! - at least `min_dwell_steps` steps passed since the last advice;
 //! - the best cell is not the one last advised (no repeats while the run catches up);
 //! - its batch is not below the run's current batch: B_crit grows as training goes on, so a
@@ -23,6 +25,9 @@ pub struct AdviceSettings {
     pub threshold: f64,
     /// Steps between two pieces of advice.
     pub min_dwell_steps: u64,
+    /// Usable steps an estimate must rest on before it is acted on (the estimator's
+    /// `min_steps`, 50 by default: below it the verdict is `unreliable`, too few steps).
+    pub min_steps: u64,
     /// B_noise = scale × the live estimate (the session's `b_crit_scale`).
     pub b_crit_scale: f64,
     /// Statistical efficiency form (the session's `stat_eff`).
@@ -105,6 +110,8 @@ pub struct LiveB {
     pub b_simple: f64,
     /// Whether its 95 % interval is bounded above (|G|² distinguishable from zero).
     pub bounded: bool,
+    /// Usable steps (records) the estimate rests on so far.
+    pub steps: u64,
 }
 
 /// Decides advice from a stream of observations (the hysteresis state; the throughput table
@@ -163,7 +170,8 @@ impl Advisor {
     }
 
     /// Take the live estimate with the run in `run`; the advice to write, if any. An estimate
-    /// whose interval is unbounded gives none: one step where |G|² is lost in the noise can
+    /// on fewer than `min_steps` steps gives none (two steps set a floor rule 4 then keeps),
+    /// nor does one whose interval is unbounded: one step where |G|² is lost in the noise can
     /// read any B_simple, and advice is never taken back to a smaller batch (rule 4).
     pub fn observe(
         &mut self,
@@ -175,8 +183,9 @@ impl Advisor {
             step,
             b_simple,
             bounded,
+            steps,
         } = estimate;
-        if !(bounded && b_simple.is_finite() && b_simple > 0.0) {
+        if !(bounded && b_simple.is_finite() && b_simple > 0.0) || steps < self.settings.min_steps {
             return None;
         }
         if let Some(last) = self.last_advice_step
