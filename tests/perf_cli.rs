@@ -1680,3 +1680,41 @@ fn calibrate_names_a_duplicate_or_misspelled_csv_column() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn grid_at_a_step_whose_estimate_is_unbounded_says_so() {
+    // `grid run.ndjson --at N` printed B_crit 529132 samples without a word at a step whose
+    // interval was [1979, ∞): the best cell was read off noise.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    let mut text = String::new();
+    for s in 0..400u64 {
+        // |G|² = 1 for 300 steps, then 0 (lost in the noise); tr Σ = 200 throughout.
+        let g = if s < 300 { 1.0 } else { 0.0 };
+        let noise = ((s.wrapping_mul(2_654_435_761) % 1000) as f64 / 999.0 - 0.5) * 0.2;
+        text.push_str(&format!(
+            "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":{},\"sq_big\":{},\"tokens\":{}}}\n",
+            g + 200.0 / 4.0 + noise,
+            g + 200.0 / 32.0,
+            (s + 1) * 32 * 4096
+        ));
+    }
+    std::fs::write(&run, text).expect("write");
+    let run = run.to_str().expect("utf-8");
+    let caveats = |at: &str| {
+        copus_json(&["grid", run, "--at", at, "--json"])["caveats"]
+            .as_array()
+            .expect("caveats")
+            .iter()
+            .filter_map(|c| c.as_str().map(str::to_string))
+            .filter(|c| c.contains("95 % interval"))
+            .collect::<Vec<_>>()
+    };
+    let late = caveats("380");
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert!(
+        late[0].contains("∞") && late[0].contains("--at"),
+        "{late:?}"
+    );
+    assert!(caveats("150").is_empty());
+}

@@ -90,7 +90,9 @@ pub fn point_at(
         At::Step(step) => {
             if step < first.step || step > last.step {
                 anyhow::bail!(
-                    "--at {step}: outside the trajectory, which runs from step {} to {}",
+                    "--at {step}: outside the trajectory, which runs from step {} to {} (a \
+                     measured run's trajectory holds the steps with an estimate: its last steps \
+                     may have none)",
                     first.step,
                     last.step
                 );
@@ -217,6 +219,17 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             b_noise,
             point.step,
             crate::format::tokens(point.tokens)
+        )
+    });
+    // A measured run's estimate with no upper bound at this step (|G|² lost in the noise) can
+    // read any B_crit: the grid is computed on it, but the user is told.
+    let unbounded = point.ci.filter(|(_, hi)| !hi.is_finite()).map(|(lo, _)| {
+        format!(
+            "B_crit at step {} has a 95 % interval [{lo:.0}, ∞) samples: |G|² is not told \
+                 apart from zero there, so the estimate ({:.0}) can read anything and the best \
+                 cell with it; choose a step where it is bounded with --at, or read the run-wide \
+                 value (`copus analyze`)",
+            point.step, point.b_crit
         )
     });
     let grid = crate::pipeline::session_grid(&resolved, &table, b_noise);
@@ -398,6 +411,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .chain(resolved.framework_caveats())
             .chain(sequence_note)
             .chain(zero_b_crit)
+            .chain(unbounded)
             .collect(),
         calibration,
     };
