@@ -86,6 +86,17 @@ pub enum ProfileError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A session file given where a profile was expected (`--model session.ron`).
+    #[error(
+        "{path}: a session file, not a {kind} profile; a session is the command's SESSION \
+         argument (or `watch --session`), a {kind} a built-in name or a {kind} profile .ron"
+    )]
+    SessionNotProfile {
+        /// "hardware" or "model".
+        kind: &'static str,
+        /// The file.
+        path: PathBuf,
+    },
     /// The RON text does not describe a profile.
     #[error("{origin}:{line}:{col}: {msg}")]
     Parse {
@@ -147,7 +158,14 @@ fn load<T: DeserializeOwned + serde::Serialize>(
                 source,
             }
         })?;
-        return parse_ron(&text, &path.display().to_string());
+        return parse_ron(&text, &path.display().to_string()).map_err(|e| {
+            let t = text.as_str();
+            if t.contains("cluster:") && t.contains("source:") {
+                ProfileError::SessionNotProfile { kind, path }
+            } else {
+                e
+            }
+        });
     }
     Err(ProfileError::Unknown {
         kind,

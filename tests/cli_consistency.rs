@@ -189,7 +189,7 @@ fn at_takes_steps_or_tokens_and_refuses_points_outside_the_trajectory() {
 
 #[test]
 fn watch_refuses_an_unsupported_url_scheme() {
-    copus(&["watch", "--json", "http://localhost:7000"]).fails_with(&[
+    copus(&["watch", "--headless", "--json", "http://localhost:7000"]).fails_with(&[
         "http://",
         "not supported",
         "tcp://HOST:PORT",

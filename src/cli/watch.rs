@@ -4,7 +4,7 @@
 
 use crate::source::live::aggregate::LiveCore;
 use crate::source::live::history::HistoryBin;
-use crate::source::live::{LiveEvent, Target, spawn_default_follower_batched};
+use crate::source::live::{LinkState, LiveEvent, Target, spawn_default_follower_batched};
 use crate::stats::{EstimatorSettings, SmootherKind, StepStats};
 use clap::Args;
 use serde::Serialize;
@@ -20,13 +20,14 @@ pub struct WatchArgs {
     #[arg(long)]
     pub headless: bool,
     /// With --headless: stop after this many valid steps.
-    #[arg(long)]
+    #[arg(long, requires = "headless")]
     pub until_steps: Option<u64>,
-    /// Print JSON.
-    #[arg(long)]
+    /// With --headless: print the summary as JSON.
+    #[arg(long, requires = "headless")]
     pub json: bool,
-    /// Give up after this many seconds (non-zero exit if --until-steps was not reached).
-    #[arg(long)]
+    /// With --headless: give up after this many seconds (non-zero exit if --until-steps was
+    /// not reached).
+    #[arg(long, requires = "headless")]
     pub timeout_s: Option<f64>,
     /// Explorer: tokens per sample of the run (default: inferred from the records' tokens and
     /// b_big; a run far from the model's sequence length is flagged until this is given).
@@ -299,13 +300,6 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
     if let Some(e) = advise_error {
         return Err(e);
     }
-    if summary.steps_ingested == 0 && summary.estimate.error.is_some() {
-        // The analysis saw no records, so its counts of skipped lines are not the follower's.
-        summary.estimate.error = Some(format!(
-            "no stats records in the input ({} malformed and {} non-finite line(s) skipped)",
-            summary.malformed_lines, summary.non_finite_skipped
-        ));
-    }
     if args.json {
         super::write_json(&serde_json::json!({ "summary": &summary }))?;
     } else {
@@ -349,8 +343,10 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
     // With --advise, the explorer shows the advice session's model and cluster.
     let (session, path) = match &args.session {
         Some(p) => {
-            super::model_args::check_session_path(p)?;
-            let mut s = crate::session::Session::load(p)?;
+            super::model_args::check_session_path(p)
+                .map_err(|e| anyhow::anyhow!("--session {e}"))?;
+            let mut s =
+                crate::session::Session::load(p).map_err(|e| anyhow::anyhow!("--session {e}"))?;
             s.name = format!("live: {} · {}", args.target, s.name);
             s.source = source;
             (s, p.clone())
@@ -492,6 +488,10 @@ pub struct WatchState {
     superseded: u64,
     events: u64,
     applied: Vec<u64>,
+    /// Whether the link ever reached its file or server (records could flow).
+    reached_source: bool,
+    /// The last thing the link said while it waited, before it ever reached the source.
+    last_wait: Option<String>,
 }
 
 impl WatchState {
@@ -508,6 +508,8 @@ impl WatchState {
             superseded: 0,
             events: 0,
             applied: Vec::new(),
+            reached_source: false,
+            last_wait: None,
         }
     }
 
@@ -562,7 +564,16 @@ impl WatchState {
                     }
                 }
             }
-            LiveEvent::Status(s) => eprintln!("copus watch: {}", s.text),
+            LiveEvent::Status(s) => {
+                match s.state {
+                    LinkState::Flowing | LinkState::Quiet => self.reached_source = true,
+                    LinkState::Waiting if !self.reached_source => {
+                        self.last_wait = Some(s.text.clone());
+                    }
+                    LinkState::Waiting => {}
+                }
+                eprintln!("copus watch: {}", s.text);
+            }
             LiveEvent::Duplicate { .. } => self.duplicates += 1,
             LiveEvent::Restarted { step } => {
                 self.restarts += 1;
@@ -586,7 +597,23 @@ impl WatchState {
             non_finite: usize::try_from(self.non_finite).unwrap_or(usize::MAX),
             ..crate::stats::InputCounts::default()
         };
-        let (estimate, phi) = live_estimate_and_inflation(self.core.records(), counts);
+        let (mut estimate, phi) = live_estimate_and_inflation(self.core.records(), counts);
+        if self.steps() == 0 && estimate.error.is_some() {
+            // The analysis saw no records, so its counts of skipped lines are not the
+            // follower's; and a source never reached is not an empty one.
+            estimate.error = Some(match (&self.last_wait, self.reached_source) {
+                (Some(wait), false) => format!(
+                    "never reached {}: {}",
+                    self.shown,
+                    wait.split("; retrying").next().unwrap_or(wait)
+                ),
+                _ => format!(
+                    "no stats records in the input ({} malformed and {} non-finite line(s) \
+                     skipped)",
+                    self.malformed, self.non_finite
+                ),
+            });
+        }
         let records = self.core.records();
         WatchSummary {
             target: self.shown.clone(),
@@ -702,8 +729,33 @@ fn summary_text(s: &WatchSummary) -> String {
              its last-window value `now`)"
         );
     }
+    if let Some(v) = e.verdict {
+        let _ = writeln!(out, "verdict          {}", super::json_name(&v));
+    }
     for d in &e.diagnostics {
         let _ = writeln!(out, "  {}", d.message);
+    }
+    if let Some(advice) = &s.advice {
+        match advice.last() {
+            None => {
+                let _ = writeln!(out, "advice           none written");
+            }
+            Some(a) => {
+                let _ = writeln!(
+                    out,
+                    "advice           {} written; the last at step {}: batch {} on DP{}·TP{}·PP{} \
+                     ({}{})",
+                    advice.len(),
+                    a.at_step,
+                    a.batch,
+                    a.layout.dp,
+                    a.layout.tp,
+                    a.layout.pp,
+                    super::json_name(&a.apply),
+                    if a.dry_run { ", dry run" } else { "" }
+                );
+            }
+        }
     }
     out
 }

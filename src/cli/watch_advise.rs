@@ -138,7 +138,8 @@ pub fn session_mismatch(run: &RunState, gpus: u32, batches: &[u64]) -> Option<St
 impl Advising {
     /// Resolve the session, tabulate its throughput, open OUT.
     pub fn open(o: &AdviseOptions) -> anyhow::Result<Self> {
-        let r = super::model_args::resolve_session(o.session, None, None)?;
+        let r = super::model_args::resolve_session(o.session, None, None)
+            .map_err(|e| anyhow::anyhow!("--session {e}"))?;
         let eff = r.efficiency();
         let ctx = crate::perf::PerfContext {
             hw: &r.hardware,

@@ -23,6 +23,13 @@ pub enum TuiError {
     /// Terminal I/O failed.
     #[error("terminal: {0}")]
     Io(#[from] std::io::Error),
+    /// Standard input or output is not a terminal (a pipe, a file, no controlling terminal).
+    #[error(
+        "the explorer needs a terminal, and standard {0} is not one; without one: `copus watch \
+         SRC --headless` follows a run, `copus analyze` and `copus grid` print the numbers, \
+         `copus snapshot` draws a screen as text"
+    )]
+    NotATerminal(&'static str),
     /// A termination signal (its number) stopped the explorer (the terminal was restored).
     #[error("stopped by {}; terminal restored", crate::signals::signal_name(*.0))]
     Signal(i32),
@@ -81,6 +88,15 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
     let mode = ColorMode::from_env();
     // Analyses run below this (the drawing) thread's priority.
     priority::lower_rayon_pool();
+    {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() {
+            return Err(TuiError::NotATerminal("input"));
+        }
+        if !std::io::stdout().is_terminal() {
+            return Err(TuiError::NotATerminal("output"));
+        }
+    }
     let mut guard = terminal::TerminalGuard::enter()?;
     let signals = crate::signals::StopSignals::register()?;
     let _hangup = crate::signals::HangupWatch::spawn();

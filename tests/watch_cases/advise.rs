@@ -305,3 +305,95 @@ fn no_advice_before_the_estimate_rests_on_the_estimators_minimum_of_steps() {
         .expect("at_step");
     assert!(at >= 50, "{first}");
 }
+
+#[test]
+fn the_text_summary_names_the_advice_and_the_verdict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (run, out) = (
+        dir.path().join("run.ndjson"),
+        dir.path().join("advice.ndjson"),
+    );
+    write_run(&run, 2000, |s| 300.0 * 16f64.powf(s as f64 / 2000.0));
+    let o = copus()
+        .args(["watch"])
+        .arg(&run)
+        .args(["--headless", "--until-steps", "2000", "--advise"])
+        .arg(&out)
+        .arg("--session")
+        .arg(demo())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let written = lines(&out).len();
+    assert!(written >= 1);
+    assert!(
+        text.contains(&format!(
+            "advice           {written} written; the last at step"
+        )) && text.contains("verdict "),
+        "{text}"
+    );
+}
+
+#[test]
+fn watch_errors_name_their_flag_and_a_source_never_reached() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    write_run(&run, 10, |_| 300.0);
+    let err = |args: &[&str]| {
+        let o = copus()
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("run");
+        assert!(!o.status.success(), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let e = err(&[
+        "watch",
+        "run.ndjson",
+        "--headless",
+        "--until-steps",
+        "10",
+        "--advise",
+        "a.ndjson",
+        "--session",
+        "nope.ron",
+    ]);
+    assert!(e.contains("--session nope.ron"), "{e}");
+    // A port nothing listens on: the summary says the source was never reached.
+    let e = err(&[
+        "watch",
+        "tcp://127.0.0.1:1",
+        "--headless",
+        "--timeout-s",
+        "1",
+    ]);
+    assert!(e.contains("never reached tcp://127.0.0.1:1"), "{e}");
+    // --until-steps, --json and --timeout-s belong to --headless (they were ignored).
+    let e = err(&["watch", "run.ndjson", "--until-steps", "5"]);
+    assert!(e.contains("--headless"), "{e}");
+    // The explorer without a terminal says so and what runs without one.
+    let o = copus()
+        .args(["watch", "run.ndjson"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("needs a terminal") && e.contains("--headless"),
+        "{e}"
+    );
+    // A session given as a model profile is named as such.
+    let e = err(&[
+        "predict",
+        "--model",
+        demo().to_str().expect("utf-8"),
+        "--gpus",
+        "8",
+        "--batch",
+        "64",
+    ]);
+    assert!(e.contains("a session file, not a model profile"), "{e}");
+}
