@@ -1306,3 +1306,50 @@ fn a_what_if_stack_of_another_framework_says_it_searches_that_frameworks_stages(
     );
     assert_eq!(app.resolved.session.search.zero, vec![3]);
 }
+
+#[test]
+fn every_stack_setting_is_a_what_if_row_that_changes_the_stack_in_force() {
+    // The what-if edited 5 of the 11 settings a stack has; each of the others came only from
+    // the session or a flag of `open`.
+    use copus::app::whatif::{FIELDS, Field, value};
+    let settings = [
+        Field::Precision,
+        Field::Attention,
+        Field::SequenceParallel,
+        Field::GradReduce,
+        Field::DpOverlap,
+        Field::TpOverlap,
+        Field::PpOverlap,
+        Field::CrossEntropy,
+        Field::Elementwise,
+        Field::Sharding,
+        Field::CpComm,
+    ];
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    for field in settings {
+        let row = FIELDS.iter().position(|f| *f == field).expect("a row");
+        let delta = row as i64 - app.whatif_row as i64;
+        update(&mut app, Msg::WhatIfRow(delta));
+        assert_eq!(FIELDS[app.whatif_row], field);
+        let (before, words_before) = (
+            value(&app.resolved, field),
+            app.resolved.stack().settings().words(),
+        );
+        // One step up, or down where the value is the last of its list.
+        update(&mut app, Msg::WhatIfChange(1));
+        if value(&app.resolved, field) == before {
+            update(&mut app, Msg::WhatIfChange(-1));
+        }
+        let after = value(&app.resolved, field);
+        assert_ne!(after, before, "{field:?}: {}", app.status);
+        let words_after = app.resolved.stack().settings().words();
+        let changed: Vec<_> = words_before
+            .iter()
+            .zip(&words_after)
+            .filter(|(a, b)| a != b)
+            .collect();
+        assert_eq!(changed.len(), 1, "{field:?} changed {changed:?}");
+        assert!(app.dirty(), "{field:?}: the session is modified");
+    }
+}

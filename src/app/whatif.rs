@@ -2,7 +2,10 @@
 //! applied to the session so that the throughput table is recomputed at once.
 
 use crate::goodput::StatEffForm;
-use crate::perf::efficiency::{AttentionKind, CpComm, Precision};
+use crate::perf::efficiency::{
+    AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding,
+};
+use crate::perf::stack::GradReduce;
 use crate::perf::{Recompute, Stack, StackPreset};
 use crate::plan::Objective;
 use crate::plan::costs::ReshardMode;
@@ -53,6 +56,22 @@ pub enum Field {
     Attention,
     /// How context parallelism exchanges keys and values (ring, all-gather, all-to-all).
     CpComm,
+    /// Sequence parallelism beside TP (on, off).
+    SequenceParallel,
+    /// Dtype gradients are kept and reduced in (FP32, BF16).
+    GradReduce,
+    /// Data-parallel gradient reduction overlapped with the backward (on, off).
+    DpOverlap,
+    /// Tensor-parallel communication overlapped with its GEMMs (on, off).
+    TpOverlap,
+    /// Pipeline transfers overlapped with compute (on, off).
+    PpOverlap,
+    /// Cross-entropy implementation (fused, vocab-parallel, PyTorch's).
+    CrossEntropy,
+    /// Element-wise kernels (fused, eager).
+    Elementwise,
+    /// ZeRO-3-style sharding collectives (DeepSpeed, FSDP1, FSDP2, HSDP).
+    Sharding,
     /// Planner objective (McCandlish or learning-rate-aware square-root scaling).
     Objective,
     /// How a TP/PP change is carried out: checkpoint-and-restart or in-place resharding.
@@ -62,7 +81,7 @@ pub enum Field {
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 23] = [
+pub const FIELDS: [Field; 31] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -80,6 +99,14 @@ pub const FIELDS: [Field; 23] = [
     Field::Stack,
     Field::Precision,
     Field::Attention,
+    Field::SequenceParallel,
+    Field::GradReduce,
+    Field::DpOverlap,
+    Field::TpOverlap,
+    Field::PpOverlap,
+    Field::CrossEntropy,
+    Field::Elementwise,
+    Field::Sharding,
     Field::ContextParallel,
     Field::CpComm,
     Field::ExpertParallel,
@@ -137,6 +164,14 @@ impl Field {
             Field::Precision => "precision",
             Field::Attention => "attention",
             Field::CpComm => "CP exchange",
+            Field::SequenceParallel => "seq. parallel",
+            Field::GradReduce => "grad reduce",
+            Field::DpOverlap => "DP overlap",
+            Field::TpOverlap => "TP overlap",
+            Field::PpOverlap => "PP overlap",
+            Field::CrossEntropy => "cross-entropy",
+            Field::Elementwise => "elementwise",
+            Field::Sharding => "sharding",
             Field::Objective => "plan objective",
             Field::Reshard => "TP/PP switch",
             Field::SwitchThreshold => "switch threshold",
@@ -264,6 +299,14 @@ pub fn value(r: &Resolved, field: Field) -> String {
         Field::Precision => r.stack().settings().precision.name().into(),
         Field::Attention => r.stack().settings().attention.name().into(),
         Field::CpComm => r.stack().settings().cp_comm.name().replace('_', "-"),
+        Field::SequenceParallel => on_off(r.stack().settings().sequence_parallel),
+        Field::GradReduce => r.stack().settings().grad_reduce.name().into(),
+        Field::DpOverlap => on_off(r.stack().settings().dp_overlap),
+        Field::TpOverlap => on_off(r.stack().settings().tp_overlap),
+        Field::PpOverlap => on_off(r.stack().settings().pp_overlap),
+        Field::CrossEntropy => r.stack().settings().cross_entropy.name().replace('_', "-"),
+        Field::Elementwise => r.stack().settings().elementwise.name().into(),
+        Field::Sharding => r.stack().settings().sharding.name().into(),
         Field::PerfModel => match (&r.calibration, r.use_calibration) {
             _ if s.efficiency.is_some() => "session's own".into(),
             (Some(c), true) => format!("calibrated ±{:.0}%", c.rms_rel_error * 100.0),
@@ -435,6 +478,17 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
                 },
             )?;
         }
+        Field::SequenceParallel
+        | Field::GradReduce
+        | Field::DpOverlap
+        | Field::TpOverlap
+        | Field::PpOverlap
+        | Field::CrossEntropy
+        | Field::Elementwise
+        | Field::Sharding => {
+            let change = stack_setting_step(field, &r.stack().settings(), delta);
+            change_stack(r, change)?;
+        }
         Field::PerfModel => {
             if r.calibration.is_none() {
                 return Err(
@@ -451,6 +505,67 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// "on" or "off".
+fn on_off(b: bool) -> String {
+    if b { "on" } else { "off" }.into()
+}
+
+const ON_OFF: [bool; 2] = [true, false];
+const GRAD_REDUCE: [GradReduce; 2] = [GradReduce::Fp32, GradReduce::Bf16];
+const CROSS_ENTROPY: [CrossEntropy; 3] = [
+    CrossEntropy::Fused,
+    CrossEntropy::VocabParallel,
+    CrossEntropy::Pytorch,
+];
+const ELEMENTWISE: [Elementwise; 2] = [Elementwise::Fused, Elementwise::Eager];
+const SHARDING: [Sharding; 4] = [
+    Sharding::DeepSpeed,
+    Sharding::Fsdp1,
+    Sharding::Fsdp2,
+    Sharding::Hsdp,
+];
+
+/// The one-setting change that steps `field` (one of the stack's on/off and kind settings)
+/// from its value in `now` by `delta`.
+fn stack_setting_step(field: Field, now: &crate::perf::stack::StackSettings, delta: i32) -> Stack {
+    let none = Stack::default();
+    match field {
+        Field::SequenceParallel => Stack {
+            sequence_parallel: Some(step_in(&ON_OFF, now.sequence_parallel, delta)),
+            ..none
+        },
+        Field::GradReduce => Stack {
+            grad_reduce: Some(step_in(&GRAD_REDUCE, now.grad_reduce, delta)),
+            ..none
+        },
+        Field::DpOverlap => Stack {
+            dp_overlap: Some(step_in(&ON_OFF, now.dp_overlap, delta)),
+            ..none
+        },
+        Field::TpOverlap => Stack {
+            tp_overlap: Some(step_in(&ON_OFF, now.tp_overlap, delta)),
+            ..none
+        },
+        Field::PpOverlap => Stack {
+            pp_overlap: Some(step_in(&ON_OFF, now.pp_overlap, delta)),
+            ..none
+        },
+        Field::CrossEntropy => Stack {
+            cross_entropy: Some(step_in(&CROSS_ENTROPY, now.cross_entropy, delta)),
+            ..none
+        },
+        Field::Elementwise => Stack {
+            elementwise: Some(step_in(&ELEMENTWISE, now.elementwise, delta)),
+            ..none
+        },
+        Field::Sharding => Stack {
+            sharding: Some(step_in(&SHARDING, now.sharding, delta)),
+            ..none
+        },
+        _ => none,
+    }
 }
 
 /// Lay the settings `change` sets over the stack in force and put the result in force (see
