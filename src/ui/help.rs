@@ -23,10 +23,22 @@ pub fn key_line(keymap: &Keymap, width: u16, tour_kind: &str) -> Line<'static> {
 /// Draw the help overlay (every line of `keymap`) centred in `area`, its text scrolled down by
 /// `scroll` lines.
 pub fn draw_overlay(frame: &mut Frame, area: Rect, keymap: &Keymap, scroll: u16) {
+    let width = 96.min(area.width);
+    // A key's description wraps under itself, not under the key column.
+    let room = usize::from(width.saturating_sub(2)).saturating_sub(KEY_COLUMN + 2);
     let mut lines: Vec<Line> = keymap
         .bindings
         .iter()
-        .map(|b| Line::from(format!(" {:<15} {}", b.label, b.what)))
+        .flat_map(|b| {
+            hanging(b.what, room)
+                .into_iter()
+                .enumerate()
+                .map(|(i, part)| {
+                    let key = if i == 0 { b.label.as_str() } else { "" };
+                    Line::from(format!(" {key:<KEY_COLUMN$} {part}"))
+                })
+                .collect::<Vec<_>>()
+        })
         .collect();
     lines.push(Line::from(""));
     lines.push(Line::from(
@@ -58,7 +70,7 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, keymap: &Keymap, scroll: u16)
     let [v] = Layout::vertical([Constraint::Length(height)])
         .flex(Flex::Center)
         .areas(area);
-    let [r] = Layout::horizontal([Constraint::Length(96.min(area.width))])
+    let [r] = Layout::horizontal([Constraint::Length(width)])
         .flex(Flex::Center)
         .areas(v);
     frame.render_widget(Clear, r);
@@ -69,4 +81,50 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, keymap: &Keymap, scroll: u16)
         lines,
         scroll,
     );
+}
+
+/// Columns of the key names in the help overlay.
+const KEY_COLUMN: usize = 15;
+
+/// `text` word-wrapped to `width` columns (a word longer than the width on a line of its own;
+/// everything on one line when the width is too small to wrap in).
+fn hanging(text: &str, width: usize) -> Vec<String> {
+    if width < 10 {
+        return vec![text.to_string()];
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let fits = line.chars().count() + 1 + word.chars().count() <= width;
+        if line.is_empty() || fits {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        } else {
+            out.push(std::mem::take(&mut line));
+            line.push_str(word);
+        }
+    }
+    out.push(line);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hanging;
+
+    #[test]
+    fn descriptions_wrap_within_their_column() {
+        let lines = hanging("scrub through training by one point, or ten with Shift", 20);
+        assert!(
+            lines.len() > 1 && lines.iter().all(|l| l.chars().count() <= 20),
+            "{lines:?}"
+        );
+        assert_eq!(
+            lines.join(" "),
+            "scrub through training by one point, or ten with Shift"
+        );
+        assert_eq!(hanging("short", 20), vec!["short".to_string()]);
+    }
 }
