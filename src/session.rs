@@ -384,10 +384,12 @@ pub struct Resolved {
     /// The session lists no recompute policies: the stack's own are searched
     /// (`StackPreset::recompute_policies`), and follow a change of stack.
     pub recompute_from_stack: bool,
-    /// The session file lists ZeRO stages or recompute policies (written for its stack's
-    /// framework) and none was chosen in the what-if since: a stack of another framework
-    /// replaces them ([`Resolved::switch_stack`]).
-    pub search_from_file: bool,
+    /// The session file lists ZeRO stages (written for its stack's framework) and none was
+    /// chosen in the what-if since: a stack of another framework replaces them with its own
+    /// ([`Resolved::switch_stack`]).
+    pub zero_from_file: bool,
+    /// The same for the session file's recompute policies.
+    pub recompute_from_file: bool,
     /// What command-line overrides changed beyond what they name, one sentence each (a
     /// `--stack` of another framework replacing the session's ZeRO and recompute search).
     pub override_notes: Vec<String>,
@@ -483,14 +485,19 @@ impl Resolved {
         let after = stack.base();
         self.session.stack = Some(stack);
         let mut replaced = None;
-        if before != after && self.search_from_file {
-            self.search_from_file = false;
+        if before != after && (self.zero_from_file || self.recompute_from_file) {
             let (zero, recompute) = (
                 self.session.search.zero.clone(),
                 self.session.search.recompute.clone(),
             );
-            self.zero_from_stack = true;
-            self.recompute_from_stack = true;
+            // Each list the file wrote for the other framework now follows the new one; a
+            // list chosen in the what-if stays as chosen.
+            if std::mem::take(&mut self.zero_from_file) {
+                self.zero_from_stack = true;
+            }
+            if std::mem::take(&mut self.recompute_from_file) {
+                self.recompute_from_stack = true;
+            }
             self.fill_zero_from_stack();
             let s = &self.session.search;
             if s.zero != zero || s.recompute != recompute {
@@ -706,7 +713,8 @@ impl Session {
             zero_from_stack,
             recompute_from_stack,
             override_notes: Vec::new(),
-            search_from_file: !(zero_from_stack && recompute_from_stack),
+            zero_from_file: !zero_from_stack,
+            recompute_from_file: !recompute_from_stack,
             stack_as_opened: None,
         };
         resolved.stack_as_opened = Some(resolved.stack());

@@ -1353,3 +1353,115 @@ fn every_stack_setting_is_a_what_if_row_that_changes_the_stack_in_force() {
         assert!(app.dirty(), "{field:?}: the session is modified");
     }
 }
+
+#[test]
+fn context_parallel_rows_line_up_with_the_batch_columns() {
+    // `DP32·CP2·TP1·PP1` is longer than the 13-column label field: its cells sat three to
+    // four columns right of the batch headers.
+    let mut app = app_for_session(&demo_path()).expect("demo loads");
+    app.resolved.session.search.context_parallel = vec![1, 2];
+    let app = render_support::with_table_and_plan(app);
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    let lines: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+    // The end column of the first token after the label field, in a line starting at `start`.
+    let first_cell_end = |line: &[char], start: usize, label_len: usize| {
+        let mut i = start + label_len;
+        while line.get(i) == Some(&' ') {
+            i += 1;
+        }
+        while line.get(i).is_some_and(|c| *c != ' ') {
+            i += 1;
+        }
+        i
+    };
+    let find = |needle: &str| {
+        let n: Vec<char> = needle.chars().collect();
+        lines.iter().find_map(|l| {
+            l.windows(n.len())
+                .position(|w| w == n.as_slice())
+                .map(|p| (l.clone(), p, n.len()))
+        })
+    };
+    let (header, h0, hl) = find("layout\\batch").expect("the header");
+    let (cp, c0, cl) = find("DP32·CP2·TP1·PP1").expect("a CP row");
+    let (plain, p0, pl) = find("DP64·TP1·PP1").expect("a plain row");
+    assert_eq!(h0, c0, "labels start in one column");
+    let end = first_cell_end(&header, h0, hl);
+    assert_eq!(first_cell_end(&cp, c0, cl), end, "{screen}");
+    assert_eq!(first_cell_end(&plain, p0, pl), end, "{screen}");
+}
+
+/// Move the what-if selection to `field`.
+fn select_row(app: &mut App, field: copus::app::whatif::Field) {
+    let row = copus::app::whatif::FIELDS
+        .iter()
+        .position(|f| *f == field)
+        .expect("a row");
+    let delta = row as i64 - app.whatif_row as i64;
+    update(app, Msg::WhatIfRow(delta));
+}
+
+#[test]
+fn choosing_recompute_leaves_zero_following_a_change_of_framework() {
+    // Touching the recompute row stopped the demo's ZeRO stage (written for Megatron) from
+    // following a switch to torchtitan: the heatmap searched ZeRO-1 under FSDP2.
+    use copus::app::whatif::Field;
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    select_row(&mut app, Field::Recompute);
+    update(&mut app, Msg::WhatIfChange(1));
+    update(&mut app, Msg::WhatIfChange(-1));
+    select_row(&mut app, Field::Stack);
+    while app.resolved.stack().base() != copus::perf::StackPreset::TorchtitanFsdp2 {
+        update(&mut app, Msg::WhatIfChange(1));
+    }
+    assert_eq!(app.resolved.session.search.zero, vec![3], "{}", app.status);
+    // A policy chosen there that the framework lacks is said, not silently costed.
+    select_row(&mut app, Field::Stack);
+    update(&mut app, Msg::WhatIfChange(-1));
+    update(&mut app, Msg::WhatIfChange(-1));
+    select_row(&mut app, Field::Recompute);
+    while app.resolved.session.search.recompute != vec![copus::perf::Recompute::Selective] {
+        update(&mut app, Msg::WhatIfChange(1));
+    }
+    select_row(&mut app, Field::Stack);
+    while app.resolved.stack().base() != copus::perf::StackPreset::TorchtitanFsdp2 {
+        update(&mut app, Msg::WhatIfChange(1));
+    }
+    assert!(
+        app.status
+            .contains("recompute selective is not a policy torchtitan-fsdp2 runs"),
+        "{}",
+        app.status
+    );
+}
+
+#[test]
+fn a_gpu_without_fp8_is_refused_while_the_stack_runs_fp8() {
+    // FP8, then the hardware stepped to an A100: the heatmap drew BF16 numbers under an FP8
+    // label, and `s` saved a session copus then refused to open.
+    use copus::app::whatif::Field;
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    select_row(&mut app, Field::Precision);
+    update(&mut app, Msg::WhatIfChange(1));
+    assert_eq!(
+        app.resolved.stack().settings().precision,
+        copus::perf::efficiency::Precision::Fp8
+    );
+    select_row(&mut app, Field::Hardware);
+    let mut refused = false;
+    for _ in 0..copus::profiles::BUILTIN_HARDWARE.len() {
+        update(&mut app, Msg::WhatIfChange(-1));
+        if app.status.contains("FP8") || app.status.contains("fp8") {
+            refused = true;
+        }
+        assert!(
+            app.resolved.hardware.fp8_peak_flops > 0.0,
+            "{} runs FP8: {}",
+            app.resolved.hardware.name,
+            app.status
+        );
+    }
+    assert!(refused, "some built-in GPU lacks FP8 and was refused");
+}

@@ -723,6 +723,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
                             policies.join("/")
                         ));
                     }
+                    app.status
+                        .push_str(&whatif::no_effect_note(&app.resolved, field));
                     app.rescale();
                     if field.affects_throughput() {
                         return vec![request_table(app)];

@@ -329,8 +329,18 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         }
         Field::Hardware => {
             let name = step_name(BUILTIN_HARDWARE, &r.hardware.name, delta);
-            r.hardware = profiles::hardware(&name, &r.base).map_err(|e| e.to_string())?;
-            s.cluster.hardware = ProfileRef::Named(name);
+            let hardware = profiles::hardware(&name, &r.base).map_err(|e| e.to_string())?;
+            // A stack this GPU cannot run (FP8 on a GPU without FP8 tensor cores) is refused
+            // here, as the precision row refuses it: it drew BF16 numbers under an FP8 label
+            // and saved a session copus then would not open.
+            let before = std::mem::replace(&mut r.hardware, hardware);
+            if let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &r.efficiency()) {
+                r.hardware = before;
+                return Err(format!(
+                    "hardware {name}: {why} (change the precision first)"
+                ));
+            }
+            r.session.cluster.hardware = ProfileRef::Named(name);
         }
         Field::Model => {
             let by_size = models_by_size(&r.base);
@@ -341,9 +351,9 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         Field::Zero => {
             let current = s.search.zero.first().copied().unwrap_or(1);
             s.search.zero = vec![step_in(&[0u8, 1, 2, 3], current, delta)];
-            // Chosen now: no longer the stack's.
+            // Chosen now: no longer the stack's, nor the file's.
             r.zero_from_stack = false;
-            r.search_from_file = false;
+            r.zero_from_file = false;
         }
         Field::Recompute => {
             // Cycle: all (the fastest that fits) → each policy the stack's framework has
@@ -364,7 +374,7 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             };
             // "All" follows the stack from now on; one policy chosen does not.
             r.recompute_from_stack = chosen.is_none();
-            r.search_from_file = false;
+            r.recompute_from_file = false;
         }
         Field::ContextParallel => {
             // none → CP 1, 2 → 1, 2, 4 → 1, 2, 4, 8.
@@ -505,6 +515,44 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A note for the status line after `field` changed, when the change cannot show on the
+/// heatmap (a setting of an interleaved schedule with none searched, of ZeRO-3 without ZeRO-3,
+/// of context parallelism without CP) or the search asks what the stack's framework lacks (a
+/// recompute policy it has not); empty otherwise.
+pub fn no_effect_note(r: &Resolved, field: Field) -> String {
+    let search = &r.session.search;
+    let unused = match field {
+        Field::PpOverlap if search.interleave.iter().all(|&v| v <= 1) => {
+            Some("no layout here interleaves (the session's search.interleave is [1])")
+        }
+        Field::Sharding if !search.zero.contains(&3) => {
+            Some("it applies at ZeRO-3, which the search does not hold (ZeRO row)")
+        }
+        Field::CpComm if search.context_parallel.iter().all(|&c| c <= 1) => {
+            Some("no layout here splits sequences (CP degrees row)")
+        }
+        _ => None,
+    };
+    let mut note = unused
+        .map(|why| format!(" · no effect on this heatmap: {why}"))
+        .unwrap_or_default();
+    let framework = r.stack().base();
+    let lacking: Vec<String> = search
+        .recompute
+        .iter()
+        .filter(|p| !framework.recompute_policies().contains(p))
+        .map(|p| p.to_string())
+        .collect();
+    if !lacking.is_empty() {
+        note.push_str(&format!(
+            " · recompute {} is not a policy {} runs: costed as asked",
+            lacking.join("/"),
+            framework.name()
+        ));
+    }
+    note
 }
 
 /// "on" or "off".

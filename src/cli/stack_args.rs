@@ -191,7 +191,8 @@ pub struct StackArgs {
     /// How context parallelism (--cp > 1) exchanges keys and values.
     #[arg(long, value_enum)]
     pub cp_comm: Option<CpCommArg>,
-    /// ZeRO-3 / FSDP implementation (with --zero 3).
+    /// ZeRO-3 / FSDP implementation, where ZeRO-3 runs (`predict --zero 3`, a stack whose
+    /// framework shards fully, or a session searching ZeRO 3).
     #[arg(long, value_enum)]
     pub sharding: Option<ShardingArg>,
     /// GEMM precision.

@@ -15,6 +15,22 @@ use ratatui::widgets::Paragraph;
 use std::ops::Range;
 
 const LABEL_W: usize = 13;
+/// Widest label column: longer layout labels are cut rather than squeeze out the cells.
+const MAX_LABEL_W: usize = 20;
+
+/// Width of the label column for `table`'s layouts: the longest label and a space (a layout
+/// with context parallelism, `DP32·CP2·TP1·PP1`, is longer than the usual 13 columns: its
+/// row sat three to four columns right of the batch headers), between [`LABEL_W`] and
+/// [`MAX_LABEL_W`].
+pub fn label_width(table: &crate::goodput::ThroughputTable) -> usize {
+    table
+        .layouts
+        .iter()
+        .map(|l| l.label().chars().count() + 1)
+        .max()
+        .unwrap_or(0)
+        .clamp(LABEL_W, MAX_LABEL_W)
+}
 /// Lines above the first layout row inside the border: batch header and efficiency row.
 const HEADER_LINES: u16 = 2;
 
@@ -29,6 +45,8 @@ pub fn scroll_offset(selected: usize, visible: usize, rows: usize) -> usize {
 /// Which rows and columns are drawn where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Geometry {
+    /// Width of the label column, characters.
+    pub label_w: usize,
     /// Width of one cell, characters.
     pub cell_w: usize,
     /// Layout rows shown.
@@ -37,15 +55,23 @@ pub struct Geometry {
     pub cols: Range<usize>,
 }
 
-/// The geometry of the heatmap in `area` for `rows` × `cols` cells with `selected` visible.
-pub fn geometry(area: Rect, rows: usize, cols: usize, selected: (usize, usize)) -> Geometry {
+/// The geometry of the heatmap in `area` for `rows` × `cols` cells with `selected` visible,
+/// labels `label_w` columns wide ([`label_width`]).
+pub fn geometry(
+    area: Rect,
+    rows: usize,
+    cols: usize,
+    selected: (usize, usize),
+    label_w: usize,
+) -> Geometry {
     let inner_w = area.width.saturating_sub(2) as usize;
-    let cell_w = (inner_w.saturating_sub(LABEL_W) / cols.max(1)).clamp(7, 9);
-    let visible_cols = (inner_w.saturating_sub(LABEL_W) / cell_w).max(1);
+    let cell_w = (inner_w.saturating_sub(label_w) / cols.max(1)).clamp(7, 9);
+    let visible_cols = (inner_w.saturating_sub(label_w) / cell_w).max(1);
     let first_col = scroll_offset(selected.1, visible_cols, cols);
     let visible_rows = (area.height as usize).saturating_sub(2 + HEADER_LINES as usize + 1);
     let first_row = scroll_offset(selected.0, visible_rows, rows);
     Geometry {
+        label_w,
         cell_w,
         rows: first_row..(first_row + visible_rows).min(rows),
         cols: first_col..(first_col + visible_cols).min(cols),
@@ -99,15 +125,25 @@ pub fn hit(area: Rect, app: &App, x: u16, y: u16) -> Option<(usize, usize)> {
         rows.len(),
         table.batches.len(),
         selected_position(app, &rows),
+        label_width(table),
     );
     let top = area.y + 1 + HEADER_LINES;
-    let left = area.x as usize + 1 + LABEL_W;
+    let left = area.x as usize + 1 + g.label_w;
     if y < top || (x as usize) < left {
         return None;
     }
     let row = g.rows.start + (y - top) as usize;
     let col = g.cols.start + (x as usize - left) / g.cell_w;
     (g.rows.contains(&row) && g.cols.contains(&col)).then(|| (rows[row], col))
+}
+
+/// `label` cut to leave at least one space in `width` columns ("…" marks the cut).
+fn cut_label(label: &str, width: usize) -> String {
+    if label.chars().count() < width {
+        return label.to_string();
+    }
+    let kept: String = label.chars().take(width.saturating_sub(2)).collect();
+    format!("{kept}…")
 }
 
 /// The selection as (position among the visible `rows`, column).
@@ -278,7 +314,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     };
     let nb = table.batches.len();
     let rows = app.visible_rows();
-    let g = geometry(area, rows.len(), nb, selected_position(app, &rows));
+    let g = geometry(
+        area,
+        rows.len(),
+        nb,
+        selected_position(app, &rows),
+        label_width(table),
+    );
+    let label_w = g.label_w;
     let cell_w = g.cell_w;
     let cs = CellStyle {
         max: grid.goodput.iter().flatten().copied().fold(0.0, f64::max),
@@ -291,7 +334,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let dim = Style::new().fg(theme::current().muted);
 
-    let mut header = vec![Span::raw(format!("{:<LABEL_W$}", "layout\\batch"))];
+    let mut header = vec![Span::raw(format!("{:<label_w$}", "layout\\batch"))];
     // Under the lr-sqrt objective the row is that objective's efficiency (the learning rate
     // grows with √B, so it need not fall monotonically with the batch): say so in its label.
     let eff_label = if crate::pipeline::heatmap_efficiency(&app.resolved).is_some() {
@@ -299,7 +342,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     } else {
         crate::app::recommend::eff_label(app.resolved.session.stat_eff)
     };
-    let mut eff = vec![Span::styled(format!("{eff_label:<LABEL_W$}"), dim)];
+    let mut eff = vec![Span::styled(format!("{eff_label:<label_w$}"), dim)];
     for c in g.cols.clone() {
         let mark = if Some(c) == current_col { "▼" } else { "" };
         let label = format!("{mark}{}", table.batches[c]);
@@ -321,7 +364,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
             Style::new()
         };
         let mut spans = vec![Span::styled(
-            format!("{:<LABEL_W$}", table.layouts[r].label()),
+            format!(
+                "{:<label_w$}",
+                cut_label(&table.layouts[r].label(), label_w)
+            ),
             label_style,
         )];
         spans.extend(g.cols.clone().map(|c| cell_span(app, r, c, &cs)));
@@ -371,22 +417,22 @@ mod tests {
 
     #[test]
     fn hidden_rows_and_columns_are_announced() {
-        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (0, 0));
+        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (0, 0), LABEL_W);
         let m = more_marker(&g, 18, 8).expect("rows and columns hidden");
         assert!(
             m.contains("↓9 more rows") && m.contains("→3 more batches"),
             "{m}"
         );
-        let g = geometry(Rect::new(0, 0, 200, 60), 18, 8, (0, 0));
+        let g = geometry(Rect::new(0, 0, 200, 60), 18, 8, (0, 0), LABEL_W);
         assert_eq!(more_marker(&g, 18, 8), None);
     }
 
     #[test]
     fn geometry_fits_the_area() {
-        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (0, 0));
+        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (0, 0), LABEL_W);
         assert!(LABEL_W + g.cols.len() * g.cell_w <= 48);
         assert_eq!(g.rows, 0..9);
-        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (17, 7));
+        let g = geometry(Rect::new(0, 0, 50, 14), 18, 8, (17, 7), LABEL_W);
         assert_eq!(g.rows.end, 18);
         assert_eq!(g.cols.end, 8);
     }
