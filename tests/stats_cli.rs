@@ -771,3 +771,28 @@ fn a_compressed_stats_file_is_named_as_one() {
         "{err}"
     );
 }
+
+#[test]
+fn a_window_of_steps_written_twice_counts_records_not_steps() {
+    // Two writers into one file: "last window: steps 75-99, 50 steps" for 25 steps.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("two.ndjson");
+    let mut text = String::new();
+    for s in 0..100u64 {
+        for w in 0..2u64 {
+            text.push_str(&format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":{},\"sq_big\":{}}}\n",
+                2.0 + 0.01 * ((s + w) % 7) as f64,
+                0.5 + 0.002 * s as f64
+            ));
+        }
+    }
+    std::fs::write(&path, text).expect("write");
+    let out = copus().arg("analyze").arg(&path).output().expect("runs");
+    let head = String::from_utf8_lossy(&out.stdout);
+    let first = head.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("steps 75-99, 50 records (steps written more than once)"),
+        "{first}"
+    );
+}

@@ -572,8 +572,12 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     let pct = 100.0 * s.confidence;
     let n = &s.now;
     // A coarsened run's rows are records of several steps each: count them as records.
+    // More rows than step numbers in the window: steps written more than once (several
+    // writers, a restarted run), so the rows are records.
+    let span = n.last_step.saturating_sub(n.first_step).saturating_add(1);
     let unit = match &s.coarsened {
         Some(c) => format!("records of {} steps", c.steps_per_record),
+        None if n.steps as u64 > span => "records (steps written more than once)".to_string(),
         None => "steps".to_string(),
     };
     let _ = writeln!(
