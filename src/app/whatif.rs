@@ -194,6 +194,12 @@ impl Field {
     }
 }
 
+/// Step through a two-valued list: either key flips it (as the precision row does), rather
+/// than doing nothing at one end.
+fn flip<T: PartialEq + Copy>(pair: &[T; 2], current: T) -> T {
+    if current == pair[0] { pair[1] } else { pair[0] }
+}
+
 fn step_in<T: PartialEq + Copy>(items: &[T], current: T, delta: i32) -> T {
     let i = items.iter().position(|x| *x == current).unwrap_or(0) as i64;
     let n = items.len() as i64;
@@ -581,23 +587,23 @@ fn stack_setting_step(field: Field, now: &crate::perf::stack::StackSettings, del
     let none = Stack::default();
     match field {
         Field::SequenceParallel => Stack {
-            sequence_parallel: Some(step_in(&ON_OFF, now.sequence_parallel, delta)),
+            sequence_parallel: Some(flip(&ON_OFF, now.sequence_parallel)),
             ..none
         },
         Field::GradReduce => Stack {
-            grad_reduce: Some(step_in(&GRAD_REDUCE, now.grad_reduce, delta)),
+            grad_reduce: Some(flip(&GRAD_REDUCE, now.grad_reduce)),
             ..none
         },
         Field::DpOverlap => Stack {
-            dp_overlap: Some(step_in(&ON_OFF, now.dp_overlap, delta)),
+            dp_overlap: Some(flip(&ON_OFF, now.dp_overlap)),
             ..none
         },
         Field::TpOverlap => Stack {
-            tp_overlap: Some(step_in(&ON_OFF, now.tp_overlap, delta)),
+            tp_overlap: Some(flip(&ON_OFF, now.tp_overlap)),
             ..none
         },
         Field::PpOverlap => Stack {
-            pp_overlap: Some(step_in(&ON_OFF, now.pp_overlap, delta)),
+            pp_overlap: Some(flip(&ON_OFF, now.pp_overlap)),
             ..none
         },
         Field::CrossEntropy => Stack {
@@ -605,7 +611,7 @@ fn stack_setting_step(field: Field, now: &crate::perf::stack::StackSettings, del
             ..none
         },
         Field::Elementwise => Stack {
-            elementwise: Some(step_in(&ELEMENTWISE, now.elementwise, delta)),
+            elementwise: Some(flip(&ELEMENTWISE, now.elementwise)),
             ..none
         },
         Field::Sharding => Stack {
