@@ -943,7 +943,7 @@ class GradNoiseMeter(_Deferred):
 
 def branch_experiment(path, model, optimizer, from_step, batches, train_step, eval_loss, *,
                       seeds=2, budget_samples, eval_every, lr_scaling="sqrt",
-                      base_batch=None, tokens_per_sample=None):
+                      base_batch=None, tokens_per_sample=None, append=False):
     """Run a branched experiment from the run's current state and write branch records
     (docs/PROTOCOL.md, "Branch records") to ``path`` for ``copus cbs`` (docs/CBS.md).
 
@@ -956,7 +956,11 @@ def branch_experiment(path, model, optimizer, from_step, batches, train_step, ev
     ``eval_loss()`` (no arguments) gives the loss to compare, best on a fixed held-out set;
     it is written at 0 samples and every ``eval_every`` samples (a multiple of every batch).
     Afterwards the saved state is restored, so the run continues as if nothing happened.
-    Call it on one process (rank 0) with a model that is not wrapped for distribution."""
+    Call it on one process (rank 0) with a model that is not wrapped for distribution.
+
+    ``path`` must not exist unless ``append=True``, which adds this branch point's records to
+    the file (one file for several branch points, as ``copus branch`` writes): a second call
+    with the same path replaced the first point's records without a word."""
     import copy
     if lr_scaling not in LR_SCALING:
         raise ValueError(f"lr_scaling must be one of {LR_SCALING}, not {lr_scaling!r}")
@@ -965,13 +969,17 @@ def branch_experiment(path, model, optimizer, from_step, batches, train_step, ev
         raise ValueError("need at least 3 batches >= 1 and 2 seeds")
     if eval_every < 1 or any(eval_every % b for b in batches) or budget_samples < eval_every:
         raise ValueError("eval_every must be a multiple of every batch and at most the budget")
+    if not append and os.path.exists(path):
+        raise FileExistsError(
+            f"{path} exists: pass append=True to add this branch point's records to it, "
+            "or another path")
     base = int(base_batch or min(batches))
     model_state = copy.deepcopy(model.state_dict())
     opt_state = copy.deepcopy(optimizer.state_dict())
     base_lrs = [g["lr"] for g in optimizer.param_groups]
     factor = {"none": lambda r: 1.0, "sqrt": math.sqrt, "linear": lambda r: r}[lr_scaling]
     try:
-        with open(path, "w", encoding="utf-8") as out:
+        with open(path, "a" if append else "x", encoding="utf-8") as out:
             for batch in batches:
                 for seed in range(int(seeds)):
                     model.load_state_dict(model_state)

@@ -263,6 +263,20 @@ class BranchTests(unittest.TestCase):
             self.assertEqual(len(point["branches"]), 4)
             print(f"\nbranched CBS from step 3: threshold {th['batch']} {th['ci']}, fitted "
                   f"B_noise {point['b_noise_fit']}", file=sys.stderr)
+            # A second call with the same path refuses to replace the first point's records;
+            # append=True adds its own.
+            again = dict(seeds=2, budget_samples=64, eval_every=32, lr_scaling="sqrt",
+                         tokens_per_sample=CONTEXT)
+            with self.assertRaises(FileExistsError):
+                copus_hook.branch_experiment(
+                    path, model, opt, 5, [2, 4, 8, 16], train_step,
+                    lambda: tiny_gpt.eval_loss(model, held), **again)
+            copus_hook.branch_experiment(
+                path, model, opt, 5, [2, 4, 8, 16], train_step,
+                lambda: tiny_gpt.eval_loss(model, held), append=True, **again)
+            with open(path, encoding="utf-8") as f:
+                points = {json.loads(line)["branch"]["from_step"] for line in f}
+            self.assertEqual(points, {3, 5})
         after = model.state_dict()
         for k, v in before.items():
             self.assertTrue(torch.equal(v, after[k]), k)

@@ -19,6 +19,10 @@ pub struct BranchMark {
     pub threshold_words: String,
     /// Fitted B_noise, samples, when there is one.
     pub fitted: Option<f64>,
+    /// The threshold sits at the top of the batches run: a lower bound, not a measurement.
+    pub at_least: bool,
+    /// What limits this point's numbers (`copus cbs`'s cautions).
+    pub cautions: Vec<String>,
     /// The measurements beside the run's estimate there.
     pub comparison: EstimateComparison,
 }
@@ -51,6 +55,8 @@ pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
                 threshold: p.threshold_cbs.batch as f64,
                 threshold_words: threshold_words(p),
                 fitted: p.b_noise_fit.map(|f| f.value),
+                at_least: p.threshold_cbs.at_least,
+                cautions: p.cautions.clone(),
                 comparison: c,
             })
         })
@@ -97,6 +103,9 @@ pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<(f64, us
         .iter()
         .filter_map(|m| match kind {
             ConversionKind::BNoise => m.comparison.b_noise_ratio,
+            // A threshold at the top of the batches run is a lower bound: averaging it in
+            // would pull the factor toward whatever batch happened to be the largest.
+            ConversionKind::ThresholdCbs if m.at_least => None,
             ConversionKind::ThresholdCbs => m.comparison.threshold_ratio,
         })
         .map(|r| r.value)
@@ -175,6 +184,16 @@ pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
     let c = &m.comparison;
     let (what, r) = match (&c.b_noise_ratio, &c.threshold_ratio) {
         (Some(r), _) => ("the fitted B_noise", r),
+        (None, Some(r)) if m.at_least => {
+            lines.push(format!(
+                "the threshold CBS is at least ×{:.2} of the noise scale here (the largest \
+                 batch run came within the tolerance): this experiment cannot tell which way \
+                 the noise scale is off; branch with larger batches to measure it",
+                r.value
+            ));
+            lines.extend(m.cautions.iter().map(|c| format!("caution: {c}")));
+            return lines;
+        }
         (None, Some(r)) => ("the threshold CBS", r),
         (None, None) => return lines,
     };
@@ -183,6 +202,7 @@ pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
          open --branches FILE --b-crit-from) rather than by another model's",
         direction(r)
     ));
+    lines.extend(m.cautions.iter().map(|c| format!("caution: {c}")));
     lines
 }
 
@@ -216,6 +236,7 @@ mod tests {
             threshold_cbs: ThresholdCbs {
                 batch: 64,
                 ci: [32, 128],
+                at_least: false,
             },
             b_noise_fit: fitted.map(|value| WithCi {
                 value,
@@ -225,6 +246,7 @@ mod tests {
             branches: Vec::new(),
             left_out: Vec::new(),
             budget_set_by: None,
+            cautions: Vec::new(),
         }
     }
 

@@ -168,6 +168,7 @@ pub fn point_notes(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> 
              CBS is {th} or more; its ratios are lower bounds"
         ));
     }
+    lines.extend(p.cautions.iter().map(|c| format!("caution: {c}")));
     if let Some(b) = &p.budget_set_by {
         lines.push(format!(
             "budget: batch {} seed {} stopped at {:.0} samples against the branches' median \
@@ -205,6 +206,7 @@ mod tests {
             threshold_cbs: ThresholdCbs {
                 batch: threshold,
                 ci: [threshold, threshold],
+                at_least: threshold == 128,
             },
             b_noise_fit: None,
             b_noise_note: None,
@@ -219,6 +221,7 @@ mod tests {
                 .collect(),
             left_out: Vec::new(),
             budget_set_by: None,
+            cautions: Vec::new(),
         }
     }
 

@@ -89,6 +89,9 @@ pub struct ThresholdCbs {
     pub batch: u64,
     /// Batches (from the grid) the bootstrap puts it between.
     pub ci: [u64; 2],
+    /// The largest batch run came within the tolerance: the CBS is `batch` or more (censored
+    /// at the grid's top), a lower bound, not a measurement.
+    pub at_least: bool,
 }
 
 /// One batch of a branch point.
@@ -130,6 +133,67 @@ pub struct PointReport {
     /// [`SHORT_BUDGET_FRACTION`] of the median branch end (kept: its batch needs its seeds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_set_by: Option<LeftOutBranch>,
+    /// What limits these numbers, one sentence each ([`cautions`]): a reference batch that
+    /// ended worse than larger ones, seeds that spread wider than the tolerance, a B_noise
+    /// beyond the batches run or samples-to-target that do not grow with the batch.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cautions: Vec<String>,
+}
+
+/// What limits a point's numbers (see [`PointReport::cautions`]); `spread` is the smallest
+/// batch's range of losses over its seeds at the budget, nats.
+fn cautions(
+    branches: &[BatchSummary],
+    spread: f64,
+    tolerance: f64,
+    fit: Option<f64>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let (Some(first), Some(last)) = (branches.first(), branches.last()) else {
+        return out;
+    };
+    if let Some(best) = branches
+        .iter()
+        .min_by(|a, b| a.loss_at_budget.total_cmp(&b.loss_at_budget))
+        && first.loss_at_budget - best.loss_at_budget > tolerance
+    {
+        out.push(format!(
+            "the reference, batch {}, ends {:.3} nats above batch {} at the budget: larger \
+             batches are measured against a poor reference, so the threshold reads high",
+            first.batch,
+            first.loss_at_budget - best.loss_at_budget,
+            best.batch
+        ));
+    }
+    if spread > tolerance {
+        out.push(format!(
+            "batch {}'s {} seeds spread {spread:.3} nats at the budget, {:.1}× the tolerance: \
+             the seeds do not resolve the threshold, and its interval understates that",
+            first.batch,
+            first.seeds,
+            spread / tolerance
+        ));
+    }
+    if let Some(b) = fit.filter(|b| *b > last.batch as f64) {
+        out.push(format!(
+            "B_noise {b:.0} lies beyond the largest batch run ({}): an extrapolation of the fit",
+            last.batch
+        ));
+    }
+    let to: Vec<(u64, f64)> = branches
+        .iter()
+        .filter_map(|b| b.samples_to_target.map(|t| (b.batch, t)))
+        .collect();
+    if fit.is_some()
+        && let Some(w) = to.windows(2).find(|w| w[1].1 < w[0].1 * 0.95)
+    {
+        out.push(format!(
+            "samples to the target fall from batch {} to {} ({:.0} → {:.0}): the fit's model \
+             (samples grow with the batch) does not hold there; read B_noise loosely",
+            w[0].0, w[1].0, w[0].1, w[1].1
+        ));
+    }
+    out
 }
 
 /// A branch left out of its point's measurement.
@@ -612,7 +676,16 @@ fn measure_point(
                 samples_to_target: to.map(|t| t / n),
             }
         })
-        .collect();
+        .collect::<Vec<BatchSummary>>();
+    let spread = point.values().next().map_or(0.0, |curves| {
+        let losses = curves.iter().filter_map(|c| loss_at(c, budget));
+        let (lo, hi) = losses.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), l| {
+            (lo.min(l), hi.max(l))
+        });
+        if hi >= lo { hi - lo } else { 0.0 }
+    });
+    let largest = point.keys().next_back().copied().unwrap_or(th);
+    let cautions = cautions(&branches, spread, tolerance, fit);
     Ok(PointReport {
         from_step,
         budget_samples: budget,
@@ -620,6 +693,7 @@ fn measure_point(
         threshold_cbs: ThresholdCbs {
             batch: th,
             ci: [grid(percentile(&ths, lo_q)), grid(percentile(&ths, hi_q))],
+            at_least: th >= largest,
         },
         b_noise_fit: fit.map(|value| WithCi {
             value,
@@ -632,6 +706,7 @@ fn measure_point(
         branches,
         left_out: Vec::new(),
         budget_set_by: None,
+        cautions,
     })
 }
 
@@ -647,7 +722,8 @@ pub struct EstimateComparison {
     /// Its interval; an unbounded end is `None`.
     pub b_simple_ci: [Option<f64>; 2],
     /// Threshold CBS / B_simple, with the interval of both (lowest measured over highest
-    /// estimated, highest over lowest).
+    /// estimated, highest over lowest); a threshold at the grid's top (`at_least`) gives a
+    /// lower bound only: its upper end is `None`.
     pub threshold_ratio: Option<WithCi>,
     /// Fitted B_noise / B_simple, likewise.
     pub b_noise_ratio: Option<WithCi>,
@@ -684,11 +760,22 @@ pub fn compare_with_estimate(
                 estimate_step: est.map(|e| e.0),
                 b_simple: b,
                 b_simple_ci: ci,
-                threshold_ratio: ratio(
-                    th.batch as f64,
-                    Some(th.ci[0] as f64),
-                    Some(th.ci[1] as f64),
-                ),
+                threshold_ratio: {
+                    // At the smallest batch the CBS lies below the next batch run (and may lie
+                    // below the smallest): the ratio is bounded above by the next batch only.
+                    let below = match p.branches.as_slice() {
+                        [first, next, ..] if th.batch == first.batch => Some(next.batch),
+                        _ => None,
+                    };
+                    match below {
+                        Some(next) => ratio(th.batch as f64, None, Some(next as f64)),
+                        None => ratio(
+                            th.batch as f64,
+                            Some(th.ci[0] as f64),
+                            (!th.at_least).then_some(th.ci[1] as f64),
+                        ),
+                    }
+                },
                 b_noise_ratio: p.b_noise_fit.and_then(|f| ratio(f.value, f.ci[0], f.ci[1])),
             }
         })
@@ -975,6 +1062,48 @@ mod tests {
         let p = &measure(&recs, 0.01, 0.95, 100).unwrap().points[0];
         assert!(p.b_noise_fit.is_none());
         assert!(p.b_noise_note.as_deref().unwrap().contains("no lower than"));
+    }
+
+    #[test]
+    fn a_threshold_at_the_top_of_the_grid_is_a_lower_bound_and_said_to_be() {
+        // A huge B_noise: every batch keeps within the tolerance, so the threshold is the
+        // largest batch run, a lower bound. Its ratio has no upper end (the explorer read
+        // [0.34, 0.52] as a measurement and said the noise scale overestimated it).
+        let recs = synthetic(1e7, &BATCHES, 3, 60_000.0, 0.001, 5);
+        let report = measure(&recs, 0.01, 0.95, 200).unwrap();
+        let p = &report.points[0];
+        assert_eq!(p.threshold_cbs.batch, 1024);
+        assert!(p.threshold_cbs.at_least);
+        let cmp = compare_with_estimate(&report, |s| Some((s, Some(3000.0), [2500.0, 3500.0])));
+        let t = cmp[0].threshold_ratio.unwrap();
+        assert!(t.ci[1].is_none(), "{t:?}");
+        // A threshold inside the grid is measured.
+        let recs = synthetic(200.0, &BATCHES, 4, 60_000.0, 0.003, 11);
+        let report = measure(&recs, 0.01, 0.95, 200).unwrap();
+        assert!(!report.points[0].threshold_cbs.at_least);
+    }
+
+    #[test]
+    fn seeds_spread_wider_than_the_tolerance_and_a_poor_reference_are_cautioned() {
+        let noisy = synthetic(200.0, &BATCHES, 3, 60_000.0, 0.05, 3);
+        let report = measure(&noisy, 0.01, 0.95, 200).unwrap();
+        let c = &report.points[0].cautions;
+        assert!(c.iter().any(|c| c.contains("seeds spread")), "{c:?}");
+        let quiet = synthetic(200.0, &BATCHES, 4, 60_000.0, 0.0005, 3);
+        let report = measure(&quiet, 0.01, 0.95, 200).unwrap();
+        let c = &report.points[0].cautions;
+        assert!(!c.iter().any(|c| c.contains("seeds spread")), "{c:?}");
+        // A fitted B_noise beyond the largest batch run is called an extrapolation.
+        let far = synthetic(5000.0, &BATCHES, 4, 200_000.0, 0.0005, 3);
+        let report = measure(&far, 0.01, 0.95, 200).unwrap();
+        let p = &report.points[0];
+        let fit = p.b_noise_fit.expect("a fit").value;
+        assert!(fit > 1024.0, "{fit}");
+        assert!(
+            p.cautions.iter().any(|c| c.contains("extrapolation")),
+            "{:?}",
+            p.cautions
+        );
     }
 
     #[test]
