@@ -229,6 +229,25 @@ fn the_estimate_right_answers_match_the_measurement() {
         "{} vs {b300}",
         marks[1].threshold
     );
+    // Every mark is within the chart's axis: the values the axis takes in hold each one
+    // (the step-30 threshold fell under an axis that started at the run's own curve).
+    let values = copus::ui::timeline_marks::branch_values(&app);
+    for m in &marks {
+        assert!(values.contains(&m.threshold), "{values:?}");
+    }
+    // A branch file none of whose points lies in the run says so in the headline.
+    let mut far = app.clone();
+    let mut report = (*report).clone();
+    for p in &mut report.points {
+        p.from_step += 1_000_000;
+    }
+    far.branches = Some(std::sync::Arc::new(report));
+    let head = copus::ui::timeline_marks::headline(&far, 300).expect("a headline");
+    let head: String = head.spans.iter().map(|s| s.content.as_ref()).collect();
+    assert!(
+        head.contains("no branch point (1000030, 1000300)"),
+        "{head}"
+    );
 }
 
 #[test]

@@ -120,8 +120,11 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
             "batch", "seeds", "loss@budget", "samples→target"
         );
         for b in &p.branches {
+            // Without a fit there is no common target: the column has nothing to show (it
+            // printed 0 for every batch, counted to the branch point's own loss).
             let to = b
                 .samples_to_target
+                .filter(|_| p.b_noise_fit.is_some())
                 .map_or("-".to_string(), |s| format!("{s:.0}"));
             let _ = writeln!(
                 out,

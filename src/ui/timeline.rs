@@ -184,6 +184,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Some((blo, bhi)) => (lo.min(blo), hi.max(bhi)),
         None => (lo, hi),
     };
+    // The branched experiment's marks share the axis too.
+    let (lo, hi) = super::timeline_marks::branch_values(app)
+        .into_iter()
+        .fold((lo, hi), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let current = app.current_batch().map(|b| b as f64);
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();
     let y_hi = current.map_or(hi, |c| c.max(hi)).max(1e-9).log10().ceil();

@@ -29,6 +29,18 @@ fn branch_marks(app: &App) -> Vec<crate::app::branches::BranchMark> {
         .unwrap_or_default()
 }
 
+/// The values the branch marks are drawn at (threshold CBS and fitted B_noise, samples): the
+/// chart's axis takes them in, so that a mark below the run's own curve is drawn (the step-30
+/// threshold of the built-in trainer, 32 samples, fell under an axis starting at 100).
+pub fn branch_values(app: &App) -> Vec<f64> {
+    branch_marks(app)
+        .iter()
+        .flat_map(|m| [Some(m.threshold), m.fitted])
+        .flatten()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect()
+}
+
 /// The headline row for a measured run, fitted to `width` columns (value first), or `None`
 /// when the source is not measured.
 pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
@@ -47,9 +59,22 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
         segments.insert(2, mv::compare_headline(&c.comparison));
     }
     let cursor_step = app.trajectory.points.get(app.cursor).map_or(0, |p| p.step);
-    if let Some(seg) = crate::app::branches::headline_segment(&branch_marks(app), cursor_step) {
+    let marks = branch_marks(app);
+    if let Some(seg) = crate::app::branches::headline_segment(&marks, cursor_step) {
         // First: a run opened with its branched experiment is opened to compare the two.
         segments.insert(0, seg);
+    } else if let (Some(b), true) = (app.branches.as_deref(), marks.is_empty()) {
+        // Given, yet nothing drawn: say why rather than show the run alone.
+        let steps: Vec<String> = b.points.iter().map(|p| p.from_step.to_string()).collect();
+        let run = app.raw_trajectory.points.last().map_or(0, |p| p.step);
+        segments.insert(
+            0,
+            format!(
+                "no branch point ({}) lies within this run's steps (to {run}): is it this \
+                 run's branched experiment?",
+                steps.join(", ")
+            ),
+        );
     }
     let text = mv::fit_segments(&segments, width.saturating_sub(1));
     let drifting = report.summary.drift.as_ref().is_some_and(|d| d.significant);
