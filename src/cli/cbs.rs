@@ -59,6 +59,12 @@ pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
     let p = &args.path;
     let text = crate::fsutil::read_capped(p, MAX_BRANCH_FILE_BYTES)
         .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    if let (_, Some(_)) = crate::stats::estimate::cbs::split_partial_last_line(&text) {
+        eprintln!(
+            "copus cbs: {}: its last line is incomplete (a file still being written?): left out",
+            p.display()
+        );
+    }
     let records = crate::stats::estimate::cbs::parse(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
     let report = crate::stats::estimate::cbs::measure(

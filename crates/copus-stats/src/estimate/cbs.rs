@@ -263,6 +263,31 @@ fn branch_line_shape(line: &str) -> Option<String> {
 
 /// Read branch records from NDJSON text; blank lines are skipped.
 pub fn parse(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
+    let (complete, _) = split_partial_last_line(text);
+    parse_complete(complete)
+}
+
+/// `text` without a last line that is cut off (no newline after it, and its JSON ends before
+/// it is whole: a file still being written, whose writer appends the rest), and that line
+/// when there is one. Only after earlier lines: a file of one cut line is an error at line 1,
+/// as any other bad line is.
+pub fn split_partial_last_line(text: &str) -> (&str, Option<&str>) {
+    if text.ends_with('\n') {
+        return (text, None);
+    }
+    let Some(start) = text.rfind('\n').map(|i| i + 1) else {
+        return (text, None);
+    };
+    let last = text[start..].trim();
+    let cut = serde_json::from_str::<serde_json::Value>(last).is_err_and(|e| e.is_eof());
+    if last.is_empty() || !cut {
+        return (text, None);
+    }
+    (&text[..start], Some(last))
+}
+
+/// [`parse`] of text whose every line is complete.
+fn parse_complete(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
     let mut out = Vec::new();
     // (branch, samples) → (loss, line): a record written twice (a replayed or re-appended
     // file) is read once; two losses at the same point of one branch are two experiments.
@@ -1104,6 +1129,32 @@ mod tests {
             "{:?}",
             p.cautions
         );
+    }
+
+    #[test]
+    fn a_partial_last_line_of_a_file_being_written_is_left_out() {
+        let recs = synthetic(200.0, &BATCHES, 2, 20_000.0, 0.003, 1);
+        let text: String = recs
+            .iter()
+            .map(|r| {
+                format!(
+                    "{{\"v\":1,\"branch\":{{\"from_step\":{},\"batch\":{},\"seed\":{}}},\"step\":{},\"samples\":{},\"loss\":{}}}\n",
+                    r.branch.from_step, r.branch.batch, r.branch.seed, r.step, r.samples, r.loss
+                )
+            })
+            .collect();
+        let whole = parse(&text).unwrap().len();
+        let cut = &text[..text.len() - 20];
+        assert_eq!(parse(cut).unwrap().len(), whole - 1);
+        assert!(split_partial_last_line(cut).1.is_some());
+        // A complete last record without its newline is kept; a cut line inside is an error.
+        assert_eq!(parse(text.trim_end()).unwrap().len(), whole);
+        let mid = text.find('\n').unwrap();
+        let broken = format!("{}{}", &text[..mid - 5], &text[mid..]);
+        assert!(matches!(
+            parse(&broken),
+            Err(CbsError::Line { line: 1, .. })
+        ));
     }
 
     #[test]
