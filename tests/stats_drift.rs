@@ -25,6 +25,16 @@ fn window_truth(b: impl Fn(u64) -> f64, first: u64, last: u64) -> f64 {
     n / (first..=last).map(|t| 1.0 / b(t)).sum::<f64>()
 }
 
+/// The report's `lr_change` diagnostic (it must have one).
+fn lr_of(r: &copus::stats::AnalyzeReport) -> copus::stats::Diagnostic {
+    r.summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::LrChange)
+        .cloned()
+        .expect("lr change")
+}
+
 #[test]
 fn a_sixteenfold_growth_drifts_and_now_is_near_the_end() {
     let m = model();
@@ -97,12 +107,7 @@ fn a_learning_rate_change_is_located() {
         r.lr = Some(if r.step < change { 3e-4 } else { 1.5e-4 });
     }
     let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
-    let d = r
-        .summary
-        .diagnostics
-        .iter()
-        .find(|d| d.kind == K::LrChange)
-        .expect("lr change");
+    let d = lr_of(&r);
     assert_eq!(d.at.len(), 1, "{d:?}");
     let at = d.at[0][0];
     assert!(
@@ -132,13 +137,7 @@ fn a_warm_up_in_jumps_then_a_cosine_decay_is_located_at_both() {
             peak * (0.1 + 0.45 * (1.0 + (std::f64::consts::PI * x).cos()))
         });
     }
-    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
-    let d = r
-        .summary
-        .diagnostics
-        .iter()
-        .find(|d| d.kind == K::LrChange)
-        .expect("lr change");
+    let d = lr_of(&analyze(&records, &EstimatorSettings::default()).expect("analysis"));
     let jumps: Vec<_> = d.at.iter().filter(|a| a[0] == a[1]).collect();
     assert_eq!(jumps.len(), 19, "{d:?}");
     let stretch = d.at.iter().find(|a| a[0] < a[1]).expect("a smooth stretch");
@@ -163,13 +162,7 @@ fn a_smooth_lr_schedule_is_located_where_it_departs() {
         let x = (r.step.saturating_sub(400)) as f64 / 600.0;
         r.lr = Some(1e-3 * (1.0 - 0.9 * x));
     }
-    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
-    let d = r
-        .summary
-        .diagnostics
-        .iter()
-        .find(|d| d.kind == K::LrChange)
-        .expect("lr change");
+    let d = lr_of(&analyze(&records, &EstimatorSettings::default()).expect("analysis"));
     let [a, b] = d.steps.expect("range");
     // 10% below 1e-3 after 0.1/0.9·600 ≈ 67 steps of decay.
     assert!((460..=475).contains(&a), "{a}");

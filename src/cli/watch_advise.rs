@@ -44,6 +44,8 @@ struct SampleScale {
     prev: Option<(u64, f64)>,
     /// Δtokens / b_big of the first consecutive records (at most [`SCALE_SAMPLES`]).
     ratios: Vec<f64>,
+    /// Their median, once there are [`SCALE_MIN_SAMPLES`] (kept, not recomputed per record).
+    inferred: Option<f64>,
     /// Whether the run was already said to count other samples than the model's.
     warned: bool,
 }
@@ -63,6 +65,11 @@ impl SampleScale {
                 let x = (t - before) / r.b_big;
                 if x.is_finite() && x > 0.0 {
                     self.ratios.push(x);
+                    if self.ratios.len() >= SCALE_MIN_SAMPLES {
+                        let mut v = self.ratios.clone();
+                        v.sort_by(f64::total_cmp);
+                        self.inferred = Some(v[v.len() / 2]);
+                    }
                 }
             }
             self.prev = Some((r.step, t));
@@ -71,15 +78,7 @@ impl SampleScale {
 
     /// The run's tokens per sample: given, else inferred once enough records carry tokens.
     fn run_seq_len(&self) -> Option<f64> {
-        if let Some(g) = self.given {
-            return Some(f64::from(g));
-        }
-        if self.ratios.len() < SCALE_MIN_SAMPLES {
-            return None;
-        }
-        let mut v = self.ratios.clone();
-        v.sort_by(f64::total_cmp);
-        Some(v[v.len() / 2])
+        self.given.map(f64::from).or(self.inferred)
     }
 
     /// How many of the model's sequences one of the run's samples is (1 when unknown).

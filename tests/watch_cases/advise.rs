@@ -40,13 +40,13 @@ fn demo() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron")
 }
 
-fn advise(run: &Path, out: &Path, extra: &[&str], steps: u64) -> Value {
-    let o = copus()
+/// `copus watch RUN --headless --until-steps STEPS --advise OUT --session demo EXTRA…`, run.
+fn watch_advising(run: &Path, out: &Path, extra: &[&str], steps: u64) -> std::process::Output {
+    copus()
         .args(["watch"])
         .arg(run)
         .args([
             "--headless",
-            "--json",
             "--until-steps",
             &steps.to_string(),
             "--advise",
@@ -56,8 +56,14 @@ fn advise(run: &Path, out: &Path, extra: &[&str], steps: u64) -> Value {
         .arg(demo())
         .args(extra)
         .output()
-        .expect("run");
-    json(o)["summary"].clone()
+        .expect("run")
+}
+
+fn advise(run: &Path, out: &Path, extra: &[&str], steps: u64) -> Value {
+    let extra: Vec<&str> = std::iter::once("--json")
+        .chain(extra.iter().copied())
+        .collect();
+    json(watch_advising(run, out, &extra, steps))["summary"].clone()
 }
 
 fn lines(out: &Path) -> Vec<Value> {
@@ -239,21 +245,7 @@ fn advice_loop_lines_in_a_stream_are_counted_apart_not_malformed() {
 
 /// `watch --headless --advise` on `run` with `extra` flags: (advice lines written, stderr).
 fn advise_with_stderr(run: &Path, out: &Path, extra: &[&str], steps: u64) -> (usize, String) {
-    let o = copus()
-        .args(["watch"])
-        .arg(run)
-        .args([
-            "--headless",
-            "--until-steps",
-            &steps.to_string(),
-            "--advise",
-        ])
-        .arg(out)
-        .arg("--session")
-        .arg(demo())
-        .args(extra)
-        .output()
-        .expect("run");
+    let o = watch_advising(run, out, extra, steps);
     assert!(o.status.success(), "{o:?}");
     let n = std::fs::read_to_string(out).map_or(0, |t| t.lines().count());
     (n, String::from_utf8_lossy(&o.stderr).into_owned())
@@ -314,15 +306,7 @@ fn the_text_summary_names_the_advice_and_the_verdict() {
         dir.path().join("advice.ndjson"),
     );
     write_run(&run, 2000, |s| 300.0 * 16f64.powf(s as f64 / 2000.0));
-    let o = copus()
-        .args(["watch"])
-        .arg(&run)
-        .args(["--headless", "--until-steps", "2000", "--advise"])
-        .arg(&out)
-        .arg("--session")
-        .arg(demo())
-        .output()
-        .expect("run");
+    let o = watch_advising(&run, &out, &[], 2000);
     assert!(o.status.success(), "{o:?}");
     let text = String::from_utf8_lossy(&o.stdout);
     let written = lines(&out).len();

@@ -88,11 +88,7 @@ fn goodput(t: &ThroughputTable, run: &RunState, b_crit: f64) -> (f64, f64) {
 fn a_run_following_advice_as_b_crit_grows_raises_its_batch_and_ends_near_the_best() {
     let t = demo_table();
     let mut a = advisor(50);
-    let start = RunState {
-        batch: 32,
-        layout: None,
-        micro_batch: None,
-    };
+    let start = run_at(32);
     // B_crit grows 16× (300 → 4800 samples) over 4000 steps, with ±25 % noise.
     let advice = follow(
         &t,
@@ -122,11 +118,7 @@ fn a_run_following_advice_as_b_crit_grows_raises_its_batch_and_ends_near_the_bes
 fn a_steady_noisy_b_crit_does_not_flip_flop() {
     let t = demo_table();
     let mut a = advisor(20);
-    let start = RunState {
-        batch: 32,
-        layout: None,
-        micro_batch: None,
-    };
+    let start = run_at(32);
     let first = follow(&t, &mut a, |_| 1500.0, 1, start);
     let run = first.last().map_or(start, state_of);
     // 10 000 steps of ±30 % noise around the B_crit the run was advised for.
@@ -163,6 +155,15 @@ fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
     assert!(a.observe(&t, live(12, f64::NAN), &run).is_none());
 }
 
+/// A run at `batch` whose records carry no layout.
+fn run_at(batch: u64) -> RunState {
+    RunState {
+        batch,
+        layout: None,
+        micro_batch: None,
+    }
+}
+
 /// A bounded live estimate of `b_simple` samples at `step` (resting on 100 steps).
 fn live(step: u64, b_simple: f64) -> copus::plan::advice::LiveB {
     copus::plan::advice::LiveB {
@@ -179,11 +180,7 @@ fn an_estimate_on_fewer_steps_than_the_estimators_minimum_gives_no_advice() {
     // (too few steps); that first advice also set the floor no later advice goes below.
     let t = demo_table();
     let mut a = advisor(0);
-    let run = RunState {
-        batch: 64,
-        layout: None,
-        micro_batch: None,
-    };
+    let run = run_at(64);
     for steps in [1, 2, 49] {
         let early = copus::plan::advice::LiveB {
             steps,
@@ -204,11 +201,7 @@ fn an_estimate_with_an_unbounded_interval_gives_no_advice() {
     // above: advice on it could never be taken back (it never shrinks the batch).
     let t = demo_table();
     let mut a = advisor(0);
-    let run = RunState {
-        batch: 64,
-        layout: None,
-        micro_batch: None,
-    };
+    let run = run_at(64);
     let noise = copus::plan::advice::LiveB {
         bounded: false,
         ..live(10, 1.0e6)
@@ -224,11 +217,7 @@ fn a_run_below_the_sessions_smallest_batch_gets_no_advice_and_is_named() {
     // cell, and the mismatch is said.
     let t = demo_table();
     let mut a = advisor(0);
-    let small = RunState {
-        batch: t.batches[0] - 1,
-        layout: None,
-        micro_batch: None,
-    };
+    let small = run_at(t.batches[0] - 1);
     assert!(a.observe(&t, live(10, 1.0e6), &small).is_none());
     let why = copus::cli::watch_advise::session_mismatch(&small, 64, &t.batches).expect("named");
     assert!(why.contains("below the session's smallest"), "{why}");

@@ -102,23 +102,34 @@ pub struct MegatronRamp {
     pub starts: Vec<(u64, u64)>,
 }
 
+/// Samples between two increments of ramp `r` up to `global_batch` (Megatron's
+/// `rampup_samples_per_increment`).
+fn per_increment(r: &Ramp, global_batch: u64) -> f64 {
+    let increments = global_batch.saturating_sub(r.start) / r.increment.max(1);
+    r.samples as f64 / increments.max(1) as f64
+}
+
+/// The global batch Megatron's ramp `r` runs after `consumed` samples (its
+/// `update_num_microbatches`): the start plus one increment per `per_increment` samples, the
+/// final batch once the ramp's samples are consumed.
+fn ramp_batch_at(r: &Ramp, global_batch: u64, per_increment: f64, consumed: u64) -> u64 {
+    if consumed > r.samples {
+        global_batch
+    } else {
+        let k = (consumed as f64 / per_increment) as u64;
+        r.start
+            .saturating_add(k.saturating_mul(r.increment))
+            .min(global_batch)
+    }
+}
+
 /// Megatron's run of ramp `r` up to `global_batch` over `train_samples` ([`MegatronRamp`]).
 /// The steps at one batch are counted together (the arithmetic of Megatron's step-by-step
 /// loop, checked against that loop in the tests), so a ramp over any number of samples costs
 /// one pass per batch size, not one per step.
 pub fn megatron_ramp(r: &Ramp, global_batch: u64, train_samples: u64) -> MegatronRamp {
-    let increments = global_batch.saturating_sub(r.start) / r.increment.max(1);
-    let per_increment = r.samples as f64 / increments.max(1) as f64;
-    let batch_at = |consumed: u64| {
-        if consumed > r.samples {
-            global_batch
-        } else {
-            let k = (consumed as f64 / per_increment) as u64;
-            r.start
-                .saturating_add(k.saturating_mul(r.increment))
-                .min(global_batch)
-        }
-    };
+    let per_increment = per_increment(r, global_batch);
+    let batch_at = |consumed: u64| ramp_batch_at(r, global_batch, per_increment, consumed);
     let limit = r.samples.min(train_samples);
     let (mut steps, mut consumed) = (0u64, 0u64);
     let mut starts: Vec<(u64, u64)> = Vec::new();
@@ -444,20 +455,10 @@ mod tests {
     use proptest::prelude::*;
 
     /// Megatron's own loop, one step at a time (what `megatron_ramp` counted before it
-    /// counted a batch's steps together): the oracle.
+    /// counted a batch's steps together), on the same batch rule: the oracle of the counting.
     fn step_by_step(r: &Ramp, global_batch: u64, train_samples: u64) -> MegatronRamp {
-        let increments = global_batch.saturating_sub(r.start) / r.increment.max(1);
-        let per_increment = r.samples as f64 / increments.max(1) as f64;
-        let batch_at = |consumed: u64| {
-            if consumed > r.samples {
-                global_batch
-            } else {
-                let k = (consumed as f64 / per_increment) as u64;
-                r.start
-                    .saturating_add(k.saturating_mul(r.increment))
-                    .min(global_batch)
-            }
-        };
+        let per_increment = per_increment(r, global_batch);
+        let batch_at = |consumed: u64| ramp_batch_at(r, global_batch, per_increment, consumed);
         let (mut steps, mut consumed) = (0u64, 0u64);
         let mut starts: Vec<(u64, u64)> = Vec::new();
         while consumed <= r.samples && consumed <= train_samples {
