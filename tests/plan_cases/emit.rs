@@ -337,6 +337,29 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
                 u(&c["train_micro_batch_size_per_gpu"])
             );
             assert_eq!(value("--tensor-model-parallel-size"), u(&p["tp"]));
+            // Megatron-DeepSpeed takes Megatron-LM's stop rule: each phase stops at its last
+            // step, with one --train-samples and the whole plan's --lr-decay-samples.
+            let train_iters = value("--train-samples") / u(&p["global_batch"]);
+            let from = u(&p["from_step"]);
+            let exit_at = args
+                .iter()
+                .position(|a| *a == "--exit-interval")
+                .map(|i| args[i + 1].parse::<u64>().expect("exit"))
+                .map(|e| from / e * e + e);
+            let stop = exit_at.map_or(train_iters, |x| x.min(train_iters));
+            assert_eq!(stop, u(&p["until_step"]), "{}: {args:?}", s.display());
+            assert_eq!(value("--lr-decay-samples"), end_samples);
+            let first: Vec<&str> = ds_phases[0]["megatron_deepspeed_args"]
+                .as_array()
+                .expect("args")
+                .iter()
+                .map(|a| a.as_str().expect("string"))
+                .collect();
+            let at = first
+                .iter()
+                .position(|a| *a == "--train-samples")
+                .expect("--train-samples");
+            assert_eq!(value("--train-samples").to_string(), first[at + 1]);
         }
     }
 }
@@ -535,9 +558,57 @@ fn a_schedule_for_another_framework_than_the_plans_stack_says_so() {
     assert!(
         ds["note"]
             .as_str()
-            .is_some_and(|n| n.contains("--stack deepspeed")),
+            .is_some_and(|n| n.contains("--stack deepspeed") && !n.starts_with("note")),
         "{ds}"
     );
+}
+
+/// The `PHASE_N="…"` argument strings of a Megatron script.
+fn megatron_phases(script: &str) -> Vec<String> {
+    script
+        .lines()
+        .filter_map(|l| l.strip_prefix("PHASE_"))
+        .filter_map(|l| {
+            l.split_once("=\"")
+                .map(|(_, a)| a.trim_end_matches('"').to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn megatron_arguments_reduce_gradients_in_the_dtype_the_plan_was_costed_with() {
+    // NeMo's recipes reduce gradients in BF16 (2 bytes a gradient): a layout the plan fits
+    // that way needs `--grad-reduce-in-bf16`, or Megatron reduces in FP32 and runs out of
+    // memory. The same for a stack told `--grad-reduce bf16`; absent for FP32 reduction.
+    let demo = Path::new("sessions/demo.ron");
+    for (args, bf16) in [
+        (&["--stack", "nemo"][..], true),
+        (
+            &["--stack", "megatron-core", "--grad-reduce", "bf16"][..],
+            true,
+        ),
+        (&["--stack", "megatron-core"][..], false),
+    ] {
+        let mut all = vec![
+            "--emit",
+            "megatron",
+            "--model",
+            "llama3-8b",
+            "--nodes",
+            "16",
+        ];
+        all.extend_from_slice(args);
+        let script = run(demo, &all);
+        let phases = megatron_phases(&script);
+        assert!(!phases.is_empty(), "{script}");
+        for p in &phases {
+            assert_eq!(
+                flags(p).contains_key("--grad-reduce-in-bf16"),
+                bf16,
+                "{args:?}: {p}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -603,21 +674,20 @@ fn plan_text_names_the_batches_it_added_to_the_sessions_axis() {
 fn what_a_plan_rests_on_beyond_the_session_is_written_into_every_document() {
     let (rep, mut ctx) = demo_report();
     ctx.notes =
-        vec!["the command line replaced the session's nodes 16 (was 8)\nsecond line".into()];
+        vec!["the command line changed the session's nodes to 16 (was 8)\nsecond line".into()];
     let m = emit(&rep, &ctx, EmitTarget::Megatron).expect("megatron");
     assert!(
-        m.lines()
-            .any(|l| l
-                == "# note: the command line replaced the session's nodes 16 (was 8) second line"),
+        m.lines().any(|l| l
+            == "# note: the command line changed the session's nodes to 16 (was 8) second line"),
         "{m}"
     );
     let t = emit(&rep, &ctx, EmitTarget::Torchtitan).expect("torchtitan");
-    assert!(t.contains("# note: the command line replaced"), "{t}");
+    assert!(t.contains("# note: the command line changed"), "{t}");
     for target in [EmitTarget::Json, EmitTarget::Deepspeed] {
         let doc: serde_json::Value =
             serde_json::from_str(&emit(&rep, &ctx, target).expect("json")).expect("parses");
         assert_eq!(
-            doc["notes"][0].as_str().map(|s| s.contains("nodes 16")),
+            doc["notes"][0].as_str().map(|s| s.contains("nodes to 16")),
             Some(true),
             "{doc}"
         );

@@ -69,7 +69,21 @@ struct Checkpointing {
     cpu_checkpointing: bool,
 }
 
-fn phase(p: &EmitPhase, ctx: &EmitContext, report: &PlanReport) -> Result<Phase, EmitError> {
+/// Where the phases stop and what keeps their learning-rate schedule one: Megatron-DeepSpeed
+/// takes Megatron-LM's arguments (`--train-samples`, `--lr-decay-samples`, `--exit-interval`).
+struct Stop {
+    /// `--train-samples` of every phase ([`super::megatron::train_samples`]).
+    train_samples: u64,
+    /// `--lr-decay-samples` of every phase: the plan's samples.
+    decay_samples: u64,
+}
+
+fn phase(
+    p: &EmitPhase,
+    ctx: &EmitContext,
+    report: &PlanReport,
+    stop: &Stop,
+) -> Result<Phase, EmitError> {
     if p.pp > 1 && p.zero >= 2 {
         return Err(p.inexpressible(
             TARGET,
@@ -118,6 +132,15 @@ fn phase(p: &EmitPhase, ctx: &EmitContext, report: &PlanReport) -> Result<Phase,
     .into_iter()
     .flat_map(|(flag, value)| [flag.to_string(), value])
     .collect();
+    args.extend([
+        "--train-samples".into(),
+        stop.train_samples.to_string(),
+        "--lr-decay-samples".into(),
+        stop.decay_samples.to_string(),
+    ]);
+    if super::megatron::megatron_stop(p, stop.train_samples).exit_interval {
+        args.extend(["--exit-interval".into(), p.until_step.to_string()]);
+    }
     if p.pp == 1 {
         args.push("--no-pipeline-parallel".into());
     }
@@ -174,21 +197,28 @@ pub fn write(
     phases: &[EmitPhase],
     end: EmitEnd,
 ) -> Result<String, EmitError> {
+    let stop = Stop {
+        train_samples: super::megatron::train_samples(phases, end.samples),
+        decay_samples: end.samples,
+    };
     let doc = Doc {
         session: &report.session,
         target: "deepspeed",
         gpus: ctx.gpus,
         seq_len: ctx.seq_len,
         end,
-        how: "one DeepSpeed run per phase: run from_step to until_step with ds_config and the \
-              Megatron-DeepSpeed arguments, save a checkpoint, resume the next phase from it \
-              (a TP/PP change needs a universal checkpoint: ds_to_universal.py, then --universal-checkpoint)",
+        how: "one DeepSpeed run per phase with ds_config and the Megatron-DeepSpeed arguments, \
+              resumed from the checkpoint of the phase before (a TP/PP change needs a universal \
+              checkpoint: ds_to_universal.py, then --universal-checkpoint): the same \
+              --train-samples and --lr-decay-samples in every phase keep the learning-rate \
+              schedule that of the whole plan and let each phase reach until_step, and \
+              --exit-interval stops a phase there (saving a checkpoint) where it would run on",
         stack: &report.stack.label,
         note: super::stack_note(report.stack.preset, TARGET),
         notes: ctx.notes.clone(),
         phases: phases
             .iter()
-            .map(|p| phase(p, ctx, report))
+            .map(|p| phase(p, ctx, report, &stop))
             .collect::<Result<_, _>>()?,
     };
     let mut s = serde_json::to_string_pretty(&doc)

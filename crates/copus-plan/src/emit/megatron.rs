@@ -261,6 +261,12 @@ fn layout_args(
         "fp8" => "--bf16 --fp8-format hybrid".into(),
         _ => "--bf16".into(),
     });
+    // Under --bf16 Megatron accumulates and reduces gradients in FP32 unless told otherwise;
+    // a plan costed with BF16 reduction (NeMo's recipes) counts 2 bytes a gradient, and its
+    // layouts may only fit so.
+    if settings.grad_reduce == "bf16" {
+        a.push("--grad-reduce-in-bf16".into());
+    }
     Ok(a)
 }
 
@@ -280,7 +286,7 @@ fn header(out: &mut String, report: &PlanReport, ctx: &EmitContext, end: EmitEnd
         crate::format::tokens(end.tokens)
     );
     if let Some(note) = super::stack_note(report.stack.preset, super::EmitTarget::Megatron) {
-        let _ = writeln!(out, "# {note}");
+        let _ = writeln!(out, "# note: {note}");
     }
     for note in &ctx.notes {
         let _ = writeln!(out, "# note: {}", super::one_line(note));
@@ -398,11 +404,17 @@ pub fn write(
                 .join("/")
         );
     }
+    let checkpoints = if fsdp == 0 {
+        "a\n# TP/PP change needs a distributed checkpoint (--ckpt-format torch_dist), which loads\n# into another layout."
+    } else if fsdp == phases.len() {
+        "for\n# their checkpoints, see the Megatron-FSDP note above."
+    } else {
+        "a\n# TP/PP change between phases without Megatron-FSDP needs a distributed checkpoint\n# (--ckpt-format torch_dist); for the others, see the Megatron-FSDP note above."
+    };
     let _ = writeln!(
         out,
-        "# {} phase{}, one Megatron run each, resumed from the checkpoint of the one before; a\n\
-         # TP/PP change needs a distributed checkpoint (--ckpt-format torch_dist), which loads\n\
-         # into another layout. Megatron runs --train-samples / --global-batch-size steps: every\n\
+        "# {} phase{}, one Megatron run each, resumed from the checkpoint of the one before; \
+         {checkpoints}\n# Megatron runs --train-samples / --global-batch-size steps: every\n\
          # phase's --train-samples {} (the plan's {} samples, or more where a phase's batch\n\
          # would stop it sooner) lets it reach its last step, and --exit-interval stops it\n\
          # there (saving a checkpoint) when it would run on. The same --train-samples and\n\

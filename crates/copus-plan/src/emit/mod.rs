@@ -320,7 +320,7 @@ pub fn stack_note(preset: &str, target: EmitTarget) -> Option<String> {
         return None;
     }
     Some(format!(
-        "note: this plan was costed for the {preset} stack, not for {}: its layouts and times \
+        "this plan was costed for the {preset} stack, not for {}: its layouts and times \
          are those {preset} would run; plan again with --stack {} for {}'s own",
         target.name(),
         stacks[0],

@@ -234,7 +234,7 @@ pub fn write(
         DECAY_SHARE * 100.0
     );
     if let Some(note) = super::stack_note(report.stack.preset, TARGET) {
-        let _ = writeln!(out, "# {note}");
+        let _ = writeln!(out, "# note: {note}");
     }
     for note in &ctx.notes {
         let _ = writeln!(out, "# note: {}", super::one_line(note));
