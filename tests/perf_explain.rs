@@ -250,6 +250,11 @@ fn an_explanation_cautions_when_one_tensor_takes_over_half_the_free_memory() {
         assert!(e.prediction.fits, "{seq}");
         assert!(close(e.largest_buffer_bytes, seq as f64 * 128_256.0 * 4.0));
         assert_eq!(e.fragmentation_risk(), risky, "{seq}");
+        // Without pipeline parallelism the stage that holds the logits is the whole GPU.
+        assert!(
+            close(e.logits_stage_bytes, e.prediction.memory_per_gpu_bytes),
+            "{seq}"
+        );
         // Seconds a step: not short enough to be host-bound.
         assert!(!e.host_bound_risk, "{seq}");
     }

@@ -347,11 +347,13 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             have_gb: hw.hbm_bytes / 1e9,
         };
         let nearest =
-            what_fits(&ctx, a.gpus, a.batch, &cfg, stack_base).map(|(c, fit)| NearestFit {
-                flags: fit_flags(&c),
-                config: (&c).into(),
-                tokens_per_s: fit.tokens_per_s,
-                memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
+            what_fits(&ctx, a.gpus, a.batch, &cfg, (stack_base, &policies)).map(|(c, fit)| {
+                NearestFit {
+                    flags: fit_flags(&c),
+                    config: (&c).into(),
+                    tokens_per_s: fit.tokens_per_s,
+                    memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
+                }
             });
         (Some(oom.to_string()), nearest)
     };
@@ -404,7 +406,12 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 eff.attention == crate::perf::efficiency::AttentionKind::Cudnn
                     && a.stack.attention.is_some(),
             ))
-            .chain(fragmentation_caveat(&model, &cfg, &eff, &p, hw.hbm_bytes))
+            .chain(fragmentation_caveat(
+                (&model, &cfg, &eff),
+                &p,
+                mb,
+                (hw.hbm_bytes, hw.reserved_bytes),
+            ))
             .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
             .chain(calibration_caveats)
             .collect(),
@@ -452,21 +459,20 @@ fn fit_flags(c: &ParallelConfig) -> String {
 }
 
 /// The fastest configuration of `gpus` GPUs that fits at `batch`: first with `base`'s ZeRO
-/// stage and recompute policy on every (tp, pp) layout within a node, then with any ZeRO
-/// stage and any recompute policy `stack` has. `None` when nothing fits.
+/// stage and the recompute policies the command allowed (`allowed`: every policy of the
+/// stack under `--recompute auto`, the one given otherwise) on every (tp, pp) layout within a
+/// node, then with any ZeRO stage and any recompute policy `stack` has. `None` when nothing
+/// fits.
 pub fn what_fits(
     ctx: &PerfContext,
     gpus: u32,
     batch: u64,
     base: &ParallelConfig,
-    stack: StackPreset,
+    (stack, allowed): (StackPreset, &[Recompute]),
 ) -> Option<(ParallelConfig, Prediction)> {
     let all = stack.recompute_policies();
     let tries: [(&[u8], &[Recompute]); 2] = [
-        (
-            std::slice::from_ref(&base.zero),
-            std::slice::from_ref(&base.recompute),
-        ),
+        (std::slice::from_ref(&base.zero), allowed),
         (&[0, 1, 2, 3], all),
     ];
     for (zeros, recomputes) in tries {
@@ -560,8 +566,11 @@ fn print_text(o: &Output) {
     } else {
         ""
     };
+    // The FLOP count is Megatron's (the attention scores in full, not halved for the causal
+    // mask; docs/MODEL.md): a 6·N-per-token count reads lower, the more so at long sequences.
     println!(
-        "  model TFLOP/s    {:>10.1} per GPU (MFU {:.1}%{peak})",
+        "  model TFLOP/s    {:>10.1} per GPU (MFU {:.1}%{peak}; Megatron's FLOP count: causal \
+         attention counted in full)",
         p.model_tflops_per_gpu,
         p.mfu * 100.0
     );
@@ -660,21 +669,32 @@ const NOTHING_FITS: &str = "nothing on these GPUs at this batch: try more GPUs (
 /// than [`FRAGMENTATION_FREE_SHARE`](crate::perf::memory::FRAGMENTATION_FREE_SHARE) of the
 /// memory left free: PyTorch's caching allocator can fail it through fragmentation.
 fn fragmentation_caveat(
-    model: &crate::perf::ModelProfile,
-    cfg: &ParallelConfig,
-    eff: &crate::perf::EfficiencyParams,
+    (model, cfg, eff): (
+        &crate::perf::ModelProfile,
+        &ParallelConfig,
+        &crate::perf::EfficiencyParams,
+    ),
     p: &Prediction,
-    device_bytes: f64,
+    micro_batches: u64,
+    (device_bytes, reserved): (f64, f64),
 ) -> Option<String> {
-    use crate::perf::memory::{fragmentation_risk, largest_buffer_bytes};
+    use crate::perf::memory::{fragmentation_risk, largest_buffer_bytes, last_stage_memory};
     let largest = largest_buffer_bytes(model, cfg, eff);
-    let total = p.memory_per_gpu_bytes;
-    fragmentation_risk(total, device_bytes, largest).then(|| {
+    // The logits live on the last pipeline stage: its room is what counts, not the fullest
+    // stage's.
+    let total = last_stage_memory(model, cfg, micro_batches, reserved, eff).total();
+    let stage = if cfg.pp > 1 {
+        " on the last pipeline stage"
+    } else {
+        ""
+    };
+    (p.fits && fragmentation_risk(total, device_bytes, largest)).then(|| {
         format!(
-            "fits with {:.1} GB to spare, counting the loss's logits ({:.1} GB in one tensor) \
-             in the peak; a tensor that large against so little room can fail through the \
-             caching allocator's fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, \
-             a smaller micro-batch or a fused loss leave more room)",
+            "fits with {:.1} GB to spare{stage}, counting the loss's logits ({:.1} GB in one \
+             tensor) in the peak; a tensor that large against so little room can fail through \
+             the caching allocator's fragmentation \
+             (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, a smaller micro-batch or a fused \
+             loss leave more room)",
             (device_bytes - total) / 1e9,
             largest / 1e9
         )

@@ -174,15 +174,20 @@ fn bars(e: &Explanation, width: usize, mode: ColorMode) -> Vec<Line<'static>> {
     if e.fragmentation_risk() {
         lines.push(Line::styled(
             {
-                let free = e.capacity_bytes - p.memory_per_gpu_bytes;
+                let free = e.capacity_bytes - e.logits_stage_bytes;
                 let against = if e.largest_buffer_bytes > free {
                     "is larger than"
                 } else {
                     "is over half of"
                 };
+                let stage = if e.config.pp > 1 {
+                    " of the last pipeline stage, which holds it"
+                } else {
+                    ""
+                };
                 format!(
                     "Caution: one tensor (the logits, {}, counted in the peak) {against} the {} \
-                     left free at the peak: the allocator's fragmentation can stop it",
+                     left free at the peak{stage}: the allocator's fragmentation can stop it",
                     gb(e.largest_buffer_bytes),
                     gb(free)
                 )

@@ -5,7 +5,9 @@
 
 use super::config::Layout;
 use super::enumerate::{Choices, layout_problem, model_layout_configs};
-use super::memory::{MemoryBreakdown, fragmentation_risk, largest_buffer_bytes, peak_memory};
+use super::memory::{
+    MemoryBreakdown, fragmentation_risk, largest_buffer_bytes, last_stage_memory, peak_memory,
+};
 use super::{
     ConfigCost, EfficiencyParams, Invalid, ParallelConfig, PerfContext, Prediction, Recompute,
     validate,
@@ -47,6 +49,9 @@ pub struct Explanation {
     /// The largest single tensor of the step, bytes: one copy of a micro-batch's logits in the
     /// loss's precision ([`largest_buffer_bytes`]).
     pub largest_buffer_bytes: f64,
+    /// Peak memory per GPU of the last pipeline stage, where that tensor is allocated, bytes
+    /// (the peak itself without pipeline parallelism; [`super::memory::last_stage_memory`]).
+    pub logits_stage_bytes: f64,
     /// Whether the configuration fits and its micro-batches are short enough, on an eager
     /// stack, to be bound by the host issuing kernels, so that its time is a lower bound
     /// ([`super::may_be_host_bound`]).
@@ -63,11 +68,12 @@ impl Explanation {
     /// memory left free, so that the caching allocator's fragmentation can stop it
     /// ([`fragmentation_risk`]).
     pub fn fragmentation_risk(&self) -> bool {
-        fragmentation_risk(
-            self.prediction.memory_per_gpu_bytes,
-            self.capacity_bytes,
-            self.largest_buffer_bytes,
-        )
+        self.prediction.fits
+            && fragmentation_risk(
+                self.logits_stage_bytes,
+                self.capacity_bytes,
+                self.largest_buffer_bytes,
+            )
     }
 
     /// Exposed communication (TP, EP, CP, PP and DP) as a share of the step, 0–1.
@@ -216,6 +222,14 @@ pub fn explain(
         memory: memory_parts(cfg, ctx.eff, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
         largest_buffer_bytes: largest_buffer_bytes(ctx.model, cfg, ctx.eff),
+        logits_stage_bytes: last_stage_memory(
+            ctx.model,
+            cfg,
+            micro_batches,
+            ctx.hw.reserved_bytes,
+            ctx.eff,
+        )
+        .total(),
         host_bound_risk: prediction.fits
             && super::may_be_host_bound(ctx.eff, &prediction, micro_batches, layers),
         micro_batch_s: super::micro_batch_time_s(&prediction, micro_batches),

@@ -302,6 +302,21 @@ pub fn peak_memory(
         .unwrap_or_default()
 }
 
+/// Peak memory per GPU of the last pipeline stage (the whole model without pipeline
+/// parallelism): the stage that holds the output layer and the loss's logits, where the
+/// step's largest tensor ([`largest_buffer_bytes`]) is allocated. Its room, not that of the
+/// fullest stage ([`peak_memory`]), is what [`fragmentation_risk`] compares that tensor with.
+pub fn last_stage_memory(
+    m: &ModelProfile,
+    cfg: &ParallelConfig,
+    micro_batches: u64,
+    reserved: f64,
+    eff: &EfficiencyParams,
+) -> MemoryBreakdown {
+    let stages = Stages::new(m, cfg, micro_batches, reserved, eff);
+    stages.memory(stages.pp - 1)
+}
+
 /// What every pipeline stage's memory is made of, computed once for [`peak_memory`].
 struct Stages<'a> {
     m: &'a ModelProfile,
