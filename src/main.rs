@@ -16,9 +16,30 @@ fn default_sigpipe() {
     }
 }
 
+/// A text command's `println!` that cannot write (a full disk, `> /dev/full`, an I/O error)
+/// panics inside the standard library; say so as every other failure is said, with exit
+/// status 1, instead of a panic message and status 101. Any other panic goes to the hook
+/// that was in place (the explorer adds its terminal restore in front of it).
+fn stdout_failure_is_an_error() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied());
+        if let Some(why) = message.and_then(|m| m.strip_prefix("failed printing to stdout: ")) {
+            eprintln!("copus: cannot write to standard output: {why}");
+            std::process::exit(1);
+        }
+        previous(info);
+    }));
+}
+
 fn main() -> std::process::ExitCode {
     #[cfg(unix)]
     default_sigpipe();
+    stdout_failure_is_an_error();
     copus::malloc_tuning::tune_for_large_buffers();
     copus::signals::install_abort_handler();
     let cli = copus::cli::Cli::parse();

@@ -418,6 +418,41 @@ impl Resolved {
         }
     }
 
+    /// A note naming the search's interleave degrees (above 1) that no pipeline depth of the
+    /// cluster's GPUs can run for the model (an interleave must divide the layers of a stage):
+    /// the grid leaves them out, which is said rather than silent.
+    fn unusable_interleave(&self) -> Option<String> {
+        let gpus = self
+            .session
+            .cluster
+            .nodes
+            .saturating_mul(self.session.cluster.gpus_per_node);
+        let depths: Vec<u32> = (2..=gpus.min(self.model.layers))
+            .filter(|pp| gpus.is_multiple_of(*pp))
+            .collect();
+        let unusable: Vec<String> = self
+            .session
+            .search
+            .interleave
+            .iter()
+            .filter(|&&v| v > 1)
+            .filter(|&&v| {
+                !depths.iter().any(|&pp| {
+                    crate::perf::validate::interleave_candidates(&self.model, pp).contains(&v)
+                })
+            })
+            .map(u32::to_string)
+            .collect();
+        (!unusable.is_empty()).then(|| {
+            format!(
+                "the search's interleave {} suits no pipeline depth of {} layers on {gpus} GPUs (an \
+                 interleave must divide a stage's layers): it is left out of the search",
+                unusable.join(", "),
+                self.model.layers
+            )
+        })
+    }
+
     /// The efficiency parameters before the session's `stack` is applied.
     fn base_efficiency(&self) -> EfficiencyParams {
         if let Some(e) = &self.session.efficiency {
@@ -431,11 +466,12 @@ impl Resolved {
 
     /// What the session's search asks of its framework that the framework does not run: a
     /// recompute policy its stack lacks, or ZeRO-1 under an FSDP framework (which shards
-    /// parameters or keeps them gathered): each a what-if, as `predict` says of one cell.
+    /// parameters or keeps them gathered): each a what-if, as `predict` says of one cell. And
+    /// an interleave no pipeline layout of the cluster can run, which the search leaves out.
     pub fn framework_caveats(&self) -> Vec<String> {
         use crate::perf::StackPreset;
         let preset = self.stack().base();
-        let mut out = Vec::new();
+        let mut out: Vec<String> = self.unusable_interleave().into_iter().collect();
         let policies = preset.recompute_policies();
         let foreign: Vec<String> = self
             .session

@@ -257,7 +257,7 @@ fn grid_at_outside_the_trajectory_counts_tokens_in_token_units() {
             loss: None,
         })
         .collect();
-    let err = point_at(&points, At::Tokens(900e12))
+    let err = point_at(&points, At::Tokens(900e12), false)
         .expect_err("past the end")
         .to_string();
     assert!(
@@ -265,7 +265,7 @@ fn grid_at_outside_the_trajectory_counts_tokens_in_token_units() {
         "{err}"
     );
     assert!(!err.contains('G'), "{err}");
-    assert!(point_at(&points, At::Tokens(150e9)).is_ok());
+    assert!(point_at(&points, At::Tokens(150e9), false).is_ok());
 }
 
 /// A number as the screen prints it ("643k", "1.2M", "0.94", "+11.6%").

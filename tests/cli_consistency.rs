@@ -81,7 +81,10 @@ fn grid_and_plan_answer_what_if_on_another_model_and_cluster_without_editing_the
     // The caveat names what changed, and only that.
     let g = json(&["grid", DEMO, "--seq", "2048", "--json"]);
     let said = g["caveats"].to_string();
-    assert!(said.contains("sequence 2048 tokens (was 4096)"), "{said}");
+    assert!(
+        said.contains("sequence to 2048 tokens (was 4096)"),
+        "{said}"
+    );
     assert!(!said.contains("nodes"), "{said}");
     // A part of an inline shape alone is an error, not ignored; errors name the flags given,
     // not a file the user never wrote.
@@ -411,6 +414,140 @@ fn predict_shows_why_a_configuration_does_not_fit_and_what_would() {
 }
 
 #[test]
+fn what_fits_instead_searches_the_recompute_policies_the_command_allowed() {
+    // `--recompute auto` (the default) leaves the policy free: what fits instead is the fastest
+    // on these GPUs with any of the stack's policies, not only the one the layout that did not
+    // fit fell back to (full, 21 % slower here than the fastest that fits). A policy given is
+    // kept.
+    let fits_instead = |extra: &[&str]| {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama3-70b",
+            "--gpus",
+            "128",
+            "--tp",
+            "1",
+            "--pp",
+            "1",
+            "--batch",
+            "512",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = copus(&args);
+        out.succeeds();
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        assert_eq!(v["fits"], false, "{v}");
+        let n = v["nearest_change"].clone();
+        let flags = n["flags"].as_str().expect("flags").to_string();
+        (n["tokens_per_s"].as_f64().expect("tokens/s"), flags)
+    };
+    let (auto, auto_flags) = fits_instead(&[]);
+    let (full, full_flags) = fits_instead(&["--recompute", "full"]);
+    assert!(full_flags.contains("--recompute full"), "{full_flags}");
+    assert!(
+        auto > 1.05 * full,
+        "{auto_flags} {auto} vs {full_flags} {full}"
+    );
+    // And it runs as said.
+    let mut args = vec![
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "128",
+        "--batch",
+        "512",
+    ];
+    args.extend(auto_flags.split_whitespace());
+    args.push("--json");
+    let ran = copus(&args);
+    ran.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&ran.stdout).expect("json");
+    assert_eq!(v["fits"], true, "{v}");
+    assert!(
+        (v["tokens_per_s"].as_f64().expect("tokens/s") / auto - 1.0).abs() < 1e-9,
+        "{v}"
+    );
+}
+
+#[test]
+fn the_fragmentation_caution_weighs_the_logits_against_the_stage_that_holds_them() {
+    // Llama 3 70B on 128 H100, TP 8 × PP 2: the first stage is the fullest (84.8 of 85.9 GB)
+    // but holds no logits; the last stage, which does, has room. No caution (it said "fits
+    // with 1.1 GB to spare, counting the loss's logits" against the first stage's room).
+    let args = [
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "128",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--batch",
+        "512",
+        "--vpp",
+        "auto",
+        "--json",
+    ];
+    let out = copus(&args);
+    out.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(v["fits"], true, "{v}");
+    assert_eq!(v["memory"]["stage"], 0, "{v}");
+    let spare =
+        v["memory_capacity_bytes"].as_f64().unwrap() - v["memory_per_gpu_bytes"].as_f64().unwrap();
+    assert!(spare < 2e9, "the fullest stage is nearly full: {spare}");
+    assert!(
+        !v["caveats"].to_string().contains("logits"),
+        "{}",
+        v["caveats"]
+    );
+}
+
+#[test]
+fn an_interleave_no_pipeline_depth_can_run_is_said_not_dropped_silently() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = |interleave: &str| {
+        let path = dir.path().join(format!("s{}.ron", interleave.len()));
+        std::fs::write(
+            &path,
+            format!(
+                r#"(name: "70b", model: Named("llama3-70b"),
+                    cluster: (hardware: Named("h100-sxm"), nodes: 16, gpus_per_node: 8),
+                    source: Scenario((law: MerrillPlateau, start_tokens: 1e9,
+                        total_tokens: 600e9, phases: 20, nominal_batch: 512)),
+                    search: (batch_sizes: [128, 256, 512], micro_batches: [1], zero: [1],
+                        recompute: [None, Full], interleave: {interleave},
+                        allow_cross_node_tp: false))"#
+            ),
+        )
+        .expect("session");
+        path.display().to_string()
+    };
+    // 80 layers: 7 divides no stage's layers at any depth of 128 GPUs, 2 does.
+    let seven = copus(&["plan", &session("[1, 7]")]);
+    seven.succeeds();
+    assert!(
+        seven
+            .stdout
+            .contains("the search's interleave 7 suits no pipeline depth"),
+        "{}",
+        seven.stdout
+    );
+    let two = copus(&["plan", &session("[1, 2, 4]")]);
+    two.succeeds();
+    assert!(
+        !two.stdout.contains("suits no pipeline depth"),
+        "{}",
+        two.stdout
+    );
+}
+
+#[test]
 fn error_causes_are_printed_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = dir.path().join("missing-source.ron");
@@ -689,6 +826,28 @@ fn grid_rank_is_the_batch_column_sorted_by_goodput() {
     );
     copus(&["grid", DEMO, "--rank", "100"]).fails_with(&["--rank 100", "not a batch", "256"]);
     copus(&["grid", DEMO, "--filter", "zero=1"]).fails_with(&["--filter", "what-if"]);
+    // What the ranking rests on is said as the grid says it: the command line's replacements
+    // (a note; `caveats` in JSON), the trajectory point and its B_crit.
+    let args = [
+        "grid", DEMO, "--at", "150B", "--rank", "256", "--nodes", "16",
+    ];
+    let text = copus(&args);
+    text.succeeds();
+    assert!(
+        text.stdout
+            .contains("note: the command line changed the session's nodes to 16"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stdout.contains("B_crit"), "{}", text.stdout);
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let v = json(&with_json);
+    assert!(v["caveats"].to_string().contains("nodes to 16"), "{v}");
+    assert!(
+        v["calibration"].is_null() && v["step"].is_u64() && v["b_crit"].is_f64(),
+        "{v}"
+    );
 }
 
 #[test]

@@ -288,6 +288,42 @@ fn calibrate_chooses_what_to_fit_by_cross_validation() {
 }
 
 #[test]
+fn calibrate_says_when_no_parameter_predicts_held_out_rows_better() {
+    // Two rows the model gets 12 % too fast and 80 % too slow: the selection's two folds are
+    // its cross-validation (the text said "too few measurements to cross-validate" beside
+    // "chosen by cross-validation over 2 configurations"), and freeing a parameter predicts
+    // the held-out row no better than the profile, which is said.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("two.csv");
+    std::fs::write(
+        &csv,
+        "dp,tp,pp,mbs,batch,step_time_s\n64,2,1,2,512,4.1\n32,2,1,2,512,4.0\n",
+    )
+    .expect("csv");
+    let (ok, text, err) = copus(&[
+        "calibrate",
+        csv.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama3-8b",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        !text.contains("too few measurements to cross-validate"),
+        "{text}"
+    );
+    assert!(
+        text.contains("over 2 configurations, by the selection below"),
+        "{text}"
+    );
+    assert!(
+        text.contains("no parameter predicts the held-out configurations better"),
+        "{text}"
+    );
+}
+
+#[test]
 fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
     use copus::perf::{EfficiencyParams, ParallelConfig, PerfContext, Recompute, predict};
     let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");

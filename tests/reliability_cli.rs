@@ -517,6 +517,20 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
         ],
         vec!["watch", &file, "--headless", "--until-steps", "60"],
         vec!["grid", &demo, "--at", "1200", "--json"],
+        // Text outputs written with `println!` (the panic in the standard library is said as
+        // the error it is, exit status 1).
+        vec!["grid", &demo],
+        vec!["plan", &demo],
+        vec!["plan", &demo, "--emit", "megatron"],
+        vec![
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+        ],
     ] {
         let out = std::process::Command::new("sh")
             .arg("-c")

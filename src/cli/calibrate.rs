@@ -576,10 +576,18 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         "  rms relative error: profile model {:.1}% → calibrated {:.1}% ({})",
         out.profile_rms_rel_error * 100.0,
         out.rms_rel_error * 100.0,
-        if out.cv_rel_error.is_finite() {
-            format!("cross-validated {:.1}%", out.cv_rel_error * 100.0)
-        } else {
-            "too few measurements to cross-validate".to_string()
+        match (
+            out.cv_rel_error.is_finite(),
+            selection_cv(out.selection.as_ref())
+        ) {
+            (true, _) => format!("cross-validated {:.1}%", out.cv_rel_error * 100.0),
+            // Too few rows to hold any out of the fit itself, but the selection held out
+            // whole configurations: its figure is the one there is.
+            (false, Some((cv, n))) => format!(
+                "cross-validated {:.1}% over {n} configurations, by the selection below",
+                cv * 100.0
+            ),
+            (false, None) => "too few measurements to cross-validate".to_string(),
         }
     );
     if out.rms_rel_error > out.profile_rms_rel_error {
@@ -591,6 +599,18 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     }
     if let Some(sel) = &out.selection {
         println!("{}", selection_text(sel));
+        if let Some((cv, _)) = selection_cv(Some(sel))
+            && cv >= sel.uncalibrated_rms_rel_error
+        {
+            println!(
+                "  note: no parameter predicts the held-out configurations better than the \
+                 profile ({:.1}% against {:.1}% uncalibrated): these measurements do not \
+                 support a calibration; rows that disagree with each other or with the model \
+                 (see the per-row errors) are the likely cause",
+                cv * 100.0,
+                sel.uncalibrated_rms_rel_error * 100.0
+            );
+        }
     }
     let mut s0 = start.clone();
     for k in &knobs {
@@ -632,6 +652,15 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
 
 /// The text lines of a knob selection: what was freed, the cross-validated error after each,
 /// and why it stopped.
+/// The cross-validated error of the parameters the selection freed and the configurations it
+/// held out (`None` without a selection or when it could hold none out).
+fn selection_cv(sel: Option<&KnobSelection>) -> Option<(f64, usize)> {
+    let sel = sel?;
+    sel.steps
+        .last()
+        .map(|s| (s.cv_rms_rel_error, sel.configurations))
+}
+
 fn selection_text(sel: &KnobSelection) -> String {
     let mut out = if sel.steps.is_empty() {
         format!(

@@ -82,6 +82,7 @@ pub fn parse_at(s: &str) -> Result<At, String> {
 pub fn point_at(
     points: &[crate::trajectory::TrajectoryPoint],
     at: At,
+    measured: bool,
 ) -> anyhow::Result<&crate::trajectory::TrajectoryPoint> {
     let (Some(first), Some(last)) = (points.first(), points.last()) else {
         anyhow::bail!("the trajectory has no points");
@@ -89,10 +90,14 @@ pub fn point_at(
     match at {
         At::Step(step) => {
             if step < first.step || step > last.step {
+                let why = if measured {
+                    " (a measured run's trajectory holds the steps with an estimate: its last \
+                     steps may have none)"
+                } else {
+                    ""
+                };
                 anyhow::bail!(
-                    "--at {step}: outside the trajectory, which runs from step {} to {} (a \
-                     measured run's trajectory holds the steps with an estimate: its last steps \
-                     may have none)",
+                    "--at {step}: outside the trajectory, which runs from step {} to {}{why}",
                     first.step,
                     last.step
                 );
@@ -195,7 +200,13 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let (traj, sequence_note) = load_trajectory_noted(&resolved)?;
     let point = match a.at {
         None => traj.points.first(),
-        Some(at) => Some(point_at(&traj.points, at)?),
+        Some(at) => {
+            let measured = !matches!(
+                resolved.session.source,
+                crate::session::DataSource::Scenario(_)
+            );
+            Some(point_at(&traj.points, at, measured)?)
+        }
     }
     .with_context(|| format!("{}: the trajectory has no points", a.session.display()))?;
     let s = &resolved.session;
@@ -257,6 +268,15 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         );
     }
     let best_kept = grid.best_among(&keep);
+    let caveats: Vec<String> = crate::perf::caveats(&resolved.model)
+        .into_iter()
+        .chain(calibration_caveats)
+        .chain(resolved.override_notes.iter().cloned())
+        .chain(resolved.framework_caveats())
+        .chain(sequence_note)
+        .chain(zero_b_crit)
+        .chain(unbounded)
+        .collect();
     if let Some(batch) = a.rank {
         let col = table
             .batches
@@ -277,14 +297,34 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .context("--rank: no such column")?;
         let stack = resolved.stack().to_json();
         if a.json {
-            // The ranking's fields with the stack beside them, as every other output has it.
+            // The ranking's fields with what every other output has beside them: the stack,
+            // the calibration in force, the caveats and the trajectory point.
             let mut v = serde_json::to_value(&ranked)?;
             if let Some(o) = v.as_object_mut() {
                 o.insert("stack".into(), serde_json::to_value(&stack)?);
+                o.insert("calibration".into(), serde_json::to_value(&calibration)?);
+                o.insert("caveats".into(), serde_json::to_value(&caveats)?);
+                o.insert("step".into(), point.step.into());
+                o.insert("b_crit".into(), grid.b_crit.into());
             }
             return super::write_json(&v);
         }
         let mut text = format!("stack: {}\n", stack.label);
+        if let Some(c) = &calibration {
+            text.push_str(&super::escape_controls(
+                &super::calibration_in_force::text_line(c),
+            ));
+            text.push('\n');
+        }
+        for c in &caveats {
+            text.push_str(&format!("note: {c}\n"));
+        }
+        text.push_str(&format!(
+            "step {} ({} tokens): B_crit {:.0} samples; layouts at batch {batch}, fastest first\n",
+            point.step,
+            crate::format::tokens(point.tokens),
+            grid.b_crit
+        ));
         for (_, line) in crate::app::ranked::text_lines(&ranked, crate::app::ranked::WIDE_COLUMNS) {
             text.push_str(&line);
             text.push('\n');
@@ -342,8 +382,16 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     step_time_s: Some(prediction.step_time_s),
                     exposed_comm_share: Some(crate::perf::explain::comm_share(prediction)),
                     bubble_share: Some(crate::perf::explain::bubble_share(prediction)),
+                    // The logits live on the last pipeline stage: its room counts.
                     fragmentation_risk: Some(crate::perf::memory::fragmentation_risk(
-                        prediction.memory_per_gpu_bytes,
+                        crate::perf::memory::last_stage_memory(
+                            &resolved.model,
+                            config,
+                            micro_batches,
+                            resolved.hardware.reserved_bytes,
+                            &eff,
+                        )
+                        .total(),
                         resolved.hardware.hbm_bytes,
                         crate::perf::memory::largest_buffer_bytes(&resolved.model, config, &eff),
                     )),
@@ -404,15 +452,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .flat_map(|&l| (0..nb).map(move |b| l * nb + b))
             .map(cell_out)
             .collect(),
-        caveats: crate::perf::caveats(&resolved.model)
-            .into_iter()
-            .chain(calibration_caveats)
-            .chain(resolved.override_notes.iter().cloned())
-            .chain(resolved.framework_caveats())
-            .chain(sequence_note)
-            .chain(zero_b_crit)
-            .chain(unbounded)
-            .collect(),
+        caveats,
         calibration,
     };
     if a.json {

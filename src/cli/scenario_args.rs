@@ -163,11 +163,14 @@ impl ScenarioArgs {
             flags.extend(sequence_and_dropout(m, r));
         }
         if r.model.name != was_model.name {
-            changes.push(format!("model {} (was {})", r.model.name, was_model.name));
+            changes.push(format!(
+                "model to {} (was {})",
+                r.model.name, was_model.name
+            ));
         }
         if r.model.seq_len != was_model.seq_len {
             changes.push(format!(
-                "sequence {} tokens (was {})",
+                "sequence to {} tokens (was {})",
                 r.model.seq_len, was_model.seq_len
             ));
         }
@@ -186,7 +189,7 @@ impl ScenarioArgs {
             };
             flags.push(format!("--hardware {h}"));
             if r.hardware.name != was {
-                changes.push(format!("hardware {} (was {was})", r.hardware.name));
+                changes.push(format!("hardware to {} (was {was})", r.hardware.name));
             }
         }
         let c = &mut r.session.cluster;
@@ -202,7 +205,7 @@ impl ScenarioArgs {
             if let Some(v) = value {
                 flags.push(format!("{flag} {v}"));
                 if *field != v {
-                    changes.push(format!("{what} {v} (was {field})"));
+                    changes.push(format!("{what} to {v} (was {field})"));
                 }
                 *field = v;
             }
@@ -218,7 +221,7 @@ impl ScenarioArgs {
         let what = changes.join(", ");
         let c = &r.session.cluster;
         r.override_notes.push(format!(
-            "the command line replaced the session's {what}: {} on {}×{} {} (the trajectory and \
+            "the command line changed the session's {what}: {} on {}×{} {} (the trajectory and \
              the B_crit scale stay the session's)",
             r.model.name, c.nodes, c.gpus_per_node, r.hardware.name
         ));
