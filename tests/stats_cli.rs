@@ -640,7 +640,7 @@ fn preconditioned_analysis_reads_the_precond_pair() {
         &os("--summary-only"),
     ]);
     assert!(
-        stderr.contains("1 records without `precond` left out"),
+        stderr.contains("1 record without `precond` left out (the first optimizer step"),
         "{stderr}"
     );
     let (plain_sum, _) = summary(&[
@@ -692,6 +692,21 @@ fn preconditioned_analysis_reads_the_precond_pair() {
         .unwrap();
     assert_eq!(e.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&e.stderr).contains("no record carries `precond`"));
+    // The same with a malformed line in it: still the missing pair that is named (the
+    // malformed line, passed through to the reader, hid it behind "no stats records").
+    let mut no_pair = std::fs::read_to_string(&b).unwrap();
+    no_pair.push_str("{not json\n");
+    let d = dir.path().join("no-pair-bad-line.ndjson");
+    std::fs::write(&d, no_pair).unwrap();
+    let e = copus()
+        .args(["analyze"])
+        .arg(&d)
+        .arg("--preconditioned")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&e.stderr);
+    assert_eq!(e.status.code(), Some(1), "{said}");
+    assert!(said.contains("no record carries `precond`"), "{said}");
     let e = copus()
         .args(["analyze"])
         .arg(dir.path())

@@ -200,7 +200,7 @@ class PreconditionedTests(unittest.TestCase):
                                       "--summary-only"], capture_output=True, text=True,
                                      check=False)
                 self.assertEqual(out.returncode, 0, out.stderr)
-                self.assertIn("1 records without `precond` left out", out.stderr)
+                self.assertIn("1 record without `precond` left out", out.stderr)
                 self.assertEqual(json.loads(out.stdout)["summary"]["steps"], steps - 1)
         self.assertEqual(len(recs), steps)
         self.assertNotIn("precond", recs[0], "no optimizer state before the first step")

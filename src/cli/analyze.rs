@@ -195,8 +195,8 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot read {}", path.display()))?;
     if left_out > 0 {
         eprintln!(
-            "copus analyze: {left_out} records without `precond` left out (the first optimizer \
-             step has no Adam state yet)"
+            "copus analyze: {}",
+            crate::stats::estimate::precond::left_out_note(left_out)
         );
     }
     let t1 = std::time::Instant::now();

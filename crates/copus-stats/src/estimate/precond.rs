@@ -45,6 +45,21 @@ pub fn preconditioned_lines(reader: impl std::io::BufRead) -> std::io::Result<(V
     Ok((out, left_out))
 }
 
+/// What a preconditioned read says about the `left_out` records that had no `precond`
+/// pair: one is the hook's first step (no Adam state before the optimizer's first step); more
+/// may also be records of a run measured without the preconditioner.
+pub fn left_out_note(left_out: usize) -> String {
+    if left_out == 1 {
+        "1 record without `precond` left out (the first optimizer step has no Adam state yet)"
+            .to_string()
+    } else {
+        format!(
+            "{left_out} records without `precond` left out (the hook writes none before the \
+             optimizer's first step, and none without GradNoiseMeter(precondition=optimizer))"
+        )
+    }
+}
+
 /// Read a stats stream for `gradient`: as it is (raw), or with the `precond` pair in place of
 /// the raw norms. Returns the outcome and how many records were left out for want of the
 /// pair (0 for raw). An Adam-preconditioned read of a stream without any `precond` is an
@@ -58,17 +73,16 @@ pub fn read_for(
         GradientKind::Raw => Ok((read_ndjson_bounded(BufReader::new(reader), bound)?, 0)),
         GradientKind::AdamPreconditioned => {
             let (text, left_out) = preconditioned_lines(BufReader::new(reader))?;
-            // Only blank lines where the records were: none carried the pair.
-            if text.iter().all(|b| b.is_ascii_whitespace()) {
+            // No record carried the pair (lines that are not records, malformed ones
+            // included, pass through and do not count).
+            let outcome = read_ndjson_bounded(std::io::Cursor::new(text), bound)?;
+            if outcome.records.is_empty() && left_out > 0 {
                 return Err(std::io::Error::other(format!(
                     "no record carries `precond` (the hook writes it with \
                      GradNoiseMeter(precondition=optimizer)); {left_out} records without it"
                 )));
             }
-            Ok((
-                read_ndjson_bounded(std::io::Cursor::new(text), bound)?,
-                left_out,
-            ))
+            Ok((outcome, left_out))
         }
     }
 }
