@@ -2,9 +2,10 @@
 """Black-box fuzzing of whole copus commands (docs/RELIABILITY.md, "Whole commands").
 
 Mutates valid inputs (the shipped demo and paper sessions, a hardware and two model profiles,
-a measurement CSV, an nccl-tests output, a stats stream, the explorer's configuration) and
-runs them through the commands that read them (snapshot, plan, plan --emit, grid, predict,
-calibrate, analyze, watch --advise, config), and random key sequences through the explorer
+a measurement CSV, an nccl-tests output, a stats stream with and without the Adam-preconditioned
+pair, branch records, a calibration file, the explorer's configuration) and runs them through
+the commands that read them (snapshot, plan, plan --emit, grid, predict, calibrate, analyze,
+cbs, watch --advise, config), and random key sequences through the explorer
 (`snapshot --keys`) at random sizes. A case fails on exit status 101 (a Rust panic), death by
 a signal, "panicked" on stderr, or no answer within --timeout-s. Each failure is written to
 OUT/findings/ with its command and input; the totals are printed at the end.
@@ -118,6 +119,33 @@ STATS = "\n".join(
     for i in range(300)) + "\n"
 
 
+def branch_text():
+    """Synthetic branch records (docs/PROTOCOL.md, "Branch records"): two branch points, four
+    batches, two seeds, losses falling with the samples and less per sample at larger batches."""
+    lines = []
+    for start in (30, 300):
+        for batch in (8, 16, 32, 64):
+            for seed in (0, 1):
+                for k in range(1, 9):
+                    samples = k * 256
+                    loss = 2.5 - 0.3 * (1 - pow(2.718, -samples / (400 + 3 * batch))) + 0.003 * seed
+                    lines.append('{"v":1,"branch":{"from_step":%d,"batch":%d,"seed":%d},"step":%d,'
+                                 '"samples":%d,"tokens":%d,"loss":%.4f,"lr":%.4g}'
+                                 % (start, batch, seed, samples // batch, samples, samples * 16,
+                                    loss, 0.01 * (batch / 8) ** 0.5))
+    return "\n".join(lines) + "\n"
+
+
+BRANCHES = branch_text()
+
+
+PRECOND_STATS = "\n".join(
+    '{"v":1,"step":%d,"b_small":4,"b_big":32,"sq_small":%.4f,"sq_big":%.4f,'
+    '"precond":{"sq_small":%.4f,"sq_big":%.4f}}'
+    % (i, 2.0 + 0.01 * (i % 7), 0.5 + 0.002 * i, 9.0 + 0.03 * (i % 5), 1.5 + 0.004 * i)
+    for i in range(1, 200)) + "\n"
+
+
 KEYS = ["Left", "Right", "Up", "Down", "S-Left", "S-Right", "Home", "End", "PPage", "NPage", "Tab",
         "1", "2", "3", "4", "5", "x", "m", "n", "r", "[", "]", "<", ">", "l", "P", "R", "g", "/",
         "Escape", "Enter", "+", "-", "A", "c", "f", "?", "9", "0", "a", "e", "s"]
@@ -141,6 +169,13 @@ def targets():
     stats_path = os.path.join(WORK[0], "stats300.ndjson")
     with open(stats_path, "w", encoding="utf-8") as f:
         f.write(STATS)
+    meas_path = os.path.join(WORK[0], "meas.csv")
+    with open(meas_path, "w", encoding="utf-8") as f:
+        f.write(MEAS)
+    cal_path = os.path.join(WORK[0], "base-calibration.ron")
+    subprocess.run([BIN, "calibrate", meas_path, "--hardware", "h100-sxm", "--model", "llama3-8b",
+                    "--out", cal_path], capture_output=True, check=True)
+    calibration = open(cal_path, encoding="utf-8").read()
     return [
         ("session-snapshot", lambda: (rng.choice([demo, paper]), "s.ron",
                                       [BIN, "snapshot", "s.ron", "--size", "80x24"])),
@@ -180,6 +215,21 @@ def targets():
         ("config", lambda: (config, "c.ron", [BIN, "--config", "c.ron", "config"])),
         ("stats-calibrate", lambda: (STATS, "r.ndjson", [BIN, "calibrate", "r.ndjson", "--hardware", "h100-sxm",
                                                          "--model", "llama3-8b", "--json"])),
+        ("branches-cbs", lambda: (BRANCHES, "b.ndjson", [BIN, "cbs", "b.ndjson", "--json"])),
+        ("branches-analyze", lambda: (BRANCHES, "b.ndjson", [BIN, "analyze", stats_path, "--branches",
+                                                             "b.ndjson", "--json", "--summary-only"])),
+        ("branches-snapshot", lambda: (BRANCHES, "b.ndjson", [BIN, "snapshot", stats_path, "--seq-len", "4096",
+                                                              "--branches", "b.ndjson", "--b-crit-from",
+                                                              rng.choice(["b-noise", "threshold-cbs"]),
+                                                              "--size", "120x40", "--keys", "4"])),
+        ("stats-preconditioned", lambda: (PRECOND_STATS, "p.ndjson", [BIN, "analyze", "p.ndjson",
+                                                                      "--preconditioned", "--json"])),
+        ("calibration-predict", lambda: (calibration, "cal.ron", [BIN, "predict", "--model", "llama3-8b",
+                                                                  "--gpus", "64", "--batch", "256",
+                                                                  "--calibration", "cal.ron", "--json"])),
+        ("calibration-snapshot", lambda: (calibration, "cal.ron", [BIN, "snapshot", demo_path,
+                                                                   "--calibration", "cal.ron",
+                                                                   "--size", "100x30", "--keys", "2 x"])),
     ]
 
 
