@@ -36,13 +36,42 @@ fn stdout_failure_is_an_error() {
     }));
 }
 
+/// The first `--flag -N` of `args` (a negative number where copus takes none), said as the
+/// error it is; `None` when there is none.
+fn negative_value(args: impl Iterator<Item = String>) -> Option<String> {
+    let args: Vec<String> = args.collect();
+    args.windows(2).find_map(|w| {
+        let (flag, value) = (&w[0], &w[1]);
+        let negative = value.len() > 1
+            && value.starts_with('-')
+            && value[1..]
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.' || c == 'e');
+        (flag.starts_with("--") && flag.len() > 2 && negative).then(|| {
+            format!("{flag} {value}: a negative number; {flag} takes 0 or more (see --help)")
+        })
+    })
+}
+
 fn main() -> std::process::ExitCode {
     #[cfg(unix)]
     default_sigpipe();
     stdout_failure_is_an_error();
     copus::malloc_tuning::tune_for_large_buffers();
     copus::signals::install_abort_handler();
-    let cli = copus::cli::Cli::parse();
+    let cli = match copus::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `--batch -512` reads to clap as the flags -5, -1, -2: name the value instead.
+            if e.kind() == clap::error::ErrorKind::UnknownArgument
+                && let Some(said) = negative_value(std::env::args())
+            {
+                eprintln!("copus: {said}");
+                return std::process::ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
     match copus::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

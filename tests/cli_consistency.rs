@@ -548,6 +548,34 @@ fn an_interleave_no_pipeline_depth_can_run_is_said_not_dropped_silently() {
 }
 
 #[test]
+fn a_negative_number_is_named_as_the_value_it_is() {
+    // clap reads `--batch -512` as the flags -5, -1, -2 ("unexpected argument '-5'").
+    copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--batch",
+        "-512",
+    ])
+    .fails_with(&["--batch -512", "a negative number"]);
+    copus(&["grid", "demo", "--at", "-5"]).fails_with(&["--at -5", "a negative number"]);
+    // Other unknown arguments keep clap's own message.
+    copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--batch",
+        "8",
+        "--bogus",
+    ])
+    .fails_with(&["--bogus"]);
+}
+
+#[test]
 fn error_causes_are_printed_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = dir.path().join("missing-source.ron");
