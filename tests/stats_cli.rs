@@ -589,6 +589,57 @@ fn branched_experiment_measured_beside_the_estimate() {
     assert_eq!(std::fs::read_to_string(&b).unwrap(), text);
 }
 
+/// Without a drift measurement, `analyze --json` says why (`summary.drift_not_measured`), and
+/// the text and the explorer give the same reason (the explorer said "run shorter than two
+/// windows" for every run without one).
+#[test]
+fn a_run_without_a_drift_measurement_says_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = Model::power_law(50, 1.0, 100.0, 4.0, 8);
+    let short = dir.path().join("short.ndjson");
+    std::fs::write(&short, to_ndjson(&m.run(3, 60, |_| m.trace() / 50.0))).unwrap();
+    let out = copus()
+        .args(["analyze"])
+        .arg(&short)
+        .args(["--json", "--summary-only", "--window", "50"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["summary"]["drift"].is_null(), "{v}");
+    assert_eq!(
+        v["summary"]["drift_not_measured"], "fewer steps than two windows",
+        "{}",
+        v["summary"]
+    );
+    let text = copus()
+        .args(["analyze"])
+        .arg(&short)
+        .args(["--window", "50"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&text.stdout)
+            .contains("not measured: fewer steps than two windows")
+    );
+    // Long enough: measured, and no reason given.
+    let long = dir.path().join("long.ndjson");
+    std::fs::write(&long, to_ndjson(&m.run(3, 300, |_| m.trace() / 50.0))).unwrap();
+    let out = copus()
+        .args(["analyze"])
+        .arg(&long)
+        .args(["--json", "--summary-only", "--window", "50"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v["summary"]["drift"].is_object(), "{v}");
+    assert!(v["summary"].get("drift_not_measured").is_none(), "{v}");
+}
+
 /// `analyze --preconditioned` estimates from the `precond` pair: the same as analysing a file
 /// whose raw norms are those values; records without it are left out and counted; a file
 /// without any, or a dump directory, is an error.

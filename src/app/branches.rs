@@ -133,8 +133,14 @@ fn mark_at(marks: &[BranchMark], step: u64) -> Option<&BranchMark> {
 pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String> {
     let m = mark_at(marks, cursor_step)?;
     let words = |r: &crate::stats::estimate::cbs::WithCi| {
-        let end = |x: Option<f64>| x.map_or("∞".to_string(), |v| format!("{v:.2}"));
-        format!("×{:.2} [{}–{}]", r.value, end(r.ci[0]), end(r.ci[1]))
+        // An unbounded end: 0 below, ∞ above.
+        let end = |x: Option<f64>, open: &str| x.map_or(open.to_string(), |v| format!("{v:.2}"));
+        format!(
+            "×{:.2} [{}–{}]",
+            r.value,
+            end(r.ci[0], "0"),
+            end(r.ci[1], "∞")
+        )
     };
     let c = &m.comparison;
     match (&c.b_noise_ratio, &c.threshold_ratio) {
@@ -237,6 +243,7 @@ mod tests {
                 batch: 64,
                 ci: [32, 128],
                 at_least: false,
+                at_most: false,
             },
             b_noise_fit: fitted.map(|value| WithCi {
                 value,

@@ -402,7 +402,9 @@ fn render_branches(section: &BranchesSection) -> String {
     let mut out =
         String::from("measured critical batch size (branched training) beside B_simple\n");
     let pct = 100.0 * section.cbs.confidence;
+    // An unbounded end: above, ∞; below, 0 (every quantity here is positive).
     let end = |x: Option<f64>, d: usize| x.map_or("∞".to_string(), |v| format!("{v:.d$}"));
+    let low = |x: Option<f64>, d: usize| x.map_or("0".to_string(), |v| format!("{v:.d$}"));
     let _ = writeln!(
         out,
         "{:>8} {:>18} {:>15} {:>20} {:>20} {:>20}",
@@ -412,7 +414,7 @@ fn render_branches(section: &BranchesSection) -> String {
         let bs = c.b_simple.map_or("-".to_string(), |b| {
             format!(
                 "{b:.0} [{}, {}]",
-                end(c.b_simple_ci[0], 0),
+                low(c.b_simple_ci[0], 0),
                 end(c.b_simple_ci[1], 0)
             )
         });
@@ -421,11 +423,11 @@ fn render_branches(section: &BranchesSection) -> String {
             p.threshold_cbs.batch, p.threshold_cbs.ci[0], p.threshold_cbs.ci[1]
         );
         let fit = p.b_noise_fit.map_or("none".to_string(), |f| {
-            format!("{:.0} [{}, {}]", f.value, end(f.ci[0], 0), end(f.ci[1], 0))
+            format!("{:.0} [{}, {}]", f.value, low(f.ci[0], 0), end(f.ci[1], 0))
         });
         let ratio = |r: Option<crate::stats::estimate::cbs::WithCi>| {
             r.map_or("-".to_string(), |r| {
-                format!("{:.2} [{}, {}]", r.value, end(r.ci[0], 2), end(r.ci[1], 2))
+                format!("{:.2} [{}, {}]", r.value, low(r.ci[0], 2), end(r.ci[1], 2))
             })
         };
         let _ = writeln!(
@@ -631,17 +633,15 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
                 d.factor, d.ci[0], d.ci[1], d.from.first_step, d.from.last_step
             );
         }
-        None if s.steps < 2 * s.now.steps => {
-            let _ = writeln!(
-                out,
-                "drift         not measured: fewer steps than two windows"
-            );
-        }
         None => {
-            let _ = writeln!(
-                out,
-                "drift         not measured: no positive estimate in the first or the last window"
-            );
+            let _ =
+                writeln!(
+                    out,
+                    "drift         not measured: {}",
+                    s.drift_not_measured.unwrap_or_else(|| {
+                        crate::stats::report::drift_not_measured(s.steps, s.now.steps)
+                    })
+                );
         }
     }
     let _ = writeln!(

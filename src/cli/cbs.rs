@@ -81,8 +81,9 @@ pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
 }
 
 fn ci(c: [Option<f64>; 2]) -> String {
-    let end = |x: Option<f64>| x.map_or("∞".to_string(), |v| format!("{v:.0}"));
-    format!("{}..{}", end(c[0]), end(c[1]))
+    // An unbounded end: 0 below, ∞ above.
+    let end = |x: Option<f64>, open: &str| x.map_or(open.to_string(), |v| format!("{v:.0}"));
+    format!("{}..{}", end(c[0], "0"), end(c[1], "∞"))
 }
 
 /// The text report: a table per branch point.
@@ -126,11 +127,10 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
             "batch", "seeds", "loss@budget", "samples→target"
         );
         for b in &p.branches {
-            // Without a fit there is no common target: the column has nothing to show (it
-            // printed 0 for every batch, counted to the branch point's own loss).
+            // Without a common target the engine gives none: the column has nothing to show
+            // (it printed 0 for every batch, counted to the branch point's own loss).
             let to = b
                 .samples_to_target
-                .filter(|_| p.b_noise_fit.is_some())
                 .map_or("-".to_string(), |s| format!("{s:.0}"));
             let _ = writeln!(
                 out,
@@ -216,6 +216,7 @@ mod tests {
                 batch: threshold,
                 ci: [threshold, threshold],
                 at_least: threshold == 128,
+                at_most: threshold == 8,
             },
             b_noise_fit: None,
             b_noise_note: None,

@@ -150,8 +150,8 @@ pub struct LiveEstimate {
     /// Where the estimate is now: the ratio of means over the last window of steps (as in
     /// `analyze --json`'s summary); `null` without an estimate.
     pub now: Option<crate::stats::WindowEstimate>,
-    /// First window against last window (as in `analyze --json`); `null` when the run is
-    /// shorter than two windows.
+    /// First window against last window (as in `analyze --json`); `null` when not measured
+    /// (fewer steps than two windows, or no positive estimate in the first or the last window).
     pub drift: Option<crate::stats::Drift>,
     /// Why the verdict is not `stable`, each with what to do (as in `analyze --json`).
     pub reasons: Vec<crate::stats::Reason>,

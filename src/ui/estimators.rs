@@ -80,7 +80,12 @@ fn measured_lines(
             if d.significant { warn } else { Style::new() },
         )),
         None => lines.push(Line::styled(
-            "drift: n/a (the run is shorter than two windows)",
+            format!(
+                "drift: not measured ({})",
+                s.drift_not_measured.unwrap_or_else(|| {
+                    crate::stats::report::drift_not_measured(s.steps, s.now.steps)
+                })
+            ),
             dim,
         )),
     }

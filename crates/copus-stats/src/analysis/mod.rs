@@ -386,12 +386,17 @@ fn analyze_impl(
 
     let estimator = majority_kind(&est);
     let inflation = sm.inflation;
+    let now: crate::estimate::window::WindowEstimate = (&sm.now).into();
+    let drift_not_measured = drift
+        .is_none()
+        .then(|| crate::report::drift_not_measured(est.len(), now.steps));
     let mut summary = Summary {
         b_simple: sm.summary.b_simple,
         ci: sm.summary.ci,
         run_wide,
-        now: (&sm.now).into(),
+        now,
         drift,
+        drift_not_measured,
         g2: sm.summary.g2,
         trace_sigma: sm.summary.trace,
         steps: est.len(),

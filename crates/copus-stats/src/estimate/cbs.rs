@@ -92,6 +92,10 @@ pub struct ThresholdCbs {
     /// The largest batch run came within the tolerance: the CBS is `batch` or more (censored
     /// at the grid's top), a lower bound, not a measurement.
     pub at_least: bool,
+    /// No batch above the smallest run came within the tolerance: the CBS lies below the next
+    /// batch run, at the smallest or anywhere under it (censored at the grid's bottom), an
+    /// upper bound, not a measurement.
+    pub at_most: bool,
 }
 
 /// One batch of a branch point.
@@ -641,7 +645,8 @@ fn measure_point(
             .map(|c| c.iter().map(|p| p.1).fold(f64::INFINITY, f64::min))
             .fold(f64::INFINITY, f64::min);
     let progress = start_loss - target;
-    let (fit, note) = if !(progress > MIN_TARGET_PROGRESS * best_gain && progress > 0.0) {
+    let common_target = progress > MIN_TARGET_PROGRESS * best_gain && progress > 0.0;
+    let (fit, note) = if !common_target {
         (
             None,
             Some(format!(
@@ -698,7 +703,8 @@ fn measure_point(
                 batch: b,
                 seeds: curves.len(),
                 loss_at_budget: at,
-                samples_to_target: to.map(|t| t / n),
+                // Without a common target (no branch got below it) the count means nothing.
+                samples_to_target: to.filter(|_| common_target).map(|t| t / n),
             }
         })
         .collect::<Vec<BatchSummary>>();
@@ -719,6 +725,7 @@ fn measure_point(
             batch: th,
             ci: [grid(percentile(&ths, lo_q)), grid(percentile(&ths, hi_q))],
             at_least: th >= largest,
+            at_most: point.len() >= 2 && point.keys().next() == Some(&th),
         },
         b_noise_fit: fit.map(|value| WithCi {
             value,
@@ -1087,6 +1094,33 @@ mod tests {
         let p = &measure(&recs, 0.01, 0.95, 100).unwrap().points[0];
         assert!(p.b_noise_fit.is_none());
         assert!(p.b_noise_note.as_deref().unwrap().contains("no lower than"));
+        // No common target: no batch's samples to it (JSON had 0 for each).
+        assert!(
+            p.branches.iter().all(|b| b.samples_to_target.is_none()),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn a_threshold_at_the_bottom_of_the_grid_is_an_upper_bound_and_said_to_be() {
+        // A tiny B_noise: no batch above the smallest keeps within the tolerance, so the CBS
+        // lies below the next batch run (JSON read batch 16, interval [16, 16], as exact).
+        let recs = synthetic(1.0, &BATCHES, 3, 60_000.0, 0.001, 5);
+        let report = measure(&recs, 0.01, 0.95, 200).unwrap();
+        let p = &report.points[0];
+        assert_eq!(p.threshold_cbs.batch, 16, "{p:?}");
+        assert!(
+            p.threshold_cbs.at_most && !p.threshold_cbs.at_least,
+            "{p:?}"
+        );
+        let cmp = compare_with_estimate(&report, |s| Some((s, Some(3000.0), [2500.0, 3500.0])));
+        let t = cmp[0].threshold_ratio.unwrap();
+        assert!(t.ci[0].is_none() && t.ci[1].is_some(), "{t:?}");
+        // Inside the grid, neither bound.
+        let recs = synthetic(2000.0, &BATCHES, 4, 60_000.0, 0.003, 11);
+        let inside = measure(&recs, 0.01, 0.95, 200).unwrap();
+        let t = inside.points[0].threshold_cbs;
+        assert!(!t.at_most && !t.at_least, "{t:?}");
     }
 
     #[test]

@@ -82,9 +82,13 @@ pub struct Summary {
     pub run_wide: WindowEstimate,
     /// Where the estimate is now: the ratio of means over the last window of steps.
     pub now: WindowEstimate,
-    /// First window against last window; absent when the run is shorter than two windows.
+    /// First window against last window; absent when it was not measured (the reason is
+    /// `drift_not_measured`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+    /// Why `drift` is absent ([`drift_not_measured`]); absent when drift was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_not_measured: Option<&'static str>,
     /// Run-average |G|² estimate.
     pub g2: f64,
     /// Run-average tr(Σ) estimate (per-sample covariance).
@@ -200,6 +204,17 @@ pub struct LayerPoint {
     /// Interval of the layer's smoothed B_simple; hi `null` = unbounded.
     #[serde(serialize_with = "crate::estimate::interval::serialize_ci")]
     pub ci: [f64; 2],
+}
+
+/// Why a run of `steps` usable steps, whose windows hold `window_steps` steps, has no drift
+/// measurement: too short for two windows, or the first or the last window has no positive
+/// estimate to compare.
+pub fn drift_not_measured(steps: usize, window_steps: usize) -> &'static str {
+    if steps < window_steps.saturating_mul(2) {
+        "fewer steps than two windows"
+    } else {
+        "no positive estimate in the first or the last window"
+    }
 }
 
 impl Summary {
