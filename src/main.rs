@@ -48,7 +48,7 @@ fn negative_value(args: impl Iterator<Item = String>) -> Option<String> {
                 .chars()
                 .all(|c| c.is_ascii_digit() || c == '.' || c == 'e');
         (flag.starts_with("--") && flag.len() > 2 && negative).then(|| {
-            format!("{flag} {value}: a negative number; {flag} takes 0 or more (see --help)")
+            format!("{flag} {value}: a negative number, which {flag} does not take (see --help)")
         })
     })
 }

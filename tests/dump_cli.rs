@@ -117,3 +117,40 @@ fn a_truncated_dump_file_is_a_clear_error() {
     assert!(err.contains("rank2.safetensors"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn one_gradient_file_is_named_as_such_and_assumed_tokens_are_said() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dump(dir.path(), DType::F32, 2, 7);
+    // A single file is not a stats stream (it read as 126 malformed lines).
+    let file = dir.path().join("step_1/rank2.safetensors");
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .arg("analyze")
+        .arg(&file)
+        .output()
+        .expect("run copus");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("one gradient file") && err.contains("directory"),
+        "{err}"
+    );
+    // Dumps record no tokens: JSON says the sequence length was assumed, text says so too.
+    let json = analyze(dir.path(), &[]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(v["seq_len_assumed"], true, "{v}");
+    let given = analyze(dir.path(), &["--seq-len", "2048"]);
+    let v: serde_json::Value = serde_json::from_slice(&given.stdout).expect("json");
+    assert_eq!(v["seq_len_assumed"], false, "{v}");
+    let text = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .arg("analyze")
+        .arg(dir.path())
+        .args(["--device", "cpu"])
+        .output()
+        .expect("run copus");
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("assume sequences of 4096 tokens"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
+}

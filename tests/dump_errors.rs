@@ -227,6 +227,26 @@ fn non_finite_values_flag_the_step_with_file_and_tensor() {
     assert!(s[0].sq_small.is_finite() && s[0].sq_big.is_finite());
     assert!(serde_json::to_string(&s[0]).is_ok());
     assert!(s[1].skipped.is_none() && s[1].sq_small > 0.0);
+    // The analysis's diagnostic names them too (it said only "1 step(s) with NaN/Inf values").
+    let mut records = s.clone();
+    for k in 2..80u64 {
+        let mut r = s[1].clone();
+        r.step = k;
+        records.push(r);
+    }
+    let report = copus::stats::analyze(&records, &copus::stats::EstimatorSettings::default())
+        .expect("analysis");
+    let said = report
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == copus::stats::DiagnosticKind::NonFiniteSkipped)
+        .map(|d| d.message.clone())
+        .expect("non_finite_skipped");
+    assert!(
+        said.contains("step 0") && said.contains("b.safetensors") && said.contains("layers.0.w"),
+        "{said}"
+    );
 }
 
 #[test]

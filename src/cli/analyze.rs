@@ -171,6 +171,18 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         }
         return run_dump(args);
     }
+    if path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("safetensors") || e.eq_ignore_ascii_case("npy"))
+    {
+        anyhow::bail!(
+            "{}: one gradient file; copus analyze reads the dump's directory (its step_<N>/ \
+             folders, or one step's folder of two or more gradient sets: docs/DUMPS.md), or a \
+             stats file",
+            path.display()
+        );
+    }
     check_stats_file_flags(args)?;
     if let Some(kind) = crate::fsutil::compression_of(path) {
         let cat = match kind {
@@ -544,6 +556,8 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         // Which backend reduced the dump, and why not the GPU when `auto` fell back.
         v["backend"] = backend.into();
         v["backend_note"] = selected.note.clone().into();
+        // Whether `summary.seq_len` was given or assumed (dumps record no tokens).
+        v["seq_len_assumed"] = args.seq_len.is_none().into();
         super::write_json(&v)?;
     } else {
         let why = selected
@@ -555,6 +569,13 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
             "{}",
             super::escape_controls(&render_table(&d.report, args.rows.unwrap_or(DEFAULT_ROWS)))
         );
+        if args.seq_len.is_none() {
+            println!(
+                "note: the tokens above assume sequences of {DEFAULT_DUMP_SEQ_LEN} tokens (a dump \
+                 records none): --seq-len sets your model's, and a model that is not a language \
+                 model reads samples only"
+            );
+        }
         if let Some(last) = d.seed_ema.iter().rev().find(|p| p.b_estimate.is_some()) {
             println!(
                 "\nseed EMA estimate (biased: temporal variance of a moving target) at step {}: {:.1} samples",

@@ -171,6 +171,9 @@ fn counts_of(outcome: &ReadOutcome) -> InputCounts {
 pub(crate) struct Dropped {
     pub(crate) skipped: Vec<(u64, String)>,
     pub(crate) non_finite: Vec<u64>,
+    /// The first producer's reason among the non-finite steps (the dump reader's names the
+    /// tensor and the file).
+    pub(crate) non_finite_reason: Option<(u64, String)>,
     pub(crate) invalid: Vec<(u64, String)>,
     pub(crate) no_dot: Vec<u64>,
     pub(crate) no_pred: Vec<u64>,
@@ -199,7 +202,12 @@ fn screen_records<'r>(
     for (r, verdict) in records.iter().zip(screened) {
         match verdict {
             Screen::Keep => kept.push(r),
-            Screen::NonFinite => dropped.non_finite.push(r.step),
+            Screen::NonFinite(reason) => {
+                dropped.non_finite.push(r.step);
+                if dropped.non_finite_reason.is_none() {
+                    dropped.non_finite_reason = reason.map(|why| (r.step, why));
+                }
+            }
             Screen::Skipped(reason) => dropped.skipped.push((r.step, reason)),
             Screen::Invalid(reason) => dropped.invalid.push((r.step, reason)),
         }
@@ -435,7 +443,8 @@ const PAR_MIN_RECORDS: usize = 4096;
 /// What becomes of one record before estimation.
 enum Screen {
     Keep,
-    NonFinite,
+    /// With the producer's reason, when a producer flagged it.
+    NonFinite(Option<String>),
     Skipped(String),
     Invalid(String),
 }
@@ -445,14 +454,14 @@ fn screen(r: &StepStats) -> Screen {
         // Producers (the dump reader, the trainer, the Python hook) flag NaN/Inf steps with
         // a reason starting "non-finite": the same event as a NaN in a stats line.
         return if is_non_finite_reason(reason) {
-            Screen::NonFinite
+            Screen::NonFinite(Some(reason.clone()))
         } else {
             Screen::Skipped(reason.clone())
         };
     }
     match validate(r) {
         Ok(()) => Screen::Keep,
-        Err(ProtocolError::NonFinite { .. }) => Screen::NonFinite,
+        Err(ProtocolError::NonFinite { .. }) => Screen::NonFinite(None),
         Err(e) => Screen::Invalid(e.to_string()),
     }
 }

@@ -130,8 +130,13 @@ pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
     }
     let non_finite = counts.non_finite + dropped.non_finite.len() - counts.non_finite_steps.len();
     if non_finite > 0 {
+        let first = dropped
+            .non_finite_reason
+            .as_ref()
+            .map(|(step, why)| format!("; step {step}: {why}"))
+            .unwrap_or_default();
         let msg = format!(
-            "{non_finite} step(s) with NaN/Inf values skipped (non-finite gradients or loss)"
+            "{non_finite} step(s) with NaN/Inf values skipped (non-finite gradients or loss{first})"
         );
         out.push(diag(
             K::NonFiniteSkipped,
