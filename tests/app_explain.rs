@@ -216,7 +216,7 @@ fn the_best_cell_along_training_is_the_heatmaps_best_at_each_phase() {
     update(&mut app, Msg::ShowSide(copus::session::Panel::Plan));
     let s = screen(&app, 200, 60);
     assert!(
-        s.contains("★ along training") && s.contains(" comm "),
+        s.contains("★ per phase") && s.contains(" comm ") && s.contains("this phase (B_crit"),
         "{s}"
     );
 }

@@ -81,10 +81,7 @@ pub fn lines(app: &App, width: usize) -> Vec<Line<'static>> {
     let cursor_col = here.and_then(|h| cols.iter().position(|&i| i >= h));
     let mut out = vec![
         Line::styled(
-            format!(
-                "★ along training (share of step, scale 0–{:.0}%)",
-                top * 100.0
-            ),
+            format!("★ per phase (share of step, scale 0–{:.0}%)", top * 100.0),
             bold,
         ),
         Line::from(format!(" comm  {}", strip(|b| b.exposed_comm_share))),
@@ -98,8 +95,11 @@ pub fn lines(app: &App, width: usize) -> Vec<Line<'static>> {
         out.push(Line::from(format!(" cursor{}▲", " ".repeat(c))));
     }
     if let Some(b) = here.and_then(|h| along.get(h)) {
+        // The phase's best, at the phase's B_crit: at a switch point the heatmap's ★ (at the
+        // cursor's own B_crit) can differ, which the label says.
         out.push(Line::from(format!(
-            " here: {} B={} · comm {:.0}% · bubble {:.0}%",
+            " this phase (B_crit {}): {} B={} · comm {:.0}% · bubble {:.0}%",
+            crate::format::si(b.b_crit),
             b.layout,
             b.batch,
             b.exposed_comm_share * 100.0,
