@@ -65,11 +65,7 @@ pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
             factor_words(d.ci[1]).trim_start_matches('×')
         ),
         Some(d) => format!("steady ({} within its interval)", factor_words(d.factor)),
-        None => format!(
-            "drift not measured ({})",
-            s.drift_not_measured
-                .unwrap_or_else(|| crate::stats::report::drift_not_measured(s.steps, s.now.steps))
-        ),
+        None => format!("drift not measured ({})", s.why_no_drift()),
     });
     out.push(match s.b_simple {
         Some(b) => format!("run-wide {} {}", si(b), interval_words(s.ci)),

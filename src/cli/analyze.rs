@@ -655,13 +655,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
             );
         }
         None => {
-            let _ = writeln!(
-                out,
-                "drift         not measured: {}",
-                s.drift_not_measured.unwrap_or_else(|| {
-                    crate::stats::report::drift_not_measured(s.steps, s.now.steps)
-                })
-            );
+            let _ = writeln!(out, "drift         not measured: {}", s.why_no_drift());
         }
     }
     let _ = writeln!(

@@ -382,19 +382,16 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     step_time_s: Some(prediction.step_time_s),
                     exposed_comm_share: Some(crate::perf::explain::comm_share(prediction)),
                     bubble_share: Some(crate::perf::explain::bubble_share(prediction)),
-                    // The logits live on the last pipeline stage: its room counts.
-                    fragmentation_risk: Some(crate::perf::memory::fragmentation_risk(
-                        crate::perf::memory::last_stage_memory(
+                    fragmentation_risk: Some(
+                        crate::perf::memory::logits_room(
                             &resolved.model,
                             config,
-                            micro_batches,
-                            resolved.hardware.reserved_bytes,
+                            (micro_batches, resolved.hardware.reserved_bytes),
                             &eff,
+                            resolved.hardware.hbm_bytes,
                         )
-                        .total(),
-                        resolved.hardware.hbm_bytes,
-                        crate::perf::memory::largest_buffer_bytes(&resolved.model, config, &eff),
-                    )),
+                        .risk,
+                    ),
                     host_bound_risk: Some(crate::perf::may_be_host_bound(
                         &eff,
                         prediction,

@@ -678,17 +678,16 @@ fn fragmentation_caveat(
     micro_batches: u64,
     (device_bytes, reserved): (f64, f64),
 ) -> Option<String> {
-    use crate::perf::memory::{fragmentation_risk, largest_buffer_bytes, last_stage_memory};
-    let largest = largest_buffer_bytes(model, cfg, eff);
-    // The logits live on the last pipeline stage: its room is what counts, not the fullest
-    // stage's.
-    let total = last_stage_memory(model, cfg, micro_batches, reserved, eff).total();
+    // The logits live on the last pipeline stage: its room counts, not the fullest stage's.
+    let room =
+        crate::perf::memory::logits_room(model, cfg, (micro_batches, reserved), eff, device_bytes);
+    let (total, largest) = (room.stage_bytes, room.largest_bytes);
     let stage = if cfg.pp > 1 {
         " on the last pipeline stage"
     } else {
         ""
     };
-    (p.fits && fragmentation_risk(total, device_bytes, largest)).then(|| {
+    (p.fits && room.risk).then(|| {
         format!(
             "fits with {:.1} GB to spare{stage}, counting the loss's logits ({:.1} GB in one \
              tensor) in the peak; a tensor that large against so little room can fail through \

@@ -80,12 +80,7 @@ fn measured_lines(
             if d.significant { warn } else { Style::new() },
         )),
         None => lines.push(Line::styled(
-            format!(
-                "drift: not measured ({})",
-                s.drift_not_measured.unwrap_or_else(|| {
-                    crate::stats::report::drift_not_measured(s.steps, s.now.steps)
-                })
-            ),
+            format!("drift: not measured ({})", s.why_no_drift()),
             dim,
         )),
     }

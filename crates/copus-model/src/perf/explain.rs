@@ -5,9 +5,7 @@
 
 use super::config::Layout;
 use super::enumerate::{Choices, layout_problem, model_layout_configs};
-use super::memory::{
-    MemoryBreakdown, fragmentation_risk, largest_buffer_bytes, last_stage_memory, peak_memory,
-};
+use super::memory::{MemoryBreakdown, fragmentation_risk, logits_room, peak_memory};
 use super::{
     ConfigCost, EfficiencyParams, Invalid, ParallelConfig, PerfContext, Prediction, Recompute,
     validate,
@@ -213,6 +211,13 @@ pub fn explain(
         ctx.eff,
     );
     let layers = super::memory::stage_layers(ctx.model, cfg.pp).0;
+    let room = logits_room(
+        ctx.model,
+        cfg,
+        (micro_batches, ctx.hw.reserved_bytes),
+        ctx.eff,
+        ctx.hw.hbm_bytes,
+    );
     Ok(Explanation {
         config: *cfg,
         batch,
@@ -221,15 +226,8 @@ pub fn explain(
         step: step_parts(&prediction),
         memory: memory_parts(cfg, ctx.eff, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
-        largest_buffer_bytes: largest_buffer_bytes(ctx.model, cfg, ctx.eff),
-        logits_stage_bytes: last_stage_memory(
-            ctx.model,
-            cfg,
-            micro_batches,
-            ctx.hw.reserved_bytes,
-            ctx.eff,
-        )
-        .total(),
+        largest_buffer_bytes: room.largest_bytes,
+        logits_stage_bytes: room.stage_bytes,
         host_bound_risk: prediction.fits
             && super::may_be_host_bound(ctx.eff, &prediction, micro_batches, layers),
         micro_batch_s: super::micro_batch_time_s(&prediction, micro_batches),

@@ -317,6 +317,35 @@ pub fn last_stage_memory(
     stages.memory(stages.pp - 1)
 }
 
+/// The loss's logits against the room of the stage that holds them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogitsRoom {
+    /// Peak memory per GPU of the last pipeline stage ([`last_stage_memory`]), bytes.
+    pub stage_bytes: f64,
+    /// The logits tensor ([`largest_buffer_bytes`]), bytes.
+    pub largest_bytes: f64,
+    /// Whether it fits but the tensor takes over half the room left ([`fragmentation_risk`]).
+    pub risk: bool,
+}
+
+/// [`LogitsRoom`] of `cfg` with `micro_batches` micro-batches on a GPU of `device_bytes`: the
+/// one check `predict`, `grid` and the explorer's explanation make.
+pub fn logits_room(
+    m: &ModelProfile,
+    cfg: &ParallelConfig,
+    (micro_batches, reserved): (u64, f64),
+    eff: &EfficiencyParams,
+    device_bytes: f64,
+) -> LogitsRoom {
+    let stage_bytes = last_stage_memory(m, cfg, micro_batches, reserved, eff).total();
+    let largest_bytes = largest_buffer_bytes(m, cfg, eff);
+    LogitsRoom {
+        stage_bytes,
+        largest_bytes,
+        risk: fragmentation_risk(stage_bytes, device_bytes, largest_bytes),
+    }
+}
+
 /// What every pipeline stage's memory is made of, computed once for [`peak_memory`].
 struct Stages<'a> {
     m: &'a ModelProfile,

@@ -218,6 +218,13 @@ pub fn drift_not_measured(steps: usize, window_steps: usize) -> &'static str {
 }
 
 impl Summary {
+    /// Why drift was not measured (`drift_not_measured`, or the same reason derived from the
+    /// step counts for a summary built without it).
+    pub fn why_no_drift(&self) -> &'static str {
+        self.drift_not_measured
+            .unwrap_or_else(|| drift_not_measured(self.steps, self.now.steps))
+    }
+
     /// True when any diagnostic is a warning.
     pub fn has_warnings(&self) -> bool {
         self.diagnostics
