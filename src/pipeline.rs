@@ -165,7 +165,10 @@ fn load_source(
             } else {
                 measured::SeqLenOrigin::Assumed
             };
-            let seq_note = measured::seq_len_note(d.trajectory.seq_len, origin);
+            let mut seq_note = measured::seq_len_note(d.trajectory.seq_len, origin);
+            if let Some(s) = d.left_out.first() {
+                seq_note = format!("{seq_note} · newest step {} left out (incomplete)", s.step);
+            }
             Ok(Loaded {
                 trajectory: d.trajectory,
                 analysis: Some(d.report),

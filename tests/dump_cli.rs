@@ -104,18 +104,158 @@ fn analyze_json_matches_the_f64_reference_for_every_dtype() {
     }
 }
 
+fn truncate_half(file: &Path) {
+    let bytes = std::fs::read(file).expect("read");
+    std::fs::write(file, &bytes[..bytes.len() / 2]).expect("truncate");
+}
+
 #[test]
 fn a_truncated_dump_file_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_dump(dir.path(), DType::F32, 2, 7);
-    let victim = dir.path().join("step_1/rank2.safetensors");
-    let bytes = std::fs::read(&victim).expect("read");
-    std::fs::write(&victim, &bytes[..bytes.len() / 2]).expect("truncate");
+    truncate_half(&dir.path().join("step_0/rank2.safetensors"));
     let out = analyze(dir.path(), &[]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("rank2.safetensors"), "{err}");
+    assert!(err.contains("step_0/rank2.safetensors"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// A trainer still writing its newest step (a file truncated, one missing, tensors to come)
+/// does not stop the analysis of the complete steps: that step is left out and named, in
+/// the JSON (`left_out_steps`) and in the text; the complete steps read as without it.
+#[test]
+fn the_newest_step_still_being_written_is_left_out_and_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let want = write_dump(dir.path(), DType::F32, 4, 11);
+    let complete = analyze(dir.path(), &[]);
+    assert!(complete.status.success());
+    let complete: serde_json::Value = serde_json::from_slice(&complete.stdout).expect("JSON");
+    assert_eq!(complete["left_out_steps"], serde_json::json!([]));
+    let newest = dir.path().join("step_3");
+    let cases: [(&str, &dyn Fn()); 3] = [
+        ("truncated", &|| {
+            truncate_half(&newest.join("rank1.safetensors"))
+        }),
+        ("at least 2 gradient files", &|| {
+            for k in 1..3 {
+                std::fs::remove_file(newest.join(format!("rank{k}.safetensors"))).expect("rm");
+            }
+        }),
+        ("missing (present in", &|| {
+            let only = vec![T {
+                name: SIZES[0].0.into(),
+                dtype: DType::F32,
+                shape: SIZES[0].1.to_vec(),
+                vals: vec![0.5; SIZES[0].1.iter().product()],
+            }];
+            for k in 0..3 {
+                write_st(
+                    &newest.join(format!("rank{k}.safetensors")),
+                    &only,
+                    Some("4"),
+                );
+            }
+        }),
+    ];
+    for (why, damage) in cases {
+        std::fs::remove_dir_all(&newest).expect("rm step");
+        write_dump(dir.path(), DType::F32, 4, 11);
+        damage();
+        let out = analyze(dir.path(), &[]);
+        assert!(
+            out.status.success(),
+            "{why}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let steps: Vec<u64> = v["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .filter_map(|r| r["step"].as_u64())
+            .collect();
+        assert_eq!(steps, vec![0, 1, 2], "{why}");
+        for (row, (_, small, _)) in v["steps"].as_array().expect("steps").iter().zip(&want) {
+            let s = row["sq_small"].as_f64().expect("sq_small");
+            assert!(rel(s, *small) < 1e-6, "{why}: {s} vs {small}");
+        }
+        let left = &v["left_out_steps"][0];
+        assert_eq!(left["step"].as_u64(), Some(3), "{why}: {v}");
+        let reason = left["reason"].as_str().expect("reason");
+        assert!(
+            reason.contains("step_3") && reason.contains(why),
+            "{why}: {reason}"
+        );
+        let text = Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args([
+                "analyze",
+                dir.path().to_str().expect("utf-8"),
+                "--device",
+                "cpu",
+            ])
+            .output()
+            .expect("run copus");
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains("note: the newest step, 3, was left out (still being written?)"),
+            "{why}: {text}"
+        );
+    }
+}
+
+/// A step that is not the newest and lacks a tensor the others have (or has another shape)
+/// would have its norms cover other parameters: an error naming the step and the tensor.
+#[test]
+fn an_earlier_step_with_other_tensors_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dump(dir.path(), DType::F32, 3, 12);
+    let step1 = dir.path().join("step_1");
+    let (name, shape) = SIZES[2];
+    let mut other = vec![T {
+        name: SIZES[0].0.into(),
+        dtype: DType::F32,
+        shape: SIZES[0].1.to_vec(),
+        vals: vec![0.5; SIZES[0].1.iter().product()],
+    }];
+    for (what, tensors) in [
+        ("missing (present in", other.clone()),
+        ("shape [", {
+            other.extend(SIZES[1..].iter().map(|(n, s)| T {
+                name: n.to_string(),
+                dtype: DType::F32,
+                shape: if *n == name {
+                    vec![shape[0] + 1]
+                } else {
+                    s.to_vec()
+                },
+                vals: vec![
+                    0.5;
+                    if *n == name {
+                        shape[0] + 1
+                    } else {
+                        s.iter().product()
+                    }
+                ],
+            }));
+            other.clone()
+        }),
+    ] {
+        for k in 0..3 {
+            write_st(
+                &step1.join(format!("rank{k}.safetensors")),
+                &tensors,
+                Some("4"),
+            );
+        }
+        let out = analyze(dir.path(), &[]);
+        assert!(!out.status.success(), "{what}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("step_1") && err.contains(what) && err.contains("same tensors"),
+            "{what}: {err}"
+        );
+    }
 }
 
 #[test]

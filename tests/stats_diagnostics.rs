@@ -284,6 +284,43 @@ fn equal_norms_are_named_as_one_norm_written_twice() {
     assert_eq!(r.summary.verdict, Verdict::Noisy);
 }
 
+/// Small-batch gradients that are one gradient summed in another order (a dump whose files
+/// are copies, or were written after the all-reduce) give sq_small and sq_big equal to
+/// rounding, and a run-average tr(Sigma) a hair below zero: named as one gradient, not as
+/// swapped fields; a genuine noise a millionth of |G|^2 is far below any real run's.
+#[test]
+fn norms_equal_to_rounding_are_named_as_one_gradient_not_a_swap() {
+    let records: Vec<StepStats> = (0..100u64)
+        .map(|s| {
+            let x = 1.0 + s as f64 * 0.01;
+            let wobble = if s % 2 == 0 { 1.0 - 4e-16 } else { 1.0 - 2e-16 };
+            StepStats::new(s, 8.0, 64.0, x * wobble, x)
+        })
+        .collect();
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    assert!(r.summary.trace_sigma < 0.0, "{}", r.summary.trace_sigma);
+    assert!(kinds(&r).contains(&K::EqualNorms), "{:?}", kinds(&r));
+    let d = diagnostic(&r, K::EqualNorms);
+    assert!(
+        d.message.contains("on 100 of 100") && d.message.contains("gradient dump"),
+        "{}",
+        d.message
+    );
+    assert_eq!(r.summary.verdict, Verdict::Unreliable);
+    let reasons: Vec<K> = r.summary.reasons.iter().map(|x| x.kind).collect();
+    assert!(reasons.contains(&K::EqualNorms), "{reasons:?}");
+    assert!(!reasons.contains(&K::NegativeTrace), "{reasons:?}");
+    // A real (if small) noise is not one gradient.
+    let noisy: Vec<StepStats> = (0..100u64)
+        .map(|s| {
+            let x = 1.0 + s as f64 * 0.01;
+            StepStats::new(s, 8.0, 64.0, x * (1.0 + 1e-4), x)
+        })
+        .collect();
+    let r = analyze(&noisy, &EstimatorSettings::default()).expect("analysis");
+    assert!(!kinds(&r).contains(&K::EqualNorms), "{:?}", kinds(&r));
+}
+
 /// Cumulative tokens that go down (a counter reset) or are negative are named where they
 /// happen (info: the estimate stands, the token axis reads them as written); increasing ones
 /// are not.

@@ -536,7 +536,11 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         summary.seq_len = Some(seq);
         summary.b_simple_tokens = summary.b_simple.map(|b| b * seq);
     }
+    let left_out = crate::source::measured::left_out_note(&d.left_out);
     if args.json_lines {
+        if let Some(note) = &left_out {
+            eprintln!("copus: {note}");
+        }
         let mut text = String::new();
         for row in &d.report.steps {
             text.push_str(&serde_json::to_string(row)?);
@@ -558,6 +562,8 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         v["backend_note"] = selected.note.clone().into();
         // Whether `summary.seq_len` was given or assumed (dumps record no tokens).
         v["seq_len_assumed"] = args.seq_len.is_none().into();
+        // The newest step, when it was still being written: left out, with why.
+        v["left_out_steps"] = serde_json::to_value(&d.left_out)?;
         super::write_json(&v)?;
     } else {
         let why = selected
@@ -575,6 +581,9 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
                  records none): --seq-len sets your model's, and a model that is not a language \
                  model reads samples only"
             );
+        }
+        if let Some(note) = &left_out {
+            println!("note: {}", super::escape_controls(note));
         }
         if let Some(last) = d.seed_ema.iter().rev().find(|p| p.b_estimate.is_some()) {
             println!(

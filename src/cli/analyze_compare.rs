@@ -25,7 +25,11 @@ fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<Analy
             &crate::cli::bench::stderr_progress,
         );
         crate::cli::bench::finish_progress();
-        return Ok(d?.report);
+        let d = d?;
+        if let Some(note) = crate::source::measured::left_out_note(&d.left_out) {
+            eprintln!("copus: {}: {note}", path.display());
+        }
+        return Ok(d.report);
     }
     let file = crate::fsutil::open_readable_stream(path)
         .with_context(|| format!("cannot read {}", path.display()))?;

@@ -223,6 +223,18 @@ pub struct DumpAnalysis {
     pub seed_ema: Vec<crate::source::dump::EmaPoint>,
     /// The reduced per-step statistics.
     pub steps: Vec<crate::stats::StepStats>,
+    /// The newest step, when it could not be read (still being written?): left out.
+    pub left_out: Vec<crate::source::dump::LeftOutStep>,
+}
+
+/// One line for the steps a dump scan left out ("newest step 300 left out (still being
+/// written?): …"), or `None` when none was.
+pub fn left_out_note(left_out: &[crate::source::dump::LeftOutStep]) -> Option<String> {
+    let s = left_out.first()?;
+    Some(format!(
+        "the newest step, {}, was left out (still being written?): {}",
+        s.step, s.reason
+    ))
 }
 
 /// Why a dump could not be analysed.
@@ -280,6 +292,7 @@ pub fn load_dump_dir(
         report,
         seed_ema: reduction.ema,
         steps: reduction.steps,
+        left_out: index.left_out,
     })
 }
 

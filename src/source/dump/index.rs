@@ -11,6 +11,20 @@ pub struct DumpIndex {
     pub root: PathBuf,
     /// Steps, sorted by step number.
     pub steps: Vec<StepEntry>,
+    /// The newest step when it could not be read (still being written?) while earlier steps
+    /// could: left out of `steps`, with why. Empty otherwise.
+    pub left_out: Vec<LeftOutStep>,
+}
+
+/// A step the scan left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LeftOutStep {
+    /// Optimizer step (the N of `step_<N>`).
+    pub step: u64,
+    /// The step directory.
+    pub dir: PathBuf,
+    /// What made it unreadable (the error it would have stopped the analysis with).
+    pub reason: String,
 }
 
 /// One optimizer step: K ≥ 2 gradient files of the same tensors.

@@ -2,12 +2,19 @@
 //! and check that the files of a step agree on tensor names, shapes and dtypes.
 
 use super::error::{DumpError, io};
-use super::index::{DumpIndex, GradFile, StepEntry};
+use super::index::{DumpIndex, GradFile, LeftOutStep, StepEntry};
 use super::{npy, st_file};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Scan `dir`: either a dump root holding `step_<N>/` directories, or one step directory.
+///
+/// Every step must hold the same tensors (names and shapes) as the first, or its norms would
+/// cover other parameters than the rest of the run: a step that differs is an error naming it
+/// and the tensor. The one exception is the newest step of a dump with complete steps before
+/// it: a trainer may still be writing it (a file missing, truncated or unreadable, tensors
+/// still to come), so it is left out and said in [`DumpIndex::left_out`] instead of stopping
+/// the analysis of the steps that are complete.
 pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
     let mut steps: Vec<(u64, PathBuf)> = list(dir)?
         .into_iter()
@@ -18,22 +25,86 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
         steps.push((step_number(dir).unwrap_or(0), dir.to_path_buf()));
     }
     steps.sort();
-    let mut out = Vec::with_capacity(steps.len());
-    for (step, sdir) in steps {
-        let files = step_files(&sdir)?;
-        if files.is_empty() && out.is_empty() && sdir == dir {
-            return Err(DumpError::Empty { path: dir.into() });
-        }
-        out.push(StepEntry {
-            step,
-            dir: sdir.clone(),
-            files: align(&sdir, files)?,
+    let newest = steps.len() - 1;
+    let mut out: Vec<StepEntry> = Vec::with_capacity(steps.len());
+    let mut left_out = None;
+    for (i, (step, sdir)) in steps.into_iter().enumerate() {
+        let entry = step_files(&sdir).and_then(|files| {
+            if files.is_empty() && out.is_empty() && sdir == dir {
+                return Err(DumpError::Empty { path: dir.into() });
+            }
+            let entry = StepEntry {
+                step,
+                dir: sdir.clone(),
+                files: align(&sdir, files)?,
+            };
+            match out.first() {
+                Some(first) => same_tensors(first, &entry).map(|()| entry),
+                None => Ok(entry),
+            }
         });
+        match entry {
+            Ok(e) => out.push(e),
+            Err(e) if i == newest && !out.is_empty() => {
+                left_out = Some(LeftOutStep {
+                    step,
+                    dir: sdir,
+                    reason: e.to_string(),
+                });
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(DumpIndex {
         root: dir.into(),
         steps: out,
+        left_out: left_out.into_iter().collect(),
     })
+}
+
+/// Check that `step` holds the tensors of `first` (the same names and shapes; the order may
+/// differ), or name the step and the first tensor that differs.
+fn same_tensors(first: &StepEntry, step: &StepEntry) -> Result<(), DumpError> {
+    let shapes = |e: &StepEntry| -> HashMap<String, Vec<usize>> {
+        e.files[0]
+            .tensors
+            .iter()
+            .map(|t| (t.name.clone(), t.shape.clone()))
+            .collect()
+    };
+    let (want, have) = (shapes(first), shapes(step));
+    let differs = |tensor: &str, what: String| DumpError::Mismatch {
+        path: step.dir.clone(),
+        tensor: tensor.into(),
+        what: format!(
+            "{what}: every step must dump the same tensors, or its norms cover other \
+             parameters than the rest of the run (analyse such steps as a dump of their own)"
+        ),
+    };
+    let first_dir = first.dir.display();
+    let mut missing: Vec<&String> = want.keys().filter(|n| !have.contains_key(*n)).collect();
+    missing.sort();
+    if let Some(name) = missing.first() {
+        return Err(differs(name, format!("missing (present in {first_dir})")));
+    }
+    let mut names: Vec<&String> = have.keys().collect();
+    names.sort();
+    for name in names {
+        match want.get(name) {
+            None => return Err(differs(name, format!("not present in {first_dir}"))),
+            Some(shape) if *shape != have[name] => {
+                return Err(differs(
+                    name,
+                    format!(
+                        "shape {:?} differs from {:?} in {first_dir}",
+                        have[name], shape
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// `step_<N>` → N.

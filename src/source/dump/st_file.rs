@@ -36,6 +36,16 @@ pub fn read_header(path: &Path) -> Result<GradFile, DumpError> {
             }
         };
         let (a, b) = info.data_offsets;
+        // A file still being written has its header and only part of its data.
+        let need = base.saturating_add(b as u64);
+        if need > map.len() as u64 {
+            return Err(DumpError::Truncated {
+                path: path.into(),
+                tensor: Some(name),
+                need,
+                have: map.len() as u64,
+            });
+        }
         tensors.push(TensorEntry {
             name,
             dtype,

@@ -138,7 +138,8 @@ impl DiagnosticKind {
             }
             K::EqualNorms => {
                 "check that sq_small is the mean |g|^2 of the small batches, measured before they \
-                 are averaged, and sq_big |g|^2 of their mean"
+                 are averaged, and sq_big |g|^2 of their mean (a gradient dump: one file per \
+                 micro-batch or rank, written before the all-reduce)"
             }
         }
     }

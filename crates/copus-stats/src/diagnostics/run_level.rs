@@ -238,23 +238,38 @@ fn zero_norms(rows: &[StepRow]) -> Option<Diagnostic> {
     Some(diag(K::ZeroNorms, Severity::Warning, msg, &steps))
 }
 
-/// The warning for two-batch steps (`b_small < b_big`) whose `sq_small` equals `sq_big` bit
-/// for bit (tr(Σ) exactly 0 there), if there are any.
+/// Relative difference of `sq_small` and `sq_big` below which the two are one norm: the
+/// noise term tr(Σ)·(1/b_small − 1/b_big) is then below a millionth of |G|², i.e. a B_simple
+/// below 10⁻⁶ of a small batch, which no real run has; identical gradients summed in another
+/// order (gradient dumps whose files hold one gradient, f32 writers) differ by rounding only.
+const EQUAL_NORMS_RELATIVE: f64 = 1e-6;
+
+/// Whether `sq_small` and `sq_big` of a two-batch step are one norm (equal to rounding).
+fn one_norm(r: &StepRow) -> bool {
+    r.b_small < r.b_big
+        && r.sq_big != 0.0
+        && (r.sq_small - r.sq_big).abs()
+            <= EQUAL_NORMS_RELATIVE * r.sq_small.abs().max(r.sq_big.abs())
+}
+
+/// The warning for two-batch steps (`b_small < b_big`) whose `sq_small` equals `sq_big` (to
+/// rounding: tr(Σ) is 0 there), if there are any.
 fn equal_norms(rows: &[StepRow]) -> Option<Diagnostic> {
     let two_batch = rows.iter().filter(|r| r.b_small < r.b_big).count();
     let steps: Vec<u64> = rows
         .iter()
-        .filter(|r| r.b_small < r.b_big && r.sq_small.to_bits() == r.sq_big.to_bits())
-        .filter(|r| r.sq_big != 0.0)
+        .filter(|r| one_norm(r))
         .map(|r| r.step)
         .collect();
     if steps.is_empty() {
         return None;
     }
     let msg = format!(
-        "sq_small equals sq_big on {} of {two_batch} two-batch steps: the mean |g|^2 of small \
-         batches exceeds |g|^2 of their mean by the gradient noise, so equal values are one \
-         norm written in both fields, and tr(Sigma) is 0 there",
+        "sq_small equals sq_big (to rounding) on {} of {two_batch} two-batch steps: the mean \
+         |g|^2 of small batches exceeds |g|^2 of their mean by the gradient noise, so equal \
+         values mean the small batches hold one gradient (one norm written in both fields, or \
+         a gradient dump whose files are copies or were written after the data-parallel \
+         all-reduce), and tr(Sigma) is 0 there",
         steps.len()
     );
     Some(diag(K::EqualNorms, Severity::Warning, msg, &steps))
@@ -320,6 +335,11 @@ fn step_order(dropped: &Dropped) -> Option<Diagnostic> {
     ))
 }
 
+/// Whether the run-average tr(Σ) is 0 to rounding against |G|² (see [`EQUAL_NORMS_RELATIVE`]).
+fn no_noise(s: &Summary) -> bool {
+    s.trace_sigma.abs() <= EQUAL_NORMS_RELATIVE * s.g2.abs()
+}
+
 /// Why the chosen autocorrelation window makes the interval meaningless on `steps` usable
 /// steps (a window of at least half of them leaves no independent blocks to estimate the
 /// variance from), if it does.
@@ -359,20 +379,26 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
         } else {
             K::NonPositiveG2
         };
-        // Zeros written for a norm explain a lost signal better than "record larger batches".
-        match s.diagnostics.iter().find(|d| d.kind == K::ZeroNorms) {
-            Some(zeros) => hard.push(reason(
+        // Zeros written for a norm explain a lost signal better than "record larger batches",
+        // and one norm in both fields a tr(Sigma) of rounding noise better than a swap.
+        let find = |k: K| s.diagnostics.iter().find(|d| d.kind == k);
+        match (find(K::ZeroNorms), find(K::EqualNorms)) {
+            (Some(zeros), _) => hard.push(reason(
                 K::ZeroNorms,
                 format!("{message}; {}", zeros.message),
             )),
-            None => hard.push(reason(kind, message)),
+            (None, Some(equal)) if kind == K::NegativeTrace && no_noise(s) => {
+                hard.push(reason(K::EqualNorms, equal.message.clone()));
+            }
+            _ => hard.push(reason(kind, message)),
         }
     }
     if let Some(d) = s.diagnostics.iter().find(|d| d.kind == K::ConstantNorms) {
         hard.push(reason(K::ConstantNorms, d.message.clone()));
     }
     // No noise measured anywhere: B_simple is 0 by construction, not an estimate.
-    if s.trace_sigma == 0.0
+    if s.trace_sigma >= 0.0
+        && no_noise(s)
         && let Some(d) = s.diagnostics.iter().find(|d| d.kind == K::EqualNorms)
     {
         hard.push(reason(K::EqualNorms, d.message.clone()));
