@@ -501,6 +501,27 @@ impl Resolved {
         out
     }
 
+    /// Why a stack setting leaves this session's grid unchanged, if it does: one that applies
+    /// to layouts the search does not hold (an interleaved schedule, ZeRO-3, context
+    /// parallelism), named with the search row that would hold them.
+    pub fn setting_without_effect(&self, setting: SearchBoundSetting) -> Option<&'static str> {
+        let search = &self.session.search;
+        match setting {
+            SearchBoundSetting::PpOverlap if search.interleave.iter().all(|&v| v <= 1) => {
+                Some("no layout here interleaves (the session's search.interleave is [1])")
+            }
+            SearchBoundSetting::Sharding if !search.zero.contains(&3) => Some(
+                "it applies at ZeRO-3, which the search does not hold (the session's \
+                     search.zero; the what-if's ZeRO row)",
+            ),
+            SearchBoundSetting::CpComm if search.context_parallel.iter().all(|&c| c <= 1) => Some(
+                "no layout here splits sequences (the session's search.context_parallel; \
+                     the what-if's CP degrees row)",
+            ),
+            _ => None,
+        }
+    }
+
     /// The stack in force: the session's `stack`, else the one the efficiency's choices
     /// describe.
     pub fn stack(&self) -> crate::perf::Stack {
@@ -990,4 +1011,16 @@ mod tests {
             .collect();
         assert!(leftovers.is_empty());
     }
+}
+
+/// A stack setting that applies only to some layouts of a search (see
+/// [`Resolved::setting_without_effect`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchBoundSetting {
+    /// The interleaved schedule's transfer overlap (`pp_overlap`).
+    PpOverlap,
+    /// The ZeRO-3 / FSDP implementation (`sharding`).
+    Sharding,
+    /// Context parallelism's key/value exchange (`cp_comm`).
+    CpComm,
 }

@@ -1662,18 +1662,26 @@ fn calibrate_applies_zero_and_recompute_to_csv_rows_that_do_not_say() {
     let v = rows(&["--stack", "torchtitan-fsdp2"]);
     assert_eq!(said(&v, "recompute")[0], "\"op\"", "{v}");
     assert_eq!(said(&v, "zero")[0], "3", "{v}");
-    // A measured step ran one policy.
-    let (ok, _, err) = copus(&[
-        "calibrate",
-        csv.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--model",
-        "llama3-8b",
-        "--recompute",
-        "auto",
-    ]);
-    assert!(!ok && err.contains("--recompute auto"), "{err}");
+    // A measured step ran one policy: `auto` is not among the values (a usage error, exit 2).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args([
+            "calibrate",
+            csv.to_str().expect("utf-8"),
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama3-8b",
+            "--recompute",
+            "auto",
+        ])
+        .output()
+        .expect("run copus");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("'auto'") && err.contains("none, selective, op, full"),
+        "{err}"
+    );
 }
 
 /// A measurement CSV whose header names a column twice (only the first was read) or a column

@@ -353,6 +353,125 @@ fn a_calibration_file_is_validated_on_every_path_that_reads_it() {
     }
 }
 
+/// A single stack flag changes that setting of the stack a calibration was fitted under; it
+/// does not throw that stack away for megatron-core's (a torchtitan calibration with
+/// `--sequence-parallel on`, the value it has, predicted ZeRO-1 under megatron-core and a
+/// step 40 % shorter). `--stack` still replaces it.
+#[test]
+fn a_stack_flag_changes_one_setting_of_the_calibrations_stack() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stack = copus::perf::Stack {
+        preset: Some(copus::perf::StackPreset::TorchtitanFsdp2),
+        attention: Some(copus::perf::efficiency::AttentionKind::Cudnn),
+        ..Default::default()
+    };
+    let hw = copus::profiles::hardware("h100-sxm", std::path::Path::new(".")).expect("hw");
+    let mut file = calibration_file(stack.apply(&hw.efficiency));
+    file.stack = Some(stack.label());
+    let path = dir.path().join("tt.ron");
+    std::fs::write(&path, file.to_ron().expect("ron")).expect("writes");
+    let base = format!(
+        "predict --model llama3-8b --gpus 16 --tp 2 --batch 64 --calibration {}",
+        path.display()
+    );
+    let plain = json_of(&base);
+    assert_eq!(
+        plain["stack"]["label"],
+        "torchtitan-fsdp2 (attention cudnn)"
+    );
+    let same = json_of(&format!("{base} --sequence-parallel on"));
+    assert_eq!(same["stack"], plain["stack"]);
+    assert_eq!(same["config"], plain["config"]);
+    assert_eq!(same["step_time_s"], plain["step_time_s"]);
+    let fp8 = json_of(&format!("{base} --precision fp8"));
+    assert_eq!(
+        fp8["stack"]["label"],
+        "torchtitan-fsdp2 (attention cudnn, precision fp8)"
+    );
+    assert_eq!(
+        fp8["config"]["zero"], plain["config"]["zero"],
+        "{}",
+        fp8["config"]
+    );
+    let replaced = json_of(&format!("{base} --stack megatron-core"));
+    assert_eq!(replaced["stack"]["label"], "megatron-core");
+}
+
+/// `grid --recompute` states the checkpointing searched (as a session's `search.recompute`
+/// does): every cell uses a policy listed; one the framework lacks is a caveat.
+#[test]
+fn grid_and_plan_search_the_recompute_policies_given() {
+    let cells = |v: &serde_json::Value| -> std::collections::BTreeSet<String> {
+        v["cells"]
+            .as_array()
+            .expect("cells")
+            .iter()
+            .filter_map(|c| c["config"]["recompute"].as_str().map(str::to_string))
+            .collect()
+    };
+    let full = json_of("grid sessions/demo.ron --recompute full");
+    assert_eq!(cells(&full), ["full".to_string()].into());
+    let free = json_of("grid sessions/demo.ron");
+    assert!(cells(&free).contains("none"), "{:?}", cells(&free));
+    let op = json_of("grid sessions/demo.ron --recompute op,full");
+    assert!(cells(&op).iter().all(|p| p == "op" || p == "full"));
+    assert!(
+        op["caveats"]
+            .to_string()
+            .contains("recompute op is not a policy megatron-core has"),
+        "{}",
+        op["caveats"]
+    );
+    let plan = json_of("plan sessions/demo.ron --recompute full");
+    let text = plan["schedule"].to_string();
+    assert!(
+        text.contains("\"full\"") && !text.contains("\"none\""),
+        "{text}"
+    );
+    let (code, _, err) = copus(&["grid", "sessions/demo.ron", "--recompute", "auto"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// A stack flag that leaves every layout of the grid unchanged is named in `caveats` (it
+/// was accepted without a word), and `predict` names one the layout leaves without effect;
+/// the values `--json` writes are accepted back as flags.
+#[test]
+fn settings_without_effect_are_named_and_json_values_are_flags() {
+    let v = json_of("grid sessions/demo.ron --sharding deepspeed --cp-comm ring --pp-overlap off");
+    let caveats = v["caveats"].to_string();
+    for flag in ["--sharding", "--cp-comm", "--pp-overlap"] {
+        assert!(
+            caveats.contains(&format!("{flag} has no effect on this grid")),
+            "{caveats}"
+        );
+    }
+    let v = json_of("grid sessions/demo.ron --grad-reduce bf16");
+    assert!(
+        !v["caveats"].to_string().contains("no effect"),
+        "{}",
+        v["caveats"]
+    );
+    let v = json_of(
+        "predict --model llama3-8b --gpus 8 --batch 64 --pp-overlap off --tp-overlap on \
+         --sequence-parallel off",
+    );
+    let caveats = v["caveats"].to_string();
+    for flag in ["--pp-overlap", "--tp-overlap", "--sequence-parallel"] {
+        assert!(
+            caveats.contains(&format!("{flag} has no effect")),
+            "{caveats}"
+        );
+    }
+    let v = json_of(
+        "predict --model llama3-8b --gpus 16 --cp 2 --batch 64 --cp-comm all_gather \
+         --cross-entropy vocab_parallel --sequence-parallel false",
+    );
+    let settings = &v["stack"]["settings"];
+    assert_eq!(settings["cp_comm"], "all_gather");
+    assert_eq!(settings["cross_entropy"], "vocab_parallel");
+    assert_eq!(settings["sequence_parallel"], false);
+}
+
 /// `--pp-overlap`: Megatron-Core's interleaved schedule hides its point-to-point transfers
 /// behind the stage's compute (less pipeline time, same compute); without virtual stages, or
 /// switched off, they block. The 2021 presets block; `nemo` reduces gradients in BF16.

@@ -528,17 +528,12 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
 /// of context parallelism without CP) or the search asks what the stack's framework lacks (a
 /// recompute policy it has not); empty otherwise.
 pub fn no_effect_note(r: &Resolved, field: Field) -> String {
+    use crate::session::SearchBoundSetting as S;
     let search = &r.session.search;
     let unused = match field {
-        Field::PpOverlap if search.interleave.iter().all(|&v| v <= 1) => {
-            Some("no layout here interleaves (the session's search.interleave is [1])")
-        }
-        Field::Sharding if !search.zero.contains(&3) => {
-            Some("it applies at ZeRO-3, which the search does not hold (ZeRO row)")
-        }
-        Field::CpComm if search.context_parallel.iter().all(|&c| c <= 1) => {
-            Some("no layout here splits sequences (CP degrees row)")
-        }
+        Field::PpOverlap => r.setting_without_effect(S::PpOverlap),
+        Field::Sharding => r.setting_without_effect(S::Sharding),
+        Field::CpComm => r.setting_without_effect(S::CpComm),
         _ => None,
     };
     let mut note = unused

@@ -1,7 +1,6 @@
 //! `copus calibrate`: fit the performance model's efficiencies to measured step times.
 
 use super::model_args::ModelArgs;
-use super::predict::RecomputeArg;
 use crate::fsutil;
 use crate::perf::Recompute;
 use crate::perf::calibrate::{CalibrationError, Knob, Target, calibrate};
@@ -51,7 +50,7 @@ pub struct CalibrateArgs {
     /// framework's own: selective for Megatron-Core and NeMo, op for torchtitan, full for the
     /// others]
     #[arg(long, value_enum, hide_possible_values = true)]
-    pub recompute: Option<RecomputeArg>,
+    pub recompute: Option<super::stack_args::RecomputePolicy>,
     /// Parameters to fit, comma-separated (default: chosen by cross-validation over the
     /// measured configurations, one per three configurations at most, from max_eff,
     /// microbatch_overhead_s, gemm_overhead_s, the link scales, coll_chunk_half_bytes,
@@ -120,14 +119,16 @@ struct Output {
 
 /// The ZeRO stage and recompute policy of measurements that do not state them: `--zero` and
 /// `--recompute`, else the stack's own.
-fn assumed(a: &CalibrateArgs) -> anyhow::Result<CsvDefaults> {
-    let stack = a.stack.stack().unwrap_or_default();
-    let framework = stack.base();
+fn assumed(
+    a: &CalibrateArgs,
+    hardware: &crate::perf::EfficiencyParams,
+) -> anyhow::Result<CsvDefaults> {
+    // The flags over the stack the hardware profile describes (a hardware file may carry
+    // another framework's choices).
+    let framework = super::model_args::stack_over(hardware, None, a.stack.stack().as_ref())
+        .unwrap_or_else(|| crate::perf::Stack::describing(hardware, None))
+        .base();
     let recompute = match a.recompute {
-        Some(RecomputeArg::Auto) => bail!(
-            "--recompute auto: a measured step ran one policy; say which (none, selective, op \
-             or full)"
-        ),
         Some(r) => Recompute::from(r),
         None => framework_recompute(framework),
     };
@@ -152,6 +153,7 @@ fn framework_recompute(framework: crate::perf::StackPreset) -> Recompute {
 /// lines file is averaged per configuration, so it has none).
 fn read_measurements(
     a: &CalibrateArgs,
+    hardware: &crate::perf::EfficiencyParams,
     path: &Path,
 ) -> anyhow::Result<(Vec<Measurement>, Vec<usize>)> {
     let text = fsutil::read_capped(path, MAX_MEASUREMENT_BYTES)
@@ -208,7 +210,7 @@ fn read_measurements(
                 "copus calibrate: {n} line(s) that are not usable records skipped (first: {first})"
             );
         }
-        let d = assumed(a)?;
+        let d = assumed(a, hardware)?;
         let m = from_step_stats(&records, d.zero, d.recompute);
         if m.is_empty() {
             bail!(
@@ -222,7 +224,7 @@ fn read_measurements(
         return Ok((m, Vec::new()));
     }
     check_csv_header(&text, &origin)?;
-    let rows = parse_csv_lines(&text, &origin, assumed(a)?)?;
+    let rows = parse_csv_lines(&text, &origin, assumed(a, hardware)?)?;
     if rows.is_empty() {
         bail!("{origin}: no measurement rows after the header");
     }
@@ -471,7 +473,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     if a.gpus_per_node == 0 {
         bail!("--gpus-per-node must be at least 1");
     }
-    let (points, lines) = read_measurements(a, measurements)?;
+    let (points, lines) = read_measurements(a, &hw.efficiency, measurements)?;
     let target = Target {
         hw: &hw,
         model: &model,
@@ -490,7 +492,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     } else {
         (named_knobs(a)?, None)
     };
-    let stack = crate::perf::Stack::describing(&start, a.stack.stack().map(|s| s.base()));
+    let in_force = super::model_args::stack_over(&hw.efficiency, None, a.stack.stack().as_ref());
+    let stack = crate::perf::Stack::describing(&start, in_force.map(|s| s.base()));
     let fit = calibrate(&target, &start, &knobs, &points, 100)?;
     let fitted_errors = rel_errors(&target, &fit.params, &points)?;
     let cv = if points.len() > knobs.len() + 1 {
@@ -544,8 +547,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         model: model.name.clone(),
         hardware: hw.name.clone(),
         stack: stack.to_json(),
-        assumed_recompute: assumed(a)?.recompute.to_string(),
-        assumed_zero: assumed(a)?.zero,
+        assumed_recompute: assumed(a, &hw.efficiency)?.recompute.to_string(),
+        assumed_zero: assumed(a, &hw.efficiency)?.zero,
         rows,
         n: file.n,
         rms_rel_error: file.rms_rel_error,

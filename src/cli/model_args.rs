@@ -101,7 +101,30 @@ pub fn efficiency_with_stack(
     calibration: Option<&Path>,
     stack: Option<&crate::perf::Stack>,
 ) -> anyhow::Result<EfficiencyParams> {
-    with_stack(hw, efficiency(hw, calibration)?, stack)
+    let base = efficiency(hw, calibration)?;
+    let stack = stack_over(&base, None, stack);
+    with_stack(hw, base, stack.as_ref())
+}
+
+/// The stack in force when the command-line stack flags `flags` are laid over `base`'s own
+/// choices (a calibration's or a hardware file's efficiencies carry the stack they were
+/// written for; `hint` names its preset where known): a flag without `--stack` changes that
+/// one setting of it, `--stack` replaces it. `None` without flags (`base` as it is).
+pub fn stack_over(
+    base: &EfficiencyParams,
+    hint: Option<crate::perf::StackPreset>,
+    flags: Option<&crate::perf::Stack>,
+) -> Option<crate::perf::Stack> {
+    flags.map(|f| crate::perf::Stack::describing(base, hint).overlaid(f))
+}
+
+/// The preset a stack label names ("torchtitan-fsdp2 (attention cudnn)" → torchtitan-fsdp2),
+/// as calibration files record it.
+pub fn preset_of_label(label: &str) -> Option<crate::perf::StackPreset> {
+    let name = label.split_whitespace().next()?;
+    crate::perf::StackPreset::ALL
+        .into_iter()
+        .find(|p| p.name() == name)
 }
 
 /// `base` with `stack` applied, checked against what `hw` can run (FP8 without FP8 tensor
@@ -219,6 +242,17 @@ pub fn apply_overrides(
         }
         if let Some(replaced) = r.switch_stack(overlaid) {
             r.override_notes.push(format!("--stack: {replaced}"));
+        }
+        use crate::session::SearchBoundSetting as S;
+        for (given, flag, setting) in [
+            (s.pp_overlap.is_some(), "--pp-overlap", S::PpOverlap),
+            (s.sharding.is_some(), "--sharding", S::Sharding),
+            (s.cp_comm.is_some(), "--cp-comm", S::CpComm),
+        ] {
+            if let Some(why) = r.setting_without_effect(setting).filter(|_| given) {
+                r.override_notes
+                    .push(format!("{flag} has no effect on this grid: {why}"));
+            }
         }
     }
     if calibration.is_some() || stack.is_some() {

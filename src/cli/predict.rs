@@ -186,8 +186,15 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         Some((path, c)) => super::model_args::calibrated(&hw, path, c),
         None => hw.efficiency.clone(),
     };
-    let eff = super::model_args::with_stack(&hw, base, stack_flags.as_ref())?;
-    let stack = crate::perf::Stack::describing(&eff, stack_flags.as_ref().map(|s| s.base()));
+    // A flag changes that setting of the stack the calibration (or the hardware file) was
+    // written for; `--stack` replaces it.
+    let hint = calibration_file
+        .as_ref()
+        .and_then(|(_, c)| c.stack.as_deref())
+        .and_then(super::model_args::preset_of_label);
+    let in_force = super::model_args::stack_over(&base, hint, stack_flags.as_ref());
+    let eff = super::model_args::with_stack(&hw, base, in_force.as_ref())?;
+    let stack = crate::perf::Stack::describing(&eff, in_force.map(|s| s.base()).or(hint));
     let stack_base = stack.base();
     let ctx = PerfContext {
         hw: &hw,
@@ -395,7 +402,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         nearest_change,
         nothing_fits,
         faster_if_it_fit,
-        caveats: layout_caveats(&model, &cfg, a.stack.cp_comm.is_some(), stack_base)
+        caveats: layout_caveats(&model, &cfg, &a.stack, stack_base)
             .into_iter()
             .chain(setting_caveats(
                 stack_base,
@@ -725,11 +732,13 @@ fn host_bound_caveat(
 }
 
 /// What the prediction should be read with: the model's caveats, and a stack setting given on
-/// the command line that the layout leaves without effect (`--cp-comm` without `--cp` > 1).
+/// the command line that the layout leaves without effect (`--cp-comm` without `--cp` > 1,
+/// `--pp-overlap` without an interleaved schedule, `--sequence-parallel` and `--tp-overlap`
+/// without TP).
 fn layout_caveats(
     model: &crate::perf::ModelProfile,
     cfg: &ParallelConfig,
-    cp_comm_given: bool,
+    given: &super::stack_args::StackArgs,
     stack: StackPreset,
 ) -> Vec<String> {
     let mut caveats = crate::perf::caveats(model);
@@ -741,11 +750,30 @@ fn layout_caveats(
             policy_list(stack.recompute_policies())
         ));
     }
-    if cp_comm_given && cfg.cp <= 1 {
-        caveats.push(
-            "--cp-comm has no effect without context parallelism (--cp 2 or more)".to_string(),
-        );
-    }
+    let unused = [
+        (
+            given.cp_comm.is_some() && cfg.cp <= 1,
+            "--cp-comm has no effect without context parallelism (--cp 2 or more)",
+        ),
+        (
+            given.pp_overlap.is_some() && cfg.vpp <= 1,
+            "--pp-overlap has no effect without an interleaved schedule (--vpp 2 or more)",
+        ),
+        (
+            given.sequence_parallel.is_some() && cfg.tp <= 1,
+            "--sequence-parallel has no effect without tensor parallelism (--tp 2 or more)",
+        ),
+        (
+            given.tp_overlap.is_some() && cfg.tp <= 1,
+            "--tp-overlap has no effect without tensor parallelism (--tp 2 or more)",
+        ),
+    ];
+    caveats.extend(
+        unused
+            .into_iter()
+            .filter(|(applies, _)| *applies)
+            .map(|(_, why)| why.to_string()),
+    );
     caveats
 }
 

@@ -28,6 +28,12 @@ pub struct ScenarioArgs {
     /// model's sequence length].
     #[arg(long = "seq-len", value_name = "TOKENS")]
     pub run_seq_len: Option<u32>,
+    /// Recompute policies to search instead of the session's `search.recompute`,
+    /// comma-separated: none, selective, op, full (e.g. `--recompute op` for torchtitan's
+    /// op-level checkpointing) [default: the session's list, else the stack's framework's
+    /// own]
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+    pub recompute: Vec<super::stack_args::RecomputePolicy>,
 }
 
 /// The session at `path` (or `demo`) with `calibration`, `stack` and `scenario` in force; a
@@ -48,6 +54,7 @@ pub fn resolve(
         );
         let mut r = super::model_args::resolve_session(path, calibration, stack)?;
         scenario.apply(&mut r)?;
+        scenario.apply_recompute(&mut r)?;
         return Ok(r);
     }
     anyhow::ensure!(
@@ -94,6 +101,7 @@ pub fn resolve(
         crate::validate::session::check(&r)
             .map_err(|e| anyhow::anyhow!("{}: {e}", flags.join(" ")))?;
     }
+    scenario.apply_recompute(&mut r)?;
     Ok(r)
 }
 
@@ -116,6 +124,24 @@ fn sequence_and_dropout(m: &ModelArgs, r: &mut Resolved) -> Vec<String> {
 }
 
 impl ScenarioArgs {
+    /// `--recompute`, where given: the policies searched (a policy the stack's framework
+    /// lacks is costed as asked, with the session's caveat that says so).
+    fn apply_recompute(&self, r: &mut Resolved) -> anyhow::Result<()> {
+        if self.recompute.is_empty() {
+            return Ok(());
+        }
+        let mut list: Vec<crate::perf::Recompute> = Vec::new();
+        for p in &self.recompute {
+            let p = crate::perf::Recompute::from(*p);
+            if !list.contains(&p) {
+                list.push(p);
+            }
+        }
+        r.session.search.recompute = list;
+        r.recompute_from_file = false;
+        crate::validate::session::check(r).map_err(|e| anyhow::anyhow!("--recompute: {e}"))
+    }
+
     /// `--nodes` and `--gpus-per-node`, where given, are at least 1.
     fn check_counts(&self) -> anyhow::Result<()> {
         for (flag, v) in [

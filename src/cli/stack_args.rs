@@ -1,6 +1,9 @@
 //! The training stack on the command line (`--stack` and one flag per setting), shared by
-//! `predict`, `grid`, `plan` and `calibrate` (docs/MODEL.md, "Stating your stack").
+//! `predict`, `grid`, `plan` and `calibrate` (docs/MODEL.md, "Stating your stack"). Each value
+//! is also accepted as JSON outputs write it (`all_gather`, `vocab_parallel`, `true`/`false`),
+//! so a value read from `--json` can be given back as a flag.
 
+use crate::perf::Recompute;
 use crate::perf::efficiency::{
     AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding,
 };
@@ -10,7 +13,8 @@ use clap::{Args, ValueEnum};
 /// A framework preset on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PresetArg {
-    /// Megatron-Core (r0.8+): fused attention, SP, TP/DP overlap, FP32 grads (default).
+    /// Megatron-Core (r0.8+): cuDNN fused attention (Transformer Engine), SP, TP/DP overlap,
+    /// FP32 grads (default).
     MegatronCore,
     /// NeMo 2.x (Megatron-Core underneath).
     Nemo,
@@ -51,8 +55,10 @@ impl From<PresetArg> for StackPreset {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OnOff {
     /// Switched on.
+    #[value(alias = "true")]
     On,
     /// Switched off.
+    #[value(alias = "false")]
     Off,
 }
 
@@ -83,6 +89,7 @@ pub enum CrossEntropyArg {
     /// A fused kernel on the BF16 logits (flash-attn's, Liger's): 2 bytes per logit.
     Fused,
     /// Megatron's vocab-parallel cross-entropy (FP32 softmax, gradient in place): 6 bytes.
+    #[value(alias = "vocab_parallel")]
     VocabParallel,
     /// PyTorch's F.cross_entropy on FP32 logits (torchtitan, Hugging Face): 12 bytes at the
     /// loss's backward.
@@ -116,9 +123,11 @@ pub enum CpCommArg {
     Ring,
     /// Keys and values all-gathered, gradients reduce-scattered (Llama 3; PyTorch
     /// context_parallel's default, torchtitan's `allgather`; Megatron-Core `all_gather`)
+    #[value(alias = "all_gather")]
     AllGather,
     /// DeepSpeed-Ulysses: all-to-all from a sequence split to a head split and back
     /// (Megatron-Core `a2a`); needs the heads per TP rank divisible by --cp
+    #[value(alias = "all_to_all")]
     AllToAll,
 }
 
@@ -154,11 +163,38 @@ pub enum PrecisionArg {
     Fp8,
 }
 
+/// One recompute policy by name (a measured step ran one; a grid's search lists some): no
+/// `auto`, which `predict` has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecomputePolicy {
+    /// All activations kept.
+    None,
+    /// The attention core recomputed (Megatron's selective).
+    Selective,
+    /// Op-level selective checkpointing (torchtitan `selective op`).
+    Op,
+    /// Every layer recomputed.
+    Full,
+}
+
+impl From<RecomputePolicy> for Recompute {
+    /// The policy named.
+    fn from(r: RecomputePolicy) -> Self {
+        match r {
+            RecomputePolicy::None => Recompute::None,
+            RecomputePolicy::Selective => Recompute::Selective,
+            RecomputePolicy::Op => Recompute::Op,
+            RecomputePolicy::Full => Recompute::Full,
+        }
+    }
+}
+
 /// The stack flags.
 #[derive(Debug, Clone, Default, Args)]
 pub struct StackArgs {
-    /// Training stack preset: the framework's defaults [default: megatron-core, or the
-    /// session's `stack`].
+    /// Training stack preset: the framework's defaults [default: the session's `stack`; without
+    /// a session the stack the --calibration (or hardware) file was written for: megatron-core
+    /// for the shipped profiles]. A setting flag without --stack changes that setting of it.
     #[arg(long, value_enum)]
     pub stack: Option<PresetArg>,
     /// Attention kernel (changes the preset's).
