@@ -57,6 +57,14 @@ pub struct WatchArgs {
     /// With --advise: replace an existing OUT file.
     #[arg(long, requires = "advise")]
     pub force: bool,
+    /// Calibration file (`copus calibrate --out`) in force for the explorer's heatmap and
+    /// the advice, instead of the profile's efficiencies.
+    #[arg(long)]
+    pub calibration: Option<std::path::PathBuf>,
+    /// The training stack of the run (changes the session's `stack`; the explorer's and the
+    /// advice's predictions).
+    #[command(flatten)]
+    pub stack: super::stack_args::StackArgs,
     /// The explorer's configuration file and theme.
     #[command(flatten)]
     pub explorer: super::ExplorerArgs,
@@ -280,6 +288,8 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
                 threshold: args.advise_threshold,
                 force: args.force,
                 seq_len: args.seq_len,
+                calibration: args.calibration.as_deref(),
+                stack: args.stack.stack(),
             },
         )?),
         _ => None,
@@ -357,7 +367,15 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
             std::path::PathBuf::from("copus-live.ron"),
         ),
     };
-    let resolved = session.resolve(&path)?;
+    let mut resolved = session.resolve(&path)?;
+    super::model_args::apply_overrides(
+        &mut resolved,
+        args.calibration.as_deref(),
+        args.stack.stack().as_ref(),
+    )?;
+    for n in &resolved.override_notes {
+        eprintln!("note: {n}");
+    }
     let advice = match &args.advise {
         Some(out) if out.starts_with("tcp://") => anyhow::bail!(
             "--advise {out}: the explorer appends approved advice to a file; serve it on TCP with --headless"

@@ -112,6 +112,10 @@ pub struct AdviseOptions<'a> {
     pub force: bool,
     /// The run's tokens per sample, when `--seq-len` gives it.
     pub seq_len: Option<u32>,
+    /// `--calibration`: the efficiencies in force instead of the profile's.
+    pub calibration: Option<&'a Path>,
+    /// The stack flags, laid over the session's stack.
+    pub stack: Option<crate::perf::Stack>,
 }
 
 /// Why the records of `run` cannot be the session's run (a cluster of `gpus` GPUs searched at
@@ -137,8 +141,12 @@ pub fn session_mismatch(run: &RunState, gpus: u32, batches: &[u64]) -> Option<St
 impl Advising {
     /// Resolve the session, tabulate its throughput, open OUT.
     pub fn open(o: &AdviseOptions) -> anyhow::Result<Self> {
-        let r = super::model_args::resolve_session(o.session, None, None)
+        let mut r = super::model_args::resolve_session(o.session, None, None)
             .map_err(|e| anyhow::anyhow!("--session {e}"))?;
+        super::model_args::apply_overrides(&mut r, o.calibration, o.stack.as_ref())?;
+        for n in &r.override_notes {
+            eprintln!("note: {n}");
+        }
         let eff = r.efficiency();
         let ctx = crate::perf::PerfContext {
             hw: &r.hardware,

@@ -381,3 +381,43 @@ fn watch_errors_name_their_flag_and_a_source_never_reached() {
     ]);
     assert!(e.contains("a session file, not a model profile"), "{e}");
 }
+
+/// The advice predicts for the run's stack: `--stack` (and the setting flags) lay over the
+/// session's stack as on `grid`, so a torchtitan run is advised from torchtitan's throughput
+/// (the same B_crit, other gains); a bad `--calibration` is an error naming that file, not
+/// the session.
+#[test]
+fn advice_predicts_for_the_stack_and_calibration_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    write_run(&run, 4000, |s| {
+        300.0 * 16f64.powf(s as f64 / 4000.0) * wobble(s, 0.25)
+    });
+    let gains = |extra: &[&str], name: &str| -> Vec<String> {
+        let out = dir.path().join(name);
+        let summary = advise(&run, &out, extra, 4000);
+        assert!(summary["advice"].is_array(), "{summary}");
+        lines(&out)
+            .iter()
+            .map(|l| format!("{} {}", l["advice"]["layout"], l["advice"]["expected_gain"]))
+            .collect()
+    };
+    let megatron = gains(&[], "a.ndjson");
+    let torchtitan = gains(&["--stack", "torchtitan-fsdp2"], "b.ndjson");
+    assert!(!megatron.is_empty() && !torchtitan.is_empty());
+    assert_ne!(megatron, torchtitan, "the stack changed no advice");
+    let bad = dir.path().join("bad.ron");
+    std::fs::write(&bad, "garbage").expect("write");
+    let out = watch_advising(
+        &run,
+        &dir.path().join("c.ndjson"),
+        &["--calibration", bad.to_str().expect("utf-8")],
+        100,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("bad.ron") && !err.contains("--session"),
+        "{err}"
+    );
+}
