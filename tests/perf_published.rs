@@ -525,6 +525,32 @@ fn sources_found_after_every_fit_held_out() {
     }
 }
 
+/// The validation hardware files of IBM's clusters are the shipped profiles with the
+/// cluster's network: nothing else may drift from them (a refit of a100-80g or h100-sxm must
+/// reach these rows too).
+#[test]
+fn ibm_cluster_profiles_are_the_shipped_ones_but_for_their_network() {
+    for (file, base) in [
+        ("a100-80g-ibm-400gbps-node.ron", "a100-80g"),
+        ("h100-sxm-ibm-800gbps-node.ron", "h100-sxm"),
+    ] {
+        let mut cluster = hw(&format!("assets/validation/hardware/{file}"));
+        let shipped = hw(base);
+        assert!(
+            cluster.inter_bw_bytes_per_s < shipped.inter_bw_bytes_per_s,
+            "{file}"
+        );
+        cluster.inter_bw_bytes_per_s = shipped.inter_bw_bytes_per_s;
+        cluster.name = shipped.name.clone();
+        cluster.source = shipped.source.clone();
+        assert_eq!(
+            format!("{cluster:?}"),
+            format!("{shipped:?}"),
+            "{file} differs from {base} beyond its network"
+        );
+    }
+}
+
 #[test]
 fn megatron_2022_selective_recompute_and_sequence_parallelism_held_out() {
     // Korthikanti et al. 2022 (arXiv 2205.05198), Table 5: 22B, 175B, 530B and 1T on A100 with
