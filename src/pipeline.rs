@@ -36,7 +36,7 @@ pub fn load_with(
     progress: &dyn Fn(dump::Progress),
 ) -> Result<Loaded, SourceError> {
     let loaded = load_source(resolved, device, progress)?;
-    check_scaled_b_crit(resolved, &loaded.trajectory)?;
+    check_scaled_b_crit(resolved, &loaded)?;
     Ok(loaded)
 }
 
@@ -49,7 +49,8 @@ pub const MAX_SCALED_B_CRIT: f64 = 1e15;
 /// The session's `b_crit_scale` must leave the trajectory's median B_crit (in the model's
 /// sequences) within [`MIN_SCALED_B_CRIT`, `MAX_SCALED_B_CRIT`]; a single odd point of a
 /// measured run does not count, the median does.
-fn check_scaled_b_crit(resolved: &Resolved, traj: &Trajectory) -> Result<(), SourceError> {
+fn check_scaled_b_crit(resolved: &Resolved, loaded: &Loaded) -> Result<(), SourceError> {
+    let traj = &loaded.trajectory;
     let scale = resolved.session.b_crit_scale;
     let in_seqs = traj.in_sequences_of(resolved.model.seq_len);
     let mut b: Vec<f64> = in_seqs
@@ -58,14 +59,34 @@ fn check_scaled_b_crit(resolved: &Resolved, traj: &Trajectory) -> Result<(), Sou
         .map(|p| p.b_crit)
         .filter(|b| b.is_finite() && *b > 0.0)
         .collect();
-    if b.is_empty() {
-        return Ok(());
-    }
     b.sort_by(f64::total_cmp);
-    let median = b[b.len() / 2] * scale;
-    if (MIN_SCALED_B_CRIT..=MAX_SCALED_B_CRIT).contains(&median) {
+    let median = b.get(b.len() / 2).map(|m| m * scale);
+    if median.is_none_or(|m| (MIN_SCALED_B_CRIT..=MAX_SCALED_B_CRIT).contains(&m)) && !b.is_empty()
+    {
         return Ok(());
     }
+    // A measured run whose analysis found no noise (one gradient in every set, say) says why
+    // better than the conversion factor or an empty timeline does.
+    if let Some(reason) = loaded
+        .analysis
+        .as_ref()
+        .filter(|a| a.summary.verdict == crate::stats::Verdict::Unreliable)
+        .and_then(|a| a.summary.reasons.first())
+    {
+        let median = median.map_or_else(
+            || "no positive B_simple at any step".to_string(),
+            |m| format!("median {m:.3e} samples"),
+        );
+        return Err(SourceError::Unsupported(format!(
+            "{}: no step gives a usable B_crit ({median}): {}; {}",
+            resolved.session.source.path_label(),
+            reason.message,
+            reason.action
+        )));
+    }
+    let Some(median) = median else {
+        return Ok(());
+    };
     Err(SourceError::Unsupported(format!(
         "{}: b_crit_scale {scale}: the median B_crit becomes {median:.3e} samples, outside \
          {MIN_SCALED_B_CRIT}..{MAX_SCALED_B_CRIT:.0e}: every batch's efficiency would round to \
@@ -166,8 +187,9 @@ fn load_source(
                 measured::SeqLenOrigin::Assumed
             };
             let mut seq_note = measured::seq_len_note(d.trajectory.seq_len, origin);
+            // First, so that a narrow source line still shows it.
             if let Some(s) = d.left_out.first() {
-                seq_note = format!("{seq_note} · newest step {} left out (incomplete)", s.step);
+                seq_note = format!("newest step {} left out (incomplete) · {seq_note}", s.step);
             }
             Ok(Loaded {
                 trajectory: d.trajectory,

@@ -72,6 +72,17 @@ pub enum DataSource {
     },
 }
 
+impl DataSource {
+    /// The data's path or address as written (`scenario` for a published law).
+    pub fn path_label(&self) -> &str {
+        match self {
+            DataSource::Scenario(_) => "scenario",
+            DataSource::Stats { path, .. } | DataSource::Dumps { path, .. } => path,
+            DataSource::Live { target, .. } => target,
+        }
+    }
+}
+
 /// Panels of the explorer. The timeline and the heatmap are always shown; one of the side
 /// panels (`Panel::SIDE`) is shown beside the heatmap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -95,6 +95,96 @@ fn a_dump_directory_opens_with_the_seed_estimator_beside() {
     assert_eq!(app.seed_ema.len(), 12);
 }
 
+/// A dump written every 4 steps: each record stands for 4 steps of b_big samples, so the
+/// batch the explorer reads as the run's (and its token axis) is b_big, not b_big / 4; the
+/// newest step with fewer gradient sets than the one before is left out and said on the
+/// source line, ahead of the rest.
+#[test]
+fn a_dump_every_few_steps_reads_its_batch_and_leaves_out_a_step_in_writing() {
+    use copus::compute::DType;
+    use copus::source::dump::synth::{SynthSpec, write_dump};
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dump");
+    let spec = SynthSpec {
+        steps: 12,
+        files: 4,
+        samples: 8.0,
+        dtype: DType::F32,
+        tensor_elems: vec![512, 33],
+        seed: 5,
+    };
+    write_dump(&dir, &spec).expect("synthetic dump");
+    for step in (0..12u64).rev() {
+        std::fs::rename(
+            dir.join(format!("step_{step}")),
+            dir.join(format!("step_{}", step * 4)),
+        )
+        .expect("renumber");
+    }
+    let newest = dir.join("step_44");
+    let mut files: Vec<_> = std::fs::read_dir(&newest)
+        .expect("newest step")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    std::fs::remove_file(&files[3]).expect("a set still to come");
+    let resolved = adhoc_session(&open_args(&dir)).expect("ad-hoc session");
+    let loaded = copus::pipeline::load_with(&resolved, copus::compute::Device::Cpu, &|_| {})
+        .expect("the dump loads");
+    let note = loaded.note.clone().expect("a source note");
+    assert!(
+        note.starts_with("newest step 44 left out (incomplete)"),
+        "{note}"
+    );
+    let app = App::new(resolved, loaded);
+    assert_eq!(app.trajectory.points.last().map(|p| p.step), Some(40));
+    assert_eq!(
+        app.measured_batch(),
+        Some(32),
+        "b_big is 4 files x 8 samples"
+    );
+}
+
+/// Gradients dumped after the all-reduce (every set of a step the same gradient) measure no
+/// noise: the explorer says so with the analysis' reason, not as a conversion factor to check.
+#[test]
+fn a_dump_of_one_gradient_per_step_is_named_as_such_in_the_explorer() {
+    use copus::compute::DType;
+    use copus::source::dump::synth::{SynthSpec, write_dump};
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("dump");
+    let spec = SynthSpec {
+        steps: 8,
+        files: 2,
+        samples: 8.0,
+        dtype: DType::F32,
+        tensor_elems: vec![256],
+        seed: 9,
+    };
+    write_dump(&dir, &spec).expect("synthetic dump");
+    for step in 0..8 {
+        let sdir = dir.join(format!("step_{step}"));
+        let mut files: Vec<_> = std::fs::read_dir(&sdir)
+            .expect("step")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.sort();
+        std::fs::copy(&files[0], &files[1]).expect("one gradient in both sets");
+    }
+    let resolved = adhoc_session(&open_args(&dir)).expect("ad-hoc session");
+    let err = copus::pipeline::load_with(&resolved, copus::compute::Device::Cpu, &|_| {})
+        .expect_err("no noise, no B_crit")
+        .to_string();
+    assert!(
+        err.contains("no step gives a usable B_crit") && err.contains("hold one gradient"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("conversion factor") && !err.contains(".copus.ron"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_long_load_shows_a_gauge_until_the_source_arrives() {
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");

@@ -133,9 +133,24 @@ fn the_newest_step_still_being_written_is_left_out_and_named() {
     let complete: serde_json::Value = serde_json::from_slice(&complete.stdout).expect("JSON");
     assert_eq!(complete["left_out_steps"], serde_json::json!([]));
     let newest = dir.path().join("step_3");
-    let cases: [(&str, &dyn Fn()); 3] = [
+    let cases: [(&str, &dyn Fn()); 5] = [
         ("truncated", &|| {
             truncate_half(&newest.join("rank1.safetensors"))
+        }),
+        ("2 of the 3 gradient sets step 2 has", &|| {
+            std::fs::remove_file(newest.join("rank2.safetensors")).expect("rm");
+        }),
+        ("no sample count yet", &|| {
+            let tensors = SIZES
+                .iter()
+                .map(|(name, shape)| T {
+                    name: name.to_string(),
+                    dtype: DType::F32,
+                    shape: shape.to_vec(),
+                    vals: vec![0.5; shape.iter().product()],
+                })
+                .collect::<Vec<_>>();
+            write_st(&newest.join("rank2.safetensors"), &tensors, None);
         }),
         ("at least 2 gradient files", &|| {
             for k in 1..3 {
@@ -292,5 +307,22 @@ fn one_gradient_file_is_named_as_such_and_assumed_tokens_are_said() {
         String::from_utf8_lossy(&text.stdout).contains("assume sequences of 4096 tokens"),
         "{}",
         String::from_utf8_lossy(&text.stdout)
+    );
+}
+
+/// Two directories for one step number (`step_1` and `step_01`) are an error naming both (the
+/// step was read twice).
+#[test]
+fn two_directories_of_one_step_number_are_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dump(dir.path(), DType::F32, 3, 13);
+    std::fs::rename(dir.path().join("step_1"), dir.path().join("step_01")).expect("rename");
+    write_dump(dir.path(), DType::F32, 3, 13);
+    let out = analyze(dir.path(), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("step 1 again") && err.contains("step_01") && err.contains("step_1"),
+        "{err}"
     );
 }

@@ -120,12 +120,19 @@ pub fn point_interval(lo: f64, hi: f64) -> Option<(f64, f64)> {
 }
 
 /// Turn an analysis into a trajectory: one point per step with a finite, positive smoothed
-/// B_simple; tokens from the records, or accumulated as b_big × `seq_len` per step.
+/// B_simple; tokens from the records, or accumulated as b_big × `seq_len` per step: a record
+/// N steps after the one before it (a dump or a log written every N steps) stands for N steps
+/// of b_big samples each, so the batch the trajectory implies is b_big, not b_big / N.
 pub fn trajectory_from_report(report: &AnalyzeReport, seq_len: u32, label: String) -> Trajectory {
     let mut tokens = 0.0;
     let mut points = Vec::with_capacity(report.steps.len());
+    let mut previous: Option<u64> = None;
     for row in &report.steps {
-        tokens = row.tokens.unwrap_or(tokens + row.b_big * seq_len as f64);
+        let steps = previous.map_or(1, |p| row.step.saturating_sub(p).max(1));
+        previous = Some(row.step);
+        tokens = row
+            .tokens
+            .unwrap_or(tokens + row.b_big * seq_len as f64 * steps as f64);
         let Some(b) = row.b_simple.filter(|b| b.is_finite() && *b > 0.0) else {
             continue;
         };

@@ -72,6 +72,16 @@ pub enum DumpError {
         /// What is wrong.
         message: String,
     },
+    /// Two step directories name the same step (`step_10` and `step_010`).
+    #[error("{path}: step {step} again: {other} is the same step number (rename one of them)")]
+    DuplicateStep {
+        /// The second directory.
+        path: PathBuf,
+        /// The step number both name.
+        step: u64,
+        /// The first directory.
+        other: String,
+    },
     /// The directory holds no step.
     #[error(
         "{path}: no gradient dump found (expected step_<N>/ directories holding *.safetensors files or per-file directories of *.npy)"

@@ -25,6 +25,13 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
         steps.push((step_number(dir).unwrap_or(0), dir.to_path_buf()));
     }
     steps.sort();
+    if let Some(w) = steps.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(DumpError::DuplicateStep {
+            path: w[1].1.clone(),
+            step: w[0].0,
+            other: w[0].1.display().to_string(),
+        });
+    }
     let newest = steps.len() - 1;
     let mut out: Vec<StepEntry> = Vec::with_capacity(steps.len());
     let mut left_out = None;
@@ -43,6 +50,23 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
                 None => Ok(entry),
             }
         });
+        // The newest step may still be gaining gradient sets (or a set its sample count):
+        // fewer sets than the step before it, or a set without the count the sets before it
+        // had, would read as a smaller batch.
+        let entry = match (entry, out.last()) {
+            (Ok(e), Some(before)) if i == newest => match unfinished(before, &e) {
+                Some(why) => {
+                    left_out = Some(LeftOutStep {
+                        step,
+                        dir: sdir,
+                        reason: why,
+                    });
+                    continue;
+                }
+                None => Ok(e),
+            },
+            (entry, _) => entry,
+        };
         match entry {
             Ok(e) => out.push(e),
             Err(e) if i == newest && !out.is_empty() => {
@@ -60,6 +84,30 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
         steps: out,
         left_out: left_out.into_iter().collect(),
     })
+}
+
+/// Why the newest step `step` looks unfinished beside the step `before` it, if it does: fewer
+/// gradient sets, or a set without the sample count every set before it had.
+fn unfinished(before: &StepEntry, step: &StepEntry) -> Option<String> {
+    let (had, has) = (before.files.len(), step.files.len());
+    if has < had {
+        return Some(format!(
+            "{}: {has} of the {had} gradient sets step {} has (a smaller batch, or sets still \
+             to come)",
+            step.dir.display(),
+            before.step
+        ));
+    }
+    let counted = |e: &StepEntry| e.files.iter().all(|f| f.samples.is_some());
+    let missing = step.files.iter().find(|f| f.samples.is_none());
+    match missing {
+        Some(f) if counted(before) => Some(format!(
+            "{}: no sample count yet (every set of step {} has one)",
+            f.path.display(),
+            before.step
+        )),
+        _ => None,
+    }
 }
 
 /// Check that `step` holds the tensors of `first` (the same names and shapes; the order may
