@@ -326,3 +326,40 @@ fn two_directories_of_one_step_number_are_an_error() {
         "{err}"
     );
 }
+
+/// A dump whose sets all hold one gradient (written after the all-reduce) measures no noise:
+/// the text says so where the number would be, not "B_simple now 0.0000 samples … = 0 tokens".
+#[test]
+fn a_dump_of_one_gradient_per_step_prints_no_number() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dump(dir.path(), DType::F32, 6, 14);
+    for step in 0..6 {
+        let s = dir.path().join(format!("step_{step}"));
+        for k in 1..3 {
+            std::fs::copy(
+                s.join("rank0.safetensors"),
+                s.join(format!("rank{k}.safetensors")),
+            )
+            .expect("copy");
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args([
+            "analyze",
+            dir.path().to_str().expect("utf-8"),
+            "--device",
+            "cpu",
+        ])
+        .output()
+        .expect("run copus");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("B_simple now  none: no noise measured")
+            && text.contains("run-wide      none: no noise measured"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("0.0000 samples") && !text.contains("= 0 tokens"),
+        "{text}"
+    );
+}

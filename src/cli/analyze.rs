@@ -596,6 +596,10 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the headline says for B_simple when no noise was measured (`equal_norms`).
+const NO_NOISE: &str =
+    "none: no noise measured (the small batches hold one gradient; see the verdict)";
+
 /// The headline: where B_simple is now (last window), its drift, the run-wide value labelled
 /// as such, and the verdict with its meaning and reasons.
 pub fn render_headline(s: &crate::stats::Summary) -> String {
@@ -612,16 +616,30 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         None if n.steps as u64 > span => "records (steps written more than once)".to_string(),
         None => "steps".to_string(),
     };
+    // The small batches holding one gradient measure no noise: a B_simple of 0 (or a hair
+    // either side of it) is no estimate, and is not printed as one.
+    let no_noise = s
+        .reasons
+        .iter()
+        .any(|r| r.kind == crate::stats::DiagnosticKind::EqualNorms);
     let _ = writeln!(
         out,
         "B_simple now  {}  {pct:.0}% CI {}  (last window: steps {}-{}, {} {unit})",
-        fmt_b_simple(n.b_simple),
-        fmt_ci(n.ci),
+        if no_noise {
+            NO_NOISE.to_string()
+        } else {
+            fmt_b_simple(n.b_simple)
+        },
+        if no_noise {
+            "-".to_string()
+        } else {
+            fmt_ci(n.ci)
+        },
         n.first_step,
         n.last_step,
         n.steps
     );
-    if let (Some(t), Some(b)) = (s.seq_len, n.b_simple.filter(|b| *b > 0.0)) {
+    if let (Some(t), Some(b)) = (s.seq_len, n.b_simple.filter(|b| *b > 0.0 && !no_noise)) {
         let _ = writeln!(
             out,
             "              = {} tokens ({})",
@@ -672,14 +690,19 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         "run-wide      {}  {pct:.0}% CI {}  (ratio of run averages over steps {}-{}; \
          weighted toward early steps where |G|^2 is large)",
         match s.b_simple {
+            _ if no_noise => NO_NOISE.to_string(),
             Some(v) if v < 0.0 => format!("negative ({v:.4}; no batch-size estimate)"),
             other => format!("{} samples", fmt_opt(other)),
         },
-        fmt_ci(s.ci),
+        if no_noise {
+            "-".to_string()
+        } else {
+            fmt_ci(s.ci)
+        },
         s.run_wide.first_step,
         s.run_wide.last_step
     );
-    if let Some(t) = s.b_simple_tokens.filter(|t| *t > 0.0) {
+    if let Some(t) = s.b_simple_tokens.filter(|t| *t > 0.0 && !no_noise) {
         let _ = writeln!(out, "              = {} tokens", crate::format::tokens(t));
     }
     let _ = writeln!(out, "verdict       {}", s.verdict_meaning);
