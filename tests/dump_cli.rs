@@ -363,3 +363,46 @@ fn a_dump_of_one_gradient_per_step_prints_no_number() {
         "{text}"
     );
 }
+
+/// A tensor written as zeros in every set (an unused or frozen parameter) is a layer with no
+/// gradient, said as such, not an "unbounded" B_simple; a dump's summary counts no lines.
+#[test]
+fn a_layer_of_zeros_reads_as_no_gradient() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut r = rng(15);
+    for step in 0..6u64 {
+        for k in 0..3 {
+            let mu: Vec<f64> = (0..64).map(|i| 0.03 * (i as f64 * 0.1).cos()).collect();
+            let tensors = vec![
+                T {
+                    name: "model.layers.0.w".into(),
+                    dtype: DType::F32,
+                    shape: vec![64],
+                    vals: grad(&mut r, DType::F32, &mu, 0.05),
+                },
+                T {
+                    name: "model.frozen.w".into(),
+                    dtype: DType::F32,
+                    shape: vec![16],
+                    vals: vec![0.0; 16],
+                },
+            ];
+            write_st(
+                &dir.path().join(format!("step_{step}/rank{k}.safetensors")),
+                &tensors,
+                Some("4"),
+            );
+        }
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["analyze", dir.path().to_str().expect("utf-8"), "--device", "cpu"])
+        .output()
+        .expect("run copus");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let frozen = text
+        .lines()
+        .find(|l| l.starts_with("model.frozen"))
+        .unwrap_or_else(|| panic!("a row for the frozen layer: {text}"));
+    assert!(frozen.contains("no gradient") && !frozen.contains("unbounded"), "{frozen}");
+    assert!(!text.contains("malformed line"), "{text}");
+}

@@ -573,7 +573,11 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         println!("backend   {backend}{why}");
         print!(
             "{}",
-            super::escape_controls(&render_table(&d.report, args.rows.unwrap_or(DEFAULT_ROWS)))
+            super::escape_controls(&render_table_of(
+                &d.report,
+                args.rows.unwrap_or(DEFAULT_ROWS),
+                false
+            ))
         );
         if args.seq_len.is_none() {
             println!(
@@ -744,6 +748,12 @@ pub(crate) fn fmt_opt(x: Option<f64>) -> String {
 
 /// The readable report: summary, layers, diagnostics and an evenly spaced trajectory sample.
 pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
+    render_table_of(r, rows, true)
+}
+
+/// [`render_table`] for a source read from lines (`lines`: a stats file or stream, whose
+/// malformed lines are counted) or not (a gradient dump).
+pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
     use std::fmt::Write;
     let s = &r.summary;
     let mut out = String::new();
@@ -755,13 +765,17 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
     );
     let _ = writeln!(
         out,
-        "steps     {} usable{}, {} malformed line(s), {} non-finite skipped; estimator {}; {}",
+        "steps     {} usable{}, {}{} non-finite skipped; estimator {}; {}",
         s.steps,
         s.coarsened.as_ref().map_or(String::new(), |c| format!(
             " (records of {} steps each, merged from {} read)",
             c.steps_per_record, c.records_read
         )),
-        s.malformed_lines,
+        if lines {
+            format!("{} malformed line(s), ", s.malformed_lines)
+        } else {
+            String::new()
+        },
         s.non_finite_skipped,
         super::json_name(&s.estimator),
         s.smoother
@@ -773,13 +787,19 @@ pub fn render_table(r: &AnalyzeReport, rows: usize) -> String {
             "layer", "share", "B_simple"
         );
         for l in &s.layers {
+            // A layer whose norms are zero throughout (an unused or frozen parameter written
+            // as zeros) has no B_simple: neither signal nor noise, not an unbounded one.
+            let (b, ci) = if l.g2 == 0.0 && l.trace_sigma == 0.0 {
+                ("no gradient".to_string(), "(all norms zero)".to_string())
+            } else {
+                (fmt_opt(l.b_simple), fmt_ci(l.ci))
+            };
             let _ = writeln!(
                 out,
-                "{:<32} {:>7.1}% {:>14}  {}",
+                "{:<32} {:>7.1}% {:>14}  {ci}",
                 l.name,
                 100.0 * l.trace_share,
-                fmt_opt(l.b_simple),
-                fmt_ci(l.ci)
+                b
             );
         }
     }
