@@ -395,7 +395,12 @@ fn a_layer_of_zeros_reads_as_no_gradient() {
         }
     }
     let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args(["analyze", dir.path().to_str().expect("utf-8"), "--device", "cpu"])
+        .args([
+            "analyze",
+            dir.path().to_str().expect("utf-8"),
+            "--device",
+            "cpu",
+        ])
         .output()
         .expect("run copus");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -403,6 +408,9 @@ fn a_layer_of_zeros_reads_as_no_gradient() {
         .lines()
         .find(|l| l.starts_with("model.frozen"))
         .unwrap_or_else(|| panic!("a row for the frozen layer: {text}"));
-    assert!(frozen.contains("no gradient") && !frozen.contains("unbounded"), "{frozen}");
+    assert!(
+        frozen.contains("no gradient") && !frozen.contains("unbounded"),
+        "{frozen}"
+    );
     assert!(!text.contains("malformed line"), "{text}");
 }

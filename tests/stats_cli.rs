@@ -862,3 +862,64 @@ fn a_window_of_steps_written_twice_counts_records_not_steps() {
         "{first}"
     );
 }
+
+/// A regular file and the same bytes through a pipe give the same report, byte for byte, in
+/// every output style (blank, CRLF, malformed and non-finite lines and a last line without
+/// its newline included), and the same problems on standard error.
+#[test]
+fn a_file_and_the_same_bytes_through_a_pipe_give_the_same_report() {
+    let mut m = Model::power_law(200, 1.0, 1000.0, 4.0, 8);
+    m.layer_split = Some(20);
+    let records = m.run(7, 3000, |_| m.trace() / 80.0);
+    let mut text =
+        to_ndjson(&records).replace("\n{\"v\":1,\"step\":17,", "\r\n\n{\"v\":1,\"step\":17,");
+    assert!(text.contains("\r\n\n"), "a CRLF line and a blank one");
+    text.push_str("garbage line\n\n{\"v\":1,\"step\":5001,\"b_small\":4,\"b_big\":32,\"sq_small\":\"NaN\",\"sq_big\":1}\n");
+    text.push_str("{\"v\":1,\"step\":5002,\"b_small\":4,\"b_big\":32,\"sq_small\":3,\"sq_big\":1}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    std::fs::write(&path, &text).expect("write");
+    for style in [&["--json"][..], &["--json-lines"], &[]] {
+        let file = copus()
+            .arg("analyze")
+            .arg(&path)
+            .args(style)
+            .output()
+            .expect("run");
+        let mut child = copus()
+            .args(["analyze", "/dev/stdin"])
+            .args(style)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin.write_all(text.as_bytes()).expect("feed");
+        }
+        let piped = child.wait_with_output().expect("run");
+        assert!(
+            file.status.success(),
+            "{}",
+            String::from_utf8_lossy(&file.stderr)
+        );
+        assert_eq!(file.status.code(), piped.status.code(), "{style:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&file.stdout),
+            String::from_utf8_lossy(&piped.stdout),
+            "{style:?}"
+        );
+        let lines = |e: &[u8]| -> Vec<String> {
+            String::from_utf8_lossy(e)
+                .lines()
+                .filter(|l| {
+                    l.contains(":") && !l.contains("/dev/stdin") && !l.contains("run.ndjson")
+                })
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(lines(&file.stderr), lines(&piped.stderr), "{style:?}");
+    }
+}
