@@ -362,6 +362,19 @@ fn a_dump_of_one_gradient_per_step_prints_no_number() {
         !text.contains("0.0000 samples") && !text.contains("= 0 tokens"),
         "{text}"
     );
+    // The layers' shares of a noise measured to rounding are not shares: none dominates.
+    let layers: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("model.") || l.starts_with("lm_head"))
+        .collect();
+    assert!(!layers.is_empty(), "{text}");
+    assert!(
+        layers
+            .iter()
+            .all(|l| l.contains(" 0.0%") && !l.contains("-")),
+        "{layers:?}"
+    );
+    assert!(!text.contains("dominat"), "{text}");
 }
 
 /// A tensor written as zeros in every set (an unused or frozen parameter) is a layer with no

@@ -600,6 +600,15 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether the verdict is unreliable because no noise was measured (the small batches hold
+/// one gradient: `equal_norms` among its reasons).
+fn no_noise_measured(s: &crate::stats::Summary) -> bool {
+    s.verdict == crate::stats::Verdict::Unreliable
+        && s.reasons
+            .iter()
+            .any(|r| r.kind == crate::stats::DiagnosticKind::EqualNorms)
+}
+
 /// What the headline says for B_simple when no noise was measured (`equal_norms`).
 const NO_NOISE: &str =
     "none: no noise measured (the small batches hold one gradient; see the verdict)";
@@ -622,10 +631,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     };
     // The small batches holding one gradient measure no noise: a B_simple of 0 (or a hair
     // either side of it) is no estimate, and is not printed as one.
-    let no_noise = s
-        .reasons
-        .iter()
-        .any(|r| r.kind == crate::stats::DiagnosticKind::EqualNorms);
+    let no_noise = no_noise_measured(s);
     let _ = writeln!(
         out,
         "B_simple now  {}  {pct:.0}% CI {}  (last window: steps {}-{}, {} {unit})",
@@ -789,8 +795,11 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
         for l in &s.layers {
             // A layer whose norms are zero throughout (an unused or frozen parameter written
             // as zeros) has no B_simple: neither signal nor noise, not an unbounded one.
+            let no_noise = no_noise_measured(s);
             let (b, ci) = if l.g2 == 0.0 && l.trace_sigma == 0.0 {
                 ("no gradient".to_string(), "(all norms zero)".to_string())
+            } else if no_noise {
+                ("none".to_string(), "(no noise measured)".to_string())
             } else {
                 (fmt_opt(l.b_simple), fmt_ci(l.ci))
             };

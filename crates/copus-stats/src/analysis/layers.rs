@@ -152,8 +152,12 @@ pub fn breakdown_with(
         rows.push(row);
     }
     let total: f64 = rows.iter().map(|r| r.trace_sigma).sum();
+    // Noise measured only to rounding (the small batches hold one gradient): the layers'
+    // shares of it are rounding too, and no layer dominates anything.
+    let g2_total: f64 = rows.iter().map(|r| r.g2.abs()).sum();
+    let resolved = total.abs() > crate::diagnostics::run_level::EQUAL_NORMS_RELATIVE * g2_total;
     for row in &mut rows {
-        row.trace_share = if total != 0.0 {
+        row.trace_share = if total != 0.0 && resolved {
             row.trace_sigma / total
         } else {
             0.0
@@ -166,7 +170,7 @@ pub fn breakdown_with(
     let k = rows.len() as f64;
     if let Some(top) = rows
         .first()
-        .filter(|r| k > 1.0 && r.trace_share > dominating_share.max(1.5 / k))
+        .filter(|r| resolved && k > 1.0 && r.trace_share > dominating_share.max(1.5 / k))
     {
         diags.push(dominating_layer(top, &rows));
     }

@@ -242,7 +242,7 @@ fn zero_norms(rows: &[StepRow]) -> Option<Diagnostic> {
 /// noise term tr(Σ)·(1/b_small − 1/b_big) is then below a millionth of |G|², i.e. a B_simple
 /// below 10⁻⁶ of a small batch, which no real run has; identical gradients summed in another
 /// order (gradient dumps whose files hold one gradient, f32 writers) differ by rounding only.
-const EQUAL_NORMS_RELATIVE: f64 = 1e-6;
+pub(crate) const EQUAL_NORMS_RELATIVE: f64 = 1e-6;
 
 /// Whether `sq_small` and `sq_big` of a two-batch step are one norm (equal to rounding).
 fn one_norm(r: &StepRow) -> bool {
