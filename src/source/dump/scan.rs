@@ -267,7 +267,11 @@ fn align(sdir: &Path, mut files: Vec<GradFile>) -> Result<Vec<GradFile>, DumpErr
         if let Some(extra) = by_name.keys().min() {
             return Err(mismatch(
                 extra,
-                format!("not present in {}", first.path.display()),
+                format!(
+                    "not present in {} (every set of a step holds the same tensors: one of the \
+                     two has one too many, or the other one too few)",
+                    first.path.display()
+                ),
             ));
         }
         f.tensors = aligned;
