@@ -3,7 +3,8 @@
 
 Mutates valid inputs (the shipped demo and paper sessions, a hardware and two model profiles,
 a measurement CSV, an nccl-tests output, a stats stream with and without the Adam-preconditioned
-pair, branch records, a calibration file, the explorer's configuration) and runs them through
+pair, branch records, a calibration file, the explorer's configuration, gradient dump directories with random
+damage) and runs them through
 the commands that read them (snapshot, plan, plan --emit, grid, predict, calibrate, analyze,
 cbs, watch --advise, config), and random key sequences through the explorer
 (`snapshot --keys`) at random sizes. A case fails on exit status 101 (a Rust panic), death by
@@ -11,14 +12,18 @@ a signal, "panicked" on stderr, or no answer within --timeout-s. Each failure is
 OUT/findings/ with its command and input; the totals are printed at the end.
 
   scripts/fuzz_commands.py --copus target/release/copus [--seconds 600] [--seed 1]
-                           [--out DIR] [--timeout-s 30]
+                           [--out DIR] [--timeout-s 30] [--only PREFIX]
 
 Run from the repository root (the base inputs are read from sessions/ and assets/).
 """
 import argparse
+import json
+import math
 import os
 import random
 import re
+import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -160,6 +165,83 @@ def ui_keys():
     return keys, f"{w}x{h}"
 
 
+def st_bytes(tensors, samples="8"):
+    """A .safetensors file: an 8-byte little-endian header length, the JSON header, the data."""
+    header = {"__metadata__": {"samples": samples}} if samples is not None else {}
+    blobs, off = [], 0
+    for name, shape, vals in tensors:
+        data = struct.pack(f"<{len(vals)}f", *vals)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def damaged_dump():
+    """A gradient dump directory (steps of 2-4 sets) with random damage: files truncated,
+    deleted, copied over each other, headers mutated as text, NaN values, empty or duplicate
+    step directories, a FIFO or a directory where a set should be."""
+    root = os.path.join(WORK[0], "dump")
+    shutil.rmtree(root, ignore_errors=True)
+    steps, k = rng.randint(1, 6), rng.randint(2, 4)
+    shapes = [("model.layers.0.w", [rng.randint(1, 40)]), ("model.layers.1.w", [3, rng.randint(1, 9)]),
+              ("lm_head.weight", [rng.randint(1, 20)])]
+    files = []
+    stride = rng.choice([1, 1, 5])
+    # One sample count for the dump, now and then an invalid one (every set then fails).
+    samples = rng.choice(["8"] * 24 + ["4", None, "0", "-1", "NaN", "1e400"])
+    for step in range(0, steps * stride, stride):
+        d = os.path.join(root, f"step_{step}")
+        os.makedirs(d)
+        for j in range(k):
+            tensors = [(n, sh, [rng.gauss(0.01, 0.1) for _ in range(math.prod(sh))]) for n, sh in shapes]
+            f = os.path.join(d, f"rank{j}.safetensors")
+            with open(f, "wb") as out:
+                out.write(st_bytes(tensors, samples if rng.random() < 0.97 else "16"))
+            files.append(f)
+    for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
+        op, f = rng.random(), rng.choice(files)
+        if not os.path.isfile(f):
+            continue  # removed, or already a FIFO or directory (opening a FIFO would block)
+        if op < 0.2:
+            data = open(f, "rb").read()
+            open(f, "wb").write(data[: rng.randrange(len(data) + 1)])
+        elif op < 0.35:
+            os.remove(f)
+        elif op < 0.45:
+            src = rng.choice(files)
+            if os.path.isfile(src) and src != f:
+                shutil.copyfile(src, f)
+        elif op < 0.65:
+            data = open(f, "rb").read()
+            if len(data) < 8:
+                continue  # truncated by an earlier operation
+            n = struct.unpack("<Q", data[:8])[0]
+            head = mutate(data[8:8 + n].decode("utf-8", "replace")).encode()
+            open(f, "wb").write(struct.pack("<Q", len(head)) + head + data[8 + n:])
+        elif op < 0.75:
+            data = bytearray(open(f, "rb").read())
+            if len(data) < 8:
+                continue
+            n = min(struct.unpack("<Q", data[:8])[0], len(data) - 8)
+            at = 8 + n + 4 * rng.randrange(max(1, (len(data) - 8 - n) // 4))
+            data[at:at + 4] = struct.pack("<f", rng.choice([float("nan"), float("inf"), 3e38]))
+            open(f, "wb").write(bytes(data))
+        elif op < 0.82:
+            d = os.path.dirname(f)
+            os.makedirs(os.path.join(root, "step_" + "0" + os.path.basename(d)[5:]), exist_ok=True)
+        elif op < 0.9:
+            os.makedirs(os.path.join(root, f"step_{10 ** rng.randint(1, 25)}"), exist_ok=True)
+        elif op < 0.95:
+            os.remove(f)
+            os.mkfifo(f)
+        else:
+            os.remove(f)
+            os.makedirs(f)
+    return root
+
+
 def targets():
     demo, paper = read("sessions/demo.ron"), read("sessions/paper-7b-16xh100.ron")
     hw = read("assets/hardware/h100-sxm.ron")
@@ -230,6 +312,10 @@ def targets():
         ("calibration-snapshot", lambda: (calibration, "cal.ron", [BIN, "snapshot", demo_path,
                                                                    "--calibration", "cal.ron",
                                                                    "--size", "100x30", "--keys", "2 x"])),
+        ("dump-analyze", lambda: ("", "none.txt", [BIN, "analyze", damaged_dump(), "--device", "cpu",
+                                                   *rng.choice([["--json"], [], ["--json-lines"]])])),
+        ("dump-snapshot", lambda: ("", "none.txt", [BIN, "snapshot", damaged_dump(), "--size", "100x30",
+                                                    "--keys", rng.choice(["", "2", "x", "4 ]"])])),
     ]
 
 
@@ -241,6 +327,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="fuzz-out", help="findings and scratch files go here")
     ap.add_argument("--timeout-s", type=float, default=30)
+    ap.add_argument("--only", default="", help="run only the targets whose name starts with this")
     ARGS = ap.parse_args()
     BIN = os.path.abspath(ARGS.copus)
     rng = random.Random(ARGS.seed)
@@ -250,7 +337,9 @@ def main():
     os.makedirs(os.path.join(out, "findings"), exist_ok=True)
     os.makedirs(WORK[0], exist_ok=True)
     os.chdir(out)
-    ts = targets()
+    ts = [t for t in targets() if t[0].startswith(ARGS.only)]
+    if not ts:
+        sys.exit(f"no target starts with {ARGS.only!r}")
     counts = {}
     oks = {}
     found = 0
