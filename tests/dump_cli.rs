@@ -55,6 +55,27 @@ fn write_dump(dir: &Path, dtype: DType, steps: u64, seed: u64) -> Vec<(u64, f64,
     out
 }
 
+/// F32 tensors of `sizes` holding 0.5 everywhere.
+fn constant(sizes: &[(&str, &[usize])]) -> Vec<T> {
+    sizes
+        .iter()
+        .map(|(name, shape)| T {
+            name: name.to_string(),
+            dtype: DType::F32,
+            shape: shape.to_vec(),
+            vals: vec![0.5; shape.iter().product()],
+        })
+        .collect()
+}
+
+/// `copus analyze DIR --device cpu` (the text report), run.
+fn analyze_text(dir: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["analyze", dir.to_str().expect("utf-8"), "--device", "cpu"])
+        .output()
+        .expect("run copus")
+}
+
 fn analyze(dir: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_copus"))
         .args([
@@ -141,16 +162,7 @@ fn the_newest_step_still_being_written_is_left_out_and_named() {
             std::fs::remove_file(newest.join("rank2.safetensors")).expect("rm");
         }),
         ("no sample count yet", &|| {
-            let tensors = SIZES
-                .iter()
-                .map(|(name, shape)| T {
-                    name: name.to_string(),
-                    dtype: DType::F32,
-                    shape: shape.to_vec(),
-                    vals: vec![0.5; shape.iter().product()],
-                })
-                .collect::<Vec<_>>();
-            write_st(&newest.join("rank2.safetensors"), &tensors, None);
+            write_st(&newest.join("rank2.safetensors"), &constant(SIZES), None);
         }),
         ("at least 2 gradient files", &|| {
             for k in 1..3 {
@@ -158,12 +170,7 @@ fn the_newest_step_still_being_written_is_left_out_and_named() {
             }
         }),
         ("missing (present in", &|| {
-            let only = vec![T {
-                name: SIZES[0].0.into(),
-                dtype: DType::F32,
-                shape: SIZES[0].1.to_vec(),
-                vals: vec![0.5; SIZES[0].1.iter().product()],
-            }];
+            let only = constant(&SIZES[..1]);
             for k in 0..3 {
                 write_st(
                     &newest.join(format!("rank{k}.safetensors")),
@@ -202,15 +209,7 @@ fn the_newest_step_still_being_written_is_left_out_and_named() {
             reason.contains("step_3") && reason.contains(why),
             "{why}: {reason}"
         );
-        let text = Command::new(env!("CARGO_BIN_EXE_copus"))
-            .args([
-                "analyze",
-                dir.path().to_str().expect("utf-8"),
-                "--device",
-                "cpu",
-            ])
-            .output()
-            .expect("run copus");
+        let text = analyze_text(dir.path());
         let text = String::from_utf8_lossy(&text.stdout);
         assert!(
             text.contains("note: the newest step, 3, was left out (still being written?)"),
@@ -227,12 +226,7 @@ fn an_earlier_step_with_other_tensors_is_an_error_naming_it() {
     write_dump(dir.path(), DType::F32, 3, 12);
     let step1 = dir.path().join("step_1");
     let (name, shape) = SIZES[2];
-    let mut other = vec![T {
-        name: SIZES[0].0.into(),
-        dtype: DType::F32,
-        shape: SIZES[0].1.to_vec(),
-        vals: vec![0.5; SIZES[0].1.iter().product()],
-    }];
+    let mut other = constant(&SIZES[..1]);
     for (what, tensors) in [
         ("missing (present in", other.clone()),
         ("shape [", {
@@ -343,15 +337,7 @@ fn a_dump_of_one_gradient_per_step_prints_no_number() {
             .expect("copy");
         }
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args([
-            "analyze",
-            dir.path().to_str().expect("utf-8"),
-            "--device",
-            "cpu",
-        ])
-        .output()
-        .expect("run copus");
+    let out = analyze_text(dir.path());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("B_simple now  none: no noise measured")
@@ -407,15 +393,7 @@ fn a_layer_of_zeros_reads_as_no_gradient() {
             );
         }
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args([
-            "analyze",
-            dir.path().to_str().expect("utf-8"),
-            "--device",
-            "cpu",
-        ])
-        .output()
-        .expect("run copus");
+    let out = analyze_text(dir.path());
     let text = String::from_utf8_lossy(&out.stdout);
     let frozen = text
         .lines()

@@ -194,6 +194,20 @@ pub fn check_session_path(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// [`apply_overrides`], then each of its notes on standard error (`note: …`), as the
+/// commands that open the explorer or advise say them before they start.
+pub fn apply_overrides_noted(
+    r: &mut crate::session::Resolved,
+    calibration: Option<&Path>,
+    stack: Option<&crate::perf::Stack>,
+) -> anyhow::Result<()> {
+    apply_overrides(r, calibration, stack)?;
+    for n in &r.override_notes {
+        eprintln!("note: {n}");
+    }
+    Ok(())
+}
+
 /// Put a command line's `--calibration` and stack flags in force on a resolved session: the
 /// calibration instead of the session's own, the stack flags over the session's stack (or the
 /// one its efficiency describes), then the session checked again.

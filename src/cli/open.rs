@@ -376,14 +376,11 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
         )
     };
     let mut resolved = resolved;
-    super::model_args::apply_overrides(
+    super::model_args::apply_overrides_noted(
         &mut resolved,
         args.calibration.as_deref(),
         args.stack.stack().as_ref(),
     )?;
-    for n in &resolved.override_notes {
-        eprintln!("note: {n}");
-    }
     let mut app = prepared(resolved, args.device)?;
     if let Some(other) = &args.compare {
         super::open_compare::attach(&mut app, other)?;

@@ -368,14 +368,11 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
         ),
     };
     let mut resolved = session.resolve(&path)?;
-    super::model_args::apply_overrides(
+    super::model_args::apply_overrides_noted(
         &mut resolved,
         args.calibration.as_deref(),
         args.stack.stack().as_ref(),
     )?;
-    for n in &resolved.override_notes {
-        eprintln!("note: {n}");
-    }
     let advice = match &args.advise {
         Some(out) if out.starts_with("tcp://") => anyhow::bail!(
             "--advise {out}: the explorer appends approved advice to a file; serve it on TCP with --headless"

@@ -143,10 +143,7 @@ impl Advising {
     pub fn open(o: &AdviseOptions) -> anyhow::Result<Self> {
         let mut r = super::model_args::resolve_session(o.session, None, None)
             .map_err(|e| anyhow::anyhow!("--session {e}"))?;
-        super::model_args::apply_overrides(&mut r, o.calibration, o.stack.as_ref())?;
-        for n in &r.override_notes {
-            eprintln!("note: {n}");
-        }
+        super::model_args::apply_overrides_noted(&mut r, o.calibration, o.stack.as_ref())?;
         let eff = r.efficiency();
         let ctx = crate::perf::PerfContext {
             hw: &r.hardware,
