@@ -6,6 +6,9 @@ use copus::profiles;
 use std::path::Path;
 
 fn main() -> anyhow::Result<()> {
+    // `--tsv`: one tab-separated line per scored row (set, model, hardware, split, GPUs, DP,
+    // TP, PP, CP, relative error, data-parallel seconds, step seconds) for analysis scripts.
+    let tsv = std::env::args().any(|a| a == "--tsv");
     let mut files: Vec<_> = std::fs::read_dir("assets/validation")?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "csv"))
@@ -21,6 +24,26 @@ fn main() -> anyhow::Result<()> {
             match validation::score(row, &hw, &hw.efficiency) {
                 Ok(s) => {
                     let b = s.prediction.breakdown;
+                    if tsv {
+                        let c = &row.config;
+                        println!(
+                            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.4}\t{:.4}\t{:.4}",
+                            row.set,
+                            row.model.name,
+                            row.hardware,
+                            if row.train { "train" } else { "test" },
+                            c.gpus(),
+                            c.dp,
+                            c.tp,
+                            c.pp,
+                            c.cp,
+                            s.rel_error,
+                            b.dp_s,
+                            s.prediction.step_time_s,
+                        );
+                        errors.push(s.rel_error);
+                        continue;
+                    }
                     println!(
                         "{:11} {:10} {:34} pub {:6.1} pred {:6.1} err {:+6.1}%  [comp {:.2} bub {:.2} tp {:.2} pp {:.2} dp {:.2} opt {:.2}] mem {:.0}GB{}",
                         row.set,

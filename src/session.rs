@@ -81,6 +81,16 @@ impl DataSource {
             DataSource::Live { target, .. } => target,
         }
     }
+
+    /// What kind of source this is, in words (`a published scenario`, `a stats file`, …).
+    pub fn kind_label(&self) -> &'static str {
+        match self {
+            DataSource::Scenario(_) => "a published scenario",
+            DataSource::Stats { .. } => "a stats file",
+            DataSource::Dumps { .. } => "a gradient dump directory",
+            DataSource::Live { .. } => "a live run",
+        }
+    }
 }
 
 /// Panels of the explorer. The timeline and the heatmap are always shown; one of the side
@@ -232,6 +242,10 @@ pub struct Session {
     /// A calibration file (`copus calibrate --out`), relative to the session.
     #[serde(default)]
     pub calibration: Option<String>,
+    /// Branch records (`copus branch --out`), relative to the session and inside its
+    /// directory, laid over a stats file's run as `copus open --branches` lays them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branches: Option<String>,
     /// Multiplier applied to estimated B_crit (GNS can underestimate the measured CBS).
     #[serde(default = "one")]
     pub b_crit_scale: f64,
@@ -636,6 +650,7 @@ impl Session {
             efficiency: None,
             stack: None,
             calibration: None,
+            branches: None,
             b_crit_scale: 1.0,
             stat_eff: StatEffForm::default(),
             search: unstated_search(),
@@ -768,6 +783,16 @@ impl Session {
             ),
             None => None,
         };
+        if let Some(b) = &self.branches {
+            if !matches!(self.source, DataSource::Stats { .. }) {
+                return Err(invalid(format!(
+                    "branches: '{b}' lays a branched experiment over a stats file's run; this \
+                     session's source is {}",
+                    self.source.kind_label()
+                )));
+            }
+            branches_in(&base, b).map_err(|e| invalid(format!("branches: {e}")))?;
+        }
         let zero_from_stack = self.search.zero.is_empty();
         let recompute_from_stack = self.search.recompute.is_empty();
         let mut resolved = Resolved {
@@ -811,6 +836,17 @@ impl Session {
 /// absolute path, no `..`): a session shared with others cannot make copus read files
 /// elsewhere. A calibration kept elsewhere is given with `--calibration FILE`.
 fn calibration_in(base: &Path, rel: &str) -> Result<PathBuf, String> {
+    file_in(base, rel, "a calibration", "--calibration FILE")
+}
+
+/// A session's `branches:` path, inside the session's directory as [`calibration_in`].
+pub fn branches_in(base: &Path, rel: &str) -> Result<PathBuf, String> {
+    file_in(base, rel, "a branch file", "copus open RUN --branches FILE")
+}
+
+/// A file a session names (`what`, given elsewhere with `flag`), relative to the session's
+/// directory and inside it.
+fn file_in(base: &Path, rel: &str, what: &str, flag: &str) -> Result<PathBuf, String> {
     use std::path::Component;
     let p = Path::new(rel);
     if p.components()
@@ -818,13 +854,13 @@ fn calibration_in(base: &Path, rel: &str) -> Result<PathBuf, String> {
     {
         return Err(format!(
             "'{rel}' must be a path inside the session's directory (no absolute path, no '..'); \
-             give a calibration kept elsewhere with --calibration FILE"
+             give {what} kept elsewhere with {flag}"
         ));
     }
     if resolves_outside(base, p) {
         return Err(format!(
-            "'{rel}' is a link to a file outside the session's directory; give a calibration kept \
-             elsewhere with --calibration FILE"
+            "'{rel}' is a link to a file outside the session's directory; give {what} kept \
+             elsewhere with {flag}"
         ));
     }
     Ok(base.join(p))

@@ -235,6 +235,39 @@ fn the_estimate_right_answers_match_the_measurement() {
     for m in &marks {
         assert!(values.contains(&m.threshold), "{values:?}");
     }
+    // Saved, the lesson keeps its measurements: the branch records go beside the session,
+    // which names them, and the saved session reopens with the marks its steps talk about.
+    let mut saving = app.clone();
+    let save_dir = tempfile::tempdir().expect("tempdir");
+    saving.save_path = save_dir.path().join("copus-lesson-estimate-right.ron");
+    let effects = copus::app::update(&mut saving, copus::app::Msg::Save);
+    let [copus::app::Effect::Write(job)] = effects.as_slice() else {
+        panic!("expected one write, got {effects:?}");
+    };
+    let names: Vec<_> = job.files.iter().map(|(p, _)| p.clone()).collect();
+    let branch_file = save_dir
+        .path()
+        .join("lesson-estimate-right-branches.ndjson");
+    assert!(names.contains(&branch_file), "{names:?}");
+    assert!(
+        job.files[0]
+            .1
+            .contains("branches: Some(\"lesson-estimate-right-branches.ndjson\")"),
+        "{}",
+        job.files[0].1
+    );
+    assert!(matches!(
+        copus::runtime::worker::write(job.clone()),
+        copus::app::Msg::Written { .. }
+    ));
+    let reopened = copus::cli::open::explorer_app(&copus::cli::open::OpenArgs {
+        device: copus::compute::Device::Cpu,
+        ..copus::cli::open::OpenArgs::for_path(&job.files[0].0)
+    })
+    .expect("the saved lesson opens");
+    let again = reopened.branches.expect("the saved lesson's branches");
+    assert_eq!(again.points.len(), report.points.len());
+
     // A branch file none of whose points lies in the run says so in the headline.
     let mut far = app.clone();
     let mut report = (*report).clone();

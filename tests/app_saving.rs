@@ -327,3 +327,88 @@ fn a_session_saved_after_a_what_if_change_of_its_cluster_says_what_it_now_is() {
         format!("{before} · edited: llama-7b on {nodes}×8 h100-sxm")
     );
 }
+
+/// A branch file given with `--branches` from another directory is copied beside the saved
+/// session and named in it; the saved session reopens with the measurements laid over the run.
+/// Opening with the records alone changes nothing to save.
+#[test]
+fn branch_records_given_with_a_run_are_saved_with_the_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
+        &run,
+    )
+    .expect("copy");
+    let mut records = String::new();
+    for (batch, seed) in [8u64, 16, 32].into_iter().flat_map(|b| [(b, 0), (b, 1)]) {
+        for k in 0..=8u64 {
+            let samples = k * 512;
+            let loss = 3.0 - samples as f64 / (4096.0 + 64.0 * batch as f64) + 0.001 * seed as f64;
+            records.push_str(&format!(
+                "{{\"v\":1,\"branch\":{{\"from_step\":30,\"batch\":{batch},\"seed\":{seed}}},\"step\":{},\"samples\":{samples},\"loss\":{loss}}}\n",
+                samples / batch
+            ));
+        }
+    }
+    let branch_file = elsewhere.path().join("br.ndjson");
+    std::fs::write(&branch_file, &records).expect("write");
+    let args = OpenArgs {
+        device: copus::compute::Device::Cpu,
+        branches: Some(branch_file.clone()),
+        ..OpenArgs::for_path(&run)
+    };
+    let mut app = copus::cli::open::explorer_app(&args).expect("opens");
+    assert!(app.branches.is_some());
+    assert!(
+        !app.dirty(),
+        "laying records over the run is not a change to save"
+    );
+    let job = the_write(update(&mut app, Msg::Save));
+    let copy = dir.path().join("br.ndjson");
+    assert_eq!(job.files.len(), 2, "{:?}", job.files);
+    assert_eq!(job.files[1], (copy.clone(), records.clone()));
+    assert!(
+        job.files[0].1.contains("branches: Some(\"br.ndjson\")"),
+        "{}",
+        job.files[0].1
+    );
+    let saved = job.files[0].0.clone();
+    assert!(matches!(worker::write(job), Msg::Written { .. }));
+    let reopened = copus::cli::open::explorer_app(&OpenArgs {
+        device: copus::compute::Device::Cpu,
+        ..OpenArgs::for_path(&saved)
+    })
+    .expect("the saved session opens");
+    assert!(
+        reopened.branches.is_some(),
+        "the saved session lost its branches"
+    );
+
+    // Records already beside the save are named, not copied; a session may not reach outside
+    // its directory for them.
+    let mut app = copus::cli::open::explorer_app(&OpenArgs {
+        device: copus::compute::Device::Cpu,
+        branches: Some(copy),
+        ..OpenArgs::for_path(&run)
+    })
+    .expect("opens");
+    let job = the_write(update(&mut app, Msg::Save));
+    assert_eq!(job.files.len(), 1, "{:?}", job.files);
+    let text = std::fs::read_to_string(&saved)
+        .expect("read")
+        .replace("Some(\"br.ndjson\")", "Some(\"../br.ndjson\")");
+    std::fs::write(&saved, text).expect("write");
+    let Err(e) = copus::cli::open::explorer_app(&OpenArgs {
+        device: copus::compute::Device::Cpu,
+        ..OpenArgs::for_path(&saved)
+    }) else {
+        panic!("a branches path outside the session was accepted");
+    };
+    assert!(
+        format!("{e:#}")
+            .contains("branches: '../br.ndjson' must be a path inside the session's directory"),
+        "{e:#}"
+    );
+}

@@ -490,7 +490,10 @@ fn branched_experiment_measured_beside_the_estimate() {
         .arg(&b)
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&e.stderr).contains("not over a session"));
+    assert!(
+        String::from_utf8_lossy(&e.stderr)
+            .contains("over a stats file's run; this session's source is a published scenario")
+    );
 
     // Errors name the place.
     let bad = dir.path().join("bad.ndjson");

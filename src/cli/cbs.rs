@@ -37,12 +37,26 @@ pub fn load_branch_file(
     path: &std::path::Path,
     confidence: f64,
 ) -> anyhow::Result<crate::stats::estimate::cbs::CbsReport> {
+    load_branch_records(path, confidence).map(|(report, _)| report)
+}
+
+/// [`load_branch_file`], with the file's text (a save copies it beside the session).
+pub fn load_branch_records(
+    path: &std::path::Path,
+    confidence: f64,
+) -> anyhow::Result<(crate::stats::estimate::cbs::CbsReport, String)> {
     let text = crate::fsutil::read_capped(path, MAX_BRANCH_FILE_BYTES)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let records = crate::stats::estimate::cbs::parse(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    crate::stats::estimate::cbs::measure(&records, DEFAULT_TOLERANCE, confidence, DEFAULT_RESAMPLES)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    let report = crate::stats::estimate::cbs::measure(
+        &records,
+        DEFAULT_TOLERANCE,
+        confidence,
+        DEFAULT_RESAMPLES,
+    )
+    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok((report, text))
 }
 
 /// Run `copus cbs`.

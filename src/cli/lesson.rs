@@ -107,15 +107,24 @@ pub fn lesson_app_saving_to(lesson: &Lesson, dir: &Path, save_dir: &Path) -> any
                 .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
             let text = std::fs::read_to_string(&data)
                 .with_context(|| format!("reading the lesson's run {}", data.display()))?;
-            let mut app = App::new(resolved, loaded);
-            app.save_path = save_dir.join(format!("copus-lesson-{}.ron", lesson.name));
-            app.save_with = vec![(name, text)];
+            let mut save_with = vec![(name, text)];
+            let mut branches = None;
             if let LessonData::TrainerRun { branch_at, .. } = &lesson.data
                 && !branch_at.is_empty()
             {
-                let report = lesson_branches(branch_at).context("the lesson's branched run")?;
-                app.branches = Some(std::sync::Arc::new(report));
+                let (report, records) =
+                    lesson_branches(branch_at).context("the lesson's branched run")?;
+                // Saved beside the session and named in it, so that the saved lesson still
+                // shows the measurements its steps talk about.
+                let file = format!("lesson-{}-branches.ndjson", lesson.name);
+                resolved.session.branches = Some(file.clone());
+                save_with.push((file, records));
+                branches = Some(std::sync::Arc::new(report));
             }
+            let mut app = App::new(resolved, loaded);
+            app.save_path = save_dir.join(format!("copus-lesson-{}.ron", lesson.name));
+            app.save_with = save_with;
+            app.branches = branches;
             app
         }
     };
@@ -128,7 +137,9 @@ pub const LESSON_BRANCH_BUDGET: u64 = 16_384;
 
 /// The small branched experiment a lesson runs on the built-in trainer's default run: batches
 /// 8 to 256, two seeds each, [`LESSON_BRANCH_BUDGET`] samples, the rate scaled by √B.
-pub fn lesson_branches(at: &[u64]) -> anyhow::Result<crate::stats::estimate::cbs::CbsReport> {
+pub fn lesson_branches(
+    at: &[u64],
+) -> anyhow::Result<(crate::stats::estimate::cbs::CbsReport, String)> {
     use crate::trainer::branch::{BranchPlan, LrScaling, run_branches};
     let plan = BranchPlan {
         at_steps: at.to_vec(),
@@ -151,12 +162,13 @@ pub fn lesson_branches(at: &[u64]) -> anyhow::Result<crate::stats::estimate::cbs
         },
     )?;
     let records = crate::stats::estimate::cbs::parse(&text)?;
-    Ok(crate::stats::estimate::cbs::measure(
+    let report = crate::stats::estimate::cbs::measure(
         &records,
         super::cbs::DEFAULT_TOLERANCE,
         0.95,
         super::cbs::DEFAULT_RESAMPLES,
-    )?)
+    )?;
+    Ok((report, text))
 }
 
 /// Prefix of a lesson's scratch directory; the process id follows.

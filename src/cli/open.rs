@@ -385,30 +385,7 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
     if let Some(other) = &args.compare {
         super::open_compare::attach(&mut app, other)?;
     }
-    if let Some(b) = &args.branches {
-        if is_session {
-            anyhow::bail!(
-                "{}: --branches lays a branched experiment over a stats file's run, not over a \
-                 session",
-                p.display()
-            );
-        }
-        let confidence = app.resolved.session.estimator.confidence;
-        app.branches = Some(std::sync::Arc::new(super::cbs::load_branch_file(
-            b, confidence,
-        )?));
-        app.convert_from_branches = args.b_crit_from.map(|k| match k {
-            BCritFrom::BNoise => crate::app::branches::ConversionKind::BNoise,
-            BCritFrom::ThresholdCbs => crate::app::branches::ConversionKind::ThresholdCbs,
-        });
-        if !app.loading {
-            crate::app::update::convert_from_branches(&mut app);
-            if let Some(n) = app.notice.take() {
-                app.status = n;
-            }
-            // The table and plan requested on opening see the converted B_crit.
-        }
-    }
+    let branch_copy = attach_branches(&mut app, args, p)?;
     if let Some((path, replace)) = save {
         if replace {
             app.may_overwrite.insert(path.clone());
@@ -426,5 +403,93 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
         }
         app.save_path = path;
     }
+    if let Some((file, text)) = branch_copy {
+        name_branches_for_save(&mut app, &file, text);
+    }
     Ok(app)
+}
+
+/// Lay the branch records over the run: `--branches FILE`, else the session's `branches:`
+/// (relative to it). Returns the file given on the command line and its text, which a save
+/// names in the session ([`name_branches_for_save`]).
+fn attach_branches(
+    app: &mut App,
+    args: &OpenArgs,
+    p: &Path,
+) -> anyhow::Result<Option<(PathBuf, String)>> {
+    let session = &app.resolved.session;
+    let (file, given) = match (&args.branches, &session.branches) {
+        (Some(b), _) => {
+            if !matches!(session.source, crate::session::DataSource::Stats { .. }) {
+                anyhow::bail!(
+                    "{}: --branches lays a branched experiment over a stats file's run; this \
+                     session's source is {}",
+                    p.display(),
+                    session.source.kind_label()
+                );
+            }
+            (b.clone(), true)
+        }
+        (None, Some(rel)) => (
+            crate::session::branches_in(&app.resolved.base, rel)
+                .map_err(|e| anyhow::anyhow!("{}: branches: {e}", p.display()))?,
+            false,
+        ),
+        (None, None) => return Ok(None),
+    };
+    let confidence = session.estimator.confidence;
+    let (report, text) = super::cbs::load_branch_records(&file, confidence).with_context(|| {
+        if given {
+            "--branches".to_string()
+        } else {
+            format!("{}: branches", p.display())
+        }
+    })?;
+    app.branches = Some(std::sync::Arc::new(report));
+    app.convert_from_branches = args.b_crit_from.map(|k| match k {
+        BCritFrom::BNoise => crate::app::branches::ConversionKind::BNoise,
+        BCritFrom::ThresholdCbs => crate::app::branches::ConversionKind::ThresholdCbs,
+    });
+    if !app.loading {
+        crate::app::update::convert_from_branches(app);
+        if let Some(n) = app.notice.take() {
+            app.status = n;
+        }
+        // The table and plan requested on opening see the converted B_crit.
+    }
+    Ok(given.then_some((file, text)))
+}
+
+/// Name the branch records given with `--branches` in the session a save writes: by their
+/// file name when they lie in the save's directory, else as a copy written beside it. Not a
+/// change to save by itself: a session that was clean stays clean.
+fn name_branches_for_save(app: &mut App, file: &Path, text: String) {
+    let Some(name) = file.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    let save_dir = app
+        .save_path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let same_dir = match (file.parent(), save_dir.canonicalize()) {
+        (Some(d), Ok(save)) => {
+            let d = if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            };
+            d.canonicalize().is_ok_and(|d| d == save)
+        }
+        _ => false,
+    };
+    if !same_dir {
+        app.save_with.push((name.clone(), text));
+    }
+    let was_clean = !app.dirty();
+    app.resolved.session.branches = Some(name);
+    if was_clean {
+        let s = app.resolved.session.clone();
+        app.mark_clean(&s);
+    }
 }
