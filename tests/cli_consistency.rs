@@ -906,3 +906,88 @@ fn snapshot_takes_the_stack_as_open_does() {
     assert!(!lesson.status.success());
     assert!(String::from_utf8_lossy(&lesson.stderr).contains("a lesson sets its own stack"));
 }
+
+/// `predict --mbs auto` and `grid` search different micro-batches and say which: the same
+/// cell can read faster in `predict`, and `predict --mbs N` with the grid's choice is the
+/// grid's number.
+#[test]
+fn predict_and_grid_name_the_micro_batches_they_searched() {
+    let grid = json(&["grid", DEMO, "--json"]);
+    let searched: Vec<u64> = grid["micro_batches_searched"]
+        .as_array()
+        .expect("grid's list")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(searched, [1, 2, 4], "the demo session's search");
+    let cell = grid["best"].clone();
+    let config = &cell["config"];
+    let (dp, tp, pp, mbs) = (
+        config["dp"].as_u64().expect("dp"),
+        config["tp"].as_u64().expect("tp"),
+        config["pp"].as_u64().expect("pp"),
+        config["mbs"].as_u64().expect("mbs"),
+    );
+    let batch = cell["batch"].as_u64().expect("batch").to_string();
+    let gpus = (dp * tp * pp).to_string();
+    let (tp, pp) = (tp.to_string(), pp.to_string());
+    let base = [
+        "predict",
+        "--model",
+        "llama-7b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        &gpus,
+        "--tp",
+        &tp,
+        "--pp",
+        &pp,
+        "--batch",
+        &batch,
+        "--json",
+    ];
+    let auto = json(&base);
+    let per_replica = cell["batch"].as_u64().expect("batch") / dp;
+    let divisors: Vec<u64> = (1..=per_replica.min(64))
+        .filter(|m| per_replica % m == 0)
+        .collect();
+    let listed: Vec<u64> = auto["micro_batches_searched"]
+        .as_array()
+        .expect("predict's list")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(listed, divisors);
+    let mbs = mbs.to_string();
+    let fixed = json(&[&base[..], &["--mbs", &mbs]].concat());
+    assert_eq!(
+        fixed["micro_batches_searched"],
+        serde_json::json!([mbs.parse::<u64>().unwrap()])
+    );
+    let text = copus(&[
+        "predict",
+        "--model",
+        "llama-7b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--tp",
+        "2",
+        "--batch",
+        "512",
+    ]);
+    assert!(
+        text.stdout
+            .contains("(the fastest that fits of 1, 2, 4, 8, 16)"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        copus(&["grid", DEMO])
+            .stdout
+            .contains("micro-batches searched: 1, 2, 4"),
+        "grid's header names its search"
+    );
+}

@@ -185,6 +185,10 @@ struct GridOut {
     caveats: Vec<String>,
     /// The calibration the throughputs use (`null`: the hardware profile's efficiencies).
     calibration: Option<super::calibration_in_force::CalibrationUsed>,
+    /// The micro-batch sizes (samples) each cell's fastest choice is taken among: the
+    /// session's `search.micro_batches` (`predict --mbs auto` searches every divisor of a
+    /// replica's batch up to 64, so it can find a faster one).
+    micro_batches_searched: Vec<u32>,
 }
 
 /// Run `copus grid`.
@@ -451,6 +455,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .collect(),
         caveats,
         calibration,
+        micro_batches_searched: s.search.micro_batches.clone(),
     };
     if a.json {
         super::write_json(&out)?;
@@ -462,7 +467,11 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
 
 fn print_text(o: &GridOut) {
     println!("{}", super::escape_controls(&o.session));
-    println!("stack: {}", o.stack.label);
+    println!(
+        "stack: {} · micro-batches searched: {}",
+        o.stack.label,
+        list_of(&o.micro_batches_searched)
+    );
     if let Some(c) = &o.calibration {
         println!(
             "{}",
@@ -539,4 +548,13 @@ fn print_text(o: &GridOut) {
             ),
         }
     }
+}
+
+/// `1, 2, 4` for a list of sizes.
+fn list_of(sizes: &[u32]) -> String {
+    sizes
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -130,6 +130,10 @@ struct Output<'a> {
     /// Expert-parallel degree (1 for a dense model).
     ep: u32,
     mbs: u32,
+    /// The micro-batch sizes (samples) `mbs` was chosen among: with `--mbs auto` every
+    /// divisor of a replica's batch up to 64 (`grid` searches its session's
+    /// `search.micro_batches`, often fewer), else the one given.
+    micro_batches_searched: Vec<u32>,
     zero: u8,
     /// The ZeRO stage the configuration is sized and costed at under the stack: ZeRO-3 with
     /// pipeline parallelism under FSDP runs as ZeRO-1 (docs/MODEL.md).
@@ -391,6 +395,10 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         vpp: cfg.vpp,
         ep: cfg.ep,
         mbs: cfg.mbs,
+        micro_batches_searched: match fixed_mbs {
+            Some(m) => vec![m],
+            None => enumerate::auto_micro_batches(a.batch, cfg.dp),
+        },
         zero: cfg.zero,
         zero_effective: crate::perf::memory::effective_zero(&eff, &cfg),
         recompute: cfg.recompute.to_string(),
@@ -543,8 +551,18 @@ fn print_text(o: &Output) {
     } else {
         format!("ZeRO-{} (asked: ZeRO-{})", o.zero_effective, o.zero)
     };
+    let searched = if o.micro_batches_searched.len() > 1 {
+        let list: Vec<String> = o
+            .micro_batches_searched
+            .iter()
+            .map(u32::to_string)
+            .collect();
+        format!(" (the fastest that fits of {})", list.join(", "))
+    } else {
+        String::new()
+    };
     println!(
-        "  micro-batch {}  {zero}  recompute {}  vpp {}{ep}",
+        "  micro-batch {}{searched}  {zero}  recompute {}  vpp {}{ep}",
         o.mbs, o.recompute, o.vpp
     );
     if o.zero_effective != o.zero && o.stack.settings.sharding == "deepspeed" {

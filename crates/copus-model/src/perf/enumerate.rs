@@ -234,6 +234,15 @@ pub fn auto(
     fastest(ctx, &costs, global_batch)
 }
 
+/// The micro-batch sizes (samples) [`auto_choices`] searches for `global_batch` over `dp`
+/// replicas: every divisor of a replica's batch up to 64.
+pub fn auto_micro_batches(global_batch: u64, dp: u32) -> Vec<u32> {
+    let per_replica = global_batch / u64::from(dp.max(1));
+    (1..=per_replica.min(64) as u32)
+        .filter(|b| per_replica.is_multiple_of(u64::from(*b)))
+        .collect()
+}
+
 /// The configurations `mbs auto` chooses among, costed: `base`'s layout (and context-parallel
 /// degree) with every micro-batch size that divides the per-replica batch, the given recompute
 /// policies, exactly the given virtual-stage counts (include 1 for plain 1F1B) and
@@ -247,10 +256,7 @@ pub fn auto_choices(
     recompute: &[Recompute],
     (interleave, expert_parallel): (&[u32], &[u32]),
 ) -> Result<Vec<ConfigCost>, Invalid> {
-    let per_replica = global_batch / base.dp.max(1) as u64;
-    let mbs: Vec<u32> = (1..=per_replica.min(64) as u32)
-        .filter(|b| per_replica.is_multiple_of(*b as u64))
-        .collect();
+    let mbs = auto_micro_batches(global_batch, base.dp);
     let choices = Choices {
         micro_batches: &mbs,
         zero: &[base.zero],
