@@ -950,7 +950,7 @@ fn predict_and_grid_name_the_micro_batches_they_searched() {
     let auto = json(&base);
     let per_replica = cell["batch"].as_u64().expect("batch") / dp;
     let divisors: Vec<u64> = (1..=per_replica.min(64))
-        .filter(|m| per_replica % m == 0)
+        .filter(|m| per_replica.is_multiple_of(*m))
         .collect();
     let listed: Vec<u64> = auto["micro_batches_searched"]
         .as_array()
