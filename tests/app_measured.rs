@@ -260,7 +260,17 @@ fn the_smoother_widens_and_narrows_on_keys_and_the_run_is_analysed_again() {
     update(&mut app, Msg::SourceLoaded(Box::new(loaded)));
     let smoother = &app.analysis.as_ref().expect("analysis").summary.smoother;
     assert!(
-        smoother.contains(&format!("sigma={}", wider.round())),
+        smoother.contains(&format!(
+            "sigma={} steps",
+            if wider >= 100.0 {
+                format!("{wider:.0}")
+            } else {
+                format!("{wider:.1}")
+                    .trim_end_matches('0')
+                    .trim_end_matches('.')
+                    .to_string()
+            }
+        )),
         "{smoother}"
     );
     update(&mut app, Msg::Smoothing(-1));

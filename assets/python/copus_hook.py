@@ -110,10 +110,31 @@ def dumps(record):
 
 
 class FileSink:
-    """Writes each line to a file and flushes it, so a follower sees whole lines promptly."""
+    """Writes each line to a file and flushes it, so a follower sees whole lines promptly.
 
-    def __init__(self, path, append=False):
-        self._f = open(path, "a" if append else "w", encoding="utf-8")
+    A file that already holds lines (an earlier run's) is not replaced unless asked:
+    ``append=True`` continues it (a job resumed from a checkpoint: copus reads the steps it
+    repeats as a restart and keeps the earlier ones), ``overwrite=True`` replaces it. Without
+    either, such a file raises ``FileExistsError`` naming it. An empty file, a FIFO or a
+    device (``/dev/stdout``) is written as is.
+    """
+
+    def __init__(self, path, append=False, overwrite=False):
+        if append and overwrite:
+            raise ValueError("FileSink: append and overwrite exclude each other")
+        if append or overwrite:
+            self._f = open(path, "a" if append else "w", encoding="utf-8")
+            return
+        try:
+            self._f = open(path, "x", encoding="utf-8")
+            return
+        except FileExistsError:
+            if os.path.isfile(path) and os.path.getsize(path) > 0:
+                raise FileExistsError(
+                    f"{path}: already holds {os.path.getsize(path)} bytes of statistics; pass "
+                    "append=True to continue that run (a job resumed from a checkpoint), "
+                    "overwrite=True to replace it, or write to another path") from None
+        self._f = open(path, "w", encoding="utf-8")
 
     def write_line(self, line):
         self._f.write(line + "\n")
@@ -232,14 +253,16 @@ def _rank():
     return int(os.environ.get("RANK", "0"))
 
 
-def open_writer(path=None, serve=None, rank=None):
+def open_writer(path=None, serve=None, rank=None, append=False, overwrite=False):
     """A writer for this process: on rank 0, a file sink (``path``) and/or a server
-    (``serve`` = "HOST:PORT", HOST empty for loopback); on other ranks, a no-op writer."""
+    (``serve`` = "HOST:PORT", HOST empty for loopback); on other ranks, a no-op writer.
+    ``append``/``overwrite``: what to do with a ``path`` that already holds lines
+    (:class:`FileSink`; neither: refuse it)."""
     if (rank if rank is not None else _rank()) != 0:
         return StatsWriter()
     sinks = []
     if path:
-        sinks.append(FileSink(path))
+        sinks.append(FileSink(path, append=append, overwrite=overwrite))
     if serve:
         host, _, port = str(serve).removeprefix("tcp://").rpartition(":")
         sinks.append(TcpSink(host.strip("[]") or "127.0.0.1", int(port)))
@@ -457,6 +480,15 @@ class _Deferred:
             return self.advisor.micro_batch * self.advisor.accumulation
         return None
 
+    def _data_parallel_config(self, world):
+        """The record's ``config`` of a purely data-parallel job on ``world`` ranks (DDP,
+        FSDP): dp = world, tp = pp = 1, mbs the micro batch (the Advisor's, else the
+        ``micro_batch`` given); None when the micro batch is not known."""
+        mbs = self.advisor.micro_batch if self.advisor is not None else self.micro_batch
+        if mbs is None:
+            return None
+        return {"dp": int(world), "tp": 1, "pp": 1, "mbs": int(mbs)}
+
 
 class DdpNoiseHook(_Deferred):
     """A DDP communication hook that measures each rank's |g|^2 before the all-reduce and
@@ -467,7 +499,9 @@ class DdpNoiseHook(_Deferred):
     accumulation, run all but the last micro-step under ``ddp_model.no_sync()`` (the usual
     pattern) so the hook sees the accumulated gradient once per step, and pass
     ``samples_per_rank`` = micro-batch size x accumulation steps (or ``advisor=`` an
-    :class:`Advisor`, whose micro-batch x accumulation it then follows step by step). Measure
+    :class:`Advisor`, whose micro-batch x accumulation it then follows step by step; with
+    it, or ``micro_batch=`` given, the records carry the layout as ``config``: dp = world
+    size). Measure
     before clipping; pass the AMP loss scale to ``step_end``. Needs at least 2 ranks. Tested
     under real torch.distributed (gloo DDP on CPU) in CI: test_torch_hook.py; see docs/LIVE.md.
 
@@ -481,9 +515,10 @@ class DdpNoiseHook(_Deferred):
     _n_reduced = 1
 
     def __init__(self, ddp_model, writer, samples_per_rank, process_group=None, *,
-                 flush_every=16, advisor=None):
+                 flush_every=16, advisor=None, micro_batch=None):
         self.model = ddp_model
         self.samples_per_rank, self.group = samples_per_rank, process_group
+        self.micro_batch = _micro_batch_arg(micro_batch)
         # Per-bucket squared norms (device tensors), stacked in step_end. The all-reduce
         # callbacks of different buckets may run at once on the backend's threads: each
         # appends its own part (list.append is atomic) instead of updating a running sum.
@@ -543,10 +578,11 @@ class DdpNoiseHook(_Deferred):
         if follow is not None:
             self.samples_per_rank = follow
         spr = self.samples_per_rank
+        config = self._data_parallel_config(world)
 
         def build(v, f):
             return make_record(step, spr, spr * world, v[0] / world, v[1], n_small=world,
-                               skipped=skipped, **f)
+                               skipped=skipped, config=config, **f)
 
         return self._push([local, global_sq], dict(loss=loss, lr=lr, loss_scale=loss_scale,
                                                     tokens=tokens, step_time_s=step_time_s),
@@ -576,9 +612,10 @@ class FsdpNoiseHook(_Deferred):
     _n_reduced = 3
 
     def __init__(self, model, writer, samples_per_rank, process_group=None, *,
-                 flush_every=16, advisor=None):
+                 flush_every=16, advisor=None, micro_batch=None):
         self.model = model
         self.samples_per_rank, self.group = samples_per_rank, process_group
+        self.micro_batch = _micro_batch_arg(micro_batch)
         self._local = self._out = None
         self._op = None
         self._calls = 0
@@ -618,6 +655,7 @@ class FsdpNoiseHook(_Deferred):
         if follow is not None:
             self.samples_per_rank = follow
         spr = self.samples_per_rank
+        config = self._data_parallel_config(world)
 
         def build(v, f):
             local, out, g2 = v
@@ -626,7 +664,7 @@ class FsdpNoiseHook(_Deferred):
             mean_x2 = out / (world * world) if op == "sum" else out
             f2 = g2 / mean_x2 if mean_x2 > 0 else float("nan")
             return make_record(step, spr, spr * world, f2 * local / world, g2, n_small=world,
-                               **f)
+                               config=config, **f)
 
         return self._push(values, dict(loss=loss, lr=lr, loss_scale=loss_scale, tokens=tokens,
                                        step_time_s=step_time_s), build)
@@ -1021,6 +1059,13 @@ def _count(x, minimum=1):
     return isinstance(x, int) and not isinstance(x, bool) and x >= minimum
 
 
+def _micro_batch_arg(micro_batch):
+    """A hook's ``micro_batch`` argument: None or an integer >= 1 (samples)."""
+    if micro_batch is not None and not _count(micro_batch):
+        raise ValueError(f"micro_batch must be an integer >= 1 (samples), got {micro_batch!r}")
+    return micro_batch
+
+
 def parse_advice(line):
     """The advice of one NDJSON line written by ``copus watch --advise``, as a dict with
     ``at_step`` (optimizer step), ``batch`` (global batch, samples), ``micro_batch`` (samples
@@ -1208,7 +1253,8 @@ class Advisor:
 
     ``micro_batch``: samples per forward pass on one rank; ``accumulation``: micro-batches
     per optimizer step at the start; ``dp_world``: data-parallel ranks (default: the size of
-    ``group``, or 1); ``lr_scaling``: how ``lr_factor`` follows the global batch B relative
+    ``group``, or 1); ``tp``, ``pp``: the run's tensor- and pipeline-parallel degrees
+    (optional; compared with restart advice); ``lr_scaling``: how ``lr_factor`` follows the global batch B relative
     to the starting B0: "none" (1), "sqrt" (sqrt(B/B0)), "linear" (B/B0).
 
     Advice with ``apply: "batch"`` (same layout, new global batch) is applied in place: the
@@ -1217,7 +1263,10 @@ class Advisor:
     multiple of dp_world x micro_batch. Advice with ``apply: "restart"`` (a new layout) is
     never applied: a checkpoint-and-restart recipe is logged once (logger "copus_hook") and
     the advice is kept in ``restart``. ``dry_run`` advice is logged once and kept in
-    ``shown``. Of several batch advice due at one check, the newest (last read) wins.
+    ``shown``. Of several advice due at one check, the newest (last read) wins: batch advice
+    followed by a restart is a restart, and advice this run already follows (its batch, micro
+    batch and ``dp_world``, and ``tp``/``pp`` where given) is done — a job relaunched as a
+    restart said reads the whole advice file again and must not go back to an older batch.
 
     Each applied change is written to the stats stream as one line::
 
@@ -1241,7 +1290,8 @@ class Advisor:
     """
 
     def __init__(self, source, writer=None, *, micro_batch, accumulation, lr_scaling="none",
-                 check_every=16, group=None, dp_world=None, reconnect_s=1.0):
+                 check_every=16, group=None, dp_world=None, reconnect_s=1.0, tp=None,
+                 pp=None):
         if lr_scaling not in LR_SCALING:
             raise ValueError(f"lr_scaling must be one of {LR_SCALING}, not {lr_scaling!r}")
         if not (_count(micro_batch) and _count(accumulation) and _count(check_every)):
@@ -1253,6 +1303,10 @@ class Advisor:
         if dp_world is None:
             dp_world = dist.get_world_size(group) if dist is not None else 1
         self.dp_world = int(dp_world)
+        for name, v in (("tp", tp), ("pp", pp)):
+            if v is not None and not _count(v):
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        self.tp, self.pp = tp, pp
         self.batch0 = self.batch
         self.restart = None      # the newest restart advice (or refused batch advice)
         self.shown = []          # dry-run advice, logged and not applied
@@ -1325,20 +1379,25 @@ class Advisor:
             due = box[0]
         if not due:
             return None
-        target = None
         for a in due:
             if a["dry_run"]:
                 self.shown.append(a)
                 self._note(a, "copus advice (dry run, not applied): " + self._describe(a))
-            elif a["apply"] == "restart":
-                self._restart(a, None)
-            else:
-                why = self._refusal(a)
-                if why:
-                    self._restart(a, why)
-                else:
-                    target = a
-        if target is None:
+        live = [a for a in due if not a["dry_run"]]
+        if not live:
+            return None
+        # The newest advice due supersedes the older ones: a restart read after batch advice
+        # replaces it, so a job relaunched to follow the restart does not go back to the
+        # older batch, and advice this run already follows (relaunched as it said) is done.
+        target = live[-1]
+        if self._followed(target):
+            return None
+        if target["apply"] == "restart":
+            self._restart(target, None)
+            return None
+        why = self._refusal(target)
+        if why:
+            self._restart(target, why)
             return None
         new = target["batch"] // (self.dp_world * self.micro_batch)
         if new == self.accumulation:
@@ -1358,6 +1417,15 @@ class Advisor:
                       "accumulation %d x %d ranks), lr x%.4g", step, self.batch,
                       self.micro_batch, new, self.dp_world, self.lr_factor)
         return change
+
+    def _followed(self, a):
+        """Whether this run already runs what ``a`` advises: its global batch, micro batch and
+        data-parallel ranks (and its tp and pp, where this Advisor was given them)."""
+        lay = a["layout"]
+        return (a["batch"] == self.batch and a["micro_batch"] == self.micro_batch
+                and lay["dp"] == self.dp_world
+                and (self.tp is None or lay["tp"] == self.tp)
+                and (self.pp is None or lay["pp"] == self.pp))
 
     def _refusal(self, a):
         """Why batch advice cannot be applied in place, or None."""
@@ -1425,11 +1493,14 @@ def _batch_size(batch):
     return 0
 
 
-def lightning_callback(path=None, serve=None, micro_batch_size=None):
+def lightning_callback(path=None, serve=None, micro_batch_size=None, append=False,
+                       overwrite=False):
     """A PyTorch Lightning callback that writes protocol v1 (to ``path`` and/or a server at
     ``serve`` = "HOST:PORT") from the gradient-accumulation measurement of
     :class:`GradNoiseMeter`; needs ``Trainer(accumulate_grad_batches >= 2)``. The
-    micro-batch size is taken from the first batch unless given.
+    micro-batch size is taken from the first batch unless given. ``append=True`` continues a
+    ``path`` an earlier run wrote (a resumed job), ``overwrite=True`` replaces it; neither
+    refuses it (:class:`FileSink`).
 
         trainer = L.Trainer(accumulate_grad_batches=4,
                             callbacks=[copus_hook.lightning_callback(path="stats.ndjson")])
@@ -1445,7 +1516,8 @@ def lightning_callback(path=None, serve=None, micro_batch_size=None):
             self.mbs = micro_batch_size
 
         def on_train_start(self, trainer, pl_module):
-            self.writer = open_writer(path=path, serve=serve, rank=trainer.global_rank)
+            self.writer = open_writer(path=path, serve=serve, rank=trainer.global_rank,
+                                      append=append, overwrite=overwrite)
             self.meter = GradNoiseMeter(pl_module, self.writer, self.mbs or 1,
                                         trainer.accumulate_grad_batches).install()
 
@@ -1467,12 +1539,13 @@ def lightning_callback(path=None, serve=None, micro_batch_size=None):
     return CopusLightningCallback()
 
 
-def hf_trainer_callback(path=None, serve=None, trainer=None):
+def hf_trainer_callback(path=None, serve=None, trainer=None, append=False, overwrite=False):
     """A Hugging Face ``transformers.TrainerCallback`` that writes protocol v1 (to ``path``
     and/or a server at ``serve``) from the gradient-accumulation measurement of
     :class:`GradNoiseMeter`; needs ``gradient_accumulation_steps >= 2``. Measured in backward,
     so the Trainer's clipping does not disturb it. With fp16 AMP pass ``trainer=`` (its loss
-    scale is read from ``trainer.accelerator.scaler``).
+    scale is read from ``trainer.accelerator.scaler``). ``append``/``overwrite`` as for
+    :func:`lightning_callback`.
 
         trainer = Trainer(model, TrainingArguments(..., gradient_accumulation_steps=4), ...)
         trainer.add_callback(copus_hook.hf_trainer_callback(path="stats.ndjson"))
@@ -1486,7 +1559,8 @@ def hf_trainer_callback(path=None, serve=None, trainer=None):
 
         def on_train_begin(self, args, state, control, model=None, **kwargs):
             rank = 0 if state.is_world_process_zero else 1
-            self.writer = open_writer(path=path, serve=serve, rank=rank)
+            self.writer = open_writer(path=path, serve=serve, rank=rank, append=append,
+                                      overwrite=overwrite)
             self.meter = GradNoiseMeter(model, self.writer, args.per_device_train_batch_size,
                                         args.gradient_accumulation_steps).install()
 

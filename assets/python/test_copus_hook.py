@@ -78,6 +78,30 @@ class SinkTests(unittest.TestCase):
                 steps = [strict_loads(line)["step"] for line in f]
             self.assertEqual(steps, [0, 1, 2])
 
+    def test_an_earlier_runs_file_is_not_replaced_unless_asked(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.ndjson")
+            with hook.open_writer(path=path, rank=0) as w:
+                w.write(hook.make_record(0, 2, 16, 3.0, 1.0))
+            with self.assertRaises(FileExistsError) as e:
+                hook.open_writer(path=path, rank=0)
+            self.assertIn("append=True", str(e.exception))
+            self.assertIn(path, str(e.exception))
+            with hook.open_writer(path=path, rank=0, append=True) as w:  # a resumed job
+                w.write(hook.make_record(1, 2, 16, 3.0, 1.0))
+            with open(path, encoding="utf-8") as f:
+                self.assertEqual([strict_loads(x)["step"] for x in f], [0, 1])
+            with hook.open_writer(path=path, rank=0, overwrite=True) as w:
+                w.write(hook.make_record(5, 2, 16, 3.0, 1.0))
+            with open(path, encoding="utf-8") as f:
+                self.assertEqual([strict_loads(x)["step"] for x in f], [5])
+            empty = os.path.join(d, "empty.ndjson")
+            open(empty, "w").close()  # made by mktemp or a launcher: written as is
+            with hook.open_writer(path=empty, rank=0) as w:
+                w.write(hook.make_record(0, 2, 16, 3.0, 1.0))
+            with self.assertRaises(ValueError):
+                hook.FileSink(empty, append=True, overwrite=True)
+
     def test_other_ranks_write_nothing(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.ndjson")

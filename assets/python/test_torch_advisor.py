@@ -423,6 +423,34 @@ class AdvisorUnitTests(unittest.TestCase):
             self.assertEqual(adv.restart["at_step"], step)
         self.assertEqual((adv.accumulation, adv.applied), (ACC0, []))
 
+    def test_a_job_relaunched_as_a_restart_said_keeps_its_batch(self):
+        # The advice file holds batch advice (batch 64 on dp 4) and then a restart (batch 128
+        # on dp 8). The job relaunched as the restart said reads both again at its first
+        # check: the newest supersedes the older, and the run already follows it, so nothing
+        # changes, nothing is logged and the batch does not shrink to the older 64.
+        self.append(advice(217, 64, 2, dp=4, mbs=8) + "\n"
+                    + advice(300, 128, 2, apply="restart", dp=8, mbs=8) + "\n")
+        adv = self.advisor(micro_batch=8, accumulation=2, dp_world=8, tp=1, pp=1,
+                           check_every=16)
+        with self.assertNoLogs("copus_hook", "WARNING"):
+            for step in range(305, 340):
+                self.assertIsNone(adv.step_boundary(step), step)
+        self.assertEqual((adv.batch, adv.applied, adv.restart), (128, [], None))
+        # The same file read by the job before the restart (dp 4, batch 32): the newest advice
+        # due is the restart, which it is told to follow; the older batch advice is not
+        # applied on the way.
+        old = self.advisor(micro_batch=8, accumulation=1, dp_world=4, check_every=16)
+        with self.assertLogs("copus_hook", "WARNING") as logs:
+            self.assertIsNone(old.step_boundary(304))
+        self.assertIn("relaunch with dp=8", logs.output[0])
+        self.assertEqual((old.batch, old.applied, old.restart["at_step"]), (32, [], 300))
+        # Another pipeline depth than the restart's is not following it.
+        other = self.advisor(micro_batch=8, accumulation=2, dp_world=8, pp=2, check_every=16)
+        with self.assertLogs("copus_hook", "WARNING"):
+            other.step_boundary(320)
+        with self.assertRaises(ValueError):
+            self.advisor(tp=0)
+
     def test_parse_advice_refuses_mistyped_fields(self):
         good = json.loads(DOUBLE)
         self.assertEqual(copus_hook.parse_advice(DOUBLE)["batch"], good["advice"]["batch"])

@@ -54,7 +54,8 @@ BACKEND = os.environ.get("COPUS_TORCH_DIST_BACKEND", "gloo")
 FLUSH_EVERY = 64
 SCENARIOS = {
     "ddp": dict(world=2, mbs=8, accum=1, steps=4, flush_every=3),
-    "accum": dict(world=2, mbs=4, accum=3, steps=3),
+    # micro_batch given: the records carry the layout (config, dp = world size).
+    "accum": dict(world=2, mbs=4, accum=3, steps=3, config=True),
     "accum_3ranks_buckets": dict(world=3, mbs=4, accum=2, steps=3, bucket_cap_mb=1e-5,
                                  flush_every=1),
     "grad_scaler_overflow": dict(world=2, mbs=4, accum=2, steps=4, scaler=2.0 ** 12,
@@ -66,7 +67,7 @@ SCENARIOS = {
     "meter_ddp": dict(world=2, mbs=4, accum=3, steps=2, kind="meter", scaler=2.0 ** 8,
                       tensor_inputs=True),
     # FSDP2: each Linear and the root sharded over 2 ranks, accumulation without sync.
-    "fsdp2": dict(world=2, mbs=4, accum=2, steps=3, kind="fsdp2"),
+    "fsdp2": dict(world=2, mbs=4, accum=2, steps=3, kind="fsdp2", config=True),
     # 3D-parallel-aware: a hand-sharded tensor-parallel MLP, TP=2 x DP=2 on 4 ranks.
     "tp2_dp2": dict(world=4, dp=2, mbs=4, accum=2, steps=3, kind="tp", flush_every=2),
 }
@@ -218,7 +219,8 @@ def _run_scenario(rank, world, name, sc, outdir):
         hook = copus_hook.GradNoiseMeter(ddp, writer, mbs, accum, flush_every=every).install()
     else:
         hook = copus_hook.DdpNoiseHook(ddp, writer, samples_per_rank=mbs * accum,
-                                       flush_every=every).install()
+                                       flush_every=every,
+                                       micro_batch=mbs if sc.get("config") else None).install()
     opt = torch.optim.SGD(ddp.parameters(), lr=LR)
     scaler = (torch.amp.GradScaler(dev.type, init_scale=sc["scaler"], growth_interval=1000)
               if "scaler" in sc else None)
@@ -287,6 +289,7 @@ def _run_fsdp2(rank, world, name, sc, outdir):
     writer = copus_hook.open_writer(path=os.path.join(outdir, f"{name}.ndjson"))
     mbs, accum = sc["mbs"], sc["accum"]
     hook = copus_hook.FsdpNoiseHook(model, writer, samples_per_rank=mbs * accum,
+                                    micro_batch=mbs if sc.get("config") else None,
                                     flush_every=sc.get("flush_every", FLUSH_EVERY)).install()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     snapshots, losses = [], []
@@ -508,6 +511,11 @@ class TorchDdpHookTests(unittest.TestCase):
                 self.assertEqual(rec["b_small"], sc["mbs"] * sc["accum"])
                 self.assertEqual(rec["b_big"], sc["mbs"] * sc["accum"] * ranks)
                 self.assertEqual(rec["n_small"], ranks)
+            if sc.get("config"):
+                self.assertEqual(rec["config"], {"dp": ranks, "tp": 1, "pp": 1,
+                                                 "mbs": sc["mbs"]})
+            elif sc.get("kind", "ddp") in ("ddp", "fsdp2"):
+                self.assertNotIn("config", rec, "no micro batch given: no layout claimed")
             self.assertEqual(rec["lr"], LR)
             if rec["step"] == sc.get("overflow_step"):
                 self.assertIn("non-finite", rec.get("skipped", ""), rec)

@@ -220,7 +220,7 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
     let (moments, description): (Vec<Moments>, String) = match settings.smoother {
         SmootherKind::TwoSided => (
             std::mem::take(&mut d.kernel),
-            format!("two_sided(gaussian sigma={h:.0} steps)"),
+            format!("two_sided(gaussian sigma={} steps)", shortest(h)),
         ),
         SmootherKind::OneSided => {
             let b0 = settings
@@ -266,8 +266,41 @@ fn point(t: f64, g: f64, v: (f64, f64, f64), z: f64, scale: f64) -> Point {
     }
 }
 
+/// `h` as written in a description: three significant digits without trailing zeros (`12`,
+/// `12.5`, `15` for 14.97, `113` for 112.6), so that a bandwidth of 12.5 steps is not named
+/// as 12 (a σ 4 % off moves a recomputed estimate by more than rounding).
+fn shortest(h: f64) -> String {
+    let text = if h.abs() >= 100.0 {
+        format!("{h:.0}")
+    } else if h.abs() >= 10.0 {
+        format!("{h:.1}")
+    } else {
+        format!("{h:.2}")
+    };
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    /// A bandwidth is named to three significant digits: 12.5 is not "12".
+    #[test]
+    fn bandwidths_are_named_to_three_digits() {
+        for (h, text) in [
+            (12.5, "12.5"),
+            (12.0, "12"),
+            (14.97, "15"),
+            (112.6, "113"),
+            (7.25, "7.25"),
+        ] {
+            assert_eq!(super::shortest(h), text);
+        }
+    }
+
     use super::*;
 
     /// The closed form against the sums over whole steps, and its ends: a wide kernel takes

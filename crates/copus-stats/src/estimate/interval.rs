@@ -77,8 +77,12 @@ pub fn serialize_ci<S: serde::Serializer>(ci: &[f64; 2], s: S) -> Result<S::Ok, 
 }
 
 /// Fieller interval [lo, hi] for R = num/den, given the variances and covariance of num and
-/// den. B_simple is non-negative, so `lo` is clamped at 0; `hi` is +∞ when den is not
-/// significantly positive.
+/// den. B_simple is non-negative, so `lo` is clamped at 0; `hi` is +∞ when den is compatible
+/// with zero. A den significantly below zero fits no |G|² ≥ 0, so no positive ratio fits
+/// either: the interval is empty (`[0, 0]`, [`is_empty`]) — not a bounded interval around
+/// num/den, which for two negatives (a trend-following smoother overshooting a steep fall)
+/// is a positive ratio, and for a positive over a negative reaches a little above 0, both
+/// read as a measurement.
 pub fn fieller(num: f64, den: f64, (vnn, vnd, vdd): (f64, f64, f64), z: f64) -> [f64; 2] {
     if !(vnn.is_finite() && vdd.is_finite() && vnd.is_finite()) {
         return [0.0, f64::INFINITY];
@@ -88,6 +92,9 @@ pub fn fieller(num: f64, den: f64, (vnn, vnd, vdd): (f64, f64, f64), z: f64) -> 
     let b = num * den - c * vnd;
     let k = num * num - c * vnn;
     let disc = b * b - a * k;
+    if a > 0.0 && den < 0.0 {
+        return [0.0, 0.0];
+    }
     if a > 0.0 {
         let root = disc.max(0.0).sqrt();
         let lo = (b - root) / a;
@@ -190,6 +197,21 @@ pub fn inflation(dt: &[f64], dg: &[f64], r: f64, lag: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A |G|² estimate significantly below zero (which the true |G|² cannot be) fits no
+    /// positive ratio, whatever the sign of tr(Σ): the empty interval; significantly above
+    /// zero, the usual bounded interval around the ratio.
+    #[test]
+    fn a_significantly_negative_denominator_fits_no_ratio() {
+        let var = (1.0, 0.0, 1.0);
+        assert!(is_empty(fieller(-200.0, -10.0, var, 1.96)));
+        assert!(is_empty(fieller(5.8, -3.9, var, 1.96)));
+        let [lo, hi] = fieller(200.0, 10.0, var, 1.96);
+        assert!(
+            lo > 0.0 && lo < 20.0 && hi > 20.0 && hi.is_finite(),
+            "{lo} {hi}"
+        );
+    }
 
     /// The left-to-right sums the interleaved ones replaced (the oracle).
     fn hac_serial(dt: &[f64], dg: &[f64], keep: Option<&[f64]>, lag: usize) -> (f64, f64, f64) {
