@@ -685,6 +685,23 @@ fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
         "{err}{text}"
     );
     assert!(calibrated > dp_share(&[]) * 2.0, "{calibrated}");
+    assert_eq!(
+        v["caveats"],
+        serde_json::json!([]),
+        "a one-host file is among them"
+    );
+    // The multi-host file alone cannot say which link is slow, and says so.
+    let (ok, text, err) = copus(&[
+        "calibrate",
+        "--nccl",
+        four.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+    ]);
+    assert!(
+        ok && text.contains("note: every file spans several hosts"),
+        "{err}{text}"
+    );
     // Not an nccl-tests output, and a file named after no collective: clear errors.
     let (ok, _, err) = copus(&["calibrate", "--nccl", "README.md", "--hardware", "h100-sxm"]);
     assert!(
@@ -1349,6 +1366,17 @@ fn calibrate_names_the_file_and_line_of_a_measurement_it_cannot_use() {
     assert!(
         !ok && err.contains(&format!("{fast}:3: DP8·TP1·PP1"))
             && err.contains("faster than the GPU"),
+        "{err}"
+    );
+    // A step a thousand times slower than predicted (milliseconds in the seconds column) is
+    // an error at its line too, not a calibration at 0.1 % of peak.
+    let slow = write(
+        "slow.csv",
+        &format!("{header}8,1,1,1,64,12.0\n8,1,1,1,64,12100\n"),
+    );
+    let (ok, _, err) = run(&slow);
+    assert!(
+        !ok && err.contains(&format!("{slow}:3: DP8·TP1·PP1")) && err.contains("not milliseconds"),
         "{err}"
     );
     // A row copus puts over the memory is fitted, with a note at its line.

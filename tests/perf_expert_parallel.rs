@@ -241,7 +241,7 @@ fn predict_chooses_or_takes_the_expert_parallel_degree() {
     );
     let (ok, _, err) = copus(&[&base[..], &["--ep", "zero"]].concat());
     assert!(
-        !ok && err.contains("--ep must be a positive whole number"),
+        !ok && err.contains("'--ep <EP>': must be a positive whole number"),
         "{err}"
     );
     let dense = [

@@ -341,8 +341,15 @@ fn note_measurements_that_do_not_fit(
 }
 
 /// A measurement faster than the GPU can run the model's own FLOPs (model FLOP utilisation
-/// above 100 % of the peak of the precision in force) is an error naming its row: a step time
-/// in the wrong unit, a batch or sequence other than the one measured, or another model.
+/// above 100 % of the peak of the precision in force), or [`SLOWER_THAN_ANY_MISS`] times
+/// slower than predicted, is an error naming its row: a step time in the wrong unit
+/// (milliseconds read as seconds), a batch or sequence other than the one measured, or
+/// another model.
+/// How many times slower than predicted a measured step may be before it is refused as a unit
+/// mistake: the model's worst published miss is under 2×; a step time in milliseconds read as
+/// seconds is 1000×.
+const SLOWER_THAN_ANY_MISS: f64 = 50.0;
+
 fn refuse_faster_than_peak(
     target: &Target,
     eff: &crate::perf::EfficiencyParams,
@@ -367,6 +374,23 @@ fn refuse_faster_than_peak(
             continue;
         };
         let measured_mfu = p.mfu * p.step_time_s / m.step_time_s;
+        let slower = m.step_time_s / p.step_time_s;
+        if slower > SLOWER_THAN_ANY_MISS {
+            let at = lines.get(i).map(|l| format!(":{l}")).unwrap_or_default();
+            bail!(
+                "{}{at}: {} at batch {} in {} s is {slower:.0}× the {:.4} s copus predicts for \
+                 it ({:.2} % of peak): slower than any model error explains; check the step \
+                 time's unit (seconds, not milliseconds), the batch (samples of {} tokens) and \
+                 the model",
+                origin.display(),
+                m.config,
+                m.batch,
+                m.step_time_s,
+                p.step_time_s,
+                measured_mfu * 100.0,
+                target.model.seq_len
+            );
+        }
         if measured_mfu > bound {
             let at = lines.get(i).map(|l| format!(":{l}")).unwrap_or_default();
             bail!(

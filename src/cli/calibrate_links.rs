@@ -44,6 +44,24 @@ struct Output {
     rows: Vec<RowOut>,
     /// Where the calibration was written.
     out: Option<String>,
+    /// What the files cannot tell apart, one sentence each (empty when they pin every
+    /// fitted parameter down).
+    caveats: Vec<String>,
+}
+
+/// The caveat of runs that all span several hosts: each time mixes the scale-up and the
+/// scale-out link, so the fit can move either to explain a slow network (`None` when a
+/// single-host run, or no multi-host one, is among them).
+fn links_not_separated(runs: &[nccl::NcclRun]) -> Option<String> {
+    let all_multi_host = runs.iter().all(|r| r.nodes > 1);
+    let intra_too = runs.iter().any(|r| r.ranks / r.nodes > 1);
+    (all_multi_host && intra_too).then(|| {
+        "every file spans several hosts: each measured time mixes the scale-up link inside a \
+         host and the scale-out link across hosts, so the fit cannot tell which one is slow \
+         (intra_link_scale and inter_link_scale trade off); add the same test run on one host \
+         to pin the scale-up link down"
+            .to_string()
+    })
 }
 
 /// Read one nccl-tests output: a regular file of at most [`nccl::MAX_BYTES`].
@@ -142,6 +160,7 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
         params,
         rows,
         out: a.out.as_ref().map(|p| p.display().to_string()),
+        caveats: links_not_separated(&runs).into_iter().collect(),
     };
     if a.json {
         return super::write_json(&out);
@@ -185,5 +204,8 @@ fn print_text(o: &Output, hw: &HardwareProfile, start: &crate::perf::EfficiencyP
     }
     if let Some(out) = &o.out {
         println!("  written to {out} (use --calibration {out})");
+    }
+    for c in &o.caveats {
+        println!("note: {c}");
     }
 }

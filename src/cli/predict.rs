@@ -87,16 +87,16 @@ pub struct PredictArgs {
     pub cp: u32,
     /// Virtual pipeline stages per GPU (interleaved 1F1B when > 1), or `auto` (the fastest
     /// that fits, 1 to the layers per stage).
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "1", value_parser = auto_or_positive)]
     pub vpp: String,
     /// Expert-parallel degree of a mixture-of-experts model (its experts split over this many
     /// data-parallel ranks, tokens exchanged by all-to-all), or `auto`: the fastest that fits
     /// among the common divisors of the experts and dp·cp, as `grid` chooses. A dense model
     /// has 1.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = auto_or_positive)]
     pub ep: String,
     /// Micro-batch size in samples, or `auto` (fastest that fits).
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = auto_or_positive)]
     pub mbs: String,
     /// Global batch size in samples (sequences).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -440,6 +440,18 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         print_text(&out);
     }
     Ok(())
+}
+
+/// The command line's check of a count flag that may be `auto` (a usage error, exit 2, as
+/// for the other flags): the value as given.
+fn auto_or_positive(value: &str) -> Result<String, String> {
+    if value == "auto" || value.parse::<u32>().is_ok_and(|m| m > 0) {
+        Ok(value.to_string())
+    } else {
+        Err(format!(
+            "must be a positive whole number or 'auto', got '{value}'"
+        ))
+    }
 }
 
 /// A count flag that may be `auto`: `None` for auto, else the positive whole number.
