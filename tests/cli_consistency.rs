@@ -991,3 +991,51 @@ fn predict_and_grid_name_the_micro_batches_they_searched() {
         "grid's header names its search"
     );
 }
+
+/// An interleave that splits uneven pipeline stages into virtual stages of unequal depth is
+/// predicted, with a caveat naming what runs it; an even one without.
+#[test]
+fn an_interleave_of_unequal_virtual_stages_is_named() {
+    let uneven = json(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "120",
+        "--tp",
+        "8",
+        "--pp",
+        "3",
+        "--vpp",
+        "3",
+        "--batch",
+        "480",
+        "--json",
+    ]);
+    let caveats = uneven["caveats"].to_string();
+    assert!(
+        caveats.contains("vpp 3 does not divide the 26 layers")
+            && caveats.contains("--pipeline-model-parallel-layout"),
+        "{caveats}"
+    );
+    let even = json(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "128",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--vpp",
+        "2",
+        "--batch",
+        "512",
+        "--json",
+    ]);
+    assert!(
+        !even["caveats"].to_string().contains("does not divide"),
+        "{even}"
+    );
+}

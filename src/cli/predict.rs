@@ -804,7 +804,39 @@ fn layout_caveats(
             .filter(|(applies, _)| *applies)
             .map(|(_, why)| why.to_string()),
     );
+    caveats.extend(uneven_chunks(model, cfg));
     caveats
+}
+
+/// The caveat of an interleave that splits some pipeline stage into virtual stages of unequal
+/// layers (uneven stages, e.g. 27/27/26 layers at vpp 7): Megatron-Core runs it only with an
+/// explicit layout (`--pipeline-model-parallel-layout`), as Meta's Llama 3 schedule ran chunks
+/// of unequal depth; `--num-layers-per-virtual-pipeline-stage` needs vpp to divide every
+/// stage's layers.
+fn uneven_chunks(model: &crate::perf::ModelProfile, cfg: &ParallelConfig) -> Option<String> {
+    if cfg.vpp <= 1 || cfg.pp <= 1 {
+        return None;
+    }
+    let mut counts: Vec<u32> = (0..cfg.pp)
+        .map(|s| crate::perf::memory::layers_on_stage(model, cfg.pp, s))
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let odd: Vec<String> = counts
+        .iter()
+        .filter(|&&n| !n.is_multiple_of(cfg.vpp))
+        .map(u32::to_string)
+        .collect();
+    (!odd.is_empty()).then(|| {
+        format!(
+            "vpp {} does not divide the {} layers of some pipeline stages: their virtual stages \
+             hold unequal layers (costed as if they split evenly); Megatron-Core runs that only \
+             with an explicit --pipeline-model-parallel-layout, not with \
+             --num-layers-per-virtual-pipeline-stage",
+            cfg.vpp,
+            odd.join(" and ")
+        )
+    })
 }
 
 /// What a stated setting or cluster leaves without effect or outside what runs: `--attention
