@@ -926,3 +926,37 @@ fn a_file_and_the_same_bytes_through_a_pipe_give_the_same_report() {
         assert_eq!(lines(&file.stderr), lines(&piped.stderr), "{style:?}");
     }
 }
+
+/// A threshold CBS at an end of the batches run is a bound and is printed as one: "below 16"
+/// at the smallest (no larger batch came within the tolerance), not "8 samples (8..8)".
+#[test]
+fn a_threshold_at_the_smallest_batch_is_printed_as_a_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut text = String::new();
+    for batch in [8u64, 16, 32, 64] {
+        for seed in 0..2u64 {
+            for k in 0..=16u64 {
+                let samples = k * 1024;
+                let progress = (samples / batch) as f64 / (1.0 + 32.0 / batch as f64);
+                let loss = 3.0 * (-progress / 400.0).exp() + 1.0 + 0.001 * seed as f64;
+                text.push_str(&format!(
+                    "{{\"v\":1,\"branch\":{{\"from_step\":30,\"batch\":{batch},\"seed\":{seed}}},\"step\":{},\"samples\":{samples},\"loss\":{loss}}}\n",
+                    samples / batch
+                ));
+            }
+        }
+    }
+    let file = dir.path().join("b.ndjson");
+    std::fs::write(&file, text).expect("write");
+    let out = copus().arg("cbs").arg(&file).output().expect("run");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains("threshold CBS  below 16 samples (95 % interval of the batch picked 8..8)"),
+        "{report}"
+    );
+}

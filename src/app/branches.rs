@@ -191,9 +191,11 @@ pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
     let (what, r) = match (&c.b_noise_ratio, &c.threshold_ratio) {
         (Some(r), _) => ("the fitted B_noise", r),
         (None, Some(r)) if m.at_least => {
+            let low = r.ci[0].map_or_else(|| "0".to_string(), |lo| format!("{lo:.2}"));
             lines.push(format!(
-                "the threshold CBS is at least ×{:.2} of the noise scale here (the largest \
-                 batch run came within the tolerance): this experiment cannot tell which way \
+                "the threshold CBS is at least ×{:.2} of the noise scale here at the point \
+                 estimates (the largest batch run came within the tolerance; with the \
+                 uncertainty of both, ×{low} or more): this experiment cannot tell which way \
                  the noise scale is off; branch with larger batches to measure it",
                 r.value
             ));

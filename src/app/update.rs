@@ -259,21 +259,38 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         .iter()
         .enumerate()
         .find(|(_, s)| app.trajectory.index_at_tokens(s.at_tokens) == i)?;
-    // The trainer's step (what `plan --emit` writes, shown nowhere else) and what changes
-    // first: a narrow status line cuts the end, and the timeline's step is also under the
-    // cursor.
+    // What changes first, in a few words (a narrow status line cuts the end), then where: the
+    // timeline's step (also under the cursor) and the trainer's (what `plan --emit` writes,
+    // shown nowhere else), then the full states.
+    let (a, b) = (&s.from_state, &s.to_state);
+    let layout = |x: &crate::plan::report::StateJson| {
+        crate::perf::config::layout_label_cp(x.dp, x.cp, x.tp, x.pp)
+    };
+    let change = if layout(a) == layout(b) {
+        format!("batch {} → {} on {}", a.batch, b.batch, layout(a))
+    } else if a.batch == b.batch {
+        format!("{} → {} at batch {}", layout(a), layout(b), a.batch)
+    } else {
+        format!(
+            "batch {} → {}, {} → {}",
+            a.batch,
+            b.batch,
+            layout(a),
+            layout(b)
+        )
+    };
     Some(format!(
-        "switch {}/{n} (trainer step {}): {} → {} ({}, cost {:.0} s) at timeline step {} ({}), \
-         {} consumed",
+        "switch {}/{n}: {change} ({}, cost {:.0} s) at step {} ({}; trainer step {}), {} \
+         consumed · {} → {}",
         k + 1,
-        s.plan_steps,
-        s.from,
-        s.to,
         s.kind,
         s.cost_s,
         s.at_step,
         crate::format::tokens(s.at_tokens),
+        s.plan_steps,
         crate::format::tokens(s.consumed_tokens),
+        s.from,
+        s.to,
     ))
 }
 

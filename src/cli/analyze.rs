@@ -432,7 +432,9 @@ fn render_branches(section: &BranchesSection) -> String {
         });
         let th = format!(
             "{} [{}, {}]",
-            p.threshold_cbs.batch, p.threshold_cbs.ci[0], p.threshold_cbs.ci[1]
+            super::cbs::threshold_bound(p),
+            p.threshold_cbs.ci[0],
+            p.threshold_cbs.ci[1]
         );
         let fit = p.b_noise_fit.map_or("none".to_string(), |f| {
             format!("{:.0} [{}, {}]", f.value, low(f.ci[0], 0), end(f.ci[1], 0))

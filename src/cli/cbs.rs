@@ -108,8 +108,8 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
         let _ = writeln!(out, "branch point: step {}", p.from_step);
         let _ = writeln!(
             out,
-            "  threshold CBS  {} samples ({:.0} % interval {}..{}): the largest batch within {} nats of the smallest batch's loss after {:.0} samples",
-            p.threshold_cbs.batch,
+            "  threshold CBS  {} samples ({:.0} % interval of the batch picked {}..{}): the largest batch within {} nats of the smallest batch's loss after {:.0} samples",
+            threshold_text(p),
             r.confidence * 100.0,
             p.threshold_cbs.ci[0],
             p.threshold_cbs.ci[1],
@@ -160,6 +160,30 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
         let _ = writeln!(out, "{line}");
     }
     out
+}
+
+/// The threshold CBS as a value or, at an end of the batches run, the bound it is: "below
+/// 16" at the smallest batch (no larger one came within the tolerance), "256 or more" at the
+/// largest (every one did).
+fn threshold_text(p: &crate::stats::estimate::cbs::PointReport) -> String {
+    let batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
+    let th = p.threshold_cbs.batch;
+    match batches.as_slice() {
+        [first, next, ..] if th == *first => format!("below {next}"),
+        [.., last] if th == *last && batches.len() >= 2 => format!("{th} or more"),
+        _ => th.to_string(),
+    }
+}
+
+/// [`threshold_text`] in a table cell: `<16`, `≥256`, or the value.
+pub fn threshold_bound(p: &crate::stats::estimate::cbs::PointReport) -> String {
+    let batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
+    let th = p.threshold_cbs.batch;
+    match batches.as_slice() {
+        [first, next, ..] if th == *first => format!("<{next}"),
+        [.., last] if th == *last && batches.len() >= 2 => format!("≥{th}"),
+        _ => th.to_string(),
+    }
 }
 
 /// The notes of a branch point (`cbs` and `analyze --branches`): branches left out, a
