@@ -389,6 +389,84 @@ pub fn plan_session_noted(r: &Resolved) -> Result<(PlanReport, Option<String>), 
     plan_with(r, &traj, &table).map(|report| (report, note))
 }
 
+/// [`plan_session_noted`] with the cautions of a measured run's switches
+/// ([`switch_cautions`]): the plan, the sequence-length note, one sentence per caution.
+pub fn plan_session_cautioned(
+    r: &Resolved,
+) -> Result<(PlanReport, Option<String>, Vec<String>), PlanError> {
+    let loaded = load(r)?;
+    let note = sequence_conversion_note(&loaded.trajectory, &r.model);
+    let traj = loaded.trajectory.in_sequences_of(r.model.seq_len);
+    let eff = r.efficiency();
+    let ctx = PerfContext {
+        hw: &r.hardware,
+        model: &r.model,
+        eff: &eff,
+        gpus_per_node: r.session.cluster.gpus_per_node,
+    };
+    let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
+    let report = plan_with(r, &traj, &table)?;
+    let cautions = switch_cautions(&report, &traj, loaded.analysis.as_ref());
+    Ok((report, note, cautions))
+}
+
+/// What a measured run's planned switches rest on that the estimate does not support: a
+/// switch where B_crit's interval is unbounded above (the data do not bound the estimate it
+/// follows), and one within a few steps after a learning-rate jump (a decay inflates B_simple
+/// as 1/temperature, so the switch may follow the schedule rather than the noise scale). Empty
+/// for a published scenario.
+pub fn switch_cautions(
+    report: &PlanReport,
+    traj: &Trajectory,
+    analysis: Option<&crate::stats::AnalyzeReport>,
+) -> Vec<String> {
+    let Some(analysis) = analysis else {
+        return Vec::new();
+    };
+    let jumps: Vec<u64> = analysis
+        .summary
+        .diagnostics
+        .iter()
+        .filter(|d| d.kind == crate::stats::DiagnosticKind::LrChange)
+        .flat_map(|d| d.at.iter().filter(|r| r[0] == r[1]).map(|r| r[0]))
+        .collect();
+    let steps = traj.points.last().map_or(0, |p| p.step);
+    let near = (steps / 20).max(10);
+    let mut out = Vec::new();
+    for (k, s) in report.switches.iter().enumerate() {
+        let Some(p) = traj.points.get(traj.index_at_tokens(s.at_tokens)) else {
+            continue;
+        };
+        if let Some((lo, hi)) = p.ci
+            && !hi.is_finite()
+        {
+            out.push(format!(
+                "switch {} at step {} rests on a B_crit whose interval is unbounded above there \
+                 ({} [{}–∞] samples): the data do not bound the estimate it follows",
+                k + 1,
+                s.at_step,
+                crate::format::si(p.b_crit),
+                crate::format::si(lo)
+            ));
+        }
+        if let Some(j) = jumps
+            .iter()
+            .copied()
+            .filter(|&j| j <= s.at_step && s.at_step - j <= near)
+            .max()
+        {
+            out.push(format!(
+                "switch {} at step {} follows the learning-rate change at step {j}: B_simple \
+                 scales as 1/temperature (lr/B), so a decay inflates it and the switch may follow \
+                 the schedule rather than the noise scale",
+                k + 1,
+                s.at_step
+            ));
+        }
+    }
+    out
+}
+
 /// Plan over an already loaded trajectory (before the session's B_crit scale) and throughput
 /// table — what the explorer calls, so that nothing is loaded or tabulated twice.
 pub fn plan_with(

@@ -1039,3 +1039,73 @@ fn an_interleave_of_unequal_virtual_stages_is_named() {
         "{even}"
     );
 }
+
+/// `plan` on a measured run says which switches rest on what the estimate does not support:
+/// one after a learning-rate jump, and those where B_crit's interval is unbounded above —
+/// each checked against `analyze --json`'s own per-step intervals.
+#[test]
+fn plan_cautions_switches_the_estimate_does_not_support() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    let run_s = run.to_str().expect("utf-8");
+    copus(&[
+        "demo-train",
+        "--steps",
+        "800",
+        "--lr-schedule",
+        "step",
+        "--out",
+        run_s,
+    ])
+    .succeeds();
+    let plan = json(&["plan", run_s, "--seq-len", "4096", "--json"]);
+    let caveats: Vec<String> = plan["caveats"]
+        .as_array()
+        .expect("caveats")
+        .iter()
+        .filter_map(|c| c.as_str().map(str::to_string))
+        .collect();
+    let analysis = json(&["analyze", run_s, "--json"]);
+    let steps = analysis["steps"].as_array().expect("steps");
+    let unbounded_at = |step: u64| {
+        steps
+            .iter()
+            .find(|r| r["step"].as_u64() == Some(step))
+            .is_some_and(|r| r["ci"].is_array() && r["ci"][1].is_null())
+    };
+    let lr_jumps: Vec<u64> = steps
+        .windows(2)
+        .filter(|w| {
+            let (a, b) = (w[0]["lr"].as_f64(), w[1]["lr"].as_f64());
+            matches!((a, b), (Some(a), Some(b)) if (b / a - 1.0).abs() > 0.2)
+        })
+        .filter_map(|w| w[1]["step"].as_u64())
+        .collect();
+    assert!(!lr_jumps.is_empty(), "a step schedule changes the lr");
+    let mut named = 0;
+    for (k, s) in plan["switches"]
+        .as_array()
+        .expect("switches")
+        .iter()
+        .enumerate()
+    {
+        let step = s["at_step"].as_u64().expect("step");
+        let said = |what: &str| {
+            caveats
+                .iter()
+                .any(|c| c.starts_with(&format!("switch {} at step {step} {what}", k + 1)))
+        };
+        assert_eq!(
+            said("rests on a B_crit whose interval is unbounded"),
+            unbounded_at(step)
+        );
+        let after_jump = lr_jumps.iter().any(|&j| j <= step && step - j <= 40);
+        assert_eq!(
+            said("follows the learning-rate change"),
+            after_jump,
+            "{caveats:?}"
+        );
+        named += usize::from(unbounded_at(step) || after_jump);
+    }
+    assert!(named > 0, "the run has switches to caution: {caveats:?}");
+}

@@ -43,12 +43,13 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     if let Some(o) = args.objective {
         resolved.session.planner.objective = o;
     }
-    let (report, sequence_note) = crate::pipeline::plan_session_noted(&resolved)?;
+    let (report, sequence_note, cautions) = crate::pipeline::plan_session_cautioned(&resolved)?;
     let (calibration, mut caveats) =
         super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());
     caveats.extend(resolved.override_notes.iter().cloned());
     caveats.extend(resolved.framework_caveats());
     caveats.extend(sequence_note);
+    caveats.extend(cautions);
     if let Some(target) = args.emit {
         let c = &resolved.session.cluster;
         // What the plan rests on beyond the session goes into the document.

@@ -55,6 +55,21 @@ pub fn tokens(t: f64) -> String {
     }
 }
 
+/// A duration in seconds at a unit its size reads in: "3.2 h" from 0.1 h up, "12 min" from a
+/// minute, else "45 s" (a sign kept: a net loss reads "-12 min").
+pub fn duration(seconds: f64) -> String {
+    let a = seconds.abs();
+    if !a.is_finite() {
+        format!("{seconds} s")
+    } else if a >= 360.0 {
+        format!("{:.1} h", seconds / 3600.0)
+    } else if a >= 60.0 {
+        format!("{:.0} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.0} s")
+    }
+}
+
 /// `s` with control characters other than newline and tab written as `\u{..}` escapes, so a
 /// name read from a file (a layer, a run, a session) cannot drive the terminal.
 pub fn escape_controls(s: &str) -> String {

@@ -131,7 +131,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     for s in &rep.switches {
         let _ = writeln!(
             o,
-            "  {:>9} tokens, step {:>7} (B_crit {:.0} samples there): {} → {}  [{}, cost {:.0} s, net gain {:.1} h]",
+            "  {:>9} tokens, step {:>7} (B_crit {:.0} samples there): {} → {}  [{}, cost {:.0} s, net gain {}]",
             crate::format::tokens(s.at_tokens),
             s.at_step,
             s.b_crit,
@@ -139,7 +139,7 @@ pub fn render_text(rep: &PlanReport) -> String {
             s.to,
             s.kind,
             s.cost_s,
-            h(s.gain_s)
+            crate::format::duration(s.gain_s)
         );
         let _ = writeln!(
             o,
