@@ -278,7 +278,11 @@ pub fn value(r: &Resolved, field: Field) -> String {
                     .join(", ")
             ),
         },
-        Field::BCritScale => format!("×{}", s.b_crit_scale),
+        Field::BCritScale => {
+            // A measured conversion (e.g. 0.6344722…) to three decimals, as the title gives it.
+            let text = format!("{:.3}", s.b_crit_scale);
+            format!("×{}", text.trim_end_matches('0').trim_end_matches('.'))
+        }
         // Under the lr-sqrt objective the heatmap is weighted by that objective's efficiency
         // (not monotone in B: the learning rate grows with √B), whatever this form says.
         Field::StatEff if crate::pipeline::heatmap_efficiency(r).is_some() => {

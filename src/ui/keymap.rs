@@ -7,12 +7,14 @@ pub use crate::config::keys::{Binding, Keymap, Scope};
 const TOUR_HINT: &str = "tour";
 
 /// The footer hints in table order, the `n` hint naming what it steps through: `tour_kind`
-/// as [`crate::app::App::tour_kind`] gives it ("n lesson" inside a lesson).
+/// as [`crate::app::App::tour_kind`] gives it ("n lesson" inside a lesson), left out when
+/// `tour_kind` is empty (a session without guided steps).
 fn hint_list(keymap: &Keymap, tour_kind: &str) -> Vec<String> {
     keymap
         .bindings
         .iter()
         .filter_map(|b| b.hint.as_ref())
+        .filter(|(_, word)| *word != TOUR_HINT || !tour_kind.is_empty())
         .map(|(keys, word)| {
             if *word == TOUR_HINT {
                 format!("{keys} {tour_kind}")

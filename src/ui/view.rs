@@ -253,7 +253,13 @@ fn draw_themed(frame: &mut Frame, app: &App, mode: ColorMode) {
         draw_side(frame, a.side, app, app.side);
     }
     let key_line = if app.status.is_empty() {
-        help::key_line(&app.keymap, a.keys.width, app.tour_kind())
+        // Without guided steps the `n` hint has nothing to step through: left out.
+        let kind = if app.resolved.session.tour.is_empty() {
+            ""
+        } else {
+            app.tour_kind()
+        };
+        help::key_line(&app.keymap, a.keys.width, kind)
     } else {
         // A status longer than the line is cut with "…", never mid-word without a sign.
         let room = usize::from(a.keys.width.saturating_sub(1));
