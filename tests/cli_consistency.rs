@@ -1109,3 +1109,43 @@ fn plan_cautions_switches_the_estimate_does_not_support() {
     }
     assert!(named > 0, "the run has switches to caution: {caveats:?}");
 }
+
+/// Under `lr-sqrt` a batch whose √-scaled learning rate diverges is said to diverge (grid's
+/// text and `diverges` in JSON, `div` on the heatmap), not shown as a goodput of "1 tok/s".
+#[test]
+fn a_diverging_learning_rate_is_named_not_shown_as_a_speed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = dir.path().join("lrs.ron");
+    std::fs::write(
+        &session,
+        reliability_support::demo_with(
+            "    tour: [",
+            "    planner: (objective: LrSqrt),\n    tour: [",
+        ),
+    )
+    .expect("write");
+    let s = session.to_str().expect("utf-8");
+    let grid = json(&["grid", s, "--at", "150B", "--json"]);
+    let cells = grid["cells"].as_array().expect("cells");
+    let diverging: Vec<&Value> = cells.iter().filter(|c| c["diverges"] == true).collect();
+    assert!(
+        !diverging.is_empty(),
+        "some batch diverges under lr-sqrt at 150B"
+    );
+    for c in &diverging {
+        assert!(c["stat_eff"].as_f64().is_some_and(|e| e < 1e-3), "{c}");
+    }
+    assert!(cells.iter().any(|c| c["diverges"] == false));
+    let text = copus(&["grid", s, "--at", "150B"]).stdout;
+    assert!(text.contains("diverges  "), "{text}");
+    let screen = copus(&["snapshot", s, "--size", "160x40"]).stdout;
+    assert!(screen.contains("div: lr diverges"), "{screen}");
+    let plain = json(&["grid", "sessions/demo.ron", "--json"]);
+    assert!(
+        plain["cells"]
+            .as_array()
+            .expect("cells")
+            .iter()
+            .all(|c| c["diverges"] == false)
+    );
+}

@@ -131,6 +131,10 @@ struct CellOut {
     mfu: Option<f64>,
     stat_eff: f64,
     goodput: Option<f64>,
+    /// Whether training diverges at this batch under the session's objective (`lr-sqrt`: the
+    /// √-scaled learning rate too high for the noise); its goodput is the planner's floor, not
+    /// a speed (false under `mccandlish`).
+    diverges: bool,
     config: Option<crate::perf::config::ConfigJson>,
     #[serde(skip)]
     parallel: Option<ParallelConfig>,
@@ -342,6 +346,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         interleave: &s.search.interleave,
         expert_parallel: &s.search.expert_parallel,
     };
+    let objective = crate::pipeline::heatmap_efficiency(&resolved);
     let cell_out = |i: usize| {
         let (l, b) = (i / nb, i % nb);
         let base = CellOut {
@@ -352,6 +357,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             mfu: None,
             stat_eff: grid.stat_eff[b],
             goodput: grid.goodput[i],
+            diverges: objective.is_some_and(|e| e.diverges(table.batches[b] as f64, grid.b_crit)),
             config: None,
             parallel: None,
             step_time_s: None,
@@ -526,6 +532,17 @@ fn print_text(o: &GridOut) {
     );
     for c in &o.cells {
         match (c.tokens_per_s, c.goodput, c.parallel) {
+            (Some(t), Some(_), Some(cfg)) if c.diverges => println!(
+                "{:<16} {:>6} {:>12.0} {:>5.1}% {:>7.3} {:>12}  {} (the √-scaled learning rate \
+                 diverges at this batch: scored at the planner's floor)",
+                c.layout,
+                c.batch,
+                t,
+                c.mfu.unwrap_or(0.0) * 100.0,
+                c.stat_eff,
+                "diverges",
+                cfg
+            ),
             (Some(t), Some(g), Some(cfg)) => println!(
                 "{:<16} {:>6} {:>12.0} {:>5.1}% {:>7.3} {:>12.0}  {}",
                 c.layout,

@@ -175,7 +175,13 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
     };
     let g = grid.goodput[r * table.batches.len() + c];
     let best = best == Some((r, c));
+    // Under `lr-sqrt` a batch whose √-scaled learning rate diverges has no speed to show.
+    let diverges = crate::pipeline::heatmap_efficiency(&app.resolved)
+        .is_some_and(|e| e.diverges(table.batches[c] as f64, grid.b_crit));
     let (text, mut style) = match (g, table.cell(r, c)) {
+        (Some(_), TableCell::Feasible { .. }) if diverges => {
+            ("div".to_string(), Style::new().fg(theme::current().muted))
+        }
         (Some(g), TableCell::Feasible { .. }) => {
             let t = if max > 0.0 { g / max } else { 0.0 };
             let star = if best { "★" } else { "" };
@@ -379,6 +385,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     }
     if grid.goodput.iter().any(Option::is_none) {
         marks.push_str(" · × cannot run");
+    }
+    if let Some(e) = crate::pipeline::heatmap_efficiency(&app.resolved)
+        && table
+            .batches
+            .iter()
+            .any(|&b| e.diverges(b as f64, grid.b_crit))
+    {
+        marks.push_str(" · div: lr diverges");
     }
     let legend = match mode {
         ColorMode::Indexed => {

@@ -90,6 +90,20 @@ impl Efficiency {
         }
     }
 
+    /// Whether training diverges at `batch` under this objective (`lr-sqrt` only: the √-scaled
+    /// learning rate is too high for the noise, progress ≤ [`MIN_PROGRESS`]); such a state is
+    /// scored at the floor, not run.
+    pub fn diverges(&self, batch: f64, b_noise: f64) -> bool {
+        match self.objective {
+            Objective::McCandlish => false,
+            Objective::LrSqrt => {
+                let b_ref = self.reference_batch;
+                let r = (batch / b_ref).sqrt() / (1.0 + b_noise / b_ref);
+                2.0 * r - r * r * (1.0 + b_noise / batch) <= MIN_PROGRESS
+            }
+        }
+    }
+
     /// Statistical efficiency relative to B → 0 with the best learning rate (1 at best):
     /// minimal samples per sample consumed.
     pub fn stat_eff(&self, batch: f64, b_noise: f64) -> f64 {
