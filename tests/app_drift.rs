@@ -328,3 +328,42 @@ fn a_stretch_without_signal_is_marked_across_the_axis() {
         "a stretch spans several columns: {axis}"
     );
 }
+
+/// Early in a live run the one-sided smoother lags a fast-growing noise scale: where its value
+/// at the last step and the last window's disagree beyond both intervals, the headline says so
+/// (a reviewer saw "B_crit 653 [511–893]" above "last 50 steps 1.4k [949–2.6k]" unexplained);
+/// where they agree it says nothing.
+#[test]
+fn a_smoother_behind_the_last_window_is_named() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/demo-train-3000.ndjson");
+    let text = std::fs::read_to_string(&path).expect("the bundled run");
+    let records: Vec<copus::stats::StepStats> = text
+        .lines()
+        .take(92)
+        .filter_map(|l| copus::stats::parse_line(l).ok())
+        .collect();
+    let one_sided = EstimatorSettings {
+        smoother: copus::stats::SmootherKind::OneSided,
+        ..EstimatorSettings::default()
+    };
+    let report = analyze(&records, &one_sided).expect("analysis");
+    let (s, last) = (&report.summary, report.steps.last().expect("a last step"));
+    let disjoint = s.now.ci[0] > last.ci[1] || last.ci[0] > s.now.ci[1];
+    let named = mv::headline_segments(&report)
+        .iter()
+        .any(|seg| seg.contains("the smoother lags a fast change"));
+    assert!(disjoint, "the run's first 92 steps show the lag: {:?} vs {:?}", s.now.ci, last.ci);
+    assert!(named, "{:?}", mv::headline_segments(&report));
+    let whole: Vec<copus::stats::StepStats> = text
+        .lines()
+        .filter_map(|l| copus::stats::parse_line(l).ok())
+        .collect();
+    let settled = analyze(&whole, &EstimatorSettings::default()).expect("analysis");
+    let (s, last) = (&settled.summary, settled.steps.last().expect("a last step"));
+    let disjoint = s.now.ci[0] > last.ci[1] || last.ci[0] > s.now.ci[1];
+    let named = mv::headline_segments(&settled)
+        .iter()
+        .any(|seg| seg.contains("the smoother lags a fast change"));
+    assert_eq!(named, disjoint);
+}

@@ -412,3 +412,27 @@ fn branch_records_given_with_a_run_are_saved_with_the_session() {
         "{e:#}"
     );
 }
+
+/// Ctrl+C quits from a text prompt as it does everywhere (it did nothing there); with a change
+/// unsaved it asks first.
+#[test]
+fn ctrl_c_in_a_prompt_quits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_in(dir.path());
+    press(&mut app, KeyCode::Char('S'));
+    assert!(app.prompt().is_some());
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    let msg = keys::key_to_msg(&app, ctrl_c).expect("Ctrl+C means something in a prompt");
+    update(&mut app, msg);
+    assert!(app.quit, "Ctrl+C in a prompt quits a clean session");
+    let mut dirty = demo_in(dir.path());
+    dirty.resolved.session.b_crit_scale = 2.0;
+    press(&mut dirty, KeyCode::Char('/'));
+    let msg = keys::key_to_msg(&dirty, ctrl_c).expect("Ctrl+C");
+    update(&mut dirty, msg);
+    assert!(!dirty.quit);
+    assert!(
+        matches!(dirty.confirm(), Some(Confirm::Quit)),
+        "asks before losing a change"
+    );
+}

@@ -1287,6 +1287,11 @@ class Advisor:
             for i in range(adv.accumulation):
                 ...                                           # forward / backward
             hook.step_end(step, ...)
+        hook.close()
+        adv.close()       # on every rank: stops reading the source before the process exits
+
+    (or ``with copus_hook.Advisor(...) as adv:``). A process that exits with the Advisor still
+    reading its source can abort in torch.distributed's shutdown.
     """
 
     def __init__(self, source, writer=None, *, micro_batch, accumulation, lr_scaling="none",
@@ -1345,9 +1350,12 @@ class Advisor:
 
     def poll(self):
         """Read what the source has now (rank 0 only; it never waits) and return how many
-        advice are pending (read and not yet due); 0 on other ranks."""
+        advice are pending (read and not yet due); 0 on other ranks. After ``close()`` it
+        reads nothing more and returns what is pending."""
         if not self.reader:
             return 0
+        if self._source is None:
+            return len(self._pending)
         for line in self._source.read():
             a = parse_advice(line)
             if a is None:
@@ -1473,9 +1481,16 @@ class Advisor:
             _log.warning("%s", message)
 
     def close(self):
-        """Stop reading the source."""
+        """Stop reading the source (idempotent)."""
         if self._source is not None:
             self._source.close()
+            self._source = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _batch_size(batch):

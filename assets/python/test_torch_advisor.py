@@ -450,6 +450,11 @@ class AdvisorUnitTests(unittest.TestCase):
             other.step_boundary(320)
         with self.assertRaises(ValueError):
             self.advisor(tp=0)
+        # close() is idempotent and a context manager closes it; a closed Advisor reads no more.
+        with copus_hook.Advisor(self.path, micro_batch=8, accumulation=2) as ctx:
+            pass
+        ctx.close()
+        self.assertEqual(ctx.poll(), 0)
 
     def test_parse_advice_refuses_mistyped_fields(self):
         good = json.loads(DOUBLE)

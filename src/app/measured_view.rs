@@ -48,6 +48,7 @@ pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
         Some(b) => format!("{window} {} samples {}", si(b), interval_words(s.now.ci)),
         None => format!("{window} n/a (|G|² ≤ 0 there)"),
     });
+    out.extend(smoother_behind(report));
     out.push(match &s.drift {
         Some(d) if d.significant => {
             let verb = if d.factor >= 1.0 { "grew" } else { "shrank" };
@@ -72,6 +73,27 @@ pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
         None => "run-wide n/a".into(),
     });
     out
+}
+
+/// A segment when the smoothed B_simple at the last analysed step (what the title, the heatmap
+/// and the recommendation use there) and the last window's disagree beyond both intervals: a
+/// smoother lags a fast change (a live run's one-sided one most, early in the run), and the
+/// two numbers must not stand side by side unexplained. `None` when they agree.
+fn smoother_behind(report: &AnalyzeReport) -> Option<String> {
+    let s = &report.summary;
+    let last = report.steps.last()?;
+    let (now, smoothed) = (s.now.b_simple?, last.b_simple?);
+    let disjoint = s.now.ci[0] > last.ci[1] || last.ci[0] > s.now.ci[1];
+    (disjoint && last.step >= s.now.first_step).then(|| {
+        let how = if smoothed < now { "behind" } else { "ahead of" };
+        format!(
+            "the smoothed value at step {}, {} {}, is {how} this window beyond both intervals: \
+             the smoother lags a fast change, read this window",
+            last.step,
+            si(smoothed),
+            interval_words(last.ci)
+        )
+    })
 }
 
 /// [`headline_segments`] of a live run's latest full analysis, which runs every few seconds

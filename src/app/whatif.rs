@@ -206,6 +206,26 @@ fn step_in<T: PartialEq + Copy>(items: &[T], current: T, delta: i32) -> T {
     items[(i + delta as i64).clamp(0, n - 1) as usize]
 }
 
+/// `delta` steps through the ascending `items` from `current`, which need not be on the list:
+/// up, to the next entry above it; down, to the next below (a measured 0.384 steps to 0.5 and
+/// 0.25, not from whichever entry it happens to be nearest).
+fn step_ordered(items: &[f64], current: f64, delta: i32) -> f64 {
+    let mut value = current;
+    for _ in 0..delta.unsigned_abs() {
+        value = if delta > 0 {
+            items.iter().copied().find(|&x| x > value).unwrap_or(value)
+        } else {
+            items
+                .iter()
+                .rev()
+                .copied()
+                .find(|&x| x < value)
+                .unwrap_or(value)
+        };
+    }
+    value
+}
+
 /// Step from the entry of `items` nearest to `current` (values need not be on the list).
 fn step_nearest(items: &[f64], current: f64, delta: i32) -> f64 {
     let i = items
@@ -399,7 +419,11 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             };
             s.search.expert_parallel = step_in(&EP_CHOICES, current, delta).into_iter().collect();
         }
-        Field::BCritScale => s.b_crit_scale = step_in(&SCALES, s.b_crit_scale, delta),
+        Field::BCritScale => {
+            s.b_crit_scale = step_ordered(&SCALES, s.b_crit_scale, delta);
+            // A scale set by hand is no longer the measured conversion the source named.
+            s.planner.b_crit_scale_source = None;
+        }
         Field::StatEff => {
             s.stat_eff = match s.stat_eff {
                 StatEffForm::McCandlish => StatEffForm::Pollux {
@@ -639,4 +663,20 @@ fn set_stack(r: &mut Resolved, stack: Stack) -> Result<(), String> {
     r.session.stack = before;
     r.switch_stack(stack);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value off the list steps to its neighbours on the list, up and down.
+    #[test]
+    fn a_measured_scale_steps_to_its_neighbours() {
+        assert_eq!(step_ordered(&SCALES, 0.384, 1), 0.5);
+        assert_eq!(step_ordered(&SCALES, 0.384, -1), 0.25);
+        assert_eq!(step_ordered(&SCALES, 0.384, 2), 1.0);
+        assert_eq!(step_ordered(&SCALES, 1.0, 1), 2.0);
+        assert_eq!(step_ordered(&SCALES, 128.0, 1), 128.0);
+        assert_eq!(step_ordered(&SCALES, 0.125, -1), 0.125);
+    }
 }

@@ -53,6 +53,9 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         // Text entry: keys are characters, not actions.
         return match key.code {
             KeyCode::Esc => Some(Msg::Escape),
+            // Ctrl+C quits from a prompt too, as everywhere (asking first if there is
+            // something unsaved).
+            KeyCode::Char('c') if ctrl => Some(Msg::Quit),
             KeyCode::Enter => Some(Msg::Prompt(PromptEdit::Submit)),
             KeyCode::Backspace => Some(Msg::Prompt(PromptEdit::Backspace)),
             KeyCode::Char(c) if !ctrl => Some(Msg::Prompt(PromptEdit::Char(c))),
