@@ -312,6 +312,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
         let text = if app.loading {
             "loading the data source…"
+        } else if app.table.is_some() && app.trajectory.points.is_empty() {
+            // The throughputs are ready; a live run has sent no record yet.
+            "waiting for the run's first records…"
         } else {
             "computing throughput of every configuration…"
         };

@@ -21,7 +21,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         return;
     }
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
-        frame.render_widget(Paragraph::new("waiting for the grid…").block(block), area);
+        let text = if app.table.is_some() && app.trajectory.points.is_empty() && !app.loading {
+            "waiting for the run's first records…"
+        } else {
+            "waiting for the grid…"
+        };
+        frame.render_widget(Paragraph::new(text).block(block), area);
         return;
     };
     let bold = Style::new().add_modifier(Modifier::BOLD);
