@@ -353,7 +353,11 @@ fn a_smoother_behind_the_last_window_is_named() {
     let named = mv::headline_segments(&report)
         .iter()
         .any(|seg| seg.contains("the smoother lags a fast change"));
-    assert!(disjoint, "the run's first 92 steps show the lag: {:?} vs {:?}", s.now.ci, last.ci);
+    assert!(
+        disjoint,
+        "the run's first 92 steps show the lag: {:?} vs {:?}",
+        s.now.ci, last.ci
+    );
     assert!(named, "{:?}", mv::headline_segments(&report));
     let whole: Vec<copus::stats::StepStats> = text
         .lines()

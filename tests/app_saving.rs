@@ -436,3 +436,25 @@ fn ctrl_c_in_a_prompt_quits() {
         "asks before losing a change"
     );
 }
+
+/// A live run that has sent nothing yet: the throughputs are ready, the heatmap and the
+/// recommendation say they wait for the run's records (they said "computing throughput…",
+/// indefinitely, while nothing listened).
+#[test]
+fn a_run_without_records_yet_is_waited_for_not_computed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let resolved = demo_session(dir.path()).expect("the embedded demo resolves");
+    let mut app = App::loading(resolved);
+    app.loading = false;
+    let app = render_support::with_table(app);
+    assert!(app.table.is_some() && app.trajectory.points.is_empty());
+    let screen = render(&app, 120, 40);
+    assert_eq!(
+        screen
+            .matches("waiting for the run's first records")
+            .count(),
+        2,
+        "{screen}"
+    );
+    assert!(!screen.contains("computing throughput"), "{screen}");
+}
