@@ -1469,3 +1469,36 @@ fn a_gpu_without_fp8_is_refused_while_the_stack_runs_fp8() {
     }
     assert!(refused, "some built-in GPU lacks FP8 and was refused");
 }
+
+/// An analysis that arrives after the stream went down does not say "following the head":
+/// the status line says the stream is down, as the title does.
+#[test]
+fn a_stream_that_went_down_is_not_said_to_be_followed() {
+    let mut app = demo_with_table();
+    let loaded = || copus::source::Loaded {
+        trajectory: copus::trajectory::Trajectory::clone(
+            &app_for_session(&demo_path()).expect("demo").trajectory,
+        ),
+        analysis: None,
+        seed_ema: Vec::new(),
+        note: None,
+        calibration: None,
+        warning: None,
+    };
+    app.follow = true;
+    update(&mut app, live_msg(loaded(), 300));
+    assert!(app.status.contains("following the head"), "{}", app.status);
+    update(
+        &mut app,
+        Msg::LiveStatus(LinkStatus::new(
+            LinkState::Waiting,
+            "cannot connect to tcp://x:1; retrying",
+        )),
+    );
+    update(&mut app, live_msg(loaded(), 301));
+    assert!(
+        app.status.contains("the stream is down") && !app.status.contains("following the head"),
+        "{}",
+        app.status
+    );
+}

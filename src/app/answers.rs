@@ -146,10 +146,13 @@ pub(super) fn live(
                 app.refresh_grid();
             }
             super::advice::observe(app);
-            let mode = if follow {
-                "following the head"
-            } else {
-                "End resumes following"
+            // An analysis can arrive after the stream went down: say so, not "following".
+            let mode = match app.live_link.as_ref().map(|l| l.state) {
+                Some(crate::source::live::LinkState::Waiting) => {
+                    "the stream is down, retrying (header)"
+                }
+                _ if follow => "following the head",
+                _ => "End resumes following",
             };
             app.status = match warning {
                 Some(w) => format!("{head} · {mode} · {w}"),
