@@ -1149,3 +1149,46 @@ fn a_diverging_learning_rate_is_named_not_shown_as_a_speed() {
             .all(|c| c["diverges"] == false)
     );
 }
+
+/// The heatmap's legend never cuts a mark in the middle: at every width its marks are whole,
+/// in their long forms where they fit and their short ones where not.
+#[test]
+fn the_heatmap_legend_keeps_its_marks_whole_at_every_width() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = dir.path().join("lrs.ron");
+    std::fs::write(
+        &session,
+        reliability_support::demo_with(
+            "    tour: [",
+            "    planner: (objective: LrSqrt),\n    tour: [",
+        ),
+    )
+    .expect("write");
+    let s = session.to_str().expect("utf-8");
+    let endings = [
+        "best",
+        "current batch",
+        "now",
+        "cannot run",
+        "no fit",
+        "lr diverges",
+        "div diverges",
+    ];
+    for width in (80..=200).step_by(20) {
+        for path in [s, "demo"] {
+            let size = format!("{width}x40");
+            let screen = copus(&["snapshot", path, "--size", &size]).stdout;
+            let line = screen
+                .lines()
+                .find(|l| l.contains("low ") && l.contains("high · ★ best"))
+                .unwrap_or_else(|| panic!("no legend at {size}:\n{screen}"));
+            let start = line.find("low ").expect("legend start");
+            let legend = line[start..].split(['│', '┃']).next().expect("legend");
+            let legend = legend.trim_end();
+            assert!(
+                endings.iter().any(|e| legend.ends_with(e)),
+                "{path} at {size}: a mark cut: {legend:?}"
+            );
+        }
+    }
+}

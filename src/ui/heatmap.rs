@@ -382,12 +382,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         spans.extend(g.cols.clone().map(|c| cell_span(app, r, c, &cs)));
         lines.push(Line::from(spans));
     }
-    let mut marks = String::new();
+    // The marks in use, each in a long and a short form: the long ones where they fit the
+    // panel, else the short ones (a narrow terminal cut the last marks off).
+    let mut wanted: Vec<(&str, &str)> = Vec::new();
     if current_col.is_some() {
-        marks.push_str(" · ▼ current batch");
+        wanted.push((" · ▼ current batch", " · ▼ now"));
     }
     if grid.goodput.iter().any(Option::is_none) {
-        marks.push_str(" · × cannot run");
+        wanted.push((" · × cannot run", " · × no fit"));
     }
     if let Some(e) = crate::pipeline::heatmap_efficiency(&app.resolved)
         && table
@@ -395,8 +397,38 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
             .iter()
             .any(|&b| e.diverges(b as f64, grid.b_crit))
     {
-        marks.push_str(" · div: lr diverges");
+        wanted.push((" · div: lr diverges", " · div diverges"));
     }
+    let long: String = wanted.iter().map(|w| w.0).collect();
+    // Columns before the marks: "low ·░▒▓█ high · ★ best", or "low ", a six-cell colour ramp
+    // and " high · ★ best".
+    let before = match mode {
+        ColorMode::Indexed => 30,
+        ColorMode::Monochrome => 23,
+    };
+    let room = usize::from(area.width.saturating_sub(2)).saturating_sub(before);
+    let marks = if long.chars().count() <= room {
+        long
+    } else {
+        // As many marks as fit in their short forms, in order; then each of those in its
+        // long form where the whole still fits.
+        let width = |forms: &[&str]| forms.iter().map(|f| f.chars().count()).sum::<usize>();
+        let mut forms: Vec<&str> = Vec::new();
+        for w in &wanted {
+            if width(&forms) + w.1.chars().count() > room {
+                break;
+            }
+            forms.push(w.1);
+        }
+        for (i, w) in wanted.iter().enumerate().take(forms.len()) {
+            let mut longer = forms.clone();
+            longer[i] = w.0;
+            if width(&longer) <= room {
+                forms = longer;
+            }
+        }
+        forms.concat()
+    };
     let legend = match mode {
         ColorMode::Indexed => {
             let mut l = vec![Span::raw("low ")];
