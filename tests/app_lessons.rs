@@ -95,6 +95,15 @@ fn every_step_of_every_lesson_does_what_it_says_at_80x24() {
                 screen.contains(&format!("Lesson {}/{n}", i + 1)),
                 "{at}\n{screen}"
             );
+            // The popup's title keeps every key whole, Esc included, however narrow.
+            let title = screen
+                .lines()
+                .find(|l| l.contains(&format!("Lesson {}/{n}", i + 1)))
+                .expect("the title line");
+            assert!(
+                title.contains(" · p") && title.contains("Esc"),
+                "{at}: {title}"
+            );
             assert!(
                 screen.contains("Predict"),
                 "{at}: the question shows\n{screen}"

@@ -176,17 +176,17 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
         "lesson" => "Lesson",
         _ => "Tour",
     };
+    let (n, of) = (i + 1, app.resolved.session.tour.len());
+    let next = if n == of { "n ends" } else { "n next" };
+    let long = format!(" {kind} {n}/{of} · {next} · p back · Esc close ");
+    // A narrow popup keeps every key in short: the title was cut at "p bac", losing Esc.
+    let title = if long.chars().count() <= inner_w {
+        long
+    } else {
+        format!(" {kind} {n}/{of} · n · p · Esc ")
+    };
     let mut block = Block::bordered()
-        .title(format!(
-            " {kind} {}/{} · {} · p back · Esc close ",
-            i + 1,
-            app.resolved.session.tour.len(),
-            if i + 1 == app.resolved.session.tour.len() {
-                "n ends"
-            } else {
-                "n next"
-            }
-        ))
+        .title(title)
         .border_style(Style::new().fg(theme::current().warning));
     if max_scroll > 0 {
         let more = if scroll < max_scroll {
