@@ -372,25 +372,11 @@ pub enum PlanError {
 
 /// Plan a resolved session: every strategy and the optimal switch points.
 pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
-    plan_session_noted(r).map(|(report, _)| report)
+    plan_session_cautioned(r).map(|(report, _, _)| report)
 }
 
-/// [`plan_session`] and the note of [`load_trajectory_noted`].
-pub fn plan_session_noted(r: &Resolved) -> Result<(PlanReport, Option<String>), PlanError> {
-    let (traj, note) = load_trajectory_noted(r)?;
-    let eff = r.efficiency();
-    let ctx = PerfContext {
-        hw: &r.hardware,
-        model: &r.model,
-        eff: &eff,
-        gpus_per_node: r.session.cluster.gpus_per_node,
-    };
-    let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
-    plan_with(r, &traj, &table).map(|report| (report, note))
-}
-
-/// [`plan_session_noted`] with the cautions of a measured run's switches
-/// ([`switch_cautions`]): the plan, the sequence-length note, one sentence per caution.
+/// [`plan_session`] with the note of [`sequence_conversion_note`] and the cautions of a
+/// measured run's switches ([`switch_cautions`]), one sentence each.
 pub fn plan_session_cautioned(
     r: &Resolved,
 ) -> Result<(PlanReport, Option<String>, Vec<String>), PlanError> {

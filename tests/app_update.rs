@@ -1158,16 +1158,7 @@ fn the_ranked_list_reads_the_grid_in_goodput_order() {
 #[test]
 fn a_live_run_on_the_wrong_scale_shows_no_goodput() {
     let mut app = demo_with_table();
-    let loaded = |warning: Option<&str>| copus::source::Loaded {
-        trajectory: copus::trajectory::Trajectory::clone(
-            &app_for_session(&demo_path()).expect("demo").trajectory,
-        ),
-        analysis: None,
-        seed_ema: Vec::new(),
-        note: None,
-        calibration: None,
-        warning: warning.map(str::to_string),
-    };
+    let loaded = demo_loaded;
     let live = |l| live_msg(l, 300);
     let w = "⚠ the run counts 1 token per sample, the model 4096: rerun with --seq-len 4096";
     update(&mut app, live(loaded(Some(w))));
@@ -1475,16 +1466,7 @@ fn a_gpu_without_fp8_is_refused_while_the_stack_runs_fp8() {
 #[test]
 fn a_stream_that_went_down_is_not_said_to_be_followed() {
     let mut app = demo_with_table();
-    let loaded = || copus::source::Loaded {
-        trajectory: copus::trajectory::Trajectory::clone(
-            &app_for_session(&demo_path()).expect("demo").trajectory,
-        ),
-        analysis: None,
-        seed_ema: Vec::new(),
-        note: None,
-        calibration: None,
-        warning: None,
-    };
+    let loaded = || demo_loaded(None);
     app.follow = true;
     update(&mut app, live_msg(loaded(), 300));
     assert!(app.status.contains("following the head"), "{}", app.status);
@@ -1501,4 +1483,18 @@ fn a_stream_that_went_down_is_not_said_to_be_followed() {
         "{}",
         app.status
     );
+}
+
+/// The demo's trajectory as a live update carries it, with `warning`.
+fn demo_loaded(warning: Option<&str>) -> copus::source::Loaded {
+    copus::source::Loaded {
+        trajectory: copus::trajectory::Trajectory::clone(
+            &app_for_session(&demo_path()).expect("demo").trajectory,
+        ),
+        analysis: None,
+        seed_ema: Vec::new(),
+        note: None,
+        calibration: None,
+        warning: warning.map(str::to_string),
+    }
 }

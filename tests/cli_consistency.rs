@@ -1115,15 +1115,7 @@ fn plan_cautions_switches_the_estimate_does_not_support() {
 #[test]
 fn a_diverging_learning_rate_is_named_not_shown_as_a_speed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let session = dir.path().join("lrs.ron");
-    std::fs::write(
-        &session,
-        reliability_support::demo_with(
-            "    tour: [",
-            "    planner: (objective: LrSqrt),\n    tour: [",
-        ),
-    )
-    .expect("write");
+    let session = lr_sqrt_demo(dir.path());
     let s = session.to_str().expect("utf-8");
     let grid = json(&["grid", s, "--at", "150B", "--json"]);
     let cells = grid["cells"].as_array().expect("cells");
@@ -1155,15 +1147,7 @@ fn a_diverging_learning_rate_is_named_not_shown_as_a_speed() {
 #[test]
 fn the_heatmap_legend_keeps_its_marks_whole_at_every_width() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let session = dir.path().join("lrs.ron");
-    std::fs::write(
-        &session,
-        reliability_support::demo_with(
-            "    tour: [",
-            "    planner: (objective: LrSqrt),\n    tour: [",
-        ),
-    )
-    .expect("write");
+    let session = lr_sqrt_demo(dir.path());
     let s = session.to_str().expect("utf-8");
     let endings = [
         "best",
@@ -1191,4 +1175,18 @@ fn the_heatmap_legend_keeps_its_marks_whole_at_every_width() {
             );
         }
     }
+}
+
+/// The bundled demo under the `lr-sqrt` objective, written into `dir`.
+fn lr_sqrt_demo(dir: &std::path::Path) -> std::path::PathBuf {
+    let session = dir.join("lrs.ron");
+    std::fs::write(
+        &session,
+        reliability_support::demo_with(
+            "    tour: [",
+            "    planner: (objective: LrSqrt),\n    tour: [",
+        ),
+    )
+    .expect("write");
+    session
 }

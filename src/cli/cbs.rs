@@ -162,27 +162,41 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
     out
 }
 
+/// Where a threshold CBS lies on the batches run: at the smallest (the CBS lies below the next
+/// batch), at the largest (it is that batch or more), or between (a value).
+enum ThresholdBound {
+    Below(u64),
+    AtLeast(u64),
+    Value(u64),
+}
+
+fn threshold_bound_of(p: &crate::stats::estimate::cbs::PointReport) -> ThresholdBound {
+    let batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
+    let th = p.threshold_cbs.batch;
+    match batches.as_slice() {
+        [first, next, ..] if th == *first => ThresholdBound::Below(*next),
+        [.., last] if th == *last && batches.len() >= 2 => ThresholdBound::AtLeast(th),
+        _ => ThresholdBound::Value(th),
+    }
+}
+
 /// The threshold CBS as a value or, at an end of the batches run, the bound it is: "below
 /// 16" at the smallest batch (no larger one came within the tolerance), "256 or more" at the
 /// largest (every one did).
 fn threshold_text(p: &crate::stats::estimate::cbs::PointReport) -> String {
-    let batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
-    let th = p.threshold_cbs.batch;
-    match batches.as_slice() {
-        [first, next, ..] if th == *first => format!("below {next}"),
-        [.., last] if th == *last && batches.len() >= 2 => format!("{th} or more"),
-        _ => th.to_string(),
+    match threshold_bound_of(p) {
+        ThresholdBound::Below(next) => format!("below {next}"),
+        ThresholdBound::AtLeast(th) => format!("{th} or more"),
+        ThresholdBound::Value(th) => th.to_string(),
     }
 }
 
 /// [`threshold_text`] in a table cell: `<16`, `≥256`, or the value.
 pub fn threshold_bound(p: &crate::stats::estimate::cbs::PointReport) -> String {
-    let batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
-    let th = p.threshold_cbs.batch;
-    match batches.as_slice() {
-        [first, next, ..] if th == *first => format!("<{next}"),
-        [.., last] if th == *last && batches.len() >= 2 => format!("≥{th}"),
-        _ => th.to_string(),
+    match threshold_bound_of(p) {
+        ThresholdBound::Below(next) => format!("<{next}"),
+        ThresholdBound::AtLeast(th) => format!("≥{th}"),
+        ThresholdBound::Value(th) => th.to_string(),
     }
 }
 
@@ -201,19 +215,16 @@ pub fn point_notes(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> 
         })
         .collect();
     // The threshold at an end of the grid is censored: the CBS lies beyond what was run.
-    let batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
-    let th = p.threshold_cbs.batch;
-    if batches.len() >= 2 && th == batches[0] {
-        lines.push(format!(
+    match threshold_bound_of(p) {
+        ThresholdBound::Below(next) => lines.push(format!(
             "threshold CBS at the smallest batch: no larger batch came within the tolerance, so \
-             the CBS lies below {} (the next batch run); its ratios are upper bounds",
-            batches[1]
-        ));
-    } else if batches.last() == Some(&th) {
-        lines.push(format!(
+             the CBS lies below {next} (the next batch run); its ratios are upper bounds"
+        )),
+        ThresholdBound::AtLeast(th) => lines.push(format!(
             "threshold CBS at the largest batch: every batch came within the tolerance, so the \
              CBS is {th} or more; its ratios are lower bounds"
-        ));
+        )),
+        ThresholdBound::Value(_) => {}
     }
     lines.extend(p.cautions.iter().map(|c| format!("caution: {c}")));
     if let Some(b) = &p.budget_set_by {

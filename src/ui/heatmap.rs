@@ -160,6 +160,8 @@ struct CellStyle {
     width: usize,
     focused: bool,
     mode: ColorMode,
+    /// The session's objective when it is not McCandlish's (`lr-sqrt`), read once a frame.
+    objective: Option<crate::plan::objective::Efficiency>,
 }
 
 fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
@@ -169,6 +171,7 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
         width: w,
         focused,
         mode,
+        objective,
     } = *cs;
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
         return Span::raw("");
@@ -176,8 +179,7 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
     let g = grid.goodput[r * table.batches.len() + c];
     let best = best == Some((r, c));
     // Under `lr-sqrt` a batch whose √-scaled learning rate diverges has no speed to show.
-    let diverges = crate::pipeline::heatmap_efficiency(&app.resolved)
-        .is_some_and(|e| e.diverges(table.batches[c] as f64, grid.b_crit));
+    let diverges = objective.is_some_and(|e| e.diverges(table.batches[c] as f64, grid.b_crit));
     let (text, mut style) = match (g, table.cell(r, c)) {
         (Some(_), TableCell::Feasible { .. }) if diverges => {
             ("div".to_string(), Style::new().fg(theme::current().muted))
@@ -338,6 +340,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         width: cell_w,
         focused,
         mode,
+        objective: crate::pipeline::heatmap_efficiency(&app.resolved),
     };
     let current_col = app.current_batch_column();
     let bold = Style::new().add_modifier(Modifier::BOLD);
@@ -346,7 +349,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     let mut header = vec![Span::raw(format!("{:<label_w$}", "layout\\batch"))];
     // Under the lr-sqrt objective the row is that objective's efficiency (the learning rate
     // grows with √B, so it need not fall monotonically with the batch): say so in its label.
-    let eff_label = if crate::pipeline::heatmap_efficiency(&app.resolved).is_some() {
+    let eff_label = if cs.objective.is_some() {
         "lr-sqrt eff."
     } else {
         crate::app::recommend::eff_label(app.resolved.session.stat_eff)
@@ -391,7 +394,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
     if grid.goodput.iter().any(Option::is_none) {
         wanted.push((" · × cannot run", " · × no fit"));
     }
-    if let Some(e) = crate::pipeline::heatmap_efficiency(&app.resolved)
+    if let Some(e) = cs.objective
         && table
             .batches
             .iter()
