@@ -139,7 +139,7 @@ fn advisor_applies_batch_advice_at_the_same_step_on_every_rank() {
     let Some(py) = torch_python("python_torch (advisor)") else {
         return;
     };
-    run_suite(&py, "test_torch_advisor", 11);
+    run_suite(&py, "test_torch_advisor", 12);
 }
 
 /// Run the unittest module `module` of assets/python with the copus binary under test; it

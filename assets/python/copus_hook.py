@@ -1259,8 +1259,9 @@ class Advisor:
 
     Advice with ``apply: "batch"`` (same layout, new global batch) is applied in place: the
     accumulation becomes batch / (dp_world x micro_batch). It is refused, and treated as a
-    restart, when the advice's micro batch differs from this run's or the batch is not a
-    multiple of dp_world x micro_batch. Advice with ``apply: "restart"`` (a new layout) is
+    restart, when the advice's micro batch differs from this run's, the batch is not a
+    multiple of dp_world x micro_batch, or the batch is smaller than the run's (copus only
+    ever advises growing it; ``allow_shrink=True`` accepts smaller batches). Advice with ``apply: "restart"`` (a new layout) is
     never applied: a checkpoint-and-restart recipe is logged once (logger "copus_hook") and
     the advice is kept in ``restart``. ``dry_run`` advice is logged once and kept in
     ``shown``. Of several advice due at one check, the newest (last read) wins: batch advice
@@ -1296,7 +1297,7 @@ class Advisor:
 
     def __init__(self, source, writer=None, *, micro_batch, accumulation, lr_scaling="none",
                  check_every=16, group=None, dp_world=None, reconnect_s=1.0, tp=None,
-                 pp=None):
+                 pp=None, allow_shrink=False):
         if lr_scaling not in LR_SCALING:
             raise ValueError(f"lr_scaling must be one of {LR_SCALING}, not {lr_scaling!r}")
         if not (_count(micro_batch) and _count(accumulation) and _count(check_every)):
@@ -1312,6 +1313,7 @@ class Advisor:
             if v is not None and not _count(v):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
         self.tp, self.pp = tp, pp
+        self.allow_shrink = bool(allow_shrink)
         self.batch0 = self.batch
         self.restart = None      # the newest restart advice (or refused batch advice)
         self.shown = []          # dry-run advice, logged and not applied
@@ -1438,6 +1440,10 @@ class Advisor:
     def _refusal(self, a):
         """Why batch advice cannot be applied in place, or None."""
         m, dp = self.micro_batch, self.dp_world
+        if a["batch"] < self.batch and not self.allow_shrink:
+            return (f"it shrinks the global batch from {self.batch} to {a['batch']}, which "
+                    f"copus never advises (a hand-written or foreign advice file?); pass "
+                    f"allow_shrink=True to accept smaller batches")
         if a["micro_batch"] != m:
             return f"its micro batch {a['micro_batch']} differs from this run's {m}"
         if a["batch"] % (dp * m):

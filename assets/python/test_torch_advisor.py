@@ -423,6 +423,21 @@ class AdvisorUnitTests(unittest.TestCase):
             self.assertEqual(adv.restart["at_step"], step)
         self.assertEqual((adv.accumulation, adv.applied), (ACC0, []))
 
+    def test_a_smaller_batch_is_refused_unless_allowed(self):
+        # The run's batch is micro batch MBS x ACC0 on one process; advice halving it is no
+        # advice copus writes (its plans only grow the batch): refused, unless allow_shrink.
+        half = ACC0 // 2
+        self.append(advice(3, MBS * half, half, dp=1) + "\n")
+        adv = self.advisor()
+        with self.assertLogs("copus_hook", "WARNING") as logs:
+            self.assertIsNone(adv.step_boundary(16))
+        self.assertIn("shrinks the global batch", logs.output[0])
+        self.assertEqual((adv.accumulation, adv.applied, adv.restart["at_step"]),
+                         (ACC0, [], 3))
+        ok = self.advisor(allow_shrink=True)
+        change = ok.step_boundary(16)
+        self.assertEqual((change["accumulation"], ok.accumulation), (half, half))
+
     def test_a_job_relaunched_as_a_restart_said_keeps_its_batch(self):
         # The advice file holds batch advice (batch 64 on dp 4) and then a restart (batch 128
         # on dp 8). The job relaunched as the restart said reads both again at its first
