@@ -66,3 +66,40 @@ fn plan_panel_shows_objective_b_crit_kind_and_paper_speedup() {
     assert!(text.contains(&line), "{line} in\n{text}");
     assert!(text.contains("cbs-fixed-small"));
 }
+
+/// The screen's text, one line a row.
+fn screen(app: &App, width: u16, height: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+    term.draw(|f| view::draw(f, app, ColorMode::Indexed))
+        .expect("draws");
+    let buf = term.backend().buffer();
+    (0..buf.area.height)
+        .map(|y| {
+            (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+                + "\n"
+        })
+        .collect()
+}
+
+#[test]
+fn plan_panel_at_80_columns_gives_each_strategy_its_figures_unwrapped() {
+    let (app, plan) = demo_with_plan();
+    let text = screen(&app, 80, 24);
+    // The one-line table needs 40 columns; the 80-column side panel holds 28: the name on
+    // one line and its figures below (before, the header and rows wrapped mid-column).
+    assert!(text.contains("strategy · time · vs static"), "{text}");
+    let first = &plan.strategies[0];
+    let figures = format!(
+        "   {} · {:+.1}% · {} sw",
+        copus::format::duration(first.time_s),
+        (first.speedup_vs_static - 1.0) * 100.0,
+        first.switches
+    );
+    assert!(text.contains(&figures), "{figures} in\n{text}");
+    assert!(!text.contains("vs stat   sw"), "{text}");
+    // Wide, the one-line table stays.
+    let wide = screen(&app, 200, 60);
+    assert!(wide.contains("vs stat   sw"), "{wide}");
+}

@@ -2,7 +2,7 @@
 //! the target and speedup over the hindsight static choice), the paper-style speedup over the
 //! fastest baseline, and the switch points of the optimal joint schedule.
 
-use super::format::tokens;
+use super::format::{duration, tokens};
 use crate::app::App;
 use crate::ui::theme;
 use ratatui::Frame;
@@ -10,14 +10,6 @@ use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
-
-fn hours(s: f64) -> String {
-    if s >= 3600.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else {
-        format!("{:.0} s", s)
-    }
-}
 
 /// Draw the panel into `area`.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
@@ -46,27 +38,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             (plan.speedup_vs_fastest_baseline - 1.0) * 100.0,
             plan.fastest_baseline
         )),
-        Line::styled(
-            format!(
-                "{:<16}{:>10}{:>9}{:>5}",
-                "strategy", "time", "vs stat", "sw"
-            ),
-            bold,
-        ),
     ];
-    for s in plan
-        .strategies
-        .iter()
-        .chain(plan.current_batch_static.iter())
-    {
-        lines.push(Line::from(format!(
-            "{:<16}{:>10}{:>8.1}%{:>5}",
-            s.name,
-            hours(s.time_s),
-            (s.speedup_vs_static - 1.0) * 100.0,
-            s.switches
-        )));
-    }
+    let inner = area.width.saturating_sub(2) as usize;
+    lines.extend(strategy_rows(plan, inner, bold));
     lines.push(Line::from(""));
     let strips = super::shares::lines(app, area.width.saturating_sub(2) as usize);
     if !strips.is_empty() {
@@ -89,8 +63,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             format!(
                 "   {} · cost {} · gains {}",
                 sw.kind,
-                hours(sw.cost_s),
-                hours(sw.gain_s)
+                duration(sw.cost_s),
+                duration(sw.gain_s)
             ),
             dim,
         ));
@@ -113,4 +87,49 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     }
     let scroll = if focused { app.side_scroll } else { 0 };
     super::panel::draw_scrolled(frame, area, block, lines, scroll);
+}
+
+/// Columns of the strategies table on one line: name, time, vs static, switches.
+const TABLE_COLUMNS: usize = 40;
+
+/// The strategies table (predicted time to the target, speedup over the hindsight static
+/// choice, switches): one line a strategy where the panel holds [`TABLE_COLUMNS`], else the
+/// name on one line and its figures indented below (a narrow panel wrapped the columns).
+fn strategy_rows(plan: &crate::plan::PlanReport, inner: usize, bold: Style) -> Vec<Line<'static>> {
+    let strategies = plan
+        .strategies
+        .iter()
+        .chain(plan.current_batch_static.iter());
+    let vs = |s: &crate::plan::report::StrategyRow| (s.speedup_vs_static - 1.0) * 100.0;
+    if inner >= TABLE_COLUMNS {
+        let head = format!(
+            "{:<16}{:>10}{:>9}{:>5}",
+            "strategy", "time", "vs stat", "sw"
+        );
+        std::iter::once(Line::styled(head, bold))
+            .chain(strategies.map(|s| {
+                Line::from(format!(
+                    "{:<16}{:>10}{:>8.1}%{:>5}",
+                    s.name,
+                    duration(s.time_s),
+                    vs(s),
+                    s.switches
+                ))
+            }))
+            .collect()
+    } else {
+        std::iter::once(Line::styled("strategy · time · vs static", bold))
+            .chain(strategies.flat_map(|s| {
+                [
+                    Line::from(s.name.to_string()),
+                    Line::from(format!(
+                        "   {} · {:+.1}% · {} sw",
+                        duration(s.time_s),
+                        vs(s),
+                        s.switches
+                    )),
+                ]
+            }))
+            .collect()
+    }
 }
