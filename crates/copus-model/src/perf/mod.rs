@@ -20,6 +20,7 @@ pub(crate) mod model;
 pub mod moe;
 pub mod nccl;
 pub mod run_calibration;
+pub(crate) mod simplex;
 pub mod stack;
 pub(crate) mod step_time;
 pub mod validate;
