@@ -214,7 +214,7 @@ fn load_source(
 
 /// A session's `source.path` that names nothing: the error names the session and the field,
 /// and where a relative path was looked for (the session's directory), not only the path.
-fn missing_source(
+pub(crate) fn missing_source(
     resolved: &Resolved,
     written: &str,
     file: &std::path::Path,

@@ -687,6 +687,13 @@ impl Session {
 
     /// Read and parse a session file (a regular file of at most [`MAX_SESSION_BYTES`]).
     pub fn load(path: &Path) -> Result<Self, SessionError> {
+        Self::load_with_text(path).map(|(session, _)| session)
+    }
+
+    /// [`Session::load`], with the file's text (the explorer keeps it to decide where `s`
+    /// saves). Every command reads a session through here: the size cap and the rule on
+    /// profile paths hold for the explorer as for `grid` and `plan`.
+    pub fn load_with_text(path: &Path) -> Result<(Self, String), SessionError> {
         let io = |source| SessionError::Io {
             path: path.to_path_buf(),
             source,
@@ -694,7 +701,7 @@ impl Session {
         let text = crate::fsutil::read_capped(path, MAX_SESSION_BYTES).map_err(io)?;
         let session = Self::from_ron(&text, path)?;
         session.check_profile_paths(path)?;
-        Ok(session)
+        Ok((session, text))
     }
 
     /// A session file may name profile files only beside or below itself: a profile is

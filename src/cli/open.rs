@@ -281,8 +281,11 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
         DataSource::Dumps {
             path: dir, samples, ..
         } => {
+            let full = app.resolved.resolve_path(dir);
+            crate::pipeline::missing_source(&app.resolved, dir, &full)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             // The error's text already names its cause: no second copy of the chain.
-            let index = crate::source::dump::scan(&app.resolved.resolve_path(dir))
+            let index = crate::source::dump::scan(&full)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             if samples.is_none()
                 && let Some(f) = index
@@ -337,7 +340,13 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
     if !p.exists() && !demo {
         anyhow::bail!("{}: no such file or directory", p.display());
     }
-    let is_session = demo || (p.is_file() && p.extension().is_some_and(|e| e == "ron"));
+    // A file that is not a stats file is read as a session whatever its name (as `grid` and
+    // `plan` read it: `UP.RON`, `s.ron.txt`); one without `.ron` that does not parse says
+    // what copus expected.
+    let ron_named = p
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("ron"));
+    let is_session = demo || (p.is_file() && !super::model_args::is_data_path(p));
     let (resolved, save) = if demo {
         let flags = args.data_flags();
         anyhow::ensure!(
@@ -359,8 +368,16 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
                 flags.join(", ")
             );
         }
-        let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
-        let resolved = Session::from_ron(&text, p)?.resolve(p)?;
+        let (session, text) = Session::load_with_text(p).map_err(|e| {
+            if ron_named {
+                anyhow::Error::from(e)
+            } else {
+                anyhow::anyhow!(
+                    "{e}\n(expected a session (.ron), a stats file (.ndjson) or a dump directory)"
+                )
+            }
+        })?;
+        let resolved = session.resolve(p)?;
         (resolved, Some(save_target(p, &text)))
     } else if p.is_dir()
         || p.extension()

@@ -520,4 +520,24 @@ fn a_session_calibration_or_profile_linked_outside_its_directory_is_refused_unre
     let r = copus(&["grid", &model, "--at", "10B"]);
     r.fails_with(&["model", "model.ron", "outside the session's directory"]);
     assert!(!r.stderr.contains("root"), "{r:?}");
+    // The explorer reads a session through the same checks (it parsed the linked file and
+    // quoted its first word before).
+    let hardware = session(
+        &d.join("sub"),
+        "h.ron",
+        &demo_with(
+            "model: Named(\"llama-7b\"),",
+            "model: Named(\"llama-7b\"),\n    // hand-edited",
+        )
+        .replace("Named(\"h100-sxm\")", "Named(\"/etc/passwd\")"),
+    );
+    for (s, field) in [(&model, "model"), (&hardware, "cluster.hardware")] {
+        let r = copus(&["snapshot", s, "--size", "80x24"]);
+        r.fails_with(&[field, "outside the session's directory"]);
+        assert!(!r.stderr.contains("root"), "{r:?}");
+    }
+    // And through the same size cap as grid and plan.
+    let big = format!("// {}\n{}", "x".repeat(17 << 20), demo_with("", ""));
+    let big = session(d, "big.ron", &big);
+    copus(&["snapshot", &big, "--size", "80x24"]).fails_with(&["big.ron", "larger than"]);
 }
