@@ -70,6 +70,32 @@ fn the_embedded_demo_saves_to_the_working_directory_and_asks_before_replacing() 
     assert_eq!(saved.name, app.resolved.session.name);
     let job = the_write(press(&mut app, KeyCode::Char('s')));
     assert!(job.overwrite, "this session wrote it");
+    // Unless someone changed it since: a colleague's edit made while the explorer was open
+    // is held back and asked about, not replaced.
+    let path = dir.path().join("copus-demo.ron");
+    let edited = format!(
+        "// a colleague's note\n{}",
+        std::fs::read_to_string(&path).expect("read")
+    );
+    std::fs::write(&path, &edited).expect("edit");
+    let msg = worker::write(job);
+    assert!(matches!(msg, Msg::WouldOverwrite { .. }), "{msg:?}");
+    update(&mut app, msg);
+    assert!(
+        render(&app, 80, 24).contains("changed"),
+        "{}",
+        render(&app, 80, 24)
+    );
+    press(&mut app, KeyCode::Char('n'));
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), edited);
+    // Asked, y replaces it; from then on it is this session's again.
+    let job = the_write(press(&mut app, KeyCode::Char('s')));
+    update(&mut app, worker::write(job));
+    let job = the_write(press(&mut app, KeyCode::Char('y')));
+    assert!(matches!(worker::write(job.clone()), Msg::Written { .. }));
+    update(&mut app, worker::write(job));
+    let job = the_write(press(&mut app, KeyCode::Char('s')));
+    assert!(matches!(worker::write(job), Msg::Written { .. }));
 }
 
 #[test]

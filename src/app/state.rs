@@ -7,7 +7,7 @@ use crate::session::{Panel, Resolved, Session, ViewState};
 use crate::source::Loaded;
 use crate::stats::AnalyzeReport;
 use crate::trajectory::Trajectory;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -93,8 +93,9 @@ pub struct App {
     /// Where `s` writes the session (the opener chooses: never a shipped or commented file).
     pub save_path: PathBuf,
     /// Files this explorer may replace without asking (ones it wrote, or the plain session
-    /// file it opened).
-    pub may_overwrite: BTreeSet<PathBuf>,
+    /// file it opened), each with the fingerprint ([`crate::fsutil::content_hash`]) of what
+    /// it read or wrote there: a file changed on disk since is not replaced without asking.
+    pub may_overwrite: BTreeMap<PathBuf, u64>,
     /// Files a save writes beside the session: (name relative to the save's directory,
     /// contents). A lesson trained into a temporary directory carries its run here, so that
     /// the saved session still finds its data after the lesson ends.
@@ -418,7 +419,7 @@ impl App {
             quit: false,
             clean: settings_of(&resolved_session),
             save_path,
-            may_overwrite: BTreeSet::new(),
+            may_overwrite: BTreeMap::new(),
             save_with: Vec::new(),
             overlays: Vec::new(),
             quit_after_save: false,

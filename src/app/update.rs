@@ -45,6 +45,10 @@ pub struct WriteJob {
     /// Whether existing files may be replaced; when false and one exists, the worker writes
     /// nothing and answers `Msg::WouldOverwrite` so the user is asked first.
     pub overwrite: bool,
+    /// Fingerprints ([`crate::fsutil::content_hash`]) of what files it may replace held when
+    /// this session last read or wrote them: one that holds something else now (edited by
+    /// hand or by another program meanwhile) is not replaced without asking either.
+    pub expected: Vec<(PathBuf, u64)>,
     /// For a save: the session written (it becomes the clean state).
     pub saved: Option<Box<Session>>,
 }
@@ -324,11 +328,13 @@ fn export(app: &App) -> Result<Effect, String> {
         dir.join(format!("{base}.csv")),
         dir.join(format!("{base}.json")),
     );
-    let overwrite = app.may_overwrite.contains(&csv) && app.may_overwrite.contains(&json_path);
+    let files = vec![(csv, to_csv(&view)), (json_path, json)];
+    let (overwrite, expected) = may_replace(app, &files);
     Ok(Effect::Write(WriteJob {
-        what: format!("exported {} and .json", csv.display()),
-        files: vec![(csv, to_csv(&view)), (json_path, json)],
+        what: format!("exported {} and .json", files[0].0.display()),
+        files,
         overwrite,
+        expected,
         saved: None,
     }))
 }
@@ -352,6 +358,19 @@ fn saved_name(app: &App) -> Option<String> {
     ))
 }
 
+/// Whether `files` may replace what is there without asking (each one this session may
+/// overwrite), and the fingerprints the worker checks they still hold.
+fn may_replace(app: &App, files: &[(PathBuf, String)]) -> (bool, Vec<(PathBuf, u64)>) {
+    let known: Option<Vec<(PathBuf, u64)>> = files
+        .iter()
+        .map(|(p, _)| app.may_overwrite.get(p).map(|h| (p.clone(), *h)))
+        .collect();
+    match known {
+        Some(expected) => (true, expected),
+        None => (false, Vec::new()),
+    }
+}
+
 /// The save of the session as it stands to `app.save_path`.
 fn save(app: &mut App) -> Vec<Effect> {
     if let Some(name) = saved_name(app) {
@@ -369,7 +388,7 @@ fn save(app: &mut App) -> Vec<Effect> {
                     .iter()
                     .map(|(name, contents)| (dir.join(name), contents.clone())),
             );
-            let overwrite = files.iter().all(|(p, _)| app.may_overwrite.contains(p));
+            let (overwrite, expected) = may_replace(app, &files);
             let what = match app.save_with.len() {
                 0 => format!("saved {}", path.display()),
                 n => format!("saved {} and {n} data file(s) beside it", path.display()),
@@ -378,6 +397,7 @@ fn save(app: &mut App) -> Vec<Effect> {
                 files,
                 what,
                 overwrite,
+                expected,
                 saved: Some(Box::new(snapshot)),
             })]
         }
@@ -439,6 +459,7 @@ fn answer(app: &mut App, c: char) -> Vec<Effect> {
         }
         (Some(Confirm::Overwrite { mut job, .. }), 'y') => {
             job.overwrite = true;
+            job.expected.clear();
             return vec![Effect::Write(*job)];
         }
         (Some(_), _) => {
@@ -502,8 +523,11 @@ fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
 fn written(app: &mut App, job: WriteJob, result: Result<(), super::msg::WriteFailed>) {
     match result {
         Ok(()) => {
-            app.may_overwrite
-                .extend(job.files.iter().map(|(p, _)| p.clone()));
+            app.may_overwrite.extend(
+                job.files
+                    .iter()
+                    .map(|(p, text)| (p.clone(), crate::fsutil::content_hash(text.as_bytes()))),
+            );
             if let Some(saved) = &job.saved {
                 app.mark_clean(saved);
                 if app.quit_after_save {

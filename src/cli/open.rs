@@ -285,8 +285,7 @@ pub fn prepared(resolved: Resolved, device: crate::compute::Device) -> anyhow::R
             crate::pipeline::missing_source(&app.resolved, dir, &full)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             // The error's text already names its cause: no second copy of the chain.
-            let index = crate::source::dump::scan(&full)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let index = crate::source::dump::scan(&full).map_err(|e| anyhow::anyhow!("{e}"))?;
             if samples.is_none()
                 && let Some(f) = index
                     .steps
@@ -343,9 +342,7 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
     // A file that is not a stats file is read as a session whatever its name (as `grid` and
     // `plan` read it: `UP.RON`, `s.ron.txt`); one without `.ron` that does not parse says
     // what copus expected.
-    let ron_named = p
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("ron"));
+    let ron_named = p.extension().is_some_and(|e| e.eq_ignore_ascii_case("ron"));
     let is_session = demo || (p.is_file() && !super::model_args::is_data_path(p));
     let (resolved, save) = if demo {
         let flags = args.data_flags();
@@ -378,7 +375,8 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
             }
         })?;
         let resolved = session.resolve(p)?;
-        (resolved, Some(save_target(p, &text)))
+        let hash = crate::fsutil::content_hash(text.as_bytes());
+        (resolved, Some((save_target(p, &text), hash)))
     } else if p.is_dir()
         || p.extension()
             .is_some_and(|e| e == "ndjson" || e == "jsonl" || e == "json")
@@ -403,9 +401,9 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
         super::open_compare::attach(&mut app, other)?;
     }
     let branch_copy = attach_branches(&mut app, args, p)?;
-    if let Some((path, replace)) = save {
+    if let Some(((path, replace), read_hash)) = save {
         if replace {
-            app.may_overwrite.insert(path.clone());
+            app.may_overwrite.insert(path.clone(), read_hash);
         } else {
             let note = format!(
                 "s saves to {} ({} has comments and is not rewritten)",

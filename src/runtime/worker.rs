@@ -54,9 +54,15 @@ pub enum Job {
 
 /// Carry out a write: nothing is replaced unless the job allows it (then the user is asked).
 pub fn write(job: WriteJob) -> Msg {
-    if !job.overwrite
-        && let Some((existing, _)) = job.files.iter().find(|(p, _)| p.exists())
-    {
+    let held_back = if job.overwrite {
+        job.expected
+            .iter()
+            .find(|(p, hash)| crate::fsutil::changed_since(p, *hash))
+            .map(|(p, _)| p)
+    } else {
+        job.files.iter().find(|(p, _)| p.exists()).map(|(p, _)| p)
+    };
+    if let Some(existing) = held_back {
         let existing = existing.clone();
         return Msg::WouldOverwrite {
             job: Box::new(job),
@@ -275,6 +281,7 @@ mod tests {
                 files: vec![(dir.path().join(format!("f{i}")), "x".into())],
                 what: format!("w{i}"),
                 overwrite: false,
+                expected: Vec::new(),
                 saved: None,
             };
             jobs.send(Job::Run(Effect::Write(job), None))

@@ -314,7 +314,8 @@ fn draw_confirm(frame: &mut Frame, area: Rect, app: &App, question: &Confirm) {
         ],
         Confirm::Overwrite { existing, .. } => vec![
             Line::from(format!(
-                "{} exists and this session did not write it.",
+                "{} exists and holds what this session did not write (or it changed since \
+                 this session read or wrote it).",
                 existing.display()
             )),
             Line::from("y replace it · n / Esc keep it (S saves elsewhere)"),

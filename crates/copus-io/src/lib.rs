@@ -234,6 +234,21 @@ pub fn create_stream_output(path: &Path, force: bool) -> std::io::Result<std::fs
     std::fs::File::create(target.file())
 }
 
+/// A fingerprint of a file's contents (64-bit SipHash with fixed keys: the same bytes give the
+/// same value within one build), to tell whether a file still holds what was read or written.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+/// Whether `path` holds other contents than those of fingerprint `hash` ([`content_hash`]); a
+/// file that is gone or cannot be read counts as unchanged (writing it loses nothing).
+pub fn changed_since(path: &Path, hash: u64) -> bool {
+    std::fs::read(path).is_ok_and(|bytes| content_hash(&bytes) != hash)
+}
+
 /// Write `bytes` to `path` atomically: a temporary file in the same directory as the file
 /// written is created (never reusing a name), synced and renamed over it, so a crash leaves
 /// either the old or the new file. What `path` may be is decided by [`write_target`]: a
