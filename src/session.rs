@@ -422,6 +422,9 @@ pub struct Resolved {
     /// the what-if's framework back to its preset restores its single settings, which
     /// another framework's defaults replaced on the way.
     pub stack_as_opened: Option<crate::perf::Stack>,
+    /// The calibration file given on the command line (`--calibration`), as given, when it
+    /// replaced the session's: a save copies it beside the session and names it there.
+    pub calibration_from_flag: Option<PathBuf>,
 }
 
 impl Resolved {
@@ -816,6 +819,7 @@ impl Session {
             zero_from_file: !zero_from_stack,
             recompute_from_file: !recompute_from_stack,
             stack_as_opened: None,
+            calibration_from_flag: None,
         };
         resolved.stack_as_opened = Some(resolved.stack());
         resolved.fill_zero_from_stack();

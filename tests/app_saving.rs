@@ -484,3 +484,100 @@ fn a_run_without_records_yet_is_waited_for_not_computed() {
     );
     assert!(!screen.contains("computing throughput"), "{screen}");
 }
+
+/// A measured session in `root/sessions` reading `root/data/run.ndjson` (`../data/…`).
+fn measured_project(root: &Path) -> std::path::PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(root.join("sessions")).expect("mkdir");
+    std::fs::create_dir_all(root.join("data")).expect("mkdir");
+    std::fs::copy(
+        repo.join("assets/data/sample-run.ndjson"),
+        root.join("data/run.ndjson"),
+    )
+    .expect("data");
+    let text = std::fs::read_to_string(repo.join("sessions/measured-sample.ron"))
+        .expect("session")
+        .replace("../assets/data/sample-run.ndjson", "../data/run.ndjson");
+    let path = root.join("sessions/measured.ron");
+    std::fs::write(&path, text).expect("session");
+    path
+}
+
+fn save_as(app: &mut App, target: &Path) -> WriteJob {
+    press(app, KeyCode::Char('S'));
+    for _ in 0..app.prompt_text().map_or(0, |p| p.chars().count()) {
+        press(app, KeyCode::Backspace);
+    }
+    for c in target.display().to_string().chars() {
+        update(app, Msg::Prompt(PromptEdit::Char(c)));
+    }
+    the_write(press(app, KeyCode::Enter))
+}
+
+#[test]
+fn save_as_elsewhere_keeps_the_data_path_and_the_command_line_calibration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let session = measured_project(root);
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let calibration = copus::perf::calibration_file::CalibrationFile {
+        hardware: "h100-sxm".into(),
+        model: "llama-7b".into(),
+        n: 4,
+        rms_rel_error: 0.01,
+        cv_rel_error: 0.02,
+        profile_rms_rel_error: 0.2,
+        fitted: vec!["max_eff".into()],
+        params: copus::perf::EfficiencyParams {
+            max_eff: 0.4,
+            ..hw.efficiency.clone()
+        },
+        stack: None,
+    };
+    std::fs::create_dir_all(root.join("cal")).expect("mkdir");
+    let cal = root.join("cal/fitted.ron");
+    std::fs::write(&cal, calibration.to_ron().expect("ron")).expect("calibration");
+    let mut app = copus::cli::open::explorer_app(&OpenArgs {
+        calibration: Some(cal.clone()),
+        ..OpenArgs::for_path(&session)
+    })
+    .expect("opens");
+    std::fs::create_dir_all(root.join("other/deeper")).expect("mkdir");
+    let target = root.join("other/deeper/mine.ron");
+    let job = save_as(&mut app, &target);
+    let msg = worker::write(job);
+    assert!(
+        matches!(msg, Msg::Written { result: Ok(()), .. }),
+        "{msg:?}"
+    );
+    update(&mut app, msg);
+    // The saved session finds the same run from its new place, and names the calibration
+    // it was explored with, copied beside it (a session may only name one there).
+    let saved = Session::load(&target).expect("saved session");
+    let copus::session::DataSource::Stats { path, .. } = &saved.source else {
+        panic!("{:?}", saved.source);
+    };
+    assert_eq!(path, "../../data/run.ndjson");
+    assert_eq!(saved.calibration.as_deref(), Some("fitted.ron"));
+    assert!(root.join("other/deeper/fitted.ron").is_file());
+    let reopened = copus::cli::open::explorer_app(&OpenArgs::for_path(&target)).expect("reopens");
+    assert_eq!(
+        reopened
+            .resolved
+            .calibration
+            .as_ref()
+            .map(|c| c.params.max_eff),
+        Some(0.4)
+    );
+    assert!(reopened.resolved.use_calibration);
+    // The explorer continues as the session it saved: clean, and a second save writes the
+    // same paths again.
+    assert!(!app.dirty());
+    let again = the_write(press(&mut app, KeyCode::Char('s')));
+    assert_eq!(again.files[0].0, target);
+    assert!(
+        again.files[0].1.contains("../../data/run.ndjson"),
+        "{}",
+        again.files[0].1
+    );
+}

@@ -14,6 +14,7 @@ pub mod lessons;
 pub mod measured_view;
 pub mod msg;
 pub mod ranked;
+pub mod rebase;
 pub mod recommend;
 pub mod state;
 pub mod update;

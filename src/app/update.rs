@@ -49,6 +49,13 @@ pub struct WriteJob {
     /// this session last read or wrote them: one that holds something else now (edited by
     /// hand or by another program meanwhile) is not replaced without asking either.
     pub expected: Vec<(PathBuf, u64)>,
+    /// Files copied into place with the write, (from, to): a Save as into another directory
+    /// takes the calibration and branch records its session must keep beside it. The worker
+    /// reads each into `files` before anything is written.
+    pub copies: Vec<(PathBuf, PathBuf)>,
+    /// For a save into another directory than the session's: the directory its relative
+    /// paths now resolve against (the explorer continues as that session once written).
+    pub rebased_to: Option<PathBuf>,
     /// For a save: the session written (it becomes the clean state).
     pub saved: Option<Box<Session>>,
 }
@@ -329,12 +336,14 @@ fn export(app: &App) -> Result<Effect, String> {
         dir.join(format!("{base}.json")),
     );
     let files = vec![(csv, to_csv(&view)), (json_path, json)];
-    let (overwrite, expected) = may_replace(app, &files);
+    let (overwrite, expected) = may_replace(app, files.iter().map(|(p, _)| p));
     Ok(Effect::Write(WriteJob {
         what: format!("exported {} and .json", files[0].0.display()),
         files,
         overwrite,
         expected,
+        copies: Vec::new(),
+        rebased_to: None,
         saved: None,
     }))
 }
@@ -360,10 +369,13 @@ fn saved_name(app: &App) -> Option<String> {
 
 /// Whether `files` may replace what is there without asking (each one this session may
 /// overwrite), and the fingerprints the worker checks they still hold.
-fn may_replace(app: &App, files: &[(PathBuf, String)]) -> (bool, Vec<(PathBuf, u64)>) {
+fn may_replace<'a>(
+    app: &App,
+    files: impl IntoIterator<Item = &'a PathBuf>,
+) -> (bool, Vec<(PathBuf, u64)>) {
     let known: Option<Vec<(PathBuf, u64)>> = files
-        .iter()
-        .map(|(p, _)| app.may_overwrite.get(p).map(|h| (p.clone(), *h)))
+        .into_iter()
+        .map(|p| app.may_overwrite.get(p).map(|h| (p.clone(), *h)))
         .collect();
     match known {
         Some(expected) => (true, expected),
@@ -376,7 +388,27 @@ fn save(app: &mut App) -> Vec<Effect> {
     if let Some(name) = saved_name(app) {
         app.resolved.session.name = name;
     }
-    let snapshot = session_snapshot(app);
+    let mut snapshot = session_snapshot(app);
+    // Saved into another directory (Save as): its relative paths must lead where they did.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let (old_dir, new_dir) = (
+        super::rebase::lexical_absolute(&app.resolved.base, &cwd),
+        super::rebase::lexical_absolute(&export_dir(app), &cwd),
+    );
+    let travelling: Vec<&str> = app.save_with.iter().map(|(n, _)| n.as_str()).collect();
+    let mut copies = super::rebase::rebase(&mut snapshot, (&old_dir, &new_dir), &travelling);
+    // A calibration given on the command line is kept: copied beside the session, named in it.
+    if let Some(flag) = &app.resolved.calibration_from_flag
+        && app.resolved.use_calibration
+        && let Some(name) = flag.file_name()
+    {
+        let from = super::rebase::lexical_absolute(flag, &cwd);
+        let to = new_dir.join(name);
+        snapshot.calibration = Some(name.to_string_lossy().into_owned());
+        copies.retain(|(_, t)| *t != to);
+        copies.push((from, to));
+    }
+    let rebased_to = (old_dir != new_dir).then(|| export_dir(app));
     match snapshot.to_ron() {
         Ok(text) => {
             app.status = "saving…".into();
@@ -388,7 +420,13 @@ fn save(app: &mut App) -> Vec<Effect> {
                     .iter()
                     .map(|(name, contents)| (dir.join(name), contents.clone())),
             );
-            let (overwrite, expected) = may_replace(app, &files);
+            let (overwrite, expected) = may_replace(
+                app,
+                files
+                    .iter()
+                    .map(|(p, _)| p)
+                    .chain(copies.iter().map(|(_, to)| to)),
+            );
             let what = match app.save_with.len() {
                 0 => format!("saved {}", path.display()),
                 n => format!("saved {} and {n} data file(s) beside it", path.display()),
@@ -398,6 +436,8 @@ fn save(app: &mut App) -> Vec<Effect> {
                 what,
                 overwrite,
                 expected,
+                copies,
+                rebased_to,
                 saved: Some(Box::new(snapshot)),
             })]
         }
@@ -529,6 +569,19 @@ fn written(app: &mut App, job: WriteJob, result: Result<(), super::msg::WriteFai
                     .map(|(p, text)| (p.clone(), crate::fsutil::content_hash(text.as_bytes()))),
             );
             if let Some(saved) = &job.saved {
+                // The explorer is now the session just written: its paths as saved (a
+                // command-line calibration now named in it), read from its directory.
+                let s = &mut app.resolved.session;
+                s.source = saved.source.clone();
+                s.calibration = saved.calibration.clone();
+                s.branches = saved.branches.clone();
+                if let Some(dir) = &job.rebased_to {
+                    app.resolved.base = dir.clone();
+                    app.resolved.path = app.save_path.clone();
+                }
+                if saved.calibration.is_some() {
+                    app.resolved.calibration_from_flag = None;
+                }
                 app.mark_clean(saved);
                 if app.quit_after_save {
                     app.quit = true;

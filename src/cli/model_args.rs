@@ -223,6 +223,7 @@ pub fn apply_overrides(
         r.calibration =
             Some(crate::validate::profile::load_calibration(c).map_err(anyhow::Error::msg)?);
         r.use_calibration = true;
+        r.calibration_from_flag = Some(c.to_path_buf());
         if r.session.stack.is_none() && r.session.efficiency.is_none() {
             r.session.stack = Some(before);
         }

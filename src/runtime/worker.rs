@@ -53,7 +53,22 @@ pub enum Job {
 }
 
 /// Carry out a write: nothing is replaced unless the job allows it (then the user is asked).
-pub fn write(job: WriteJob) -> Msg {
+pub fn write(mut job: WriteJob) -> Msg {
+    // Copies become files written like the others (asked about, atomic, in order).
+    for (from, to) in std::mem::take(&mut job.copies) {
+        if from == to {
+            continue;
+        }
+        match std::fs::read_to_string(&from) {
+            Ok(text) => job.files.push((to, text)),
+            Err(source) => {
+                return Msg::Written {
+                    job: Box::new(job),
+                    result: Err(crate::app::msg::WriteFailed { path: from, source }),
+                };
+            }
+        }
+    }
     let held_back = if job.overwrite {
         job.expected
             .iter()
@@ -282,6 +297,8 @@ mod tests {
                 what: format!("w{i}"),
                 overwrite: false,
                 expected: Vec::new(),
+                copies: Vec::new(),
+                rebased_to: None,
                 saved: None,
             };
             jobs.send(Job::Run(Effect::Write(job), None))
