@@ -156,7 +156,7 @@ impl Field {
             Field::StatEff => "efficiency form",
             Field::CurrentBatch => "current batch",
             Field::GemmPlateau => "GEMM plateau",
-            Field::InterLinkScale => "scale-out bw ×",
+            Field::InterLinkScale => "scale-out bw",
             Field::RestartCost => "TP/PP restart",
             Field::CheckpointBandwidth => "checkpoint bw",
             Field::PerfModel => "perf model",
@@ -298,11 +298,8 @@ pub fn value(r: &Resolved, field: Field) -> String {
                     .join(", ")
             ),
         },
-        Field::BCritScale => {
-            // A measured conversion (e.g. 0.6344722…) to three decimals, as the title gives it.
-            let text = format!("{:.3}", s.b_crit_scale);
-            format!("×{}", text.trim_end_matches('0').trim_end_matches('.'))
-        }
+        // A measured conversion (e.g. 0.6344722…) to three decimals, as the title gives it.
+        Field::BCritScale => factor(s.b_crit_scale),
         // Under the lr-sqrt objective the heatmap is weighted by that objective's efficiency
         // (not monotone in B: the learning rate grows with √B), whatever this form says.
         Field::StatEff if crate::pipeline::heatmap_efficiency(r).is_some() => {
@@ -314,7 +311,8 @@ pub fn value(r: &Resolved, field: Field) -> String {
         },
         Field::CurrentBatch => s.current_batch.map_or("none".into(), |b| b.to_string()),
         Field::GemmPlateau => format!("{:.0}% of peak", r.efficiency().max_eff * 100.0),
-        Field::InterLinkScale => format!("×{}", r.efficiency().inter_link_scale),
+        // A fitted scale (a links calibration's 0.2234280…) to three decimals.
+        Field::InterLinkScale => factor(r.efficiency().inter_link_scale),
         Field::RestartCost => format!("{:.0} s", s.costs.restart_s),
         Field::CheckpointBandwidth => {
             format!("{:.1} GB/s", s.costs.checkpoint_bw_bytes_per_s / 1e9)
@@ -665,6 +663,12 @@ fn set_stack(r: &mut Resolved, stack: Stack) -> Result<(), String> {
     Ok(())
 }
 
+/// A multiplier as "×0.634": three decimals, trailing zeros dropped ("×1", "×0.25").
+fn factor(x: f64) -> String {
+    let text = format!("{x:.3}");
+    format!("×{}", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -678,5 +682,13 @@ mod tests {
         assert_eq!(step_ordered(&SCALES, 1.0, 1), 2.0);
         assert_eq!(step_ordered(&SCALES, 128.0, 1), 128.0);
         assert_eq!(step_ordered(&SCALES, 0.125, -1), 0.125);
+    }
+
+    /// A fitted factor reads to three decimals; list values read as written.
+    #[test]
+    fn factors_read_to_three_decimals() {
+        assert_eq!(factor(0.2234280026427495), "×0.223");
+        assert_eq!(factor(1.0), "×1");
+        assert_eq!(factor(0.25), "×0.25");
     }
 }

@@ -124,8 +124,27 @@ pub fn check(r: &Resolved) -> Result<(), Invalid> {
     s.estimator
         .validate()
         .map_err(|msg| Invalid::new("estimator", msg))?;
+    // 0 means "no autocorrelation terms" to the library (a test's naive baseline); as
+    // `--block-length 0` is, it is refused where a user writes it.
+    if s.estimator.block_length == Some(0) {
+        return Err(Invalid::new(
+            "estimator.block_length",
+            "must be at least 1 step (leave it out to choose it), got 0",
+        ));
+    }
     if let Some(b) = s.current_batch {
         batch_in_range("current_batch", b)?;
+        // The heatmap marks it, the plan compares with it and static-gbs runs it: a batch
+        // off the searched list lost all three without a word.
+        if !s.search.batch_sizes.contains(&b) {
+            return Err(Invalid::new(
+                "current_batch",
+                format!(
+                    "{b} is not one of search.batch_sizes {:?}: add it there (or pick one of them)",
+                    s.search.batch_sizes
+                ),
+            ));
+        }
     }
     if s.tour.len() > MAX_TOUR_STEPS {
         return Err(Invalid::new(
@@ -274,6 +293,18 @@ fn source(src: &DataSource) -> Result<(), Invalid> {
         DataSource::Stats { path, .. } | DataSource::Dumps { path, .. } if path.is_empty() => {
             Err(Invalid::new("source.path", "is empty"))
         }
+        DataSource::Stats {
+            seq_len: Some(0), ..
+        }
+        | DataSource::Dumps {
+            seq_len: Some(0), ..
+        }
+        | DataSource::Live {
+            seq_len: Some(0), ..
+        } => Err(Invalid::new(
+            "source.seq_len",
+            "must be at least 1 token (leave it out to infer it), got 0",
+        )),
         DataSource::Dumps {
             samples: Some(v), ..
         } => positive("source.samples", *v),

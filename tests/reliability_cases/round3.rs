@@ -541,3 +541,47 @@ fn a_session_calibration_or_profile_linked_outside_its_directory_is_refused_unre
     let big = session(d, "big.ron", &big);
     copus(&["snapshot", &big, "--size", "80x24"]).fails_with(&["big.ron", "larger than"]);
 }
+
+#[test]
+fn session_values_the_command_line_refuses_are_refused_in_a_session_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // A current batch off the searched list lost its ▼, its plan comparison and static-gbs's
+    // batch without a word.
+    let off = session(
+        d,
+        "off.ron",
+        &demo_with("current_batch: Some(512)", "current_batch: Some(500)"),
+    );
+    for cmd in ["grid", "plan"] {
+        copus(&[cmd, &off]).fails_with(&["off.ron", "current_batch", "500", "search.batch_sizes"]);
+    }
+    // `--block-length 0` and `--seq-len 0` are refused; the same values in a session were
+    // taken as "choose" and "infer".
+    let block = session(
+        d,
+        "block.ron",
+        &demo_with(
+            "current_batch: Some(512)",
+            "current_batch: Some(512),\n    estimator: (block_length: Some(0))",
+        ),
+    );
+    copus(&["grid", &block]).fails_with(&["block.ron", "estimator.block_length"]);
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let seq = session(
+        d,
+        "seq.ron",
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/measured-sample.ron"),
+        )
+        .expect("session")
+        .replace(
+            "Stats(path: \"../assets/data/sample-run.ndjson\")",
+            &format!(
+                "Stats(path: {:?}, seq_len: Some(0))",
+                data.display().to_string()
+            ),
+        ),
+    );
+    copus(&["grid", &seq]).fails_with(&["seq.ron", "source.seq_len"]);
+}
