@@ -884,7 +884,7 @@ fn parse_error(text: &str, path: &Path, e: &ron::error::SpannedError) -> Session
     let mut msg = e.code.to_string();
     match &e.code {
         ron::Error::MissingStructField { field, .. } => {
-            if let Some((written, l, c)) = misspelled(text, field) {
+            if let Some((written, l, c)) = misspelled(text, field, (line, col)) {
                 msg = format!("'{written}' is not a field here: did you mean '{field}'? ({msg})");
                 (line, col) = (l, c);
             }

@@ -104,29 +104,140 @@ fn nearest(name: &str, known: &[&str]) -> Option<String> {
 }
 
 /// Where `text` writes a field name close to `missing` (a required field RON reports as missing
-/// because it was misspelled): the name written and its line and column (1-based).
-pub fn misspelled(text: &str, missing: &str) -> Option<(String, usize, usize)> {
-    let limit = (missing.chars().count() / 3).max(2);
-    let mut best: Option<(usize, String, usize, usize)> = None;
-    for (i, line) in text.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or("");
-        let Some((left, _)) = code.split_once(':') else {
-            continue;
-        };
-        let name = left.trim().trim_start_matches(['(', ',']).trim();
-        if name.is_empty()
-            || name == missing
-            || !name.chars().all(|c| c.is_alphanumeric() || c == '_')
-        {
-            continue;
+/// because it was misspelled): the name written and its line and column (1-based). `at` is
+/// where RON reported it (line, column: the end of the struct that lacks it); the keys of that
+/// struct are searched first (`cluster: (hardware: …, nodez: 8)` names `nodez`, not a key of
+/// another struct at a similar distance), then every key of the file.
+pub fn misspelled(text: &str, missing: &str, at: (usize, usize)) -> Option<(String, usize, usize)> {
+    let keys = keys_of(text);
+    let inside = enclosing_struct(text, at).map(|(open, close, depth)| {
+        keys.iter()
+            .filter(|k| k.offset > open && k.offset < close && k.depth == depth)
+            .collect::<Vec<_>>()
+    });
+    inside
+        .and_then(|ks| closest(ks.into_iter(), missing))
+        .or_else(|| closest(keys.iter(), missing))
+}
+
+/// A `name:` written in RON text: the name, where it starts (byte offset, 1-based line and
+/// column) and its depth in parentheses.
+struct Key {
+    name: String,
+    offset: usize,
+    line: usize,
+    col: usize,
+    depth: usize,
+}
+
+/// Every `identifier:` outside strings and comments, in order.
+fn keys_of(text: &str) -> Vec<Key> {
+    let mut keys = Vec::new();
+    let (mut depth, mut line, mut line_start) = (0usize, 1usize, 0usize);
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => {
+                line += 1;
+                line_start = i + 1;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let rest = text[i..].trim_start_matches([' ', '\t']);
+                if rest.starts_with(':') && !rest.starts_with("::") {
+                    keys.push(Key {
+                        name: text[start..i].to_string(),
+                        offset: start,
+                        line,
+                        col: text[line_start..start].chars().count() + 1,
+                        depth,
+                    });
+                }
+                continue;
+            }
+            _ => {}
         }
-        let d = edit_distance(name, missing);
-        if d <= limit && best.as_ref().is_none_or(|b| d < b.0) {
-            let col = line.find(name).map_or(1, |c| line[..c].chars().count() + 1);
-            best = Some((d, name.to_string(), i + 1, col));
-        }
+        i += 1;
     }
-    best.map(|(_, name, line, col)| (name, line, col))
+    keys
+}
+
+/// The struct that ends at (or just before) `at` (1-based line and column, where RON reports
+/// a missing field): the byte offsets of its opening and closing parenthesis and the depth of
+/// its own keys, when they can be found. One pass over the text.
+fn enclosing_struct(text: &str, (line, col): (usize, usize)) -> Option<(usize, usize, usize)> {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.checked_sub(1)?)
+        .map(str::len)
+        .sum();
+    let line_text = text.get(line_start..)?.split('\n').next()?;
+    let col_bytes: usize = line_text
+        .chars()
+        .take(col.saturating_sub(1))
+        .map(char::len_utf8)
+        .sum();
+    let at = (line_start + col_bytes + 1).min(text.len());
+    // RON points at the closing parenthesis, or just past the struct: step back to it.
+    let close = text.get(..at)?.rfind(')')?;
+    let bytes = text.as_bytes();
+    let (mut open, mut i) = (Vec::new(), 0usize);
+    while i < close {
+        match bytes[i] {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < close && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' => {
+                i += 1;
+                while i < close && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'(' | b'[' | b'{' => open.push(i),
+            b')' | b']' | b'}' => {
+                open.pop();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let depth = open.len();
+    open.pop().map(|o| (o, close, depth))
+}
+
+/// The key among `keys` closest to `missing` (edit distance at most a third of its length,
+/// and 2), as (name, line, column).
+fn closest<'a>(
+    keys: impl Iterator<Item = &'a Key>,
+    missing: &str,
+) -> Option<(String, usize, usize)> {
+    let limit = (missing.chars().count() / 3).max(2);
+    keys.filter(|k| k.name != missing)
+        .map(|k| (edit_distance(&k.name, missing), k))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| (k.name.clone(), k.line, k.col))
 }
 
 /// Line `line` (1-based) of `text` with a caret under column `col`, indented, for an error
@@ -196,6 +307,27 @@ pub fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_key_is_found_in_the_struct_that_lacks_it() {
+        // RON reports the missing field at the end of the struct (here line 3, column 45).
+        let text =
+            "(\n    model: Named(\"x\"),\n    cluster: (hardware: Named(\"h\"), nodez: 8),\n)";
+        assert_eq!(
+            misspelled(text, "nodes", (3, 45)),
+            Some(("nodez".to_string(), 3, 37))
+        );
+        // Not `model` (as close to `nodes`), the first key of another line.
+        let wrong =
+            "(\n    model: Named(\"x\"),\n    cluster: (hardwar: Named(\"h\"), nodes: 8),\n)";
+        assert_eq!(
+            misspelled(wrong, "hardware", (3, 44)),
+            Some(("hardwar".to_string(), 3, 15))
+        );
+        // A key in a string or a comment is no key.
+        let quoted = "(\n  // nodez: 1\n  name: \"nodez: 2\",\n  cluster: (gpus: 8),\n)";
+        assert_eq!(misspelled(quoted, "nodes", (4, 20)), None);
+    }
 
     #[test]
     fn distance_and_nearest() {
