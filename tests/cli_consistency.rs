@@ -1190,3 +1190,72 @@ fn lr_sqrt_demo(dir: &std::path::Path) -> std::path::PathBuf {
     .expect("write");
     session
 }
+
+#[test]
+fn grid_json_carries_what_the_explorer_shows_of_a_cell_and_of_the_current_batch() {
+    let session = "sessions/measured-sample.ron";
+    let g = json(&["grid", session, "--at", "300", "--json"]);
+    // The Recommendation panel's "your batch … goodput …, best has +x % over yours".
+    let current = &g["current"];
+    assert_eq!(current["batch"], g["current_batch"], "{g}");
+    assert_eq!(g["current_batch_inferred"], false);
+    let (best, mine) = (
+        g["best_overall"]["goodput"].as_f64().expect("best"),
+        current["goodput"].as_f64().expect("current"),
+    );
+    let gain = g["gain_over_current"].as_f64().expect("gain");
+    assert!((best / mine - 1.0 - gain).abs() < 1e-12, "{g}");
+    assert!(!g["reasons"].as_array().expect("reasons").is_empty());
+    let screen = copus(&[
+        "snapshot",
+        session,
+        "--keys",
+        "g 3 0 0 Enter",
+        "--size",
+        "120x40",
+    ]);
+    screen.succeeds();
+    let said = format!("best has {:+.1}% goodput over yours", gain * 100.0);
+    assert!(
+        screen.stdout.contains(&said),
+        "{said} in\n{}",
+        screen.stdout
+    );
+    // The title's interval, in b_crit's units, and the loss.
+    let (lo, hi) = (
+        g["b_crit_interval"][0].as_f64().expect("lo"),
+        g["b_crit_interval"][1].as_f64().expect("hi"),
+    );
+    let b = g["b_crit"].as_f64().expect("b_crit");
+    assert!(lo < b && b < hi, "{g}");
+    assert!(g["loss"].as_f64().is_some(), "{g}");
+    // A cell out of memory carries the searched configuration that comes closest, with its
+    // step time and memory as the explorer's x shows them, and no throughput.
+    let p = json(&["grid", "sessions/paper-32b-32xh100.ron", "--json"]);
+    let cells = p["cells"].as_array().expect("cells");
+    let oom = cells
+        .iter()
+        .find(|c| {
+            c["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("out of memory"))
+        })
+        .expect("a cell out of memory");
+    let (mem, over) = (
+        oom["memory_per_gpu_bytes"].as_f64().expect("memory"),
+        oom["over_by_bytes"].as_f64().expect("over by"),
+    );
+    assert!(over > 0.0 && mem > over, "{oom}");
+    let parts: f64 = oom["memory_parts"]
+        .as_object()
+        .expect("parts")
+        .values()
+        .filter_map(Value::as_f64)
+        .sum();
+    assert!((parts / mem - 1.0).abs() < 1e-9, "{oom}");
+    assert!(oom["config"]["mbs"].as_u64().is_some() && oom["step_time_s"].as_f64().is_some());
+    assert!(
+        oom["tokens_per_s"].is_null() && oom["goodput"].is_null(),
+        "{oom}"
+    );
+}

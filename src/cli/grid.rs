@@ -163,6 +163,11 @@ struct CellOut {
     /// For a cell that cannot run: the nearest configuration on the same GPUs that runs (the
     /// explorer's `x`; docs/MODEL.md, "Explaining a cell").
     nearest_change: Option<crate::perf::explain::NearestChange>,
+    /// For a cell that runs out of memory: bytes per GPU over the hardware's memory, of the
+    /// searched configuration that comes closest (least memory), whose `config`, step time,
+    /// breakdown and memory the cell then carries as the explorer's `x` shows them
+    /// (`tokens_per_s`, `mfu` and `goodput` stay null: it does not run).
+    over_by_bytes: Option<f64>,
 }
 
 /// What `copus grid --json` prints.
@@ -176,6 +181,26 @@ struct GridOut {
     b_crit_estimate: f64,
     b_crit_scale: f64,
     b_crit: f64,
+    /// The interval of `b_crit` at this point (the estimate's confidence interval times
+    /// `b_crit_scale`, in `b_crit`'s units: the model's sequences; the upper end `null` when
+    /// unbounded), as the explorer's title gives it in the run's samples; `null` for a
+    /// published law.
+    b_crit_interval: Option<(f64, Option<f64>)>,
+    /// The training loss the run recorded at this point (`null` when none).
+    loss: Option<f64>,
+    /// The batch the run uses now (samples): the session's `current_batch`, else the batch a
+    /// measured run's last two points imply (`current_batch_inferred`); the explorer's ▼.
+    current_batch: Option<u64>,
+    /// Whether `current_batch` was inferred from the run rather than written in the session.
+    current_batch_inferred: bool,
+    /// The best cell at `current_batch` (the fastest layout there), when that batch is on the
+    /// grid and runs: the explorer's "your batch … goodput …".
+    current: Option<CellOut>,
+    /// Goodput of `best_overall` over `current`, minus 1 (0.12: 12 % more; the explorer's
+    /// "best has +12 % goodput over yours").
+    gain_over_current: Option<f64>,
+    /// The Recommendation panel's reasons, as it words them.
+    reasons: Vec<String>,
     /// The best cell among those listed (the layouts `--filter` keeps; every layout without
     /// one).
     best: Option<CellOut>,
@@ -371,6 +396,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             fragmentation_risk: None,
             host_bound_risk: None,
             nearest_change: None,
+            over_by_bytes: None,
         };
         match &table.cells[i] {
             TableCell::Feasible { config, prediction } => {
@@ -435,6 +461,34 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                         )
                     })
                     .flatten();
+                // What the explorer's `x` shows for it: the searched configuration that comes
+                // closest, its step time and memory by part.
+                let closest =
+                    crate::perf::explain::closest_miss(&ctx, layout, table.batches[b], &choices);
+                let base = match closest {
+                    Some(x) => {
+                        let memory = crate::perf::memory::peak_memory(
+                            &resolved.model,
+                            &x.config,
+                            x.micro_batches,
+                            resolved.hardware.reserved_bytes,
+                            &eff,
+                        );
+                        CellOut {
+                            config: Some((&x.config).into()),
+                            step_time_s: Some(x.prediction.step_time_s),
+                            breakdown: Some(x.prediction.breakdown),
+                            memory_per_gpu_bytes: Some(x.prediction.memory_per_gpu_bytes),
+                            memory: Some(memory),
+                            memory_parts: Some(x.memory.iter().map(|p| (p.key, p.value)).collect()),
+                            over_by_bytes: Some(
+                                (x.prediction.memory_per_gpu_bytes - x.capacity_bytes).max(0.0),
+                            ),
+                            ..base
+                        }
+                    }
+                    None => base,
+                };
                 CellOut {
                     reason: Some(why.clone()),
                     nearest_change,
@@ -443,6 +497,22 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             }
         }
     };
+    // The Recommendation panel's figures: the current batch's best cell and the gain over it.
+    let written_batch = s.current_batch;
+    let current_batch = written_batch.or_else(|| {
+        (!matches!(s.source, crate::session::DataSource::Scenario(_)))
+            .then(|| traj.implied_batch())
+            .flatten()
+    });
+    let current_col = current_batch.and_then(|c| table.batches.iter().position(|&b| b == c));
+    let units = crate::app::recommend::Units {
+        form: s.stat_eff,
+        seq_len: resolved.model.seq_len,
+    };
+    let recommendation = crate::app::recommend::recommend(&table, &grid, current_col, units);
+    let current = current_col.and_then(|col| {
+        crate::app::recommend::best_in_column(&grid, nb, col).map(|row| cell_out(row * nb + col))
+    });
     let out = GridOut {
         session: s.name.clone(),
         stack: resolved.stack().to_json(),
@@ -451,6 +521,18 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         b_crit_estimate: point.b_crit,
         b_crit_scale: s.b_crit_scale,
         b_crit: grid.b_crit,
+        b_crit_interval: point.ci.map(|(lo, hi)| {
+            (
+                lo * s.b_crit_scale,
+                hi.is_finite().then_some(hi * s.b_crit_scale),
+            )
+        }),
+        loss: point.loss,
+        current_batch,
+        current_batch_inferred: written_batch.is_none() && current_batch.is_some(),
+        current,
+        gain_over_current: recommendation.as_ref().and_then(|r| r.gain),
+        reasons: recommendation.map(|r| r.reasons).unwrap_or_default(),
         best: best_kept.map(|(l, b)| cell_out(l * nb + b)),
         best_overall: grid.best.map(|(l, b)| cell_out(l * nb + b)),
         filter: a.filter.clone(),
@@ -525,6 +607,17 @@ fn print_text(o: &GridOut) {
             .is_none_or(|b| b.layout != all.layout || b.batch != all.batch)
     {
         shown("best of every layout", all);
+    }
+    if let Some(c) = &o.current {
+        let whose = if o.current_batch_inferred {
+            "the run's batch"
+        } else {
+            "current batch"
+        };
+        shown(whose, c);
+        if let Some(g) = o.gain_over_current {
+            println!("best has {:+.1}% goodput over it", g * 100.0);
+        }
     }
     println!(
         "{:<16} {:>6} {:>12} {:>6} {:>7} {:>12}  configuration / reason",
