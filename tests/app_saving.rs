@@ -533,6 +533,7 @@ fn save_as_elsewhere_keeps_the_data_path_and_the_command_line_calibration() {
             ..hw.efficiency.clone()
         },
         stack: None,
+        recompute: Vec::new(),
     };
     std::fs::create_dir_all(root.join("cal")).expect("mkdir");
     let cal = root.join("cal/fitted.ron");

@@ -424,6 +424,22 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
     assert_eq!(v["calibration"]["stack"], "megatron-core");
     assert_eq!(v["calibration"]["fitted"][0], "max_eff");
     assert_eq!(v["caveats"], serde_json::json!([]));
+    // The file records the recompute the steps ran with (assumed: the CSV does not say);
+    // predicted with another, a caveat says how to predict the runs as measured.
+    let written = std::fs::read_to_string(&cal).expect("calibration");
+    assert!(
+        written.contains("recompute: [\n        \"selective\""),
+        "{written}"
+    );
+    let other: Vec<&str> = a
+        .iter()
+        .map(|x| if *x == "selective" { "none" } else { *x })
+        .collect();
+    let caveats = copus_json(&other)["caveats"].to_string();
+    assert!(
+        caveats.contains("calibrated on steps run with recompute selective, predicted here with recompute none: give --recompute selective"),
+        "{caveats}"
+    );
     a.extend_from_slice(&["--stack", "nemo"]);
     let caveats = copus_json(&a)["caveats"].to_string();
     assert!(

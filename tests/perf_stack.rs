@@ -317,6 +317,7 @@ fn calibration_file(
         fitted: vec!["max_eff".into()],
         params,
         stack: None,
+        recompute: Vec::new(),
     }
 }
 

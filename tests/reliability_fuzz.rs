@@ -657,6 +657,7 @@ fn mutated_calibration() -> impl Strategy<Value = String> {
         fitted: vec!["max_eff".into()],
         params: copus::perf::EfficiencyParams::default(),
         stack: Some("megatron-core".into()),
+        recompute: Vec::new(),
     }
     .to_ron()
     .expect("ron");

@@ -540,6 +540,15 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         fitted: knobs.iter().map(|k| k.name().to_string()).collect(),
         params: fit.params.clone(),
         stack: Some(stack.label()),
+        recompute: {
+            let mut r: Vec<String> = points
+                .iter()
+                .map(|m| m.config.recompute.to_string())
+                .collect();
+            r.sort();
+            r.dedup();
+            r
+        },
     };
     check_fitted(
         &file.params,

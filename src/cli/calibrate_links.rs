@@ -150,6 +150,7 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
             fitted: fit.fitted.iter().map(|k| k.name().to_string()).collect(),
             params: fit.params.clone(),
             stack: None,
+            recompute: Vec::new(),
         };
         fsutil::write_atomic(out, file.to_ron()?.as_bytes())
             .with_context(|| format!("writing {}", out.display()))?;

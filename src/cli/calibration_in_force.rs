@@ -29,6 +29,8 @@ pub struct CalibrationUsed {
 pub struct UsedFor<'a> {
     /// Model name.
     pub model: &'a str,
+    /// The recompute policy predicted with, where one configuration is (`predict`).
+    pub recompute: Option<&'a str>,
     /// The stack in force.
     pub stack: &'a crate::perf::Stack,
     /// Hardware profile name.
@@ -56,6 +58,17 @@ pub fn calibration_used(
             "calibrated under {fitted_under}, predicted here under {}: the fit absorbed what \
              that stack does differently",
             to.stack.label()
+        ));
+    }
+    if let Some(r) = to.recompute
+        && !c.recompute.is_empty()
+        && !c.recompute.iter().any(|m| m == r)
+    {
+        caveats.push(format!(
+            "calibrated on steps run with recompute {}, predicted here with recompute {r}: \
+             give --recompute {} to predict the runs as they were measured",
+            c.recompute.join(", "),
+            c.recompute[0]
         ));
     }
     if c.hardware != to.hardware {
@@ -94,6 +107,7 @@ pub fn of_session(
                 &path,
                 c,
                 &UsedFor {
+                    recompute: None,
                     model: &r.model.name,
                     stack: &stack,
                     hardware: &r.hardware.name,

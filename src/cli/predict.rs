@@ -374,6 +374,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 path,
                 &c,
                 &super::calibration_in_force::UsedFor {
+                    recompute: Some(&cfg.recompute.to_string()),
                     model: &model.name,
                     stack: &stack,
                     hardware: &hw.name,

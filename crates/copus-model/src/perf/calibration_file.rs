@@ -36,6 +36,11 @@ pub struct CalibrationFile {
     /// (links from nccl-tests, a run's own steps).
     #[serde(default)]
     pub stack: Option<String>,
+    /// The recompute policies of the steps fitted (as their rows stated them, or as
+    /// `calibrate` assumed where a row did not: `none`, `selective`, `op`, `full`); empty in
+    /// files written before it was recorded and for fits without steps (links).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recompute: Vec<String>,
 }
 
 /// Why a calibration file could not be read or written.

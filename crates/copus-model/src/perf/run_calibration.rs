@@ -88,6 +88,7 @@ pub fn calibrate_run(
             fitted: knobs.iter().map(|k| k.name().to_string()).collect(),
             params: fit.params,
             stack: None,
+            recompute: Vec::new(),
         },
     })
 }
