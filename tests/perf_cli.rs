@@ -1806,3 +1806,49 @@ fn grid_at_a_step_whose_estimate_is_unbounded_says_so() {
     );
     assert!(caveats("150").is_empty());
 }
+
+#[test]
+fn a_warm_up_step_in_a_stats_file_does_not_pull_the_calibration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = |step: u64, t: f64| {
+        format!(
+            "{{\"v\":1,\"step\":{step},\"b_small\":16,\"b_big\":512,\"sq_small\":1.0,\
+             \"sq_big\":0.5,\"step_time_s\":{t},\"config\":{{\"dp\":32,\"tp\":2,\"pp\":1,\
+             \"mbs\":2}}}}\n"
+        )
+    };
+    let fit = |name: &str, first: f64| {
+        let path = dir.path().join(name);
+        let text: String = (0..20)
+            .map(|s| {
+                record(
+                    s,
+                    if s == 0 {
+                        first
+                    } else {
+                        8.6 + 0.01 * (s % 3) as f64
+                    },
+                )
+            })
+            .collect();
+        std::fs::write(&path, text).expect("write");
+        let v = copus_json(&[
+            "calibrate",
+            path.to_str().expect("utf-8"),
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama3-8b",
+            "--json",
+        ]);
+        (
+            v["params"]["max_eff"].as_f64().expect("max_eff"),
+            v["n"].clone(),
+        )
+    };
+    // A 45 s first step (compilation, the first collectives) among 8.6 s steps.
+    let (steady, n) = fit("steady.ndjson", 8.61);
+    let (warm, _) = fit("warm.ndjson", 45.0);
+    assert_eq!(n, 1, "one configuration, fitted as its median step");
+    assert!((warm / steady - 1.0).abs() < 1e-9, "{warm} vs {steady}");
+}

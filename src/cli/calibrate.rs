@@ -211,7 +211,18 @@ fn read_measurements(
             );
         }
         let d = assumed(a, hardware)?;
-        let m = from_step_stats(&records, d.zero, d.recompute);
+        let steps = from_step_stats(&records, d.zero, d.recompute);
+        // A run's steps are fitted as each configuration's median step time: one slow
+        // warm-up step (compilation, the first collectives) moved a 20-step fit by 11 %.
+        let m = crate::perf::measurements::per_configuration(&steps);
+        if m.len() < steps.len() {
+            eprintln!(
+                "copus calibrate: {} steps of {} configuration(s): each fitted as its median step \
+                 time (warm-up and outlier steps do not pull the fit)",
+                steps.len(),
+                m.len()
+            );
+        }
         if m.is_empty() {
             bail!(
                 "{origin}: no record carries both step_time_s and config{}",
