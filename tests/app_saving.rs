@@ -543,6 +543,9 @@ fn save_as_elsewhere_keeps_the_data_path_and_the_command_line_calibration() {
         ..OpenArgs::for_path(&session)
     })
     .expect("opens");
+    // The what-if says which calibration file is in force and what it was fitted on.
+    let perf_model = copus::app::whatif::value(&app.resolved, copus::app::whatif::Field::PerfModel);
+    assert_eq!(perf_model, "calibrated fitted.ron (±1% on llama-7b)");
     std::fs::create_dir_all(root.join("other/deeper")).expect("mkdir");
     let target = root.join("other/deeper/mine.ron");
     let job = save_as(&mut app, &target);

@@ -337,7 +337,26 @@ pub fn value(r: &Resolved, field: Field) -> String {
         Field::Sharding => r.stack().settings().sharding.name().into(),
         Field::PerfModel => match (&r.calibration, r.use_calibration) {
             _ if s.efficiency.is_some() => "session's own".into(),
-            (Some(c), true) => format!("calibrated ±{:.0}%", c.rms_rel_error * 100.0),
+            (Some(c), true) => {
+                // Which file: the one given on the command line, else the session's.
+                let file = r
+                    .calibration_from_flag
+                    .as_deref()
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .or_else(|| {
+                        s.calibration.as_deref().map(|p| {
+                            std::path::Path::new(p)
+                                .file_name()
+                                .map_or_else(|| p.to_string(), |n| n.to_string_lossy().into_owned())
+                        })
+                    });
+                let fitted = format!("±{:.0}% on {}", c.rms_rel_error * 100.0, c.model);
+                match file {
+                    Some(f) => format!("calibrated {f} ({fitted})"),
+                    None => format!("calibrated ({fitted})"),
+                }
+            }
             (Some(_), false) => "profile (calibration off)".into(),
             (None, _) => "profile".into(),
         },
