@@ -1259,3 +1259,30 @@ fn grid_json_carries_what_the_explorer_shows_of_a_cell_and_of_the_current_batch(
         "{oom}"
     );
 }
+
+#[test]
+fn analyze_says_a_last_line_without_its_newline_is_probably_still_being_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let full = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
+    )
+    .expect("sample");
+    let lines: Vec<&str> = full.lines().take(300).collect();
+    let half = &lines[299][..lines[299].len() / 2];
+    let growing = dir.path().join("growing.ndjson");
+    std::fs::write(&growing, format!("{}\n{half}", lines[..299].join("\n"))).expect("write");
+    let run = copus(&["analyze", growing.to_str().expect("utf-8")]);
+    run.succeeds();
+    assert!(
+        run.stderr
+            .contains("growing.ndjson:300: the last line has no newline yet"),
+        "{}",
+        run.stderr
+    );
+    // The same broken line with its newline is only malformed.
+    let broken = dir.path().join("broken.ndjson");
+    std::fs::write(&broken, format!("{}\n{half}\n", lines[..299].join("\n"))).expect("write");
+    let run = copus(&["analyze", broken.to_str().expect("utf-8")]);
+    run.succeeds();
+    assert!(!run.stderr.contains("no newline yet"), "{}", run.stderr);
+}

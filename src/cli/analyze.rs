@@ -211,6 +211,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
             crate::stats::estimate::precond::left_out_note(left_out)
         );
     }
+    note_unfinished_last_line(path, &outcome);
     let t1 = std::time::Instant::now();
     let cpu_read = timing.then(process_cpu_s).flatten();
     let hwm_read = timing.then(peak_rss_mib).flatten();
@@ -306,6 +307,41 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
 
 /// The skipped lines kept by the reader, as `FILE:LINE: reason` on standard error (every
 /// output style: JSON on standard output stays clean).
+/// A stats file whose last line has no newline and did not parse is most likely being
+/// written (a run in progress): say so, instead of leaving it among the malformed lines.
+fn note_unfinished_last_line(
+    path: &std::path::Path,
+    outcome: &crate::stats::ingest::reader::ReadOutcome,
+) {
+    let last_failed = outcome
+        .errors
+        .last()
+        .is_some_and(|e| e.line == outcome.lines);
+    if last_failed && ends_without_newline(path) {
+        eprintln!(
+            "copus analyze: {}:{}: the last line has no newline yet, so a run is probably still \
+             writing it: it is counted as malformed here (`copus watch {}` follows a growing \
+             file)",
+            path.display(),
+            outcome.lines,
+            path.display()
+        );
+    }
+}
+
+/// Whether the regular file `path` is non-empty and its last byte is not a newline.
+fn ends_without_newline(path: &std::path::Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file() && m.len() > 0) {
+        return false;
+    }
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::End(-1)).is_ok() && f.read_exact(&mut last).is_ok() && last[0] != b'\n'
+}
+
 fn print_line_errors(path: &std::path::Path, errors: &[crate::stats::ingest::reader::LineError]) {
     for e in errors {
         eprintln!(
