@@ -1902,3 +1902,85 @@ fn a_uniformly_slow_cluster_is_calibrated_with_parameters_near_the_profile() {
     }
     assert!(v["cv_rel_error"].as_f64().expect("cv") < 0.03, "{v}");
 }
+
+#[test]
+fn a_step_time_calibration_can_start_from_a_links_calibration() {
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    // The cluster's network measured at 0.4 of the datasheet (a links calibration), and
+    // its GEMMs at 0.8 of the profile's plateau (what the step times show).
+    let links = copus::perf::EfficiencyParams {
+        inter_link_scale: 0.4,
+        ..hw.efficiency.clone()
+    };
+    let truth = copus::perf::EfficiencyParams {
+        max_eff: hw.efficiency.max_eff * 0.8,
+        ..links.clone()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let links_file = dir.path().join("links.ron");
+    let file = copus::perf::calibration_file::CalibrationFile {
+        hardware: "h100-sxm".into(),
+        model: "nccl-tests (links only)".into(),
+        n: 20,
+        rms_rel_error: 0.01,
+        cv_rel_error: f64::NAN,
+        profile_rms_rel_error: 0.5,
+        fitted: vec!["inter_link_scale".into()],
+        params: links,
+        stack: None,
+        recompute: Vec::new(),
+    };
+    std::fs::write(&links_file, file.to_ron().expect("ron")).expect("links");
+    let csv = dir.path().join("steps.csv");
+    std::fs::write(&csv, measured_csv(&truth, &MEASURED_LAYOUTS)).expect("csv");
+    let out = dir.path().join("both.ron");
+    let v = copus_json(&[
+        "calibrate",
+        csv.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--calibration",
+        links_file.to_str().expect("utf-8"),
+        "--out",
+        out.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    // The network stays as the links file measured it; the step times free the plateau.
+    assert_eq!(
+        v["kept_from_calibration"],
+        serde_json::json!(["inter_link_scale"])
+    );
+    let knobs = v["selection"]["knobs"].to_string();
+    assert!(
+        !knobs.contains("inter_link_scale") && knobs.contains("max_eff"),
+        "{v}"
+    );
+    let written =
+        copus::perf::calibration_file::CalibrationFile::load(&out).expect("written calibration");
+    assert_eq!(written.params.inter_link_scale, 0.4);
+    assert!(
+        (written.params.max_eff / truth.max_eff - 1.0).abs() < 0.02,
+        "{written:?}"
+    );
+    assert!(written.fitted.iter().any(|f| f == "inter_link_scale"));
+    // Another GPU's links are refused.
+    let a100 = dir.path().join("a100.ron");
+    let other = copus::perf::calibration_file::CalibrationFile {
+        hardware: "a100-80g".into(),
+        ..file
+    };
+    std::fs::write(&a100, other.to_ron().expect("ron")).expect("a100");
+    let (ok, _, err) = copus(&[
+        "calibrate",
+        csv.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--calibration",
+        a100.to_str().expect("utf-8"),
+    ]);
+    assert!(!ok && err.contains("fitted for a100-80g"), "{err}");
+}

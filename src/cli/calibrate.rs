@@ -63,6 +63,11 @@ pub struct CalibrateArgs {
     /// Write the calibration here (RON; use with `--calibration` or a session's `calibration`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Start from this calibration instead of the hardware profile: the parameters it fitted
+    /// (a `calibrate --nccl` file's link bandwidths and latencies, say) stay as it set them and
+    /// the step times fit the rest; the file written carries both.
+    #[arg(long, value_name = "FILE", conflicts_with = "nccl")]
+    pub calibration: Option<PathBuf>,
     /// Replace `--out` if it exists (a regular file, or the file a symlink names).
     #[arg(long)]
     pub force: bool,
@@ -104,6 +109,8 @@ struct Output {
     assumed_recompute: String,
     /// ZeRO stage assumed where the measurements do not state it.
     assumed_zero: u8,
+    /// The parameters `--calibration` fixed, as that file fitted them (empty without it).
+    kept_from_calibration: Vec<String>,
     /// Per-row residuals.
     rows: Vec<RowOut>,
     n: usize,
@@ -454,6 +461,44 @@ pub(super) fn check_fitted(
         .map_err(|e| anyhow::anyhow!("the fit gives {e}: {why}; nothing written"))
 }
 
+/// `start` with the parameters calibration file `path` fitted laid over it, and their names:
+/// what `--calibration` keeps while the step times fit the rest. The file must be for the same
+/// hardware.
+fn started_from(
+    path: &Path,
+    hardware: &str,
+    start: crate::perf::EfficiencyParams,
+) -> anyhow::Result<(crate::perf::EfficiencyParams, Vec<String>)> {
+    let file = crate::validate::profile::load_calibration(path).map_err(anyhow::Error::msg)?;
+    if file.hardware != hardware {
+        bail!(
+            "--calibration {}: fitted for {}, calibrating {hardware}: give the same --hardware",
+            path.display(),
+            file.hardware
+        );
+    }
+    let (mut from, mut to) = (
+        serde_json::to_value(&file.params)?,
+        serde_json::to_value(&start)?,
+    );
+    let (Some(from), Some(to_map)) = (from.as_object_mut(), to.as_object_mut()) else {
+        bail!(
+            "--calibration {}: its parameters are not a record",
+            path.display()
+        );
+    };
+    for name in &file.fitted {
+        let Some(v) = from.remove(name) else {
+            bail!(
+                "--calibration {}: it lists '{name}' as fitted, which is no parameter",
+                path.display()
+            );
+        };
+        to_map.insert(name.clone(), v);
+    }
+    Ok((serde_json::from_value(to)?, file.fitted))
+}
+
 /// Run `copus calibrate`.
 pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     let hw = profiles::hardware(&a.hardware, Path::new("."))?;
@@ -487,6 +532,9 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         if let Some(m) = &a.measurements {
             read.push(("the measurements read", m));
         }
+        if let Some(c) = &a.calibration {
+            read.push(("the --calibration started from", c));
+        }
         // A profile given as a file (not a built-in name) is an input too.
         let hardware_file = Path::new(&a.hardware);
         if !profiles::is_builtin_hardware(&a.hardware) {
@@ -515,6 +563,15 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         gpus_per_node: a.gpus_per_node,
     };
     let start = super::model_args::efficiency_with_stack(&hw, None, a.stack.stack().as_ref())?;
+    let (start, kept) = match &a.calibration {
+        Some(path) => started_from(path, &hw.name, start)?,
+        None => (start, Vec::new()),
+    };
+    let candidates: Vec<Knob> = CANDIDATES
+        .iter()
+        .copied()
+        .filter(|k| !kept.iter().any(|n| n == k.name()))
+        .collect();
     // Every row costed first, so that a configuration the model cannot run is named by its
     // own row (selection works on the distinct configurations, in another order).
     let profile_errors =
@@ -522,7 +579,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     refuse_faster_than_peak(&target, &start, &points, measurements, &lines)?;
     note_measurements_that_do_not_fit(&target, &start, &points, measurements, &lines);
     let (knobs, selection) = if a.fit.is_empty() {
-        let s = select_knobs(&target, &start, &CANDIDATES, &points, a.folds)?;
+        let s = select_knobs(&target, &start, &candidates, &points, a.folds)?;
         (s.knobs.clone(), Some(s))
     } else {
         (named_knobs(a)?, None)
@@ -548,7 +605,16 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         rms_rel_error: rms(&fitted_errors),
         cv_rel_error: cv,
         profile_rms_rel_error: rms(&profile_errors),
-        fitted: knobs.iter().map(|k| k.name().to_string()).collect(),
+        fitted: kept
+            .iter()
+            .cloned()
+            .chain(
+                knobs
+                    .iter()
+                    .map(|k| k.name().to_string())
+                    .filter(|n| !kept.contains(n)),
+            )
+            .collect(),
         params: fit.params.clone(),
         stack: Some(stack.label()),
         recompute: {
@@ -593,6 +659,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         stack: stack.to_json(),
         assumed_recompute: assumed(a, &hw.efficiency)?.recompute.to_string(),
         assumed_zero: assumed(a, &hw.efficiency)?.zero,
+        kept_from_calibration: kept.clone(),
         rows,
         n: file.n,
         rms_rel_error: file.rms_rel_error,
@@ -619,6 +686,13 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         "  assumed: stack {}; ZeRO-{} and recompute {} where the measurements do not say",
         out.stack.label, out.assumed_zero, out.assumed_recompute
     );
+    if let Some(c) = &a.calibration {
+        println!(
+            "  started from {}: kept as it fitted them: {}",
+            super::escape_controls(&c.display().to_string()),
+            out.kept_from_calibration.join(", ")
+        );
+    }
     println!(
         "  rms relative error: profile model {:.1}% → calibrated {:.1}% ({})",
         out.profile_rms_rel_error * 100.0,
