@@ -117,11 +117,13 @@ pub fn parse_ron<T: DeserializeOwned + serde::Serialize>(
     text: &str,
     origin: &str,
 ) -> Result<T, ProfileError> {
+    // Every message with the line it is about and a caret, as a session's.
+    let excerpt = |line: usize, col: usize| crate::validate::fields::excerpt(text, line, col);
     let value: T = ron::from_str(text).map_err(|e| ProfileError::Parse {
         origin: origin.to_string(),
         line: e.span.start.line,
         col: e.span.start.col,
-        msg: e.code.to_string(),
+        msg: format!("{}{}", e.code, excerpt(e.span.start.line, e.span.start.col)),
     })?;
     if let Some(u) = crate::validate::fields::unknown_field(text, &value) {
         let (line, col) = u.position.unwrap_or((1, 1));
@@ -129,7 +131,10 @@ pub fn parse_ron<T: DeserializeOwned + serde::Serialize>(
             origin: origin.to_string(),
             line,
             col,
-            msg: u.to_string(),
+            msg: format!(
+                "{u}{}",
+                u.position.map(|(l, c)| excerpt(l, c)).unwrap_or_default()
+            ),
         });
     }
     Ok(value)

@@ -678,11 +678,16 @@ impl Session {
         let session: Self = ron::from_str(text).map_err(|e| parse_error(text, path, &e))?;
         if let Some(u) = crate::validate::fields::unknown_field(text, &session) {
             let (line, col) = u.position.unwrap_or((1, 1));
+            // The line and a caret, as every other parse error of a session shows them.
+            let excerpt = u
+                .position
+                .map(|(l, c)| crate::validate::fields::excerpt(text, l, c))
+                .unwrap_or_default();
             return Err(SessionError::Parse {
                 path: path.to_path_buf(),
                 line,
                 col,
-                msg: u.to_string(),
+                msg: format!("{u}{excerpt}"),
             });
         }
         Ok(session)

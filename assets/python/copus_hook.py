@@ -1260,8 +1260,9 @@ class Advisor:
     Advice with ``apply: "batch"`` (same layout, new global batch) is applied in place: the
     accumulation becomes batch / (dp_world x micro_batch). It is refused, and treated as a
     restart, when the advice's micro batch differs from this run's, the batch is not a
-    multiple of dp_world x micro_batch, or the batch is smaller than the run's (copus only
-    ever advises growing it; ``allow_shrink=True`` accepts smaller batches). Advice with ``apply: "restart"`` (a new layout) is
+    multiple of dp_world x micro_batch. Batch advice smaller than the run's batch is ignored
+    (logged once, kept in ``ignored``): copus only ever advises growing it, so such advice
+    comes from a hand-written or foreign file (``allow_shrink=True`` accepts it). Advice with ``apply: "restart"`` (a new layout) is
     never applied: a checkpoint-and-restart recipe is logged once (logger "copus_hook") and
     the advice is kept in ``restart``. ``dry_run`` advice is logged once and kept in
     ``shown``. Of several advice due at one check, the newest (last read) wins: batch advice
@@ -1317,6 +1318,7 @@ class Advisor:
         self.batch0 = self.batch
         self.restart = None      # the newest restart advice (or refused batch advice)
         self.shown = []          # dry-run advice, logged and not applied
+        self.ignored = []        # batch advice that would shrink the batch (allow_shrink off)
         self.applied = []        # the changes applied, as written in the "applied" lines
         self.skipped_lines = 0   # lines of the source that were not advice
         self._pending, self._seen, self._logged = [], set(), set()
@@ -1405,6 +1407,15 @@ class Advisor:
         if target["apply"] == "restart":
             self._restart(target, None)
             return None
+        if target["batch"] < self.batch and not self.allow_shrink:
+            # Not a restart to follow: advice copus never writes, ignored and kept apart.
+            self.ignored.append(target)
+            self._note(target, f"copus batch advice ignored: {self._describe(target)}; it "
+                               f"shrinks the global batch from {self.batch} to "
+                               f"{target['batch']}, which copus never advises (a hand-written "
+                               f"or foreign advice file?). Pass allow_shrink=True to the "
+                               f"Advisor to accept smaller batches.")
+            return None
         why = self._refusal(target)
         if why:
             self._restart(target, why)
@@ -1440,10 +1451,6 @@ class Advisor:
     def _refusal(self, a):
         """Why batch advice cannot be applied in place, or None."""
         m, dp = self.micro_batch, self.dp_world
-        if a["batch"] < self.batch and not self.allow_shrink:
-            return (f"it shrinks the global batch from {self.batch} to {a['batch']}, which "
-                    f"copus never advises (a hand-written or foreign advice file?); pass "
-                    f"allow_shrink=True to accept smaller batches")
         if a["micro_batch"] != m:
             return f"its micro batch {a['micro_batch']} differs from this run's {m}"
         if a["batch"] % (dp * m):

@@ -431,9 +431,11 @@ class AdvisorUnitTests(unittest.TestCase):
         adv = self.advisor()
         with self.assertLogs("copus_hook", "WARNING") as logs:
             self.assertIsNone(adv.step_boundary(16))
+        self.assertIn("ignored", logs.output[0])
         self.assertIn("shrinks the global batch", logs.output[0])
-        self.assertEqual((adv.accumulation, adv.applied, adv.restart["at_step"]),
-                         (ACC0, [], 3))
+        self.assertNotIn("relaunch", logs.output[0])
+        self.assertEqual((adv.accumulation, adv.applied, adv.restart, adv.ignored[0]["at_step"]),
+                         (ACC0, [], None, 3))
         ok = self.advisor(allow_shrink=True)
         change = ok.step_boundary(16)
         self.assertEqual((change["accumulation"], ok.accumulation), (half, half))

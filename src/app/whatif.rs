@@ -226,16 +226,6 @@ fn step_ordered(items: &[f64], current: f64, delta: i32) -> f64 {
     value
 }
 
-/// Step from the entry of `items` nearest to `current` (values need not be on the list).
-fn step_nearest(items: &[f64], current: f64, delta: i32) -> f64 {
-    let i = items
-        .iter()
-        .enumerate()
-        .min_by(|a, b| (a.1 - current).abs().total_cmp(&(b.1 - current).abs()))
-        .map_or(0, |(i, _)| i) as i64;
-    items[(i + delta as i64).clamp(0, items.len() as i64 - 1) as usize]
-}
-
 /// The built-in models' names, smallest first (by parameter count).
 pub fn models_by_size(base: &std::path::Path) -> Vec<(&'static str, &'static str)> {
     let mut models: Vec<(f64, (&str, &str))> = BUILTIN_MODELS
@@ -456,20 +446,20 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         }
         Field::GemmPlateau => {
             let mut e = r.efficiency();
-            e.max_eff = step_nearest(&PLATEAUS, e.max_eff, delta);
+            e.max_eff = step_ordered(&PLATEAUS, e.max_eff, delta);
             r.session.efficiency = Some(e);
         }
         Field::InterLinkScale => {
             let mut e = r.efficiency();
-            e.inter_link_scale = step_nearest(&LINK_SCALES, e.inter_link_scale, delta);
+            e.inter_link_scale = step_ordered(&LINK_SCALES, e.inter_link_scale, delta);
             r.session.efficiency = Some(e);
         }
         Field::RestartCost => {
-            s.costs.restart_s = step_nearest(&RESTARTS_S, s.costs.restart_s, delta)
+            s.costs.restart_s = step_ordered(&RESTARTS_S, s.costs.restart_s, delta)
         }
         Field::CheckpointBandwidth => {
             s.costs.checkpoint_bw_bytes_per_s =
-                step_nearest(&CHECKPOINT_BW, s.costs.checkpoint_bw_bytes_per_s, delta)
+                step_ordered(&CHECKPOINT_BW, s.costs.checkpoint_bw_bytes_per_s, delta)
         }
         Field::Objective => {
             s.planner.objective = match s.planner.objective {
@@ -487,7 +477,7 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             }
         }
         Field::SwitchThreshold => {
-            s.costs.switch_threshold = step_nearest(&THRESHOLDS, s.costs.switch_threshold, delta)
+            s.costs.switch_threshold = step_ordered(&THRESHOLDS, s.costs.switch_threshold, delta)
         }
         Field::Stack => {
             // Another framework's defaults; the precision chosen here is kept. Back at the
@@ -701,6 +691,9 @@ mod tests {
         assert_eq!(step_ordered(&SCALES, 1.0, 1), 2.0);
         assert_eq!(step_ordered(&SCALES, 128.0, 1), 128.0);
         assert_eq!(step_ordered(&SCALES, 0.125, -1), 0.125);
+        // A calibrated link scale steps to its neighbours too (×0.223 → ×0.25, not ×0.5).
+        assert_eq!(step_ordered(&LINK_SCALES, 0.2234, 1), 0.25);
+        assert_eq!(step_ordered(&LINK_SCALES, 0.2234, -1), 0.125);
     }
 
     /// A fitted factor reads to three decimals; list values read as written.

@@ -584,4 +584,16 @@ fn session_values_the_command_line_refuses_are_refused_in_a_session_too() {
         ),
     );
     copus(&["grid", &seq]).fails_with(&["seq.ron", "source.seq_len"]);
+    // A misspelt optional field is shown on its line with a caret, as a missing one is.
+    let typo = session(
+        d,
+        "typo.ron",
+        &demo_with("current_batch: Some(512)", "current_bach: Some(512)"),
+    );
+    copus(&["grid", &typo]).fails_with(&[
+        "typo.ron:",
+        "unknown field `current_bach` (did you mean `current_batch`?)",
+        "|     current_bach: Some(512)",
+        "|     ^",
+    ]);
 }
