@@ -1984,3 +1984,78 @@ fn a_step_time_calibration_can_start_from_a_links_calibration() {
     ]);
     assert!(!ok && err.contains("fitted for a100-80g"), "{err}");
 }
+
+#[test]
+fn a_parameter_no_row_depends_on_is_not_reported_as_fitted() {
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    // Rows inside one node: nothing crosses the scale-out link.
+    let one_node = [
+        (8, 1, 1, 1, 64),
+        (4, 2, 1, 1, 64),
+        (2, 4, 1, 2, 64),
+        (4, 1, 2, 1, 64),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("one-node.csv");
+    std::fs::write(&csv, measured_csv(&hw.efficiency, &one_node)).expect("csv");
+    let run = |fit: &str| {
+        copus(&[
+            "calibrate",
+            csv.to_str().expect("utf-8"),
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama-7b",
+            "--fit",
+            fit,
+            "--json",
+        ])
+    };
+    let (ok, out, err) = run("inter_link_scale,max_eff");
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("--fit inter_link_scale: no measured row depends on it"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["params"].as_object().map(|p| p.len()), Some(1), "{v}");
+    assert!(v["params"]["max_eff"].is_number(), "{v}");
+    let (ok, _, err) = run("inter_link_scale");
+    assert!(!ok && err.contains("nothing to fit"), "{err}");
+}
+
+#[test]
+fn a_link_faster_than_the_profile_allows_and_another_gpu_are_caveats_in_json() {
+    // An H100 node's NVLink (360 GB/s bus bandwidth) fitted on the A100 profile: the scale
+    // stops at the A100 datasheet's roof, a bound and not a measurement, and the GPU differs.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let one = dir.path().join("all_reduce_perf-1node.txt");
+    std::fs::write(&one, nccl_all_reduce(8, 1, 20e-6, 360e9)).expect("writes");
+    let v = copus_json(&[
+        "calibrate",
+        "--nccl",
+        one.to_str().expect("utf-8"),
+        "--hardware",
+        "a100-80g",
+        "--json",
+    ]);
+    let caveats = v["caveats"].to_string();
+    assert!(
+        caveats.contains("ran on NVIDIA H100 80GB HBM3, fitted here for the a100-80g"),
+        "{v}"
+    );
+    assert!(
+        caveats.contains("intra_link_scale") && caveats.contains("is a bound"),
+        "{v}"
+    );
+    // On its own profile the same file is no bound.
+    let h100 = copus_json(&[
+        "calibrate",
+        "--nccl",
+        one.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--json",
+    ]);
+    assert_eq!(h100["caveats"], serde_json::json!([]), "{h100}");
+}

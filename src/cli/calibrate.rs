@@ -450,6 +450,43 @@ fn named_knobs(a: &CalibrateArgs) -> anyhow::Result<Vec<Knob>> {
     Ok(knobs)
 }
 
+/// The parameters of `--fit` some row depends on; one none does (the scale-out link on rows
+/// inside one node, say) is kept at its start with a note rather than reported as fitted.
+fn informed_knobs(
+    target: &Target,
+    start: &crate::perf::EfficiencyParams,
+    knobs: Vec<Knob>,
+    points: &[Measurement],
+) -> anyhow::Result<Vec<Knob>> {
+    let base = rel_errors(target, start, points)?;
+    let mut kept = Vec::new();
+    for k in knobs {
+        let mut moved = start.clone();
+        let v = k.slot(&mut moved);
+        *v = if *v == 0.0 { 1e-3 } else { *v * 0.5 };
+        let errors = rel_errors(target, &moved, points)?;
+        let informs = errors
+            .iter()
+            .zip(&base)
+            .any(|(e, b)| ((1.0 + e) / (1.0 + b) - 1.0).abs() > 1e-9);
+        if informs {
+            kept.push(k);
+        } else {
+            eprintln!(
+                "copus calibrate: note: --fit {}: no measured row depends on it (rows inside one \
+                 node and the scale-out link, say): kept at the profile's value, not fitted",
+                k.name()
+            );
+        }
+    }
+    if kept.is_empty() {
+        bail!(
+            "--fit: none of the parameters named changes any measured row's time; nothing to fit"
+        );
+    }
+    Ok(kept)
+}
+
 /// The fitted parameters as a profile would hold them, or why they cannot be used: a value
 /// the fit drove outside the range every profile is held to is reported, not written; `why`
 /// says what the inputs then likely hold (the step-time and the link calibrations share it).
@@ -582,7 +619,10 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         let s = select_knobs(&target, &start, &candidates, &points, a.folds)?;
         (s.knobs.clone(), Some(s))
     } else {
-        (named_knobs(a)?, None)
+        (
+            informed_knobs(&target, &start, named_knobs(a)?, &points)?,
+            None,
+        )
     };
     let in_force = super::model_args::stack_over(&hw.efficiency, None, a.stack.stack().as_ref());
     let stack = crate::perf::Stack::describing(&start, in_force.map(|s| s.base()));

@@ -92,6 +92,37 @@ fn read(path: &Path) -> anyhow::Result<NcclRun> {
     Ok(nccl::parse(&text, &path.display().to_string(), collective)?)
 }
 
+/// A link scale the fit drove to its roof (the datasheet's bandwidth, 1 / the profile's link
+/// efficiency): the files measured a link faster than the profile allows, so the fitted value
+/// is a bound, not a measurement.
+fn at_the_roof(params: &crate::perf::EfficiencyParams, hw: &HardwareProfile) -> Vec<String> {
+    [
+        (
+            "intra_link_scale",
+            params.intra_link_scale,
+            hw.intra_link_eff,
+            "scale-up",
+        ),
+        (
+            "inter_link_scale",
+            params.inter_link_scale,
+            hw.inter_link_eff,
+            "scale-out",
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, v, eff, _)| *eff > 0.0 && (v * eff - 1.0).abs() < 1e-6)
+    .map(|(name, v, _, link)| {
+        format!(
+            "{name} {v:.4} is the datasheet's {link} bandwidth, the most the model allows: the \
+             files measured a faster link than the {} profile's peak (check --hardware), so \
+             the value is a bound",
+            hw.name
+        )
+    })
+    .collect()
+}
+
 /// Run the link calibration.
 pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
     let runs = a
@@ -99,14 +130,19 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
         .iter()
         .map(|p| read(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    for run in runs.iter().filter(|r| !r.ran_on(&hw.name)) {
-        eprintln!(
-            "note: {} ran on {}, fitted here for the {} profile (--hardware)",
-            run.origin,
-            run.device.as_deref().unwrap_or("another GPU"),
-            hw.name
-        );
-    }
+    // What the fit should be read with: in `caveats` (`--json`) and as `note:` lines.
+    let mut caveats: Vec<String> = runs
+        .iter()
+        .filter(|r| !r.ran_on(&hw.name))
+        .map(|run| {
+            format!(
+                "{} ran on {}, fitted here for the {} profile (--hardware)",
+                run.origin,
+                run.device.as_deref().unwrap_or("another GPU"),
+                hw.name
+            )
+        })
+        .collect();
     let start = super::model_args::efficiency_with_stack(hw, None, a.stack.stack().as_ref())?;
     let fit = nccl::fit(&runs, hw, &start)?;
     let mut rows = Vec::new();
@@ -161,7 +197,11 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
         params,
         rows,
         out: a.out.as_ref().map(|p| p.display().to_string()),
-        caveats: links_not_separated(&runs).into_iter().collect(),
+        caveats: {
+            caveats.extend(links_not_separated(&runs));
+            caveats.extend(at_the_roof(&fit.params, hw));
+            caveats
+        },
     };
     if a.json {
         return super::write_json(&out);
