@@ -1901,6 +1901,26 @@ fn a_uniformly_slow_cluster_is_calibrated_with_parameters_near_the_profile() {
         );
     }
     assert!(v["cv_rel_error"].as_f64().expect("cv") < 0.03, "{v}");
+    // Nothing to read it with: no flag, no row over the memory.
+    assert_eq!(v["caveats"], serde_json::json!([]), "{v}");
+    // A row copus puts over the GPU's memory is named in caveats, as on stderr.
+    let mut rows = std::fs::read_to_string(&path).expect("csv");
+    rows.push_str("8,1,1,8,64,9.0\n");
+    std::fs::write(&path, rows).expect("csv");
+    let v = copus_json(&[
+        "calibrate",
+        path.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--json",
+    ]);
+    let caveats = v["caveats"].to_string();
+    assert!(
+        caveats.contains("slow.csv:8: copus puts") && caveats.contains("measured as running"),
+        "{v}"
+    );
 }
 
 #[test]

@@ -111,6 +111,9 @@ struct Output {
     assumed_zero: u8,
     /// The parameters `--calibration` fixed, as that file fitted them (empty without it).
     kept_from_calibration: Vec<String>,
+    /// What the fit should be read with: rows copus puts over the GPU's memory, and fitted
+    /// values at the edge of their range or far from the profile (the text's notes and flags).
+    caveats: Vec<String>,
     /// Per-row residuals.
     rows: Vec<RowOut>,
     n: usize,
@@ -331,30 +334,55 @@ fn note_measurements_that_do_not_fit(
     points: &[Measurement],
     origin: &Path,
     lines: &[usize],
-) {
+) -> Vec<String> {
     let ctx = crate::perf::PerfContext {
         hw: target.hw,
         model: target.model,
         eff,
         gpus_per_node: target.gpus_per_node,
     };
+    let mut notes = Vec::new();
     for (i, m) in points.iter().enumerate() {
         let Ok(p) = crate::perf::predict(&ctx, &m.config, m.batch) else {
             continue;
         };
         if !p.fits {
             let at = lines.get(i).map(|l| format!(":{l}")).unwrap_or_default();
-            eprintln!(
-                "note: {}{at}: copus puts {} at {:.1} GB a GPU, over the {:.1} GB of {}: \
-                 measured as running, so the row or copus's memory count is off (its step time \
-                 is fitted all the same)",
+            let note = format!(
+                "{}{at}: copus puts {} at {:.1} GB a GPU, over the {:.1} GB of {}: measured as \
+                 running, so the row or copus's memory count is off (its step time is fitted \
+                 all the same)",
                 origin.display(),
                 m.config,
                 p.memory_per_gpu_bytes / 1e9,
                 target.hw.hbm_bytes / 1e9,
                 target.hw.name
             );
+            eprintln!("note: {note}");
+            notes.push(note);
         }
+    }
+    notes
+}
+
+/// What a fitted value `v` of `k` (profile `v0`) should be read with, if anything: at the edge
+/// of its range, a link faster than its datasheet, or far from the profile.
+fn param_flag(k: Knob, v: f64, v0: f64) -> Option<&'static str> {
+    let bound = crate::perf::calibrate::BOUND;
+    let at_bound = (v / v0 - bound).abs() < 1e-6 * bound
+        || (v0 / v - bound).abs() < 1e-6 * bound
+        || (v - k.upper()).abs() < 1e-9;
+    if at_bound {
+        Some("at the edge of its range: the measurements want more; a cost the model lacks?")
+    } else if k.name().ends_with("link_scale") && v > 1.0 {
+        Some("a link faster than its datasheet: the fit absorbs a cost elsewhere; check the rows")
+    } else if !(0.5..=2.0).contains(&(v / v0)) {
+        Some(
+            "far from the profile: a value this far usually absorbs what the model lacks; check \
+             the rows",
+        )
+    } else {
+        None
     }
 }
 
@@ -614,7 +642,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     let profile_errors =
         rel_errors(&target, &start, &points).map_err(|e| locate(e, measurements, &lines))?;
     refuse_faster_than_peak(&target, &start, &points, measurements, &lines)?;
-    note_measurements_that_do_not_fit(&target, &start, &points, measurements, &lines);
+    let row_notes =
+        note_measurements_that_do_not_fit(&target, &start, &points, measurements, &lines);
     let (knobs, selection) = if a.fit.is_empty() {
         let s = select_knobs(&target, &start, &candidates, &points, a.folds)?;
         (s.knobs.clone(), Some(s))
@@ -700,6 +729,15 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         assumed_recompute: assumed(a, &hw.efficiency)?.recompute.to_string(),
         assumed_zero: assumed(a, &hw.efficiency)?.zero,
         kept_from_calibration: kept.clone(),
+        caveats: row_notes
+            .into_iter()
+            .chain(knobs.iter().filter_map(|k| {
+                let (mut fitted, mut profile) = (fit.params.clone(), start.clone());
+                let (v, v0) = (*k.slot(&mut fitted), *k.slot(&mut profile));
+                param_flag(*k, v, v0)
+                    .map(|f| format!("{} {v:.4e} (profile {v0:.4e}): {f}", k.name()))
+            }))
+            .collect(),
         rows,
         n: file.n,
         rms_rel_error: file.rms_rel_error,
@@ -777,20 +815,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     for k in &knobs {
         let v = out.params[k.name()];
         let v0 = *k.slot(&mut s0);
-        let bound = crate::perf::calibrate::BOUND;
-        let at_bound = (v / v0 - bound).abs() < 1e-6 * bound
-            || (v0 / v - bound).abs() < 1e-6 * bound
-            || (v - k.upper()).abs() < 1e-9;
-        let ratio = v / v0;
-        let note = if at_bound {
-            "  (at the edge of its range: the measurements want more; a cost the model lacks?)"
-        } else if k.name().ends_with("link_scale") && v > 1.0 {
-            "  (a link faster than its datasheet: the fit absorbs a cost elsewhere; check the rows)"
-        } else if !(0.5..=2.0).contains(&ratio) {
-            "  (far from the profile: a value this far usually absorbs what the model lacks; check the rows)"
-        } else {
-            ""
-        };
+        let note = param_flag(*k, v, v0).map_or(String::new(), |f| format!("  ({f})"));
         println!("  {:24} {v:.4e}  (profile {v0:.4e}){note}", k.name());
     }
     println!("  per row: measured s, profile model s, calibrated s, error");
