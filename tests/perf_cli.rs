@@ -2079,3 +2079,50 @@ fn a_link_faster_than_the_profile_allows_and_another_gpu_are_caveats_in_json() {
     ]);
     assert_eq!(h100["caveats"], serde_json::json!([]), "{h100}");
 }
+
+#[test]
+fn a_command_line_calibration_replaces_a_sessions_missing_one() {
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let demo =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron"))
+            .expect("demo");
+    let session = dir.path().join("s.ron");
+    std::fs::write(
+        &session,
+        demo.replacen(
+            "b_crit_scale: 1.0",
+            "b_crit_scale: 1.0, calibration: Some(\"gone.ron\")",
+            1,
+        ),
+    )
+    .expect("session");
+    let (ok, _, err) = copus(&["grid", session.to_str().expect("utf-8"), "--json"]);
+    assert!(!ok && err.contains("gone.ron"), "{err}");
+    let cal = dir.path().join("mine.ron");
+    let file = copus::perf::calibration_file::CalibrationFile {
+        hardware: "h100-sxm".into(),
+        model: "llama-7b".into(),
+        n: 4,
+        rms_rel_error: 0.01,
+        cv_rel_error: 0.02,
+        profile_rms_rel_error: 0.2,
+        fitted: vec!["max_eff".into()],
+        params: hw.efficiency.clone(),
+        stack: None,
+        recompute: Vec::new(),
+    };
+    std::fs::write(&cal, file.to_ron().expect("ron")).expect("calibration");
+    let v = copus_json(&[
+        "grid",
+        session.to_str().expect("utf-8"),
+        "--calibration",
+        cal.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert_eq!(
+        v["calibration"]["path"],
+        cal.to_str().expect("utf-8"),
+        "{v}"
+    );
+}

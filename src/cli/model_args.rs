@@ -294,7 +294,13 @@ pub fn resolve_session(
         super::open::demo_session_named()?
     } else {
         check_session_path(path)?;
-        crate::session::Session::load(path)?.resolve(path)?
+        let mut session = crate::session::Session::load(path)?;
+        if calibration.is_some() {
+            // The command line's calibration replaces the session's: its file is not read
+            // (a session whose calibration file is missing still runs with another one).
+            session.calibration = None;
+        }
+        session.resolve(path)?
     };
     apply_overrides(&mut r, calibration, stack)?;
     Ok(r)

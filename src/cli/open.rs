@@ -374,6 +374,11 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
                 )
             }
         })?;
+        let mut session = session;
+        if args.calibration.is_some() {
+            // `--calibration` replaces the session's: its file is not read.
+            session.calibration = None;
+        }
         let resolved = session.resolve(p)?;
         let hash = crate::fsutil::content_hash(text.as_bytes());
         (resolved, Some((save_target(p, &text), hash)))
