@@ -905,6 +905,39 @@ fn parse_error(text: &str, path: &Path, e: &ron::error::SpannedError) -> Session
                 msg.push_str(": a negative number where a count or a size is expected");
             }
         }
+        ron::Error::ExpectedOption => {
+            msg.push_str(": an optional value is written Some(…) or None, e.g. Some(512)");
+        }
+        ron::Error::ExpectedComma => {
+            // Just after a number: a fraction where a whole number belongs, or a unit suffix.
+            let before: String = text
+                .lines()
+                .nth(line.saturating_sub(1))
+                .map(|l| l.chars().take(col.saturating_sub(1)).collect())
+                .unwrap_or_default();
+            let rest = text
+                .lines()
+                .nth(line.saturating_sub(1))
+                .and_then(|l| l.chars().nth(col.saturating_sub(1)));
+            if before.ends_with(|c: char| c.is_ascii_digit()) {
+                match rest {
+                    Some('.') => {
+                        msg.push_str(": a whole number is expected here (a count, not a fraction)")
+                    }
+                    Some(c) if c.is_ascii_alphabetic() => msg.push_str(
+                        ": numbers are written without units or suffixes (600B tokens is \
+                         600e9)",
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        _ if text.trim().is_empty() => {
+            msg = "the file is empty: a session is a RON \
+             record `(name: …, model: …, cluster: …, source: …)` (docs: README, `copus open \
+             demo` then `s` writes one)"
+                .into()
+        }
         _ => {}
     }
     msg.push_str(&excerpt(text, line, col));
@@ -965,6 +998,27 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("nodes: -8"), "{err}");
+    }
+
+    #[test]
+    fn common_hand_edits_get_a_hint() {
+        let demo = std::fs::read_to_string(demo_path()).expect("demo");
+        let err = |text: String| {
+            Session::from_ron(&text, Path::new("h.ron"))
+                .expect_err("refused")
+                .to_string()
+        };
+        let fraction = err(demo.replacen("nodes: 8,", "nodes: 8.5,", 1));
+        assert!(
+            fraction.contains("a whole number is expected here"),
+            "{fraction}"
+        );
+        let option = err(demo.replacen("current_batch: Some(512)", "current_batch: 512", 1));
+        assert!(option.contains("written Some(…) or None"), "{option}");
+        let suffix = err(demo.replacen("total_tokens: 600e9", "total_tokens: 600B", 1));
+        assert!(suffix.contains("without units or suffixes"), "{suffix}");
+        let empty = err(String::new());
+        assert!(empty.contains("the file is empty"), "{empty}");
     }
 
     #[test]
