@@ -31,6 +31,23 @@ pub const DEFAULT_RESAMPLES: usize = 1000;
 /// Largest branch file `copus cbs` reads (it is read whole), bytes.
 pub const MAX_BRANCH_FILE_BYTES: u64 = 256 << 20;
 
+/// What is wrong with the branch records a session names (`branches:`), if anything: `grid`
+/// and `plan` do not use them, but the explorer refuses the session until it is fixed, so they
+/// say so as a caveat rather than pass over it.
+pub fn session_branches_problem(r: &crate::session::Resolved) -> Option<String> {
+    let rel = r.session.branches.as_deref()?;
+    let problem = match crate::session::branches_in(&r.base, rel) {
+        Err(e) => e,
+        Ok(path) => load_branch_records(&path, r.session.estimator.confidence)
+            .err()
+            .map(|e| format!("{e:#}"))?,
+    };
+    Some(format!(
+        "branches: {problem}: `copus open` refuses this session until it is fixed (the grid \
+         and the plan do not use branch records)"
+    ))
+}
+
 /// Read and measure a branch file (the defaults of `copus cbs`, intervals at `confidence`);
 /// errors name the file.
 pub fn load_branch_file(

@@ -306,6 +306,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         .chain(calibration_caveats)
         .chain(resolved.override_notes.iter().cloned())
         .chain(resolved.framework_caveats())
+        .chain(super::cbs::session_branches_problem(&resolved))
         .chain(sequence_note)
         .chain(zero_b_crit)
         .chain(unbounded)

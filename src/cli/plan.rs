@@ -48,6 +48,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());
     caveats.extend(resolved.override_notes.iter().cloned());
     caveats.extend(resolved.framework_caveats());
+    caveats.extend(super::cbs::session_branches_problem(&resolved));
     caveats.extend(sequence_note);
     caveats.extend(cautions);
     if let Some(target) = args.emit {

@@ -590,6 +590,35 @@ fn session_values_the_command_line_refuses_are_refused_in_a_session_too() {
         "typo.ron",
         &demo_with("current_batch: Some(512)", "current_bach: Some(512)"),
     );
+    // Branch records the session names but that are missing: grid and plan do not use them
+    // but say the explorer will refuse the session.
+    let measured = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/measured-sample.ron"),
+    )
+    .expect("session")
+    .replace(
+        "Stats(path: \"../assets/data/sample-run.ndjson\")",
+        &format!("Stats(path: {:?})", data.display().to_string()),
+    );
+    let branches = session(
+        d,
+        "br.ron",
+        &measured.replacen(
+            "estimator:",
+            "branches: Some(\"nope.ndjson\"),\n    estimator:",
+            1,
+        ),
+    );
+    for cmd in ["grid", "plan"] {
+        let r = copus(&[cmd, &branches]);
+        r.succeeds();
+        assert!(
+            r.stdout.contains("nope.ndjson: No such file")
+                && r.stdout.contains("refuses this session"),
+            "{cmd}: {}",
+            r.stdout
+        );
+    }
     copus(&["grid", &typo]).fails_with(&[
         "typo.ron:",
         "unknown field `current_bach` (did you mean `current_batch`?)",
