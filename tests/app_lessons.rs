@@ -308,5 +308,11 @@ fn every_lesson_saves_under_its_own_name_not_over_the_demo() {
             "{}",
             lesson.name
         );
+        // What the saved file says it is: the lesson, not the ad-hoc session it was built on.
+        let description = &app.resolved.session.description;
+        assert!(
+            description.contains(&format!("copus lesson {}", lesson.name)),
+            "{description}"
+        );
     }
 }

@@ -89,6 +89,11 @@ pub fn lesson_app_saving_to(lesson: &Lesson, dir: &Path, save_dir: &Path) -> any
         }
     };
     resolved.session.name = format!("lesson: {} · {}", lesson.title, resolved.session.name);
+    // What a saved lesson is (the ad-hoc session's "opened without a session file" was kept).
+    resolved.session.description = format!(
+        "the lesson `{}` ({}), saved from `copus lesson {}`: its steps are the tour (n)",
+        lesson.name, lesson.title, lesson.name
+    );
     resolved.session.tour = lesson.tour();
     let mut app = match lesson.data {
         // Saved under the lesson's name, as a lesson on a trainer run is: not over a
