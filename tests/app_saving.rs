@@ -520,21 +520,10 @@ fn save_as_elsewhere_keeps_the_data_path_and_the_command_line_calibration() {
     let root = dir.path();
     let session = measured_project(root);
     let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
-    let calibration = copus::perf::calibration_file::CalibrationFile {
-        hardware: "h100-sxm".into(),
-        model: "llama-7b".into(),
-        n: 4,
-        rms_rel_error: 0.01,
-        cv_rel_error: 0.02,
-        profile_rms_rel_error: 0.2,
-        fitted: vec!["max_eff".into()],
-        params: copus::perf::EfficiencyParams {
-            max_eff: 0.4,
-            ..hw.efficiency.clone()
-        },
-        stack: None,
-        recompute: Vec::new(),
-    };
+    let calibration = crate::perf_stack::calibration_file(copus::perf::EfficiencyParams {
+        max_eff: 0.4,
+        ..hw.efficiency.clone()
+    });
     std::fs::create_dir_all(root.join("cal")).expect("mkdir");
     let cal = root.join("cal/fitted.ron");
     std::fs::write(&cal, calibration.to_ron().expect("ron")).expect("calibration");

@@ -1807,6 +1807,21 @@ fn grid_at_a_step_whose_estimate_is_unbounded_says_so() {
     assert!(caveats("150").is_empty());
 }
 
+/// `copus calibrate FILE --hardware h100-sxm --model MODEL EXTRA… --json`, parsed.
+fn calibrate_json(file: &Path, model: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "calibrate",
+        file.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        model,
+    ];
+    args.extend_from_slice(extra);
+    args.push("--json");
+    copus_json(&args)
+}
+
 #[test]
 fn a_warm_up_step_in_a_stats_file_does_not_pull_the_calibration() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1832,15 +1847,7 @@ fn a_warm_up_step_in_a_stats_file_does_not_pull_the_calibration() {
             })
             .collect();
         std::fs::write(&path, text).expect("write");
-        let v = copus_json(&[
-            "calibrate",
-            path.to_str().expect("utf-8"),
-            "--hardware",
-            "h100-sxm",
-            "--model",
-            "llama3-8b",
-            "--json",
-        ]);
+        let v = calibrate_json(&path, "llama3-8b", &[]);
         (
             v["params"]["max_eff"].as_f64().expect("max_eff"),
             v["n"].clone(),
@@ -1881,15 +1888,7 @@ fn a_uniformly_slow_cluster_is_calibrated_with_parameters_near_the_profile() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("slow.csv");
     std::fs::write(&path, csv).expect("csv");
-    let v = copus_json(&[
-        "calibrate",
-        path.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--model",
-        "llama-7b",
-        "--json",
-    ]);
+    let v = calibrate_json(&path, "llama-7b", &[]);
     let profile = serde_json::to_value(&hw.efficiency).expect("profile");
     for k in v["selection"]["knobs"].as_array().expect("knobs") {
         let k = k.as_str().expect("name");
@@ -1907,15 +1906,7 @@ fn a_uniformly_slow_cluster_is_calibrated_with_parameters_near_the_profile() {
     let mut rows = std::fs::read_to_string(&path).expect("csv");
     rows.push_str("8,1,1,8,64,9.0\n");
     std::fs::write(&path, rows).expect("csv");
-    let v = copus_json(&[
-        "calibrate",
-        path.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--model",
-        "llama-7b",
-        "--json",
-    ]);
+    let v = calibrate_json(&path, "llama-7b", &[]);
     let caveats = v["caveats"].to_string();
     assert!(
         caveats.contains("slow.csv:8: copus puts") && caveats.contains("measured as running"),
@@ -1939,34 +1930,24 @@ fn a_step_time_calibration_can_start_from_a_links_calibration() {
     let dir = tempfile::tempdir().expect("tempdir");
     let links_file = dir.path().join("links.ron");
     let file = copus::perf::calibration_file::CalibrationFile {
-        hardware: "h100-sxm".into(),
         model: "nccl-tests (links only)".into(),
-        n: 20,
-        rms_rel_error: 0.01,
-        cv_rel_error: f64::NAN,
-        profile_rms_rel_error: 0.5,
         fitted: vec!["inter_link_scale".into()],
-        params: links,
-        stack: None,
-        recompute: Vec::new(),
+        ..crate::perf_stack::calibration_file(links)
     };
     std::fs::write(&links_file, file.to_ron().expect("ron")).expect("links");
     let csv = dir.path().join("steps.csv");
     std::fs::write(&csv, measured_csv(&truth, &MEASURED_LAYOUTS)).expect("csv");
     let out = dir.path().join("both.ron");
-    let v = copus_json(&[
-        "calibrate",
-        csv.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--model",
+    let v = calibrate_json(
+        &csv,
         "llama-7b",
-        "--calibration",
-        links_file.to_str().expect("utf-8"),
-        "--out",
-        out.to_str().expect("utf-8"),
-        "--json",
-    ]);
+        &[
+            "--calibration",
+            links_file.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ],
+    );
     // The network stays as the links file measured it; the step times free the plateau.
     assert_eq!(
         v["kept_from_calibration"],
@@ -2100,18 +2081,7 @@ fn a_command_line_calibration_replaces_a_sessions_missing_one() {
     let (ok, _, err) = copus(&["grid", session.to_str().expect("utf-8"), "--json"]);
     assert!(!ok && err.contains("gone.ron"), "{err}");
     let cal = dir.path().join("mine.ron");
-    let file = copus::perf::calibration_file::CalibrationFile {
-        hardware: "h100-sxm".into(),
-        model: "llama-7b".into(),
-        n: 4,
-        rms_rel_error: 0.01,
-        cv_rel_error: 0.02,
-        profile_rms_rel_error: 0.2,
-        fitted: vec!["max_eff".into()],
-        params: hw.efficiency.clone(),
-        stack: None,
-        recompute: Vec::new(),
-    };
+    let file = crate::perf_stack::calibration_file(hw.efficiency.clone());
     std::fs::write(&cal, file.to_ron().expect("ron")).expect("calibration");
     let v = copus_json(&[
         "grid",

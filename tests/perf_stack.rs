@@ -304,7 +304,7 @@ fn a_session_can_lay_out_context_parallel_layouts_on_the_grid() {
 }
 
 /// A calibration of llama-7b on h100-sxm (8 measurements, max_eff fitted) holding `params`.
-fn calibration_file(
+pub(crate) fn calibration_file(
     params: copus::perf::EfficiencyParams,
 ) -> copus::perf::calibration_file::CalibrationFile {
     copus::perf::calibration_file::CalibrationFile {
