@@ -619,6 +619,16 @@ fn session_values_the_command_line_refuses_are_refused_in_a_session_too() {
             r.stdout
         );
     }
+    // Bytes that are not UTF-8 are placed by line and column, not by byte index alone.
+    let mut bytes = demo_with("", "").into_bytes();
+    let lines = bytes.iter().filter(|b| **b == b'\n').count();
+    bytes.extend_from_slice(b"// \xff\n");
+    let bad = d.join("latin.ron");
+    std::fs::write(&bad, bytes).expect("write");
+    copus(&["grid", bad.to_str().expect("utf-8")]).fails_with(&[
+        "latin.ron",
+        &format!("line {}, column 4: not valid UTF-8", lines + 1),
+    ]);
     copus(&["grid", &typo]).fails_with(&[
         "typo.ron:",
         "unknown field `current_bach` (did you mean `current_batch`?)",

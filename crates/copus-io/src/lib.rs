@@ -321,8 +321,18 @@ pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
     if bytes.len() as u64 > max {
         return Err(std::io::Error::other(format!("larger than {max} bytes")));
     }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        // Where, as a line and column a reader can go to (the byte index alone was given).
+        let at = e.utf8_error().valid_up_to();
+        let good = &e.as_bytes()[..at];
+        let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+        let start = good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let col = String::from_utf8_lossy(&good[start..]).chars().count() + 1;
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("line {line}, column {col}: not valid UTF-8 text (byte {at})"),
+        )
+    })?;
     Ok(match text.strip_prefix('\u{feff}') {
         Some(rest) => rest.to_owned(),
         None => text,
