@@ -102,17 +102,7 @@ fn the_embedded_demo_saves_to_the_working_directory_and_asks_before_replacing() 
 fn save_as_writes_where_the_user_says() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut app = demo_in(dir.path());
-    press(&mut app, KeyCode::Char('S'));
-    assert!(app.prompt().is_some());
-    // Replace the proposed path with one in the temp dir.
-    for _ in 0..app.prompt_text().map_or(0, |p| p.chars().count()) {
-        press(&mut app, KeyCode::Backspace);
-    }
-    let target = dir.path().join("mine");
-    for c in target.display().to_string().chars() {
-        update(&mut app, Msg::Prompt(PromptEdit::Char(c)));
-    }
-    let job = the_write(press(&mut app, KeyCode::Enter));
+    let job = save_as(&mut app, &dir.path().join("mine"));
     assert_eq!(job.files[0].0, dir.path().join("mine.ron"));
     assert_eq!(app.save_path, dir.path().join("mine.ron"));
 }
@@ -503,8 +493,10 @@ fn measured_project(root: &Path) -> std::path::PathBuf {
     path
 }
 
+/// `S`, the proposed path replaced by `target`, Enter: the write it asks for.
 fn save_as(app: &mut App, target: &Path) -> WriteJob {
     press(app, KeyCode::Char('S'));
+    assert!(app.prompt().is_some());
     for _ in 0..app.prompt_text().map_or(0, |p| p.chars().count()) {
         press(app, KeyCode::Backspace);
     }

@@ -7,7 +7,7 @@ use crate::session::{DataSource, Session};
 use std::path::{Component, Path, PathBuf};
 
 /// A file to copy beside the saved session: (from, to).
-pub type Copy = (PathBuf, PathBuf);
+pub type FileCopy = (PathBuf, PathBuf);
 
 /// `path` made absolute against `cwd` with `.` and `..` resolved lexically (symbolic links
 /// are not followed: the same rule the session's own checks use on written paths).
@@ -57,7 +57,7 @@ pub fn rebase(
     session: &mut Session,
     (old_dir, new_dir): (&Path, &Path),
     travelling: &[&str],
-) -> Vec<Copy> {
+) -> Vec<FileCopy> {
     if old_dir == new_dir {
         return Vec::new();
     }

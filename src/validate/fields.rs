@@ -137,22 +137,14 @@ fn keys_of(text: &str) -> Vec<Key> {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
+        if let Some(next) = past_literal(bytes, i, bytes.len()) {
+            i = next;
+            continue;
+        }
         match bytes[i] {
             b'\n' => {
                 line += 1;
                 line_start = i + 1;
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
             }
             b'(' | b'[' | b'{' => depth += 1,
             b')' | b']' | b'}' => depth = depth.saturating_sub(1),
@@ -180,6 +172,25 @@ fn keys_of(text: &str) -> Vec<Key> {
     keys
 }
 
+/// Where scanning resumes when byte `i` starts a comment (`//`: at its newline) or a string
+/// (just past its closing quote), never past `end`; `None` at any other byte.
+fn past_literal(bytes: &[u8], i: usize, end: usize) -> Option<usize> {
+    match bytes[i] {
+        b'/' if bytes.get(i + 1) == Some(&b'/') => {
+            let newline = bytes[i..end].iter().position(|b| *b == b'\n');
+            Some(newline.map_or(end, |n| i + n))
+        }
+        b'"' => {
+            let mut j = i + 1;
+            while j < end && bytes[j] != b'"' {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            Some((j + 1).min(end))
+        }
+        _ => None,
+    }
+}
+
 /// The struct that ends at (or just before) `at` (1-based line and column, where RON reports
 /// a missing field): the byte offsets of its opening and closing parenthesis and the depth of
 /// its own keys, when they can be found. One pass over the text.
@@ -201,19 +212,11 @@ fn enclosing_struct(text: &str, (line, col): (usize, usize)) -> Option<(usize, u
     let bytes = text.as_bytes();
     let (mut open, mut i) = (Vec::new(), 0usize);
     while i < close {
+        if let Some(next) = past_literal(bytes, i, close) {
+            i = next;
+            continue;
+        }
         match bytes[i] {
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                while i < close && bytes[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'"' => {
-                i += 1;
-                while i < close && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
             b'(' | b'[' | b'{' => open.push(i),
             b')' | b']' | b'}' => {
                 open.pop();
