@@ -26,6 +26,7 @@ pub mod pipeline;
 pub mod profiles;
 pub mod runtime;
 pub mod session;
+pub mod session_edit;
 pub mod signals;
 pub mod source;
 pub mod trainer;

@@ -32,6 +32,8 @@ mod app_units;
 mod app_update;
 #[path = "cli_consistency.rs"]
 mod cli_consistency;
+#[path = "cli_whatif_flags.rs"]
+mod cli_whatif_flags;
 #[path = "coarsen.rs"]
 mod coarsen;
 #[path = "device_cli.rs"]

@@ -90,10 +90,25 @@ pub fn eff_label(form: StatEffForm) -> &'static str {
 /// What the recommendation is computed in: the efficiency form and the model's sequence length.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Units {
-    /// Statistical-efficiency form of the session.
+    /// How the efficiency in force reads: the session's form, or a fraction (McCandlish's
+    /// reading) under the lr-sqrt objective, whose efficiency replaces the form on the heatmap.
     pub form: StatEffForm,
     /// Tokens per sequence of the model (the unit of the grid's batch axis and of `b_crit`).
     pub seq_len: u32,
+}
+
+impl Units {
+    /// The units of `r`'s heatmap (see [`crate::pipeline::session_grid`]).
+    pub fn of(r: &crate::session::Resolved) -> Self {
+        let form = match crate::pipeline::heatmap_efficiency(r) {
+            Some(_) => StatEffForm::McCandlish,
+            None => r.session.stat_eff,
+        };
+        Self {
+            form,
+            seq_len: r.model.seq_len,
+        }
+    }
 }
 
 /// The recommendation for `grid` (goodput at one B_crit, in the model's sequences) over

@@ -121,6 +121,10 @@ const LINK_SCALES: [f64; 7] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
 const RESTARTS_S: [f64; 9] = [0.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
 const CHECKPOINT_BW: [f64; 7] = [0.5e9, 1e9, 2e9, 5e9, 10e9, 20e9, 50e9];
 
+/// Re-initialisation after an in-place TP/PP change when the what-if (or `plan --reshard
+/// in-place`) switches a session to it, seconds.
+pub const IN_PLACE_REINIT_S: f64 = 30.0;
+
 const GPUS_PER_NODE: [u32; 4] = [1, 2, 4, 8];
 const CP_DEGREES: [u32; 4] = [1, 2, 4, 8];
 /// The expert-parallel choices the editor cycles through: any degree the layout allows, then
@@ -387,10 +391,7 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         }
         Field::Zero => {
             let current = s.search.zero.first().copied().unwrap_or(1);
-            s.search.zero = vec![step_in(&[0u8, 1, 2, 3], current, delta)];
-            // Chosen now: no longer the stack's, nor the file's.
-            r.zero_from_stack = false;
-            r.zero_from_file = false;
+            r.search_zero(vec![step_in(&[0u8, 1, 2, 3], current, delta)]);
         }
         Field::Recompute => {
             // Cycle: all (the fastest that fits) → each policy the stack's framework has
@@ -427,17 +428,16 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.search.expert_parallel = step_in(&EP_CHOICES, current, delta).into_iter().collect();
         }
         Field::BCritScale => {
-            s.b_crit_scale = step_ordered(&SCALES, s.b_crit_scale, delta);
-            // A scale set by hand is no longer the measured conversion the source named.
-            s.planner.b_crit_scale_source = None;
+            let scale = step_ordered(&SCALES, s.b_crit_scale, delta);
+            r.set_b_crit_scale(scale);
         }
         Field::StatEff => {
-            s.stat_eff = match s.stat_eff {
-                StatEffForm::McCandlish => StatEffForm::Pollux {
-                    b0: s.current_batch.unwrap_or(s.search.batch_sizes[0]) as f64,
-                },
-                StatEffForm::Pollux { .. } => StatEffForm::McCandlish,
-            }
+            let to_pollux = s.stat_eff == StatEffForm::McCandlish;
+            r.session.stat_eff = if to_pollux {
+                r.pollux_at_current_batch()
+            } else {
+                StatEffForm::McCandlish
+            };
         }
         Field::CurrentBatch => {
             let batches = &s.search.batch_sizes;
@@ -445,14 +445,12 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.current_batch = Some(step_in(batches, current, delta));
         }
         Field::GemmPlateau => {
-            let mut e = r.efficiency();
-            e.max_eff = step_ordered(&PLATEAUS, e.max_eff, delta);
-            r.session.efficiency = Some(e);
+            r.edit_efficiency(|e| e.max_eff = step_ordered(&PLATEAUS, e.max_eff, delta));
         }
         Field::InterLinkScale => {
-            let mut e = r.efficiency();
-            e.inter_link_scale = step_ordered(&LINK_SCALES, e.inter_link_scale, delta);
-            r.session.efficiency = Some(e);
+            r.edit_efficiency(|e| {
+                e.inter_link_scale = step_ordered(&LINK_SCALES, e.inter_link_scale, delta)
+            });
         }
         Field::RestartCost => {
             s.costs.restart_s = step_ordered(&RESTARTS_S, s.costs.restart_s, delta)
@@ -471,7 +469,7 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.costs.reshard = match s.costs.reshard {
                 ReshardMode::CheckpointRestart => ReshardMode::InPlace {
                     network_bw_bytes_per_s: None,
-                    reinit_s: 30.0,
+                    reinit_s: IN_PLACE_REINIT_S,
                 },
                 ReshardMode::InPlace { .. } => ReshardMode::CheckpointRestart,
             }
@@ -563,15 +561,8 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
 /// of context parallelism without CP) or the search asks what the stack's framework lacks (a
 /// recompute policy it has not); empty otherwise.
 pub fn no_effect_note(r: &Resolved, field: Field) -> String {
-    use crate::session::SearchBoundSetting as S;
     let search = &r.session.search;
-    let unused = match field {
-        Field::PpOverlap => r.setting_without_effect(S::PpOverlap),
-        Field::Sharding => r.setting_without_effect(S::Sharding),
-        Field::CpComm => r.setting_without_effect(S::CpComm),
-        _ => None,
-    };
-    let mut note = unused
+    let mut note = without_effect(r, field)
         .map(|why| format!(" · no effect on this heatmap: {why}"))
         .unwrap_or_default();
     let framework = r.stack().base();
@@ -589,6 +580,27 @@ pub fn no_effect_note(r: &Resolved, field: Field) -> String {
         ));
     }
     note
+}
+
+/// Why `field`'s value cannot change the heatmap of `r`, when it cannot: a setting of an
+/// interleaved schedule with none searched, of ZeRO-3 without ZeRO-3, of context parallelism
+/// without CP, or the efficiency form under the lr-sqrt objective (whose own efficiency is
+/// drawn).
+pub fn without_effect(r: &Resolved, field: Field) -> Option<&'static str> {
+    use crate::session::SearchBoundSetting as S;
+    match field {
+        Field::PpOverlap => r.setting_without_effect(S::PpOverlap),
+        Field::Sharding => r.setting_without_effect(S::Sharding),
+        Field::CpComm => r.setting_without_effect(S::CpComm),
+        Field::ExpertParallel if r.model.moe.is_none() => {
+            Some("the model is dense (expert parallelism splits a mixture of experts)")
+        }
+        Field::StatEff if crate::pipeline::heatmap_efficiency(r).is_some() => Some(
+            "the lr-sqrt objective's efficiency replaces the form (the what-if's plan \
+             objective row)",
+        ),
+        _ => None,
+    }
 }
 
 /// "on" or "off".

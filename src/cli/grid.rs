@@ -27,6 +27,10 @@ pub struct GridArgs {
     /// Another model, GPU or cluster than the session's ("what if 128 H100s?").
     #[command(flatten)]
     pub scenario: super::scenario_args::ScenarioArgs,
+    /// The explorer's what-if settings (ZeRO, CP/EP degrees, B_crit scale, efficiency form,
+    /// current batch, GEMM plateau, scale-out bandwidth, objective).
+    #[command(flatten)]
+    pub whatif: super::whatif_args::WhatIfArgs,
     /// Instead of the grid: every layout at this batch (samples, a column of the grid) ranked
     /// by goodput, then those that cannot run and why (the explorer's `R`).
     #[arg(long, value_name = "BATCH")]
@@ -222,12 +226,13 @@ struct GridOut {
 
 /// Run `copus grid`.
 pub fn run(a: &GridArgs) -> anyhow::Result<()> {
-    let resolved = super::scenario_args::resolve(
+    let mut resolved = super::scenario_args::resolve(
         &a.session,
         a.calibration.as_deref(),
         a.stack.stack().as_ref(),
         &a.scenario,
     )?;
+    a.whatif.apply(&mut resolved)?;
     let (calibration, calibration_caveats) =
         super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());
     let (traj, sequence_note) = load_trajectory_noted(&resolved)?;
@@ -506,10 +511,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .flatten()
     });
     let current_col = current_batch.and_then(|c| table.batches.iter().position(|&b| b == c));
-    let units = crate::app::recommend::Units {
-        form: s.stat_eff,
-        seq_len: resolved.model.seq_len,
-    };
+    let units = crate::app::recommend::Units::of(&resolved);
     let recommendation = crate::app::recommend::recommend(&table, &grid, current_col, units);
     let current = current_col.and_then(|col| {
         crate::app::recommend::best_in_column(&grid, nb, col).map(|row| cell_out(row * nb + col))

@@ -24,6 +24,7 @@ pub mod snapshot;
 pub mod stack_args;
 pub mod watch;
 pub mod watch_advise;
+pub mod whatif_args;
 
 use clap::{Parser, Subcommand};
 

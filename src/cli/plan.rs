@@ -17,10 +17,13 @@ pub struct PlanArgs {
     /// Another model, GPU or cluster than the session's ("what if 128 H100s?").
     #[command(flatten)]
     pub scenario: super::scenario_args::ScenarioArgs,
-    /// Objective: mccandlish (learning rate re-tuned per batch) or lr-sqrt (tuned at a
-    /// reference batch, scaled by √B); default: the session's.
-    #[arg(long, value_parser = crate::plan::Objective::parse)]
-    pub objective: Option<crate::plan::Objective>,
+    /// The explorer's what-if settings (ZeRO, CP/EP degrees, B_crit scale, efficiency form,
+    /// current batch, GEMM plateau, scale-out bandwidth, objective).
+    #[command(flatten)]
+    pub whatif: super::whatif_args::WhatIfArgs,
+    /// The what-if's switch costs.
+    #[command(flatten)]
+    pub switch_costs: super::whatif_args::SwitchCostArgs,
     /// Print JSON.
     #[arg(long, conflicts_with = "emit")]
     pub json: bool,
@@ -40,9 +43,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         args.stack.stack().as_ref(),
         &args.scenario,
     )?;
-    if let Some(o) = args.objective {
-        resolved.session.planner.objective = o;
-    }
+    args.whatif.apply(&mut resolved)?;
+    args.switch_costs.apply(&mut resolved)?;
     let (report, sequence_note, cautions) = crate::pipeline::plan_session_cautioned(&resolved)?;
     let (calibration, mut caveats) =
         super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());

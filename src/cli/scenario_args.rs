@@ -248,7 +248,7 @@ impl ScenarioArgs {
         let c = &r.session.cluster;
         r.override_notes.push(format!(
             "the command line changed the session's {what}: {} on {}×{} {} (the trajectory and \
-             the B_crit scale stay the session's)",
+             the B_crit scale stay the session's; --b-crit-scale sets another)",
             r.model.name, c.nodes, c.gpus_per_node, r.hardware.name
         ));
         Ok(Some(what))

@@ -31,11 +31,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     };
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines = Vec::new();
-    let form = app.resolved.session.stat_eff;
-    let units = Units {
-        form,
-        seq_len: app.resolved.model.seq_len,
-    };
+    let units = Units::of(&app.resolved);
+    let form = units.form;
     match recommend(table, grid, app.current_batch_column(), units) {
         Some(r) => {
             lines.push(Line::from(vec![

@@ -1,0 +1,45 @@
+//! Edits of a resolved session that the explorer's what-if and the command line of `grid` and
+//! `plan` both make: one definition, so that `copus grid --b-crit-scale 2 --json` prints what
+//! the explorer shows after the same change in its what-if.
+
+use crate::goodput::StatEffForm;
+use crate::perf::EfficiencyParams;
+use crate::session::Resolved;
+
+impl Resolved {
+    /// Search exactly these ZeRO stages (0–3). Chosen by hand, they no longer follow the
+    /// stack (a session without a `zero` list searches its stack's own stage) nor give way
+    /// to another framework's stages as the session file's list would.
+    pub fn search_zero(&mut self, stages: Vec<u8>) {
+        self.session.search.zero = stages;
+        self.zero_from_stack = false;
+        self.zero_from_file = false;
+    }
+
+    /// Multiply the estimated B_crit by `scale` (dimensionless) on the heatmap and in the
+    /// planner. A scale set by hand is no longer the measured conversion a source named
+    /// (`planner.b_crit_scale_source` is cleared).
+    pub fn set_b_crit_scale(&mut self, scale: f64) {
+        self.session.b_crit_scale = scale;
+        self.session.planner.b_crit_scale_source = None;
+    }
+
+    /// The Pollux efficiency form with its reference batch `b0` (samples) at the batch the
+    /// user runs now, else the smallest batch searched: the what-if's choice of Pollux.
+    pub fn pollux_at_current_batch(&self) -> StatEffForm {
+        let s = &self.session;
+        let first = s.search.batch_sizes.first().copied().unwrap_or(1);
+        StatEffForm::Pollux {
+            b0: s.current_batch.unwrap_or(first) as f64,
+        }
+    }
+
+    /// Change parameters of the efficiency model in force (the session's own, the
+    /// calibration's or the hardware profile's), keeping the rest: the result becomes the
+    /// session's own efficiency model, which takes precedence over a calibration.
+    pub fn edit_efficiency(&mut self, edit: impl FnOnce(&mut EfficiencyParams)) {
+        let mut e = self.efficiency();
+        edit(&mut e);
+        self.session.efficiency = Some(e);
+    }
+}

@@ -1,0 +1,228 @@
+//! Every what-if row without a flag of its own elsewhere has one on `grid` and `plan`
+//! (`src/cli/whatif_args.rs`), and a flag sets the session exactly as the explorer's what-if
+//! edit does: everything the explorer shows after a what-if change is available headless.
+
+use crate::reliability_support;
+
+use clap::Parser;
+use copus::app::whatif::{self, Field};
+use copus::cli::whatif_args::{SwitchCostArgs, WhatIfArgs};
+use copus::session::{Resolved, Session};
+use reliability_support::{copus, copus_json as json};
+use std::path::Path;
+
+const DEMO: &str = "sessions/demo.ron";
+
+fn demo() -> Resolved {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(DEMO);
+    Session::load(&path)
+        .expect("load")
+        .resolve(&path)
+        .expect("resolve")
+}
+
+/// The flags as a user types them.
+#[derive(Debug, Parser)]
+struct Flags {
+    #[command(flatten)]
+    whatif: WhatIfArgs,
+    #[command(flatten)]
+    costs: SwitchCostArgs,
+}
+
+fn flags(args: &[&str]) -> Flags {
+    Flags::try_parse_from(std::iter::once("copus").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Everything of a resolved session a command computes with, as text.
+fn state(r: &Resolved) -> String {
+    format!(
+        "{}\nzero_from_stack {} zero_from_file {} use_calibration {}\nefficiency {:?}",
+        r.session.to_ron().expect("ron"),
+        r.zero_from_stack,
+        r.zero_from_file,
+        r.use_calibration,
+        r.efficiency()
+    )
+}
+
+#[test]
+fn each_flag_sets_the_session_as_the_what_if_edit_does() {
+    // (row, steps of the what-if, the flags that ask for the same value)
+    let cases: &[(Field, i32, &[&str])] = &[
+        (Field::Zero, 1, &["--zero", "2"]),
+        (Field::Zero, -1, &["--zero", "0"]),
+        (Field::ContextParallel, 1, &["--cp", "1,2"]),
+        (Field::ExpertParallel, 2, &["--ep", "2"]),
+        (Field::BCritScale, 2, &["--b-crit-scale", "4"]),
+        (Field::StatEff, 1, &["--stat-eff", "pollux"]),
+        (Field::CurrentBatch, 1, &["--current-batch", "1024"]),
+        (Field::GemmPlateau, -2, &["--gemm-plateau", "0.6"]),
+        (Field::InterLinkScale, -1, &["--inter-link-scale", "0.5"]),
+        (Field::Objective, 1, &["--objective", "lr-sqrt"]),
+        (Field::RestartCost, 1, &["--restart-cost", "120"]),
+        (Field::CheckpointBandwidth, 1, &["--checkpoint-bw", "10e9"]),
+        (Field::Reshard, 1, &["--reshard", "in-place"]),
+        (Field::SwitchThreshold, 1, &["--switch-threshold", "0.1"]),
+    ];
+    for &(field, steps, args) in cases {
+        let mut edited = demo();
+        for _ in 0..steps.unsigned_abs() {
+            whatif::apply(&mut edited, field, steps.signum()).expect("what-if edit");
+        }
+        let mut flagged = demo();
+        let f = flags(args);
+        f.whatif.apply(&mut flagged).expect("whatif flags");
+        f.costs.apply(&mut flagged).expect("cost flags");
+        assert_ne!(
+            state(&edited),
+            state(&demo()),
+            "{field:?}: the what-if changed nothing"
+        );
+        assert_eq!(state(&flagged), state(&edited), "{field:?} {args:?}");
+        // The change is said, in the what-if's words.
+        let note = flagged.override_notes.join(" ");
+        assert!(note.contains(field.label()), "{field:?}: {note}");
+        if whatif::value(&flagged, field) == whatif::value(&demo(), field) {
+            // Set, but nothing it can change here (EP on a dense model): said.
+            assert!(note.contains("without effect here"), "{field:?}: {note}");
+        } else {
+            assert!(note.contains(&whatif::value(&flagged, field)), "{note}");
+        }
+    }
+}
+
+#[test]
+fn grid_json_follows_the_flags() {
+    let base = json(&["grid", DEMO, "--json"]);
+    let b_crit = base["b_crit"].as_f64().expect("b_crit");
+
+    // A larger B_crit: the scale is applied and the best batch moves up.
+    let scaled = json(&["grid", DEMO, "--json", "--b-crit-scale", "8"]);
+    assert_eq!(scaled["b_crit_scale"], 8.0);
+    let scaled_b = scaled["b_crit"].as_f64().expect("b_crit");
+    assert!(
+        (scaled_b / b_crit - 8.0).abs() < 1e-9,
+        "{scaled_b} vs {b_crit}"
+    );
+    let batch = |v: &serde_json::Value| v["best_overall"]["batch"].as_u64().expect("batch");
+    assert!(
+        batch(&scaled) > batch(&base),
+        "{} {}",
+        batch(&scaled),
+        batch(&base)
+    );
+    let caveats = scaled["caveats"].to_string();
+    assert!(caveats.contains("B_crit scale to ×8 (was ×1)"), "{caveats}");
+
+    // The current batch is the cell the recommendation compares with.
+    let current = json(&["grid", DEMO, "--json", "--current-batch", "2048"]);
+    assert_eq!(current["current_batch"], 2048);
+    assert_eq!(current["current"]["batch"], 2048);
+    assert!(current["gain_over_current"].as_f64().expect("gain") > 0.0);
+
+    // A lower GEMM plateau makes every cell slower; ZeRO-3 alone is searched when asked.
+    let slow = json(&[
+        "grid",
+        DEMO,
+        "--json",
+        "--gemm-plateau",
+        "0.4",
+        "--zero",
+        "3",
+    ]);
+    let speed = |v: &serde_json::Value| {
+        v["best_overall"]["tokens_per_s"]
+            .as_f64()
+            .expect("tokens/s")
+    };
+    assert!(
+        speed(&slow) < 0.8 * speed(&base),
+        "{} {}",
+        speed(&slow),
+        speed(&base)
+    );
+    let cells = slow["cells"].as_array().expect("cells");
+    let zeros: Vec<u64> = cells
+        .iter()
+        .filter_map(|c| c["config"]["zero"].as_u64())
+        .collect();
+    assert!(
+        !zeros.is_empty() && zeros.iter().all(|&z| z == 3),
+        "{zeros:?}"
+    );
+
+    // Context parallelism searched when asked: layouts with CP 2 appear.
+    let cp = json(&["grid", DEMO, "--json", "--cp", "1,2"]);
+    let cps: Vec<u64> = cp["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .filter_map(|c| c["config"]["cp"].as_u64())
+        .collect();
+    assert!(cps.contains(&2), "{cps:?}");
+}
+
+#[test]
+fn plan_takes_the_switch_costs_of_the_what_if() {
+    let base = json(&["plan", DEMO, "--json"]);
+    let plan = json(&[
+        "plan",
+        DEMO,
+        "--json",
+        "--reshard",
+        "in-place",
+        "--switch-threshold",
+        "0.2",
+    ]);
+    assert_eq!(base["reshard_mode"], "checkpoint-restart");
+    assert_eq!(plan["reshard_mode"], "in-place");
+    assert_eq!(plan["switch_threshold"], 0.2);
+    let reshard = |v: &serde_json::Value| v["costs"]["reshard_s"].as_f64().expect("reshard_s");
+    assert!(
+        reshard(&plan) < reshard(&base),
+        "{} {}",
+        reshard(&plan),
+        reshard(&base)
+    );
+    // A slower checkpoint store makes a checkpoint-and-restart switch dearer.
+    let slow = json(&["plan", DEMO, "--json", "--checkpoint-bw", "1e9"]);
+    assert!(
+        reshard(&slow) > reshard(&base),
+        "{} {}",
+        reshard(&slow),
+        reshard(&base)
+    );
+}
+
+#[test]
+fn a_value_the_session_cannot_hold_is_refused_naming_the_flag() {
+    copus(&["grid", DEMO, "--current-batch", "500"])
+        .fails_with(&["--current-batch 500", "search.batch_sizes"]);
+    copus(&["grid", DEMO, "--gemm-plateau", "1.5"]).fails_with(&["--gemm-plateau 1.5"]);
+    copus(&["grid", DEMO, "--b-crit-scale", "0"]).fails_with(&["--b-crit-scale 0"]);
+    copus(&["grid", DEMO, "--zero", "4"]).fails_with(&["--zero"]);
+    copus(&["grid", DEMO, "--ep", "2,any"]).fails_with(&["--ep", "stands alone"]);
+    copus(&["plan", DEMO, "--switch-threshold", "2"]).fails_with(&["--switch-threshold 2"]);
+    // Under lr-sqrt the form draws nothing, and the note says so instead of dropping it.
+    let g = json(&[
+        "grid",
+        DEMO,
+        "--json",
+        "--objective",
+        "lr-sqrt",
+        "--stat-eff",
+        "pollux",
+    ]);
+    let caveats = g["caveats"].to_string();
+    assert!(
+        caveats.contains("--stat-eff pollux (efficiency form) is without effect here"),
+        "{caveats}"
+    );
+    let reasons = g["reasons"].to_string();
+    assert!(
+        !reasons.contains("B0"),
+        "lr-sqrt is read as a fraction: {reasons}"
+    );
+}
