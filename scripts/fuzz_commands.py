@@ -242,6 +242,27 @@ def damaged_dump():
     return root
 
 
+EDGE_NUMBERS = ["0", "-1", "1", "0.5", "1.5", "2", "3", "4", "1e308", "-0", "nan", "inf", "-inf",
+                "18446744073709551616", "512", "1024", "8192", "1e-320", "", "x", "1,2", "0,0,3"]
+
+
+def whatif_flags():
+    """A random handful of the what-if flags of grid and plan, with edge-case values."""
+    flags = ["--zero", "--cp", "--ep", "--b-crit-scale", "--stat-eff", "--current-batch",
+             "--gemm-plateau", "--inter-link-scale", "--objective"]
+    plan_only = ["--restart-cost", "--checkpoint-bw", "--reshard", "--switch-threshold"]
+    command = rng.choice(["grid", "plan"])
+    pool = flags + (plan_only if command == "plan" else [])
+    argv = [BIN, command, "demo", "--json"]
+    for flag in rng.sample(pool, rng.randint(1, 4)):
+        words = {"--stat-eff": ["mccandlish", "pollux", "pollux:0", "pollux:nan", "pollux:512", "pollux:"],
+                 "--objective": ["mccandlish", "lr-sqrt", "sqrt"],
+                 "--reshard": ["in-place", "checkpoint-restart", "inplace"],
+                 "--ep": ["any", "2,any", "8"]}.get(flag, [])
+        argv += [flag, rng.choice(words + EDGE_NUMBERS)]
+    return argv
+
+
 def targets():
     demo, paper = read("sessions/demo.ron"), read("sessions/paper-7b-16xh100.ron")
     hw = read("assets/hardware/h100-sxm.ron")
@@ -312,6 +333,7 @@ def targets():
         ("calibration-snapshot", lambda: (calibration, "cal.ron", [BIN, "snapshot", demo_path,
                                                                    "--calibration", "cal.ron",
                                                                    "--size", "100x30", "--keys", "2 x"])),
+        ("whatif-flags", lambda: ("", "none.txt", whatif_flags())),
         ("dump-analyze", lambda: ("", "none.txt", [BIN, "analyze", damaged_dump(), "--device", "cpu",
                                                    *rng.choice([["--json"], [], ["--json-lines"]])])),
         ("dump-snapshot", lambda: ("", "none.txt", [BIN, "snapshot", damaged_dump(), "--size", "100x30",
