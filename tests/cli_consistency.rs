@@ -363,6 +363,13 @@ fn predict_shows_why_a_configuration_does_not_fit_and_what_would() {
     ]);
     run.succeeds();
     assert!(run.stdout.contains("does NOT fit"), "{}", run.stdout);
+    // Not "the fastest that fits" of micro-batches none of which fits.
+    assert!(
+        run.stdout
+            .contains("micro-batch 1 (none of 1, 2 fits: the smallest shown)"),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stdout.contains("out of memory") && run.stdout.contains("fits instead     --tp"),
         "{}",

@@ -570,7 +570,12 @@ fn print_text(o: &Output) {
             .iter()
             .map(u32::to_string)
             .collect();
-        format!(" (the fastest that fits of {})", list.join(", "))
+        if o.prediction.fits {
+            format!(" (the fastest that fits of {})", list.join(", "))
+        } else {
+            // Nothing searched fits: the smallest micro-batch is shown (see `run`).
+            format!(" (none of {} fits: the smallest shown)", list.join(", "))
+        }
     } else {
         String::new()
     };
