@@ -425,6 +425,10 @@ pub struct Resolved {
     /// The calibration file given on the command line (`--calibration`), as given, when it
     /// replaced the session's: a save copies it beside the session and names it there.
     pub calibration_from_flag: Option<PathBuf>,
+    /// The session's own efficiency model is the calibration's with parameters changed in
+    /// the what-if or on the command line (`Resolved::edit_efficiency`): outputs still name
+    /// the calibration, as edited.
+    pub efficiency_edited_from_calibration: bool,
 }
 
 impl Resolved {
@@ -825,6 +829,7 @@ impl Session {
             recompute_from_file: !recompute_from_stack,
             stack_as_opened: None,
             calibration_from_flag: None,
+            efficiency_edited_from_calibration: false,
         };
         resolved.stack_as_opened = Some(resolved.stack());
         resolved.fill_zero_from_stack();

@@ -36,8 +36,13 @@ impl Resolved {
 
     /// Change parameters of the efficiency model in force (the session's own, the
     /// calibration's or the hardware profile's), keeping the rest: the result becomes the
-    /// session's own efficiency model, which takes precedence over a calibration.
+    /// session's own efficiency model, which takes precedence over a calibration (edited from
+    /// a calibration in force, outputs still name it:
+    /// [`Resolved::efficiency_edited_from_calibration`]).
     pub fn edit_efficiency(&mut self, edit: impl FnOnce(&mut EfficiencyParams)) {
+        if self.session.efficiency.is_none() && self.use_calibration && self.calibration.is_some() {
+            self.efficiency_edited_from_calibration = true;
+        }
         let mut e = self.efficiency();
         edit(&mut e);
         self.session.efficiency = Some(e);

@@ -6,7 +6,7 @@ use crate::reliability_support;
 
 use clap::Parser;
 use copus::app::whatif::{self, Field};
-use copus::cli::whatif_args::{SwitchCostArgs, WhatIfArgs};
+use copus::cli::whatif_args::{Command, SwitchCostArgs, WhatIfArgs};
 use copus::session::{Resolved, Session};
 use reliability_support::{copus, copus_json as json};
 use std::path::Path;
@@ -54,7 +54,6 @@ fn each_flag_sets_the_session_as_the_what_if_edit_does() {
         (Field::Zero, 1, &["--zero", "2"]),
         (Field::Zero, -1, &["--zero", "0"]),
         (Field::ContextParallel, 1, &["--cp", "1,2"]),
-        (Field::ExpertParallel, 2, &["--ep", "2"]),
         (Field::BCritScale, 2, &["--b-crit-scale", "4"]),
         (Field::StatEff, 1, &["--stat-eff", "pollux"]),
         (Field::CurrentBatch, 1, &["--current-batch", "1024"]),
@@ -73,7 +72,9 @@ fn each_flag_sets_the_session_as_the_what_if_edit_does() {
         }
         let mut flagged = demo();
         let f = flags(args);
-        f.whatif.apply(&mut flagged).expect("whatif flags");
+        f.whatif
+            .apply(&mut flagged, Command::Grid)
+            .expect("whatif flags");
         f.costs.apply(&mut flagged).expect("cost flags");
         assert_ne!(
             state(&edited),
@@ -91,6 +92,41 @@ fn each_flag_sets_the_session_as_the_what_if_edit_does() {
             assert!(note.contains(&whatif::value(&flagged, field)), "{note}");
         }
     }
+}
+
+#[test]
+fn the_expert_parallel_row_and_flag_agree_on_a_mixture_of_experts_and_refuse_a_dense_model() {
+    let moe = |r: &mut Resolved| {
+        r.model = copus::profiles::model("mixtral-8x7b", Path::new(".")).expect("mixtral");
+        r.session.model = copus::session::ProfileRef::Named("mixtral-8x7b".into());
+    };
+    let (mut edited, mut flagged) = (demo(), demo());
+    moe(&mut edited);
+    moe(&mut flagged);
+    for _ in 0..2 {
+        whatif::apply(&mut edited, Field::ExpertParallel, 1).expect("EP");
+    }
+    flags(&["--ep", "2"])
+        .whatif
+        .apply(&mut flagged, Command::Grid)
+        .expect("--ep 2");
+    assert_eq!(edited.session.search.expert_parallel, vec![2]);
+    assert_eq!(state(&flagged), state(&edited));
+    // An EP the experts do not allow, and any EP on a dense model: refused, by name.
+    let err = flags(&["--ep", "16"])
+        .whatif
+        .apply(&mut flagged, Command::Grid)
+        .expect_err("EP 16 of 8 experts");
+    assert!(err.to_string().contains("--ep 16"), "{err}");
+    let mut dense = demo();
+    let err = flags(&["--ep", "2"])
+        .whatif
+        .apply(&mut dense, Command::Grid)
+        .expect_err("dense");
+    assert!(err.to_string().contains("is dense"), "{err}");
+    let why = whatif::apply(&mut dense, Field::ExpertParallel, 1).expect_err("dense row");
+    assert!(why.contains("is dense"), "{why}");
+    assert!(dense.session.search.expert_parallel.is_empty());
 }
 
 #[test]
@@ -199,12 +235,45 @@ fn plan_takes_the_switch_costs_of_the_what_if() {
 #[test]
 fn a_value_the_session_cannot_hold_is_refused_naming_the_flag() {
     copus(&["grid", DEMO, "--current-batch", "500"])
-        .fails_with(&["--current-batch 500", "search.batch_sizes"]);
+        .fails_with(&["--current-batch 500", "not one of the batch sizes searched"]);
     copus(&["grid", DEMO, "--gemm-plateau", "1.5"]).fails_with(&["--gemm-plateau 1.5"]);
     copus(&["grid", DEMO, "--b-crit-scale", "0"]).fails_with(&["--b-crit-scale 0"]);
     copus(&["grid", DEMO, "--zero", "4"]).fails_with(&["--zero"]);
     copus(&["grid", DEMO, "--ep", "2,any"]).fails_with(&["--ep", "stands alone"]);
     copus(&["plan", DEMO, "--switch-threshold", "2"]).fails_with(&["--switch-threshold 2"]);
+    copus(&["grid", DEMO, "--cp", "3"]).fails_with(&["--cp 3: no layout of the 64 GPUs"]);
+    copus(&["plan", DEMO, "--cp", "1,3"]).fails_with(&["--cp 3"]);
+    copus(&["grid", DEMO, "--ep", "2"]).fails_with(&["--ep 2", "is dense"]);
+    copus(&["grid", DEMO, "--b-crit-scale", "-inf"]).fails_with(&["--b-crit-scale"]);
+    copus(&["grid", DEMO, "--stat-eff", "pollux:1e300"]).fails_with(&["1e300"]);
+    // Flags that cannot change the result there are said to be so, not reported as set.
+    let p = json(&[
+        "plan",
+        DEMO,
+        "--json",
+        "--reshard",
+        "in-place",
+        "--restart-cost",
+        "1000",
+        "--stat-eff",
+        "pollux",
+    ]);
+    let caveats = p["caveats"].to_string();
+    assert!(
+        caveats.contains("without effect here: --restart-cost 1000"),
+        "{caveats}"
+    );
+    assert!(
+        caveats.contains("without effect here: --stat-eff pollux"),
+        "{caveats}"
+    );
+    // A change below the display's rounding is still said.
+    let g = json(&["grid", DEMO, "--json", "--gemm-plateau", "0.66"]);
+    let caveats = g["caveats"].to_string();
+    assert!(
+        caveats.contains("GEMM plateau by --gemm-plateau 0.66"),
+        "{caveats}"
+    );
     // Under lr-sqrt the form draws nothing, and the note says so instead of dropping it.
     let g = json(&[
         "grid",
@@ -217,7 +286,7 @@ fn a_value_the_session_cannot_hold_is_refused_naming_the_flag() {
     ]);
     let caveats = g["caveats"].to_string();
     assert!(
-        caveats.contains("--stat-eff pollux (efficiency form) is without effect here"),
+        caveats.contains("without effect here: --stat-eff pollux (efficiency form)"),
         "{caveats}"
     );
     let reasons = g["reasons"].to_string();
@@ -225,4 +294,83 @@ fn a_value_the_session_cannot_hold_is_refused_naming_the_flag() {
         !reasons.contains("B0"),
         "lr-sqrt is read as a fraction: {reasons}"
     );
+}
+
+#[test]
+fn a_calibration_edited_by_a_flag_is_still_named_as_edited() {
+    // Step times of llama-7b on H100 (a made-up cluster 20 % slower than the profile).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("steps.csv");
+    std::fs::write(
+        &csv,
+        "dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,2.9\n4,2,1,1,64,3.1\n4,1,2,1,64,3.6\n\
+         2,4,1,2,64,3.4\n2,2,2,2,64,3.5\n8,1,1,2,128,5.6\n",
+    )
+    .expect("csv");
+    let cal = dir.path().join("cal.ron");
+    let cal_s = cal.to_str().expect("utf-8");
+    copus(&[
+        "calibrate",
+        csv.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--fit",
+        "max_eff",
+        "--out",
+        cal_s,
+    ])
+    .succeeds();
+    let plain = json(&["grid", DEMO, "--json", "--calibration", cal_s]);
+    let edited = json(&[
+        "grid",
+        DEMO,
+        "--json",
+        "--calibration",
+        cal_s,
+        "--inter-link-scale",
+        "0.25",
+    ]);
+    // Named in both; the edit said, and it slows the cells that cross nodes.
+    assert_eq!(plain["calibration"]["path"], edited["calibration"]["path"]);
+    let caveats = edited["caveats"].to_string();
+    assert!(
+        caveats.contains("in force with parameters the command line changed"),
+        "{caveats}"
+    );
+    assert!(
+        caveats.contains("scale-out bw to ×0.25 (was ×1)"),
+        "{caveats}"
+    );
+    let speed = |v: &serde_json::Value| v["best_overall"]["tokens_per_s"].as_f64().expect("tok/s");
+    assert!(
+        speed(&edited) < speed(&plain),
+        "{} {}",
+        speed(&edited),
+        speed(&plain)
+    );
+
+    // In the explorer's what-if the perf-model row says so, and switching it off goes back
+    // to the profile without the edit.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(DEMO);
+    let mut r = Session::load(&path)
+        .expect("load")
+        .resolve(&path)
+        .expect("resolve");
+    r.calibration = Some(copus::perf::calibration_file::CalibrationFile::load(&cal).expect("cal"));
+    r.session.calibration = Some(cal_s.to_string());
+    assert!(whatif::value(&r, Field::PerfModel).starts_with("calibrated"));
+    whatif::apply(&mut r, Field::GemmPlateau, -1).expect("plateau");
+    assert!(
+        whatif::value(&r, Field::PerfModel).starts_with("edited cal.ron"),
+        "{}",
+        whatif::value(&r, Field::PerfModel)
+    );
+    whatif::apply(&mut r, Field::PerfModel, 1).expect("off");
+    assert_eq!(
+        whatif::value(&r, Field::PerfModel),
+        "profile (calibration off)"
+    );
+    assert!(r.session.efficiency.is_none());
 }

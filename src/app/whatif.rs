@@ -330,7 +330,9 @@ pub fn value(r: &Resolved, field: Field) -> String {
         Field::Elementwise => r.stack().settings().elementwise.name().into(),
         Field::Sharding => r.stack().settings().sharding.name().into(),
         Field::PerfModel => match (&r.calibration, r.use_calibration) {
-            _ if s.efficiency.is_some() => "session's own".into(),
+            _ if s.efficiency.is_some() && !r.efficiency_edited_from_calibration => {
+                "session's own".into()
+            }
             (Some(c), true) => {
                 // Which file: the one given on the command line, else the session's.
                 let file = r
@@ -346,9 +348,16 @@ pub fn value(r: &Resolved, field: Field) -> String {
                         })
                     });
                 let fitted = format!("±{:.0}% on {}", c.rms_rel_error * 100.0, c.model);
+                // Edited here (a GEMM plateau or link scale changed): said first, the row is
+                // narrow.
+                let how = if s.efficiency.is_some() {
+                    "edited"
+                } else {
+                    "calibrated"
+                };
                 match file {
-                    Some(f) => format!("calibrated {f} ({fitted})"),
-                    None => format!("calibrated ({fitted})"),
+                    Some(f) => format!("{how} {f} ({fitted})"),
+                    None => format!("{how} ({fitted})"),
                 }
             }
             (Some(_), false) => "profile (calibration off)".into(),
@@ -421,6 +430,12 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.search.context_parallel = CP_DEGREES[..n].to_vec();
         }
         Field::ExpertParallel => {
+            if r.model.moe.is_none() {
+                return Err(format!(
+                    "{} is dense: expert parallelism splits a mixture of experts",
+                    r.model.name
+                ));
+            }
             let current = match s.search.expert_parallel.as_slice() {
                 [one] => Some(*one),
                 _ => None,
@@ -545,6 +560,14 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
                         .into(),
                 );
             }
+            if r.efficiency_edited_from_calibration {
+                // The calibration as edited here, switched off: the profile, without the edits
+                // (they were made to the calibration's values).
+                r.session.efficiency = None;
+                r.efficiency_edited_from_calibration = false;
+                r.use_calibration = false;
+                return Ok(());
+            }
             if r.session.efficiency.is_some() {
                 return Err(
                     "the session sets its own efficiency model, which takes precedence".into(),
@@ -563,7 +586,7 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
 pub fn no_effect_note(r: &Resolved, field: Field) -> String {
     let search = &r.session.search;
     let mut note = without_effect(r, field)
-        .map(|why| format!(" · no effect on this heatmap: {why}"))
+        .map(|why| format!(" · no effect here: {why}"))
         .unwrap_or_default();
     let framework = r.stack().base();
     let lacking: Vec<String> = search
@@ -594,6 +617,17 @@ pub fn without_effect(r: &Resolved, field: Field) -> Option<&'static str> {
         Field::CpComm => r.setting_without_effect(S::CpComm),
         Field::ExpertParallel if r.model.moe.is_none() => {
             Some("the model is dense (expert parallelism splits a mixture of experts)")
+        }
+        Field::RestartCost | Field::CheckpointBandwidth
+            if matches!(r.session.costs.reshard, ReshardMode::InPlace { .. }) =>
+        {
+            Some(
+                "an in-place TP/PP switch pays its re-initialisation, not a checkpoint and a \
+                 restart (the what-if's TP/PP switch row)",
+            )
+        }
+        Field::InterLinkScale if r.session.cluster.nodes <= 1 => {
+            Some("the cluster is one node: nothing crosses the scale-out link")
         }
         Field::StatEff if crate::pipeline::heatmap_efficiency(r).is_some() => Some(
             "the lr-sqrt objective's efficiency replaces the form (the what-if's plan \

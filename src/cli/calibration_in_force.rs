@@ -96,7 +96,8 @@ pub fn of_session(
     r: &crate::session::Resolved,
     cli_path: Option<&Path>,
 ) -> (Option<CalibrationUsed>, Vec<String>) {
-    let in_force = r.use_calibration && r.session.efficiency.is_none();
+    let in_force = r.use_calibration
+        && (r.session.efficiency.is_none() || r.efficiency_edited_from_calibration);
     let path = cli_path
         .map(Path::to_path_buf)
         .or_else(|| r.session.calibration.as_deref().map(|p| r.resolve_path(p)));
@@ -113,6 +114,14 @@ pub fn of_session(
                     hardware: &r.hardware.name,
                 },
             );
+            let mut caveats = caveats;
+            if r.efficiency_edited_from_calibration {
+                caveats.push(format!(
+                    "the calibration {} is in force with parameters the command line changed \
+                     (named in the note 'the command line set …')",
+                    used.path
+                ));
+            }
             (Some(used), caveats)
         }
         _ => (None, Vec::new()),

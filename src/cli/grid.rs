@@ -232,7 +232,8 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         a.stack.stack().as_ref(),
         &a.scenario,
     )?;
-    a.whatif.apply(&mut resolved)?;
+    a.whatif
+        .apply(&mut resolved, super::whatif_args::Command::Grid)?;
     let (calibration, calibration_caveats) =
         super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());
     let (traj, sequence_note) = load_trajectory_noted(&resolved)?;

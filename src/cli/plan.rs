@@ -43,7 +43,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         args.stack.stack().as_ref(),
         &args.scenario,
     )?;
-    args.whatif.apply(&mut resolved)?;
+    args.whatif
+        .apply(&mut resolved, super::whatif_args::Command::Plan)?;
     args.switch_costs.apply(&mut resolved)?;
     let (report, sequence_note, cautions) = crate::pipeline::plan_session_cautioned(&resolved)?;
     let (calibration, mut caveats) =

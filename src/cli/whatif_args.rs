@@ -28,9 +28,9 @@ pub struct WhatIfArgs {
     /// session's `search.expert_parallel`]
     #[arg(long, value_delimiter = ',', num_args = 1.., value_parser = parse_ep, value_name = "DEGREES|any")]
     pub ep: Vec<Option<u32>>,
-    /// Multiplier on the estimated B_crit (dimensionless; the what-if's "B_crit scale")
-    /// [default: the session's `b_crit_scale`]
-    #[arg(long, value_name = "FACTOR")]
+    /// Multiplier on the estimated B_crit, 1e-6 to 1e6 (dimensionless; the what-if's "B_crit
+    /// scale") [default: the session's `b_crit_scale`, 1 unless it says]
+    #[arg(long, value_name = "FACTOR", allow_hyphen_values = true)]
     pub b_crit_scale: Option<f64>,
     /// Statistical-efficiency form: `mccandlish` (B_crit/(B + B_crit)), `pollux` (reference
     /// batch: the current batch, else the smallest searched) or `pollux:B0` (B0 in samples)
@@ -38,16 +38,18 @@ pub struct WhatIfArgs {
     #[arg(long, value_parser = parse_stat_eff, value_name = "FORM")]
     pub stat_eff: Option<StatEffForm>,
     /// The batch the run uses now, samples: one of the session's `search.batch_sizes` (marked
-    /// on the heatmap; `current` and `gain_over_current` in `--json`)
+    /// on the heatmap; `current` and `gain_over_current` in `--json`) [default: the session's
+    /// `current_batch`, else for a run the batch its records imply]
     #[arg(long, value_name = "SAMPLES")]
     pub current_batch: Option<u64>,
-    /// GEMM plateau: the fraction of peak that large GEMMs reach (0–1; the what-if's "GEMM
-    /// plateau"), laid over the efficiency model in force
-    #[arg(long, value_name = "FRACTION")]
+    /// GEMM plateau: the fraction of peak that large GEMMs reach, above 0 and at most 1 (the
+    /// what-if's "GEMM plateau", which steps from 0.3 to 0.9), laid over the efficiency model
+    /// in force [default: that model's, e.g. 0.66 for h100-sxm]
+    #[arg(long, value_name = "FRACTION", allow_hyphen_values = true)]
     pub gemm_plateau: Option<f64>,
-    /// Multiplier on the scale-out (inter-node) bandwidth of the efficiency model in force
-    /// (the what-if's "scale-out bw")
-    #[arg(long, value_name = "FACTOR")]
+    /// Multiplier on the scale-out (inter-node) bandwidth of the efficiency model in force,
+    /// 0.001 to 100 (the what-if's "scale-out bw") [default: that model's, 1 for a profile]
+    #[arg(long, value_name = "FACTOR", allow_hyphen_values = true)]
     pub inter_link_scale: Option<f64>,
     /// Objective: mccandlish (learning rate re-tuned per batch) or lr-sqrt (tuned at a
     /// reference batch, scaled by √B; `grid` marks the batches where that diverges)
@@ -59,21 +61,24 @@ pub struct WhatIfArgs {
 /// The what-if's switch-cost settings, for `plan`.
 #[derive(Debug, Args, Default)]
 pub struct SwitchCostArgs {
-    /// Process-group restart on a TP/PP change, seconds (the what-if's "TP/PP restart")
-    #[arg(long, value_name = "SECONDS")]
+    /// Process-group restart on a TP/PP change, seconds, with checkpoint-and-restart switches
+    /// (the what-if's "TP/PP restart") [default: the session's `costs.restart_s`, 60]
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
     pub restart_cost: Option<f64>,
     /// Storage bandwidth of the checkpoint written and read on a TP/PP change, bytes/s
-    /// (`5e9`; the what-if's "checkpoint bw")
-    #[arg(long, value_name = "BYTES_PER_S")]
+    /// (`5e9`), with checkpoint-and-restart switches (the what-if's "checkpoint bw")
+    /// [default: the session's `costs.checkpoint_bw_bytes_per_s`, 5e9]
+    #[arg(long, value_name = "BYTES_PER_S", allow_hyphen_values = true)]
     pub checkpoint_bw: Option<f64>,
     /// How a TP/PP change is carried out: `checkpoint-restart` or `in-place` (state moved
     /// over the network, 30 s re-initialisation unless the session sets another) (the
-    /// what-if's "TP/PP switch")
+    /// what-if's "TP/PP switch") [default: the session's `costs.reshard`,
+    /// checkpoint-restart]
     #[arg(long, value_parser = parse_reshard, value_name = "MODE")]
     pub reshard: Option<ReshardChoice>,
     /// Smallest predicted gain (0–1) that makes the greedy strategies switch (the what-if's
-    /// "switch threshold")
-    #[arg(long, value_name = "FRACTION")]
+    /// "switch threshold") [default: the session's `costs.switch_threshold`, 0.05]
+    #[arg(long, value_name = "FRACTION", allow_hyphen_values = true)]
     pub switch_threshold: Option<f64>,
 }
 
@@ -120,22 +125,55 @@ fn parse_reshard(s: &str) -> Result<ReshardChoice, String> {
     }
 }
 
-/// Record one flag's change: the flag as given and the row's value before and after, in the
-/// what-if's words.
+/// Which command the flags are given to: a flag can change one and not the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `copus grid`.
+    Grid,
+    /// `copus plan`.
+    Plan,
+}
+
+/// The flags given, the changes they made (in the what-if's words) and those that can change
+/// nothing here.
 struct Changes {
+    command: Command,
     flags: Vec<String>,
     changed: Vec<String>,
+    without_effect: Vec<String>,
+}
+
+/// Everything of `r` a command computes with, to tell whether a flag changed it (the display
+/// strings round: a plateau of 0.66 against 0.6615 reads "66%" both times).
+fn fingerprint(r: &Resolved) -> String {
+    format!("{:?}|{:?}", r.session, r.efficiency())
 }
 
 impl Changes {
-    fn new() -> Self {
+    fn new(command: Command) -> Self {
         Self {
+            command,
             flags: Vec::new(),
             changed: Vec::new(),
+            without_effect: Vec::new(),
         }
     }
 
-    /// Apply `edit` for `flag`, noting the `field`'s value before and after.
+    /// The value of `field` in `r` as the note says it.
+    fn value(r: &Resolved, field: Field) -> String {
+        match field {
+            Field::CurrentBatch
+                if r.session.current_batch.is_none()
+                    && !matches!(r.session.source, crate::session::DataSource::Scenario(_)) =>
+            {
+                "the batch the run's records imply".to_string()
+            }
+            _ => whatif::value(r, field),
+        }
+    }
+
+    /// Apply `edit` for `flag` (the flag and its value as text), noting the `field`'s value
+    /// before and after, or that it cannot change anything here.
     fn edit(
         &mut self,
         r: &mut Resolved,
@@ -143,21 +181,27 @@ impl Changes {
         field: Field,
         edit: impl FnOnce(&mut Resolved),
     ) {
-        let before = whatif::value(r, field);
+        let before = Self::value(r, field);
+        let state = fingerprint(r);
         edit(r);
-        let after = whatif::value(r, field);
-        let unused = whatif::without_effect(r, field);
-        if after != before {
-            let unused = unused
-                .map(|why| format!(": without effect here, {why}"))
-                .unwrap_or_default();
+        let after = Self::value(r, field);
+        let unused = match (self.command, field) {
+            (Command::Plan, Field::StatEff) => Some(
+                "the planner weighs batches by its objective (--objective), not by the \
+                 heatmap's efficiency form",
+            ),
+            _ => whatif::without_effect(r, field),
+        };
+        if let Some(why) = unused {
+            self.without_effect
+                .push(format!("{flag} ({}): {why}", field.label()));
+        } else if after != before {
+            self.changed
+                .push(format!("{} to {after} (was {before})", field.label()));
+        } else if fingerprint(r) != state {
+            // A change below the display's rounding: said with the value as given.
             self.changed.push(format!(
-                "{} to {after} (was {before}){unused}",
-                field.label()
-            ));
-        } else if let Some(why) = unused {
-            self.changed.push(format!(
-                "{flag} ({}) is without effect here: {why}",
+                "{} by {flag} (was {before}, the same when rounded)",
                 field.label()
             ));
         }
@@ -178,7 +222,21 @@ impl Changes {
                 self.flags.join(" ")
             ));
         }
+        for unused in self.without_effect {
+            r.override_notes
+                .push(format!("without effect here: {unused}"));
+        }
         Ok(())
+    }
+}
+
+/// A flag's number as text: plain, or in exponent form when very large or small (`1e300`, not
+/// three hundred digits).
+fn num(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-3..1e6).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
     }
 }
 
@@ -190,12 +248,73 @@ fn list<T: std::fmt::Display>(values: &[T]) -> String {
         .join(",")
 }
 
+/// `values` sorted, without repeats.
+fn sorted<T: Ord + Copy>(values: &[T]) -> Vec<T> {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Each CP degree of `cp` lays out at least one layout of the cluster: a degree that can never
+/// run is an error naming the flag (it would leave the grid without its rows and the planner
+/// with nothing to plan).
+fn check_cp(r: &Resolved, cp: &[u32]) -> anyhow::Result<()> {
+    let eff = r.efficiency();
+    let ctx = crate::perf::PerfContext {
+        hw: &r.hardware,
+        model: &r.model,
+        eff: &eff,
+        gpus_per_node: r.session.cluster.gpus_per_node,
+    };
+    let cluster = r.cluster();
+    let layouts = crate::goodput::layouts(&ctx, &cluster, &r.session.search);
+    for &d in cp {
+        anyhow::ensure!(
+            layouts.iter().any(|l| l.cp == d),
+            "--cp {d}: no layout of the {} GPUs splits sequences {d} ways (a CP degree must \
+             divide the GPUs, and the rest must split into DP, TP and PP the model allows)",
+            cluster.gpus()
+        );
+    }
+    Ok(())
+}
+
+/// Each EP degree of `ep` is one the model's experts and the GPUs allow; on a dense model
+/// any is an error naming the flag (every cell would be ×).
+fn check_ep(r: &Resolved, ep: &[u32]) -> anyhow::Result<()> {
+    if ep.is_empty() {
+        return Ok(());
+    }
+    let Some(moe) = &r.model.moe else {
+        anyhow::bail!(
+            "--ep {}: {} is dense; expert parallelism splits a mixture of experts (leave --ep \
+             out, or `--ep any`)",
+            list(ep),
+            r.model.name
+        );
+    };
+    let gpus = r.cluster().gpus();
+    for &d in ep {
+        anyhow::ensure!(
+            d >= 1 && moe.experts.is_multiple_of(d) && gpus.is_multiple_of(d),
+            "--ep {d}: an expert-parallel degree must divide the {} experts of {} and the {gpus} \
+             GPUs",
+            moe.experts,
+            r.model.name
+        );
+    }
+    Ok(())
+}
+
 impl WhatIfArgs {
-    /// Set what the flags name on `r`, as the explorer's what-if sets it; the changes are a
-    /// note in `r.override_notes`. A value the session cannot hold (a current batch off the
-    /// searched batches, a plateau above 1) is an error naming the flag.
-    pub fn apply(&self, r: &mut Resolved) -> anyhow::Result<()> {
-        let mut c = Changes::new();
+    /// Set what the flags name on `r`, as the explorer's what-if sets it, for `command`; the
+    /// changes (and the flags that can change nothing there) are notes in
+    /// `r.override_notes`. A value the session cannot hold (a current batch off the searched
+    /// batches, a plateau above 1, a CP or EP degree no layout runs) is an error naming the
+    /// flag.
+    pub fn apply(&self, r: &mut Resolved, command: Command) -> anyhow::Result<()> {
+        let mut c = Changes::new(command);
         // First: it decides whether the efficiency form below has an effect.
         if let Some(o) = self.objective {
             c.edit(
@@ -206,22 +325,18 @@ impl WhatIfArgs {
             );
         }
         if !self.zero.is_empty() {
-            let mut stages = self.zero.clone();
-            stages.dedup();
-            c.edit(
-                r,
-                format!("--zero {}", list(&self.zero)),
-                Field::Zero,
-                |r| r.search_zero(stages),
-            );
+            let stages = sorted(&self.zero);
+            c.edit(r, format!("--zero {}", list(&stages)), Field::Zero, |r| {
+                r.search_zero(stages.clone())
+            });
         }
-        if !self.cp.is_empty() {
-            let degrees = self.cp.clone();
+        let cp = sorted(&self.cp);
+        if !cp.is_empty() {
             c.edit(
                 r,
-                format!("--cp {}", list(&self.cp)),
+                format!("--cp {}", list(&cp)),
                 Field::ContextParallel,
-                |r| r.session.search.context_parallel = degrees,
+                |r| r.session.search.context_parallel = cp.clone(),
             );
         }
         if !self.ep.is_empty() {
@@ -230,13 +345,20 @@ impl WhatIfArgs {
                 !any || self.ep.len() == 1,
                 "--ep: `any` stands alone (every degree the layout allows)"
             );
-            let degrees: Vec<u32> = self.ep.iter().flatten().copied().collect();
+            let degrees = sorted(&self.ep.iter().flatten().copied().collect::<Vec<_>>());
+            check_ep(r, &degrees)?;
             let text = if any { "any".into() } else { list(&degrees) };
             c.edit(r, format!("--ep {text}"), Field::ExpertParallel, |r| {
                 r.session.search.expert_parallel = degrees
             });
         }
         if let Some(b) = self.current_batch {
+            let searched = &r.session.search.batch_sizes;
+            anyhow::ensure!(
+                searched.contains(&b),
+                "--current-batch {b}: not one of the batch sizes searched ({}); pick one of them",
+                list(searched)
+            );
             c.edit(
                 r,
                 format!("--current-batch {b}"),
@@ -245,15 +367,18 @@ impl WhatIfArgs {
             );
         }
         if let Some(x) = self.b_crit_scale {
-            c.edit(r, format!("--b-crit-scale {x}"), Field::BCritScale, |r| {
-                r.set_b_crit_scale(x)
-            });
+            c.edit(
+                r,
+                format!("--b-crit-scale {}", num(x)),
+                Field::BCritScale,
+                |r| r.set_b_crit_scale(x),
+            );
         }
         if let Some(form) = self.stat_eff {
             let flag = match form {
                 StatEffForm::McCandlish => "--stat-eff mccandlish".to_string(),
                 StatEffForm::Pollux { b0 } if b0.is_nan() => "--stat-eff pollux".into(),
-                StatEffForm::Pollux { b0 } => format!("--stat-eff pollux:{b0}"),
+                StatEffForm::Pollux { b0 } => format!("--stat-eff pollux:{}", num(b0)),
             };
             c.edit(r, flag, Field::StatEff, |r| {
                 r.session.stat_eff = match form {
@@ -263,19 +388,22 @@ impl WhatIfArgs {
             });
         }
         if let Some(x) = self.gemm_plateau {
-            c.edit(r, format!("--gemm-plateau {x}"), Field::GemmPlateau, |r| {
-                r.edit_efficiency(|e| e.max_eff = x)
-            });
-        }
-        if let Some(x) = self.inter_link_scale {
             c.edit(
                 r,
-                format!("--inter-link-scale {x}"),
-                Field::InterLinkScale,
-                |r| r.edit_efficiency(|e| e.inter_link_scale = x),
+                format!("--gemm-plateau {}", num(x)),
+                Field::GemmPlateau,
+                |r| r.edit_efficiency(|e| e.max_eff = x),
             );
         }
-        c.finish(r)
+        if let Some(x) = self.inter_link_scale {
+            let flag = format!("--inter-link-scale {}", num(x));
+            c.edit(r, flag, Field::InterLinkScale, |r| {
+                r.edit_efficiency(|e| e.inter_link_scale = x)
+            });
+        }
+        c.finish(r)?;
+        // After the session is checked: the layouts need a valid cluster and model.
+        check_cp(r, &cp)
     }
 }
 
@@ -283,20 +411,8 @@ impl SwitchCostArgs {
     /// Set the switch costs the flags name on `r`, as the what-if sets them (see
     /// [`WhatIfArgs::apply`]).
     pub fn apply(&self, r: &mut Resolved) -> anyhow::Result<()> {
-        let mut c = Changes::new();
-        if let Some(s) = self.restart_cost {
-            c.edit(r, format!("--restart-cost {s}"), Field::RestartCost, |r| {
-                r.session.costs.restart_s = s
-            });
-        }
-        if let Some(bw) = self.checkpoint_bw {
-            c.edit(
-                r,
-                format!("--checkpoint-bw {bw}"),
-                Field::CheckpointBandwidth,
-                |r| r.session.costs.checkpoint_bw_bytes_per_s = bw,
-            );
-        }
+        let mut c = Changes::new(Command::Plan);
+        // First: it decides whether the restart and checkpoint costs below have an effect.
         if let Some(mode) = self.reshard {
             let flag = match mode {
                 ReshardChoice::CheckpointRestart => "--reshard checkpoint-restart",
@@ -317,13 +433,25 @@ impl SwitchCostArgs {
                 }
             });
         }
-        if let Some(t) = self.switch_threshold {
+        if let Some(s) = self.restart_cost {
             c.edit(
                 r,
-                format!("--switch-threshold {t}"),
-                Field::SwitchThreshold,
-                |r| r.session.costs.switch_threshold = t,
+                format!("--restart-cost {}", num(s)),
+                Field::RestartCost,
+                |r| r.session.costs.restart_s = s,
             );
+        }
+        if let Some(bw) = self.checkpoint_bw {
+            let flag = format!("--checkpoint-bw {}", num(bw));
+            c.edit(r, flag, Field::CheckpointBandwidth, |r| {
+                r.session.costs.checkpoint_bw_bytes_per_s = bw
+            });
+        }
+        if let Some(t) = self.switch_threshold {
+            let flag = format!("--switch-threshold {}", num(t));
+            c.edit(r, flag, Field::SwitchThreshold, |r| {
+                r.session.costs.switch_threshold = t
+            });
         }
         c.finish(r)
     }

@@ -118,6 +118,12 @@ pub fn check(r: &Resolved) -> Result<(), Invalid> {
     planner(&s.planner)?;
     if let StatEffForm::Pollux { b0 } = s.stat_eff {
         positive("stat_eff.Pollux.b0", b0)?;
+        if b0 > MAX_BATCH as f64 {
+            return Err(Invalid::new(
+                "stat_eff.Pollux.b0",
+                format!("the reference batch must lie in 1..={MAX_BATCH} samples, got {b0:e}"),
+            ));
+        }
     }
     search(&s.search)?;
     costs(&s.costs)?;
