@@ -78,6 +78,11 @@ def main():
             print(f"{label:44} {'OOM':>9} {d['step_time_s']:8.3f}s {'':>7}  copus {mem:.1f} GiB: "
                   f"{verdict}{' (a miss)' if d['fits'] else ''}")
             continue
+        if not d["fits"]:
+            # It ran; copus calls it "cannot run" (its throughput figures are null then).
+            print(f"{label:44} {r['step_s']:8.3f}s copus: cannot run ({d['reason']}; a miss), "
+                  f"{mem:.1f} GiB predicted")
+            continue
         err = r["step_s"] / d["step_time_s"] - 1.0  # throughput: predicted/measured - 1
         print(f"{label:44} {r['step_s']:8.3f}s {d['step_time_s']:8.3f}s {err * 100:+6.1f}%  "
               f"{r.get('max_reserved_gib', float('nan')):.1f} / {mem:.1f}")

@@ -446,6 +446,16 @@ fn what_fits_instead_searches_the_recompute_policies_the_command_allowed() {
         out.succeeds();
         let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
         assert_eq!(v["fits"], false, "{v}");
+        // Throughput of what cannot run is no figure a script may sort by: null, as in grid.
+        for key in [
+            "tokens_per_s",
+            "tokens_per_s_per_gpu",
+            "mfu",
+            "model_tflops_per_gpu",
+        ] {
+            assert!(v[key].is_null(), "{key}: {v}");
+        }
+        assert!(v["step_time_s"].as_f64().is_some_and(|t| t > 0.0), "{v}");
         let n = v["nearest_change"].clone();
         let flags = n["flags"].as_str().expect("flags").to_string();
         (n["tokens_per_s"].as_f64().expect("tokens/s"), flags)
@@ -833,6 +843,15 @@ fn grid_rank_is_the_batch_column_sorted_by_goodput() {
     for (i, (r, (_, g))) in runs.iter().zip(&want).enumerate() {
         assert_eq!(r["rank"], i + 1);
         assert_eq!(r["goodput"].as_f64().unwrap(), *g);
+        // The configuration in the shape of the grid's cells: the same one.
+        let cell = grid["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["batch"] == 256 && c["config"]["layout"] == r["config"]["layout"])
+            .expect("the grid's cell");
+        assert_eq!(r["config"], cell["config"]);
+        assert_eq!(r["config"]["mbs"], r["micro_batch"]);
     }
     let filtered = json(&[
         "grid",

@@ -27,6 +27,9 @@ pub struct RankedRow {
     pub recompute: String,
     /// Share of the best goodput at this batch, 0–1.
     pub share_of_best: f64,
+    /// The whole configuration, in the shape of `grid --json`'s cells and `plan --json`'s
+    /// states (`micro_batch`, `zero` and `recompute` above repeat three of its fields).
+    pub config: crate::perf::config::ConfigJson,
 }
 
 /// A layout that cannot run at the batch, and why.
@@ -81,6 +84,7 @@ pub fn ranked_at(
                 zero: config.zero,
                 recompute: config.recompute.to_string(),
                 share_of_best: 0.0,
+                config: config.into(),
             }),
             (TableCell::Infeasible(why), _) => cannot_run.push(Refused {
                 layout,

@@ -163,6 +163,32 @@ struct Output<'a> {
     calibration: Option<super::calibration_in_force::CalibrationUsed>,
 }
 
+/// The throughput figures of a prediction, which mean nothing for a configuration that does
+/// not fit: `null` then, as in `grid --json`'s cells that cannot run (the step time, its
+/// breakdown and the memory stay: what it would take, and why it does not fit).
+const IF_IT_FIT: [&str; 5] = [
+    "tokens_per_s",
+    "tokens_per_s_per_gpu",
+    "model_tflops_per_gpu",
+    "hardware_tflops_per_gpu",
+    "mfu",
+];
+
+/// `out` as the JSON `predict --json` prints.
+fn json_of(out: &Output) -> anyhow::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(out)?;
+    if !out.prediction.fits
+        && let Some(o) = v.as_object_mut()
+    {
+        for key in IF_IT_FIT {
+            if let Some(x) = o.get_mut(key) {
+                *x = serde_json::Value::Null;
+            }
+        }
+    }
+    Ok(v)
+}
+
 /// The nearest configuration that runs, as `predict` reports it.
 #[derive(Debug, Serialize)]
 struct NearestFit {
@@ -436,7 +462,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     // A configuration that does not fit is a result (`fits: false`, the reason and the
     // nearest change that runs), exit status 0; errors are for inputs that cannot be costed.
     if a.json {
-        super::write_json(&out)?;
+        super::write_json(&json_of(&out)?)?;
     } else {
         print_text(&out);
     }
@@ -597,9 +623,11 @@ fn print_text(o: &Output) {
             o.zero, o.zero_effective
         );
     }
-    println!("  step time        {:>10.4} s", p.step_time_s);
+    // A configuration that does not fit: what it would run at (`null` in --json).
+    let if_it_fit = if p.fits { "" } else { " (if it fit)" };
+    println!("  step time        {:>10.4} s{if_it_fit}", p.step_time_s);
     println!(
-        "  throughput       {:>10.0} tokens/s ({:.0} per GPU)",
+        "  throughput       {:>10.0} tokens/s ({:.0} per GPU){if_it_fit}",
         p.tokens_per_s, p.tokens_per_s_per_gpu
     );
     // MFU is against the dense BF16 peak whatever the precision (NVIDIA's and torchtitan's
