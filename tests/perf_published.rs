@@ -444,8 +444,8 @@ fn modern_h100_stacks_held_out_within_the_recorded_error() {
 fn every_held_out_h100_row_of_the_published_sets_within_eight_percent_mean() {
     // Issue 26's bound on the repo's validation sets: the held-out rows on H100 (every
     // variant) of every published set, pooled: Megatron-Core, NeMo, Megatron-Bridge, llm-foundry,
-    // torchtitan, Llama 3, Nemotron-4, NeMo 24.07 and IBM's FSDP runs (copus's own H200 runs
-    // are not H100 and not published).
+    // torchtitan, Llama 3, Nemotron-4, NeMo 24.07, IBM's FSDP runs, FlagPerf and OLMo-core
+    // (copus's own H200 runs are not H100 and not published).
     let mut errors = Vec::new();
     for file in VALIDATION_SETS {
         let held: Vec<PublishedRow> = rows(file)
@@ -522,6 +522,32 @@ fn sources_found_after_every_fit_held_out() {
             "{}: {got} vs {want}",
             s.config
         );
+    }
+}
+
+#[test]
+fn flagperf_and_olmo_core_held_out_within_the_recorded_error() {
+    // Found after every fit (2026-12-05; docs/MODEL.md): FlagPerf's Megatron-LM core_v0.6 runs
+    // (Llama 3 8B/70B at 8K tokens on A800 and H100, BF16 and FP8; Llama 2 70B on H800) and
+    // OLMo-core's FSDP2/HSDP table (Llama 3 8B shape, OLMo 2 7B/13B on H100, BF16 and FP8).
+    // Every one of them ran, and is predicted to fit.
+    let file = "flagperf-olmo-core.csv";
+    // Recorded: mean 9.8 %, worst +29.5 % (OLMo 2 13B in FP8).
+    assert_held_out(file, 14, 0.10, 0.30);
+    // FlagPerf's Megatron rows on H100 are all predicted too slow (FlashAttention-2 as stated:
+    // its fitted H100 backward, docs/MODEL.md), OLMo-core's 7B/8B within 4 %.
+    for (r, s) in scored(&rows(file)) {
+        if r.set.starts_with("flagperf") && r.hardware == "h100-sxm" {
+            assert!(
+                (-0.21..-0.08).contains(&s.rel_error),
+                "{}: {}",
+                r.set,
+                s.rel_error
+            );
+        }
+        if r.set.starts_with("olmo-core") && !r.model.name.contains("13b") {
+            assert!(s.rel_error.abs() < 0.04, "{}: {}", r.set, s.rel_error);
+        }
     }
 }
 
@@ -1084,7 +1110,7 @@ fn jobs_with_several_splits() -> Vec<(String, Vec<(PublishedRow, Scored)>)> {
         .collect()
 }
 
-const VALIDATION_SETS: [&str; 20] = [
+const VALIDATION_SETS: [&str; 21] = [
     "copus-h200.csv",
     "copus-h200-batch.csv",
     "flash-attention-a100.csv",
@@ -1105,6 +1131,7 @@ const VALIDATION_SETS: [&str; 20] = [
     "nemo-2407-h100.csv",
     "ibm-fsdp.csv",
     "torchtitan-h200.csv",
+    "flagperf-olmo-core.csv",
 ];
 
 #[test]

@@ -115,12 +115,12 @@ const COLUMNS: [&str; 21] = [
 /// Optional columns after the required ones, in any order: the shape of a modern model
 /// (`kv_heads`, `ffn`, `swiglu`, `tied`, `dropout` as yes/no), context parallelism (`cp`) and single
 /// stack settings (`precision` bf16|fp8, `sharding` deepspeed|fsdp1|fsdp2|hsdp,
-/// `grad_reduce` fp32|bf16, `tp_overlap` yes|no, `sequence_parallel` yes|no,
+/// `grad_reduce` fp32|bf16, `tp_overlap` and `dp_overlap` yes|no, `sequence_parallel` yes|no,
 /// `attention` fused|cudnn|unfused|triton,
 /// `elementwise` fused|eager, `cp_comm` ring|all_gather|all_to_all, `cross_entropy`
 /// fused|vocab_parallel|pytorch) and the source's measured peak memory per GPU (`memory_gib`,
 /// GiB). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 16] = [
+const EXTRA_COLUMNS: [&str; 17] = [
     "kv_heads",
     "ffn",
     "swiglu",
@@ -131,6 +131,7 @@ const EXTRA_COLUMNS: [&str; 16] = [
     "sharding",
     "grad_reduce",
     "tp_overlap",
+    "dp_overlap",
     "memory_gib",
     "attention",
     "elementwise",
@@ -173,6 +174,7 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
             "dropout" => row.model.dropout = Some(yes()?),
             "cp" => row.config.cp = int()?,
             "tp_overlap" => row.stack.tp_overlap = Some(yes()?),
+            "dp_overlap" => row.stack.dp_overlap = Some(yes()?),
             "sequence_parallel" => row.stack.sequence_parallel = Some(yes()?),
             "memory_gib" => row.measured_memory_bytes = Some(positive_number(name, v)? * GIB),
             "precision" => {
