@@ -166,6 +166,34 @@ fn a_runs_fixed_batch_baseline_is_its_own_batch() {
     assert!(at["how"].to_string().contains("the run's batch"), "{at}");
 }
 
+/// Without `--at`, `grid` evaluates where the explorer opens: a run's latest point (the
+/// explorer's "now"), a session's saved cursor.
+#[test]
+fn grid_without_at_is_the_explorers_first_screen() {
+    let run = json(&["grid", SAMPLE, "--json"]);
+    let last = json(&["grid", SAMPLE, "--json", "--at", "599"]);
+    let first = json(&["grid", SAMPLE, "--json", "--at", "0"]);
+    assert_eq!(
+        run["step"], last["step"],
+        "{} {}",
+        run["step"], last["step"]
+    );
+    assert_ne!(run["step"], first["step"]);
+    assert_eq!(run["b_crit"], last["b_crit"]);
+    // The explorer's first screen says the same step.
+    let screen = copus(&["snapshot", SAMPLE, "--size", "120x40"]);
+    screen.succeeds();
+    let step = run["step"].as_u64().expect("step").to_string();
+    assert!(
+        screen.stdout.contains(&format!("step {step} ")),
+        "{step}\n{}",
+        screen.stdout
+    );
+    // The demo session is saved at its first point.
+    let demo = json(&["grid", DEMO, "--json"]);
+    assert_eq!(demo["step"], 477, "{}", demo["step"]);
+}
+
 #[test]
 fn at_takes_steps_or_tokens_and_refuses_points_outside_the_trajectory() {
     copus(&["grid", DEMO, "--at", "99999999"]).fails_with(&["--at 99999999", "outside"]);

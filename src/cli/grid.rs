@@ -15,7 +15,8 @@ pub struct GridArgs {
     pub session: PathBuf,
     /// Where to evaluate: a training step (`1200`) or tokens trained with a K/M/B/T suffix
     /// (`150B`); the nearest trajectory point is used and a value outside the trajectory is an
-    /// error [default: the first point].
+    /// error [default: where the explorer opens: the point a session was saved at (the first
+    /// unless it says), a stats file's or dump's latest].
     #[arg(long, value_parser = parse_at, value_name = "STEP|TOKENS")]
     pub at: Option<At>,
     /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
@@ -238,7 +239,15 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());
     let (traj, sequence_note) = load_trajectory_noted(&resolved)?;
     let point = match a.at {
-        None => traj.points.first(),
+        // Where the explorer opens: the session's saved cursor (the first point unless saved
+        // elsewhere), a run's latest point.
+        None => traj.points.get(
+            resolved
+                .session
+                .view
+                .cursor
+                .min(traj.points.len().saturating_sub(1)),
+        ),
         Some(at) => {
             let measured = !matches!(
                 resolved.session.source,
