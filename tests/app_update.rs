@@ -221,6 +221,16 @@ fn export_writes_csv_and_json_of_every_cell() {
         .filter(|c| c["best"] == true)
         .collect();
     assert_eq!(best.len(), 1, "exactly one best cell");
+    // The best cell carries its whole configuration, in grid --json's shape, and the CSV the
+    // CP, EP and interleave columns (last, so that readers by position keep theirs).
+    let config = &best[0]["config"];
+    assert_eq!(config["dp"], best[0]["dp"], "{config}");
+    assert_eq!(config["mbs"], best[0]["mbs"], "{config}");
+    assert!(
+        config["ep"].is_number() && config["vpp"].is_number(),
+        "{config}"
+    );
+    assert!(csv.lines().any(|l| l.ends_with(",best,cp,ep,vpp")), "{csv}");
     // The stack's choices are named as grid and plan name them (the export said "Cudnn",
     // "Fsdp2", "VocabParallel", the session files' spelling).
     let cal = &v["context"]["calibration"];

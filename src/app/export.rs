@@ -115,6 +115,8 @@ pub struct ExportCell {
     pub tp: u32,
     /// Pipeline-parallel degree.
     pub pp: u32,
+    /// Context-parallel degree.
+    pub cp: u32,
     /// Global batch, sequences of the model.
     pub batch: u64,
     /// Whether some configuration of this layout runs at this batch.
@@ -139,6 +141,9 @@ pub struct ExportCell {
     pub step_time_s: Option<f64>,
     /// Whether this is the best cell.
     pub best: bool,
+    /// The configuration that runs, in the shape of `grid --json`'s cells (with the expert
+    /// parallelism and interleave the fields above leave out); `None` when infeasible.
+    pub config: Option<crate::perf::config::ConfigJson>,
 }
 
 /// The exported view.
@@ -179,6 +184,7 @@ pub fn export_view(
                 dp: layout.dp,
                 tp: layout.tp,
                 pp: layout.pp,
+                cp: layout.cp,
                 batch: table.batches[b],
                 feasible: false,
                 reason: None,
@@ -191,6 +197,7 @@ pub fn export_view(
                 mfu: None,
                 step_time_s: None,
                 best: grid.best == Some((l, b)),
+                config: None,
             };
             match cell {
                 TableCell::Feasible { config, prediction } => ExportCell {
@@ -201,6 +208,7 @@ pub fn export_view(
                     recompute: Some(config.recompute.to_string()),
                     mfu: Some(prediction.mfu),
                     step_time_s: Some(prediction.step_time_s),
+                    config: Some(config.into()),
                     ..base
                 },
                 TableCell::Infeasible(why) => ExportCell {
@@ -277,7 +285,7 @@ pub fn to_csv(view: &ExportView) -> String {
         out.push_str(&format!("# {k}: {}\n", v.replace('\n', " ")));
     }
     out.push_str(
-        "layout,dp,tp,pp,batch,feasible,reason,tokens_per_s,stat_eff,goodput,mbs,zero,recompute,mfu,step_time_s,best\n",
+        "layout,dp,tp,pp,batch,feasible,reason,tokens_per_s,stat_eff,goodput,mbs,zero,recompute,mfu,step_time_s,best,cp,ep,vpp\n",
     );
     for c in &view.cells {
         let row = [
@@ -297,6 +305,10 @@ pub fn to_csv(view: &ExportView) -> String {
             opt(&c.mfu),
             opt(&c.step_time_s),
             c.best.to_string(),
+            // Added last, so that readers by position keep their columns.
+            c.cp.to_string(),
+            opt(&c.config.as_ref().map(|x| x.ep)),
+            opt(&c.config.as_ref().map(|x| x.vpp)),
         ];
         out.push_str(&row.join(","));
         out.push('\n');
