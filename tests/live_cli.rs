@@ -88,6 +88,11 @@ fn watch_follows_demo_train_writing_a_file() {
     assert_eq!(s["steps_ingested"], 300);
     assert_eq!(s["malformed_lines"], 0);
     assert_eq!(s["steps"], serde_json::json!([0, 299]));
+    // The same range by name (analyze's `steps` is a count: docs/JSON.md).
+    assert_eq!(
+        (s["first_step"].clone(), s["last_step"].clone()),
+        (0.into(), 299.into())
+    );
     assert_eq!(s["complete"], true);
     let b = s["b_simple"].as_f64().expect("b_simple");
     let expected = b_simple_of_file(&file);

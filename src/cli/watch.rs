@@ -110,8 +110,13 @@ pub struct WatchSummary {
     pub records_evicted: u64,
     /// Up to 5 malformed lines: `(line number, reason)`.
     pub malformed_examples: Vec<(u64, String)>,
-    /// Step index of the first and last record.
+    /// Step index of the first and last record (a range, where `analyze`'s `summary.steps` is
+    /// a count: docs/JSON.md; `first_step` and `last_step` say the same by name).
     pub steps: Option<[u64; 2]>,
+    /// Step index of the first record kept.
+    pub first_step: Option<u64>,
+    /// Step index of the last record.
+    pub last_step: Option<u64>,
     /// Loss (nats) of the last record that has one.
     pub last_loss: Option<f64>,
     /// Whether --until-steps was reached (true when it was not asked for).
@@ -646,6 +651,8 @@ impl WatchState {
                 .first()
                 .zip(records.last())
                 .map(|(a, b)| [a.step, b.step]),
+            first_step: records.first().map(|r| r.step),
+            last_step: records.last().map(|r| r.step),
             last_loss: records.iter().rev().find_map(|r| r.loss),
             complete: until_steps.is_none() || self.reached(until_steps),
             elapsed_s,
