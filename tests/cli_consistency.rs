@@ -189,6 +189,23 @@ fn grid_without_at_is_the_explorers_first_screen() {
         "{step}\n{}",
         screen.stdout
     );
+    // B_crit in the same tokens: the explorer's title counts the run's samples of 2,048
+    // tokens, grid the model's sequences of 4,096 (it said "samples" for both).
+    let title = screen
+        .stdout
+        .split(" tok)")
+        .next()
+        .and_then(|head| head.rsplit('(').next())
+        .expect("B_crit in tokens on the title")
+        .to_string();
+    let text = copus(&["grid", SAMPLE]);
+    text.succeeds();
+    assert!(
+        text.stdout
+            .contains(&format!("sequences of 4096 tokens ({title} tokens;")),
+        "{title}\n{}",
+        text.stdout
+    );
     // The demo session is saved at its first point.
     let demo = json(&["grid", DEMO, "--json"]);
     assert_eq!(demo["step"], 477, "{}", demo["step"]);

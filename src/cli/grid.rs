@@ -561,12 +561,14 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     if a.json {
         super::write_json(&out)?;
     } else {
-        print_text(&out);
+        print_text(&out, resolved.model.seq_len);
     }
     Ok(())
 }
 
-fn print_text(o: &GridOut) {
+/// The grid as text; `seq_len` is the model's tokens per sequence (the unit of `b_crit` and of
+/// the batches).
+fn print_text(o: &GridOut, seq_len: u32) {
     println!("{}", super::escape_controls(&o.session));
     println!(
         "stack: {} · micro-batches searched: {}",
@@ -582,11 +584,15 @@ fn print_text(o: &GridOut) {
     for c in &o.caveats {
         println!("note: {c}");
     }
+    // In the model's sequences (a run's samples may be shorter: the explorer's title counts
+    // those, and the tokens agree).
     println!(
-        "step {} ({} tokens): B_crit {:.0} samples (estimate {:.0} × scale {})",
+        "step {} ({} tokens): B_crit {:.0} sequences of {seq_len} tokens ({} tokens; estimate \
+         {:.0} × scale {})",
         o.step,
         crate::format::tokens(o.tokens),
         o.b_crit,
+        crate::format::tokens(o.b_crit * f64::from(seq_len)),
         o.b_crit_estimate,
         o.b_crit_scale
     );
