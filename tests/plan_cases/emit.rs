@@ -692,9 +692,86 @@ fn what_a_plan_rests_on_beyond_the_session_is_written_into_every_document() {
             "{doc}"
         );
     }
-    // Without notes, no field.
+    // Without notes of the command line, only what the schedule leaves to the user: the
+    // learning rate the objective assumes.
     ctx.notes.clear();
     let doc: serde_json::Value =
         serde_json::from_str(&emit(&rep, &ctx, EmitTarget::Json).expect("json")).expect("parses");
-    assert!(doc.get("notes").is_none());
+    let notes = doc["notes"].as_array().expect("notes");
+    assert_eq!(notes.len(), 1, "{doc}");
+    assert!(
+        notes[0]
+            .as_str()
+            .is_some_and(|n| n.starts_with("the plan assumes the learning rate")),
+        "{doc}"
+    );
+}
+
+/// A schedule whose layout changes resumes in every framework: Megatron's distributed
+/// optimizer saved fully reshardable, torchtitan's data loader not loaded across a change of
+/// the DP degree (it refuses to), Megatron-DeepSpeed told the ZeRO stage and the universal
+/// checkpoint; a plan costed with in-place switches says it is written as restarts.
+#[test]
+fn a_layout_change_resumes_in_every_framework() {
+    let demo = Path::new("demo");
+    let m = run(demo, &["--reshard", "in-place", "--emit", "megatron"]);
+    let phases = megatron_phases(&m);
+    assert!(phases.len() > 1, "{m}");
+    for p in &phases {
+        let f = flags(p);
+        if f.contains_key("--use-distributed-optimizer") {
+            assert!(f.contains_key("--dist-ckpt-optim-fully-reshardable"), "{p}");
+        }
+    }
+    assert!(
+        m.contains("the plan costed its TP/PP switches as in-place resharding"),
+        "{m}"
+    );
+
+    let t = run(demo, &["--zero", "3", "--emit", "torchtitan"]);
+    // (The header names the marker too: "each after a '# ==== phase K of N ====' line".)
+    let docs: Vec<&str> = t
+        .split("# ==== phase ")
+        .filter(|d| d.starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert!(docs.len() > 1, "{t}");
+    let shard = |d: &str| {
+        d.lines()
+            .find_map(|l| l.strip_prefix("data_parallel_shard_degree = "))
+            .map(str::to_string)
+    };
+    for w in docs.windows(2) {
+        let excluded = w[1].contains("exclude_from_loading = [\"dataloader\"]");
+        assert_eq!(excluded, shard(w[0]) != shard(w[1]), "{}", w[1]);
+    }
+    assert!(
+        docs.iter().any(|d| d.contains("exclude_from_loading")),
+        "{t}"
+    );
+
+    let d: Value =
+        serde_json::from_str(&run(demo, &["--zero", "3", "--emit", "deepspeed"])).expect("json");
+    let phases = d["phases"].as_array().expect("phases");
+    for (i, p) in phases.iter().enumerate() {
+        let args: Vec<&str> = p["megatron_deepspeed_args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("str"))
+            .collect();
+        let stage = args
+            .iter()
+            .position(|a| *a == "--zero-stage")
+            .expect("--zero-stage");
+        assert_eq!(
+            args[stage + 1],
+            p["ds_config"]["zero_optimization"]["stage"].to_string()
+        );
+        let changed = i > 0 && (p["tp"] != phases[i - 1]["tp"] || p["pp"] != phases[i - 1]["pp"]);
+        assert_eq!(
+            args.contains(&"--universal-checkpoint"),
+            changed,
+            "{args:?}"
+        );
+    }
 }

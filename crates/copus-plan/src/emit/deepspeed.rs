@@ -80,6 +80,7 @@ struct Stop {
 
 fn phase(
     p: &EmitPhase,
+    before: Option<&EmitPhase>,
     ctx: &EmitContext,
     report: &PlanReport,
     stop: &Stop,
@@ -144,6 +145,14 @@ fn phase(
     if p.pp == 1 {
         args.push("--no-pipeline-parallel".into());
     }
+    // Megatron-DeepSpeed builds the model under zero.Init only when its own --zero-stage says 3
+    // (default 1), whatever ds_config says: the stage is given to both.
+    args.extend(["--zero-stage".into(), p.zero.to_string()]);
+    // A phase after a TP/PP change loads the universal checkpoint ds_to_universal.py made of
+    // the one before.
+    if before.is_some_and(|b| (b.tp, b.pp) != (p.tp, p.pp)) {
+        args.push("--universal-checkpoint".into());
+    }
     let checkpointing = match p.recompute.as_str() {
         "none" => None,
         "selective" => {
@@ -151,7 +160,10 @@ fn phase(
             None
         }
         "full" => {
+            // The activation_checkpointing block of ds_config is read only with
+            // --deepspeed-activation-checkpointing.
             args.push("--checkpoint-activations".into());
+            args.push("--deepspeed-activation-checkpointing".into());
             Some(Checkpointing {
                 partition_activations: p.tp > 1,
                 contiguous_memory_optimization: false,
@@ -218,7 +230,11 @@ pub fn write(
         notes: ctx.notes.clone(),
         phases: phases
             .iter()
-            .map(|p| phase(p, ctx, report, &stop))
+            .enumerate()
+            .map(|(i, p)| {
+                let before = i.checked_sub(1).and_then(|j| phases.get(j));
+                phase(p, before, ctx, report, &stop)
+            })
             .collect::<Result<_, _>>()?,
     };
     let mut s = serde_json::to_string_pretty(&doc)

@@ -326,6 +326,18 @@ pub fn megatron_stop(p: &EmitPhase, train_samples: u64) -> MegatronStop {
     }
 }
 
+/// Megatron's flag that saves the distributed optimizer's state in a form another TP/PP/EP
+/// layout loads (its default, DP-reshardable, loads only into the layout that saved it).
+pub const FULLY_RESHARDABLE: &str = "--dist-ckpt-optim-fully-reshardable";
+
+/// Whether two consecutive phases differ in TP, PP, interleave or EP: a checkpoint must then
+/// load into another model-parallel layout.
+pub fn reshards_model_parallel(phases: &[EmitPhase]) -> bool {
+    phases
+        .windows(2)
+        .any(|w| (w[0].tp, w[0].pp, w[0].vpp, w[0].ep) != (w[1].tp, w[1].pp, w[1].vpp, w[1].ep))
+}
+
 /// The Megatron-LM text for `phases`.
 pub fn write(
     report: &PlanReport,
@@ -335,10 +347,21 @@ pub fn write(
 ) -> Result<String, EmitError> {
     let mut out = String::new();
     header(&mut out, report, ctx, end);
-    let layouts = phases
+    let mut layouts = phases
         .iter()
         .map(|p| layout_args(p, ctx, report))
         .collect::<Result<Vec<_>, _>>()?;
+    // Megatron's distributed optimizer saves its state DP-reshardable by default, which loads
+    // only into the same TP/PP/EP: a plan that changes them saves the fully reshardable form
+    // from its first phase on (Megatron-Core's dist_ckpt_optim_fully_reshardable).
+    let reshards = reshards_model_parallel(phases);
+    if reshards {
+        for (p, layout) in phases.iter().zip(layouts.iter_mut()) {
+            if p.zero == 1 {
+                layout.push(FULLY_RESHARDABLE.into());
+            }
+        }
+    }
     let total = format!("--train-samples {}", end.samples);
     if let Some(r) = ramp(phases) {
         let last = &phases[phases.len() - 1];
@@ -404,7 +427,9 @@ pub fn write(
                 .join("/")
         );
     }
-    let checkpoints = if fsdp == 0 {
+    let checkpoints = if fsdp == 0 && reshards {
+        "a\n# TP/PP change needs a distributed checkpoint (--ckpt-format torch_dist), which loads\n# into another layout, with the optimizer saved fully reshardable\n# (--dist-ckpt-optim-fully-reshardable, in every phase below that uses the distributed\n# optimizer: its default form loads only into the layout that saved it)."
+    } else if fsdp == 0 {
         "a\n# TP/PP change needs a distributed checkpoint (--ckpt-format torch_dist), which loads\n# into another layout."
     } else if fsdp == phases.len() {
         "for\n# their checkpoints, see the Megatron-FSDP note above."

@@ -329,12 +329,49 @@ pub fn stack_note(preset: &str, target: EmitTarget) -> Option<String> {
 }
 
 /// Write the report's schedule for `target`.
+/// What the written schedule leaves to the user, from how the plan was costed: the learning
+/// rate the objective assumes (no target sets it per phase), and a plan costed with in-place
+/// TP/PP switches that every target writes as checkpoint-and-restart.
+pub fn schedule_notes(report: &PlanReport, phases: &[EmitPhase]) -> Vec<String> {
+    let mut notes = Vec::new();
+    if phases.len() > 1 {
+        notes.push(match report.objective.as_str() {
+            "lr-sqrt" => format!(
+                "the plan assumes the learning rate scales with the square root of the batch \
+                 (tuned at a reference batch of {}): this schedule does not change it; give each \
+                 phase its rate (in Megatron-LM with --override-opt_param-scheduler, which \
+                 otherwise restores the checkpoint's)",
+                report
+                    .lr_reference_batch
+                    .map_or_else(|| "the session's".to_string(), |b| format!("{b:.0}"))
+            ),
+            _ => "the plan assumes the learning rate re-tuned for each batch (the McCandlish \
+                  objective): this schedule keeps your rate; retune it per phase (in Megatron-LM \
+                  with --override-opt_param-scheduler, which otherwise restores the \
+                  checkpoint's)"
+                .to_string(),
+        });
+    }
+    if report.reshard_mode == "in-place" && megatron::reshards_model_parallel(phases) {
+        notes.push(
+            "the plan costed its TP/PP switches as in-place resharding; this schedule resumes \
+             each from a checkpoint instead (no target here reshards in place): plan with \
+             --reshard checkpoint-restart for switch points costed that way"
+                .to_string(),
+        );
+    }
+    notes
+}
+
 pub fn emit(
     report: &PlanReport,
     ctx: &EmitContext,
     target: EmitTarget,
 ) -> Result<String, EmitError> {
     let (phases, end) = phases(report, ctx)?;
+    let mut with_notes = ctx.clone();
+    with_notes.notes.extend(schedule_notes(report, &phases));
+    let ctx = &with_notes;
     match target {
         EmitTarget::Json => {
             let doc = EmitJson {

@@ -96,6 +96,10 @@ struct Checkpoint {
     /// false: the checkpoint a phase ends with keeps the optimizer and training state the
     /// next phase resumes from (torchtitan's default keeps the model only at the last step).
     last_save_model_only: bool,
+    /// What a phase does not load from the checkpoint it resumes from: the data loader after a
+    /// change of the data-parallel degree, whose state torchtitan cannot reshard.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    exclude_from_loading: Vec<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -106,11 +110,25 @@ struct Model {
 /// The job of one phase, with the comment lines that explain its mapping.
 fn job(
     p: &EmitPhase,
+    before: Option<&EmitPhase>,
     phases: usize,
     ctx: &EmitContext,
     report: &PlanReport,
 ) -> Result<(Job, Vec<String>), EmitError> {
     let mut notes = Vec::new();
+    // torchtitan's dataloader refuses a state saved at another DP degree ("dp_degree is
+    // inconsistent before and after checkpoint, dataloader resharding is not supported yet").
+    let dp_changed = before.is_some_and(|b| b.dp != p.dp);
+    if let Some(b) = before.filter(|_| dp_changed) {
+        notes.push(format!(
+            "the data-parallel degree changes from {} to {}, and torchtitan's data loader cannot \
+             load a state saved at another one: it is excluded from loading \
+             (checkpoint.exclude_from_loading), so the data loader starts again from the \
+             beginning of its data; skip the {} samples the plan has trained on by then in your \
+             dataset, or accept that they are seen again",
+            b.dp, p.dp, p.from_samples
+        ));
+    }
     if p.zero == 0 && (p.tp > 1 || p.pp > 1 || p.cp > 1) {
         // torchtitan's parallelize functions raise "DDP has not supported > 1D parallelism".
         return Err(p.inexpressible(
@@ -198,6 +216,11 @@ fn job(
         checkpoint: Checkpoint {
             enable_checkpoint: true,
             last_save_model_only: false,
+            exclude_from_loading: if dp_changed {
+                vec!["dataloader"]
+            } else {
+                Vec::new()
+            },
         },
         lr_scheduler: LrScheduler {
             decay_ratio: decay_ratio(p, phases),
@@ -239,8 +262,9 @@ pub fn write(
     for note in &ctx.notes {
         let _ = writeln!(out, "# note: {}", super::one_line(note));
     }
-    for p in phases {
-        let (job, notes) = job(p, phases.len(), ctx, report)?;
+    for (i, p) in phases.iter().enumerate() {
+        let before = i.checked_sub(1).and_then(|j| phases.get(j));
+        let (job, notes) = job(p, before, phases.len(), ctx, report)?;
         let toml = toml::to_string(&job).map_err(|e| p.inexpressible(TARGET, e.to_string()))?;
         let _ = writeln!(
             out,
