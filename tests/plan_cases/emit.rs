@@ -774,4 +774,80 @@ fn a_layout_change_resumes_in_every_framework() {
             "{args:?}"
         );
     }
+    assert!(
+        t.contains("keep lr_scheduler.warmup_steps within the first phase"),
+        "{t}"
+    );
+
+    // From the plain engine to the pipeline engine: said; full recompute read by DeepSpeed.
+    let d: Value = serde_json::from_str(&run(
+        demo,
+        &[
+            "--model",
+            "llama3-70b",
+            "--nodes",
+            "8",
+            "--recompute",
+            "full",
+            "--emit",
+            "deepspeed",
+        ],
+    ))
+    .expect("json");
+    let pps: Vec<u64> = d["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .map(|p| u(&p["pp"]))
+        .collect();
+    let crosses = pps.windows(2).any(|w| (w[0] > 1) != (w[1] > 1));
+    assert!(crosses, "{pps:?}");
+    assert!(
+        d["notes"]
+            .to_string()
+            .contains("plain engine (PP 1) and its pipeline engine"),
+        "{}",
+        d["notes"]
+    );
+    for p in d["phases"].as_array().expect("phases") {
+        let args = p["megatron_deepspeed_args"].to_string();
+        assert_eq!(
+            args.contains("--checkpoint-activations"),
+            args.contains("--deepspeed-activation-checkpointing"),
+            "{args}"
+        );
+    }
+
+    // Context parallelism exchanges keys and values as the plan costed it.
+    for (stack, method) in [
+        ("torchtitan-fsdp2", "allgather"),
+        ("megatron-core", "alltoall"),
+    ] {
+        let t = run(
+            demo,
+            &[
+                "--model",
+                "llama3-8b",
+                "--seq",
+                "131072",
+                "--cp",
+                "1,2,4,8",
+                "--stack",
+                stack,
+                "--emit",
+                "torchtitan",
+            ],
+        );
+        let mut with_cp = 0;
+        for d in t
+            .split("# ==== phase ")
+            .filter(|d| d.starts_with(|c: char| c.is_ascii_digit()))
+        {
+            let no_cp = d.contains("context_parallel_degree = 1\n");
+            let line = format!("context_parallel_rotate_method = \"{method}\"");
+            assert_eq!(!no_cp, d.contains(&line), "{stack}: {d}");
+            with_cp += usize::from(!no_cp);
+        }
+        assert!(with_cp > 0, "{stack}: {t}");
+    }
 }

@@ -202,6 +202,22 @@ fn phase(
     })
 }
 
+/// A note when the plan moves between DeepSpeed's plain engine (PP 1) and its pipeline engine
+/// (a `PipelineModule`, checkpointed per layer): copus has not checked that a universal
+/// checkpoint carries a run from one to the other.
+fn engine_switch_note(phases: &[EmitPhase]) -> Option<String> {
+    phases
+        .windows(2)
+        .any(|w| (w[0].pp > 1) != (w[1].pp > 1))
+        .then(|| {
+            "the plan moves between DeepSpeed's plain engine (PP 1) and its pipeline engine \
+             (PP > 1), which build and checkpoint the model differently: copus has not checked \
+             that a universal checkpoint carries a run across; keep PP above 1 or at 1 \
+             throughout if it does not"
+                .to_string()
+        })
+}
+
 /// The DeepSpeed document for `phases`.
 pub fn write(
     report: &PlanReport,
@@ -227,7 +243,12 @@ pub fn write(
               --exit-interval stops a phase there (saving a checkpoint) where it would run on",
         stack: &report.stack.label,
         note: super::stack_note(report.stack.preset, TARGET),
-        notes: ctx.notes.clone(),
+        notes: ctx
+            .notes
+            .iter()
+            .cloned()
+            .chain(engine_switch_note(phases))
+            .collect(),
         phases: phases
             .iter()
             .enumerate()

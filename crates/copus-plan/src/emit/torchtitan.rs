@@ -64,6 +64,10 @@ struct Parallelism {
     fsdp_reshard_after_forward: &'static str,
     tensor_parallel_degree: u32,
     context_parallel_degree: u32,
+    /// How context parallelism exchanges keys and values, as the plan costed it: "alltoall"
+    /// (torchtitan's ring rotation of the shards) or "allgather"; left out without CP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_parallel_rotate_method: Option<&'static str>,
     /// torchtitan's `expert_parallel_degree` (MoE models; 1: none).
     expert_parallel_degree: u32,
     pipeline_parallel_degree: u32,
@@ -171,6 +175,24 @@ fn job(
     };
     let settings = &report.stack.settings;
     let fp8 = settings.precision == "fp8";
+    let rotate = if p.cp > 1 {
+        Some(match settings.cp_comm {
+            "ring" => "alltoall",
+            "all_gather" => "allgather",
+            other => {
+                return Err(p.inexpressible(
+                    TARGET,
+                    format!(
+                        "context parallelism by '{other}' (torchtitan exchanges keys and values \
+                         by a ring rotation or an all-gather, not by DeepSpeed-Ulysses' \
+                         all-to-all over heads)"
+                    ),
+                ));
+            }
+        })
+    } else {
+        None
+    };
     // torchtitan splits a rank's local batch into pipeline micro-batches itself; without a
     // pipeline it accumulates gradients global / (local · dp) times.
     let local = if pipelined {
@@ -197,6 +219,7 @@ fn job(
             fsdp_reshard_after_forward: reshard,
             tensor_parallel_degree: p.tp,
             context_parallel_degree: p.cp,
+            context_parallel_rotate_method: rotate,
             expert_parallel_degree: p.ep,
             pipeline_parallel_degree: p.pp,
             pipeline_parallel_microbatch_size: pipelined.then_some(p.micro_batch),
@@ -258,6 +281,18 @@ pub fn write(
     );
     if let Some(note) = super::stack_note(report.stack.preset, TARGET) {
         let _ = writeln!(out, "# note: {note}");
+    }
+    if phases.len() > 1 {
+        // torchtitan's warmup is min(warmup_steps, training.steps) of each run: a warmup
+        // longer than the first phase ends with it, and the next phase warms up again from
+        // where its own ramp stands (the rate drops at the switch).
+        let _ = writeln!(
+            out,
+            "# note: keep lr_scheduler.warmup_steps within the first phase ({} steps): torchtitan \
+             cuts the warmup to a phase's training.steps, and the next phase would start lower \
+             on its own warmup",
+            phases[0].until_step
+        );
     }
     for note in &ctx.notes {
         let _ = writeln!(out, "# note: {}", super::one_line(note));
