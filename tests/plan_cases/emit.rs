@@ -517,11 +517,32 @@ fn a_phase_that_breaks_divisibility_or_the_gpu_count_is_named() {
     let (rep, ctx) = changed(16, 2, 1, 1, 1, "none", 1);
     let e = emit(&rep, &ctx, EmitTarget::Json).expect_err("GPU count");
     assert!(e.to_string().contains("cluster has 64 GPUs"), "{e}");
-    // Uneven pipeline stages: 32 layers on PP 3 (on a 24-GPU cluster, the first phase alone).
+    // Uneven pipeline stages: 32 layers on PP 3 (on a 24-GPU cluster, the first phase alone)
+    // are 10, 11, 11, the short stage first as copus costs it; with an interleaved schedule,
+    // refused.
     let (mut rep, mut ctx) = changed(8, 1, 3, 1, 1, "none", 1);
     rep.schedule.truncate(1);
     ctx.gpus = 24;
-    let e = emit(&rep, &ctx, EmitTarget::Megatron).expect_err("uneven");
+    let m = emit(&rep, &ctx, EmitTarget::Megatron).expect("uneven stages");
+    let phase = megatron_phases(&m).remove(0);
+    let f = flags(&phase);
+    assert_eq!(f["--decoder-first-pipeline-num-layers"], "10", "{phase}");
+    assert!(
+        !f.contains_key("--decoder-last-pipeline-num-layers"),
+        "{phase}"
+    );
+    let t = emit(&rep, &ctx, EmitTarget::Torchtitan).expect("uneven stages");
+    for line in [
+        "pipeline_parallel_layers_per_stage = 11",
+        "pipeline_parallel_first_stage_less_layers = 1",
+        "pipeline_parallel_last_stage_less_layers = 0",
+    ] {
+        assert!(t.contains(line), "{line}: {t}");
+    }
+    let (mut rep, mut ctx) = changed(4, 1, 3, 2, 1, "none", 3);
+    rep.schedule.truncate(1);
+    ctx.gpus = 12;
+    let e = emit(&rep, &ctx, EmitTarget::Megatron).expect_err("uneven and interleaved");
     assert!(e.to_string().contains("do not split evenly"), "{e}");
 }
 

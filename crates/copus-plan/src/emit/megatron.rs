@@ -2,7 +2,7 @@
 //! (`PHASE_1="..."`), or one `--rampup-batch-size` where the whole plan is a ramp Megatron's
 //! schedule reproduces.
 
-use super::{EmitContext, EmitEnd, EmitError, EmitPhase, EmitTarget, layers_per_stage};
+use super::{EmitContext, EmitEnd, EmitError, EmitPhase, EmitTarget, stage_split};
 use crate::report::PlanReport;
 use std::fmt::Write as _;
 
@@ -194,14 +194,22 @@ fn layout_args(
         a.push(format!("--expert-model-parallel-size {}", p.ep));
     }
     if p.pp > 1 || p.vpp > 1 {
-        let per = layers_per_stage(p, ctx.layers).map_err(|why| {
-            p.inexpressible(
-                TARGET,
-                format!(
-                    "{why} (uneven stages need --decoder-first-pipeline-num-layers, set by hand)"
-                ),
-            )
-        })?;
+        let split = stage_split(p, ctx.layers).map_err(|why| p.inexpressible(TARGET, why))?;
+        let per = split.per_stage;
+        // Uneven stages: the ends hold fewer layers; Megatron splits the rest evenly over the
+        // stages between (over the other pp − 1 when only the first is given).
+        if split.first_less > 0 {
+            a.push(format!(
+                "--decoder-first-pipeline-num-layers {}",
+                per - split.first_less
+            ));
+        }
+        if split.last_less > 0 {
+            a.push(format!(
+                "--decoder-last-pipeline-num-layers {}",
+                per - split.last_less
+            ));
+        }
         if p.vpp > 1 {
             if !p.accumulation.is_multiple_of(u64::from(p.pp)) {
                 return Err(p.inexpressible(

@@ -2,7 +2,7 @@
 //! `# ==== phase K of N ====`; a phase resumes from the previous phase's checkpoint and runs to
 //! its `training.steps`.
 
-use super::{EmitContext, EmitEnd, EmitError, EmitPhase, EmitTarget, layers_per_stage};
+use super::{EmitContext, EmitEnd, EmitError, EmitPhase, EmitTarget, stage_split};
 use crate::report::PlanReport;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -78,9 +78,10 @@ struct Parallelism {
     #[serde(skip_serializing_if = "Option::is_none")]
     pipeline_parallel_layers_per_stage: Option<u32>,
     /// torchtitan counts `layers + first_less + last_less` layers into stages of
-    /// `layers_per_stage` (both default to 1, for the embedding and the output layer): 0 here,
-    /// so that the plan's even split gives exactly pp·vpp stages (with the defaults, 80 layers
-    /// in stages of 40 made 3 stages for PP 2, which torchtitan refuses).
+    /// `layers_per_stage` (both default to 1, for the embedding and the output layer): the
+    /// layers the plan's split leaves off the first stage (0 when even), so that it gives
+    /// exactly pp·vpp stages (with the defaults, 80 layers in stages of 40 made 3 stages for
+    /// PP 2, which torchtitan refuses).
     #[serde(skip_serializing_if = "Option::is_none")]
     pipeline_parallel_first_stage_less_layers: Option<u32>,
     /// The same for the last stage.
@@ -169,7 +170,7 @@ fn job(
     };
     let pipelined = p.pp > 1;
     let layers = if pipelined {
-        Some(layers_per_stage(p, ctx.layers).map_err(|why| p.inexpressible(TARGET, why))?)
+        Some(stage_split(p, ctx.layers).map_err(|why| p.inexpressible(TARGET, why))?)
     } else {
         None
     };
@@ -228,9 +229,9 @@ fn job(
             } else {
                 "1F1B"
             }),
-            pipeline_parallel_layers_per_stage: layers,
-            pipeline_parallel_first_stage_less_layers: layers.map(|_| 0),
-            pipeline_parallel_last_stage_less_layers: layers.map(|_| 0),
+            pipeline_parallel_layers_per_stage: layers.map(|s| s.per_stage),
+            pipeline_parallel_first_stage_less_layers: layers.map(|s| s.first_less),
+            pipeline_parallel_last_stage_less_layers: layers.map(|s| s.last_less),
         },
         activation_checkpoint: ActivationCheckpoint {
             mode,
