@@ -408,6 +408,14 @@ fn predict_shows_why_a_configuration_does_not_fit_and_what_would() {
     ]);
     run.succeeds();
     assert!(run.stdout.contains("does NOT fit"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .lines()
+            .filter(|l| l.contains("TFLOP/s") || l.contains("throughput"))
+            .all(|l| l.ends_with("(if it fit)")),
+        "{}",
+        run.stdout
+    );
     // Not "the fastest that fits" of micro-batches none of which fits.
     assert!(
         run.stdout

@@ -124,6 +124,15 @@ fn the_expert_parallel_row_and_flag_agree_on_a_mixture_of_experts_and_refuse_a_d
         .apply(&mut dense, Command::Grid)
         .expect_err("dense");
     assert!(err.to_string().contains("is dense"), "{err}");
+    // The what-if row steps only through degrees the 8 experts and the 64 GPUs allow.
+    let mut stepped = demo();
+    moe(&mut stepped);
+    for _ in 0..10 {
+        whatif::apply(&mut stepped, Field::ExpertParallel, 1).expect("EP");
+        let ep = &stepped.session.search.expert_parallel;
+        assert!(ep.iter().all(|&d| 8 % d == 0), "{ep:?}");
+    }
+    assert_eq!(stepped.session.search.expert_parallel, vec![8]);
     let why = whatif::apply(&mut dense, Field::ExpertParallel, 1).expect_err("dense row");
     assert!(why.contains("is dense"), "{why}");
     assert!(dense.session.search.expert_parallel.is_empty());
@@ -267,6 +276,27 @@ fn a_value_the_session_cannot_hold_is_refused_naming_the_flag() {
         caveats.contains("without effect here: --stat-eff pollux"),
         "{caveats}"
     );
+    copus(&["grid", DEMO, "--gemm-plateau", "1e-300"]).fails_with(&["--gemm-plateau 1e-300"]);
+    copus(&["plan", DEMO, "--restart-cost", "1e300"]).fails_with(&["--restart-cost 1e300"]);
+    copus(&["plan", DEMO, "--checkpoint-bw", "0.001"]).fails_with(&["--checkpoint-bw"]);
+    // A stack flag that --cp gives an effect is not called without one; a flag that sets a
+    // value to what it was is not a change.
+    let g = json(&[
+        "grid",
+        DEMO,
+        "--json",
+        "--cp",
+        "2",
+        "--cp-comm",
+        "all-gather",
+    ]);
+    assert!(
+        !g["caveats"].to_string().contains("--cp-comm has no effect"),
+        "{}",
+        g["caveats"]
+    );
+    let g = json(&["grid", DEMO, "--json", "--inter-link-scale", "1"]);
+    assert_eq!(g["caveats"], serde_json::json!([]), "{}", g["caveats"]);
     // A change below the display's rounding is still said.
     let g = json(&["grid", DEMO, "--json", "--gemm-plateau", "0.66"]);
     let caveats = g["caveats"].to_string();

@@ -430,17 +430,27 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.search.context_parallel = CP_DEGREES[..n].to_vec();
         }
         Field::ExpertParallel => {
-            if r.model.moe.is_none() {
+            let Some(moe) = &r.model.moe else {
                 return Err(format!(
                     "{} is dense: expert parallelism splits a mixture of experts",
                     r.model.name
                 ));
-            }
+            };
+            // Only degrees that divide the experts and the GPUs (EP 16 of 8 experts made
+            // every cell ×, as `--ep 16` is refused on the command line).
+            let gpus = s.cluster.nodes.saturating_mul(s.cluster.gpus_per_node);
+            let options: Vec<Option<u32>> = EP_CHOICES
+                .iter()
+                .copied()
+                .filter(|c| {
+                    c.is_none_or(|d| moe.experts.is_multiple_of(d) && gpus.is_multiple_of(d))
+                })
+                .collect();
             let current = match s.search.expert_parallel.as_slice() {
                 [one] => Some(*one),
                 _ => None,
             };
-            s.search.expert_parallel = step_in(&EP_CHOICES, current, delta).into_iter().collect();
+            s.search.expert_parallel = step_in(&options, current, delta).into_iter().collect();
         }
         Field::BCritScale => {
             let scale = step_ordered(&SCALES, s.b_crit_scale, delta);

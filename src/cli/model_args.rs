@@ -4,6 +4,7 @@
 use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
 use crate::profiles;
+use crate::session::SearchBoundSetting;
 use anyhow::Context;
 use clap::Args;
 use std::path::Path;
@@ -194,6 +195,43 @@ pub fn check_session_path(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A stack flag, whether the stack given sets it, and the search it needs to have an effect.
+type SearchBoundFlag = (
+    fn(&crate::perf::Stack) -> bool,
+    &'static str,
+    SearchBoundSetting,
+);
+
+/// The stack flags that change nothing unless the search holds what they apply to.
+const SEARCH_BOUND_FLAGS: [SearchBoundFlag; 3] = [
+    (
+        |s| s.pp_overlap.is_some(),
+        "--pp-overlap",
+        SearchBoundSetting::PpOverlap,
+    ),
+    (
+        |s| s.sharding.is_some(),
+        "--sharding",
+        SearchBoundSetting::Sharding,
+    ),
+    (
+        |s| s.cp_comm.is_some(),
+        "--cp-comm",
+        SearchBoundSetting::CpComm,
+    ),
+];
+
+/// Drop the "has no effect on this grid" notes of stack flags that a later change of the
+/// search (`--cp 1,2`, `--zero 3`, a session's interleave) gave an effect.
+pub fn drop_stale_no_effect_notes(r: &mut crate::session::Resolved) {
+    for (_, flag, setting) in SEARCH_BOUND_FLAGS {
+        if r.setting_without_effect(setting).is_none() {
+            let stale = format!("{flag} has no effect on this grid");
+            r.override_notes.retain(|n| !n.starts_with(&stale));
+        }
+    }
+}
+
 /// [`apply_overrides`], then each of its notes on standard error (`note: …`), as the
 /// commands that open the explorer or advise say them before they start.
 pub fn apply_overrides_noted(
@@ -258,13 +296,8 @@ pub fn apply_overrides(
         if let Some(replaced) = r.switch_stack(overlaid) {
             r.override_notes.push(format!("--stack: {replaced}"));
         }
-        use crate::session::SearchBoundSetting as S;
-        for (given, flag, setting) in [
-            (s.pp_overlap.is_some(), "--pp-overlap", S::PpOverlap),
-            (s.sharding.is_some(), "--sharding", S::Sharding),
-            (s.cp_comm.is_some(), "--cp-comm", S::CpComm),
-        ] {
-            if let Some(why) = r.setting_without_effect(setting).filter(|_| given) {
+        for (given, flag, setting) in SEARCH_BOUND_FLAGS {
+            if let Some(why) = r.setting_without_effect(setting).filter(|_| given(s)) {
                 r.override_notes
                     .push(format!("{flag} has no effect on this grid: {why}"));
             }

@@ -641,12 +641,12 @@ fn print_text(o: &Output) {
     // mask; docs/MODEL.md): a 6·N-per-token count reads lower, the more so at long sequences.
     println!(
         "  model TFLOP/s    {:>10.1} per GPU (MFU {:.1}%{peak}; Megatron's FLOP count: causal \
-         attention counted in full)",
+         attention counted in full){if_it_fit}",
         p.model_tflops_per_gpu,
         p.mfu * 100.0
     );
     println!(
-        "  hardware TFLOP/s {:>10.1} per GPU",
+        "  hardware TFLOP/s {:>10.1} per GPU{if_it_fit}",
         p.hardware_tflops_per_gpu
     );
     // With pipeline stages the figure is the fullest stage's: usually the first (most

@@ -146,7 +146,11 @@ struct Changes {
 /// Everything of `r` a command computes with, to tell whether a flag changed it (the display
 /// strings round: a plateau of 0.66 against 0.6615 reads "66%" both times).
 fn fingerprint(r: &Resolved) -> String {
-    format!("{:?}|{:?}", r.session, r.efficiency())
+    // The efficiency in force, not whether the session writes it out (a flag that sets a
+    // parameter to its value makes it the session's own, changing nothing).
+    let mut session = r.session.clone();
+    session.efficiency = None;
+    format!("{session:?}|{:?}", r.efficiency())
 }
 
 impl Changes {
@@ -388,6 +392,13 @@ impl WhatIfArgs {
             });
         }
         if let Some(x) = self.gemm_plateau {
+            // What a GEMM reaches on any GPU copus knows lies far above 1 % of peak; below it
+            // every figure is noise (a plateau of 1e-300 gave 0 tokens/s and a +423 % gain).
+            anyhow::ensure!(
+                (0.01..=1.0).contains(&x),
+                "--gemm-plateau {}: a fraction of peak from 0.01 to 1",
+                num(x)
+            );
             c.edit(
                 r,
                 format!("--gemm-plateau {}", num(x)),
@@ -402,6 +413,7 @@ impl WhatIfArgs {
             });
         }
         c.finish(r)?;
+        super::model_args::drop_stale_no_effect_notes(r);
         // After the session is checked: the layouts need a valid cluster and model.
         check_cp(r, &cp)
     }
@@ -434,6 +446,11 @@ impl SwitchCostArgs {
             });
         }
         if let Some(s) = self.restart_cost {
+            anyhow::ensure!(
+                (0.0..=1e6).contains(&s),
+                "--restart-cost {}: seconds from 0 to 1e6 (about 12 days)",
+                num(s)
+            );
             c.edit(
                 r,
                 format!("--restart-cost {}", num(s)),
@@ -442,6 +459,11 @@ impl SwitchCostArgs {
             );
         }
         if let Some(bw) = self.checkpoint_bw {
+            anyhow::ensure!(
+                (1e6..=1e13).contains(&bw),
+                "--checkpoint-bw {}: bytes/s from 1e6 (1 MB/s) to 1e13",
+                num(bw)
+            );
             let flag = format!("--checkpoint-bw {}", num(bw));
             c.edit(r, flag, Field::CheckpointBandwidth, |r| {
                 r.session.costs.checkpoint_bw_bytes_per_s = bw

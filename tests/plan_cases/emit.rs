@@ -839,7 +839,23 @@ fn a_layout_change_resumes_in_every_framework() {
         );
     }
 
-    // Context parallelism exchanges keys and values as the plan costed it.
+    // Context parallelism exchanges keys and values as the plan costed it, in Megatron too.
+    for (comm, kind) in [
+        ("ring", "p2p"),
+        ("all-gather", "allgather"),
+        ("all-to-all", "a2a"),
+    ] {
+        let m = run(
+            demo,
+            &["--cp", "2", "--cp-comm", comm, "--emit", "megatron"],
+        );
+        for p in megatron_phases(&m) {
+            let f = flags(&p);
+            if f.contains_key("--context-parallel-size") {
+                assert_eq!(f["--cp-comm-type"], kind, "{p}");
+            }
+        }
+    }
     for (stack, method) in [
         ("torchtitan-fsdp2", "allgather"),
         ("megatron-core", "alltoall"),

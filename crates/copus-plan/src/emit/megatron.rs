@@ -188,7 +188,17 @@ fn layout_args(
         format!("--pipeline-model-parallel-size {}", p.pp),
     ];
     if p.cp > 1 {
-        a.push(format!("--context-parallel-size {}", p.cp));
+        // The exchange the plan costed: Megatron's p2p ring is its default, all-gather and
+        // all-to-all (Ulysses) are named.
+        let kind = match report.stack.settings.cp_comm {
+            "all_gather" => "allgather",
+            "all_to_all" => "a2a",
+            _ => "p2p",
+        };
+        a.push(format!(
+            "--context-parallel-size {} --cp-comm-type {kind}",
+            p.cp
+        ));
     }
     if p.ep > 1 {
         a.push(format!("--expert-model-parallel-size {}", p.ep));

@@ -363,24 +363,36 @@ pub fn stack_note(preset: &str, target: EmitTarget) -> Option<String> {
 /// What the written schedule leaves to the user, from how the plan was costed: the learning
 /// rate the objective assumes (no target sets it per phase), and a plan costed with in-place
 /// TP/PP switches that every target writes as checkpoint-and-restart.
-pub fn schedule_notes(report: &PlanReport, phases: &[EmitPhase]) -> Vec<String> {
+pub fn schedule_notes(
+    report: &PlanReport,
+    phases: &[EmitPhase],
+    target: EmitTarget,
+) -> Vec<String> {
     let mut notes = Vec::new();
     if phases.len() > 1 {
+        // How a resumed run takes a new rate: Megatron-LM restores the checkpoint's scheduler
+        // unless told; elsewhere the trainer's own way.
+        let how = match target {
+            EmitTarget::Megatron => {
+                "with --override-opt_param-scheduler, which otherwise restores the checkpoint's"
+            }
+            _ => {
+                "in your trainer: a resumed learning-rate scheduler restores the checkpoint's rate"
+            }
+        };
         notes.push(match report.objective.as_str() {
             "lr-sqrt" => format!(
                 "the plan assumes the learning rate scales with the square root of the batch \
                  (tuned at a reference batch of {}): this schedule does not change it; give each \
-                 phase its rate (in Megatron-LM with --override-opt_param-scheduler, which \
-                 otherwise restores the checkpoint's)",
+                 phase its rate ({how})",
                 report
                     .lr_reference_batch
                     .map_or_else(|| "the session's".to_string(), |b| format!("{b:.0}"))
             ),
-            _ => "the plan assumes the learning rate re-tuned for each batch (the McCandlish \
-                  objective): this schedule keeps your rate; retune it per phase (in Megatron-LM \
-                  with --override-opt_param-scheduler, which otherwise restores the \
-                  checkpoint's)"
-                .to_string(),
+            _ => format!(
+                "the plan assumes the learning rate re-tuned for each batch (the McCandlish \
+                 objective): this schedule keeps your rate; retune it per phase ({how})"
+            ),
         });
     }
     if report.reshard_mode == "in-place" && megatron::reshards_model_parallel(phases) {
@@ -401,7 +413,9 @@ pub fn emit(
 ) -> Result<String, EmitError> {
     let (phases, end) = phases(report, ctx)?;
     let mut with_notes = ctx.clone();
-    with_notes.notes.extend(schedule_notes(report, &phases));
+    with_notes
+        .notes
+        .extend(schedule_notes(report, &phases, target));
     let ctx = &with_notes;
     match target {
         EmitTarget::Json => {
