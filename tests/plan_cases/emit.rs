@@ -544,6 +544,23 @@ fn a_phase_that_breaks_divisibility_or_the_gpu_count_is_named() {
     ctx.gpus = 12;
     let e = emit(&rep, &ctx, EmitTarget::Megatron).expect_err("uneven and interleaved");
     assert!(e.to_string().contains("do not split evenly"), "{e}");
+    // torchtitan could split it, but its middle stages would hold 3 × 4 = 12 layers where the
+    // plan costs ⌈32/3⌉ = 11: refused too.
+    let e = emit(&rep, &ctx, EmitTarget::Torchtitan).expect_err("not the plan's split");
+    assert!(e.to_string().contains("where the plan costs 11"), "{e}");
+    // 32 layers on PP 6 × VPP 2: virtual stages of 3, the ends 1 (torchtitan counts
+    // (32 + 2 + 2) / 3 = 12 = pp·vpp), the middle stages 2 × 3 = 6 = ⌈32/6⌉ as costed.
+    let (mut rep, mut ctx) = changed(2, 1, 6, 2, 1, "none", 2);
+    rep.schedule.truncate(1);
+    ctx.gpus = 12;
+    let t = emit(&rep, &ctx, EmitTarget::Torchtitan).expect("torchtitan splits it");
+    for line in [
+        "pipeline_parallel_layers_per_stage = 3",
+        "pipeline_parallel_first_stage_less_layers = 2",
+        "pipeline_parallel_last_stage_less_layers = 2",
+    ] {
+        assert!(t.contains(line), "{line}: {t}");
+    }
 }
 
 #[test]

@@ -204,7 +204,8 @@ fn layout_args(
         a.push(format!("--expert-model-parallel-size {}", p.ep));
     }
     if p.pp > 1 || p.vpp > 1 {
-        let split = stage_split(p, ctx.layers).map_err(|why| p.inexpressible(TARGET, why))?;
+        let split =
+            stage_split(p, ctx.layers, false).map_err(|why| p.inexpressible(TARGET, why))?;
         let per = split.per_stage;
         // Uneven stages: the ends hold fewer layers; Megatron splits the rest evenly over the
         // stages between (over the other pp − 1 when only the first is given).

@@ -294,7 +294,11 @@ struct StageSplit {
 /// ⌈layers/pp⌉ at the two ends (the heaviest stage holds ⌈layers/pp⌉, as copus's model
 /// costs it: 126 layers on PP 8 are 15, 16 × 6, 15, as Llama 3 405B ran); why not, when the
 /// split is uneven with an interleaved schedule or leaves an end stage without a layer.
-fn stage_split(p: &EmitPhase, layers: u32) -> Result<StageSplit, String> {
+///
+/// `interleaved_uneven`: whether the target splits uneven interleaved stages too (torchtitan
+/// counts virtual stages over `layers + first_less + last_less`; Megatron's layer-count flags
+/// take no virtual stages).
+fn stage_split(p: &EmitPhase, layers: u32, interleaved_uneven: bool) -> Result<StageSplit, String> {
     let stages = p.pp.saturating_mul(p.vpp);
     if stages == 0 || layers == 0 {
         return Err(format!("{layers} layers on pp·vpp = {stages} stages"));
@@ -302,10 +306,21 @@ fn stage_split(p: &EmitPhase, layers: u32) -> Result<StageSplit, String> {
     let per_stage = layers.div_ceil(stages);
     let deficit = u64::from(per_stage) * u64::from(stages) - u64::from(layers);
     let deficit = u32::try_from(deficit).map_err(|_| "too many stages".to_string())?;
-    if deficit > 0 && p.vpp > 1 {
+    if deficit > 0 && p.vpp > 1 && !interleaved_uneven {
         return Err(format!(
             "{layers} layers do not split evenly into pp·vpp = {stages} stages (uneven stages \
              with an interleaved schedule)"
+        ));
+    }
+    // Interleaved, the middle pipeline stages hold vpp full virtual stages: only where that is
+    // the ⌈layers/pp⌉ copus costs (126 layers on PP 8 × VPP 2: 2 × 8 = 16) is the split the
+    // plan's.
+    let heaviest = layers.div_ceil(p.pp.max(1));
+    if deficit > 0 && p.vpp > 1 && per_stage.saturating_mul(p.vpp) != heaviest {
+        return Err(format!(
+            "{layers} layers on pp·vpp = {stages} stages would put {} layers on a middle \
+             stage where the plan costs {heaviest}",
+            per_stage.saturating_mul(p.vpp)
         ));
     }
     let (first_less, last_less) = (deficit.div_ceil(2), deficit / 2);

@@ -170,7 +170,7 @@ fn job(
     };
     let pipelined = p.pp > 1;
     let layers = if pipelined {
-        Some(stage_split(p, ctx.layers).map_err(|why| p.inexpressible(TARGET, why))?)
+        Some(stage_split(p, ctx.layers, true).map_err(|why| p.inexpressible(TARGET, why))?)
     } else {
         None
     };
