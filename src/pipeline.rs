@@ -4,7 +4,7 @@
 //! plain values and do not depend on [`crate::session`].
 
 use crate::goodput::{self, ThroughputTable};
-use crate::perf::{self, PerfContext};
+use crate::perf;
 use crate::plan::costs::ReconfigCosts;
 use crate::plan::objective::{Efficiency, Objective};
 use crate::plan::problem::Problem;
@@ -384,12 +384,7 @@ pub fn plan_session_cautioned(
     let note = sequence_conversion_note(&loaded.trajectory, &r.model);
     let traj = loaded.trajectory.in_sequences_of(r.model.seq_len);
     let eff = r.efficiency();
-    let ctx = PerfContext {
-        hw: &r.hardware,
-        model: &r.model,
-        eff: &eff,
-        gpus_per_node: r.session.cluster.gpus_per_node,
-    };
+    let ctx = r.perf_context(&eff);
     let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
     let report = plan_with(r, &traj, &table)?;
     let cautions = switch_cautions(&report, &traj, loaded.analysis.as_ref());

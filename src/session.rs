@@ -440,6 +440,17 @@ impl Resolved {
         }
     }
 
+    /// The performance model's context for this session: its hardware, model and GPUs per
+    /// node, with `eff` (usually [`Self::efficiency`], which the caller keeps alive).
+    pub fn perf_context<'a>(&'a self, eff: &'a EfficiencyParams) -> crate::perf::PerfContext<'a> {
+        crate::perf::PerfContext {
+            hw: &self.hardware,
+            model: &self.model,
+            eff,
+            gpus_per_node: self.session.cluster.gpus_per_node,
+        }
+    }
+
     /// The efficiency parameters in force: the session's own, else the calibration's (when
     /// loaded and in use), else the hardware profile's.
     pub fn efficiency(&self) -> EfficiencyParams {

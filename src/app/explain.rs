@@ -4,7 +4,6 @@
 
 use super::App;
 use crate::goodput::{TableCell, moe_floor_problem};
-use crate::perf::PerfContext;
 use crate::perf::enumerate::Choices;
 use crate::perf::explain::{Explanation, NearestChange, closest_miss, explain, nearest_change};
 
@@ -61,13 +60,7 @@ pub fn cell_view(app: &App, (row, col): (usize, usize)) -> Option<CellView> {
     let batch = *table.batches.get(col)?;
     let r = &app.resolved;
     let eff = r.efficiency();
-    let cluster = r.cluster();
-    let ctx = PerfContext {
-        hw: &r.hardware,
-        model: &r.model,
-        eff: &eff,
-        gpus_per_node: cluster.gpus_per_node,
-    };
+    let ctx = r.perf_context(&eff);
     let search = &r.session.search;
     let choices = Choices {
         micro_batches: &search.micro_batches,

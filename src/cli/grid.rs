@@ -1,7 +1,7 @@
 //! `copus grid`: the Goodput grid of a session at one training point.
 
 use crate::goodput::{TableCell, throughput_table};
-use crate::perf::{ParallelConfig, PerfContext};
+use crate::perf::ParallelConfig;
 use crate::pipeline::load_trajectory_noted;
 use anyhow::Context;
 use clap::Args;
@@ -260,12 +260,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let s = &resolved.session;
     let cluster = resolved.cluster();
     let eff = resolved.efficiency();
-    let ctx = PerfContext {
-        hw: &resolved.hardware,
-        model: &resolved.model,
-        eff: &eff,
-        gpus_per_node: cluster.gpus_per_node,
-    };
+    let ctx = resolved.perf_context(&eff);
     let table = throughput_table(&ctx, &cluster, &s.search);
     let b_noise = point.b_crit * s.b_crit_scale;
     // A critical batch below one sample (a data-scaling law at 0 tokens) rates every batch

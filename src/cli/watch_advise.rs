@@ -145,12 +145,7 @@ impl Advising {
             .map_err(|e| anyhow::anyhow!("--session {e}"))?;
         super::model_args::apply_overrides_noted(&mut r, o.calibration, o.stack.as_ref())?;
         let eff = r.efficiency();
-        let ctx = crate::perf::PerfContext {
-            hw: &r.hardware,
-            model: &r.model,
-            eff: &eff,
-            gpus_per_node: r.session.cluster.gpus_per_node,
-        };
+        let ctx = r.perf_context(&eff);
         let table = crate::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
         let threshold = o.threshold.unwrap_or(r.session.costs.switch_threshold);
         if !(threshold.is_finite() && threshold >= 0.0) {

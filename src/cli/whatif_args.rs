@@ -265,12 +265,7 @@ fn sorted<T: Ord + Copy>(values: &[T]) -> Vec<T> {
 /// with nothing to plan).
 fn check_cp(r: &Resolved, cp: &[u32]) -> anyhow::Result<()> {
     let eff = r.efficiency();
-    let ctx = crate::perf::PerfContext {
-        hw: &r.hardware,
-        model: &r.model,
-        eff: &eff,
-        gpus_per_node: r.session.cluster.gpus_per_node,
-    };
+    let ctx = r.perf_context(&eff);
     let cluster = r.cluster();
     let layouts = crate::goodput::layouts(&ctx, &cluster, &r.session.search);
     for &d in cp {
