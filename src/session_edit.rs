@@ -4,7 +4,12 @@
 
 use crate::goodput::StatEffForm;
 use crate::perf::EfficiencyParams;
+use crate::plan::costs::ReshardMode;
 use crate::session::Resolved;
+
+/// Re-initialisation after an in-place TP/PP change when a session is switched to it (the
+/// what-if, `plan --reshard in-place`), seconds.
+pub const IN_PLACE_REINIT_S: f64 = 30.0;
 
 impl Resolved {
     /// Search exactly these ZeRO stages (0–3). Chosen by hand, they no longer follow the
@@ -32,6 +37,21 @@ impl Resolved {
         StatEffForm::Pollux {
             b0: s.current_batch.unwrap_or(first) as f64,
         }
+    }
+
+    /// Carry out TP/PP changes in place (`true`) or by checkpoint and restart. Switched to in
+    /// place, a session's own in-place settings stay; otherwise the state moves over the fast
+    /// network and re-initialisation takes [`IN_PLACE_REINIT_S`].
+    pub fn set_reshard_in_place(&mut self, in_place: bool) {
+        let costs = &mut self.session.costs;
+        costs.reshard = match (in_place, &costs.reshard) {
+            (false, _) => ReshardMode::CheckpointRestart,
+            (true, kept @ ReshardMode::InPlace { .. }) => kept.clone(),
+            (true, ReshardMode::CheckpointRestart) => ReshardMode::InPlace {
+                network_bw_bytes_per_s: None,
+                reinit_s: IN_PLACE_REINIT_S,
+            },
+        };
     }
 
     /// Change parameters of the efficiency model in force (the session's own, the

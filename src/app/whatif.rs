@@ -121,10 +121,6 @@ const LINK_SCALES: [f64; 7] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
 const RESTARTS_S: [f64; 9] = [0.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
 const CHECKPOINT_BW: [f64; 7] = [0.5e9, 1e9, 2e9, 5e9, 10e9, 20e9, 50e9];
 
-/// Re-initialisation after an in-place TP/PP change when the what-if (or `plan --reshard
-/// in-place`) switches a session to it, seconds.
-pub const IN_PLACE_REINIT_S: f64 = 30.0;
-
 const GPUS_PER_NODE: [u32; 4] = [1, 2, 4, 8];
 const CP_DEGREES: [u32; 4] = [1, 2, 4, 8];
 /// The expert-parallel choices the editor cycles through: any degree the layout allows, then
@@ -491,13 +487,8 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             }
         }
         Field::Reshard => {
-            s.costs.reshard = match s.costs.reshard {
-                ReshardMode::CheckpointRestart => ReshardMode::InPlace {
-                    network_bw_bytes_per_s: None,
-                    reinit_s: IN_PLACE_REINIT_S,
-                },
-                ReshardMode::InPlace { .. } => ReshardMode::CheckpointRestart,
-            }
+            let in_place = matches!(s.costs.reshard, ReshardMode::InPlace { .. });
+            r.set_reshard_in_place(!in_place);
         }
         Field::SwitchThreshold => {
             s.costs.switch_threshold = step_ordered(&THRESHOLDS, s.costs.switch_threshold, delta)

@@ -8,7 +8,6 @@
 use crate::app::whatif::{self, Field};
 use crate::goodput::StatEffForm;
 use crate::plan::Objective;
-use crate::plan::costs::ReshardMode;
 use crate::session::Resolved;
 use clap::Args;
 
@@ -234,6 +233,17 @@ impl Changes {
     }
 }
 
+/// `x` within `range` (what a flag can mean), or an error naming the flag and the range.
+fn bounded(
+    flag: &str,
+    x: f64,
+    range: std::ops::RangeInclusive<f64>,
+    what: &str,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(range.contains(&x), "{flag} {}: {what}", num(x));
+    Ok(())
+}
+
 /// A flag's number as text: plain, or in exponent form when very large or small (`1e300`, not
 /// three hundred digits).
 fn num(x: f64) -> String {
@@ -389,11 +399,12 @@ impl WhatIfArgs {
         if let Some(x) = self.gemm_plateau {
             // What a GEMM reaches on any GPU copus knows lies far above 1 % of peak; below it
             // every figure is noise (a plateau of 1e-300 gave 0 tokens/s and a +423 % gain).
-            anyhow::ensure!(
-                (0.01..=1.0).contains(&x),
-                "--gemm-plateau {}: a fraction of peak from 0.01 to 1",
-                num(x)
-            );
+            bounded(
+                "--gemm-plateau",
+                x,
+                0.01..=1.0,
+                "a fraction of peak from 0.01 to 1",
+            )?;
             c.edit(
                 r,
                 format!("--gemm-plateau {}", num(x)),
@@ -426,26 +437,16 @@ impl SwitchCostArgs {
                 ReshardChoice::InPlace => "--reshard in-place",
             };
             c.edit(r, flag.into(), Field::Reshard, |r| {
-                let costs = &mut r.session.costs;
-                costs.reshard = match (mode, &costs.reshard) {
-                    (ReshardChoice::CheckpointRestart, _) => ReshardMode::CheckpointRestart,
-                    // The session's own in-place settings stay.
-                    (ReshardChoice::InPlace, kept @ ReshardMode::InPlace { .. }) => kept.clone(),
-                    (ReshardChoice::InPlace, ReshardMode::CheckpointRestart) => {
-                        ReshardMode::InPlace {
-                            network_bw_bytes_per_s: None,
-                            reinit_s: whatif::IN_PLACE_REINIT_S,
-                        }
-                    }
-                }
+                r.set_reshard_in_place(mode == ReshardChoice::InPlace)
             });
         }
         if let Some(s) = self.restart_cost {
-            anyhow::ensure!(
-                (0.0..=1e6).contains(&s),
-                "--restart-cost {}: seconds from 0 to 1e6 (about 12 days)",
-                num(s)
-            );
+            bounded(
+                "--restart-cost",
+                s,
+                0.0..=1e6,
+                "seconds from 0 to 1e6 (about 12 days)",
+            )?;
             c.edit(
                 r,
                 format!("--restart-cost {}", num(s)),
@@ -454,11 +455,12 @@ impl SwitchCostArgs {
             );
         }
         if let Some(bw) = self.checkpoint_bw {
-            anyhow::ensure!(
-                (1e6..=1e13).contains(&bw),
-                "--checkpoint-bw {}: bytes/s from 1e6 (1 MB/s) to 1e13",
-                num(bw)
-            );
+            bounded(
+                "--checkpoint-bw",
+                bw,
+                1e6..=1e13,
+                "bytes/s from 1e6 (1 MB/s) to 1e13",
+            )?;
             let flag = format!("--checkpoint-bw {}", num(bw));
             c.edit(r, flag, Field::CheckpointBandwidth, |r| {
                 r.session.costs.checkpoint_bw_bytes_per_s = bw
