@@ -124,6 +124,20 @@ fn the_expert_parallel_row_and_flag_agree_on_a_mixture_of_experts_and_refuse_a_d
         .apply(&mut dense, Command::Grid)
         .expect_err("dense");
     assert!(err.to_string().contains("is dense"), "{err}");
+    // EP 1 is how a dense model runs: accepted as `any` is, said to change nothing.
+    for ep in ["1", "any"] {
+        let mut one = demo();
+        flags(&["--ep", ep])
+            .whatif
+            .apply(&mut one, Command::Grid)
+            .expect("--ep 1 on a dense model");
+        assert_eq!(state(&one), state(&demo()), "--ep {ep}");
+        let note = one.override_notes.join(" ");
+        assert!(
+            note.contains("without effect here: --ep"),
+            "--ep {ep}: {note}"
+        );
+    }
     // The what-if row steps only through degrees the 8 experts and the 64 GPUs allow.
     let mut stepped = demo();
     moe(&mut stepped);

@@ -361,7 +361,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             text.push('\n');
         }
         for c in &caveats {
-            text.push_str(&format!("note: {c}\n"));
+            text.push_str(&crate::format::wrap_labelled("note: ", c));
         }
         text.push_str(&format!(
             "step {} ({} tokens): B_crit {:.0} samples; layouts at batch {batch}, fastest first\n",
@@ -577,7 +577,7 @@ fn print_text(o: &GridOut, seq_len: u32) {
         );
     }
     for c in &o.caveats {
-        println!("note: {c}");
+        print!("{}", crate::format::wrap_labelled("note: ", c));
     }
     // In the model's sequences (a run's samples may be shorter: the explorer's title counts
     // those, and the tokens agree).

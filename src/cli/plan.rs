@@ -84,7 +84,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             text.push('\n');
         }
         for c in &caveats {
-            text.push_str(&format!("note: {c}\n"));
+            text.push_str(&crate::format::wrap_labelled("note: ", c));
         }
         print!("{}", super::escape_controls(&text));
     }

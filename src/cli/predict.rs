@@ -707,7 +707,7 @@ fn print_text(o: &Output) {
         pct(b.optimizer_s)
     );
     for c in &o.caveats {
-        println!("  note             {c}");
+        print!("{}", crate::format::wrap_labelled("  note             ", c));
     }
     if let Some(n) = &o.faster_if_it_fit {
         println!(

@@ -290,12 +290,17 @@ fn check_cp(r: &Resolved, cp: &[u32]) -> anyhow::Result<()> {
 }
 
 /// Each EP degree of `ep` is one the model's experts and the GPUs allow; on a dense model
-/// any is an error naming the flag (every cell would be ×).
+/// any degree but 1 (how it runs already) is an error naming the flag (every cell would be ×).
 fn check_ep(r: &Resolved, ep: &[u32]) -> anyhow::Result<()> {
     if ep.is_empty() {
         return Ok(());
     }
     let Some(moe) = &r.model.moe else {
+        // EP 1 is how a dense model runs already: allowed (and noted as without effect),
+        // as `--ep any` is.
+        if ep == [1] {
+            return Ok(());
+        }
         anyhow::bail!(
             "--ep {}: {} is dense; expert parallelism splits a mixture of experts (leave --ep \
              out, or `--ep any`)",
@@ -358,7 +363,10 @@ impl WhatIfArgs {
             check_ep(r, &degrees)?;
             let text = if any { "any".into() } else { list(&degrees) };
             c.edit(r, format!("--ep {text}"), Field::ExpertParallel, |r| {
-                r.session.search.expert_parallel = degrees
+                // A dense model keeps its search as it is (`--ep 1` or `any`: nothing to split).
+                if r.model.moe.is_some() {
+                    r.session.search.expert_parallel = degrees
+                }
             });
         }
         if let Some(b) = self.current_batch {

@@ -84,9 +84,85 @@ pub fn escape_controls(s: &str) -> String {
         .collect()
 }
 
+/// Columns a wrapped line of text output takes at most (the 100-column terminals most
+/// users have; a word longer than that stays whole).
+pub const TEXT_COLUMNS: usize = 100;
+
+/// `text` after `label` (e.g. `"note: "`), wrapped at word boundaries to lines of at most
+/// [`TEXT_COLUMNS`] characters, every line after the first indented by `label`'s width;
+/// ends with a newline. Text with newlines of its own keeps them.
+pub fn wrap_labelled(label: &str, text: &str) -> String {
+    let indent = label.chars().count();
+    let mut out = String::with_capacity(label.len() + text.len() + 16);
+    let mut first_line = true;
+    for paragraph in text.split('\n') {
+        let mut width = 0;
+        if first_line {
+            out.push_str(label);
+        } else {
+            out.push_str(&" ".repeat(indent));
+        }
+        first_line = false;
+        width += indent;
+        let mut line_empty = true;
+        for word in paragraph.split(' ').filter(|w| !w.is_empty()) {
+            let w = word.chars().count();
+            if !line_empty && width + 1 + w > TEXT_COLUMNS {
+                out.push('\n');
+                out.push_str(&" ".repeat(indent));
+                width = indent;
+                line_empty = true;
+            }
+            if !line_empty {
+                out.push(' ');
+                width += 1;
+            }
+            out.push_str(word);
+            width += w;
+            line_empty = false;
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labelled_text_wraps_at_words_under_the_column_limit() {
+        let text = "the command line set B_crit scale to ×4 (was ×1), scale-out bw to ×2 \
+                    (was ×1) (--b-crit-scale 4 --inter-link-scale 2) and a-very-long-word-"
+            .to_string()
+            + &"x".repeat(120);
+        let out = wrap_labelled("note: ", &text);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("note: the command line"));
+        assert!(lines.len() >= 3, "{out}");
+        for l in &lines[1..] {
+            assert!(
+                l.starts_with("      ") && !l.starts_with("       "),
+                "{l:?}"
+            );
+        }
+        // Every line within the limit but the one holding the over-long word, which stays whole.
+        for l in &lines {
+            assert!(
+                l.chars().count() <= TEXT_COLUMNS || !l.trim().contains(' '),
+                "{l:?}"
+            );
+        }
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("a-very-long-word-x"))
+        );
+        // The words, in order, are the text's.
+        let words: Vec<&str> = out.split_whitespace().skip(1).collect();
+        assert_eq!(words, text.split_whitespace().collect::<Vec<_>>());
+        assert_eq!(wrap_labelled("note: ", "short"), "note: short\n");
+    }
 
     #[test]
     fn compact_numbers() {
