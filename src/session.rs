@@ -418,6 +418,10 @@ pub struct Resolved {
     /// What command-line overrides changed beyond what they name, one sentence each (a
     /// `--stack` of another framework replacing the session's ZeRO and recompute search).
     pub override_notes: Vec<String>,
+    /// Stack flags given on the command line that apply only to some layouts (the flag as
+    /// written, and its setting): [`Resolved::notes`] says, after every edit, which of them
+    /// the search leaves without effect.
+    pub flags_bound_to_search: Vec<(&'static str, SearchBoundSetting)>,
     /// The stack as the session (and the command line) set it when it was opened: cycling
     /// the what-if's framework back to its preset restores its single settings, which
     /// another framework's defaults replaced on the way.
@@ -542,6 +546,20 @@ impl Resolved {
             ));
         }
         out
+    }
+
+    /// What the command line's overrides changed ([`Resolved::override_notes`]), then one
+    /// note for each stack flag of [`Resolved::flags_bound_to_search`] that the search, as it
+    /// stands when this is called, leaves without effect: computed at output time, so that a
+    /// later edit giving the flag an effect (`--cp 1,2`, `--zero 3`) leaves no stale note.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = self.override_notes.clone();
+        for &(flag, setting) in &self.flags_bound_to_search {
+            if let Some(why) = self.setting_without_effect(setting) {
+                notes.push(format!("{flag} has no effect on this grid: {why}"));
+            }
+        }
+        notes
     }
 
     /// Why a stack setting leaves this session's grid unchanged, if it does: one that applies
@@ -836,6 +854,7 @@ impl Session {
             zero_from_stack,
             recompute_from_stack,
             override_notes: Vec::new(),
+            flags_bound_to_search: Vec::new(),
             zero_from_file: !zero_from_stack,
             recompute_from_file: !recompute_from_stack,
             stack_as_opened: None,

@@ -314,7 +314,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let caveats: Vec<String> = crate::perf::caveats(&resolved.model)
         .into_iter()
         .chain(calibration_caveats)
-        .chain(resolved.override_notes.iter().cloned())
+        .chain(resolved.notes())
         .chain(resolved.framework_caveats())
         .chain(super::cbs::session_branches_problem(&resolved))
         .chain(sequence_note)

@@ -221,17 +221,6 @@ const SEARCH_BOUND_FLAGS: [SearchBoundFlag; 3] = [
     ),
 ];
 
-/// Drop the "has no effect on this grid" notes of stack flags that a later change of the
-/// search (`--cp 1,2`, `--zero 3`, a session's interleave) gave an effect.
-pub fn drop_stale_no_effect_notes(r: &mut crate::session::Resolved) {
-    for (_, flag, setting) in SEARCH_BOUND_FLAGS {
-        if r.setting_without_effect(setting).is_none() {
-            let stale = format!("{flag} has no effect on this grid");
-            r.override_notes.retain(|n| !n.starts_with(&stale));
-        }
-    }
-}
-
 /// [`apply_overrides`], then each of its notes on standard error (`note: …`), as the
 /// commands that open the explorer or advise say them before they start.
 pub fn apply_overrides_noted(
@@ -240,7 +229,7 @@ pub fn apply_overrides_noted(
     stack: Option<&crate::perf::Stack>,
 ) -> anyhow::Result<()> {
     apply_overrides(r, calibration, stack)?;
-    for n in &r.override_notes {
+    for n in r.notes() {
         eprintln!("note: {n}");
     }
     Ok(())
@@ -296,12 +285,13 @@ pub fn apply_overrides(
         if let Some(replaced) = r.switch_stack(overlaid) {
             r.override_notes.push(format!("--stack: {replaced}"));
         }
-        for (given, flag, setting) in SEARCH_BOUND_FLAGS {
-            if let Some(why) = r.setting_without_effect(setting).filter(|_| given(s)) {
-                r.override_notes
-                    .push(format!("{flag} has no effect on this grid: {why}"));
-            }
-        }
+        // Whether they change anything is said at output time (`Resolved::notes`), after
+        // every later edit of the search.
+        r.flags_bound_to_search = SEARCH_BOUND_FLAGS
+            .iter()
+            .filter(|(given, _, _)| given(s))
+            .map(|&(_, flag, setting)| (flag, setting))
+            .collect();
     }
     if calibration.is_some() || stack.is_some() {
         // What the explorer's what-if returns to is the stack as the command line opened it.

@@ -49,7 +49,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let (report, sequence_note, cautions) = crate::pipeline::plan_session_cautioned(&resolved)?;
     let (calibration, mut caveats) =
         super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());
-    caveats.extend(resolved.override_notes.iter().cloned());
+    caveats.extend(resolved.notes());
     caveats.extend(resolved.framework_caveats());
     caveats.extend(super::cbs::session_branches_problem(&resolved));
     caveats.extend(sequence_note);

@@ -165,7 +165,7 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
         (None, None) => {
             let mut demo = super::open::demo_session(&cwd)?;
             super::model_args::apply_overrides(&mut demo, None, stack.as_ref())?;
-            for n in &demo.override_notes {
+            for n in demo.notes() {
                 eprintln!("note: {n}");
             }
             super::open::prepared(demo, crate::compute::Device::Cpu)?

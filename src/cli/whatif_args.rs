@@ -427,7 +427,6 @@ impl WhatIfArgs {
             });
         }
         c.finish(r)?;
-        super::model_args::drop_stale_no_effect_notes(r);
         // After the session is checked: the layouts need a valid cluster and model.
         check_cp(r, &cp)
     }
