@@ -418,3 +418,46 @@ fn a_calibration_edited_by_a_flag_is_still_named_as_edited() {
     );
     assert!(r.session.efficiency.is_none());
 }
+
+/// The what-if's plateau and link-scale rows step through round values and the session's
+/// own: stepping away from the profile's fitted plateau (or a calibration's) and back returns
+/// to it exactly, where before it landed on the nearest round value.
+#[test]
+fn the_plateau_row_steps_back_to_the_fitted_value() {
+    let mut r = demo();
+    let fitted = r.hardware.efficiency.max_eff;
+    assert!(
+        (fitted * 20.0).fract() != 0.0,
+        "the profile's plateau {fitted} is a fitted value"
+    );
+    whatif::apply(&mut r, Field::GemmPlateau, 1).expect("up");
+    assert!(r.efficiency().max_eff > fitted);
+    whatif::apply(&mut r, Field::GemmPlateau, -1).expect("back");
+    assert_eq!(r.efficiency().max_eff, fitted);
+    whatif::apply(&mut r, Field::GemmPlateau, -1).expect("down");
+    assert!(r.efficiency().max_eff < fitted);
+    // A calibration's own plateau is a stop too.
+    let mut cal = demo();
+    let mut params = cal.hardware.efficiency.clone();
+    params.max_eff = 0.5123;
+    params.inter_link_scale = 0.37;
+    cal.calibration = Some(copus::perf::calibration_file::CalibrationFile {
+        hardware: cal.hardware.name.clone(),
+        model: cal.model.name.clone(),
+        n: 4,
+        rms_rel_error: 0.01,
+        cv_rel_error: 0.02,
+        profile_rms_rel_error: 0.1,
+        fitted: vec!["max_eff".into(), "inter_link_scale".into()],
+        params,
+        stack: None,
+        recompute: Vec::new(),
+    });
+    assert_eq!(cal.efficiency().max_eff, 0.5123);
+    whatif::apply(&mut cal, Field::GemmPlateau, -1).expect("down");
+    whatif::apply(&mut cal, Field::GemmPlateau, 1).expect("back");
+    assert_eq!(cal.efficiency().max_eff, 0.5123);
+    whatif::apply(&mut cal, Field::InterLinkScale, 1).expect("up");
+    whatif::apply(&mut cal, Field::InterLinkScale, -1).expect("back");
+    assert_eq!(cal.efficiency().inter_link_scale, 0.37);
+}

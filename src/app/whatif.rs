@@ -209,6 +209,23 @@ fn step_in<T: PartialEq + Copy>(items: &[T], current: T, delta: i32) -> T {
 /// `delta` steps through the ascending `items` from `current`, which need not be on the list:
 /// up, to the next entry above it; down, to the next below (a measured 0.384 steps to 0.5 and
 /// 0.25, not from whichever entry it happens to be nearest).
+/// `items` (ascending) with the values the session had before any edit: the hardware
+/// profile's and the calibration's (`value` of each), so that stepping away from a fitted
+/// 0.6615 can step back to it.
+fn with_unedited(
+    items: &[f64],
+    r: &Resolved,
+    value: impl Fn(&crate::perf::EfficiencyParams) -> f64,
+) -> Vec<f64> {
+    let mut stops: Vec<f64> = items.to_vec();
+    stops.push(value(&r.hardware.efficiency));
+    stops.extend(r.calibration.as_ref().map(|c| value(&c.params)));
+    stops.retain(|x| x.is_finite());
+    stops.sort_by(f64::total_cmp);
+    stops.dedup();
+    stops
+}
+
 fn step_ordered(items: &[f64], current: f64, delta: i32) -> f64 {
     let mut value = current;
     for _ in 0..delta.unsigned_abs() {
@@ -466,11 +483,13 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
             s.current_batch = Some(step_in(batches, current, delta));
         }
         Field::GemmPlateau => {
-            r.edit_efficiency(|e| e.max_eff = step_ordered(&PLATEAUS, e.max_eff, delta));
+            let stops = with_unedited(&PLATEAUS, r, |e| e.max_eff);
+            r.edit_efficiency(|e| e.max_eff = step_ordered(&stops, e.max_eff, delta));
         }
         Field::InterLinkScale => {
+            let stops = with_unedited(&LINK_SCALES, r, |e| e.inter_link_scale);
             r.edit_efficiency(|e| {
-                e.inter_link_scale = step_ordered(&LINK_SCALES, e.inter_link_scale, delta)
+                e.inter_link_scale = step_ordered(&stops, e.inter_link_scale, delta)
             });
         }
         Field::RestartCost => {
