@@ -545,6 +545,18 @@ impl Resolved {
                  ZeRO-3, or keeps them gathered between forward and backward, ZeRO-2): a what-if"
             ));
         }
+        let deepspeed = self.efficiency().sharding == crate::perf::efficiency::Sharding::DeepSpeed;
+        let sharded: Vec<String> = (self.session.search.zero.iter())
+            .filter(|&&z| z >= 2)
+            .map(|z| format!("ZeRO-{z}"))
+            .collect();
+        if deepspeed && !sharded.is_empty() {
+            out.push(format!(
+                "DeepSpeed's pipeline engine runs ZeRO-0 or ZeRO-1 only: layouts with PP run the \
+                 search's {} as ZeRO-1 (and are shown so)",
+                sharded.join(", ")
+            ));
+        }
         out
     }
 

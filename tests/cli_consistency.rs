@@ -1365,3 +1365,95 @@ fn analyze_says_a_last_line_without_its_newline_is_probably_still_being_written(
     run.succeeds();
     assert!(!run.stderr.contains("no newline yet"), "{}", run.stderr);
 }
+
+/// A ranked row names what the grid's labels name, so it can be run again as written: the
+/// expert-parallel degree of a mixture of experts (and the virtual stages where above 1).
+/// Under DeepSpeed, whose pipeline engine takes ZeRO-0/1 only, a pipelined layout shows the
+/// ZeRO-1 it runs (and is costed as), not the ZeRO-3 the search asked for, and says so.
+#[test]
+fn ranked_rows_show_the_configuration_that_runs() {
+    let args = ["grid", DEMO, "--model", "mixtral-8x7b", "--rank", "256"];
+    let text = copus(&args);
+    text.succeeds();
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let v = json(&with_json);
+    let first = &v["runs"][0];
+    let ep = first["config"]["ep"].as_u64().expect("ep");
+    assert!(ep > 1, "{first}");
+    let line = text
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .expect("rank 1");
+    assert!(line.ends_with(&format!(" EP{ep}")), "{line}");
+
+    let args = [
+        "grid",
+        DEMO,
+        "--model",
+        "llama3-70b",
+        "--nodes",
+        "16",
+        "--stack",
+        "deepspeed",
+        "--rank",
+        "128",
+        "--json",
+    ];
+    let v = json(&args);
+    let runs = v["runs"].as_array().expect("runs");
+    assert!(runs.iter().any(|r| r["config"]["pp"].as_u64() > Some(1)));
+    for r in runs {
+        let (pp, zero) = (r["config"]["pp"].as_u64(), r["config"]["zero"].as_u64());
+        if pp > Some(1) {
+            assert_eq!(zero, Some(1), "{r}");
+            assert_eq!(r["zero"], 1, "{r}");
+        } else {
+            assert_eq!(zero, Some(3), "{r}");
+        }
+    }
+    assert!(
+        v["caveats"]
+            .to_string()
+            .contains("DeepSpeed's pipeline engine runs ZeRO-0 or ZeRO-1 only"),
+        "{}",
+        v["caveats"]
+    );
+    // predict of a ranked pipelined row gives its step time with the stage it shows.
+    let row = runs
+        .iter()
+        .find(|r| r["config"]["pp"].as_u64() > Some(1))
+        .expect("a pipelined row");
+    let c = &row["config"];
+    let n = |k: &str| c[k].as_u64().expect(k).to_string();
+    let p = json(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "128",
+        "--batch",
+        "128",
+        "--stack",
+        "deepspeed",
+        "--tp",
+        &n("tp"),
+        "--pp",
+        &n("pp"),
+        "--mbs",
+        &n("mbs"),
+        "--zero",
+        &n("zero"),
+        "--recompute",
+        c["recompute"].as_str().expect("recompute"),
+        "--json",
+    ]);
+    let (a, b) = (
+        p["step_time_s"].as_f64().expect("predict step"),
+        row["step_time_s"].as_f64().expect("ranked step"),
+    );
+    assert!((a / b - 1.0).abs() < 1e-9, "predict {a} against grid {b}");
+}

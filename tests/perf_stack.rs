@@ -1038,3 +1038,77 @@ fn grid_and_plan_say_when_the_search_asks_what_the_sessions_framework_does_not_r
         );
     }
 }
+
+/// What a framework cannot run is said, not costed silently: sequence parallelism over a
+/// sequence TP does not divide (Megatron asserts it), DeepSpeed's interleaved schedule (it has
+/// only 1F1B) and its context parallelism (Ulysses, which the emitter does not write), FP8 on
+/// a 2021 stack, and a torchtitan schedule costed with DeepSpeed's ZeRO-3 collectives.
+#[test]
+fn configurations_a_framework_cannot_run_are_refused_or_said() {
+    let (code, _, err) = copus(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "128",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--batch",
+        "512",
+        "--seq",
+        "8191",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "sequence parallelism needs the sequence of each rank (8191 tokens) divisible by TP 8"
+        ),
+        "{err}"
+    );
+    let off = json_of(
+        "predict --model llama3-70b --gpus 128 --tp 8 --pp 4 --batch 512 --seq 8191 \
+         --sequence-parallel off",
+    );
+    assert!(off["step_time_s"].as_f64().is_some(), "{off}");
+    let caveats = |args: &str| json_of(args)["caveats"].to_string();
+    let c =
+        caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed --pp 2 --vpp 2");
+    assert!(c.contains("no interleaved (virtual-stage) schedule"), "{c}");
+    let c = caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed --cp 2");
+    assert!(c.contains("DeepSpeed-Ulysses"), "{c}");
+    let c = caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed");
+    assert!(!c.contains("Ulysses") && !c.contains("interleaved"), "{c}");
+    let c = caveats(
+        "predict --model llama3-8b --gpus 8 --batch 16 --stack megatron-lm-2021 --precision fp8",
+    );
+    assert!(c.contains("had no FP8 training"), "{c}");
+    let c = caveats("predict --model llama3-8b --gpus 8 --batch 16 --precision fp8");
+    assert!(!c.contains("had no FP8"), "{c}");
+    let (code, out, err) = copus(&[
+        "plan",
+        "sessions/demo.ron",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--sharding",
+        "deepspeed",
+        "--emit",
+        "torchtitan",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("costed with sharding deepspeed, which torchtitan does not run"),
+        "{out}"
+    );
+    let (code, out, err) = copus(&[
+        "plan",
+        "sessions/demo.ron",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--emit",
+        "torchtitan",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("costed with sharding"), "{out}");
+}

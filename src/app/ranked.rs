@@ -123,6 +123,20 @@ pub enum LineKind {
     CannotRun,
 }
 
+/// The row's recompute policy, then its virtual pipeline stages and expert-parallel degree
+/// where above 1 (`full v5 EP4`), as the grid's configuration labels write them: a ranked
+/// row can then be run again as written (`predict --vpp 5`).
+fn recompute_and_stages(row: &RankedRow) -> String {
+    let mut text = row.recompute.clone();
+    if row.config.vpp > 1 {
+        text.push_str(&format!(" v{}", row.config.vpp));
+    }
+    if row.config.ep > 1 {
+        text.push_str(&format!(" EP{}", row.config.ep));
+    }
+    text
+}
+
 /// Columns below which [`text_lines`] leaves out throughput and step time.
 pub const WIDE_COLUMNS: usize = 100;
 
@@ -184,7 +198,7 @@ pub fn text_lines(r: &Ranked, width: usize) -> Vec<(LineKind, String)> {
                 row.step_time_s,
                 row.micro_batch,
                 row.zero,
-                row.recompute
+                recompute_and_stages(row)
             )
         } else {
             format!(
@@ -196,7 +210,7 @@ pub fn text_lines(r: &Ranked, width: usize) -> Vec<(LineKind, String)> {
                 100.0 * row.mfu,
                 row.micro_batch,
                 row.zero,
-                row.recompute
+                recompute_and_stages(row)
             )
         };
         out.push((LineKind::Runs, text));

@@ -911,6 +911,31 @@ fn setting_caveats(
                 .to_string(),
         );
     }
+    let deepspeed = matches!(stack, StackPreset::DeepSpeed | StackPreset::DeepSpeed2021);
+    if deepspeed && cfg.vpp > 1 {
+        caveats.push(format!(
+            "{stack}'s pipeline engine has no interleaved (virtual-stage) schedule, only 1F1B: \
+             a what-if, not a configuration this framework runs (`plan --emit deepspeed` \
+             refuses it)"
+        ));
+    }
+    if deepspeed && cfg.cp > 1 {
+        caveats.push(format!(
+            "context parallelism under {stack} is DeepSpeed-Ulysses (all-to-all, as \
+             costed unless --cp-comm says otherwise), which `plan --emit deepspeed` does not write \
+             (`--ds-sequence-parallel-size`): it refuses CP"
+        ));
+    }
+    let before_fp8 = matches!(
+        stack,
+        StackPreset::MegatronLm2021 | StackPreset::MegatronLm2021Local | StackPreset::DeepSpeed2021
+    );
+    if before_fp8 && eff.precision == crate::perf::efficiency::Precision::Fp8 {
+        caveats.push(format!(
+            "{stack} had no FP8 training (Transformer Engine's FP8 came with Hopper, 2022): a \
+             what-if of its stack with FP8 GEMMs"
+        ));
+    }
     if !gpus.is_multiple_of(gpus_per_node.max(1)) {
         caveats.push(format!(
             "{gpus} GPUs are not whole nodes of {gpus_per_node}: placed as if every node were \

@@ -197,7 +197,7 @@ pub fn throughput_table(
     let floors: Vec<Option<String>> = batches.iter().map(|&b| moe_floor_problem(ctx, b)).collect();
     let mut cells = Vec::with_capacity(layouts.len() * batches.len());
     for layout in &layouts {
-        let configs = enumerate::model_layout_configs(ctx.model, *layout, &choices);
+        let configs = enumerate::stack_layout_configs(ctx, *layout, &choices);
         let mut problems = Vec::new();
         let costs: Vec<ConfigCost> = configs
             .iter()

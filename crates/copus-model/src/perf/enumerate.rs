@@ -116,6 +116,29 @@ pub fn model_layout_configs(
     with_expert_degrees(layout_configs(layout, choices), &eps)
 }
 
+/// [`model_layout_configs`] as the stack in `ctx` runs them: DeepSpeed's pipeline engine takes
+/// ZeRO stage 0 or 1 only, so a pipelined layout's ZeRO-2/3 there is the ZeRO-1 its user
+/// configures (and what copus costs: [`super::memory::effective_zero`]); written as such, so
+/// that labels, JSON and emitted configs say the stage that runs, once each.
+pub fn stack_layout_configs(
+    ctx: &PerfContext,
+    layout: impl Into<Layout>,
+    choices: &Choices,
+) -> Vec<ParallelConfig> {
+    let configs = model_layout_configs(ctx.model, layout, choices);
+    if ctx.eff.sharding != super::efficiency::Sharding::DeepSpeed {
+        return configs;
+    }
+    let mut out: Vec<ParallelConfig> = Vec::with_capacity(configs.len());
+    for mut cfg in configs {
+        cfg.zero = super::memory::effective_zero(ctx.eff, &cfg);
+        if !out.contains(&cfg) {
+            out.push(cfg);
+        }
+    }
+    out
+}
+
 /// `configs`, each once per expert-parallel degree of `eps` (in that order within each).
 fn with_expert_degrees(configs: Vec<ParallelConfig>, eps: &[u32]) -> Vec<ParallelConfig> {
     if eps == [1] {
@@ -138,7 +161,7 @@ pub fn configurations(
     let mut out = Vec::new();
     for layout in factorisations(gpus) {
         let problem = layout_problem(ctx, layout, allow_cross_node_tp);
-        for cfg in model_layout_configs(ctx.model, layout, choices) {
+        for cfg in stack_layout_configs(ctx, layout, choices) {
             let cost = match &problem {
                 Some(p) => Err(p.clone()),
                 None => ConfigCost::new(ctx, &cfg),

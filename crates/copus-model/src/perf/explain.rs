@@ -4,7 +4,7 @@
 //! makes it run (searched over neighbouring configurations with the same model).
 
 use super::config::Layout;
-use super::enumerate::{Choices, layout_problem, model_layout_configs};
+use super::enumerate::{Choices, layout_problem, stack_layout_configs};
 use super::memory::{MemoryBreakdown, fragmentation_risk, logits_room, peak_memory};
 use super::{
     ConfigCost, EfficiencyParams, Invalid, ParallelConfig, PerfContext, Prediction, Recompute,
@@ -244,7 +244,7 @@ pub fn closest_miss(
     batch: u64,
     choices: &Choices,
 ) -> Option<Explanation> {
-    model_layout_configs(ctx.model, layout, choices)
+    stack_layout_configs(ctx, layout, choices)
         .iter()
         .filter_map(|c| explain(ctx, c, batch).ok())
         .min_by(|a, b| {
@@ -358,7 +358,7 @@ pub fn candidates(
                 interleave: choices.interleave,
                 expert_parallel: choices.expert_parallel,
             };
-            for cfg in model_layout_configs(ctx.model, layout, &wide) {
+            for cfg in stack_layout_configs(ctx, layout, &wide) {
                 let distance = log2_steps(ft)
                     + log2_steps(fp)
                     + steps_outside(cfg.zero, choices.zero, &ZERO)

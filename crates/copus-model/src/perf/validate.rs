@@ -22,6 +22,16 @@ pub fn stack_structure(
             cfg.cp, heads_per_rank
         )));
     }
+    // Sequence parallelism splits each rank's sequence (its CP share) along TP: Megatron
+    // asserts the split is even.
+    let local = m.seq_len / cfg.cp.max(1);
+    if e.sequence_parallel && cfg.tp > 1 && !local.is_multiple_of(cfg.tp) {
+        return Err(Invalid::Other(format!(
+            "sequence parallelism needs the sequence of each rank ({local} tokens) divisible by \
+             TP {} (use --sequence-parallel off, or a sequence that TP divides)",
+            cfg.tp
+        )));
+    }
     Ok(())
 }
 

@@ -418,7 +418,31 @@ pub fn schedule_notes(
                 .to_string(),
         );
     }
+    notes.extend(sharding_note(report, phases, target));
     notes
+}
+
+/// A plan costed with another ZeRO-3 implementation than the target runs (`--sharding
+/// deepspeed` written for torchtitan's FSDP2, FSDP written for DeepSpeed): its ZeRO-3 phases'
+/// times are that implementation's. Only where a phase runs ZeRO-3 (the only stage the
+/// setting changes).
+fn sharding_note(report: &PlanReport, phases: &[EmitPhase], target: EmitTarget) -> Option<String> {
+    let runs: &[&str] = match target {
+        EmitTarget::Torchtitan => &["fsdp2", "hsdp"],
+        EmitTarget::Deepspeed => &["deepspeed"],
+        EmitTarget::Megatron | EmitTarget::Json => return None,
+    };
+    let sharding = report.stack.settings.sharding;
+    if runs.contains(&sharding) || !phases.iter().any(|p| p.zero >= 3) {
+        return None;
+    }
+    Some(format!(
+        "the ZeRO-3 phases were costed with sharding {sharding}, which {} does not run (it runs \
+         {}): their times are {sharding}'s; plan with --sharding {} for its own",
+        target.name(),
+        runs.join(" or "),
+        runs[0]
+    ))
 }
 
 pub fn emit(
