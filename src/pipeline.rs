@@ -288,10 +288,18 @@ pub fn sequence_conversion_note(
     }
     let ratio = f64::from(raw.seq_len) / f64::from(model.seq_len);
     Some(format!(
-        "the run's samples are {} tokens and {}'s sequences {}: its B_crit is counted in the \
-         model's sequences at equal tokens (× {:.3}), which assumes the critical batch in tokens \
+        "the run's samples are {} token{} and {}'s sequences {}: its B_crit is counted in the \
+         model's sequences at equal tokens (× {}), which assumes the critical batch in tokens \
          does not change with the sequence length",
-        raw.seq_len, model.name, model.seq_len, ratio
+        raw.seq_len,
+        if raw.seq_len == 1 { "" } else { "s" },
+        model.name,
+        model.seq_len,
+        if ratio >= 0.01 {
+            format!("{ratio:.3}")
+        } else {
+            format!("1/{:.0}", 1.0 / ratio)
+        }
     ))
 }
 

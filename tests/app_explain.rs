@@ -218,7 +218,7 @@ fn the_best_cell_along_training_is_the_heatmaps_best_at_each_phase() {
     assert!(s.contains("★ per phase") && s.contains(" comm "), "{s}");
     // Its line names the phase's B_crit: the heatmap's ★ is at the cursor's own.
     let s = screen(&app, 120, 40);
-    assert!(s.contains("this phase (B_crit"), "{s}");
+    assert!(s.contains("this phase (mean B_crit"), "{s}");
 }
 
 #[test]

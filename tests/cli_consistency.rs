@@ -765,6 +765,26 @@ fn a_run_far_from_the_models_sequence_length_is_not_laid_on_it_silently() {
         "{}",
         v["b_crit"]
     );
+    // Stated as one-token samples: the run's 128 tokens a step are no whole sequence of the
+    // model's, so neither `grid` nor the explorer marks a current batch on the heatmap (the
+    // explorer put ▼ on batch 128, its recommendation "your batch 128"); the timeline, on
+    // the run's own axis, still shows the run's 128.
+    let one = std::fs::read_to_string(&session)
+        .expect("session")
+        .replace("seq_len: Some(4096)", "seq_len: Some(1)");
+    std::fs::write(&session, one).expect("session");
+    let v: Value = json(&["grid", session.to_str().expect("utf-8"), "--json"]);
+    assert!(v["current_batch"].is_null(), "{}", v["current_batch"]);
+    let shot = copus(&[
+        "snapshot",
+        session.to_str().expect("utf-8"),
+        "--size",
+        "120x40",
+    ]);
+    shot.succeeds();
+    assert!(!shot.stdout.contains("your batch"), "{}", shot.stdout);
+    assert!(!shot.stdout.contains('▼'), "{}", shot.stdout);
+    assert!(shot.stdout.contains("▄ batch 128 now"), "{}", shot.stdout);
 }
 
 #[test]
@@ -1233,7 +1253,7 @@ fn the_heatmap_legend_keeps_its_marks_whole_at_every_width() {
         "current batch",
         "now",
         "cannot run",
-        "no fit",
+        "can't run",
         "lr diverges",
         "div diverges",
     ];

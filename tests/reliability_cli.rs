@@ -815,13 +815,13 @@ fn a_critical_batch_below_one_sample_is_named() {
     let path = session(dir.path(), "zero.ron", &zero);
     let v = reliability_support::copus_json(&["grid", &path, "--json"]);
     assert!(
-        v["caveats"].to_string().contains("below one sample"),
+        v["caveats"].to_string().contains("below one sequence"),
         "{}",
         v["caveats"]
     );
     let later = reliability_support::copus_json(&["grid", &path, "--at", "150B", "--json"]);
     assert!(
-        !later["caveats"].to_string().contains("below one sample"),
+        !later["caveats"].to_string().contains("below one sequence"),
         "{}",
         later["caveats"]
     );

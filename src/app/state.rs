@@ -560,19 +560,38 @@ impl App {
         self.viewed_layer()
     }
 
-    /// The batch the run uses now, samples: the session's `current_batch`, else for a
-    /// measured run (stats file, dump, live) the global batch its last two points imply
-    /// (tokens per step over tokens per sample), as the live advice reads it.
+    /// The batch the run uses now, in the model's sequences (the heatmap's batch axis): the
+    /// session's `current_batch`, else for a measured run (stats file, dump, live) the global
+    /// batch its last two points imply (tokens per step over the model's sequence), as `grid`
+    /// reads it; none where that is under one sequence.
     pub fn current_batch(&self) -> Option<u64> {
         self.resolved.session.current_batch.or_else(|| {
-            if matches!(
-                self.resolved.session.source,
-                crate::session::DataSource::Scenario(_)
-            ) {
+            if self.is_scenario() {
                 return None;
             }
-            self.measured_batch()
+            let seq = self.resolved.model.seq_len;
+            self.trajectory.implied_batch_in(seq)
         })
+    }
+
+    /// [`Self::current_batch`] in the trajectory's own samples (the timeline's axis): the
+    /// session's `current_batch` converted from the model's sequences (fractional where the
+    /// two lengths differ), else the measured run's own.
+    pub fn current_batch_in_run_samples(&self) -> Option<f64> {
+        if let Some(b) = self.resolved.session.current_batch {
+            return Some(b as f64 / self.samples_to_model_seqs());
+        }
+        (!self.is_scenario())
+            .then(|| self.measured_batch())
+            .flatten()
+            .map(|b| b as f64)
+    }
+
+    fn is_scenario(&self) -> bool {
+        matches!(
+            self.resolved.session.source,
+            crate::session::DataSource::Scenario(_)
+        )
     }
 
     /// The global batch, samples, the trajectory's last two points imply (tokens per step over

@@ -263,14 +263,15 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let ctx = resolved.perf_context(&eff);
     let table = throughput_table(&ctx, &cluster, &s.search);
     let b_noise = point.b_crit * s.b_crit_scale;
-    // A critical batch below one sample (a data-scaling law at 0 tokens) rates every batch
+    // A critical batch below one sequence (a data-scaling law at 0 tokens) rates every batch
     // at an efficiency of about 0: the "best" cell then means nothing, and the user is told.
     let zero_b_crit = (!(b_noise.is_finite() && b_noise >= 1.0)).then(|| {
         format!(
-            "B_crit is {:.2e} samples at step {} ({} tokens), below one sample: every batch's \
-             statistical efficiency is about 0 there, so the best cell means little; choose a \
-             later point with --at",
-            b_noise,
+            "B_crit is {} of the model's sequences ({} tokens) at step {} ({} tokens), below \
+             one sequence: every batch's statistical efficiency is about 0 there, so the best \
+             cell means little; choose a later point with --at",
+            crate::format::count(b_noise),
+            crate::format::tokens(b_noise * f64::from(resolved.model.seq_len)),
             point.step,
             crate::format::tokens(point.tokens)
         )
@@ -582,18 +583,18 @@ fn print_text(o: &GridOut, seq_len: u32) {
     // In the model's sequences (a run's samples may be shorter: the explorer's title counts
     // those, and the tokens agree).
     println!(
-        "step {} ({} tokens): B_crit {:.0} sequences of {seq_len} tokens ({} tokens; estimate \
-         {:.0} × scale {})",
+        "step {} ({} tokens): B_crit {} sequences of {seq_len} tokens ({} tokens; estimate \
+         {} × scale {})",
         o.step,
         crate::format::tokens(o.tokens),
-        o.b_crit,
+        whole_or_count(o.b_crit),
         crate::format::tokens(o.b_crit * f64::from(seq_len)),
-        o.b_crit_estimate,
+        whole_or_count(o.b_crit_estimate),
         o.b_crit_scale
     );
     let shown = |label: &str, b: &CellOut| {
         println!(
-            "{label}: {} at batch {}: {:.0} tokens/s × efficiency {:.3} = goodput {:.0} ({})",
+            "{label}: {} at batch {}: {:.0} tokens/s × efficiency {:.3} = goodput {:.0} tokens/s ({})",
             b.layout,
             b.batch,
             b.tokens_per_s.unwrap_or(0.0),
@@ -681,4 +682,14 @@ fn list_of(sizes: &[u32]) -> String {
         .map(u32::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `x` as a whole number where it is at least 10 (`1342`), else to two decimals (`0.33`):
+/// a B_crit below one sequence is not printed as 0.
+fn whole_or_count(x: f64) -> String {
+    if x.abs() >= 10.0 {
+        format!("{x:.0}")
+    } else {
+        crate::format::count(x)
+    }
 }

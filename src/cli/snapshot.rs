@@ -86,8 +86,9 @@ pub enum SnapshotFormat {
     Svg,
 }
 
-/// Smallest and largest screen sizes accepted, cells.
-const SIZE_RANGE: std::ops::RangeInclusive<u16> = 20..=1000;
+/// Smallest and largest screen sizes accepted, cells: from below the explorer's own minimum
+/// (60×16; smaller screens render its "too small" message, as a terminal would show it).
+const SIZE_RANGE: std::ops::RangeInclusive<u16> = 10..=1000;
 
 fn parse_size(s: &str) -> Result<(u16, u16), String> {
     let (w, h) = s
@@ -98,7 +99,7 @@ fn parse_size(s: &str) -> Result<(u16, u16), String> {
             .parse::<u16>()
             .ok()
             .filter(|n| SIZE_RANGE.contains(n))
-            .ok_or_else(|| format!("'{s}': each side must be a whole number in 20..=1000"))
+            .ok_or_else(|| format!("'{s}': each side must be a whole number in 10..=1000"))
     };
     Ok((num(w)?, num(h)?))
 }

@@ -392,7 +392,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         wanted.push((" · ▼ current batch", " · ▼ now"));
     }
     if grid.goodput.iter().any(Option::is_none) {
-        wanted.push((" · × cannot run", " · × no fit"));
+        wanted.push((" · × cannot run", " · × can't run"));
     }
     if let Some(e) = cs.objective
         && table

@@ -20,6 +20,22 @@ pub fn key_line(keymap: &Keymap, width: u16, tour_kind: &str) -> Line<'static> {
     )
 }
 
+/// What Ctrl+Z and Ctrl+C do, as the key map has them: Ctrl+C quits only while it is one of
+/// the quit keys (a configuration that rebinds quit takes it away).
+fn signal_keys(keymap: &Keymap) -> String {
+    use crate::config::keys::{Action, Chord, Key};
+    let quits = keymap.keys_of(Action::Quit);
+    let ctrl_c = Chord::ctrl(Key::Char('c'));
+    match quits.iter().find(|k| **k != ctrl_c) {
+        _ if !quits.contains(&ctrl_c) => " Ctrl+Z suspends (fg resumes)".to_string(),
+        Some(other) => format!(
+            " Ctrl+Z suspends (fg resumes) · Ctrl+C quits as {} does",
+            other.label()
+        ),
+        None => " Ctrl+Z suspends (fg resumes) · Ctrl+C quits".to_string(),
+    }
+}
+
 /// Draw the help overlay (every line of `keymap`) centred in `area`, its text scrolled down by
 /// `scroll` lines.
 pub fn draw_overlay(frame: &mut Frame, area: Rect, keymap: &Keymap, scroll: u16) {
@@ -50,9 +66,7 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, keymap: &Keymap, scroll: u16)
     lines.push(Line::from(
         "   branched training (--branches): ▲ threshold CBS · ● fitted B_noise",
     ));
-    lines.push(Line::from(
-        " Ctrl+Z suspends (fg resumes) · Ctrl+C quits as q does",
-    ));
+    lines.push(Line::from(signal_keys(keymap)));
     lines.push(Line::from(
         " Goodput = throughput × statistical efficiency (McCandlish et al. 2018).",
     ));
@@ -126,5 +140,26 @@ mod tests {
             "scrub through training by one point, or ten with Shift"
         );
         assert_eq!(hanging("short", 20), vec!["short".to_string()]);
+    }
+
+    /// The help says Ctrl+C quits only while the key map has it among the quit keys.
+    #[test]
+    fn the_help_names_ctrl_c_as_the_key_map_binds_it() {
+        use crate::config::keys::{Action, Chord, Key, Keymap};
+        let default = Keymap::default();
+        assert!(super::signal_keys(&default).ends_with("Ctrl+C quits as q does"));
+        let mut rebound = Keymap::default();
+        rebound
+            .rebind(Action::Quit, vec![Chord::char('Q')])
+            .expect("rebind");
+        let text = super::signal_keys(&rebound);
+        assert!(!text.contains("Ctrl+C"), "{text}");
+        rebound
+            .rebind(
+                Action::Quit,
+                vec![Chord::char('Q'), Chord::ctrl(Key::Char('c'))],
+            )
+            .expect("rebind");
+        assert!(super::signal_keys(&rebound).ends_with("Ctrl+C quits as Q does"));
     }
 }

@@ -98,7 +98,7 @@ pub fn lines(app: &App, width: usize) -> Vec<Line<'static>> {
         // The phase's best, at the phase's B_crit: at a switch point the heatmap's ★ (at the
         // cursor's own B_crit) can differ, which the label says.
         out.push(Line::from(format!(
-            " this phase (B_crit {}): {} B={} · comm {:.0}% · bubble {:.0}%",
+            " this phase (mean B_crit {}): {} B={} · comm {:.0}% · bubble {:.0}%",
             crate::format::si(b.b_crit),
             b.layout,
             b.batch,

@@ -70,8 +70,13 @@ fn legend(app: &App) -> Vec<String> {
     if pts.iter().any(|p| drawn_interval(p).is_some()) {
         parts.push("• interval".into());
     }
-    if let Some(b) = app.current_batch() {
-        parts.push(format!("▄ batch {b} now"));
+    if let Some(b) = app.current_batch_in_run_samples() {
+        let text = if b.fract() == 0.0 && b < 1e6 {
+            format!("{b:.0}")
+        } else {
+            crate::format::count(b)
+        };
+        parts.push(format!("▄ batch {text} now"));
     }
     parts.push("█ cursor".into());
     if !app.switch_points.is_empty() {
@@ -188,7 +193,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let (lo, hi) = super::timeline_marks::branch_values(app)
         .into_iter()
         .fold((lo, hi), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let current = app.current_batch().map(|b| b as f64);
+    let current = app.current_batch_in_run_samples();
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();
     let y_hi = current.map_or(hi, |c| c.max(hi)).max(1e-9).log10().ceil();
     let y_hi = if y_hi <= y_lo { y_lo + 1.0 } else { y_hi };

@@ -118,7 +118,13 @@ impl Trajectory {
     /// The global batch, in this trajectory's samples, that its last two points imply (tokens
     /// per step over tokens per sample), if they do: what a measured run trains with now.
     pub fn implied_batch(&self) -> Option<u64> {
-        let seq = f64::from(self.seq_len.max(1));
+        self.implied_batch_in(self.seq_len)
+    }
+
+    /// [`Self::implied_batch`] counted in sequences of `seq_len` tokens (the model's, which the
+    /// goodput grid's batch axis counts), if the run's tokens per step make at least one.
+    pub fn implied_batch_in(&self, seq_len: u32) -> Option<u64> {
+        let seq = f64::from(seq_len.max(1));
         match self.points.as_slice() {
             [.., a, b] if b.step > a.step && b.tokens > a.tokens => {
                 let per_step = (b.tokens - a.tokens) / (b.step - a.step) as f64 / seq;
