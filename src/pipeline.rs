@@ -360,6 +360,18 @@ pub enum PlanError {
         /// What is wrong.
         source: ProblemError,
     },
+    /// No cell of the grid can run: nothing to plan, with why one of them cannot.
+    #[error(
+        "{path}: nothing to plan: no (layout, batch) cell of the grid can run (for example \
+         {example}); more GPUs (--nodes), another model or a wider search (`copus grid` says why \
+         each cell cannot)"
+    )]
+    NothingRuns {
+        /// Session file.
+        path: PathBuf,
+        /// One cell's layout, batch and reason ("DP8·TP1·PP1 at batch 32: out of memory …").
+        example: String,
+    },
     /// The short horizon (`planner.target_loss`) cannot be applied.
     #[error("{path}: {source}")]
     Horizon {
@@ -530,11 +542,15 @@ pub fn plan_with(
         }
     };
     let mut problem =
-        Problem::from_table(table, phases, switch_costs, dwell).map_err(|source| {
-            PlanError::Problem {
+        Problem::from_table(table, phases, switch_costs, dwell).map_err(|source| match source {
+            ProblemError::NoStates => PlanError::NothingRuns {
+                path: path.clone(),
+                example: nothing_runs_example(table),
+            },
+            source => PlanError::Problem {
                 path: path.clone(),
                 source,
-            }
+            },
         })?;
     if efficiency != Efficiency::MCCANDLISH {
         problem = Problem::with_efficiency(
@@ -578,6 +594,24 @@ pub fn plan_with(
         });
     }
     Ok(report)
+}
+
+/// One cell of `table` that cannot run, with why (the largest layout's at the largest batch:
+/// the one most likely to run, so its reason is the binding one).
+fn nothing_runs_example(table: &ThroughputTable) -> String {
+    let nb = table.batches.len();
+    (0..table.layouts.len())
+        .rev()
+        .flat_map(|row| (0..nb).rev().map(move |col| (row, col)))
+        .find_map(|(row, col)| match table.cells.get(row * nb + col)? {
+            crate::goodput::TableCell::Infeasible(why) => Some(format!(
+                "{} at batch {}: {why}",
+                table.layouts[row].label(),
+                table.batches[col]
+            )),
+            crate::goodput::TableCell::Feasible { .. } => None,
+        })
+        .unwrap_or_else(|| "the grid has no cells".to_string())
 }
 
 /// Aggregate fast-network bandwidth of the cluster, bytes/s: every GPU at NVLink speed within

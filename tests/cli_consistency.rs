@@ -89,7 +89,7 @@ fn grid_and_plan_answer_what_if_on_another_model_and_cluster_without_editing_the
     // A part of an inline shape alone is an error, not ignored; errors name the flags given,
     // not a file the user never wrote.
     copus(&["grid", DEMO, "--heads", "32"]).fails_with(&["missing --layers"]);
-    copus(&["grid", DEMO, "--seq", "0"]).fails_with(&["--seq 0"]);
+    copus(&["grid", DEMO, "--seq", "0"]).fails_with(&["--seq", "must be at least 1"]);
     copus(&["plan", SAMPLE, "--nodes", "0"]).fails_with(&["--nodes 0"]);
     // A stats file says which model and cluster it was read on.
     let g = json(&["grid", SAMPLE, "--json"]);
@@ -1476,4 +1476,58 @@ fn ranked_rows_show_the_configuration_that_runs() {
         row["step_time_s"].as_f64().expect("ranked step"),
     );
     assert!((a / b - 1.0).abs() < 1e-9, "predict {a} against grid {b}");
+}
+
+/// What a review of the headless commands asked for: the unit of the batches in the JSON
+/// (`seq_len`), a count of 0 refused in words, and a plan with no runnable cell saying why
+/// one cannot and what to change.
+#[test]
+fn batches_carry_their_sequence_and_empty_plans_say_why() {
+    let p = json(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--batch",
+        "16",
+        "--json",
+    ]);
+    assert_eq!(p["seq_len"], 8192, "{p}");
+    let g = json(&["grid", DEMO, "--json"]);
+    assert_eq!(g["seq_len"], 4096);
+    let r = json(&["grid", DEMO, "--rank", "256", "--json"]);
+    assert_eq!(r["seq_len"], 4096);
+    let text = copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--batch",
+        "16",
+    ]);
+    text.succeeds();
+    assert!(
+        text.stdout
+            .contains("(global batch 16 sequences of 8192 tokens)"),
+        "{}",
+        text.stdout
+    );
+    copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--batch",
+        "0",
+    ])
+    .fails_with(&["--batch", "must be at least 1"]);
+    copus(&["plan", DEMO, "--model", "llama3-70b", "--nodes", "1"]).fails_with(&[
+        "nothing to plan",
+        "for example DP",
+        "out of memory",
+        "--nodes",
+    ]);
 }

@@ -179,6 +179,9 @@ struct CellOut {
 #[derive(Debug, Serialize)]
 struct GridOut {
     session: String,
+    /// Tokens per sequence of the model: the unit of every batch here (`batch`,
+    /// `current_batch`, `b_crit`).
+    seq_len: u32,
     /// The training stack the throughputs are predicted for.
     stack: crate::perf::stack::StackJson,
     step: u64,
@@ -351,6 +354,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                 o.insert("caveats".into(), serde_json::to_value(&caveats)?);
                 o.insert("step".into(), point.step.into());
                 o.insert("b_crit".into(), grid.b_crit.into());
+                o.insert("seq_len".into(), resolved.model.seq_len.into());
             }
             return super::write_json(&v);
         }
@@ -524,6 +528,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     });
     let out = GridOut {
         session: s.name.clone(),
+        seq_len: resolved.model.seq_len,
         stack: resolved.stack().to_json(),
         step: point.step,
         tokens: point.tokens,

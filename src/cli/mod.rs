@@ -223,6 +223,22 @@ pub fn error_message(e: &anyhow::Error) -> String {
 
 pub use crate::format::escape_controls;
 
+/// A count that must be at least 1 (`--batch`, `--tp`): clap's own range check printed
+/// "0 is not in 1..18446744073709551615".
+pub fn at_least_one_u64(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a whole number (at least 1)")),
+    }
+}
+
+/// [`at_least_one_u64`] for a 32-bit count.
+pub fn at_least_one_u32(s: &str) -> Result<u32, String> {
+    let n = at_least_one_u64(s)?;
+    u32::try_from(n).map_err(|_| format!("{n} is too large (at most {})", u32::MAX))
+}
+
 /// Write `text` to standard output and flush it: a full disk or a closed descriptor is an
 /// error naming standard output (`println!` would panic).
 pub fn write_stdout(text: &str) -> anyhow::Result<()> {

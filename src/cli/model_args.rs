@@ -19,25 +19,25 @@ pub struct ModelArgs {
     #[arg(long = "model", conflicts_with_all = ["layers", "hidden", "heads", "vocab", "ffn", "kv_heads", "swiglu", "tied_embeddings"])]
     pub name: Option<String>,
     /// Inline model: transformer layers.
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub layers: Option<u32>,
     /// Inline model: hidden size.
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub hidden: Option<u32>,
     /// Inline model: attention heads.
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub heads: Option<u32>,
     /// Inline model: vocabulary size.
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub vocab: Option<u32>,
     /// Sequence length in tokens (inline model; overrides a profile's).
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub seq: Option<u32>,
     /// Inline model: feed-forward size (default 4·hidden).
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub ffn: Option<u32>,
     /// Inline model: key/value heads (default: heads).
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub kv_heads: Option<u32>,
     /// Inline model: gated (SwiGLU) MLP.
     #[arg(long)]

@@ -22,14 +22,14 @@ pub struct OpenArgs {
     #[arg(long)]
     pub hardware: Option<String>,
     /// Stats file or dump: nodes in the cluster [default: 1].
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub nodes: Option<u32>,
     /// Stats file or dump: GPUs per node [default: 8].
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub gpus_per_node: Option<u32>,
     /// Stats file or dump: tokens per sample of the run [default: inferred from the records'
     /// `tokens`/`b_big`, else the model's sequence length].
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, value_parser = super::at_least_one_u32, value_name = "TOKENS")]
     pub seq_len: Option<u32>,
     /// Dump: samples per gradient file, overriding the files' `samples` metadata.
     #[arg(long, value_name = "SAMPLES")]

@@ -73,17 +73,17 @@ pub struct PredictArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::validate::session::MAX_GPUS)))]
     pub gpus: u32,
     /// GPUs per node.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 8, value_parser = super::at_least_one_u32)]
     pub gpus_per_node: u32,
     /// Tensor-parallel degree.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = super::at_least_one_u32)]
     pub tp: u32,
     /// Pipeline-parallel degree.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = super::at_least_one_u32)]
     pub pp: u32,
     /// Context-parallel degree (each sequence split over this many GPUs; dp = gpus /
     /// (cp·tp·pp)).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = super::at_least_one_u32)]
     pub cp: u32,
     /// Virtual pipeline stages per GPU (interleaved 1F1B when > 1), or `auto` (the fastest
     /// that fits, 1 to the layers per stage).
@@ -99,7 +99,7 @@ pub struct PredictArgs {
     #[arg(long, default_value = "auto", value_parser = auto_or_positive)]
     pub mbs: String,
     /// Global batch size in samples (sequences).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = super::at_least_one_u64)]
     pub batch: u64,
     /// Activation recomputation; `auto` takes the fastest that fits, as `grid` does.
     #[arg(long, value_enum, default_value = "auto")]
@@ -120,6 +120,8 @@ pub struct PredictArgs {
 #[derive(Debug, Serialize)]
 struct Output<'a> {
     model: &'a str,
+    /// Tokens per sequence the prediction is for (the model's, or `--seq`).
+    seq_len: u32,
     hardware: &'a str,
     stack: crate::perf::stack::StackJson,
     dp: u32,
@@ -413,6 +415,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let nothing_fits = (!p.fits && nearest_change.is_none()).then_some(NOTHING_FITS);
     let out = Output {
         model: &model.name,
+        seq_len: model.seq_len,
         hardware: &hw.name,
         stack: stack.to_json(),
         dp: cfg.dp,
@@ -567,11 +570,12 @@ fn print_text(o: &Output) {
     let p = &o.prediction;
     let b = &p.breakdown;
     println!(
-        "{} on {}: {} (global batch {})",
+        "{} on {}: {} (global batch {} sequences of {} tokens)",
         o.model,
         o.hardware,
         crate::perf::config::layout_label_cp(o.dp, o.cp, o.tp, o.pp),
-        o.batch
+        o.batch,
+        o.seq_len
     );
     println!("  stack            {}", o.stack.label);
     if let Some(c) = &o.calibration {

@@ -22,10 +22,10 @@ pub struct SnapshotArgs {
     #[arg(long, requires = "path", conflicts_with = "lesson")]
     pub hardware: Option<String>,
     /// Stats file or dump: nodes in the cluster, as `copus open --nodes` [default: 1].
-    #[arg(long, requires = "path", conflicts_with = "lesson")]
+    #[arg(long, requires = "path", conflicts_with = "lesson", value_parser = super::at_least_one_u32)]
     pub nodes: Option<u32>,
     /// Stats file or dump: GPUs per node, as `copus open --gpus-per-node` [default: 8].
-    #[arg(long, requires = "path", conflicts_with = "lesson")]
+    #[arg(long, requires = "path", conflicts_with = "lesson", value_parser = super::at_least_one_u32)]
     pub gpus_per_node: Option<u32>,
     /// A calibration file instead of the session's or the profile's efficiencies, as `copus
     /// open --calibration`.
@@ -37,7 +37,8 @@ pub struct SnapshotArgs {
         long,
         value_name = "TOKENS",
         requires = "path",
-        conflicts_with = "lesson"
+        conflicts_with = "lesson",
+        value_parser = super::at_least_one_u32
     )]
     pub seq_len: Option<u32>,
     /// Stats file: branch records laid over the timeline, as `copus open --branches`.

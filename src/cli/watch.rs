@@ -31,7 +31,7 @@ pub struct WatchArgs {
     pub timeout_s: Option<f64>,
     /// Explorer: tokens per sample of the run (default: inferred from the records' tokens and
     /// b_big; a run far from the model's sequence length is flagged until this is given).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub seq_len: Option<u32>,
     /// Explorer: model and cluster of the run.
     #[command(flatten)]

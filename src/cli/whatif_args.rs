@@ -41,7 +41,7 @@ pub struct WhatIfArgs {
     /// `current_batch`, else for a run the batch its records imply]
     #[arg(long, value_name = "SAMPLES")]
     pub current_batch: Option<u64>,
-    /// GEMM plateau: the fraction of peak that large GEMMs reach, above 0 and at most 1 (the
+    /// GEMM plateau: the fraction of peak that large GEMMs reach, from 0.01 to 1 (the
     /// what-if's "GEMM plateau", which steps from 0.3 to 0.9), laid over the efficiency model
     /// in force [default: that model's, e.g. 0.66 for h100-sxm]
     #[arg(long, value_name = "FRACTION", allow_hyphen_values = true)]
