@@ -356,7 +356,7 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
                 ))
                 && app
                     .status
-                    .contains(&format!("trainer step {}", s.plan_steps))
+                    .contains(&format!("the trainer's step {}", s.plan_steps))
                 && app.status.contains(&s.to),
             "{}",
             app.status

@@ -84,7 +84,7 @@ pub fn more_marker(g: &Geometry, rows: usize, cols: usize) -> Option<String> {
     let (above, below) = (g.rows.start, rows.saturating_sub(g.rows.end));
     if above + below > 0 {
         parts.push(format!(
-            "{}{}more rows",
+            "{}{}more {}",
             if above > 0 {
                 format!("↑{above} ")
             } else {
@@ -94,13 +94,14 @@ pub fn more_marker(g: &Geometry, rows: usize, cols: usize) -> Option<String> {
                 format!("↓{below} ")
             } else {
                 String::new()
-            }
+            },
+            if above.max(below) == 1 { "row" } else { "rows" }
         ));
     }
     let (left, right) = (g.cols.start, cols.saturating_sub(g.cols.end));
     if left + right > 0 {
         parts.push(format!(
-            "{}{}more batches",
+            "{}{}more {}",
             if left > 0 {
                 format!("←{left} ")
             } else {
@@ -110,6 +111,11 @@ pub fn more_marker(g: &Geometry, rows: usize, cols: usize) -> Option<String> {
                 format!("→{right} ")
             } else {
                 String::new()
+            },
+            if left.max(right) == 1 {
+                "batch"
+            } else {
+                "batches"
             }
         ));
     }

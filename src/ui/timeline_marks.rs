@@ -58,6 +58,12 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
         // After now and drift, before the run-wide value: what a comparison is for.
         segments.insert(2, mv::compare_headline(&c.comparison));
     }
+    // Under one layer's title (`l`) these figures are still the whole model's: said.
+    if app.viewed_layer().is_some()
+        && let Some(first) = segments.first_mut()
+    {
+        *first = format!("whole model: {first}");
+    }
     let cursor_step = app.trajectory.points.get(app.cursor).map_or(0, |p| p.step);
     let marks = branch_marks(app);
     if let Some(seg) = crate::app::branches::headline_segment(&marks, cursor_step) {
