@@ -1508,3 +1508,23 @@ fn demo_loaded(warning: Option<&str>) -> copus::source::Loaded {
         warning: warning.map(str::to_string),
     }
 }
+
+/// A what-if key at the end of its row's choices changes nothing, and the status says so
+/// (it printed "GPUs per node = 8" as if it had set it).
+#[test]
+fn a_what_if_row_at_its_end_says_so() {
+    use copus::app::whatif::{FIELDS, Field};
+    let mut app = demo_with_table();
+    let row = FIELDS
+        .iter()
+        .position(|x| *x == Field::GpusPerNode)
+        .expect("field listed") as i64;
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    update(&mut app, Msg::WhatIfRow(row));
+    assert_eq!(app.resolved.session.cluster.gpus_per_node, 8);
+    update(&mut app, Msg::WhatIfChange(1));
+    assert_eq!(app.resolved.session.cluster.gpus_per_node, 8);
+    assert_eq!(app.status, "GPUs per node = 8 (the largest choice)");
+    update(&mut app, Msg::WhatIfChange(-1));
+    assert_eq!(app.status, "GPUs per node = 4");
+}

@@ -795,13 +795,21 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::WhatIfChange(d) => {
             let field = FIELDS[app.whatif_row.min(FIELDS.len() - 1)];
             let search_before = app.resolved.session.search.clone();
+            let value_before = whatif::value(&app.resolved, field);
             match whatif::apply(&mut app.resolved, field, d) {
                 Ok(()) => {
-                    app.status = format!(
-                        "{} = {}",
-                        field.label(),
-                        whatif::value(&app.resolved, field)
-                    );
+                    let value = whatif::value(&app.resolved, field);
+                    // At the end of the row's choices the key changes nothing: said.
+                    let end = if value == value_before && d != 0 {
+                        if d > 0 {
+                            " (the largest choice)"
+                        } else {
+                            " (the smallest choice)"
+                        }
+                    } else {
+                        ""
+                    };
+                    app.status = format!("{} = {value}{end}", field.label());
                     // Another framework searches its own ZeRO stages and recompute policies.
                     let search = &app.resolved.session.search;
                     if field != whatif::Field::Zero
