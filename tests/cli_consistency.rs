@@ -784,7 +784,21 @@ fn a_run_far_from_the_models_sequence_length_is_not_laid_on_it_silently() {
     shot.succeeds();
     assert!(!shot.stdout.contains("your batch"), "{}", shot.stdout);
     assert!(!shot.stdout.contains('▼'), "{}", shot.stdout);
-    assert!(shot.stdout.contains("▄ batch 128 now"), "{}", shot.stdout);
+    assert!(shot.stdout.contains("▄ batch 128×1 now"), "{}", shot.stdout);
+    // A run batch that is no column of the grid (128 samples of 1000 tokens: 31 sequences) is
+    // said, not dropped.
+    let odd = std::fs::read_to_string(&session)
+        .expect("session")
+        .replace("seq_len: Some(1)", "seq_len: Some(1000)");
+    std::fs::write(&session, odd).expect("session");
+    let v: Value = json(&["grid", session.to_str().expect("utf-8"), "--json"]);
+    assert_eq!(v["current_batch"], 31, "{}", v["current_batch"]);
+    assert!(v["current"].is_null());
+    let caveats = v["caveats"].to_string();
+    assert!(
+        caveats.contains("the run's batch 31 (sequences of 4096 tokens) is not one of"),
+        "{caveats}"
+    );
 }
 
 #[test]

@@ -1098,7 +1098,7 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("costed with sharding deepspeed, which torchtitan does not run"),
+        out.contains("were costed with sharding deepspeed, which torchtitan does not run"),
         "{out}"
     );
     let (code, out, err) = copus(&[
@@ -1111,4 +1111,27 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("costed with sharding"), "{out}");
+    // Pipelined phases that DeepSpeed's sharding turned into ZeRO-1 are said too.
+    let (code, out, err) = copus(&[
+        "plan",
+        "sessions/demo.ron",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--sharding",
+        "deepspeed",
+        "--emit",
+        "torchtitan",
+        "--model",
+        "gpt-177b",
+        "--nodes",
+        "16",
+        "--inter-link-scale",
+        "0.05",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("pipeline_parallel_degree = 16"), "{out}");
+    assert!(
+        out.contains("sharded phases were costed with sharding deepspeed"),
+        "{out}"
+    );
 }

@@ -291,8 +291,8 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         )
     };
     Some(format!(
-        "switch {}/{n}: {change} ({}, cost {:.0} s) at step {} ({} on the timeline) = the \
-         trainer's step {} ({} consumed at the plan's batches) · {} → {}",
+        "switch {}/{n}: {change} ({}, {:.0} s) at step {} ({}) = the trainer's step {} ({} \
+         consumed) · {} → {}",
         k + 1,
         s.kind,
         s.cost_s,

@@ -75,7 +75,7 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub seed_ema: bool,
     /// Dumps: sequence length in tokens, to show tokens beside samples [default: 4096].
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub seq_len: Option<u32>,
 }
 

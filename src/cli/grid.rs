@@ -521,6 +521,26 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .flatten()
     });
     let current_col = current_batch.and_then(|c| table.batches.iter().position(|&b| b == c));
+    let mut caveats = caveats;
+    if let (Some(b), None) = (current_batch, current_col) {
+        // Said rather than dropped: no cell to compare the best with.
+        let whose = if written_batch.is_some() {
+            "the session's current batch"
+        } else {
+            "the run's batch"
+        };
+        caveats.push(format!(
+            "{whose} {b} (sequences of {} tokens) is not one of the grid's batches ({}): no \
+             current cell to compare with; --current-batch picks one of them",
+            resolved.model.seq_len,
+            table
+                .batches
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let units = crate::app::recommend::Units::of(&resolved);
     let recommendation = crate::app::recommend::recommend(&table, &grid, current_col, units);
     let current = current_col.and_then(|col| {

@@ -614,17 +614,29 @@ fn print_text(o: &Output) {
         o.mbs, o.recompute, o.vpp
     );
     if o.zero_effective != o.zero && o.stack.settings.sharding == "deepspeed" {
-        println!(
-            "  (DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and refuses ZeRO-{} with \
-             pipeline stages: sized and costed as the ZeRO-{} it runs)",
-            o.zero, o.zero_effective
+        print!(
+            "{}",
+            crate::format::wrap_labelled(
+                "  ",
+                &format!(
+                    "(DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and refuses \
+                     ZeRO-{} with pipeline stages: sized and costed as the ZeRO-{} it runs)",
+                    o.zero, o.zero_effective
+                )
+            )
         );
     } else if o.zero_effective != o.zero {
-        println!(
-            "  (FSDP's ZeRO-{} with pipeline stages keeps parameters gathered and gradients \
-             unsharded until the last micro-batch and reduce-scatters them once, as PyTorch's \
-             pipeline schedules run it: sized and costed as ZeRO-{})",
-            o.zero, o.zero_effective
+        print!(
+            "{}",
+            crate::format::wrap_labelled(
+                "  ",
+                &format!(
+                    "(FSDP's ZeRO-{} with pipeline stages keeps parameters gathered and \
+                     gradients unsharded until the last micro-batch and reduce-scatters them \
+                     once, as PyTorch's pipeline schedules run it: sized and costed as ZeRO-{})",
+                    o.zero, o.zero_effective
+                )
+            )
         );
     }
     // A configuration that does not fit: what it would run at (`null` in --json).

@@ -26,7 +26,7 @@ pub struct ScenarioArgs {
     /// A stats file or dump given instead of a session: tokens per sample of the run, as
     /// `copus open --seq-len` [default: inferred from the records' `tokens`/`b_big`, else the
     /// model's sequence length].
-    #[arg(long = "seq-len", value_name = "TOKENS")]
+    #[arg(long = "seq-len", value_name = "TOKENS", value_parser = super::at_least_one_u32)]
     pub run_seq_len: Option<u32>,
     /// Recompute policies to search instead of the session's `search.recompute`,
     /// comma-separated: none, selective, op, full (e.g. `--recompute op` for torchtitan's

@@ -76,7 +76,13 @@ fn legend(app: &App) -> Vec<String> {
         } else {
             crate::format::count(b)
         };
-        parts.push(format!("▄ batch {text} now"));
+        // In the run's own samples: their length said where it is not the model's (the
+        // heatmap's ▼ counts the model's sequences).
+        if app.samples_to_model_seqs() == 1.0 {
+            parts.push(format!("▄ batch {text} now"));
+        } else {
+            parts.push(format!("▄ batch {text}×{} now", app.trajectory.seq_len));
+        }
     }
     parts.push("█ cursor".into());
     if !app.switch_points.is_empty() {

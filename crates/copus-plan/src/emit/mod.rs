@@ -433,12 +433,15 @@ fn sharding_note(report: &PlanReport, phases: &[EmitPhase], target: EmitTarget) 
         EmitTarget::Megatron | EmitTarget::Json => return None,
     };
     let sharding = report.stack.settings.sharding;
-    if runs.contains(&sharding) || !phases.iter().any(|p| p.zero >= 3) {
+    // DeepSpeed's sharding also turns a pipelined ZeRO-2/3 into the ZeRO-1 its engine runs.
+    let shaped =
+        |p: &EmitPhase| p.zero >= 3 || (sharding == "deepspeed" && p.pp > 1 && p.zero >= 1);
+    if runs.contains(&sharding) || !phases.iter().any(shaped) {
         return None;
     }
     Some(format!(
-        "the ZeRO-3 phases were costed with sharding {sharding}, which {} does not run (it runs \
-         {}): their times are {sharding}'s; plan with --sharding {} for its own",
+        "the sharded phases were costed with sharding {sharding}, which {} does not run (it runs \
+         {}): their stages and times are {sharding}'s; plan with --sharding {} for its own",
         target.name(),
         runs.join(" or "),
         runs[0]
