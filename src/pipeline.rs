@@ -501,10 +501,7 @@ pub fn plan_with(
     };
     // A measured run's own batch (from its token counts), as the explorer marks it, when the
     // session names none: the fixed-batch baseline is the batch the run trains with.
-    let measured_batch = match &r.session.source {
-        DataSource::Scenario(_) => None,
-        _ => traj.implied_batch(),
-    };
+    let measured_batch = r.measured_batch(traj);
     let (traj, horizon) = match &cut {
         Some((t, h)) => (t, Some(h.clone())),
         None => (traj, None),

@@ -560,6 +560,24 @@ impl Resolved {
         out
     }
 
+    /// A measured run's own global batch in the model's sequences (tokens per step, from the
+    /// last two points of `traj`, over the model's sequence length), if it makes at least one;
+    /// none for a scenario, whose trajectory is a law, not a run.
+    pub fn measured_batch(&self, traj: &crate::trajectory::Trajectory) -> Option<u64> {
+        match self.session.source {
+            DataSource::Scenario(_) => None,
+            _ => traj.implied_batch_in(self.model.seq_len),
+        }
+    }
+
+    /// The batch the run uses now, in the model's sequences: the session's `current_batch`,
+    /// else [`Resolved::measured_batch`]. What `grid`, `plan` and the explorer's ▼ compare with.
+    pub fn current_batch(&self, traj: &crate::trajectory::Trajectory) -> Option<u64> {
+        self.session
+            .current_batch
+            .or_else(|| self.measured_batch(traj))
+    }
+
     /// What the command line's overrides changed ([`Resolved::override_notes`]), then one
     /// note for each stack flag of [`Resolved::flags_bound_to_search`] that the search, as it
     /// stands when this is called, leaves without effect: computed at output time, so that a

@@ -1497,30 +1497,27 @@ fn ranked_rows_show_the_configuration_that_runs() {
 /// one cannot and what to change.
 #[test]
 fn batches_carry_their_sequence_and_empty_plans_say_why() {
-    let p = json(&[
-        "predict",
-        "--model",
-        "llama3-8b",
-        "--gpus",
-        "8",
-        "--batch",
-        "16",
-        "--json",
-    ]);
+    // `predict` of llama3-8b on 8 GPUs at `batch`, with `extra` flags.
+    let predict = |batch: &str, extra: &[&str]| {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "8",
+            "--batch",
+            batch,
+        ];
+        args.extend_from_slice(extra);
+        copus(&args)
+    };
+    let p: Value = serde_json::from_str(&predict("16", &["--json"]).stdout).expect("json");
     assert_eq!(p["seq_len"], 8192, "{p}");
     let g = json(&["grid", DEMO, "--json"]);
     assert_eq!(g["seq_len"], 4096);
     let r = json(&["grid", DEMO, "--rank", "256", "--json"]);
     assert_eq!(r["seq_len"], 4096);
-    let text = copus(&[
-        "predict",
-        "--model",
-        "llama3-8b",
-        "--gpus",
-        "8",
-        "--batch",
-        "16",
-    ]);
+    let text = predict("16", &[]);
     text.succeeds();
     assert!(
         text.stdout
@@ -1528,16 +1525,7 @@ fn batches_carry_their_sequence_and_empty_plans_say_why() {
         "{}",
         text.stdout
     );
-    copus(&[
-        "predict",
-        "--model",
-        "llama3-8b",
-        "--gpus",
-        "8",
-        "--batch",
-        "0",
-    ])
-    .fails_with(&["--batch", "must be at least 1"]);
+    predict("0", &[]).fails_with(&["--batch", "must be at least 1"]);
     copus(&["plan", DEMO, "--model", "llama3-70b", "--nodes", "1"]).fails_with(&[
         "nothing to plan",
         "for example DP",

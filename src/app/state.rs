@@ -565,13 +565,7 @@ impl App {
     /// batch its last two points imply (tokens per step over the model's sequence), as `grid`
     /// reads it; none where that is under one sequence.
     pub fn current_batch(&self) -> Option<u64> {
-        self.resolved.session.current_batch.or_else(|| {
-            if self.is_scenario() {
-                return None;
-            }
-            let seq = self.resolved.model.seq_len;
-            self.trajectory.implied_batch_in(seq)
-        })
+        self.resolved.current_batch(&self.trajectory)
     }
 
     /// [`Self::current_batch`] in the trajectory's own samples (the timeline's axis): the
@@ -581,17 +575,15 @@ impl App {
         if let Some(b) = self.resolved.session.current_batch {
             return Some(b as f64 / self.samples_to_model_seqs());
         }
-        (!self.is_scenario())
+        // A run's own (a scenario's trajectory is a law, with no batch of its own).
+        let scenario = matches!(
+            self.resolved.session.source,
+            crate::session::DataSource::Scenario(_)
+        );
+        (!scenario)
             .then(|| self.measured_batch())
             .flatten()
             .map(|b| b as f64)
-    }
-
-    fn is_scenario(&self) -> bool {
-        matches!(
-            self.resolved.session.source,
-            crate::session::DataSource::Scenario(_)
-        )
     }
 
     /// The global batch, samples, the trajectory's last two points imply (tokens per step over

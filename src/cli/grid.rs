@@ -333,12 +333,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .with_context(|| {
                 format!(
                     "--rank {batch}: not a batch of the grid; its batches are {}",
-                    table
-                        .batches
-                        .iter()
-                        .map(u64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    list_of(&table.batches)
                 )
             })?;
         let ranked = crate::app::ranked::ranked_at(&table, &grid, col, Some(&keep))
@@ -515,11 +510,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     };
     // The Recommendation panel's figures: the current batch's best cell and the gain over it.
     let written_batch = s.current_batch;
-    let current_batch = written_batch.or_else(|| {
-        (!matches!(s.source, crate::session::DataSource::Scenario(_)))
-            .then(|| traj.implied_batch())
-            .flatten()
-    });
+    let current_batch = resolved.current_batch(&traj);
     let current_col = current_batch.and_then(|c| table.batches.iter().position(|&b| b == c));
     let mut caveats = caveats;
     if let (Some(b), None) = (current_batch, current_col) {
@@ -533,12 +524,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             "{whose} {b} (sequences of {} tokens) is not one of the grid's batches ({}): no \
              current cell to compare with; --current-batch picks one of them",
             resolved.model.seq_len,
-            table
-                .batches
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
+            list_of(&table.batches)
         ));
     }
     let units = crate::app::recommend::Units::of(&resolved);
@@ -700,11 +686,11 @@ fn print_text(o: &GridOut, seq_len: u32) {
     }
 }
 
-/// `1, 2, 4` for a list of sizes.
-fn list_of(sizes: &[u32]) -> String {
+/// `1, 2, 4` for a list of sizes (micro-batches, batches).
+fn list_of<T: std::fmt::Display>(sizes: &[T]) -> String {
     sizes
         .iter()
-        .map(u32::to_string)
+        .map(T::to_string)
         .collect::<Vec<_>>()
         .join(", ")
 }
