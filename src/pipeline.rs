@@ -400,12 +400,22 @@ pub fn plan_session(r: &Resolved) -> Result<PlanReport, PlanError> {
 pub fn plan_session_cautioned(
     r: &Resolved,
 ) -> Result<(PlanReport, Option<String>, Vec<String>), PlanError> {
+    plan_session_where(r, &|_| None)
+}
+
+/// [`plan_session_cautioned`] over only the configurations `refuse` accepts
+/// ([`goodput::throughput_table_where`]): `plan --emit` plans within what the framework can
+/// express.
+pub fn plan_session_where(
+    r: &Resolved,
+    refuse: &dyn Fn(&crate::perf::ParallelConfig) -> Option<String>,
+) -> Result<(PlanReport, Option<String>, Vec<String>), PlanError> {
     let loaded = load(r)?;
     let note = sequence_conversion_note(&loaded.trajectory, &r.model);
     let traj = loaded.trajectory.in_sequences_of(r.model.seq_len);
     let eff = r.efficiency();
     let ctx = r.perf_context(&eff);
-    let table = goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
+    let table = goodput::throughput_table_where(&ctx, &r.cluster(), &r.session.search, refuse);
     let report = plan_with(r, &traj, &table)?;
     let cautions = switch_cautions(&report, &traj, loaded.analysis.as_ref());
     Ok((report, note, cautions))

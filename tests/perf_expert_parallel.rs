@@ -310,8 +310,24 @@ fn plans_and_the_explorer_name_the_expert_parallel_degree() {
         titan.contains(&format!("expert_parallel_degree = {}", eps[0])),
         "{titan}"
     );
-    let (ok, _, err) = copus(&["plan", path, "--emit", "deepspeed"]);
-    assert!(!ok && err.contains("expert parallelism"), "{err}");
+    // DeepSpeed's config file takes no expert-parallel degree: its plan is made without one,
+    // and says so.
+    let (ok, ds, err) = copus(&["plan", path, "--emit", "deepspeed"]);
+    assert!(ok, "{err}");
+    let ds: serde_json::Value = serde_json::from_str(&ds).expect("JSON");
+    let notes = ds["notes"].to_string();
+    assert!(
+        notes.contains("only the configurations DeepSpeed can express")
+            && notes.contains("expert parallelism"),
+        "{notes}"
+    );
+    assert!(
+        ds["phases"].as_array().is_some_and(|p| !p.is_empty()
+            && p.iter().all(|p| p["megatron_deepspeed_args"]
+                .to_string()
+                .contains("--deepspeed_config"))),
+        "{ds}"
+    );
 }
 
 #[test]

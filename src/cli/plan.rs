@@ -46,7 +46,19 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     args.whatif
         .apply(&mut resolved, super::whatif_args::Command::Plan)?;
     args.switch_costs.apply(&mut resolved)?;
-    let (report, sequence_note, cautions) = crate::pipeline::plan_session_cautioned(&resolved)?;
+    let limits = args.emit.map(|target| EmitLimits::new(target, &resolved));
+    let (report, sequence_note, cautions) = match &limits {
+        Some(l) => crate::pipeline::plan_session_where(&resolved, &|c| l.refuse(c)).map_err(
+            |e| match (&e, l.note()) {
+                // Say that the framework's limits, not the cluster, left nothing to plan.
+                (crate::pipeline::PlanError::NothingRuns { .. }, Some(note)) => anyhow::anyhow!(
+                    "{e}; {note}: another --emit target, or plan without --emit, may find one"
+                ),
+                _ => e.into(),
+            },
+        )?,
+        None => crate::pipeline::plan_session_cautioned(&resolved)?,
+    };
     let (calibration, mut caveats) =
         super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());
     caveats.extend(resolved.notes());
@@ -54,6 +66,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     caveats.extend(super::cbs::session_branches_problem(&resolved));
     caveats.extend(sequence_note);
     caveats.extend(cautions);
+    caveats.extend(limits.and_then(|l| l.note()));
     if let Some(target) = args.emit {
         let c = &resolved.session.cluster;
         // What the plan rests on beyond the session goes into the document.
@@ -100,4 +113,52 @@ struct PlanOut<'a> {
     calibration: Option<super::calibration_in_force::CalibrationUsed>,
     /// The calibration's caveats and those of command-line overrides, one sentence each.
     caveats: Vec<String>,
+}
+
+/// The limits of the framework `plan --emit` writes for, applied to the search: the plan is
+/// made only of configurations it can express ([`crate::plan::emit::shape_problem`]), and
+/// what was left out is said.
+struct EmitLimits {
+    target: crate::plan::emit::EmitTarget,
+    layers: u32,
+    settings: crate::perf::stack::StackSettingsJson,
+    /// Configurations looked at, and those refused with the first refusal's reason.
+    seen: std::cell::Cell<usize>,
+    refused: std::cell::RefCell<(usize, Option<String>)>,
+}
+
+impl EmitLimits {
+    fn new(target: crate::plan::emit::EmitTarget, resolved: &crate::session::Resolved) -> Self {
+        Self {
+            target,
+            layers: resolved.model.layers,
+            settings: resolved.stack().settings().into(),
+            seen: std::cell::Cell::new(0),
+            refused: std::cell::RefCell::new((0, None)),
+        }
+    }
+
+    /// Why the target cannot run `config`, as a table cell says it.
+    fn refuse(&self, config: &crate::perf::ParallelConfig) -> Option<String> {
+        self.seen.set(self.seen.get().saturating_add(1));
+        let shape = crate::plan::emit::ConfigShape::of(config);
+        let why =
+            crate::plan::emit::shape_problem(self.target, &shape, self.layers, &self.settings)?;
+        let mut refused = self.refused.borrow_mut();
+        refused.0 = refused.0.saturating_add(1);
+        refused.1.get_or_insert_with(|| format!("{config}: {why}"));
+        Some(format!("{} cannot express it: {why}", self.target.name()))
+    }
+
+    /// What the search lost to the target's limits, one sentence; `None` where nothing.
+    fn note(&self) -> Option<String> {
+        let (count, example) = self.refused.take();
+        let example = example?;
+        Some(format!(
+            "the plan searched only the configurations {} can express: {count} of the {} \
+             configurations looked at were left out, e.g. {example}",
+            self.target.name(),
+            self.seen.get(),
+        ))
+    }
 }

@@ -905,3 +905,85 @@ fn a_layout_change_resumes_in_every_framework() {
         assert!(with_cp > 0, "{stack}: {t}");
     }
 }
+
+/// A plan written for a framework is searched within what that framework can express: a
+/// torchtitan-costed plan (op-level recompute) written for Megatron, and a 126-layer model on
+/// 32 nodes written for DeepSpeed (uneven pipeline stages), were refused before with "cannot
+/// express it"; now each is planned over what runs there, and the note counts what was left
+/// out.
+#[test]
+fn emit_plans_only_what_the_framework_can_express() {
+    let session = Path::new("sessions/paper-measured-32b-32xh100.ron");
+    let script = run(
+        session,
+        &["--stack", "torchtitan-fsdp2", "--emit", "megatron"],
+    );
+    assert!(
+        script
+            .contains("# note: the plan searched only the configurations Megatron-LM can express"),
+        "{script}"
+    );
+    assert!(script.contains("rc:op: recompute 'op'"), "{script}");
+    let plain = run(session, &["--stack", "torchtitan-fsdp2", "--json"]);
+    assert!(plain.contains("\"recompute\":\"op\""), "{plain}");
+
+    let doc: Value = serde_json::from_str(&run(
+        Path::new("sessions/demo.ron"),
+        &[
+            "--model",
+            "llama3-405b",
+            "--nodes",
+            "128",
+            "--stack",
+            "deepspeed",
+            "--emit",
+            "deepspeed",
+        ],
+    ))
+    .expect("JSON");
+    let phases = doc["phases"].as_array().expect("phases");
+    assert!(!phases.is_empty());
+    for p in phases {
+        let pp = u(&p["pp"]);
+        assert!(126 % pp == 0, "uneven stages emitted: {p}");
+        let args: Vec<&str> = p["megatron_deepspeed_args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("string"))
+            .collect();
+        let at = args
+            .iter()
+            .position(|&a| a == "--deepspeed_config")
+            .expect("--deepspeed_config");
+        assert!(args.contains(&"--deepspeed"), "{args:?}");
+        assert_eq!(
+            args.get(at + 1).copied(),
+            Some(format!("ds_config_phase{}.json", u(&p["phase"])).as_str())
+        );
+    }
+    let notes = doc["notes"].to_string();
+    assert!(notes.contains("uneven stages"), "{notes}");
+
+    // Where the framework's limits leave nothing, the error says so.
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args([
+            "plan",
+            "sessions/demo.ron",
+            "--model",
+            "llama3-405b",
+            "--nodes",
+            "16",
+        ])
+        .args(["--stack", "deepspeed", "--emit", "deepspeed"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("nothing to plan")
+            && err.contains("only the configurations DeepSpeed can express"),
+        "{err}"
+    );
+}

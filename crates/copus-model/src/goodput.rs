@@ -185,6 +185,19 @@ pub fn throughput_table(
     cluster: &Cluster,
     search: &SearchSpace,
 ) -> ThroughputTable {
+    throughput_table_where(ctx, cluster, search, &|_| None)
+}
+
+/// [`throughput_table`] over only the configurations `refuse` accepts (returns `None` for):
+/// one it refuses is not costed, and its reason is what a cell says where nothing else runs.
+/// `plan --emit` tabulates under the framework's limits this way, so that its plan is one the
+/// framework can run.
+pub fn throughput_table_where(
+    ctx: &PerfContext,
+    cluster: &Cluster,
+    search: &SearchSpace,
+    refuse: &dyn Fn(&ParallelConfig) -> Option<String>,
+) -> ThroughputTable {
     let layouts = layouts(ctx, cluster, search);
     let choices = Choices {
         micro_batches: &search.micro_batches,
@@ -198,18 +211,28 @@ pub fn throughput_table(
     let mut cells = Vec::with_capacity(layouts.len() * batches.len());
     for layout in &layouts {
         let configs = enumerate::stack_layout_configs(ctx, *layout, &choices);
-        let mut problems = Vec::new();
+        let mut problems: Vec<String> = Vec::new();
         let costs: Vec<ConfigCost> = configs
             .iter()
-            .filter_map(|c| ConfigCost::new(ctx, c).map_err(|e| problems.push(e)).ok())
+            .filter_map(|c| {
+                if let Some(why) = refuse(c) {
+                    problems.push(why);
+                    return None;
+                }
+                ConfigCost::new(ctx, c)
+                    .map_err(|e| problems.push(e.to_string()))
+                    .ok()
+            })
             .collect();
         for (&batch, floor) in batches.iter().zip(&floors) {
             let cell = match floor {
                 Some(why) => TableCell::Infeasible(why.clone()),
-                None if costs.is_empty() => TableCell::Infeasible(problems.last().map_or_else(
-                    || "no configuration in the search space".to_string(),
-                    ToString::to_string,
-                )),
+                None if costs.is_empty() => TableCell::Infeasible(
+                    problems
+                        .last()
+                        .cloned()
+                        .unwrap_or_else(|| "no configuration in the search space".to_string()),
+                ),
                 None => match enumerate::fastest(ctx, &costs, batch) {
                     Ok((config, prediction)) => TableCell::Feasible { config, prediction },
                     Err(e) => TableCell::Infeasible(e.to_string()),

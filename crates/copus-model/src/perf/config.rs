@@ -33,14 +33,22 @@ impl Recompute {
     }
 }
 
-impl fmt::Display for Recompute {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Recompute {
+    /// The policy's name as the CLI, sessions and JSON write it ("none", "selective", "op",
+    /// "full").
+    pub fn name(self) -> &'static str {
+        match self {
             Recompute::None => "none",
             Recompute::Selective => "selective",
             Recompute::Full => "full",
             Recompute::Op => "op",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Recompute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

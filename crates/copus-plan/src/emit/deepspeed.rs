@@ -78,6 +78,11 @@ struct Stop {
     decay_samples: u64,
 }
 
+/// The ds_config file a phase's argv names: `ds_config_phase{N}.json`.
+fn ds_config_file(phase: usize) -> String {
+    format!("ds_config_phase{phase}.json")
+}
+
 fn phase(
     p: &EmitPhase,
     before: Option<&EmitPhase>,
@@ -85,42 +90,7 @@ fn phase(
     report: &PlanReport,
     stop: &Stop,
 ) -> Result<Phase, EmitError> {
-    if p.pp > 1 && p.zero >= 2 {
-        return Err(p.inexpressible(
-            TARGET,
-            format!("ZeRO-{} with pipeline parallelism (DeepSpeed's pipeline engine runs ZeRO-0 or ZeRO-1 only)", p.zero),
-        ));
-    }
-    if p.vpp > 1 {
-        return Err(p.inexpressible(TARGET, "an interleaved (virtual-stage) pipeline"));
-    }
-    if p.cp > 1 {
-        return Err(p.inexpressible(
-            TARGET,
-            "context parallelism (DeepSpeed-Ulysses splits sequences with all-to-all, a different scheme)",
-        ));
-    }
-    if p.ep > 1 {
-        return Err(p.inexpressible(
-            TARGET,
-            format!(
-                "expert parallelism {} (DeepSpeed-MoE takes ep_size in the model's MoE layers, not in its config file)",
-                p.ep
-            ),
-        ));
-    }
-    if report.stack.settings.precision == "fp8" {
-        return Err(p.inexpressible(TARGET, "FP8 GEMMs in its configuration"));
-    }
-    if p.pp > 1 && !ctx.layers.is_multiple_of(p.pp) {
-        return Err(p.inexpressible(
-            TARGET,
-            format!(
-                "{} layers on {} pipeline stages (uneven stages)",
-                ctx.layers, p.pp
-            ),
-        ));
-    }
+    p.check_shape(TARGET, ctx.layers, &report.stack.settings)?;
     // One argv item per flag and per value, as a launcher passes them; the batch flags must
     // agree with ds_config (Megatron-DeepSpeed checks them against it).
     let mut args: Vec<String> = [
@@ -145,6 +115,13 @@ fn phase(
     if p.pp == 1 {
         args.push("--no-pipeline-parallel".into());
     }
+    // Megatron-DeepSpeed runs DeepSpeed's engine only with --deepspeed, reading the phase's
+    // ds_config from the file named (the "how" says how to write it there).
+    args.extend([
+        "--deepspeed".into(),
+        "--deepspeed_config".into(),
+        ds_config_file(p.phase),
+    ]);
     // Megatron-DeepSpeed builds the model under zero.Init only when its own --zero-stage says 3
     // (default 1), whatever ds_config says: the stage is given to both.
     args.extend(["--zero-stage".into(), p.zero.to_string()]);
@@ -170,12 +147,7 @@ fn phase(
                 cpu_checkpointing: false,
             })
         }
-        other => {
-            return Err(p.inexpressible(
-                TARGET,
-                format!("recompute '{other}' (op-level selective checkpointing)"),
-            ));
-        }
+        other => return Err(p.inexpressible(TARGET, format!("recompute '{other}'"))),
     };
     Ok(Phase {
         phase: p.phase,
@@ -235,8 +207,9 @@ pub fn write(
         gpus: ctx.gpus,
         seq_len: ctx.seq_len,
         end,
-        how: "one DeepSpeed run per phase with ds_config and the Megatron-DeepSpeed arguments, \
-              resumed from the checkpoint of the phase before (a TP/PP change needs a universal \
+        how: "one DeepSpeed run per phase with ds_config and the Megatron-DeepSpeed arguments \
+              (write each phase's ds_config to the file its --deepspeed_config names, e.g. jq \
+              '.phases[0].ds_config' plan.json > ds_config_phase1.json), resumed from the checkpoint of the phase before (a TP/PP change needs a universal \
               checkpoint: ds_to_universal.py, then --universal-checkpoint): the same \
               --train-samples and --lr-decay-samples in every phase keep the learning-rate \
               schedule that of the whole plan and let each phase reach until_step, and \

@@ -183,6 +183,7 @@ fn layout_args(
     report: &PlanReport,
 ) -> Result<Vec<String>, EmitError> {
     let settings = &report.stack.settings;
+    p.check_shape(TARGET, ctx.layers, settings)?;
     let mut a = vec![
         format!("--tensor-model-parallel-size {}", p.tp),
         format!("--pipeline-model-parallel-size {}", p.pp),
@@ -204,8 +205,8 @@ fn layout_args(
         a.push(format!("--expert-model-parallel-size {}", p.ep));
     }
     if p.pp > 1 || p.vpp > 1 {
-        let split =
-            stage_split(p, ctx.layers, false).map_err(|why| p.inexpressible(TARGET, why))?;
+        let split = stage_split(p.pp, p.vpp, ctx.layers, false)
+            .map_err(|why| p.inexpressible(TARGET, why))?;
         let per = split.per_stage;
         // Uneven stages: the ends hold fewer layers; Megatron splits the rest evenly over the
         // stages between (over the other pp − 1 when only the first is given).
@@ -254,14 +255,7 @@ fn layout_args(
             "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"
                 .into(),
         ),
-        other => {
-            return Err(p.inexpressible(
-                TARGET,
-                format!(
-                    "recompute '{other}' (op-level selective checkpointing is torchtitan's policy; Megatron's selective recompute covers the attention core only)"
-                ),
-            ));
-        }
+        other => return Err(p.inexpressible(TARGET, format!("recompute '{other}'"))),
     }
     if settings.dp_overlap && p.dp > 1 {
         a.push("--overlap-grad-reduce".into());

@@ -9,8 +9,12 @@
 //! docs/EMIT.md says how each setting is written and why.
 
 mod deepspeed;
+mod expressible;
 mod megatron;
 mod torchtitan;
+
+use expressible::stage_split;
+pub use expressible::{ConfigShape, shape_problem};
 
 use super::report::{PlanReport, ScheduleRun};
 use serde::Serialize;
@@ -148,6 +152,32 @@ impl EmitPhase {
         }
     }
 
+    /// The parts of the phase's configuration the frameworks' settings are checked on.
+    pub fn shape(&self) -> ConfigShape<'_> {
+        ConfigShape {
+            tp: self.tp,
+            pp: self.pp,
+            vpp: self.vpp,
+            cp: self.cp,
+            ep: self.ep,
+            zero: self.zero,
+            recompute: &self.recompute,
+        }
+    }
+
+    /// An error where `target` cannot express the phase's shape ([`shape_problem`]).
+    fn check_shape(
+        &self,
+        target: EmitTarget,
+        layers: u32,
+        settings: &crate::perf::stack::StackSettingsJson,
+    ) -> Result<(), EmitError> {
+        match shape_problem(target, &self.shape(), layers, settings) {
+            Some(why) => Err(self.inexpressible(target, why)),
+            None => Ok(()),
+        }
+    }
+
     fn inexpressible(&self, target: EmitTarget, why: impl Into<String>) -> EmitError {
         EmitError::Inexpressible {
             target: target.name(),
@@ -276,64 +306,6 @@ fn phase_of(
         vpp: config.vpp.max(1),
         ep: config.ep.max(1),
         trajectory_step: run.at_step,
-    })
-}
-
-/// How a phase's transformer layers split over its pipeline stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct StageSplit {
-    /// Layers on a full (virtual) stage: ⌈layers / (pp·vpp)⌉.
-    per_stage: u32,
-    /// Layers fewer than `per_stage` on the first stage (it also holds the embedding).
-    first_less: u32,
-    /// Layers fewer than `per_stage` on the last stage (it also holds the output layer).
-    last_less: u32,
-}
-
-/// The split of `layers` over the phase's `pp·vpp` stages: even, or with the stages short of
-/// ⌈layers/pp⌉ at the two ends (the heaviest stage holds ⌈layers/pp⌉, as copus's model
-/// costs it: 126 layers on PP 8 are 15, 16 × 6, 15, as Llama 3 405B ran); why not, when the
-/// split is uneven with an interleaved schedule or leaves an end stage without a layer.
-///
-/// `interleaved_uneven`: whether the target splits uneven interleaved stages too (torchtitan
-/// counts virtual stages over `layers + first_less + last_less`; Megatron's layer-count flags
-/// take no virtual stages).
-fn stage_split(p: &EmitPhase, layers: u32, interleaved_uneven: bool) -> Result<StageSplit, String> {
-    let stages = p.pp.saturating_mul(p.vpp);
-    if stages == 0 || layers == 0 {
-        return Err(format!("{layers} layers on pp·vpp = {stages} stages"));
-    }
-    let per_stage = layers.div_ceil(stages);
-    let deficit = u64::from(per_stage) * u64::from(stages) - u64::from(layers);
-    let deficit = u32::try_from(deficit).map_err(|_| "too many stages".to_string())?;
-    if deficit > 0 && p.vpp > 1 && !interleaved_uneven {
-        return Err(format!(
-            "{layers} layers do not split evenly into pp·vpp = {stages} stages (uneven stages \
-             with an interleaved schedule)"
-        ));
-    }
-    // Interleaved, the middle pipeline stages hold vpp full virtual stages: only where that is
-    // the ⌈layers/pp⌉ copus costs (126 layers on PP 8 × VPP 2: 2 × 8 = 16) is the split the
-    // plan's.
-    let heaviest = layers.div_ceil(p.pp.max(1));
-    if deficit > 0 && p.vpp > 1 && per_stage.saturating_mul(p.vpp) != heaviest {
-        return Err(format!(
-            "{layers} layers on pp·vpp = {stages} stages would put {} layers on a middle \
-             stage where the plan costs {heaviest}",
-            per_stage.saturating_mul(p.vpp)
-        ));
-    }
-    let (first_less, last_less) = (deficit.div_ceil(2), deficit / 2);
-    if first_less >= per_stage {
-        return Err(format!(
-            "{layers} layers on {stages} stages of up to {per_stage} leave an end stage without \
-             a layer"
-        ));
-    }
-    Ok(StageSplit {
-        per_stage,
-        first_less,
-        last_less,
     })
 }
 

@@ -134,14 +134,7 @@ fn job(
             b.dp, p.dp, p.from_samples
         ));
     }
-    if p.zero == 0 && (p.tp > 1 || p.pp > 1 || p.cp > 1) {
-        // torchtitan's parallelize functions raise "DDP has not supported > 1D parallelism".
-        return Err(p.inexpressible(
-            TARGET,
-            "ZeRO-0 is torchtitan's DDP, which it runs only as the sole parallelism (\"DDP has \
-             not supported > 1D parallelism\"): plan with ZeRO 1-3 (FSDP2) beside TP, PP or CP",
-        ));
-    }
+    p.check_shape(TARGET, ctx.layers, &report.stack.settings)?;
     let (replicate, shard, reshard) = match p.zero {
         0 => (p.dp, 1, "default"),
         3 => (1, p.dp, "default"),
@@ -170,7 +163,10 @@ fn job(
     };
     let pipelined = p.pp > 1;
     let layers = if pipelined {
-        Some(stage_split(p, ctx.layers, true).map_err(|why| p.inexpressible(TARGET, why))?)
+        Some(
+            stage_split(p.pp, p.vpp, ctx.layers, true)
+                .map_err(|why| p.inexpressible(TARGET, why))?,
+        )
     } else {
         None
     };
@@ -181,14 +177,7 @@ fn job(
             "ring" => "alltoall",
             "all_gather" => "allgather",
             other => {
-                return Err(p.inexpressible(
-                    TARGET,
-                    format!(
-                        "context parallelism by '{other}' (torchtitan exchanges keys and values \
-                         by a ring rotation or an all-gather, not by DeepSpeed-Ulysses' \
-                         all-to-all over heads)"
-                    ),
-                ));
+                return Err(p.inexpressible(TARGET, format!("context parallelism by '{other}'")));
             }
         })
     } else {

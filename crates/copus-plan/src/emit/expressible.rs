@@ -1,0 +1,293 @@
+//! What each framework can express of a configuration, whatever its batch: the checks every
+//! emitter makes before it writes a phase, and the filter `plan --emit` searches under, so
+//! that the plan it writes is one the framework runs.
+
+use super::EmitTarget;
+use crate::perf::config::ParallelConfig;
+use crate::perf::stack::StackSettingsJson;
+
+/// The parts of a configuration the frameworks' settings are checked on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConfigShape<'a> {
+    /// Tensor-parallel degree.
+    pub tp: u32,
+    /// Pipeline-parallel degree.
+    pub pp: u32,
+    /// Virtual pipeline stages per GPU (1: not interleaved).
+    pub vpp: u32,
+    /// Context-parallel degree.
+    pub cp: u32,
+    /// Expert-parallel degree (1: none).
+    pub ep: u32,
+    /// ZeRO stage 0–3.
+    pub zero: u8,
+    /// Activation recomputation: "none", "selective", "op" or "full".
+    pub recompute: &'a str,
+}
+
+impl ConfigShape<'static> {
+    /// The shape of a searched configuration.
+    pub fn of(config: &ParallelConfig) -> Self {
+        Self {
+            tp: config.tp,
+            pp: config.pp,
+            vpp: config.vpp.max(1),
+            cp: config.cp.max(1),
+            ep: config.ep.max(1),
+            zero: config.zero,
+            recompute: config.recompute.name(),
+        }
+    }
+}
+
+/// Why `target` cannot express a configuration of `shape` for a model of `layers` transformer
+/// layers on the stack `settings`, whatever its batch; `None` where it can (always for JSON).
+pub fn shape_problem(
+    target: EmitTarget,
+    shape: &ConfigShape<'_>,
+    layers: u32,
+    settings: &StackSettingsJson,
+) -> Option<String> {
+    match target {
+        EmitTarget::Json => None,
+        EmitTarget::Megatron => megatron(shape, layers),
+        EmitTarget::Torchtitan => torchtitan(shape, layers, settings),
+        EmitTarget::Deepspeed => deepspeed(shape, layers, settings),
+    }
+}
+
+fn megatron(s: &ConfigShape<'_>, layers: u32) -> Option<String> {
+    if (s.pp > 1 || s.vpp > 1)
+        && let Err(why) = stage_split(s.pp, s.vpp, layers, false)
+    {
+        return Some(why);
+    }
+    match s.recompute {
+        "none" | "selective" | "full" => None,
+        other => Some(format!(
+            "recompute '{other}' (op-level selective checkpointing is torchtitan's policy; \
+             Megatron's selective recompute covers the attention core only)"
+        )),
+    }
+}
+
+fn torchtitan(s: &ConfigShape<'_>, layers: u32, settings: &StackSettingsJson) -> Option<String> {
+    if s.zero == 0 && (s.tp > 1 || s.pp > 1 || s.cp > 1) {
+        // torchtitan's parallelize functions raise "DDP has not supported > 1D parallelism".
+        return Some(
+            "ZeRO-0 is torchtitan's DDP, which it runs only as the sole parallelism (\"DDP has \
+             not supported > 1D parallelism\"): plan with ZeRO 1-3 (FSDP2) beside TP, PP or CP"
+                .into(),
+        );
+    }
+    if !matches!(s.recompute, "none" | "selective" | "op" | "full") {
+        return Some(format!("recompute '{}'", s.recompute));
+    }
+    if s.pp > 1
+        && let Err(why) = stage_split(s.pp, s.vpp, layers, true)
+    {
+        return Some(why);
+    }
+    if s.cp > 1 && !matches!(settings.cp_comm, "ring" | "all_gather") {
+        return Some(format!(
+            "context parallelism by '{}' (torchtitan exchanges keys and values by a ring \
+             rotation or an all-gather, not by DeepSpeed-Ulysses' all-to-all over heads)",
+            settings.cp_comm
+        ));
+    }
+    None
+}
+
+fn deepspeed(s: &ConfigShape<'_>, layers: u32, settings: &StackSettingsJson) -> Option<String> {
+    if s.pp > 1 && s.zero >= 2 {
+        return Some(format!(
+            "ZeRO-{} with pipeline parallelism (DeepSpeed's pipeline engine runs ZeRO-0 or \
+             ZeRO-1 only)",
+            s.zero
+        ));
+    }
+    if s.vpp > 1 {
+        return Some("an interleaved (virtual-stage) pipeline".into());
+    }
+    if s.cp > 1 {
+        return Some(
+            "context parallelism (DeepSpeed-Ulysses splits sequences with all-to-all, a \
+             different scheme)"
+                .into(),
+        );
+    }
+    if s.ep > 1 {
+        return Some(format!(
+            "expert parallelism {} (DeepSpeed-MoE takes ep_size in the model's MoE layers, not \
+             in its config file)",
+            s.ep
+        ));
+    }
+    if settings.precision == "fp8" {
+        return Some("FP8 GEMMs in its configuration".into());
+    }
+    if s.pp > 1 && !layers.is_multiple_of(s.pp) {
+        return Some(format!(
+            "{layers} layers on {} pipeline stages (uneven stages)",
+            s.pp
+        ));
+    }
+    match s.recompute {
+        "none" | "selective" | "full" => None,
+        other => Some(format!(
+            "recompute '{other}' (op-level selective checkpointing)"
+        )),
+    }
+}
+
+/// How a phase's transformer layers split over its pipeline stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StageSplit {
+    /// Layers on a full (virtual) stage: ⌈layers / (pp·vpp)⌉.
+    pub(super) per_stage: u32,
+    /// Layers fewer than `per_stage` on the first stage (it also holds the embedding).
+    pub(super) first_less: u32,
+    /// Layers fewer than `per_stage` on the last stage (it also holds the output layer).
+    pub(super) last_less: u32,
+}
+
+/// The split of `layers` over the phase's `pp·vpp` stages: even, or with the stages short of
+/// ⌈layers/pp⌉ at the two ends (the heaviest stage holds ⌈layers/pp⌉, as copus's model
+/// costs it: 126 layers on PP 8 are 15, 16 × 6, 15, as Llama 3 405B ran); why not, when the
+/// split is uneven with an interleaved schedule or leaves an end stage without a layer.
+///
+/// `interleaved_uneven`: whether the target splits uneven interleaved stages too (torchtitan
+/// counts virtual stages over `layers + first_less + last_less`; Megatron's layer-count flags
+/// take no virtual stages).
+pub(super) fn stage_split(
+    pp: u32,
+    vpp: u32,
+    layers: u32,
+    interleaved_uneven: bool,
+) -> Result<StageSplit, String> {
+    let stages = pp.saturating_mul(vpp);
+    if stages == 0 || layers == 0 {
+        return Err(format!("{layers} layers on pp·vpp = {stages} stages"));
+    }
+    let per_stage = layers.div_ceil(stages);
+    let deficit = u64::from(per_stage) * u64::from(stages) - u64::from(layers);
+    let deficit = u32::try_from(deficit).map_err(|_| "too many stages".to_string())?;
+    if deficit > 0 && vpp > 1 && !interleaved_uneven {
+        return Err(format!(
+            "{layers} layers do not split evenly into pp·vpp = {stages} stages (uneven stages \
+             with an interleaved schedule)"
+        ));
+    }
+    // Interleaved, the middle pipeline stages hold vpp full virtual stages: only where that is
+    // the ⌈layers/pp⌉ copus costs (126 layers on PP 8 × VPP 2: 2 × 8 = 16) is the split the
+    // plan's.
+    let heaviest = layers.div_ceil(pp.max(1));
+    if deficit > 0 && vpp > 1 && per_stage.saturating_mul(vpp) != heaviest {
+        return Err(format!(
+            "{layers} layers on pp·vpp = {stages} stages would put {} layers on a middle \
+             stage where the plan costs {heaviest}",
+            per_stage.saturating_mul(vpp)
+        ));
+    }
+    let (first_less, last_less) = (deficit.div_ceil(2), deficit / 2);
+    if first_less >= per_stage {
+        return Err(format!(
+            "{layers} layers on {stages} stages of up to {per_stage} leave an end stage without \
+             a layer"
+        ));
+    }
+    Ok(StageSplit {
+        per_stage,
+        first_less,
+        last_less,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::stack::{StackPreset, StackSettingsJson};
+
+    fn shape(
+        pp: u32,
+        vpp: u32,
+        cp: u32,
+        zero: u8,
+        recompute: &'static str,
+    ) -> ConfigShape<'static> {
+        ConfigShape {
+            tp: 2,
+            pp,
+            vpp,
+            cp,
+            ep: 1,
+            zero,
+            recompute,
+        }
+    }
+
+    fn settings(preset: StackPreset) -> StackSettingsJson {
+        preset.settings().into()
+    }
+
+    #[test]
+    fn each_framework_refuses_what_it_has_no_setting_for_and_nothing_else() {
+        let mc = settings(StackPreset::MegatronCore);
+        let refused = |t, s: ConfigShape<'static>, layers| shape_problem(t, &s, layers, &mc);
+        // Everything is expressible as plain JSON.
+        assert_eq!(refused(EmitTarget::Json, shape(7, 3, 4, 3, "op"), 10), None);
+        // Megatron: op-level recompute, uneven interleaved stages.
+        assert!(refused(EmitTarget::Megatron, shape(1, 1, 1, 1, "op"), 32).is_some());
+        assert!(refused(EmitTarget::Megatron, shape(4, 3, 1, 1, "full"), 30).is_some());
+        assert_eq!(
+            refused(EmitTarget::Megatron, shape(4, 2, 2, 3, "selective"), 32),
+            None
+        );
+        assert_eq!(
+            refused(EmitTarget::Megatron, shape(8, 1, 1, 1, "none"), 126),
+            None
+        );
+        // torchtitan: DDP beside TP; op-level recompute and uneven interleaving are fine.
+        assert!(refused(EmitTarget::Torchtitan, shape(1, 1, 1, 0, "none"), 32).is_some());
+        assert_eq!(
+            refused(EmitTarget::Torchtitan, shape(8, 2, 1, 3, "op"), 126),
+            None
+        );
+        // DeepSpeed: ZeRO-2/3 with PP, interleaving, CP, uneven stages, op recompute.
+        for s in [
+            shape(2, 1, 1, 3, "none"),
+            shape(2, 2, 1, 1, "none"),
+            shape(1, 1, 2, 3, "none"),
+            shape(4, 1, 1, 1, "none"),
+            shape(1, 1, 1, 3, "op"),
+        ] {
+            assert!(refused(EmitTarget::Deepspeed, s, 126).is_some(), "{s:?}");
+        }
+        assert_eq!(
+            refused(EmitTarget::Deepspeed, shape(2, 1, 1, 1, "full"), 126),
+            None
+        );
+        assert_eq!(
+            refused(EmitTarget::Deepspeed, shape(1, 1, 1, 3, "none"), 126),
+            None
+        );
+    }
+
+    #[test]
+    fn stack_settings_the_frameworks_cannot_run_are_refused() {
+        let mut fp8 = settings(StackPreset::DeepSpeed);
+        fp8.precision = "fp8";
+        let plain = shape(1, 1, 1, 3, "none");
+        assert!(shape_problem(EmitTarget::Deepspeed, &plain, 32, &fp8).is_some());
+        assert_eq!(shape_problem(EmitTarget::Megatron, &plain, 32, &fp8), None);
+        let mut ulysses = settings(StackPreset::TorchtitanFsdp2);
+        ulysses.cp_comm = "all_to_all";
+        let cp = shape(1, 1, 2, 3, "none");
+        assert!(shape_problem(EmitTarget::Torchtitan, &cp, 32, &ulysses).is_some());
+        ulysses.cp_comm = "all_gather";
+        assert_eq!(
+            shape_problem(EmitTarget::Torchtitan, &cp, 32, &ulysses),
+            None
+        );
+    }
+}
