@@ -670,22 +670,25 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     // The small batches holding one gradient measure no noise: a B_simple of 0 (or a hair
     // either side of it) is no estimate, and is not printed as one.
     let no_noise = no_noise_measured(s);
-    let _ = writeln!(
-        out,
-        "B_simple now  {}  {pct:.0}% CI {}  (last window: steps {}-{}, {} {unit})",
-        if no_noise {
-            NO_NOISE.to_string()
-        } else {
-            fmt_b_simple(n.b_simple)
-        },
-        if no_noise {
-            "-".to_string()
-        } else {
-            fmt_ci(n.ci)
-        },
-        n.first_step,
-        n.last_step,
-        n.steps
+    labelled(
+        &mut out,
+        "B_simple now  ",
+        format!(
+            "{}  {pct:.0}% CI {}  (last window: steps {}-{}, {} {unit})",
+            if no_noise {
+                NO_NOISE.to_string()
+            } else {
+                fmt_b_simple(n.b_simple)
+            },
+            if no_noise {
+                "-".to_string()
+            } else {
+                fmt_ci(n.ci)
+            },
+            n.first_step,
+            n.last_step,
+            n.steps
+        ),
     );
     if let (Some(t), Some(b)) = (s.seq_len, n.b_simple.filter(|b| *b > 0.0 && !no_noise)) {
         let _ = writeln!(
@@ -733,32 +736,47 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
             let _ = writeln!(out, "drift         not measured: {}", s.why_no_drift());
         }
     }
-    let _ = writeln!(
-        out,
-        "run-wide      {}  {pct:.0}% CI {}  (ratio of run averages over steps {}-{}; \
+    labelled(
+        &mut out,
+        "run-wide      ",
+        format!(
+            "{}  {pct:.0}% CI {}  (ratio of run averages over steps {}-{}; \
          weighted toward early steps where |G|^2 is large)",
-        match s.b_simple {
-            _ if no_noise => NO_NOISE.to_string(),
-            Some(v) if v < 0.0 => format!("negative ({v:.4}; no batch-size estimate)"),
-            other => format!("{} samples", fmt_opt(other)),
-        },
-        if no_noise {
-            "-".to_string()
-        } else {
-            fmt_ci(s.ci)
-        },
-        s.run_wide.first_step,
-        s.run_wide.last_step
+            match s.b_simple {
+                _ if no_noise => NO_NOISE.to_string(),
+                Some(v) if v < 0.0 => format!("negative ({v:.4}; no batch-size estimate)"),
+                other => format!("{} samples", fmt_opt(other)),
+            },
+            if no_noise {
+                "-".to_string()
+            } else {
+                fmt_ci(s.ci)
+            },
+            s.run_wide.first_step,
+            s.run_wide.last_step
+        ),
     );
     if let Some(t) = s.b_simple_tokens.filter(|t| *t > 0.0 && !no_noise) {
         let _ = writeln!(out, "              = {} tokens", crate::format::tokens(t));
     }
-    let _ = writeln!(out, "verdict       {}", s.verdict_meaning);
+    labelled(&mut out, "verdict       ", s.verdict_meaning.to_string());
     for r in &s.reasons {
-        let _ = writeln!(out, "  because     {}", r.message);
-        let _ = writeln!(out, "    what to do: {}", r.action);
+        labelled(&mut out, "  because     ", r.message.to_string());
+        labelled(&mut out, "    what to do: ", r.action.to_string());
     }
     out
+}
+
+/// `text` after `label` on one line where it fits in [`crate::format::TEXT_COLUMNS`] (as
+/// written, its column spacing kept), else wrapped under the label's end.
+fn labelled(out: &mut String, label: &str, text: String) {
+    if label.chars().count() + text.chars().count() <= crate::format::TEXT_COLUMNS {
+        out.push_str(label);
+        out.push_str(&text);
+        out.push('\n');
+    } else {
+        out.push_str(&crate::format::wrap_labelled(label, &text));
+    }
 }
 
 pub(crate) fn fmt_ci(ci: [f64; 2]) -> String {
@@ -807,22 +825,25 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
         "|G|^2     {:.6e}   tr(Sigma) {:.6e}  (run averages)",
         s.g2, s.trace_sigma
     );
-    let _ = writeln!(
-        out,
-        "steps     {} usable{}, {}{} non-finite skipped; estimator {}; {}",
-        s.steps,
-        s.coarsened.as_ref().map_or(String::new(), |c| format!(
-            " (records of {} steps each, merged from {} read)",
-            c.steps_per_record, c.records_read
-        )),
-        if lines {
-            format!("{} malformed line(s), ", s.malformed_lines)
-        } else {
-            String::new()
-        },
-        s.non_finite_skipped,
-        super::json_name(&s.estimator),
-        s.smoother
+    labelled(
+        &mut out,
+        "steps     ",
+        format!(
+            "{} usable{}, {}{} non-finite skipped; estimator {}; {}",
+            s.steps,
+            s.coarsened.as_ref().map_or(String::new(), |c| format!(
+                " (records of {} steps each, merged from {} read)",
+                c.steps_per_record, c.records_read
+            )),
+            if lines {
+                format!("{} malformed line(s), ", s.malformed_lines)
+            } else {
+                String::new()
+            },
+            s.non_finite_skipped,
+            super::json_name(&s.estimator),
+            s.smoother
+        ),
     );
     if !s.layers.is_empty() {
         let _ = writeln!(
@@ -863,12 +884,14 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
                     }
                 })
                 .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  {} {}: {}{range}",
-                super::json_name(&d.severity),
-                super::json_name(&d.kind),
-                d.message
+            labelled(
+                &mut out,
+                &format!(
+                    "  {} {}: ",
+                    super::json_name(&d.severity),
+                    super::json_name(&d.kind)
+                ),
+                format!("{}{range}", d.message),
             );
             if d.at.len() > 1 {
                 let list: Vec<String> =
