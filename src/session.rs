@@ -557,6 +557,13 @@ impl Resolved {
                 sharded.join(", ")
             ));
         }
+        if deepspeed && self.model.moe.is_some() && self.session.search.zero.contains(&3) {
+            out.push(
+                "DeepSpeed's engine runs no ZeRO-3 with mixture-of-experts layers (\"MoE not \
+                 supported with Stage 3\"): the search's ZeRO-3 runs as ZeRO-2 (and is shown so)"
+                    .to_string(),
+            );
+        }
         out
     }
 

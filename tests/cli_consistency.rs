@@ -90,7 +90,7 @@ fn grid_and_plan_answer_what_if_on_another_model_and_cluster_without_editing_the
     // not a file the user never wrote.
     copus(&["grid", DEMO, "--heads", "32"]).fails_with(&["missing --layers"]);
     copus(&["grid", DEMO, "--seq", "0"]).fails_with(&["--seq", "must be at least 1"]);
-    copus(&["plan", SAMPLE, "--nodes", "0"]).fails_with(&["--nodes 0"]);
+    copus(&["plan", SAMPLE, "--nodes", "0"]).fails_with(&["--nodes <NODES>", "must be at least 1"]);
     // A stats file says which model and cluster it was read on.
     let g = json(&["grid", SAMPLE, "--json"]);
     assert!(

@@ -12,10 +12,10 @@ pub struct ClusterArgs {
     #[arg(long, default_value = "h100-sxm")]
     pub hardware: String,
     /// Nodes in the cluster.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = super::at_least_one_u32)]
     pub nodes: u32,
     /// GPUs per node.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = super::at_least_one_u32)]
     pub gpus_per_node: u32,
 }
 

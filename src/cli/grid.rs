@@ -449,7 +449,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     memory_per_gpu_bytes: Some(prediction.memory_per_gpu_bytes),
                     memory: Some(memory),
                     memory_parts: Some(
-                        crate::perf::explain::memory_parts(config, &eff, &memory)
+                        crate::perf::explain::memory_parts(config, &eff, &resolved.model, &memory)
                             .into_iter()
                             .map(|p| (p.key, p.value))
                             .collect(),

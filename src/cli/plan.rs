@@ -49,11 +49,17 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let limits = args.emit.map(|target| EmitLimits::new(target, &resolved));
     let (report, sequence_note, cautions) = match &limits {
         Some(l) => crate::pipeline::plan_session_where(&resolved, &|c| l.refuse(c)).map_err(
-            |e| match (&e, l.note()) {
-                // Say that the framework's limits, not the cluster, left nothing to plan.
-                (crate::pipeline::PlanError::NothingRuns { .. }, Some(note)) => anyhow::anyhow!(
-                    "{e}; {note}: another --emit target, or plan without --emit, may find one"
-                ),
+            |e| match (&e, l.note(None)) {
+                // The framework's limits, not the cluster, left nothing to plan.
+                (crate::pipeline::PlanError::NothingRuns { path, example }, Some(note)) => {
+                    anyhow::anyhow!(
+                        "{}: nothing to plan for {}: no (layout, batch) cell runs within what it \
+                         can express (for example {example}); {note}; plan without --emit, or \
+                         for another framework, to see what runs otherwise",
+                        path.display(),
+                        l.target.name()
+                    )
+                }
                 _ => e.into(),
             },
         )?,
@@ -66,7 +72,13 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     caveats.extend(super::cbs::session_branches_problem(&resolved));
     caveats.extend(sequence_note);
     caveats.extend(cautions);
-    caveats.extend(limits.and_then(|l| l.note()));
+    if let Some(l) = &limits
+        && l.refused()
+    {
+        // What the limits cost: the same plan without them (fast: one more table).
+        let free = crate::pipeline::plan_session_cautioned(&resolved).ok();
+        caveats.extend(l.note(free.as_ref().map(|(r, _, _)| r).zip(Some(&report))));
+    }
     if let Some(target) = args.emit {
         let c = &resolved.session.cluster;
         // What the plan rests on beyond the session goes into the document.
@@ -79,6 +91,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             gpus: c.nodes.saturating_mul(c.gpus_per_node),
             seq_len: resolved.model.seq_len,
             layers: resolved.model.layers,
+            moe: resolved.model.moe.is_some(),
             notes,
         };
         let text = crate::plan::emit::emit(&report, &ctx, target)
@@ -120,7 +133,7 @@ struct PlanOut<'a> {
 /// what was left out is said.
 struct EmitLimits {
     target: crate::plan::emit::EmitTarget,
-    layers: u32,
+    model: crate::plan::emit::ModelFacts,
     settings: crate::perf::stack::StackSettingsJson,
     /// Configurations looked at, and those refused with the first refusal's reason.
     seen: std::cell::Cell<usize>,
@@ -131,7 +144,10 @@ impl EmitLimits {
     fn new(target: crate::plan::emit::EmitTarget, resolved: &crate::session::Resolved) -> Self {
         Self {
             target,
-            layers: resolved.model.layers,
+            model: crate::plan::emit::ModelFacts {
+                layers: resolved.model.layers,
+                moe: resolved.model.moe.is_some(),
+            },
             settings: resolved.stack().settings().into(),
             seen: std::cell::Cell::new(0),
             refused: std::cell::RefCell::new((0, None)),
@@ -143,22 +159,54 @@ impl EmitLimits {
         self.seen.set(self.seen.get().saturating_add(1));
         let shape = crate::plan::emit::ConfigShape::of(config);
         let why =
-            crate::plan::emit::shape_problem(self.target, &shape, self.layers, &self.settings)?;
+            crate::plan::emit::shape_problem(self.target, &shape, self.model, &self.settings)?;
         let mut refused = self.refused.borrow_mut();
         refused.0 = refused.0.saturating_add(1);
         refused.1.get_or_insert_with(|| format!("{config}: {why}"));
         Some(format!("{} cannot express it: {why}", self.target.name()))
     }
 
+    /// Whether the target's limits left any configuration out.
+    fn refused(&self) -> bool {
+        self.refused.borrow().0 > 0
+    }
+
     /// What the search lost to the target's limits, one sentence; `None` where nothing.
-    fn note(&self) -> Option<String> {
-        let (count, example) = self.refused.take();
+    /// `plans`: the plan made without the limits and the one made with them, whose times
+    /// the sentence compares.
+    fn note(
+        &self,
+        plans: Option<(&crate::plan::PlanReport, &crate::plan::PlanReport)>,
+    ) -> Option<String> {
+        let (count, example) = self.refused.borrow().clone();
         let example = example?;
+        let cost = plans
+            .and_then(|(free, limited)| Some((joint_time_s(free)?, joint_time_s(limited)?)))
+            .map(|(free, limited)| {
+                format!(
+                    "; within them the plan takes {} against {} without them ({:+.1} %)",
+                    crate::format::duration(limited),
+                    crate::format::duration(free),
+                    100.0 * (limited / free - 1.0)
+                )
+            })
+            .unwrap_or_default();
         Some(format!(
             "the plan searched only the configurations {} can express: {count} of the {} \
-             configurations looked at were left out, e.g. {example}",
+             configurations looked at were left out (some might not fit in memory anyway), e.g. \
+             {example}{cost}",
             self.target.name(),
             self.seen.get(),
         ))
     }
+}
+
+/// The optimal-joint plan's predicted time, seconds.
+fn joint_time_s(report: &crate::plan::PlanReport) -> Option<f64> {
+    report
+        .strategies
+        .iter()
+        .find(|s| s.name == "optimal-joint")
+        .map(|s| s.time_s)
+        .filter(|t| t.is_finite() && *t > 0.0)
 }

@@ -430,7 +430,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             None => enumerate::auto_micro_batches(a.batch, cfg.dp),
         },
         zero: cfg.zero,
-        zero_effective: crate::perf::memory::effective_zero(&eff, &cfg),
+        zero_effective: crate::perf::memory::effective_zero(&eff, &model, &cfg),
         recompute: cfg.recompute.to_string(),
         batch: a.batch,
         prediction: p,

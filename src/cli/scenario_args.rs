@@ -18,10 +18,10 @@ pub struct ScenarioArgs {
     #[arg(long)]
     pub hardware: Option<String>,
     /// Nodes in the cluster instead of the session's.
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub nodes: Option<u32>,
     /// GPUs per node instead of the session's.
-    #[arg(long)]
+    #[arg(long, value_parser = super::at_least_one_u32)]
     pub gpus_per_node: Option<u32>,
     /// A stats file or dump given instead of a session: tokens per sample of the run, as
     /// `copus open --seq-len` [default: inferred from the records' `tokens`/`b_big`, else the

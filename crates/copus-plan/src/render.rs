@@ -153,7 +153,8 @@ pub fn render_text(rep: &PlanReport) -> String {
         let _ = writeln!(
             o,
             "the plan runs {} steps, {} samples ({} tokens) in all: what a trainer following it \
-             counts (`--emit` writes the same); the trajectory's token axis: {}",
+             counts (`--emit json` writes the same; a framework's `--emit` plans within what it \
+             can express, and says what it left out); the trajectory's token axis: {}",
             end.0,
             end.1,
             crate::format::tokens(end.2),

@@ -131,7 +131,7 @@ pub fn stack_layout_configs(
     }
     let mut out: Vec<ParallelConfig> = Vec::with_capacity(configs.len());
     for mut cfg in configs {
-        cfg.zero = super::memory::effective_zero(ctx.eff, &cfg);
+        cfg.zero = super::memory::effective_zero(ctx.eff, ctx.model, &cfg);
         if !out.contains(&cfg) {
             out.push(cfg);
         }

@@ -167,9 +167,10 @@ pub fn zero_split(stage: u8, dp: u32, grad_bytes: f64) -> (f64, f64, f64) {
 pub fn memory_parts(
     cfg: &ParallelConfig,
     eff: &EfficiencyParams,
+    model: &crate::perf::ModelProfile,
     m: &MemoryBreakdown,
 ) -> Vec<Part> {
-    let stage = crate::perf::memory::effective_zero(eff, cfg);
+    let stage = crate::perf::memory::effective_zero(eff, model, cfg);
     let (w, g, o) = zero_split(stage, cfg.dp, eff.grad_bytes);
     let per_param = w + g + o;
     let params = if per_param > 0.0 {
@@ -224,7 +225,7 @@ pub fn explain(
         micro_batches,
         prediction,
         step: step_parts(&prediction),
-        memory: memory_parts(cfg, ctx.eff, &mem),
+        memory: memory_parts(cfg, ctx.eff, ctx.model, &mem),
         capacity_bytes: ctx.hw.hbm_bytes,
         largest_buffer_bytes: room.largest_bytes,
         logits_stage_bytes: room.stage_bytes,

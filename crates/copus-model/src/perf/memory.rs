@@ -206,12 +206,15 @@ pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
 /// unsharded until the last micro-batch is ZeRO-1. HSDP keeps its stage too. DeepSpeed's
 /// pipeline engine runs ZeRO stage 0 or 1 only (it refuses stages 2 and 3 with pipeline
 /// parallelism), so a DeepSpeed layout with PP and ZeRO-2/3 sizes and costs as the ZeRO-1 a
-/// DeepSpeed user runs there.
-pub fn effective_zero(e: &EfficiencyParams, cfg: &ParallelConfig) -> u8 {
+/// DeepSpeed user runs there. DeepSpeed's engine also refuses ZeRO-3 for a model with
+/// mixture-of-experts layers ("MoE not supported with Stage 3"): there ZeRO-3 runs as ZeRO-2.
+pub fn effective_zero(e: &EfficiencyParams, m: &ModelProfile, cfg: &ParallelConfig) -> u8 {
     let fsdp = matches!(e.sharding, Sharding::Fsdp1 | Sharding::Fsdp2);
     let deepspeed = e.sharding == Sharding::DeepSpeed;
     if cfg.pp > 1 && ((cfg.zero >= 3 && fsdp) || (cfg.zero >= 2 && deepspeed)) {
         1
+    } else if deepspeed && m.moe.is_some() && cfg.zero >= 3 {
+        2
     } else {
         cfg.zero
     }
@@ -380,7 +383,7 @@ impl<'a> Stages<'a> {
         reserved: f64,
         eff: &EfficiencyParams,
     ) -> Self {
-        let zero = effective_zero(eff, cfg);
+        let zero = effective_zero(eff, m, cfg);
         let shard = shard_ranks(eff, cfg);
         let per_param = zero_bytes_per_param(zero, shard, eff.grad_bytes);
         // Expert parallelism: a GPU holds 1/ep of the experts, whose states ZeRO shards over
@@ -639,21 +642,34 @@ mod tests {
             sharding,
             ..EfficiencyParams::default()
         };
+        let dense = gpt(1024, 16);
         for s in [Sharding::Fsdp1, Sharding::Fsdp2] {
-            assert_eq!(effective_zero(&with(s), &cfg(3, 8)), 1);
-            assert_eq!(effective_zero(&with(s), &cfg(3, 1)), 3);
-            assert_eq!(effective_zero(&with(s), &cfg(2, 1)), 2);
+            assert_eq!(effective_zero(&with(s), &dense, &cfg(3, 8)), 1);
+            assert_eq!(effective_zero(&with(s), &dense, &cfg(3, 1)), 3);
+            assert_eq!(effective_zero(&with(s), &dense, &cfg(2, 1)), 2);
         }
         for s in [Sharding::Fsdp1, Sharding::Fsdp2, Sharding::Hsdp] {
-            assert_eq!(effective_zero(&with(s), &cfg(2, 8)), 2, "{s:?}");
+            assert_eq!(effective_zero(&with(s), &dense, &cfg(2, 8)), 2, "{s:?}");
         }
-        assert_eq!(effective_zero(&with(Sharding::Hsdp), &cfg(3, 8)), 3);
+        assert_eq!(effective_zero(&with(Sharding::Hsdp), &dense, &cfg(3, 8)), 3);
         // DeepSpeed's pipeline engine runs ZeRO-0/1 only: 2 and 3 with PP run as 1.
         let ds = with(Sharding::DeepSpeed);
-        assert_eq!(effective_zero(&ds, &cfg(3, 8)), 1);
-        assert_eq!(effective_zero(&ds, &cfg(2, 8)), 1);
-        assert_eq!(effective_zero(&ds, &cfg(3, 1)), 3);
-        assert_eq!(effective_zero(&ds, &cfg(0, 8)), 0);
+        assert_eq!(effective_zero(&ds, &dense, &cfg(3, 8)), 1);
+        assert_eq!(effective_zero(&ds, &dense, &cfg(2, 8)), 1);
+        assert_eq!(effective_zero(&ds, &dense, &cfg(3, 1)), 3);
+        assert_eq!(effective_zero(&ds, &dense, &cfg(0, 8)), 0);
+        // And no ZeRO-3 with experts: ZeRO-2 there (ZeRO-3 elsewhere keeps its stage).
+        let moe = ModelProfile {
+            moe: Some(crate::perf::model::MoeSpec {
+                experts: 8,
+                top_k: 2,
+                capacity_factor: 1.0,
+            }),
+            ..dense.clone()
+        };
+        assert_eq!(effective_zero(&ds, &moe, &cfg(3, 1)), 2);
+        assert_eq!(effective_zero(&ds, &moe, &cfg(3, 8)), 1);
+        assert_eq!(effective_zero(&with(Sharding::Fsdp2), &moe, &cfg(3, 1)), 3);
     }
 
     #[test]

@@ -525,7 +525,7 @@ impl ConfigCost {
             .max(e.grad_bucket_params_per_dp_rank * f64::from(dp_group.size) * e.grad_bytes);
         let rs = |b| bucketed(b, bucket, dp_group, &net);
         let ar = |b| bucketed_all_reduce(b, bucket, dp_group, &net);
-        let (dp_exposed_mb, dp_grad_once, dp_param_once) = match effective_zero(e, cfg) {
+        let (dp_exposed_mb, dp_grad_once, dp_param_once) = match effective_zero(e, m, cfg) {
             0 => (0.0, ar(grads), 0.0),
             1 => (0.0, rs(grads), rs(params)),
             2 => {

@@ -78,6 +78,21 @@ struct Stop {
     decay_samples: u64,
 }
 
+/// How DeepSpeed splits a layer count its pipeline stages do not divide, where a phase has one.
+fn uneven_stages_note(phases: &[EmitPhase], layers: u32) -> Option<String> {
+    let p = phases
+        .iter()
+        .find(|p| p.pp > 1 && !layers.is_multiple_of(p.pp))?;
+    Some(format!(
+        "{layers} layers on {} pipeline stages (phase {}): Megatron-DeepSpeed's pipelined model \
+         partitions its transformer layers balanced over the stages (partition_method \
+         'type:transformer'), at most {} a stage, the heaviest stage copus costs",
+        p.pp,
+        p.phase,
+        layers.div_ceil(p.pp)
+    ))
+}
+
 /// The ds_config file a phase's argv names: `ds_config_phase{N}.json`.
 fn ds_config_file(phase: usize) -> String {
     format!("ds_config_phase{phase}.json")
@@ -90,7 +105,7 @@ fn phase(
     report: &PlanReport,
     stop: &Stop,
 ) -> Result<Phase, EmitError> {
-    p.check_shape(TARGET, ctx.layers, &report.stack.settings)?;
+    p.check_shape(TARGET, ctx, &report.stack.settings)?;
     // One argv item per flag and per value, as a launcher passes them; the batch flags must
     // agree with ds_config (Megatron-DeepSpeed checks them against it).
     let mut args: Vec<String> = [
@@ -115,6 +130,21 @@ fn phase(
     if p.pp == 1 {
         args.push("--no-pipeline-parallel".into());
     }
+    let settings = &report.stack.settings;
+    // The parallelisms beyond TP/PP/DP: DeepSpeed-Ulysses over the context-parallel ranks (the
+    // all-to-all the plan costed), Megatron's sequence parallelism with TP where the stack has
+    // it (never beside Ulysses: the shape check refuses both), and the experts' degree (the
+    // number of experts is the model's, among the user's arguments).
+    if p.cp > 1 {
+        args.extend(["--ds-sequence-parallel-size".into(), p.cp.to_string()]);
+    } else if p.tp > 1 && settings.sequence_parallel {
+        args.push("--sequence-parallel".into());
+    }
+    if p.ep > 1 {
+        args.extend(["--moe-expert-parallel-size".into(), p.ep.to_string()]);
+    }
+    // The model's parameters in BF16, as ds_config's bf16 block trains them.
+    args.push("--bf16".into());
     // Megatron-DeepSpeed runs DeepSpeed's engine only with --deepspeed, reading the phase's
     // ds_config from the file named (the "how" says how to write it there).
     args.extend([
@@ -221,6 +251,7 @@ pub fn write(
             .iter()
             .cloned()
             .chain(engine_switch_note(phases))
+            .chain(uneven_stages_note(phases, ctx.layers))
             .collect(),
         phases: phases
             .iter()

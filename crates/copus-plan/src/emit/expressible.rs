@@ -40,19 +40,29 @@ impl ConfigShape<'static> {
     }
 }
 
-/// Why `target` cannot express a configuration of `shape` for a model of `layers` transformer
-/// layers on the stack `settings`, whatever its batch; `None` where it can (always for JSON).
+/// What the frameworks' limits depend on of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelFacts {
+    /// Transformer layers (for pipeline stages).
+    pub layers: u32,
+    /// Whether it has mixture-of-experts layers.
+    pub moe: bool,
+}
+
+/// Why `target` cannot express a configuration of `shape` for `model` on the stack
+/// `settings`, whatever its batch; `None` where it can (always for JSON).
 pub fn shape_problem(
     target: EmitTarget,
     shape: &ConfigShape<'_>,
-    layers: u32,
+    model: ModelFacts,
     settings: &StackSettingsJson,
 ) -> Option<String> {
+    let layers = model.layers;
     match target {
         EmitTarget::Json => None,
         EmitTarget::Megatron => megatron(shape, layers),
         EmitTarget::Torchtitan => torchtitan(shape, layers, settings),
-        EmitTarget::Deepspeed => deepspeed(shape, layers, settings),
+        EmitTarget::Deepspeed => deepspeed(shape, model, settings),
     }
 }
 
@@ -98,7 +108,12 @@ fn torchtitan(s: &ConfigShape<'_>, layers: u32, settings: &StackSettingsJson) ->
     None
 }
 
-fn deepspeed(s: &ConfigShape<'_>, layers: u32, settings: &StackSettingsJson) -> Option<String> {
+fn deepspeed(
+    s: &ConfigShape<'_>,
+    model: ModelFacts,
+    settings: &StackSettingsJson,
+) -> Option<String> {
+    let layers = model.layers;
     if s.pp > 1 && s.zero >= 2 {
         return Some(format!(
             "ZeRO-{} with pipeline parallelism (DeepSpeed's pipeline engine runs ZeRO-0 or \
@@ -106,31 +121,37 @@ fn deepspeed(s: &ConfigShape<'_>, layers: u32, settings: &StackSettingsJson) -> 
             s.zero
         ));
     }
+    if model.moe && s.zero >= 3 {
+        // deepspeed.initialize asserts "MoE not supported with Stage 3".
+        return Some(
+            "ZeRO-3 with mixture-of-experts layers (DeepSpeed's engine refuses it)".into(),
+        );
+    }
     if s.vpp > 1 {
         return Some("an interleaved (virtual-stage) pipeline".into());
     }
-    if s.cp > 1 {
+    if s.cp > 1 && settings.cp_comm != "all_to_all" {
+        return Some(format!(
+            "context parallelism by '{}' (Megatron-DeepSpeed splits sequences by \
+             DeepSpeed-Ulysses' all-to-all only: --cp-comm all-to-all)",
+            settings.cp_comm
+        ));
+    }
+    if s.cp > 1 && s.tp > 1 && settings.sequence_parallel {
         return Some(
-            "context parallelism (DeepSpeed-Ulysses splits sequences with all-to-all, a \
-             different scheme)"
+            "DeepSpeed-Ulysses beside Megatron's sequence parallelism (Megatron-DeepSpeed runs \
+             one or the other: --sequence-parallel off)"
                 .into(),
         );
-    }
-    if s.ep > 1 {
-        return Some(format!(
-            "expert parallelism {} (DeepSpeed-MoE takes ep_size in the model's MoE layers, not \
-             in its config file)",
-            s.ep
-        ));
     }
     if settings.precision == "fp8" {
         return Some("FP8 GEMMs in its configuration".into());
     }
-    if s.pp > 1 && !layers.is_multiple_of(s.pp) {
-        return Some(format!(
-            "{layers} layers on {} pipeline stages (uneven stages)",
-            s.pp
-        ));
+    // Uneven stages run: Megatron-DeepSpeed's pipelined GPT model partitions by transformer
+    // layers (`partition_method='type:transformer'`, balanced), ⌈layers/pp⌉ on the heaviest
+    // stage as copus costs it; a stage needs one at least.
+    if s.pp > layers {
+        return Some(format!("{layers} layers on {} pipeline stages", s.pp));
     }
     match s.recompute {
         "none" | "selective" | "full" => None,
@@ -192,8 +213,8 @@ pub(super) fn stage_split(
     let (first_less, last_less) = (deficit.div_ceil(2), deficit / 2);
     if first_less >= per_stage {
         return Err(format!(
-            "{layers} layers on {stages} stages of up to {per_stage} leave an end stage without \
-             a layer"
+            "{layers} layers on {stages} stages: with at most {per_stage} a stage, an end \
+             stage would hold none"
         ));
     }
     Ok(StageSplit {
@@ -233,7 +254,9 @@ mod tests {
     #[test]
     fn each_framework_refuses_what_it_has_no_setting_for_and_nothing_else() {
         let mc = settings(StackPreset::MegatronCore);
-        let refused = |t, s: ConfigShape<'static>, layers| shape_problem(t, &s, layers, &mc);
+        let refused = |t, s: ConfigShape<'static>, layers| {
+            shape_problem(t, &s, ModelFacts { layers, moe: false }, &mc)
+        };
         // Everything is expressible as plain JSON.
         assert_eq!(refused(EmitTarget::Json, shape(7, 3, 4, 3, "op"), 10), None);
         // Megatron: op-level recompute, uneven interleaved stages.
@@ -253,12 +276,12 @@ mod tests {
             refused(EmitTarget::Torchtitan, shape(8, 2, 1, 3, "op"), 126),
             None
         );
-        // DeepSpeed: ZeRO-2/3 with PP, interleaving, CP, uneven stages, op recompute.
+        // DeepSpeed: ZeRO-2/3 with PP, interleaving, CP, more stages than layers, op recompute.
         for s in [
             shape(2, 1, 1, 3, "none"),
             shape(2, 2, 1, 1, "none"),
             shape(1, 1, 2, 3, "none"),
-            shape(4, 1, 1, 1, "none"),
+            shape(128, 1, 1, 1, "none"),
             shape(1, 1, 1, 3, "op"),
         ] {
             assert!(refused(EmitTarget::Deepspeed, s, 126).is_some(), "{s:?}");
@@ -275,18 +298,51 @@ mod tests {
 
     #[test]
     fn stack_settings_the_frameworks_cannot_run_are_refused() {
+        let dense = ModelFacts {
+            layers: 32,
+            moe: false,
+        };
         let mut fp8 = settings(StackPreset::DeepSpeed);
         fp8.precision = "fp8";
         let plain = shape(1, 1, 1, 3, "none");
-        assert!(shape_problem(EmitTarget::Deepspeed, &plain, 32, &fp8).is_some());
-        assert_eq!(shape_problem(EmitTarget::Megatron, &plain, 32, &fp8), None);
+        assert!(shape_problem(EmitTarget::Deepspeed, &plain, dense, &fp8).is_some());
+        assert_eq!(
+            shape_problem(EmitTarget::Megatron, &plain, dense, &fp8),
+            None
+        );
         let mut ulysses = settings(StackPreset::TorchtitanFsdp2);
         ulysses.cp_comm = "all_to_all";
         let cp = shape(1, 1, 2, 3, "none");
-        assert!(shape_problem(EmitTarget::Torchtitan, &cp, 32, &ulysses).is_some());
+        assert!(shape_problem(EmitTarget::Torchtitan, &cp, dense, &ulysses).is_some());
         ulysses.cp_comm = "all_gather";
         assert_eq!(
-            shape_problem(EmitTarget::Torchtitan, &cp, 32, &ulysses),
+            shape_problem(EmitTarget::Torchtitan, &cp, dense, &ulysses),
+            None
+        );
+        // DeepSpeed: Ulysses only, and not beside Megatron's sequence parallelism; no ZeRO-3
+        // with experts.
+        let mut ds = settings(StackPreset::DeepSpeed);
+        ds.cp_comm = "all_to_all";
+        ds.sequence_parallel = false;
+        let ds_cp = ConfigShape { zero: 1, ..cp };
+        assert_eq!(
+            shape_problem(EmitTarget::Deepspeed, &ds_cp, dense, &ds),
+            None
+        );
+        ds.sequence_parallel = true;
+        assert!(shape_problem(EmitTarget::Deepspeed, &ds_cp, dense, &ds).is_some());
+        ds.cp_comm = "ring";
+        ds.sequence_parallel = false;
+        assert!(shape_problem(EmitTarget::Deepspeed, &ds_cp, dense, &ds).is_some());
+        let moe = ModelFacts {
+            layers: 32,
+            moe: true,
+        };
+        let experts = ConfigShape { ep: 8, ..plain };
+        assert!(shape_problem(EmitTarget::Deepspeed, &experts, moe, &ds).is_some());
+        let experts = ConfigShape { zero: 2, ..experts };
+        assert_eq!(
+            shape_problem(EmitTarget::Deepspeed, &experts, moe, &ds),
             None
         );
     }

@@ -183,7 +183,7 @@ fn layout_args(
     report: &PlanReport,
 ) -> Result<Vec<String>, EmitError> {
     let settings = &report.stack.settings;
-    p.check_shape(TARGET, ctx.layers, settings)?;
+    p.check_shape(TARGET, ctx, settings)?;
     let mut a = vec![
         format!("--tensor-model-parallel-size {}", p.tp),
         format!("--pipeline-model-parallel-size {}", p.pp),
@@ -451,7 +451,7 @@ pub fn write(
     };
     let _ = writeln!(
         out,
-        "# {} phase{}, one Megatron run each, resumed from the checkpoint of the one before; \
+        "# {} phase{}, {}, resumed from the checkpoint of the one before; \
          {checkpoints}\n# Megatron runs --train-samples / --global-batch-size steps: every\n\
          # phase's --train-samples {} (the plan's {} samples, or more where a phase's batch\n\
          # would stop it sooner) lets it reach its last step, and --exit-interval stops it\n\
@@ -461,6 +461,11 @@ pub fn write(
          # pretrain_gpt.py $PHASE_1 <your args>",
         phases.len(),
         if phases.len() == 1 { "" } else { "s" },
+        if phases.len() == 1 {
+            "one Megatron run"
+        } else {
+            "one Megatron run each"
+        },
         samples,
         end.samples,
         end.samples

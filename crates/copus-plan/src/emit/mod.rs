@@ -14,7 +14,7 @@ mod megatron;
 mod torchtitan;
 
 use expressible::stage_split;
-pub use expressible::{ConfigShape, shape_problem};
+pub use expressible::{ConfigShape, ModelFacts, shape_problem};
 
 use super::report::{PlanReport, ScheduleRun};
 use serde::Serialize;
@@ -55,6 +55,8 @@ pub struct EmitContext {
     pub seq_len: u32,
     /// Transformer layers of the model (for pipeline stages and virtual stages).
     pub layers: u32,
+    /// Whether the model has mixture-of-experts layers (DeepSpeed runs no ZeRO-3 with them).
+    pub moe: bool,
     /// What the plan rests on beyond the session, one sentence each (a model or cluster
     /// replaced on the command line, a calibration and its caveats): written into the
     /// document (comments, or a `notes` field in JSON).
@@ -169,10 +171,14 @@ impl EmitPhase {
     fn check_shape(
         &self,
         target: EmitTarget,
-        layers: u32,
+        ctx: &EmitContext,
         settings: &crate::perf::stack::StackSettingsJson,
     ) -> Result<(), EmitError> {
-        match shape_problem(target, &self.shape(), layers, settings) {
+        let model = ModelFacts {
+            layers: ctx.layers,
+            moe: ctx.moe,
+        };
+        match shape_problem(target, &self.shape(), model, settings) {
             Some(why) => Err(self.inexpressible(target, why)),
             None => Ok(()),
         }

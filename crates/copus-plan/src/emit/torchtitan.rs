@@ -134,7 +134,7 @@ fn job(
             b.dp, p.dp, p.from_samples
         ));
     }
-    p.check_shape(TARGET, ctx.layers, &report.stack.settings)?;
+    p.check_shape(TARGET, ctx, &report.stack.settings)?;
     let (replicate, shard, reshard) = match p.zero {
         0 => (p.dp, 1, "default"),
         3 => (1, p.dp, "default"),
