@@ -1072,6 +1072,32 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
          --sequence-parallel off",
     );
     assert!(off["step_time_s"].as_f64().is_some(), "{off}");
+    // DeepSpeed's engine runs no ZeRO-3 with experts: sized and costed as ZeRO-2, and said.
+    let moe = |zero: &str| {
+        json_of(&format!(
+            "predict --model mixtral-8x7b --stack deepspeed --gpus 32 --ep 8 --batch 64 --mbs 1 \
+             --zero {zero}"
+        ))
+    };
+    let (asked3, asked2) = (moe("3"), moe("2"));
+    assert_eq!(asked3["zero_effective"], 2, "{asked3}");
+    assert_eq!(asked3["step_time_s"], asked2["step_time_s"]);
+    let (_, text, _) = copus(&[
+        "predict",
+        "--model",
+        "mixtral-8x7b",
+        "--stack",
+        "deepspeed",
+        "--gpus",
+        "32",
+        "--ep",
+        "8",
+        "--batch",
+        "64",
+        "--zero",
+        "3",
+    ]);
+    assert!(text.contains("runs no ZeRO-3 with mixture-of-experts"), "{text}");
     let caveats = |args: &str| json_of(args)["caveats"].to_string();
     let c =
         caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed --pp 2 --vpp 2");

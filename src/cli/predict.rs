@@ -618,11 +618,20 @@ fn print_text(o: &Output) {
             "{}",
             crate::format::wrap_labelled(
                 "  ",
-                &format!(
-                    "(DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and refuses \
-                     ZeRO-{} with pipeline stages: sized and costed as the ZeRO-{} it runs)",
-                    o.zero, o.zero_effective
-                )
+                &if o.pp > 1 {
+                    format!(
+                        "(DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and refuses \
+                         ZeRO-{} with pipeline stages: sized and costed as the ZeRO-{} it runs)",
+                        o.zero, o.zero_effective
+                    )
+                } else {
+                    format!(
+                        "(DeepSpeed's engine runs no ZeRO-3 with mixture-of-experts layers, \
+                         \"MoE not supported with Stage 3\": sized and costed as the ZeRO-{} \
+                         it runs)",
+                        o.zero_effective
+                    )
+                }
             )
         );
     } else if o.zero_effective != o.zero {
