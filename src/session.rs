@@ -557,6 +557,14 @@ impl Resolved {
                 sharded.join(", ")
             ));
         }
+        let fp8 = self.efficiency().precision == crate::perf::efficiency::Precision::Fp8;
+        if deepspeed && fp8 {
+            out.push(format!(
+                "FP8 GEMMs are no setting of {preset}'s configuration (they come from the \
+                 model's own Transformer Engine layers, if any): a what-if, which `plan --emit \
+                 deepspeed` does not write"
+            ));
+        }
         if deepspeed && self.model.moe.is_some() && self.session.search.zero.contains(&3) {
             out.push(
                 "DeepSpeed's engine runs no ZeRO-3 with mixture-of-experts layers (\"MoE not \

@@ -1097,13 +1097,24 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
         "--zero",
         "3",
     ]);
-    assert!(text.contains("runs no ZeRO-3 with mixture-of-experts"), "{text}");
+    assert!(
+        text.contains("runs no ZeRO-3 with mixture-of-experts"),
+        "{text}"
+    );
     let caveats = |args: &str| json_of(args)["caveats"].to_string();
     let c =
         caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed --pp 2 --vpp 2");
-    assert!(c.contains("no interleaved (virtual-stage) schedule"), "{c}");
+    assert!(c.contains("an interleaved (virtual-stage) pipeline"), "{c}");
+    // Ulysses CP (the DeepSpeed stack's exchange) runs; with PP it does not.
     let c = caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed --cp 2");
-    assert!(c.contains("DeepSpeed-Ulysses"), "{c}");
+    assert!(!c.contains("does not run this configuration"), "{c}");
+    let c = caveats(
+        "predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed --cp 2 --pp 2 --zero 1",
+    );
+    assert!(
+        c.contains("DeepSpeed-Ulysses with pipeline parallelism"),
+        "{c}"
+    );
     let c = caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed");
     assert!(!c.contains("Ulysses") && !c.contains("interleaved"), "{c}");
     let c = caveats(

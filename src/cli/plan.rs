@@ -52,10 +52,16 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             |e| match (&e, l.note(None)) {
                 // The framework's limits, not the cluster, left nothing to plan.
                 (crate::pipeline::PlanError::NothingRuns { path, example }, Some(note)) => {
+                    // Costed for another framework's stack, its own may fit in the limits.
+                    let preset = resolved.stack().base().name();
+                    let own = crate::plan::emit::own_stack(l.target)
+                        .filter(|_| crate::plan::emit::stack_note(preset, l.target).is_some())
+                        .map(|own| format!(" (or with --stack {own}, as {} runs)", l.target.name()))
+                        .unwrap_or_default();
                     anyhow::anyhow!(
                         "{}: nothing to plan for {}: no (layout, batch) cell runs within what it \
                          can express (for example {example}); {note}; plan without --emit, or \
-                         for another framework, to see what runs otherwise",
+                         for another framework, to see what runs otherwise{own}",
                         path.display(),
                         l.target.name()
                     )
@@ -86,11 +92,13 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             .iter()
             .map(super::calibration_in_force::text_line)
             .chain(caveats.iter().cloned())
+            .chain(experts_note(target, &resolved.model))
             .collect();
         let ctx = crate::plan::emit::EmitContext {
             gpus: c.nodes.saturating_mul(c.gpus_per_node),
             seq_len: resolved.model.seq_len,
             layers: resolved.model.layers,
+            kv_heads: resolved.model.kv_heads,
             moe: resolved.model.moe.is_some(),
             notes,
         };
@@ -146,6 +154,7 @@ impl EmitLimits {
             target,
             model: crate::plan::emit::ModelFacts {
                 layers: resolved.model.layers,
+                kv_heads: resolved.model.kv_heads,
                 moe: resolved.model.moe.is_some(),
             },
             settings: resolved.stack().settings().into(),
@@ -209,4 +218,22 @@ fn joint_time_s(report: &crate::plan::PlanReport) -> Option<f64> {
         .find(|s| s.name == "optimal-joint")
         .map(|s| s.time_s)
         .filter(|t| t.is_finite() && *t > 0.0)
+}
+
+/// What a DeepSpeed schedule of a mixture-of-experts model leaves to the user's model
+/// arguments: the experts themselves (Megatron-DeepSpeed's default is a dense model, and the
+/// expert-parallel degree alone changes nothing).
+fn experts_note(
+    target: crate::plan::emit::EmitTarget,
+    model: &crate::perf::ModelProfile,
+) -> Option<String> {
+    let moe = model.moe.as_ref()?;
+    (target == crate::plan::emit::EmitTarget::Deepspeed).then(|| {
+        format!(
+            "the phases write the expert-parallel degree only: give Megatron-DeepSpeed the \
+             model's experts among your arguments (--num-experts {} --topk {}; its default is a \
+             dense model)",
+            moe.experts, moe.top_k
+        )
+    })
 }

@@ -458,6 +458,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
                 (hw.hbm_bytes, hw.reserved_bytes),
             ))
             .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
+            .chain(deepspeed_emit_caveat(&stack, &eff, &model, &cfg))
             .chain(calibration_caveats)
             .collect(),
         calibration,
@@ -936,21 +937,6 @@ fn setting_caveats(
                 .to_string(),
         );
     }
-    let deepspeed = matches!(stack, StackPreset::DeepSpeed | StackPreset::DeepSpeed2021);
-    if deepspeed && cfg.vpp > 1 {
-        caveats.push(format!(
-            "{stack}'s pipeline engine has no interleaved (virtual-stage) schedule, only 1F1B: \
-             a what-if, not a configuration this framework runs (`plan --emit deepspeed` \
-             refuses it)"
-        ));
-    }
-    if deepspeed && cfg.cp > 1 {
-        caveats.push(format!(
-            "context parallelism under {stack} is DeepSpeed-Ulysses (all-to-all, as \
-             costed unless --cp-comm says otherwise), which `plan --emit deepspeed` does not write \
-             (`--ds-sequence-parallel-size`): it refuses CP"
-        ));
-    }
     let before_fp8 = matches!(
         stack,
         StackPreset::MegatronLm2021 | StackPreset::MegatronLm2021Local | StackPreset::DeepSpeed2021
@@ -992,4 +978,40 @@ fn policy_list(policies: &[Recompute]) -> String {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.concat(),
     }
+}
+
+/// Under a DeepSpeed stack, what of the configuration DeepSpeed (Megatron-DeepSpeed) does not
+/// run ([`crate::plan::emit::shape_problem`], the check `plan --emit deepspeed` searches
+/// under), at the ZeRO stage that runs (a pipelined or MoE ZeRO-3 is explained above).
+fn deepspeed_emit_caveat(
+    stack: &crate::perf::Stack,
+    eff: &crate::perf::EfficiencyParams,
+    model: &crate::perf::ModelProfile,
+    cfg: &ParallelConfig,
+) -> Option<String> {
+    use crate::plan::emit::{ConfigShape, EmitTarget, ModelFacts, shape_problem};
+    let base = stack.base();
+    if !matches!(base, StackPreset::DeepSpeed | StackPreset::DeepSpeed2021) {
+        return None;
+    }
+    let runs = ParallelConfig {
+        zero: crate::perf::memory::effective_zero(eff, model, cfg),
+        ..*cfg
+    };
+    let facts = ModelFacts {
+        layers: model.layers,
+        kv_heads: model.kv_heads,
+        moe: model.moe.is_some(),
+    };
+    let settings = stack.settings().into();
+    let why = shape_problem(
+        EmitTarget::Deepspeed,
+        &ConfigShape::of(&runs),
+        facts,
+        &settings,
+    )?;
+    Some(format!(
+        "{base} does not run this configuration as stated: {why}; a what-if (`plan --emit \
+         deepspeed` leaves such configurations out)"
+    ))
 }

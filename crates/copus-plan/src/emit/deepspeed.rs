@@ -78,21 +78,6 @@ struct Stop {
     decay_samples: u64,
 }
 
-/// How DeepSpeed splits a layer count its pipeline stages do not divide, where a phase has one.
-fn uneven_stages_note(phases: &[EmitPhase], layers: u32) -> Option<String> {
-    let p = phases
-        .iter()
-        .find(|p| p.pp > 1 && !layers.is_multiple_of(p.pp))?;
-    Some(format!(
-        "{layers} layers on {} pipeline stages (phase {}): Megatron-DeepSpeed's pipelined model \
-         partitions its transformer layers balanced over the stages (partition_method \
-         'type:transformer'), at most {} a stage, the heaviest stage copus costs",
-        p.pp,
-        p.phase,
-        layers.div_ceil(p.pp)
-    ))
-}
-
 /// The ds_config file a phase's argv names: `ds_config_phase{N}.json`.
 fn ds_config_file(phase: usize) -> String {
     format!("ds_config_phase{phase}.json")
@@ -251,7 +236,6 @@ pub fn write(
             .iter()
             .cloned()
             .chain(engine_switch_note(phases))
-            .chain(uneven_stages_note(phases, ctx.layers))
             .collect(),
         phases: phases
             .iter()

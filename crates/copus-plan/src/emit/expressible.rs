@@ -45,6 +45,8 @@ impl ConfigShape<'static> {
 pub struct ModelFacts {
     /// Transformer layers (for pipeline stages).
     pub layers: u32,
+    /// Key/value heads (for DeepSpeed-Ulysses, which splits heads over its ranks).
+    pub kv_heads: u32,
     /// Whether it has mixture-of-experts layers.
     pub moe: bool,
 }
@@ -137,6 +139,22 @@ fn deepspeed(
             settings.cp_comm
         ));
     }
+    if s.cp > 1 && s.pp > 1 {
+        return Some(
+            "DeepSpeed-Ulysses with pipeline parallelism (Megatron-DeepSpeed splits sequences \
+             over its sequence-parallel ranks in the plain engine's batches, not in the \
+             pipeline engine's)"
+                .into(),
+        );
+    }
+    let kv_per_tp = model.kv_heads / s.tp.max(1);
+    if s.cp > 1 && !kv_per_tp.is_multiple_of(s.cp) {
+        return Some(format!(
+            "DeepSpeed-Ulysses over {} ranks with {kv_per_tp} key/value heads per TP rank (its \
+             all-to-all hands each rank whole heads)",
+            s.cp
+        ));
+    }
     if s.cp > 1 && s.tp > 1 && settings.sequence_parallel {
         return Some(
             "DeepSpeed-Ulysses beside Megatron's sequence parallelism (Megatron-DeepSpeed runs \
@@ -147,11 +165,16 @@ fn deepspeed(
     if settings.precision == "fp8" {
         return Some("FP8 GEMMs in its configuration".into());
     }
-    // Uneven stages run: Megatron-DeepSpeed's pipelined GPT model partitions by transformer
-    // layers (`partition_method='type:transformer'`, balanced), ⌈layers/pp⌉ on the heaviest
-    // stage as copus costs it; a stage needs one at least.
-    if s.pp > layers {
-        return Some(format!("{layers} layers on {} pipeline stages", s.pp));
+    // Megatron-DeepSpeed's pipelined GPT model partitions its transformer layers balanced
+    // (`partition_method='type:transformer'`), filling the first stages first: the extra
+    // layers land beside the embedding, where copus costs the fewer.
+    if s.pp > 1 && !layers.is_multiple_of(s.pp) {
+        return Some(format!(
+            "{layers} layers on {} pipeline stages (uneven: DeepSpeed's balanced partition puts \
+             the extra layers on the first stages, beside the embedding, where copus costs \
+             fewer)",
+            s.pp
+        ));
     }
     match s.recompute {
         "none" | "selective" | "full" => None,
@@ -255,7 +278,12 @@ mod tests {
     fn each_framework_refuses_what_it_has_no_setting_for_and_nothing_else() {
         let mc = settings(StackPreset::MegatronCore);
         let refused = |t, s: ConfigShape<'static>, layers| {
-            shape_problem(t, &s, ModelFacts { layers, moe: false }, &mc)
+            let model = ModelFacts {
+                layers,
+                kv_heads: 8,
+                moe: false,
+            };
+            shape_problem(t, &s, model, &mc)
         };
         // Everything is expressible as plain JSON.
         assert_eq!(refused(EmitTarget::Json, shape(7, 3, 4, 3, "op"), 10), None);
@@ -276,12 +304,12 @@ mod tests {
             refused(EmitTarget::Torchtitan, shape(8, 2, 1, 3, "op"), 126),
             None
         );
-        // DeepSpeed: ZeRO-2/3 with PP, interleaving, CP, more stages than layers, op recompute.
+        // DeepSpeed: ZeRO-2/3 with PP, interleaving, CP, uneven stages, op recompute.
         for s in [
             shape(2, 1, 1, 3, "none"),
             shape(2, 2, 1, 1, "none"),
             shape(1, 1, 2, 3, "none"),
-            shape(128, 1, 1, 1, "none"),
+            shape(4, 1, 1, 1, "none"),
             shape(1, 1, 1, 3, "op"),
         ] {
             assert!(refused(EmitTarget::Deepspeed, s, 126).is_some(), "{s:?}");
@@ -300,6 +328,7 @@ mod tests {
     fn stack_settings_the_frameworks_cannot_run_are_refused() {
         let dense = ModelFacts {
             layers: 32,
+            kv_heads: 8,
             moe: false,
         };
         let mut fp8 = settings(StackPreset::DeepSpeed);
@@ -334,8 +363,20 @@ mod tests {
         ds.cp_comm = "ring";
         ds.sequence_parallel = false;
         assert!(shape_problem(EmitTarget::Deepspeed, &ds_cp, dense, &ds).is_some());
+        // Ulysses hands each rank whole key/value heads, and not in the pipeline engine.
+        ds.cp_comm = "all_to_all";
+        let eight = ConfigShape { cp: 8, ..ds_cp };
+        assert_eq!(
+            shape_problem(EmitTarget::Deepspeed, &eight, dense, &ds),
+            None
+        );
+        let sixteen = ConfigShape { cp: 16, ..ds_cp };
+        assert!(shape_problem(EmitTarget::Deepspeed, &sixteen, dense, &ds).is_some());
+        let piped = ConfigShape { pp: 2, ..ds_cp };
+        assert!(shape_problem(EmitTarget::Deepspeed, &piped, dense, &ds).is_some());
         let moe = ModelFacts {
             layers: 32,
+            kv_heads: 8,
             moe: true,
         };
         let experts = ConfigShape { ep: 8, ..plain };

@@ -55,6 +55,8 @@ pub struct EmitContext {
     pub seq_len: u32,
     /// Transformer layers of the model (for pipeline stages and virtual stages).
     pub layers: u32,
+    /// Key/value heads of the model (DeepSpeed-Ulysses splits heads over its ranks).
+    pub kv_heads: u32,
     /// Whether the model has mixture-of-experts layers (DeepSpeed runs no ZeRO-3 with them).
     pub moe: bool,
     /// What the plan rests on beyond the session, one sentence each (a model or cluster
@@ -176,6 +178,7 @@ impl EmitPhase {
     ) -> Result<(), EmitError> {
         let model = ModelFacts {
             layers: ctx.layers,
+            kv_heads: ctx.kv_heads,
             moe: ctx.moe,
         };
         match shape_problem(target, &self.shape(), model, settings) {
@@ -329,6 +332,12 @@ fn target_stacks(target: EmitTarget) -> &'static [&'static str] {
         EmitTarget::Torchtitan => &["torchtitan-fsdp2"],
         EmitTarget::Deepspeed => &["deepspeed", "deepspeed-2021"],
     }
+}
+
+/// The stack preset a target's framework runs (its first: `megatron-core`, `torchtitan-fsdp2`,
+/// `deepspeed`); none for JSON.
+pub fn own_stack(target: EmitTarget) -> Option<&'static str> {
+    target_stacks(target).first().copied()
 }
 
 /// `text` on one line (newlines and carriage returns as spaces): safe in a `#` comment.
