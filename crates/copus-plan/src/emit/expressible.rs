@@ -365,13 +365,14 @@ mod tests {
         assert!(shape_problem(EmitTarget::Deepspeed, &ds_cp, dense, &ds).is_some());
         // Ulysses hands each rank whole key/value heads, and not in the pipeline engine.
         ds.cp_comm = "all_to_all";
-        let eight = ConfigShape { cp: 8, ..ds_cp };
+        // (8 key/value heads over TP 2: 4 a TP rank.)
+        let four = ConfigShape { cp: 4, ..ds_cp };
         assert_eq!(
-            shape_problem(EmitTarget::Deepspeed, &eight, dense, &ds),
+            shape_problem(EmitTarget::Deepspeed, &four, dense, &ds),
             None
         );
-        let sixteen = ConfigShape { cp: 16, ..ds_cp };
-        assert!(shape_problem(EmitTarget::Deepspeed, &sixteen, dense, &ds).is_some());
+        let eight = ConfigShape { cp: 8, ..ds_cp };
+        assert!(shape_problem(EmitTarget::Deepspeed, &eight, dense, &ds).is_some());
         let piped = ConfigShape { pp: 2, ..ds_cp };
         assert!(shape_problem(EmitTarget::Deepspeed, &piped, dense, &ds).is_some());
         let moe = ModelFacts {
