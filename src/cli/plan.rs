@@ -110,9 +110,14 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             report: &report,
             calibration,
             caveats,
+            emit_targets: emit_fits(&report, &resolved),
         })?;
     } else {
         let mut text = crate::plan::render_text(&report);
+        text.push_str(&crate::format::wrap_labelled(
+            "frameworks: ",
+            &emit_fits_text(&emit_fits(&report, &resolved)),
+        ));
         if let Some(c) = &calibration {
             text.push_str(&super::calibration_in_force::text_line(c));
             text.push('\n');
@@ -134,6 +139,90 @@ struct PlanOut<'a> {
     calibration: Option<super::calibration_in_force::CalibrationUsed>,
     /// The calibration's caveats and those of command-line overrides, one sentence each.
     caveats: Vec<String>,
+    /// Whether each framework `--emit` writes for runs the plan as made.
+    emit_targets: Vec<EmitFit>,
+}
+
+/// Whether one framework runs the plan as made (`plan --json` `emit_targets[]`).
+#[derive(Debug, serde::Serialize)]
+struct EmitFit {
+    /// The `--emit` value: "megatron", "torchtitan" or "deepspeed".
+    target: &'static str,
+    /// The framework's name.
+    name: &'static str,
+    /// Every phase of the plan is one it writes: `--emit` writes this plan.
+    runs_as_planned: bool,
+    /// Where not, the first phase it cannot run and why (`--emit` then plans again within
+    /// its limits, and says what that costs).
+    why: Option<String>,
+}
+
+/// [`EmitFit`] of every framework target for `report`'s schedule.
+fn emit_fits(
+    report: &crate::plan::PlanReport,
+    resolved: &crate::session::Resolved,
+) -> Vec<EmitFit> {
+    use crate::plan::emit::{ConfigShape, EmitTarget, ModelFacts, shape_problem};
+    let model = ModelFacts {
+        layers: resolved.model.layers,
+        kv_heads: resolved.model.kv_heads,
+        moe: resolved.model.moe.is_some(),
+    };
+    let settings = &report.stack.settings;
+    [
+        (EmitTarget::Megatron, "megatron"),
+        (EmitTarget::Torchtitan, "torchtitan"),
+        (EmitTarget::Deepspeed, "deepspeed"),
+    ]
+    .into_iter()
+    .map(|(target, flag)| {
+        let why = report.schedule.iter().enumerate().find_map(|(i, run)| {
+            let st = &run.state;
+            let c = st.config.as_ref()?;
+            let shape = ConfigShape {
+                tp: st.tp,
+                pp: st.pp,
+                vpp: c.vpp.max(1),
+                cp: st.cp.max(1),
+                ep: c.ep.max(1),
+                zero: c.zero,
+                recompute: &c.recompute,
+            };
+            shape_problem(target, &shape, model, settings)
+                .map(|why| format!("phase {} ({}): {why}", i + 1, c.label()))
+        });
+        EmitFit {
+            target: flag,
+            name: target.name(),
+            runs_as_planned: why.is_none(),
+            why,
+        }
+    })
+    .collect()
+}
+
+/// The frameworks line of `plan`'s text: which run the plan as made, and why not the others.
+fn emit_fits_text(fits: &[EmitFit]) -> String {
+    let (run, not): (Vec<&EmitFit>, Vec<&EmitFit>) = fits.iter().partition(|f| f.runs_as_planned);
+    let mut parts = Vec::new();
+    if !run.is_empty() {
+        let names: Vec<&str> = run.iter().map(|f| f.name).collect();
+        parts.push(format!(
+            "{} run{} this plan as made (`--emit {}`)",
+            names.join(", "),
+            if names.len() == 1 { "s" } else { "" },
+            run.iter().map(|f| f.target).collect::<Vec<_>>().join("|")
+        ));
+    }
+    for f in not {
+        parts.push(format!(
+            "{} cannot run {} (`--emit {}` plans again within its limits)",
+            f.name,
+            f.why.as_deref().unwrap_or("it"),
+            f.target
+        ));
+    }
+    parts.join("; ")
 }
 
 /// The limits of the framework `plan --emit` writes for, applied to the search: the plan is

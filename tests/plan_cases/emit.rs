@@ -1014,6 +1014,36 @@ fn emit_plans_only_what_the_framework_can_express() {
     }
     assert!(ulysses > 0, "{doc}");
 
+    // `plan` says beforehand which frameworks run its plan as made.
+    let v: Value = serde_json::from_str(&run(
+        Path::new("sessions/demo.ron"),
+        &["--model", "llama3-405b", "--nodes", "16", "--json"],
+    ))
+    .expect("JSON");
+    let fits = v["emit_targets"].as_array().expect("emit_targets");
+    let fit = |t: &str| {
+        fits.iter()
+            .find(|f| f["target"] == t)
+            .expect("target")
+            .clone()
+    };
+    assert_eq!(fit("megatron")["runs_as_planned"], true, "{fits:?}");
+    assert!(fit("megatron")["why"].is_null());
+    assert_eq!(fit("deepspeed")["runs_as_planned"], false, "{fits:?}");
+    assert!(
+        fit("deepspeed")["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("uneven"))
+    );
+    let text = run(
+        Path::new("sessions/demo.ron"),
+        &["--model", "llama3-405b", "--nodes", "16"],
+    );
+    assert!(
+        text.contains("frameworks: Megatron-LM, torchtitan run this plan as made"),
+        "{text}"
+    );
+
     // Where the framework's limits leave nothing, the error says so: 126 layers on 16 nodes
     // fit only pipelines of uneven stages; DeepSpeed's configuration has no FP8.
     let out = Command::new(env!("CARGO_BIN_EXE_copus"))

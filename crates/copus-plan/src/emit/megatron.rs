@@ -451,7 +451,7 @@ pub fn write(
     };
     let _ = writeln!(
         out,
-        "# {} phase{}, {}, resumed from the checkpoint of the one before; \
+        "# {} phase{}, {}; \
          {checkpoints}\n# Megatron runs --train-samples / --global-batch-size steps: every\n\
          # phase's --train-samples {} (the plan's {} samples, or more where a phase's batch\n\
          # would stop it sooner) lets it reach its last step, and --exit-interval stops it\n\
@@ -464,7 +464,7 @@ pub fn write(
         if phases.len() == 1 {
             "one Megatron run"
         } else {
-            "one Megatron run each"
+            "one Megatron run each, resumed from the checkpoint of the one before"
         },
         samples,
         end.samples,
