@@ -910,7 +910,7 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{:>10} {:>14} {:>28} {:>14} {:>14} {:>16}",
+        "\n{:>10} {:>14} {:>28} {:>14} {:>14} {:>15}",
         "step", "B_simple", "CI", "sq_small", "sq_big", "ratio-EMA*"
     );
     let every = if rows == 0 {
@@ -927,7 +927,7 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>10} {:>14} {:>28} {:>14.6e} {:>14.6e} {:>16}",
+            "{:>10} {:>14} {:>28} {:>14.6e} {:>14.6e} {:>15}",
             row.step,
             fmt_opt(row.b_simple),
             ci,
