@@ -408,9 +408,20 @@ fn predict_shows_why_a_configuration_does_not_fit_and_what_would() {
     ]);
     run.succeeds();
     assert!(run.stdout.contains("does NOT fit"), "{}", run.stdout);
+    // Each entry with its wrapped continuation lines (indented past the label) as one.
+    let mut entries: Vec<String> = Vec::new();
+    for l in run.stdout.lines() {
+        match entries.last_mut() {
+            Some(e) if l.starts_with("                   ") => {
+                e.push(' ');
+                e.push_str(l.trim());
+            }
+            _ => entries.push(l.to_string()),
+        }
+    }
     assert!(
-        run.stdout
-            .lines()
+        entries
+            .iter()
             .filter(|l| l.contains("TFLOP/s") || l.contains("throughput"))
             .all(|l| l.ends_with("(if it fit)")),
         "{}",

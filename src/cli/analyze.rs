@@ -770,13 +770,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
 /// `text` after `label` on one line where it fits in [`crate::format::TEXT_COLUMNS`] (as
 /// written, its column spacing kept), else wrapped under the label's end.
 fn labelled(out: &mut String, label: &str, text: String) {
-    if label.chars().count() + text.chars().count() <= crate::format::TEXT_COLUMNS {
-        out.push_str(label);
-        out.push_str(&text);
-        out.push('\n');
-    } else {
-        out.push_str(&crate::format::wrap_labelled(label, &text));
-    }
+    out.push_str(&crate::format::line_labelled(label, &text));
 }
 
 pub(crate) fn fmt_ci(ci: [f64; 2]) -> String {

@@ -604,15 +604,19 @@ fn print_text(o: &GridOut, seq_len: u32) {
         o.b_crit_scale
     );
     let shown = |label: &str, b: &CellOut| {
-        println!(
-            "{label}: {} at batch {}: {:.0} tokens/s × efficiency {:.3} = goodput {:.0} tokens/s ({})",
+        let text = format!(
+            "{} at batch {}: {:.0} tokens/s × efficiency {:.3} = goodput {:.0} tokens/s ({})",
             b.layout,
             b.batch,
             b.tokens_per_s.unwrap_or(0.0),
             b.stat_eff,
             b.goodput.unwrap_or(0.0),
             b.parallel.map(|c| c.to_string()).unwrap_or_default()
-        )
+        );
+        print!(
+            "{}",
+            crate::format::line_labelled(&format!("{label}: "), &text)
+        );
     };
     let label = match &o.filter {
         Some(f) => format!(

@@ -665,11 +665,17 @@ fn print_text(o: &Output) {
     };
     // The FLOP count is Megatron's (the attention scores in full, not halved for the causal
     // mask; docs/MODEL.md): a 6·N-per-token count reads lower, the more so at long sequences.
-    println!(
-        "  model TFLOP/s    {:>10.1} per GPU (MFU {:.1}%{peak}; Megatron's FLOP count: causal \
-         attention counted in full){if_it_fit}",
-        p.model_tflops_per_gpu,
-        p.mfu * 100.0
+    print!(
+        "{}",
+        crate::format::line_labelled(
+            "  model TFLOP/s    ",
+            &format!(
+                "{:>10.1} per GPU (MFU {:.1}%{peak}; Megatron's FLOP count: causal attention \
+                 counted in full){if_it_fit}",
+                p.model_tflops_per_gpu,
+                p.mfu * 100.0
+            )
+        )
     );
     println!(
         "  hardware TFLOP/s {:>10.1} per GPU{if_it_fit}",
@@ -692,8 +698,8 @@ fn print_text(o: &Output) {
     } else {
         format!("output {:.1}", o.memory.output / 1e9)
     };
-    println!(
-        "  memory           {:>10.1} GB per GPU{stage} ({}; states {:.1}, activations {:.1}, {output}, reserved {:.1})",
+    let memory_text = format!(
+        "{:>10.1} GB per GPU{stage} ({}; states {:.1}, activations {:.1}, {output}, reserved {:.1})",
         p.memory_per_gpu_bytes / 1e9,
         if p.fits {
             format!(
@@ -711,6 +717,10 @@ fn print_text(o: &Output) {
         o.memory.model_states / 1e9,
         o.memory.activations / 1e9,
         o.memory.reserved / 1e9
+    );
+    print!(
+        "{}",
+        crate::format::line_labelled("  memory           ", &memory_text)
     );
     let pct = |x: f64| 100.0 * x / p.step_time_s;
     let ep = if b.ep_s > 0.0 {

@@ -745,17 +745,19 @@ fn summary_text(s: &WatchSummary) -> String {
         None => {}
     }
     if let Some(now) = e.b_simple_now {
-        let _ = writeln!(
-            out,
-            "B_simple latest  {now:.1} samples (one-sided EMA at the last step; `analyze` calls \
-             its last-window value `now`)"
-        );
+        out.push_str(&crate::format::line_labelled(
+            "B_simple latest  ",
+            &format!(
+                "{now:.1} samples (one-sided EMA at the last step; `analyze` calls its \
+                 last-window value `now`)"
+            ),
+        ));
     }
     if let Some(v) = e.verdict {
         let _ = writeln!(out, "verdict          {}", super::json_name(&v));
     }
     for d in &e.diagnostics {
-        let _ = writeln!(out, "  {}", d.message);
+        out.push_str(&crate::format::line_labelled("  ", &d.message));
     }
     if let Some(advice) = &s.advice {
         match advice.last() {

@@ -88,6 +88,16 @@ pub fn escape_controls(s: &str) -> String {
 /// users have; a word longer than that stays whole).
 pub const TEXT_COLUMNS: usize = 100;
 
+/// `text` after `label` on one line where the two fit in [`TEXT_COLUMNS`] (written as they
+/// are, column spacing kept), else [`wrap_labelled`]; ends with a newline.
+pub fn line_labelled(label: &str, text: &str) -> String {
+    if label.chars().count() + text.chars().count() <= TEXT_COLUMNS {
+        format!("{label}{text}\n")
+    } else {
+        wrap_labelled(label, text)
+    }
+}
+
 /// `text` after `label` (e.g. `"note: "`), wrapped at word boundaries to lines of at most
 /// [`TEXT_COLUMNS`] characters, every line after the first indented by `label`'s width;
 /// ends with a newline. Text with newlines of its own keeps them.

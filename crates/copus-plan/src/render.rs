@@ -23,19 +23,23 @@ pub fn render_text(rep: &PlanReport) -> String {
     let h = |s: f64| s / 3600.0;
     let _ = writeln!(o, "{}", rep.session);
     let _ = writeln!(o, "stack: {}", rep.stack.label);
-    let _ = writeln!(
-        o,
-        "B_crit: {} · {} phases · {} (layout, batch) states · token axis: {}",
-        rep.trajectory, rep.phases, rep.states, rep.token_axis
-    );
+    o.push_str(&crate::format::line_labelled(
+        "B_crit: ",
+        &format!(
+            "{} · {} phases · {} (layout, batch) states · token axis: {}",
+            rep.trajectory, rep.phases, rep.states, rep.token_axis
+        ),
+    ));
     if !rep.added_batches.is_empty() {
         let added: Vec<String> = rep.added_batches.iter().map(u64::to_string).collect();
-        let _ = writeln!(
-            o,
-            "batch axis: the session's batch_sizes and {} (samples), the nearest multiples of the \
-             GPU count, so that a batch divides over the data-parallel ranks",
-            added.join(", ")
-        );
+        o.push_str(&crate::format::line_labelled(
+            "batch axis: ",
+            &format!(
+                "the session's batch_sizes and {} (samples), the nearest multiples of the GPU \
+                 count, so that a batch divides over the data-parallel ranks",
+                added.join(", ")
+            ),
+        ));
     }
     if let Some(h) = &rep.horizon {
         let _ = writeln!(
@@ -50,11 +54,13 @@ pub fn render_text(rep: &PlanReport) -> String {
         );
     }
     let b = &rep.b_crit;
-    let _ = writeln!(
-        o,
-        "B_crit kind: {} ({}); B_noise = {} × B_crit ({})",
-        b.kind, b.measures, b.factor, b.factor_source
-    );
+    o.push_str(&crate::format::line_labelled(
+        "B_crit kind: ",
+        &format!(
+            "{} ({}); B_noise = {} × B_crit ({})",
+            b.kind, b.measures, b.factor, b.factor_source
+        ),
+    ));
     if let (Some(f), Some(why)) = (b.implied_factor, &b.implied_because)
         && (f - b.factor).abs() > 1e-12
     {
@@ -73,16 +79,20 @@ pub fn render_text(rep: &PlanReport) -> String {
         ),
     };
     let c = rep.costs;
-    let _ = writeln!(
-        o,
-        "switch costs: batch {:.0} s, DP resize {:.0} s, TP/PP reshard {:.0} s ({}); min dwell {} phase(s); greedy switch threshold {:.0} %\n",
-        c.batch_s,
-        c.dp_resize_s,
-        c.reshard_s,
-        rep.reshard_mode,
-        rep.min_dwell_phases,
-        rep.switch_threshold * 100.0
-    );
+    o.push_str(&crate::format::line_labelled(
+        "switch costs: ",
+        &format!(
+            "batch {:.0} s, DP resize {:.0} s, TP/PP reshard {:.0} s ({}); min dwell {} phase(s); \
+             greedy switch threshold {:.0} %",
+            c.batch_s,
+            c.dp_resize_s,
+            c.reshard_s,
+            rep.reshard_mode,
+            rep.min_dwell_phases,
+            rep.switch_threshold * 100.0
+        ),
+    ));
+    o.push('\n');
     let _ = writeln!(
         o,
         "{:<16} {:>10} {:>9} {:>8}  starts at",
@@ -100,7 +110,7 @@ pub fn render_text(rep: &PlanReport) -> String {
         );
     }
     if let Some(note) = cbs_baselines_note(rep) {
-        let _ = writeln!(o, "  ({note})");
+        o.push_str(&crate::format::wrap_labelled("  ", &format!("({note})")));
     }
     if let Some(c) = &rep.current_batch_static {
         let opt = rep.strategies.last().map_or(f64::NAN, |s| s.time_s);
@@ -120,11 +130,12 @@ pub fn render_text(rep: &PlanReport) -> String {
         "\noptimal-joint vs fastest paper baseline ({}): {:.3}× · vs hindsight static: {:.3}×",
         rep.fastest_baseline, rep.speedup_vs_fastest_baseline, rep.speedup_vs_hindsight_static
     );
-    let _ = writeln!(
-        o,
-        "\noptimal-joint switch points (tokens and step on the trajectory's axis, as the explorer \
-         shows them and `grid --at` takes them):"
-    );
+    o.push('\n');
+    o.push_str(&crate::format::wrap_labelled(
+        "",
+        "optimal-joint switch points (tokens and step on the trajectory's axis, as the explorer \
+         shows them and `grid --at` takes them):",
+    ));
     if rep.switches.is_empty() {
         let _ = writeln!(o, "  none: the best static plan is optimal here");
     }
@@ -150,16 +161,18 @@ pub fn render_text(rep: &PlanReport) -> String {
         );
     }
     if let Some(end) = plan_end(rep) {
-        let _ = writeln!(
-            o,
-            "the plan runs {} steps, {} samples ({} tokens) in all: what a trainer following it \
-             counts (`--emit json` writes the same; a framework's `--emit` plans within what it \
-             can express, and says what it left out); the trajectory's token axis: {}",
-            end.0,
-            end.1,
-            crate::format::tokens(end.2),
-            rep.token_axis
-        );
+        o.push_str(&crate::format::wrap_labelled(
+            "",
+            &format!(
+                "the plan runs {} steps, {} samples ({} tokens) in all: what a trainer following \
+                 it counts (`--emit json` writes the same; a framework's `--emit` plans within \
+                 what it can express, and says what it left out); the trajectory's token axis: {}",
+                end.0,
+                end.1,
+                crate::format::tokens(end.2),
+                rep.token_axis
+            ),
+        ));
     }
     o
 }
