@@ -56,7 +56,13 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
                     let preset = resolved.stack().base().name();
                     let own = crate::plan::emit::own_stack(l.target)
                         .filter(|_| crate::plan::emit::stack_note(preset, l.target).is_some())
-                        .map(|own| format!(" (or with --stack {own}, as {} runs)", l.target.name()))
+                        .map(|own| {
+                            format!(
+                                "; --stack {own} costs the search as {} runs it, which may \
+                                 leave other configurations",
+                                l.target.name()
+                            )
+                        })
                         .unwrap_or_default();
                     anyhow::anyhow!(
                         "{}: nothing to plan for {}: no (layout, batch) cell runs within what it \
@@ -116,7 +122,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         let mut text = crate::plan::render_text(&report);
         text.push_str(&crate::format::wrap_labelled(
             "frameworks: ",
-            &emit_fits_text(&emit_fits(&report, &resolved)),
+            &emit_fits_text(&emit_fits(&report, &resolved), report.stack.preset),
         ));
         if let Some(c) = &calibration {
             text.push_str(&super::calibration_in_force::text_line(c));
@@ -143,18 +149,26 @@ struct PlanOut<'a> {
     emit_targets: Vec<EmitFit>,
 }
 
-/// Whether one framework runs the plan as made (`plan --json` `emit_targets[]`).
+/// Whether one framework can write the plan as made (`plan --json` `emit_targets[]`).
 #[derive(Debug, serde::Serialize)]
 struct EmitFit {
     /// The `--emit` value: "megatron", "torchtitan" or "deepspeed".
     target: &'static str,
+    /// The target itself.
+    #[serde(skip)]
+    emit: crate::plan::emit::EmitTarget,
     /// The framework's name.
     name: &'static str,
-    /// Every phase of the plan is one it writes: `--emit` writes this plan.
-    runs_as_planned: bool,
-    /// Where not, the first phase it cannot run and why (`--emit` then plans again within
-    /// its limits, and says what that costs).
+    /// Every phase of the plan is one it writes: `--emit` writes this plan's phases.
+    writes_as_planned: bool,
+    /// The plan was costed for this framework's own stack (else its times are the stack's,
+    /// and `--emit` says so).
+    costed_for_it: bool,
+    /// Where it cannot write the plan, the first phase it cannot run and why.
     why: Option<String>,
+    /// Where it cannot write the plan: whether a plan within its limits exists (what `--emit`
+    /// then writes, with a note of what it costs); `null` where it writes this one.
+    plannable_within_limits: Option<bool>,
 }
 
 /// [`EmitFit`] of every framework target for `report`'s schedule.
@@ -191,35 +205,65 @@ fn emit_fits(
             shape_problem(target, &shape, model, settings)
                 .map(|why| format!("phase {} ({}): {why}", i + 1, c.label()))
         });
+        let plannable_within_limits = why.as_ref().map(|_| {
+            let limits = EmitLimits::new(target, resolved);
+            crate::pipeline::plan_session_where(resolved, &|c| limits.refuse(c)).is_ok()
+        });
         EmitFit {
             target: flag,
+            emit: target,
             name: target.name(),
-            runs_as_planned: why.is_none(),
+            writes_as_planned: why.is_none(),
+            costed_for_it: crate::plan::emit::stack_note(report.stack.preset, target).is_none(),
             why,
+            plannable_within_limits,
         }
     })
     .collect()
 }
 
-/// The frameworks line of `plan`'s text: which run the plan as made, and why not the others.
-fn emit_fits_text(fits: &[EmitFit]) -> String {
-    let (run, not): (Vec<&EmitFit>, Vec<&EmitFit>) = fits.iter().partition(|f| f.runs_as_planned);
+/// The frameworks line of `plan`'s text: which write the plan as made, which stack it was
+/// costed for, and why not the others.
+fn emit_fits_text(fits: &[EmitFit], preset: &str) -> String {
+    let (run, not): (Vec<&EmitFit>, Vec<&EmitFit>) = fits.iter().partition(|f| f.writes_as_planned);
     let mut parts = Vec::new();
     if !run.is_empty() {
         let names: Vec<&str> = run.iter().map(|f| f.name).collect();
+        let flags: Vec<&str> = run.iter().map(|f| f.target).collect();
+        let foreign: Vec<&EmitFit> = run.iter().copied().filter(|f| !f.costed_for_it).collect();
+        let costed = if foreign.is_empty() {
+            String::new()
+        } else {
+            let stacks: Vec<&str> = foreign
+                .iter()
+                .filter_map(|f| crate::plan::emit::own_stack(f.emit))
+                .collect();
+            format!(
+                ", costed for the {preset} stack (--stack {} costs it as {} runs it)",
+                stacks.join(" or "),
+                foreign
+                    .iter()
+                    .map(|f| f.name)
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )
+        };
         parts.push(format!(
-            "{} run{} this plan as made (`--emit {}`)",
+            "{} can write this plan's phases as they are (--emit {}){costed}",
             names.join(", "),
-            if names.len() == 1 { "s" } else { "" },
-            run.iter().map(|f| f.target).collect::<Vec<_>>().join("|")
+            flags.join("|")
         ));
     }
     for f in not {
+        let then = if f.plannable_within_limits == Some(false) {
+            "; nothing within its limits runs here"
+        } else {
+            "; --emit plans again within its limits"
+        };
         parts.push(format!(
-            "{} cannot run {} (`--emit {}` plans again within its limits)",
+            "{} cannot run {}{then}",
             f.name,
             f.why.as_deref().unwrap_or("it"),
-            f.target
         ));
     }
     parts.join("; ")

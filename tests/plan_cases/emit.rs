@@ -968,8 +968,27 @@ fn emit_plans_only_what_the_framework_can_express() {
             Some(format!("ds_config_phase{}.json", u(&p["phase"])).as_str())
         );
     }
-    let notes = doc["notes"].to_string();
-    assert!(notes.contains("uneven"), "{notes}");
+    // Under the DeepSpeed stack the search itself holds no uneven pipeline (the model does not
+    // cost DeepSpeed's split): its plan is DeepSpeed's as made.
+    let v: Value = serde_json::from_str(&run(
+        Path::new("sessions/demo.ron"),
+        &[
+            "--model",
+            "llama3-405b",
+            "--nodes",
+            "128",
+            "--stack",
+            "deepspeed",
+            "--json",
+        ],
+    ))
+    .expect("JSON");
+    let ds = v["emit_targets"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["target"] == "deepspeed"))
+        .expect("deepspeed");
+    assert_eq!(ds["writes_as_planned"], true, "{ds}");
+    assert_eq!(ds["costed_for_it"], true, "{ds}");
 
     // Context parallelism costed as DeepSpeed-Ulysses (the DeepSpeed stack's exchange) is
     // written as Megatron-DeepSpeed's sequence-parallel size: the ranks dp·tp·pp leaves.
@@ -1027,9 +1046,16 @@ fn emit_plans_only_what_the_framework_can_express() {
             .expect("target")
             .clone()
     };
-    assert_eq!(fit("megatron")["runs_as_planned"], true, "{fits:?}");
+    assert_eq!(fit("megatron")["writes_as_planned"], true, "{fits:?}");
     assert!(fit("megatron")["why"].is_null());
-    assert_eq!(fit("deepspeed")["runs_as_planned"], false, "{fits:?}");
+    assert!(fit("megatron")["plannable_within_limits"].is_null());
+    assert_eq!(fit("deepspeed")["writes_as_planned"], false, "{fits:?}");
+    // ... and nothing within DeepSpeed's limits runs there (as `--emit deepspeed` finds below).
+    assert_eq!(
+        fit("deepspeed")["plannable_within_limits"],
+        false,
+        "{fits:?}"
+    );
     assert!(
         fit("deepspeed")["why"]
             .as_str()
@@ -1040,7 +1066,11 @@ fn emit_plans_only_what_the_framework_can_express() {
         &["--model", "llama3-405b", "--nodes", "16"],
     );
     assert!(
-        text.contains("frameworks: Megatron-LM, torchtitan run this plan as made"),
+        text.contains("frameworks: Megatron-LM, torchtitan can write this plan's phases as they"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nothing within its limits runs here"),
         "{text}"
     );
 

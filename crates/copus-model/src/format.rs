@@ -98,6 +98,70 @@ pub fn line_labelled(label: &str, text: &str) -> String {
     }
 }
 
+/// Units a number is kept on one line with ("104157 tokens/s", "13.0 GB").
+const UNITS: [&str; 22] = [
+    "tokens/s",
+    "tokens",
+    "samples",
+    "sequences",
+    "steps",
+    "layers",
+    "GPUs",
+    "nodes",
+    "GB",
+    "GiB",
+    "MB",
+    "MiB",
+    "kB",
+    "ms",
+    "µs",
+    "s",
+    "min",
+    "h",
+    "%",
+    "TFLOP/s",
+    "B",
+    "×",
+];
+
+/// Whether `word` reads as a number ("13.0", "+1.5", "−29", "1/4096", "×2").
+fn is_number(word: &str) -> bool {
+    let w = word.trim_start_matches(['+', '-', '−', '×', '~', '(', '[']);
+    w.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// The words of `paragraph` grouped so that a wrapped line never breaks between a number and
+/// its unit ("104157 tokens/s"), between a word and the number after it ("activations 13.0"),
+/// or inside a `code span`.
+fn unbreakable_chunks(paragraph: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in paragraph.split(' ').filter(|w| !w.is_empty()) {
+        let glue = out.last().is_some_and(|prev| {
+            // (A stray backtick must not glue the rest of the text: code spans are short.)
+            let open_code = prev.matches('`').count() % 2 == 1 && prev.chars().count() < 60;
+            let last = prev.rsplit(' ').next().unwrap_or(prev);
+            let unit = word.trim_end_matches([',', ';', ':', ')', ']', '.']);
+            let number_then_unit = is_number(last) && UNITS.contains(&unit);
+            let word_then_number = is_number(word)
+                && !last.ends_with([',', ';', ':', ')', ']', '.'])
+                && !is_number(last);
+            // A flag and its value ("--emit megatron").
+            let flag = last.trim_start_matches(['(', '[', '`']);
+            let flag_then_value =
+                flag.starts_with("--") && !word.starts_with('-') && flag.len() < 30;
+            open_code || number_then_unit || word_then_number || flag_then_value
+        });
+        match out.last_mut() {
+            Some(prev) if glue => {
+                prev.push(' ');
+                prev.push_str(word);
+            }
+            _ => out.push(word.to_string()),
+        }
+    }
+    out
+}
+
 /// `text` after `label` (e.g. `"note: "`), wrapped at word boundaries to lines of at most
 /// [`TEXT_COLUMNS`] characters, every line after the first indented by `label`'s width;
 /// ends with a newline. Text with newlines of its own keeps them.
@@ -115,7 +179,8 @@ pub fn wrap_labelled(label: &str, text: &str) -> String {
         first_line = false;
         width += indent;
         let mut line_empty = true;
-        for word in paragraph.split(' ').filter(|w| !w.is_empty()) {
+        for word in unbreakable_chunks(paragraph) {
+            let word = word.as_str();
             let w = word.chars().count();
             if !line_empty && width + 1 + w > TEXT_COLUMNS {
                 out.push('\n');
@@ -138,6 +203,22 @@ pub fn wrap_labelled(label: &str, text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn wrapping_keeps_numbers_with_their_units_labels_and_code_spans_whole() {
+        let text = "x ".repeat(40)
+            + "goodput 104157 tokens/s, states 436.5, activations 13.0, run it with `--emit \
+               megatron|torchtitan|deepspeed` now";
+        let wrapped = super::wrap_labelled("note: ", &text);
+        for line in wrapped.lines() {
+            assert!(line.chars().count() <= super::TEXT_COLUMNS, "{wrapped}");
+            assert!(!line.trim_start().starts_with("tokens/s"), "{wrapped}");
+            assert!(!line.trim_start().starts_with("13.0"), "{wrapped}");
+            assert!(!line.trim_start().starts_with("megatron|"), "{wrapped}");
+        }
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(words(&wrapped), words(&format!("note: {text}")));
+    }
+
     use super::*;
 
     #[test]
