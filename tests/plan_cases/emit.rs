@@ -1074,6 +1074,29 @@ fn emit_plans_only_what_the_framework_can_express() {
         "{text}"
     );
 
+    // A one-phase Megatron script speaks of one run: no resume, no --exit-interval.
+    let one = run(
+        Path::new("sessions/demo.ron"),
+        &[
+            "--model",
+            "llama3-8b",
+            "--nodes",
+            "4",
+            "--stack",
+            "deepspeed",
+            "--emit",
+            "megatron",
+        ],
+    );
+    assert!(
+        one.contains("# 1 phase, one Megatron run to the plan's end"),
+        "{one}"
+    );
+    assert!(
+        !one.contains("--exit-interval") && !one.contains("the one before"),
+        "{one}"
+    );
+
     // Where the framework's limits leave nothing, the error says so: 126 layers on 16 nodes
     // fit only pipelines of uneven stages; DeepSpeed's configuration has no FP8.
     let out = Command::new(env!("CARGO_BIN_EXE_copus"))

@@ -449,27 +449,32 @@ pub fn write(
     } else {
         "a\n# TP/PP change between phases without Megatron-FSDP needs a distributed checkpoint\n# (--ckpt-format torch_dist); for the others, see the Megatron-FSDP note above."
     };
-    let _ = writeln!(
-        out,
-        "# {} phase{}, {}; \
-         {checkpoints}\n# Megatron runs --train-samples / --global-batch-size steps: every\n\
-         # phase's --train-samples {} (the plan's {} samples, or more where a phase's batch\n\
-         # would stop it sooner) lets it reach its last step, and --exit-interval stops it\n\
-         # there (saving a checkpoint) when it would run on. The same --train-samples and\n\
-         # --lr-decay-samples {} in every phase keep the learning-rate and weight-decay schedule\n\
-         # that of the whole plan, as Megatron checks on resuming. Use them as:\n\
-         # pretrain_gpt.py $PHASE_1 <your args>",
-        phases.len(),
-        if phases.len() == 1 { "" } else { "s" },
-        if phases.len() == 1 {
-            "one Megatron run"
-        } else {
-            "one Megatron run each, resumed from the checkpoint of the one before"
-        },
-        samples,
-        end.samples,
-        end.samples
-    );
+    if phases.len() == 1 {
+        // One run: no resumes, no phase boundary to stop at.
+        let _ = writeln!(
+            out,
+            "# 1 phase, one Megatron run to the plan's end: --train-samples and\n# \
+             --lr-decay-samples {} (the plan's samples). Use it as:\n# pretrain_gpt.py \
+             $PHASE_1 <your args>",
+            end.samples
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "# {} phases, one Megatron run each, resumed from the checkpoint of the one before; \
+             {checkpoints}\n# Megatron runs --train-samples / --global-batch-size steps: every\n\
+             # phase's --train-samples {} (the plan's {} samples, or more where a phase's batch\n\
+             # would stop it sooner) lets it reach its last step, and --exit-interval stops it\n\
+             # there (saving a checkpoint) when it would run on. The same --train-samples and\n\
+             # --lr-decay-samples {} in every phase keep the learning-rate and weight-decay \
+             schedule\n# that of the whole plan, as Megatron checks on resuming. Use them as:\n\
+             # pretrain_gpt.py $PHASE_1 <your args>",
+            phases.len(),
+            samples,
+            end.samples,
+            end.samples
+        );
+    }
     for (p, layout) in phases.iter().zip(&layouts) {
         let _ = writeln!(
             out,
