@@ -446,8 +446,13 @@ fn pipelines_interleaving_zero_and_recompute_are_written_or_refused_by_name() {
         + int("pipeline_parallel_last_stage_less_layers"))
     .div_ceil(int("pipeline_parallel_layers_per_stage"));
     assert_eq!(stages, 4 * 2);
-    // A rank's pipeline takes all four micro-batches of a step as its local batch.
+    // A rank's pipeline takes all four micro-batches of a step as its local batch (and the
+    // phase's comment calls them the schedule's, not gradient accumulation).
     assert_eq!(tt["training"]["local_batch_size"].as_integer(), Some(4));
+    assert!(
+        t.contains("global batch 32 = 8 dp × 1 micro × 4 pipeline micro-batches"),
+        "{t}"
+    );
     assert_eq!(tt["activation_checkpoint"]["mode"].as_str(), Some("full"));
     // DeepSpeed's pipeline has no virtual stages: refused, naming the phase.
     match emit(&rep, &ctx, EmitTarget::Deepspeed) {

@@ -293,7 +293,7 @@ pub fn write(
         let toml = toml::to_string(&job).map_err(|e| p.inexpressible(TARGET, e.to_string()))?;
         let _ = writeln!(
             out,
-            "\n{PHASE_MARKER}{} of {} ====\n# steps {}–{}, {}, global batch {} = {} dp × {} micro × {} accumulation",
+            "\n{PHASE_MARKER}{} of {} ====\n# steps {}–{}, {}, global batch {} = {} dp × {} micro × {} {}",
             p.phase,
             phases.len(),
             p.from_step,
@@ -302,7 +302,14 @@ pub fn write(
             p.global_batch,
             p.dp,
             p.micro_batch,
-            p.accumulation
+            p.accumulation,
+            // With a pipeline the micro-batches are the schedule's (local_batch_size holds them),
+            // without one torchtitan accumulates gradients over them.
+            if p.pp > 1 {
+                "pipeline micro-batches"
+            } else {
+                "accumulation"
+            }
         );
         for n in notes {
             let _ = writeln!(out, "# {n}");
