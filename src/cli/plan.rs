@@ -177,11 +177,7 @@ fn emit_fits(
     resolved: &crate::session::Resolved,
 ) -> Vec<EmitFit> {
     use crate::plan::emit::{ConfigShape, EmitTarget, ModelFacts, shape_problem};
-    let model = ModelFacts {
-        layers: resolved.model.layers,
-        kv_heads: resolved.model.kv_heads,
-        moe: resolved.model.moe.is_some(),
-    };
+    let model = ModelFacts::of(&resolved.model);
     let settings = &report.stack.settings;
     [
         (EmitTarget::Megatron, "megatron"),
@@ -285,11 +281,7 @@ impl EmitLimits {
     fn new(target: crate::plan::emit::EmitTarget, resolved: &crate::session::Resolved) -> Self {
         Self {
             target,
-            model: crate::plan::emit::ModelFacts {
-                layers: resolved.model.layers,
-                kv_heads: resolved.model.kv_heads,
-                moe: resolved.model.moe.is_some(),
-            },
+            model: crate::plan::emit::ModelFacts::of(&resolved.model),
             settings: resolved.stack().settings().into(),
             seen: std::cell::Cell::new(0),
             refused: std::cell::RefCell::new((0, None)),

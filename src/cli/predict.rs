@@ -1008,11 +1008,7 @@ fn deepspeed_emit_caveat(
         zero: crate::perf::memory::effective_zero(eff, model, cfg),
         ..*cfg
     };
-    let facts = ModelFacts {
-        layers: model.layers,
-        kv_heads: model.kv_heads,
-        moe: model.moe.is_some(),
-    };
+    let facts = ModelFacts::of(model);
     let settings = stack.settings().into();
     let why = shape_problem(
         EmitTarget::Deepspeed,

@@ -37,6 +37,22 @@ fn run(session: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// The standard error of `copus plan SESSION ARGS`, which must fail.
+fn fails(session: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .arg("plan")
+        .arg(session)
+        .args(args)
+        .output()
+        .expect("run copus");
+    assert!(
+        !out.status.success(),
+        "{} {args:?} succeeded",
+        session.display()
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
 }
@@ -1104,42 +1120,35 @@ fn emit_plans_only_what_the_framework_can_express() {
 
     // Where the framework's limits leave nothing, the error says so: 126 layers on 16 nodes
     // fit only pipelines of uneven stages; DeepSpeed's configuration has no FP8.
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args([
-            "plan",
-            "sessions/demo.ron",
+    let demo = Path::new("sessions/demo.ron");
+    let err = fails(
+        demo,
+        &[
             "--model",
             "llama3-405b",
             "--nodes",
             "16",
-        ])
-        .args(["--emit", "deepspeed"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+            "--emit",
+            "deepspeed",
+        ],
+    );
     assert!(
         err.contains("nothing to plan for DeepSpeed")
             && err.contains("uneven")
             && err.contains("--stack deepspeed"),
         "{err}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args([
-            "plan",
-            "sessions/demo.ron",
+    let err = fails(
+        demo,
+        &[
             "--stack",
             "deepspeed",
             "--precision",
             "fp8",
-        ])
-        .args(["--emit", "deepspeed"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+            "--emit",
+            "deepspeed",
+        ],
+    );
     assert!(
         err.contains("nothing to plan for DeepSpeed") && err.contains("FP8 GEMMs"),
         "{err}"

@@ -51,6 +51,17 @@ pub struct ModelFacts {
     pub moe: bool,
 }
 
+impl ModelFacts {
+    /// The facts of a model profile.
+    pub fn of(model: &crate::perf::ModelProfile) -> Self {
+        Self {
+            layers: model.layers,
+            kv_heads: model.kv_heads,
+            moe: model.moe.is_some(),
+        }
+    }
+}
+
 /// Why `target` cannot express a configuration of `shape` for `model` on the stack
 /// `settings`, whatever its batch; `None` where it can (always for JSON).
 pub fn shape_problem(
@@ -270,6 +281,15 @@ mod tests {
         }
     }
 
+    /// A 32-layer model with 8 key/value heads, dense or with experts.
+    fn facts(moe: bool) -> ModelFacts {
+        ModelFacts {
+            layers: 32,
+            kv_heads: 8,
+            moe,
+        }
+    }
+
     fn settings(preset: StackPreset) -> StackSettingsJson {
         preset.settings().into()
     }
@@ -278,12 +298,15 @@ mod tests {
     fn each_framework_refuses_what_it_has_no_setting_for_and_nothing_else() {
         let mc = settings(StackPreset::MegatronCore);
         let refused = |t, s: ConfigShape<'static>, layers| {
-            let model = ModelFacts {
-                layers,
-                kv_heads: 8,
-                moe: false,
-            };
-            shape_problem(t, &s, model, &mc)
+            shape_problem(
+                t,
+                &s,
+                ModelFacts {
+                    layers,
+                    ..facts(false)
+                },
+                &mc,
+            )
         };
         // Everything is expressible as plain JSON.
         assert_eq!(refused(EmitTarget::Json, shape(7, 3, 4, 3, "op"), 10), None);
@@ -326,11 +349,7 @@ mod tests {
 
     #[test]
     fn stack_settings_the_frameworks_cannot_run_are_refused() {
-        let dense = ModelFacts {
-            layers: 32,
-            kv_heads: 8,
-            moe: false,
-        };
+        let dense = facts(false);
         let mut fp8 = settings(StackPreset::DeepSpeed);
         fp8.precision = "fp8";
         let plain = shape(1, 1, 1, 3, "none");
@@ -375,11 +394,7 @@ mod tests {
         assert!(shape_problem(EmitTarget::Deepspeed, &eight, dense, &ds).is_some());
         let piped = ConfigShape { pp: 2, ..ds_cp };
         assert!(shape_problem(EmitTarget::Deepspeed, &piped, dense, &ds).is_some());
-        let moe = ModelFacts {
-            layers: 32,
-            kv_heads: 8,
-            moe: true,
-        };
+        let moe = facts(true);
         let experts = ConfigShape { ep: 8, ..plain };
         assert!(shape_problem(EmitTarget::Deepspeed, &experts, moe, &ds).is_some());
         let experts = ConfigShape { zero: 2, ..experts };
