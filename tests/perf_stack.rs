@@ -1117,6 +1117,35 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
     );
     let c = caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed");
     assert!(!c.contains("Ulysses") && !c.contains("interleaved"), "{c}");
+    // Uneven stages run under DeepSpeed (BLOOM ran 70 layers on 12 stages), sized as its
+    // partition splits them: the first stage holds the extra layer beside the embedding.
+    let bloom = |stack: &str| {
+        json_of(&format!(
+            "predict --hardware a100-80g --layers 70 --hidden 14336 --heads 112 --vocab 250880 \
+             --seq 2048 --tied-embeddings --gpus 384 --tp 4 --pp 12 --mbs 2 --batch 2048 \
+             --recompute full --zero 1 --stack {stack}"
+        ))
+    };
+    // The same stack with FSDP's sharding (the ends' split, as Megatron splits them).
+    let (ds, mc) = (
+        bloom("deepspeed-2021"),
+        bloom("deepspeed-2021 --sharding fsdp2"),
+    );
+    assert!(
+        !ds["caveats"]
+            .to_string()
+            .contains("does not run this configuration"),
+        "{ds}"
+    );
+    assert_eq!(ds["memory"]["stage"], 0, "{ds}");
+    let bytes = |v: &serde_json::Value| -> f64 {
+        ["model_states", "activations", "output", "reserved"]
+            .iter()
+            .map(|k| v["memory"][k].as_f64().expect("memory"))
+            .sum()
+    };
+    assert!(bytes(&ds) > bytes(&mc) + 1e9, "{ds} {mc}");
+    assert_eq!(ds["step_time_s"], mc["step_time_s"]);
     let c = caveats(
         "predict --model llama3-8b --gpus 8 --batch 16 --stack megatron-lm-2021 --precision fp8",
     );

@@ -888,7 +888,11 @@ fn uneven_chunks(model: &crate::perf::ModelProfile, cfg: &ParallelConfig) -> Opt
         return None;
     }
     let mut counts: Vec<u32> = (0..cfg.pp)
-        .map(|s| crate::perf::memory::layers_on_stage(model, cfg.pp, s))
+        .map(|s| {
+            // Interleaving is Megatron's: its short stages sit at the ends.
+            let split = crate::perf::memory::StageSplit::ShortAtEnds;
+            crate::perf::memory::layers_on_stage(model, cfg.pp, s, split)
+        })
         .collect();
     counts.sort_unstable();
     counts.dedup();

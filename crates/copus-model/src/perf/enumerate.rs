@@ -45,19 +45,6 @@ pub fn layout_problem(
     allow_cross_node_tp: bool,
 ) -> Option<Invalid> {
     let Layout { dp, tp, pp, cp } = layout.into();
-    if ctx.eff.sharding == super::efficiency::Sharding::DeepSpeed
-        && pp > 1
-        && !ctx.model.layers.is_multiple_of(pp)
-    {
-        // Megatron-DeepSpeed's pipelined model partitions its layers balanced from the first
-        // stage (`partition_method='type:transformer'`): the extra layers sit beside the
-        // embedding, a split copus does not cost (docs/EMIT.md).
-        return Some(Invalid::Other(format!(
-            "{} layers on {pp} pipeline stages: uneven stages under DeepSpeed (its partition puts \
-             the extra layers beside the embedding, which copus does not cost)",
-            ctx.model.layers
-        )));
-    }
     if !allow_cross_node_tp && tp > ctx.gpus_per_node {
         return Some(Invalid::Other(format!(
             "TP {tp} spans nodes of {} GPUs",

@@ -134,22 +134,50 @@ pub fn stage_layers(m: &ModelProfile, pp: u32) -> (f64, f64) {
     (m.layers.div_ceil(pp) as f64, m.layers as f64 / pp as f64)
 }
 
+/// Where a pipeline puts its short stages: those holding one layer fewer than ⌈layers/pp⌉
+/// when `pp` does not divide the layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageSplit {
+    /// At the ends of the pipeline (first, last, second, second-to-last, …): the stages that
+    /// also hold the embedding and the output layer, where Megatron's first/last-stage layer
+    /// counts, torchtitan's split points and the Llama 3 run put them.
+    ShortAtEnds,
+    /// After the full ones: DeepSpeed's pipeline engine partitions the transformer layers
+    /// balanced (Megatron-DeepSpeed's `partition_method='type:transformer'`), so the first
+    /// `layers mod pp` stages hold ⌈layers/pp⌉ (the embedding's stage among them) and the
+    /// rest ⌊layers/pp⌋. (DeepSpeed's 2021 greedy partition fills the first stages the same
+    /// way and may leave the last one shorter still.)
+    FirstStagesFull,
+}
+
+impl StageSplit {
+    /// The split of the stack `e` describes: DeepSpeed's pipeline engine under DeepSpeed's
+    /// sharding (the framework's own stack), the ends otherwise.
+    pub fn of(e: &EfficiencyParams) -> Self {
+        if e.sharding == Sharding::DeepSpeed {
+            Self::FirstStagesFull
+        } else {
+            Self::ShortAtEnds
+        }
+    }
+}
+
 /// Layers on pipeline stage `stage` (0-based) of `pp`: ⌈layers/pp⌉, except on the
-/// `pp·⌈layers/pp⌉ − layers` short stages, which hold one layer fewer and sit at the ends of
-/// the pipeline (first, last, second, second-to-last, …): the stages that also hold the
-/// embedding and the output layer, where Megatron's first/last-stage layer counts, torchtitan's
-/// split points and the Llama 3 run put them.
-pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32) -> u32 {
+/// `pp·⌈layers/pp⌉ − layers` short stages, which hold one layer fewer and sit where `split`
+/// puts them.
+pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32, split: StageSplit) -> u32 {
     let pp = pp.max(1);
     let full = m.layers.div_ceil(pp);
     let short = short_stages(m, pp);
     let stage = stage.min(pp - 1);
-    let from_end = if stage < pp - stage {
-        2 * u64::from(stage)
-    } else {
-        2 * u64::from(pp - 1 - stage) + 1
+    // The stage's rank in the order the short stages are taken.
+    let order = match split {
+        StageSplit::ShortAtEnds if stage < pp - stage => 2 * u64::from(stage),
+        StageSplit::ShortAtEnds => 2 * u64::from(pp - 1 - stage) + 1,
+        StageSplit::FirstStagesFull => u64::from(pp - 1 - stage),
     };
-    if from_end < short {
+    if order < short {
         full.saturating_sub(1)
     } else {
         full
@@ -292,9 +320,15 @@ pub fn peak_memory(
     let pp = stages.pp;
     // Stage i holds states and activations in proportion to its layers, and fewer micro-batches
     // the later it is, so besides the ends only the first inner stage of each layer count can
-    // be the fullest: the second, and the first full one after the short stages at the front.
-    let first_full = u32::try_from(short_stages(m, pp).div_ceil(2)).unwrap_or(u32::MAX);
-    [0, 1, first_full, pp - 1]
+    // be the fullest: the second, and the first of the other count (after the short stages at
+    // the front, or the first short one after the full ones).
+    let short = short_stages(m, pp);
+    let first_other = match stages.split {
+        StageSplit::ShortAtEnds => short.div_ceil(2),
+        StageSplit::FirstStagesFull => u64::from(pp) - short,
+    };
+    let first_other = u32::try_from(first_other).unwrap_or(u32::MAX);
+    [0, 1, first_other, pp - 1]
         .into_iter()
         .filter(|&i| i < pp)
         .map(|i| stages.memory(i))
@@ -353,6 +387,8 @@ pub fn logits_room(
 struct Stages<'a> {
     m: &'a ModelProfile,
     pp: u32,
+    /// Where the short stages sit.
+    split: StageSplit,
     vpp: u32,
     micro_batches: u64,
     reserved: f64,
@@ -410,6 +446,7 @@ impl<'a> Stages<'a> {
         Self {
             m,
             pp,
+            split: StageSplit::of(eff),
             vpp: cfg.vpp,
             micro_batches,
             reserved,
@@ -428,7 +465,7 @@ impl<'a> Stages<'a> {
     /// Memory of stage `i` (0-based).
     fn memory(&self, i: u32) -> MemoryBreakdown {
         let pp = self.pp;
-        let layers = f64::from(layers_on_stage(self.m, pp, i));
+        let layers = f64::from(layers_on_stage(self.m, pp, i, self.split));
         // stage_params is for a full stage: what it holds beyond its layers is the embedding
         // (first stage) or the output layer (last).
         let full = if i == 0 {
@@ -521,7 +558,7 @@ mod tests {
         };
         let split = |layers, pp| -> Vec<u32> {
             (0..pp)
-                .map(|i| layers_on_stage(&with_layers(layers), pp, i))
+                .map(|i| layers_on_stage(&with_layers(layers), pp, i, StageSplit::ShortAtEnds))
                 .collect()
         };
         // Llama 3 405B: 126 layers on 16 stages, one fewer on the first and the last.
@@ -539,6 +576,112 @@ mod tests {
                 "{layers} on {pp}"
             );
         }
+    }
+
+    /// DeepSpeed's `partition_balanced` (deepspeed/runtime/utils.py, the dynamic programme of
+    /// the linear partition problem: fewest max − min, later cut points on ties), ported as
+    /// the oracle: the layer counts of each part of `weights` in `parts` parts.
+    fn deepspeed_partition_balanced(weights: &[u32], parts: usize) -> Vec<u32> {
+        let n = weights.len();
+        let inf = f64::INFINITY;
+        let mut dp_max = vec![vec![inf; parts + 1]; n + 1];
+        let mut dp_min = vec![vec![inf; parts + 1]; n + 1];
+        let mut dp_cost = vec![vec![inf; parts + 1]; n + 1];
+        let mut position = vec![vec![0usize; parts + 1]; n + 1];
+        let mut prefix = vec![0.0; n + 1];
+        for (i, &w) in weights.iter().enumerate() {
+            prefix[i + 1] = prefix[i] + f64::from(w);
+        }
+        dp_max[0][0] = 0.0;
+        dp_cost[0][0] = 0.0;
+        for i in 1..=n {
+            for j in 1..=i.min(parts) {
+                for k in 0..i {
+                    let max_sum = dp_max[k][j - 1].max(prefix[i] - prefix[k]);
+                    let min_sum = dp_min[k][j - 1].min(prefix[i] - prefix[k]);
+                    let cost = max_sum - min_sum;
+                    if dp_cost[i][j] >= cost {
+                        dp_cost[i][j] = cost;
+                        dp_max[i][j] = max_sum;
+                        dp_min[i][j] = min_sum;
+                        position[i][j] = k;
+                    }
+                }
+            }
+        }
+        let mut cuts = vec![n];
+        for j in (1..=parts).rev() {
+            let last = *cuts.last().expect("one cut");
+            cuts.push(position[last][j]);
+        }
+        cuts.reverse();
+        cuts.windows(2)
+            .map(|c| weights[c[0]..c[1]].iter().sum())
+            .collect()
+    }
+
+    #[test]
+    fn deepspeed_stages_are_split_as_its_balanced_partition_splits_them() {
+        let with_layers = |layers| ModelProfile {
+            layers,
+            ..gpt(1024, 16)
+        };
+        for layers in 2..=40u32 {
+            for pp in 2..=layers.min(12) {
+                // Megatron-DeepSpeed's GPTModelPipe: functions and the embedding before the
+                // layers, the final norm, the tied output embedding and a cast after them;
+                // `type:transformer` weighs the transformer layers 1 and the rest 0.
+                let mut weights = vec![0, 0];
+                weights.extend(std::iter::repeat_n(1, layers as usize));
+                weights.extend([0, 0, 0]);
+                let want = deepspeed_partition_balanced(&weights, pp as usize);
+                let got: Vec<u32> = (0..pp)
+                    .map(|i| {
+                        layers_on_stage(&with_layers(layers), pp, i, StageSplit::FirstStagesFull)
+                    })
+                    .collect();
+                assert_eq!(got, want, "{layers} layers on {pp} stages");
+            }
+        }
+        // BLOOM's shape: the first ten of twelve stages full.
+        let bloom: Vec<u32> = (0..12)
+            .map(|i| layers_on_stage(&with_layers(70), 12, i, StageSplit::FirstStagesFull))
+            .collect();
+        assert_eq!(bloom, [6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5, 5]);
+    }
+
+    #[test]
+    fn the_first_stage_under_deepspeed_holds_its_extra_layers() {
+        // 70 layers on PP 12: under DeepSpeed's sharding the first stage holds 6 layers beside
+        // the embedding and is the fullest; under Megatron's split it holds 5, and the second
+        // stage (6 layers, one micro-batch fewer in flight) is the fullest.
+        let m = ModelProfile {
+            layers: 70,
+            ..gpt(4096, 32)
+        };
+        let cfg = ParallelConfig {
+            dp: 2,
+            tp: 2,
+            pp: 12,
+            mbs: 1,
+            zero: 1,
+            recompute: Recompute::Selective,
+            vpp: 1,
+            cp: 1,
+            ep: 1,
+        };
+        let mut eff = EfficiencyParams {
+            sharding: Sharding::Fsdp2,
+            ..EfficiencyParams::default()
+        };
+        let ends = peak_memory(&m, &cfg, 64, 0.0, &eff);
+        eff.sharding = Sharding::DeepSpeed;
+        let deepspeed = peak_memory(&m, &cfg, 64, 0.0, &eff);
+        assert_eq!((ends.stage, deepspeed.stage), (1, 0));
+        // 6 layers × 12 micro-batches in flight against 6 × 11.
+        let ratio = deepspeed.activations / ends.activations;
+        assert!((ratio - 72.0 / 66.0).abs() < 1e-9, "{ratio}");
+        assert!(deepspeed.total() > ends.total());
     }
 
     #[test]

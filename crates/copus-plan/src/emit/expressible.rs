@@ -126,7 +126,6 @@ fn deepspeed(
     model: ModelFacts,
     settings: &StackSettingsJson,
 ) -> Option<String> {
-    let layers = model.layers;
     if s.pp > 1 && s.zero >= 2 {
         return Some(format!(
             "ZeRO-{} with pipeline parallelism (DeepSpeed's pipeline engine runs ZeRO-0 or \
@@ -175,17 +174,6 @@ fn deepspeed(
     }
     if settings.precision == "fp8" {
         return Some("FP8 GEMMs in its configuration".into());
-    }
-    // Megatron-DeepSpeed's pipelined GPT model partitions its transformer layers balanced
-    // (`partition_method='type:transformer'`), filling the first stages first: the extra
-    // layers land beside the embedding, where copus costs the fewer.
-    if s.pp > 1 && !layers.is_multiple_of(s.pp) {
-        return Some(format!(
-            "{layers} layers on {} pipeline stages (uneven: DeepSpeed's balanced partition puts \
-             the extra layers on the first stages, beside the embedding, where copus costs \
-             fewer)",
-            s.pp
-        ));
     }
     match s.recompute {
         "none" | "selective" | "full" => None,
@@ -327,12 +315,11 @@ mod tests {
             refused(EmitTarget::Torchtitan, shape(8, 2, 1, 3, "op"), 126),
             None
         );
-        // DeepSpeed: ZeRO-2/3 with PP, interleaving, CP, uneven stages, op recompute.
+        // DeepSpeed: ZeRO-2/3 with PP, interleaving, CP, op recompute.
         for s in [
             shape(2, 1, 1, 3, "none"),
             shape(2, 2, 1, 1, "none"),
             shape(1, 1, 2, 3, "none"),
-            shape(4, 1, 1, 1, "none"),
             shape(1, 1, 1, 3, "op"),
         ] {
             assert!(refused(EmitTarget::Deepspeed, s, 126).is_some(), "{s:?}");
@@ -343,6 +330,12 @@ mod tests {
         );
         assert_eq!(
             refused(EmitTarget::Deepspeed, shape(1, 1, 1, 3, "none"), 126),
+            None
+        );
+        // Uneven stages: its pipeline engine partitions them (the full stages first), as the
+        // model costs them under DeepSpeed's sharding.
+        assert_eq!(
+            refused(EmitTarget::Deepspeed, shape(4, 1, 1, 1, "none"), 126),
             None
         );
     }
