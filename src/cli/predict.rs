@@ -665,14 +665,14 @@ fn print_text(o: &Output) {
     };
     // The FLOP count is Megatron's (the attention scores in full, not halved for the causal
     // mask; docs/MODEL.md): a 6·N-per-token count reads lower, the more so at long sequences.
+    // The figure stays in the column of the others above and below; the prose wraps after it.
     print!(
         "{}",
         crate::format::line_labelled(
-            "  model TFLOP/s    ",
+            &format!("  model TFLOP/s    {:>10.1} ", p.model_tflops_per_gpu),
             &format!(
-                "{:>10.1} per GPU (MFU {:.1}%{peak}; Megatron's FLOP count: causal attention \
-                 counted in full){if_it_fit}",
-                p.model_tflops_per_gpu,
+                "per GPU (MFU {:.1}%{peak}; Megatron's FLOP count: causal attention counted in \
+                 full){if_it_fit}",
                 p.mfu * 100.0
             )
         )

@@ -702,7 +702,11 @@ fn summary_text(s: &WatchSummary) -> String {
         s.steps_ingested, s.steps_skipped
     );
     let _ = writeln!(out, "malformed lines  {}", s.malformed_lines);
-    let _ = writeln!(out, "non-finite skipped {}", s.non_finite_skipped);
+    let _ = writeln!(
+        out,
+        "non-finite lines {} (skipped: a NaN or Inf value)",
+        s.non_finite_skipped
+    );
     let _ = writeln!(
         out,
         "dropped          {} duplicate records (replayed or rewritten), {} superseded by {} restart(s)",

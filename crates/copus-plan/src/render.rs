@@ -114,16 +114,21 @@ pub fn render_text(rep: &PlanReport) -> String {
     }
     if let Some(c) = &rep.current_batch_static {
         let opt = rep.strategies.last().map_or(f64::NAN, |s| s.time_s);
-        let _ = writeln!(
-            o,
-            "{:<16} {:>10.1} {:>8.3}× {:>8}  {}  (optimal-joint is {:.3}× faster)",
+        let row = format!(
+            "{:<16} {:>10.1} {:>8.3}× {:>8}  {}",
             c.name,
             h(c.time_s),
             c.speedup_vs_static,
             0,
-            c.start,
-            c.time_s / opt
+            c.start
         );
+        let faster = format!("(optimal-joint is {:.3}× faster)", c.time_s / opt);
+        // The comparison after the row where both fit the text width, else under it.
+        if row.chars().count() + 2 + faster.chars().count() <= crate::format::TEXT_COLUMNS {
+            let _ = writeln!(o, "{row}  {faster}");
+        } else {
+            let _ = writeln!(o, "{row}\n  {faster}");
+        }
     }
     let _ = writeln!(
         o,
@@ -139,26 +144,38 @@ pub fn render_text(rep: &PlanReport) -> String {
     if rep.switches.is_empty() {
         let _ = writeln!(o, "  none: the best static plan is optimal here");
     }
+    // Each switch: where (and what it costs and gains) on the first line, then the change and
+    // the trainer's step under it, each wrapped at the text width.
+    let under = " ".repeat(20);
     for s in &rep.switches {
-        let _ = writeln!(
-            o,
-            "  {:>9} tokens, step {:>7} (B_crit {:.0} samples there): {} → {}  [{}, cost {:.0} s, net gain {}]",
+        let at = format!(
+            "  {:>9} tokens, step {:>7} (B_crit {:.0} samples there): {} switch",
             crate::format::tokens(s.at_tokens),
             s.at_step,
             s.b_crit,
-            s.from,
-            s.to,
             s.kind,
-            s.cost_s,
-            crate::format::duration(s.gain_s)
         );
-        let _ = writeln!(
-            o,
-            "  {:>9}         the trainer's step {} ({} tokens consumed at the plan's batches)",
-            "",
-            s.plan_steps,
-            crate::format::tokens(s.consumed_tokens)
-        );
+        let gain = format!("net gain {}", crate::format::duration(s.gain_s));
+        let with_cost = format!("{at}, cost {:.0} s, {gain}", s.cost_s);
+        // The cost is the header's for its kind: left out where the line would wrap.
+        let first = if with_cost.chars().count() <= crate::format::TEXT_COLUMNS {
+            with_cost
+        } else {
+            format!("{at}, {gain}")
+        };
+        let _ = writeln!(o, "{first}");
+        o.push_str(&crate::format::line_labelled(
+            &under,
+            &format!("{} → {}", s.from, s.to),
+        ));
+        o.push_str(&crate::format::line_labelled(
+            &under,
+            &format!(
+                "the trainer's step {} ({} tokens consumed at the plan's batches)",
+                s.plan_steps,
+                crate::format::tokens(s.consumed_tokens)
+            ),
+        ));
     }
     if let Some(end) = plan_end(rep) {
         o.push_str(&crate::format::wrap_labelled(
