@@ -618,20 +618,22 @@ fn megatron_2022_selective_recompute_and_sequence_parallelism_held_out() {
 #[test]
 fn bloom_176b_on_jean_zay_held_out() {
     // BigScience's BLOOM 176B run (Megatron-DeepSpeed: DeepSpeed's pipeline engine, TP 4 x PP 12
-    // x DP 8, full checkpointing, BF16 optimizer as ZeRO-1) on 384 A100 with four 100 Gb/s
+    // x DP 8, full checkpointing, BF16 optimizer as ZeRO-1, its two embeddings counted as layers
+    // so that the end stages hold 5 layers and the others 6) on 384 A100 with four 100 Gb/s
     // Omni-Path links a node, in no fit. At its full batch (2048, micro-batch 2: 104.70 s an
-    // iteration, 149.77 hardware TFLOP/s a GPU as its README logs) predicted +1.3 %; the two
-    // batch ramp-up points its README gives (192 at micro-batch 1: 73 TFLOP/s; 16 at
-    // micro-batch 2: 15.23 s, 8.04 TFLOP/s) 48 % and 81 % too fast.
+    // iteration, 149.77 hardware TFLOP/s a GPU as its README logs) predicted +15.4 % (+1.3 %
+    // while copus paced every pipeline by ⌈layers/pp⌉ layers and the output layer, a stage
+    // BLOOM did not have); the two batch ramp-up points its README gives (192 at micro-batch 1:
+    // 73 TFLOP/s; 16 at micro-batch 2: 15.23 s, 8.04 TFLOP/s) 61 % and 82 % too fast.
     let rows = rows("bloom-a100.csv");
     let scored = scored(&rows);
     assert_eq!(scored.len(), 3);
     for (r, s) in &scored {
         assert!(s.prediction.fits, "{}: published as running", s.config);
         let expected = if r.batch == 2048 {
-            -0.05..0.05
+            0.10..0.20
         } else {
-            0.35..0.95
+            0.50..0.95
         };
         assert!(
             expected.contains(&s.rel_error),
@@ -644,7 +646,8 @@ fn bloom_176b_on_jean_zay_held_out() {
     let (r, s) = &scored[0];
     let from_time = s.tflops * s.prediction.step_time_s / 104.70;
     assert!((from_time / r.tflops - 1.0).abs() < 1e-3, "{from_time}");
-    // The two micro-batch-2 points in pipeline slots: a slot within 7 % of copus's, and a cost
+    // The two micro-batch-2 points in pipeline slots: a slot within 10 % of copus's (8 % over
+    // it: 0.70 s against 0.65), and a cost
     // a step that does not shrink with the micro-batches of 5-8.5 s, where copus has under
     // 1 s — what Megatron-Turing NLG's three points on the same engine show (6.7 s, below).
     let mbs2: Vec<PublishedRow> = rows.iter().filter(|r| r.config.mbs == 2).cloned().collect();
@@ -653,7 +656,7 @@ fn bloom_176b_on_jean_zay_held_out() {
         "BLOOM: measured {slot:.3} s a slot + {step:.2} s a step; copus {copus_slot:.3} s + {copus_step:.2} s"
     );
     assert!(
-        (slot / copus_slot - 1.0).abs() < 0.07,
+        (slot / copus_slot - 1.0).abs() < 0.10,
         "{slot} vs {copus_slot}"
     );
     assert!(

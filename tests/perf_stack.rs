@@ -2,7 +2,7 @@
 //! layouts modern stacks run: context parallelism, op-level checkpointing, uneven pipeline
 //! stages, ZeRO-2/3 with PP, HSDP and FP8 (docs/MODEL.md, "Stating your stack").
 
-use copus::perf::efficiency::{Precision, Sharding};
+use copus::perf::efficiency::{Precision, Sharding, StageSplit};
 use copus::perf::memory::peak_memory;
 use copus::perf::{ParallelConfig, PerfContext, Recompute, Stack, StackPreset, predict};
 use copus::profiles;
@@ -121,6 +121,66 @@ fn uneven_stages_and_sharding_with_pp_and_hsdp_run() {
     .apply(&hw.efficiency);
     let hybrid = peak_memory(&model, &fsdp, 1, 0.0, &hsdp_eff).model_states;
     assert!((hybrid / full - 8.0).abs() < 1e-9, "{hybrid} {full}");
+}
+
+/// The pipeline runs at its slowest stage's pace: with uneven stages that is the fullest stage
+/// before the last, or the last one with the output layer, whichever is slower, never
+/// ⌈layers/pp⌉ layers and the output layer together where no stage holds both. Per-layer and
+/// output-layer costs come from two even splits of the same shape.
+#[test]
+fn an_uneven_pipeline_runs_at_its_slowest_stage() {
+    let hw = profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let base = profiles::model("llama3-405b", Path::new(".")).expect("model");
+    let c = cfg(4, 1, 8, 16);
+    let batch = 64;
+    let micro_batches = (batch / 4) as f64;
+    for split in StageSplit::ALL {
+        let mut eff = Stack {
+            stage_split: Some(split),
+            ..Stack::preset(StackPreset::MegatronCore)
+        }
+        .apply(&hw.efficiency);
+        // Without the fixed cost of a micro-batch (every stage's), what the even splits leave
+        // beside their layers is the output layer alone.
+        eff.microbatch_overhead_s = 0.0;
+        let compute_mb = |layers: u32| {
+            let model = copus::perf::ModelProfile {
+                layers,
+                ..base.clone()
+            };
+            let ctx = PerfContext {
+                hw: &hw,
+                model: &model,
+                eff: &eff,
+                gpus_per_node: 8,
+            };
+            let p = predict(&ctx, &c, batch).expect("runs");
+            (p.breakdown.compute_s + p.breakdown.tp_s) / micro_batches
+        };
+        // Even: 8 and 7 layers a stage, the last with the output layer.
+        let (eight, seven) = (compute_mb(128), compute_mb(112));
+        let layer = eight - seven;
+        let output = eight - 8.0 * layer;
+        assert!(layer > 0.0 && output > 0.0, "{layer} {output}");
+        let stages = copus::perf::memory::stage_layer_counts(
+            &copus::perf::ModelProfile {
+                layers: 126,
+                ..base.clone()
+            },
+            16,
+            split,
+        );
+        let (last, inner) = stages.split_last().expect("stages");
+        let inner = f64::from(*inner.iter().max().expect("inner"));
+        let want = (inner * layer).max(f64::from(*last) * layer + output);
+        let got = compute_mb(126);
+        assert!(
+            (got / want - 1.0).abs() < 1e-9,
+            "{split:?}: {got} vs {want}"
+        );
+        // Before, 126 layers on 16 stages were charged a full stage and the output layer.
+        assert!(got < eight - 1e-9, "{split:?}");
+    }
 }
 
 /// Run copus with `args` (space-separated) plus `--json`, expect exit 0, parse the output.
@@ -1118,7 +1178,8 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
     let c = caveats("predict --model llama3-8b --gpus 8 --batch 16 --stack deepspeed");
     assert!(!c.contains("Ulysses") && !c.contains("interleaved"), "{c}");
     // Uneven stages run under DeepSpeed (BLOOM ran 70 layers on 12 stages), sized as its
-    // partition splits them: the first stage holds the extra layer beside the embedding.
+    // partition splits them: the first stage holds the extra layer beside the embedding. The
+    // split is the stack's (`stage_split`), not the ZeRO-3 implementation's.
     let bloom = |stack: &str| {
         json_of(&format!(
             "predict --hardware a100-80g --layers 70 --hidden 14336 --heads 112 --vocab 250880 \
@@ -1126,26 +1187,54 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
              --recompute full --zero 1 --stack {stack}"
         ))
     };
-    // The same stack with FSDP's sharding (the ends' split, as Megatron splits them).
-    let (ds, mc) = (
-        bloom("deepspeed-2021"),
-        bloom("deepspeed-2021 --sharding fsdp2"),
-    );
+    let greedy = bloom("deepspeed-2021");
+    let ends = bloom("deepspeed-2021 --stage-split ends");
+    assert_eq!(greedy["stack"]["settings"]["stage_split"], "greedy");
     assert!(
-        !ds["caveats"]
+        !greedy["caveats"]
             .to_string()
             .contains("does not run this configuration"),
-        "{ds}"
+        "{greedy}"
     );
-    assert_eq!(ds["memory"]["stage"], 0, "{ds}");
+    assert_eq!(greedy["memory"]["stage"], 0, "{greedy}");
     let bytes = |v: &serde_json::Value| -> f64 {
         ["model_states", "activations", "output", "reserved"]
             .iter()
             .map(|k| v["memory"][k].as_f64().expect("memory"))
             .sum()
     };
-    assert!(bytes(&ds) > bytes(&mc) + 1e9, "{ds} {mc}");
-    assert_eq!(ds["step_time_s"], mc["step_time_s"]);
+    assert!(bytes(&greedy) > bytes(&ends) + 1e9, "{greedy} {ends}");
+    // The pace is the slowest stage's: greedy's last (4 layers and the output layer) and
+    // BLOOM's own (5 and the output layer, which costs copus a little under a layer here) are
+    // no slower than the full ones (6 layers), so both run at the full stages' pace.
+    let step = |v: &serde_json::Value| v["step_time_s"].as_f64().expect("step");
+    assert_eq!(step(&ends), step(&greedy), "{ends} {greedy}");
+    let other_sharding = bloom("deepspeed-2021 --sharding fsdp2");
+    assert_eq!(bytes(&other_sharding), bytes(&greedy));
+    // DeepSpeed before 0.11 leaves stages empty on some splits: its engine cannot run them.
+    let (code, _, err) = copus(&[
+        "predict",
+        "--layers",
+        "42",
+        "--hidden",
+        "4096",
+        "--heads",
+        "32",
+        "--vocab",
+        "32000",
+        "--seq",
+        "4096",
+        "--gpus",
+        "16",
+        "--pp",
+        "16",
+        "--batch",
+        "64",
+        "--stack",
+        "deepspeed-2021",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("leave stage 15 and after it without"), "{err}");
     let c = caveats(
         "predict --model llama3-8b --gpus 8 --batch 16 --stack megatron-lm-2021 --precision fp8",
     );

@@ -3,7 +3,7 @@
 
 use crate::goodput::StatEffForm;
 use crate::perf::efficiency::{
-    AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding,
+    AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding, StageSplit,
 };
 use crate::perf::stack::GradReduce;
 use crate::perf::{Recompute, Stack, StackPreset};
@@ -56,6 +56,9 @@ pub enum Field {
     Attention,
     /// How context parallelism exchanges keys and values (ring, all-gather, all-to-all).
     CpComm,
+    /// Where the pipeline puts the stages short of ⌈layers/pp⌉ layers (ends, balanced,
+    /// greedy).
+    StageSplit,
     /// Sequence parallelism beside TP (on, off).
     SequenceParallel,
     /// Dtype gradients are kept and reduced in (FP32, BF16).
@@ -81,7 +84,7 @@ pub enum Field {
 }
 
 /// The editor's rows, top to bottom.
-pub const FIELDS: [Field; 31] = [
+pub const FIELDS: [Field; 32] = [
     Field::Nodes,
     Field::GpusPerNode,
     Field::Hardware,
@@ -109,6 +112,7 @@ pub const FIELDS: [Field; 31] = [
     Field::Sharding,
     Field::ContextParallel,
     Field::CpComm,
+    Field::StageSplit,
     Field::ExpertParallel,
     Field::Objective,
     Field::Reshard,
@@ -164,6 +168,7 @@ impl Field {
             Field::Precision => "precision",
             Field::Attention => "attention",
             Field::CpComm => "CP exchange",
+            Field::StageSplit => "stage split",
             Field::SequenceParallel => "seq. parallel",
             Field::GradReduce => "grad reduce",
             Field::DpOverlap => "DP overlap",
@@ -334,6 +339,7 @@ pub fn value(r: &Resolved, field: Field) -> String {
         Field::Precision => r.stack().settings().precision.name().into(),
         Field::Attention => r.stack().settings().attention.name().into(),
         Field::CpComm => r.stack().settings().cp_comm.name().replace('_', "-"),
+        Field::StageSplit => r.stack().settings().stage_split.name().into(),
         Field::SequenceParallel => on_off(r.stack().settings().sequence_parallel),
         Field::GradReduce => r.stack().settings().grad_reduce.name().into(),
         Field::DpOverlap => on_off(r.stack().settings().dp_overlap),
@@ -558,6 +564,16 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
                 r,
                 Stack {
                     cp_comm: Some(cp_comm),
+                    ..Stack::default()
+                },
+            )?;
+        }
+        Field::StageSplit => {
+            let split = step_in(&StageSplit::ALL, r.stack().settings().stage_split, delta);
+            change_stack(
+                r,
+                Stack {
+                    stage_split: Some(split),
                     ..Stack::default()
                 },
             )?;

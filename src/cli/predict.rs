@@ -141,6 +141,9 @@ struct Output<'a> {
     /// pipeline parallelism under FSDP runs as ZeRO-1 (docs/MODEL.md).
     zero_effective: u8,
     recompute: String,
+    /// Transformer layers of each pipeline stage, first to last, as the stack's stage split
+    /// places them (`[layers]` without pipeline parallelism).
+    stage_layers: Vec<u32>,
     batch: u64,
     #[serde(flatten)]
     prediction: Prediction,
@@ -432,6 +435,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         zero: cfg.zero,
         zero_effective: crate::perf::memory::effective_zero(&eff, &model, &cfg),
         recompute: cfg.recompute.to_string(),
+        stage_layers: crate::perf::memory::stage_layer_counts(&model, cfg.pp, eff.stage_split),
         batch: a.batch,
         prediction: p,
         memory,
@@ -693,6 +697,16 @@ fn print_text(o: &Output) {
             o.pp
         ),
     };
+    // Uneven stages: how many layers each holds (runs of equal counts), and the split.
+    let stage = if o.stage_layers.windows(2).any(|w| w[0] != w[1]) {
+        format!(
+            "{stage}; the {} split puts {} layers on the stages",
+            o.stack.settings.stage_split,
+            runs_text(&o.stage_layers)
+        )
+    } else {
+        stage
+    };
     let output = if o.pp > 1 && o.memory.output == 0.0 {
         "output on the last stage only".to_string()
     } else {
@@ -878,6 +892,27 @@ fn layout_caveats(
     caveats
 }
 
+/// Counts in order as runs: "6 ×10, 5 ×2" (a run of one without "×").
+fn runs_text(counts: &[u32]) -> String {
+    let mut runs: Vec<(u32, usize)> = Vec::new();
+    for &c in counts {
+        match runs.last_mut() {
+            Some((v, n)) if *v == c => *n += 1,
+            _ => runs.push((c, 1)),
+        }
+    }
+    runs.iter()
+        .map(|&(v, n)| {
+            if n == 1 {
+                v.to_string()
+            } else {
+                format!("{v} ×{n}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The caveat of an interleave that splits some pipeline stage into virtual stages of unequal
 /// layers (uneven stages, e.g. 27/27/26 layers at vpp 7): Megatron-Core runs it only with an
 /// explicit layout (`--pipeline-model-parallel-layout`), as Meta's Llama 3 schedule ran chunks
@@ -890,7 +925,7 @@ fn uneven_chunks(model: &crate::perf::ModelProfile, cfg: &ParallelConfig) -> Opt
     let mut counts: Vec<u32> = (0..cfg.pp)
         .map(|s| {
             // Interleaving is Megatron's: its short stages sit at the ends.
-            let split = crate::perf::memory::StageSplit::ShortAtEnds;
+            let split = crate::perf::efficiency::StageSplit::Ends;
             crate::perf::memory::layers_on_stage(model, cfg.pp, s, split)
         })
         .collect();
@@ -1013,7 +1048,11 @@ fn deepspeed_emit_caveat(
         ..*cfg
     };
     let facts = ModelFacts::of(model);
-    let settings = stack.settings().into();
+    let mut settings: crate::perf::stack::StackSettingsJson = stack.settings().into();
+    // The check is today's engine's; the 2021 engine runs its own greedy split.
+    if base == StackPreset::DeepSpeed2021 && settings.stage_split == "greedy" {
+        settings.stage_split = crate::perf::efficiency::StageSplit::Balanced.name();
+    }
     let why = shape_problem(
         EmitTarget::Deepspeed,
         &ConfigShape::of(&runs),

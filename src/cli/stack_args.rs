@@ -5,7 +5,7 @@
 
 use crate::perf::Recompute;
 use crate::perf::efficiency::{
-    AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding,
+    AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding, StageSplit,
 };
 use crate::perf::stack::{GradReduce, Stack, StackPreset};
 use clap::{Args, ValueEnum};
@@ -131,6 +131,20 @@ pub enum CpCommArg {
     AllToAll,
 }
 
+/// Where the pipeline puts its short stages (PP not dividing the layers), on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StageSplitArg {
+    /// One layer fewer on the end stages, beside the embedding and the output layer
+    /// (Megatron's first/last-stage counts, torchtitan; BigScience's
+    /// `--pp-partition-method 'type:transformer|embedding'`)
+    Ends,
+    /// DeepSpeed's pipeline engine since 0.11: the full stages first, the short ones last
+    Balanced,
+    /// DeepSpeed's pipeline engine before 0.11: full stages from the first, the remainder on
+    /// the next (a split leaving a stage without layers cannot run)
+    Greedy,
+}
+
 /// Gradient reduction dtype on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GradReduceArg {
@@ -227,6 +241,10 @@ pub struct StackArgs {
     /// How context parallelism (--cp > 1) exchanges keys and values.
     #[arg(long, value_enum)]
     pub cp_comm: Option<CpCommArg>,
+    /// Where the pipeline puts the stages short of ⌈layers/pp⌉ layers when --pp does not
+    /// divide the layers (the first stage's memory).
+    #[arg(long, value_enum)]
+    pub stage_split: Option<StageSplitArg>,
     /// ZeRO-3 / FSDP implementation, where ZeRO-3 runs (`predict --zero 3`, a stack whose
     /// framework shards fully, or a session searching ZeRO 3).
     #[arg(long, value_enum)]
@@ -264,6 +282,11 @@ impl StackArgs {
                 CpCommArg::Ring => CpComm::Ring,
                 CpCommArg::AllGather => CpComm::AllGather,
                 CpCommArg::AllToAll => CpComm::AllToAll,
+            }),
+            stage_split: self.stage_split.map(|s| match s {
+                StageSplitArg::Ends => StageSplit::Ends,
+                StageSplitArg::Balanced => StageSplit::Balanced,
+                StageSplitArg::Greedy => StageSplit::Greedy,
             }),
             sharding: self.sharding.map(|s| match s {
                 ShardingArg::Deepspeed => Sharding::DeepSpeed,

@@ -189,6 +189,47 @@ impl CpComm {
     }
 }
 
+/// Where a pipeline puts its short stages when PP does not divide the layers: the stages that
+/// hold fewer than ⌈layers/pp⌉ transformer layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum StageSplit {
+    /// One layer fewer on the stages at the ends of the pipeline (first, last, second,
+    /// second-to-last, …), beside the embedding and the output layer: Megatron's
+    /// first/last-stage layer counts, torchtitan's split points, the Llama 3 run, and
+    /// BigScience's `--pp-partition-method 'type:transformer|embedding'` (BLOOM).
+    #[default]
+    Ends,
+    /// DeepSpeed's pipeline engine since 0.11 (October 2023): `partition_balanced`, a dynamic
+    /// programme over Megatron-DeepSpeed's `partition_method='type:transformer'`, which puts
+    /// ⌈layers/pp⌉ on the first `layers mod pp` stages (the embedding's among them) and
+    /// ⌊layers/pp⌋ on the rest.
+    Balanced,
+    /// DeepSpeed's pipeline engine before 0.11 (2021–2023): a binary search for the smallest
+    /// heaviest stage, then a greedy fill, ⌈layers/pp⌉ on each stage from the first and the
+    /// remainder on the next; the stages after it hold no transformer layer (a split its
+    /// pipeline cannot run).
+    Greedy,
+}
+
+impl StageSplit {
+    /// Every split, in a fixed order.
+    pub const ALL: [StageSplit; 3] = [StageSplit::Ends, StageSplit::Balanced, StageSplit::Greedy];
+
+    /// The split [`StageSplit::name`] calls `word`, if any.
+    pub fn from_name(word: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == word)
+    }
+
+    /// "ends", "balanced" or "greedy".
+    pub fn name(self) -> &'static str {
+        match self {
+            StageSplit::Ends => "ends",
+            StageSplit::Balanced => "balanced",
+            StageSplit::Greedy => "greedy",
+        }
+    }
+}
+
 /// How ZeRO-3-style full sharding gathers parameters and scatters gradients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Sharding {
@@ -292,6 +333,8 @@ pub struct EfficiencyParams {
     pub elementwise: Elementwise,
     /// How context parallelism exchanges keys and values.
     pub cp_comm: CpComm,
+    /// Where the pipeline puts the stages short of ⌈layers/pp⌉ layers.
+    pub stage_split: StageSplit,
     /// Read, never written: calibration files saved before `cross_entropy` existed (until
     /// 2026-12-04) carry `fused_cross_entropy: true|false`;
     /// [`EfficiencyParams::upgrade_legacy`] turns it into `cross_entropy`.
@@ -387,6 +430,7 @@ impl Default for EfficiencyParams {
             cross_entropy: CrossEntropy::VocabParallel,
             elementwise: Elementwise::Fused,
             cp_comm: CpComm::Ring,
+            stage_split: StageSplit::Ends,
             legacy_fused_cross_entropy: None,
             overlap_cost: 0.2,
             grad_bytes: 4.0,

@@ -6,7 +6,7 @@
 //! formulas reduce to the no-parallelism case. The s×s attention scores are kept only when
 //! attention runs unfused and nothing is recomputed.
 
-use super::efficiency::{AttentionKind, Sharding};
+use super::efficiency::{AttentionKind, Sharding, StageSplit};
 use super::{EfficiencyParams, ModelProfile, ParallelConfig, Recompute};
 use serde::Serialize;
 
@@ -134,38 +134,11 @@ pub fn stage_layers(m: &ModelProfile, pp: u32) -> (f64, f64) {
     (m.layers.div_ceil(pp) as f64, m.layers as f64 / pp as f64)
 }
 
-/// Where a pipeline puts its short stages: those holding one layer fewer than ⌈layers/pp⌉
-/// when `pp` does not divide the layers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StageSplit {
-    /// At the ends of the pipeline (first, last, second, second-to-last, …): the stages that
-    /// also hold the embedding and the output layer, where Megatron's first/last-stage layer
-    /// counts, torchtitan's split points and the Llama 3 run put them.
-    ShortAtEnds,
-    /// After the full ones: DeepSpeed's pipeline engine partitions the transformer layers
-    /// balanced (Megatron-DeepSpeed's `partition_method='type:transformer'`), so the first
-    /// `layers mod pp` stages hold ⌈layers/pp⌉ (the embedding's stage among them) and the
-    /// rest ⌊layers/pp⌋. (DeepSpeed's 2021 greedy partition fills the first stages the same
-    /// way and may leave the last one shorter still.)
-    FirstStagesFull,
-}
-
-impl StageSplit {
-    /// The split of the stack `e` describes: DeepSpeed's pipeline engine under DeepSpeed's
-    /// sharding (the framework's own stack), the ends otherwise.
-    pub fn of(e: &EfficiencyParams) -> Self {
-        if e.sharding == Sharding::DeepSpeed {
-            Self::FirstStagesFull
-        } else {
-            Self::ShortAtEnds
-        }
-    }
-}
-
-/// Layers on pipeline stage `stage` (0-based) of `pp`: ⌈layers/pp⌉, except on the
-/// `pp·⌈layers/pp⌉ − layers` short stages, which hold one layer fewer and sit where `split`
-/// puts them.
+/// Layers on pipeline stage `stage` (0-based) of `pp` under `split`: ⌈layers/pp⌉, except on
+/// the short stages. With [`StageSplit::Ends`] and [`StageSplit::Balanced`] the
+/// `pp·⌈layers/pp⌉ − layers` short stages hold one layer fewer, at the ends of the pipeline or
+/// after the full ones; [`StageSplit::Greedy`] is DeepSpeed's 2021 partition
+/// ([`stage_layer_counts`], which computes every stage at once).
 pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32, split: StageSplit) -> u32 {
     let pp = pp.max(1);
     let full = m.layers.div_ceil(pp);
@@ -173,15 +146,115 @@ pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32, split: StageSplit)
     let stage = stage.min(pp - 1);
     // The stage's rank in the order the short stages are taken.
     let order = match split {
-        StageSplit::ShortAtEnds if stage < pp - stage => 2 * u64::from(stage),
-        StageSplit::ShortAtEnds => 2 * u64::from(pp - 1 - stage) + 1,
-        StageSplit::FirstStagesFull => u64::from(pp - 1 - stage),
+        StageSplit::Greedy => {
+            let counts = greedy_partition(m.layers, pp);
+            return counts.get(stage as usize).copied().unwrap_or(0);
+        }
+        StageSplit::Ends if stage < pp - stage => 2 * u64::from(stage),
+        StageSplit::Ends => 2 * u64::from(pp - 1 - stage) + 1,
+        StageSplit::Balanced => u64::from(pp - 1 - stage),
     };
     if order < short {
         full.saturating_sub(1)
     } else {
         full
     }
+}
+
+/// The layers of every pipeline stage of `pp` under `split`, in stage order.
+pub fn stage_layer_counts(m: &ModelProfile, pp: u32, split: StageSplit) -> Vec<u32> {
+    let pp = pp.max(1);
+    match split {
+        StageSplit::Greedy => greedy_partition(m.layers, pp),
+        _ => (0..pp).map(|i| layers_on_stage(m, pp, i, split)).collect(),
+    }
+}
+
+/// Model-pipeline entries of Megatron-DeepSpeed's GPT model before and after its transformer
+/// layers (the cast, the embedding and a transpose; a transpose, the final norm, the tied output
+/// embedding and the cast back with BF16): `partition_method='type:transformer'` weighs them 0.
+const PIPE_ENTRIES_AROUND_LAYERS: (usize, usize) = (3, 4);
+/// The tolerance of DeepSpeed's binary search for the heaviest stage's weight.
+const GREEDY_SEARCH_EPS: f64 = 1e-3;
+
+/// Transformer layers per stage as DeepSpeed's pipeline engine before 0.11 partitions
+/// `layers` layers over `pp` stages (`partition_balanced` of `deepspeed/runtime/utils.py`): a
+/// binary search for the smallest heaviest-stage weight a greedy fill of the stages in order
+/// can keep to, over the prefix sums of the entries' weights, then that fill. Usually
+/// ⌈layers/pp⌉ on each stage from the first and the remainder after, leaving later stages
+/// empty; the search's floating-point end can instead leave the first stages one layer short
+/// and the last one fuller (16 layers on 3 stages: 5, 5, 6).
+fn greedy_partition(layers: u32, pp: u32) -> Vec<u32> {
+    let (before, after) = PIPE_ENTRIES_AROUND_LAYERS;
+    let l = layers as usize;
+    let n = before + l + after;
+    let parts = pp.max(1) as usize;
+    // Inclusive prefix sums of the entries' weights (1 for a transformer layer).
+    let prefix: Vec<f64> = (0..n)
+        .map(|i| (i + 1).saturating_sub(before).min(l) as f64)
+        .collect();
+    let layers_in = |lo: usize, hi: usize| {
+        let at = |i: usize| if i == 0 { 0.0 } else { prefix[i - 1] };
+        (at(hi) - at(lo)) as u32
+    };
+    if n <= parts {
+        // One entry a stage while they last.
+        return (0..parts)
+            .map(|p| layers_in(p.min(n), (p + 1).min(n)))
+            .collect();
+    }
+    let total = prefix[n - 1];
+    // The first index in [lo, hi) whose prefix reaches `x` (hi if none): Python's bisect_left.
+    let bisect = |x: f64, lo: usize, hi: usize| lo + prefix[lo..hi].partition_point(|&v| v < x);
+    // Python's weights[i - 1], where i = 0 reads the last entry.
+    let before_cut = |i: usize| prefix[i.checked_sub(1).unwrap_or(n - 1)];
+    let probe = |bottleneck: f64| -> (Vec<usize>, bool) {
+        let mut cuts = vec![n; parts + 1];
+        cuts[0] = 0;
+        let chunk = n / parts;
+        let (mut target, mut step) = (bottleneck, chunk);
+        for p in 1..parts {
+            while step < n && prefix[step] < target {
+                step += chunk;
+            }
+            cuts[p] = bisect(target, step - chunk, step.min(n));
+            if cuts[p] == n {
+                let size = total - prefix[cuts[p - 1].min(n - 1)];
+                return (cuts, size < bottleneck);
+            }
+            target = before_cut(cuts[p]) + bottleneck;
+        }
+        (cuts, target >= total)
+    };
+    let (mut lower, mut upper) = (total / parts as f64, total);
+    while upper > lower + GREEDY_SEARCH_EPS {
+        let mid = lower + (upper - lower) / 2.0;
+        if probe(mid).1 {
+            upper = mid;
+        } else {
+            lower = mid + GREEDY_SEARCH_EPS;
+        }
+    }
+    let (cuts, _) = probe(upper);
+    cuts.windows(2).map(|c| layers_in(c[0], c[1])).collect()
+}
+
+/// The most layers a stage before the last holds (0 without pipeline parallelism) and the
+/// layers of the last stage (the one with the output layer), under `split`.
+pub fn stage_extremes(m: &ModelProfile, pp: u32, split: StageSplit) -> (u32, u32) {
+    let counts = stage_layer_counts(m, pp, split);
+    let (last, inner) = counts.split_last().unwrap_or((&0, &[]));
+    (inner.iter().copied().max().unwrap_or(0), *last)
+}
+
+/// The first stage that holds no transformer layer under `split`, if any (a greedy split of
+/// few layers over many stages: DeepSpeed's pipeline cannot run such a stage).
+pub fn empty_stage(m: &ModelProfile, pp: u32, split: StageSplit) -> Option<u32> {
+    let counts = stage_layer_counts(m, pp, split);
+    counts
+        .iter()
+        .position(|&l| l == 0)
+        .and_then(|i| u32::try_from(i).ok())
 }
 
 /// Pipeline stages of `pp` holding one layer fewer than ⌈layers/pp⌉: `pp·⌈layers/pp⌉ −
@@ -324,8 +397,14 @@ pub fn peak_memory(
     // the front, or the first short one after the full ones).
     let short = short_stages(m, pp);
     let first_other = match stages.split {
-        StageSplit::ShortAtEnds => short.div_ceil(2),
-        StageSplit::FirstStagesFull => u64::from(pp) - short,
+        StageSplit::Ends => short.div_ceil(2),
+        StageSplit::Balanced => u64::from(pp) - short,
+        // The first stage holding fewer layers than the first.
+        StageSplit::Greedy => stages
+            .counts
+            .iter()
+            .position(|&c| c < stages.counts[0])
+            .map_or(0, |i| i as u64),
     };
     let first_other = u32::try_from(first_other).unwrap_or(u32::MAX);
     [0, 1, first_other, pp - 1]
@@ -384,11 +463,12 @@ pub fn logits_room(
 }
 
 /// What every pipeline stage's memory is made of, computed once for [`peak_memory`].
-struct Stages<'a> {
-    m: &'a ModelProfile,
+struct Stages {
     pp: u32,
     /// Where the short stages sit.
     split: StageSplit,
+    /// Layers of each stage.
+    counts: Vec<u32>,
     vpp: u32,
     micro_batches: u64,
     reserved: f64,
@@ -411,9 +491,9 @@ struct Stages<'a> {
     full_layers: f64,
 }
 
-impl<'a> Stages<'a> {
+impl Stages {
     fn new(
-        m: &'a ModelProfile,
+        m: &ModelProfile,
         cfg: &ParallelConfig,
         micro_batches: u64,
         reserved: f64,
@@ -444,9 +524,9 @@ impl<'a> Stages<'a> {
         let t = cfg.tp.max(1) as f64;
         let logits = logits_per_gpu(m, cfg) * eff.cross_entropy.bytes_per_logit();
         Self {
-            m,
             pp,
-            split: StageSplit::of(eff),
+            split: eff.stage_split,
+            counts: stage_layer_counts(m, pp, eff.stage_split),
             vpp: cfg.vpp,
             micro_batches,
             reserved,
@@ -465,7 +545,7 @@ impl<'a> Stages<'a> {
     /// Memory of stage `i` (0-based).
     fn memory(&self, i: u32) -> MemoryBreakdown {
         let pp = self.pp;
-        let layers = f64::from(layers_on_stage(self.m, pp, i, self.split));
+        let layers = f64::from(self.counts.get(i as usize).copied().unwrap_or(0));
         // stage_params is for a full stage: what it holds beyond its layers is the embedding
         // (first stage) or the output layer (last).
         let full = if i == 0 {
@@ -558,7 +638,7 @@ mod tests {
         };
         let split = |layers, pp| -> Vec<u32> {
             (0..pp)
-                .map(|i| layers_on_stage(&with_layers(layers), pp, i, StageSplit::ShortAtEnds))
+                .map(|i| layers_on_stage(&with_layers(layers), pp, i, StageSplit::Ends))
                 .collect()
         };
         // Llama 3 405B: 126 layers on 16 stages, one fewer on the first and the last.
@@ -621,6 +701,63 @@ mod tests {
     }
 
     #[test]
+    fn deepspeed_2021_stages_are_split_as_its_greedy_partition_splits_them() {
+        let with_layers = |layers| ModelProfile {
+            layers,
+            ..gpt(1024, 16)
+        };
+        // Layer counts per stage from DeepSpeed 0.10's own `partition_balanced`
+        // (deepspeed/runtime/utils.py, run in Python) over Megatron-DeepSpeed's GPT model
+        // entries, three before the layers and four after (weights 0) with
+        // `partition_method='type:transformer'`; the power-of-two rows are where its search
+        // ends a hair under ⌈layers/pp⌉.
+        let published: [(u32, u32, &[u32]); 15] = [
+            (4, 3, &[1, 1, 2]),
+            (8, 7, &[1, 1, 1, 1, 1, 1, 2]),
+            (16, 3, &[5, 5, 6]),
+            (16, 5, &[3, 3, 3, 3, 4]),
+            (64, 7, &[9, 9, 9, 9, 9, 9, 10]),
+            (64, 9, &[7, 7, 7, 7, 7, 7, 7, 7, 8]),
+            (70, 12, &[6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 4]),
+            (42, 16, &[3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 0, 0]),
+            (10, 4, &[3, 3, 3, 1]),
+            (50, 8, &[7, 7, 7, 7, 7, 7, 7, 1]),
+            (126, 16, &[8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 6]),
+            (105, 35, &[3; 35]),
+            (30, 4, &[8, 8, 8, 6]),
+            (7, 3, &[3, 3, 1]),
+            (126, 8, &[16, 16, 16, 16, 16, 16, 16, 14]),
+        ];
+        for (layers, pp, want) in published {
+            let m = with_layers(layers);
+            assert_eq!(
+                stage_layer_counts(&m, pp, StageSplit::Greedy),
+                want,
+                "{layers} on {pp}"
+            );
+            let one_by_one: Vec<u32> = (0..pp)
+                .map(|i| layers_on_stage(&m, pp, i, StageSplit::Greedy))
+                .collect();
+            assert_eq!(one_by_one, want);
+            assert_eq!(
+                empty_stage(&m, pp, StageSplit::Greedy),
+                want.iter().position(|&l| l == 0).map(|i| i as u32)
+            );
+        }
+        // Every split holds every layer once, and never more than ⌈layers/pp⌉ + 1 a stage.
+        for layers in 1..=130u32 {
+            for pp in 1..=layers.min(64) {
+                let counts = stage_layer_counts(&with_layers(layers), pp, StageSplit::Greedy);
+                assert_eq!(counts.len(), pp as usize);
+                assert_eq!(counts.iter().sum::<u32>(), layers, "{layers} on {pp}");
+                assert!(counts.iter().all(|&c| c <= layers.div_ceil(pp) + 1));
+            }
+        }
+        let m = with_layers(42);
+        assert_eq!(empty_stage(&m, 16, StageSplit::Balanced), None);
+    }
+
+    #[test]
     fn deepspeed_stages_are_split_as_its_balanced_partition_splits_them() {
         let with_layers = |layers| ModelProfile {
             layers,
@@ -628,24 +765,23 @@ mod tests {
         };
         for layers in 2..=40u32 {
             for pp in 2..=layers.min(12) {
-                // Megatron-DeepSpeed's GPTModelPipe: functions and the embedding before the
-                // layers, the final norm, the tied output embedding and a cast after them;
-                // `type:transformer` weighs the transformer layers 1 and the rest 0.
-                let mut weights = vec![0, 0];
+                // Megatron-DeepSpeed's GPTModelPipe: the cast, the embedding and a transpose
+                // before the layers, a transpose, the final norm, the tied output embedding and
+                // the cast back after them; `type:transformer` weighs the layers 1, the rest 0.
+                let (before, after) = PIPE_ENTRIES_AROUND_LAYERS;
+                let mut weights = vec![0; before];
                 weights.extend(std::iter::repeat_n(1, layers as usize));
-                weights.extend([0, 0, 0]);
+                weights.extend(vec![0; after]);
                 let want = deepspeed_partition_balanced(&weights, pp as usize);
                 let got: Vec<u32> = (0..pp)
-                    .map(|i| {
-                        layers_on_stage(&with_layers(layers), pp, i, StageSplit::FirstStagesFull)
-                    })
+                    .map(|i| layers_on_stage(&with_layers(layers), pp, i, StageSplit::Balanced))
                     .collect();
                 assert_eq!(got, want, "{layers} layers on {pp} stages");
             }
         }
         // BLOOM's shape: the first ten of twelve stages full.
         let bloom: Vec<u32> = (0..12)
-            .map(|i| layers_on_stage(&with_layers(70), 12, i, StageSplit::FirstStagesFull))
+            .map(|i| layers_on_stage(&with_layers(70), 12, i, StageSplit::Balanced))
             .collect();
         assert_eq!(bloom, [6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 5, 5]);
     }
@@ -671,12 +807,16 @@ mod tests {
             ep: 1,
         };
         let mut eff = EfficiencyParams {
-            sharding: Sharding::Fsdp2,
+            stage_split: StageSplit::Ends,
             ..EfficiencyParams::default()
         };
         let ends = peak_memory(&m, &cfg, 64, 0.0, &eff);
-        eff.sharding = Sharding::DeepSpeed;
+        eff.stage_split = StageSplit::Balanced;
         let deepspeed = peak_memory(&m, &cfg, 64, 0.0, &eff);
+        // DeepSpeed's 2021 greedy split fills the first stage the same way.
+        eff.stage_split = StageSplit::Greedy;
+        let greedy = peak_memory(&m, &cfg, 64, 0.0, &eff);
+        assert_eq!(greedy, deepspeed);
         assert_eq!((ends.stage, deepspeed.stage), (1, 0));
         // 6 layers × 12 micro-batches in flight against 6 × 11.
         let ratio = deepspeed.activations / ends.activations;

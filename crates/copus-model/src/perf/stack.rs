@@ -10,7 +10,9 @@
 
 use super::EfficiencyParams;
 use super::config::Recompute;
-use super::efficiency::{AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding};
+use super::efficiency::{
+    AttentionKind, CpComm, CrossEntropy, Elementwise, Precision, Sharding, StageSplit,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -154,6 +156,7 @@ impl StackPreset {
             cross_entropy: CrossEntropy::VocabParallel,
             elementwise: Elementwise::Fused,
             cp_comm: CpComm::Ring,
+            stage_split: StageSplit::Ends,
             sharding: Sharding::Fsdp2,
             precision: Precision::Bf16,
         };
@@ -181,6 +184,9 @@ impl StackPreset {
                 pp_overlap: false,
                 grad_reduce: GradReduce::Bf16,
                 sharding: Sharding::DeepSpeed,
+                // DeepSpeed's pipeline engine before 0.11 (BigScience's fork could count the
+                // embeddings as layers instead: --stage-split ends, as BLOOM ran).
+                stage_split: StageSplit::Greedy,
                 ..modern
             },
             StackPreset::TorchtitanFsdp2 => StackSettings {
@@ -220,6 +226,7 @@ impl StackPreset {
                 pp_overlap: false,
                 grad_reduce: GradReduce::Bf16,
                 sharding: Sharding::DeepSpeed,
+                stage_split: StageSplit::Balanced,
                 ..modern
             },
         }
@@ -273,6 +280,8 @@ pub struct StackSettings {
     pub elementwise: Elementwise,
     /// How context parallelism exchanges keys and values.
     pub cp_comm: CpComm,
+    /// Where the pipeline puts the stages short of ⌈layers/pp⌉ layers.
+    pub stage_split: StageSplit,
     /// Implementation of ZeRO-3-style full sharding.
     pub sharding: Sharding,
     /// GEMM precision.
@@ -314,6 +323,9 @@ pub struct Stack {
     /// Context-parallel key/value exchange, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cp_comm: Option<CpComm>,
+    /// Pipeline stage split, if changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage_split: Option<StageSplit>,
     /// Sharding implementation, if changed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<Sharding>,
@@ -349,6 +361,7 @@ impl Stack {
             cross_entropy: self.cross_entropy.unwrap_or(p.cross_entropy),
             elementwise: self.elementwise.unwrap_or(p.elementwise),
             cp_comm: self.cp_comm.unwrap_or(p.cp_comm),
+            stage_split: self.stage_split.unwrap_or(p.stage_split),
             sharding: self.sharding.unwrap_or(p.sharding),
             precision: self.precision.unwrap_or(p.precision),
         }
@@ -373,6 +386,7 @@ impl Stack {
             cross_entropy: other.cross_entropy.or(base.cross_entropy),
             elementwise: other.elementwise.or(base.elementwise),
             cp_comm: other.cp_comm.or(base.cp_comm),
+            stage_split: other.stage_split.or(base.stage_split),
             sharding: other.sharding.or(base.sharding),
             precision: other.precision.or(base.precision),
         }
@@ -434,6 +448,7 @@ impl Stack {
             cross_entropy: (want.cross_entropy != p.cross_entropy).then_some(want.cross_entropy),
             elementwise: (want.elementwise != p.elementwise).then_some(want.elementwise),
             cp_comm: (want.cp_comm != p.cp_comm).then_some(want.cp_comm),
+            stage_split: (want.stage_split != p.stage_split).then_some(want.stage_split),
             sharding: (want.sharding != p.sharding).then_some(want.sharding),
             precision: (want.precision != p.precision).then_some(want.precision),
         }
@@ -467,7 +482,7 @@ impl GradReduce {
 
 impl StackSettings {
     /// Every setting as (name, value word), in a fixed order: what labels and JSON print.
-    pub fn words(&self) -> [(&'static str, &'static str); 11] {
+    pub fn words(&self) -> [(&'static str, &'static str); 12] {
         [
             ("attention", self.attention.name()),
             ("sequence_parallel", on_off(self.sequence_parallel)),
@@ -478,6 +493,7 @@ impl StackSettings {
             ("cross_entropy", self.cross_entropy.name()),
             ("elementwise", self.elementwise.name()),
             ("cp_comm", self.cp_comm.name()),
+            ("stage_split", self.stage_split.name()),
             ("sharding", self.sharding.name()),
             ("precision", self.precision.name()),
         ]
@@ -511,6 +527,7 @@ impl StackSettings {
             cross_entropy: e.cross_entropy,
             elementwise: e.elementwise,
             cp_comm: e.cp_comm,
+            stage_split: e.stage_split,
             sharding: e.sharding,
             precision: e.precision,
         }
@@ -545,6 +562,7 @@ impl StackSettings {
         e.cross_entropy = self.cross_entropy;
         e.elementwise = self.elementwise;
         e.cp_comm = self.cp_comm;
+        e.stage_split = self.stage_split;
         e.sharding = self.sharding;
         e.precision = self.precision;
         e
@@ -572,6 +590,8 @@ pub struct StackSettingsJson {
     pub elementwise: &'static str,
     /// "ring", "all_gather" or "all_to_all".
     pub cp_comm: &'static str,
+    /// "ends", "balanced" or "greedy".
+    pub stage_split: &'static str,
     /// "deepspeed", "fsdp1", "fsdp2" or "hsdp".
     pub sharding: &'static str,
     /// "bf16" or "fp8".
@@ -590,6 +610,7 @@ impl From<StackSettings> for StackSettingsJson {
             cross_entropy: s.cross_entropy.name(),
             elementwise: s.elementwise.name(),
             cp_comm: s.cp_comm.name(),
+            stage_split: s.stage_split.name(),
             sharding: s.sharding.name(),
             precision: s.precision.name(),
         }

@@ -18,7 +18,8 @@ use super::efficiency::{
     ATTN_BWD_FLOP_RATIO, AttentionKind, CpComm, Elementwise, Precision, Sharding,
 };
 use super::memory::{
-    effective_zero, hsdp_shard, peak_memory, shard_ranks, stage_layers, stage_params,
+    effective_zero, hsdp_shard, peak_memory, shard_ranks, stage_extremes, stage_layers,
+    stage_params,
 };
 use super::{
     Breakdown, EfficiencyParams, Invalid, ModelProfile, ParallelConfig, PerfContext, Prediction,
@@ -484,12 +485,24 @@ impl ConfigCost {
                 0.0
             };
         let per_layer = fwd + bwd + recompute;
-        let compute_mb = layers * per_layer + fixed + logits;
+        let ep_layer = expert_parallel_layer(ctx, cfg, tokens, &net);
+        // The slowest stage sets the pace: the fullest stage before the last, or the last with
+        // the output layer (where the stage split leaves it fewer layers, the two can differ;
+        // with even stages it is the last).
+        let (inner, last) = stage_extremes(m, cfg.pp, e.stage_split);
+        let (inner, last) = (f64::from(inner), f64::from(last));
+        let layer_cost = per_layer + tp_exposed + ep_layer;
+        let (paced, paced_logits) = if last * layer_cost + logits >= inner * layer_cost {
+            (last, logits)
+        } else {
+            (inner, 0.0)
+        };
+        let compute_mb = paced * per_layer + fixed + paced_logits;
         let compute_mb_avg = layers_avg * per_layer + fixed + logits / cfg.pp as f64;
-        let backward_mb = layers * (bwd + recompute) + logits * 2.0 / 3.0;
-        let tp_mb = layers * tp_exposed;
-        let cp_mb = layers * cp_layer;
-        let ep_mb = layers * expert_parallel_layer(ctx, cfg, tokens, &net);
+        let backward_mb = paced * (bwd + recompute) + paced_logits * 2.0 / 3.0;
+        let tp_mb = paced * tp_exposed;
+        let cp_mb = paced * cp_layer;
+        let ep_mb = paced * ep_layer;
 
         // Pipeline p2p: activation forward and gradient backward at each virtual boundary.
         let p2p_mb = if cfg.pp > 1 {

@@ -22,6 +22,21 @@ pub fn stack_structure(
             cfg.cp, heads_per_rank
         )));
     }
+    // DeepSpeed's pipeline before 0.11 fills stages greedily: few layers on many stages leave
+    // the last ones without a transformer layer, which its engine cannot run.
+    let greedy = super::efficiency::StageSplit::Greedy;
+    if e.stage_split == greedy
+        && let Some(stage) = super::memory::empty_stage(m, cfg.pp, greedy)
+    {
+        return Err(Invalid::Other(format!(
+            "{} layers on {} pipeline stages split greedily leave stage {} and after it without \
+             a transformer layer (DeepSpeed's pipeline engine before 0.11; --stage-split \
+             balanced is its split since)",
+            m.layers,
+            cfg.pp,
+            stage + 1,
+        )));
+    }
     // Sequence parallelism splits each rank's sequence (its CP share) along TP: Megatron
     // asserts the split is even.
     let local = m.seq_len / cfg.cp.max(1);

@@ -118,9 +118,9 @@ const COLUMNS: [&str; 21] = [
 /// `grad_reduce` fp32|bf16, `tp_overlap` and `dp_overlap` yes|no, `sequence_parallel` yes|no,
 /// `attention` fused|cudnn|unfused|triton,
 /// `elementwise` fused|eager, `cp_comm` ring|all_gather|all_to_all, `cross_entropy`
-/// fused|vocab_parallel|pytorch) and the source's measured peak memory per GPU (`memory_gib`,
+/// fused|vocab_parallel|pytorch, `stage_split` ends|balanced|greedy) and the source's measured peak memory per GPU (`memory_gib`,
 /// GiB). An empty value keeps the default.
-const EXTRA_COLUMNS: [&str; 17] = [
+const EXTRA_COLUMNS: [&str; 18] = [
     "kv_heads",
     "ffn",
     "swiglu",
@@ -138,6 +138,7 @@ const EXTRA_COLUMNS: [&str; 17] = [
     "cp_comm",
     "cross_entropy",
     "sequence_parallel",
+    "stage_split",
 ];
 
 /// The finite, positive number `v` of column `name`, or why it is not one.
@@ -216,6 +217,12 @@ fn apply_extra(row: &mut PublishedRow, extra: &[(usize, &str)], f: &[&str]) -> R
                 row.stack.cp_comm = Some(
                     super::efficiency::CpComm::from_name(v)
                         .ok_or_else(|| format!("cp_comm '{v}' (ring|all_gather|all_to_all)"))?,
+                )
+            }
+            "stage_split" => {
+                row.stack.stage_split = Some(
+                    super::efficiency::StageSplit::from_name(v)
+                        .ok_or_else(|| format!("stage_split '{v}' (ends|balanced|greedy)"))?,
                 )
             }
             "grad_reduce" => {

@@ -208,9 +208,8 @@ fn engine_switch_note(phases: &[EmitPhase]) -> Option<String> {
 /// A note for each distinct pipeline of the plan whose stages cannot hold equal layers: how
 /// DeepSpeed's pipeline engine splits them (Megatron-DeepSpeed's GPT model partitions its
 /// transformer layers balanced, `partition_method='type:transformer'`, the full stages
-/// first). That is the split copus costs under DeepSpeed's sharding (`costed_so`); a plan
-/// costed for another stack put the short stages at the ends, and the note says so.
-fn uneven_stages_notes(phases: &[EmitPhase], layers: u32, costed_so: bool) -> Vec<String> {
+/// first), the split the plan was costed with (the shape check refuses another).
+fn uneven_stages_notes(phases: &[EmitPhase], layers: u32) -> Vec<String> {
     let mut pps: Vec<u32> = phases
         .iter()
         .map(|p| p.pp)
@@ -218,20 +217,13 @@ fn uneven_stages_notes(phases: &[EmitPhase], layers: u32, costed_so: bool) -> Ve
         .collect();
     pps.sort_unstable();
     pps.dedup();
-    let costed = if costed_so {
-        "as copus costs them"
-    } else {
-        "where this plan's stack put the short stages at the ends, beside the embedding and the \
-         output layer (--stack deepspeed costs DeepSpeed's split: its first stage holds one \
-         layer more)"
-    };
     pps.into_iter()
         .map(|pp| {
             let full = layers % pp;
             format!(
                 "{layers} layers on {pp} pipeline stages: DeepSpeed's pipeline engine partitions \
                  them balanced (Megatron-DeepSpeed's partition_method='type:transformer'), {} \
-                 layers on the first {full} stages and {} on the other {}, {costed}",
+                 layers on the first {full} stages and {} on the other {}, as copus costs them",
                 layers.div_ceil(pp),
                 layers / pp,
                 pp - full
@@ -271,11 +263,7 @@ pub fn write(
             .iter()
             .cloned()
             .chain(engine_switch_note(phases))
-            .chain(uneven_stages_notes(
-                phases,
-                ctx.layers,
-                report.stack.settings.sharding == "deepspeed",
-            ))
+            .chain(uneven_stages_notes(phases, ctx.layers))
             .collect(),
         phases: phases
             .iter()

@@ -4,6 +4,7 @@
 
 use super::EmitTarget;
 use crate::perf::config::ParallelConfig;
+use crate::perf::efficiency::StageSplit;
 use crate::perf::stack::StackSettingsJson;
 
 /// The parts of a configuration the frameworks' settings are checked on.
@@ -77,6 +78,40 @@ pub fn shape_problem(
         EmitTarget::Torchtitan => torchtitan(shape, layers, settings),
         EmitTarget::Deepspeed => deepspeed(shape, model, settings),
     }
+    .or_else(|| split_problem(target, shape, layers, settings))
+}
+
+/// Why `target` would split uneven pipeline stages otherwise than the plan costed them
+/// (`settings.stage_split`), if it would: Megatron-LM and torchtitan put the short stages at
+/// the ends, today's DeepSpeed pipeline engine fills the first stages (`balanced`).
+fn split_problem(
+    target: EmitTarget,
+    s: &ConfigShape<'_>,
+    layers: u32,
+    settings: &StackSettingsJson,
+) -> Option<String> {
+    let runs = match target {
+        EmitTarget::Json => return None,
+        EmitTarget::Megatron | EmitTarget::Torchtitan => StageSplit::Ends,
+        EmitTarget::Deepspeed => StageSplit::Balanced,
+    };
+    if s.pp <= 1 || layers.is_multiple_of(s.pp) || settings.stage_split == runs.name() {
+        return None;
+    }
+    let how = match runs {
+        StageSplit::Balanced => {
+            "its pipeline engine fills the first stages and leaves the short \
+                                 ones at the end"
+        }
+        _ => "it puts the short stages at the ends, beside the embedding and the output layer",
+    };
+    Some(format!(
+        "{layers} layers on {} pipeline stages costed with the {} split, where {how} \
+         (--stage-split {} costs that)",
+        s.pp,
+        settings.stage_split,
+        runs.name()
+    ))
 }
 
 fn megatron(s: &ConfigShape<'_>, layers: u32) -> Option<String> {
@@ -185,7 +220,7 @@ fn deepspeed(
 
 /// How a phase's transformer layers split over its pipeline stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct StageSplit {
+pub(super) struct StageLayers {
     /// Layers on a full (virtual) stage: ⌈layers / (pp·vpp)⌉.
     pub(super) per_stage: u32,
     /// Layers fewer than `per_stage` on the first stage (it also holds the embedding).
@@ -207,7 +242,7 @@ pub(super) fn stage_split(
     vpp: u32,
     layers: u32,
     interleaved_uneven: bool,
-) -> Result<StageSplit, String> {
+) -> Result<StageLayers, String> {
     let stages = pp.saturating_mul(vpp);
     if stages == 0 || layers == 0 {
         return Err(format!("{layers} layers on pp·vpp = {stages} stages"));
@@ -239,7 +274,7 @@ pub(super) fn stage_split(
              stage would hold none"
         ));
     }
-    Ok(StageSplit {
+    Ok(StageLayers {
         per_stage,
         first_less,
         last_less,
@@ -332,12 +367,27 @@ mod tests {
             refused(EmitTarget::Deepspeed, shape(1, 1, 1, 3, "none"), 126),
             None
         );
-        // Uneven stages: its pipeline engine partitions them (the full stages first), as the
-        // model costs them under DeepSpeed's sharding.
+        // Uneven stages: its pipeline engine partitions them, the full stages first; written
+        // where the plan was costed with that split (the DeepSpeed stack's), else refused.
+        let uneven = shape(4, 1, 1, 1, "none");
+        assert!(refused(EmitTarget::Deepspeed, uneven, 126).is_some_and(|w| w.contains("ends")));
+        let ds = settings(StackPreset::DeepSpeed);
+        let facts126 = ModelFacts {
+            layers: 126,
+            ..facts(false)
+        };
         assert_eq!(
-            refused(EmitTarget::Deepspeed, shape(4, 1, 1, 1, "none"), 126),
+            shape_problem(EmitTarget::Deepspeed, &uneven, facts126, &ds),
             None
         );
+        // ... and the other way round for Megatron-LM and torchtitan (the short stages at the
+        // ends), whatever the preset.
+        for t in [EmitTarget::Megatron, EmitTarget::Torchtitan] {
+            assert!(
+                shape_problem(t, &uneven, facts126, &ds).is_some_and(|w| w.contains("balanced"))
+            );
+            assert_eq!(shape_problem(t, &uneven, facts126, &mc), None);
+        }
     }
 
     #[test]
