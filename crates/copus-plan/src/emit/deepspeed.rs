@@ -153,11 +153,13 @@ fn phase(
         }
         "full" => {
             // The activation_checkpointing block of ds_config is read only with
-            // --deepspeed-activation-checkpointing.
+            // --deepspeed-activation-checkpointing, and Megatron-DeepSpeed then overrides its
+            // partition_activations with its own --partition-activations (off unless given):
+            // the checkpoints stay whole on every TP rank, as copus sizes them.
             args.push("--checkpoint-activations".into());
             args.push("--deepspeed-activation-checkpointing".into());
             Some(Checkpointing {
-                partition_activations: p.tp > 1,
+                partition_activations: false,
                 contiguous_memory_optimization: false,
                 cpu_checkpointing: false,
             })
