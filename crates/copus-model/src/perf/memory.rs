@@ -185,6 +185,22 @@ const GREEDY_SEARCH_EPS: f64 = 1e-3;
 /// empty; the search's floating-point end can instead leave the first stages one layer short
 /// and the last one fuller (16 layers on 3 stages: 5, 5, 6).
 fn greedy_partition(layers: u32, pp: u32) -> Vec<u32> {
+    // A search and a fill per call; a grid asks for the same few splits for every cell.
+    thread_local! {
+        static SPLITS: std::cell::RefCell<std::collections::HashMap<(u32, u32), Vec<u32>>> =
+            std::cell::RefCell::new(std::collections::HashMap::new());
+    }
+    SPLITS.with(|cache| {
+        cache
+            .borrow_mut()
+            .entry((layers, pp))
+            .or_insert_with(|| greedy_partition_uncached(layers, pp))
+            .clone()
+    })
+}
+
+/// [`greedy_partition`] computed.
+fn greedy_partition_uncached(layers: u32, pp: u32) -> Vec<u32> {
     let (before, after) = PIPE_ENTRIES_AROUND_LAYERS;
     let l = layers as usize;
     let n = before + l + after;
