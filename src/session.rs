@@ -545,6 +545,16 @@ impl Resolved {
                  ZeRO-3, or keeps them gathered between forward and backward, ZeRO-2): a what-if"
             ));
         }
+        let split = self.stack().settings().stage_split;
+        if !preset.stage_splits().contains(&split) {
+            out.push(format!(
+                "stage_split {} is not how {preset} splits uneven pipeline stages ({}): layouts \
+                 whose PP does not divide the model's {} layers are what-ifs",
+                split.name(),
+                preset.stage_splits()[0].name(),
+                self.model.layers
+            ));
+        }
         let deepspeed = self.efficiency().sharding == crate::perf::efficiency::Sharding::DeepSpeed;
         let sharded: Vec<String> = (self.session.search.zero.iter())
             .filter(|&&z| z >= 2)

@@ -1234,7 +1234,30 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
         "deepspeed-2021",
     ]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("leave stage 15 and after it without"), "{err}");
+    assert!(err.contains("leave stages 15–16 of 16 without"), "{err}");
+    // A split the framework does not run is a what-if, said by predict (with both splits'
+    // counts) and by a session's grid; a split where the stages are even changes nothing.
+    let c = caveats(
+        "predict --model llama3-405b --gpus 1024 --tp 8 --pp 16 --batch 1024 --stage-split \
+         balanced",
+    );
+    assert!(
+        c.contains("megatron-core's own split of uneven pipeline stages is ends (7, 8 ×14, 7")
+            && c.contains("the balanced split (8 ×14, 7 ×2) is a what-if"),
+        "{c}"
+    );
+    let c = caveats("predict --model llama3-8b --gpus 8 --pp 4 --batch 64 --stage-split greedy");
+    assert!(c.contains("--stage-split has no effect"), "{c}");
+    let grid = json_of(
+        "grid sessions/demo.ron --model llama3-405b --nodes 16 --stack deepspeed --stage-split \
+         ends",
+    );
+    assert!(
+        grid["caveats"]
+            .to_string()
+            .contains("stage_split ends is not how deepspeed splits uneven pipeline stages"),
+        "{grid}"
+    );
     let c = caveats(
         "predict --model llama3-8b --gpus 8 --batch 16 --stack megatron-lm-2021 --precision fp8",
     );

@@ -444,27 +444,32 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         nearest_change,
         nothing_fits,
         faster_if_it_fit,
-        caveats: layout_caveats(&model, &cfg, &a.stack, stack_base)
-            .into_iter()
-            .chain(setting_caveats(
-                stack_base,
-                &eff,
-                &cfg,
-                &p,
-                (a.gpus, a.gpus_per_node),
-                eff.attention == crate::perf::efficiency::AttentionKind::Cudnn
-                    && a.stack.attention.is_some(),
-            ))
-            .chain(fragmentation_caveat(
-                (&model, &cfg, &eff),
-                &p,
-                mb,
-                (hw.hbm_bytes, hw.reserved_bytes),
-            ))
-            .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
-            .chain(deepspeed_emit_caveat(&stack, &eff, &model, &cfg))
-            .chain(calibration_caveats)
-            .collect(),
+        caveats: layout_caveats(
+            &model,
+            &cfg,
+            &a.stack,
+            (stack_base, stack.settings().stage_split),
+        )
+        .into_iter()
+        .chain(setting_caveats(
+            stack_base,
+            &eff,
+            &cfg,
+            &p,
+            (a.gpus, a.gpus_per_node),
+            eff.attention == crate::perf::efficiency::AttentionKind::Cudnn
+                && a.stack.attention.is_some(),
+        ))
+        .chain(fragmentation_caveat(
+            (&model, &cfg, &eff),
+            &p,
+            mb,
+            (hw.hbm_bytes, hw.reserved_bytes),
+        ))
+        .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
+        .chain(deepspeed_emit_caveat(&stack, &eff, &model, &cfg))
+        .chain(calibration_caveats)
+        .collect(),
         calibration,
     };
     // A configuration that does not fit is a result (`fits: false`, the reason and the
@@ -702,7 +707,7 @@ fn print_text(o: &Output) {
         format!(
             "{stage}; the {} split puts {} layers on the stages",
             o.stack.settings.stage_split,
-            runs_text(&o.stage_layers)
+            crate::format::runs(&o.stage_layers)
         )
     } else {
         stage
@@ -853,7 +858,7 @@ fn layout_caveats(
     model: &crate::perf::ModelProfile,
     cfg: &ParallelConfig,
     given: &super::stack_args::StackArgs,
-    stack: StackPreset,
+    (stack, split): (StackPreset, crate::perf::efficiency::StageSplit),
 ) -> Vec<String> {
     let mut caveats = crate::perf::caveats(model);
     if !stack.recompute_policies().contains(&cfg.recompute) {
@@ -888,29 +893,43 @@ fn layout_caveats(
             .filter(|(applies, _)| *applies)
             .map(|(_, why)| why.to_string()),
     );
-    caveats.extend(uneven_chunks(model, cfg));
+    caveats.extend(uneven_chunks(model, cfg, split));
+    caveats.extend(split_caveat(model, cfg, given, (stack, split)));
     caveats
 }
 
-/// Counts in order as runs: "6 ×10, 5 ×2" (a run of one without "×").
-fn runs_text(counts: &[u32]) -> String {
-    let mut runs: Vec<(u32, usize)> = Vec::new();
-    for &c in counts {
-        match runs.last_mut() {
-            Some((v, n)) if *v == c => *n += 1,
-            _ => runs.push((c, 1)),
-        }
+/// Where the configuration's pipeline stages hold unequal layers, whether the stack's split is
+/// one its framework runs, and where they hold equal layers, that `--stage-split` changes
+/// nothing.
+fn split_caveat(
+    model: &crate::perf::ModelProfile,
+    cfg: &ParallelConfig,
+    given: &super::stack_args::StackArgs,
+    (stack, split): (StackPreset, crate::perf::efficiency::StageSplit),
+) -> Option<String> {
+    let even = cfg.pp <= 1 || model.layers.is_multiple_of(cfg.pp);
+    if even {
+        return given.stage_split.is_some().then(|| {
+            format!(
+                "--stage-split has no effect where the pipeline stages hold equal layers (PP {} \
+                 divides the {} layers)",
+                cfg.pp, model.layers
+            )
+        });
     }
-    runs.iter()
-        .map(|&(v, n)| {
-            if n == 1 {
-                v.to_string()
-            } else {
-                format!("{v} ×{n}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    let own = stack.stage_splits();
+    (!own.contains(&split)).then(|| {
+        let counts =
+            |s| crate::format::runs(&crate::perf::memory::split_layers(model.layers, cfg.pp, s));
+        format!(
+            "{stack}'s own split of uneven pipeline stages is {} ({} layers); the {} split \
+             ({}) is a what-if, not how this framework runs",
+            own[0].name(),
+            counts(own[0]),
+            split.name(),
+            counts(split)
+        )
+    })
 }
 
 /// The caveat of an interleave that splits some pipeline stage into virtual stages of unequal
@@ -918,16 +937,16 @@ fn runs_text(counts: &[u32]) -> String {
 /// explicit layout (`--pipeline-model-parallel-layout`), as Meta's Llama 3 schedule ran chunks
 /// of unequal depth; `--num-layers-per-virtual-pipeline-stage` needs vpp to divide every
 /// stage's layers.
-fn uneven_chunks(model: &crate::perf::ModelProfile, cfg: &ParallelConfig) -> Option<String> {
+fn uneven_chunks(
+    model: &crate::perf::ModelProfile,
+    cfg: &ParallelConfig,
+    split: crate::perf::efficiency::StageSplit,
+) -> Option<String> {
     if cfg.vpp <= 1 || cfg.pp <= 1 {
         return None;
     }
     let mut counts: Vec<u32> = (0..cfg.pp)
-        .map(|s| {
-            // Interleaving is Megatron's: its short stages sit at the ends.
-            let split = crate::perf::efficiency::StageSplit::Ends;
-            crate::perf::memory::layers_on_stage(model, cfg.pp, s, split)
-        })
+        .map(|s| crate::perf::memory::layers_on_stage(model, cfg.pp, s, split))
         .collect();
     counts.sort_unstable();
     counts.dedup();
@@ -1049,10 +1068,8 @@ fn deepspeed_emit_caveat(
     };
     let facts = ModelFacts::of(model);
     let mut settings: crate::perf::stack::StackSettingsJson = stack.settings().into();
-    // The check is today's engine's; the 2021 engine runs its own greedy split.
-    if base == StackPreset::DeepSpeed2021 && settings.stage_split == "greedy" {
-        settings.stage_split = crate::perf::efficiency::StageSplit::Balanced.name();
-    }
+    // The stage split has a caveat of its own, for every preset (`split_caveat`).
+    settings.stage_split = crate::perf::efficiency::StageSplit::Balanced.name();
     let why = shape_problem(
         EmitTarget::Deepspeed,
         &ConfigShape::of(&runs),

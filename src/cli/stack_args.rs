@@ -140,8 +140,9 @@ pub enum StageSplitArg {
     Ends,
     /// DeepSpeed's pipeline engine since 0.11: the full stages first, the short ones last
     Balanced,
-    /// DeepSpeed's pipeline engine before 0.11: full stages from the first, the remainder on
-    /// the next (a split leaving a stage without layers cannot run)
+    /// DeepSpeed's pipeline engine before 0.11: full stages from the first and usually the
+    /// remainder after (its search can end a layer short: 16 on 3 is 5, 5, 6); a split leaving
+    /// a stage without layers cannot run
     Greedy,
 }
 
@@ -241,8 +242,10 @@ pub struct StackArgs {
     /// How context parallelism (--cp > 1) exchanges keys and values.
     #[arg(long, value_enum)]
     pub cp_comm: Option<CpCommArg>,
-    /// Where the pipeline puts the stages short of ⌈layers/pp⌉ layers when --pp does not
-    /// divide the layers (the first stage's memory).
+    /// Where the pipeline puts the stages holding fewer than ⌈layers/pp⌉ layers when --pp does
+    /// not divide the layers: which stage is fullest (memory) and which sets the pace (step
+    /// time). Default: the preset's (balanced for deepspeed, greedy for deepspeed-2021, ends
+    /// for the others)
     #[arg(long, value_enum)]
     pub stage_split: Option<StageSplitArg>,
     /// ZeRO-3 / FSDP implementation, where ZeRO-3 runs (`predict --zero 3`, a stack whose

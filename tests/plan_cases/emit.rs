@@ -571,16 +571,29 @@ fn a_phase_that_breaks_divisibility_or_the_gpu_count_is_named() {
     // plan costs ⌈32/3⌉ = 11: refused too.
     let e = emit(&rep, &ctx, EmitTarget::Torchtitan).expect_err("not the plan's split");
     assert!(e.to_string().contains("where the plan costs 11"), "{e}");
-    // 32 layers on PP 6 × VPP 2: virtual stages of 3, the ends 1 (torchtitan counts
-    // (32 + 2 + 2) / 3 = 12 = pp·vpp), the middle stages 2 × 3 = 6 = ⌈32/6⌉ as costed.
+    // 32 layers on PP 6 × VPP 2: torchtitan's counts would make virtual stages of 3 with the
+    // ends 1, so the devices hold 4, 6, 6, 6, 6, 4 layers, where the plan costs the ends split
+    // of four short stages, 5, 5, 6, 6, 5, 5: refused.
     let (mut rep, mut ctx) = changed(2, 1, 6, 2, 1, "none", 2);
     rep.schedule.truncate(1);
     ctx.gpus = 12;
+    let e = emit(&rep, &ctx, EmitTarget::Torchtitan).expect_err("not the plan's split");
+    assert!(
+        e.to_string()
+            .contains("5 ×2, 6 ×2, 5 ×2 (4 short stages at the ends)"),
+        "{e}"
+    );
+    // 126 layers on PP 8 × VPP 2 (two short stages, as Llama 3 405B ran): virtual stages of
+    // 8, the ends 7, the devices 15, 16 × 6, 15 as costed.
+    let (mut rep, mut ctx) = changed(2, 1, 8, 2, 1, "none", 2);
+    rep.schedule.truncate(1);
+    ctx.gpus = 16;
+    ctx.layers = 126;
     let t = emit(&rep, &ctx, EmitTarget::Torchtitan).expect("torchtitan splits it");
     for line in [
-        "pipeline_parallel_layers_per_stage = 3",
-        "pipeline_parallel_first_stage_less_layers = 2",
-        "pipeline_parallel_last_stage_less_layers = 2",
+        "pipeline_parallel_layers_per_stage = 8",
+        "pipeline_parallel_first_stage_less_layers = 1",
+        "pipeline_parallel_last_stage_less_layers = 1",
     ] {
         assert!(t.contains(line), "{line}: {t}");
     }
@@ -1153,7 +1166,7 @@ fn emit_plans_only_what_the_framework_can_express() {
     );
     assert!(
         err.contains("nothing to plan for DeepSpeed")
-            && err.contains("costed with the ends split")
+            && err.contains("costed as the ends split puts them")
             && err.contains("--stage-split balanced"),
         "{err}"
     );

@@ -201,6 +201,28 @@ pub fn wrap_labelled(label: &str, text: &str) -> String {
     out
 }
 
+/// Counts in order as runs of equal values: "6 ×10, 5 ×2" (a run of one without "×"), e.g.
+/// the layers of each pipeline stage.
+pub fn runs(counts: &[u32]) -> String {
+    let mut runs: Vec<(u32, usize)> = Vec::new();
+    for &c in counts {
+        match runs.last_mut() {
+            Some((v, n)) if *v == c => *n += 1,
+            _ => runs.push((c, 1)),
+        }
+    }
+    runs.iter()
+        .map(|&(v, n)| {
+            if n == 1 {
+                v.to_string()
+            } else {
+                format!("{v} ×{n}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -140,14 +140,19 @@ pub fn stage_layers(m: &ModelProfile, pp: u32) -> (f64, f64) {
 /// after the full ones; [`StageSplit::Greedy`] is DeepSpeed's 2021 partition
 /// ([`stage_layer_counts`], which computes every stage at once).
 pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32, split: StageSplit) -> u32 {
+    stage_layers_of(m.layers, pp, stage, split)
+}
+
+/// [`layers_on_stage`] of a model of `layers` transformer layers.
+fn stage_layers_of(layers: u32, pp: u32, stage: u32, split: StageSplit) -> u32 {
     let pp = pp.max(1);
-    let full = m.layers.div_ceil(pp);
-    let short = short_stages(m, pp);
+    let full = layers.div_ceil(pp);
+    let short = u64::from(pp) * u64::from(full) - u64::from(layers);
     let stage = stage.min(pp - 1);
     // The stage's rank in the order the short stages are taken.
     let order = match split {
         StageSplit::Greedy => {
-            let counts = greedy_partition(m.layers, pp);
+            let counts = greedy_partition(layers, pp);
             return counts.get(stage as usize).copied().unwrap_or(0);
         }
         StageSplit::Ends if stage < pp - stage => 2 * u64::from(stage),
@@ -163,10 +168,18 @@ pub fn layers_on_stage(m: &ModelProfile, pp: u32, stage: u32, split: StageSplit)
 
 /// The layers of every pipeline stage of `pp` under `split`, in stage order.
 pub fn stage_layer_counts(m: &ModelProfile, pp: u32, split: StageSplit) -> Vec<u32> {
+    split_layers(m.layers, pp, split)
+}
+
+/// The layers of every one of `pp` pipeline stages when `split` splits `layers` transformer
+/// layers over them, in stage order.
+pub fn split_layers(layers: u32, pp: u32, split: StageSplit) -> Vec<u32> {
     let pp = pp.max(1);
     match split {
-        StageSplit::Greedy => greedy_partition(m.layers, pp),
-        _ => (0..pp).map(|i| layers_on_stage(m, pp, i, split)).collect(),
+        StageSplit::Greedy => greedy_partition(layers, pp),
+        _ => (0..pp)
+            .map(|i| stage_layers_of(layers, pp, i, split))
+            .collect(),
     }
 }
 

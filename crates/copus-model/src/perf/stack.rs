@@ -144,6 +144,24 @@ impl StackPreset {
         }
     }
 
+    /// The splits of uneven pipeline stages this framework runs, its default first:
+    /// Megatron-LM, NeMo, torchtitan and llm-foundry shorten the end stages; DeepSpeed's
+    /// pipeline engine since 0.11 fills the first stages (`balanced`), before it greedily,
+    /// and BigScience's fork of 2021-2022 could count the embeddings as layers instead (the
+    /// ends, as BLOOM ran).
+    pub fn stage_splits(self) -> &'static [StageSplit] {
+        match self {
+            StackPreset::DeepSpeed => &[StageSplit::Balanced],
+            StackPreset::DeepSpeed2021 => &[StageSplit::Greedy, StageSplit::Ends],
+            StackPreset::MegatronCore
+            | StackPreset::Nemo
+            | StackPreset::TorchtitanFsdp2
+            | StackPreset::LlmFoundry
+            | StackPreset::MegatronLm2021
+            | StackPreset::MegatronLm2021Local => &[StageSplit::Ends],
+        }
+    }
+
     /// Every setting of this preset.
     pub fn settings(self) -> StackSettings {
         let modern = StackSettings {
@@ -631,6 +649,13 @@ pub struct StackJson {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_preset_splits_uneven_stages_its_own_way_by_default() {
+        for p in StackPreset::ALL {
+            assert_eq!(p.settings().stage_split, p.stage_splits()[0], "{p}");
+        }
+    }
 
     #[test]
     fn each_preset_searches_only_the_checkpointing_its_framework_has() {

@@ -28,13 +28,18 @@ pub fn stack_structure(
     if e.stage_split == greedy
         && let Some(stage) = super::memory::empty_stage(m, cfg.pp, greedy)
     {
+        let empty = if stage + 1 == cfg.pp {
+            format!("stage {} of {}", cfg.pp, cfg.pp)
+        } else {
+            format!("stages {}–{} of {}", stage + 1, cfg.pp, cfg.pp)
+        };
         return Err(Invalid::Other(format!(
-            "{} layers on {} pipeline stages split greedily leave stage {} and after it without \
-             a transformer layer (DeepSpeed's pipeline engine before 0.11; --stage-split \
-             balanced is its split since)",
+            "{} layers on {} pipeline stages split greedily (DeepSpeed's pipeline engine before \
+             0.11: {} a stage from the first) leave {empty} without a transformer layer, which \
+             that engine cannot run (--stage-split balanced is its split since)",
             m.layers,
             cfg.pp,
-            stage + 1,
+            m.layers.div_ceil(cfg.pp.max(1)),
         )));
     }
     // Sequence parallelism splits each rank's sequence (its CP share) along TP: Megatron

@@ -5,6 +5,7 @@
 use super::EmitTarget;
 use crate::perf::config::ParallelConfig;
 use crate::perf::efficiency::StageSplit;
+use crate::perf::memory::split_layers;
 use crate::perf::stack::StackSettingsJson;
 
 /// The parts of a configuration the frameworks' settings are checked on.
@@ -83,7 +84,8 @@ pub fn shape_problem(
 
 /// Why `target` would split uneven pipeline stages otherwise than the plan costed them
 /// (`settings.stage_split`), if it would: Megatron-LM and torchtitan put the short stages at
-/// the ends, today's DeepSpeed pipeline engine fills the first stages (`balanced`).
+/// the ends (their first/last-stage layer counts: at most one short stage at each end),
+/// today's DeepSpeed pipeline engine fills the first stages (`balanced`).
 fn split_problem(
     target: EmitTarget,
     s: &ConfigShape<'_>,
@@ -95,23 +97,37 @@ fn split_problem(
         EmitTarget::Megatron | EmitTarget::Torchtitan => StageSplit::Ends,
         EmitTarget::Deepspeed => StageSplit::Balanced,
     };
-    if s.pp <= 1 || layers.is_multiple_of(s.pp) || settings.stage_split == runs.name() {
+    if s.pp <= 1 || layers.is_multiple_of(s.pp) {
         return None;
     }
-    let how = match runs {
-        StageSplit::Balanced => {
-            "its pipeline engine fills the first stages and leaves the short \
-                                 ones at the end"
-        }
-        _ => "it puts the short stages at the ends, beside the embedding and the output layer",
-    };
-    Some(format!(
-        "{layers} layers on {} pipeline stages costed with the {} split, where {how} \
-         (--stage-split {} costs that)",
-        s.pp,
-        settings.stage_split,
-        runs.name()
-    ))
+    let costed = StageSplit::from_name(settings.stage_split).unwrap_or_default();
+    let counts = |split| crate::format::runs(&split_layers(layers, s.pp, split));
+    if costed != runs {
+        let engine = match runs {
+            StageSplit::Balanced => "today's DeepSpeed pipeline engine splits them",
+            _ => "its first/last-stage layer counts split them",
+        };
+        return Some(format!(
+            "{layers} layers on {} pipeline stages costed as the {} split puts them ({}), where \
+             {engine} {} (--stage-split {} costs that)",
+            s.pp,
+            costed.name(),
+            counts(costed),
+            counts(runs),
+            runs.name()
+        ));
+    }
+    // The ends split of more than two short stages shortens inner stages too, which one count
+    // for the first stage and one for the last cannot say.
+    let short = s.pp * layers.div_ceil(s.pp) - layers;
+    (runs == StageSplit::Ends && short > 2).then(|| {
+        format!(
+            "{layers} layers on {} pipeline stages costed as {} ({short} short stages at the \
+             ends), where its first and last-stage layer counts shorten the two end stages only",
+            s.pp,
+            counts(runs)
+        )
+    })
 }
 
 fn megatron(s: &ConfigShape<'_>, layers: u32) -> Option<String> {
