@@ -910,11 +910,15 @@ fn split_caveat(
     let even = cfg.pp <= 1 || model.layers.is_multiple_of(cfg.pp);
     if even {
         return given.stage_split.is_some().then(|| {
-            format!(
-                "--stage-split has no effect where the pipeline stages hold equal layers (PP {} \
-                 divides the {} layers)",
-                cfg.pp, model.layers
-            )
+            if cfg.pp <= 1 {
+                "--stage-split has no effect without pipeline parallelism".to_string()
+            } else {
+                format!(
+                    "--stage-split has no effect where the pipeline stages hold equal layers \
+                     (PP {} divides the {} layers)",
+                    cfg.pp, model.layers
+                )
+            }
         });
     }
     let own = stack.stage_splits();

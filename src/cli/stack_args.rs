@@ -135,8 +135,8 @@ pub enum CpCommArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StageSplitArg {
     /// One layer fewer on the end stages, beside the embedding and the output layer
-    /// (Megatron's first/last-stage counts, torchtitan; BigScience's
-    /// `--pp-partition-method 'type:transformer|embedding'`)
+    /// (Megatron's first/last-stage counts, torchtitan; BLOOM's 70 layers on 12 stages under
+    /// BigScience's `--pp-partition-method 'type:transformer|embedding'`)
     Ends,
     /// DeepSpeed's pipeline engine since 0.11: the full stages first, the short ones last
     Balanced,
@@ -242,7 +242,7 @@ pub struct StackArgs {
     /// How context parallelism (--cp > 1) exchanges keys and values.
     #[arg(long, value_enum)]
     pub cp_comm: Option<CpCommArg>,
-    /// Where the pipeline puts the stages holding fewer than ⌈layers/pp⌉ layers when --pp does
+    /// Where the pipeline puts the stages holding fewer than ⌈layers/pp⌉ layers when PP does
     /// not divide the layers: which stage is fullest (memory) and which sets the pace (step
     /// time). Default: the preset's (balanced for deepspeed, greedy for deepspeed-2021, ends
     /// for the others)

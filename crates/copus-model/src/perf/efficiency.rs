@@ -195,8 +195,10 @@ impl CpComm {
 pub enum StageSplit {
     /// One layer fewer on the stages at the ends of the pipeline (first, last, second,
     /// second-to-last, …), beside the embedding and the output layer: Megatron's
-    /// first/last-stage layer counts, torchtitan's split points, the Llama 3 run, and
-    /// BigScience's `--pp-partition-method 'type:transformer|embedding'` (BLOOM).
+    /// first/last-stage layer counts, torchtitan's split points, the Llama 3 run, and BLOOM's
+    /// 70 layers on 12 stages under BigScience's `--pp-partition-method
+    /// 'type:transformer|embedding'` (which counts the two embeddings as layers: the ends'
+    /// split where PP divides the layers and the two, as there).
     #[default]
     Ends,
     /// DeepSpeed's pipeline engine since 0.11 (October 2023): `partition_balanced`, a dynamic

@@ -73,13 +73,14 @@ pub fn shape_problem(
     settings: &StackSettingsJson,
 ) -> Option<String> {
     let layers = model.layers;
+    let split = || split_problem(target, shape, layers, settings);
+    // The split's reason first where the framework's own stage counts would fail on it too.
     match target {
         EmitTarget::Json => None,
-        EmitTarget::Megatron => megatron(shape, layers),
-        EmitTarget::Torchtitan => torchtitan(shape, layers, settings),
-        EmitTarget::Deepspeed => deepspeed(shape, model, settings),
+        EmitTarget::Megatron => split().or_else(|| megatron(shape, layers)),
+        EmitTarget::Torchtitan => split().or_else(|| torchtitan(shape, layers, settings)),
+        EmitTarget::Deepspeed => deepspeed(shape, model, settings).or_else(split),
     }
-    .or_else(|| split_problem(target, shape, layers, settings))
 }
 
 /// Why `target` would split uneven pipeline stages otherwise than the plan costed them
