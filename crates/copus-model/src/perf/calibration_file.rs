@@ -88,10 +88,15 @@ impl CalibrationFile {
             col: e.span.start.col,
             msg: e.code.to_string(),
         })?;
-        Ok(Self {
-            params: file.params.upgrade_legacy(),
-            ..file
-        })
+        let mut params = file.params.upgrade_legacy();
+        // Files written before the stage split was a setting (2026-12-06) carry none: the split
+        // of the preset they were fitted under, not the generic default.
+        if !text.contains("stage_split")
+            && let Some(preset) = file.stack.as_deref().and_then(preset_of_label)
+        {
+            params.stage_split = preset.settings().stage_split;
+        }
+        Ok(Self { params, ..file })
     }
 
     /// Pretty RON text of this calibration.
@@ -99,5 +104,52 @@ impl CalibrationFile {
         let cfg = ron::ser::PrettyConfig::new().struct_names(false);
         ron::ser::to_string_pretty(self, cfg)
             .map_err(|e| CalibrationFileError::Serialize(e.to_string()))
+    }
+}
+
+/// The preset a stack label names ("deepspeed", "deepspeed (grad_reduce fp32)").
+fn preset_of_label(label: &str) -> Option<super::stack::StackPreset> {
+    let name = label.split(" (").next().unwrap_or(label).trim();
+    super::stack::StackPreset::parse(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::efficiency::StageSplit;
+
+    #[test]
+    fn a_file_from_before_the_stage_split_takes_its_stacks_split() {
+        let dir = std::env::temp_dir().join(format!("copus-cal-split-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = CalibrationFile {
+            hardware: "h100-sxm".into(),
+            model: "llama3-8b".into(),
+            n: 6,
+            rms_rel_error: 0.01,
+            cv_rel_error: 0.02,
+            profile_rms_rel_error: 0.1,
+            fitted: vec!["max_eff".into()],
+            params: EfficiencyParams::default(),
+            stack: Some("deepspeed (grad_reduce fp32)".into()),
+            recompute: Vec::new(),
+        };
+        let text = file.to_ron().expect("ron");
+        assert!(text.contains("stage_split"));
+        let old: String = text
+            .lines()
+            .filter(|l| !l.contains("stage_split"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let path = dir.join("old.ron");
+        std::fs::write(&path, old).expect("write");
+        let read = CalibrationFile::load(&path).expect("load");
+        assert_eq!(read.params.stage_split, StageSplit::Balanced);
+        // A file that states its split keeps it.
+        let path = dir.join("new.ron");
+        std::fs::write(&path, text).expect("write");
+        let read = CalibrationFile::load(&path).expect("load");
+        assert_eq!(read.params.stage_split, StageSplit::Ends);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
