@@ -747,7 +747,8 @@ fn a_calibration_file_with_the_old_fused_cross_entropy_field_still_loads() {
 }
 
 /// docs/MODEL.md's preset table says what the code does: each preset's attention kernel,
-/// cross-entropy, element-wise kind and context-parallel exchange as `StackPreset::settings` resolves them.
+/// cross-entropy, element-wise kind, context-parallel exchange and stage split as
+/// `StackPreset::settings` resolves them.
 #[test]
 fn the_preset_table_in_the_model_docs_matches_the_presets() {
     use copus::perf::StackPreset;
@@ -765,6 +766,7 @@ fn the_preset_table_in_the_model_docs_matches_the_presets() {
     };
     let (attention, ce, ew) = (col("attention"), col("cross-entropy"), col("element-wise"));
     let cp = col("CP exchange");
+    let split = col("stage split");
     for preset in StackPreset::ALL {
         let row = doc
             .lines()
@@ -786,6 +788,7 @@ fn the_preset_table_in_the_model_docs_matches_the_presets() {
             "{}",
             preset.name()
         );
+        assert_eq!(cells[split], s.stage_split.name(), "{}", preset.name());
     }
 }
 
