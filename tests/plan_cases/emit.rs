@@ -37,6 +37,21 @@ fn run(session: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// `plan SESSION ARGS` (which must succeed), its standard output parsed as JSON.
+fn run_json(session: &Path, args: &[&str]) -> Value {
+    serde_json::from_str(&run(session, args)).expect("JSON")
+}
+
+/// The Megatron-DeepSpeed arguments of one phase of a DeepSpeed document.
+fn ds_args(phase: &Value) -> Vec<&str> {
+    phase["megatron_deepspeed_args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string"))
+        .collect()
+}
+
 /// The standard error of `copus plan SESSION ARGS`, which must fail.
 fn fails(session: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_copus"))
@@ -79,9 +94,8 @@ fn flags(args: &str) -> BTreeMap<String, String> {
 #[test]
 fn json_schedule_is_the_plans_own_and_adds_up() {
     for s in shipped() {
-        let plan: Value = serde_json::from_str(&run(&s, &["--json"])).expect("plan JSON");
-        let emitted: Value =
-            serde_json::from_str(&run(&s, &["--emit", "json"])).expect("emit JSON");
+        let plan: Value = run_json(&s, &["--json"]);
+        let emitted: Value = run_json(&s, &["--emit", "json"]);
         let phases = emitted["phases"].as_array().expect("phases");
         let switches = plan["switches"].as_array().expect("switches");
         assert_eq!(phases.len(), switches.len() + 1, "{}", s.display());
@@ -155,7 +169,7 @@ fn json_schedule_is_the_plans_own_and_adds_up() {
 #[test]
 fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
     for s in shipped() {
-        let emitted: Value = serde_json::from_str(&run(&s, &["--emit", "json"])).expect("JSON");
+        let emitted: Value = run_json(&s, &["--emit", "json"]);
         let phases = emitted["phases"].as_array().expect("phases");
         let end_samples = u(&emitted["end"]["samples"]);
 
@@ -320,8 +334,7 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
         }
 
         // DeepSpeed: JSON, train_batch_size = micro × accumulation × dp.
-        let ds: Value =
-            serde_json::from_str(&run(&s, &["--emit", "deepspeed"])).expect("DeepSpeed JSON");
+        let ds: Value = run_json(&s, &["--emit", "deepspeed"]);
         let ds_phases = ds["phases"].as_array().expect("phases");
         assert_eq!(ds_phases.len(), phases.len());
         for (d, p) in ds_phases.iter().zip(phases) {
@@ -336,12 +349,7 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
             assert_eq!(u(&c["zero_optimization"]["stage"]), u(&p["zero"]));
             // The Megatron-DeepSpeed arguments: one argv item per flag and per value, the
             // batch flags agreeing with ds_config.
-            let args: Vec<&str> = d["megatron_deepspeed_args"]
-                .as_array()
-                .expect("args")
-                .iter()
-                .map(|a| a.as_str().expect("string"))
-                .collect();
+            let args: Vec<&str> = ds_args(d);
             assert!(args.iter().all(|a| !a.contains(' ')), "{args:?}");
             let value = |flag: &str| -> u64 {
                 let i = args.iter().position(|a| *a == flag).expect(flag);
@@ -365,12 +373,7 @@ fn megatron_torchtitan_and_deepspeed_say_the_same_schedule() {
             let stop = exit_at.map_or(train_iters, |x| x.min(train_iters));
             assert_eq!(stop, u(&p["until_step"]), "{}: {args:?}", s.display());
             assert_eq!(value("--lr-decay-samples"), end_samples);
-            let first: Vec<&str> = ds_phases[0]["megatron_deepspeed_args"]
-                .as_array()
-                .expect("args")
-                .iter()
-                .map(|a| a.as_str().expect("string"))
-                .collect();
+            let first: Vec<&str> = ds_args(&ds_phases[0]);
             let at = first
                 .iter()
                 .position(|a| *a == "--train-samples")
@@ -624,11 +627,7 @@ fn a_schedule_for_another_framework_than_the_plans_stack_says_so() {
     assert!(!own.contains("note: this plan was costed"), "{own}");
     let megatron = run(Path::new("sessions/demo.ron"), &["--emit", "megatron"]);
     assert!(!megatron.contains("note: this plan was costed"));
-    let ds: Value = serde_json::from_str(&run(
-        Path::new("sessions/demo.ron"),
-        &["--emit", "deepspeed"],
-    ))
-    .expect("JSON");
+    let ds: Value = run_json(Path::new("sessions/demo.ron"), &["--emit", "deepspeed"]);
     assert!(
         ds["note"]
             .as_str()
@@ -691,8 +690,8 @@ fn plan_text_names_the_trainers_step_of_each_switch_and_the_plans_total() {
     // following the plan reads, as `plan --json` (`plan_steps`) and `--emit` do.
     let session = Path::new("sessions/demo.ron");
     let text = run(session, &[]);
-    let plan: Value = serde_json::from_str(&run(session, &["--json"])).expect("JSON");
-    let emitted: Value = serde_json::from_str(&run(session, &["--emit", "json"])).expect("JSON");
+    let plan: Value = run_json(session, &["--json"]);
+    let emitted: Value = run_json(session, &["--emit", "json"]);
     let switches = plan["switches"].as_array().expect("switches");
     assert!(!switches.is_empty());
     for s in switches {
@@ -738,7 +737,7 @@ fn plan_text_names_the_batches_it_added_to_the_sessions_axis() {
         out.contains("batch axis: the session's batch_sizes and 56, 112, 168"),
         "{out}"
     );
-    let plan: Value = serde_json::from_str(&run(&session, &["--json"])).expect("JSON");
+    let plan: Value = run_json(&session, &["--json"]);
     assert_eq!(plan["added_batches"][0], 56);
     let own = run(Path::new("sessions/demo.ron"), &[]);
     assert!(!own.contains("batch axis:"), "64 GPUs add nothing");
@@ -823,16 +822,10 @@ fn a_layout_change_resumes_in_every_framework() {
         "{t}"
     );
 
-    let d: Value =
-        serde_json::from_str(&run(demo, &["--zero", "3", "--emit", "deepspeed"])).expect("json");
+    let d: Value = run_json(demo, &["--zero", "3", "--emit", "deepspeed"]);
     let phases = d["phases"].as_array().expect("phases");
     for (i, p) in phases.iter().enumerate() {
-        let args: Vec<&str> = p["megatron_deepspeed_args"]
-            .as_array()
-            .expect("args")
-            .iter()
-            .map(|a| a.as_str().expect("str"))
-            .collect();
+        let args: Vec<&str> = ds_args(p);
         let stage = args
             .iter()
             .position(|a| *a == "--zero-stage")
@@ -854,7 +847,7 @@ fn a_layout_change_resumes_in_every_framework() {
     );
 
     // From the plain engine to the pipeline engine: said; full recompute read by DeepSpeed.
-    let d: Value = serde_json::from_str(&run(
+    let d: Value = run_json(
         demo,
         &[
             "--model",
@@ -866,8 +859,7 @@ fn a_layout_change_resumes_in_every_framework() {
             "--emit",
             "deepspeed",
         ],
-    ))
-    .expect("json");
+    );
     let pps: Vec<u64> = d["phases"]
         .as_array()
         .expect("phases")
@@ -964,7 +956,7 @@ fn emit_plans_only_what_the_framework_can_express() {
     let plain = run(session, &["--stack", "torchtitan-fsdp2", "--json"]);
     assert!(plain.contains("\"recompute\":\"op\""), "{plain}");
 
-    let doc: Value = serde_json::from_str(&run(
+    let doc: Value = run_json(
         Path::new("sessions/demo.ron"),
         &[
             "--model",
@@ -976,8 +968,7 @@ fn emit_plans_only_what_the_framework_can_express() {
             "--emit",
             "deepspeed",
         ],
-    ))
-    .expect("JSON");
+    );
     let phases = doc["phases"].as_array().expect("phases");
     assert!(!phases.is_empty());
     let notes = doc["notes"].to_string();
@@ -992,12 +983,7 @@ fn emit_plans_only_what_the_framework_can_express() {
                 "{notes}"
             );
         }
-        let args: Vec<&str> = p["megatron_deepspeed_args"]
-            .as_array()
-            .expect("args")
-            .iter()
-            .map(|a| a.as_str().expect("string"))
-            .collect();
+        let args: Vec<&str> = ds_args(p);
         let at = args
             .iter()
             .position(|&a| a == "--deepspeed_config")
@@ -1011,9 +997,8 @@ fn emit_plans_only_what_the_framework_can_express() {
             Some(format!("ds_config_phase{}.json", u(&p["phase"])).as_str())
         );
     }
-    // Under the DeepSpeed stack the search itself holds no uneven pipeline (the model does not
-    // cost DeepSpeed's split): its plan is DeepSpeed's as made.
-    let v: Value = serde_json::from_str(&run(
+    // Under the DeepSpeed stack the plan is costed with DeepSpeed's own split: written as made.
+    let v: Value = run_json(
         Path::new("sessions/demo.ron"),
         &[
             "--model",
@@ -1024,8 +1009,7 @@ fn emit_plans_only_what_the_framework_can_express() {
             "deepspeed",
             "--json",
         ],
-    ))
-    .expect("JSON");
+    );
     let ds = v["emit_targets"]
         .as_array()
         .and_then(|f| f.iter().find(|f| f["target"] == "deepspeed"))
@@ -1035,7 +1019,7 @@ fn emit_plans_only_what_the_framework_can_express() {
 
     // Context parallelism costed as DeepSpeed-Ulysses (the DeepSpeed stack's exchange) is
     // written as Megatron-DeepSpeed's sequence-parallel size: the ranks dp·tp·pp leaves.
-    let doc: Value = serde_json::from_str(&run(
+    let doc: Value = run_json(
         Path::new("sessions/demo.ron"),
         &[
             "--model",
@@ -1051,24 +1035,18 @@ fn emit_plans_only_what_the_framework_can_express() {
             "--emit",
             "deepspeed",
         ],
-    ))
-    .expect("JSON");
+    );
     let mut ulysses = 0;
     for p in doc["phases"].as_array().expect("phases") {
-        let args: Vec<String> = p["megatron_deepspeed_args"]
-            .as_array()
-            .expect("args")
-            .iter()
-            .map(|a| a.as_str().expect("string").to_string())
-            .collect();
+        let args: Vec<&str> = ds_args(p);
         let cp = 32 / (u(&p["dp"]) * u(&p["tp"]) * u(&p["pp"]));
-        match args.iter().position(|a| a == "--ds-sequence-parallel-size") {
+        match args
+            .iter()
+            .position(|&a| a == "--ds-sequence-parallel-size")
+        {
             Some(at) => {
                 assert_eq!(args[at + 1], cp.to_string(), "{args:?}");
-                assert!(
-                    !args.contains(&"--sequence-parallel".to_string()),
-                    "{args:?}"
-                );
+                assert!(!args.contains(&"--sequence-parallel"), "{args:?}");
                 ulysses += 1;
             }
             None => assert_eq!(cp, 1, "{args:?}"),
@@ -1086,11 +1064,10 @@ fn emit_plans_only_what_the_framework_can_express() {
         "--precision",
         "fp8",
     ];
-    let v: Value = serde_json::from_str(&run(
+    let v: Value = run_json(
         Path::new("sessions/demo.ron"),
         &[&fp8[..], &["--json"]].concat(),
-    ))
-    .expect("JSON");
+    );
     let fits = v["emit_targets"].as_array().expect("emit_targets");
     let fit = |t: &str| {
         fits.iter()

@@ -601,6 +601,14 @@ impl Stages {
 mod tests {
     use super::*;
 
+    /// A small GPT shape with `layers` transformer layers.
+    fn with_layers(layers: u32) -> ModelProfile {
+        ModelProfile {
+            layers,
+            ..gpt(1024, 16)
+        }
+    }
+
     fn gpt(h: u32, a: u32) -> ModelProfile {
         ModelProfile {
             name: "gpt".into(),
@@ -661,10 +669,6 @@ mod tests {
 
     #[test]
     fn short_stages_sit_at_the_ends_of_the_pipeline() {
-        let with_layers = |layers| ModelProfile {
-            layers,
-            ..gpt(1024, 16)
-        };
         let split = |layers, pp| -> Vec<u32> {
             (0..pp)
                 .map(|i| layers_on_stage(&with_layers(layers), pp, i, StageSplit::Ends))
@@ -731,10 +735,6 @@ mod tests {
 
     #[test]
     fn deepspeed_2021_stages_are_split_as_its_greedy_partition_splits_them() {
-        let with_layers = |layers| ModelProfile {
-            layers,
-            ..gpt(1024, 16)
-        };
         // Layer counts per stage from DeepSpeed 0.10's own `partition_balanced`
         // (deepspeed/runtime/utils.py, run in Python) over Megatron-DeepSpeed's GPT model
         // entries, three before the layers and four after (weights 0) with
@@ -788,10 +788,6 @@ mod tests {
 
     #[test]
     fn deepspeed_stages_are_split_as_its_balanced_partition_splits_them() {
-        let with_layers = |layers| ModelProfile {
-            layers,
-            ..gpt(1024, 16)
-        };
         for layers in 2..=40u32 {
             for pp in 2..=layers.min(12) {
                 // Megatron-DeepSpeed's GPTModelPipe: the cast, the embedding and a transpose
@@ -817,7 +813,7 @@ mod tests {
 
     #[test]
     fn the_first_stage_under_deepspeed_holds_its_extra_layers() {
-        // 70 layers on PP 12: under DeepSpeed's sharding the first stage holds 6 layers beside
+        // 70 layers on PP 12: under DeepSpeed's balanced split the first stage holds 6 layers beside
         // the embedding and is the fullest; under Megatron's split it holds 5, and the second
         // stage (6 layers, one micro-batch fewer in flight) is the fullest.
         let m = ModelProfile {
