@@ -250,8 +250,16 @@ fn the_smoother_widens_and_narrows_on_keys_and_the_run_is_analysed_again() {
     let resolved = adhoc_session(&open_args(&sample)).expect("ad-hoc session");
     let loaded = copus::pipeline::load(&resolved).expect("loads");
     let mut app = App::new(resolved, loaded);
-    let steps = app.analysis.as_ref().expect("analysis").summary.steps;
-    let auto = app.resolved.session.estimator.bandwidth_for(steps);
+    let summary = &app.analysis.as_ref().expect("analysis").summary;
+    let auto = app
+        .resolved
+        .session
+        .estimator
+        .bandwidth_for(summary.steps, 1.0);
+    assert_eq!(
+        summary.bandwidth_steps, auto,
+        "every step of the sample is logged"
+    );
     let effects = update(&mut app, Msg::Smoothing(1));
     assert_eq!(effects, vec![copus::app::Effect::LoadSource]);
     let wider = app.resolved.session.estimator.bandwidth_steps.expect("set");

@@ -538,3 +538,50 @@ fn analyze_counted(
     let options = copus::stats::AnalyzeOptions::from(&settings).with_counts(counts.clone());
     copus::stats::analyze(records, options).expect("a")
 }
+
+/// A run logged every 100 steps is analysed as the same run logged every step: the default
+/// kernel spans as many records (its σ in steps scales with the spacing), so every interval,
+/// the drift and the smoothed trajectory are the same. Before, the kernel stayed at
+/// records/40 *steps*, narrower than the gap between records: nothing was smoothed and every
+/// interval collapsed to its point.
+#[test]
+fn the_default_kernel_follows_the_spacing_of_the_logged_steps() {
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    let dense = m.run(11, 600, |t| 40.0 / (1.0 + t as f64 / 100.0));
+    for stride in [7u64, 100] {
+        let sparse: Vec<StepStats> = dense
+            .iter()
+            .map(|r| StepStats {
+                step: r.step * stride,
+                ..r.clone()
+            })
+            .collect();
+        let a = analyze(&dense, &EstimatorSettings::default()).expect("dense");
+        let b = analyze(&sparse, &EstimatorSettings::default()).expect("sparse");
+        let close = |x: f64, y: f64| x == y || (x - y).abs() <= 1e-9 * x.abs().max(1.0);
+        assert!(
+            (b.summary.bandwidth_steps / a.summary.bandwidth_steps - stride as f64).abs() < 1e-9
+        );
+        for (x, y) in [
+            (a.summary.ci, b.summary.ci),
+            (a.summary.now.ci, b.summary.now.ci),
+        ] {
+            assert!(
+                close(x[0], y[0]) && close(x[1], y[1]),
+                "{x:?} vs {y:?} at stride {stride}"
+            );
+        }
+        assert!(a.summary.ci[1] > a.summary.ci[0] * 1.01, "a real interval");
+        let (da, db) = (
+            a.summary.drift.expect("drift"),
+            b.summary.drift.expect("drift"),
+        );
+        assert!(close(da.ci[0], db.ci[0]) && close(da.ci[1], db.ci[1]));
+        for (ra, rb) in a.steps.iter().zip(&b.steps) {
+            assert_eq!(rb.step, ra.step * stride);
+            let (pa, pb) = (ra.b_simple.unwrap_or(0.0), rb.b_simple.unwrap_or(0.0));
+            assert!(close(pa, pb), "step {}: {pa} vs {pb}", ra.step);
+            assert!(close(ra.ci[0], rb.ci[0]), "step {}", ra.step);
+        }
+    }
+}

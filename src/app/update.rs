@@ -234,10 +234,13 @@ fn smoothing(app: &mut App, direction: i8) -> Vec<Effect> {
     let est = &mut app.resolved.session.estimator;
     match est.smoother {
         SmootherKind::TwoSided => {
-            let steps = app.analysis.as_ref().map_or(100, |a| a.summary.steps);
+            // The bandwidth the shown analysis used (its default depends on the records'
+            // spacing, which only the analysis saw).
+            let used = app.analysis.as_ref().map(|a| a.summary.bandwidth_steps);
             let now = est
                 .bandwidth_steps
-                .unwrap_or_else(|| est.bandwidth_for(steps));
+                .or(used)
+                .unwrap_or_else(|| est.bandwidth_for(100, 1.0));
             let next = (now * factor).clamp(SMOOTHING_RANGE.0, SMOOTHING_RANGE.1);
             est.bandwidth_steps = Some(next);
             app.status = format!(

@@ -28,7 +28,8 @@ pub struct EstimatorArgs {
     /// Smoother of the per-step B_crit trajectory [default: two-sided].
     #[arg(long, value_enum)]
     pub smoother: Option<SmootherArg>,
-    /// Two-sided kernel standard deviation in steps (default: steps/40, clamped to 3..200).
+    /// Two-sided kernel standard deviation in steps (default: records/40, clamped to 3..200
+    /// records, times the usual gap between logged steps).
     #[arg(long, value_name = "STEPS")]
     pub bandwidth: Option<f64>,
     /// One-sided EMA decay per reference batch (θ = decay^(b_big/B0)).

@@ -288,7 +288,10 @@ fn analyze_impl(
     detail: LayerDetail,
 ) -> Result<(AnalyzeReport, RowLayers, f64), StatsError> {
     settings.validate().map_err(StatsError::Settings)?;
-    let coarse = counts.coarsening.map(|c| c.settings_for(settings));
+    let coarse = counts.coarsening.map(|c| {
+        let kept_steps: Vec<u64> = records.iter().map(|r| r.step).collect();
+        c.settings_for(settings, &kept_steps)
+    });
     let settings = coarse.as_ref().unwrap_or(settings);
     if records.is_empty() {
         return Err(StatsError::Empty {
@@ -419,6 +422,7 @@ fn analyze_impl(
         non_finite_skipped: non_finite_total,
         estimator,
         smoother: sm.description,
+        bandwidth_steps: sm.bandwidth_steps,
         seq_len,
         b_simple_tokens: seq_len.zip(sm.summary.b_simple).map(|(s, b)| s * b),
         coarsened: counts.coarsening,

@@ -49,8 +49,9 @@ pub struct EstimatorSettings {
     pub confidence: f64,
     /// Smoother of the per-step trajectory.
     pub smoother: SmootherKind,
-    /// Standard deviation of the two-sided Gaussian kernel, in **steps**; `None` picks
-    /// `clamp(steps / 40, 3, 200)`.
+    /// Standard deviation of the two-sided Gaussian kernel, in **steps** (step numbers);
+    /// `None` picks `clamp(records / 40, 3, 200)` records times the usual gap between logged
+    /// steps ([`EstimatorSettings::bandwidth_for`]).
     pub bandwidth_steps: Option<f64>,
     /// One-sided EMA decay per reference batch B0 (θ = decay^(b_big/B0)); e.g. 0.99 remembers
     /// about 100 reference batches. Also used by the ratio-EMA teaching comparison.
@@ -156,10 +157,21 @@ impl EstimatorSettings {
             .clamp(1, steps.max(1))
     }
 
-    /// Kernel bandwidth in steps for a run of `steps` usable steps.
-    pub fn bandwidth_for(&self, steps: usize) -> f64 {
-        self.bandwidth_steps
-            .unwrap_or_else(|| (steps as f64 / 40.0).clamp(3.0, 200.0))
+    /// Kernel bandwidth in step numbers for a run of `records` usable records logged
+    /// `spacing` steps apart ([`typical_spacing`]; 1 where every step is logged):
+    /// `bandwidth_steps` when set, else a fortieth of the records, at least 3 and at most 200
+    /// records, times the spacing. Counted in step numbers alone, a run logged every 100 steps
+    /// had a kernel narrower than the gap between its records: nothing was smoothed and every
+    /// interval collapsed to its point.
+    pub fn bandwidth_for(&self, records: usize, spacing: f64) -> f64 {
+        self.bandwidth_steps.unwrap_or_else(|| {
+            let spacing = if spacing.is_finite() && spacing >= 1.0 {
+                spacing
+            } else {
+                1.0
+            };
+            (records as f64 / 40.0).clamp(3.0, 200.0) * spacing
+        })
     }
 
     /// Autocorrelation window (steps) for a run of `steps` usable steps.
@@ -169,8 +181,69 @@ impl EstimatorSettings {
     }
 }
 
+/// The usual gap between consecutive logged step numbers: the median of the positive
+/// differences between consecutive distinct steps in step order, in steps; 1 with fewer than
+/// two distinct steps. The median, so that a resumed run's one long gap does not widen the
+/// kernel of every step.
+pub fn typical_spacing(steps: &[u64]) -> f64 {
+    let gaps_of = |sorted: &[u64]| -> Vec<u64> {
+        sorted
+            .windows(2)
+            .filter(|w| w[1] > w[0])
+            .map(|w| w[1] - w[0])
+            .collect()
+    };
+    let mut gaps = if steps.windows(2).all(|w| w[0] <= w[1]) {
+        gaps_of(steps)
+    } else {
+        let mut sorted = steps.to_vec();
+        sorted.sort_unstable();
+        gaps_of(&sorted)
+    };
+    if gaps.is_empty() {
+        return 1.0;
+    }
+    let mid = gaps.len() / 2;
+    let (_, median, _) = gaps.select_nth_unstable(mid);
+    *median as f64
+}
+
 /// Smallest two-sided kernel standard deviation, steps: a Gaussian narrower than one step
 /// gives each step almost all of its own weight, so nothing is smoothed and the interval
 /// variance, estimated from the detrended residuals, collapses towards zero (at σ = 0.1
 /// every interval of a run came out zero-width).
 pub const MIN_BANDWIDTH_STEPS: f64 = 1.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spacing_is_the_median_gap_between_distinct_steps() {
+        assert_eq!(typical_spacing(&[]), 1.0);
+        assert_eq!(typical_spacing(&[5]), 1.0);
+        assert_eq!(typical_spacing(&[5, 5, 5]), 1.0);
+        assert_eq!(typical_spacing(&[0, 1, 2, 3]), 1.0);
+        assert_eq!(typical_spacing(&[0, 100, 200, 300]), 100.0);
+        // Repeated and unsorted steps: the gaps between the distinct ones, in step order.
+        assert_eq!(typical_spacing(&[300, 0, 100, 100, 200]), 100.0);
+        // A resumed run's one long gap does not set the spacing.
+        assert_eq!(typical_spacing(&[0, 10, 20, 30, 40, 90_000]), 10.0);
+    }
+
+    #[test]
+    fn the_default_bandwidth_counts_records_and_a_set_one_is_kept() {
+        let s = EstimatorSettings::default();
+        assert_eq!(s.bandwidth_for(400, 1.0), 10.0);
+        assert_eq!(s.bandwidth_for(400, 50.0), 500.0);
+        assert_eq!(s.bandwidth_for(10, 1.0), 3.0);
+        assert_eq!(s.bandwidth_for(100_000, 2.0), 400.0);
+        // A spacing below one step (not a real spacing) counts as one.
+        assert_eq!(s.bandwidth_for(400, 0.0), 10.0);
+        let set = EstimatorSettings {
+            bandwidth_steps: Some(7.5),
+            ..EstimatorSettings::default()
+        };
+        assert_eq!(set.bandwidth_for(400, 50.0), 7.5);
+    }
+}

@@ -2,7 +2,7 @@
 //! first window (for drift), and the smoothed per-step trajectory, each with a Fieller interval
 //! whose variance accounts for autocorrelation between steps.
 
-use crate::analysis::settings::{EstimatorSettings, SmootherKind};
+use crate::analysis::settings::{EstimatorSettings, SmootherKind, typical_spacing};
 use crate::estimate::interval::{fieller, hac_mean_cov, inflation, z_for};
 use crate::smoothing::kernel_sums::{Method, record_moments};
 use crate::smoothing::{Moments, one_sided_lag_corrected};
@@ -62,6 +62,9 @@ pub struct Smoothed {
     pub description: String,
     /// The autocorrelation inflation φ ≥ 1 applied to the variance of every point.
     pub inflation: f64,
+    /// σ of the two-sided Gaussian kernel, in steps: it detrends the per-step estimates for
+    /// every interval, and smooths the trajectory when the smoother is two-sided.
+    pub bandwidth_steps: f64,
 }
 
 /// Residuals of the per-step estimates around the two-sided kernel (the detrended noise), with
@@ -99,9 +102,10 @@ pub fn detrend(t: &[f64], g: &[f64], steps: &[u64], bandwidth: f64) -> Detrended
 }
 
 impl Detrended {
-    /// Long-run (co)variances of the means of t and g over steps `range` (Bartlett lag `lag`),
-    /// corrected for what detrending by the kernel of `bandwidth` steps took out of the lagged
-    /// products ([`detrended_lag_share`]).
+    /// Long-run (co)variances of the means of t and g over records `range` (Bartlett lag `lag`
+    /// records), corrected for what detrending by the kernel of `bandwidth` **records** (its
+    /// σ in steps over the records' usual spacing) took out of the lagged products
+    /// ([`detrended_lag_share`]).
     pub fn mean_cov(
         &self,
         range: std::ops::Range<usize>,
@@ -192,13 +196,17 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
     let g: Vec<f64> = series.g2.iter().map(|x| x / scale).collect();
     let z = z_for(settings.confidence);
     let lag = settings.block_length_for(n);
-    let h = settings.bandwidth_for(n);
+    let spacing = typical_spacing(series.steps);
+    let h = settings.bandwidth_for(n, spacing);
+    // The autocorrelation window counts records, so the share of it the kernel took out is
+    // that of the kernel's width in records.
+    let h_records = h / spacing;
 
     // Two-sided kernel: detrending residuals for the variances (whatever the smoother).
     let mut d = detrend(&t, &g, series.steps, h);
     let window = |range: std::ops::Range<usize>| {
         let (mt, mg) = (mean(&t[range.clone()]), mean(&g[range.clone()]));
-        let v = d.mean_cov(range.clone(), lag, h);
+        let v = d.mean_cov(range.clone(), lag, h_records);
         let var_ln = (mt > 0.0 && mg > 0.0)
             .then(|| v.0 / (mt * mt) - 2.0 * v.1 / (mt * mg) + v.2 / (mg * mg))
             .filter(|x| x.is_finite() && *x >= 0.0);
@@ -254,6 +262,7 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
         points,
         description,
         inflation: phi,
+        bandwidth_steps: h,
     }
 }
 

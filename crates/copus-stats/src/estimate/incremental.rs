@@ -334,7 +334,8 @@ pub fn inflation_of_rows(rows: &[StepRow], settings: &EstimatorSettings) -> f64 
     let t: Vec<f64> = rows.iter().map(|r| r.trace_step / scale).collect();
     let g: Vec<f64> = rows.iter().map(|r| r.g2_step / scale).collect();
     let steps: Vec<u64> = rows.iter().map(|r| r.step).collect();
-    let d = detrend(&t, &g, &steps, settings.bandwidth_for(n));
+    let h = settings.bandwidth_for(n, crate::analysis::settings::typical_spacing(&steps));
+    let d = detrend(&t, &g, &steps, h);
     let (mt, mg) = (
         t.iter().sum::<f64>() / n as f64,
         g.iter().sum::<f64>() / n as f64,

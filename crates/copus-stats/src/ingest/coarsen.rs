@@ -338,15 +338,21 @@ fn divide(r: &mut StepStats, n: f64) {
 }
 
 impl Coarsening {
-    /// The settings that analyse the kept records as the steps they stand for: the default
-    /// kernel bandwidth from the steps read (not the records kept), the window and the
-    /// autocorrelation window given in steps (or their defaults for the steps read) turned
-    /// into records, and the one-sided EMA decay per record (`decay^c`).
-    pub fn settings_for(&self, settings: &EstimatorSettings) -> EstimatorSettings {
+    /// The settings that analyse the kept records, at step numbers `kept_steps`, as the steps
+    /// they stand for: the default kernel bandwidth from the records read (not the records
+    /// kept) and their spacing (the kept records' usual gap over the records each merges),
+    /// the window and the autocorrelation window given in steps (or their defaults for the
+    /// steps read) turned into records, and the one-sided EMA decay per record (`decay^c`).
+    pub fn settings_for(
+        &self,
+        settings: &EstimatorSettings,
+        kept_steps: &[u64],
+    ) -> EstimatorSettings {
         let mut s = settings.clone();
         let read = usize::try_from(self.records_read).unwrap_or(usize::MAX);
         let c = self.steps_per_record.max(1);
-        s.bandwidth_steps = Some(settings.bandwidth_for(read));
+        let spacing = crate::analysis::settings::typical_spacing(kept_steps) / c as f64;
+        s.bandwidth_steps = Some(settings.bandwidth_for(read, spacing));
         let per = usize::try_from(c).unwrap_or(usize::MAX);
         // The window in steps (given, or the default for the steps read: a tenth of the run,
         // at least `min_steps`), in records; the default for the records kept would have

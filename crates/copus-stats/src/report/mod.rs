@@ -117,6 +117,11 @@ pub struct Summary {
     pub estimator: EstimatorKind,
     /// Smoother of the per-step trajectory, e.g. `two_sided(gaussian sigma=75 steps)`.
     pub smoother: String,
+    /// σ of the two-sided Gaussian kernel, in steps (step numbers), as used: it detrends the
+    /// per-step estimates for every interval and smooths the trajectory when `smoother` is
+    /// two-sided (default: a fortieth of the records, 3 to 200 records, times the usual gap
+    /// between logged steps).
+    pub bandwidth_steps: f64,
     /// Sequence length in tokens: inferred from `tokens` and `b_big` where the records allow
     /// it; for a gradient dump, the one given with `--seq-len` (default 4096).
     #[serde(skip_serializing_if = "Option::is_none")]
