@@ -518,3 +518,96 @@ fn write_two_batch_run(path: &std::path::Path, steps: u64, trace: f64, g2: impl 
         .collect();
     std::fs::write(path, text).expect("write");
 }
+
+/// Norms written swapped (the small batch's below the big one's: tr(Σ) estimates below zero):
+/// no positive value fits, and `watch` says so as `analyze` does, with a `null` interval, not
+/// `[0.0, 0.0]` (which a script reads as a measured interval at zero), in its summary and its
+/// history.
+#[test]
+fn an_empty_interval_is_null_in_watch_as_in_analyze() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("swapped.ndjson");
+    let text: String = (0..200u64)
+        .map(|s| {
+            let wobble = 1.0 + 0.02 * ((s * 7919 % 11) as f64 / 11.0 - 0.5);
+            let (small, big) = (30.0 + 100.0 / 64.0 * wobble, 30.0 + 100.0 / 8.0 * wobble);
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":8,\"b_big\":64,\"sq_small\":{small},\"sq_big\":{big}}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(&path, text).expect("write");
+    let analyzed = analyze_json(&path);
+    assert!(
+        analyzed["summary"]["ci"].is_null(),
+        "{}",
+        analyzed["summary"]
+    );
+    let out = copus()
+        .args(["watch", "--headless", "--json", "--until-steps", "200"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    let s = &json(out)["summary"];
+    assert!(s["b_simple"].as_f64().is_some_and(|b| b < 0.0), "{s}");
+    assert!(s["ci"].is_null(), "{s}");
+    assert!(s["ci_now"].is_null(), "{s}");
+    let history = s["history"].as_array().expect("history");
+    assert!(!history.is_empty());
+    assert!(history.iter().all(|h| h["ci"].is_null()), "{s}");
+    let text = copus()
+        .args(["watch", "--headless", "--until-steps", "200"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("interval         none"), "{text}");
+}
+
+/// `… | copus watch /dev/stdin` ends when the writer closes the pipe (nobody can open an
+/// anonymous pipe again), where it used to wait until killed: with `--timeout-s` it prints its
+/// summary and succeeds at once; with `--until-steps` beyond what came, it says the input
+/// ended (not "timed out"). A last line without its newline counts, as in `analyze`.
+#[test]
+fn watch_ends_when_the_pipe_it_reads_is_closed() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    write_two_batch_run(&path, 120, 40.0, |_| 1.0);
+    let mut text = std::fs::read(&path).expect("read");
+    assert_eq!(text.pop(), Some(b'\n'));
+    for (args, ok) in [
+        (vec!["--timeout-s", "60", "--json"], true),
+        (vec!["--until-steps", "500", "--json"], false),
+    ] {
+        let start = std::time::Instant::now();
+        let mut child = copus()
+            .args(["watch", "/dev/stdin", "--headless"])
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(&text).expect("write");
+        drop(stdin);
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "{args:?} waited past the pipe's end"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), ok, "{args:?}: {stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let s = &v["summary"];
+        assert_eq!(s["steps_ingested"], 120, "{s}");
+        assert_eq!(s["input_ended"], true, "{s}");
+        if !ok {
+            assert!(
+                stderr.contains("the input ended after 120 of 500 steps"),
+                "{stderr}"
+            );
+        }
+    }
+}

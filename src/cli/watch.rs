@@ -121,6 +121,9 @@ pub struct WatchSummary {
     pub last_loss: Option<f64>,
     /// Whether --until-steps was reached (true when it was not asked for).
     pub complete: bool,
+    /// Whether the input ended for good (an anonymous pipe whose writer closed it, as in
+    /// `… | copus watch /dev/stdin`): no more records could come.
+    pub input_ended: bool,
     /// Seconds spent watching.
     pub elapsed_s: f64,
     /// Records the incremental (live) estimate left out because they arrived too far behind
@@ -197,6 +200,7 @@ fn live_estimate_and_inflation(
     let options = crate::stats::AnalyzeOptions::from(&settings)
         .with_layers(detail)
         .with_counts(counts);
+    use crate::stats::estimate::interval;
     match crate::stats::analyze_parts(records, options) {
         Ok(parts) => {
             let phi = parts.inflation;
@@ -205,9 +209,10 @@ fn live_estimate_and_inflation(
             let estimate = LiveEstimate {
                 steps_used: report.summary.steps,
                 b_simple: report.summary.b_simple,
-                ci: Some(report.summary.ci),
+                // An empty interval (no positive |G|² fits) is `null`, as in `analyze`.
+                ci: Some(report.summary.ci).filter(|ci| !interval::is_empty(*ci)),
                 b_simple_now: now.and_then(|r| r.b_simple),
-                ci_now: now.map(|r| r.ci),
+                ci_now: now.map(|r| r.ci).filter(|ci| !interval::is_empty(*ci)),
                 verdict: Some(report.summary.verdict),
                 diagnostics: report.summary.diagnostics,
                 now: Some(report.summary.now),
@@ -324,6 +329,10 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
         return Err(crate::signals::StoppedBySignal(sig).into());
     }
     match (args.until_steps, &summary.estimate.error) {
+        (Some(n), _) if !summary.complete && summary.input_ended => anyhow::bail!(
+            "the input ended after {} of {n} steps (its writer closed the pipe)",
+            summary.steps_ingested
+        ),
         (Some(n), _) if !summary.complete => anyhow::bail!(
             "timed out after {:.1} s with {} of {n} steps",
             summary.elapsed_s,
@@ -433,6 +442,7 @@ fn watch_headless(
         }
     };
     let mut state = WatchState::new(shown.clone());
+    let mut input_ended = false;
     'outer: while follower.is_some() && !state.reached(until_steps) {
         let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
         if left == Some(Duration::ZERO) || signals.received().is_some() {
@@ -470,14 +480,19 @@ fn watch_headless(
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+            // The follower ends by itself only when its input ended for good.
+            Err(RecvTimeoutError::Disconnected) => {
+                input_ended = true;
+                break;
+            }
         }
     }
     if let Some(f) = follower {
         f.stop();
     }
     let ingested = start.elapsed();
-    let summary = state.finish(until_steps, start.elapsed().as_secs_f64());
+    let mut summary = state.finish(until_steps, start.elapsed().as_secs_f64());
+    summary.input_ended = input_ended;
     // The command ends with this summary: the OS takes the records' memory back at exit,
     // without freeing up to 2^18 records one by one first.
     std::mem::forget(state);
@@ -655,6 +670,7 @@ impl WatchState {
             last_step: records.last().map(|r| r.step),
             last_loss: records.iter().rev().find_map(|r| r.loss),
             complete: until_steps.is_none() || self.reached(until_steps),
+            input_ended: false,
             elapsed_s,
             advice: None,
             event_lines: self.events,
@@ -736,17 +752,17 @@ fn summary_text(s: &WatchSummary) -> String {
     };
     let _ = writeln!(out, "B_simple (run)   {b} over {} steps", e.steps_used);
     match e.ci {
-        // As `analyze` says it: an empty interval is no interval, not "0.0 .. 0.0".
-        Some(ci) if crate::stats::estimate::interval::is_empty(ci) => {
+        Some([lo, hi]) => {
+            let _ = writeln!(out, "interval         {} .. {}", fmt(lo), fmt(hi));
+        }
+        // As `analyze` says it: an empty interval (`null` in JSON) is no interval, not
+        // "0.0 .. 0.0".
+        None => {
             let _ = writeln!(
                 out,
                 "interval         none (no positive value fits the data)"
             );
         }
-        Some([lo, hi]) => {
-            let _ = writeln!(out, "interval         {} .. {}", fmt(lo), fmt(hi));
-        }
-        None => {}
     }
     if let Some(now) = e.b_simple_now {
         out.push_str(&crate::format::line_labelled(

@@ -78,6 +78,27 @@ pub fn is_fifo(_: &std::fs::FileType) -> bool {
     false
 }
 
+/// Whether `path` names an anonymous pipe (a shell's `|`, reached as `/dev/stdin` or
+/// `/proc/self/fd/N`): a link that resolves to `pipe:[…]`. Unlike a named pipe, whose writer
+/// may open it again, its end is the end of the stream. False where the OS has no such links.
+pub fn is_anonymous_pipe(path: &Path) -> bool {
+    let mut at = path.to_path_buf();
+    // /dev/stdin → /proc/self/fd/0 → pipe:[…]: a few links at most.
+    for _ in 0..8 {
+        let Ok(target) = std::fs::read_link(&at) else {
+            return false;
+        };
+        if target.to_string_lossy().starts_with("pipe:[") {
+            return true;
+        }
+        at = match at.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+    }
+    false
+}
+
 /// Whether `a` and `b` name the same file: the same device and inode where both exist (on
 /// Unix; through symlinks and hard links), else the same absolute path once the existing
 /// directories are resolved (two outputs not yet created).

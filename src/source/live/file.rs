@@ -46,6 +46,8 @@ struct OpenFile {
     offset: u64,
     /// A named pipe: read as it comes, never truncated or rotated.
     pipe: bool,
+    /// An anonymous pipe (`… | copus watch /dev/stdin`): its end is the end of the stream.
+    ends: bool,
 }
 
 /// Open `path` for following. A FIFO is opened without blocking (a pipe with no writer yet
@@ -99,6 +101,7 @@ where
                         id,
                         offset: 0,
                         pipe,
+                        ends: pipe && crate::fsutil::is_anonymous_pipe(path),
                     });
                     said_waiting = false;
                 }
@@ -146,6 +149,21 @@ where
             }
         }
         said_read_error = false;
+        if of.ends {
+            // Nobody can open an anonymous pipe again: the stream ended. A last line without
+            // its newline is complete, as `analyze` reads it; then the follower stops.
+            if ingest.pending_bytes() > 0 {
+                ingest.feed(b"\n", &mut |ev| {
+                    em.deliver(ev);
+                });
+            }
+            em.status(
+                LinkState::Quiet,
+                format!("{shown} ended: its writer closed the pipe"),
+            );
+            em.flush();
+            return;
+        }
         if of.pipe {
             // The end of a pipe's data (no writer now): a writer may open it again.
             em.sleep(opts.poll);

@@ -85,7 +85,9 @@ pub struct HistoryBin {
     /// Smoothed B_simple at `last_step` (samples); `null` where the smoothed |G|² is not
     /// positive.
     pub b_simple: Option<f64>,
-    /// Interval of `b_simple` (hi `null` = unbounded).
+    /// Interval of `b_simple` (hi `null` = unbounded; `null` when empty: no positive |G|²
+    /// fits, as in `analyze`).
+    #[serde(serialize_with = "crate::stats::estimate::interval::serialize_ci")]
     pub ci: [f64; 2],
     /// Smallest smoothed B_simple over the range (samples).
     pub b_simple_min: Option<f64>,
