@@ -1544,3 +1544,66 @@ fn batches_carry_their_sequence_and_empty_plans_say_why() {
         "--nodes",
     ]);
 }
+
+/// At 128K tokens context parallelism is what makes a layout fit: "fits instead" searches it
+/// (it kept the CP asked for, and proposed TP 8 × PP 2 with full recompute at 29k tokens/s
+/// where CP ran about 1.7× faster), prefers the CP asked for unless another is clearly faster,
+/// and writes the CP it found even where it is back to 1, so that the flags run as printed.
+#[test]
+fn fits_instead_searches_context_parallelism_and_its_flags_run_as_printed() {
+    let base = [
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--seq",
+        "131072",
+        "--gpus",
+        "128",
+        "--batch",
+        "16",
+        "--tp",
+        "8",
+    ];
+    let nearest = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        args.push("--json");
+        let out = copus(&args);
+        out.succeeds();
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        assert_eq!(v["fits"], false, "{v}");
+        let n = &v["nearest_change"];
+        (
+            n["flags"].as_str().expect("flags").to_string(),
+            n["tokens_per_s"].as_f64().expect("tokens/s"),
+            n["config"]["cp"].as_u64().expect("cp"),
+        )
+    };
+    let (flags, tokens, cp) = nearest(&[]);
+    assert!(cp > 1 && flags.contains(&format!("--cp {cp}")), "{flags}");
+    // What it proposed before, without CP, runs much slower.
+    let mut args: Vec<&str> = base.to_vec();
+    args.extend(["--pp", "2", "--recompute", "full", "--json"]);
+    let old = copus(&args);
+    old.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&old.stdout).expect("json");
+    assert_eq!(v["fits"], true, "{v}");
+    let tokens_cp1 = v["tokens_per_s"].as_f64().expect("tokens/s");
+    assert!(
+        tokens > 1.3 * tokens_cp1,
+        "{flags} {tokens} vs {tokens_cp1}"
+    );
+    // Asked for CP 2 on a layout that does not fit, and CP 1 were the answer, the flags
+    // would say `--cp 1`; here the CP asked for is kept unless another is clearly faster.
+    let (flags2, tokens2, cp2) = nearest(&["--cp", "2", "--pp", "1", "--mbs", "2"]);
+    assert!(flags2.contains(&format!("--cp {cp2}")), "{flags2}");
+    assert!(tokens2 > 0.0);
+    let mut args: Vec<&str> = base[..base.len() - 2].to_vec();
+    args.extend(flags.split_whitespace());
+    args.push("--json");
+    let ran = copus(&args);
+    ran.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&ran.stdout).expect("json");
+    assert_eq!(v["fits"], true, "{flags}: {v}");
+    assert!((v["tokens_per_s"].as_f64().expect("tokens/s") / tokens - 1.0).abs() < 1e-9);
+}

@@ -371,7 +371,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     };
     let faster_if_it_fit = if p.fits {
         enumerate::faster_near_miss(&ctx, &costs, a.batch, p.step_time_s).map(|(c, q)| NearestFit {
-            flags: fit_flags(&c),
+            flags: fit_flags(&c, &cfg),
             config: (&c).into(),
             tokens_per_s: q.tokens_per_s,
             memory_per_gpu_bytes: q.memory_per_gpu_bytes,
@@ -391,7 +391,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         let nearest =
             what_fits(&ctx, a.gpus, a.batch, &cfg, (stack_base, &policies)).map(|(c, fit)| {
                 NearestFit {
-                    flags: fit_flags(&c),
+                    flags: fit_flags(&c, &cfg),
                     config: (&c).into(),
                     tokens_per_s: fit.tokens_per_s,
                     memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
@@ -508,28 +508,36 @@ fn auto_or_count(value: &str, flag: &str) -> anyhow::Result<Option<u32>> {
 }
 
 /// The `predict` flags that select `c`.
-fn fit_flags(c: &ParallelConfig) -> String {
+/// The flags that turn `asked` into `c`: each degree the default would not give, and each one
+/// the command set (`--cp 2` asked and CP 1 found is written `--cp 1`, or the `--cp 2` left on
+/// the command line would still apply).
+fn fit_flags(c: &ParallelConfig, asked: &ParallelConfig) -> String {
     let mut f = format!(
         "--tp {} --pp {} --mbs {} --zero {} --recompute {}",
         c.tp, c.pp, c.mbs, c.zero, c.recompute
     );
-    if c.cp > 1 {
-        f.push_str(&format!(" --cp {}", c.cp));
-    }
-    if c.vpp > 1 {
-        f.push_str(&format!(" --vpp {}", c.vpp));
-    }
-    if c.ep > 1 {
-        f.push_str(&format!(" --ep {}", c.ep));
+    for (flag, found, given) in [
+        ("cp", c.cp, asked.cp),
+        ("vpp", c.vpp, asked.vpp),
+        ("ep", c.ep, asked.ep),
+    ] {
+        if found > 1 || given > 1 {
+            f.push_str(&format!(" --{flag} {found}"));
+        }
     }
     f
 }
 
+/// Largest context-parallel degree "fits instead" tries beside the one asked for (Llama 3's
+/// 128K-token stage ran CP 16).
+pub const MAX_SEARCHED_CP: u32 = 32;
+
 /// The fastest configuration of `gpus` GPUs that fits at `batch`: first with `base`'s ZeRO
 /// stage and the recompute policies the command allowed (`allowed`: every policy of the
 /// stack under `--recompute auto`, the one given otherwise) on every (tp, pp) layout within a
-/// node, then with any ZeRO stage and any recompute policy `stack` has. `None` when nothing
-/// fits.
+/// node and every context-parallel degree the sequence allows (`base`'s, and 2 to
+/// [`MAX_SEARCHED_CP`] in powers of two: at 128K tokens CP is what lets a layout fit), then
+/// with any ZeRO stage and any recompute policy `stack` has. `None` when nothing fits.
 pub fn what_fits(
     ctx: &PerfContext,
     gpus: u32,
@@ -542,11 +550,32 @@ pub fn what_fits(
         (std::slice::from_ref(&base.zero), allowed),
         (&[0, 1, 2, 3], all),
     ];
+    let mut cps = vec![base.cp.max(1)];
+    cps.extend(
+        (1..)
+            .map(|k| 1u32 << k)
+            .take_while(|&cp| cp <= MAX_SEARCHED_CP)
+            .filter(|&cp| cp != base.cp && gpus.is_multiple_of(cp)),
+    );
+    let asked_cp = base.cp.max(1);
     for (zeros, recomputes) in tries {
+        // The fastest with the CP asked for, and the fastest with any.
         let mut best: Option<(ParallelConfig, Prediction)> = None;
-        let cp = base.cp.max(1);
-        for (dp, tp, pp) in enumerate::factorisations(gpus / cp) {
-            if tp > ctx.gpus_per_node {
+        let mut best_asked: Option<(ParallelConfig, Prediction)> = None;
+        let layouts = cps.iter().flat_map(|&cp| {
+            enumerate::factorisations(gpus / cp)
+                .into_iter()
+                .map(move |(dp, tp, pp)| (dp, tp, pp, cp))
+        });
+        for (dp, tp, pp, cp) in layouts {
+            if tp > ctx.gpus_per_node
+                || enumerate::layout_problem(
+                    ctx,
+                    crate::perf::config::Layout { dp, tp, pp, cp },
+                    false,
+                )
+                .is_some()
+            {
                 continue;
             }
             for &zero in zeros {
@@ -562,19 +591,38 @@ pub fn what_fits(
                     ep: 1,
                 };
                 let eps = crate::perf::validate::expert_candidates(ctx.model, dp * cp);
-                if let Ok((c, p)) = enumerate::auto(ctx, &cfg, batch, recomputes, (&[1], &eps))
-                    && best.is_none_or(|(_, b)| p.step_time_s < b.step_time_s)
-                {
+                let Ok((c, p)) = enumerate::auto(ctx, &cfg, batch, recomputes, (&[1], &eps)) else {
+                    continue;
+                };
+                let faster = |held: &Option<(ParallelConfig, Prediction)>| {
+                    held.as_ref()
+                        .is_none_or(|(_, b)| p.step_time_s < b.step_time_s)
+                };
+                if cp == asked_cp && faster(&best_asked) {
+                    best_asked = Some((c, p));
+                }
+                if faster(&best) {
                     best = Some((c, p));
                 }
             }
         }
-        if best.is_some() {
-            return best;
+        // Another CP only where it is clearly faster: the change nearest to what was asked.
+        match (best_asked, best) {
+            (Some(asked), Some(any))
+                if any.1.step_time_s * (1.0 + OTHER_CP_MIN_GAIN) >= asked.1.step_time_s =>
+            {
+                return Some(asked);
+            }
+            (_, Some(any)) => return Some(any),
+            _ => {}
         }
     }
     None
 }
+
+/// How much faster (a share of the step time) a configuration with another context-parallel
+/// degree must be for "fits instead" to propose it over one with the degree asked for.
+const OTHER_CP_MIN_GAIN: f64 = 0.05;
 
 fn print_text(o: &Output) {
     let p = &o.prediction;
