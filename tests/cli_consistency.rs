@@ -1598,6 +1598,27 @@ fn fits_instead_searches_context_parallelism_and_its_flags_run_as_printed() {
     let (flags2, tokens2, cp2) = nearest(&["--cp", "2", "--pp", "1", "--mbs", "2"]);
     assert!(flags2.contains(&format!("--cp {cp2}")), "{flags2}");
     assert!(tokens2 > 0.0);
+    // A framework without context parallelism is not offered it (here nothing else fits).
+    let out = copus(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--seq",
+        "131072",
+        "--gpus",
+        "128",
+        "--batch",
+        "16",
+        "--tp",
+        "8",
+        "--stack",
+        "megatron-lm-2021",
+        "--json",
+    ]);
+    out.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    let n = &v["nearest_change"];
+    assert!(n.is_null() || n["config"]["cp"] == 1, "{n}");
     let mut args: Vec<&str> = base[..base.len() - 2].to_vec();
     args.extend(flags.split_whitespace());
     args.push("--json");
@@ -1606,4 +1627,46 @@ fn fits_instead_searches_context_parallelism_and_its_flags_run_as_printed() {
     let v: serde_json::Value = serde_json::from_str(&ran.stdout).expect("json");
     assert_eq!(v["fits"], true, "{flags}: {v}");
     assert!((v["tokens_per_s"].as_f64().expect("tokens/s") / tokens - 1.0).abs() < 1e-9);
+}
+
+/// A MoE layout that does not fit shows the choice that misses the memory by the least, as
+/// grid's cell does (it showed EP 1 at 875 GB where grid read EP 8 at 165 GB), so that adding
+/// recompute never looks like it halves the step.
+#[test]
+fn a_moe_layout_that_does_not_fit_shows_what_grid_shows() {
+    let run = |recompute: &str| {
+        let out = copus(&[
+            "predict",
+            "--model",
+            "mixtral-8x7b",
+            "--gpus",
+            "256",
+            "--tp",
+            "4",
+            "--mbs",
+            "2",
+            "--batch",
+            "128",
+            "--stack",
+            "megatron-lm-2021",
+            "--recompute",
+            recompute,
+            "--json",
+        ]);
+        out.succeeds();
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        (
+            v["fits"].as_bool().expect("fits"),
+            v["ep"].as_u64().expect("ep"),
+            v["step_time_s"].as_f64().expect("step"),
+        )
+    };
+    let (fits_none, ep_none, step_none) = run("none");
+    let (fits_sel, ep_sel, step_sel) = run("selective");
+    assert!(!fits_none && fits_sel);
+    assert_eq!(ep_none, ep_sel);
+    assert!(
+        step_sel >= step_none,
+        "recompute made it faster: {step_sel} < {step_none}"
+    );
 }

@@ -361,11 +361,29 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             cfg = c;
             p
         }
-        // Nothing fits: show the (smallest) micro-batch's breakdown with the least
-        // memory-hungry allowed policy, and what would fit instead.
+        // Nothing fits: show the choice (micro-batch, recompute, interleave, EP) that misses
+        // the memory by the least, the one `grid` names for a cell that cannot run, and what
+        // would fit instead. (The last policy at the first choices showed a MoE layout at EP 1
+        // and 875 GB where grid's cell read EP 8 and 165 GB.)
         Err(Invalid::OutOfMemory { .. }) => {
-            cfg.recompute = *policies.last().unwrap_or(&Recompute::Full);
-            predict(&ctx, &cfg, a.batch).map_err(invalid)?
+            let least = costs
+                .iter()
+                .filter_map(|c| c.at(&ctx, a.batch).ok().map(|p| (c.cfg, p)))
+                .min_by(|(_, p), (_, q)| {
+                    p.memory_per_gpu_bytes
+                        .total_cmp(&q.memory_per_gpu_bytes)
+                        .then(p.step_time_s.total_cmp(&q.step_time_s))
+                });
+            match least {
+                Some((c, p)) => {
+                    cfg = c;
+                    p
+                }
+                None => {
+                    cfg.recompute = *policies.last().unwrap_or(&Recompute::Full);
+                    predict(&ctx, &cfg, a.batch).map_err(invalid)?
+                }
+            }
         }
         Err(e) => return Err(invalid(e)),
     };
@@ -536,7 +554,8 @@ pub const MAX_SEARCHED_CP: u32 = 32;
 /// stage and the recompute policies the command allowed (`allowed`: every policy of the
 /// stack under `--recompute auto`, the one given otherwise) on every (tp, pp) layout within a
 /// node and every context-parallel degree the sequence allows (`base`'s, and 2 to
-/// [`MAX_SEARCHED_CP`] in powers of two: at 128K tokens CP is what lets a layout fit), then
+/// [`MAX_SEARCHED_CP`] in powers of two where the stack's framework has CP: at 128K tokens CP
+/// is what lets a layout fit), then
 /// with any ZeRO stage and any recompute policy `stack` has. `None` when nothing fits.
 pub fn what_fits(
     ctx: &PerfContext,
@@ -551,12 +570,14 @@ pub fn what_fits(
         (&[0, 1, 2, 3], all),
     ];
     let mut cps = vec![base.cp.max(1)];
-    cps.extend(
-        (1..)
-            .map(|k| 1u32 << k)
-            .take_while(|&cp| cp <= MAX_SEARCHED_CP)
-            .filter(|&cp| cp != base.cp && gpus.is_multiple_of(cp)),
-    );
+    if stack.has_context_parallel() {
+        cps.extend(
+            (1..)
+                .map(|k| 1u32 << k)
+                .take_while(|&cp| cp <= MAX_SEARCHED_CP)
+                .filter(|&cp| cp != base.cp && gpus.is_multiple_of(cp)),
+        );
+    }
     let asked_cp = base.cp.max(1);
     for (zeros, recomputes) in tries {
         // The fastest with the CP asked for, and the fastest with any.

@@ -144,6 +144,24 @@ impl StackPreset {
         }
     }
 
+    /// Whether this framework splits a sequence over context-parallel ranks: Megatron-Core
+    /// and NeMo (ring attention, 2023 on), torchtitan (PyTorch's context parallel) and
+    /// DeepSpeed (Ulysses, 2023 on); not Megatron-LM or DeepSpeed as of 2021, nor llm-foundry.
+    /// A search that may change the degree (`predict`'s "fits instead") keeps the one asked
+    /// for on the others.
+    pub fn has_context_parallel(self) -> bool {
+        match self {
+            StackPreset::MegatronCore
+            | StackPreset::Nemo
+            | StackPreset::TorchtitanFsdp2
+            | StackPreset::DeepSpeed => true,
+            StackPreset::MegatronLm2021
+            | StackPreset::MegatronLm2021Local
+            | StackPreset::DeepSpeed2021
+            | StackPreset::LlmFoundry => false,
+        }
+    }
+
     /// The splits of uneven pipeline stages this framework runs, its default first:
     /// Megatron-LM, NeMo, torchtitan and llm-foundry shorten the end stages; DeepSpeed's
     /// pipeline engine since 0.11 fills the first stages (`balanced`), before it greedily,
