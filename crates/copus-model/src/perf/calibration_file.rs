@@ -66,6 +66,15 @@ pub enum CalibrationFileError {
         /// What is wrong.
         msg: String,
     },
+    /// The text reads, but says something no calibration says (a fitted parameter missing,
+    /// a stack or recompute policy copus does not know).
+    #[error("{path}: {msg}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the field.
+        msg: String,
+    },
     /// Serialising failed.
     #[error("serialising calibration: {0}")]
     Serialize(String),
@@ -88,6 +97,11 @@ impl CalibrationFile {
             col: e.span.start.col,
             msg: e.code.to_string(),
         })?;
+        file.check(&text)
+            .map_err(|msg| CalibrationFileError::Invalid {
+                path: path.display().to_string(),
+                msg,
+            })?;
         let mut params = file.params.upgrade_legacy();
         // Files written before the stage split was a setting (2026-12-06) carry none: the split
         // of the preset they were fitted under, not the generic default.
@@ -99,12 +113,88 @@ impl CalibrationFile {
         Ok(Self { params, ..file })
     }
 
+    /// What the file's `text` says that no calibration says: a fitted parameter absent from
+    /// `params` (it would silently take the generic default, not the fitted value), a `stack`
+    /// that names no preset, a `recompute` policy that is none of copus's.
+    fn check(&self, text: &str) -> Result<(), String> {
+        let written = written_params(text);
+        for name in &self.fitted {
+            // A fitted name is a parameter or, for a link fitted per collective, its path
+            // (`inter_bw_bytes_per_s`); those that name a parameter must be written.
+            if written.as_ref().is_some_and(|w| !w.contains(name)) && param_names().contains(name) {
+                return Err(format!(
+                    "`fitted` names {name}, but `params` has no {name}: the file was cut or \
+                     edited (it would run with the generic default instead of the fitted value)"
+                ));
+            }
+        }
+        if let Some(label) = &self.stack
+            && preset_of_label(label).is_none()
+        {
+            let names: Vec<&str> = super::stack::StackPreset::ALL
+                .iter()
+                .map(|p| p.name())
+                .collect();
+            return Err(format!(
+                "stack: {label:?} names no stack preset (one of {})",
+                names.join(", ")
+            ));
+        }
+        if let Some(bad) = self
+            .recompute
+            .iter()
+            .find(|r| super::Recompute::parse(r).is_none())
+        {
+            return Err(format!(
+                "recompute: {bad:?} is no recompute policy (none, selective, op, full)"
+            ));
+        }
+        Ok(())
+    }
+
     /// Pretty RON text of this calibration.
     pub fn to_ron(&self) -> Result<String, CalibrationFileError> {
         let cfg = ron::ser::PrettyConfig::new().struct_names(false);
         ron::ser::to_string_pretty(self, cfg)
             .map_err(|e| CalibrationFileError::Serialize(e.to_string()))
     }
+}
+
+/// The names of every efficiency parameter (as a calibration's `params` writes them).
+fn param_names() -> Vec<String> {
+    ron::to_string(&EfficiencyParams::default())
+        .ok()
+        .and_then(|text| fields_of(&format!("(params: {text})")))
+        .unwrap_or_default()
+}
+
+/// The names of the fields written in the `params` of a calibration's RON `text`; `None`
+/// where they cannot be read apart (the text is then checked by its parse alone).
+fn written_params(text: &str) -> Option<Vec<String>> {
+    fields_of(text)
+}
+
+/// The field names of the `params` map in RON `text`.
+fn fields_of(text: &str) -> Option<Vec<String>> {
+    let ron::Value::Map(top) = ron::from_str::<ron::Value>(text).ok()? else {
+        return None;
+    };
+    let params = top.iter().find_map(|(k, v)| match k {
+        ron::Value::String(name) if name == "params" => Some(v),
+        _ => None,
+    })?;
+    let ron::Value::Map(fields) = params else {
+        return None;
+    };
+    Some(
+        fields
+            .keys()
+            .filter_map(|k| match k {
+                ron::Value::String(name) => Some(name.clone()),
+                _ => None,
+            })
+            .collect(),
+    )
 }
 
 /// The preset a stack label names ("deepspeed", "deepspeed (grad_reduce fp32)").
@@ -150,6 +240,64 @@ mod tests {
         std::fs::write(&path, text).expect("write");
         let read = CalibrationFile::load(&path).expect("load");
         assert_eq!(read.params.stage_split, StageSplit::Ends);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file whose fitted parameter was cut, or that names a stack or a recompute policy
+    /// copus does not know, is refused with the field named: read as it was, it ran with the
+    /// generic default in place of the fitted value (or advised a policy no flag takes).
+    #[test]
+    fn a_cut_or_misnamed_calibration_is_refused_naming_the_field() {
+        let dir = std::env::temp_dir().join(format!("copus-cal-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = CalibrationFile {
+            hardware: "h100-sxm".into(),
+            model: "llama3-8b".into(),
+            n: 6,
+            rms_rel_error: 0.01,
+            cv_rel_error: 0.02,
+            profile_rms_rel_error: 0.1,
+            fitted: vec!["max_eff".into(), "mem_eff".into()],
+            params: EfficiencyParams::default(),
+            stack: Some("megatron-core".into()),
+            recompute: vec!["selective".into()],
+        };
+        let text = file.to_ron().expect("ron");
+        let load = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).expect("write");
+            CalibrationFile::load(&path).map_err(|e| e.to_string())
+        };
+        assert!(load("good.ron", &text).is_ok());
+        let cut: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("mem_eff:"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let e = load("cut.ron", &cut).expect_err("cut");
+        assert!(
+            e.contains("`fitted` names mem_eff") && e.contains("cut.ron"),
+            "{e}"
+        );
+        // A parameter that was not fitted may be missing (files older than the parameter).
+        let old: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("fp8_max_eff:"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(load("old.ron", &old).is_ok());
+        let e = load(
+            "stack.ron",
+            &text.replace("\"megatron-core\"", "\"megatron\""),
+        )
+        .expect_err("stack");
+        assert!(
+            e.contains("stack: \"megatron\" names no stack preset"),
+            "{e}"
+        );
+        let e =
+            load("rc.ron", &text.replace("\"selective\"", "\"sometimes\"")).expect_err("recompute");
+        assert!(e.contains("\"sometimes\" is no recompute policy"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
