@@ -1670,3 +1670,36 @@ fn a_moe_layout_that_does_not_fit_shows_what_grid_shows() {
         "recompute made it faster: {step_sel} < {step_none}"
     );
 }
+
+/// Tensor parallelism beyond the GPUs that share the fast link is named in `caveats` (the JSON
+/// had none: the warning went to stderr only), across nodes and across NVLink domains inside
+/// a node larger than the hardware's domain (TP 16 in a 16-GPU node of H100 SXM, whose NVLink
+/// domain is 8, was costed across domains without a word).
+#[test]
+fn tensor_parallelism_beyond_the_fast_link_is_a_caveat_in_json() {
+    let caveats = |extra: &[&str]| {
+        let mut args = vec![
+            "predict", "--model", "gpt-70b", "--gpus", "128", "--batch", "512", "--pp", "2",
+        ];
+        args.extend_from_slice(extra);
+        args.push("--json");
+        let out = copus(&args);
+        out.succeeds();
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        (
+            v["caveats"].to_string(),
+            v["step_time_s"].as_f64().expect("step"),
+        )
+    };
+    let (nodes, across_nodes) = caveats(&["--tp", "16"]);
+    assert!(nodes.contains("TP 16 spans 2 nodes of 8 GPUs"), "{nodes}");
+    let (domains, across_domains) = caveats(&["--tp", "16", "--gpus-per-node", "16"]);
+    assert!(
+        domains.contains("TP 16 spans 2 scale-up domains of 8 GPUs"),
+        "{domains}"
+    );
+    // Costed the same either way: the slower link between domains.
+    assert!((across_nodes / across_domains - 1.0).abs() < 1e-9);
+    let (inside, _) = caveats(&["--tp", "8"]);
+    assert!(!inside.contains("spans"), "{inside}");
+}

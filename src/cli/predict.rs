@@ -72,8 +72,9 @@ pub struct PredictArgs {
     /// Total GPUs (dp = gpus / (tp·pp)); at most 1,048,576, as `grid` and `plan` take.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::validate::session::MAX_GPUS)))]
     pub gpus: u32,
-    /// GPUs per node.
-    #[arg(long, default_value_t = 8, value_parser = super::at_least_one_u32)]
+    /// GPUs per node (at most 1,048,576, as a cluster may have); tensor parallelism beyond
+    /// a node, or beyond the hardware's NVLink domain inside one, is named in a caveat.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::validate::session::MAX_GPUS)))]
     pub gpus_per_node: u32,
     /// Tensor-parallel degree.
     #[arg(long, default_value_t = 1, value_parser = super::at_least_one_u32)]
@@ -256,16 +257,6 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         bail!(
             "invalid configuration ({flags}): cp·tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",
             a.gpus
-        );
-    }
-    if a.tp > a.gpus_per_node {
-        eprintln!(
-            "warning: --tp {} spans {} nodes of {} GPUs (--gpus-per-node): its all-reduces cross \
-             the inter-node network, which is slow (grids and plans leave such layouts out \
-             unless the session sets allow_cross_node_tp)",
-            a.tp,
-            a.tp.div_ceil(a.gpus_per_node),
-            a.gpus_per_node
         );
     }
     let mut cfg = ParallelConfig {
@@ -477,6 +468,11 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             (a.gpus, a.gpus_per_node),
             eff.attention == crate::perf::efficiency::AttentionKind::Cudnn
                 && a.stack.attention.is_some(),
+        ))
+        .chain(tp_domain_caveat(
+            cfg.tp,
+            a.gpus_per_node,
+            (hw.fast_domain(a.gpus_per_node), &hw.name),
         ))
         .chain(fragmentation_caveat(
             (&model, &cfg, &eff),
@@ -1110,6 +1106,34 @@ fn setting_caveats(
         ));
     }
     caveats
+}
+
+/// Where tensor parallelism leaves the GPUs that share the fast link: across nodes of
+/// `gpus_per_node`, or, in a node larger than the hardware's scale-up (NVLink) domain of
+/// `domain` GPUs, across domains. Its all-reduces then take the slower link, as costed;
+/// `grid` and `plan` leave such layouts out unless a session allows them.
+fn tp_domain_caveat(
+    tp: u32,
+    gpus_per_node: u32,
+    (domain, hardware): (u32, &str),
+) -> Option<String> {
+    if tp > gpus_per_node {
+        Some(format!(
+            "TP {tp} spans {} nodes of {gpus_per_node} GPUs (--gpus-per-node): its all-reduces \
+             cross the inter-node network, which is slow, and are costed so (grids and plans \
+             leave such layouts out unless the session sets allow_cross_node_tp)",
+            tp.div_ceil(gpus_per_node.max(1))
+        ))
+    } else if tp > domain {
+        Some(format!(
+            "TP {tp} spans {} scale-up domains of {domain} GPUs: {hardware}'s NVLink domain \
+             (scale_up_domain) is smaller than the {gpus_per_node} GPUs a node is given, so its \
+             all-reduces cross the slower link between domains, and are costed so",
+            tp.div_ceil(domain.max(1))
+        ))
+    } else {
+        None
+    }
 }
 
 /// `none, selective or full`: policies as a sentence lists them.
