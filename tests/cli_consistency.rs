@@ -384,7 +384,9 @@ fn predict_warns_when_tensor_parallelism_crosses_nodes() {
     let across = copus(&[&args[..], &["--tp", "16"]].concat());
     across.succeeds();
     assert!(
-        across.stdout.contains("note             TP 16 spans 2 nodes"),
+        across
+            .stdout
+            .contains("note             TP 16 spans 2 nodes"),
         "{}",
         across.stdout
     );

@@ -649,6 +649,12 @@ fn print_text(o: &GridOut, seq_len: u32) {
             println!("best has {:+.1}% goodput over it", g * 100.0);
         }
     }
+    if o.cells.iter().any(|c| c.mfu.is_some_and(|m| m > 1.0)) {
+        println!(
+            "MFU is against the dense BF16 peak whatever the precision: FP8 GEMMs take it past \
+             100 %"
+        );
+    }
     println!(
         "{:<16} {:>6} {:>12} {:>6} {:>7} {:>12}  configuration / reason",
         "layout", "batch", "tokens/s", "MFU", "eff", "goodput"
