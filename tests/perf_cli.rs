@@ -2136,3 +2136,34 @@ fn an_mfu_past_100_percent_under_fp8_is_explained() {
     assert!(ok, "{err}");
     assert!(!out.contains("BF16 peak"), "{out}");
 }
+
+/// A batch the grid adds to the session's list (the nearest multiple of the GPU count) is
+/// named, in the text and as `added_batches`, as `plan` names it: a session listing batch 1
+/// on 128 GPUs read "best … at batch 128" without a word on where 128 came from.
+#[test]
+fn grid_names_the_batches_it_added_to_the_sessions_list() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = dir.path().join("b1.ron");
+    std::fs::write(
+        &session,
+        r#"(name: "b1", description: "test", model: Named("llama3-8b"),
+ cluster: (hardware: Named("h100-sxm"), nodes: 16, gpus_per_node: 8),
+ source: Scenario((law: MerrillPlateau, start_tokens: 1e9, total_tokens: 600e9, phases: 10, nominal_batch: 512)),
+ search: (batch_sizes: [1, 256], micro_batches: [1], zero: [1], recompute: [Selective], interleave: [1], allow_cross_node_tp: false))"#,
+    )
+    .expect("session");
+    let path = session.to_str().expect("utf-8");
+    let v = copus_json(&["grid", path, "--json"]);
+    assert_eq!(
+        v["added_batches"],
+        serde_json::json!([128]),
+        "{}",
+        v["added_batches"]
+    );
+    let (ok, out, err) = copus(&["grid", path]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("batch axis: the session's batch_sizes and 128"),
+        "{out}"
+    );
+}

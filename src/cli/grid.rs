@@ -226,6 +226,10 @@ struct GridOut {
     /// session's `search.micro_batches` (`predict --mbs auto` searches every divisor of a
     /// replica's batch up to 64, so it can find a faster one).
     micro_batches_searched: Vec<u32>,
+    /// Batches (samples) on the grid that the session's `search.batch_sizes` does not list:
+    /// the nearest multiples of the GPU count, added so that a batch divides over the
+    /// data-parallel ranks (as `plan`'s `added_batches`); empty when none was added.
+    added_batches: Vec<u64>,
 }
 
 /// Run `copus grid`.
@@ -564,6 +568,12 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         caveats,
         calibration,
         micro_batches_searched: s.search.micro_batches.clone(),
+        added_batches: table
+            .batches
+            .iter()
+            .copied()
+            .filter(|b| !s.search.batch_sizes.contains(b))
+            .collect(),
     };
     if a.json {
         super::write_json(&out)?;
@@ -590,6 +600,20 @@ fn print_text(o: &GridOut, seq_len: u32) {
     }
     for c in &o.caveats {
         print!("{}", crate::format::wrap_labelled("note: ", c));
+    }
+    if !o.added_batches.is_empty() {
+        // As `plan` says it.
+        print!(
+            "{}",
+            crate::format::line_labelled(
+                "batch axis: ",
+                &format!(
+                    "the session's batch_sizes and {} (samples), the nearest multiples of the \
+                     GPU count, so that a batch divides over the data-parallel ranks",
+                    list_of(&o.added_batches)
+                ),
+            )
+        );
     }
     // In the model's sequences (a run's samples may be shorter: the explorer's title counts
     // those, and the tokens agree).
