@@ -46,6 +46,9 @@ fn watch_follows_a_growing_run_in_the_explorer() {
     let tmux = Tmux::start("live", 120, 36, &command);
     let first = tmux.wait_for("following the head");
     let n1 = live_steps(&first).expect("step count on the status line");
+    // Opened without --model or a cluster: the title says the heatmap's model and cluster
+    // are copus's defaults, not the run's.
+    assert!(first.contains("model and cluster: copus's"), "{first}");
     // The built-in trainer's samples are 1 token, llama-7b's 4096: said, not laid silently.
     tmux.wait_for("⚠ the run counts 1 token per sample");
     let start = Instant::now();

@@ -19,7 +19,9 @@ pub struct WatchArgs {
     /// Do not open the explorer; print a summary.
     #[arg(long)]
     pub headless: bool,
-    /// With --headless: stop after this many valid steps.
+    /// With --headless: stop after this many records (`steps_ingested`: each valid line once,
+    /// those the producer flagged `skipped` included; malformed and non-finite lines are not
+    /// counted).
     #[arg(long, requires = "headless")]
     pub until_steps: Option<u64>,
     /// With --headless: print the summary as JSON.
@@ -375,11 +377,25 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
             s.source = source;
             (s, p.clone())
         }
-        None => (
-            args.cluster
-                .session(format!("live: {}", args.target), source),
-            std::path::PathBuf::from("copus-live.ron"),
-        ),
+        None => {
+            // As `open` says it: a run costed on copus's defaults says so in its title (a
+            // 6k-parameter demo run read as "llama-7b on 1×8 h100-sxm" without a word), first,
+            // since the link's status before it already names the target.
+            let c = &args.cluster;
+            let d = super::cluster_args::ClusterArgs::default();
+            let assumed = (c.model == d.model
+                && c.hardware == d.hardware
+                && c.nodes == d.nodes
+                && c.gpus_per_node == d.gpus_per_node)
+                .then_some(
+                    "model and cluster: copus's defaults (set --model, --hardware, --nodes) · ",
+                )
+                .unwrap_or_default();
+            (
+                c.session(format!("{assumed}live: {}", args.target), source),
+                std::path::PathBuf::from("copus-live.ron"),
+            )
+        }
     };
     let mut resolved = session.resolve(&path)?;
     super::model_args::apply_overrides_noted(
