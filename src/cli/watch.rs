@@ -383,14 +383,15 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
             // since the link's status before it already names the target.
             let c = &args.cluster;
             let d = super::cluster_args::ClusterArgs::default();
-            let assumed = (c.model == d.model
+            let defaults = c.model == d.model
                 && c.hardware == d.hardware
                 && c.nodes == d.nodes
-                && c.gpus_per_node == d.gpus_per_node)
-                .then_some(
-                    "model and cluster: copus's defaults (set --model, --hardware, --nodes) · ",
-                )
-                .unwrap_or_default();
+                && c.gpus_per_node == d.gpus_per_node;
+            let assumed = if defaults {
+                "model and cluster: copus's defaults (set --model, --hardware, --nodes) · "
+            } else {
+                ""
+            };
             (
                 c.session(format!("{assumed}live: {}", args.target), source),
                 std::path::PathBuf::from("copus-live.ron"),
