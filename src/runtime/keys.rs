@@ -43,6 +43,19 @@ pub fn chord(key: &KeyEvent) -> Option<Chord> {
     })
 }
 
+/// Whether a terminal of `width` × `height` cells is below what the explorer draws in (it
+/// then shows only a "terminal too small" line).
+pub fn too_small(width: u16, height: u16) -> bool {
+    let (w, h) = crate::ui::view::MIN_SIZE;
+    width < w || height < h
+}
+
+/// Whether `msg` may act while the screen is too small to show anything but how to quit:
+/// quitting, and answering or dismissing the question quitting may ask.
+pub fn acts_on_a_too_small_screen(msg: &Msg) -> bool {
+    matches!(msg, Msg::Quit | Msg::Answer(_) | Msg::Escape)
+}
+
 /// The message for a key press, if the key means anything here.
 pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
     if key.kind == KeyEventKind::Release {

@@ -167,7 +167,17 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
                     guard.suspend()?;
                     None
                 }
-                Event::Key(key) => keys::key_to_msg(&app, key),
+                Event::Key(key) => {
+                    let msg = keys::key_to_msg(&app, key);
+                    let size = guard.terminal.size()?;
+                    if keys::too_small(size.width, size.height) {
+                        // The screen shows only "terminal too small … q quits": the other
+                        // keys would act unseen (a scrub, an open help page found later).
+                        msg.filter(keys::acts_on_a_too_small_screen)
+                    } else {
+                        msg
+                    }
+                }
                 Event::Mouse(m) => {
                     let size = guard.terminal.size()?;
                     let screen = ratatui::layout::Rect::new(0, 0, size.width, size.height);
