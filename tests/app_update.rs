@@ -1528,3 +1528,28 @@ fn a_what_if_row_at_its_end_says_so() {
     update(&mut app, Msg::WhatIfChange(-1));
     assert_eq!(app.status, "GPUs per node = 4");
 }
+
+/// The footer's first hint is what the arrows do where the focus is: scrub on the timeline,
+/// select on the heatmap, edit in the what-if (after `2`, → changed a setting while the line
+/// still said "←/→ scrub").
+#[test]
+fn the_footer_hints_follow_the_focus() {
+    let mut app = demo_with_table();
+    let footer = |app: &App| {
+        let screen = render(app, 120, 40, ColorMode::Indexed);
+        screen.lines().last().unwrap_or_default().trim().to_string()
+    };
+    assert!(footer(&app).starts_with("←/→ scrub"), "{}", footer(&app));
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    assert_eq!(app.focus, Panel::WhatIf);
+    let f = footer(&app);
+    assert!(f.starts_with("↑/↓ ←/→ edit") && !f.contains("scrub"), "{f}");
+    while app.focus != Panel::Heatmap {
+        update(&mut app, Msg::FocusNext);
+    }
+    let f = footer(&app);
+    assert!(
+        f.starts_with("arrows select") && !f.contains("scrub"),
+        "{f}"
+    );
+}

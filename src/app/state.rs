@@ -294,6 +294,29 @@ impl App {
         }
     }
 
+    /// The scopes whose keys apply in the main view, in priority order: the tour's, then the
+    /// focused panel's (the heatmap's, the what-if editor's, or a side panel's and the
+    /// timeline's), then the global ones. The key handler and the footer's hints read them.
+    pub fn key_scopes(&self) -> Vec<crate::config::keys::Scope> {
+        use crate::config::keys::Scope;
+        let mut scopes = Vec::with_capacity(4);
+        if self.tour_step.is_some() {
+            scopes.push(Scope::Tour);
+        }
+        match self.focus {
+            Panel::Heatmap => scopes.push(Scope::Heatmap),
+            Panel::WhatIf => scopes.push(Scope::WhatIf),
+            focus => {
+                if focus.is_side() {
+                    scopes.push(Scope::Side);
+                }
+                scopes.push(Scope::Timeline);
+            }
+        }
+        scopes.push(Scope::Global);
+        scopes
+    }
+
     /// The text of the open prompt, if any.
     pub fn prompt_text(&self) -> Option<&str> {
         self.prompt().map(|p| p.text.as_str())

@@ -605,7 +605,7 @@ pub fn default_bindings() -> Vec<Binding> {
                 (A::SelectUp, &[p(Up)]),
                 (A::SelectDown, &[p(Down)]),
             ],
-            None,
+            Some(("arrows", "select")),
         ),
         line(
             "Enter",
@@ -676,7 +676,7 @@ pub fn default_bindings() -> Vec<Binding> {
                 (A::WhatIfLess, &[p(Left), c('-')]),
                 (A::WhatIfMore, &[p(Right), c('+')]),
             ],
-            None,
+            Some(("↑/↓ ←/→", "edit")),
         ),
         line(
             "↑/↓",

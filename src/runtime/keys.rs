@@ -158,24 +158,9 @@ fn popup_scroll(action: Action) -> Option<i64> {
     }
 }
 
-/// The scopes whose keys apply in the main view, in priority order.
+/// The scopes whose keys apply in the main view, in priority order ([`App::key_scopes`]).
 pub fn active_scopes(app: &App) -> Vec<Scope> {
-    let mut scopes = Vec::with_capacity(4);
-    if app.tour_step.is_some() {
-        scopes.push(Scope::Tour);
-    }
-    match app.focus {
-        Panel::Heatmap => scopes.push(Scope::Heatmap),
-        Panel::WhatIf => scopes.push(Scope::WhatIf),
-        focus => {
-            if focus.is_side() {
-                scopes.push(Scope::Side);
-            }
-            scopes.push(Scope::Timeline);
-        }
-    }
-    scopes.push(Scope::Global);
-    scopes
+    app.key_scopes()
 }
 
 /// What an action does in the main view (no popup open).

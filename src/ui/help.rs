@@ -8,13 +8,24 @@ use ratatui::style::Style;
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Clear};
 
-/// The bottom key-help line, from the key map, fitted to `width` columns; its `n` hint names
-/// `tour_kind` ("tour" or "lesson", as [`crate::app::App::tour_kind`] gives it).
-pub fn key_line(keymap: &Keymap, width: u16, tour_kind: &str) -> Line<'static> {
+/// The bottom key-help line, from the key map, fitted to `width` columns, for the keys of
+/// `scopes` (the focused panel's and the global ones); its `n` hint names `tour_kind` ("tour"
+/// or "lesson", as [`crate::app::App::tour_kind`] gives it).
+pub fn key_line(
+    keymap: &Keymap,
+    width: u16,
+    tour_kind: &str,
+    scopes: &[super::keymap::Scope],
+) -> Line<'static> {
     Line::styled(
         format!(
             " {}",
-            super::keymap::hints_fitting(keymap, usize::from(width).saturating_sub(1), tour_kind)
+            super::keymap::hints_fitting(
+                keymap,
+                usize::from(width).saturating_sub(1),
+                tour_kind,
+                scopes
+            )
         ),
         Style::new().fg(theme::current().muted),
     )

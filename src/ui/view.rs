@@ -259,7 +259,7 @@ fn draw_themed(frame: &mut Frame, app: &App, mode: ColorMode) {
         } else {
             app.tour_kind()
         };
-        help::key_line(&app.keymap, a.keys.width, kind)
+        help::key_line(&app.keymap, a.keys.width, kind, &app.key_scopes())
     } else {
         // A status longer than the line is cut with "…", never mid-word without a sign.
         let room = usize::from(a.keys.width.saturating_sub(1));
