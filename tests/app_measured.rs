@@ -334,3 +334,35 @@ fn open_demo_opens_the_bundled_demo() {
     let err = err.to_string();
     assert!(err.contains("--model") && err.contains("demo"), "{err}");
 }
+
+/// A recorded run opens at its latest point with a bounded B_crit interval: the shipped
+/// sample's last 16 smoothed points are open above (its |G|² falls toward zero at the end),
+/// and the explorer opened on one of them, reading "B_crit 296 [147–14.0k]" and every
+/// statistical efficiency near 1. The status says where it opened and that End goes on.
+#[test]
+fn a_recorded_run_opens_at_its_latest_bounded_point() {
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let resolved = adhoc_session(&open_args(&sample)).expect("ad-hoc session");
+    let loaded = copus::pipeline::load(&resolved).expect("loads");
+    let mut app = App::loading(resolved);
+    update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
+    let points = &app.trajectory.points;
+    let bounded = |i: usize| points[i].ci.is_some_and(|(_, hi)| hi.is_finite());
+    assert!(
+        !bounded(points.len() - 1),
+        "the sample's last point is open above"
+    );
+    assert!(bounded(app.cursor), "opened at {}", app.cursor);
+    assert!((app.cursor + 1..points.len()).all(|i| !bounded(i)));
+    assert!(
+        app.status.starts_with(&format!(
+            "opened at step {}, the last bounded B_crit",
+            points[app.cursor].step
+        )),
+        "{}",
+        app.status
+    );
+    let last = points.len() - 1;
+    update(&mut app, Msg::End);
+    assert_eq!(app.cursor, last);
+}

@@ -378,11 +378,49 @@ impl App {
         self.progress = None;
         self.load_error = None;
         let n = self.raw_trajectory.points.len();
-        if let Some(c) = self.restore_cursor.take() {
+        let restored = self.restore_cursor.take();
+        if let Some(c) = restored {
             self.cursor = c;
         }
         self.cursor = self.cursor.min(n.saturating_sub(1));
+        if restored == Some(usize::MAX) {
+            self.open_at_a_bounded_point();
+        }
         self.rescale();
+    }
+
+    /// A recorded run opens at its latest point; where the last points' intervals are open
+    /// above (a smoothed |G|² near zero at the run's end: B_crit 529k [2.0k–∞] on a finished
+    /// demo run whose last 50 steps read 1.9k), at the latest point with a bounded interval
+    /// instead, and the notice says so (End goes to the last point). A live run follows its
+    /// head.
+    fn open_at_a_bounded_point(&mut self) {
+        use crate::session::DataSource;
+        if !matches!(
+            self.resolved.session.source,
+            DataSource::Stats { .. } | DataSource::Dumps { .. }
+        ) {
+            return;
+        }
+        let points = &self.raw_trajectory.points;
+        let bounded =
+            |p: &crate::trajectory::TrajectoryPoint| p.ci.is_some_and(|(_, hi)| hi.is_finite());
+        let Some(last) = points.last() else {
+            return;
+        };
+        if bounded(last) {
+            return;
+        }
+        if let Some(at) = points.iter().rposition(bounded) {
+            self.cursor = at;
+            self.notice = Some(format!(
+                "opened at step {}, the last bounded B_crit (the {} points after it are open \
+                 above; End goes to step {})",
+                points[at].step,
+                points.len() - 1 - at,
+                last.step
+            ));
+        }
     }
 
     /// Use the user's key bindings and theme.

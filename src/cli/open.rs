@@ -223,7 +223,8 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     args.estimator.apply(&mut session.estimator);
     session.current_batch = args.current_batch;
     // A measured run opens where it is now (its latest step), as TensorBoard and nvitop do;
-    // the cursor is clamped to the last point when the run is loaded.
+    // the cursor is clamped to the last point when the run is loaded, or set to the latest
+    // point with a bounded interval where the last ones are open above (`App::set_loaded`).
     session.view.cursor = usize::MAX;
     let dir = p.parent().unwrap_or(Path::new("."));
     let session_path = dir.join(format!("{name}.copus.ron"));
