@@ -170,16 +170,34 @@ fn a_runs_fixed_batch_baseline_is_its_own_batch() {
 /// explorer's "now"), a session's saved cursor.
 #[test]
 fn grid_without_at_is_the_explorers_first_screen() {
+    // The sample's last points have intervals open above: grid and the explorer open at the
+    // latest point whose interval is bounded, and grid says so.
     let run = json(&["grid", SAMPLE, "--json"]);
+    let step = run["step"].as_u64().expect("step");
+    let at = json(&["grid", SAMPLE, "--json", "--at", &step.to_string()]);
     let last = json(&["grid", SAMPLE, "--json", "--at", "599"]);
     let first = json(&["grid", SAMPLE, "--json", "--at", "0"]);
-    assert_eq!(
-        run["step"], last["step"],
-        "{} {}",
-        run["step"], last["step"]
-    );
+    assert!(step < 599 && step > 500, "{step}");
     assert_ne!(run["step"], first["step"]);
-    assert_eq!(run["b_crit"], last["b_crit"]);
+    assert_ne!(run["step"], last["step"]);
+    assert_eq!(run["b_crit"], at["b_crit"]);
+    assert!(
+        run["b_crit_interval"][1].is_number(),
+        "{}",
+        run["b_crit_interval"]
+    );
+    assert!(
+        last["b_crit_interval"][1].is_null(),
+        "{}",
+        last["b_crit_interval"]
+    );
+    assert!(
+        run["caveats"].to_string().contains(&format!(
+            "step {step}: the run's latest point whose B_crit interval is bounded"
+        )),
+        "{}",
+        run["caveats"]
+    );
     // The explorer's first screen says the same step.
     let screen = copus(&["snapshot", SAMPLE, "--size", "120x40"]);
     screen.succeeds();

@@ -403,15 +403,10 @@ impl App {
             return;
         }
         let points = &self.raw_trajectory.points;
-        let bounded =
-            |p: &crate::trajectory::TrajectoryPoint| p.ci.is_some_and(|(_, hi)| hi.is_finite());
-        let Some(last) = points.last() else {
+        let (Some(at), Some(last)) = (self.raw_trajectory.latest_bounded(), points.last()) else {
             return;
         };
-        if bounded(last) {
-            return;
-        }
-        if let Some(at) = points.iter().rposition(bounded) {
+        if at + 1 < points.len() {
             self.cursor = at;
             self.notice = Some(format!(
                 "opened at step {}, the last bounded B_crit (the {} points after it are open \

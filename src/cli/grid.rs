@@ -245,16 +245,33 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let (calibration, calibration_caveats) =
         super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());
     let (traj, sequence_note) = load_trajectory_noted(&resolved)?;
+    let measured = matches!(
+        resolved.session.source,
+        crate::session::DataSource::Stats { .. } | crate::session::DataSource::Dumps { .. }
+    );
+    let mut opening_note = None;
     let point = match a.at {
         // Where the explorer opens: the session's saved cursor (the first point unless saved
-        // elsewhere), a run's latest point.
-        None => traj.points.get(
-            resolved
-                .session
-                .view
-                .cursor
-                .min(traj.points.len().saturating_sub(1)),
-        ),
+        // elsewhere), a recorded run's latest point with a bounded interval.
+        None => {
+            let cursor = resolved.session.view.cursor;
+            let last = traj.points.len().saturating_sub(1);
+            let at = match traj.latest_bounded() {
+                Some(b) if measured && cursor == usize::MAX && b < last => {
+                    opening_note = Some(format!(
+                        "step {}: the run's latest point whose B_crit interval is bounded, \
+                         where the explorer opens (the {} points after it are open above; \
+                         --at {} for the last)",
+                        traj.points[b].step,
+                        last - b,
+                        traj.points[last].step
+                    ));
+                    b
+                }
+                _ => cursor.min(last),
+            };
+            traj.points.get(at)
+        }
         Some(at) => {
             let measured = !matches!(
                 resolved.session.source,
@@ -517,6 +534,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let current_batch = resolved.current_batch(&traj);
     let current_col = current_batch.and_then(|c| table.batches.iter().position(|&b| b == c));
     let mut caveats = caveats;
+    caveats.extend(opening_note);
     if let (Some(b), None) = (current_batch, current_col) {
         // Said rather than dropped: no cell to compare the best with.
         let whose = if written_batch.is_some() {

@@ -30,6 +30,20 @@ pub struct Trajectory {
 }
 
 impl Trajectory {
+    /// Where a view of a measured run opens "now": the latest point whose B_crit interval is
+    /// bounded, where the last points' intervals are open above (a smoothed |G|² near zero at
+    /// the run's end reads as a B_crit of hundreds of thousands, every statistical efficiency
+    /// near 1); the last point otherwise, and where no point is bounded. `None` without
+    /// points. The explorer and `grid` (without `--at`) open there.
+    pub fn latest_bounded(&self) -> Option<usize> {
+        let bounded = |p: &TrajectoryPoint| p.ci.is_some_and(|(_, hi)| hi.is_finite());
+        let last = self.points.len().checked_sub(1)?;
+        if bounded(&self.points[last]) {
+            return Some(last);
+        }
+        Some(self.points.iter().rposition(bounded).unwrap_or(last))
+    }
+
     /// Index of the point nearest to `tokens` (the first of equally near ones; 0 without
     /// points). A binary search where the points' tokens ascend, as a run's do; a scan
     /// otherwise (unsorted or non-finite tokens).

@@ -317,13 +317,14 @@ fn step_order(dropped: &Dropped) -> Option<Diagnostic> {
              before smoothing"
         ),
         (0, n) => format!(
-            "{n} record(s) repeat a step already written ({span}): the records of one step are \
-             summed into one"
+            "{n} record(s) repeat a step already written ({span}): each is kept as a record of \
+             its own (a row apiece, each weighing as much as a step in the averages and windows; \
+             the smoother gives a step's records one value)"
         ),
         (back, n) => format!(
             "{n} record(s) repeat {span} after the step number went back {back} time(s) (a \
-             restarted run writing its steps again?): the records of one step are summed, so \
-             both attempts count there; `copus watch` keeps only the later ones. Keep one \
+             restarted run writing its steps again?): each record is kept, so both attempts \
+             count there; `copus watch` keeps only the later ones. Keep one \
              attempt (cut the file at the restart) for one trajectory"
         ),
     };

@@ -29,7 +29,7 @@ pub enum ProtocolError {
     #[error("missing protocol version field \"v\"")]
     MissingVersion,
     /// The `v` field names a version this build does not read.
-    #[error("unsupported protocol version {0} (this build reads v1)")]
+    #[error("unsupported protocol version {0} (this build reads v1, written \"v\":1)")]
     Version(String),
     /// A numeric field holds NaN, ±Inf, `null` (required fields) or an overflowing number.
     #[error("non-finite value in \"{field}\"{}", step.map(|s| format!(" at step {s}")).unwrap_or_default())]
@@ -207,7 +207,8 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
             && v.as_u64().is_none_or(|n| n > max)
         {
             return Err(ProtocolError::Field(format!(
-                "{field}: must be a whole number from 0 to {max}, got {v}"
+                "{field}: must be a whole number from 0 to {max}, written as digits only (no \
+                 fraction or exponent), got {v}"
             )));
         }
     }
@@ -388,7 +389,8 @@ fn check_skipped_and_config(obj: &Map<String, Value>) -> Result<(), ProtocolErro
             }
             Some(v) if v.as_u64().is_none_or(|n| n > u64::from(u32::MAX)) => {
                 return Err(ProtocolError::Field(format!(
-                    "config.{key}: must be a whole number from 0 to {}, got {v}",
+                    "config.{key}: must be a whole number from 0 to {}, written as digits only \
+                     (no fraction or exponent), got {v}",
                     u32::MAX
                 )));
             }

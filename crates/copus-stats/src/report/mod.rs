@@ -70,7 +70,8 @@ pub struct Reason {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
     /// Run-wide B_simple = mean tr(Σ)/mean |G|² over all steps, in samples; `null` when the
-    /// average |G|² is not positive. Dominated by steps where |G|² is large (early training):
+    /// average |G|² is not positive; negative when the average tr(Σ) is (no batch-size
+    /// estimate: the noise is not resolved, or the norms were written swapped). Dominated by steps where |G|² is large (early training):
     /// on a drifting run read `now`.
     pub b_simple: Option<f64>,
     /// Confidence interval of the run-wide `b_simple` (Fieller, autocorrelation-aware); hi
