@@ -577,6 +577,14 @@ fn the_default_kernel_follows_the_spacing_of_the_logged_steps() {
             b.summary.drift.expect("drift"),
         );
         assert!(close(da.ci[0], db.ci[0]) && close(da.ci[1], db.ci[1]));
+        // A kernel set narrower than the gap between records is refused, not run into
+        // zero-width intervals.
+        let narrow = EstimatorSettings {
+            bandwidth_steps: Some(stride as f64 / 2.0),
+            ..EstimatorSettings::default()
+        };
+        let e = analyze(&sparse, &narrow).expect_err("narrower than the spacing");
+        assert!(e.to_string().contains("narrower than the usual gap"), "{e}");
         for (ra, rb) in a.steps.iter().zip(&b.steps) {
             assert_eq!(rb.step, ra.step * stride);
             let (pa, pb) = (ra.b_simple.unwrap_or(0.0), rb.b_simple.unwrap_or(0.0));

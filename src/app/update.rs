@@ -241,7 +241,12 @@ fn smoothing(app: &mut App, direction: i8) -> Vec<Effect> {
                 .bandwidth_steps
                 .or(used)
                 .unwrap_or_else(|| est.bandwidth_for(100, 1.0));
-            let next = (now * factor).clamp(SMOOTHING_RANGE.0, SMOOTHING_RANGE.1);
+            // Never narrower than the gap between the logged steps (the analysis refuses a
+            // kernel that smooths nothing).
+            let steps: Vec<u64> = app.raw_trajectory.points.iter().map(|p| p.step).collect();
+            let floor =
+                crate::stats::analysis::settings::typical_spacing(&steps).max(SMOOTHING_RANGE.0);
+            let next = (now * factor).clamp(floor, SMOOTHING_RANGE.1.max(floor));
             est.bandwidth_steps = Some(next);
             app.status = format!(
                 "smoother: Gaussian σ = {next:.1} steps (> wider, < narrower); re-analysing…"

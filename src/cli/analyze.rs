@@ -217,10 +217,14 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let hwm_read = timing.then(peak_rss_mib).flatten();
     let faults_read = timing.then(minor_faults).flatten();
     let parts = analyze_parts(&outcome.records, AnalyzeOptions::read(&outcome, &settings));
+    // The file's first bad line is named where the analysis found nothing to use, not
+    // beside a setting it refused.
+    let settings_error = matches!(parts, Err(crate::stats::StatsError::Settings(_)));
     let (report, row_layers) = parts.map(|a| (a.report, a.layers)).with_context(|| {
         let first = outcome
             .errors
             .first()
+            .filter(|_| !settings_error)
             .map(|e| format!(" (first problem, line {}: {})", e.line, e.reason))
             .unwrap_or_default();
         format!("{}{first}", path.display())

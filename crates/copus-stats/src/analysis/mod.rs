@@ -281,6 +281,31 @@ fn step_rows(
         .collect()
 }
 
+/// Why a bandwidth the user set is too narrow for records at `steps`: below the usual gap
+/// between them a kernel gives each record all of its own weight, smooths nothing, and every
+/// interval collapses to its point (it read "95% CI [172.36, 172.36]" on a run logged every
+/// 100 steps at `--bandwidth 15`, and the verdict still called it bounded).
+fn narrow_kernel_problem(settings: &EstimatorSettings, steps: &[u64]) -> Result<(), String> {
+    let Some(h) = settings.bandwidth_steps else {
+        return Ok(());
+    };
+    let spacing = crate::analysis::settings::typical_spacing(steps);
+    if h < spacing * crate::analysis::settings::MIN_BANDWIDTH_STEPS {
+        return Err(format!(
+            "bandwidth_steps {h} is narrower than the usual gap between the logged steps \
+             ({spacing}): the kernel would smooth nothing and every interval collapse to zero \
+             width; give at least {spacing} (the default, a fortieth of the records times \
+             that gap, is {})",
+            EstimatorSettings {
+                bandwidth_steps: None,
+                ..settings.clone()
+            }
+            .bandwidth_for(steps.len(), spacing)
+        ));
+    }
+    Ok(())
+}
+
 fn analyze_impl(
     records: &[StepStats],
     counts: &InputCounts,
@@ -319,6 +344,7 @@ fn analyze_impl(
     }
 
     let steps: Vec<u64> = est.iter().map(|e| e.step).collect();
+    narrow_kernel_problem(settings, &steps).map_err(StatsError::Settings)?;
     let trace: Vec<f64> = est.iter().map(|e| e.trace).collect();
     let g2: Vec<f64> = est.iter().map(|e| e.g2).collect();
     let b_big: Vec<f64> = est.iter().map(|e| kept[e.index].b_big).collect();
