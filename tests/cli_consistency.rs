@@ -1723,4 +1723,85 @@ fn tensor_parallelism_beyond_the_fast_link_is_a_caveat_in_json() {
     assert!((across_nodes / across_domains - 1.0).abs() < 1e-9);
     let (inside, _) = caveats(&["--tp", "8"]);
     assert!(!inside.contains("spans"), "{inside}");
+    // TP groups that do not tile a node straddle two.
+    let (straddle, _) = caveats(&["--tp", "4", "--gpus-per-node", "6"]);
+    assert!(
+        straddle.contains("TP 4 does not divide the 6 GPUs of a node"),
+        "{straddle}"
+    );
+}
+
+/// Under DeepSpeed "fits instead" proposes only what DeepSpeed runs as stated (it proposed
+/// Ulysses over 32 ranks with a caveat that DeepSpeed cannot run it), and CP on a stack whose
+/// framework had none is a caveat.
+#[test]
+fn fits_instead_under_deepspeed_runs_as_stated_and_cp_without_a_framework_is_named() {
+    let out = copus(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--seq",
+        "131072",
+        "--gpus",
+        "128",
+        "--batch",
+        "16",
+        "--tp",
+        "8",
+        "--stack",
+        "deepspeed",
+        "--json",
+    ]);
+    out.succeeds();
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    let flags = v["nearest_change"]["flags"]
+        .as_str()
+        .expect("flags")
+        .to_string();
+    let mut args = vec![
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--seq",
+        "131072",
+        "--gpus",
+        "128",
+        "--batch",
+        "16",
+        "--stack",
+        "deepspeed",
+        "--json",
+    ];
+    args.extend(flags.split_whitespace());
+    let ran = copus(&args);
+    ran.succeeds();
+    let r: serde_json::Value = serde_json::from_str(&ran.stdout).expect("json");
+    assert_eq!(r["fits"], true, "{flags}: {r}");
+    assert!(
+        !r["caveats"]
+            .to_string()
+            .contains("does not run this configuration"),
+        "{flags}: {}",
+        r["caveats"]
+    );
+    let out = copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "64",
+        "--cp",
+        "2",
+        "--batch",
+        "64",
+        "--stack",
+        "megatron-lm-2021",
+        "--json",
+    ]);
+    out.succeeds();
+    assert!(
+        out.stdout.contains("has no context parallelism"),
+        "{}",
+        out.stdout
+    );
 }

@@ -397,15 +397,17 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             need_gb: p.memory_per_gpu_bytes / 1e9,
             have_gb: hw.hbm_bytes / 1e9,
         };
-        let nearest =
-            what_fits(&ctx, a.gpus, a.batch, &cfg, (stack_base, &policies)).map(|(c, fit)| {
-                NearestFit {
-                    flags: fit_flags(&c, &cfg),
-                    config: (&c).into(),
-                    tokens_per_s: fit.tokens_per_s,
-                    memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
-                }
-            });
+        // Only what the stack's framework runs as stated (DeepSpeed's Ulysses and pipeline
+        // limits: it proposed CP 32 with a caveat that DeepSpeed cannot run it).
+        let runs = |c: &ParallelConfig| deepspeed_emit_caveat(&stack, &eff, &model, c).is_none();
+        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg, (stack_base, &policies), &runs).map(
+            |(c, fit)| NearestFit {
+                flags: fit_flags(&c, &cfg),
+                config: (&c).into(),
+                tokens_per_s: fit.tokens_per_s,
+                memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
+            },
+        );
         (Some(oom.to_string()), nearest)
     };
     let (calibration, calibration_caveats) = match calibration_file {
@@ -552,13 +554,15 @@ pub const MAX_SEARCHED_CP: u32 = 32;
 /// node and every context-parallel degree the sequence allows (`base`'s, and 2 to
 /// [`MAX_SEARCHED_CP`] in powers of two where the stack's framework has CP: at 128K tokens CP
 /// is what lets a layout fit), then
-/// with any ZeRO stage and any recompute policy `stack` has. `None` when nothing fits.
+/// with any ZeRO stage and any recompute policy `stack` has; only configurations `runs`
+/// accepts (what the stack's framework runs as stated). `None` when nothing fits.
 pub fn what_fits(
     ctx: &PerfContext,
     gpus: u32,
     batch: u64,
     base: &ParallelConfig,
     (stack, allowed): (StackPreset, &[Recompute]),
+    runs: &dyn Fn(&ParallelConfig) -> bool,
 ) -> Option<(ParallelConfig, Prediction)> {
     let all = stack.recompute_policies();
     let tries: [(&[u8], &[Recompute]); 2] = [
@@ -611,6 +615,9 @@ pub fn what_fits(
                 let Ok((c, p)) = enumerate::auto(ctx, &cfg, batch, recomputes, (&[1], &eps)) else {
                     continue;
                 };
+                if !runs(&c) {
+                    continue;
+                }
                 let faster = |held: &Option<(ParallelConfig, Prediction)>| {
                     held.as_ref()
                         .is_none_or(|(_, b)| p.step_time_s < b.step_time_s)
@@ -1074,6 +1081,13 @@ fn setting_caveats(
                 .to_string(),
         );
     }
+    if cfg.cp > 1 && !stack.has_context_parallel() {
+        caveats.push(format!(
+            "{stack} has no context parallelism (Megatron-Core, NeMo, torchtitan and DeepSpeed's \
+             Ulysses brought it, 2023 on): CP {} is a what-if of its stack",
+            cfg.cp
+        ));
+    }
     let before_fp8 = matches!(
         stack,
         StackPreset::MegatronLm2021 | StackPreset::MegatronLm2021Local | StackPreset::DeepSpeed2021
@@ -1123,6 +1137,11 @@ fn tp_domain_caveat(
              cross the inter-node network, which is slow, and are costed so (grids and plans \
              leave such layouts out unless the session sets allow_cross_node_tp)",
             tp.div_ceil(gpus_per_node.max(1))
+        ))
+    } else if !gpus_per_node.is_multiple_of(tp) {
+        Some(format!(
+            "TP {tp} does not divide the {gpus_per_node} GPUs of a node: some TP groups straddle \
+             two nodes, costed as if each were inside one"
         ))
     } else if tp > domain {
         Some(format!(
