@@ -888,7 +888,13 @@ fn a_file_and_the_same_bytes_through_a_pipe_give_the_same_report() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("run.ndjson");
     std::fs::write(&path, &text).expect("write");
-    for style in [&["--json"][..], &["--json-lines"], &[]] {
+    // `-` names standard input as /dev/stdin does.
+    for (style, stdin) in [
+        (&["--json"][..], "/dev/stdin"),
+        (&["--json-lines"], "/dev/stdin"),
+        (&[], "/dev/stdin"),
+        (&["--json"], "-"),
+    ] {
         let file = copus()
             .arg("analyze")
             .arg(&path)
@@ -896,7 +902,7 @@ fn a_file_and_the_same_bytes_through_a_pipe_give_the_same_report() {
             .output()
             .expect("run");
         let mut child = copus()
-            .args(["analyze", "/dev/stdin"])
+            .args(["analyze", stdin])
             .args(style)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

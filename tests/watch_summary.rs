@@ -576,13 +576,15 @@ fn watch_ends_when_the_pipe_it_reads_is_closed() {
     write_two_batch_run(&path, 120, 40.0, |_| 1.0);
     let mut text = std::fs::read(&path).expect("read");
     assert_eq!(text.pop(), Some(b'\n'));
-    for (args, ok) in [
-        (vec!["--timeout-s", "60", "--json"], true),
-        (vec!["--until-steps", "500", "--json"], false),
+    for (target, args, ok) in [
+        ("/dev/stdin", vec!["--timeout-s", "60", "--json"], true),
+        ("/dev/stdin", vec!["--until-steps", "500", "--json"], false),
+        // `-` is standard input too.
+        ("-", vec!["--timeout-s", "60", "--json"], true),
     ] {
         let start = std::time::Instant::now();
         let mut child = copus()
-            .args(["watch", "/dev/stdin", "--headless"])
+            .args(["watch", target, "--headless"])
             .args(&args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -610,4 +612,31 @@ fn watch_ends_when_the_pipe_it_reads_is_closed() {
             );
         }
     }
+}
+
+/// `--calibration` with `--headless` and no `--advise` is refused, not silently ignored (a
+/// path that did not exist ran with exit 0).
+#[test]
+fn a_calibration_without_advice_is_refused_headless() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    write_two_batch_run(&path, 20, 40.0, |_| 1.0);
+    let out = copus()
+        .args([
+            "watch",
+            "--headless",
+            "--until-steps",
+            "20",
+            "--calibration",
+            "nope.ron",
+        ])
+        .arg(&path)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--calibration nope.ron") && err.contains("--advise"),
+        "{err}"
+    );
 }

@@ -16,7 +16,8 @@ pub use super::estimator_args::SmootherArg;
 /// Arguments of `copus analyze`.
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
-    /// A stats protocol v1 file (.ndjson) or a gradient dump directory.
+    /// A stats protocol v1 file (.ndjson), `-` for standard input, or a gradient dump
+    /// directory.
     pub path: PathBuf,
     /// Print JSON instead of a table (indented on a terminal or with --pretty, compact
     /// otherwise).
@@ -146,7 +147,13 @@ fn process_cpu_s() -> Option<f64> {
 
 /// Run `copus analyze`.
 pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
-    let path = &args.path;
+    // `-` is standard input, as for most Unix tools (it read "cannot read -").
+    let stdin = std::path::PathBuf::from("/dev/stdin");
+    let path = if args.path.as_os_str() == "-" && cfg!(unix) {
+        &stdin
+    } else {
+        &args.path
+    };
     args.estimator.check()?;
     if args.window == Some(0) {
         anyhow::bail!("--window 0: the window must be at least 1 step");

@@ -297,7 +297,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             "invalid configuration ({flags}): --batch {} does not split over the {dp} \
              data-parallel replicas ({} GPUs / (cp·tp·pp = {used})): each replica takes whole \
              sequences, so the batch must be a multiple of {dp} ({nearest}), or more \
-             --tp/--pp leave fewer replicas",
+             --tp/--pp/--cp leave fewer replicas",
             a.batch,
             a.gpus,
         );

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 /// Arguments of `copus watch`.
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// A growing stats file or tcp://HOST:PORT (tcp://:PORT is 127.0.0.1).
+    /// A growing stats file, `-` for standard input (a pipe: its end ends the watch), or
+    /// tcp://HOST:PORT (tcp://:PORT is 127.0.0.1).
     pub target: String,
     /// Do not open the explorer; print a summary.
     #[arg(long)]
@@ -262,6 +263,14 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
     }
     if args.until_steps.is_none() && args.timeout_s.is_none() && args.advise.is_none() {
         anyhow::bail!("--headless needs --until-steps N or --timeout-s S, so that it stops");
+    }
+    if let (Some(cal), None) = (&args.calibration, &args.advise) {
+        // Said, not ignored: the headless summary has no throughput for it to change.
+        anyhow::bail!(
+            "--calibration {}: with --headless it applies to --advise only (the summary is the \
+             noise scale, which a calibration does not change)",
+            cal.display()
+        );
     }
     if args.until_steps.is_none() && args.timeout_s.is_none() {
         eprintln!(

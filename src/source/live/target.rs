@@ -19,10 +19,14 @@ pub enum Target {
 
 impl Target {
     /// `tcp://HOST:PORT` (HOST may be empty for loopback, a name, an IPv4 or `[IPv6]`
-    /// address) or anything else as a file path (an optional `file://` prefix is stripped).
+    /// address), `-` for standard input (`/dev/stdin`, where the OS has one), or anything
+    /// else as a file path (an optional `file://` prefix is stripped).
     pub fn parse(s: &str) -> Result<Self, LiveError> {
         if let Some(rest) = s.strip_prefix("tcp://") {
             return parse_tcp_address(rest).map(Target::Tcp);
+        }
+        if s == "-" && cfg!(unix) {
+            return Ok(Target::File(PathBuf::from("/dev/stdin")));
         }
         let path = s.strip_prefix("file://").unwrap_or(s);
         crate::source::reject_url_scheme(path)?;
