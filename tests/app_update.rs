@@ -1553,3 +1553,29 @@ fn the_footer_hints_follow_the_focus() {
         "{f}"
     );
 }
+
+/// `g` with a step between the trajectory's points lands on the nearest one and says so (the
+/// demo went from `g 1200` to step 477 without a word); a step that is a point says nothing
+/// more.
+#[test]
+fn go_to_a_step_between_points_names_the_nearest() {
+    use copus::app::PromptEdit;
+    let mut app = demo_with_table();
+    let go = |app: &mut App, text: &str| {
+        update(app, Msg::GoTo);
+        for c in text.chars() {
+            update(app, Msg::Prompt(PromptEdit::Char(c)));
+        }
+        update(app, Msg::Prompt(PromptEdit::Submit));
+    };
+    go(&mut app, "1200");
+    let step = app.trajectory.points[app.cursor].step;
+    assert_ne!(step, 1200);
+    assert!(
+        app.status.contains("(the nearest point to step 1200)"),
+        "{}",
+        app.status
+    );
+    go(&mut app, &step.to_string());
+    assert!(!app.status.contains("nearest"), "{}", app.status);
+}

@@ -540,8 +540,16 @@ fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
                 Ok(i) => {
                     set_cursor(app, i);
                     let q = &app.trajectory.points[app.cursor];
+                    // A step between the trajectory's points lands on the nearest one: said,
+                    // not done silently (`g 1200` on the demo went to step 477).
+                    let nearest = match super::goto::parse(&text) {
+                        Ok(super::goto::Position::Step(s)) if s != q.step => {
+                            format!(" (the nearest point to step {s})")
+                        }
+                        _ => String::new(),
+                    };
                     app.status = format!(
-                        "at step {} · {} tokens",
+                        "at step {} · {} tokens{nearest}",
                         q.step,
                         crate::format::tokens(q.tokens)
                     );
