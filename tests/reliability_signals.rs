@@ -175,7 +175,23 @@ fn termination_signals_restore_the_terminal() {
         assert_restored(&t, &(128 + number).to_string());
         let s = t.screen();
         assert!(s.contains(&format!("stopped by SIG{sig}")), "{s}");
+        assert!(!s.contains("unsaved"), "{s}");
     }
+}
+
+/// A signal cannot ask before dropping unsaved changes: the explorer says it dropped them (it
+/// said only "stopped by SIGTERM; terminal restored"), and says nothing of the kind when
+/// there were none (above).
+#[test]
+fn a_signal_names_the_unsaved_changes_it_dropped() {
+    let (t, dir) = explorer("sigdirty", "");
+    t.wait_for("Goodput");
+    t.keys(&["2", "Right"]);
+    t.wait_for("[modified]");
+    send(dir.path(), "TERM");
+    assert_restored(&t, &(128 + libc::SIGTERM).to_string());
+    let s = t.screen();
+    assert!(s.contains("unsaved changes were not saved"), "{s}");
 }
 
 #[test]

@@ -308,7 +308,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
     match e.downcast_ref::<crate::runtime::TuiError>() {
         // As a shell reports a process a signal ended: 128 + the signal's number.
-        Some(crate::runtime::TuiError::Signal(sig)) => {
+        Some(crate::runtime::TuiError::Signal(sig, _)) => {
             u8::try_from(128 + sig).unwrap_or(crate::signals::SIGNAL_EXIT as u8)
         }
         _ => 1,

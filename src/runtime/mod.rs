@@ -30,9 +30,15 @@ pub enum TuiError {
          `copus snapshot` draws a screen as text"
     )]
     NotATerminal(&'static str),
-    /// A termination signal (its number) stopped the explorer (the terminal was restored).
-    #[error("stopped by {}; terminal restored", crate::signals::signal_name(*.0))]
-    Signal(i32),
+    /// A termination signal (its number) stopped the explorer (the terminal was restored);
+    /// the second field says when unsaved changes were left unsaved (there is no asking
+    /// first on a signal).
+    #[error(
+        "stopped by {}; terminal restored{}",
+        crate::signals::signal_name(*.0),
+        if *.1 { "; the session's unsaved changes were not saved (s saves them)" } else { "" }
+    )]
+    Signal(i32, bool),
     /// A background thread panicked (a bug); the explorer stopped and restored the terminal.
     #[error("internal error, the explorer stopped: {0}")]
     Panic(String),
@@ -131,7 +137,7 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
         if let Some(sig) = signals.received() {
             // Leave without waiting for the worker: it may be inside a long reduction.
             drop(guard);
-            return Err(TuiError::Signal(sig));
+            return Err(TuiError::Signal(sig, app.dirty()));
         }
         if crate::signals::take_suspend_request() {
             guard.suspend()?;
