@@ -791,11 +791,17 @@ fn summary_text(s: &WatchSummary) -> String {
         }
     }
     if let Some(now) = e.b_simple_now {
+        // A negative value is no batch size: said as `analyze` says it.
+        let value = if now < 0.0 {
+            super::analyze::fmt_b_simple(Some(now))
+        } else {
+            format!("{now:.1} samples")
+        };
         out.push_str(&crate::format::line_labelled(
             "B_simple latest  ",
             &format!(
-                "{now:.1} samples (one-sided EMA at the last step; `analyze` calls its \
-                 last-window value `now`)"
+                "{value} (one-sided EMA at the last step; `analyze` calls its last-window value \
+                 `now`)"
             ),
         ));
     }
