@@ -1566,32 +1566,33 @@ fn batches_carry_their_sequence_and_empty_plans_say_why() {
     ]);
 }
 
+/// `predict` on Llama 3 70B at 128K tokens on 128 H100 at batch 16: the long-sequence case
+/// "fits instead" is tested on (followed by the flags of each test).
+const LONG_70B: [&str; 9] = [
+    "predict",
+    "--model",
+    "llama3-70b",
+    "--seq",
+    "131072",
+    "--gpus",
+    "128",
+    "--batch",
+    "16",
+];
+
+/// `copus` with `head`, then `tail`, then `--json`: required to succeed, parsed.
+fn json_of(head: &[&str], tail: &[&str]) -> Value {
+    json(&[head, tail, &["--json"]].concat())
+}
+
 /// At 128K tokens context parallelism is what makes a layout fit: "fits instead" searches it
 /// (it kept the CP asked for, and proposed TP 8 × PP 2 with full recompute at 29k tokens/s
 /// where CP ran about 1.7× faster), prefers the CP asked for unless another is clearly faster,
 /// and writes the CP it found even where it is back to 1, so that the flags run as printed.
 #[test]
 fn fits_instead_searches_context_parallelism_and_its_flags_run_as_printed() {
-    let base = [
-        "predict",
-        "--model",
-        "llama3-70b",
-        "--seq",
-        "131072",
-        "--gpus",
-        "128",
-        "--batch",
-        "16",
-        "--tp",
-        "8",
-    ];
     let nearest = |extra: &[&str]| {
-        let mut args = base.to_vec();
-        args.extend_from_slice(extra);
-        args.push("--json");
-        let out = copus(&args);
-        out.succeeds();
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        let v = json_of(&LONG_70B, &[&["--tp", "8"], extra].concat());
         assert_eq!(v["fits"], false, "{v}");
         let n = &v["nearest_change"];
         (
@@ -1603,11 +1604,10 @@ fn fits_instead_searches_context_parallelism_and_its_flags_run_as_printed() {
     let (flags, tokens, cp) = nearest(&[]);
     assert!(cp > 1 && flags.contains(&format!("--cp {cp}")), "{flags}");
     // What it proposed before, without CP, runs much slower.
-    let mut args: Vec<&str> = base.to_vec();
-    args.extend(["--pp", "2", "--recompute", "full", "--json"]);
-    let old = copus(&args);
-    old.succeeds();
-    let v: serde_json::Value = serde_json::from_str(&old.stdout).expect("json");
+    let v = json_of(
+        &LONG_70B,
+        &["--tp", "8", "--pp", "2", "--recompute", "full"],
+    );
     assert_eq!(v["fits"], true, "{v}");
     let tokens_cp1 = v["tokens_per_s"].as_f64().expect("tokens/s");
     assert!(
@@ -1620,32 +1620,11 @@ fn fits_instead_searches_context_parallelism_and_its_flags_run_as_printed() {
     assert!(flags2.contains(&format!("--cp {cp2}")), "{flags2}");
     assert!(tokens2 > 0.0);
     // A framework without context parallelism is not offered it (here nothing else fits).
-    let out = copus(&[
-        "predict",
-        "--model",
-        "llama3-70b",
-        "--seq",
-        "131072",
-        "--gpus",
-        "128",
-        "--batch",
-        "16",
-        "--tp",
-        "8",
-        "--stack",
-        "megatron-lm-2021",
-        "--json",
-    ]);
-    out.succeeds();
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    let v = json_of(&LONG_70B, &["--tp", "8", "--stack", "megatron-lm-2021"]);
     let n = &v["nearest_change"];
     assert!(n.is_null() || n["config"]["cp"] == 1, "{n}");
-    let mut args: Vec<&str> = base[..base.len() - 2].to_vec();
-    args.extend(flags.split_whitespace());
-    args.push("--json");
-    let ran = copus(&args);
-    ran.succeeds();
-    let v: serde_json::Value = serde_json::from_str(&ran.stdout).expect("json");
+    let flags_given: Vec<&str> = flags.split_whitespace().collect();
+    let v = json_of(&LONG_70B, &flags_given);
     assert_eq!(v["fits"], true, "{flags}: {v}");
     assert!((v["tokens_per_s"].as_f64().expect("tokens/s") / tokens - 1.0).abs() < 1e-9);
 }
@@ -1656,7 +1635,7 @@ fn fits_instead_searches_context_parallelism_and_its_flags_run_as_printed() {
 #[test]
 fn a_moe_layout_that_does_not_fit_shows_what_grid_shows() {
     let run = |recompute: &str| {
-        let out = copus(&[
+        let v = json(&[
             "predict",
             "--model",
             "mixtral-8x7b",
@@ -1674,8 +1653,6 @@ fn a_moe_layout_that_does_not_fit_shows_what_grid_shows() {
             recompute,
             "--json",
         ]);
-        out.succeeds();
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
         (
             v["fits"].as_bool().expect("fits"),
             v["ep"].as_u64().expect("ep"),
@@ -1699,14 +1676,10 @@ fn a_moe_layout_that_does_not_fit_shows_what_grid_shows() {
 #[test]
 fn tensor_parallelism_beyond_the_fast_link_is_a_caveat_in_json() {
     let caveats = |extra: &[&str]| {
-        let mut args = vec![
+        let base = [
             "predict", "--model", "gpt-70b", "--gpus", "128", "--batch", "512", "--pp", "2",
         ];
-        args.extend_from_slice(extra);
-        args.push("--json");
-        let out = copus(&args);
-        out.succeeds();
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+        let v = json_of(&base, extra);
         (
             v["caveats"].to_string(),
             v["step_time_s"].as_f64().expect("step"),
@@ -1736,46 +1709,14 @@ fn tensor_parallelism_beyond_the_fast_link_is_a_caveat_in_json() {
 /// framework had none is a caveat.
 #[test]
 fn fits_instead_under_deepspeed_runs_as_stated_and_cp_without_a_framework_is_named() {
-    let out = copus(&[
-        "predict",
-        "--model",
-        "llama3-70b",
-        "--seq",
-        "131072",
-        "--gpus",
-        "128",
-        "--batch",
-        "16",
-        "--tp",
-        "8",
-        "--stack",
-        "deepspeed",
-        "--json",
-    ]);
-    out.succeeds();
-    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    let deepspeed = [&LONG_70B[..], &["--stack", "deepspeed"]].concat();
+    let v = json_of(&deepspeed, &["--tp", "8"]);
     let flags = v["nearest_change"]["flags"]
         .as_str()
         .expect("flags")
         .to_string();
-    let mut args = vec![
-        "predict",
-        "--model",
-        "llama3-70b",
-        "--seq",
-        "131072",
-        "--gpus",
-        "128",
-        "--batch",
-        "16",
-        "--stack",
-        "deepspeed",
-        "--json",
-    ];
-    args.extend(flags.split_whitespace());
-    let ran = copus(&args);
-    ran.succeeds();
-    let r: serde_json::Value = serde_json::from_str(&ran.stdout).expect("json");
+    let flags_given: Vec<&str> = flags.split_whitespace().collect();
+    let r = json_of(&deepspeed, &flags_given);
     assert_eq!(r["fits"], true, "{flags}: {r}");
     assert!(
         !r["caveats"]
@@ -1784,7 +1725,7 @@ fn fits_instead_under_deepspeed_runs_as_stated_and_cp_without_a_framework_is_nam
         "{flags}: {}",
         r["caveats"]
     );
-    let out = copus(&[
+    let v = json(&[
         "predict",
         "--model",
         "llama3-8b",
@@ -1798,10 +1739,11 @@ fn fits_instead_under_deepspeed_runs_as_stated_and_cp_without_a_framework_is_nam
         "megatron-lm-2021",
         "--json",
     ]);
-    out.succeeds();
     assert!(
-        out.stdout.contains("has no context parallelism"),
+        v["caveats"]
+            .to_string()
+            .contains("has no context parallelism"),
         "{}",
-        out.stdout
+        v["caveats"]
     );
 }

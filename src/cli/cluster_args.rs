@@ -3,7 +3,7 @@
 use clap::Args;
 
 /// Model and cluster flags shared by `copus open` (stats files, dumps) and `copus watch`.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, PartialEq, Args)]
 pub struct ClusterArgs {
     /// Model profile (built-in name or .ron file).
     #[arg(long, default_value = "llama-7b")]

@@ -391,12 +391,7 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
             // 6k-parameter demo run read as "llama-7b on 1×8 h100-sxm" without a word), first,
             // since the link's status before it already names the target.
             let c = &args.cluster;
-            let d = super::cluster_args::ClusterArgs::default();
-            let defaults = c.model == d.model
-                && c.hardware == d.hardware
-                && c.nodes == d.nodes
-                && c.gpus_per_node == d.gpus_per_node;
-            let assumed = if defaults {
+            let assumed = if *c == super::cluster_args::ClusterArgs::default() {
                 "model and cluster: copus's defaults (set --model, --hardware, --nodes) · "
             } else {
                 ""

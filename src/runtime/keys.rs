@@ -43,13 +43,6 @@ pub fn chord(key: &KeyEvent) -> Option<Chord> {
     })
 }
 
-/// Whether a terminal of `width` × `height` cells is below what the explorer draws in (it
-/// then shows only a "terminal too small" line).
-pub fn too_small(width: u16, height: u16) -> bool {
-    let (w, h) = crate::ui::view::MIN_SIZE;
-    width < w || height < h
-}
-
 /// Whether `msg` may act while the screen is too small to show anything but how to quit:
 /// quitting, and answering or dismissing the question quitting may ask.
 pub fn acts_on_a_too_small_screen(msg: &Msg) -> bool {
@@ -100,7 +93,7 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
         Scope::Tour,
     ];
     let Some(top) = app.overlay() else {
-        return main_view_msg(map.action(chord, &active_scopes(app))?);
+        return main_view_msg(map.action(chord, &app.key_scopes())?);
     };
     let action = map.action(chord, &any)?;
     match top {
@@ -156,11 +149,6 @@ fn popup_scroll(action: Action) -> Option<i64> {
         Action::PageForward => Some(BIG_STEP),
         _ => None,
     }
-}
-
-/// The scopes whose keys apply in the main view, in priority order ([`App::key_scopes`]).
-pub fn active_scopes(app: &App) -> Vec<Scope> {
-    app.key_scopes()
 }
 
 /// What an action does in the main view (no popup open).

@@ -176,7 +176,7 @@ pub fn run(mut app: App) -> Result<(), TuiError> {
                 Event::Key(key) => {
                     let msg = keys::key_to_msg(&app, key);
                     let size = guard.terminal.size()?;
-                    if keys::too_small(size.width, size.height) {
+                    if crate::ui::view::too_small(size.width, size.height) {
                         // The screen shows only "terminal too small … q quits": the other
                         // keys would act unseen (a scrub, an open help page found later).
                         msg.filter(keys::acts_on_a_too_small_screen)

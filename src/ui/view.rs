@@ -209,6 +209,12 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
 /// The smallest terminal (columns, rows) the explorer draws in.
 pub const MIN_SIZE: (u16, u16) = (60, 16);
 
+/// Whether a terminal of `width` × `height` cells is below [`MIN_SIZE`] (the explorer then
+/// shows only a "terminal too small" line, and acts only on quitting).
+pub fn too_small(width: u16, height: u16) -> bool {
+    width < MIN_SIZE.0 || height < MIN_SIZE.1
+}
+
 /// Draw the explorer for `app`, in the app's theme. Under NO_COLOR no cell carries a colour,
 /// only attributes (bold, reverse video): the terminal library drops colour changes under
 /// NO_COLOR by writing an SGR sequence with no parameter, which resets every attribute, so a
@@ -227,7 +233,7 @@ pub fn draw(frame: &mut Frame, app: &App, mode: ColorMode) {
 
 fn draw_themed(frame: &mut Frame, app: &App, mode: ColorMode) {
     let area = frame.area();
-    if area.width < MIN_SIZE.0 || area.height < MIN_SIZE.1 {
+    if too_small(area.width, area.height) {
         let text = format!(
             "terminal too small: {}×{}, copus needs {}×{} ({} quits)",
             area.width,

@@ -117,11 +117,14 @@ impl CalibrationFile {
     /// `params` (it would silently take the generic default, not the fitted value), a `stack`
     /// that names no preset, a `recompute` policy that is none of copus's.
     fn check(&self, text: &str) -> Result<(), String> {
-        let written = written_params(text);
+        // The names written in `params`; `None` where they cannot be read apart (the text is
+        // then checked by its parse alone).
+        let written = params_fields(text);
+        let known = param_names();
         for name in &self.fitted {
             // A fitted name is a parameter or, for a link fitted per collective, its path
             // (`inter_bw_bytes_per_s`); those that name a parameter must be written.
-            if written.as_ref().is_some_and(|w| !w.contains(name)) && param_names().contains(name) {
+            if written.as_ref().is_some_and(|w| !w.contains(name)) && known.contains(name) {
                 return Err(format!(
                     "`fitted` names {name}, but `params` has no {name}: the file was cut or \
                      edited (it would run with the generic default instead of the fitted value)"
@@ -164,18 +167,13 @@ impl CalibrationFile {
 fn param_names() -> Vec<String> {
     ron::to_string(&EfficiencyParams::default())
         .ok()
-        .and_then(|text| fields_of(&format!("(params: {text})")))
+        .and_then(|text| params_fields(&format!("(params: {text})")))
         .unwrap_or_default()
 }
 
-/// The names of the fields written in the `params` of a calibration's RON `text`; `None`
-/// where they cannot be read apart (the text is then checked by its parse alone).
-fn written_params(text: &str) -> Option<Vec<String>> {
-    fields_of(text)
-}
-
-/// The field names of the `params` map in RON `text`.
-fn fields_of(text: &str) -> Option<Vec<String>> {
+/// The field names of the `params` map in a calibration's RON `text`; `None` where the text
+/// has no such map.
+fn params_fields(text: &str) -> Option<Vec<String>> {
     let ron::Value::Map(top) = ron::from_str::<ron::Value>(text).ok()? else {
         return None;
     };
@@ -208,29 +206,41 @@ mod tests {
     use super::*;
     use crate::perf::efficiency::StageSplit;
 
-    #[test]
-    fn a_file_from_before_the_stage_split_takes_its_stacks_split() {
-        let dir = std::env::temp_dir().join(format!("copus-cal-split-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let file = CalibrationFile {
+    /// A calibration of Llama 3 8B on H100 under `stack` with `fitted` and `recompute`, as RON.
+    fn calibration_text(stack: &str, fitted: &[&str], recompute: &[&str]) -> String {
+        let owned = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        CalibrationFile {
             hardware: "h100-sxm".into(),
             model: "llama3-8b".into(),
             n: 6,
             rms_rel_error: 0.01,
             cv_rel_error: 0.02,
             profile_rms_rel_error: 0.1,
-            fitted: vec!["max_eff".into()],
+            fitted: owned(fitted),
             params: EfficiencyParams::default(),
-            stack: Some("deepspeed (grad_reduce fp32)".into()),
-            recompute: Vec::new(),
-        };
-        let text = file.to_ron().expect("ron");
-        assert!(text.contains("stage_split"));
-        let old: String = text
-            .lines()
-            .filter(|l| !l.contains("stage_split"))
+            stack: Some(stack.into()),
+            recompute: owned(recompute),
+        }
+        .to_ron()
+        .expect("ron")
+    }
+
+    /// `text` without its lines that start (after indentation) with `field:`.
+    fn without_field(text: &str, field: &str) -> String {
+        let prefix = format!("{field}:");
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with(&prefix))
             .collect::<Vec<_>>()
-            .join("\n");
+            .join("\n")
+    }
+
+    #[test]
+    fn a_file_from_before_the_stage_split_takes_its_stacks_split() {
+        let dir = std::env::temp_dir().join(format!("copus-cal-split-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let text = calibration_text("deepspeed (grad_reduce fp32)", &["max_eff"], &[]);
+        assert!(text.contains("stage_split"));
+        let old = without_field(&text, "stage_split");
         let path = dir.join("old.ron");
         std::fs::write(&path, old).expect("write");
         let read = CalibrationFile::load(&path).expect("load");
@@ -250,41 +260,21 @@ mod tests {
     fn a_cut_or_misnamed_calibration_is_refused_naming_the_field() {
         let dir = std::env::temp_dir().join(format!("copus-cal-check-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let file = CalibrationFile {
-            hardware: "h100-sxm".into(),
-            model: "llama3-8b".into(),
-            n: 6,
-            rms_rel_error: 0.01,
-            cv_rel_error: 0.02,
-            profile_rms_rel_error: 0.1,
-            fitted: vec!["max_eff".into(), "mem_eff".into()],
-            params: EfficiencyParams::default(),
-            stack: Some("megatron-core".into()),
-            recompute: vec!["selective".into()],
-        };
-        let text = file.to_ron().expect("ron");
+        let text = calibration_text("megatron-core", &["max_eff", "mem_eff"], &["selective"]);
         let load = |name: &str, text: &str| {
             let path = dir.join(name);
             std::fs::write(&path, text).expect("write");
             CalibrationFile::load(&path).map_err(|e| e.to_string())
         };
         assert!(load("good.ron", &text).is_ok());
-        let cut: String = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("mem_eff:"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let cut = without_field(&text, "mem_eff");
         let e = load("cut.ron", &cut).expect_err("cut");
         assert!(
             e.contains("`fitted` names mem_eff") && e.contains("cut.ron"),
             "{e}"
         );
         // A parameter that was not fitted may be missing (files older than the parameter).
-        let old: String = text
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("fp8_max_eff:"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let old = without_field(&text, "fp8_max_eff");
         assert!(load("old.ron", &old).is_ok());
         let e = load(
             "stack.ron",
