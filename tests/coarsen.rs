@@ -154,3 +154,73 @@ fn a_strongly_coarsened_run_keeps_its_window_in_steps() {
     );
     assert!(few["summary"]["drift"].is_object(), "{}", few["summary"]);
 }
+
+/// Lines a little out of order (every third pair swapped) are coarsened as the sorted file is:
+/// the same records, the same estimate; a restarted run's second attempt joins the records of
+/// its own steps. Before, a late line started a record that then took in steps far from its own.
+#[test]
+fn lines_out_of_order_are_coarsened_by_step() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = run_file(&dir, 5000);
+    let text = std::fs::read_to_string(&path).expect("read");
+    let mut lines: Vec<&str> = text.lines().collect();
+    let sorted = analyze_json(&path, &["--max-records", "500"]);
+    for i in (0..lines.len() - 1).step_by(3) {
+        lines.swap(i, i + 1);
+    }
+    let jittered = dir.path().join("jittered.ndjson");
+    std::fs::write(&jittered, lines.join("\n") + "\n").expect("write");
+    let got = analyze_json(&jittered, &["--max-records", "500"]);
+    let (a, b) = (&sorted["summary"], &got["summary"]);
+    let kept = |s: &serde_json::Value| s["coarsened"]["records_kept"].as_i64().expect("kept");
+    // One record may differ where the window opened (the first swapped pair).
+    assert!((kept(a) - kept(b)).abs() <= 1, "{} vs {}", kept(a), kept(b));
+    assert_eq!(b["coarsened"]["records_out_of_order"], 1667);
+    let rel = |x: &serde_json::Value, y: &serde_json::Value| (f(x) / f(y) - 1.0).abs();
+    // The groups may start a few steps apart from the sorted file's (the reorder window takes
+    // room from the bound): the same estimate to well inside its interval.
+    assert!(rel(&a["b_simple"], &b["b_simple"]) < 5e-3, "{a} {b}");
+    let now = f(&b["now"]["b_simple"]);
+    let ci = &a["now"]["ci"];
+    assert!(now > f(&ci[0]) && now < f(&ci[1]), "{now} against {ci}");
+    assert!(rel(&a["now"]["b_simple"], &b["now"]["b_simple"]) < 0.05);
+    let said = b["diagnostics"].to_string();
+    assert!(
+        said.contains("1,667 records came at or below a step"),
+        "{said}"
+    );
+
+    // Steps 0..4999 then 3000..4999 again (a restart from a checkpoint at step 3000).
+    let mut restarted: Vec<&str> = text.lines().collect();
+    restarted.extend(text.lines().skip(3000));
+    let again = dir.path().join("restarted.ndjson");
+    std::fs::write(&again, restarted.join("\n") + "\n").expect("write");
+    let got = analyze_json(&again, &["--max-records", "500"]);
+    let steps: Vec<u64> = got["steps"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["step"].as_u64().expect("step"))
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "in step order");
+    assert_eq!(got["summary"]["coarsened"]["records_out_of_order"], 2000);
+    // Both attempts wrote the same values: each stretch of steps is their mean, as sorted.
+    let rel_b = rel(&a["b_simple"], &got["summary"]["b_simple"]);
+    assert!(rel_b < 1e-3, "{rel_b}");
+}
+
+/// A run merged into records of more steps than the default kernel's 200: the default kernel
+/// spans three kept records. It was refused ("bandwidth_steps 200 is narrower than the usual
+/// gap between the logged steps (256)") though no `--bandwidth` was given.
+#[test]
+fn the_default_kernel_of_a_merged_run_spans_several_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = run_file(&dir, 13_000);
+    let got = analyze_json(&path, &["--max-records", "100"]);
+    let s = &got["summary"];
+    let per = s["coarsened"]["steps_per_record"].as_u64().expect("count");
+    assert_eq!(per, 256);
+    assert_eq!(f(&s["bandwidth_steps"]), 3.0 * per as f64);
+    let ci = &s["now"]["ci"];
+    assert!(f(&ci[1]) > f(&ci[0]), "a bounded, open interval: {ci}");
+}

@@ -14,6 +14,8 @@ use crate::diagnostics::{Diagnostic, DiagnosticKind, Severity};
 use crate::ingest::protocol::validate;
 use crate::record::step::StepStats;
 use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Records kept by default for one analysis (`copus analyze`, `copus open`): 2¹⁸ records,
 /// a few hundred MiB of analysis whatever the length of the run.
@@ -33,6 +35,10 @@ pub const ANALYSIS_MEMORY_BYTES: u64 = 640 << 20;
 const BYTES_PER_RECORD: u64 = 1024;
 /// See [`BYTES_PER_RECORD`]; bytes per layer of a record.
 const BYTES_PER_LAYER: u64 = 320;
+
+/// Fewest kept records the default kernel of a merged run spans (its σ), as the default
+/// kernel of any run spans at least 3 records.
+const MIN_MERGED_KERNEL_RECORDS: f64 = 3.0;
 
 /// Fewest records the default bound keeps, however many layers the records carry.
 pub const MIN_DEFAULT_RECORDS: usize = 4096;
@@ -83,10 +89,15 @@ pub struct Coarsening {
     /// Records kept after merging (what the analysis sees).
     pub records_kept: u64,
     /// Consecutive steps each fully merged record stands for (the final group size; records
-    /// at a break, e.g. a batch-size change, may hold fewer).
+    /// at a break, e.g. a batch-size change, may hold fewer; with records out of order, the
+    /// median number a kept record holds, when more).
     pub steps_per_record: u64,
     /// The bound on kept records that was applied.
     pub max_records: u64,
+    /// Records that arrived with a step at or below one already read (out of step order, or
+    /// written again after a restart): each was merged into the kept record whose steps
+    /// surround its own, or kept as its own record there when it could not merge.
+    pub records_out_of_order: u64,
 }
 
 /// Per kept record: how many steps it sums, the last of their step numbers, and whether it
@@ -124,7 +135,48 @@ pub struct Coarsener {
     records_in: u64,
     /// Lower the bound to [`default_bound`] of the first record's layers.
     by_layers: bool,
+    /// The highest step read so far.
+    high_step: Option<u64>,
+    /// Records read at or below [`Coarsener::high_step`].
+    out_of_order: u64,
+    /// Once merging has begun, records wait here to be placed in step order (the lowest step
+    /// first, ties in reading order): lines a little out of order merge as if sorted.
+    reorder: BinaryHeap<Reverse<Pending>>,
+    /// The highest step placed into the buffer so far.
+    placed_high: Option<u64>,
 }
+
+/// A record waiting in [`Coarsener::reorder`]: ordered by step, then by when it was read.
+#[derive(Debug, Clone)]
+struct Pending {
+    step: u64,
+    read: u64,
+    rec: StepStats,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        (self.step, self.read) == (other.step, other.read)
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.step, self.read).cmp(&(other.step, other.read))
+    }
+}
+
+/// Share of the bound that the reorder window holds once a record came out of order (1/16:
+/// 16,384 records at the default bound, none below 16).
+const REORDER_SHARE: usize = 16;
 
 impl Coarsener {
     /// A buffer keeping at most `max_records` records (at least [`MIN_MAX_RECORDS`]) as long
@@ -141,6 +193,10 @@ impl Coarsener {
             acc: None,
             records_in: 0,
             by_layers: false,
+            high_step: None,
+            out_of_order: 0,
+            reorder: BinaryHeap::new(),
+            placed_high: None,
         }
     }
 
@@ -149,9 +205,9 @@ impl Coarsener {
         self.group
     }
 
-    /// Records held now (kept plus the group being gathered).
+    /// Records held now (kept, the group being gathered and those waiting to be placed).
     pub fn len(&self) -> usize {
-        self.kept.len() + usize::from(self.acc.is_some())
+        self.kept.len() + usize::from(self.acc.is_some()) + self.reorder.len()
     }
 
     /// True when nothing was pushed.
@@ -175,11 +231,52 @@ impl Coarsener {
             }
         }
         self.records_in = self.records_in.saturating_add(1);
+        if self.high_step.is_some_and(|h| r.step <= h) {
+            self.out_of_order = self.out_of_order.saturating_add(1);
+        }
+        self.high_step = self.high_step.max(Some(r.step));
+        if self.group == 1 {
+            // Nothing merged yet: records are kept as read.
+            self.place(r);
+            return;
+        }
+        self.reorder.push(Reverse(Pending {
+            step: r.step,
+            read: self.records_in,
+            rec: r,
+        }));
+        // In-order runs never wait (and merge exactly as before); the window opens at the
+        // first record out of order.
+        let window = if self.out_of_order > 0 {
+            self.max_records / REORDER_SHARE
+        } else {
+            0
+        };
+        if self.reorder.len() > window
+            && let Some(Reverse(next)) = self.reorder.pop()
+        {
+            self.place(next.rec);
+        }
+    }
+
+    /// Put the next record into the buffer: into the group being gathered, a new group, or,
+    /// once merging has begun and its step is at or below one already placed, the record of
+    /// the steps around its own ([`Coarsener::place_late`]).
+    fn place(&mut self, r: StepStats) {
         let meta = Meta {
             count: 1,
             last_step: r.step,
             ok: mergeable_alone(&r),
         };
+        let late = self.placed_high.is_some_and(|h| r.step <= h);
+        self.placed_high = self.placed_high.max(Some(r.step));
+        if late && self.group > 1 {
+            // Once merging has begun the kept records are in step order, one per stretch of
+            // steps: a late record joins the stretch around its step (or sits there alone),
+            // never a record of steps placed just before it but far from its own.
+            self.place_late(r, meta);
+            return;
+        }
         match self.acc.as_mut() {
             Some(g) if g.meta.count < self.group && mergeable(&g.rec, g.meta, &r, meta) => {
                 add_into(&mut g.rec, &r);
@@ -189,6 +286,11 @@ impl Coarsener {
             _ => {
                 self.flush();
                 self.make_room();
+                if late && self.group > 1 {
+                    // Merging began with this record.
+                    self.place_late(r, meta);
+                    return;
+                }
                 if self.group == 1 {
                     // A group of one step is complete as it starts: straight into the buffer.
                     self.kept.push(r);
@@ -207,6 +309,39 @@ impl Coarsener {
         }
     }
 
+    /// A record whose step is at or below one already read, once records are merging: merged
+    /// into the kept record (or the group being gathered) whose stretch of steps is the last
+    /// to start at or before its step (the first one when it is earlier than all), or, when it
+    /// cannot merge there, kept as its own record at its place in step order.
+    fn place_late(&mut self, r: StepStats, meta: Meta) {
+        let in_acc = self.acc.as_ref().is_some_and(|g| g.rec.step <= r.step)
+            || (self.kept.is_empty() && self.acc.is_some());
+        if in_acc {
+            if let Some(g) = self.acc.as_mut()
+                && compatible(&g.rec, g.meta, &r, meta)
+            {
+                add_late(&mut g.rec, &mut g.meta, &r);
+                if g.meta.count >= self.group {
+                    self.flush();
+                }
+                return;
+            }
+        } else {
+            let at = self.kept.partition_point(|k| k.step <= r.step).max(1) - 1;
+            if compatible(&self.kept[at], self.meta[at], &r, meta) {
+                add_late(&mut self.kept[at], &mut self.meta[at], &r);
+                return;
+            }
+        }
+        // Alone: the group being gathered goes into the buffer first, so that the buffer
+        // stays in step order with the record inserted at its place.
+        self.flush();
+        self.make_room();
+        let at = self.kept.partition_point(|k| k.step <= r.step);
+        self.kept.insert(at, r);
+        self.meta.insert(at, meta);
+    }
+
     /// Move the group being gathered into the buffer.
     fn flush(&mut self) {
         if let Some(g) = self.acc.take() {
@@ -218,7 +353,7 @@ impl Coarsener {
     /// Before a new group starts: while the buffer is full, merge pairs and double the group
     /// size, so that the buffer and the new group stay within the bound.
     fn make_room(&mut self) {
-        while self.kept.len() >= self.limit {
+        while self.kept.len() + self.reorder.len() >= self.limit {
             if !self.compact() {
                 // Nothing could merge: wait until the buffer doubles before trying again.
                 self.limit = self.kept.len().saturating_mul(2).max(MIN_MAX_RECORDS);
@@ -229,10 +364,16 @@ impl Coarsener {
         }
     }
 
-    /// Merge adjacent compatible pairs; false when no pair merged.
+    /// Merge adjacent compatible pairs (in step order: records read out of order before the
+    /// first merge are sorted first); false when no pair merged.
     fn compact(&mut self) -> bool {
-        let kept = std::mem::take(&mut self.kept);
-        let meta = std::mem::take(&mut self.meta);
+        let mut kept = std::mem::take(&mut self.kept);
+        let mut meta = std::mem::take(&mut self.meta);
+        if !kept.is_sorted_by_key(|r| r.step) {
+            let mut both: Vec<(StepStats, Meta)> = kept.into_iter().zip(meta).collect();
+            both.sort_by_key(|(r, _)| r.step);
+            (kept, meta) = both.into_iter().unzip();
+        }
         let mut merged_any = false;
         let mut it = kept.into_iter().zip(meta).peekable();
         while let Some((mut rec, mut m)) = it.next() {
@@ -254,13 +395,28 @@ impl Coarsener {
     /// The kept records in stream order (each the mean of its steps) and, when any records
     /// were merged, what was done.
     pub fn finish(mut self) -> (Vec<StepStats>, Option<Coarsening>) {
+        while let Some(Reverse(next)) = self.reorder.pop() {
+            self.place(next.rec);
+        }
         self.flush();
         let kept = self.kept.len() as u64;
+        let steps_per_record = if self.out_of_order > 0 {
+            // Late records make some records hold more than the group: the usual count.
+            let mut counts: Vec<u64> = self.meta.iter().map(|m| m.count).collect();
+            let mid = counts.len() / 2;
+            match counts.get(mid) {
+                Some(_) => (*counts.select_nth_unstable(mid).1).max(self.group),
+                None => self.group,
+            }
+        } else {
+            self.group
+        };
         let coarsening = (kept < self.records_in).then_some(Coarsening {
             records_read: self.records_in,
             records_kept: kept,
-            steps_per_record: self.group,
+            steps_per_record,
             max_records: self.max_records as u64,
+            records_out_of_order: self.out_of_order,
         });
         if self.meta.iter().all(|m| m.count == 1) {
             // Nothing merged: the records as read.
@@ -283,9 +439,13 @@ impl Coarsener {
 
 /// Can `b` (a single record or a group, `mb`) be merged after the group `a` (`ma`)?
 fn mergeable(a: &StepStats, ma: Meta, b: &StepStats, mb: Meta) -> bool {
+    b.step >= ma.last_step && compatible(a, ma, b, mb)
+}
+
+/// Do `a` and `b` agree on everything the estimators use (steps aside), and may both merge?
+fn compatible(a: &StepStats, ma: Meta, b: &StepStats, mb: Meta) -> bool {
     ma.ok
         && mb.ok
-        && b.step > ma.last_step
         && a.b_small == b.b_small
         && a.b_big == b.b_big
         && a.n_small == b.n_small
@@ -324,6 +484,21 @@ fn add_into(a: &mut StepStats, b: &StepStats) {
     a.tokens = b.tokens;
 }
 
+/// Add the late record `b` into the group `a` (`ma`): its sums as [`add_into`]; the group's
+/// first step (and its lr) when `b` is earlier, its last step (and tokens) when later.
+fn add_late(a: &mut StepStats, ma: &mut Meta, b: &StepStats) {
+    let tokens = a.tokens;
+    add_into(a, b);
+    if b.step < a.step {
+        (a.step, a.lr) = (b.step, b.lr);
+    }
+    if b.step <= ma.last_step {
+        a.tokens = tokens;
+    }
+    ma.count = ma.count.saturating_add(1);
+    ma.last_step = ma.last_step.max(b.step);
+}
+
 /// Divide the summed fields by `n` steps (sums to means).
 fn divide(r: &mut StepStats, n: f64) {
     r.sq_small /= n;
@@ -351,8 +526,16 @@ impl Coarsening {
         let mut s = settings.clone();
         let read = usize::try_from(self.records_read).unwrap_or(usize::MAX);
         let c = self.steps_per_record.max(1);
-        let spacing = crate::analysis::settings::typical_spacing(kept_steps) / c as f64;
-        s.bandwidth_steps = Some(settings.bandwidth_for(read, spacing));
+        let kept_gap = crate::analysis::settings::typical_spacing(kept_steps);
+        let spacing = kept_gap / c as f64;
+        let wanted = settings.bandwidth_for(read, spacing);
+        // The default kernel spans at least MIN_MERGED_KERNEL_RECORDS kept records: the steps
+        // read call for up to 200 steps, narrower than one record of 256 merged steps (it
+        // was refused as too narrow, and where it ran its intervals under-covered).
+        s.bandwidth_steps = Some(match settings.bandwidth_steps {
+            Some(_) => wanted,
+            None => wanted.max(MIN_MERGED_KERNEL_RECORDS * kept_gap),
+        });
         let per = usize::try_from(c).unwrap_or(usize::MAX);
         // The window in steps (given, or the default for the steps read: a tenth of the run,
         // at least `min_steps`), in records; the default for the records kept would have
@@ -366,7 +549,7 @@ impl Coarsening {
 
     /// The info diagnostic saying how the run was merged.
     pub fn diagnostic(&self) -> Diagnostic {
-        let msg = format!(
+        let mut msg = format!(
             "{} records analysed as {} records of {} consecutive steps each (memory bound of {} \
              records; --max-records N to change, 0 keeps every record; each carries the step and lr \
              of its first step); records at a change of batch size or configuration hold fewer",
@@ -375,6 +558,14 @@ impl Coarsening {
             self.steps_per_record,
             thousands(self.max_records),
         );
+        if self.records_out_of_order > 0 {
+            msg.push_str(&format!(
+                "; {} records came at or below a step already read (out of order, or written \
+                 again after a restart) and were merged into the record of the steps around \
+                 theirs",
+                thousands(self.records_out_of_order)
+            ));
+        }
         Diagnostic::new(DiagnosticKind::Coarsened, Severity::Info, msg)
     }
 }
