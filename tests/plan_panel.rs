@@ -59,10 +59,13 @@ fn plan_panel_shows_objective_b_crit_kind_and_paper_speedup() {
     );
     assert!(text.contains(&head), "{head} in\n{text}");
     let pct = format!("{:+.1}%", (plan.speedup_vs_fastest_baseline - 1.0) * 100.0);
+    let hindsight = format!("{:+.1}%", (plan.speedup_vs_hindsight_static - 1.0) * 100.0);
     let line = format!(
-        "optimal {pct} vs {} (fastest baseline)",
+        "optimal {pct} vs {} (fastest paper baseline)",
         plan.fastest_baseline
     );
+    let second = format!("optimal {hindsight} vs static (best single choice in hindsight)");
+    assert!(text.contains(&second), "{second} in\n{text}");
     assert!(text.contains(&line), "{line} in\n{text}");
     assert!(text.contains("cbs-fixed-small"));
 }

@@ -167,6 +167,18 @@ fn current_reason(
     let eff = eff_words(form, c.stat_eff);
     Some(if c.batch as f64 > b_crit {
         format!("batch {} is past B_crit ≈ {:.0}: {eff}", c.batch, b_crit)
+    } else if c.batch > best.batch && c.tokens_per_s <= best.tokens_per_s {
+        // A larger batch is usually faster; on a smaller cluster it can run slower (fewer
+        // layouts divide it).
+        format!(
+            "batch {} is below B_crit ≈ {:.0} and keeps {eff}, but runs slower than batch {} \
+             ({} against {} tok/s)",
+            c.batch,
+            b_crit,
+            best.batch,
+            crate::format::si(c.tokens_per_s),
+            crate::format::si(best.tokens_per_s)
+        )
     } else if c.batch > best.batch {
         format!(
             "batch {} is below B_crit ≈ {:.0} and keeps {eff}, but its extra speed ({} against {} tok/s) does not make up for the efficiency it gives up",
@@ -217,4 +229,57 @@ pub fn nothing_runs(table: &ThroughputTable, gpus: u32) -> Option<String> {
     Some(format!(
         "no configuration runs at any batch size; most cells: {why}. Try {fix} (what-if, 2)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(batch: u64, tokens_per_s: f64, stat_eff: f64) -> CellSummary {
+        CellSummary {
+            batch,
+            config: ParallelConfig {
+                dp: 8,
+                tp: 1,
+                pp: 1,
+                mbs: 1,
+                zero: 1,
+                recompute: crate::perf::Recompute::None,
+                vpp: 1,
+                cp: 1,
+                ep: 1,
+            },
+            tokens_per_s,
+            stat_eff,
+            goodput: tokens_per_s * stat_eff,
+            mfu: tokens_per_s / 1e6,
+        }
+    }
+
+    /// The reason a larger current batch loses says what holds: "extra speed" only when it is
+    /// faster (the what-if lesson on 7 nodes said "its extra speed (555k against 634k tok/s)").
+    #[test]
+    fn a_larger_batch_is_called_faster_only_when_it_is() {
+        let best = cell(256, 634e3, 0.95);
+        let slower = current_reason(
+            &cell(512, 555e3, 0.85),
+            &best,
+            2973.0,
+            StatEffForm::default(),
+        )
+        .expect("a reason");
+        assert!(slower.contains("runs slower than batch 256"), "{slower}");
+        assert!(!slower.contains("extra speed"), "{slower}");
+        let faster = current_reason(
+            &cell(512, 700e3, 0.85),
+            &best,
+            2973.0,
+            StatEffForm::default(),
+        )
+        .expect("a reason");
+        assert!(
+            faster.contains("extra speed (700k against 634k"),
+            "{faster}"
+        );
+    }
 }
