@@ -183,6 +183,9 @@ pub(crate) struct Dropped {
     /// repeat a step already held.
     pub(crate) repeated_steps: Vec<u64>,
     pub(crate) repeats: usize,
+    /// Records identical to one already kept (the same step and values: a line written
+    /// twice), read once.
+    pub(crate) duplicates: usize,
 }
 
 /// Each record screened on its own (in parallel), then sorted out in input order: the records
@@ -214,6 +217,7 @@ fn screen_records<'r>(
     }
     dropped.backward = kept.windows(2).filter(|w| w[1].step < w[0].step).count();
     kept.sort_by_key(|r| r.step);
+    dropped.duplicates = drop_duplicates(&mut kept);
     for w in kept.windows(2) {
         if w[1].step == w[0].step {
             dropped.repeats += 1;
@@ -223,6 +227,26 @@ fn screen_records<'r>(
         }
     }
     (kept, dropped)
+}
+
+/// Drop from `kept` (sorted by step) each record identical to an earlier one of its step: the
+/// same line written twice is one measurement, as `copus watch` reads it (it was counted
+/// twice, narrowing every interval). Records of one step with other values all stay. Returns
+/// how many were dropped.
+fn drop_duplicates(kept: &mut Vec<&StepStats>) -> usize {
+    let before = kept.len();
+    let mut start = 0;
+    let mut out: Vec<&StepStats> = Vec::with_capacity(kept.len());
+    for (i, r) in kept.iter().enumerate() {
+        if i > 0 && r.step != kept[i - 1].step {
+            start = out.len();
+        }
+        if !out[start..].contains(r) {
+            out.push(r);
+        }
+    }
+    *kept = out;
+    before - kept.len()
 }
 
 /// Each kept record's estimate (in parallel); records that give none are counted in `dropped`.
@@ -446,6 +470,7 @@ fn analyze_impl(
         confidence: settings.confidence,
         negative_g2_fraction: negative,
         non_finite_skipped: non_finite_total,
+        duplicates_dropped: dropped.duplicates,
         estimator,
         smoother: sm.description,
         bandwidth_steps: sm.bandwidth_steps,

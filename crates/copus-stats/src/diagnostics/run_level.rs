@@ -310,8 +310,23 @@ fn step_order(dropped: &Dropped) -> Option<Diagnostic> {
         (Some(a), Some(b)) => format!("{} step(s) between {a} and {b}", steps.len()),
         _ => String::new(),
     };
+    let twice = (dropped.duplicates > 0).then(|| {
+        format!(
+            "{} record(s) repeat an earlier record exactly (the same step and values: lines \
+             written twice) and were read once, as `copus watch` reads them",
+            dropped.duplicates
+        )
+    });
     let msg = match (dropped.backward, dropped.repeats) {
-        (0, 0) => return None,
+        (0, 0) => {
+            let msg = twice?;
+            return Some(crate::analysis::diag(
+                K::StepOrder,
+                Severity::Info,
+                msg,
+                &[],
+            ));
+        }
         (back, 0) => format!(
             "the step number goes back {back} time(s): records out of order, sorted by step \
              before smoothing"
@@ -327,6 +342,10 @@ fn step_order(dropped: &Dropped) -> Option<Diagnostic> {
              count there; `copus watch` keeps only the later ones. Keep one \
              attempt (cut the file at the restart) for one trajectory"
         ),
+    };
+    let msg = match twice {
+        Some(t) => format!("{msg}; {t}"),
+        None => msg,
     };
     Some(crate::analysis::diag(
         K::StepOrder,

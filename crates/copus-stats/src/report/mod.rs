@@ -114,6 +114,9 @@ pub struct Summary {
     pub negative_g2_fraction: f64,
     /// Steps skipped because of NaN/±Inf values (lines and records).
     pub non_finite_skipped: usize,
+    /// Records read once because they repeat an earlier record exactly (the same step and
+    /// values: a line written twice), as `copus watch` counts them.
+    pub duplicates_dropped: usize,
     /// Estimator of most steps.
     pub estimator: EstimatorKind,
     /// Smoother of the per-step trajectory, e.g. `two_sided(gaussian sigma=75 steps)`.
