@@ -461,3 +461,43 @@ fn the_plateau_row_steps_back_to_the_fitted_value() {
     whatif::apply(&mut cal, Field::InterLinkScale, -1).expect("back");
     assert_eq!(cal.efficiency().inter_link_scale, 0.37);
 }
+
+/// A CP degree the sequence does not divide is refused for that reason (it blamed the GPU
+/// count: "no layout of the 64 GPUs splits sequences 4 ways (a CP degree must divide the GPUs")).
+#[test]
+fn a_cp_degree_the_sequence_does_not_split_names_the_sequence() {
+    for cmd in ["grid", "plan"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args([cmd, "demo", "--seq", "4100", "--cp", "1,2,4"])
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--cp 4: the sequence (4100 tokens) is not divisible by 2·cp = 8"),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+/// A current batch the grid itself adds (a multiple of 24 GPUs beside 512) is accepted, as
+/// `--rank` accepts it: it was refused as "not one of the batch sizes searched".
+#[test]
+fn the_current_batch_may_be_one_the_grid_adds() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args([
+            "grid",
+            "demo",
+            "--nodes",
+            "3",
+            "--current-batch",
+            "528",
+            "--json",
+        ])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["current"]["batch"], 528, "{v}");
+}

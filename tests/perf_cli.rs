@@ -2167,3 +2167,37 @@ fn grid_names_the_batches_it_added_to_the_sessions_list() {
         "{out}"
     );
 }
+
+/// "Fits instead" proposes only what the stack's framework runs: `--recompute op` is a what-if
+/// on Megatron-Core (which has none, selective and full), and it was proposed back as flags.
+#[test]
+fn fits_instead_keeps_to_the_stacks_recompute_policies() {
+    let base = [
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--batch",
+        "64",
+    ];
+    let args: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(["--recompute", "op", "--json"])
+        .collect();
+    let v = crate::reliability_support::copus_json(&args);
+    assert_eq!(v["fits"], false, "{v}");
+    let near = &v["nearest_change"];
+    let policy = near["config"]["recompute"].as_str().expect("policy");
+    assert!(["none", "selective", "full"].contains(&policy), "{near}");
+    let flags = near["flags"].as_str().expect("flags");
+    let rerun: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(flags.split_whitespace())
+        .chain(["--json"])
+        .collect();
+    let again = crate::reliability_support::copus_json(&rerun);
+    assert_eq!(again["fits"], true, "{flags}: {again}");
+}

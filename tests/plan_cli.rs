@@ -355,3 +355,39 @@ fn a_switch_step_pasted_into_grid_at_lands_on_the_switch() {
 
 #[path = "plan_cases/emit.rs"]
 mod emit_cases;
+
+/// Every switch point in `plan`'s text names its cost: a reshard's line is too long for the
+/// cost beside its gain, and it was left out (the JSON said 515 s).
+#[test]
+fn every_switch_in_the_text_names_its_cost() {
+    let args = [
+        "plan",
+        "demo",
+        "--model",
+        "llama3-70b",
+        "--nodes",
+        "16",
+        "--seq",
+        "8192",
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(args)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut switches = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if line.contains(" switch, ") && line.contains("net gain") {
+            switches += 1;
+            let next = lines.get(i + 1).copied().unwrap_or("");
+            assert!(
+                line.contains(", cost ") || next.trim_start().starts_with("cost "),
+                "{line}\n{next}"
+            );
+        }
+    }
+    assert!(text.contains("reshard switch"), "{text}");
+    assert!(switches >= 2, "{text}");
+}

@@ -549,8 +549,8 @@ fn fit_flags(c: &ParallelConfig, asked: &ParallelConfig) -> String {
 pub const MAX_SEARCHED_CP: u32 = 32;
 
 /// The fastest configuration of `gpus` GPUs that fits at `batch`: first with `base`'s ZeRO
-/// stage and the recompute policies the command allowed (`allowed`: every policy of the
-/// stack under `--recompute auto`, the one given otherwise) on every (tp, pp) layout within a
+/// stage and the recompute policies the command allowed that the stack has (`allowed`: every
+/// policy of the stack under `--recompute auto`, the one given otherwise) on every (tp, pp) layout within a
 /// node and every context-parallel degree the sequence allows (`base`'s, and 2 to
 /// [`MAX_SEARCHED_CP`] in powers of two where the stack's framework has CP: at 128K tokens CP
 /// is what lets a layout fit), then
@@ -565,8 +565,15 @@ pub fn what_fits(
     runs: &dyn Fn(&ParallelConfig) -> bool,
 ) -> Option<(ParallelConfig, Prediction)> {
     let all = stack.recompute_policies();
+    // Only policies the stack's framework has: a what-if policy (`--recompute op` on
+    // Megatron-Core) was proposed back as flags to run.
+    let allowed: Vec<Recompute> = allowed
+        .iter()
+        .copied()
+        .filter(|p| all.contains(p))
+        .collect();
     let tries: [(&[u8], &[Recompute]); 2] = [
-        (std::slice::from_ref(&base.zero), allowed),
+        (std::slice::from_ref(&base.zero), &allowed),
         (&[0, 1, 2, 3], all),
     ];
     let mut cps = vec![base.cp.max(1)];

@@ -278,7 +278,16 @@ fn check_cp(r: &Resolved, cp: &[u32]) -> anyhow::Result<()> {
     let ctx = r.perf_context(&eff);
     let cluster = r.cluster();
     let layouts = crate::goodput::layouts(&ctx, &cluster, &r.session.search);
+    let seq = r.model.seq_len;
     for &d in cp {
+        // The sequence first: it is the usual reason, and the GPU count would be wrongly blamed.
+        anyhow::ensure!(
+            d <= 1 || seq.is_multiple_of(2 * d),
+            "--cp {d}: the sequence ({seq} tokens) is not divisible by 2·cp = {} (context \
+             parallelism cuts each sequence into 2·cp load-balanced chunks); choose a CP \
+             degree that divides {seq}/2, or leave {d} out",
+            2 * d
+        );
         anyhow::ensure!(
             layouts.iter().any(|l| l.cp == d),
             "--cp {d}: no layout of the {} GPUs splits sequences {d} ways (a CP degree must \
@@ -370,17 +379,26 @@ impl WhatIfArgs {
             });
         }
         if let Some(b) = self.current_batch {
-            let searched = &r.session.search.batch_sizes;
+            // The grid's batch axis: the session's batches and the multiples of the GPU count
+            // it adds beside them (a run's batch on 24 GPUs is such a multiple).
+            let searched = crate::goodput::batch_axis(&r.session.search, &r.cluster());
             anyhow::ensure!(
                 searched.contains(&b),
                 "--current-batch {b}: not one of the batch sizes searched ({}); pick one of them",
-                list(searched)
+                list(&searched)
             );
             c.edit(
                 r,
                 format!("--current-batch {b}"),
                 Field::CurrentBatch,
-                |r| r.session.current_batch = Some(b),
+                |r| {
+                    // One the grid added: listed with the session's own, as it is on the axis.
+                    let listed = &mut r.session.search.batch_sizes;
+                    if let Err(at) = listed.binary_search(&b) {
+                        listed.insert(at, b);
+                    }
+                    r.session.current_batch = Some(b)
+                },
             );
         }
         if let Some(x) = self.b_crit_scale {

@@ -157,13 +157,17 @@ pub fn render_text(rep: &PlanReport) -> String {
         );
         let gain = format!("net gain {}", crate::format::duration(s.gain_s));
         let with_cost = format!("{at}, cost {:.0} s, {gain}", s.cost_s);
-        // The cost is the header's for its kind: left out where the line would wrap.
-        let first = if with_cost.chars().count() <= crate::format::TEXT_COLUMNS {
-            with_cost
+        // Where the line would wrap, the cost goes under it: a reshard's checkpoint-restart is
+        // the costliest switch and was the one left out.
+        if with_cost.chars().count() <= crate::format::TEXT_COLUMNS {
+            let _ = writeln!(o, "{with_cost}");
         } else {
-            format!("{at}, {gain}")
-        };
-        let _ = writeln!(o, "{first}");
+            let _ = writeln!(o, "{at}, {gain}");
+            o.push_str(&crate::format::line_labelled(
+                &under,
+                &format!("cost {:.0} s", s.cost_s),
+            ));
+        }
         o.push_str(&crate::format::line_labelled(
             &under,
             &format!("{} → {}", s.from, s.to),
