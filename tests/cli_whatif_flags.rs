@@ -264,7 +264,9 @@ fn a_value_the_session_cannot_hold_is_refused_naming_the_flag() {
     copus(&["grid", DEMO, "--zero", "4"]).fails_with(&["--zero"]);
     copus(&["grid", DEMO, "--ep", "2,any"]).fails_with(&["--ep", "stands alone"]);
     copus(&["plan", DEMO, "--switch-threshold", "2"]).fails_with(&["--switch-threshold 2"]);
-    copus(&["grid", DEMO, "--cp", "3"]).fails_with(&["--cp 3: no layout of the 64 GPUs"]);
+    copus(&["grid", DEMO, "--cp", "3"]).fails_with(&["--cp 3: the sequence (4096 tokens)"]);
+    copus(&["grid", DEMO, "--cp", "3", "--seq", "6144"])
+        .fails_with(&["--cp 3: no layout of the 64 GPUs"]);
     copus(&["plan", DEMO, "--cp", "1,3"]).fails_with(&["--cp 3"]);
     copus(&["grid", DEMO, "--ep", "2"]).fails_with(&["--ep 2", "is dense"]);
     copus(&["grid", DEMO, "--b-crit-scale", "-inf"]).fails_with(&["--b-crit-scale"]);
