@@ -224,3 +224,23 @@ fn the_default_kernel_of_a_merged_run_spans_several_records() {
     let ci = &s["now"]["ci"];
     assert!(f(&ci[1]) > f(&ci[0]), "a bounded, open interval: {ci}");
 }
+
+/// The windows that end at the last merged record end at the last step read: "last window:
+/// steps 896-992" was printed for a run that ended at step 999 (each merged record carries
+/// its first step).
+#[test]
+fn windows_of_a_merged_run_end_at_the_last_step_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = run_file(&dir, 5000);
+    let got = analyze_json(&path, &["--max-records", "500"]);
+    let s = &got["summary"];
+    assert_eq!(s["coarsened"]["last_step_read"], 4999);
+    assert_eq!(s["run_wide"]["last_step"], 4999, "{}", s["run_wide"]);
+    assert_eq!(s["now"]["last_step"], 4999, "{}", s["now"]);
+    let rows = got["steps"].as_array().expect("rows");
+    let last_row = rows[rows.len() - 1]["step"].as_u64().expect("step");
+    assert!(
+        last_row < 4999,
+        "the last record is labelled with its first step: {last_row}"
+    );
+}

@@ -675,3 +675,34 @@ fn a_calibration_without_advice_is_refused_headless() {
         "{err}"
     );
 }
+
+/// Where the last window's estimate is negative (tr(Σ) estimated below zero) the reason says
+/// so, with the interval's upper end: it said "has no bounded estimate" beside a printed
+/// interval [0, 0.0012].
+#[test]
+fn a_negative_last_window_is_called_no_batch_size_not_unbounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tiny-noise.ndjson");
+    // |G|² ≈ 1 and tr(Σ) ≈ 0.003 for 450 steps, then tr(Σ) ≈ −0.003 (sq_big above sq_small).
+    let text: String = (0..500u64)
+        .map(|s| {
+            let wiggle = ((s * 7919 % 101) as f64 / 101.0 - 0.5) * 2e-4;
+            let gap = if s < 450 { 3.2e-4 } else { -3.2e-4 };
+            format!(
+                "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":{},\"sq_big\":{}}}\n",
+                1.0 + gap + wiggle,
+                1.0 - wiggle
+            )
+        })
+        .collect();
+    std::fs::write(&path, text).expect("write");
+    let s = &analyze_json(&path)["summary"];
+    let now = s["now"]["b_simple"].as_f64().expect("a value");
+    assert!(now < 0.0, "{}", s["now"]);
+    let reasons = s["reasons"].to_string();
+    assert!(
+        reasons.contains("no batch size (tr(Σ) estimated below zero"),
+        "{reasons}"
+    );
+    assert!(!reasons.contains("has no bounded estimate"), "{reasons}");
+}

@@ -198,6 +198,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     // The branched experiment's marks share the axis too.
     let (lo, hi) = super::timeline_marks::branch_values(app)
         .into_iter()
+        .chain(
+            super::timeline_marks::planned_batches(app)
+                .into_iter()
+                .map(|p| p.1),
+        )
         .fold((lo, hi), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let current = app.current_batch_in_run_samples();
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();

@@ -20,6 +20,38 @@ pub const DIFFERS_GLYPH: char = '≠';
 pub const FITTED_GLYPH: &str = "●";
 /// Glyph of a branch point's threshold CBS.
 pub const THRESHOLD_GLYPH: &str = "▲";
+/// The glyph of the plan's batch (the optimal-joint schedule's batch over training).
+pub const PLAN_GLYPH: &str = "─";
+
+/// The optimal-joint plan's batch over training, in the run's samples (the timeline's axis):
+/// `(from_tokens, batch)` in order, the first from the start. Empty without a plan.
+pub fn planned_batches(app: &App) -> Vec<(f64, f64)> {
+    let Some(plan) = app.plan.as_deref() else {
+        return Vec::new();
+    };
+    let Some(row) = plan.strategies.iter().find(|s| s.name == "optimal-joint") else {
+        return Vec::new();
+    };
+    // The plan counts the model's sequences (the heatmap's axis).
+    let per = app.samples_to_model_seqs();
+    let to_run = |b: u64| b as f64 / per;
+    std::iter::once((f64::NEG_INFINITY, to_run(row.start_state.batch)))
+        .chain(
+            plan.switches
+                .iter()
+                .map(|s| (s.at_tokens, to_run(s.to_state.batch))),
+        )
+        .filter(|(_, b)| b.is_finite() && *b > 0.0)
+        .collect()
+}
+
+/// The plan's batch at `tokens` (see [`planned_batches`]).
+fn planned_at(plan: &[(f64, f64)], tokens: f64) -> Option<f64> {
+    plan.iter()
+        .rev()
+        .find(|(from, _)| *from <= tokens)
+        .map(|p| p.1)
+}
 
 /// The branch marks of the run, if a branch file was given.
 fn branch_marks(app: &App) -> Vec<crate::app::branches::BranchMark> {
@@ -113,6 +145,9 @@ pub fn legend_entries(app: &App) -> Vec<String> {
         }
         out.push(format!("{THRESHOLD_GLYPH} threshold CBS"));
     }
+    if !planned_batches(app).is_empty() {
+        out.push(format!("{PLAN_GLYPH} plan's batch"));
+    }
     if let Some(c) = &app.compare {
         out.push(format!("{COMPARE_GLYPH} B {}", c.label));
         if !c.comparison.differs.is_empty() {
@@ -184,6 +219,33 @@ fn mark_range(
 /// samples `y`: the compared run's trajectory, the stretches where it differs, and the located
 /// causes on the token axis (drawn last, so a cause is never hidden).
 pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2], y: [f64; 2]) {
+    // The plan's batch first, on empty cells only: the curve, the interval and the current
+    // batch stay in view where they cross it (the coupling lesson's plan 64 → 128 → 256 was
+    // drawn nowhere).
+    let plan = planned_batches(app);
+    if !plan.is_empty() {
+        let style = Style::new().fg(theme::current().info);
+        for c in plot.x..plot.right() {
+            let f = f64::from(c - plot.x) / f64::from((plot.width - 1).max(1));
+            let Some(b) = planned_at(&plan, x[0] + f * (x[1] - x[0])) else {
+                continue;
+            };
+            let v = b.log10();
+            if !(y[0]..=y[1]).contains(&v) {
+                continue;
+            }
+            let g = (y[1] - v) / (y[1] - y[0]).max(f64::MIN_POSITIVE);
+            let row = plot.y + (g * f64::from(plot.height - 1)).round() as u16;
+            let cell = &mut buf[(c, row)];
+            if cell
+                .symbol()
+                .chars()
+                .all(|ch| ch == ' ' || ch == '\u{2800}')
+            {
+                cell.set_symbol(PLAN_GLYPH).set_style(style);
+            }
+        }
+    }
     if let Some(b) = compare_trajectory(app)
         && let (Some(first), Some(last)) = (b.points.first(), b.points.last())
     {

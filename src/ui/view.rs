@@ -161,14 +161,25 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     let Some(step) = app.resolved.session.tour.get(i) else {
         return;
     };
-    let r = tour_area(area, step.panel, step.popup);
-    if r.width < 4 || r.height < 3 {
+    let panel = tour_area(area, step.panel, step.popup);
+    if panel.width < 4 || panel.height < 3 {
         return;
     }
-    let inner_w = r.width.saturating_sub(2) as usize;
-    let visible = r.height.saturating_sub(2) as usize;
+    let inner_w = panel.width.saturating_sub(2) as usize;
     let text = tour_text(step, app.tour_revealed);
     let total = wrapped_lines(&text, inner_w);
+    // As tall as the text, at the foot of the panel it covers: on a large screen a box the
+    // panel's height held three lines and hid the whole chart; the panel's title (the value
+    // the steps refer to) stays in view above it.
+    let height = u16::try_from(total.saturating_add(2))
+        .unwrap_or(u16::MAX)
+        .clamp(3, panel.height);
+    let r = Rect {
+        y: panel.bottom().saturating_sub(height),
+        height,
+        ..panel
+    };
+    let visible = r.height.saturating_sub(2) as usize;
     let max_scroll = total.saturating_sub(visible);
     let scroll = (app.tour_scroll as usize).min(max_scroll);
     // A lesson opened with `copus lesson` names itself so; the demo's guided tour is a tour.

@@ -484,6 +484,7 @@ mod tests {
         let no_step = crate::stats::ProtocolError::NonFinite {
             field: "layers.at step 5.sq_big".into(),
             step: None,
+            why: None,
         };
         let ev = LiveEvent::NonFinite {
             line_no: 8,

@@ -478,6 +478,17 @@ fn analyze_impl(
         b_simple_tokens: seq_len.zip(sm.summary.b_simple).map(|(s, b)| s * b),
         coarsened: counts.coarsening,
     };
+    if let Some(c) = counts.coarsening {
+        // A merged record is labelled with its first step: a window ending at the last one
+        // ends at the last step read ("steps 896-992" on a run that ended at 999).
+        let end = steps[steps.len() - 1];
+        let last = c.last_step_read.max(end);
+        let mut windows = vec![&mut summary.run_wide, &mut summary.now];
+        windows.extend(summary.drift.as_mut().map(|d| &mut d.to));
+        for w in windows.into_iter().filter(|w| w.last_step == end) {
+            w.last_step = last;
+        }
+    }
     let (v, reasons) = verdict(&summary, settings);
     summary.verdict = v;
     summary.verdict_meaning = v.meaning().to_string();

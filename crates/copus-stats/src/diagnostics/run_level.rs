@@ -449,11 +449,26 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
     // stable while that number has no upper bound or no positive value.
     let now_bounded = s.now.b_simple.is_some_and(|b| b > 0.0) && s.now.ci[1].is_finite();
     if !now_bounded {
+        // Say which: a value that is no batch size (tr(Σ) estimated below zero) can carry a
+        // bounded interval, and "no bounded estimate" then contradicted the numbers shown.
+        let what = match s.now.b_simple {
+            Some(b) if b <= 0.0 && s.now.ci[1].is_finite() => format!(
+                "reads {b:.4}, no batch size (tr(Σ) estimated below zero: the noise is too small \
+                 to measure there; its interval reaches up to {:.4})",
+                s.now.ci[1]
+            ),
+            Some(b) if b <= 0.0 => format!(
+                "reads {b:.4}, no batch size (tr(Σ) estimated below zero), and its interval has \
+                 no upper bound"
+            ),
+            Some(_) => "has an interval with no upper bound".to_string(),
+            None => "has no estimate (|G|² not positive there)".to_string(),
+        };
         soft.push(reason(
             K::UnboundedInterval,
             format!(
-                "the last window (steps {}-{}, the `now` value) has no bounded estimate: read the \
-                 run-wide value or the trajectory until more steps arrive",
+                "the last window (steps {}-{}, the `now` value) {what}: read the run-wide value \
+                 or the trajectory until more steps arrive",
                 s.now.first_step, s.now.last_step
             ),
         ));

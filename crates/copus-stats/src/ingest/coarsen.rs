@@ -98,6 +98,9 @@ pub struct Coarsening {
     /// written again after a restart): each was merged into the kept record whose steps
     /// surround its own, or kept as its own record there when it could not merge.
     pub records_out_of_order: u64,
+    /// The highest step read: the last record kept stands for the steps up to it (a window
+    /// that ends there is labelled to it, not to that record's first step).
+    pub last_step_read: u64,
 }
 
 /// Per kept record: how many steps it sums, the last of their step numbers, and whether it
@@ -417,6 +420,7 @@ impl Coarsener {
             steps_per_record,
             max_records: self.max_records as u64,
             records_out_of_order: self.out_of_order,
+            last_step_read: self.high_step.unwrap_or(0),
         });
         if self.meta.iter().all(|m| m.count == 1) {
             // Nothing merged: the records as read.

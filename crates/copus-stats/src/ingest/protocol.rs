@@ -11,6 +11,9 @@ use serde_json::{Map, Value};
 /// Magnitudes at or beyond this (f32::MAX) are read as the ±Inf sentinel of f32 producers.
 pub const INF_SENTINEL: f64 = f32::MAX as f64;
 
+/// Why a finite value at or beyond [`INF_SENTINEL`] counts as non-finite.
+const F32_SENTINEL_WHY: &str = "at or beyond f32's largest value, the ±Inf of an f32 producer";
+
 /// Numeric fields a record must carry; `null` in any of them means "non-finite".
 const REQUIRED: [&str; 4] = ["b_small", "b_big", "sq_small", "sq_big"];
 /// Optional numeric fields; `null` there means "absent".
@@ -32,12 +35,15 @@ pub enum ProtocolError {
     #[error("unsupported protocol version {0} (this build reads v1, written \"v\":1)")]
     Version(String),
     /// A numeric field holds NaN, ±Inf, `null` (required fields) or an overflowing number.
-    #[error("non-finite value in \"{field}\"{}", step.map(|s| format!(" at step {s}")).unwrap_or_default())]
+    #[error("non-finite value in \"{field}\"{}{}", why.map(|w| format!(" ({w})")).unwrap_or_default(), step.map(|s| format!(" at step {s}")).unwrap_or_default())]
     NonFinite {
         /// The offending field (`layers.NAME.sq_big` for a layer).
         field: String,
         /// The record's step, when it could be read.
         step: Option<u64>,
+        /// Why a finite-looking value counts as non-finite (a number beyond f64's range, one
+        /// at f32's ±Inf sentinel); `None` for NaN, ±Inf or `null`.
+        why: Option<&'static str>,
     },
     /// The line is an event of the advice loop (`{"v":1,"advice":{...}}` written by
     /// `copus watch --advise`, `{"v":1,"applied":{...}}` written by the hook's Advisor), not a
@@ -117,7 +123,7 @@ fn quote_bare_non_finite(line: &str) -> Option<String> {
 
 /// The field of `line` whose number does not fit an f64 (`"sq_small":1e400`), if one can be
 /// told: the key before the first numeric literal that parses as infinite.
-fn out_of_range_field(line: &str) -> Option<String> {
+fn out_of_range_field(line: &str) -> Option<&str> {
     let mut rest = line;
     while let Some(colon) = rest.find(':') {
         let key = rest[..colon].trim_end().strip_suffix('"').and_then(|k| {
@@ -132,11 +138,21 @@ fn out_of_range_field(line: &str) -> Option<String> {
         if let (Some(key), Ok(x)) = (key, literal.parse::<f64>())
             && x.is_infinite()
         {
-            return Some(format!("{key} (a number out of f64 range)"));
+            return Some(key);
         }
         rest = &rest[colon + 1..];
     }
     None
+}
+
+/// The value of a top-level `"step":` written as digits, if the line has one.
+fn step_digits(line: &str) -> Option<u64> {
+    let at = line.find("\"step\"")?;
+    let rest = line[at + 6..].trim_start().strip_prefix(':')?.trim_start();
+    let digits: &str = &rest[..rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len())];
+    digits.parse().ok()
 }
 
 /// The general path of [`parse_line`] (through a JSON tree), for any line: the exact error of
@@ -151,10 +167,19 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
     };
     let value: Value = parsed.map_err(|e| {
         if e.to_string().contains("number out of range") {
-            ProtocolError::NonFinite {
-                field: out_of_range_field(line)
-                    .unwrap_or_else(|| "a number out of f64 range".into()),
-                step: None,
+            match out_of_range_field(line) {
+                // A step is a count, not a measurement: out of range, it is malformed.
+                Some("step") => ProtocolError::Field(format!(
+                    "step: must be a whole number from 0 to {}, written as digits only (a \
+                     number out of f64 range)",
+                    u64::MAX
+                )),
+                field => ProtocolError::NonFinite {
+                    field: field.unwrap_or("a number").to_string(),
+                    // The step of the record, where it reads (the skipped step is then named).
+                    step: step_digits(line),
+                    why: Some("a number out of f64 range"),
+                },
             }
         } else {
             ProtocolError::Json(e.to_string())
@@ -229,6 +254,7 @@ pub fn validate(r: &StepStats) -> Result<(), ProtocolError> {
     let non_finite = |field: &str| ProtocolError::NonFinite {
         field: field.to_string(),
         step: Some(r.step),
+        why: None,
     };
     for (field, x) in [
         ("b_small", r.b_small),
@@ -236,8 +262,15 @@ pub fn validate(r: &StepStats) -> Result<(), ProtocolError> {
         ("sq_small", r.sq_small),
         ("sq_big", r.sq_big),
     ] {
-        if !x.is_finite() || x.abs() >= INF_SENTINEL {
+        if !x.is_finite() {
             return Err(non_finite(field));
+        }
+        if x.abs() >= INF_SENTINEL {
+            return Err(ProtocolError::NonFinite {
+                field: field.to_string(),
+                step: Some(r.step),
+                why: Some(F32_SENTINEL_WHY),
+            });
         }
     }
     for (name, l) in &r.layers {
@@ -306,11 +339,17 @@ fn check_number(
     let non_finite = || ProtocolError::NonFinite {
         field: field.to_string(),
         step,
+        why: None,
     };
     match v {
         Value::Null if required => Err(non_finite()),
         Value::Number(n) => match n.as_f64() {
             Some(x) if x.is_finite() && x.abs() < INF_SENTINEL => Ok(()),
+            Some(x) if x.is_finite() => Err(ProtocolError::NonFinite {
+                field: field.to_string(),
+                step,
+                why: Some(F32_SENTINEL_WHY),
+            }),
             _ => Err(non_finite()),
         },
         Value::String(s) if is_non_finite_word(s) => Err(non_finite()),
@@ -476,7 +515,18 @@ mod tests {
         let huge =
             parse_line(r#"{"v":1,"step":5,"b_small":8,"b_big":64,"sq_small":1e400,"sq_big":1}"#)
                 .expect_err("out of range");
-        assert!(huge.to_string().contains("sq_small"), "{huge}");
+        assert_eq!(
+            huge.to_string(),
+            "non-finite value in \"sq_small\" (a number out of f64 range) at step 5"
+        );
+        let step =
+            parse_line(r#"{"v":1,"step":1e400,"b_small":8,"b_big":64,"sq_small":1,"sq_big":1}"#)
+                .expect_err("a step out of range");
+        assert!(!step.is_non_finite(), "{step}");
+        assert!(
+            step.to_string().contains("step: must be a whole number"),
+            "{step}"
+        );
     }
 
     /// A field of the wrong type or shape is named, with what it must be (serde's own
