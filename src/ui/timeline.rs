@@ -196,13 +196,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         None => (lo, hi),
     };
     // The branched experiment's marks share the axis too.
+    // (The plan's batch is drawn where it falls inside this range: widening the axis for it
+    // squeezed B_crit into one row at 80×24.)
     let (lo, hi) = super::timeline_marks::branch_values(app)
         .into_iter()
-        .chain(
-            super::timeline_marks::planned_batches(app)
-                .into_iter()
-                .map(|p| p.1),
-        )
         .fold((lo, hi), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let current = app.current_batch_in_run_samples();
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();
@@ -224,12 +221,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         })
         .unwrap_or_default();
 
-    let switches: Vec<(f64, f64)> = app
-        .switch_points
-        .iter()
-        .filter_map(|&i| pts.get(i))
-        .flat_map(|p| (0..=8).map(move |k| (p.tokens, y_hi - (y_hi - y_lo) * k as f64 / 40.0)))
-        .collect();
     let mut y_labels: Vec<Span> = (y_lo as i32..=y_hi as i32)
         .map(|e| Span::raw(si(10f64.powi(e))))
         .collect();
@@ -319,15 +310,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         floored_log,
     );
     let mut datasets = vec![];
-    if !switches.is_empty() {
-        datasets.push(
-            Dataset::default()
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Scatter)
-                .style(Style::new().fg(theme::current().error_soft))
-                .data(&switches),
-        );
-    }
     for band in [&ci_lo, &ci_hi] {
         if !band.is_empty() {
             datasets.push(

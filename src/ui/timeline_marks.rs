@@ -20,6 +20,8 @@ pub const DIFFERS_GLYPH: char = '≠';
 pub const FITTED_GLYPH: &str = "●";
 /// Glyph of a branch point's threshold CBS.
 pub const THRESHOLD_GLYPH: &str = "▲";
+/// The glyph of a switch point of the plan (the legend's "⡇ switch").
+pub const SWITCH_GLYPH: &str = "⡇";
 /// The glyph of the plan's batch (the optimal-joint schedule's batch over training).
 pub const PLAN_GLYPH: &str = "─";
 
@@ -269,6 +271,27 @@ pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2],
                 continue;
             }
             cell.set_symbol(COMPARE_GLYPH).set_style(style);
+        }
+    }
+    // The plan's switch points over the chart, in its top rows: drawn under the curve as a
+    // series, the second of two switches was hidden by the B_crit curve at 80×24.
+    let switch_style = Style::new().fg(theme::current().error_soft);
+    for p in app
+        .switch_points
+        .iter()
+        .filter_map(|&i| app.trajectory.points.get(i))
+    {
+        if p.tokens < x[0] || p.tokens > x[1] {
+            continue;
+        }
+        let c = column(plot, p.tokens, x[0], x[1]);
+        for row in plot.y..plot.y.saturating_add(plot.height.min(2)) {
+            let cell = &mut buf[(c, row)];
+            // Never over the cursor or the axis labels.
+            if cell.symbol() == "█" || cell.symbol().chars().any(char::is_alphanumeric) {
+                continue;
+            }
+            cell.set_symbol(SWITCH_GLYPH).set_style(switch_style);
         }
     }
     for m in branch_marks(app) {

@@ -386,7 +386,7 @@ fn analyze_impl(
     let used: Vec<&StepStats> = est.iter().map(|e| kept[e.index]).collect();
     // The whole model's smoothing, the layers' and the record-level diagnostics are
     // independent: side by side.
-    let (sm, ((per_layer, row_layers), (changes, seq_len))) = rayon::join(
+    let (mut sm, ((per_layer, row_layers), (changes, seq_len))) = rayon::join(
         || smooth(&series, settings),
         || {
             rayon::join(
@@ -405,9 +405,16 @@ fn analyze_impl(
             )
         },
     );
+    // A merged record is labelled with its first step: the windows ending at the last one end
+    // at the last step read ("steps 896-992" on a run that ended at 999), the drift's text too.
+    let end = steps[steps.len() - 1];
+    let last = counts.coarsening.map_or(end, |c| c.last_step_read.max(end));
+    if sm.now.last_step == end {
+        sm.now.last_step = last;
+    }
     let run_wide = WindowEstimate {
         first_step: steps[0],
-        last_step: steps[steps.len() - 1],
+        last_step: last,
         steps: steps.len(),
         b_simple: sm.summary.b_simple,
         ci: sm.summary.ci,
@@ -478,17 +485,6 @@ fn analyze_impl(
         b_simple_tokens: seq_len.zip(sm.summary.b_simple).map(|(s, b)| s * b),
         coarsened: counts.coarsening,
     };
-    if let Some(c) = counts.coarsening {
-        // A merged record is labelled with its first step: a window ending at the last one
-        // ends at the last step read ("steps 896-992" on a run that ended at 999).
-        let end = steps[steps.len() - 1];
-        let last = c.last_step_read.max(end);
-        let mut windows = vec![&mut summary.run_wide, &mut summary.now];
-        windows.extend(summary.drift.as_mut().map(|d| &mut d.to));
-        for w in windows.into_iter().filter(|w| w.last_step == end) {
-            w.last_step = last;
-        }
-    }
     let (v, reasons) = verdict(&summary, settings);
     summary.verdict = v;
     summary.verdict_meaning = v.meaning().to_string();

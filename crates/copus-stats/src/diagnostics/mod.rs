@@ -116,8 +116,9 @@ impl DiagnosticKind {
             }
             K::WideInterval => "record more steps or larger batches, or read the trajectory",
             K::Coarsened => {
-                "nothing for the run-wide and windowed estimates; for a finer trajectory pass \
-                 --max-records N (about 2 KB of memory per record) or 0 for every step"
+                "nothing for the run-wide and windowed estimates of a file in step order (as a \
+                 warning: sort the file by step); for a finer trajectory pass --max-records N \
+                 (about 2 KB of memory per record) or 0 for every step"
             }
             K::NonPositiveG2 => "record larger batches per step; the gradient signal is lost",
             K::BlockLengthTooLong => {

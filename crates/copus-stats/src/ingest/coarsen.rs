@@ -101,6 +101,9 @@ pub struct Coarsening {
     /// The highest step read: the last record kept stands for the steps up to it (a window
     /// that ends there is labelled to it, not to that record's first step).
     pub last_step_read: u64,
+    /// Of the records out of order, those later than the reorder window (merged into the
+    /// record of their steps, which then holds more steps than the others).
+    pub records_beyond_window: u64,
 }
 
 /// Per kept record: how many steps it sums, the last of their step numbers, and whether it
@@ -147,6 +150,8 @@ pub struct Coarsener {
     reorder: BinaryHeap<Reverse<Pending>>,
     /// The highest step placed into the buffer so far.
     placed_high: Option<u64>,
+    /// Records placed below [`Coarsener::placed_high`] once merging had begun.
+    beyond_window: u64,
 }
 
 /// A record waiting in [`Coarsener::reorder`]: ordered by step, then by when it was read.
@@ -200,6 +205,7 @@ impl Coarsener {
             out_of_order: 0,
             reorder: BinaryHeap::new(),
             placed_high: None,
+            beyond_window: 0,
         }
     }
 
@@ -317,6 +323,7 @@ impl Coarsener {
     /// to start at or before its step (the first one when it is earlier than all), or, when it
     /// cannot merge there, kept as its own record at its place in step order.
     fn place_late(&mut self, r: StepStats, meta: Meta) {
+        self.beyond_window = self.beyond_window.saturating_add(1);
         let in_acc = self.acc.as_ref().is_some_and(|g| g.rec.step <= r.step)
             || (self.kept.is_empty() && self.acc.is_some());
         if in_acc {
@@ -421,6 +428,7 @@ impl Coarsener {
             max_records: self.max_records as u64,
             records_out_of_order: self.out_of_order,
             last_step_read: self.high_step.unwrap_or(0),
+            records_beyond_window: self.beyond_window,
         });
         if self.meta.iter().all(|m| m.count == 1) {
             // Nothing merged: the records as read.
@@ -553,13 +561,17 @@ impl Coarsening {
 
     /// The info diagnostic saying how the run was merged.
     pub fn diagnostic(&self) -> Diagnostic {
+        let each = if self.records_beyond_window > 0 {
+            format!("about {} steps", self.steps_per_record)
+        } else {
+            format!("{} consecutive steps", self.steps_per_record)
+        };
         let mut msg = format!(
-            "{} records analysed as {} records of {} consecutive steps each (memory bound of {} \
-             records; --max-records N to change, 0 keeps every record; each carries the step and lr \
-             of its first step); records at a change of batch size or configuration hold fewer",
+            "{} records analysed as {} records of {each} each (memory bound of {} records; \
+             --max-records N to change, 0 keeps every record; each carries the step and lr of its \
+             first step); records at a change of batch size or configuration hold fewer",
             thousands(self.records_read),
             thousands(self.records_kept),
-            self.steps_per_record,
             thousands(self.max_records),
         );
         if self.records_out_of_order > 0 {
@@ -570,7 +582,24 @@ impl Coarsening {
                 thousands(self.records_out_of_order)
             ));
         }
-        Diagnostic::new(DiagnosticKind::Coarsened, Severity::Info, msg)
+        // A file far from step order (over 1 % of its records later than the window): the
+        // merged records are unequal, and what is read from them can be far off (a shuffled
+        // file's `now` read 11× the sorted file's, its drift lost).
+        let far = self.records_beyond_window.saturating_mul(100) > self.records_read;
+        if far {
+            msg.push_str(&format!(
+                "; {} of them came later than the reorder window (the file is far from step \
+                 order): the merged records hold unequal numbers of steps, so `now`, the windows \
+                 and the drift test can be far off; sort the file by step, or give --max-records 0",
+                thousands(self.records_beyond_window)
+            ));
+        }
+        let severity = if far {
+            Severity::Warning
+        } else {
+            Severity::Info
+        };
+        Diagnostic::new(DiagnosticKind::Coarsened, severity, msg)
     }
 }
 

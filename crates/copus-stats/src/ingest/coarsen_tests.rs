@@ -244,7 +244,7 @@ fn records_out_of_order_merge_by_step_within_the_bound() {
         state ^= state << 17;
         shuffled.swap(i, (state % (i as u64 + 1)) as usize);
     }
-    for records in [&jittered, &shuffled] {
+    for (records, far) in [(&jittered, false), (&shuffled, true)] {
         let mut c = Coarsener::new(100);
         for r in records.iter() {
             c.push(r.clone());
@@ -253,7 +253,13 @@ fn records_out_of_order_merge_by_step_within_the_bound() {
         let (kept, info) = c.finish();
         assert!(kept.len() >= 20, "{}", kept.len());
         assert_bins_of_steps(records, &kept);
-        assert!(info.expect("coarsened").records_out_of_order > 1000);
+        let info = info.expect("coarsened");
+        assert!(info.records_out_of_order > 1000);
+        // Far from step order, the merged records are unequal: said as a warning.
+        let d = info.diagnostic();
+        let warned = d.severity == Severity::Warning;
+        assert_eq!(warned, far, "{}", d.message);
+        assert_eq!(d.message.contains("sort the file by step"), far);
     }
 }
 
