@@ -191,7 +191,10 @@ fn a_signal_names_the_unsaved_changes_it_dropped() {
     send(dir.path(), "TERM");
     assert_restored(&t, &(128 + libc::SIGTERM).to_string());
     let s = t.screen();
-    assert!(s.contains("unsaved changes were not saved"), "{s}");
+    assert!(
+        s.contains("unsaved changes were lost (save with s before"),
+        "{s}"
+    );
 }
 
 #[test]

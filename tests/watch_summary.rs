@@ -616,6 +616,9 @@ fn watch_ends_when_the_pipe_it_reads_is_closed() {
         ("/dev/stdin", vec!["--until-steps", "500", "--json"], false),
         // `-` is standard input too.
         ("-", vec!["--timeout-s", "60", "--json"], true),
+        // A pipe stops at its end: no stop condition needed (it was refused, "--headless needs
+        // --until-steps N or --timeout-s S").
+        ("-", vec!["--json"], true),
     ] {
         let start = std::time::Instant::now();
         let mut child = copus()

@@ -261,8 +261,17 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
     if !args.headless {
         return run_explorer(args, &explorer.load()?);
     }
-    if args.until_steps.is_none() && args.timeout_s.is_none() && args.advise.is_none() {
-        anyhow::bail!("--headless needs --until-steps N or --timeout-s S, so that it stops");
+    // A pipe's end ends the watch (`… | copus watch - --headless`): it stops on its own.
+    let ends_by_itself = matches!(&target, Target::File(p) if crate::fsutil::is_anonymous_pipe(p));
+    if args.until_steps.is_none()
+        && args.timeout_s.is_none()
+        && args.advise.is_none()
+        && !ends_by_itself
+    {
+        anyhow::bail!(
+            "--headless needs --until-steps N or --timeout-s S, so that it stops (a pipe, `-`, \
+             stops at its end)"
+        );
     }
     if let (Some(cal), None) = (&args.calibration, &args.advise) {
         // Said, not ignored: the headless summary has no throughput for it to change.
@@ -272,7 +281,7 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
             cal.display()
         );
     }
-    if args.until_steps.is_none() && args.timeout_s.is_none() {
+    if args.until_steps.is_none() && args.timeout_s.is_none() && !ends_by_itself {
         eprintln!(
             "copus watch: advising until Ctrl+C, --until-steps N or --timeout-s S (a file has no \
              end: its trainer may still append to it)"
@@ -368,8 +377,9 @@ pub fn timeout_of(t: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(t))
 }
 
-/// The explorer on a live run: an ad-hoc session (saved beside the current directory as
-/// `copus-live.ron` on `s`) whose trajectory grows as records arrive.
+/// The explorer on a live run: an ad-hoc session (saved in the current directory as
+/// `copus-live.ron` on `s`, asking before it replaces one) whose trajectory grows as records
+/// arrive.
 fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Result<()> {
     let source = crate::session::DataSource::Live {
         target: args.target.clone(),
@@ -384,6 +394,10 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
                 crate::session::Session::load(p).map_err(|e| anyhow::anyhow!("--session {e}"))?;
             s.name = format!("live: {} · {}", args.target, s.name);
             s.source = source;
+            // The run's batch is the current one (its records' b_big, as the advice reads it):
+            // the session's own current_batch (512 in the demo) was shown as "your batch"
+            // beside advice about the run's 32.
+            s.current_batch = None;
             (s, p.clone())
         }
         None => {

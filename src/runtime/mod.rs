@@ -36,7 +36,7 @@ pub enum TuiError {
     #[error(
         "stopped by {}; terminal restored{}",
         crate::signals::signal_name(*.0),
-        if *.1 { "; the session's unsaved changes were not saved (s saves them)" } else { "" }
+        if *.1 { "; the session's unsaved changes were lost (save with s before stopping the explorer)" } else { "" }
     )]
     Signal(i32, bool),
     /// A background thread panicked (a bug); the explorer stopped and restored the terminal.
