@@ -1041,6 +1041,54 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
     assert!(app.advice.as_ref().expect("loop").pending.is_none());
 }
 
+/// Attached to a run that already holds its steps, the explorer's advice is decided step by
+/// step as it would have been live (as `watch --headless --advise` decides it): it was judged
+/// once, at the last step, where a B_crit that fell back late gave other advice.
+#[test]
+fn live_advice_on_steps_already_written_is_decided_step_by_step() {
+    use copus::plan::advice::{AdviceSettings, Advisor};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_with_table();
+    app.advice = Some(copus::app::advice::AdviceLoop::new(
+        Advisor::new(AdviceSettings {
+            threshold: 0.05,
+            min_dwell_steps: 0,
+            min_steps: 0,
+            b_crit_scale: 1.0,
+            form: copus::goodput::StatEffForm::McCandlish,
+            dry_run: false,
+        }),
+        dir.path().join("advice.ndjson"),
+    ));
+    // A run at batch 32 whose B_crit was 5000 for 30 steps, then 20 (the last 10 steps), after
+    // the demo's own points.
+    let seq = f64::from(app.trajectory.seq_len);
+    let n = app.trajectory.points.len();
+    let trajectory = Arc::make_mut(&mut app.trajectory);
+    let base = trajectory.points[n - 41].step + 1;
+    let tokens = trajectory.points[n - 41].tokens;
+    for (k, p) in trajectory.points[n - 40..].iter_mut().enumerate() {
+        p.step = base + k as u64;
+        p.tokens = tokens + (k + 1) as f64 * 32.0 * seq;
+        p.b_crit = if k < 30 { 5000.0 } else { 20.0 };
+    }
+    copus::app::advice::observe(&mut app);
+    let lp = app.advice.as_ref().expect("loop");
+    let pending = lp.pending.clone().expect("advice before B_crit fell");
+    assert!(
+        pending.at_step <= base + 30,
+        "decided at the last steps only: {pending:?}"
+    );
+    assert!(pending.batch > 32, "{pending:?}");
+    assert_eq!(lp.observed_step, Some(base + 39));
+    // Observed again with nothing new: nothing changes.
+    copus::app::advice::observe(&mut app);
+    assert_eq!(
+        app.advice.as_ref().and_then(|a| a.pending.clone()),
+        Some(pending)
+    );
+}
+
 fn type_text(app: &mut App, text: &str) {
     for c in text.chars() {
         let msg = keys::key_to_msg(app, key(KeyCode::Char(c), KeyModifiers::NONE)).expect("typed");

@@ -18,6 +18,8 @@ pub struct AdviceLoop {
     pub pending: Option<Advice>,
     /// Advice approved and written, in order.
     pub approved: Vec<Advice>,
+    /// The last step observed: each update observes the points after it, in order.
+    pub observed_step: Option<u64>,
 }
 
 impl AdviceLoop {
@@ -28,6 +30,7 @@ impl AdviceLoop {
             out,
             pending: None,
             approved: Vec::new(),
+            observed_step: None,
         }
     }
 }
@@ -52,7 +55,10 @@ fn run_batch(app: &App) -> Option<u64> {
     app.measured_batch().or(app.resolved.session.current_batch)
 }
 
-/// Observe the newest live point; new advice becomes the pending one.
+/// Observe the live points not observed yet, in step order, as they would have come live (a
+/// file that already held 800 steps was judged once, at its last step, and could advise a
+/// smaller batch than the pass through its steps, as `watch --headless --advise` makes it);
+/// new advice becomes the pending one.
 pub fn observe(app: &mut App) {
     // The heatmap shows no goodput when the run's samples are not the model's (its B_crit
     // would be read at the wrong scale): no advice from it either.
@@ -65,30 +71,36 @@ pub fn observe(app: &mut App) {
     let (Some(table), Some(batch)) = (app.table.clone(), run_batch(app)) else {
         return;
     };
-    let Some(point) = app.trajectory.points.last().cloned() else {
-        return;
-    };
     let to_model_seqs = app.samples_to_model_seqs();
-    let points = app.trajectory.points.len() as u64;
     let Some(lp) = app.advice.as_mut() else {
         return;
     };
-    let run = RunState {
-        batch: lp.approved.last().map_or(batch, |a| a.batch.max(batch)),
-        layout: None,
-        micro_batch: None,
-    };
-    let estimate = crate::plan::advice::LiveB {
-        step: point.step,
-        // In the model's sequences, as the heatmap's batch axis counts them.
-        b_simple: point.b_crit * to_model_seqs,
-        bounded: point.ci.is_none_or(|(_, hi)| hi.is_finite()),
-        // The points a measured run's trajectory holds (a merged point stands for several
-        // steps: this errs on the side of waiting).
-        steps: points,
-    };
-    if let Some(a) = lp.advisor.observe(&table, estimate, &run) {
-        lp.pending = Some(a);
+    let after = lp.observed_step;
+    let new_points = app
+        .trajectory
+        .points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| after.is_none_or(|s| p.step > s));
+    for (i, point) in new_points {
+        let run = RunState {
+            batch: lp.approved.last().map_or(batch, |a| a.batch.max(batch)),
+            layout: None,
+            micro_batch: None,
+        };
+        let estimate = crate::plan::advice::LiveB {
+            step: point.step,
+            // In the model's sequences, as the heatmap's batch axis counts them.
+            b_simple: point.b_crit * to_model_seqs,
+            bounded: point.ci.is_none_or(|(_, hi)| hi.is_finite()),
+            // The points the trajectory held then (a merged point stands for several steps:
+            // this errs on the side of waiting).
+            steps: i as u64 + 1,
+        };
+        if let Some(a) = lp.advisor.observe(&table, estimate, &run) {
+            lp.pending = Some(a);
+        }
+        lp.observed_step = Some(point.step);
     }
 }
 

@@ -350,6 +350,10 @@ impl Aggregator {
         let mut last_sent = Instant::now();
         let mut last_record: Option<Instant> = None;
         let mut told_idle = false;
+        // The link's latest state: while it is down (waiting, retrying), that is what the
+        // status line keeps saying (after 10 s it said "the run ended or is paused" over a
+        // refused connection).
+        let mut link_down = false;
         loop {
             match rx.recv_timeout(REFRESH) {
                 Ok(batch) => {
@@ -357,6 +361,9 @@ impl Aggregator {
                         if matches!(ev, LiveEvent::Record(_)) {
                             last_record = Some(Instant::now());
                             told_idle = false;
+                        }
+                        if let LiveEvent::Status(st) = &ev {
+                            link_down = st.state == LinkState::Waiting;
                         }
                         if let Some(note) = self.event(ev)
                             && ui.send(Msg::LiveStatus(note)).is_err()
@@ -366,7 +373,7 @@ impl Aggregator {
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    if !told_idle && last_record.is_some_and(|t| t.elapsed() >= IDLE) {
+                    if idle_note_due(told_idle, link_down, last_record, Instant::now()) {
                         told_idle = true;
                         let note = LinkStatus::new(
                             LinkState::Quiet,
@@ -394,8 +401,38 @@ impl Aggregator {
     }
 }
 
+/// Whether the status line should now say that no records came for [`IDLE`]: not twice, not
+/// before any record, and not while the link is down (its own status, "cannot connect …
+/// retrying", says more than "the run ended or is paused").
+fn idle_note_due(told: bool, link_down: bool, last_record: Option<Instant>, now: Instant) -> bool {
+    !told && !link_down && last_record.is_some_and(|t| now.saturating_duration_since(t) >= IDLE)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_idle_note_leaves_a_down_links_status_in_place() {
+        let t = std::time::Instant::now();
+        let later = t + super::IDLE;
+        assert!(super::idle_note_due(false, false, Some(t), later));
+        assert!(
+            !super::idle_note_due(false, true, Some(t), later),
+            "link down"
+        );
+        assert!(
+            !super::idle_note_due(true, false, Some(t), later),
+            "told once"
+        );
+        assert!(
+            !super::idle_note_due(false, false, None, later),
+            "no record yet"
+        );
+        assert!(
+            !super::idle_note_due(false, false, Some(later), later),
+            "not yet"
+        );
+    }
+
     use super::*;
 
     fn rec(step: u64) -> crate::stats::StepStats {
