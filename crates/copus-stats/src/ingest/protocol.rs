@@ -145,6 +145,24 @@ fn out_of_range_field(line: &str) -> Option<&str> {
     None
 }
 
+/// `message`, and where a second record starts inside the line (`{"v":1,"step":12{"v":1,…`),
+/// why: a writer stopped mid-line (killed) and the next run appended its first record to the
+/// torn one, so both are lost (the restart then seemed to begin a step late).
+fn torn_line_hint(line: &str, message: String) -> String {
+    let inner = line
+        .char_indices()
+        .skip(1)
+        .any(|(i, _)| line[i..].starts_with("{\"v\"") || line[i..].starts_with("{ \"v\""));
+    if inner {
+        format!(
+            "{message} (a second record starts inside this line: a writer stopped mid-line and \
+             the next one's first record was appended to it; both are lost)"
+        )
+    } else {
+        message
+    }
+}
+
 /// The value of a top-level `"step":` written as digits, if the line has one.
 fn step_digits(line: &str) -> Option<u64> {
     let at = line.find("\"step\"")?;
@@ -182,7 +200,7 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
                 },
             }
         } else {
-            ProtocolError::Json(e.to_string())
+            ProtocolError::Json(torn_line_hint(line, e.to_string()))
         }
     })?;
     let Value::Object(mut obj) = value else {
@@ -527,6 +545,21 @@ mod tests {
             step.to_string().contains("step: must be a whole number"),
             "{step}"
         );
+    }
+
+    /// A record appended to a torn line (a writer killed mid-line, then restarted): said.
+    #[test]
+    fn a_record_glued_to_a_torn_line_is_named_so() {
+        let torn =
+            r#"{"v":1,"step":12{"v":1,"step":0,"b_small":8,"b_big":64,"sq_small":2,"sq_big":1}"#;
+        let e = parse_line(torn).expect_err("torn");
+        assert!(
+            e.to_string()
+                .contains("a second record starts inside this line"),
+            "{e}"
+        );
+        let plain = parse_line(r#"{"v":1,"step":12"#).expect_err("cut");
+        assert!(!plain.to_string().contains("second record"), "{plain}");
     }
 
     /// A field of the wrong type or shape is named, with what it must be (serde's own
