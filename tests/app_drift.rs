@@ -142,7 +142,7 @@ fn causes_sit_at_the_steps_the_diagnostics_name() {
             "{c:?} not between {lo} and {hi}"
         );
     }
-    let legend = copus::ui::timeline_marks::legend_entries(&app);
+    let legend = copus::ui::timeline_marks::legend_entries(&app, None);
     for k in [CauseKind::LrChange, CauseKind::NonFinite] {
         let entry = format!("{} {}", k.glyph(), k.label());
         assert!(legend.contains(&entry), "{entry} not in {legend:?}");

@@ -106,3 +106,20 @@ fn plan_panel_at_80_columns_gives_each_strategy_its_figures_unwrapped() {
     let wide = screen(&app, 200, 60);
     assert!(wide.contains("vs stat   sw"), "{wide}");
 }
+
+/// The timeline's legend names the plan's batch only where some of it falls inside the
+/// axis's decades (the measured-run lesson listed "─ plan's batch" with none of it drawn).
+#[test]
+fn the_plans_batch_is_in_the_legend_only_where_it_is_drawn() {
+    let (app, _) = demo_with_plan();
+    let plan = copus::ui::timeline_marks::planned_batches(&app);
+    assert!(!plan.is_empty());
+    let entry = "─ plan's batch".to_string();
+    let with = |y| copus::ui::timeline_marks::legend_entries(&app, Some(y));
+    assert!(with((0.0, 6.0)).contains(&entry));
+    assert!(
+        !with((8.0, 9.0)).contains(&entry),
+        "no plan batch near 10^8"
+    );
+    assert!(!copus::ui::timeline_marks::legend_entries(&app, None).contains(&entry));
+}

@@ -61,7 +61,7 @@ fn axis_range(t: &crate::trajectory::Trajectory) -> Option<(f64, f64)> {
 }
 
 /// The marks of the chart, each with its glyph (so it reads without colour).
-fn legend(app: &App) -> Vec<String> {
+fn legend(app: &App, y: Option<(f64, f64)>) -> Vec<String> {
     let mut parts = vec![match app.viewed_layer() {
         Some(name) => format!("⠤ layer {name}"),
         None => "⠤ B_crit".to_string(),
@@ -88,7 +88,7 @@ fn legend(app: &App) -> Vec<String> {
     if !app.switch_points.is_empty() {
         parts.push("⡇ switch ([ ])".into());
     }
-    parts.extend(super::timeline_marks::legend_entries(app));
+    parts.extend(super::timeline_marks::legend_entries(app, y));
     parts
 }
 
@@ -183,10 +183,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         }
         (_, None) => " B_crit timeline (no data) ".to_string(),
     };
-    let legend = legend_text(&legend(app), area.width.saturating_sub(2) as usize);
-    let block = super::panel::block(title, focused).title_bottom(legend);
+    let width = area.width.saturating_sub(2) as usize;
     let Some((lo, hi)) = axis_range(shown) else {
-        frame.render_widget(block, area);
+        let legend = legend_text(&legend(app, None), width);
+        frame.render_widget(
+            super::panel::block(title, focused).title_bottom(legend),
+            area,
+        );
         return;
     };
     // A compared run shares the axis.
@@ -205,6 +208,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();
     let y_hi = current.map_or(hi, |c| c.max(hi)).max(1e-9).log10().ceil();
     let y_hi = if y_hi <= y_lo { y_lo + 1.0 } else { y_hi };
+    // The legend names the plan's batch only where some of it is drawn (inside the axis).
+    let legend = legend_text(&legend(app, Some((y_lo, y_hi))), width);
+    let block = super::panel::block(title, focused).title_bottom(legend);
     let all = &app.trajectory.points;
     let x_lo = all.first().map_or(0.0, |p| p.tokens);
     let x_hi = all.last().map_or(1.0, |p| p.tokens).max(x_lo + 1.0);

@@ -129,8 +129,9 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
 }
 
 /// The legend entries this module adds (one per cause kind present, the compared run and its
-/// differences), each led by its glyph.
-pub fn legend_entries(app: &App) -> Vec<String> {
+/// differences, the plan's batch where it falls inside the axis's decades `y`), each led by
+/// its glyph.
+pub fn legend_entries(app: &App, y: Option<(f64, f64)>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(report) = app.analysis.as_deref() {
         let mut kinds: Vec<CauseKind> = mv::causes(report, &app.trajectory)
@@ -147,7 +148,13 @@ pub fn legend_entries(app: &App) -> Vec<String> {
         }
         out.push(format!("{THRESHOLD_GLYPH} threshold CBS"));
     }
-    if !planned_batches(app).is_empty() {
+    // Only where some of the plan's batch falls inside the axis's decades `y` (log10).
+    let drawn = y.is_some_and(|(lo, hi)| {
+        planned_batches(app)
+            .iter()
+            .any(|p| (lo..=hi).contains(&p.1.log10()))
+    });
+    if drawn {
         out.push(format!("{PLAN_GLYPH} plan's batch"));
     }
     if let Some(c) = &app.compare {
