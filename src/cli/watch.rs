@@ -377,16 +377,18 @@ pub fn timeout_of(t: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(t))
 }
 
-/// The explorer on a live run: an ad-hoc session (saved in the current directory as
-/// `copus-live.ron` on `s`, asking before it replaces one) whose trajectory grows as records
-/// arrive.
-fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Result<()> {
+/// The explorer's session for a live run, and where `s` saves it: the `--session` (with
+/// `--advise`) showing its model and cluster and the run's own batch as the current one, else
+/// an ad-hoc one on the command line's model and cluster, saved as `copus-live.ron`.
+fn explorer_session(
+    args: &WatchArgs,
+) -> anyhow::Result<(crate::session::Session, std::path::PathBuf)> {
     let source = crate::session::DataSource::Live {
         target: args.target.clone(),
         seq_len: args.seq_len,
     };
     // With --advise, the explorer shows the advice session's model and cluster.
-    let (session, path) = match &args.session {
+    Ok(match &args.session {
         Some(p) => {
             super::model_args::check_session_path(p)
                 .map_err(|e| anyhow::anyhow!("--session {e}"))?;
@@ -415,7 +417,14 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
                 std::path::PathBuf::from("copus-live.ron"),
             )
         }
-    };
+    })
+}
+
+/// The explorer on a live run: an ad-hoc session (saved in the current directory as
+/// `copus-live.ron` on `s`, asking before it replaces one) whose trajectory grows as records
+/// arrive.
+fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Result<()> {
+    let (session, path) = explorer_session(args)?;
     let mut resolved = session.resolve(&path)?;
     super::model_args::apply_overrides_noted(
         &mut resolved,
@@ -847,6 +856,41 @@ fn summary_text(s: &WatchSummary) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Under `--advise --session` the explorer's current batch is the run's, not the
+    /// session's (the demo's 512 was shown as "your batch" beside advice about the run's 32).
+    #[test]
+    fn the_advice_sessions_current_batch_is_left_to_the_run() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            watch: WatchArgs,
+        }
+        let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/sessions/demo.ron");
+        assert!(
+            crate::session::Session::load(std::path::Path::new(demo))
+                .expect("demo")
+                .current_batch
+                .is_some()
+        );
+        let cli = <Cli as clap::Parser>::try_parse_from([
+            "watch",
+            "run.ndjson",
+            "--advise",
+            "a.ndjson",
+            "--session",
+            demo,
+        ])
+        .expect("parses");
+        let (session, path) = explorer_session(&cli.watch).expect("session");
+        assert_eq!(session.current_batch, None);
+        assert_eq!(path, std::path::PathBuf::from(demo));
+        assert!(
+            session.name.starts_with("live: run.ndjson"),
+            "{}",
+            session.name
+        );
+    }
+
     use super::*;
 
     #[test]
