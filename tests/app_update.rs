@@ -976,14 +976,10 @@ fn the_live_link_glyph_tells_connected_reconnecting_and_ended_apart() {
     }
 }
 
-#[test]
-fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
+/// An advice loop writing to `out`: 5 % threshold, no dwell, no minimum of steps.
+fn advice_loop(out: std::path::PathBuf) -> copus::app::advice::AdviceLoop {
     use copus::plan::advice::{AdviceSettings, Advisor};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("advice.ndjson");
-    std::fs::write(&out, "").expect("create");
-    let mut app = demo_with_table();
-    app.advice = Some(copus::app::advice::AdviceLoop::new(
+    copus::app::advice::AdviceLoop::new(
         Advisor::new(AdviceSettings {
             threshold: 0.05,
             min_dwell_steps: 0,
@@ -992,8 +988,17 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
             form: copus::goodput::StatEffForm::McCandlish,
             dry_run: false,
         }),
-        out.clone(),
-    ));
+        out,
+    )
+}
+
+#[test]
+fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("advice.ndjson");
+    std::fs::write(&out, "").expect("create");
+    let mut app = demo_with_table();
+    app.advice = Some(advice_loop(out.clone()));
     // Nothing pending: A says so and writes nothing.
     let effects = update(&mut app, Msg::ApproveAdvice);
     assert!(
@@ -1046,20 +1051,9 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
 /// once, at the last step, where a B_crit that fell back late gave other advice.
 #[test]
 fn live_advice_on_steps_already_written_is_decided_step_by_step() {
-    use copus::plan::advice::{AdviceSettings, Advisor};
     let dir = tempfile::tempdir().expect("tempdir");
     let mut app = demo_with_table();
-    app.advice = Some(copus::app::advice::AdviceLoop::new(
-        Advisor::new(AdviceSettings {
-            threshold: 0.05,
-            min_dwell_steps: 0,
-            min_steps: 0,
-            b_crit_scale: 1.0,
-            form: copus::goodput::StatEffForm::McCandlish,
-            dry_run: false,
-        }),
-        dir.path().join("advice.ndjson"),
-    ));
+    app.advice = Some(advice_loop(dir.path().join("advice.ndjson")));
     // A run at batch 32 whose B_crit was 5000 for 30 steps, then 20 (the last 10 steps), after
     // the demo's own points.
     let seq = f64::from(app.trajectory.seq_len);
