@@ -254,6 +254,7 @@ mod tests {
             trace: b,
             g2: 1.0,
             cov: (0.01, 0.0, 0.0001),
+            effective_n: 50.0,
         }
     }
 

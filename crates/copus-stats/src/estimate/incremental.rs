@@ -12,7 +12,7 @@
 
 use crate::analysis::settings::EstimatorSettings;
 use crate::analysis::summarize::detrend;
-use crate::estimate::interval::{fieller, inflation, z_for};
+use crate::estimate::interval::{fieller, inflation, t_for};
 use crate::estimate::per_step::{EstimatorKind, estimate_record};
 use crate::ingest::protocol::validate;
 use crate::record::step::StepStats;
@@ -41,6 +41,9 @@ pub struct LivePoint {
     /// Variances and covariance (v_tt, v_tg, v_gg) of the two smoothed means, not yet
     /// multiplied by the inflation factor φ.
     pub cov: (f64, f64, f64),
+    /// Effective number of steps behind the smoothed means ([`Moments::effective_n`]),
+    /// before the inflation φ divides it.
+    pub effective_n: f64,
 }
 
 impl LivePoint {
@@ -54,6 +57,7 @@ impl LivePoint {
             trace: m.mean_t(),
             g2: m.mean_g(),
             cov: m.mean_cov(),
+            effective_n: m.effective_n(),
         }
     }
 
@@ -62,14 +66,16 @@ impl LivePoint {
         (self.g2 > 0.0).then(|| self.trace / self.g2)
     }
 
-    /// Fieller interval of B_simple with the variance inflated by `phi` at `confidence`.
+    /// Fieller interval of B_simple with the variance inflated by `phi` at `confidence`
+    /// (Student's t on the effective steps left after the inflation, as the batch analysis
+    /// takes it: [`t_for`]).
     pub fn ci(&self, phi: f64, confidence: f64) -> [f64; 2] {
         let (a, b, c) = self.cov;
         fieller(
             self.trace,
             self.g2,
             (a * phi, b * phi, c * phi),
-            z_for(confidence),
+            t_for(confidence, self.effective_n / phi),
         )
     }
 }

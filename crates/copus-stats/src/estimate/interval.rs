@@ -80,6 +80,22 @@ pub fn z_for(confidence: f64) -> f64 {
     normal_quantile(0.5 + 0.5 * confidence)
 }
 
+/// Two-sided critical value for a confidence level when the variance was estimated from
+/// `effective_n` effectively independent values (a weighted mean's (Σw)²/Σw², divided by the
+/// autocorrelation inflation): Student's t on `effective_n − 1` degrees of freedom, rounded
+/// down (the wider of the two neighbours), at least 1. A kernel a few steps wide leaves each
+/// step's variance estimated from about ten values, where z (1.96) covered about 90 % of the
+/// time instead of 95 % (docs/STATISTICS.md); from about 10⁴ values on it is z.
+pub fn t_for(confidence: f64, effective_n: f64) -> f64 {
+    let p = 0.5 + 0.5 * confidence;
+    if !(effective_n.is_finite() && effective_n < 1e4) {
+        return normal_quantile(p);
+    }
+    // Truncation intended: the degrees of freedom round down; a NaN or sub-2 count gives 1.
+    let df = (effective_n - 1.0).floor().max(1.0) as usize;
+    student_t_quantile(p, df)
+}
+
 /// Whether an interval of B_simple from [`fieller`] holds no positive value (its upper end
 /// is not above 0, or it is not a number): the data rule out every positive estimate, and
 /// the interval is reported as undefined, never as `[0, 0]`.
@@ -223,6 +239,31 @@ mod tests {
     /// A |G|² estimate significantly below zero (which the true |G|² cannot be) fits no
     /// positive ratio, whatever the sign of tr(Σ): the empty interval; significantly above
     /// zero, the usual bounded interval around the ratio.
+    /// The per-step critical value: Student's t on n_eff − 1 degrees of freedom (tables:
+    /// 2.262 at 9, 2.042 at 30), never below z, z itself for very many steps or no weight.
+    #[test]
+    fn per_step_critical_values_follow_the_effective_steps() {
+        let z = z_for(0.95);
+        assert!(
+            (t_for(0.95, 10.0) - 2.262).abs() < 0.003,
+            "{}",
+            t_for(0.95, 10.0)
+        );
+        assert!((t_for(0.95, 31.5) - 2.042).abs() < 0.002);
+        assert!(
+            (t_for(0.95, 1.2) - 12.706).abs() < 0.01,
+            "one degree of freedom"
+        );
+        assert_eq!(t_for(0.95, 1e5), z);
+        assert_eq!(t_for(0.95, f64::NAN), z);
+        let mut last = f64::INFINITY;
+        for n in [2.0, 3.0, 5.0, 10.0, 100.0, 1000.0, 9999.0] {
+            let t = t_for(0.95, n);
+            assert!(t < last && t > z, "{n}: {t}");
+            last = t;
+        }
+    }
+
     #[test]
     fn a_significantly_negative_denominator_fits_no_ratio() {
         let var = (1.0, 0.0, 1.0);

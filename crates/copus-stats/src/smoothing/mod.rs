@@ -88,6 +88,12 @@ impl Moments {
         }
     }
 
+    /// Effective number of steps behind the weighted means, (Σw)²/Σw² (Kish): the count of
+    /// equally weighted steps whose mean would have the same variance. NaN without weight.
+    pub fn effective_n(&self) -> f64 {
+        self.w * self.w / self.w2
+    }
+
     /// Weighted mean of t (smoothed tr Σ).
     pub fn mean_t(&self) -> f64 {
         self.wt / self.w
