@@ -782,8 +782,13 @@ fn build_report(
         None => (Vec::new(), Vec::new()),
     };
     let costs = &r.session.costs;
+    let cluster = &r.session.cluster;
     PlanReport {
         session: r.session.name.clone(),
+        scenario: format!(
+            "{} on {}×{} {}",
+            r.model.name, cluster.nodes, cluster.gpus_per_node, r.hardware.name
+        ),
         stack: r.stack().to_json(),
         objective: eff.objective.name().into(),
         lr_reference_batch: (eff.objective == Objective::LrSqrt).then_some(eff.reference_batch),

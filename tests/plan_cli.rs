@@ -391,3 +391,23 @@ fn every_switch_in_the_text_names_its_cost() {
     assert!(text.contains("reshard switch"), "{text}");
     assert!(switches >= 2, "{text}");
 }
+
+/// The report names the model and cluster it planned for: the session's, or the ones the
+/// command line put in their place (the header kept the session's description, "7B on 8×8
+/// H100", above a plan for a 70B on 16 nodes).
+#[test]
+fn the_report_names_the_model_and_cluster_planned_for() {
+    let demo = Path::new("demo");
+    let own = plan_json(demo, &[]);
+    assert_eq!(own["scenario"], "llama-7b on 8×8 h100-sxm");
+    let what_if = plan_json(demo, &["--model", "llama3-70b", "--nodes", "16"]);
+    assert_eq!(what_if["scenario"], "llama3-70b on 16×8 h100-sxm");
+    assert_eq!(what_if["session"], own["session"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", "demo", "--model", "llama3-70b", "--nodes", "16"])
+        .output()
+        .expect("run copus");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let second = text.lines().nth(1).unwrap_or_default();
+    assert_eq!(second, "planned for: llama3-70b on 16×8 h100-sxm", "{text}");
+}

@@ -22,6 +22,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     let mut o = String::new();
     let h = |s: f64| s / 3600.0;
     let _ = writeln!(o, "{}", rep.session);
+    let _ = writeln!(o, "planned for: {}", rep.scenario);
     let _ = writeln!(o, "stack: {}", rep.stack.label);
     o.push_str(&crate::format::line_labelled(
         "B_crit: ",

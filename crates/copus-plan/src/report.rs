@@ -122,6 +122,10 @@ pub struct BCritConversion {
 pub struct PlanReport {
     /// Session name.
     pub session: String,
+    /// The model and cluster planned for, as `MODEL on NODES×GPUS_PER_NODE HARDWARE`: the
+    /// session's, or what `--model`, `--hardware`, `--nodes` and `--gpus-per-node` changed
+    /// them to (the session's name and description stay the session's).
+    pub scenario: String,
     /// The training stack the throughputs are predicted for.
     pub stack: crate::perf::stack::StackJson,
     /// Objective the times are computed under: "mccandlish" or "lr-sqrt".
