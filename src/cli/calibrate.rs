@@ -9,7 +9,7 @@ use crate::perf::crossval::{cross_validate, rel_errors, rms};
 use crate::perf::knob_selection::{CANDIDATES, KnobSelection, select_knobs};
 use crate::perf::measurements::{
     CsvDefaults, MAX_MEASUREMENT_BYTES, MAX_MEASUREMENTS, Measurement, from_step_stats,
-    parse_csv_lines,
+    parse_csv_lines, per_configuration,
 };
 use crate::profiles;
 use crate::stats::ingest::protocol::parse_line;
@@ -118,6 +118,9 @@ struct Output {
     rows: Vec<RowOut>,
     n: usize,
     rms_rel_error: f64,
+    /// Rms relative error on held-out configurations (the median step time of each distinct
+    /// configuration, whole configurations held out, as the selection holds them out); with
+    /// nothing freed, the profile's own error over them. `null` when too few to hold out.
     cv_rel_error: f64,
     profile_rms_rel_error: f64,
     params: BTreeMap<String, f64>,
@@ -655,15 +658,33 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     };
     let in_force = super::model_args::stack_over(&hw.efficiency, None, a.stack.stack().as_ref());
     let stack = crate::perf::Stack::describing(&start, in_force.map(|s| s.base()));
-    let fit = calibrate(&target, &start, &knobs, &points, 100)?;
-    let fitted_errors = rel_errors(&target, &fit.params, &points)?;
-    let cv = if points.len() > knobs.len() + 1 {
-        rms(&cross_validate(&target, &start, &knobs, &points, a.folds)?)
+    // Nothing freed (the profile predicts these rows as well as any calibration would):
+    // the calibration is the profile's values.
+    let fitted_params = if knobs.is_empty() {
+        start.clone()
+    } else {
+        calibrate(&target, &start, &knobs, &points, 100)?.params
+    };
+    let fitted_errors = rel_errors(&target, &fitted_params, &points)?;
+    // Held out as the selection holds out: whole configurations (the median of each), so that
+    // no fold predicts a step of a configuration it trained on, and the figure is the
+    // selection's own where it cross-validated the same parameters.
+    let configurations = per_configuration(&points);
+    let cv = if knobs.is_empty() {
+        rms(&rel_errors(&target, &start, &configurations)?)
+    } else if configurations.len() > knobs.len() + 1 {
+        rms(&cross_validate(
+            &target,
+            &start,
+            &knobs,
+            &configurations,
+            a.folds,
+        )?)
     } else {
         f64::NAN
     };
     let mut params = BTreeMap::new();
-    let mut p = fit.params.clone();
+    let mut p = fitted_params.clone();
     for k in &knobs {
         params.insert(k.name().to_string(), *k.slot(&mut p));
     }
@@ -684,7 +705,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
                     .filter(|n| !kept.contains(n)),
             )
             .collect(),
-        params: fit.params.clone(),
+        params: fitted_params.clone(),
         stack: Some(stack.label()),
         recompute: {
             let mut r: Vec<String> = points
@@ -731,8 +752,9 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         kept_from_calibration: kept.clone(),
         caveats: row_notes
             .into_iter()
+            .chain(selection.as_ref().and_then(selection_caveat))
             .chain(knobs.iter().filter_map(|k| {
-                let (mut fitted, mut profile) = (fit.params.clone(), start.clone());
+                let (mut fitted, mut profile) = (fitted_params.clone(), start.clone());
                 let (v, v0) = (*k.slot(&mut fitted), *k.slot(&mut profile));
                 param_flag(*k, v, v0)
                     .map(|f| format!("{} {v:.4e} (profile {v0:.4e}): {f}", k.name()))
@@ -753,13 +775,22 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     }
     let plural =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    println!(
-        "calibrated {} on {} ({} on {})",
-        plural(knobs.len(), "parameter", "parameters"),
-        plural(out.n, "measured step", "measured steps"),
-        model.name,
-        hw.name
-    );
+    if knobs.is_empty() {
+        println!(
+            "nothing calibrated on {}: the profile's values stand ({} on {})",
+            plural(out.n, "measured step", "measured steps"),
+            model.name,
+            hw.name
+        );
+    } else {
+        println!(
+            "calibrated {} on {} ({} on {})",
+            plural(knobs.len(), "parameter", "parameters"),
+            plural(out.n, "measured step", "measured steps"),
+            model.name,
+            hw.name
+        );
+    }
     println!(
         "  assumed: stack {}; ZeRO-{} and recompute {} where the measurements do not say",
         out.stack.label, out.assumed_zero, out.assumed_recompute
@@ -779,6 +810,10 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             out.cv_rel_error.is_finite(),
             selection_cv(out.selection.as_ref())
         ) {
+            (true, _) if knobs.is_empty() => format!(
+                "nothing freed; {:.1}% over the distinct configurations",
+                out.cv_rel_error * 100.0
+            ),
             (true, _) => format!("cross-validated {:.1}%", out.cv_rel_error * 100.0),
             // Too few rows to hold any out of the fit itself, but the selection held out
             // whole configurations: its figure is the one there is.
@@ -798,17 +833,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     }
     if let Some(sel) = &out.selection {
         println!("{}", selection_text(sel));
-        if let Some((cv, _)) = selection_cv(Some(sel))
-            && cv >= sel.uncalibrated_rms_rel_error
-        {
-            println!(
-                "  note: no parameter predicts the held-out configurations better than the \
-                 profile ({:.1}% against {:.1}% uncalibrated): these measurements do not \
-                 support a calibration; rows that disagree with each other or with the model \
-                 (see the per-row errors) are the likely cause",
-                cv * 100.0,
-                sel.uncalibrated_rms_rel_error * 100.0
-            );
+        if let Some(note) = selection_caveat(sel) {
+            println!("  note: {note}");
         }
     }
     let mut s0 = start.clone();
@@ -836,6 +862,38 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a selection that freed nothing, or nothing that predicts better than the profile,
+/// means for the calibration: the same sentence in the text (`note:`) and in `caveats`.
+fn selection_caveat(sel: &KnobSelection) -> Option<String> {
+    let uncalibrated = sel.uncalibrated_rms_rel_error * 100.0;
+    if sel.knobs.is_empty() {
+        let best = sel.next_best.map_or(String::new(), |b| {
+            format!(
+                " (the best, {}, {:.1}% against {uncalibrated:.1}% uncalibrated)",
+                b.knob.name(),
+                b.cv_rms_rel_error * 100.0
+            )
+        });
+        return Some(format!(
+            "no parameter predicts the held-out configurations at least {:.0}% better than the \
+             profile{best}: nothing is freed and the calibration is the profile's values; the \
+             profile already predicts these measurements as well as they allow, or rows that \
+             disagree with each other hide what is off (see the per-row errors)",
+            crate::perf::knob_selection::MIN_CV_GAIN * 100.0
+        ));
+    }
+    let (cv, _) = selection_cv(Some(sel))?;
+    (cv >= sel.uncalibrated_rms_rel_error).then(|| {
+        format!(
+            "no parameter predicts the held-out configurations better than the profile \
+             ({:.1}% against {uncalibrated:.1}% uncalibrated): these measurements do not support \
+             a calibration; rows that disagree with each other or with the model (see the \
+             per-row errors) are the likely cause",
+            cv * 100.0
+        )
+    })
+}
+
 /// The text lines of a knob selection: what was freed, the cross-validated error after each,
 /// and why it stopped.
 /// The cross-validated error of the parameters the selection freed and the configurations it
@@ -848,7 +906,7 @@ fn selection_cv(sel: Option<&KnobSelection>) -> Option<(f64, usize)> {
 }
 
 fn selection_text(sel: &KnobSelection) -> String {
-    let mut out = if sel.steps.is_empty() {
+    let mut out = if sel.steps.is_empty() && !sel.knobs.is_empty() {
         format!(
             "  chosen without cross-validation: {} configuration{} (uncalibrated {:.1}%):",
             sel.configurations,
@@ -862,7 +920,7 @@ fn selection_text(sel: &KnobSelection) -> String {
             sel.uncalibrated_rms_rel_error * 100.0
         )
     };
-    if sel.steps.is_empty() {
+    if sel.steps.is_empty() && !sel.knobs.is_empty() {
         out.push_str(&format!(
             "\n    {} (too few configurations to hold any out)",
             sel.knobs
@@ -880,6 +938,12 @@ fn selection_text(sel: &KnobSelection) -> String {
         ));
     }
     match &sel.next_best {
+        Some(next) if sel.knobs.is_empty() => out.push_str(&format!(
+            "\n    nothing freed: the best, {}, would give {:.1}% (less than {:.0}% better)",
+            next.knob.name(),
+            next.cv_rms_rel_error * 100.0,
+            crate::perf::knob_selection::MIN_CV_GAIN * 100.0
+        )),
         Some(next) => out.push_str(&format!(
             "\n    stopped: the next best, {}, would give {:.1}% (less than {:.0}% better)",
             next.knob.name(),

@@ -40,6 +40,9 @@ struct Output {
     rms_log_error: f64,
     /// Fitted parameters and their values.
     params: std::collections::BTreeMap<&'static str, f64>,
+    /// The links the profile gives and the fitted ones, GB/s a GPU and µs.
+    profile_links: nccl::LinkSummary,
+    links: nccl::LinkSummary,
     /// Per-size residuals.
     rows: Vec<RowOut>,
     /// Where the calibration was written.
@@ -90,6 +93,81 @@ fn read(path: &Path) -> anyhow::Result<NcclRun> {
     // The collective from the file's name; errors name the path as given.
     let collective = nccl::Collective::from_name(&name);
     Ok(nccl::parse(&text, &path.display().to_string(), collective)?)
+}
+
+/// A fitted parameter far from the profile's value (outside 1/32–32×; a latency only above
+/// it: a fast fabric's small messages fit latencies down to nothing, by design): the files do
+/// not pin it down, or show what the link model lacks. One sentence each, for `caveats` and
+/// the text.
+fn far_from_the_profile(
+    params: &std::collections::BTreeMap<&'static str, f64>,
+    start: &crate::perf::EfficiencyParams,
+) -> Vec<String> {
+    let mut s = start.clone();
+    params
+        .iter()
+        .filter_map(|(name, v)| {
+            let k = nccl::LinkKnob::ALL
+                .into_iter()
+                .find(|k| k.name() == *name)?;
+            let v0 = *k.slot(&mut s);
+            let ratio = v / v0;
+            let latency = matches!(
+                k,
+                nccl::LinkKnob::LatencyIntra
+                    | nccl::LinkKnob::LatencyInter
+                    | nccl::LinkKnob::HopIntra
+                    | nccl::LinkKnob::HopInter
+            );
+            let far = if latency {
+                ratio > 32.0
+            } else {
+                !(1.0 / 32.0..=32.0).contains(&ratio)
+            };
+            (ratio.is_finite() && far).then(|| {
+                let how_far = if ratio < 1.0 {
+                    format!("1/{:.0} of", 1.0 / ratio.max(f64::MIN_POSITIVE))
+                } else {
+                    format!("{ratio:.0}×")
+                };
+                format!(
+                    "{name} {v:.4e} is {how_far} the profile's {v0:.4e}: far from the profile, \
+                     so the files do not pin it down, or show what the link model lacks"
+                )
+            })
+        })
+        .collect()
+}
+
+/// A link scale the fit drove to the floor of its range ([`nccl::LINK_SCALE_FLOOR`] of the
+/// profile's): the files measured a link slower than the model can hold, so the fitted value
+/// is a bound, not a measurement.
+fn at_the_floor(
+    params: &crate::perf::EfficiencyParams,
+    start: &crate::perf::EfficiencyParams,
+) -> Vec<String> {
+    [
+        (
+            "intra_link_scale",
+            params.intra_link_scale,
+            start.intra_link_scale,
+        ),
+        (
+            "inter_link_scale",
+            params.inter_link_scale,
+            start.inter_link_scale,
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, v, v0)| *v0 > 0.0 && *v <= v0 * nccl::LINK_SCALE_FLOOR * (1.0 + 1e-3))
+    .map(|(name, v, _)| {
+        format!(
+            "{name} {v:.4e} is at the edge of its range ({:.0}× below the profile's): the \
+             files measured a link slower than the model holds, so the value is a bound",
+            1.0 / nccl::LINK_SCALE_FLOOR
+        )
+    })
+    .collect()
 }
 
 /// A link scale the fit drove to its roof (the datasheet's bandwidth, 1 / the profile's link
@@ -194,14 +272,18 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
     let out = Output {
         profile_rms_log_error: fit.initial_rms,
         rms_log_error: fit.rms,
-        params,
         rows,
         out: a.out.as_ref().map(|p| p.display().to_string()),
+        profile_links: nccl::LinkSummary::of(hw, &start),
+        links: nccl::LinkSummary::of(hw, &fit.params),
         caveats: {
             caveats.extend(links_not_separated(&runs));
             caveats.extend(at_the_roof(&fit.params, hw));
+            caveats.extend(at_the_floor(&fit.params, &start));
+            caveats.extend(far_from_the_profile(&params, &start));
             caveats
         },
+        params,
     };
     if a.json {
         return super::write_json(&out);
@@ -218,17 +300,20 @@ fn print_text(o: &Output, hw: &HardwareProfile, start: &crate::perf::EfficiencyP
         o.profile_rms_log_error,
         o.rms_log_error
     );
+    let (p, l) = (&o.profile_links, &o.links);
+    println!(
+        "  scale-up link   {:8.1} GB/s a GPU, {:6.1} µs a phase  (profile {:.1} GB/s, {:.1} µs)",
+        l.intra_gb_per_s, l.intra_latency_us, p.intra_gb_per_s, p.intra_latency_us
+    );
+    println!(
+        "  scale-out link  {:8.2} GB/s a GPU, {:6.1} µs a phase  (profile {:.2} GB/s, {:.1} µs)",
+        l.inter_gb_per_s, l.inter_latency_us, p.inter_gb_per_s, p.inter_latency_us
+    );
     let mut s = start.clone();
     for (name, v) in &o.params {
         let k = nccl::LinkKnob::ALL.into_iter().find(|k| k.name() == *name);
         let v0 = k.map_or(f64::NAN, |k| *k.slot(&mut s));
-        let ratio = v / v0;
-        let note = if ratio.is_finite() && !(1.0 / 32.0..=32.0).contains(&ratio) {
-            "  (far from the profile: the files do not pin it down, or show what the link model lacks)"
-        } else {
-            ""
-        };
-        println!("  {name:24} {v:.4e}  (profile {v0:.4e}){note}");
+        println!("  {name:24} {v:.4e}  (profile {v0:.4e})");
     }
     println!("  per size: file, ranks/hosts, bytes, measured µs, profile µs, calibrated µs");
     for r in &o.rows {

@@ -62,6 +62,25 @@ impl Collective {
         }
     }
 
+    /// Why a row's `redop` column cannot be this collective's (`None` when it can): a
+    /// reduction (all_reduce, reduce_scatter) prints its operation, a gather `none`; another
+    /// program's output under this name would be fitted as the wrong collective.
+    pub fn redop_problem(self, redop: &str) -> Option<String> {
+        let gather = redop.eq_ignore_ascii_case("none");
+        match self {
+            Self::AllReduce | Self::ReduceScatter if gather => Some(format!(
+                "redop 'none' in a {} table: that is a gather's or a broadcast's output (name \
+                 the file after the program that wrote it)",
+                self.name()
+            )),
+            Self::AllGather if !gather => Some(format!(
+                "redop '{redop}' in an all_gather_perf table, which prints 'none': a \
+                 reduction's output (name the file after the program that wrote it)"
+            )),
+            _ => None,
+        }
+    }
+
     /// The nccl-tests program name.
     pub fn name(self) -> &'static str {
         match self {
@@ -172,10 +191,24 @@ pub fn parse(
     let mut ranks = 0u32;
     let mut device = None;
     let mut rows = Vec::new();
+    let mut headers = 0usize;
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if let Some(rest) = line.strip_prefix('#') {
             let words: Vec<&str> = rest.split_whitespace().collect();
+            // `# nThread 1 nGpus 1 minBytes …` opens a run: a second one is another run
+            // appended to the file (`cat a b`), whose ranks and rows would be mixed in.
+            if words.first() == Some(&"nThread") {
+                headers += 1;
+                if headers > 1 {
+                    return Err(err(
+                        i + 1,
+                        "a second nccl-tests run starts here: one run a file (split the \
+                         file, or pass each run with its own --nccl)"
+                            .into(),
+                    ));
+                }
+            }
             if words.first() == Some(&"Rank")
                 && let Some(on) = words.iter().position(|w| *w == "on")
                 && let Some(host) = words.get(on + 1)
@@ -212,6 +245,18 @@ pub fn parse(
                     f.len()
                 ),
             ));
+        }
+        if f[1].parse::<u64>().is_err() {
+            return Err(err(
+                i + 1,
+                format!(
+                    "count '{}' is not a whole number of elements: a cut or edited line",
+                    f[1]
+                ),
+            ));
+        }
+        if let Some(why) = collective.redop_problem(f[3]) {
+            return Err(err(i + 1, why));
         }
         let time_us = match f[5].parse::<f64>() {
             Ok(t) if t.is_finite() && t > 0.0 => t,
@@ -401,6 +446,36 @@ impl LinkKnob {
     }
 }
 
+/// The links a set of parameters gives, in the units a datasheet or nccl-tests uses.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LinkSummary {
+    /// Achievable scale-up (NVLink) bandwidth a GPU, GB/s a direction.
+    pub intra_gb_per_s: f64,
+    /// Achievable scale-out (NIC) bandwidth a GPU, GB/s a direction.
+    pub inter_gb_per_s: f64,
+    /// Fixed latency of one collective phase inside a scale-up domain, µs.
+    pub intra_latency_us: f64,
+    /// Fixed latency of one collective phase across domains, µs.
+    pub inter_latency_us: f64,
+}
+
+impl LinkSummary {
+    /// The links of `hw` under `eff`'s link parameters.
+    pub fn of(hw: &HardwareProfile, eff: &EfficiencyParams) -> Self {
+        let net = comms::net(hw, eff);
+        Self {
+            intra_gb_per_s: net.intra.bw / 1e9,
+            inter_gb_per_s: net.inter.bw / 1e9,
+            intra_latency_us: net.intra.latency * 1e6,
+            inter_latency_us: net.inter.latency * 1e6,
+        }
+    }
+}
+
+/// The lowest a link scale is fitted to, as a share of its starting value: a link at
+/// 1/1024 of the profile's is slower than any network a GPU cluster trains over.
+pub const LINK_SCALE_FLOOR: f64 = 1.0 / 1024.0;
+
 /// The result of a link fit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkFit {
@@ -458,8 +533,10 @@ pub fn fit(
     }
     knobs.push(LinkKnob::ChunkHalf);
     let initial_rms = rms_log(runs, hw, start);
-    // Each knob's range in ln space: from a 64th of its start up to 64 times it; a link scale
-    // no further than 1 / its efficiency (the datasheet is the roof); latencies and the chunk
+    // Each knob's range in ln space: up to 64 times its start, a link scale no further than
+    // 1 / its efficiency (the datasheet is the roof) and down to [`LINK_SCALE_FLOOR`] of it
+    // (a network over TCP sockets runs at a hundredth of a 400 Gb/s NIC; at a 64th, 5 GB/s
+    // of bus bandwidth across two hosts could not be fitted); latencies and the chunk
     // fall-off down to nothing (a fast fabric's small messages): a floor of 1/64 left their
     // constant time to the bandwidth terms, which then bent the large messages' bandwidth by
     // 10-20 %.
@@ -468,8 +545,12 @@ pub fn fit(
         .map(|&k| {
             let centre = k.slot(&mut start.clone()).max(1e-12);
             let (roof, floor) = match k {
-                LinkKnob::IntraScale => (1.0 / hw.intra_link_eff.max(1e-6), centre / 64.0),
-                LinkKnob::InterScale => (1.0 / hw.inter_link_eff.max(1e-6), centre / 64.0),
+                LinkKnob::IntraScale => {
+                    (1.0 / hw.intra_link_eff.max(1e-6), centre * LINK_SCALE_FLOOR)
+                }
+                LinkKnob::InterScale => {
+                    (1.0 / hw.inter_link_eff.max(1e-6), centre * LINK_SCALE_FLOOR)
+                }
                 _ => (f64::INFINITY, centre / 1e6),
             };
             (floor.ln(), (centre * 64.0).min(roof).ln())
@@ -581,10 +662,15 @@ mod tests {
                 .collect(),
             device: None,
         };
+        let redop = if collective == Collective::AllGather {
+            "none"
+        } else {
+            "sum"
+        };
         for (i, (row, t)) in run.rows.iter().zip(predicted(&run, &hw(), e)).enumerate() {
             let us = t * noise(i) * 1e6;
             text.push_str(&format!(
-                "{:>12} {:>12}     float     sum      -1 {us:8.2} 0.00 0.00 0 {us:8.2} 0.00 0.00 0\n",
+                "{:>12} {:>12}     float {redop:>7}      -1 {us:8.2} 0.00 0.00 0 {us:8.2} 0.00 0.00 0\n",
                 row.bytes as u64,
                 row.bytes as u64 / 4
             ));
@@ -604,7 +690,7 @@ mod tests {
         let bad = parse(&text, "mystery.txt", None).expect_err("no collective");
         assert!(bad.msg.contains("collective"), "{bad}");
         let few = parse(
-            "# nThread 1\n8 2 float sum -1 10 0 0 0\n",
+            "# nThread 1\n8 2 float none -1 10 0 0 0\n",
             "all_gather.txt",
             None,
         )
@@ -728,6 +814,71 @@ mod tests {
             ));
         }
         text
+    }
+
+    /// Two runs in one file (`cat a b`), another program's table under a reduction's name,
+    /// and a count that is not a number are errors at their line, not rows to fit.
+    #[test]
+    fn appended_runs_wrong_programs_and_bad_counts_are_refused() {
+        let e = hw().efficiency;
+        let one = synthetic(Collective::AllReduce, (8, 1), &e, |_| 1.0);
+        let twice = format!("{one}{one}");
+        let err = parse(&twice, "all_reduce_perf.txt", None).expect_err("two runs");
+        let first_lines = one.lines().count();
+        assert_eq!(err.line, first_lines + 1, "{err}");
+        assert!(err.msg.contains("second nccl-tests run"), "{err}");
+        let gather = synthetic(Collective::AllGather, (8, 1), &e, |_| 1.0);
+        let err = parse(&gather, "all_reduce_perf.txt", None).expect_err("a gather's table");
+        assert!(err.msg.contains("redop 'none'"), "{err}");
+        assert!(parse(&gather, "all_gather_perf.txt", None).is_ok());
+        let reduce = synthetic(Collective::AllReduce, (8, 1), &e, |_| 1.0);
+        let err = parse(&reduce, "all_gather_perf.txt", None).expect_err("a reduction's table");
+        assert!(err.msg.contains("redop 'sum'"), "{err}");
+        let nan: String = reduce
+            .lines()
+            .map(
+                |l| match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+                    [size, _count, rest @ ..] if *size == "1048576" => {
+                        format!("{size} nan {}\n", rest.join(" "))
+                    }
+                    _ => format!("{l}\n"),
+                },
+            )
+            .collect();
+        assert_ne!(nan, reduce, "the count column was replaced");
+        let err = parse(&nan, "all_reduce_perf.txt", None).expect_err("a count of nan");
+        assert!(err.msg.contains("count 'nan'"), "{err}");
+    }
+
+    /// A slow scale-out network (5 GB/s of bus bandwidth across two hosts, what NCCL gets
+    /// over TCP sockets) is fitted, not left at a floor of 1/64 of the profile's link with
+    /// the 8 GiB message twice as slow as predicted.
+    #[test]
+    fn a_slow_network_is_fitted() {
+        let h = hw();
+        let runs = [
+            parse(
+                &latency_plus_bandwidth(8, 1, 360.0, 25.0),
+                "all_reduce_perf-1n",
+                None,
+            )
+            .expect("parses"),
+            parse(
+                &latency_plus_bandwidth(16, 2, 5.0, 60.0),
+                "all_reduce_perf-2n",
+                None,
+            )
+            .expect("parses"),
+        ];
+        let fit = fit(&runs, &h, &h.efficiency).expect("fits");
+        assert!(fit.rms < 0.1, "rms log error {}", fit.rms);
+        let big = runs[1].rows.last().expect("rows");
+        let predicted = *predicted(&runs[1], &h, &fit.params).last().expect("rows");
+        assert!(
+            (predicted / big.time_s - 1.0).abs() < 0.1,
+            "8 GiB: {predicted} s against {} s",
+            big.time_s
+        );
     }
 
     #[test]
