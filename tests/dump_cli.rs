@@ -218,6 +218,45 @@ fn the_newest_step_still_being_written_is_left_out_and_named() {
     }
 }
 
+/// The newest step's benefit of the doubt covers what further writing mends, not faults: a
+/// header that is not valid JSON, or a set whose tensor has another shape, is an error naming
+/// the file, as in any other step (it was left out with "still being written?" and exit 0; a
+/// dump whose second of two steps was broken read as a one-step run).
+#[test]
+fn a_fault_in_the_newest_step_is_an_error_not_a_step_left_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dump(dir.path(), DType::F32, 3, 13);
+    let newest = dir.path().join("step_2");
+    let bad = newest.join("rank1.safetensors");
+    let header = b"{not json at all}";
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header);
+    std::fs::write(&bad, &bytes).expect("write");
+    let out = analyze(dir.path(), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("step_2/rank1.safetensors"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // Another shape in one set of the newest step.
+    write_dump(dir.path(), DType::F32, 3, 13);
+    let (name, shape) = SIZES[0];
+    let mut other = constant(SIZES);
+    other[0] = T {
+        name: name.to_string(),
+        dtype: DType::F32,
+        shape: vec![shape[0] + 1],
+        vals: vec![0.5; shape[0] + 1],
+    };
+    write_st(&bad, &other, Some("4"));
+    let out = analyze(dir.path(), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("rank1.safetensors") && err.contains("shape"),
+        "{err}"
+    );
+}
+
 /// A step that is not the newest and lacks a tensor the others have (or has another shape)
 /// would have its norms cover other parameters: an error naming the step and the tensor.
 #[test]
@@ -404,4 +443,66 @@ fn a_layer_of_zeros_reads_as_no_gradient() {
         "{frozen}"
     );
     assert!(!text.contains("malformed line"), "{text}");
+}
+
+/// A sample count is a whole number of samples behind one gradient set: "2.5" or 10²³ in a
+/// file, or `--samples 2.5`, is an error naming it (they were read as 2.5 samples, or as a
+/// batch of 10²³ that turned the step's tr Σ negative).
+#[test]
+fn sample_counts_must_be_whole_and_plausible() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dump(dir.path(), DType::F32, 3, 14);
+    let set = dir.path().join("step_1/rank0.safetensors");
+    for (count, why) in [
+        ("2.5", "whole number"),
+        ("99999999999999999999999", "at most 10^9"),
+    ] {
+        write_st(&set, &constant(SIZES), Some(count));
+        let out = analyze(dir.path(), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{count}: {err}");
+        assert!(
+            err.contains("step_1/rank0.safetensors") && err.contains(why),
+            "{err}"
+        );
+    }
+    write_dump(dir.path(), DType::F32, 3, 14);
+    let out = analyze(dir.path(), &["--samples", "2.5"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("whole number"));
+}
+
+/// `copus snapshot` takes `--samples` as `open` does: a dump without sample counts, whose
+/// error says to pass it, can be shown.
+#[test]
+fn a_snapshot_of_a_dump_without_counts_takes_samples() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dump(dir.path(), DType::F32, 3, 15);
+    for step in 0..3 {
+        for k in 0..3 {
+            let f = dir.path().join(format!("step_{step}/rank{k}.safetensors"));
+            write_st(&f, &constant(SIZES), None);
+        }
+    }
+    let snapshot = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(["snapshot", dir.path().to_str().expect("utf-8")])
+            .args(["--size", "80x24"])
+            .args(extra)
+            .output()
+            .expect("run copus")
+    };
+    let without = snapshot(&[]);
+    let err = String::from_utf8_lossy(&without.stderr);
+    assert!(
+        !without.status.success() && err.contains("--samples"),
+        "{err}"
+    );
+    let with = snapshot(&["--samples", "4"]);
+    assert!(
+        with.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert!(String::from_utf8_lossy(&with.stdout).contains("B_crit"));
 }

@@ -70,7 +70,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_enum)]
     pub device: Option<Device>,
     /// Dumps: samples per gradient file, overriding the files' `samples` metadata.
-    #[arg(long, value_name = "SAMPLES", value_parser = positive_finite)]
+    #[arg(long, value_name = "SAMPLES", value_parser = samples_per_file)]
     pub samples: Option<f64>,
     /// Dumps: also run the seed's temporal EMA estimator (biased; 8 bytes per parameter).
     #[arg(long)]
@@ -976,11 +976,18 @@ fn max_records(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Parse a positive finite number (for `--samples`).
-fn positive_finite(s: &str) -> Result<f64, String> {
+/// Parse a dump's sample count per gradient file (for `--samples`): a whole number from 1
+/// to 10⁹, as the files' own counts must be.
+pub(crate) fn samples_per_file(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        Ok(v) => Err(format!("must be a positive finite number, got {v}")),
+        Ok(v) if !(v.is_finite() && v > 0.0) => {
+            Err(format!("must be a positive whole number, got {v}"))
+        }
+        Ok(v) if v.fract() != 0.0 => Err(format!("must be a whole number of samples, got {v}")),
+        Ok(v) if v > 1e9 => Err(format!(
+            "at most 10^9 (the samples behind one gradient file), got {v}"
+        )),
+        Ok(v) => Ok(v),
         Err(e) => Err(format!("not a number: {e}")),
     }
 }

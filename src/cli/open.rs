@@ -32,7 +32,7 @@ pub struct OpenArgs {
     #[arg(long, value_parser = super::at_least_one_u32, value_name = "TOKENS")]
     pub seq_len: Option<u32>,
     /// Dump: samples per gradient file, overriding the files' `samples` metadata.
-    #[arg(long, value_name = "SAMPLES")]
+    #[arg(long, value_name = "SAMPLES", value_parser = super::analyze::samples_per_file)]
     pub samples: Option<f64>,
     /// Stats file or dump: estimator settings (smoother, bandwidth, decay, …).
     #[command(flatten)]

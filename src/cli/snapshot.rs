@@ -41,6 +41,16 @@ pub struct SnapshotArgs {
         value_parser = super::at_least_one_u32
     )]
     pub seq_len: Option<u32>,
+    /// Dump: samples per gradient file, overriding the files' `samples` metadata, as `copus
+    /// open --samples` (a dump without sample counts needs it).
+    #[arg(
+        long,
+        value_name = "SAMPLES",
+        requires = "path",
+        conflicts_with = "lesson",
+        value_parser = super::analyze::samples_per_file
+    )]
+    pub samples: Option<f64>,
     /// Stats file: branch records laid over the timeline, as `copus open --branches`.
     #[arg(
         long,
@@ -152,6 +162,7 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
             branches: a.branches.clone(),
             b_crit_from: a.b_crit_from,
             stack: a.stack.clone(),
+            samples: a.samples,
             ..super::open::OpenArgs::for_path(p)
         })?,
         (None, Some(name)) => {

@@ -95,6 +95,25 @@ pub enum DumpError {
     Compute(#[from] crate::compute::ComputeError),
 }
 
+impl DumpError {
+    /// Whether a step that fails this way may simply not be written whole yet (a file still
+    /// short, a set or a tensor still to come, a file renamed into place): only the newest
+    /// step of a run is given that benefit. A header that is not valid, an unsupported dtype,
+    /// a shape, dtype or memory order that differs, an invalid sample count, a file that is
+    /// not a regular one or cannot be opened for another reason are faults that no further
+    /// writing mends.
+    pub fn may_be_unfinished(&self) -> bool {
+        match self {
+            Self::Truncated { .. } | Self::TooFewFiles { .. } => true,
+            Self::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            Self::Mismatch { what, .. } => {
+                what.starts_with("missing") || what.starts_with("not present in")
+            }
+            _ => false,
+        }
+    }
+}
+
 pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> DumpError + '_ {
     move |source| DumpError::Io {
         path: path.to_path_buf(),

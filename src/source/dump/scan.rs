@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 /// Every step must hold the same tensors (names and shapes) as the first, or its norms would
 /// cover other parameters than the rest of the run: a step that differs is an error naming it
 /// and the tensor. The one exception is the newest step of a dump with complete steps before
-/// it: a trainer may still be writing it (a file missing, truncated or unreadable, tensors
-/// still to come), so it is left out and said in [`DumpIndex::left_out`] instead of stopping
-/// the analysis of the steps that are complete.
+/// it: a trainer may still be writing it (a file missing or truncated, a set or tensors still
+/// to come: [`DumpError::may_be_unfinished`]), so it is left out and said in
+/// [`DumpIndex::left_out`] instead of stopping the analysis of the steps that are complete.
+/// A fault no further writing mends (a header that is not valid, a file that cannot be read,
+/// a shape that differs) is an error there as anywhere.
 pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
     let mut steps: Vec<(u64, PathBuf)> = list(dir)?
         .into_iter()
@@ -69,7 +71,7 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
         };
         match entry {
             Ok(e) => out.push(e),
-            Err(e) if i == newest && !out.is_empty() => {
+            Err(e) if i == newest && !out.is_empty() && e.may_be_unfinished() => {
                 left_out = Some(LeftOutStep {
                     step,
                     dir: sdir,

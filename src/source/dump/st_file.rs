@@ -67,14 +67,24 @@ pub fn read_header(path: &Path) -> Result<GradFile, DumpError> {
     })
 }
 
-/// Parse a positive sample count ("8", "8.0").
+/// Most samples one gradient set (a micro-batch's or a rank's) is taken to hold: more is a
+/// token count or a corrupted value, and would make its step's noise estimate meaningless.
+pub(crate) const MAX_SAMPLES_PER_SET: f64 = 1e9;
+
+/// Parse a sample count: a whole number from 1 to [`MAX_SAMPLES_PER_SET`] ("8", "8.0").
 pub(crate) fn parse_samples(path: &Path, s: &str) -> Result<f64, DumpError> {
+    let fail = |why: &str| DumpError::Samples {
+        path: path.into(),
+        message: format!("\"{SAMPLES_KEY}\" must be {why}, got {s:?}"),
+    };
     match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(DumpError::Samples {
-            path: path.into(),
-            message: format!("\"{SAMPLES_KEY}\" must be a positive number, got {s:?}"),
-        }),
+        Ok(v) if !(v.is_finite() && v > 0.0) => Err(fail("a positive number")),
+        Ok(v) if v.fract() != 0.0 => Err(fail("a whole number of samples")),
+        Ok(v) if v > MAX_SAMPLES_PER_SET => Err(fail(
+            "at most 10^9 (the samples behind one gradient set: a micro-batch's or a rank's)",
+        )),
+        Ok(v) => Ok(v),
+        Err(_) => Err(fail("a positive number")),
     }
 }
 
