@@ -411,3 +411,63 @@ fn the_report_names_the_model_and_cluster_planned_for() {
     let second = text.lines().nth(1).unwrap_or_default();
     assert_eq!(second, "planned for: llama3-70b on 16×8 h100-sxm", "{text}");
 }
+
+/// A switch that changes only the ZeRO stage of a layout repartitions the optimizer state:
+/// a reshard at the reshard's cost, not a 1 s batch switch (`plan demo --zero 1,3` priced
+/// DP64 B=128 Z1 → B=256 Z3 at 1 s).
+#[test]
+fn a_zero_stage_change_is_priced_as_a_reshard() {
+    let v = plan_json(Path::new("demo"), &["--zero", "1,3"]);
+    let switches = v["switches"].as_array().expect("switches");
+    let mut zero_changes = 0;
+    for s in switches {
+        let from = &s["from_state"]["config"];
+        let to = &s["to_state"]["config"];
+        if from["zero"] != to["zero"] {
+            zero_changes += 1;
+            assert_eq!(s["kind"], "reshard", "{s}");
+            assert!(s["cost_s"].as_f64().expect("cost") > 60.0, "{s}");
+        }
+    }
+    assert!(
+        zero_changes > 0,
+        "the demo's plan changes ZeRO stage: {}",
+        v["switches"]
+    );
+}
+
+/// DeepSpeed resumes a phase whose ZeRO stage differs from the phase before from a
+/// universal checkpoint, as it does after a TP/PP change (ZeRO-1 → ZeRO-3 had none).
+#[test]
+fn a_deepspeed_zero_stage_change_resumes_from_a_universal_checkpoint() {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", "demo", "--zero", "1,3", "--emit", "deepspeed"])
+        .output()
+        .expect("run copus");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let phases = v["phases"].as_array().expect("phases");
+    let stage = |p: &serde_json::Value| p["ds_config"]["zero_optimization"]["stage"].as_u64();
+    let mut changes = 0;
+    for w in phases.windows(2) {
+        let args: Vec<&str> = w[1]["megatron_deepspeed_args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(|a| a.as_str())
+            .collect();
+        if stage(&w[0]) != stage(&w[1]) {
+            changes += 1;
+            assert!(args.contains(&"--universal-checkpoint"), "{args:?}");
+        }
+    }
+    assert!(
+        changes > 0,
+        "no ZeRO-stage change among {} phases",
+        phases.len()
+    );
+}

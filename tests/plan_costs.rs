@@ -50,6 +50,7 @@ fn kinds_follow_the_layout() {
         pp,
         cp: 1,
         ep: 1,
+        zero: 1,
         batch,
         step_time_s: 1.0,
         cell: None,
@@ -64,6 +65,7 @@ fn kinds_follow_the_layout() {
         // weights move between ranks, a reshard (it was costed as a batch change).
         PlanState {
             ep: 8,
+            zero: 1,
             ..st(8, 1, 1, 128)
         },
     ];

@@ -90,6 +90,7 @@ fn growing_b_crit_with_free_switches_moves_to_larger_batches() {
             pp: 1,
             cp: 1,
             ep: 1,
+            zero: 1,
             batch,
             step_time_s,
             cell: None,

@@ -7,7 +7,8 @@
 //! - [`SwitchKind::DpResize`]: same (tp, pp), different dp — data-parallel groups are rebuilt.
 //!   On a fixed cluster every layout uses all GPUs, so dp is fixed by (tp, pp) and this kind only
 //!   appears in elastic or synthetic instances.
-//! - [`SwitchKind::Reshard`]: tp or pp changes — the model and optimizer state is resharded
+//! - [`SwitchKind::Reshard`]: tp, pp, cp, ep or the ZeRO stage changes — the model and
+//!   optimizer state is resharded
 //!   either by writing and reading a checkpoint at the storage bandwidth, then process groups
 //!   restart and the job warms up ([`ReshardMode::CheckpointRestart`]), or in place
 //!   ([`ReshardMode::InPlace`], as the COPUS paper does): the state is sent over the fast

@@ -22,6 +22,10 @@ pub struct PlanState {
     /// Expert-parallel degree (1: none, or a dense model); a change of it moves expert
     /// weights between ranks, a restart like TP and PP.
     pub ep: u32,
+    /// ZeRO stage of the cell's configuration (0–3); a change of it repartitions the
+    /// optimizer state (and, to or from stage 3, the weights): a checkpoint conversion and
+    /// restart like a TP or PP change, never a batch switch.
+    pub zero: u8,
     /// Global batch, samples.
     pub batch: u64,
     /// Seconds per optimizer step at `batch`.
@@ -158,9 +162,13 @@ impl Problem {
         let mut tp_pp_of = Vec::with_capacity(states.len());
         for s in &states {
             let n = layouts.len() as u32;
-            layout_of.push(*layouts.entry((s.dp, s.cp, s.tp, s.pp, s.ep)).or_insert(n));
+            layout_of.push(
+                *layouts
+                    .entry((s.dp, s.cp, s.tp, s.pp, s.ep, s.zero))
+                    .or_insert(n),
+            );
             let n = tp_pps.len() as u32;
-            tp_pp_of.push(*tp_pps.entry((s.cp, s.tp, s.pp, s.ep)).or_insert(n));
+            tp_pp_of.push(*tp_pps.entry((s.cp, s.tp, s.pp, s.ep, s.zero)).or_insert(n));
         }
         let mut batches: Vec<u64> = states.iter().map(|s| s.batch).collect();
         batches.sort_unstable();
@@ -216,6 +224,7 @@ impl Problem {
                         pp: layout.pp,
                         cp: layout.cp,
                         ep: config.ep,
+                        zero: config.zero,
                         batch: table.batches[b],
                         step_time_s: prediction.step_time_s,
                         cell: Some((l, b)),

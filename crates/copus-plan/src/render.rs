@@ -83,7 +83,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     o.push_str(&crate::format::line_labelled(
         "switch costs: ",
         &format!(
-            "batch {:.0} s, DP resize {:.0} s, TP/PP reshard {:.0} s ({}); min dwell {} phase(s); \
+            "batch {:.0} s, DP resize {:.0} s, TP/PP/CP/EP/ZeRO reshard {:.0} s ({}); min dwell {} phase(s); \
              greedy switch threshold {:.0} %",
             c.batch_s,
             c.dp_resize_s,

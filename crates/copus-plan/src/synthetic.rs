@@ -30,6 +30,7 @@ pub fn random_problem(
             PlanState {
                 dp,
                 ep: 1,
+                zero: 1,
                 tp,
                 pp,
                 cp: 1,
@@ -91,6 +92,7 @@ pub fn cluster_problem(
                     states.push(PlanState {
                         dp,
                         ep: 1,
+                        zero: 1,
                         tp,
                         pp,
                         cp: 1,

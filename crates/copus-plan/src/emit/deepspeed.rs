@@ -140,9 +140,10 @@ fn phase(
     // Megatron-DeepSpeed builds the model under zero.Init only when its own --zero-stage says 3
     // (default 1), whatever ds_config says: the stage is given to both.
     args.extend(["--zero-stage".into(), p.zero.to_string()]);
-    // A phase after a TP/PP change loads the universal checkpoint ds_to_universal.py made of
-    // the one before.
-    if before.is_some_and(|b| (b.tp, b.pp) != (p.tp, p.pp)) {
+    // A phase after a TP/PP or ZeRO-stage change loads the universal checkpoint
+    // ds_to_universal.py made of the one before (a ZeRO checkpoint's optimizer state is
+    // partitioned for its stage and data-parallel degree).
+    if before.is_some_and(|b| (b.tp, b.pp, b.zero) != (p.tp, p.pp, p.zero)) {
         args.push("--universal-checkpoint".into());
     }
     let checkpointing = match p.recompute.as_str() {
@@ -253,8 +254,8 @@ pub fn write(
         end,
         how: "one DeepSpeed run per phase with ds_config and the Megatron-DeepSpeed arguments \
               (write each phase's ds_config to the file its --deepspeed_config names, e.g. jq \
-              '.phases[0].ds_config' plan.json > ds_config_phase1.json), resumed from the checkpoint of the phase before (a TP/PP change needs a universal \
-              checkpoint: ds_to_universal.py, then --universal-checkpoint): the same \
+              '.phases[0].ds_config' plan.json > ds_config_phase1.json), resumed from the checkpoint of the phase before (a TP/PP or ZeRO-stage change needs a \
+              universal checkpoint: ds_to_universal.py, then --universal-checkpoint): the same \
               --train-samples and --lr-decay-samples in every phase keep the learning-rate \
               schedule that of the whole plan and let each phase reach until_step, and \
               --exit-interval stops a phase there (saving a checkpoint) where it would run on",

@@ -423,8 +423,9 @@ pub fn write(
             "# {} of the phases run Megatron-FSDP (ZeRO-{}), which Megatron requires to save\n\
              # --ckpt-format fsdp_dtensor checkpoints, not torch_dist: copus has not checked that\n\
              # Megatron loads one into another TP/PP layout or into a phase without\n\
-             # Megatron-FSDP; where such a phase is followed by another layout or ZeRO stage,\n\
-             # convert the checkpoint first or keep the layout.",
+             # Megatron-FSDP, or a torch_dist checkpoint into a Megatron-FSDP phase; where a\n\
+             # phase changes layout or ZeRO stage from or to Megatron-FSDP, convert the\n\
+             # checkpoint first (copus prices such a switch as a reshard) or keep the layout.",
             if fsdp == phases.len() {
                 "All".to_string()
             } else {
