@@ -104,15 +104,41 @@ fn run_changes_are_diagnosed() {
             .find(|d| d.kind == k)
             .cloned()
     };
-    assert_eq!(
-        find(K::LossScaleJump).expect("loss scale").steps,
-        Some([200, 200])
-    );
+    let jump = find(K::LossScaleJump).expect("loss scale");
+    assert_eq!(jump.steps, Some([200, 200]));
+    assert!(jump.message.contains("AMP loss scale"), "{}", jump.message);
     assert!(find(K::LrChange).expect("lr").message.contains("x10"));
     assert_eq!(
         find(K::BatchSizeChange).expect("batch").steps,
         Some([350, 351])
     );
+}
+
+/// A jump of both norms by a factor that is not a power of 4 (×3, ×6) cannot be a loss
+/// scale's own step (powers of 2 on the gradient): the message says so instead of blaming
+/// AMP (an FP32 run on CPU was told "an AMP loss scale that was not divided out?").
+#[test]
+fn a_jump_that_is_not_a_power_of_four_is_not_blamed_on_amp() {
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    for factor in [6.0, 9.5] {
+        let mut records = m.run(3, 400, |_| 1.0);
+        for r in &mut records[200..] {
+            r.sq_small *= factor;
+            r.sq_big *= factor;
+        }
+        let rep = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+        let jump = rep
+            .summary
+            .diagnostics
+            .iter()
+            .find(|d| d.kind == K::LossScaleJump)
+            .expect("a jump");
+        assert!(
+            !jump.message.contains("AMP loss scale that") && jump.message.contains("power of 4"),
+            "x{factor}: {}",
+            jump.message
+        );
+    }
 }
 
 #[test]

@@ -249,9 +249,14 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
         );
     }
     if let (Some(first), Some(last)) = (jumps.first(), jumps.last()) {
+        let why = if near_power_of_four(first.1) {
+            "an AMP loss scale that was not divided out (norms need /scale^2)?"
+        } else {
+            "not a power of 4, the step an AMP loss scale moves squared norms by: a change in \
+             the run itself (learning rate, data, a restart from another state)?"
+        };
         let msg = format!(
-            "{} sudden level jump(s) of both squared norms, first at step {} by x{:.2}: an AMP loss \
-             scale that was not divided out (norms need /scale^2)?",
+            "{} sudden level jump(s) of both squared norms, first at step {} by x{:.2}: {why}",
             jumps.len(),
             first.0,
             first.1
@@ -266,6 +271,13 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
     out.extend(lr::lr_change(records));
     out.extend(tokens_not_increasing(records));
     out
+}
+
+/// Whether a factor is within about 15 % of a power of 4 (4, 16, ¼, …): what a loss scale
+/// that moves by powers of 2 does to squared norms it was not divided out of.
+fn near_power_of_four(factor: f64) -> bool {
+    let k = factor.abs().log(4.0);
+    k.is_finite() && k.round() != 0.0 && (k - k.round()).abs() < 0.1
 }
 
 /// The info diagnostic for steps (in step order) whose cumulative `tokens` are negative or
