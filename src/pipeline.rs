@@ -207,7 +207,10 @@ fn load_source(
             })
         }
         DataSource::Live { target, .. } => Err(SourceError::Unsupported(format!(
-            "live sources ({target}) are opened with `copus watch`"
+            "{}: source Live({target}): a live source is followed with `copus watch {target} \
+             --session {}`, not opened or planned from the session",
+            resolved.path.display(),
+            resolved.path.display()
         ))),
     }
 }

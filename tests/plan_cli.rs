@@ -471,3 +471,22 @@ fn a_deepspeed_zero_stage_change_resumes_from_a_universal_checkpoint() {
         phases.len()
     );
 }
+
+/// A missing `--calibration` file is named with its flag (the error said only
+/// "nonexist.ron: No such file or directory").
+#[test]
+fn a_missing_calibration_file_is_named_with_its_flag() {
+    for cmd in [&["plan", "demo"][..], &["grid", "demo"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(cmd)
+            .args(["--calibration", "no-such-calibration.ron"])
+            .output()
+            .expect("run copus");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("--calibration no-such-calibration.ron"),
+            "{cmd:?}: {err}"
+        );
+    }
+}

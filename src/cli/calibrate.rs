@@ -537,7 +537,7 @@ fn started_from(
     hardware: &str,
     start: crate::perf::EfficiencyParams,
 ) -> anyhow::Result<(crate::perf::EfficiencyParams, Vec<String>)> {
-    let file = crate::validate::profile::load_calibration(path).map_err(anyhow::Error::msg)?;
+    let file = super::model_args::load_calibration(path)?;
     if file.hardware != hardware {
         bail!(
             "--calibration {}: fitted for {}, calibrating {hardware}: give the same --hardware",

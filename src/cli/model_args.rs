@@ -156,9 +156,9 @@ pub fn efficiency(
     }
 }
 
-/// The calibration file at `p`.
+/// The calibration file at `p`, given by `--calibration` (its errors name the flag).
 pub fn load_calibration(p: &Path) -> anyhow::Result<CalibrationFile> {
-    crate::validate::profile::load_calibration(p).map_err(anyhow::Error::msg)
+    crate::validate::profile::load_calibration(p).map_err(|e| anyhow::anyhow!("--calibration {e}"))
 }
 
 /// The efficiency parameters of calibration `c` to use on `hw` (a calibration fitted on other
@@ -247,8 +247,7 @@ pub fn apply_overrides(
         // The calibration's efficiencies carry the stack it was fitted under; a session that
         // names no stack keeps the one it described, and the calibration's is a caveat.
         let before = r.stack();
-        r.calibration =
-            Some(crate::validate::profile::load_calibration(c).map_err(anyhow::Error::msg)?);
+        r.calibration = Some(load_calibration(c)?);
         r.use_calibration = true;
         r.calibration_from_flag = Some(c.to_path_buf());
         if r.session.stack.is_none() && r.session.efficiency.is_none() {
