@@ -610,18 +610,32 @@ pub fn plan_with(
 /// the one most likely to run, so its reason is the binding one).
 fn nothing_runs_example(table: &ThroughputTable) -> String {
     let nb = table.batches.len();
-    (0..table.layouts.len())
-        .rev()
-        .flat_map(|row| (0..nb).rev().map(move |col| (row, col)))
-        .find_map(|(row, col)| match table.cells.get(row * nb + col)? {
-            crate::goodput::TableCell::Infeasible(why) => Some(format!(
-                "{} at batch {}: {why}",
-                table.layouts[row].label(),
-                table.batches[col]
-            )),
-            crate::goodput::TableCell::Feasible { .. } => None,
-        })
-        .unwrap_or_else(|| "the grid has no cells".to_string())
+    // The last cell that cannot run and why, among those `keep` accepts.
+    let example = |keep: &dyn Fn(&str) -> bool| {
+        (0..table.layouts.len())
+            .rev()
+            .flat_map(|row| (0..nb).rev().map(move |col| (row, col)))
+            .find_map(|(row, col)| match table.cells.get(row * nb + col)? {
+                crate::goodput::TableCell::Infeasible(why) if keep(why) => Some(format!(
+                    "{} at batch {}: {why}",
+                    table.layouts[row].label(),
+                    table.batches[col]
+                )),
+                _ => None,
+            })
+    };
+    let Some(first) = example(&|_| true) else {
+        return "the grid has no cells".to_string();
+    };
+    // A framework's limit on one cell can hide why the cells it does express fail (memory,
+    // a batch that does not split): name one of those too.
+    let limit = |why: &str| why.contains("cannot express");
+    match example(&|why| !limit(why)) {
+        Some(other) if limit(&first) => {
+            format!("{first}; and where it can express the layout: {other}")
+        }
+        _ => first,
+    }
 }
 
 /// Aggregate fast-network bandwidth of the cluster, bytes/s: every GPU at NVLink speed within

@@ -490,3 +490,22 @@ fn a_missing_calibration_file_is_named_with_its_flag() {
         );
     }
 }
+
+/// Nothing to plan within a framework's limits says why the layouts the framework does
+/// express fail too (torchtitan's DDP beside TP/PP was named, the out-of-memory of every pure
+/// data-parallel layout it could run was not).
+#[test]
+fn nothing_to_plan_within_limits_names_why_the_expressible_layouts_fail() {
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", "demo", "--zero", "0", "--emit", "torchtitan"])
+        .output()
+        .expect("run copus");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("cannot express"), "{err}");
+    assert!(
+        err.contains("where it can express the layout: DP64·TP1·PP1 at batch")
+            && err.contains("out of memory"),
+        "{err}"
+    );
+}
