@@ -92,6 +92,8 @@ mod perf_published;
 mod perf_run_calibration;
 #[path = "perf_stack.rs"]
 mod perf_stack;
+#[path = "plan_advice_in_place.rs"]
+mod plan_advice_in_place;
 #[path = "plan_cli.rs"]
 mod plan_cli;
 #[path = "plan_costs.rs"]

@@ -29,6 +29,14 @@ pub struct Advising {
     mismatch_warned: bool,
     /// What one of the run's samples is, against the session model's sequences.
     scale: SampleScale,
+    /// The session's hardware, model, efficiencies and GPUs per node: to cost the run's own
+    /// micro-batch where advice would keep it.
+    model_in_force: (
+        crate::perf::HardwareProfile,
+        crate::perf::ModelProfile,
+        crate::perf::EfficiencyParams,
+        u32,
+    ),
 }
 
 /// Tokens per sample of the run (given by `--seq-len`, else inferred from the records'
@@ -194,6 +202,12 @@ impl Advising {
                 given: o.seq_len.filter(|&s| s > 0),
                 ..SampleScale::default()
             },
+            model_in_force: (
+                r.hardware.clone(),
+                r.model.clone(),
+                eff.clone(),
+                r.session.cluster.gpus_per_node,
+            ),
         })
     }
 
@@ -256,7 +270,23 @@ impl Advising {
             bounded,
             steps,
         };
-        let Some(advice) = self.advisor.observe(&self.table, estimate, &run) else {
+        let (hw, model, eff, gpus_per_node) = &self.model_in_force;
+        let ctx = crate::perf::PerfContext {
+            hw,
+            model,
+            eff,
+            gpus_per_node: *gpus_per_node,
+        };
+        let in_place = |cfg: &crate::perf::ParallelConfig, batch: u64| {
+            crate::perf::ConfigCost::new(&ctx, cfg)
+                .and_then(|c| c.at(&ctx, batch))
+                .ok()
+                .map(|p| p.tokens_per_s)
+        };
+        let Some(advice) = self
+            .advisor
+            .observe_with(&self.table, estimate, &run, Some(&in_place))
+        else {
             return Ok(());
         };
         let line = serde_json::to_string(&AdviceLine {

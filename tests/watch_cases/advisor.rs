@@ -126,33 +126,58 @@ fn a_steady_noisy_b_crit_does_not_flip_flop() {
     assert!(later.len() <= 1, "{later:#?}");
 }
 
+/// In the same layout the advice is applied in place. It keeps the run's micro-batch (more
+/// accumulation) only where that change itself pays, costed at that micro-batch; else it is
+/// the best cell as a restart. Without a model to cost it, a micro-batch other than the best
+/// cell's is a restart.
 #[test]
 fn the_same_layout_is_applied_in_place_keeping_the_micro_batch() {
     let t = demo_table();
     let grid = GoodputGrid::at(&t, 1.0e6, StatEffForm::McCandlish);
-    let (l, _) = grid.best.expect("best");
+    let (l, b) = grid.best.expect("best");
     let lay = t.layouts[l];
-    let mut a = advisor(0);
-    // The run sits at batch 64 on the layout the table likes at a huge B_crit.
-    let run = RunState {
-        batch: 64,
-        layout: Some((lay.dp, lay.tp, lay.pp)),
-        micro_batch: Some(1),
+    let copus::goodput::TableCell::Feasible { config, .. } = t.cell(l, b) else {
+        panic!("the best cell runs");
     };
-    let adv = a
-        .observe(&t, live(10, 1.0e6), &run)
-        .expect("advice at a huge B_crit");
-    assert!(adv.batch > 64);
-    if (adv.layout.dp, adv.layout.tp, adv.layout.pp) == (lay.dp, lay.tp, lay.pp) {
-        assert_eq!(adv.apply, Apply::Batch);
-        assert_eq!(adv.micro_batch, 1);
-        assert_eq!(adv.accumulation, adv.batch / u64::from(lay.dp));
-    } else {
-        assert_eq!(adv.apply, Apply::Restart);
+    let best_mbs = config.mbs;
+    // The run sits at batch 64 on the layout the table likes at a huge B_crit, at the best
+    // cell's micro-batch (kept in place) and at another one (a restart without a model).
+    for (run_mbs, in_place) in [(best_mbs, Apply::Batch), (best_mbs * 2, Apply::Restart)] {
+        let mut a = advisor(0);
+        let run = RunState {
+            batch: 64,
+            layout: Some((lay.dp, lay.tp, lay.pp)),
+            micro_batch: Some(run_mbs),
+        };
+        let adv = a
+            .observe(&t, live(10, 1.0e6), &run)
+            .expect("advice at a huge B_crit");
+        assert!(adv.batch > 64);
+        let same = (adv.layout.dp, adv.layout.tp, adv.layout.pp) == (lay.dp, lay.tp, lay.pp);
+        // The case this test is about: the run's micro-batch would fit the advised batch.
+        assert!(
+            same && adv
+                .batch
+                .is_multiple_of(u64::from(lay.dp) * u64::from(run_mbs)),
+            "{adv:?}"
+        );
+        {
+            assert_eq!(adv.apply, in_place, "run micro-batch {run_mbs}: {adv:?}");
+            let mbs = if in_place == Apply::Batch {
+                run_mbs
+            } else {
+                adv.micro_batch
+            };
+            assert_eq!(adv.micro_batch, mbs);
+            assert_eq!(
+                adv.accumulation,
+                adv.batch / (u64::from(lay.dp) * u64::from(mbs))
+            );
+        }
+        // Not advised twice, and nothing for a non-finite estimate.
+        assert!(a.observe(&t, live(11, 1.0e6), &run).is_none());
+        assert!(a.observe(&t, live(12, f64::NAN), &run).is_none());
     }
-    // Not advised twice, and nothing for a non-finite estimate.
-    assert!(a.observe(&t, live(11, 1.0e6), &run).is_none());
-    assert!(a.observe(&t, live(12, f64::NAN), &run).is_none());
 }
 
 /// A run at `batch` whose records carry no layout.
