@@ -187,3 +187,60 @@ fn progress_is_monotonic_and_reaches_the_total() {
         Some((2, total))
     );
 }
+
+/// The index keeps the tensors of the first step only (the reference); later steps are read
+/// again when reduced, so the index does not grow with steps × tensors (1,000 steps of 2,000
+/// tensors held 900 MB of entries), and the reduction is the same. A step whose gradient sets
+/// change between the scan and the reduction is an error naming it.
+#[test]
+fn the_index_keeps_one_steps_tensors_and_rereads_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut r = rng(21);
+    let tensors = |r: &mut _| -> Vec<T> {
+        SIZES
+            .iter()
+            .map(|(name, shape)| {
+                let n: usize = shape.iter().product();
+                T {
+                    name: name.to_string(),
+                    dtype: DType::F32,
+                    shape: shape.to_vec(),
+                    vals: grad(r, DType::F32, &vec![0.01; n], 0.05),
+                }
+            })
+            .collect()
+    };
+    for step in 0..4u64 {
+        for k in 0..2 {
+            let p = dir.path().join(format!("step_{step}/rank{k}.safetensors"));
+            write_st(&p, &tensors(&mut r), Some("4"));
+        }
+    }
+    let index = scan(dir.path()).expect("scan");
+    assert_eq!(index.steps.len(), 4);
+    assert!(
+        index.steps[0]
+            .files
+            .iter()
+            .all(|f| f.tensors.len() == SIZES.len())
+    );
+    for s in &index.steps[1..] {
+        assert!(
+            s.files.iter().all(|f| f.tensors.is_empty()),
+            "step {}",
+            s.step
+        );
+        assert_eq!(s.bytes(), index.steps[0].bytes());
+    }
+    let opts = DumpOptions::default();
+    let stats = reduce_steps(&index, &opts, &CpuBackend::new(), &|_| {}).expect("reduce");
+    assert_eq!(stats.len(), 4);
+    assert!(stats.iter().all(|s| s.sq_small > 0.0 && s.sq_big > 0.0));
+    // A third set appears in step 2 after the scan.
+    let extra = dir.path().join("step_2/rank2.safetensors");
+    write_st(&extra, &tensors(&mut r), Some("4"));
+    let err = reduce_steps(&index, &opts, &CpuBackend::new(), &|_| {})
+        .expect_err("the step changed")
+        .to_string();
+    assert!(err.contains("step_2") && err.contains("changed"), "{err}");
+}

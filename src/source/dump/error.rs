@@ -90,6 +90,14 @@ pub enum DumpError {
         /// Directory.
         path: PathBuf,
     },
+    /// A step directory's gradient files changed between the scan and the reduction.
+    #[error("{path}: {what}")]
+    Changed {
+        /// Step directory.
+        path: PathBuf,
+        /// What changed.
+        what: String,
+    },
     /// The backend failed.
     #[error("{0}")]
     Compute(#[from] crate::compute::ComputeError),

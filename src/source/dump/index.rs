@@ -35,7 +35,12 @@ pub struct StepEntry {
     /// The step directory.
     pub dir: PathBuf,
     /// The gradient files (sorted by name); `files[k].tensors[i]` is the same tensor for all k.
+    /// Only the first step keeps its tensors after the scan (the reference every other step
+    /// is checked against); the others' are read again when the step is reduced
+    /// ([`super::scan::with_tensors`]), so that the index does not grow with steps × tensors.
     pub files: Vec<GradFile>,
+    /// Total tensor bytes of the step's files, as scanned.
+    pub bytes: u64,
 }
 
 /// One gradient set (a micro-batch's or rank's mean gradient).
@@ -85,10 +90,6 @@ impl DumpIndex {
 impl StepEntry {
     /// Total tensor bytes of this step's files.
     pub fn bytes(&self) -> u64 {
-        self.files
-            .iter()
-            .flat_map(|f| &f.tensors)
-            .map(|t| t.nbytes)
-            .sum()
+        self.bytes
     }
 }

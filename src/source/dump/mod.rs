@@ -134,6 +134,7 @@ pub fn reduce_dump(
     let mut state = None;
     let mut first = true;
     for step in &index.steps {
+        let step = &*scan::with_tensors(&index.steps[0], step)?;
         if let (Some(_), None) = (opts.ema_decay, &state) {
             let n: usize = step.files[0].tensors.iter().map(|t| t.elems()).sum();
             state = Some(backend.new_ema_state(n)?);

@@ -42,10 +42,17 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
             if files.is_empty() && out.is_empty() && sdir == dir {
                 return Err(DumpError::Empty { path: dir.into() });
             }
+            let files = align(&sdir, files)?;
+            let bytes = files
+                .iter()
+                .flat_map(|f| &f.tensors)
+                .map(|t| t.nbytes)
+                .sum();
             let entry = StepEntry {
                 step,
                 dir: sdir.clone(),
-                files: align(&sdir, files)?,
+                files,
+                bytes,
             };
             match out.first() {
                 Some(first) => same_tensors(first, &entry).map(|()| entry),
@@ -70,7 +77,16 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
             (entry, _) => entry,
         };
         match entry {
-            Ok(e) => out.push(e),
+            Ok(mut e) => {
+                // Checked against the first step: its tensors are read again when it is
+                // reduced (1,000 steps of 2,000 tensors held 900 MB of entries).
+                if !out.is_empty() {
+                    for f in &mut e.files {
+                        f.tensors = Vec::new();
+                    }
+                }
+                out.push(e);
+            }
             Err(e) if i == newest && !out.is_empty() && e.may_be_unfinished() => {
                 left_out = Some(LeftOutStep {
                     step,
@@ -86,6 +102,54 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
         steps: out,
         left_out: left_out.into_iter().collect(),
     })
+}
+
+/// `step` with its files' tensors, read again from its directory where the scan dropped them
+/// (every step after the first), and checked again against `first` (the files may have been
+/// rewritten since the scan). The first step, or a step that kept them, is returned as is.
+pub fn with_tensors<'a>(
+    first: &StepEntry,
+    step: &'a StepEntry,
+) -> Result<std::borrow::Cow<'a, StepEntry>, DumpError> {
+    if step.files.iter().all(|f| !f.tensors.is_empty()) || std::ptr::eq(first, step) {
+        return Ok(std::borrow::Cow::Borrowed(step));
+    }
+    let mut files = align(&step.dir, step_files(&step.dir)?)?;
+    // The sample counts as scanned (a count the option overrode, or one read then).
+    for (f, scanned) in files.iter_mut().zip(&step.files) {
+        if f.path == scanned.path {
+            f.samples = scanned.samples;
+        }
+    }
+    let reloaded = StepEntry {
+        step: step.step,
+        dir: step.dir.clone(),
+        bytes: files
+            .iter()
+            .flat_map(|f| &f.tensors)
+            .map(|t| t.nbytes)
+            .sum(),
+        files,
+    };
+    if reloaded.files.len() != step.files.len()
+        || reloaded
+            .files
+            .iter()
+            .zip(&step.files)
+            .any(|(a, b)| a.path != b.path)
+    {
+        return Err(DumpError::Changed {
+            path: step.dir.clone(),
+            what: format!(
+                "its gradient files changed while the dump was read: {} set(s) when scanned, \
+                 {} now, or others by name (a set added, removed or renamed since)",
+                step.files.len(),
+                reloaded.files.len()
+            ),
+        });
+    }
+    same_tensors(first, &reloaded)?;
+    Ok(std::borrow::Cow::Owned(reloaded))
 }
 
 /// Why the newest step `step` looks unfinished beside the step `before` it, if it does: fewer
