@@ -255,6 +255,17 @@ fn a_fault_in_the_newest_step_is_an_error_not_a_step_left_out() {
         err.contains("rank1.safetensors") && err.contains("shape"),
         "{err}"
     );
+    // A set that is a symbolic link to a file that does not exist.
+    #[cfg(unix)]
+    {
+        write_dump(dir.path(), DType::F32, 3, 13);
+        std::fs::remove_file(&bad).expect("rm");
+        std::os::unix::fs::symlink(dir.path().join("nowhere.safetensors"), &bad).expect("symlink");
+        let out = analyze(dir.path(), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(err.contains("symbolic link that leads to no file"), "{err}");
+    }
 }
 
 /// A step that is not the newest and lacks a tensor the others have (or has another shape)

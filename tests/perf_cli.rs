@@ -318,8 +318,9 @@ fn calibrate_says_when_no_parameter_predicts_held_out_rows_better() {
         text.starts_with("nothing calibrated on 2 measured steps: the profile's values stand"),
         "{text}"
     );
-    let said = "no parameter predicts the held-out configurations at least 5% better";
-    assert!(text.contains(said), "{text}");
+    // 57 % off: the note says to check the inputs, and that nothing is freed.
+    let said = "nothing is freed";
+    assert!(text.contains(said) && text.contains("5% better"), "{text}");
     let (ok, json, err) = copus(&[
         "calibrate",
         csv.to_str().expect("utf-8"),
@@ -340,6 +341,75 @@ fn calibrate_says_when_no_parameter_predicts_held_out_rows_better() {
             .any(|c| c.as_str().is_some_and(|c| c.contains(said))),
         "{json}"
     );
+}
+
+/// Rows the profile is far from (here: step times 10× the model's) where nothing within range
+/// helps do not read as "the profile already predicts these measurements": the note says to
+/// check the inputs.
+#[test]
+fn calibrate_far_off_rows_it_cannot_fit_say_to_check_the_inputs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("far.csv");
+    let mut text = String::from("dp,tp,pp,mbs,batch,step_time_s\n");
+    for (dp, tp, pp, mbs, batch) in [
+        (64, 1, 1, 1, 64),
+        (32, 2, 1, 1, 64),
+        (16, 4, 1, 1, 64),
+        (16, 2, 2, 1, 64),
+        (64, 1, 1, 2, 128),
+        (32, 2, 1, 2, 128),
+    ] {
+        let (tp_s, pp_s, mbs_s, batch_s) = (
+            tp.to_string(),
+            pp.to_string(),
+            mbs.to_string(),
+            batch.to_string(),
+        );
+        let (ok, out, err) = copus(&[
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "64",
+            "--tp",
+            &tp_s,
+            "--pp",
+            &pp_s,
+            "--mbs",
+            &mbs_s,
+            "--batch",
+            &batch_s,
+            "--recompute",
+            "selective",
+            "--zero",
+            "1",
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let t = v["step_time_s"].as_f64().expect("step") * 10.0;
+        text.push_str(&format!("{dp},{tp},{pp},{mbs},{batch},{t}\n"));
+    }
+    std::fs::write(&csv, text).expect("csv");
+    let (ok, out, err) = copus(&[
+        "calibrate",
+        csv.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama3-8b",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        !out.contains("already predicts these measurements"),
+        "{out}"
+    );
+    if out.starts_with("nothing calibrated") {
+        assert!(
+            out.contains("check that --model, --hardware and --stack"),
+            "{out}"
+        );
+    }
 }
 
 #[test]
@@ -765,10 +835,17 @@ fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
         "{err}{text}"
     );
     assert!(calibrated > dp_share(&[]) * 2.0, "{calibrated}");
-    assert_eq!(
-        v["caveats"],
-        serde_json::json!([]),
-        "a one-host file is among them"
+    // A one-host file is among them: nothing says the links are not told apart (a latency
+    // fitted to nearly nothing may be said, by design).
+    assert!(
+        v["caveats"]
+            .as_array()
+            .expect("caveats")
+            .iter()
+            .filter_map(|c| c.as_str())
+            .all(|c| c.contains("fitted to nearly nothing")),
+        "{}",
+        v["caveats"]
     );
     // The multi-host file alone cannot say which link is slow, and says so.
     let (ok, text, err) = copus(&[
@@ -2122,7 +2199,15 @@ fn a_link_faster_than_the_profile_allows_and_another_gpu_are_caveats_in_json() {
         "h100-sxm",
         "--json",
     ]);
-    assert_eq!(h100["caveats"], serde_json::json!([]), "{h100}");
+    assert!(
+        h100["caveats"]
+            .as_array()
+            .expect("caveats")
+            .iter()
+            .filter_map(|c| c.as_str())
+            .all(|c| !c.contains("is a bound") && !c.contains("ran on")),
+        "{h100}"
+    );
 }
 
 #[test]

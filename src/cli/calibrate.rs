@@ -862,6 +862,10 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Rms relative error of the uncalibrated profile above which a selection that frees nothing
+/// says to check the inputs rather than that the profile already fits.
+const FAR_OFF: f64 = 0.25;
+
 /// What a selection that freed nothing, or nothing that predicts better than the profile,
 /// means for the calibration: the same sentence in the text (`note:`) and in `caveats`.
 fn selection_caveat(sel: &KnobSelection) -> Option<String> {
@@ -874,6 +878,18 @@ fn selection_caveat(sel: &KnobSelection) -> Option<String> {
                 b.cv_rms_rel_error * 100.0
             )
         });
+        // Far off and nothing that stays in range helps: the rows or the profile are not
+        // what they say, more likely than a cluster that fast or slow.
+        if sel.uncalibrated_rms_rel_error > FAR_OFF {
+            return Some(format!(
+                "the profile is {uncalibrated:.0}% off on these rows and no parameter fitted \
+                 within its range predicts the held-out configurations {:.0}% better{best}: \
+                 nothing is freed; check that --model, --hardware and --stack describe the run \
+                 and that the rows hold seconds a step and batches in samples (`--fit NAME` \
+                 forces a parameter)",
+                crate::perf::knob_selection::MIN_CV_GAIN * 100.0
+            ));
+        }
         return Some(format!(
             "no parameter predicts the held-out configurations at least {:.0}% better than the \
              profile{best}: nothing is freed and the calibration is the profile's values; the \

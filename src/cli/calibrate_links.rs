@@ -95,10 +95,9 @@ fn read(path: &Path) -> anyhow::Result<NcclRun> {
     Ok(nccl::parse(&text, &path.display().to_string(), collective)?)
 }
 
-/// A fitted parameter far from the profile's value (outside 1/32–32×; a latency only above
-/// it: a fast fabric's small messages fit latencies down to nothing, by design): the files do
-/// not pin it down, or show what the link model lacks. One sentence each, for `caveats` and
-/// the text.
+/// A fitted parameter far from the profile's value (outside 1/32–32×): the files do not pin
+/// it down, or show what the link model lacks; a latency fitted to nearly nothing is said as
+/// such (a fast fabric's may, by design). One sentence each, for `caveats` and the text.
 fn far_from_the_profile(
     params: &std::collections::BTreeMap<&'static str, f64>,
     start: &crate::perf::EfficiencyParams,
@@ -119,11 +118,18 @@ fn far_from_the_profile(
                     | nccl::LinkKnob::HopIntra
                     | nccl::LinkKnob::HopInter
             );
-            let far = if latency {
-                ratio > 32.0
-            } else {
-                !(1.0 / 32.0..=32.0).contains(&ratio)
-            };
+            if latency && ratio.is_finite() && ratio < 1.0 / 32.0 {
+                // Fitted to (nearly) nothing: by design a fast fabric's may, but the files'
+                // small messages are then carried by the other latencies and the fall-off.
+                return Some(format!(
+                    "{name} {v:.4e} is fitted to nearly nothing (1/{:.0} of the profile's \
+                     {v0:.4e}): the small messages of these files are explained by the other \
+                     latencies and the small-chunk fall-off instead; read the per-size times, \
+                     not this value",
+                    1.0 / ratio.max(f64::MIN_POSITIVE)
+                ));
+            }
+            let far = !(1.0 / 32.0..=32.0).contains(&ratio);
             (ratio.is_finite() && far).then(|| {
                 let how_far = if ratio < 1.0 {
                     format!("1/{:.0} of", 1.0 / ratio.max(f64::MIN_POSITIVE))

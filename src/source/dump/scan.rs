@@ -258,6 +258,16 @@ fn step_files(sdir: &Path) -> Result<Vec<GradFile>, DumpError> {
 /// FIFO or a device would otherwise be skipped or block, and a step silently reduced with
 /// fewer ranks.
 pub(crate) fn regular_file(p: &Path) -> Result<(), DumpError> {
+    // A link whose target is missing is a fault, not a file still to come (the link itself
+    // was written, to a wrong place).
+    if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
+        && let Err(e) = std::fs::metadata(p)
+    {
+        return Err(DumpError::Header {
+            path: p.into(),
+            message: format!("a symbolic link that leads to no file ({e})"),
+        });
+    }
     let meta = std::fs::metadata(p).map_err(io(p))?;
     if meta.is_file() {
         Ok(())

@@ -69,9 +69,12 @@ impl Collective {
         let gather = redop.eq_ignore_ascii_case("none");
         match self {
             Self::AllReduce | Self::ReduceScatter if gather => Some(format!(
-                "redop 'none' in a {} table: that is a gather's or a broadcast's output (name \
+                "redop 'none' in {} table: that is a gather's or a broadcast's output (name \
                  the file after the program that wrote it)",
-                self.name()
+                match self {
+                    Self::AllReduce => "an all_reduce_perf",
+                    _ => "a reduce_scatter_perf",
+                }
             )),
             Self::AllGather if !gather => Some(format!(
                 "redop '{redop}' in an all_gather_perf table, which prints 'none': a \
@@ -192,6 +195,7 @@ pub fn parse(
     let mut device = None;
     let mut rows = Vec::new();
     let mut headers = 0usize;
+    let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if let Some(rest) = line.strip_prefix('#') {
@@ -324,6 +328,16 @@ pub fn parse(
                     ),
                 ));
             }
+        }
+        // A size seen before: rows of a second run pasted in without its header.
+        if let Some(first) = seen.insert(size, i + 1) {
+            return Err(err(
+                i + 1,
+                format!(
+                    "size {size} bytes again (first at line {first}): rows of a second run? one \
+                     run a file, each size once"
+                ),
+            ));
         }
         rows.push(NcclRow {
             bytes,
@@ -834,6 +848,15 @@ mod tests {
         let reduce = synthetic(Collective::AllReduce, (8, 1), &e, |_| 1.0);
         let err = parse(&reduce, "all_gather_perf.txt", None).expect_err("a reduction's table");
         assert!(err.msg.contains("redop 'sum'"), "{err}");
+        // The rows pasted again without the header: each size twice.
+        let rows: String = reduce
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let err = parse(&format!("{reduce}{rows}"), "all_reduce_perf.txt", None)
+            .expect_err("sizes twice");
+        assert!(err.msg.contains("again (first at line"), "{err}");
         let nan: String = reduce
             .lines()
             .map(
