@@ -3,7 +3,7 @@
 //! whose variance accounts for autocorrelation between steps.
 
 use crate::analysis::settings::{EstimatorSettings, SmootherKind, typical_spacing};
-use crate::estimate::interval::{fieller, hac_mean_cov, inflation, t_for, z_for};
+use crate::estimate::interval::{TQuantile, fieller, hac_mean_cov, inflation, z_for};
 use crate::smoothing::kernel_sums::{Method, record_moments};
 use crate::smoothing::{Moments, one_sided_lag_corrected};
 
@@ -242,6 +242,7 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
             )
         }
     };
+    let mut quantile = TQuantile::new(settings.confidence);
     let points = moments
         .iter()
         .map(|m| {
@@ -250,7 +251,7 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
                 m.mean_t(),
                 m.mean_g(),
                 (a * phi, b * phi, c * phi),
-                t_for(settings.confidence, m.effective_n() / phi),
+                quantile.of(m.effective_n() / phi),
                 scale,
             )
         })

@@ -96,6 +96,46 @@ pub fn t_for(confidence: f64, effective_n: f64) -> f64 {
     student_t_quantile(p, df)
 }
 
+/// [`t_for`] over many points at one confidence level, remembering the last degrees of
+/// freedom's quantile (a run's kernel weighs the same number of steps everywhere but near
+/// its ends, and the expansion on each of 10⁵ steps of five smoothings was 4 % of `analyze`'s
+/// time). Gives exactly what [`t_for`] gives.
+#[derive(Debug, Clone, Copy)]
+pub struct TQuantile {
+    p: f64,
+    z: f64,
+    last: Option<(usize, f64)>,
+}
+
+impl TQuantile {
+    /// Critical values at `confidence` (0.95 for 95 % intervals).
+    pub fn new(confidence: f64) -> Self {
+        let p = 0.5 + 0.5 * confidence;
+        Self {
+            p,
+            z: normal_quantile(p),
+            last: None,
+        }
+    }
+
+    /// [`t_for`]`(confidence, effective_n)`.
+    pub fn of(&mut self, effective_n: f64) -> f64 {
+        if !(effective_n.is_finite() && effective_n < 1e4) {
+            return self.z;
+        }
+        // Truncation intended, as in `t_for`.
+        let df = (effective_n - 1.0).floor().max(1.0) as usize;
+        match self.last {
+            Some((d, t)) if d == df => t,
+            _ => {
+                let t = student_t_quantile(self.p, df);
+                self.last = Some((df, t));
+                t
+            }
+        }
+    }
+}
+
 /// Whether an interval of B_simple from [`fieller`] holds no positive value (its upper end
 /// is not above 0, or it is not a number): the data rule out every positive estimate, and
 /// the interval is reported as undefined, never as `[0, 0]`.
@@ -255,6 +295,10 @@ mod tests {
             "one degree of freedom"
         );
         assert_eq!(t_for(0.95, 1e5), z);
+        let mut cached = TQuantile::new(0.95);
+        for n in [10.0, 10.5, 10.9, 3.0, 1e5, 10.0, f64::NAN, 700.0, 700.2] {
+            assert_eq!(cached.of(n).to_bits(), t_for(0.95, n).to_bits(), "{n}");
+        }
         assert_eq!(t_for(0.95, f64::NAN), z);
         let mut last = f64::INFINITY;
         for n in [2.0, 3.0, 5.0, 10.0, 100.0, 1000.0, 9999.0] {
