@@ -509,3 +509,40 @@ fn nothing_to_plan_within_limits_names_why_the_expressible_layouts_fail() {
         "{err}"
     );
 }
+
+/// `plan --within FRAMEWORK` prints the plan the framework's `--emit` writes (the plan text
+/// and `--emit json` showed only the unlimited plan): the same phases, layouts and steps.
+#[test]
+fn plan_within_a_framework_is_the_plan_its_emit_writes() {
+    let v = plan_json(Path::new("demo"), &["--within", "deepspeed"]);
+    assert_eq!(v["within"], "deepspeed");
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", "demo", "--emit", "deepspeed"])
+        .output()
+        .expect("run copus");
+    assert!(out.status.success());
+    let emitted: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let phases = emitted["phases"].as_array().expect("phases");
+    let schedule = v["schedule"].as_array().expect("schedule");
+    assert_eq!(phases.len(), schedule.len());
+    for (p, s) in phases.iter().zip(schedule) {
+        for k in ["dp", "tp", "pp"] {
+            assert_eq!(p[k], s["state"][k], "{k}: {p} / {s}");
+        }
+        assert_eq!(p["from_step"], s["from_step"]);
+        let until = s["from_step"].as_u64().expect("from") + s["steps"].as_u64().expect("steps");
+        assert_eq!(p["until_step"].as_u64(), Some(until));
+    }
+    // One framework at a time, and json is no framework.
+    for extra in [
+        &["--within", "deepspeed", "--emit", "megatron"][..],
+        &["--within", "json"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(["plan", "demo"])
+            .args(extra)
+            .output()
+            .expect("run copus");
+        assert!(!out.status.success(), "{extra:?}");
+    }
+}

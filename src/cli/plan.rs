@@ -32,6 +32,11 @@ pub struct PlanArgs {
     /// `torchtitan` (TOML per phase) or `deepspeed` (JSON configurations per phase).
     #[arg(long, value_enum)]
     pub emit: Option<crate::plan::emit::EmitTarget>,
+    /// Plan only what this framework can express, and print that plan (text or --json) as
+    /// `--emit` would write it: the plan a framework actually runs where it cannot run the
+    /// unlimited one (`megatron`, `torchtitan` or `deepspeed`).
+    #[arg(long, value_enum, value_name = "FRAMEWORK")]
+    pub within: Option<crate::plan::emit::EmitTarget>,
 }
 
 /// Run `copus plan`: load and resolve the session, plan every strategy, print the report.
@@ -46,7 +51,25 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     args.whatif
         .apply(&mut resolved, super::whatif_args::Command::Plan)?;
     args.switch_costs.apply(&mut resolved)?;
-    let limits = args.emit.map(|target| EmitLimits::new(target, &resolved));
+    if args.within == Some(crate::plan::emit::EmitTarget::Json) {
+        anyhow::bail!(
+            "--within json: the JSON schedule has no framework limits; name a framework \
+             (megatron, torchtitan or deepspeed)"
+        );
+    }
+    if let (Some(e), Some(w)) = (args.emit, args.within)
+        && e != w
+    {
+        anyhow::bail!(
+            "--within {} and --emit {}: one framework (--emit plans within its own limits)",
+            w.name(),
+            e.name()
+        );
+    }
+    let limits = args
+        .emit
+        .or(args.within)
+        .map(|target| EmitLimits::new(target, &resolved));
     let (report, sequence_note, cautions) = match &limits {
         Some(l) => crate::pipeline::plan_session_where(&resolved, &|c| l.refuse(c)).map_err(
             |e| match (&e, l.note(None)) {
@@ -117,9 +140,20 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             calibration,
             caveats,
             emit_targets: emit_fits(&report, &resolved),
+            within: args.within.map(emit_flag),
         })?;
     } else {
         let mut text = crate::plan::render_text(&report);
+        if let Some(t) = args.within {
+            text.push_str(&crate::format::wrap_labelled(
+                "within: ",
+                &format!(
+                    "only what {} can express was planned (--within): the plan its --emit \
+                     writes",
+                    t.name()
+                ),
+            ));
+        }
         text.push_str(&crate::format::wrap_labelled(
             "frameworks: ",
             &emit_fits_text(&emit_fits(&report, &resolved), report.stack.preset),
@@ -147,6 +181,9 @@ struct PlanOut<'a> {
     caveats: Vec<String>,
     /// Whether each framework `--emit` writes for runs the plan as made.
     emit_targets: Vec<EmitFit>,
+    /// The framework whose limits the plan was made within (`--within`: "megatron",
+    /// "torchtitan" or "deepspeed"), else `null`.
+    within: Option<&'static str>,
 }
 
 /// Whether one framework can write the plan as made (`plan --json` `emit_targets[]`).
@@ -169,6 +206,17 @@ struct EmitFit {
     /// Where it cannot write the plan: whether a plan within its limits exists (what `--emit`
     /// then writes, with a note of what it costs); `null` where it writes this one.
     plannable_within_limits: Option<bool>,
+}
+
+/// The `--emit` / `--within` value of `target` ("megatron", "torchtitan", "deepspeed").
+fn emit_flag(target: crate::plan::emit::EmitTarget) -> &'static str {
+    use crate::plan::emit::EmitTarget;
+    match target {
+        EmitTarget::Megatron => "megatron",
+        EmitTarget::Torchtitan => "torchtitan",
+        EmitTarget::Deepspeed => "deepspeed",
+        EmitTarget::Json => "json",
+    }
 }
 
 /// [`EmitFit`] of every framework target for `report`'s schedule.
