@@ -12,6 +12,14 @@ fn copus_plan(session: &Path, json: bool) -> std::process::Output {
     cmd.output().expect("run copus")
 }
 
+/// `copus ARGS…`, its output.
+fn copus_run(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(args)
+        .output()
+        .expect("run copus")
+}
+
 const EIGHT: [&str; 8] = [
     "static",
     "static-gbs",
@@ -403,10 +411,7 @@ fn the_report_names_the_model_and_cluster_planned_for() {
     let what_if = plan_json(demo, &["--model", "llama3-70b", "--nodes", "16"]);
     assert_eq!(what_if["scenario"], "llama3-70b on 16×8 h100-sxm");
     assert_eq!(what_if["session"], own["session"]);
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args(["plan", "demo", "--model", "llama3-70b", "--nodes", "16"])
-        .output()
-        .expect("run copus");
+    let out = copus_run(&["plan", "demo", "--model", "llama3-70b", "--nodes", "16"]);
     let text = String::from_utf8_lossy(&out.stdout);
     let second = text.lines().nth(1).unwrap_or_default();
     assert_eq!(second, "planned for: llama3-70b on 16×8 h100-sxm", "{text}");
@@ -440,10 +445,7 @@ fn a_zero_stage_change_is_priced_as_a_reshard() {
 /// universal checkpoint, as it does after a TP/PP change (ZeRO-1 → ZeRO-3 had none).
 #[test]
 fn a_deepspeed_zero_stage_change_resumes_from_a_universal_checkpoint() {
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args(["plan", "demo", "--zero", "1,3", "--emit", "deepspeed"])
-        .output()
-        .expect("run copus");
+    let out = copus_run(&["plan", "demo", "--zero", "1,3", "--emit", "deepspeed"]);
     assert!(
         out.status.success(),
         "{}",
@@ -477,11 +479,7 @@ fn a_deepspeed_zero_stage_change_resumes_from_a_universal_checkpoint() {
 #[test]
 fn a_missing_calibration_file_is_named_with_its_flag() {
     for cmd in [&["plan", "demo"][..], &["grid", "demo"][..]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-            .args(cmd)
-            .args(["--calibration", "no-such-calibration.ron"])
-            .output()
-            .expect("run copus");
+        let out = copus_run(&[cmd, &["--calibration", "no-such-calibration.ron"]].concat());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{err}");
         assert!(
@@ -496,10 +494,7 @@ fn a_missing_calibration_file_is_named_with_its_flag() {
 /// data-parallel layout it could run was not).
 #[test]
 fn nothing_to_plan_within_limits_names_why_the_expressible_layouts_fail() {
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args(["plan", "demo", "--zero", "0", "--emit", "torchtitan"])
-        .output()
-        .expect("run copus");
+    let out = copus_run(&["plan", "demo", "--zero", "0", "--emit", "torchtitan"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("cannot express"), "{err}");
@@ -516,10 +511,7 @@ fn nothing_to_plan_within_limits_names_why_the_expressible_layouts_fail() {
 fn plan_within_a_framework_is_the_plan_its_emit_writes() {
     let v = plan_json(Path::new("demo"), &["--within", "deepspeed"]);
     assert_eq!(v["within"], "deepspeed");
-    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-        .args(["plan", "demo", "--emit", "deepspeed"])
-        .output()
-        .expect("run copus");
+    let out = copus_run(&["plan", "demo", "--emit", "deepspeed"]);
     assert!(out.status.success());
     let emitted: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let phases = emitted["phases"].as_array().expect("phases");
@@ -538,11 +530,7 @@ fn plan_within_a_framework_is_the_plan_its_emit_writes() {
         &["--within", "deepspeed", "--emit", "megatron"][..],
         &["--within", "json"],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_copus"))
-            .args(["plan", "demo"])
-            .args(extra)
-            .output()
-            .expect("run copus");
+        let out = copus_run(&[&["plan", "demo"][..], extra].concat());
         assert!(!out.status.success(), "{extra:?}");
     }
 }

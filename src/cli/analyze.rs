@@ -976,18 +976,8 @@ fn max_records(s: &str) -> Result<usize, String> {
     }
 }
 
-/// Parse a dump's sample count per gradient file (for `--samples`): a whole number from 1
-/// to 10⁹, as the files' own counts must be.
+/// Parse a dump's sample count per gradient file (for `--samples`): the files' own rule, a
+/// whole number from 1 to 10⁹.
 pub(crate) fn samples_per_file(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if !(v.is_finite() && v > 0.0) => {
-            Err(format!("must be a positive whole number, got {v}"))
-        }
-        Ok(v) if v.fract() != 0.0 => Err(format!("must be a whole number of samples, got {v}")),
-        Ok(v) if v > 1e9 => Err(format!(
-            "at most 10^9 (the samples behind one gradient file), got {v}"
-        )),
-        Ok(v) => Ok(v),
-        Err(e) => Err(format!("not a number: {e}")),
-    }
+    crate::source::dump::st_file::whole_samples(s).map_err(|why| format!("must be {why}, got {s}"))
 }

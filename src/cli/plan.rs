@@ -228,12 +228,13 @@ fn emit_fits(
     let model = ModelFacts::of(&resolved.model);
     let settings = &report.stack.settings;
     [
-        (EmitTarget::Megatron, "megatron"),
-        (EmitTarget::Torchtitan, "torchtitan"),
-        (EmitTarget::Deepspeed, "deepspeed"),
+        EmitTarget::Megatron,
+        EmitTarget::Torchtitan,
+        EmitTarget::Deepspeed,
     ]
     .into_iter()
-    .map(|(target, flag)| {
+    .map(|target| {
+        let flag = emit_flag(target);
         let why = report.schedule.iter().enumerate().find_map(|(i, run)| {
             let st = &run.state;
             let c = st.config.as_ref()?;

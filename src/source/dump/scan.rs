@@ -43,16 +43,11 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
                 return Err(DumpError::Empty { path: dir.into() });
             }
             let files = align(&sdir, files)?;
-            let bytes = files
-                .iter()
-                .flat_map(|f| &f.tensors)
-                .map(|t| t.nbytes)
-                .sum();
             let entry = StepEntry {
                 step,
                 dir: sdir.clone(),
+                bytes: tensor_bytes(&files),
                 files,
-                bytes,
             };
             match out.first() {
                 Some(first) => same_tensors(first, &entry).map(|()| entry),
@@ -104,6 +99,15 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
     })
 }
 
+/// Total tensor bytes of a step's gradient files.
+fn tensor_bytes(files: &[GradFile]) -> u64 {
+    files
+        .iter()
+        .flat_map(|f| &f.tensors)
+        .map(|t| t.nbytes)
+        .sum()
+}
+
 /// `step` with its files' tensors, read again from its directory where the scan dropped them
 /// (every step after the first), and checked again against `first` (the files may have been
 /// rewritten since the scan). The first step, or a step that kept them, is returned as is.
@@ -124,11 +128,7 @@ pub fn with_tensors<'a>(
     let reloaded = StepEntry {
         step: step.step,
         dir: step.dir.clone(),
-        bytes: files
-            .iter()
-            .flat_map(|f| &f.tensors)
-            .map(|t| t.nbytes)
-            .sum(),
+        bytes: tensor_bytes(&files),
         files,
     };
     if reloaded.files.len() != step.files.len()

@@ -69,23 +69,28 @@ pub fn read_header(path: &Path) -> Result<GradFile, DumpError> {
 
 /// Most samples one gradient set (a micro-batch's or a rank's) is taken to hold: more is a
 /// token count or a corrupted value, and would make its step's noise estimate meaningless.
-pub(crate) const MAX_SAMPLES_PER_SET: f64 = 1e9;
+pub const MAX_SAMPLES_PER_SET: f64 = 1e9;
 
-/// Parse a sample count: a whole number from 1 to [`MAX_SAMPLES_PER_SET`] ("8", "8.0").
+/// A sample count as text, checked: a whole number from 1 to [`MAX_SAMPLES_PER_SET`] ("8",
+/// "8.0"); else what it must be. The one rule for the files' counts and `--samples`.
+pub fn whole_samples(s: &str) -> Result<f64, &'static str> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if !(v.is_finite() && v > 0.0) => Err("a positive number"),
+        Ok(v) if v.fract() != 0.0 => Err("a whole number of samples"),
+        Ok(v) if v > MAX_SAMPLES_PER_SET => {
+            Err("at most 10^9 (the samples behind one gradient set: a micro-batch's or a rank's)")
+        }
+        Ok(v) => Ok(v),
+        Err(_) => Err("a positive number"),
+    }
+}
+
+/// Parse a file's sample count ([`whole_samples`]), or an error naming the file.
 pub(crate) fn parse_samples(path: &Path, s: &str) -> Result<f64, DumpError> {
-    let fail = |why: &str| DumpError::Samples {
+    whole_samples(s).map_err(|why| DumpError::Samples {
         path: path.into(),
         message: format!("\"{SAMPLES_KEY}\" must be {why}, got {s:?}"),
-    };
-    match s.trim().parse::<f64>() {
-        Ok(v) if !(v.is_finite() && v > 0.0) => Err(fail("a positive number")),
-        Ok(v) if v.fract() != 0.0 => Err(fail("a whole number of samples")),
-        Ok(v) if v > MAX_SAMPLES_PER_SET => Err(fail(
-            "at most 10^9 (the samples behind one gradient set: a micro-batch's or a rank's)",
-        )),
-        Ok(v) => Ok(v),
-        Err(_) => Err(fail("a positive number")),
-    }
+    })
 }
 
 /// Turn a safetensors error into one naming the file and, where possible, the tensor, by

@@ -873,26 +873,31 @@ mod tests {
         assert!(err.msg.contains("count 'nan'"), "{err}");
     }
 
+    /// An all-reduce on one host of 8 (360 GB/s, 25 µs) and on two hosts of 8 (`bus_gb_s`
+    /// across them, 60 µs), 8 B to 8 GiB.
+    fn one_and_two_hosts(bus_gb_s: f64) -> [NcclRun; 2] {
+        [
+            parse(
+                &latency_plus_bandwidth(8, 1, 360.0, 25.0),
+                "all_reduce_perf-1n",
+                None,
+            ),
+            parse(
+                &latency_plus_bandwidth(16, 2, bus_gb_s, 60.0),
+                "all_reduce_perf-2n",
+                None,
+            ),
+        ]
+        .map(|r| r.expect("parses"))
+    }
+
     /// A slow scale-out network (5 GB/s of bus bandwidth across two hosts, what NCCL gets
     /// over TCP sockets) is fitted, not left at a floor of 1/64 of the profile's link with
     /// the 8 GiB message twice as slow as predicted.
     #[test]
     fn a_slow_network_is_fitted() {
         let h = hw();
-        let runs = [
-            parse(
-                &latency_plus_bandwidth(8, 1, 360.0, 25.0),
-                "all_reduce_perf-1n",
-                None,
-            )
-            .expect("parses"),
-            parse(
-                &latency_plus_bandwidth(16, 2, 5.0, 60.0),
-                "all_reduce_perf-2n",
-                None,
-            )
-            .expect("parses"),
-        ];
+        let runs = one_and_two_hosts(5.0);
         let fit = fit(&runs, &h, &h.efficiency).expect("fits");
         assert!(fit.rms < 0.1, "rms log error {}", fit.rms);
         let big = runs[1].rows.last().expect("rows");
@@ -910,19 +915,7 @@ mod tests {
         // bandwidth: one latency floor of 1/64 of the profile's, and coordinate descent alone,
         // left the fit's constant time to the bandwidth terms and 8 GiB 7-10 % off.
         let h = hw();
-        let runs = [
-            parse(
-                &latency_plus_bandwidth(8, 1, 360.0, 25.0),
-                "all_reduce_perf-1n",
-                None,
-            ),
-            parse(
-                &latency_plus_bandwidth(16, 2, 95.0, 60.0),
-                "all_reduce_perf-2n",
-                None,
-            ),
-        ]
-        .map(|r| r.expect("parses"));
+        let runs = one_and_two_hosts(95.0);
         let fit = fit(&runs, &h, &h.efficiency).expect("fits");
         assert!(fit.rms < 0.02, "{fit:?}");
         for run in &runs {

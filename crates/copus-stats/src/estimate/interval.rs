@@ -87,19 +87,13 @@ pub fn z_for(confidence: f64) -> f64 {
 /// step's variance estimated from about ten values, where z (1.96) covered about 90 % of the
 /// time instead of 95 % (docs/STATISTICS.md); from about 10⁴ values on it is z.
 pub fn t_for(confidence: f64, effective_n: f64) -> f64 {
-    let p = 0.5 + 0.5 * confidence;
-    if !(effective_n.is_finite() && effective_n < 1e4) {
-        return normal_quantile(p);
-    }
-    // Truncation intended: the degrees of freedom round down; a NaN or sub-2 count gives 1.
-    let df = (effective_n - 1.0).floor().max(1.0) as usize;
-    student_t_quantile(p, df)
+    TQuantile::new(confidence).of(effective_n)
 }
 
 /// [`t_for`] over many points at one confidence level, remembering the last degrees of
 /// freedom's quantile (a run's kernel weighs the same number of steps everywhere but near
 /// its ends, and the expansion on each of 10⁵ steps of five smoothings was 4 % of `analyze`'s
-/// time). Gives exactly what [`t_for`] gives.
+/// time). [`t_for`] is one use of it.
 #[derive(Debug, Clone, Copy)]
 pub struct TQuantile {
     p: f64,
@@ -123,7 +117,7 @@ impl TQuantile {
         if !(effective_n.is_finite() && effective_n < 1e4) {
             return self.z;
         }
-        // Truncation intended, as in `t_for`.
+        // Truncation intended: the degrees of freedom round down; a sub-2 count gives 1.
         let df = (effective_n - 1.0).floor().max(1.0) as usize;
         match self.last {
             Some((d, t)) if d == df => t,
