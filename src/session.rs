@@ -541,9 +541,22 @@ impl Resolved {
         );
         if fsdp && self.session.search.zero.contains(&1) {
             out.push(format!(
-                "the search's ZeRO-1 is not something {preset} runs (FSDP shards parameters, \
-                 ZeRO-3, or keeps them gathered between forward and backward, ZeRO-2): a what-if"
+                "the search's ZeRO-1 is not something {preset} runs without pipeline stages \
+                 (FSDP shards parameters, ZeRO-3, or keeps them gathered between forward and \
+                 backward, ZeRO-2): a what-if there"
             ));
+        }
+        let fsdp_sharding = matches!(
+            self.efficiency().sharding,
+            crate::perf::efficiency::Sharding::Fsdp1 | crate::perf::efficiency::Sharding::Fsdp2
+        );
+        if fsdp_sharding && self.session.search.zero.contains(&3) {
+            out.push(
+                "FSDP's ZeRO-3 with pipeline stages keeps parameters gathered and gradients \
+                 unsharded until a step's last micro-batch, as PyTorch's pipeline schedules run \
+                 it: layouts with PP run the search's ZeRO-3 as ZeRO-1 (and are shown so)"
+                    .to_string(),
+            );
         }
         let split = self.stack().settings().stage_split;
         if !preset.stage_splits().contains(&split) {

@@ -1740,14 +1740,17 @@ fn a_stack_of_another_framework_searches_its_own_zero_stages_and_says_so() {
         "torchtitan-fsdp2",
         "--json",
     ]);
-    let zeros: Vec<u64> = v["cells"]
+    // FSDP's ZeRO-3 with pipeline stages runs (and is shown) as ZeRO-1.
+    let zeros: Vec<(u64, u64)> = v["cells"]
         .as_array()
         .expect("cells")
         .iter()
-        .filter_map(|c| c["config"]["zero"].as_u64())
+        .filter_map(|c| Some((c["config"]["pp"].as_u64()?, c["config"]["zero"].as_u64()?)))
         .collect();
     assert!(
-        !zeros.is_empty() && zeros.iter().all(|&z| z == 3),
+        zeros.iter().any(|&(pp, _)| pp > 1)
+            && zeros.iter().any(|&(pp, _)| pp == 1)
+            && zeros.iter().all(|&(pp, z)| z == if pp > 1 { 1 } else { 3 }),
         "{zeros:?}"
     );
     let caveats = v["caveats"].to_string();
@@ -2344,4 +2347,81 @@ fn fits_instead_keeps_to_the_stacks_recompute_policies() {
         .collect();
     let again = crate::reliability_support::copus_json(&rerun);
     assert_eq!(again["fits"], true, "{flags}: {again}");
+}
+
+/// A kernel the profile has no measurement for is said, not silently costed as another: the
+/// Triton flash-attention kernel on h100-sxm (no fitted slowdown) is costed as fused, and the
+/// caveat says so; on a100-80g (fitted) it is slower and no such caveat is given. ZeRO-1 with
+/// pipeline stages is what FSDP runs there: no "what-if" caveat for it.
+#[test]
+fn an_attention_kernel_without_a_fitted_cost_is_named_and_pipelined_fsdp_zero1_is_no_what_if() {
+    let args = |hw: &str, attention: &str| -> Vec<String> {
+        [
+            "predict",
+            "--hardware",
+            hw,
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "16",
+            "--tp",
+            "2",
+            "--batch",
+            "64",
+            "--mbs",
+            "1",
+            "--recompute",
+            "none",
+            "--attention",
+            attention,
+            "--json",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+    };
+    let run = |a: &[String]| copus_json(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let step = |v: &serde_json::Value| v["step_time_s"].as_f64().expect("step");
+    let (h_triton, h_fused) = (
+        run(&args("h100-sxm", "triton")),
+        run(&args("h100-sxm", "fused")),
+    );
+    assert_eq!(step(&h_triton), step(&h_fused));
+    assert!(
+        h_triton["caveats"]
+            .to_string()
+            .contains("attn_triton_slowdown 1")
+    );
+    let (a_triton, a_fused) = (
+        run(&args("a100-80g", "triton")),
+        run(&args("a100-80g", "fused")),
+    );
+    assert!(step(&a_triton) > step(&a_fused));
+    assert!(
+        !a_triton["caveats"]
+            .to_string()
+            .contains("attn_triton_slowdown")
+    );
+
+    let fsdp = |pp: &str| {
+        copus_json(&[
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "16",
+            "--pp",
+            pp,
+            "--batch",
+            "64",
+            "--stack",
+            "torchtitan-fsdp2",
+            "--zero",
+            "1",
+            "--json",
+        ])["caveats"]
+            .to_string()
+    };
+    assert!(fsdp("1").contains("FSDP has no ZeRO-1"));
+    assert!(!fsdp("2").contains("FSDP has no ZeRO-1"));
 }

@@ -129,6 +129,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             layers: resolved.model.layers,
             kv_heads: resolved.model.kv_heads,
             moe: resolved.model.moe.is_some(),
+            hsdp_shard_gpus: resolved.efficiency().hsdp_shard_gpus,
             notes,
         };
         let text = crate::plan::emit::emit(&report, &ctx, target)

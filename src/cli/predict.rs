@@ -468,8 +468,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             &cfg,
             &p,
             (a.gpus, a.gpus_per_node),
-            eff.attention == crate::perf::efficiency::AttentionKind::Cudnn
-                && a.stack.attention.is_some(),
+            a.stack.attention.is_some(),
         ))
         .chain(tp_domain_caveat(
             cfg.tp,
@@ -1059,14 +1058,23 @@ fn setting_caveats(
     cfg: &ParallelConfig,
     p: &Prediction,
     (gpus, gpus_per_node): (u32, u32),
-    cudnn_given: bool,
+    attention_given: bool,
 ) -> Vec<String> {
-    use crate::perf::efficiency::Sharding;
+    use crate::perf::efficiency::{AttentionKind, Sharding};
     let mut caveats = Vec::new();
-    if cudnn_given && eff.attn_native_speedup == 1.0 {
+    if attention_given && eff.attention == AttentionKind::Cudnn && eff.attn_native_speedup == 1.0 {
         caveats.push(
             "attention cudnn: this GPU's profile gives the Hopper-native kernel no speed-up \
              over FlashAttention-2 (attn_native_speedup 1): costed as fused"
+                .to_string(),
+        );
+    }
+    if attention_given && eff.attention == AttentionKind::Triton && eff.attn_triton_slowdown == 1.0
+    {
+        caveats.push(
+            "attention triton: this GPU's profile has no fitted slowdown of the Triton \
+             flash-attention kernel against FlashAttention-2 (attn_triton_slowdown 1): costed as \
+             fused"
                 .to_string(),
         );
     }
@@ -1081,7 +1089,9 @@ fn setting_caveats(
         stack,
         StackPreset::TorchtitanFsdp2 | StackPreset::LlmFoundry
     );
-    if fsdp_framework && cfg.zero == 1 {
+    // With pipeline stages, ZeRO-1 is what FSDP runs (its ZeRO-3 holds gradients until the
+    // step's last micro-batch there).
+    if fsdp_framework && cfg.zero == 1 && cfg.pp <= 1 {
         caveats.push(
             "FSDP has no ZeRO-1 (it shards parameters, ZeRO-3, or keeps them gathered between \
              forward and backward, ZeRO-2; ZeRO-0 is DDP): a what-if"

@@ -397,6 +397,7 @@ fn demo_report() -> (copus::plan::PlanReport, EmitContext) {
         layers: r.model.layers,
         kv_heads: r.model.kv_heads,
         moe: r.model.moe.is_some(),
+        hsdp_shard_gpus: r.efficiency().hsdp_shard_gpus,
         notes: Vec::new(),
     };
     (rep, ctx)
@@ -1163,5 +1164,62 @@ fn emit_plans_only_what_the_framework_can_express() {
     assert!(
         err.contains("nothing to plan for DeepSpeed") && err.contains("FP8 GEMMs"),
         "{err}"
+    );
+}
+
+/// HSDP is written as HSDP: torchtitan's shard degree is the shard group the plan costed and
+/// the replicate degree the rest of the data-parallel ranks (it wrote full FSDP over every
+/// data-parallel rank: another memory and traffic than priced). FSDP's ZeRO-3 with pipeline
+/// stages is shown and written as the ZeRO-1 PyTorch's pipeline schedules run.
+#[test]
+fn hsdp_and_pipelined_fsdp_are_written_as_costed() {
+    let s = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron");
+    let stack = ["--stack", "torchtitan-fsdp2", "--zero", "3"];
+    let docs = |extra: &[&str]| -> Vec<(String, toml::Table)> {
+        let args: Vec<&str> = stack.iter().chain(extra).copied().collect();
+        let text = run(&s, &[&args[..], &["--emit", "torchtitan"]].concat());
+        text.split("\n# ==== phase ")
+            .skip(1)
+            .map(|d| {
+                let body = d.split_once('\n').expect("marker").1;
+                (body.to_string(), toml::from_str(body).expect("TOML"))
+            })
+            .collect()
+    };
+    let int = |t: &toml::Table, k: &str| t["parallelism"][k].as_integer().expect(k);
+    let hsdp = docs(&["--sharding", "hsdp"]);
+    assert!(!hsdp.is_empty());
+    for (body, t) in &hsdp {
+        let (tp, dp) = (
+            int(t, "tensor_parallel_degree"),
+            int(t, "data_parallel_replicate_degree") * int(t, "data_parallel_shard_degree"),
+        );
+        // 8 GPUs a node: the shard group is the node's data-parallel ranks.
+        assert_eq!(
+            int(t, "data_parallel_shard_degree"),
+            (8 / tp).min(dp),
+            "{body}"
+        );
+        assert!(int(t, "data_parallel_replicate_degree") > 1, "{body}");
+        assert!(body.contains("# HSDP: parameters sharded over"), "{body}");
+    }
+    // A pipelined phase at ZeRO-1 (what FSDP's ZeRO-3 with PP runs and is shown as): written
+    // as torchtitan's default FSDP, whose pipeline schedules hold gradients until the last
+    // micro-batch.
+    let (rep, ctx) = changed(8, 2, 4, 1, 1, "full", 2);
+    let t = emit(&rep, &ctx, EmitTarget::Torchtitan).expect("torchtitan");
+    let doc = t.split("\n# ==== phase ").nth(1).expect("phase 1");
+    let body = doc.split_once('\n').expect("marker").1;
+    let tt: toml::Table = toml::from_str(body).expect("TOML");
+    assert_eq!(int(&tt, "pipeline_parallel_degree"), 4, "{body}");
+    assert_eq!(
+        tt["parallelism"]["fsdp_reshard_after_forward"].as_str(),
+        Some("default"),
+        "{body}"
+    );
+    assert_eq!(int(&tt, "data_parallel_shard_degree"), 8, "{body}");
+    assert!(
+        body.contains("ZeRO-1 with pipeline stages is torchtitan's FSDP2"),
+        "{body}"
     );
 }

@@ -116,19 +116,18 @@ pub fn model_layout_configs(
     with_expert_degrees(layout_configs(layout, choices), &eps)
 }
 
-/// [`model_layout_configs`] as the stack in `ctx` runs them: DeepSpeed's pipeline engine takes
+/// [`model_layout_configs`] as the stack in `ctx` runs them, each at the ZeRO stage it runs
+/// ([`super::memory::effective_zero`], what copus costs): DeepSpeed's pipeline engine takes
 /// ZeRO stage 0 or 1 only, so a pipelined layout's ZeRO-2/3 there is the ZeRO-1 its user
-/// configures (and what copus costs: [`super::memory::effective_zero`]); written as such, so
-/// that labels, JSON and emitted configs say the stage that runs, once each.
+/// configures; FSDP's ZeRO-3 with pipeline stages keeps parameters gathered and gradients
+/// unsharded until the last micro-batch, the ZeRO-1 PyTorch's pipeline schedules run. Written
+/// as such, so that labels, JSON and emitted configs say the stage that runs, once each.
 pub fn stack_layout_configs(
     ctx: &PerfContext,
     layout: impl Into<Layout>,
     choices: &Choices,
 ) -> Vec<ParallelConfig> {
     let configs = model_layout_configs(ctx.model, layout, choices);
-    if ctx.eff.sharding != super::efficiency::Sharding::DeepSpeed {
-        return configs;
-    }
     let mut out: Vec<ParallelConfig> = Vec::with_capacity(configs.len());
     for mut cfg in configs {
         cfg.zero = super::memory::effective_zero(ctx.eff, ctx.model, &cfg);

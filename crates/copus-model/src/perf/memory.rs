@@ -313,8 +313,15 @@ pub fn in_flight(pp: u32, vpp: u32, stage: u32, micro_batches: u64) -> f64 {
 /// Ranks one HSDP shard group holds: the data-parallel ranks inside `hsdp_shard_gpus` GPUs,
 /// at least 1 and a divisor of dp·cp.
 pub fn hsdp_shard(e: &EfficiencyParams, cfg: &ParallelConfig) -> u32 {
-    let ranks = cfg.grad_ranks().max(1);
-    let fit = (e.hsdp_shard_gpus / cfg.tp.max(1) as f64).floor().max(1.0);
+    hsdp_shard_ranks(e.hsdp_shard_gpus, cfg.tp, cfg.grad_ranks())
+}
+
+/// [`hsdp_shard`] from its parts: the data-parallel ranks (of `ranks`, dp·cp) inside
+/// `shard_gpus` GPUs at tensor-parallel degree `tp`, at least 1 and a divisor of `ranks`.
+/// What a framework's shard degree must be for the plan to run as costed.
+pub fn hsdp_shard_ranks(shard_gpus: f64, tp: u32, ranks: u32) -> u32 {
+    let ranks = ranks.max(1);
+    let fit = (shard_gpus / tp.max(1) as f64).floor().max(1.0);
     let mut shard = (fit.min(ranks as f64)) as u32;
     while shard > 1 && !ranks.is_multiple_of(shard) {
         shard -= 1;

@@ -59,6 +59,9 @@ pub struct EmitContext {
     pub kv_heads: u32,
     /// Whether the model has mixture-of-experts layers (DeepSpeed runs no ZeRO-3 with them).
     pub moe: bool,
+    /// GPUs of one HSDP shard group (the stack's `hsdp_shard_gpus`), read where the plan's
+    /// stack shards with HSDP: the shard and replicate degrees a framework is given.
+    pub hsdp_shard_gpus: f64,
     /// What the plan rests on beyond the session, one sentence each (a model or cluster
     /// replaced on the command line, a calibration and its caveats): written into the
     /// document (comments, or a `notes` field in JSON).

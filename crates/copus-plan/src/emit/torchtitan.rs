@@ -112,6 +112,26 @@ struct Model {
     converters: Vec<&'static str>,
 }
 
+/// torchtitan's (replicate, shard) data-parallel degrees for an HSDP phase: the shard group
+/// copus costed (`hsdp_shard_ranks` of the dp·cp ranks), whose CP ranks torchtitan's FSDP mesh
+/// adds to the shard degree itself.
+fn hsdp_degrees(p: &EmitPhase, ctx: &EmitContext) -> Result<(u32, u32), EmitError> {
+    let ranks = p.dp.saturating_mul(p.cp.max(1));
+    let group = copus_model::perf::memory::hsdp_shard_ranks(ctx.hsdp_shard_gpus, p.tp, ranks);
+    let cp = p.cp.max(1);
+    if !group.is_multiple_of(cp) || !p.dp.is_multiple_of(group / cp) {
+        return Err(p.inexpressible(
+            TARGET,
+            format!(
+                "an HSDP shard group of {group} ranks with CP {cp} (torchtitan shards over its \
+                 data-parallel shard degree times CP)"
+            ),
+        ));
+    }
+    let shard = group / cp;
+    Ok((p.dp / shard, shard))
+}
+
 /// The job of one phase, with the comment lines that explain its mapping.
 fn job(
     p: &EmitPhase,
@@ -135,15 +155,48 @@ fn job(
         ));
     }
     p.check_shape(TARGET, ctx, &report.stack.settings)?;
+    let hsdp = report.stack.settings.sharding == "hsdp";
     let (replicate, shard, reshard) = match p.zero {
         0 => (p.dp, 1, "default"),
+        3 if hsdp => {
+            let (replicate, shard) = hsdp_degrees(p, ctx)?;
+            notes.push(format!(
+                "HSDP: parameters sharded over {shard} data-parallel ranks (a shard group of \
+                 {} GPUs with TP {}) and replicated {replicate} times across them",
+                ctx.hsdp_shard_gpus, p.tp
+            ));
+            (replicate, shard, "default")
+        }
         3 => (1, p.dp, "default"),
+        // With pipeline stages, torchtitan's FSDP keeps parameters gathered and gradients
+        // unsharded until a step's last micro-batch (its pipeline schedules turn resharding and
+        // gradient sync off until then): the ZeRO-1 the plan costed.
+        1 if p.pp > 1 => {
+            notes.push(
+                "ZeRO-1 with pipeline stages is torchtitan's FSDP2 as its pipeline schedules run \
+                 it: parameters gathered and gradients unsharded until a step's last \
+                 micro-batch, reduce-scattered once"
+                    .into(),
+            );
+            (1, p.dp, "default")
+        }
         z => {
             notes.push(format!(
                 "ZeRO-{z} is written as FSDP2 that keeps parameters gathered after the forward \
                  (fsdp_reshard_after_forward = \"never\"): gradients and optimizer state sharded, \
-                 the same communication volume, no more memory than ZeRO-{z}"
+                 no more memory than ZeRO-{z}"
             ));
+            if z == 1 && p.accumulation > 1 {
+                // ZeRO-1 reduces a step's gradients once; FSDP2 reduce-scatters them at every
+                // backward while gradient sync is on.
+                notes.push(format!(
+                    "the plan costed ZeRO-1's one gradient reduction a step; FSDP2 \
+                     reduce-scatters at every backward, {} times a step here, unless your loop \
+                     turns gradient sync off for all but the last micro-batch \
+                     (model.set_requires_gradient_sync(False))",
+                    p.accumulation
+                ));
+            }
             (1, p.dp, "never")
         }
     };
