@@ -203,17 +203,7 @@ fn grid_json_follows_the_flags() {
         speed(&base)
     );
     let cells = slow["cells"].as_array().expect("cells");
-    // FSDP's ZeRO-3 with pipeline stages runs (and is shown) as ZeRO-1.
-    let zeros: Vec<(u64, u64)> = cells
-        .iter()
-        .filter_map(|c| Some((c["config"]["pp"].as_u64()?, c["config"]["zero"].as_u64()?)))
-        .collect();
-    assert!(
-        zeros.iter().any(|&(pp, _)| pp > 1)
-            && zeros.iter().any(|&(pp, _)| pp == 1)
-            && zeros.iter().all(|&(pp, z)| z == if pp > 1 { 1 } else { 3 }),
-        "{zeros:?}"
-    );
+    crate::perf_cli::assert_fsdp_zero3_cells(cells);
 
     // Context parallelism searched when asked: layouts with CP 2 appear.
     let cp = json(&["grid", DEMO, "--json", "--cp", "1,2"]);

@@ -17,6 +17,22 @@ pub(crate) fn copus(args: &[&str]) -> (bool, String, String) {
 }
 
 /// Run copus with `args` (which ask for `--json`), require success and parse standard output.
+/// `cells` (a grid's JSON cells, of a ZeRO-3 FSDP search) hold layouts with and without
+/// pipeline stages, those without at ZeRO-3 and those with at the ZeRO-1 FSDP's ZeRO-3 runs
+/// as there (and is shown as).
+pub(crate) fn assert_fsdp_zero3_cells(cells: &[serde_json::Value]) {
+    let zeros: Vec<(u64, u64)> = cells
+        .iter()
+        .filter_map(|c| Some((c["config"]["pp"].as_u64()?, c["config"]["zero"].as_u64()?)))
+        .collect();
+    assert!(
+        zeros.iter().any(|&(pp, _)| pp > 1)
+            && zeros.iter().any(|&(pp, _)| pp == 1)
+            && zeros.iter().all(|&(pp, z)| z == if pp > 1 { 1 } else { 3 }),
+        "{zeros:?}"
+    );
+}
+
 pub(crate) fn copus_json(args: &[&str]) -> serde_json::Value {
     let (ok, out, err) = copus(args);
     assert!(ok, "{args:?}: {err}");
@@ -1740,19 +1756,7 @@ fn a_stack_of_another_framework_searches_its_own_zero_stages_and_says_so() {
         "torchtitan-fsdp2",
         "--json",
     ]);
-    // FSDP's ZeRO-3 with pipeline stages runs (and is shown) as ZeRO-1.
-    let zeros: Vec<(u64, u64)> = v["cells"]
-        .as_array()
-        .expect("cells")
-        .iter()
-        .filter_map(|c| Some((c["config"]["pp"].as_u64()?, c["config"]["zero"].as_u64()?)))
-        .collect();
-    assert!(
-        zeros.iter().any(|&(pp, _)| pp > 1)
-            && zeros.iter().any(|&(pp, _)| pp == 1)
-            && zeros.iter().all(|&(pp, z)| z == if pp > 1 { 1 } else { 3 }),
-        "{zeros:?}"
-    );
+    assert_fsdp_zero3_cells(v["cells"].as_array().expect("cells"));
     let caveats = v["caveats"].to_string();
     assert!(
         caveats.contains("searching torchtitan-fsdp2's own: ZeRO [3]"),
