@@ -77,6 +77,35 @@ fn layer_shares_and_noise_scales_match_the_truth() {
     }
     let r = analyze(&broken, &EstimatorSettings::default()).expect("analysis");
     assert!(kinds(&r).contains(&K::LayersDoNotAddUp));
+    assert!(!kinds(&r).contains(&K::LayersPartial));
+
+    // No layers at all on the second half: the layer rows cover the first half only, and say
+    // so with its steps (a run that stopped reporting them).
+    let n = records.len();
+    let mut partial = records.clone();
+    for rec in partial.iter_mut().skip(n / 2) {
+        rec.layers = Default::default();
+    }
+    let r = analyze(&partial, &EstimatorSettings::default()).expect("analysis");
+    let d = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::LayersPartial)
+        .expect("layers_partial");
+    let last = partial[n / 2 - 1].step;
+    assert!(
+        d.message
+            .contains(&format!("only {} of {n} usable steps", n / 2))
+            && d.message
+                .contains(&format!("steps {}-{last}", partial[0].step)),
+        "{}",
+        d.message
+    );
+    assert!(
+        !kinds(&analyze(&records, &EstimatorSettings::default()).expect("a"))
+            .contains(&K::LayersPartial)
+    );
 }
 
 #[test]
@@ -618,4 +647,30 @@ fn the_default_kernel_follows_the_spacing_of_the_logged_steps() {
             assert!(close(ra.ci[0], rb.ci[0]), "step {}", ra.step);
         }
     }
+}
+
+/// Drift not measured names the window without an estimate: only the last window's |G|² is
+/// lost here (it said "the first or the last window" whichever it was).
+#[test]
+fn drift_not_measured_names_the_window_without_an_estimate() {
+    let m = Model::power_law(100, 1.0, 10.0, 16.0, 4);
+    let mut records = m.run(3, 2000, |_| 1.0);
+    let n = records.len();
+    let s0 = EstimatorSettings {
+        window_steps: Some(n / 10),
+        ..EstimatorSettings::default()
+    };
+    // Measured on the run as it is.
+    assert!(analyze(&records, &s0).expect("a").summary.drift.is_some());
+    for r in records.iter_mut().skip(n - n / 10) {
+        // b_big·sq_big < b_small·sq_small: |G|² negative, tr(Σ) still positive.
+        r.sq_big = 0.5 * r.sq_small * r.b_small / r.b_big;
+        r.layers = Default::default();
+    }
+    let r = analyze(&records, &s0).expect("analysis");
+    assert!(r.summary.drift.is_none());
+    assert_eq!(
+        r.summary.drift_not_measured,
+        Some("no positive estimate in the last window")
+    );
 }

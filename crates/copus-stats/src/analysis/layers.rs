@@ -76,10 +76,13 @@ pub fn breakdown_with(
     let mut slots: Vec<LayerSeries> = Vec::new();
     let mut previous: Vec<(&str, usize)> = Vec::new();
     let mut mismatch = (0usize, 0usize, u64::MAX, 0u64);
+    // Records with per-layer norms, and the first and last step among them.
+    let mut covered = (0usize, u64::MAX, 0u64);
     for r in records {
         if r.layers.is_empty() {
             continue;
         }
+        covered = (covered.0 + 1, covered.1.min(r.step), covered.2.max(r.step));
         let same = previous.len() == r.layers.len()
             && previous
                 .iter()
@@ -183,6 +186,20 @@ pub fn breakdown_with(
         diags.push(
             Diagnostic::new(DiagnosticKind::LayersDoNotAddUp, Severity::Warning, msg)
                 .at(mismatch.2, mismatch.3),
+        );
+    }
+    if covered.0 > 0 && covered.0 < records.len() {
+        let msg = format!(
+            "per-layer norms on only {} of {} usable steps (steps {}-{}): the layer rows and \
+             shares describe those steps, not the whole run beside them",
+            covered.0,
+            records.len(),
+            covered.1,
+            covered.2
+        );
+        diags.push(
+            Diagnostic::new(DiagnosticKind::LayersPartial, Severity::Warning, msg)
+                .at(covered.1, covered.2),
         );
     }
     if detail == LayerDetail::DiagnosticsOnly {

@@ -455,9 +455,17 @@ fn analyze_impl(
     let estimator = majority_kind(&est);
     let inflation = sm.inflation;
     let now: crate::estimate::window::WindowEstimate = (&sm.now).into();
-    let drift_not_measured = drift
-        .is_none()
-        .then(|| crate::report::drift_not_measured(est.len(), now.steps));
+    // A window has an estimate to compare when its B_simple is positive with a variance.
+    let estimated = |w: &summarize::WindowPoint| {
+        w.point.b_simple.is_some_and(|b| b > 0.0) && w.var_ln.is_some()
+    };
+    let drift_not_measured = drift.is_none().then(|| {
+        let which = sm
+            .first
+            .as_ref()
+            .map(|f| (estimated(f), estimated(&sm.now)));
+        crate::report::drift_not_measured_in(est.len(), now.steps, which)
+    });
     let mut summary = Summary {
         b_simple: sm.summary.b_simple,
         ci: sm.summary.ci,

@@ -24,6 +24,9 @@ pub enum DiagnosticKind {
     /// Per-layer traces do not add up to the whole-model trace (missing or double-counted
     /// shards).
     LayersDoNotAddUp,
+    /// Per-layer norms on only some of the usable steps: the layer rows describe those steps,
+    /// not the run the whole-model values beside them cover.
+    LayersPartial,
     /// Fewer usable steps than the minimum.
     TooFewSteps,
     /// b_small or b_big changes during the run.
@@ -94,6 +97,10 @@ impl DiagnosticKind {
             }
             K::LayersDoNotAddUp => {
                 "check that every layer is reported once, with sharded gradients gathered"
+            }
+            K::LayersPartial => {
+                "send the per-layer norms at every step, or read the layer rows as the steps \
+                 they cover"
             }
             K::TooFewSteps => "record more steps",
             K::BatchSizeChange => "compare estimates within stretches of equal batch size",

@@ -219,10 +219,24 @@ pub struct LayerPoint {
 /// measurement: too short for two windows, or the first or the last window has no positive
 /// estimate to compare.
 pub fn drift_not_measured(steps: usize, window_steps: usize) -> &'static str {
+    drift_not_measured_in(steps, window_steps, None)
+}
+
+/// [`drift_not_measured`] naming the window without a positive estimate where it is known:
+/// `estimated` says whether the first and the last window have one.
+pub fn drift_not_measured_in(
+    steps: usize,
+    window_steps: usize,
+    estimated: Option<(bool, bool)>,
+) -> &'static str {
     if steps < window_steps.saturating_mul(2) {
-        "fewer steps than two windows"
-    } else {
-        "no positive estimate in the first or the last window"
+        return "fewer steps than two windows";
+    }
+    match estimated {
+        Some((false, true)) => "no positive estimate in the first window",
+        Some((true, false)) => "no positive estimate in the last window",
+        Some((false, false)) => "no positive estimate in the first window nor in the last",
+        _ => "no positive estimate in the first or the last window",
     }
 }
 
