@@ -2429,3 +2429,57 @@ fn an_attention_kernel_without_a_fitted_cost_is_named_and_pipelined_fsdp_zero1_i
     assert!(fsdp("1").contains("FSDP has no ZeRO-1"));
     assert!(!fsdp("2").contains("FSDP has no ZeRO-1"));
 }
+
+/// The change "fits instead" proposes leaves room for its largest tensor: it proposed TP 2 at
+/// micro-batch 2 (85.86 of 85.9 GB), which predicted then cautioned "fits with 0.0 GB to
+/// spare"; the same layout at micro-batch 1 (81 GB) fits without the caution, and is proposed.
+#[test]
+fn fits_instead_proposes_a_change_with_room_for_its_logits() {
+    let base = [
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "64",
+        "--batch",
+        "128",
+    ];
+    let with = |extra: &[&str]| -> serde_json::Value {
+        let args: Vec<&str> = base
+            .iter()
+            .chain(extra)
+            .chain(&["--json"])
+            .copied()
+            .collect();
+        crate::reliability_support::copus_json(&args)
+    };
+    let v = with(&["--mbs", "1", "--recompute", "full", "--zero", "0"]);
+    assert_eq!(v["fits"], false, "{v}");
+    let flags = v["nearest_change"]["flags"]
+        .as_str()
+        .expect("flags")
+        .to_string();
+    let again = with(&flags.split_whitespace().collect::<Vec<_>>());
+    assert_eq!(again["fits"], true, "{flags}: {again}");
+    assert!(
+        !again["caveats"].to_string().contains("to spare"),
+        "{flags}: {}",
+        again["caveats"]
+    );
+    // The tight one the search used to take is still cautioned when asked for.
+    let tight = with(&[
+        "--tp",
+        "2",
+        "--mbs",
+        "2",
+        "--recompute",
+        "full",
+        "--zero",
+        "0",
+    ]);
+    assert!(
+        tight["caveats"].to_string().contains("to spare"),
+        "{}",
+        tight["caveats"]
+    );
+}

@@ -400,14 +400,29 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         // Only what the stack's framework runs as stated (DeepSpeed's Ulysses and pipeline
         // limits: it proposed CP 32 with a caveat that DeepSpeed cannot run it).
         let runs = |c: &ParallelConfig| deepspeed_emit_caveat(&stack, &eff, &model, c).is_none();
-        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg, (stack_base, &policies), &runs).map(
-            |(c, fit)| NearestFit {
+        // A change that fits with room for its largest tensor first (one that fits with the
+        // logits against almost nothing left is cautioned when predicted: it proposed such a
+        // change); the tight one where nothing roomier fits.
+        let roomy = |c: &ParallelConfig| {
+            let micro_batches = a.batch / (u64::from(c.dp) * u64::from(c.mbs)).max(1);
+            let room = crate::perf::memory::logits_room(
+                &model,
+                c,
+                (micro_batches, hw.reserved_bytes),
+                &eff,
+                hw.hbm_bytes,
+            );
+            runs(c) && !room.risk
+        };
+        let policies = (stack_base, &policies[..]);
+        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg, policies, &roomy)
+            .or_else(|| what_fits(&ctx, a.gpus, a.batch, &cfg, policies, &runs))
+            .map(|(c, fit)| NearestFit {
                 flags: fit_flags(&c, &cfg),
                 config: (&c).into(),
                 tokens_per_s: fit.tokens_per_s,
                 memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
-            },
-        );
+            });
         (Some(oom.to_string()), nearest)
     };
     let (calibration, calibration_caveats) = match calibration_file {
@@ -618,12 +633,16 @@ pub fn what_fits(
                     ep: 1,
                 };
                 let eps = crate::perf::validate::expert_candidates(ctx.model, dp * cp);
-                let Ok((c, p)) = enumerate::auto(ctx, &cfg, batch, recomputes, (&[1], &eps)) else {
+                // The fastest choice of the layout that runs (a micro-batch, a recompute), not
+                // the layout's fastest only when that one runs.
+                let Ok(costs) = enumerate::auto_choices(ctx, &cfg, batch, recomputes, (&[1], &eps))
+                else {
                     continue;
                 };
-                if !runs(&c) {
+                let running = costs.iter().filter(|cost| runs(&cost.cfg));
+                let Ok((c, p)) = enumerate::fastest(ctx, running, batch) else {
                     continue;
-                }
+                };
                 let faster = |held: &Option<(ParallelConfig, Prediction)>| {
                     held.as_ref()
                         .is_none_or(|(_, b)| p.step_time_s < b.step_time_s)
