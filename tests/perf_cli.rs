@@ -2483,3 +2483,96 @@ fn fits_instead_proposes_a_change_with_room_for_its_logits() {
         tight["caveats"]
     );
 }
+
+/// Both FLOP rates say how they count: at 32K tokens the causal half of the attention scores,
+/// counted in full, puts the hardware rate at 80 % of an A100's peak, above what its kernels
+/// run at; the hardware line said nothing of it.
+#[test]
+fn the_hardware_flop_rate_says_it_counts_causal_attention_in_full() {
+    let (ok, out, err) = copus(&[
+        "predict",
+        "--hardware",
+        "a100-80g",
+        "--model",
+        "gpt-1.7b",
+        "--seq",
+        "32768",
+        "--gpus",
+        "8",
+        "--batch",
+        "64",
+        "--mbs",
+        "1",
+        "--recompute",
+        "none",
+        "--tp",
+        "2",
+    ]);
+    assert!(ok, "{err}");
+    let line = out
+        .split("\n  ")
+        .find(|l| l.starts_with("hardware TFLOP/s"))
+        .expect("hardware line");
+    let rate: f64 = line
+        .split_whitespace()
+        .nth(2)
+        .expect("rate")
+        .parse()
+        .expect("number");
+    assert!(rate > 0.7 * 312.0, "{line}");
+    assert!(line.contains("causal attention in full"), "{line}");
+}
+
+/// The ZeRO stage costed in place of the one asked for is said in the JSON too (its caveats
+/// were empty where the text explained it), and once in the text.
+#[test]
+fn the_zero_stage_costed_instead_is_a_caveat_of_the_json() {
+    let args = [
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "16",
+        "--pp",
+        "2",
+        "--batch",
+        "64",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--zero",
+        "3",
+    ];
+    let v = copus_json(&[&args[..], &["--json"]].concat());
+    assert_eq!(
+        (v["zero"].as_u64(), v["zero_effective"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let caveats = v["caveats"].to_string();
+    assert!(
+        caveats.contains("FSDP's ZeRO-3 with pipeline stages"),
+        "{caveats}"
+    );
+    let (ok, out, err) = copus(&args);
+    assert!(ok, "{err}");
+    assert_eq!(
+        out.matches("FSDP's ZeRO-3 with pipeline").count(),
+        1,
+        "{out}"
+    );
+    // Asked as it runs: nothing to explain.
+    let v = copus_json(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "16",
+        "--batch",
+        "64",
+        "--stack",
+        "torchtitan-fsdp2",
+        "--zero",
+        "3",
+        "--json",
+    ]);
+    assert!(!v["caveats"].to_string().contains("ZeRO-3 with pipeline"));
+}

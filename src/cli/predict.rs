@@ -183,6 +183,12 @@ const IF_IT_FIT: [&str; 5] = [
 /// `out` as the JSON `predict --json` prints.
 fn json_of(out: &Output) -> anyhow::Result<serde_json::Value> {
     let mut v = serde_json::to_value(out)?;
+    // The text prints it beside the ZeRO stage; the JSON among the caveats.
+    if let Some(note) = zero_effective_note(out)
+        && let Some(caveats) = v.get_mut("caveats").and_then(|c| c.as_array_mut())
+    {
+        caveats.insert(0, serde_json::Value::String(note));
+    }
     if !out.prediction.fits
         && let Some(o) = v.as_object_mut()
     {
@@ -193,6 +199,34 @@ fn json_of(out: &Output) -> anyhow::Result<serde_json::Value> {
         }
     }
     Ok(v)
+}
+
+/// Why the ZeRO stage costed is not the one asked for (DeepSpeed's engines, FSDP with
+/// pipeline stages), if it is not: a line of the text and a caveat of the JSON.
+fn zero_effective_note(o: &Output) -> Option<String> {
+    if o.zero_effective == o.zero {
+        return None;
+    }
+    Some(if o.stack.settings.sharding == "deepspeed" && o.pp > 1 {
+        format!(
+            "DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and refuses ZeRO-{} with \
+             pipeline stages: sized and costed as the ZeRO-{} it runs",
+            o.zero, o.zero_effective
+        )
+    } else if o.stack.settings.sharding == "deepspeed" {
+        format!(
+            "DeepSpeed's engine runs no ZeRO-3 with mixture-of-experts layers, \"MoE not \
+             supported with Stage 3\": sized and costed as the ZeRO-{} it runs",
+            o.zero_effective
+        )
+    } else {
+        format!(
+            "FSDP's ZeRO-{} with pipeline stages keeps parameters gathered and gradients \
+             unsharded until the last micro-batch and reduce-scatters them once, as PyTorch's \
+             pipeline schedules run it: sized and costed as ZeRO-{}",
+            o.zero, o.zero_effective
+        )
+    })
 }
 
 /// The nearest configuration that runs, as `predict` reports it.
@@ -720,39 +754,10 @@ fn print_text(o: &Output) {
         "  micro-batch {}{searched}  {zero}  recompute {}  vpp {}{ep}",
         o.mbs, o.recompute, o.vpp
     );
-    if o.zero_effective != o.zero && o.stack.settings.sharding == "deepspeed" {
+    if let Some(note) = zero_effective_note(o) {
         print!(
             "{}",
-            crate::format::wrap_labelled(
-                "  ",
-                &if o.pp > 1 {
-                    format!(
-                        "(DeepSpeed's pipeline engine runs ZeRO stage 0 or 1 only and refuses \
-                         ZeRO-{} with pipeline stages: sized and costed as the ZeRO-{} it runs)",
-                        o.zero, o.zero_effective
-                    )
-                } else {
-                    format!(
-                        "(DeepSpeed's engine runs no ZeRO-3 with mixture-of-experts layers, \
-                         \"MoE not supported with Stage 3\": sized and costed as the ZeRO-{} \
-                         it runs)",
-                        o.zero_effective
-                    )
-                }
-            )
-        );
-    } else if o.zero_effective != o.zero {
-        print!(
-            "{}",
-            crate::format::wrap_labelled(
-                "  ",
-                &format!(
-                    "(FSDP's ZeRO-{} with pipeline stages keeps parameters gathered and \
-                     gradients unsharded until the last micro-batch and reduce-scatters them \
-                     once, as PyTorch's pipeline schedules run it: sized and costed as ZeRO-{})",
-                    o.zero, o.zero_effective
-                )
-            )
+            crate::format::wrap_labelled("  ", &format!("({note})"))
         );
     }
     // A configuration that does not fit: what it would run at (`null` in --json).
@@ -783,9 +788,16 @@ fn print_text(o: &Output) {
             )
         )
     );
-    println!(
-        "  hardware TFLOP/s {:>10.1} per GPU{if_it_fit}",
-        p.hardware_tflops_per_gpu
+    // The same count with recomputation added: above the GPU's own rate where the causal half
+    // of the attention scores (which fused kernels skip) is a large share of the step.
+    print!(
+        "{}",
+        crate::format::line_labelled(
+            &format!("  hardware TFLOP/s {:>10.1} ", p.hardware_tflops_per_gpu),
+            &format!(
+                "per GPU (the same count with recomputation: causal attention in full, not what                  the kernels execute){if_it_fit}"
+            )
+        )
     );
     // With pipeline stages the figure is the fullest stage's: usually the first (most
     // micro-batches in flight) or the last (the output logits); with uneven stages maybe another.
