@@ -2576,3 +2576,24 @@ fn the_zero_stage_costed_instead_is_a_caveat_of_the_json() {
     ]);
     assert!(!v["caveats"].to_string().contains("ZeRO-3 with pipeline"));
 }
+
+/// A model or hardware file whose values are out of range is named with its flag, as `grid`
+/// names it ("model.heads: must be at least 1" said neither).
+#[test]
+fn predict_names_the_file_of_a_value_out_of_range() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = dir.path().join("m.ron");
+    std::fs::write(
+        &m,
+        "(name: \"m\", layers: 4, hidden: 512, heads: 0, kv_heads: 8, ffn_hidden: 2048, \
+         vocab: 32000, seq_len: 2048, swiglu: true, tied_embeddings: false)",
+    )
+    .expect("write");
+    let path = m.to_str().expect("utf-8");
+    let (ok, _, err) = copus(&["predict", "--model", path, "--gpus", "8", "--batch", "64"]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("--model {path}: model.heads")),
+        "{err}"
+    );
+}

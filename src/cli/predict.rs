@@ -272,8 +272,13 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         eff: &eff,
         gpus_per_node: a.gpus_per_node.max(1),
     };
-    crate::validate::profile::model(&model, "model")?;
-    crate::validate::profile::hardware(&hw, "hardware")?;
+    // A value out of range names the flag and file it came from, as `grid` and `plan` do.
+    crate::validate::profile::model(&model, "model").map_err(|e| match &a.model.name {
+        Some(name) => anyhow::anyhow!("--model {name}: {e}"),
+        None => e.into(),
+    })?;
+    crate::validate::profile::hardware(&hw, "hardware")
+        .map_err(|e| anyhow::anyhow!("--hardware {}: {e}", a.hardware))?;
     // The layout flags as given; --ep only for a mixture-of-experts model.
     let ep = if model.moe.is_some() {
         format!(" --ep {}", a.ep)

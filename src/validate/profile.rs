@@ -90,6 +90,10 @@ pub fn hardware(h: &HardwareProfile, at: &str) -> Result<(), Invalid> {
     let f = |name: &str| format!("{at}.{name}");
     name(&f("name"), &h.name)?;
     all_finite(at, h)?;
+    // Physical ranges, wide enough for any accelerator of the next decades and narrow enough
+    // that step times stay finite numbers.
+    in_range(&f("peak_flops"), h.peak_flops, 1e9, 1e18, "FLOP/s")?;
+    // After peak_flops is in range: the comparison is with a physical peak.
     if h.fp8_peak_flops != 0.0 {
         // 0: no FP8 peak known. FP8 tensor cores are never slower than the 16-bit ones.
         in_range(&f("fp8_peak_flops"), h.fp8_peak_flops, 1e9, 1e18, "FLOP/s")?;
@@ -104,9 +108,6 @@ pub fn hardware(h: &HardwareProfile, at: &str) -> Result<(), Invalid> {
             ));
         }
     }
-    // Physical ranges, wide enough for any accelerator of the next decades and narrow enough
-    // that step times stay finite numbers.
-    in_range(&f("peak_flops"), h.peak_flops, 1e9, 1e18, "FLOP/s")?;
     in_range(&f("hbm_bytes"), h.hbm_bytes, 1e6, 1e14, "bytes")?;
     for (name, v) in [
         ("mem_bw_bytes_per_s", h.mem_bw_bytes_per_s),
@@ -277,6 +278,18 @@ mod tests {
             hardware(&h, "hardware").expect(name);
         }
         efficiency(&EfficiencyParams::default(), "efficiency").expect("defaults");
+    }
+
+    /// A peak out of range is named as such, not as an FP8 peak "below" it.
+    #[test]
+    fn an_absurd_peak_is_named_before_the_fp8_peak_is_compared_with_it() {
+        let mut h = crate::profiles::hardware("h100-sxm", Path::new(".")).expect("built-in");
+        h.peak_flops = 1e30;
+        let e = hardware(&h, "hardware").expect_err("out of range");
+        assert!(e.to_string().contains("hardware.peak_flops"), "{e}");
+        h.peak_flops = 2.5e15;
+        let e = hardware(&h, "hardware").expect_err("fp8 below");
+        assert!(e.to_string().contains("hardware.fp8_peak_flops"), "{e}");
     }
 
     #[test]
