@@ -1430,6 +1430,12 @@ fn analyze_says_a_last_line_without_its_newline_is_probably_still_being_written(
     let run = copus(&["analyze", broken.to_str().expect("utf-8")]);
     run.succeeds();
     assert!(!run.stderr.contains("no newline yet"), "{}", run.stderr);
+    // A binary file (no record at all) is not a run being written: its errors say what it is.
+    let binary = dir.path().join("binary.ndjson");
+    std::fs::write(&binary, [0xffu8, 0xfe, 0x00, b'\n', 0x81, 0x82]).expect("write");
+    let run = copus(&["analyze", binary.to_str().expect("utf-8")]);
+    assert!(!run.stderr.contains("no newline yet"), "{}", run.stderr);
+    assert!(run.stderr.contains("not valid UTF-8"), "{}", run.stderr);
 }
 
 /// A ranked row names what the grid's labels name, so it can be run again as written: the

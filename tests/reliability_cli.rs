@@ -848,6 +848,20 @@ fn an_endless_step_delay_is_refused() {
     assert!(!dir.path().join("o.ndjson").exists());
 }
 
+/// `demo-train --steps 0` is refused before any file is written (it exited 0 with an empty
+/// file).
+#[test]
+fn training_no_step_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copus_in(
+        dir.path(),
+        &["demo-train", "--steps", "0", "--out", "z.ndjson"],
+        &[],
+    )
+    .fails_with(&["'--steps <STEPS>'"]);
+    assert!(!dir.path().join("z.ndjson").exists());
+}
+
 /// `--decay` with the two-sided smoother changes only the ratio-EMA column: `analyze` says so
 /// (it looked ignored); with the one-sided smoother it says nothing.
 #[test]

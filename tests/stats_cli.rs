@@ -390,6 +390,28 @@ fn branched_experiment_measured_beside_the_estimate() {
         String::from_utf8_lossy(&cbs.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&cbs.stdout).expect("json");
+    // The same records through standard input (`-`, as analyze and watch read it).
+    let mut child = copus()
+        .args(["cbs", "-", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(&std::fs::read(&b).expect("branch file"))
+            .expect("feed");
+    }
+    let piped = child.wait_with_output().expect("run");
+    assert!(
+        piped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+    assert_eq!(cbs.stdout, piped.stdout);
     let points = v["points"].as_array().expect("points");
     assert_eq!(points.len(), 2);
     for p in points {
@@ -560,7 +582,7 @@ fn branched_experiment_measured_beside_the_estimate() {
         "{t}"
     );
     let e = copus().arg("cbs").arg(dir.path()).output().unwrap();
-    assert!(String::from_utf8_lossy(&e.stderr).contains("not a regular file"));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("a directory; copus cbs reads a file"));
     // 64 is a multiple of 8 and of the largest batch, not of 24 (the default is a multiple
     // of every batch).
     let e = copus()
@@ -971,4 +993,19 @@ fn a_threshold_at_the_smallest_batch_is_printed_as_a_bound() {
         report.contains("threshold CBS  below 16 samples (95 % interval of the batch picked 8..8)"),
         "{report}"
     );
+}
+
+/// A directory on standard input is said as such (it was read as a dump named `-`: "-: No
+/// such file or directory").
+#[test]
+fn a_directory_on_standard_input_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = copus()
+        .args(["analyze", "-"])
+        .stdin(std::fs::File::open(dir.path()).expect("open the directory"))
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("-: standard input is a directory"), "{err}");
 }

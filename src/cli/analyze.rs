@@ -168,6 +168,12 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     if let Some(other) = &args.compare {
         return super::analyze_compare::run(args, other);
     }
+    if path.is_dir() && path == &stdin {
+        anyhow::bail!(
+            "-: standard input is a directory; give a gradient dump's directory by its path \
+             (copus analyze DIR)"
+        );
+    }
     if path.is_dir() {
         if args.preconditioned {
             anyhow::bail!(
@@ -328,7 +334,9 @@ fn note_unfinished_last_line(
         .errors
         .last()
         .is_some_and(|e| e.line == outcome.lines);
-    if last_failed && ends_without_newline(path) {
+    // A run being written has records before its unfinished line; a file with none (a binary
+    // file, another format) is not one, and its errors say what it is.
+    if last_failed && !outcome.records.is_empty() && ends_without_newline(path) {
         eprintln!(
             "copus analyze: {}:{}: the last line has no newline yet, so a run is probably still \
              writing it: it is counted as malformed here (`copus watch {}` follows a growing \

@@ -87,24 +87,36 @@ pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
         anyhow::bail!("--confidence {}: must be between 0 and 1", args.confidence);
     }
-    let p = &args.path;
-    let text = crate::fsutil::read_capped(p, MAX_BRANCH_FILE_BYTES)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    // `-` is standard input, as for `analyze` and `watch`.
+    let stdin = PathBuf::from("/dev/stdin");
+    let p = if args.path.as_os_str() == "-" && cfg!(unix) {
+        &stdin
+    } else {
+        &args.path
+    };
+    if p.is_dir() {
+        anyhow::bail!(
+            "{}: a directory; copus cbs reads a file of branch records (copus branch --out FILE)",
+            args.path.display()
+        );
+    }
+    let text = crate::fsutil::read_stream_capped(p, MAX_BRANCH_FILE_BYTES)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.path.display()))?;
     if let (_, Some(_)) = crate::stats::estimate::cbs::split_partial_last_line(&text) {
         eprintln!(
             "copus cbs: {}: its last line is incomplete (a file still being written?): left out",
-            p.display()
+            args.path.display()
         );
     }
     let records = crate::stats::estimate::cbs::parse(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.path.display()))?;
     let report = crate::stats::estimate::cbs::measure(
         &records,
         args.tolerance,
         args.confidence,
         args.resamples as usize,
     )
-    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+    .map_err(|e| anyhow::anyhow!("{}: {e}", args.path.display()))?;
     if args.json {
         return super::write_json(&report);
     }

@@ -10,8 +10,8 @@ use std::time::Duration;
 /// Arguments of `copus demo-train`.
 #[derive(Debug, Args)]
 pub struct DemoTrainArgs {
-    /// Optimizer steps to run.
-    #[arg(long, default_value_t = 500)]
+    /// Optimizer steps to run (at least 1).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
     pub steps: u64,
     /// Write protocol v1 lines to this file or FIFO (created, flushed per line; an existing
     /// file only with --force).

@@ -330,15 +330,24 @@ fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs
 /// `/dev/zero` or an oversized file is an error, not a hang or an allocation). A leading
 /// UTF-8 byte-order mark is dropped.
 pub fn read_capped(path: &Path, max: u64) -> std::io::Result<String> {
-    use std::io::Read;
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
+    text_capped(std::fs::File::open(path)?, max)
+}
+
+/// [`read_capped`] of a regular file or a pipe (standard input through `/dev/stdin`): a pipe
+/// is read to its end, within `max` bytes, like a file ([`open_readable_stream`]).
+pub fn read_stream_capped(path: &Path, max: u64) -> std::io::Result<String> {
+    text_capped(open_readable_stream(path)?, max)
+}
+
+/// At most `max` bytes of `reader` as UTF-8 text, a leading byte-order mark dropped.
+fn text_capped(reader: impl std::io::Read, max: u64) -> std::io::Result<String> {
+    use std::io::Read;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(max + 1)
-        .read_to_end(&mut bytes)?;
+    reader.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
         return Err(std::io::Error::other(format!("larger than {max} bytes")));
     }
