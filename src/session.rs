@@ -694,9 +694,9 @@ impl Resolved {
                         .join(", ")
                 };
                 replaced = Some(format!(
-                    "the session's ZeRO stages {zero:?} and recompute policies [{}] are \
-                     {before}'s; searching {after}'s own: ZeRO {:?}, recompute [{}] (list them \
-                     in the session's search to choose)",
+                    "the session's ZeRO stages {zero:?} and recompute policies [{}] were \
+                     listed for its {before} stack; searching {after}'s own: ZeRO {:?}, \
+                     recompute [{}] (--zero and --recompute search others)",
                     list(&recompute),
                     s.zero,
                     list(&s.recompute)

@@ -1762,6 +1762,13 @@ fn a_stack_of_another_framework_searches_its_own_zero_stages_and_says_so() {
         caveats.contains("searching torchtitan-fsdp2's own: ZeRO [3]"),
         "{caveats}"
     );
+    // The session listed them (they are not a preset's defaults it was said to hold), and the
+    // flags that search others are named.
+    assert!(
+        caveats.contains("[1] and recompute policies [none, selective, full] were listed for")
+            && caveats.contains("--zero and --recompute search others"),
+        "{caveats}"
+    );
     // The same framework with one setting changed keeps the session's search.
     let v = copus_json(&[
         "grid",
