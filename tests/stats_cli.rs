@@ -1009,3 +1009,23 @@ fn a_directory_on_standard_input_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("-: standard input is a directory"), "{err}");
 }
+
+/// `watch - --headless < FILE`: standard input is then a file, which watch follows as it
+/// grows; it is said so, with the ways to stop or to read it once (the message spoke of a
+/// pipe's end, contradicting the `-` given).
+#[test]
+fn a_file_redirected_into_watch_is_named_as_a_file() {
+    let sample =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let out = copus()
+        .args(["watch", "-", "--headless"])
+        .stdin(std::fs::File::open(&sample).expect("sample"))
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("-: standard input is a file") && err.contains("copus analyze -"),
+        "{err}"
+    );
+}

@@ -268,6 +268,15 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
         && args.advise.is_none()
         && !ends_by_itself
     {
+        // `-` redirected from a file (`< FILE`) is a file, which watch follows as it grows.
+        if args.target == "-" && std::fs::metadata("/dev/stdin").is_ok_and(|m| m.is_file()) {
+            anyhow::bail!(
+                "-: standard input is a file (a redirect, `< FILE`), which watch follows as it \
+                 grows: --headless needs --until-steps N or --timeout-s S to stop, or read it \
+                 once with `copus analyze -` (a pipe, `cat FILE | copus watch -`, stops at its \
+                 end)"
+            );
+        }
         anyhow::bail!(
             "--headless needs --until-steps N or --timeout-s S, so that it stops (a pipe, `-`, \
              stops at its end)"
