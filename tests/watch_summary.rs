@@ -709,3 +709,55 @@ fn a_negative_last_window_is_called_no_batch_size_not_unbounded() {
     );
     assert!(!reasons.contains("has no bounded estimate"), "{reasons}");
 }
+
+/// A TCP server that sends its records and closes (a run that ended, or a stalled one) is
+/// said in the summary (`source_lost`, with the last step): the watch reconnected until its
+/// timeout and the summary read as if the source were still there. A file that is still
+/// there at the end says nothing of it.
+#[test]
+fn a_server_that_closed_and_did_not_come_back_is_said_in_the_summary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    write_two_batch_run(&path, 60, 40.0, |_| 1.0);
+    let text = std::fs::read(&path).expect("read");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let addr = listener.local_addr().expect("address");
+    let server = std::thread::spawn(move || {
+        // One connection, the whole run, then the server is gone.
+        let (mut conn, _) = listener.accept().expect("accept");
+        conn.write_all(&text).expect("send");
+    });
+    let out = copus()
+        .args([
+            "watch",
+            &format!("tcp://{addr}"),
+            "--headless",
+            "--timeout-s",
+            "3",
+            "--json",
+        ])
+        .output()
+        .expect("run");
+    server.join().expect("server");
+    let v = json(out);
+    let s = &v["summary"];
+    assert_eq!(s["steps_ingested"], 60, "{s}");
+    let lost = s["source_lost"].as_str().expect("source_lost");
+    assert!(
+        lost.contains("closed by the server") && lost.contains("after step 59"),
+        "{lost}"
+    );
+    let file = json(
+        copus()
+            .arg("watch")
+            .arg(&path)
+            .args(["--headless", "--until-steps", "60", "--json"])
+            .output()
+            .expect("run"),
+    );
+    assert!(
+        file["summary"]["source_lost"].is_null(),
+        "{}",
+        file["summary"]
+    );
+}

@@ -127,6 +127,10 @@ pub struct WatchSummary {
     /// Whether the input ended for good (an anonymous pipe whose writer closed it, as in
     /// `… | copus watch /dev/stdin`): no more records could come.
     pub input_ended: bool,
+    /// What the link last said when it had lost a source it had reached and not found it
+    /// again by the end of the watch (a TCP server that closed the connection: the run ended,
+    /// or it stalled); `null` while the source was there at the end.
+    pub source_lost: Option<String>,
     /// Seconds spent watching.
     pub elapsed_s: f64,
     /// Records the incremental (live) estimate left out because they arrived too far behind
@@ -580,6 +584,8 @@ pub struct WatchState {
     reached_source: bool,
     /// The last thing the link said while it waited, before it ever reached the source.
     last_wait: Option<String>,
+    /// What the link said when it lost the source it had reached, while it has not come back.
+    lost: Option<String>,
 }
 
 impl WatchState {
@@ -598,6 +604,7 @@ impl WatchState {
             applied: Vec::new(),
             reached_source: false,
             last_wait: None,
+            lost: None,
         }
     }
 
@@ -654,9 +661,16 @@ impl WatchState {
             }
             LiveEvent::Status(s) => {
                 match s.state {
-                    LinkState::Flowing | LinkState::Quiet => self.reached_source = true,
+                    LinkState::Flowing | LinkState::Quiet => {
+                        self.reached_source = true;
+                        self.lost = None;
+                    }
                     LinkState::Waiting if !self.reached_source => {
                         self.last_wait = Some(s.text.clone());
+                    }
+                    // The first word of the loss (later ones say "retrying").
+                    LinkState::Waiting if self.lost.is_none() => {
+                        self.lost = Some(s.text.clone());
                     }
                     LinkState::Waiting => {}
                 }
@@ -724,6 +738,15 @@ impl WatchState {
             last_loss: records.iter().rev().find_map(|r| r.loss),
             complete: until_steps.is_none() || self.reached(until_steps),
             input_ended: false,
+            source_lost: self.lost.as_ref().map(|why| {
+                let after = records
+                    .last()
+                    .map_or(String::new(), |r| format!(" after step {}", r.step));
+                format!(
+                    "{}{after}, and not back when the watch ended: the run ended, or it stalled",
+                    why.trim_end_matches("; reconnecting")
+                )
+            }),
             elapsed_s,
             advice: None,
             event_lines: self.events,
@@ -786,6 +809,9 @@ fn summary_text(s: &WatchSummary) -> String {
     }
     if let Some([a, b]) = s.steps {
         let _ = writeln!(out, "steps            {a}–{b}");
+    }
+    if let Some(lost) = &s.source_lost {
+        let _ = writeln!(out, "source lost      {lost}");
     }
     let e = &s.estimate;
     if let Some(err) = &e.error {
