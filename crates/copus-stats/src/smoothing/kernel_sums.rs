@@ -30,9 +30,27 @@ pub(crate) enum Method {
 }
 
 /// Per distinct step (sorted ascending): the step and [count, Σt, Σg, Σt², Σt·g, Σg²].
-struct Buckets {
-    step: Vec<u64>,
-    sums: Vec<[f64; 6]>,
+struct Buckets<'a> {
+    step: std::borrow::Cow<'a, [u64]>,
+    sums: Sums<'a>,
+}
+
+/// The six sums of each bucket: held, or computed from the records' own values where every
+/// bucket holds one record (distinct steps: no copy of the series, 48 bytes a record).
+enum Sums<'a> {
+    Held(Vec<[f64; 6]>),
+    OneRecordEach { t: &'a [f64], g: &'a [f64] },
+}
+
+impl Buckets<'_> {
+    /// Bucket `j`'s six sums (count, Σt, Σg, Σt², Σtg, Σg²).
+    #[inline(always)]
+    fn sums(&self, j: usize) -> [f64; 6] {
+        match &self.sums {
+            Sums::Held(s) => s[j],
+            Sums::OneRecordEach { t, g } => record_sums(t[j], g[j]),
+        }
+    }
 }
 
 /// Gaussian weight of a distance of `d` steps for standard deviation `h` steps.
@@ -111,32 +129,29 @@ fn record_sums(t: f64, g: f64) -> [f64; 6] {
 
 /// The buckets of records at sorted `steps`, and how many records each holds; `None` for
 /// the counts when the steps are distinct (one record a bucket, no count kept).
-fn buckets(t: &[f64], g: &[f64], steps: &[u64]) -> (Buckets, Option<Vec<usize>>) {
+fn buckets<'a>(t: &'a [f64], g: &'a [f64], steps: &'a [u64]) -> (Buckets<'a>, Option<Vec<usize>>) {
     let n = steps.len();
     if steps.windows(2).all(|w| w[0] < w[1]) {
         let b = Buckets {
-            step: steps.to_vec(),
-            sums: t[..n]
-                .iter()
-                .zip(&g[..n])
-                .map(|(&ti, &gi)| record_sums(ti, gi))
-                .collect(),
+            step: std::borrow::Cow::Borrowed(steps),
+            sums: Sums::OneRecordEach {
+                t: &t[..n],
+                g: &g[..n],
+            },
         };
         return (b, None);
     }
     // At most one bucket per record: room for all of them up front (no growth copies).
-    let mut b = Buckets {
-        step: Vec::with_capacity(n),
-        sums: Vec::with_capacity(n),
-    };
+    let mut step: Vec<u64> = Vec::with_capacity(n);
+    let mut sums: Vec<[f64; 6]> = Vec::with_capacity(n);
     let mut count: Vec<usize> = Vec::with_capacity(n);
     for i in 0..n {
-        if b.step.last() != Some(&steps[i]) {
-            b.step.push(steps[i]);
-            b.sums.push([0.0; 6]);
+        if step.last() != Some(&steps[i]) {
+            step.push(steps[i]);
+            sums.push([0.0; 6]);
             count.push(0);
         }
-        let (s, k) = (b.sums.last_mut(), count.last_mut());
+        let (s, k) = (sums.last_mut(), count.last_mut());
         if let (Some(s), Some(k)) = (s, k) {
             for (acc, x) in s.iter_mut().zip(record_sums(t[i], g[i])) {
                 *acc += x;
@@ -144,6 +159,10 @@ fn buckets(t: &[f64], g: &[f64], steps: &[u64]) -> (Buckets, Option<Vec<usize>>)
             *k += 1;
         }
     }
+    let b = Buckets {
+        step: std::borrow::Cow::Owned(step),
+        sums: Sums::Held(sums),
+    };
     (b, Some(count))
 }
 
@@ -226,7 +245,7 @@ fn direct(b: &Buckets, seg: Range<usize>, reach: u64, h: f64, out: &mut [Moments
                 .get(d as usize)
                 .copied()
                 .unwrap_or_else(|| gauss(d, h));
-            m.add_sums(w, &b.sums[j]);
+            m.add_sums(w, &b.sums(j));
         }
         out[k] = m;
     }
@@ -388,7 +407,7 @@ impl Plan {
         // relative to each channel's own values.
         let mut scale = [0.0f64; 6];
         for j in block.input.clone() {
-            for (c, x) in b.sums[j].iter().enumerate() {
+            for (c, x) in b.sums(j).iter().enumerate() {
                 scale[c] = scale[c].max(x.abs());
             }
         }
@@ -399,7 +418,7 @@ impl Plan {
         }
         for j in block.input.clone() {
             let idx = (pos(j) as i64 - origin) as usize;
-            let sums = &b.sums[j];
+            let sums = b.sums(j);
             let val = |c: usize| sums[c] / scale[c];
             for (x, &(cr, ci)) in bufs[2..].iter_mut().zip(&PACKED) {
                 x[idx] = Complex64::new(val(cr), val(ci));
