@@ -272,11 +272,16 @@ fn tour_steps_move_focus_and_cursor() {
     if let Some(c) = first.cursor {
         assert_eq!(app.cursor, c);
     }
+    // "previous step" from the first stays there and says so (it ended the tour; Esc does).
     update(&mut app, Msg::Tour(-1));
-    assert_eq!(
-        app.tour_step, None,
-        "stepping back from the first step ends the tour"
+    assert_eq!(app.tour_step, Some(0), "{}", app.status);
+    assert!(
+        app.status.contains("already the first step"),
+        "{}",
+        app.status
     );
+    update(&mut app, Msg::Escape);
+    assert_eq!(app.tour_step, None, "Esc ends the tour");
 }
 
 #[test]

@@ -115,6 +115,11 @@ fn tour(app: &mut App, delta: i64) {
         return;
     }
     let kind = app.tour_kind();
+    // Back from the first step stays there (it ended the lesson: "p" is not "end").
+    if app.tour_step == Some(0) && delta < 0 {
+        app.status = format!("{kind} 1/{count} · already the first step (n goes on)");
+        return;
+    }
     let next = match app.tour_step {
         None if delta > 0 => Some(app.tour_closed_at.take().unwrap_or(0).min(count - 1)),
         None => None,

@@ -325,9 +325,11 @@ fn popup(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>) 
 fn draw_confirm(frame: &mut Frame, area: Rect, app: &App, question: &Confirm) {
     let lines = match question {
         Confirm::Quit => vec![
-            Line::from("There are unsaved changes (what-if settings)."),
+            // Any setting the session saves (the what-if's, the smoother's, the B_crit
+            // scale): not only the what-if's.
+            Line::from("There are unsaved changes to this session's settings."),
             Line::from(format!("s save to {} and quit", app.save_path.display())),
-            Line::from("y quit without saving · n / Esc stay"),
+            Line::from("y (or Ctrl+C again) quit without saving · n / Esc stay"),
         ],
         Confirm::Overwrite { existing, .. } => vec![
             Line::from(format!(

@@ -55,11 +55,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         format!(" {gpus} GPUs · {layouts} layouts on the heatmap"),
         Style::new().fg(theme::current().muted),
     ));
-    let offset = scroll_offset(
-        lines.len(),
-        usize::from(area.height.saturating_sub(2)),
-        app.whatif_row,
-    );
+    let height = usize::from(area.height.saturating_sub(2));
+    let offset = scroll_offset(lines.len(), height, app.whatif_row);
+    // What is scrolled out of sight, on the bottom border as the other panels say it (eleven
+    // rows hid below a plain border).
+    if let Some(hint) = hidden_hint(lines.len(), height, offset) {
+        block = block.title_bottom(Line::from(hint).right_aligned());
+    }
     let offset = u16::try_from(offset).unwrap_or(u16::MAX);
     frame.render_widget(Paragraph::new(lines).block(block).scroll((offset, 0)), area);
 }
@@ -75,6 +77,19 @@ fn scroll_offset(total: usize, height: usize, selected: usize) -> usize {
         .min(total.saturating_sub(height))
 }
 
+/// " ↑2 ↓11 more (↑/↓) ": the lines above and below the `height` shown from `offset` of
+/// `total`, if any are hidden.
+fn hidden_hint(total: usize, height: usize, offset: usize) -> Option<String> {
+    let above = offset.min(total);
+    let below = total.saturating_sub(offset.saturating_add(height));
+    let part = |arrow: &str, n: usize| (n > 0).then(|| format!("{arrow}{n}"));
+    let parts: Vec<String> = [part("↑", above), part("↓", below)]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!parts.is_empty() && height > 0).then(|| format!(" {} more (↑/↓) ", parts.join(" ")))
+}
+
 /// A row's value as the editor shows it: the current batch a measured run implies, when the
 /// session names none, with where it comes from.
 fn shown_value(app: &App, f: Field) -> String {
@@ -86,7 +101,18 @@ fn shown_value(app: &App, f: Field) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{fitted, scroll_offset};
+    use super::{fitted, hidden_hint, scroll_offset};
+
+    #[test]
+    fn hidden_rows_are_counted_on_the_border() {
+        assert_eq!(hidden_hint(25, 40, 0), None);
+        assert_eq!(hidden_hint(25, 14, 0).as_deref(), Some(" ↓11 more (↑/↓) "));
+        assert_eq!(
+            hidden_hint(25, 14, 5).as_deref(),
+            Some(" ↑5 ↓6 more (↑/↓) ")
+        );
+        assert_eq!(hidden_hint(25, 14, 11).as_deref(), Some(" ↑11 more (↑/↓) "));
+    }
 
     #[test]
     fn a_value_too_long_for_its_row_is_cut_with_an_ellipsis() {
