@@ -66,10 +66,17 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         .find(fits)
         .unwrap_or_default(),
     };
-    let block = super::panel::block(title, focused).title_bottom(format!(
-        " ⠤ tok/s at each batch · • {:.0}% of the best (plateau) ",
-        PLATEAU * 100.0
-    ));
+    // The legend as long as the border holds it whole (it was cut to "• 90% of the best (").
+    let share = PLATEAU * 100.0;
+    let legend = [
+        format!(" ⠤ tok/s at each batch · • {share:.0}% of the best (plateau) "),
+        format!(" ⠤ tok/s · • {share:.0}% of the best (plateau) "),
+        format!(" • plateau: {share:.0}% of the best "),
+    ]
+    .into_iter()
+    .find(fits)
+    .unwrap_or_default();
+    let block = super::panel::block(title, focused).title_bottom(legend);
     if pts.is_empty() {
         frame.render_widget(
             Paragraph::new("no batch size runs on this layout").block(block),
