@@ -354,14 +354,13 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
         assert_eq!(s.at_step, step);
         assert!(
             app.status.starts_with("switch 1/")
-                && app.status.contains(&format!("at step {step} ("))
+                && app
+                    .status
+                    .contains(&format!("at step {step} = trainer step {}", s.plan_steps))
                 && app.status.contains(&format!(
                     "batch {} → {}",
                     s.from_state.batch, s.to_state.batch
                 ))
-                && app
-                    .status
-                    .contains(&format!("the trainer's step {}", s.plan_steps))
                 && app.status.contains(&s.to),
             "{}",
             app.status

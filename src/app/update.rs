@@ -303,16 +303,17 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
             layout(b)
         )
     };
+    // Both steps before anything else: at 80 columns the trainer's was cut off.
     Some(format!(
-        "switch {}/{n}: {change} ({}, {:.0} s) at step {} ({}) = the trainer's step {} ({} \
-         consumed) · {} → {}",
+        "switch {}/{n}: {change} at step {} = trainer step {} · {} ({} consumed by the \
+         trainer) · {}, {:.0} s · {} → {}",
         k + 1,
+        s.at_step,
+        s.plan_steps,
+        crate::format::tokens(s.at_tokens),
+        crate::format::tokens(s.consumed_tokens),
         s.kind,
         s.cost_s,
-        s.at_step,
-        crate::format::tokens(s.at_tokens),
-        s.plan_steps,
-        crate::format::tokens(s.consumed_tokens),
         s.from,
         s.to,
     ))
