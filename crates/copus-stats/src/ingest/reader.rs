@@ -179,10 +179,11 @@ struct Sequencer {
 }
 
 impl Sequencer {
-    /// Count one block's lines (in order) and keep its records.
-    fn take(&mut self, spans: &[Span], parsed: Vec<Parsed>) {
+    /// Count one block's lines (in order) and keep its records; `parsed` is left empty (its
+    /// capacity is the next block's).
+    fn take(&mut self, spans: &[Span], parsed: &mut Vec<Parsed>) {
         let out = &mut self.out;
-        for (span, p) in spans.iter().zip(parsed) {
+        for (span, p) in spans.iter().zip(parsed.drain(..)) {
             self.line_no += 1;
             out.lines = out.lines.max(self.line_no);
             if span.is_none() {
@@ -255,6 +256,10 @@ fn read_blocks<R: BufRead + Send>(
     let mut eof = top_up(&mut reader, &mut buf, FIRST_BLOCK_BYTES)?;
     let mut lines = split_lines(&buf, eof, &mut skipping);
     let mut pending: Option<(Vec<Span>, Vec<Parsed>)> = None;
+    // Two vectors of parsed lines take turns (one filled while the other is counted), so a
+    // block's parsed lines land in pages touched before: a fresh vector per block (~5 MB, its
+    // size never quite the last one's) took new pages from the kernel each time, zero-filled.
+    let mut spare: Vec<Parsed> = Vec::new();
     loop {
         let (spans, start) = lines;
         let mut next: Vec<u8> = Vec::new();
@@ -269,7 +274,8 @@ fn read_blocks<R: BufRead + Send>(
             }
         }
         let previous = pending.take();
-        let (parsed, read) = rayon::join(
+        let mut parsed = std::mem::take(&mut spare);
+        let (_, read) = rayon::join(
             || {
                 spans
                     .par_iter()
@@ -278,24 +284,27 @@ fn read_blocks<R: BufRead + Send>(
                         Some(r) => parse_bytes(&buf[r.clone()]),
                         None => Parsed::Blank,
                     })
-                    .collect::<Vec<Parsed>>()
+                    .collect_into_vec(&mut parsed);
             },
             || -> std::io::Result<_> {
-                if let Some((spans, parsed)) = previous {
-                    seq.take(&spans, parsed);
-                }
+                let emptied = previous.map(|(spans, mut parsed)| {
+                    seq.take(&spans, &mut parsed);
+                    parsed
+                });
                 if eof {
-                    return Ok(None);
+                    return Ok((emptied, None));
                 }
                 let next_eof = top_up(&mut reader, &mut next, BLOCK_BYTES)?;
                 let next_lines = split_lines(&next, next_eof, &mut skipping);
-                Ok(Some((next_eof, next_lines)))
+                Ok((emptied, Some((next_eof, next_lines))))
             },
         );
-        let Some((next_eof, next_lines)) = read? else {
-            seq.take(&spans, parsed);
+        let (emptied, read) = read?;
+        let Some((next_eof, next_lines)) = read else {
+            seq.take(&spans, &mut parsed);
             return Ok(seq.finish());
         };
+        spare = emptied.unwrap_or_default();
         pending = Some((spans, parsed));
         (eof, lines) = (next_eof, next_lines);
         buf = next;
