@@ -265,6 +265,22 @@ fn branch_line_shape(line: &str) -> Option<String> {
     }
 }
 
+/// serde_json's message for one line's error, its position said as a column of that line (its
+/// own "at line 1 column 5" read as a second line number beside the file's), and a line that
+/// is not JSON at all said so.
+fn one_line_json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let what = text
+        .rfind(" at line ")
+        .map_or(text.as_str(), |at| &text[..at]);
+    match e.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            format!("not a JSON record ({what}, column {})", e.column())
+        }
+        _ => format!("{what} (column {})", e.column()),
+    }
+}
+
 /// Read branch records from NDJSON text; blank lines are skipped.
 pub fn parse(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
     let (complete, _) = split_partial_last_line(text);
@@ -313,7 +329,7 @@ fn parse_complete(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
                      `copus cbs` reads the branch records of a branched experiment"
                 ))
             } else {
-                bad(e.to_string())
+                bad(one_line_json_error(&e))
             }
         })?;
         if r.v != 1 {
@@ -1347,5 +1363,26 @@ mod tests {
             .to_string();
         assert!(e.contains("batch"), "{e}");
         assert_eq!(parse("\n \n"), Err(CbsError::Empty));
+        // A garbage line is said to be no JSON, its position a column (serde's own "at line 1
+        // column 1" read as a second line number beside the file's).
+        let e = parse(&format!("{ok}\n{ok}\ngarbage here\n{ok}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("line 3: not a JSON record (")
+                && e.contains("column 1")
+                && !e.contains("line 1"),
+            "{e}"
+        );
+        let e = parse(&format!(
+            "{ok}\n{}\n",
+            ok.replace("\"loss\":2.5", "\"loss\":\"x\"")
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("line 2: invalid type") && !e.contains("at line"),
+            "{e}"
+        );
     }
 }
