@@ -102,12 +102,26 @@ fn legend_text(parts: &[String], width: usize) -> String {
     if tight.chars().count() <= width {
         return tight;
     }
-    // Each entry cut to its glyph and first word.
-    let short: Vec<String> = parts
-        .iter()
-        .map(|p| p.split(' ').take(2).collect::<Vec<_>>().join(" "))
-        .collect();
-    format!(" {} ", short.join(" "))
+    // Each entry cut to its glyph and first word ("─ plan's batch" to "─ plan"), and as many
+    // entries from the first as fit whole: the border cut the last one in the middle of a
+    // word ("─ plan's" at 80x24).
+    let mut short = String::from(" ");
+    for p in parts {
+        let mut words = p.split(' ');
+        let glyph = words.next().unwrap_or_default();
+        let word = words.next().map_or("", |w| w.trim_end_matches("'s"));
+        let entry = if word.is_empty() {
+            glyph.to_string()
+        } else {
+            format!("{glyph} {word}")
+        };
+        if short.chars().count() + entry.chars().count() + 1 > width {
+            break;
+        }
+        short.push_str(&entry);
+        short.push(' ');
+    }
+    short
 }
 
 /// `segments` joined by " · " as a title of at most `width` columns: whole segments from the
@@ -401,7 +415,45 @@ fn draw_loss(frame: &mut Frame, area: Rect, losses: &[f64]) {
 
 #[cfg(test)]
 mod tests {
-    use super::fitted_title;
+    use super::{fitted_title, legend_text};
+
+    /// The legend fits the border at every width, its entries whole: a glyph with its first
+    /// word at least, never a word cut by the border ("─ plan's" at 80x24).
+    #[test]
+    fn the_legend_keeps_whole_entries_at_every_width() {
+        let parts: Vec<String> = [
+            "⠤ B_crit",
+            "• interval",
+            "▄ batch 128 now",
+            "█ cursor",
+            "⡇ switch ([ ])",
+            "● measured B_noise",
+            "▲ threshold CBS",
+            "─ plan's batch",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(legend_text(&parts, 200), format!(" {} ", parts.join(" · ")));
+        let short = legend_text(&parts, 78);
+        assert!(
+            short.ends_with("▲ threshold ") || short.ends_with("─ plan "),
+            "{short}"
+        );
+        assert!(!short.contains("plan's"), "{short}");
+        for width in 12..120 {
+            let t = legend_text(&parts, width);
+            assert!(t.chars().count() <= width, "{width}: {t}");
+            let words: Vec<&str> = t.split_whitespace().collect();
+            for w in words {
+                let whole = parts.iter().any(|p| {
+                    p.split(' ')
+                        .any(|x| x == w || x.trim_end_matches("'s") == w)
+                });
+                assert!(whole, "{width}: a cut word {w:?} in {t:?}");
+            }
+        }
+    }
 
     #[test]
     fn a_title_keeps_whole_segments_and_cuts_only_the_label() {
