@@ -5,6 +5,7 @@ use super::format::{si, tokens};
 use crate::app::App;
 use crate::ui::theme;
 use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::symbols::Marker;
@@ -241,8 +242,20 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         })
         .unwrap_or_default();
 
-    let mut y_labels: Vec<Span> = (y_lo as i32..=y_hi as i32)
-        .map(|e| Span::raw(si(10f64.powi(e))))
+    // The decades' labels are drawn where the curve puts their values (`draw_y_labels`);
+    // ratatui's own places rounded toward the bottom, a row below the value at 120x40 (the
+    // plan's batch of 16-32 read as 100). The axis gets blanks as wide, for the column.
+    let decades: Vec<(f64, String)> = (y_lo as i32..=y_hi as i32)
+        .map(|e| (f64::from(e), si(10f64.powi(e))))
+        .collect();
+    let label_width = decades
+        .iter()
+        .map(|d| d.1.chars().count())
+        .max()
+        .unwrap_or(1);
+    let mut y_labels: Vec<Span> = decades
+        .iter()
+        .map(|_| Span::raw(" ".repeat(label_width)))
         .collect();
     let x_labels = vec![
         Span::raw(tokens(x_lo)),
@@ -368,6 +381,15 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     );
 
     frame.render_widget(axes(datasets), chart_area);
+    if let Some((plot, _)) = plot_and_axis {
+        draw_y_labels(
+            frame.buffer_mut(),
+            plot,
+            chart_area.x,
+            &decades,
+            [y_lo, y_hi],
+        );
+    }
     if let Some(plot_and_axis) = plot_and_axis {
         super::timeline_marks::draw(
             frame.buffer_mut(),
@@ -376,6 +398,39 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             [x_lo, x_hi],
             [y_lo, y_hi],
         );
+    }
+}
+
+/// The row of `plot` where the chart draws a braille point of value `v` on the axis `y`
+/// (ratatui's canvas: four dot rows a cell, the value's dot row rounded to the nearest).
+pub(crate) fn braille_row(plot: Rect, y: [f64; 2], v: f64) -> u16 {
+    let g = ((y[1] - v) / (y[1] - y[0]).max(f64::MIN_POSITIVE)).clamp(0.0, 1.0);
+    let dots = f64::from(plot.height) * 4.0 - 1.0;
+    plot.y + ((g * dots).round() as u16) / 4
+}
+
+/// The y labels (`(value, text)` from the bottom) left of `plot`, from column `left`, each on
+/// the row where the curve draws its value: the top and bottom ones always, an inner one where
+/// its row is below the last label placed and above the bottom one (two labels on one row
+/// print over each other: "100kk").
+fn draw_y_labels(buf: &mut Buffer, plot: Rect, left: u16, labels: &[(f64, String)], y: [f64; 2]) {
+    let width = usize::from(plot.x.saturating_sub(1).saturating_sub(left));
+    if width == 0 || labels.is_empty() {
+        return;
+    }
+    let bottom = braille_row(plot, y, y[0]);
+    let mut last: Option<u16> = None;
+    for (i, (value, text)) in labels.iter().enumerate().rev() {
+        let row = braille_row(plot, y, *value);
+        let (is_top, is_bottom) = (i + 1 == labels.len(), i == 0);
+        let free = last.is_none_or(|r| row > r);
+        let inner_fits = free && row < bottom;
+        if !(is_top || (is_bottom && free) || inner_fits) {
+            continue;
+        }
+        last = Some(row);
+        let shown: String = text.chars().take(width).collect();
+        buf.set_string(left, row, format!("{shown:<width$}"), Style::new());
     }
 }
 
@@ -415,7 +470,47 @@ fn draw_loss(frame: &mut Frame, area: Rect, losses: &[f64]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{fitted_title, legend_text};
+    use super::{braille_row, fitted_title, legend_text};
+    use ratatui::buffer::Buffer;
+    use ratatui::layout::Rect;
+    use ratatui::symbols::Marker;
+    use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
+
+    /// A label sits on the row where ratatui's chart draws a braille point of its value, at
+    /// every height (ratatui's own labels sat a row below it at some: the plan's batch of 16
+    /// read as 100 at 120x40).
+    #[test]
+    fn a_decade_label_is_on_the_row_of_its_value() {
+        for height in 3..40u16 {
+            for decades in 1..7 {
+                let y = [0.0, f64::from(decades)];
+                for e in 0..=decades {
+                    let v = f64::from(e);
+                    let area = Rect::new(0, 0, 30, height);
+                    let mut buf = Buffer::empty(area);
+                    let point = [(0.5, v)];
+                    Chart::new(vec![
+                        Dataset::default()
+                            .marker(Marker::Braille)
+                            .graph_type(GraphType::Scatter)
+                            .data(&point),
+                    ])
+                    .x_axis(Axis::default().bounds([0.0, 1.0]))
+                    .y_axis(Axis::default().bounds(y))
+                    .render(area, &mut buf);
+                    let drawn = (0..height)
+                        .find(|&r| (0..30).any(|c| buf[(c, r)].symbol() != " "))
+                        .expect("the point is drawn");
+                    let plot = Rect::new(0, 0, 30, height);
+                    assert_eq!(
+                        braille_row(plot, y, v),
+                        drawn,
+                        "{height} rows, 10^{e} of 10^{decades}"
+                    );
+                }
+            }
+        }
+    }
 
     /// The legend fits the border at every width, its entries whole: a glyph with its first
     /// word at least, never a word cut by the border ("─ plan's" at 80x24).
