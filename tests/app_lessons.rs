@@ -111,16 +111,17 @@ fn every_step_of_every_lesson_does_what_it_says_at_80x24() {
             assert!(!screen.contains("Answer:"), "{at}: hidden before r");
             press(&mut app, key("r"));
             assert!(app.tour_revealed, "{at}: r reveals");
-            // The answer is in the popup (scroll to its end when it does not fit).
-            let mut seen = render(&app, 80, 24).contains("Answer:");
-            for _ in 0..12 {
-                if seen {
-                    break;
-                }
-                press(&mut app, KeyEvent::new(KeyCode::Down, KeyModifiers::SHIFT));
-                seen = render(&app, 80, 24).contains("Answer:");
-            }
-            assert!(seen, "{at}: the answer shows\n{}", render(&app, 80, 24));
+            // The answer is in view as r reveals it, however long the step's text (the
+            // estimate-right step's answer was below the popup's fold: r changed nothing).
+            let revealed = render(&app, 80, 24);
+            assert!(
+                revealed.contains("Answer:"),
+                "{at}: the answer shows\n{revealed}"
+            );
+            // Shift+↓ reads on, Shift+↑ comes back to the answer's first line.
+            press(&mut app, KeyEvent::new(KeyCode::Down, KeyModifiers::SHIFT));
+            press(&mut app, KeyEvent::new(KeyCode::Up, KeyModifiers::SHIFT));
+            assert_eq!(render(&app, 80, 24), revealed, "{at}: back at the answer");
             let (cursor, best) = (app.cursor, app.grid.as_ref().and_then(|g| g.best));
             for k in &step.keys {
                 press(&mut app, key(k));
@@ -192,6 +193,37 @@ fn the_what_if_answer_matches_the_recomputed_heatmap() {
         assert!(batches.contains(&n), "{n} is not a column: {batches:?}");
         assert_eq!(n % 56, 0);
     }
+}
+
+/// A student who explored the what-if editor at the first step (moved down two rows, changed
+/// the hardware) still lowers the nodes with the second step's ←, and is told that the
+/// answer is for the lesson's own settings.
+#[test]
+fn the_what_if_step_reads_from_its_first_row_after_exploring() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lesson = lessons::find("what-if").expect("lesson");
+    let mut app = ready(&lesson, dir.path());
+    for k in ["2", "Down", "Down", "Left", "n"] {
+        press(&mut app, key(k));
+    }
+    assert_eq!(app.tour_step, Some(1));
+    assert_eq!(app.whatif_row, 0, "the step starts on the nodes row");
+    assert!(
+        app.status.contains("settings changed earlier"),
+        "{}",
+        app.status
+    );
+    press(&mut app, key("Left"));
+    assert_eq!(app.resolved.session.cluster.nodes, 7, "← lowers the nodes");
+    // Without exploring, no such note.
+    let mut fresh = ready(&lesson, dir.path());
+    press(&mut fresh, key("2"));
+    press(&mut fresh, key("n"));
+    assert!(
+        !fresh.status.contains("changed earlier"),
+        "{}",
+        fresh.status
+    );
 }
 
 /// The estimate-right lesson's answers, read against its own branched experiment: at step 30

@@ -58,7 +58,8 @@ pub struct App {
     pub side_scroll: u16,
     /// Current guided-tour step, when a tour is running.
     pub tour_step: Option<usize>,
-    /// Lines the tour popup's text is scrolled down by (reset on every step).
+    /// Lines the tour popup's text is scrolled down by from its start, or, with the answer
+    /// revealed, from the answer's first line (reset on every step and on revealing).
     pub tour_scroll: u16,
     /// Whether the answer to the tour (lesson) step's question is shown (reset on every step).
     pub tour_revealed: bool,

@@ -140,14 +140,22 @@ fn tour(app: &mut App, delta: i64) {
         if let Some(c) = step.cursor {
             set_cursor(app, c);
         }
-        app.status = if i + 1 == count {
-            format!(
-                "{kind} {}/{count} · the last step: n ends the {kind}",
-                i + 1
-            )
-        } else {
-            format!("{kind} {}/{count}", i + 1)
-        };
+        // A step on the what-if editor reads from its first row ("the first row is the number
+        // of nodes"), wherever an earlier step's exploring left the selection.
+        if step.panel == Panel::WhatIf {
+            app.whatif_row = 0;
+        }
+        app.status = format!("{kind} {}/{count}", i + 1);
+        // The step's numbers are those of the lesson's own settings: said where they were
+        // changed before it (the what-if lesson's 7/8 read against 5 nodes), first.
+        if app.dirty() && step.answer.is_some() && kind == "lesson" {
+            app.status
+                .push_str(" · settings changed earlier: its answer is for the lesson's own");
+        }
+        if i + 1 == count {
+            app.status
+                .push_str(&format!(" · the last step: n ends the {kind}"));
+        }
     } else {
         app.tour_closed_at = None;
         app.status = format!("{kind} ended (n starts it again)");
@@ -862,6 +870,9 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::Reveal => {
             let step = app.tour_step.and_then(|i| app.resolved.session.tour.get(i));
             app.tour_revealed = super::lessons::reveal(step, app.tour_revealed);
+            // A revealed answer is read from its first line (the view scrolls to it): at 80x24 a
+            // long step showed no change on `r`, the answer below the box's fold.
+            app.tour_scroll = 0;
         }
         Msg::TourScroll(d) => {
             if app.tour_step.is_some() {

@@ -156,6 +156,15 @@ pub fn tour_text(step: &crate::session::TourStep, revealed: bool) -> String {
     text
 }
 
+/// The wrapped line (from 0, at `width` columns) on which a step's revealed answer starts.
+fn answer_line(step: &crate::session::TourStep, width: usize) -> usize {
+    let mut head = step.text.clone();
+    if let Some(q) = &step.question {
+        head.push_str(&format!(" ▸ Predict: {q} ▸"));
+    }
+    wrapped_lines(&head, width).saturating_sub(1)
+}
+
 fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     let Some(i) = app.tour_step else { return };
     let Some(step) = app.resolved.session.tour.get(i) else {
@@ -181,7 +190,16 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     };
     let visible = r.height.saturating_sub(2) as usize;
     let max_scroll = total.saturating_sub(visible);
-    let scroll = (app.tour_scroll as usize).min(max_scroll);
+    // Revealed, the answer's first line is the top of the box (or the text's end is in view)
+    // and the scroll counts down from it.
+    let base = if app.tour_revealed {
+        answer_line(step, inner_w)
+    } else {
+        0
+    };
+    let scroll = base
+        .saturating_add(app.tour_scroll as usize)
+        .min(max_scroll);
     // A lesson opened with `copus lesson` names itself so; the demo's guided tour is a tour.
     let kind = match app.tour_kind() {
         "lesson" => "Lesson",
@@ -202,6 +220,8 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
     if max_scroll > 0 {
         let more = if scroll < max_scroll {
             " Shift+↓ more "
+        } else if app.tour_revealed && base > 0 && app.tour_scroll == 0 {
+            " r hides the answer "
         } else {
             " Shift+↑ back "
         };
