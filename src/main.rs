@@ -36,10 +36,23 @@ fn stdout_failure_is_an_error() {
     }));
 }
 
-/// The first `--flag -N` of `args` (a negative number where copus takes none), said as the
-/// error it is; `None` when there is none.
-fn negative_value(args: impl Iterator<Item = String>) -> Option<String> {
+/// The first `--flag -N` of `args` (a negative number where copus takes none) whose flag is
+/// one of the subcommand's that takes a value, said as the error it is; `None` when there is
+/// none (an unknown flag, or one that takes no value, is clap's error: `--bogus -1` read as
+/// "a negative number, which --bogus does not take").
+fn negative_value(args: impl Iterator<Item = String>, cli: &clap::Command) -> Option<String> {
     let args: Vec<String> = args.collect();
+    let sub = args
+        .iter()
+        .skip(1)
+        .find_map(|a| cli.find_subcommand(a.as_str()))
+        .unwrap_or(cli);
+    let takes_value = |flag: &str| {
+        let name = flag.trim_start_matches("--");
+        sub.get_arguments()
+            .chain(cli.get_arguments())
+            .any(|a| a.get_long() == Some(name) && a.get_action().takes_values())
+    };
     args.windows(2).find_map(|w| {
         let (flag, value) = (&w[0], &w[1]);
         let negative = value.len() > 1
@@ -47,7 +60,7 @@ fn negative_value(args: impl Iterator<Item = String>) -> Option<String> {
             && value[1..]
                 .chars()
                 .all(|c| c.is_ascii_digit() || c == '.' || c == 'e');
-        (flag.starts_with("--") && flag.len() > 2 && negative).then(|| {
+        (flag.starts_with("--") && flag.len() > 2 && negative && takes_value(flag)).then(|| {
             format!("{flag} {value}: a negative number, which {flag} does not take (see --help)")
         })
     })
@@ -64,7 +77,10 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // `--batch -512` reads to clap as the flags -5, -1, -2: name the value instead.
             if e.kind() == clap::error::ErrorKind::UnknownArgument
-                && let Some(said) = negative_value(std::env::args())
+                && let Some(said) = negative_value(
+                    std::env::args(),
+                    &<copus::cli::Cli as clap::CommandFactory>::command(),
+                )
             {
                 eprintln!("copus: {said}");
                 return std::process::ExitCode::from(2);

@@ -675,6 +675,30 @@ fn a_negative_number_is_named_as_the_value_it_is() {
         "--bogus",
     ])
     .fails_with(&["--bogus"]);
+    // A flag the command does not have, or one that takes no value, before a negative number:
+    // clap's message names what is wrong, not "a negative number, which --bogus does not take".
+    for flag in ["--gemm-plateau", "--json"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args([
+                "predict",
+                "--model",
+                "llama3-8b",
+                "--gpus",
+                "8",
+                "--batch",
+                "8",
+                flag,
+                "-1",
+            ])
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            !err.contains("a negative number") && err.contains("unexpected argument"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
