@@ -533,4 +533,15 @@ fn plan_within_a_framework_is_the_plan_its_emit_writes() {
         let out = copus_run(&[&["plan", "demo"][..], extra].concat());
         assert!(!out.status.success(), "{extra:?}");
     }
+    // --within offers the frameworks only (it listed json with --emit's descriptions), and
+    // json is refused by the parser (exit 2, the values named).
+    let out = copus_run(&["plan", "demo", "--within", "json"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("megatron, torchtitan, deepspeed"), "{err}");
+    let help = copus_run(&["plan", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    let within = help.split("--within").nth(1).expect("--within in the help");
+    let within = within.split("\n      --").next().unwrap_or(within);
+    assert!(!within.contains("- json"), "{within}");
 }

@@ -36,7 +36,29 @@ pub struct PlanArgs {
     /// `--emit` would write it: the plan a framework actually runs where it cannot run the
     /// unlimited one (`megatron`, `torchtitan` or `deepspeed`).
     #[arg(long, value_enum, value_name = "FRAMEWORK")]
-    pub within: Option<crate::plan::emit::EmitTarget>,
+    pub within: Option<Framework>,
+}
+
+/// A framework whose limits `plan --within` plans inside (the JSON schedule has none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Framework {
+    /// Megatron-LM (what `--emit megatron` writes).
+    Megatron,
+    /// torchtitan (what `--emit torchtitan` writes).
+    Torchtitan,
+    /// DeepSpeed with Megatron-DeepSpeed (what `--emit deepspeed` writes).
+    Deepspeed,
+}
+
+impl Framework {
+    /// The `--emit` target of the framework.
+    pub fn target(self) -> crate::plan::emit::EmitTarget {
+        match self {
+            Framework::Megatron => crate::plan::emit::EmitTarget::Megatron,
+            Framework::Torchtitan => crate::plan::emit::EmitTarget::Torchtitan,
+            Framework::Deepspeed => crate::plan::emit::EmitTarget::Deepspeed,
+        }
+    }
 }
 
 /// Run `copus plan`: load and resolve the session, plan every strategy, print the report.
@@ -51,13 +73,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     args.whatif
         .apply(&mut resolved, super::whatif_args::Command::Plan)?;
     args.switch_costs.apply(&mut resolved)?;
-    if args.within == Some(crate::plan::emit::EmitTarget::Json) {
-        anyhow::bail!(
-            "--within json: the JSON schedule has no framework limits; name a framework \
-             (megatron, torchtitan or deepspeed)"
-        );
-    }
-    if let (Some(e), Some(w)) = (args.emit, args.within)
+    let within = args.within.map(Framework::target);
+    if let (Some(e), Some(w)) = (args.emit, within)
         && e != w
     {
         anyhow::bail!(
@@ -68,7 +85,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     }
     let limits = args
         .emit
-        .or(args.within)
+        .or(within)
         .map(|target| EmitLimits::new(target, &resolved));
     let (report, sequence_note, cautions) = match &limits {
         Some(l) => crate::pipeline::plan_session_where(&resolved, &|c| l.refuse(c)).map_err(
@@ -141,11 +158,11 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             calibration,
             caveats,
             emit_targets: emit_fits(&report, &resolved),
-            within: args.within.map(emit_flag),
+            within: within.map(emit_flag),
         })?;
     } else {
         let mut text = crate::plan::render_text(&report);
-        if let Some(t) = args.within {
+        if let Some(t) = within {
             text.push_str(&crate::format::wrap_labelled(
                 "within: ",
                 &format!(
