@@ -545,3 +545,31 @@ fn plan_within_a_framework_is_the_plan_its_emit_writes() {
     let within = within.split("\n      --").next().unwrap_or(within);
     assert!(!within.contains("- json"), "{within}");
 }
+
+/// Where nothing fits even without a framework's limits (a 405B model on one node), `--emit`
+/// says so, not that the framework cannot express what it was asked, and does not send the
+/// user to plan without --emit (which fails the same way).
+#[test]
+fn emit_where_nothing_fits_at_all_names_memory_not_the_framework() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let demo = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/sessions/demo.ron"))
+        .expect("demo");
+    let big = demo
+        .replace("Named(\"llama-7b\")", "Named(\"llama3-405b\")")
+        .replace("nodes: 8,", "nodes: 1,");
+    let path = dir.path().join("big.ron");
+    std::fs::write(&path, big).expect("write");
+    let path = path.to_str().expect("utf-8");
+    for (stack, target) in [("deepspeed", "megatron"), ("megatron-core", "torchtitan")] {
+        let out = copus_run(&["plan", path, "--stack", stack, "--emit", target]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("nothing to plan: no (layout, batch) cell of the grid can run")
+                && err.contains("out of memory")
+                && !err.contains("cannot express")
+                && !err.contains("plan without --emit"),
+            "{stack} → {target}: {err}"
+        );
+    }
+}

@@ -90,6 +90,14 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let (report, sequence_note, cautions) = match &limits {
         Some(l) => crate::pipeline::plan_session_where(&resolved, &|c| l.refuse(c)).map_err(
             |e| match (&e, l.note(None)) {
+                // Nothing runs even without the limits (out of memory everywhere): that, not
+                // the framework, is what to say ("plan without --emit" failed the same way).
+                (crate::pipeline::PlanError::NothingRuns { .. }, Some(_))
+                    if let Err(free @ crate::pipeline::PlanError::NothingRuns { .. }) =
+                        crate::pipeline::plan_session_cautioned(&resolved) =>
+                {
+                    free.into()
+                }
                 // The framework's limits, not the cluster, left nothing to plan.
                 (crate::pipeline::PlanError::NothingRuns { path, example }, Some(note)) => {
                     // Costed for another framework's stack, its own may fit in the limits.
