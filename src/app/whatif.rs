@@ -290,7 +290,7 @@ pub fn value(r: &Resolved, field: Field) -> String {
             _ => "fastest that fits".into(),
         },
         Field::ContextParallel => match s.search.context_parallel.as_slice() {
-            [1] => "none".into(),
+            [1] => "CP 1 (off)".into(),
             many => format!(
                 "CP {}",
                 many.iter()

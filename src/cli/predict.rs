@@ -734,11 +734,12 @@ fn print_text(o: &Output) {
     } else {
         String::new()
     };
-    // The stage it runs, with the one asked for where they differ (explained below).
+    // The stage it runs, with the one set (by --zero or the stack's default) where they
+    // differ (explained below): "asked" read as the user's where the preset chose it.
     let zero = if o.zero_effective == o.zero {
         format!("ZeRO-{}", o.zero)
     } else {
-        format!("ZeRO-{} (asked: ZeRO-{})", o.zero_effective, o.zero)
+        format!("ZeRO-{} (ZeRO-{} as it runs here)", o.zero_effective, o.zero)
     };
     let searched = if o.micro_batches_searched.len() > 1 {
         let list: Vec<String> = o
