@@ -73,7 +73,7 @@ pub struct PredictArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::validate::session::MAX_GPUS)))]
     pub gpus: u32,
     /// GPUs per node (at most 1,048,576, as a cluster may have); tensor parallelism beyond
-    /// a node, or beyond the hardware's NVLink domain inside one, is named in a caveat.
+    /// a node, or beyond the hardware's scale-up domain inside one, is named in a caveat.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::validate::session::MAX_GPUS)))]
     pub gpus_per_node: u32,
     /// Tensor-parallel degree.
@@ -1199,9 +1199,10 @@ fn tp_domain_caveat(
         ))
     } else if tp > domain {
         Some(format!(
-            "TP {tp} spans {} scale-up domains of {domain} GPUs: {hardware}'s NVLink domain \
-             (scale_up_domain) is smaller than the {gpus_per_node} GPUs a node is given, so its \
-             all-reduces cross the slower link between domains, and are costed so",
+            "TP {tp} spans {} scale-up domains of {domain} GPUs: {hardware}'s scale-up domain \
+             (scale_up_domain: the GPUs one NVLink or Infinity Fabric group links) is smaller \
+             than the {gpus_per_node} GPUs a node is given, so its all-reduces cross the slower \
+             link between domains, and are costed so",
             tp.div_ceil(domain.max(1))
         ))
     } else {
