@@ -412,7 +412,7 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
             app.may_overwrite.insert(path.clone(), read_hash);
         } else {
             let note = format!(
-                "s saves to {} ({} has comments and is not rewritten)",
+                "s saves to {} ({} has comments)",
                 path.display(),
                 p.display()
             );

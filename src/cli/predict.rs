@@ -739,7 +739,10 @@ fn print_text(o: &Output) {
     let zero = if o.zero_effective == o.zero {
         format!("ZeRO-{}", o.zero)
     } else {
-        format!("ZeRO-{} (ZeRO-{} as it runs here)", o.zero_effective, o.zero)
+        format!(
+            "ZeRO-{} (ZeRO-{} as it runs here)",
+            o.zero_effective, o.zero
+        )
     };
     let searched = if o.micro_batches_searched.len() > 1 {
         let list: Vec<String> = o

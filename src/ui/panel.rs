@@ -19,13 +19,24 @@ pub fn block<'a>(title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
         .border_style(Style::new().fg(border))
 }
 
-/// `text` cut to `columns` characters, its last one "…", when it is longer.
+/// `text` cut to `columns` characters, its last one "…", when it is longer: after its last
+/// whole word that fits ("and is n…" read as a word), or mid-word where a word fills more than
+/// half the room.
 pub fn ellipsized(text: &str, columns: usize) -> String {
     if text.chars().count() <= columns {
         return text.to_string();
     }
     let kept: String = text.chars().take(columns.saturating_sub(1)).collect();
-    format!("{kept}…")
+    // Cut at the space before the partial word (the character after `kept` is not a space).
+    let partial = text
+        .chars()
+        .nth(kept.chars().count())
+        .is_some_and(|c| c != ' ');
+    let cut = match kept.rfind(' ') {
+        Some(i) if partial && kept[..i].chars().count() * 2 >= columns => kept[..i].trim_end(),
+        _ => kept.trim_end(),
+    };
+    format!("{cut}…")
 }
 
 /// A popup over `area`: cleared, in a yellow bordered block titled `title`, with `lines`
@@ -83,4 +94,31 @@ pub fn draw_scrolled(
             .scroll((s as u16, 0)),
         area,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ellipsized;
+
+    #[test]
+    fn a_cut_text_ends_after_a_whole_word() {
+        let text = "s saves to l70i.saved.ron (l70i.ron has comments and is not rewritten)";
+        assert_eq!(ellipsized(text, 200), text);
+        for columns in 8..text.chars().count() {
+            let cut = ellipsized(text, columns);
+            assert!(cut.chars().count() <= columns, "{columns}: {cut}");
+            assert!(cut.ends_with('…'), "{columns}: {cut}");
+            let body = cut.trim_end_matches('…');
+            // The last word shown is whole, or cut only where the words before it fill less
+            // than half the room.
+            let last = body.split(' ').next_back().unwrap_or_default();
+            let whole = text.split(' ').any(|w| w == last);
+            let before = body.trim_end_matches(last).trim_end().chars().count();
+            assert!(whole || before * 2 < columns, "{columns}: {cut}");
+        }
+        assert_eq!(
+            ellipsized(text, 58),
+            "s saves to l70i.saved.ron (l70i.ron has comments and is…"
+        );
+    }
 }
