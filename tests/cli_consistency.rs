@@ -1777,3 +1777,28 @@ fn fits_instead_under_deepspeed_runs_as_stated_and_cp_without_a_framework_is_nam
         v["caveats"]
     );
 }
+
+/// A flag's value out of its range exits 2, as clap's value errors do (docs/RELIABILITY.md),
+/// whether clap or copus's own check refuses it, and the message names the flag.
+#[test]
+fn a_flag_value_out_of_range_exits_two() {
+    let cases: [&[&str]; 8] = [
+        &["grid", "demo", "--gemm-plateau", "0"],
+        &["grid", "demo", "--b-crit-scale", "0"],
+        &["plan", "demo", "--restart-cost", "-1"],
+        &["plan", "demo", "--switch-threshold", "2"],
+        &["plan", "demo", "--checkpoint-bw", "0"],
+        &["grid", "demo", "--inter-link-scale", "0"],
+        &["grid", "demo", "--nodes", "0"],
+        &["snapshot", "--samples", "0"],
+    ];
+    for args in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(args)
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(args[2]), "{args:?}: {err}");
+    }
+}

@@ -223,6 +223,13 @@ pub fn error_message(e: &anyhow::Error) -> String {
 
 pub use crate::format::escape_controls;
 
+/// A command-line flag's value outside what the flag takes (`--gemm-plateau 0`,
+/// `--restart-cost -1`), found after parsing: exit status 2, as clap's errors, where other
+/// errors are 1 (docs/RELIABILITY.md).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct FlagValueError(pub String);
+
 /// A count that must be at least 1 (`--batch`, `--tp`): clap's own range check printed
 /// "0 is not in 1..18446744073709551615".
 pub fn at_least_one_u64(s: &str) -> Result<u64, String> {
@@ -303,6 +310,10 @@ pub fn write_json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()>
 /// Exit status of a failed command: 1, or 128 + the signal's number when a termination
 /// signal stopped the explorer (143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP).
 pub fn exit_code(e: &anyhow::Error) -> u8 {
+    // A flag's value out of its range is a command-line error, as clap's own are.
+    if e.downcast_ref::<FlagValueError>().is_some() {
+        return 2;
+    }
     if let Some(crate::signals::StoppedBySignal(sig)) = e.downcast_ref() {
         return u8::try_from(128 + sig).unwrap_or(crate::signals::SIGNAL_EXIT as u8);
     }

@@ -216,8 +216,9 @@ impl Changes {
         if self.flags.is_empty() {
             return Ok(());
         }
+        // The session was valid before these flags: what is wrong now is their values.
         crate::validate::session::check(r)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", self.flags.join(" ")))?;
+            .map_err(|e| super::FlagValueError(format!("{}: {e}", self.flags.join(" "))))?;
         if !self.changed.is_empty() {
             r.override_notes.push(format!(
                 "the command line set {} ({})",
@@ -240,7 +241,9 @@ fn bounded(
     range: std::ops::RangeInclusive<f64>,
     what: &str,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(range.contains(&x), "{flag} {}: {what}", num(x));
+    if !range.contains(&x) {
+        return Err(super::FlagValueError(format!("{flag} {}: {what}", num(x))).into());
+    }
     Ok(())
 }
 
