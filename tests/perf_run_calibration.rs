@@ -187,3 +187,35 @@ fn calibrate_skips_a_bad_line_of_a_stats_file() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert!(v.is_object(), "{v}");
 }
+
+/// A stats file's steps are fitted as each configuration's median: the text counts
+/// configurations, not "measured steps" (300 steps read "calibrated 1 parameter on 2 measured
+/// steps"), and the JSON says so.
+#[test]
+fn calibrate_on_a_stats_file_counts_its_configurations() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = timed_run(dir.path());
+    let run = |json: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_copus"));
+        c.args(["calibrate", "--hardware", "h100-sxm", "--model", "llama-7b"])
+            .arg(&path);
+        if json {
+            c.arg("--json");
+        }
+        c.output().expect("run")
+    };
+    let out = run(false);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !text.contains("measured step") && text.contains("(the median step time of each)")
+            || text.contains("configuration (its median step time)"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&run(true).stdout).expect("json");
+    assert_eq!(v["medians_of_configurations"], true, "{v}");
+}

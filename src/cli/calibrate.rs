@@ -116,7 +116,12 @@ struct Output {
     caveats: Vec<String>,
     /// Per-row residuals.
     rows: Vec<RowOut>,
+    /// Measurements fitted: CSV rows, or the configurations of a stats file (each its median
+    /// step time).
     n: usize,
+    /// Whether the measurements are a stats file's configurations (each the median of its
+    /// steps), not rows of a CSV.
+    medians_of_configurations: bool,
     rms_rel_error: f64,
     /// Rms relative error on held-out configurations (the median step time of each distinct
     /// configuration, whole configurations held out, as the selection holds them out); with
@@ -762,6 +767,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             .collect(),
         rows,
         n: file.n,
+        medians_of_configurations: lines.is_empty(),
         rms_rel_error: file.rms_rel_error,
         cv_rel_error: file.cv_rel_error,
         profile_rms_rel_error: file.profile_rms_rel_error,
@@ -775,18 +781,25 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     }
     let plural =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    // A stats file's steps are fitted as each configuration's median: counted so.
+    let measured = if out.medians_of_configurations {
+        plural(
+            out.n,
+            "configuration (its median step time)",
+            "configurations (the median step time of each)",
+        )
+    } else {
+        plural(out.n, "measured step", "measured steps")
+    };
     if knobs.is_empty() {
         println!(
-            "nothing calibrated on {}: the profile's values stand ({} on {})",
-            plural(out.n, "measured step", "measured steps"),
-            model.name,
-            hw.name
+            "nothing calibrated on {measured}: the profile's values stand ({} on {})",
+            model.name, hw.name
         );
     } else {
         println!(
-            "calibrated {} on {} ({} on {})",
+            "calibrated {} on {measured} ({} on {})",
             plural(knobs.len(), "parameter", "parameters"),
-            plural(out.n, "measured step", "measured steps"),
             model.name,
             hw.name
         );
@@ -967,7 +980,7 @@ fn selection_text(sel: &KnobSelection) -> String {
             crate::perf::knob_selection::MIN_CV_GAIN * 100.0
         )),
         None if !sel.steps.is_empty() => out.push_str(&format!(
-            "\n    stopped: at most one parameter per {} configurations",
+            "\n    stopped: at most one parameter per {} configurations (one at least)",
             crate::perf::knob_selection::CONFIGS_PER_KNOB
         )),
         None => {}

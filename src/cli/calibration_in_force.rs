@@ -138,7 +138,8 @@ pub fn text_line(c: &CalibrationUsed) -> String {
         if c.model == crate::perf::calibration_file::LINKS_ONLY_MODEL {
             "message sizes"
         } else {
-            "steps"
+            // CSV rows, or a stats file's configurations (each its median step).
+            "measurements"
         },
         c.model,
         c.hardware,
