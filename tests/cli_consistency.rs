@@ -1802,3 +1802,29 @@ fn a_flag_value_out_of_range_exits_two() {
         assert!(err.contains(args[2]), "{args:?}: {err}");
     }
 }
+
+/// `grid --rank` with `--filter` says the list is filtered and by what, in text and JSON, as
+/// the grid itself does (it read "2 layouts run at batch 64" of 21 with no word of a filter).
+#[test]
+fn a_filtered_ranking_names_its_filter() {
+    let run = copus(&["grid", DEMO, "--filter", "pp=1 tp>=4", "--rank", "64"]);
+    run.succeeds();
+    assert!(
+        run.stdout
+            .contains("the layouts matching 'pp=1 tp>=4' (2 of "),
+        "{}",
+        run.stdout
+    );
+    let v = json(&[
+        "grid",
+        DEMO,
+        "--filter",
+        "pp=1 tp>=4",
+        "--rank",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(v["filter"], "pp=1 tp>=4", "{v}");
+    let all = json(&["grid", DEMO, "--rank", "64", "--json"]);
+    assert!(all["filter"].is_null(), "{all}");
+}

@@ -371,6 +371,8 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                 o.insert("step".into(), point.step.into());
                 o.insert("b_crit".into(), grid.b_crit.into());
                 o.insert("seq_len".into(), resolved.model.seq_len.into());
+                // As the grid's JSON: the filter the layouts were chosen by (`null`: all).
+                o.insert("filter".into(), serde_json::to_value(&a.filter)?);
             }
             return super::write_json(&v);
         }
@@ -384,8 +386,18 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         for c in &caveats {
             text.push_str(&crate::format::wrap_labelled("note: ", c));
         }
+        // The layouts the filter keeps, said as the grid says it (the counts below are theirs).
+        let which = match &a.filter {
+            Some(f) => format!(
+                "the layouts matching '{}' ({} of {})",
+                super::escape_controls(f),
+                keep.len(),
+                table.layouts.len()
+            ),
+            None => "layouts".to_string(),
+        };
         text.push_str(&format!(
-            "step {} ({} tokens): B_crit {:.0} samples; layouts at batch {batch}, fastest first\n",
+            "step {} ({} tokens): B_crit {:.0} samples; {which} at batch {batch}, fastest first\n",
             point.step,
             crate::format::tokens(point.tokens),
             grid.b_crit
