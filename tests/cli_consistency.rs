@@ -1828,3 +1828,38 @@ fn a_filtered_ranking_names_its_filter() {
     let all = json(&["grid", DEMO, "--rank", "64", "--json"]);
     assert!(all["filter"].is_null(), "{all}");
 }
+
+/// `calibrate` says, as `predict` does, when the measurements' recompute policy is not one the
+/// stack has: the fit is then of a what-if.
+#[test]
+fn calibrate_names_a_recompute_policy_the_stack_lacks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("m.csv");
+    std::fs::write(
+        &csv,
+        "dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,9.9\n4,2,1,1,64,10.1\n",
+    )
+    .expect("write");
+    let csv = csv.to_str().expect("utf-8");
+    let args = |r: &'static str| {
+        [
+            "calibrate",
+            csv,
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama3-8b",
+            "--recompute",
+            r,
+            "--json",
+        ]
+    };
+    let v = json(&args("op"));
+    let caveats = v["caveats"].to_string();
+    assert!(
+        caveats.contains("recompute op is not a policy megatron-core has"),
+        "{caveats}"
+    );
+    let v = json(&args("full"));
+    assert!(!v["caveats"].to_string().contains("is not a policy"), "{v}");
+}

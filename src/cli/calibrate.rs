@@ -156,6 +156,32 @@ fn assumed(
     })
 }
 
+/// The measurements' recompute policies that `framework` does not have, as `predict` says of
+/// one (`None` when every policy is one of its): the fit then learns a what-if's costs.
+fn foreign_recompute(
+    points: &[crate::perf::measurements::Measurement],
+    framework: crate::perf::StackPreset,
+) -> Option<String> {
+    let policies = framework.recompute_policies();
+    let mut foreign: Vec<String> = points
+        .iter()
+        .map(|m| m.config.recompute)
+        .filter(|r| !policies.contains(r))
+        .map(|r| r.to_string())
+        .collect();
+    foreign.sort();
+    foreign.dedup();
+    (!foreign.is_empty()).then(|| {
+        let has: Vec<String> = policies.iter().map(ToString::to_string).collect();
+        format!(
+            "recompute {} is not a policy {framework} has (it has {}): rows with it are what-ifs \
+             of this framework, and the parameters fitted to them are too",
+            foreign.join(", "),
+            has.join(", ")
+        )
+    })
+}
+
 /// The checkpointing a framework's runs use when they checkpoint at all and say no more: its
 /// partial policy where it has one (Megatron's selective, torchtitan's op-level), else whole
 /// layers.
@@ -663,6 +689,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     };
     let in_force = super::model_args::stack_over(&hw.efficiency, None, a.stack.stack().as_ref());
     let stack = crate::perf::Stack::describing(&start, in_force.map(|s| s.base()));
+    let foreign = foreign_recompute(&points, stack.base());
     // Nothing freed (the profile predicts these rows as well as any calibration would):
     // the calibration is the profile's values.
     let fitted_params = if knobs.is_empty() {
@@ -757,6 +784,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         kept_from_calibration: kept.clone(),
         caveats: row_notes
             .into_iter()
+            .chain(foreign)
             .chain(selection.as_ref().and_then(selection_caveat))
             .chain(knobs.iter().filter_map(|k| {
                 let (mut fitted, mut profile) = (fitted_params.clone(), start.clone());
