@@ -154,7 +154,8 @@ pub fn recommend(
 }
 
 /// Why the current cell loses to the best one, in words that hold: "past B_crit" only when the
-/// current batch is above B_crit.
+/// current batch is above B_crit. B_crit is written as the first reason writes it ("4.1k",
+/// where "4096" beside "4.1k sequences" read as two values).
 fn current_reason(
     c: &CellSummary,
     best: &CellSummary,
@@ -166,24 +167,28 @@ fn current_reason(
     }
     let eff = eff_words(form, c.stat_eff);
     Some(if c.batch as f64 > b_crit {
-        format!("batch {} is past B_crit ≈ {:.0}: {eff}", c.batch, b_crit)
+        format!(
+            "batch {} is past B_crit ≈ {}: {eff}",
+            c.batch,
+            crate::format::count(b_crit)
+        )
     } else if c.batch > best.batch && c.tokens_per_s <= best.tokens_per_s {
         // A larger batch is usually faster; on a smaller cluster it can run slower (fewer
         // layouts divide it).
         format!(
-            "batch {} is below B_crit ≈ {:.0} and keeps {eff}, but runs slower than batch {} \
+            "batch {} is below B_crit ≈ {} and keeps {eff}, but runs slower than batch {} \
              ({} against {} tok/s)",
             c.batch,
-            b_crit,
+            crate::format::count(b_crit),
             best.batch,
             crate::format::si(c.tokens_per_s),
             crate::format::si(best.tokens_per_s)
         )
     } else if c.batch > best.batch {
         format!(
-            "batch {} is below B_crit ≈ {:.0} and keeps {eff}, but its extra speed ({} against {} tok/s) does not make up for the efficiency it gives up",
+            "batch {} is below B_crit ≈ {} and keeps {eff}, but its extra speed ({} against {} tok/s) does not make up for the efficiency it gives up",
             c.batch,
-            b_crit,
+            crate::format::count(b_crit),
             crate::format::si(c.tokens_per_s),
             crate::format::si(best.tokens_per_s)
         )
