@@ -233,9 +233,21 @@ pub struct FlagValueError(pub String);
 /// A count that must be at least 1 (`--batch`, `--tp`): clap's own range check printed
 /// "0 is not in 1..18446744073709551615".
 pub fn at_least_one_u64(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
+    use std::num::IntErrorKind;
+    let t = s.trim();
+    match t.parse::<u64>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
+        // A whole number all the same: said as what is wrong with it.
+        Err(e) if *e.kind() == IntErrorKind::PosOverflow => {
+            Err(format!("{t} is too large (at most {})", u64::MAX))
+        }
+        Err(_)
+            if t.strip_prefix('-')
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            Err(format!("{t}: must be at least 1"))
+        }
         Err(_) => Err(format!("'{s}' is not a whole number (at least 1)")),
     }
 }
@@ -323,5 +335,27 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
             u8::try_from(128 + sig).unwrap_or(crate::signals::SIGNAL_EXIT as u8)
         }
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use super::{at_least_one_u32, at_least_one_u64};
+
+    /// A whole number out of range is said so, not "not a whole number".
+    #[test]
+    fn a_count_out_of_range_is_named_as_such() {
+        assert_eq!(at_least_one_u64("64"), Ok(64));
+        assert_eq!(at_least_one_u64("0"), Err("must be at least 1".into()));
+        let big = at_least_one_u64("99999999999999999999").unwrap_err();
+        assert!(big.contains("too large"), "{big}");
+        let negative = at_least_one_u64("-2").unwrap_err();
+        assert_eq!(negative, "-2: must be at least 1");
+        let tp = at_least_one_u32("5000000000").unwrap_err();
+        assert!(tp.contains("too large (at most 4294967295)"), "{tp}");
+        for bad in ["6.5", "x", "-", "-x", ""] {
+            let e = at_least_one_u64(bad).unwrap_err();
+            assert!(e.contains("is not a whole number"), "{bad}: {e}");
+        }
     }
 }
