@@ -116,7 +116,8 @@ mod tests {
 
     #[test]
     fn a_value_too_long_for_its_row_is_cut_with_an_ellipsis() {
-        assert_eq!(fitted("fastest that fits", 10), "fastest t…");
+        // After the last whole word (it read "fastest t…").
+        assert_eq!(fitted("fastest that fits", 10), "fastest…");
         assert_eq!(fitted("fastest that fits", 17), "fastest that fits");
         assert_eq!(fitted("McCandlish Bc/(B+Bc)", 1), "…");
         assert_eq!(fitted("×1", 0), "…");
