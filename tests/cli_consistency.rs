@@ -678,25 +678,21 @@ fn a_negative_number_is_named_as_the_value_it_is() {
     // A flag the command does not have, or one that takes no value, before a negative number:
     // clap's message names what is wrong, not "a negative number, which --bogus does not take".
     for flag in ["--gemm-plateau", "--json"] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
-            .args([
-                "predict",
-                "--model",
-                "llama3-8b",
-                "--gpus",
-                "8",
-                "--batch",
-                "8",
-                flag,
-                "-1",
-            ])
-            .output()
-            .expect("runs");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        let run = copus(&[
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "8",
+            "--batch",
+            "8",
+            flag,
+            "-1",
+        ]);
+        assert_eq!(run.code, Some(2), "{run:?}");
         assert!(
-            !err.contains("a negative number") && err.contains("unexpected argument"),
-            "{err}"
+            !run.stderr.contains("a negative number") && run.stderr.contains("unexpected argument"),
+            "{run:?}"
         );
     }
 }
@@ -1793,13 +1789,9 @@ fn a_flag_value_out_of_range_exits_two() {
         &["snapshot", "--samples", "0"],
     ];
     for args in cases {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
-            .args(args)
-            .output()
-            .expect("runs");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(args[2]), "{args:?}: {err}");
+        let run = copus(args);
+        assert_eq!(run.code, Some(2), "{args:?}: {run:?}");
+        assert!(run.stderr.contains(args[2]), "{args:?}: {run:?}");
     }
 }
 

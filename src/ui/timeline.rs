@@ -253,7 +253,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         .map(|d| d.1.chars().count())
         .max()
         .unwrap_or(1);
-    let mut y_labels: Vec<Span> = decades
+    let y_labels: Vec<Span> = decades
         .iter()
         .map(|_| Span::raw(" ".repeat(label_width)))
         .collect();
@@ -281,14 +281,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     } else {
         inner
     };
-    // One label a decade needs a row each (ratatui spaces them evenly over the plot's rows,
-    // less the x axis and its labels); with fewer rows they print over each other ("100kk"),
-    // so only the two ends are labelled.
-    if y_labels.len() > usize::from(chart_area.height.saturating_sub(2)) && y_labels.len() > 2 {
-        let last = y_labels.pop();
-        y_labels.truncate(1);
-        y_labels.extend(last);
-    }
     let axes = |datasets| {
         Chart::new(datasets)
             .legend_position(None)
