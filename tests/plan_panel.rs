@@ -123,3 +123,39 @@ fn the_plans_batch_is_in_the_legend_only_where_it_is_drawn() {
     );
     assert!(!copus::ui::timeline_marks::legend_entries(&app, None).contains(&entry));
 }
+
+/// At 80x24 a decade of the timeline is one row, and the plan's batches (64 → 128 → 256 in
+/// the demo) fell on one flat line: each segment with room names its batch on the line.
+#[test]
+fn the_plans_line_names_its_batches_where_a_decade_is_one_row() {
+    let (app, _) = demo_with_plan();
+    let plan = copus::ui::timeline_marks::planned_batches(&app);
+    assert!(plan.len() >= 2, "the demo's plan switches batch: {plan:?}");
+    let text = screen(&app, 80, 24);
+    let plan_line = text
+        .lines()
+        .find(|l| l.contains('─') && l.contains('│') && !l.contains('└'))
+        .unwrap_or_else(|| panic!("a plan line in\n{text}"));
+    // The last segment runs to the end of training: always wide enough for its label.
+    let last = copus::format::count(plan.last().expect("segments").1);
+    assert!(
+        plan_line.contains(&format!("─{last}─")),
+        "{last} on the plan's line: {plan_line}"
+    );
+    // Every label on the line is a batch of the plan (none invented, none of B_crit's).
+    let labels: Vec<String> = plan_line
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '.')
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect();
+    let batches: Vec<String> = plan.iter().map(|p| copus::format::count(p.1)).collect();
+    for l in labels
+        .iter()
+        .filter(|l| !["100", "10", "1.0k", "10.0k"].contains(&l.as_str()))
+    {
+        assert!(
+            batches.contains(l),
+            "{l} is not a plan batch {batches:?}: {plan_line}"
+        );
+    }
+}

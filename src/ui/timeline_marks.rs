@@ -198,6 +198,60 @@ pub fn plot_area(buf: &Buffer, chart_area: Rect) -> Option<(Rect, u16)> {
     None
 }
 
+/// The row of `plot` where the plan's batch of log10 `v` is drawn: the row a braille dot of
+/// the same value falls on, as the decade labels are placed (`timeline::braille_row`).
+fn plan_row(plot: Rect, y: [f64; 2], v: f64) -> u16 {
+    crate::ui::timeline::braille_row(plot, y, v)
+}
+
+/// Whether a cell shows nothing (a space or an empty braille pattern).
+fn is_blank(symbol: &str) -> bool {
+    symbol.chars().all(|ch| ch == ' ' || ch == '\u{2800}')
+}
+
+/// Write each plan segment's batch ("64", "128") on its line, just after where it starts,
+/// where the segment is wide enough and the cells hold nothing but the plan's line: at 80×24
+/// a decade is one row, and batches 64, 128 and 256 were drawn on one flat line.
+fn label_plan_segments(
+    buf: &mut Buffer,
+    plot: Rect,
+    plan: &[(f64, f64)],
+    x: [f64; 2],
+    y: [f64; 2],
+    style: Style,
+) {
+    for (i, &(from, batch)) in plan.iter().enumerate() {
+        let until = plan.get(i + 1).map_or(x[1], |next| next.0);
+        if until <= x[0] || from >= x[1] {
+            continue;
+        }
+        let v = batch.log10();
+        if !(y[0]..=y[1]).contains(&v) {
+            continue;
+        }
+        let start = column(plot, from.max(x[0]), x[0], x[1]);
+        let end = column(plot, until.min(x[1]), x[0], x[1]);
+        let label = crate::format::count(batch);
+        let width = label.chars().count() as u16;
+        // One cell of line before the label (after a switch marker) and one after it.
+        let first = start.saturating_add(1);
+        if first.saturating_add(width) >= end.min(plot.right()) {
+            continue;
+        }
+        let row = plan_row(plot, y, v);
+        let cells = first..first + width;
+        if !cells
+            .clone()
+            .all(|c| matches!(buf[(c, row)].symbol(), s if s == PLAN_GLYPH || is_blank(s)))
+        {
+            continue;
+        }
+        for (c, ch) in cells.zip(label.chars()) {
+            buf[(c, row)].set_char(ch).set_style(style);
+        }
+    }
+}
+
 /// Column of position `x` in [`lo`, `hi`] across `plot`.
 fn column(plot: Rect, x: f64, lo: f64, hi: f64) -> u16 {
     let f = ((x - lo) / (hi - lo).max(f64::MIN_POSITIVE)).clamp(0.0, 1.0);
@@ -243,17 +297,12 @@ pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2],
             if !(y[0]..=y[1]).contains(&v) {
                 continue;
             }
-            let g = (y[1] - v) / (y[1] - y[0]).max(f64::MIN_POSITIVE);
-            let row = plot.y + (g * f64::from(plot.height - 1)).round() as u16;
-            let cell = &mut buf[(c, row)];
-            if cell
-                .symbol()
-                .chars()
-                .all(|ch| ch == ' ' || ch == '\u{2800}')
-            {
+            let cell = &mut buf[(c, plan_row(plot, y, v))];
+            if is_blank(cell.symbol()) {
                 cell.set_symbol(PLAN_GLYPH).set_style(style);
             }
         }
+        label_plan_segments(buf, plot, &plan, x, y, style);
     }
     if let Some(b) = compare_trajectory(app)
         && let (Some(first), Some(last)) = (b.points.first(), b.points.last())
