@@ -230,7 +230,7 @@ fn moe_floor_blocks_small_batches() {
     m.moe = Some(MoeSpec {
         experts: 64,
         top_k: 1,
-        capacity_factor: 1.0,
+        capacity_factor: Some(1.0),
     });
     let ctx = PerfContext {
         hw: &hw,

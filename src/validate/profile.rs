@@ -80,7 +80,9 @@ pub fn model(m: &ModelProfile, at: &str) -> Result<(), Invalid> {
                 ),
             ));
         }
-        positive(&f("moe.capacity_factor"), moe.capacity_factor)?;
+        if let Some(cf) = moe.capacity_factor {
+            positive(&f("moe.capacity_factor"), cf)?;
+        }
     }
     Ok(())
 }
@@ -306,7 +308,7 @@ mod tests {
                     m.moe = Some(crate::perf::MoeSpec {
                         experts: 8,
                         top_k: 2,
-                        capacity_factor: f64::NAN,
+                        capacity_factor: Some(f64::NAN),
                     })
                 },
                 "model.moe.capacity_factor",

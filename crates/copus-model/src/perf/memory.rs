@@ -978,7 +978,7 @@ mod tests {
             moe: Some(crate::perf::model::MoeSpec {
                 experts: 8,
                 top_k: 2,
-                capacity_factor: 1.0,
+                capacity_factor: Some(1.0),
             }),
             ..dense.clone()
         };

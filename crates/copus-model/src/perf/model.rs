@@ -10,12 +10,44 @@ pub struct MoeSpec {
     pub experts: u32,
     /// Experts each token is routed to.
     pub top_k: u32,
-    /// Capacity factor (tokens an expert accepts, relative to an even share). It sets the
-    /// batch floor below which tokens are dropped (`moe::batch_floor`, the grid's caveat and
-    /// the explorer's explanation); step time and memory are costed for the routed tokens
-    /// without padding to capacity (dropless, as Megatron-Core's default MoE runs), so they do
-    /// not depend on it.
-    pub capacity_factor: f64,
+    /// Capacity factor (tokens an expert accepts, relative to an even share), for routers that
+    /// drop the tokens over it. It sets the batch floor below which too many are dropped
+    /// (`moe::batch_floor`, the grid's caveat and the explorer's explanation). `None` (the
+    /// field left out): dropless routing, no capacity and no floor, as Megatron-Core's default
+    /// MoE and MegaBlocks run. Step time and memory are costed for the routed tokens without
+    /// padding to capacity either way. Written `capacity_factor: 1.25` or `Some(1.25)`.
+    #[serde(default, deserialize_with = "number_or_none")]
+    pub capacity_factor: Option<f64>,
+}
+
+/// A number written plainly (`1.25`) or as an option (`Some(1.25)`, `None`, JSON `null`).
+fn number_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    struct Visitor;
+    impl<'de> serde::de::Visitor<'de> for Visitor {
+        type Value = Option<f64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a number, Some(number) or None")
+        }
+        fn visit_f64<E: serde::de::Error>(self, x: f64) -> Result<Self::Value, E> {
+            Ok(Some(x))
+        }
+        fn visit_i64<E: serde::de::Error>(self, x: i64) -> Result<Self::Value, E> {
+            Ok(Some(x as f64))
+        }
+        fn visit_u64<E: serde::de::Error>(self, x: u64) -> Result<Self::Value, E> {
+            Ok(Some(x as f64))
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            f64::deserialize(d).map(Some)
+        }
+    }
+    d.deserialize_any(Visitor)
 }
 
 /// A decoder-only transformer shape.

@@ -17,7 +17,8 @@ pub fn tokens_per_expert(spec: &MoeSpec, batch: u64, seq_len: u32) -> f64 {
     batch as f64 * seq_len as f64 * spec.top_k as f64 / spec.experts.max(1) as f64
 }
 
-/// Expected share of token-expert assignments dropped at capacity, 0–1.
+/// Expected share of token-expert assignments dropped at capacity, 0–1 (0 for dropless
+/// routing, no capacity factor).
 pub fn dropped_share(spec: &MoeSpec, batch: u64, seq_len: u32) -> f64 {
     let n = batch as f64 * seq_len as f64;
     let p = (spec.top_k as f64 / spec.experts.max(1) as f64).min(1.0);
@@ -25,8 +26,12 @@ pub fn dropped_share(spec: &MoeSpec, batch: u64, seq_len: u32) -> f64 {
     if mean <= 0.0 {
         return 1.0;
     }
+    // Dropless routing drops nothing.
+    let Some(capacity_factor) = spec.capacity_factor else {
+        return 0.0;
+    };
     let sd = (n * p * (1.0 - p)).sqrt();
-    let capacity = spec.capacity_factor * mean;
+    let capacity = capacity_factor * mean;
     if sd <= 0.0 {
         return ((mean - capacity) / mean).max(0.0);
     }
@@ -85,8 +90,40 @@ mod tests {
         MoeSpec {
             experts: e,
             top_k: k,
-            capacity_factor: cf,
+            capacity_factor: Some(cf),
         }
+    }
+
+    /// A router without a capacity (dropless, the field left out) drops nothing at any
+    /// batch, so it puts no floor on the batch; each way of writing the factor reads the same.
+    #[test]
+    fn dropless_routing_has_no_floor_and_each_spelling_of_the_factor_reads_the_same() {
+        let read = |moe: &str| -> MoeSpec { ron::from_str(moe).expect(moe) };
+        let dropless = read("(experts: 8, top_k: 2)");
+        assert_eq!(dropless.capacity_factor, None);
+        assert_eq!(
+            read("(experts: 8, top_k: 2, capacity_factor: None)"),
+            dropless
+        );
+        assert_eq!(dropped_share(&dropless, 1, 1), 0.0);
+        assert_eq!(
+            batch_floor(&dropless, 1, DEFAULT_MAX_DROP, 1 << 20),
+            Some(1)
+        );
+        let plain = read("(experts: 8, top_k: 2, capacity_factor: 1.25)");
+        assert_eq!(plain.capacity_factor, Some(1.25));
+        assert_eq!(
+            read("(experts: 8, top_k: 2, capacity_factor: Some(1.25))"),
+            plain
+        );
+        assert!(dropped_share(&plain, 1, 16) > DEFAULT_MAX_DROP);
+        let json: MoeSpec =
+            serde_json::from_str(r#"{"experts":8,"top_k":2,"capacity_factor":null}"#)
+                .expect("json null");
+        assert_eq!(json, dropless);
+        assert!(
+            ron::from_str::<MoeSpec>("(experts: 8, top_k: 2, capacity_factor: \"x\")").is_err()
+        );
     }
 
     #[test]
@@ -107,7 +144,8 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let (batch, seq) = (4u64, 256u32);
         let n = batch as usize * seq as usize;
-        let cap = (s.capacity_factor * tokens_per_expert(&s, batch, seq)).floor() as usize;
+        let cap = (s.capacity_factor.unwrap_or(f64::INFINITY) * tokens_per_expert(&s, batch, seq))
+            .floor() as usize;
         let trials = 400;
         let mut dropped = 0usize;
         for _ in 0..trials {
