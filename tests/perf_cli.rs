@@ -1109,8 +1109,9 @@ fn fsdp_with_a_pipeline_keeps_parameters_gathered_across_micro_batches() {
             && text.contains("sized and costed as the ZeRO-1 it runs"),
         "{text}"
     );
-    // The headline names the stage it runs, not the one asked for alone.
-    assert!(text.contains("ZeRO-1 (ZeRO-3 as it runs here)"), "{text}");
+    // The headline names the stage set and the one it runs (it read "ZeRO-1 (ZeRO-3 as it
+    // runs here)", the two the wrong way round).
+    assert!(text.contains("ZeRO-3 (runs as ZeRO-1 here)"), "{text}");
     let (ok, out, err) = zero_3_on_pp_8(&["--stack", "deepspeed", "--json"]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");

@@ -734,15 +734,12 @@ fn print_text(o: &Output) {
     } else {
         String::new()
     };
-    // The stage it runs, with the one set (by --zero or the stack's default) where they
-    // differ (explained below): "asked" read as the user's where the preset chose it.
+    // The stage set (by --zero or the stack's default) and, where the stack runs another
+    // (explained below), that one: "ZeRO-3 (runs as ZeRO-1 here)".
     let zero = if o.zero_effective == o.zero {
         format!("ZeRO-{}", o.zero)
     } else {
-        format!(
-            "ZeRO-{} (ZeRO-{} as it runs here)",
-            o.zero_effective, o.zero
-        )
+        format!("ZeRO-{} (runs as ZeRO-{} here)", o.zero, o.zero_effective)
     };
     let searched = if o.micro_batches_searched.len() > 1 {
         let list: Vec<String> = o
