@@ -301,22 +301,34 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
         );
     }
     let timeout = args.timeout_s.map(timeout_of).transpose()?;
-    // An advice file this run creates and leaves empty because it fails is removed: it would
-    // otherwise make the same command refuse to run again without --force.
-    let created_advice = args
-        .advise
+    let created_advice = new_advice_file(args);
+    let result = run_headless(args, target, timeout);
+    remove_if_left_empty(created_advice.as_deref());
+    result
+}
+
+/// The `--advise` file this run will create, if it is a file that does not exist yet.
+fn new_advice_file(args: &WatchArgs) -> Option<std::path::PathBuf> {
+    args.advise
         .as_deref()
         .filter(|o| !o.starts_with("tcp://"))
         .filter(|o| std::fs::symlink_metadata(o).is_err())
-        .map(std::path::PathBuf::from);
-    let result = run_headless(args, target, timeout);
-    if result.is_err()
-        && let Some(path) = &created_advice
-        && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0)
+        .map(std::path::PathBuf::from)
+}
+
+/// Remove an advice file this run created and left empty (it failed, no advice was due, or
+/// none was approved): it would otherwise make the same command refuse to run again without
+/// --force. A file that existed before is never removed.
+fn remove_if_left_empty(created: Option<&std::path::Path>) {
+    let Some(path) = created else { return };
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0)
+        && std::fs::remove_file(path).is_ok()
     {
-        let _ = std::fs::remove_file(path);
+        eprintln!(
+            "copus watch: --advise {}: no advice written; the empty file was removed",
+            path.display()
+        );
     }
-    result
 }
 
 /// The headless follower: the run, its advice and its summary.
@@ -444,6 +456,7 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
         args.calibration.as_deref(),
         args.stack.stack().as_ref(),
     )?;
+    let created_advice = new_advice_file(args);
     let advice = match &args.advise {
         Some(out) if out.starts_with("tcp://") => anyhow::bail!(
             "--advise {out}: the explorer appends approved advice to a file; serve it on TCP with --headless"
@@ -473,7 +486,9 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
     app.live_target = Some(args.target.clone());
     app.advice = advice;
     app.status = format!("waiting for records from {}…", args.target);
-    crate::runtime::run(app)?;
+    let result = crate::runtime::run(app);
+    remove_if_left_empty(created_advice.as_deref());
+    result?;
     Ok(())
 }
 

@@ -421,3 +421,31 @@ fn advice_predicts_for_the_stack_and_calibration_given() {
         "{err}"
     );
 }
+
+/// A run that gets no advice leaves no empty file behind (the same command then refused to
+/// run again without --force), and says so; a file that was there before is kept, empty or
+/// not.
+#[test]
+fn an_advice_file_left_empty_is_removed_unless_it_was_there_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (run, out) = (
+        dir.path().join("run.ndjson"),
+        dir.path().join("advice.ndjson"),
+    );
+    // Too few steps for any advice.
+    write_run(&run, 20, |_| 5000.0);
+    for _ in 0..2 {
+        let o = watch_advising(&run, &out, &["--json"], 20);
+        assert!(o.status.success(), "{o:?}");
+        assert!(!out.exists(), "the empty advice file is left behind");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("no advice written; the empty file was removed"),
+            "{err}"
+        );
+    }
+    std::fs::write(&out, "").expect("the user's own empty file");
+    let o = watch_advising(&run, &out, &["--json", "--force"], 20);
+    assert!(o.status.success(), "{o:?}");
+    assert!(out.exists(), "a file the user had is removed");
+}
