@@ -415,6 +415,9 @@ pub struct Resolved {
     pub zero_from_file: bool,
     /// The same for the session file's recompute policies.
     pub recompute_from_file: bool,
+    /// A note the explorer's title shows before the session's name and that is never saved
+    /// with it ("model and cluster: copus's defaults …" for a run opened without them).
+    pub title_note: Option<String>,
     /// What command-line overrides changed beyond what they name, one sentence each (a
     /// `--stack` of another framework replacing the session's ZeRO and recompute search).
     pub override_notes: Vec<String>,
@@ -921,6 +924,7 @@ impl Session {
             use_calibration: true,
             zero_from_stack,
             recompute_from_stack,
+            title_note: None,
             override_notes: Vec::new(),
             flags_bound_to_search: Vec::new(),
             zero_from_file: !zero_from_stack,

@@ -566,3 +566,34 @@ fn save_as_elsewhere_keeps_the_data_path_and_the_command_line_calibration() {
         again.files[0].1
     );
 }
+
+/// A run opened without a model or cluster says in the title that both are copus's defaults;
+/// saving it wrote that note into the session's name, which `plan` and `--emit` headers then
+/// printed as the session's own.
+#[test]
+fn the_title_note_of_a_run_on_default_settings_is_not_saved_in_its_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
+        &run,
+    )
+    .expect("copy");
+    let args = OpenArgs {
+        device: copus::compute::Device::Cpu,
+        ..OpenArgs::for_path(&run)
+    };
+    let mut app = copus::cli::open::explorer_app(&args).expect("opens");
+    let title = render(&app, 200, 40);
+    assert!(
+        title
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("copus's defaults")),
+        "{title}"
+    );
+    let job = the_write(update(&mut app, Msg::Save));
+    let saved = &job.files[0].1;
+    assert!(saved.contains("name: \"run.ndjson\""), "{saved}");
+    assert!(!saved.contains("defaults"), "{saved}");
+}

@@ -231,19 +231,21 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     Ok(session.resolve(&session_path)?)
 }
 
+/// The explorer title's note for a run costed on copus's defaults.
+pub const ASSUMED_CLUSTER: &str =
+    "model and cluster: copus's defaults (set --model, --hardware, --nodes)";
+
 /// A run opened without `--model`, `--hardware`, `--nodes` or `--gpus-per-node` is costed on
-/// copus's defaults: its name (the explorer's title, kept while the session is open) says so
-/// and which flags set them, as `plan` and `grid` say in a note.
+/// copus's defaults: the explorer's title says so and which flags set them, as `plan` and
+/// `grid` say in a note (a note of the title: saving the session does not write it into its
+/// name).
 fn note_assumed_cluster(r: &mut Resolved, args: &OpenArgs) {
     let given = args.model.is_some()
         || args.hardware.is_some()
         || args.nodes.is_some()
         || args.gpus_per_node.is_some();
     if !given {
-        r.session.name = format!(
-            "{} (model and cluster: copus's defaults; set --model, --hardware, --nodes)",
-            r.session.name
-        );
+        r.title_note = Some(ASSUMED_CLUSTER.to_string());
     }
 }
 

@@ -427,21 +427,11 @@ fn explorer_session(
             s.current_batch = None;
             (s, p.clone())
         }
-        None => {
-            // As `open` says it: a run costed on copus's defaults says so in its title (a
-            // 6k-parameter demo run read as "llama-7b on 1×8 h100-sxm" without a word), first,
-            // since the link's status before it already names the target.
-            let c = &args.cluster;
-            let assumed = if *c == super::cluster_args::ClusterArgs::default() {
-                "model and cluster: copus's defaults (set --model, --hardware, --nodes) · "
-            } else {
-                ""
-            };
-            (
-                c.session(format!("{assumed}live: {}", args.target), source),
-                std::path::PathBuf::from("copus-live.ron"),
-            )
-        }
+        None => (
+            args.cluster
+                .session(format!("live: {}", args.target), source),
+            std::path::PathBuf::from("copus-live.ron"),
+        ),
     })
 }
 
@@ -451,6 +441,11 @@ fn explorer_session(
 fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Result<()> {
     let (session, path) = explorer_session(args)?;
     let mut resolved = session.resolve(&path)?;
+    // As `open` says it: a run costed on copus's defaults says so in its title (a 6k-parameter
+    // demo run read as "llama-7b on 1×8 h100-sxm" without a word).
+    if args.session.is_none() && args.cluster == super::cluster_args::ClusterArgs::default() {
+        resolved.title_note = Some(super::open::ASSUMED_CLUSTER.to_string());
+    }
     super::model_args::apply_overrides_noted(
         &mut resolved,
         args.calibration.as_deref(),

@@ -75,8 +75,14 @@ fn title_line(app: &App, width: usize) -> Line<'static> {
             format!(" · B_crit ×{}", r.session.b_crit_scale)
         }));
     }
+    // The title's note first (the name is what gets cut), never part of the saved name.
+    let note = r
+        .title_note
+        .as_deref()
+        .map(|n| format!(" · {n}"))
+        .unwrap_or_default();
     spans.push(Span::raw(format!(
-        " · {}",
+        "{note} · {}",
         crate::format::escape_controls(&r.session.name)
     )));
     // The session's name goes last and is cut with "…" where the line is too long.
