@@ -204,9 +204,17 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
 
     // Two-sided kernel: detrending residuals for the variances (whatever the smoother).
     let mut d = detrend(&t, &g, series.steps, h);
+    // The run-wide and window intervals detrend by the default kernel whatever the display
+    // bandwidth (`window_detrend_for`): the same residuals where the two are the same.
+    let h_windows = settings.window_detrend_for(n, spacing);
+    let own = (h_windows != h).then(|| detrend(&t, &g, series.steps, h_windows));
+    let (dw, hw_records) = match &own {
+        Some(other) => (other, h_windows / spacing),
+        None => (&d, h_records),
+    };
     let window = |range: std::ops::Range<usize>| {
         let (mt, mg) = (mean(&t[range.clone()]), mean(&g[range.clone()]));
-        let v = d.mean_cov(range.clone(), lag, h_records);
+        let v = dw.mean_cov(range.clone(), lag, hw_records);
         let var_ln = (mt > 0.0 && mg > 0.0)
             .then(|| v.0 / (mt * mt) - 2.0 * v.1 / (mt * mg) + v.2 / (mg * mg))
             .filter(|x| x.is_finite() && *x >= 0.0);

@@ -544,10 +544,18 @@ impl Coarsening {
         // The default kernel spans at least MIN_MERGED_KERNEL_RECORDS kept records: the steps
         // read call for up to 200 steps, narrower than one record of 256 merged steps (it
         // was refused as too narrow, and where it ran its intervals under-covered).
+        let default = EstimatorSettings {
+            bandwidth_steps: None,
+            ..settings.clone()
+        }
+        .bandwidth_for(read, spacing)
+        .max(MIN_MERGED_KERNEL_RECORDS * kept_gap);
         s.bandwidth_steps = Some(match settings.bandwidth_steps {
             Some(_) => wanted,
-            None => wanted.max(MIN_MERGED_KERNEL_RECORDS * kept_gap),
+            None => default,
         });
+        // The window intervals detrend by the default kernel whatever the display bandwidth.
+        s.window_detrend_steps = Some(default);
         let per = usize::try_from(c).unwrap_or(usize::MAX);
         // The window in steps (given, or the default for the steps read: a tenth of the run,
         // at least `min_steps`), in records; the default for the records kept would have
