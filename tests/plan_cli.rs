@@ -573,3 +573,27 @@ fn emit_where_nothing_fits_at_all_names_memory_not_the_framework() {
         );
     }
 }
+
+/// A plan on a run whose estimate `analyze` calls unreliable says so first (it printed a
+/// 1.84× speed-up from three steps without a word); a run whose only reason is its drift (what
+/// a plan follows) gets no such note.
+#[test]
+fn a_plan_on_an_unreliable_estimate_says_so_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/demo-train-3000.ndjson");
+    let text = std::fs::read_to_string(&sample).expect("sample");
+    let three = dir.path().join("three.ndjson");
+    let lines: Vec<&str> = text.lines().take(3).collect();
+    std::fs::write(&three, lines.join("\n") + "\n").expect("write");
+    let v = plan_json(&three, &["--seq-len", "4096"]);
+    let first = v["caveats"][0].as_str().unwrap_or_default();
+    assert!(
+        first.starts_with("the run's B_crit estimate is unreliable:")
+            && first.contains("fewer than 50"),
+        "{}",
+        v["caveats"]
+    );
+    let whole = plan_json(&sample, &["--seq-len", "4096"]);
+    let caveats = whole["caveats"].to_string();
+    assert!(!caveats.contains("B_crit estimate is"), "{caveats}");
+}

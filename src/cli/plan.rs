@@ -131,7 +131,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     caveats.extend(resolved.framework_caveats());
     caveats.extend(super::cbs::session_branches_problem(&resolved));
     caveats.extend(sequence_note);
-    caveats.extend(cautions);
+    // What the plan rests on comes first: an unreliable estimate outweighs every other note.
+    caveats.splice(0..0, cautions);
     if let Some(l) = &limits
         && l.refused()
     {
