@@ -468,6 +468,23 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
     assert!(v["cv_rel_error"].as_f64().expect("cv") < 0.02, "{v}");
     let max_eff = v["params"]["max_eff"].as_f64().expect("max_eff");
     assert!((max_eff / 0.45 - 1.0).abs() < 0.02, "{max_eff}");
+    // No FP8 step was measured: the FP8 plateau moves with the BF16 one, and says so (it kept
+    // the profile's, and the FP8 gain a calibrated cluster predicted grew by a sixth).
+    let written = std::fs::read_to_string(&cal).expect("cal");
+    let file: copus::perf::calibration_file::CalibrationFile =
+        ron::from_str(&written).expect("ron");
+    let moved = file.params.fp8_max_eff / hw.efficiency.fp8_max_eff;
+    assert!(
+        (moved / (file.params.max_eff / hw.efficiency.max_eff) - 1.0).abs() < 1e-9,
+        "{moved}"
+    );
+    assert!(
+        v["caveats"]
+            .to_string()
+            .contains("no FP8 plateau was fitted"),
+        "{}",
+        v["caveats"]
+    );
 
     // predict with the calibration reproduces a measured step; without it, it does not.
     let cfg = ParallelConfig {
@@ -2051,8 +2068,15 @@ fn a_uniformly_slow_cluster_is_calibrated_with_parameters_near_the_profile() {
         );
     }
     assert!(v["cv_rel_error"].as_f64().expect("cv") < 0.03, "{v}");
-    // Nothing to read it with: no flag, no row over the memory.
-    assert_eq!(v["caveats"], serde_json::json!([]), "{v}");
+    // Nothing to read it with: no flag, no row over the memory (only where the unfitted FP8
+    // plateau moved with the fitted BF16 one).
+    let caveats = v["caveats"].as_array().expect("caveats");
+    assert!(
+        caveats
+            .iter()
+            .all(|c| c.as_str().is_some_and(|c| c.starts_with("fp8_max_eff "))),
+        "{v}"
+    );
     // A row copus puts over the GPU's memory is named in caveats, as on stderr.
     let mut rows = std::fs::read_to_string(&path).expect("csv");
     rows.push_str("8,1,1,8,64,9.0\n");

@@ -322,7 +322,19 @@ pub fn value(r: &Resolved, field: Field) -> String {
             StatEffForm::Pollux { b0 } => format!("Pollux, B0 = {b0}"),
         },
         Field::CurrentBatch => s.current_batch.map_or("none".into(), |b| b.to_string()),
-        Field::GemmPlateau => format!("{:.0}% of peak", r.efficiency().max_eff * 100.0),
+        Field::GemmPlateau => {
+            // Under FP8 the projections and MLP run at the FP8 plateau (of the FP8 peak).
+            let e = r.efficiency();
+            if e.precision == Precision::Fp8 {
+                format!(
+                    "FP8 {:.0}%, BF16 {:.0}%",
+                    e.fp8_max_eff * 100.0,
+                    e.max_eff * 100.0
+                )
+            } else {
+                format!("{:.0}% of peak", e.max_eff * 100.0)
+            }
+        }
         // A fitted scale (a links calibration's 0.2234280…) to three decimals.
         Field::InterLinkScale => factor(r.efficiency().inter_link_scale),
         Field::RestartCost => format!("{:.0} s", s.costs.restart_s),
@@ -490,7 +502,7 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         }
         Field::GemmPlateau => {
             let stops = with_unedited(&PLATEAUS, r, |e| e.max_eff);
-            r.edit_efficiency(|e| e.max_eff = step_ordered(&stops, e.max_eff, delta));
+            r.edit_efficiency(|e| e.set_gemm_plateau(step_ordered(&stops, e.max_eff, delta)));
         }
         Field::InterLinkScale => {
             let stops = with_unedited(&LINK_SCALES, r, |e| e.inter_link_scale);

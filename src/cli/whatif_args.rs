@@ -41,9 +41,10 @@ pub struct WhatIfArgs {
     /// `current_batch`, else for a run the batch its records imply]
     #[arg(long, value_name = "SAMPLES")]
     pub current_batch: Option<u64>,
-    /// GEMM plateau: the fraction of peak that large GEMMs reach, from 0.01 to 1 (the
+    /// GEMM plateau: the fraction of peak that large BF16 GEMMs reach, from 0.01 to 1 (the
     /// what-if's "GEMM plateau", which steps from 0.3 to 0.9), laid over the efficiency model
-    /// in force [default: that model's, e.g. 0.66 for h100-sxm]
+    /// in force; the FP8 plateau moves by the same factor [default: that model's, e.g. 0.66
+    /// for h100-sxm]
     #[arg(long, value_name = "FRACTION", allow_hyphen_values = true)]
     pub gemm_plateau: Option<f64>,
     /// Multiplier on the scale-out (inter-node) bandwidth of the efficiency model in force,
@@ -438,7 +439,7 @@ impl WhatIfArgs {
                 r,
                 format!("--gemm-plateau {}", num(x)),
                 Field::GemmPlateau,
-                |r| r.edit_efficiency(|e| e.max_eff = x),
+                |r| r.edit_efficiency(|e| e.set_gemm_plateau(x)),
             );
         }
         if let Some(x) = self.inter_link_scale {

@@ -464,6 +464,18 @@ fn plain_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D:
 }
 
 impl EfficiencyParams {
+    /// Set the BF16 GEMM plateau (`max_eff`, a fraction of peak) and move the FP8 one
+    /// (`fp8_max_eff`) by the same factor, at most 1: what slows or speeds the BF16 GEMMs on
+    /// a cluster (clocks under a power cap, the software) does the same to the FP8 ones. A
+    /// calibration on BF16 steps and the what-if's plateau moved only BF16, so the FP8 gain
+    /// they predicted grew from 1.31× to 1.49×.
+    pub fn set_gemm_plateau(&mut self, max_eff: f64) {
+        if self.max_eff > 0.0 && max_eff.is_finite() && max_eff > 0.0 {
+            self.fp8_max_eff = (self.fp8_max_eff * max_eff / self.max_eff).min(1.0);
+        }
+        self.max_eff = max_eff;
+    }
+
     /// These parameters with a field of an older file read into its current form:
     /// `fused_cross_entropy: true` is [`CrossEntropy::Fused`]; `false` was the 6 bytes a
     /// logit of [`CrossEntropy::VocabParallel`], the default.
@@ -518,5 +530,26 @@ impl EfficiencyParams {
     pub fn exposed(&self, comm: f64, window: f64) -> f64 {
         let hidden = comm.min(window.max(0.0));
         (comm - hidden) + self.overlap_cost * hidden
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EfficiencyParams;
+
+    /// The FP8 plateau moves by the factor the BF16 one moves, never past 1 of the FP8 peak.
+    #[test]
+    fn the_fp8_plateau_moves_with_the_bf16_one() {
+        let mut e = EfficiencyParams {
+            max_eff: 0.66,
+            fp8_max_eff: 0.65,
+            ..EfficiencyParams::default()
+        };
+        e.set_gemm_plateau(0.33);
+        assert_eq!(e.max_eff, 0.33);
+        assert!((e.fp8_max_eff - 0.325).abs() < 1e-12, "{}", e.fp8_max_eff);
+        e.fp8_max_eff = 0.9;
+        e.set_gemm_plateau(0.66);
+        assert_eq!(e.fp8_max_eff, 1.0);
     }
 }
