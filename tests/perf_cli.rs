@@ -2629,3 +2629,53 @@ fn predict_names_the_file_of_a_value_out_of_range() {
         "{err}"
     );
 }
+
+/// A configuration that fits with under 2 % of the GPU to spare says so (405B on PP 64 fitted
+/// at 85.5 of 85.9 GB without a word), and llm-foundry with pipeline stages is a what-if.
+#[test]
+fn predict_says_when_memory_is_tight_and_a_stack_has_no_pipeline() {
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let args = [
+            &[
+                "predict",
+                "--model",
+                "llama3-405b",
+                "--gpus",
+                "512",
+                "--tp",
+                "8",
+                "--batch",
+                "64",
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let (ok, out, err) = copus(&args);
+        assert!(ok, "{err}");
+        serde_json::from_str(&out).expect("json")
+    };
+    let tight = run(&["--pp", "64", "--recompute", "none"]);
+    let spare = tight["memory_capacity_bytes"].as_f64().expect("capacity")
+        - tight["memory_per_gpu_bytes"].as_f64().expect("memory");
+    assert!(tight["fits"] == true && spare < 0.02 * 85.9e9, "{tight}");
+    assert!(
+        tight["caveats"].to_string().contains("memory is tight"),
+        "{}",
+        tight["caveats"]
+    );
+    let roomy = run(&["--pp", "16", "--recompute", "full"]);
+    assert!(
+        !roomy["caveats"].to_string().contains("memory is tight"),
+        "{}",
+        roomy["caveats"]
+    );
+    let foundry = run(&["--pp", "16", "--stack", "llm-foundry"]);
+    assert!(
+        foundry["caveats"]
+            .to_string()
+            .contains("llm-foundry has no pipeline parallelism"),
+        "{}",
+        foundry["caveats"]
+    );
+}

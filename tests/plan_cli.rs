@@ -597,3 +597,22 @@ fn a_plan_on_an_unreliable_estimate_says_so_first() {
     let caveats = whole["caveats"].to_string();
     assert!(!caveats.contains("B_crit estimate is"), "{caveats}");
 }
+
+/// The plan names the configurations it holds with little memory to spare, with their phases
+/// (a 405B plan on 512 H100 ran every phase at 85.5 of 85.9 GB).
+#[test]
+fn a_plan_names_its_phases_whose_memory_is_tight() {
+    let demo = sessions().join("demo.ron");
+    let v = plan_json(&demo, &["--model", "llama3-405b", "--nodes", "64"]);
+    let caveats = v["caveats"].to_string();
+    assert!(
+        caveats.contains("memory is tight") && caveats.contains("phase"),
+        "{caveats}"
+    );
+    let v = plan_json(&demo, &[]);
+    assert!(
+        !v["caveats"].to_string().contains("memory is tight"),
+        "{}",
+        v["caveats"]
+    );
+}

@@ -131,6 +131,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     caveats.extend(resolved.framework_caveats());
     caveats.extend(super::cbs::session_branches_problem(&resolved));
     caveats.extend(sequence_note);
+    caveats.extend(tight_phases(&report, &resolved));
     // What the plan rests on comes first: an unreliable estimate outweighs every other note.
     caveats.splice(0..0, cautions);
     if let Some(l) = &limits
@@ -195,6 +196,65 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         print!("{}", super::escape_controls(&text));
     }
     Ok(())
+}
+
+/// The plan's configurations that fit with little memory to spare (`predict`'s
+/// [`super::predict::tight_memory`], at the fullest of the runs holding it), one note each
+/// naming its phases: a 405B plan ran every phase at 85.5 of 85.9 GB and `--emit` wrote it
+/// without a word.
+fn tight_phases(
+    report: &crate::plan::PlanReport,
+    resolved: &crate::session::Resolved,
+) -> Vec<String> {
+    use crate::perf::{ParallelConfig, Prediction, Recompute};
+    let eff = resolved.efficiency();
+    let ctx = resolved.perf_context(&eff);
+    // Each configuration, the phases (1-based) that hold it and its fullest prediction.
+    let mut held: Vec<(ParallelConfig, Vec<usize>, Prediction)> = Vec::new();
+    for (k, run) in report.schedule.iter().enumerate() {
+        let Some(c) = &run.state.config else { continue };
+        let Some(recompute) = [
+            Recompute::None,
+            Recompute::Selective,
+            Recompute::Full,
+            Recompute::Op,
+        ]
+        .into_iter()
+        .find(|r| r.to_string() == c.recompute) else {
+            continue;
+        };
+        let cfg = ParallelConfig {
+            dp: c.dp,
+            tp: c.tp,
+            pp: c.pp,
+            mbs: c.mbs,
+            zero: c.zero,
+            recompute,
+            vpp: c.vpp,
+            cp: c.cp,
+            ep: c.ep,
+        };
+        let Ok(p) = crate::perf::predict(&ctx, &cfg, run.state.batch) else {
+            continue;
+        };
+        match held.iter_mut().find(|h| h.0 == cfg) {
+            Some(h) => {
+                h.1.push(k + 1);
+                if p.memory_per_gpu_bytes > h.2.memory_per_gpu_bytes {
+                    h.2 = p;
+                }
+            }
+            None => held.push((cfg, vec![k + 1], p)),
+        }
+    }
+    held.iter()
+        .filter_map(|(cfg, phases, p)| {
+            let note = super::predict::tight_memory(p, resolved.hardware.hbm_bytes)?;
+            let list: Vec<String> = phases.iter().map(ToString::to_string).collect();
+            let which = if phases.len() == 1 { "phase" } else { "phases" };
+            Some(format!("{which} {} ({cfg}): {note}", list.join(", ")))
+        })
+        .collect()
 }
 
 /// `plan --json`: the report, the calibration it used and the caveats.

@@ -523,6 +523,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             &p,
             (a.gpus, a.gpus_per_node),
             a.stack.attention.is_some(),
+            hw.hbm_bytes,
         ))
         .chain(tp_domain_caveat(
             cfg.tp,
@@ -1086,6 +1087,27 @@ fn uneven_chunks(
     })
 }
 
+/// Headroom below which a configuration that fits is said to be tight, as a share of the
+/// GPU's memory (beyond the profile's reserve, which is counted in the prediction).
+const TIGHT_MEMORY_SHARE: f64 = 0.02;
+
+/// A configuration that fits with less than [`TIGHT_MEMORY_SHARE`] of the GPU to spare: the
+/// model's memory count is not that exact (405B at PP 64 was chosen at 85.5 of 85.9 GB
+/// without a word).
+pub fn tight_memory(p: &Prediction, capacity_bytes: f64) -> Option<String> {
+    let spare = capacity_bytes - p.memory_per_gpu_bytes;
+    (p.fits && capacity_bytes > 0.0 && spare < TIGHT_MEMORY_SHARE * capacity_bytes).then(|| {
+        format!(
+            "memory is tight: {:.1} GB per GPU of {:.1} GB leaves {:.1} GB beyond copus's \
+             reserve, within the memory model's error (allocator caching and fragmentation \
+             vary by stack): measure it, or take a configuration with more room",
+            p.memory_per_gpu_bytes / 1e9,
+            capacity_bytes / 1e9,
+            spare / 1e9
+        )
+    })
+}
+
 /// What a stated setting or cluster leaves without effect or outside what runs: `--attention
 /// cudnn` on a GPU without a Hopper-native kernel, HSDP below ZeRO-3, ZeRO-1 on an FSDP framework (torchtitan, llm-foundry), GPUs that are not whole nodes, and a step that
 /// data-parallel communication dominates (more GPUs in DP alone slow it further).
@@ -1096,6 +1118,7 @@ fn setting_caveats(
     p: &Prediction,
     (gpus, gpus_per_node): (u32, u32),
     attention_given: bool,
+    capacity_bytes: f64,
 ) -> Vec<String> {
     use crate::perf::efficiency::{AttentionKind, Sharding};
     let mut caveats = Vec::new();
@@ -1134,6 +1157,16 @@ fn setting_caveats(
              forward and backward, ZeRO-2; ZeRO-0 is DDP): a what-if"
                 .to_string(),
         );
+    }
+    if cfg.pp > 1 && !stack.has_pipeline_parallel() {
+        caveats.push(format!(
+            "{stack} has no pipeline parallelism (Composer's FSDP, no pipeline schedule): PP {} \
+             is a what-if of its stack",
+            cfg.pp
+        ));
+    }
+    if let Some(note) = tight_memory(p, capacity_bytes) {
+        caveats.push(note);
     }
     if cfg.cp > 1 && !stack.has_context_parallel() {
         caveats.push(format!(

@@ -144,6 +144,12 @@ impl StackPreset {
         }
     }
 
+    /// Whether this framework runs pipeline stages: every one but llm-foundry, which trains
+    /// through Composer's FSDP without a pipeline schedule.
+    pub fn has_pipeline_parallel(self) -> bool {
+        self != StackPreset::LlmFoundry
+    }
+
     /// Whether this framework splits a sequence over context-parallel ranks: Megatron-Core
     /// and NeMo (ring attention, 2023 on), torchtitan (PyTorch's context parallel) and
     /// DeepSpeed (Ulysses, 2023 on); not Megatron-LM or DeepSpeed as of 2021, nor llm-foundry.
