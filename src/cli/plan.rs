@@ -128,6 +128,9 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let (calibration, mut caveats) =
         super::calibration_in_force::of_session(&resolved, args.calibration.as_deref());
     caveats.extend(resolved.notes());
+    // What the model leaves out for this shape (MoE routing and imbalance), as predict and
+    // grid say it: the plan's hours inherit it.
+    caveats.extend(crate::perf::caveats(&resolved.model));
     caveats.extend(resolved.framework_caveats());
     caveats.extend(super::cbs::session_branches_problem(&resolved));
     caveats.extend(sequence_note);
