@@ -496,3 +496,77 @@ fn the_current_batch_may_be_one_the_grid_adds() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["current"]["batch"], 528, "{v}");
 }
+
+/// A flag's value out of what it takes, found after parsing, exits 2 with the flag named, as
+/// docs/RELIABILITY.md says (these exited 1); a missing file named by a flag stays 1.
+#[test]
+fn flag_values_out_of_range_exit_2_and_name_the_flag() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/data/sample-run.ndjson");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("b.ndjson");
+    let out = out.to_str().expect("utf-8");
+    let cases: [(&[&str], &str); 12] = [
+        (
+            &["analyze", sample, "--confidence", "1.5"],
+            "--confidence 1.5",
+        ),
+        (&["analyze", sample, "--bandwidth", "0"], "--bandwidth 0"),
+        (
+            &["plan", "demo", "--current-batch", "100"],
+            "--current-batch 100",
+        ),
+        (&["grid", "demo", "--cp", "3"], "--cp 3"),
+        (&["grid", "demo", "--nodes", "1048577"], "--nodes 1048577"),
+        (&["grid", "demo", "--rank", "100"], "--rank 100"),
+        (&["grid", "demo", "--filter", "tp<=x"], "--filter"),
+        (
+            &["demo-train", "--steps", "1", "--micro-batches", "1"],
+            "--micro-batches 1",
+        ),
+        (&["demo-train", "--steps", "1", "--lr", "nan"], "--lr NaN"),
+        (
+            &["branch", "--at", "30", "--out", out, "--seeds", "1"],
+            "--seeds 1",
+        ),
+        (
+            &[
+                "branch",
+                "--at",
+                "30",
+                "--out",
+                out,
+                "--budget-samples",
+                "100",
+            ],
+            "--budget-samples 100: must be from 1024",
+        ),
+        (
+            &[
+                "predict",
+                "--layers",
+                "2",
+                "--hidden",
+                "4294967295",
+                "--heads",
+                "8",
+                "--vocab",
+                "100",
+                "--seq",
+                "16",
+                "--gpus",
+                "8",
+                "--batch",
+                "8",
+            ],
+            "--hidden 4294967295",
+        ),
+    ];
+    for (args, says) in cases {
+        let run = crate::reliability_support::copus(args);
+        assert_eq!(run.code, Some(2), "{args:?}: {run:?}");
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+        assert!(!run.stderr.contains("momentum"), "{}", run.stderr);
+    }
+    let missing = crate::reliability_support::copus(&["plan", "demo", "--calibration", "nope.ron"]);
+    assert_eq!(missing.code, Some(1), "{missing:?}");
+}

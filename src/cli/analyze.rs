@@ -156,7 +156,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     };
     args.estimator.check()?;
     if args.window == Some(0) {
-        anyhow::bail!("--window 0: the window must be at least 1 step");
+        super::flag_bail!("--window 0: the window must be at least 1 step");
     }
     let settings = args.settings(&EstimatorSettings::default());
     for note in args.estimator.unused_by(settings.smoother) {

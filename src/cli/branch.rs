@@ -116,13 +116,14 @@ fn io_err(path: &std::path::Path, source: std::io::Error) -> TrainerError {
 pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
     let plan = args.plan();
     if let Some(why) = plan.problem() {
-        anyhow::bail!("{why}");
+        super::flag_bail!("{why}");
     }
     if let Some(p) = &args.run_out {
         // One file for both streams: without --force it was created and then refused as
         // "exists"; with it, the two interleaved into torn lines.
         crate::fsutil::check_distinct("--run-out", p, &[("--out", &args.out)])?;
     }
+    args.trainer.check()?;
     let cfg = args.trainer.config(crate::trainer::LrSchedule::Constant);
     let mut out = std::io::BufWriter::new(
         crate::fsutil::create_stream_output(&args.out, args.force)

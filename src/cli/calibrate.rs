@@ -682,7 +682,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     };
     let model = a.model.profile()?;
     if a.gpus_per_node == 0 {
-        bail!("--gpus-per-node must be at least 1");
+        super::flag_bail!("--gpus-per-node must be at least 1");
     }
     let (points, lines) = read_measurements(a, &hw.efficiency, measurements)?;
     let target = Target {

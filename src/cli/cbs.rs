@@ -85,7 +85,7 @@ pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
         );
     }
     if !(args.confidence > 0.0 && args.confidence < 1.0) {
-        anyhow::bail!("--confidence {}: must be between 0 and 1", args.confidence);
+        super::flag_bail!("--confidence {}: must be between 0 and 1", args.confidence);
     }
     // `-` is standard input, as for `analyze` and `watch`.
     let stdin = PathBuf::from("/dev/stdin");

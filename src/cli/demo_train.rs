@@ -75,6 +75,30 @@ pub struct TrainerFlags {
 }
 
 impl TrainerFlags {
+    /// Each flag checked on its own, the error naming it (exit status 2): the trainer's own
+    /// check said "micro-batches must be at least 2" and, of a NaN `--lr`, "lr must be > 0 and
+    /// momentum in [0, 1)" (momentum is no flag).
+    pub fn check(&self) -> anyhow::Result<()> {
+        use crate::trainer::{MAX_MICRO_BATCH_SIZE, MAX_MICRO_BATCHES};
+        if !(2..=MAX_MICRO_BATCHES).contains(&self.micro_batches) {
+            super::flag_bail!(
+                "--micro-batches {}: from 2 to {MAX_MICRO_BATCHES} (the two-batch estimator needs \
+                 two batch sizes)",
+                self.micro_batches
+            );
+        }
+        if !(1..=MAX_MICRO_BATCH_SIZE).contains(&self.micro_batch_size) {
+            super::flag_bail!(
+                "--micro-batch-size {}: from 1 to {MAX_MICRO_BATCH_SIZE} samples",
+                self.micro_batch_size
+            );
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            super::flag_bail!("--lr {}: must be a positive number", self.lr);
+        }
+        Ok(())
+    }
+
     /// The trainer configuration of these flags with `schedule`.
     pub fn config(&self, schedule: crate::trainer::LrSchedule) -> TrainerConfig {
         TrainerConfig {
@@ -132,12 +156,13 @@ const MAX_STEP_DELAY_MS: u64 = 60_000;
 
 /// Run `copus demo-train`. Without --out or --serve the lines go to stdout.
 pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
+    args.trainer.check()?;
     let cfg = args.trainer.config(args.schedule());
     if !(args.linger_s.is_finite() && (0.0..=MAX_LINGER_S).contains(&args.linger_s)) {
-        anyhow::bail!("--linger-s must be between 0 and {MAX_LINGER_S} seconds");
+        super::flag_bail!("--linger-s must be between 0 and {MAX_LINGER_S} seconds");
     }
     if args.step_delay_ms > MAX_STEP_DELAY_MS {
-        anyhow::bail!(
+        super::flag_bail!(
             "--step-delay-ms {}: at most {MAX_STEP_DELAY_MS} (a minute a step)",
             args.step_delay_ms
         );

@@ -66,7 +66,7 @@ impl EstimatorArgs {
         if let Some(h) = self.bandwidth
             && !(h.is_finite() && h >= crate::stats::analysis::settings::MIN_BANDWIDTH_STEPS)
         {
-            anyhow::bail!(
+            super::flag_bail!(
                 "--bandwidth {h}: the kernel's standard deviation must be at least {} step; \
                  below that each step is left alone, nothing is smoothed, and the intervals, \
                  computed from what the kernel leaves over, collapse to zero width",
@@ -76,20 +76,20 @@ impl EstimatorArgs {
         if let Some(d) = self.decay
             && !(d > 0.0 && d < 1.0)
         {
-            anyhow::bail!("--decay {d}: must lie in (0, 1), e.g. 0.99");
+            super::flag_bail!("--decay {d}: must lie in (0, 1), e.g. 0.99");
         }
         if let Some(b) = self.reference_batch
             && !(b.is_finite() && b > 0.0)
         {
-            anyhow::bail!("--reference-batch {b}: must be a positive number of samples");
+            super::flag_bail!("--reference-batch {b}: must be a positive number of samples");
         }
         if let Some(c) = self.confidence
             && !(c > 0.0 && c < 1.0)
         {
-            anyhow::bail!("--confidence {c}: must lie in (0, 1), e.g. 0.95");
+            super::flag_bail!("--confidence {c}: must lie in (0, 1), e.g. 0.95");
         }
         if self.block_length == Some(0) {
-            anyhow::bail!("--block-length 0: must be at least 1 step");
+            super::flag_bail!("--block-length 0: must be at least 1 step");
         }
         Ok(())
     }

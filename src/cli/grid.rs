@@ -314,9 +314,8 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     let grid = crate::pipeline::session_grid(&resolved, &table, b_noise);
     let nb = table.batches.len();
     let filter = match &a.filter {
-        Some(text) => {
-            crate::app::filter::parse(text).map_err(|e| anyhow::anyhow!("--filter: {e}"))?
-        }
+        Some(text) => crate::app::filter::parse(text)
+            .map_err(|e| super::FlagValueError(format!("--filter: {e}")))?,
         None => None,
     };
     let keep: Vec<usize> = (0..table.layouts.len())
@@ -351,11 +350,11 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             .batches
             .iter()
             .position(|&b| b == batch)
-            .with_context(|| {
-                format!(
+            .ok_or_else(|| {
+                super::FlagValueError(format!(
                     "--rank {batch}: not a batch of the grid; its batches are {}",
                     list_of(&table.batches)
-                )
+                ))
             })?;
         let ranked = crate::app::ranked::ranked_at(&table, &grid, col, Some(&keep))
             .context("--rank: no such column")?;

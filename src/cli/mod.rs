@@ -230,6 +230,26 @@ pub use crate::format::escape_controls;
 #[error("{0}")]
 pub struct FlagValueError(pub String);
 
+/// `return Err(FlagValueError(format!(…)))`: a flag's value it does not take (exit status 2).
+macro_rules! flag_bail {
+    ($($t:tt)*) => {
+        return Err($crate::cli::FlagValueError(format!($($t)*)).into())
+    };
+}
+pub(crate) use flag_bail;
+
+/// Any error of `r` as a flag's value it does not take (exit status 2): for checks every
+/// error of which is about the flags' values (the what-if flags, the cluster flags).
+pub fn as_flag_error<T>(r: anyhow::Result<T>) -> anyhow::Result<T> {
+    r.map_err(|e| {
+        if e.is::<FlagValueError>() {
+            e
+        } else {
+            FlagValueError(format!("{e:#}")).into()
+        }
+    })
+}
+
 /// A count that must be at least 1 (`--batch`, `--tp`): clap's own range check printed
 /// "0 is not in 1..18446744073709551615".
 pub fn at_least_one_u64(s: &str) -> Result<u64, String> {

@@ -83,7 +83,12 @@ impl ModelArgs {
             ffn_hidden: self
                 .ffn
                 .map_or_else(|| hidden.checked_mul(4), Some)
-                .context("--hidden too large")?,
+                .ok_or_else(|| {
+                    super::FlagValueError(format!(
+                        "--hidden {hidden}: too large for its default --ffn (4 × hidden); give \
+                         --ffn"
+                    ))
+                })?,
             vocab: need(self.vocab, "vocab")?,
             seq_len: need(self.seq, "seq")?,
             swiglu: self.swiglu,

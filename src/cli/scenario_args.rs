@@ -240,7 +240,7 @@ impl ScenarioArgs {
             return Ok(None);
         }
         crate::validate::session::check(r)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", flags.join(" ")))?;
+            .map_err(|e| super::FlagValueError(format!("{}: {e}", flags.join(" "))))?;
         if changes.is_empty() {
             return Ok(None);
         }

@@ -157,7 +157,9 @@ impl Advising {
         let table = crate::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
         let threshold = o.threshold.unwrap_or(r.session.costs.switch_threshold);
         if !(threshold.is_finite() && threshold >= 0.0) {
-            anyhow::bail!("--advise-threshold {threshold}: must be a fraction ≥ 0 (0.05 is 5 %)");
+            super::flag_bail!(
+                "--advise-threshold {threshold}: must be a fraction ≥ 0 (0.05 is 5 %)"
+            );
         }
         let settings = AdviceSettings {
             threshold,

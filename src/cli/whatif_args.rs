@@ -341,6 +341,12 @@ impl WhatIfArgs {
     /// batches, a plateau above 1, a CP or EP degree no layout runs) is an error naming the
     /// flag.
     pub fn apply(&self, r: &mut Resolved, command: Command) -> anyhow::Result<()> {
+        // Every error here is about a flag's value: exit status 2 (docs/RELIABILITY.md).
+        super::as_flag_error(self.set_on(r, command))
+    }
+
+    /// [`WhatIfArgs::apply`]'s work, its errors as they come.
+    fn set_on(&self, r: &mut Resolved, command: Command) -> anyhow::Result<()> {
         let mut c = Changes::new(command);
         // First: it decides whether the efficiency form below has an effect.
         if let Some(o) = self.objective {
@@ -458,6 +464,11 @@ impl SwitchCostArgs {
     /// Set the switch costs the flags name on `r`, as the what-if sets them (see
     /// [`WhatIfArgs::apply`]).
     pub fn apply(&self, r: &mut Resolved) -> anyhow::Result<()> {
+        super::as_flag_error(self.set_on(r))
+    }
+
+    /// [`SwitchCostArgs::apply`]'s work, its errors as they come.
+    fn set_on(&self, r: &mut Resolved) -> anyhow::Result<()> {
         let mut c = Changes::new(Command::Plan);
         // First: it decides whether the restart and checkpoint costs below have an effect.
         if let Some(mode) = self.reshard {

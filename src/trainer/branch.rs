@@ -73,7 +73,9 @@ impl BranchPlan {
         }
         if self.batches.len() < 3 || self.batches.len() > MAX_BRANCH_LIST {
             return Some(format!(
-                "--batches: 3 to {MAX_BRANCH_LIST} batches (the measurement needs at least 3)"
+                "--batches: {} given, 3 to {MAX_BRANCH_LIST} wanted (the measurement needs at \
+                 least 3 batch sizes)",
+                self.batches.len()
             ));
         }
         if self.batches.windows(2).any(|w| w[0] >= w[1]) || self.batches[0] == 0 {
@@ -91,7 +93,8 @@ impl BranchPlan {
         }
         if !(2..=MAX_BRANCH_LIST as u64).contains(&self.seeds) {
             return Some(format!(
-                "--seeds: 2 to {MAX_BRANCH_LIST} (intervals need at least 2)"
+                "--seeds {}: from 2 to {MAX_BRANCH_LIST} (intervals need at least 2)",
+                self.seeds
             ));
         }
         if self.eval_every == 0 {
@@ -115,9 +118,11 @@ impl BranchPlan {
         }
         if self.budget_samples < 2 * self.eval_every || self.budget_samples > MAX_BUDGET_SAMPLES {
             return Some(format!(
-                "--budget-samples {}: between two evaluations ({}) and {MAX_BUDGET_SAMPLES}",
+                "--budget-samples {}: must be from {} (two evaluations, --eval-every {} each) to \
+                 {MAX_BUDGET_SAMPLES}",
                 self.budget_samples,
-                2 * self.eval_every
+                2 * self.eval_every,
+                self.eval_every
             ));
         }
         if self.eval_samples == 0 || self.eval_samples > MAX_EVAL_SAMPLES {

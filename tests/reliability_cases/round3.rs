@@ -157,12 +157,12 @@ fn accepted_extremes_neither_loop_nor_abort() {
         (
             "--micro-batch-size",
             "4294967295",
-            "micro-batch size must be at most",
+            "--micro-batch-size 4294967295: from 1 to 65536 samples",
         ),
         (
             "--micro-batches",
             "4294967295",
-            "micro-batches must be at most",
+            "--micro-batches 4294967295: from 2 to 4096",
         ),
         (
             "--linger-s",
