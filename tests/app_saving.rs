@@ -597,3 +597,44 @@ fn the_title_note_of_a_run_on_default_settings_is_not_saved_in_its_name() {
     assert!(saved.contains("name: \"run.ndjson\""), "{saved}");
     assert!(!saved.contains("defaults"), "{saved}");
 }
+
+/// `open RUN` builds its session in memory: a flag's bad value is named as the flag's, not as
+/// an error of "RUN.copus.ron", a file that does not exist.
+#[test]
+fn open_names_the_flag_not_a_session_file_that_does_not_exist() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
+        &run,
+    )
+    .expect("copy");
+    let open = |f: &dyn Fn(&mut OpenArgs)| {
+        let mut args = OpenArgs {
+            device: copus::compute::Device::Cpu,
+            ..OpenArgs::for_path(&run)
+        };
+        f(&mut args);
+        match adhoc_session(&args) {
+            Ok(_) => String::from("opened"),
+            Err(e) => format!("{e:#}"),
+        }
+    };
+    let batch = open(&|a| a.current_batch = Some(100));
+    assert!(
+        batch.starts_with("--current-batch 100: not one of the batch sizes searched"),
+        "{batch}"
+    );
+    let model = open(&|a| a.model = Some("nope".into()));
+    assert!(
+        model.starts_with("--model nope: unknown model profile"),
+        "{model}"
+    );
+    let hardware = open(&|a| a.hardware = Some("h999".into()));
+    assert!(hardware.starts_with("--hardware h999:"), "{hardware}");
+    for e in [batch, model, hardware] {
+        assert!(!e.contains("copus.ron"), "{e}");
+    }
+    // A batch of the grid is taken.
+    assert_eq!(open(&|a| a.current_batch = Some(64)), "opened");
+}

@@ -221,14 +221,59 @@ pub fn adhoc_session(args: &OpenArgs) -> anyhow::Result<Resolved> {
     );
     args.estimator.check()?;
     args.estimator.apply(&mut session.estimator);
-    session.current_batch = args.current_batch;
     // A measured run opens where it is now (its latest step), as TensorBoard and nvitop do;
     // the cursor is clamped to the last point when the run is loaded, or set to the latest
     // point with a bounded interval where the last ones are open above (`App::set_loaded`).
     session.view.cursor = usize::MAX;
     let dir = p.parent().unwrap_or(Path::new("."));
     let session_path = dir.join(format!("{name}.copus.ron"));
-    Ok(session.resolve(&session_path)?)
+    // The session exists only in memory: its errors are the flags' (they named the session
+    // file it would be saved as, "run.ndjson.copus.ron: unknown model profile …").
+    let mut r = session
+        .resolve(&session_path)
+        .map_err(|e| adhoc_error(e, args))?;
+    if let Some(b) = args.current_batch {
+        let searched = crate::goodput::batch_axis(&r.session.search, &r.cluster());
+        if !searched.contains(&b) {
+            let list: Vec<String> = searched.iter().map(ToString::to_string).collect();
+            super::flag_bail!(
+                "--current-batch {b}: not one of the batch sizes searched ({}); pick one of them",
+                list.join(", ")
+            );
+        }
+        // One the grid adds beside the searched ones: listed with them, as `grid` does.
+        let listed = &mut r.session.search.batch_sizes;
+        if !listed.contains(&b) {
+            listed.push(b);
+            listed.sort_unstable();
+        }
+        r.session.current_batch = Some(b);
+    }
+    Ok(r)
+}
+
+/// An error of the session built from `args` in memory, said as the flags' it comes from.
+fn adhoc_error(e: crate::session::SessionError, args: &OpenArgs) -> anyhow::Error {
+    use crate::session::SessionError;
+    match e {
+        SessionError::Profile { source, .. } => match &source {
+            crate::profiles::ProfileError::Unknown { kind, name, .. } => {
+                // An unknown name is an error of the profile (exit 1), as `predict` says it.
+                let flag = if *kind == "model" {
+                    "--model"
+                } else {
+                    "--hardware"
+                };
+                anyhow::anyhow!("{flag} {name}: {source}")
+            }
+            // A profile file's own error names the file.
+            _ => source.into(),
+        },
+        SessionError::Invalid { msg, .. } => {
+            super::FlagValueError(format!("{}: {msg}", args.path.display())).into()
+        }
+        other => other.into(),
+    }
 }
 
 /// The explorer title's note for a run costed on copus's defaults.
