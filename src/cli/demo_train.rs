@@ -173,7 +173,19 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|p| FileSink::create(p, args.force))
         .transpose()?;
-    let mut server = args.serve.as_deref().map(StatsServer::bind).transpose()?;
+    let mut server = args
+        .serve
+        .as_deref()
+        .map(|a| {
+            StatsServer::bind(a).map_err(|e| match e {
+                // An address that is no TCP address is the flag's value, said as such.
+                crate::trainer::TrainerError::Config(why) => {
+                    anyhow::Error::from(super::FlagValueError(format!("--serve {why}")))
+                }
+                other => other.into(),
+            })
+        })
+        .transpose()?;
     if let Some(s) = &server {
         if !s.is_loopback() {
             eprintln!(

@@ -62,6 +62,17 @@ pub fn parse_tcp_address(rest: &str) -> Result<String, LiveError> {
         target: format!("tcp://{rest}"),
         reason: reason.to_owned(),
     };
+    // Another scheme (`http://:7000`) was read as an IPv6 host ("write IPv6 addresses in
+    // brackets").
+    if let Some((scheme, _)) = rest.split_once("://") {
+        return Err(LiveError::Target {
+            target: rest.to_owned(),
+            reason: format!(
+                "'{scheme}://' is not a scheme copus speaks: the stream is plain TCP, \
+                 tcp://HOST:PORT or HOST:PORT"
+            ),
+        });
+    }
     let (host, port) = rest
         .rsplit_once(':')
         .ok_or_else(|| bad("expected tcp://HOST:PORT (HOST may be empty for 127.0.0.1)"))?;
@@ -93,6 +104,17 @@ pub fn is_loopback(addr: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A URL of another scheme is named as such, not as an IPv6 address without brackets.
+    #[test]
+    fn another_scheme_is_named_as_a_scheme() {
+        let e = parse_tcp_address("http://:7000")
+            .expect_err("http")
+            .to_string();
+        assert!(e.contains("'http://' is not a scheme copus speaks"), "{e}");
+        assert!(!e.contains("IPv6"), "{e}");
+        assert!(!e.contains("tcp://http"), "{e}");
+    }
 
     #[test]
     fn tcp_targets_default_to_loopback() {
