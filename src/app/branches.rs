@@ -252,6 +252,7 @@ mod tests {
                 ci: [Some(value * 0.8), Some(value * 1.3)],
             }),
             b_noise_note: None,
+            poor_reference: false,
             branches: Vec::new(),
             left_out: Vec::new(),
             budget_set_by: None,

@@ -249,6 +249,13 @@ pub fn point_notes(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> 
             "threshold CBS at the smallest batch: no larger batch came within the tolerance, so \
              the CBS lies below {next} (the next batch run); its ratios are upper bounds"
         )),
+        // Every batch beat a reference that itself trained badly: no bound at all.
+        ThresholdBound::AtLeast(th) if p.poor_reference => lines.push(format!(
+            "threshold CBS: every batch came within the tolerance of the reference, batch {}, \
+             which itself ended above larger batches (below): against it '{th} or more' bounds \
+             nothing; branch again with a larger smallest batch",
+            p.branches.first().map_or(0, |b| b.batch)
+        )),
         ThresholdBound::AtLeast(th) => lines.push(format!(
             "threshold CBS at the largest batch: every batch came within the tolerance, so the \
              CBS is {th} or more; its ratios are lower bounds"
@@ -298,6 +305,7 @@ mod tests {
             },
             b_noise_fit: None,
             b_noise_note: None,
+            poor_reference: false,
             branches: [8, 32, 128]
                 .into_iter()
                 .map(|batch| BatchSummary {
@@ -326,5 +334,16 @@ mod tests {
             "{high}"
         );
         assert!(point_notes(&point(32)).is_empty());
+        // Against a reference that trained worse than larger batches, "or more" bounds
+        // nothing, and the note says so instead of calling the ratios lower bounds.
+        let poor = PointReport {
+            poor_reference: true,
+            ..point(128)
+        };
+        let poor = point_notes(&poor).join("\n");
+        assert!(
+            poor.contains("'128 or more' bounds nothing") && !poor.contains("lower bounds"),
+            "{poor}"
+        );
     }
 }

@@ -137,11 +137,27 @@ pub struct PointReport {
     /// [`SHORT_BUDGET_FRACTION`] of the median branch end (kept: its batch needs its seeds).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_set_by: Option<LeftOutBranch>,
+    /// The reference (the smallest batch) ended more than the tolerance above a larger batch
+    /// at the budget: every threshold against it reads high, and one at the largest batch
+    /// bounds nothing.
+    pub poor_reference: bool,
     /// What limits these numbers, one sentence each ([`cautions`]): a reference batch that
     /// ended worse than larger ones, seeds that spread wider than the tolerance, a B_noise
     /// beyond the batches run or samples-to-target that do not grow with the batch.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cautions: Vec<String>,
+}
+
+/// Whether the smallest batch ended more than `tolerance` above the best batch at the budget
+/// ([`PointReport::poor_reference`]).
+fn poor_reference(branches: &[BatchSummary], tolerance: f64) -> bool {
+    let best = branches
+        .iter()
+        .map(|b| b.loss_at_budget)
+        .fold(f64::INFINITY, f64::min);
+    branches
+        .first()
+        .is_some_and(|first| first.loss_at_budget - best > tolerance)
 }
 
 /// What limits a point's numbers (see [`PointReport::cautions`]); `spread` is the smallest
@@ -708,11 +724,22 @@ fn measure_point(
     let progress = start_loss - target;
     let common_target = progress > MIN_TARGET_PROGRESS * best_gain && progress > 0.0;
     let (fit, note) = if !common_target {
+        let slowest = if progress <= 0.0 {
+            format!(
+                "the slowest branch never went below the branch point's loss, {start_loss:.4} \
+                 nats"
+            )
+        } else {
+            format!(
+                "the slowest branch got at best {progress:.4} nats below the branch point's \
+                 {start_loss:.4} (to {target:.4})"
+            )
+        };
         (
             None,
             Some(format!(
-                "the slowest branch got no lower than {target:.4} nats from {start_loss:.4} at the \
-                 branch point (the best got {best_gain:.4} lower): no common loss to count samples to"
+                "{slowest} (the best got {best_gain:.4} below it): no common loss to count \
+                 samples to"
             )),
         )
     } else {
@@ -797,6 +824,7 @@ fn measure_point(
             ],
         }),
         b_noise_note: note,
+        poor_reference: poor_reference(&branches, tolerance),
         branches,
         left_out: Vec::new(),
         budget_set_by: None,
@@ -1222,7 +1250,16 @@ mod tests {
         }
         let p = &measure(&recs, 0.01, 0.95, 100).unwrap().points[0];
         assert!(p.b_noise_fit.is_none());
-        assert!(p.b_noise_note.as_deref().unwrap().contains("no lower than"));
+        // Said as what happened ("got no lower than 1.8334 nats from 1.8334" read garbled).
+        assert!(
+            p.b_noise_note
+                .as_deref()
+                .unwrap()
+                .contains("the slowest branch got at best 0.0011 nats below"),
+            "{:?}",
+            p.b_noise_note
+        );
+        assert!(!p.poor_reference, "{p:?}");
         // No common target: no batch's samples to it (JSON had 0 for each).
         assert!(
             p.branches.iter().all(|b| b.samples_to_target.is_none()),
@@ -1292,6 +1329,20 @@ mod tests {
             "{:?}",
             p.cautions
         );
+    }
+
+    /// A reference (the smallest batch) that gets worse than larger batches is flagged: a
+    /// threshold against it bounds nothing (the text said both "512 or more" and "reads high").
+    #[test]
+    fn a_reference_that_trains_worse_than_larger_batches_is_flagged() {
+        let mut recs = synthetic(1e7, &BATCHES, 3, 60_000.0, 0.001, 5);
+        for r in recs.iter_mut().filter(|r| r.branch.batch == BATCHES[0]) {
+            r.loss = 3.0 + r.samples * 1e-6;
+        }
+        let p = &measure(&recs, 0.01, 0.95, 200).unwrap().points[0];
+        assert!(p.poor_reference && p.threshold_cbs.at_least, "{p:?}");
+        let fine = synthetic(200.0, &BATCHES, 4, 60_000.0, 0.0005, 3);
+        assert!(!measure(&fine, 0.01, 0.95, 200).unwrap().points[0].poor_reference);
     }
 
     #[test]
