@@ -1050,11 +1050,12 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
     assert!(app.advice.as_ref().expect("loop").pending.is_none());
 }
 
-/// Attached to a run that already holds its steps, the explorer's advice is decided step by
-/// step as it would have been live (as `watch --headless --advise` decides it): it was judged
-/// once, at the last step, where a B_crit that fell back late gave other advice.
+/// Pending advice is what the run should do now: judged again at every estimate from the last
+/// approved advice, withdrawn when the estimate no longer supports it (advice from step 208
+/// stayed pending at step 1499 beside a recommendation of another batch, and `A` wrote it
+/// with its old gain), and said so on the status line.
 #[test]
-fn live_advice_on_steps_already_written_is_decided_step_by_step() {
+fn pending_advice_follows_the_estimate_and_is_withdrawn_when_it_no_longer_holds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut app = demo_with_table();
     app.advice = Some(advice_loop(dir.path().join("advice.ndjson")));
@@ -1072,13 +1073,34 @@ fn live_advice_on_steps_already_written_is_decided_step_by_step() {
     }
     copus::app::advice::observe(&mut app);
     let lp = app.advice.as_ref().expect("loop");
-    let pending = lp.pending.clone().expect("advice before B_crit fell");
-    assert!(
-        pending.at_step <= base + 30,
-        "decided at the last steps only: {pending:?}"
-    );
-    assert!(pending.batch > 32, "{pending:?}");
+    assert_eq!(lp.pending, None, "stale advice kept: {:?}", lp.pending);
     assert_eq!(lp.observed_step, Some(base + 39));
+    let note = copus::app::advice::pending_note(&app).expect("a note");
+    assert!(
+        note.starts_with(&format!("advice withdrawn at step {}", base + 30)),
+        "{note}"
+    );
+    // B_crit back up: advice again, judged at the latest step, with the gain of now.
+    let trajectory = Arc::make_mut(&mut app.trajectory);
+    let last = *trajectory.points.last().expect("points");
+    let mut next = last;
+    next.step = last.step + 1;
+    next.tokens = last.tokens + 32.0 * seq;
+    next.b_crit = 5000.0;
+    trajectory.points.push(next);
+    copus::app::advice::observe(&mut app);
+    let pending = app
+        .advice
+        .as_ref()
+        .and_then(|a| a.pending.clone())
+        .expect("advice again");
+    assert_eq!(pending.at_step, base + 41, "{pending:?}");
+    assert!(pending.batch > 32, "{pending:?}");
+    let note = copus::app::advice::pending_note(&app).expect("note");
+    assert!(
+        note.starts_with(&format!("advice at step {}:", base + 40)),
+        "{note}"
+    );
     // Observed again with nothing new: nothing changes.
     copus::app::advice::observe(&mut app);
     assert_eq!(

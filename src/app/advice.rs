@@ -1,6 +1,10 @@
 //! Live advice in the explorer (`copus watch SRC --advise OUT --session S`): the advisor
 //! observes each live re-estimate; its advice waits as *pending* until the user approves it
-//! (`A`), and only approved advice is appended to OUT, so a human stays in the loop.
+//! (`A`), and only approved advice is appended to OUT, so a human stays in the loop. Pending
+//! advice is judged again at every new estimate from the state of the last approved one: it
+//! is what the run should do now, and advice the estimate no longer supports is withdrawn
+//! (advice from step 208 stayed pending at step 1499 beside a recommendation of another
+//! batch, and `A` wrote it with its old gain).
 
 use super::App;
 use super::update::Effect;
@@ -10,8 +14,12 @@ use std::path::PathBuf;
 /// The explorer's advice loop.
 #[derive(Debug, Clone)]
 pub struct AdviceLoop {
-    /// The hysteresis state.
+    /// The hysteresis state as of the last approved advice (what the run has applied).
     pub advisor: Advisor,
+    /// The state the pending advice leaves it in, taken on approval.
+    pub pending_advisor: Option<Advisor>,
+    /// Why the last pending advice was withdrawn, while nothing new is pending.
+    pub withdrawn: Option<String>,
     /// The file approved advice is appended to (created when the explorer starts).
     pub out: PathBuf,
     /// Advice waiting for approval (newer advice replaces it).
@@ -27,6 +35,8 @@ impl AdviceLoop {
     pub fn new(advisor: Advisor, out: PathBuf) -> Self {
         Self {
             advisor,
+            pending_advisor: None,
+            withdrawn: None,
             out,
             pending: None,
             approved: Vec::new(),
@@ -97,8 +107,27 @@ pub fn observe(app: &mut App) {
             // this errs on the side of waiting).
             steps: i as u64 + 1,
         };
-        if let Some(a) = lp.advisor.observe(&table, estimate, &run) {
-            lp.pending = Some(a);
+        let mut trial = lp.advisor.clone();
+        match trial.observe(&table, estimate, &run) {
+            Some(a) => {
+                lp.pending = Some(a);
+                lp.pending_advisor = Some(trial);
+                lp.withdrawn = None;
+            }
+            // An estimate judged that calls for no switch withdraws what was pending.
+            None if lp.advisor.judges(&estimate) => {
+                if let Some(old) = lp.pending.take() {
+                    lp.withdrawn = Some(format!(
+                        "advice withdrawn at step {}: B_crit {:.0} no longer makes {} worth {:.0} %",
+                        point.step,
+                        estimate.b_simple,
+                        advice_label(&old),
+                        lp.advisor.threshold() * 100.0
+                    ));
+                }
+                lp.pending_advisor = None;
+            }
+            None => {}
         }
         lp.observed_step = Some(point.step);
     }
@@ -106,8 +135,16 @@ pub fn observe(app: &mut App) {
 
 /// The status-line note of a pending advice.
 pub fn pending_note(app: &App) -> Option<String> {
-    let a = app.advice.as_ref()?.pending.as_ref()?;
-    Some(format!("advice: {} · A approves", advice_label(a)))
+    let lp = app.advice.as_ref()?;
+    match &lp.pending {
+        // The step it was judged at (its `at_step` is the next, where it applies).
+        Some(a) => Some(format!(
+            "advice at step {}: {} · A approves",
+            a.at_step.saturating_sub(1),
+            advice_label(a)
+        )),
+        None => lp.withdrawn.clone(),
+    }
 }
 
 /// `A`: write the pending advice to OUT.
@@ -129,6 +166,9 @@ pub fn approve(app: &mut App) -> Vec<Effect> {
     };
     app.status = format!("approved: {} → {}", advice_label(&a), lp.out.display());
     let path = lp.out.clone();
+    if let Some(advisor) = lp.pending_advisor.take() {
+        lp.advisor = advisor;
+    }
     lp.approved.push(a);
     vec![Effect::AppendLine { path, line }]
 }

@@ -137,6 +137,21 @@ impl Advisor {
         }
     }
 
+    /// Whether `estimate` is one this advisor judges at all (bounded, positive, on at least
+    /// the settings' minimum of steps): where it is not, no advice says nothing about the
+    /// switch (an explorer keeps what it has pending).
+    pub fn judges(&self, estimate: &LiveB) -> bool {
+        estimate.bounded
+            && estimate.b_simple.is_finite()
+            && estimate.b_simple > 0.0
+            && estimate.steps >= self.settings.min_steps
+    }
+
+    /// The goodput gain a switch must predict, as a fraction.
+    pub fn threshold(&self) -> f64 {
+        self.settings.threshold
+    }
+
     /// The batch column of `batch`: its own, else the largest batch below it (the smallest
     /// column below the axis).
     fn column_of(table: &ThroughputTable, batch: u64) -> usize {
