@@ -146,6 +146,9 @@ pub struct WatchSummary {
     pub applied_at: Vec<u64>,
     /// With --advise: the advice written, in order (`null` without --advise).
     pub advice: Option<Vec<crate::plan::advice::Advice>>,
+    /// With --advise and no advice written: why (what the advisor said of the last estimate);
+    /// `null` otherwise.
+    pub advice_note: Option<String>,
     /// The noise-scale estimate over every unflagged record; its fields are flattened in.
     #[serde(flatten)]
     pub estimate: LiveEstimate,
@@ -362,6 +365,7 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
     let stopped = signals.received();
     drop(signals);
     summary.advice = advising.as_ref().map(|a| a.written().to_vec());
+    summary.advice_note = advising.as_ref().and_then(|a| a.why_none());
     if let Some(e) = advise_error {
         return Err(e);
     }
@@ -759,6 +763,7 @@ impl WatchState {
             }),
             elapsed_s,
             advice: None,
+            advice_note: None,
             event_lines: self.events,
             applied_at: self.applied[self.applied.len().saturating_sub(APPLIED_KEPT)..].to_vec(),
             late_records: self.core.late(),
@@ -877,7 +882,11 @@ fn summary_text(s: &WatchSummary) -> String {
     if let Some(advice) = &s.advice {
         match advice.last() {
             None => {
-                let _ = writeln!(out, "advice           none written");
+                let why = s
+                    .advice_note
+                    .as_deref()
+                    .map_or(String::new(), |w| format!(": {w}"));
+                let _ = writeln!(out, "advice           none written{why}");
             }
             Some(a) => {
                 let _ = writeln!(

@@ -316,4 +316,29 @@ impl Advising {
     pub fn written(&self) -> &[Advice] {
         &self.written
     }
+
+    /// Why no advice was written, when none was: the run's batch never told, its samples not
+    /// the model's, or what the advisor said of the last estimate (the threshold, the dwell,
+    /// the best cell already held).
+    pub fn why_none(&self) -> Option<String> {
+        if !self.written.is_empty() {
+            return None;
+        }
+        if self.run.is_none() {
+            return Some("no record told the run's batch (its b_big and tokens)".into());
+        }
+        if self.scale.too_far() {
+            return Some(
+                "the run's samples are not the model's sequences (give --seq-len): its B_crit \
+                 would be read at the wrong scale"
+                    .into(),
+            );
+        }
+        Some(
+            self.advisor
+                .why_no_advice()
+                .unwrap_or("no estimate was observed")
+                .to_string(),
+        )
+    }
 }

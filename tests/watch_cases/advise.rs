@@ -437,6 +437,10 @@ fn an_advice_file_left_empty_is_removed_unless_it_was_there_before() {
     for _ in 0..2 {
         let o = watch_advising(&run, &out, &["--json"], 20);
         assert!(o.status.success(), "{o:?}");
+        // Why none was written ("advice none written" said nothing more).
+        let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+        let note = v["summary"]["advice_note"].as_str().unwrap_or_default();
+        assert!(note.contains("fewer than the 50 advice waits for"), "{v}");
         assert!(!out.exists(), "the empty advice file is left behind");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(

@@ -125,6 +125,7 @@ pub struct Advisor {
     settings: AdviceSettings,
     last_advice_step: Option<u64>,
     last_advised: Option<(usize, usize)>,
+    quiet: Option<String>,
 }
 
 impl Advisor {
@@ -134,7 +135,14 @@ impl Advisor {
             settings,
             last_advice_step: None,
             last_advised: None,
+            quiet: None,
         }
+    }
+
+    /// Why the last estimate observed gave no advice (`None` after advice, or before any
+    /// estimate): "advice none written" said nothing of the threshold, the dwell or the rest.
+    pub fn why_no_advice(&self) -> Option<&str> {
+        self.quiet.as_deref()
     }
 
     /// Whether `estimate` is one this advisor judges at all (bounded, positive, on at least
@@ -217,24 +225,69 @@ impl Advisor {
         run: &RunState,
         in_place: Option<InPlaceThroughput<'_>>,
     ) -> Option<Advice> {
+        let advice = self.decide(table, estimate, run, in_place);
+        if advice.is_some() {
+            self.quiet = None;
+        }
+        advice
+    }
+
+    /// [`Advisor::observe_with`]'s decision; each way to no advice says why in `quiet`.
+    fn decide(
+        &mut self,
+        table: &ThroughputTable,
+        estimate: LiveB,
+        run: &RunState,
+        in_place: Option<InPlaceThroughput<'_>>,
+    ) -> Option<Advice> {
         let LiveB {
             step,
             b_simple,
             bounded,
             steps,
         } = estimate;
-        if !(bounded && b_simple.is_finite() && b_simple > 0.0) || steps < self.settings.min_steps {
-            return None;
+        let quiet = |me: &mut Self, why: String| {
+            me.quiet = Some(format!("at step {step}: {why}"));
+            None
+        };
+        if !(bounded && b_simple.is_finite() && b_simple > 0.0) {
+            return quiet(
+                self,
+                "the estimate's interval is unbounded (the noise scale is not resolved)".into(),
+            );
+        }
+        if steps < self.settings.min_steps {
+            return quiet(
+                self,
+                format!(
+                    "{steps} steps estimated, fewer than the {} advice waits for",
+                    self.settings.min_steps
+                ),
+            );
         }
         if let Some(last) = self.last_advice_step
             && step.saturating_sub(last) < self.settings.min_dwell_steps
         {
-            return None;
+            return quiet(
+                self,
+                format!(
+                    "within {} steps of the last advice (--min-dwell-steps)",
+                    self.settings.min_dwell_steps
+                ),
+            );
         }
         let s = &self.settings;
         let b_noise = b_simple * s.b_crit_scale;
         let grid = GoodputGrid::at(table, b_noise, s.form);
-        let (cl, cb, current) = Self::current_cell(table, run, &grid)?;
+        let Some((cl, cb, current)) = Self::current_cell(table, run, &grid) else {
+            return quiet(
+                self,
+                format!(
+                    "the run's batch of {} is no cell of the session's grid",
+                    run.batch
+                ),
+            );
+        };
         let nb = table.batches.len();
         // The best cell at a batch no smaller than the run's or the last advice's.
         let floor = self.last_advised.map_or(cb, |(_, b)| b.max(cb));
@@ -246,11 +299,37 @@ impl Advisor {
             .filter(|&(_, b, g)| b >= floor && g.is_finite() && g > 0.0)
             .max_by(|x, y| x.2.total_cmp(&y.2))?;
         let gain = best / current - 1.0;
-        if (bl, bb) == (cl, cb)
-            || gain.partial_cmp(&s.threshold) != Some(std::cmp::Ordering::Greater)
-            || self.last_advised == Some((bl, bb))
-        {
-            return None;
+        if (bl, bb) == (cl, cb) {
+            return quiet(
+                self,
+                format!(
+                    "B_crit {b_noise:.0}: the run's own cell (batch {}) is the best at its batch \
+                     or above (advice never shrinks the batch)",
+                    table.batches[cb]
+                ),
+            );
+        }
+        if self.last_advised == Some((bl, bb)) {
+            return quiet(
+                self,
+                format!(
+                    "B_crit {b_noise:.0}: the best cell is the one advised last (batch {})",
+                    table.batches[bb]
+                ),
+            );
+        }
+        if gain.partial_cmp(&s.threshold) != Some(std::cmp::Ordering::Greater) {
+            let threshold = s.threshold;
+            return quiet(
+                self,
+                format!(
+                    "B_crit {b_noise:.0}: the best cell, batch {}, predicts {:+.1} % goodput, \
+                     not above the {:.1} % threshold",
+                    table.batches[bb],
+                    gain * 100.0,
+                    threshold * 100.0
+                ),
+            );
         }
         let TableCell::Feasible { config, .. } = table.cell(bl, bb) else {
             return None;
