@@ -27,7 +27,8 @@ pub fn render_text(rep: &PlanReport) -> String {
     o.push_str(&crate::format::line_labelled(
         "B_crit: ",
         &format!(
-            "{} · {} phases · {} (layout, batch) states · token axis: {}",
+            // "Segments": a schedule's "phase" is one held state (`--emit`'s "phase K of N").
+            "{} · {} trajectory segments · {} (layout, batch) states · token axis: {}",
             rep.trajectory, rep.phases, rep.states, rep.token_axis
         ),
     ));
