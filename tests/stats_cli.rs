@@ -1071,3 +1071,22 @@ fn the_display_bandwidth_leaves_the_window_intervals_alone() {
         );
     }
 }
+
+/// Branch records given to `analyze` are named as such, with the command that reads them (it
+/// said only "missing field `b_small`"), as `cbs` on a stats file points to `analyze`.
+#[test]
+fn analyze_on_branch_records_points_to_cbs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("br.ndjson");
+    let line =
+        r#"{"v":1,"branch":{"from_step":30,"batch":8,"seed":0},"step":0,"samples":0,"loss":2.5}"#;
+    std::fs::write(&file, format!("{line}\n")).expect("write");
+    let out = copus().arg("analyze").arg(&file).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("holds the branch records of a branched experiment")
+            && err.contains("copus cbs"),
+        "{err}"
+    );
+}

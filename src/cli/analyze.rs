@@ -233,6 +233,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     // The file's first bad line is named where the analysis found nothing to use, not
     // beside a setting it refused.
     let settings_error = matches!(parts, Err(crate::stats::StatsError::Settings(_)));
+    let empty = matches!(parts, Err(crate::stats::StatsError::Empty { .. }));
     let (report, row_layers) = parts.map(|a| (a.report, a.layers)).with_context(|| {
         let first = outcome
             .errors
@@ -240,6 +241,16 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
             .filter(|_| !settings_error)
             .map(|e| format!(" (first problem, line {}: {})", e.line, e.reason))
             .unwrap_or_default();
+        // Branch records read here said only "missing field `b_small`" (`cbs` on a stats
+        // file points here).
+        if empty && holds_branch_records(path) {
+            return format!(
+                "{} holds the branch records of a branched experiment, not gradient statistics \
+                 (`copus cbs` reads them; `copus analyze RUN --branches FILE` lays them over \
+                 their run)",
+                path.display()
+            );
+        }
         format!("{}{first}", path.display())
     })?;
     let t2 = std::time::Instant::now();
@@ -326,6 +337,20 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
 /// output style: JSON on standard output stays clean).
 /// A stats file whose last line has no newline and did not parse is most likely being
 /// written (a run in progress): say so, instead of leaving it among the malformed lines.
+/// Whether the first line of `path` is a branch record (`"branch"` at the top level).
+fn holds_branch_records(path: &std::path::Path) -> bool {
+    use std::io::BufRead;
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut line = String::new();
+    // One line, at most 64 KiB of it: a branch record is a few hundred bytes.
+    let read = std::io::Read::take(std::io::BufReader::new(file), 1 << 16).read_line(&mut line);
+    read.is_ok()
+        && serde_json::from_str::<serde_json::Value>(line.trim())
+            .is_ok_and(|v| v.get("branch").is_some())
+}
+
 fn note_unfinished_last_line(
     path: &std::path::Path,
     outcome: &crate::stats::ingest::reader::ReadOutcome,
