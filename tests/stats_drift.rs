@@ -123,8 +123,9 @@ fn a_learning_rate_change_is_located() {
 #[test]
 fn a_warm_up_in_jumps_then_a_cosine_decay_is_located_at_both() {
     // The built-in trainer's default: a linear warm-up of 20 steps (each step more than 5 %
-    // above the last: change points) and a cosine decay to a tenth. The decay is a smooth
-    // stretch after the last jump, located from where it falls 10 % below its peak.
+    // above the last: a ramp, one rising stretch, where it read as 19 changes and a smooth
+    // rise) and a cosine decay to a tenth, a smooth stretch from where it falls 10 % below
+    // its peak.
     let m = model();
     let mut records = m.run(7, 1000, |_| m.trace() / 64.0);
     let peak = 1e-3;
@@ -139,8 +140,20 @@ fn a_warm_up_in_jumps_then_a_cosine_decay_is_located_at_both() {
     }
     let d = lr_of(&analyze(&records, &EstimatorSettings::default()).expect("analysis"));
     let jumps: Vec<_> = d.at.iter().filter(|a| a[0] == a[1]).collect();
-    assert_eq!(jumps.len(), 19, "{d:?}");
-    let stretch = d.at.iter().find(|a| a[0] < a[1]).expect("a smooth stretch");
+    assert!(jumps.is_empty(), "{d:?}");
+    let warm_up = d.at[0];
+    assert_eq!(warm_up, [1, 19], "{d:?}");
+    assert!(
+        d.message
+            .contains("rises smoothly from 5.000e-5 to 1.000e-3 over steps 1-19"),
+        "{}",
+        d.message
+    );
+    let stretch =
+        d.at.iter()
+            .skip(1)
+            .find(|a| a[0] < a[1])
+            .expect("a smooth stretch");
     // 0.1 + 0.45 (1 + cos πx) = 0.9 at x ≈ 0.205: step 20 + 0.205 · 979 ≈ 221.
     assert!((210..=232).contains(&stretch[0]), "{stretch:?}");
     assert_eq!(stretch[1], 999);

@@ -45,16 +45,40 @@ fn lr_differs(a: f64, b: f64) -> bool {
     (a - b).abs() > 1e-9 * a.abs().max(b.abs())
 }
 
-/// The smooth stretches of `lrs` (step, lr): each jump-free segment (consecutive records
-/// within [`LR_JUMP`]× of each other) is cut into monotone runs (a warm-up that ends smoothly
-/// rises, then the decay falls), and each run is a stretch from where lr first departs by
-/// more than 10 % from the run's first value to the last record where it still changes.
-fn lr_stretches(lrs: &[(u64, f64)]) -> Vec<LrStretch> {
-    let is_jump = |a: f64, b: f64| b > a * LR_JUMP || a > b * LR_JUMP;
+/// For each record after the first, whether the lr jumped to it from the record before: by
+/// more than [`LR_JUMP`]×, and not as one step of a ramp (two or more such steps in a row in
+/// the same direction: a linear warm-up rises by more than 5 % a step for its first twenty
+/// steps, and was reported as 19 changes and a smooth rise after them).
+fn change_points(lrs: &[(u64, f64)]) -> Vec<bool> {
+    let direction = |k: usize| -> i8 {
+        let (a, b) = (lrs[k - 1].1, lrs[k].1);
+        if b > a * LR_JUMP {
+            1
+        } else if a > b * LR_JUMP {
+            -1
+        } else {
+            0
+        }
+    };
+    let dirs: Vec<i8> = (1..lrs.len()).map(direction).collect();
+    (0..dirs.len())
+        .map(|k| {
+            let d = dirs[k];
+            let ramp = (k > 0 && dirs[k - 1] == d) || dirs.get(k + 1) == Some(&d);
+            d != 0 && !ramp
+        })
+        .collect()
+}
+
+/// The smooth stretches of `lrs` (step, lr): each segment between change points
+/// ([`change_points`]) is cut into monotone runs (a warm-up rises, then the decay falls), and
+/// each run is a stretch from where lr first departs by more than 10 % from the run's first
+/// value to the last record where it still changes.
+fn lr_stretches(lrs: &[(u64, f64)], jumped: &[bool]) -> Vec<LrStretch> {
     let mut out = Vec::new();
     let mut seg_start = 0;
     for i in 1..=lrs.len() {
-        if i < lrs.len() && !is_jump(lrs[i - 1].1, lrs[i].1) {
+        if i < lrs.len() && !jumped[i - 1] {
             continue;
         }
         for run in monotone_runs(&lrs[seg_start..i]) {
@@ -132,12 +156,14 @@ pub(super) fn lr_change(records: &[&StepStats]) -> Option<Diagnostic> {
     if lrs.len() < 2 || hi <= lo * 1.1 {
         return None;
     }
+    let jumped = change_points(&lrs);
     let jumps: Vec<(u64, f64, f64)> = lrs
         .windows(2)
-        .filter(|w| w[1].1 > w[0].1 * LR_JUMP || w[0].1 > w[1].1 * LR_JUMP)
-        .map(|w| (w[1].0, w[0].1, w[1].1))
+        .zip(&jumped)
+        .filter(|(_, j)| **j)
+        .map(|(w, _)| (w[1].0, w[0].1, w[1].1))
         .collect();
-    let mut stretches = lr_stretches(&lrs);
+    let mut stretches = lr_stretches(&lrs, &jumped);
     if jumps.is_empty() && stretches.is_empty() {
         // Drifting by under 10 % from where it started, yet over 10 % from end to end.
         let (first, last) = (lrs[0], lrs[lrs.len() - 1]);
