@@ -127,18 +127,19 @@ pub fn recommend(
     let gain = current.as_ref().map(|c| best.goodput / c.goodput - 1.0);
     let b_crit_tokens = grid.b_crit * units.seq_len as f64;
     let mut reasons = vec![format!(
-        "B_crit ≈ {} sequences of {} tokens ({} tokens): batch {} keeps {}",
+        "B_crit ≈ {} sequences of {} token{} ({} tokens): batch {} keeps {}",
         crate::format::count(grid.b_crit),
         units.seq_len,
+        if units.seq_len == 1 { "" } else { "s" },
         crate::format::tokens(b_crit_tokens),
         best.batch,
         eff_words(units.form, best.stat_eff)
     )];
     reasons.push(format!(
-        "{} is the fastest layout at batch {} ({:.0}% MFU, mbs {})",
+        "{} is the fastest layout at batch {} ({} MFU, mbs {})",
         best.config.layout_label(),
         best.batch,
-        best.mfu * 100.0,
+        crate::format::percent(best.mfu),
         best.config.mbs
     ));
     if let Some(c) = &current {

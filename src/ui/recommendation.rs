@@ -108,10 +108,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         match table.cell(row, col) {
             TableCell::Feasible { config, prediction } => {
                 lines.push(Line::from(format!(
-                    "  {} tok/s · {:.0}% MFU · {:.2} s/step · mbs {}",
+                    "  {} tok/s · {} MFU · {}/step · mbs {}",
                     si(prediction.tokens_per_s),
-                    prediction.mfu * 100.0,
-                    prediction.step_time_s,
+                    crate::format::percent(prediction.mfu),
+                    crate::format::step_seconds(prediction.step_time_s),
                     config.mbs
                 )));
             }

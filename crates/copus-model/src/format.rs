@@ -70,6 +70,37 @@ pub fn duration(seconds: f64) -> String {
     }
 }
 
+/// A short time for a step: "2.41 s", "0.72 s", "45.6 ms", "85 µs" (a tiny model's step read
+/// "0.00 s").
+pub fn step_seconds(seconds: f64) -> String {
+    let a = seconds.abs();
+    if !a.is_finite() || a >= 0.1 || a == 0.0 {
+        format!("{seconds:.2} s")
+    } else if a >= 1e-2 {
+        format!("{:.1} ms", seconds * 1e3)
+    } else if a >= 1e-3 {
+        format!("{:.2} ms", seconds * 1e3)
+    } else {
+        format!("{:.0} µs", seconds * 1e6)
+    }
+}
+
+/// A fraction as a percentage with the digits it needs: "53%", "4.2%", "0.031%" (a tiny
+/// model's MFU read "0%").
+pub fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    let a = p.abs();
+    if !a.is_finite() || a >= 10.0 || a == 0.0 {
+        format!("{p:.0}%")
+    } else if a >= 1.0 {
+        format!("{p:.1}%")
+    } else {
+        // Two significant digits.
+        let digits = (2 - a.log10().floor() as i32 - 1).clamp(1, 6) as usize;
+        format!("{p:.digits$}%")
+    }
+}
+
 /// `s` with control characters other than newline and tab written as `\u{..}` escapes, so a
 /// name read from a file (a layer, a run, a session) cannot drive the terminal.
 pub fn escape_controls(s: &str) -> String {
@@ -225,6 +256,20 @@ pub fn runs(counts: &[u32]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A tiny model's step and MFU keep their digits ("0.00 s/step · 0% MFU" said nothing).
+    #[test]
+    fn small_times_and_percentages_keep_their_digits() {
+        assert_eq!(super::step_seconds(2.4137), "2.41 s");
+        assert_eq!(super::step_seconds(0.72), "0.72 s");
+        assert_eq!(super::step_seconds(0.0456), "45.6 ms");
+        assert_eq!(super::step_seconds(0.0032), "3.20 ms");
+        assert_eq!(super::step_seconds(8.5e-5), "85 µs");
+        assert_eq!(super::percent(0.532), "53%");
+        assert_eq!(super::percent(0.042), "4.2%");
+        assert_eq!(super::percent(0.00031), "0.031%");
+        assert_eq!(super::percent(0.0), "0%");
+    }
+
     #[test]
     fn wrapping_keeps_numbers_with_their_units_labels_and_code_spans_whole() {
         let text = "x ".repeat(40)
