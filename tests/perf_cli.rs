@@ -2679,3 +2679,47 @@ fn predict_says_when_memory_is_tight_and_a_stack_has_no_pipeline() {
         foundry["caveats"]
     );
 }
+
+/// Absurd but accepted values print in scientific notation, as docs/RELIABILITY.md says
+/// ("step time 2440808767456474624.0000 s", "(0 per GPU)").
+#[test]
+fn predict_prints_far_out_figures_in_scientific_notation() {
+    let (ok, out, err) = copus(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "64",
+        "--batch",
+        "64",
+        "--seq",
+        "4294967295",
+    ]);
+    assert!(ok, "{err}");
+    let step = out
+        .lines()
+        .find(|l| l.contains("step time"))
+        .expect("step time");
+    assert!(step.contains("e11 s"), "{step}");
+    let per_gpu = out
+        .lines()
+        .find(|l| l.contains("throughput"))
+        .expect("throughput");
+    assert!(per_gpu.contains("e-2 per GPU"), "{per_gpu}");
+    let (ok, out, err) = copus(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "64",
+        "--batch",
+        "64",
+    ]);
+    assert!(ok, "{err}");
+    let step = out
+        .lines()
+        .find(|l| l.contains("step time"))
+        .expect("step time");
+    let figure = step.split_whitespace().nth(2).expect("figure");
+    assert!(!figure.contains('e') && figure.contains('.'), "{step}");
+}

@@ -769,10 +769,23 @@ fn print_text(o: &Output) {
     }
     // A configuration that does not fit: what it would run at (`null` in --json).
     let if_it_fit = if p.fits { "" } else { " (if it fit)" };
-    println!("  step time        {:>10.4} s{if_it_fit}", p.step_time_s);
+    // Far outside a training step's range (a batch of 2^64, a sequence of 2^32 tokens) in
+    // scientific notation, as docs/RELIABILITY.md promises ("2440808767456474624.0000 s").
+    let sci = |x: f64, fixed: std::ops::Range<f64>, digits: usize| {
+        if x != 0.0 && !fixed.contains(&x.abs()) {
+            format!("{x:.3e}")
+        } else {
+            format!("{x:.digits$}")
+        }
+    };
     println!(
-        "  throughput       {:>10.0} tokens/s ({:.0} per GPU){if_it_fit}",
-        p.tokens_per_s, p.tokens_per_s_per_gpu
+        "  step time        {:>10} s{if_it_fit}",
+        sci(p.step_time_s, 1e-3..1e9, 4)
+    );
+    println!(
+        "  throughput       {:>10} tokens/s ({} per GPU){if_it_fit}",
+        sci(p.tokens_per_s, 1.0..1e12, 0),
+        sci(p.tokens_per_s_per_gpu, 1.0..1e12, 0)
     );
     // MFU is against the dense BF16 peak whatever the precision (NVIDIA's and torchtitan's
     // convention for FP8 runs): say so where FP8 could be read against its own peak.
