@@ -907,7 +907,8 @@ fn print_text(o: &Output) {
         println!("  cannot run       {why}");
         match &o.nearest_change {
             Some(n) => println!(
-                "  fits instead     {} ({:.0} tokens/s, {:.1} GB per GPU)",
+                "  fits instead     {} ({:.0} tokens/s, {:.1} GB per GPU; your other flags as \
+                 given)",
                 n.flags,
                 n.tokens_per_s,
                 n.memory_per_gpu_bytes / 1e9
