@@ -53,11 +53,25 @@ pub fn calibration_used(
             c.model, to.model
         ));
     }
-    if let Some(fitted_under) = c.stack.as_deref().filter(|s| *s != to.stack.label()) {
+    // The precision is said apart: an FP8 prediction from BF16 steps is no other stack (its
+    // FP8 plateau moved with the fitted BF16 one).
+    let without_precision = crate::perf::Stack {
+        precision: None,
+        ..to.stack.clone()
+    };
+    let fp8_here = to.stack.precision == Some(crate::perf::efficiency::Precision::Fp8);
+    let same = |s: &str| s == to.stack.label() || (fp8_here && s == without_precision.label());
+    if let Some(fitted_under) = c.stack.as_deref().filter(|s| !same(s)) {
         caveats.push(format!(
             "calibrated under {fitted_under}, predicted here under {}: the fit absorbed what \
              that stack does differently",
             to.stack.label()
+        ));
+    } else if fp8_here && c.stack.as_deref() == Some(without_precision.label().as_str()) {
+        caveats.push(format!(
+            "calibrated on BF16 steps, predicted here in FP8: the FP8 GEMM plateau is not fitted \
+             (this calibration's: {:.3} of the FP8 peak)",
+            c.params.fp8_max_eff
         ));
     }
     if let Some(r) = to.recompute

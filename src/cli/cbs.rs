@@ -135,16 +135,25 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
     let mut out = String::new();
     for p in &r.points {
         let _ = writeln!(out, "branch point: step {}", p.from_step);
-        let _ = writeln!(
-            out,
-            "  threshold CBS  {} samples ({:.0} % interval of the batch picked {}..{}): the largest batch within {} nats of the smallest batch's loss after {:.0} samples",
-            threshold_text(p),
-            r.confidence * 100.0,
-            p.threshold_cbs.ci[0],
-            p.threshold_cbs.ci[1],
-            r.tolerance,
-            p.budget_samples
-        );
+        if p.poor_reference && p.threshold_cbs.at_least {
+            let _ = writeln!(
+                out,
+                "  threshold CBS  not measured: every batch ended no worse than the reference, \
+                 batch {}, which trained worse than larger batches (below)",
+                p.branches.first().map_or(0, |b| b.batch)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "  threshold CBS  {} samples ({:.0} % interval of the batch picked {}..{}): the largest batch within {} nats of the smallest batch's loss after {:.0} samples",
+                threshold_text(p),
+                r.confidence * 100.0,
+                p.threshold_cbs.ci[0],
+                p.threshold_cbs.ci[1],
+                r.tolerance,
+                p.budget_samples
+            );
+        }
         match &p.b_noise_fit {
             Some(f) => {
                 let _ = writeln!(
@@ -215,6 +224,8 @@ fn threshold_bound_of(p: &crate::stats::estimate::cbs::PointReport) -> Threshold
 fn threshold_text(p: &crate::stats::estimate::cbs::PointReport) -> String {
     match threshold_bound_of(p) {
         ThresholdBound::Below(next) => format!("below {next}"),
+        // Every batch beat a reference that trained worse: no number to lead with.
+        ThresholdBound::AtLeast(_) if p.poor_reference => "not measured".to_string(),
         ThresholdBound::AtLeast(th) => format!("{th} or more"),
         ThresholdBound::Value(th) => th.to_string(),
     }
@@ -251,9 +262,9 @@ pub fn point_notes(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> 
         )),
         // Every batch beat a reference that itself trained badly: no bound at all.
         ThresholdBound::AtLeast(th) if p.poor_reference => lines.push(format!(
-            "threshold CBS: every batch came within the tolerance of the reference, batch {}, \
-             which itself ended above larger batches (below): against it '{th} or more' bounds \
-             nothing; branch again with a larger smallest batch",
+            "threshold CBS not measured: every batch ended no worse than the reference, batch \
+             {}, which itself trained worse than larger batches (below): against it '{th} or \
+             more' bounds nothing; branch again with a larger smallest batch",
             p.branches.first().map_or(0, |b| b.batch)
         )),
         ThresholdBound::AtLeast(th) => lines.push(format!(
@@ -342,7 +353,9 @@ mod tests {
         };
         let poor = point_notes(&poor).join("\n");
         assert!(
-            poor.contains("'128 or more' bounds nothing") && !poor.contains("lower bounds"),
+            poor.contains("'128 or more' bounds nothing")
+                && poor.contains("threshold CBS not measured")
+                && !poor.contains("lower bounds"),
             "{poor}"
         );
     }

@@ -481,7 +481,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         None => (None, Vec::new()),
     };
     let nothing_fits = (!p.fits && nearest_change.is_none()).then_some(NOTHING_FITS);
-    let out = Output {
+    let mut out = Output {
         model: &model.name,
         seq_len: model.seq_len,
         hardware: &hw.name,
@@ -542,6 +542,11 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         .collect(),
         calibration,
     };
+    // The fragmentation note says the little room left with the reason: the tight-memory note
+    // beside it said the same twice.
+    if out.caveats.iter().any(|c| c.starts_with("fits with ")) {
+        out.caveats.retain(|c| !c.starts_with("memory is tight"));
+    }
     // A configuration that does not fit is a result (`fits: false`, the reason and the
     // nearest change that runs), exit status 0; errors are for inputs that cannot be costed.
     if a.json {
