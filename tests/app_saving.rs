@@ -567,18 +567,24 @@ fn save_as_elsewhere_keeps_the_data_path_and_the_command_line_calibration() {
     );
 }
 
+/// The bundled sample run copied into `dir` as `run.ndjson` (a run the user owns there).
+fn sample_run_in(dir: &Path) -> std::path::PathBuf {
+    let run = dir.join("run.ndjson");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
+        &run,
+    )
+    .expect("copy");
+    run
+}
+
 /// A run opened without a model or cluster says in the title that both are copus's defaults;
 /// saving it wrote that note into the session's name, which `plan` and `--emit` headers then
 /// printed as the session's own.
 #[test]
 fn the_title_note_of_a_run_on_default_settings_is_not_saved_in_its_name() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let run = dir.path().join("run.ndjson");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
-        &run,
-    )
-    .expect("copy");
+    let run = sample_run_in(dir.path());
     let args = OpenArgs {
         device: copus::compute::Device::Cpu,
         ..OpenArgs::for_path(&run)
@@ -603,12 +609,7 @@ fn the_title_note_of_a_run_on_default_settings_is_not_saved_in_its_name() {
 #[test]
 fn open_names_the_flag_not_a_session_file_that_does_not_exist() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let run = dir.path().join("run.ndjson");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
-        &run,
-    )
-    .expect("copy");
+    let run = sample_run_in(dir.path());
     let open = |f: &dyn Fn(&mut OpenArgs)| {
         let mut args = OpenArgs {
             device: copus::compute::Device::Cpu,

@@ -2684,42 +2684,34 @@ fn predict_says_when_memory_is_tight_and_a_stack_has_no_pipeline() {
 /// ("step time 2440808767456474624.0000 s", "(0 per GPU)").
 #[test]
 fn predict_prints_far_out_figures_in_scientific_notation() {
-    let (ok, out, err) = copus(&[
-        "predict",
-        "--model",
-        "llama3-70b",
-        "--gpus",
-        "64",
-        "--batch",
-        "64",
-        "--seq",
-        "4294967295",
-    ]);
-    assert!(ok, "{err}");
-    let step = out
-        .lines()
-        .find(|l| l.contains("step time"))
-        .expect("step time");
+    // The lines of `predict` for Llama 3 70B on 64 GPUs at batch 64 (and `extra`) naming `what`.
+    let line = |extra: &[&str], what: &str| -> String {
+        let args = [
+            &[
+                "predict",
+                "--model",
+                "llama3-70b",
+                "--gpus",
+                "64",
+                "--batch",
+                "64",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let (ok, out, err) = copus(&args);
+        assert!(ok, "{err}");
+        out.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("{what} in {out}"))
+            .to_string()
+    };
+    let long = ["--seq", "4294967295"];
+    let step = line(&long, "step time");
     assert!(step.contains("e11 s"), "{step}");
-    let per_gpu = out
-        .lines()
-        .find(|l| l.contains("throughput"))
-        .expect("throughput");
+    let per_gpu = line(&long, "throughput");
     assert!(per_gpu.contains("e-2 per GPU"), "{per_gpu}");
-    let (ok, out, err) = copus(&[
-        "predict",
-        "--model",
-        "llama3-70b",
-        "--gpus",
-        "64",
-        "--batch",
-        "64",
-    ]);
-    assert!(ok, "{err}");
-    let step = out
-        .lines()
-        .find(|l| l.contains("step time"))
-        .expect("step time");
+    let step = line(&[], "step time");
     let figure = step.split_whitespace().nth(2).expect("figure");
     assert!(!figure.contains('e') && figure.contains('.'), "{step}");
 }
