@@ -119,11 +119,27 @@ pub fn parse_ron<T: DeserializeOwned + serde::Serialize>(
 ) -> Result<T, ProfileError> {
     // Every message with the line it is about and a caret, as a session's.
     let excerpt = |line: usize, col: usize| crate::validate::fields::excerpt(text, line, col);
-    let value: T = ron::from_str(text).map_err(|e| ProfileError::Parse {
-        origin: origin.to_string(),
-        line: e.span.start.line,
-        col: e.span.start.col,
-        msg: format!("{}{}", e.code, excerpt(e.span.start.line, e.span.start.col)),
+    let value: T = ron::from_str(text).map_err(|e| {
+        let (mut line, mut col) = (e.span.start.line, e.span.start.col);
+        let mut msg = e.code.to_string();
+        // A required field misspelled reads as missing ("missing field named `top_k` in
+        // `MoeSpec`", the caret at the struct's end): the name written is named, as a
+        // session's.
+        if let ron::Error::MissingStructField { field, .. } = &e.code {
+            msg = format!("missing field '{field}'");
+            if let Some((written, l, c)) =
+                crate::validate::fields::misspelled(text, field, (line, col))
+            {
+                msg = format!("'{written}' is not a field here: did you mean '{field}'? ({msg})");
+                (line, col) = (l, c);
+            }
+        }
+        ProfileError::Parse {
+            origin: origin.to_string(),
+            line,
+            col,
+            msg: format!("{msg}{}", excerpt(line, col)),
+        }
     })?;
     if let Some(u) = crate::validate::fields::unknown_field(text, &value) {
         let (line, col) = u.position.unwrap_or((1, 1));
@@ -224,5 +240,24 @@ mod tests {
             .expect_err("bad");
         let msg = err.to_string();
         assert!(msg.starts_with("f.ron:2:"), "{msg}");
+    }
+
+    /// A required field misspelled is named where it is written, with the field meant (it
+    /// read "Unexpected missing field named `top_k` in `MoeSpec`", the caret at the end).
+    #[test]
+    fn a_misspelled_required_field_is_named() {
+        let text = BUILTIN_MODELS
+            .iter()
+            .find(|(n, _)| *n == "mixtral-8x7b")
+            .map(|(_, t)| t.replace("top_k:", "topk:"))
+            .expect("mixtral");
+        let msg = parse_ron::<ModelProfile>(&text, "m.ron")
+            .expect_err("misspelled")
+            .to_string();
+        assert!(
+            msg.contains("'topk' is not a field here: did you mean 'top_k'?"),
+            "{msg}"
+        );
+        assert!(!msg.contains("MoeSpec"), "{msg}");
     }
 }

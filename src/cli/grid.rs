@@ -101,7 +101,7 @@ pub fn point_at(
                 } else {
                     ""
                 };
-                anyhow::bail!(
+                super::flag_bail!(
                     "--at {step}: outside the trajectory, which runs from step {} to {}{why}",
                     first.step,
                     last.step
@@ -111,7 +111,7 @@ pub fn point_at(
         }
         At::Tokens(t) => {
             if t < first.tokens || t > last.tokens {
-                anyhow::bail!(
+                super::flag_bail!(
                     "--at {} tokens: outside the trajectory, which runs from {} to {} tokens",
                     crate::format::tokens(t),
                     crate::format::tokens(first.tokens),
