@@ -504,6 +504,14 @@ impl Resolved {
     }
 
     /// The efficiency parameters before the session's `stack` is applied.
+    /// The calibration the numbers use, where one is in force: loaded, switched on, and not
+    /// overridden by the session's own `efficiency` (unless what-if edits started from it).
+    pub fn calibration_in_force(&self) -> Option<&CalibrationFile> {
+        let in_force = self.use_calibration
+            && (self.session.efficiency.is_none() || self.efficiency_edited_from_calibration);
+        self.calibration.as_ref().filter(|_| in_force)
+    }
+
     fn base_efficiency(&self) -> EfficiencyParams {
         if let Some(e) = &self.session.efficiency {
             return e.clone();

@@ -2715,3 +2715,45 @@ fn predict_prints_far_out_figures_in_scientific_notation() {
     let figure = step.split_whitespace().nth(2).expect("figure");
     assert!(!figure.contains('e') && figure.contains('.'), "{step}");
 }
+
+/// The explorer says what predict and grid say of a calibration used for another model (it
+/// showed nothing: the recommendation read as the calibrated model's own).
+#[test]
+fn the_explorer_names_a_calibration_fitted_on_another_model() {
+    let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
+    let truth = copus::perf::EfficiencyParams {
+        max_eff: 0.5,
+        ..hw.efficiency.clone()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("steps.csv");
+    std::fs::write(&csv, measured_csv(&truth, &MEASURED_LAYOUTS[..6])).expect("csv");
+    let cal = dir.path().join("cal.ron");
+    let (ok, _, err) = copus(&[
+        "calibrate",
+        csv.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--out",
+        cal.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let screen = |model: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+            .arg("snapshot")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"))
+            .args(["--size", "200x60", "--seq-len", "2048", "--calibration"])
+            .arg(&cal)
+            .args(["--model", model])
+            .output()
+            .expect("snapshot");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let other = screen("llama3-8b");
+    assert!(other.contains("calibrated on llama-7b's steps"), "{other}");
+    let own = screen("llama-7b");
+    assert!(!own.contains("calibrated on llama-7b's steps"), "{own}");
+}

@@ -131,7 +131,22 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             l.label()
         )));
     }
-    for c in crate::perf::caveats(&app.resolved.model) {
+    // What predict and grid say of the model and of the calibration in force (the explorer
+    // said nothing of a calibration fitted on another model's steps).
+    let r = &app.resolved;
+    let stack = r.stack();
+    let calibration = r.calibration_in_force().map(|c| {
+        c.caveats_for(&crate::perf::calibration_file::CalibrationUse {
+            model: &r.model.name,
+            recompute: None,
+            stack: &stack,
+            hardware: &r.hardware.name,
+        })
+    });
+    for c in crate::perf::caveats(&r.model)
+        .into_iter()
+        .chain(calibration.into_iter().flatten())
+    {
         lines.push(Line::from(""));
         lines.push(Line::styled(
             format!("note: {c}"),

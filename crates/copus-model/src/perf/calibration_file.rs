@@ -83,7 +83,76 @@ pub enum CalibrationFileError {
 /// Largest calibration file read, bytes.
 const MAX_BYTES: u64 = 1 << 20;
 
+/// Where a calibration is used: the model, stack and hardware of a prediction.
+pub struct CalibrationUse<'a> {
+    /// Model name.
+    pub model: &'a str,
+    /// The recompute policy predicted with, where one configuration is (`predict`).
+    pub recompute: Option<&'a str>,
+    /// The stack in force.
+    pub stack: &'a super::stack::Stack,
+    /// Hardware profile name.
+    pub hardware: &'a str,
+}
+
 impl CalibrationFile {
+    /// The caveats of using this calibration for `to`: another model, stack, precision,
+    /// recompute policy or GPU than it was fitted on, one sentence each (what `predict`,
+    /// `grid`, `plan` and the explorer say).
+    pub fn caveats_for(&self, to: &CalibrationUse<'_>) -> Vec<String> {
+        use super::efficiency::Precision;
+        let c = self;
+        let mut caveats = Vec::new();
+        let links_only = c.model.starts_with("nccl-tests");
+        if !links_only && c.model != to.model {
+            caveats.push(format!(
+                "calibrated on {}'s steps, used here for {}: fitted efficiencies carry over to \
+                 another shape only as far as its kernels are alike",
+                c.model, to.model
+            ));
+        }
+        // The precision is said apart: an FP8 prediction from BF16 steps is no other stack
+        // (its FP8 plateau moved with the fitted BF16 one).
+        let without_precision = super::stack::Stack {
+            precision: None,
+            ..to.stack.clone()
+        };
+        let fp8_here = to.stack.precision == Some(Precision::Fp8);
+        let same = |s: &str| s == to.stack.label() || (fp8_here && s == without_precision.label());
+        if let Some(fitted_under) = c.stack.as_deref().filter(|s| !same(s)) {
+            caveats.push(format!(
+                "calibrated under {fitted_under}, predicted here under {}: the fit absorbed what \
+                 that stack does differently",
+                to.stack.label()
+            ));
+        } else if fp8_here && c.stack.as_deref() == Some(without_precision.label().as_str()) {
+            caveats.push(format!(
+                "calibrated on BF16 steps, predicted here in FP8: the FP8 GEMM plateau is not \
+                 fitted (this calibration's: {:.3} of the FP8 peak)",
+                c.params.fp8_max_eff
+            ));
+        }
+        if let Some(r) = to.recompute
+            && !c.recompute.is_empty()
+            && !c.recompute.iter().any(|m| m == r)
+        {
+            caveats.push(format!(
+                "calibrated on steps run with recompute {}, predicted here with recompute {r}: \
+                 give --recompute {} to predict the runs as they were measured",
+                c.recompute.join(", "),
+                c.recompute[0]
+            ));
+        }
+        if c.hardware != to.hardware {
+            caveats.push(format!(
+                "calibrated on {}, used here for {}: its efficiencies describe the other GPU's \
+                 kernels and links",
+                c.hardware, to.hardware
+            ));
+        }
+        caveats
+    }
+
     /// Read a calibration file.
     pub fn load(path: &Path) -> Result<Self, CalibrationFileError> {
         let io = |source| CalibrationFileError::Io {
