@@ -180,7 +180,10 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
             StatsServer::bind(a).map_err(|e| match e {
                 // An address that is no TCP address is the flag's value, said as such.
                 crate::trainer::TrainerError::Config(why) => {
-                    anyhow::Error::from(super::FlagValueError(format!("--serve {why}")))
+                    anyhow::Error::from(super::FlagValueError(format!(
+                        "--serve: {}",
+                        why.trim_start_matches("bad live target ")
+                    )))
                 }
                 other => other.into(),
             })

@@ -105,14 +105,20 @@ fn parse_size(s: &str) -> Result<(u16, u16), String> {
     let (w, h) = s
         .split_once(['x', 'X', '×'])
         .ok_or_else(|| format!("'{s}': expected COLUMNSxROWS, as in 120x40"))?;
-    let num = |v: &str| {
+    // The side at fault is named ("10x5" said "each side" of a width that was fine).
+    let num = |v: &str, side: &str| {
         v.trim()
             .parse::<u16>()
             .ok()
             .filter(|n| SIZE_RANGE.contains(n))
-            .ok_or_else(|| format!("'{s}': each side must be a whole number in 10..=1000"))
+            .ok_or_else(|| {
+                format!(
+                    "'{s}': the {side} '{}' must be a whole number from 10 to 1000",
+                    v.trim()
+                )
+            })
     };
-    Ok((num(w)?, num(h)?))
+    Ok((num(w, "width")?, num(h, "height")?))
 }
 
 /// Run `copus snapshot`.
@@ -210,4 +216,17 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
         None => super::write_stdout(&body)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The side out of range is named ("10x5" said "each side" of a width that was fine).
+    #[test]
+    fn a_size_names_the_side_at_fault() {
+        assert_eq!(super::parse_size("120x40"), Ok((120, 40)));
+        let e = super::parse_size("10x5").expect_err("height");
+        assert!(e.contains("the height '5'"), "{e}");
+        let e = super::parse_size("9x40").expect_err("width");
+        assert!(e.contains("the width '9'"), "{e}");
+    }
 }

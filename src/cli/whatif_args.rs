@@ -289,7 +289,7 @@ fn check_cp(r: &Resolved, cp: &[u32]) -> anyhow::Result<()> {
             d <= 1 || seq.is_multiple_of(2 * d),
             "--cp {d}: the sequence ({seq} tokens) is not divisible by 2·cp = {} (context \
              parallelism cuts each sequence into 2·cp load-balanced chunks); choose a CP \
-             degree that divides {seq}/2, or leave {d} out of --cp",
+             degree that divides {seq}/2",
             2 * d
         );
         anyhow::ensure!(
