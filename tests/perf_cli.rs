@@ -2729,17 +2729,7 @@ fn the_explorer_names_a_calibration_fitted_on_another_model() {
     let csv = dir.path().join("steps.csv");
     std::fs::write(&csv, measured_csv(&truth, &MEASURED_LAYOUTS[..6])).expect("csv");
     let cal = dir.path().join("cal.ron");
-    let (ok, _, err) = copus(&[
-        "calibrate",
-        csv.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--model",
-        "llama-7b",
-        "--out",
-        cal.to_str().expect("utf-8"),
-    ]);
-    assert!(ok, "{err}");
+    calibrate_json(&csv, "llama-7b", &["--out", cal.to_str().expect("utf-8")]);
     let screen = |model: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_copus"))
             .arg("snapshot")
