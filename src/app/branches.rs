@@ -21,6 +21,10 @@ pub struct BranchMark {
     pub fitted: Option<f64>,
     /// The threshold sits at the top of the batches run: a lower bound, not a measurement.
     pub at_least: bool,
+    /// The reference (smallest) batch trained worse than larger ones
+    /// ([`crate::stats::estimate::cbs::PointReport::poor_reference`]): with `at_least`, the
+    /// threshold is not measured at all.
+    pub poor_reference: bool,
     /// What limits this point's numbers (`copus cbs`'s cautions).
     pub cautions: Vec<String>,
     /// The measurements beside the run's estimate there.
@@ -56,6 +60,7 @@ pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
                 threshold_words: threshold_words(p),
                 fitted: p.b_noise_fit.map(|f| f.value),
                 at_least: p.threshold_cbs.at_least,
+                poor_reference: p.poor_reference,
                 cautions: p.cautions.clone(),
                 comparison: c,
             })
@@ -63,9 +68,21 @@ pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
         .collect()
 }
 
+impl BranchMark {
+    /// Whether the threshold CBS is a number or a bound at all: not where every batch beat a
+    /// reference that itself trained worse than larger batches (`copus cbs`: "not measured").
+    pub fn threshold_measured(&self) -> bool {
+        !(self.at_least && self.poor_reference)
+    }
+}
+
 /// A point's threshold CBS in words: a bound where it sits at an end of the batches run (a
-/// censored measurement, as `copus cbs` says), else the batch.
+/// censored measurement, as `copus cbs` says), "not measured" where that bound is against a
+/// reference that trained worse than larger batches, else the batch.
 fn threshold_words(p: &crate::stats::estimate::cbs::PointReport) -> String {
+    if p.threshold_cbs.at_least && p.poor_reference {
+        return "not measured".to_string();
+    }
     let mut batches: Vec<u64> = p.branches.iter().map(|b| b.batch).collect();
     batches.sort_unstable();
     batches.dedup();
@@ -149,6 +166,15 @@ pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String
             words(r),
             m.from_step
         )),
+        (None, Some(_)) if !m.threshold_measured() => Some(format!(
+            "threshold CBS not measured at step {} (the reference batch trained worse than \
+             larger ones; no B_noise fit)",
+            m.from_step
+        )),
+        (None, Some(r)) if m.at_least => Some(format!(
+            "threshold CBS ÷ B_simple ×{:.2} or more at step {} (a lower bound; no B_noise fit)",
+            r.value, m.from_step
+        )),
         (None, Some(r)) => Some(format!(
             "threshold CBS ÷ B_simple {} at step {} (no B_noise fit)",
             words(r),
@@ -176,8 +202,13 @@ pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
     let Some(m) = mark_at(marks, cursor_step) else {
         return Vec::new();
     };
+    let unit = if m.threshold_measured() {
+        " samples"
+    } else {
+        ""
+    };
     let mut lines = vec![format!(
-        "branched training at step {}: threshold CBS {} samples{}",
+        "branched training at step {}: threshold CBS {}{unit}{}",
         m.from_step,
         m.threshold_words,
         m.fitted
@@ -190,6 +221,17 @@ pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
     let c = &m.comparison;
     let (what, r) = match (&c.b_noise_ratio, &c.threshold_ratio) {
         (Some(r), _) => ("the fitted B_noise", r),
+        (None, Some(_)) if !m.threshold_measured() => {
+            lines.push(
+                "every batch ended no worse than the reference (the smallest batch), which \
+                 itself trained worse than larger batches: against it the largest batch bounds \
+                 nothing, and this experiment cannot tell which way the noise scale is off; \
+                 branch again with a larger smallest batch"
+                    .to_string(),
+            );
+            lines.extend(m.cautions.iter().map(|c| format!("caution: {c}")));
+            return lines;
+        }
         (None, Some(r)) if m.at_least => {
             let low = r.ci[0].map_or_else(|| "0".to_string(), |lo| format!("{lo:.2}"));
             lines.push(format!(
@@ -352,5 +394,42 @@ mod tests {
         assert_eq!(with(16), "16");
         assert_eq!(with(64), "64 or more");
         assert_eq!(threshold_words(&point(105, None)), "64");
+    }
+
+    /// A threshold at the largest batch against a reference that trained worse than larger
+    /// batches is not measured, as `copus cbs` says: the headline, the panel and the marks do
+    /// not read it as a ratio or a bound (the estimate-right lesson read "×0.12" beside cbs's
+    /// "not measured"). At the largest batch against a sound reference it is a lower bound.
+    #[test]
+    fn a_bound_against_a_poor_reference_is_not_measured() {
+        let report = |poor: bool| {
+            let mut p = point(105, None);
+            p.threshold_cbs.at_least = true;
+            p.poor_reference = poor;
+            CbsReport {
+                tolerance: 0.01,
+                confidence: 0.95,
+                resamples: 10,
+                points: vec![p],
+                unmeasured: Vec::new(),
+            }
+        };
+        let poor = marks(&report(true), &traj());
+        assert!(!poor[0].threshold_measured());
+        let h = headline_segment(&poor, 200).unwrap();
+        assert!(h.contains("not measured") && !h.contains('×'), "{h}");
+        let lines = estimator_lines(&poor, 200).join("\n");
+        assert!(lines.contains("threshold CBS not measured"), "{lines}");
+        assert!(!lines.contains("not measured samples") && !lines.contains("at least ×"));
+        assert!(lines.contains("larger smallest batch"), "{lines}");
+        let sound = marks(&report(false), &traj());
+        assert!(sound[0].threshold_measured());
+        let h = headline_segment(&sound, 200).unwrap();
+        assert!(h.contains("or more") && h.contains("lower bound"), "{h}");
+        assert!(
+            estimator_lines(&sound, 200)
+                .join(" ")
+                .contains("at least ×")
+        );
     }
 }

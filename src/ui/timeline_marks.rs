@@ -69,7 +69,7 @@ fn branch_marks(app: &App) -> Vec<crate::app::branches::BranchMark> {
 pub fn branch_values(app: &App) -> Vec<f64> {
     branch_marks(app)
         .iter()
-        .flat_map(|m| [Some(m.threshold), m.fitted])
+        .flat_map(|m| [m.threshold_measured().then_some(m.threshold), m.fitted])
         .flatten()
         .filter(|v| v.is_finite() && *v > 0.0)
         .collect()
@@ -146,7 +146,9 @@ pub fn legend_entries(app: &App, y: Option<(f64, f64)>) -> Vec<String> {
         if marks.iter().any(|m| m.fitted.is_some()) {
             out.push(format!("{FITTED_GLYPH} measured B_noise"));
         }
-        out.push(format!("{THRESHOLD_GLYPH} threshold CBS"));
+        if marks.iter().any(|m| m.threshold_measured()) {
+            out.push(format!("{THRESHOLD_GLYPH} threshold CBS"));
+        }
     }
     // Only where some of the plan's batch falls inside the axis's decades `y` (log10).
     let drawn = y.is_some_and(|(lo, hi)| {
@@ -354,7 +356,8 @@ pub fn draw(buf: &mut Buffer, (plot, axis): (Rect, u16), app: &App, x: [f64; 2],
         let c = column(plot, m.tokens, x[0], x[1]);
         let points = [
             (
-                Some(m.threshold),
+                // Not measured (a reference that trained worse): no value to draw.
+                m.threshold_measured().then_some(m.threshold),
                 THRESHOLD_GLYPH,
                 theme::current().good_soft,
             ),
