@@ -285,7 +285,7 @@ fn screen_number(s: &str) -> Option<f64> {
 
 /// The recommendation's sentences against their own numbers, on the rendered screen at
 /// several points of the demo: "goodput G tok/s = T × E stat. eff." (G = T × E within the
-/// printed rounding) and "best has +P% goodput over yours" (P from the two goodputs shown).
+/// printed rounding, so that a hand check works) and "best has +P% goodput over yours" (P from the two goodputs shown).
 #[test]
 fn the_recommendation_sentences_add_up_on_screen() {
     for at in [0usize, 60, 119] {
@@ -313,8 +313,10 @@ fn the_recommendation_sentences_add_up_on_screen() {
             screen_number(words[3]).unwrap(),
             screen_number(words[5]).unwrap(),
         );
+        // Three significant digits on G and T and three decimals on E: within 0.5 % (two
+        // decimals on E read 415k = 580k × 0.72, 0.7 % off, on the opening screen).
         let rel = (g - t * e).abs() / g;
-        assert!(rel < 0.02, "at {at}: {g} vs {t} × {e}\n{text}");
+        assert!(rel < 0.005, "at {at}: {g} vs {t} × {e}\n{text}");
         if let Some((before, _)) = text.split_once("% goodput over yours") {
             let p = screen_number(before.rsplit(' ').next().unwrap()).unwrap();
             let (_, yours) = text.split_once(", goodput ").expect("your goodput");

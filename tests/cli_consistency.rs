@@ -266,7 +266,6 @@ fn watch_refuses_an_unsupported_url_scheme() {
 fn analyze_refuses_dump_flags_on_a_stats_file() {
     copus(&["analyze", SAMPLE, "--samples", "8"]).fails_with(&["--samples", "dump"]);
     copus(&["analyze", SAMPLE, "--seed-ema"]).fails_with(&["--seed-ema", "dump"]);
-    copus(&["analyze", SAMPLE, "--seq-len", "2048"]).fails_with(&["--seq-len", "dump"]);
     copus(&["analyze", SAMPLE, "--device", "cpu"]).fails_with(&["--device", "dump"]);
     copus(&["analyze", SAMPLE, "--json", "--rows", "5"]).fails_with(&["--rows", "--json"]);
     copus(&["analyze", SAMPLE, "--rows", "5"]).succeeds();
@@ -280,6 +279,31 @@ fn analyze_refuses_dump_flags_on_a_stats_file() {
         "0.9",
     ])
     .succeeds();
+}
+
+/// `--seq-len` on a stats file reads each sample as a sequence of that many tokens, as `watch`
+/// and `open` do (analyze refused it, so the measured-run lesson's B_simple in tokens could
+/// not be reproduced headless).
+#[test]
+fn analyze_reads_samples_as_sequences_with_seq_len() {
+    let plain = json(&["analyze", SAMPLE, "--json"]);
+    let given = json(&["analyze", SAMPLE, "--json", "--seq-len", "1000"]);
+    let b = given["summary"]["b_simple"].as_f64().expect("b_simple");
+    assert_eq!(b, plain["summary"]["b_simple"].as_f64().expect("b_simple"));
+    assert_eq!(given["summary"]["seq_len"].as_f64(), Some(1000.0));
+    let tokens = given["summary"]["b_simple_tokens"]
+        .as_f64()
+        .expect("tokens");
+    assert!(
+        (tokens - 1000.0 * b).abs() <= 1e-9 * tokens,
+        "{tokens} vs {b}"
+    );
+    assert_ne!(plain["summary"]["seq_len"].as_f64(), Some(1000.0));
+    let text = copus(&["analyze", SAMPLE, "--seq-len", "1000"])
+        .succeeds()
+        .stdout
+        .clone();
+    assert!(text.contains("sequences of 1000 tokens"), "{text}");
 }
 
 /// Every key of `v` in snake_case; every string free of Rust debug forms.

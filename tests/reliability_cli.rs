@@ -255,7 +255,7 @@ fn a_negative_b_simple_is_printed_as_such() {
     run.succeeds();
     let first = run.stdout.lines().next().unwrap_or_default();
     assert!(
-        first.starts_with("B_simple now  negative (-1.4545"),
+        first.starts_with("B_simple now  negative (-1.455"),
         "a negative B_simple must be called negative, not a sample count: {first}"
     );
 }

@@ -50,7 +50,7 @@ pub struct App {
     /// Selected heatmap cell (layout row, batch column).
     pub selected: (usize, usize),
     /// Whether the user (or the saved session) chose the selected cell; until then the
-    /// selection follows the best cell when a table arrives.
+    /// selection follows the best cell whenever the goodput grid is recomputed.
     pub user_selected: bool,
     /// Selected row of the what-if editor.
     pub whatif_row: usize,
@@ -588,6 +588,15 @@ impl App {
             (Some(t), Some(b)) => Some(crate::pipeline::session_grid(&self.resolved, t, b)),
             _ => None,
         };
+        // Until the user picks a cell, the selection (the side panels' layout) follows the ★
+        // as the goodput changes: along the run, with a live run's new points, with a new
+        // B_crit scale (the tour's halfway step showed the early best's throughput beside a
+        // ★ that had moved).
+        if !self.user_selected
+            && let Some(best) = self.best_visible()
+        {
+            self.selected = best;
+        }
     }
 
     /// The layer the timeline shows (see `layer_view`), by name, when the run has it.

@@ -75,7 +75,9 @@ pub struct AnalyzeArgs {
     /// Dumps: also run the seed's temporal EMA estimator (biased; 8 bytes per parameter).
     #[arg(long)]
     pub seed_ema: bool,
-    /// Dumps: sequence length in tokens, to show tokens beside samples [default: 4096].
+    /// Tokens per sample, to show B_simple in tokens: a dump's sequence length [default: 4096];
+    /// for a stats file, each sample read as a sequence of this many tokens (as `watch` and
+    /// `open --seq-len` do), instead of the records' tokens ÷ b_big.
     #[arg(long, value_parser = super::at_least_one_u32)]
     pub seq_len: Option<u32>,
 }
@@ -234,7 +236,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
     // beside a setting it refused.
     let settings_error = matches!(parts, Err(crate::stats::StatsError::Settings(_)));
     let empty = matches!(parts, Err(crate::stats::StatsError::Empty { .. }));
-    let (report, row_layers) = parts.map(|a| (a.report, a.layers)).with_context(|| {
+    let (mut report, row_layers) = parts.map(|a| (a.report, a.layers)).with_context(|| {
         let first = outcome
             .errors
             .first()
@@ -253,6 +255,13 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         }
         format!("{}{first}", path.display())
     })?;
+    if let Some(seq) = args.seq_len {
+        // The user's reading of a sample (the built-in trainer's one-token samples as the
+        // model's sequences, as the measured-run lesson shows them).
+        let seq = f64::from(seq);
+        report.summary.seq_len = Some(seq);
+        report.summary.b_simple_tokens = report.summary.b_simple.map(|b| b * seq);
+    }
     let t2 = std::time::Instant::now();
     let cpu_analysis = timing.then(process_cpu_s).flatten();
     let hwm_analysis = timing.then(peak_rss_mib).flatten();
@@ -570,7 +579,6 @@ pub fn check_stats_file_flags(args: &AnalyzeArgs) -> anyhow::Result<()> {
     let given: Vec<&str> = [
         ("--samples", args.samples.is_some()),
         ("--seed-ema", args.seed_ema),
-        ("--seq-len", args.seq_len.is_some()),
         ("--device", args.device.is_some()),
     ]
     .into_iter()
@@ -788,7 +796,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
          weighted toward early steps where |G|^2 is large)",
             match s.b_simple {
                 _ if no_noise => NO_NOISE.to_string(),
-                Some(v) if v < 0.0 => format!("negative ({v:.4}; no batch-size estimate)"),
+                Some(v) if v < 0.0 => format!("negative ({}; no batch-size estimate)", sig(v)),
                 other => format!("{} samples", fmt_opt(other)),
             },
             if no_noise {
@@ -822,11 +830,11 @@ pub(crate) fn fmt_ci(ci: [f64; 2]) -> String {
         return "none (no positive value fits the data)".into();
     }
     let hi = if ci[1].is_finite() {
-        format!("{:.4}", ci[1])
+        sig(ci[1])
     } else {
         "inf".into()
     };
-    format!("[{:.4}, {hi}]", ci[0])
+    format!("[{}, {hi}]", sig(ci[0]))
 }
 
 /// B_simple for the terminal, saying plainly when the estimate is negative (the tr Σ
@@ -835,15 +843,22 @@ pub(crate) fn fmt_ci(ci: [f64; 2]) -> String {
 pub fn fmt_b_simple(x: Option<f64>) -> String {
     match x {
         Some(v) if v < 0.0 => format!(
-            "negative ({v:.4}: the tr(Sigma) estimate is below zero, noise not resolved; no batch-size estimate)"
+            "negative ({}: the tr(Sigma) estimate is below zero, noise not resolved; no batch-size estimate)",
+            sig(v)
         ),
-        Some(v) => format!("{v:.4} samples"),
+        Some(v) => format!("{} samples", sig(v)),
         None => "unbounded samples".into(),
     }
 }
 
 pub(crate) fn fmt_opt(x: Option<f64>) -> String {
-    x.map_or_else(|| "unbounded".into(), |v| format!("{v:.4}"))
+    x.map_or_else(|| "unbounded".into(), sig)
+}
+
+/// An estimate on the terminal: four significant digits, what its interval supports
+/// (`--json` keeps every digit).
+fn sig(x: f64) -> String {
+    crate::format::significant(x, 4)
 }
 
 /// The readable report: summary, layers, diagnostics and an evenly spaced trajectory sample.

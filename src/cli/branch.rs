@@ -14,7 +14,7 @@ pub struct BranchArgs {
     #[arg(long, value_delimiter = ',', required = true)]
     pub at: Vec<u64>,
     /// Global batches of the branches, samples, comma-separated and ascending.
-    #[arg(long, value_delimiter = ',', default_values_t = [8usize, 16, 32, 64, 128, 256, 512])]
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128,256,512")]
     pub batches: Vec<usize>,
     /// Seeds per batch (≥ 2: the intervals are a bootstrap over seeds).
     #[arg(long, default_value_t = 3)]

@@ -157,12 +157,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     super::panel::draw_scrolled(frame, area, block, lines, scroll);
 }
 
-/// "goodput 692k tok/s = 738k × 0.94 stat. eff." — or, for the Pollux form, the efficiency as a
+/// "goodput 692k tok/s = 738k × 0.938 stat. eff." (three decimals, so that the product checks
+/// by hand against the rounded throughput) — or, for the Pollux form, the efficiency as a
 /// factor relative to B0 (it is not a fraction of samples and may exceed 1).
 pub fn goodput_line(form: StatEffForm, goodput: f64, tokens_per_s: f64, eff: f64) -> String {
     match form {
         StatEffForm::McCandlish => format!(
-            "  goodput {} tok/s = {} × {:.2} stat. eff.",
+            "  goodput {} tok/s = {} × {:.3} stat. eff.",
             si(goodput),
             si(tokens_per_s),
             eff

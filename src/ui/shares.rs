@@ -98,13 +98,42 @@ pub fn lines(app: &App, width: usize) -> Vec<Line<'static>> {
         // The phase's best, at the phase's B_crit: at a switch point the heatmap's ★ (at the
         // cursor's own B_crit) can differ, which the label says.
         out.push(Line::from(format!(
-            " this phase (mean B_crit {}): {} B={} · comm {:.0}% · bubble {:.0}%",
+            " ★ of this phase (mean B_crit {}): {} B={} · comm {:.0}% · bubble {:.0}%",
             crate::format::si(b.b_crit),
             b.layout,
             b.batch,
             b.exposed_comm_share * 100.0,
             b.bubble_share * 100.0
         )));
+        // The plan weighs what a switch costs, the ★ does not: where they differ, both are
+        // named (the coupling lesson read "this phase: DP32·TP2·PP1 B=32" where the plan ran
+        // DP64·TP1·PP1 at 64).
+        let tokens = app.trajectory.points.get(app.cursor).map(|p| p.tokens);
+        if let Some((layout, batch)) = tokens.and_then(|t| planned_state(plan, t))
+            && (layout.as_str(), batch) != (b.layout.as_str(), b.batch)
+        {
+            out.push(Line::styled(
+                format!(
+                    " the plan runs {layout} B={batch} here (it weighs what switching costs; ★ \
+                     does not)"
+                ),
+                Style::new().fg(theme::current().muted),
+            ));
+        }
     }
     out
+}
+
+/// The optimal-joint plan's layout and batch (samples) at trajectory `tokens`: its start
+/// state, then each switch's from its point on.
+fn planned_state(plan: &crate::plan::PlanReport, tokens: f64) -> Option<(String, u64)> {
+    let row = plan.strategies.iter().find(|s| s.name == "optimal-joint")?;
+    let state = plan
+        .switches
+        .iter()
+        .rev()
+        .find(|s| s.at_tokens <= tokens)
+        .map_or(&row.start_state, |s| &s.to_state);
+    let layout = crate::perf::config::layout_label_cp(state.dp, state.cp, state.tp, state.pp);
+    Some((layout, state.batch))
 }

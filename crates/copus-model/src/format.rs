@@ -25,6 +25,24 @@ pub fn si(x: f64) -> String {
     }
 }
 
+/// `x` to `digits` significant digits in plain notation (a whole number keeps all its
+/// integer digits: 41013.5 → "41014" at four), or in scientific notation outside
+/// 10⁻³..10⁹: for statistical estimates whose intervals make further digits noise
+/// (B_simple 1540.0892 [1069.1232, 2735.1151] → "1540 [1069, 2735]").
+pub fn significant(x: f64, digits: usize) -> String {
+    let digits = digits.max(1);
+    if !x.is_finite() || x == 0.0 {
+        return format!("{x}");
+    }
+    let magnitude = x.abs().log10().floor();
+    if !(-3.0..9.0).contains(&magnitude) {
+        return format!("{x:.*e}", digits - 1);
+    }
+    // Non-negative: the magnitude lies in -3..9.
+    let decimals = (digits as f64 - 1.0 - magnitude).max(0.0) as usize;
+    format!("{x:.decimals$}")
+}
+
 /// A count that may be below one (B_crit in another unit): 0.27 → "0.27", 8.5 → "8.50",
 /// larger values as [`si`].
 pub fn count(x: f64) -> String {
@@ -256,6 +274,22 @@ pub fn runs(counts: &[u32]) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Estimates to four significant digits: no more digits than the interval supports, a
+    /// whole number's integer digits kept, tiny and huge values in scientific notation.
+    #[test]
+    fn significant_digits() {
+        let s = |x| super::significant(x, 4);
+        assert_eq!(s(1540.0892), "1540");
+        assert_eq!(s(17.7929), "17.79");
+        assert_eq!(s(41013.4974), "41013");
+        assert_eq!(s(0.38), "0.3800");
+        assert_eq!(s(-2.5), "-2.500");
+        assert_eq!(s(0.0), "0");
+        assert_eq!(s(2.5e-5), "2.500e-5");
+        assert_eq!(s(3.1e12), "3.100e12");
+        assert_eq!(s(f64::INFINITY), "inf");
+    }
+
     /// A tiny model's step and MFU keep their digits ("0.00 s/step · 0% MFU" said nothing).
     #[test]
     fn small_times_and_percentages_keep_their_digits() {
