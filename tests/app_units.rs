@@ -211,9 +211,12 @@ fn snapshot_takes_seq_len_as_open_does() {
 fn an_interval_unbounded_above_reads_as_such_in_the_title() {
     use copus::ui::timeline::b_crit_interval_words;
     let words = b_crit_interval_words(1300.0, Some((1200.0, f64::INFINITY)), 4096);
-    assert!(words.starts_with("1.3k [1.2k–∞] samples ("), "{words}");
+    assert!(words.starts_with("1.3k [1.2k–∞] sequences ("), "{words}");
     let bounded = b_crit_interval_words(38.0, Some((33.0, 45.0)), 2048);
-    assert_eq!(bounded, "38 [33–45] samples (77.8k tok)");
+    assert_eq!(bounded, "38 [33–45] sequences (77.8k tok)");
+    // One-token samples (the built-in trainer's) are no sequences.
+    let single = b_crit_interval_words(38.0, Some((33.0, 45.0)), 1);
+    assert_eq!(single, "38 [33–45] samples (38 tok)");
     assert_eq!(
         b_crit_interval_words(38.0, None, 2048),
         copus::ui::timeline::b_crit_words(38.0, 2048)
@@ -239,7 +242,7 @@ fn an_interval_unbounded_above_reads_as_such_in_the_title() {
         .lines()
         .find(|l| l.contains("· step 400 ·"))
         .unwrap_or_default();
-    assert!(title.contains("–∞] samples ("), "{title}\n{screen}");
+    assert!(title.contains("–∞] sequences ("), "{title}\n{screen}");
     assert!(screen.contains("• interval"), "{screen}");
 }
 

@@ -15,26 +15,35 @@ use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Sparkline};
 use super::polyline::{self, DotGrid};
 use crate::app::measured_view as mv;
 
-/// "22 samples (45k tok)": B_crit in the trajectory's samples with its token equivalent at
+/// "22 sequences (90k tok)": B_crit in the trajectory's samples with its token equivalent at
 /// `seq_len` tokens per sample (the run's own for a measured run).
 pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
     format!(
-        "{} samples ({} tok)",
+        "{} {} ({} tok)",
         si(b_crit),
+        sample_word(seq_len),
         crate::format::tokens(b_crit * seq_len as f64)
     )
 }
 
+/// What one of the trajectory's samples is called: "sequences" where a sample is a sequence
+/// of several tokens (the word of the heatmap, the recommendation and `grid`), "samples" for
+/// one-token samples (the built-in trainer's).
+fn sample_word(seq_len: u32) -> &'static str {
+    if seq_len > 1 { "sequences" } else { "samples" }
+}
+
 /// B_crit at a point with its interval, as the timeline's title shows it: "1.3k [1.2k–∞]
-/// samples (5.3M tok)". An interval unbounded above reads "∞", never dropped: the number is
+/// sequences (5.3M tok)". An interval unbounded above reads "∞", never dropped: the number is
 /// not shown without its uncertainty where the source has one (a measured run); without an
 /// interval, [`b_crit_words`].
 pub fn b_crit_interval_words(b_crit: f64, ci: Option<(f64, f64)>, seq_len: u32) -> String {
     match ci {
         Some((lo, hi)) => format!(
-            "{} {} samples ({} tok)",
+            "{} {} {} ({} tok)",
             si(b_crit),
             mv::interval_words([lo, hi]),
+            sample_word(seq_len),
             crate::format::tokens(b_crit * f64::from(seq_len))
         ),
         None => b_crit_words(b_crit, seq_len),
