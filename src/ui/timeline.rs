@@ -56,14 +56,18 @@ fn drawn_interval(p: &crate::trajectory::TrajectoryPoint) -> Option<(f64, f64)> 
     p.ci.filter(|c| c.1.is_finite())
 }
 
-/// Smallest and largest B_crit of `t` for the axis (samples): the drawn intervals' ends, else
-/// the point's B_crit ([`crate::trajectory::Trajectory::b_crit_range`] gives no range at all
-/// once one interval is unbounded above).
-fn axis_range(t: &crate::trajectory::Trajectory) -> Option<(f64, f64)> {
-    let ends = t
-        .points
-        .iter()
-        .map(|p| drawn_interval(p).unwrap_or((p.b_crit, p.b_crit)));
+/// Panel heights (rows, borders included) below which the axis leaves out the intervals' ends.
+const SHORT_PANEL_ROWS: u16 = 12;
+
+/// Smallest and largest B_crit of `t` for the axis (samples): with `intervals`, the drawn
+/// intervals' ends, else the point's B_crit ([`crate::trajectory::Trajectory::b_crit_range`]
+/// gives no range at all once one interval is unbounded above).
+fn axis_range(t: &crate::trajectory::Trajectory, intervals: bool) -> Option<(f64, f64)> {
+    let ends = t.points.iter().map(|p| {
+        drawn_interval(p)
+            .filter(|_| intervals)
+            .unwrap_or((p.b_crit, p.b_crit))
+    });
     let (lo, hi) = ends.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (a, b)| {
         (lo.min(a), hi.max(b))
     });
@@ -208,7 +212,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         (_, None) => " B_crit timeline (no data) ".to_string(),
     };
     let width = area.width.saturating_sub(2) as usize;
-    let Some((lo, hi)) = axis_range(shown) else {
+    // A short panel (80×24: three rows of plot) spends its rows on B_crit and the marks, not
+    // on the intervals' far ends (the band is clipped there): with them the axis ran over five
+    // decades, the curve, ● and ▲ each in one row of it.
+    let intervals = area.height >= SHORT_PANEL_ROWS;
+    let Some((lo, hi)) = axis_range(shown, intervals) else {
         let legend = legend_text(&legend(app, None), width);
         frame.render_widget(
             super::panel::block(title, focused).title_bottom(legend),
@@ -217,7 +225,8 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         return;
     };
     // A compared run shares the axis.
-    let compared = super::timeline_marks::compare_trajectory(app).and_then(|b| axis_range(&b));
+    let compared =
+        super::timeline_marks::compare_trajectory(app).and_then(|b| axis_range(&b, intervals));
     let (lo, hi) = match compared {
         Some((blo, bhi)) => (lo.min(blo), hi.max(bhi)),
         None => (lo, hi),
