@@ -225,16 +225,20 @@ fn escape_xml(s: &str) -> String {
 }
 
 /// The screen as an SVG picture: a monospace grid, each cell's background and glyph in its
-/// colours (reversed cells swapped, bold kept), for slides.
+/// colours (reversed cells swapped, bold kept), for slides. Glyphs of one colour and weight
+/// in a row are one `<text>` element (each glyph placed at its cell by an `x` list), and a
+/// row's cells of one background one `<rect>`, so that a label is a word to select and edit.
 pub fn svg(buf: &Buffer) -> String {
     use std::fmt::Write;
-    let (cw, ch) = (8.4_f64, 17.0_f64);
     let area = buf.area;
-    let (w, h) = (f64::from(area.width) * cw, f64::from(area.height) * ch);
+    let (w, h) = (
+        f64::from(area.width) * CELL_W,
+        f64::from(area.height) * CELL_H,
+    );
     let mut o = String::new();
     let _ = writeln!(
         o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="14">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="14" xml:space="preserve">"#
     );
     let _ = writeln!(
         o,
@@ -242,41 +246,126 @@ pub fn svg(buf: &Buffer) -> String {
         hex(DEFAULT_BG)
     );
     for y in 0..area.height {
-        for x in 0..area.width {
-            let cell = &buf[(x, y)];
-            let reversed = cell.modifier.contains(Modifier::REVERSED);
-            let (mut fg, mut bg) = (rgb(cell.fg), rgb(cell.bg));
-            if reversed {
-                (fg, bg) = (bg.or(Some(DEFAULT_BG)), fg.or(Some(DEFAULT_FG)));
-            }
-            let (px, py) = (f64::from(x) * cw, f64::from(y) * ch);
-            if let Some(bg) = bg {
-                let _ = writeln!(
-                    o,
-                    r#"<rect x="{px:.1}" y="{py:.1}" width="{cw:.1}" height="{ch:.1}" fill="{}"/>"#,
-                    hex(bg)
-                );
-            }
-            let sym = cell.symbol();
-            if sym.trim().is_empty() {
-                continue;
-            }
-            let weight = if cell.modifier.contains(Modifier::BOLD) {
-                r#" font-weight="bold""#
-            } else {
-                ""
-            };
-            let _ = writeln!(
-                o,
-                r#"<text x="{px:.1}" y="{:.1}" fill="{}"{weight}>{}</text>"#,
-                py + ch * 0.78,
-                hex(fg.unwrap_or(DEFAULT_FG)),
-                escape_xml(sym)
-            );
-        }
+        let cells: Vec<SvgCell> = (0..area.width).map(|x| svg_cell(&buf[(x, y)])).collect();
+        backgrounds(&mut o, &cells, y);
+        glyph_runs(&mut o, &cells, y);
     }
     o.push_str("</svg>\n");
     o
+}
+
+/// Width and height of one cell in the SVG picture, pixels.
+const CELL_W: f64 = 8.4;
+const CELL_H: f64 = 17.0;
+
+/// One cell as the SVG draws it: its symbol, glyph colour and weight, and background.
+struct SvgCell<'a> {
+    symbol: &'a str,
+    fg: (u8, u8, u8),
+    bold: bool,
+    bg: Option<(u8, u8, u8)>,
+}
+
+fn svg_cell(cell: &ratatui::buffer::Cell) -> SvgCell<'_> {
+    let (mut fg, mut bg) = (rgb(cell.fg), rgb(cell.bg));
+    if cell.modifier.contains(Modifier::REVERSED) {
+        (fg, bg) = (bg.or(Some(DEFAULT_BG)), fg.or(Some(DEFAULT_FG)));
+    }
+    SvgCell {
+        symbol: cell.symbol(),
+        fg: fg.unwrap_or(DEFAULT_FG),
+        bold: cell.modifier.contains(Modifier::BOLD),
+        bg,
+    }
+}
+
+/// One `<rect>` per run of cells of one background in row `y`.
+fn backgrounds(o: &mut String, cells: &[SvgCell<'_>], y: u16) {
+    use std::fmt::Write;
+    let py = f64::from(y) * CELL_H;
+    let mut x = 0;
+    while x < cells.len() {
+        let Some(bg) = cells[x].bg else {
+            x += 1;
+            continue;
+        };
+        let run = cells[x..].iter().take_while(|c| c.bg == Some(bg)).count();
+        let _ = writeln!(
+            o,
+            r#"<rect x="{:.1}" y="{py:.1}" width="{:.1}" height="{CELL_H:.1}" fill="{}"/>"#,
+            x as f64 * CELL_W,
+            run as f64 * CELL_W,
+            hex(bg)
+        );
+        x += run;
+    }
+}
+
+/// Glyphs of one colour and weight in a row, as one `<text>` draws them.
+struct GlyphRun {
+    fg: (u8, u8, u8),
+    bold: bool,
+    /// Each character's x position, pixels, as written.
+    xs: Vec<String>,
+    text: String,
+}
+
+/// One `<text>` per run of glyphs of one colour and weight in row `y`: blank cells inside a
+/// run stay in it (as spaces), a glyph of another style starts the next.
+fn glyph_runs(o: &mut String, cells: &[SvgCell<'_>], y: u16) {
+    use std::fmt::Write;
+    let baseline = f64::from(y) * CELL_H + CELL_H * 0.78;
+    // The open run; blanks after its last glyph wait aside.
+    let mut run: Option<GlyphRun> = None;
+    let mut blanks: Vec<usize> = Vec::new();
+    let close = |o: &mut String, run: &mut Option<GlyphRun>| {
+        if let Some(GlyphRun { fg, bold, xs, text }) = run.take() {
+            let weight = if bold { r#" font-weight="bold""# } else { "" };
+            let _ = writeln!(
+                o,
+                r#"<text x="{}" y="{baseline:.1}" fill="{}"{weight}>{}</text>"#,
+                xs.join(" "),
+                hex(fg),
+                escape_xml(&text)
+            );
+        }
+    };
+    for (x, cell) in cells.iter().enumerate() {
+        if cell.symbol.is_empty() {
+            continue; // the second half of a wide glyph
+        }
+        if cell.symbol.trim().is_empty() {
+            if run.is_some() {
+                blanks.push(x);
+            }
+            continue;
+        }
+        let same = run
+            .as_ref()
+            .is_some_and(|r| (r.fg, r.bold) == (cell.fg, cell.bold));
+        if !same {
+            close(o, &mut run);
+            blanks.clear();
+            run = Some(GlyphRun {
+                fg: cell.fg,
+                bold: cell.bold,
+                xs: Vec::new(),
+                text: String::new(),
+            });
+        }
+        if let Some(GlyphRun { xs, text, .. }) = run.as_mut() {
+            for b in blanks.drain(..) {
+                xs.push(format!("{:.1}", b as f64 * CELL_W));
+                text.push(' ');
+            }
+            // One position per character: a cell's symbol is one grapheme, usually one char.
+            for _ in cell.symbol.chars() {
+                xs.push(format!("{:.1}", x as f64 * CELL_W));
+            }
+            text.push_str(cell.symbol);
+        }
+    }
+    close(o, &mut run);
 }
 
 #[cfg(test)]
