@@ -216,9 +216,11 @@ fn the_best_cell_along_training_is_the_heatmaps_best_at_each_phase() {
     update(&mut app, Msg::ShowSide(copus::session::Panel::Plan));
     let s = screen(&app, 200, 60);
     assert!(s.contains("★ per phase") && s.contains(" comm "), "{s}");
-    // Its line names the phase's B_crit: the heatmap's ★ is at the cursor's own.
-    let s = screen(&app, 120, 40);
-    assert!(s.contains("this phase (mean B_crit"), "{s}");
+    // Its line names the phase's B_crit: the heatmap's ★ is at the cursor's own (below the
+    // fold: the panel focused and scrolled).
+    update(&mut app, Msg::ScrollSide(8));
+    let s = screen(&app, 200, 60);
+    assert!(s.contains("★ of this phase (mean B_crit"), "{s}");
 }
 
 #[test]

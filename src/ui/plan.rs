@@ -47,6 +47,17 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     ];
     let inner = area.width.saturating_sub(2) as usize;
     lines.extend(strategy_rows(plan, inner, bold));
+    // What the hours are: the time to the trajectory's progress, whose token axis counts
+    // tokens at a reference batch, not the tokens a plan's smaller batches consume (600B ÷ the
+    // throughput is not the time).
+    let until = match &plan.horizon {
+        Some(h) => format!("loss {:.3} (the session's target)", h.target_loss),
+        None => "the trajectory's end".to_string(),
+    };
+    lines.push(Line::styled(
+        format!("time to {until}; token axis: {}", plan.token_axis),
+        dim,
+    ));
     lines.push(Line::from(""));
     let strips = super::shares::lines(app, area.width.saturating_sub(2) as usize);
     if !strips.is_empty() {
