@@ -96,6 +96,40 @@ fn bench_devices_reports_the_same_in_json() {
     }
 }
 
+/// `bench --keep DIR` writes a dump into a new or empty directory only: a directory holding
+/// files (a real dump) is refused and left as it was.
+#[test]
+fn bench_keep_never_writes_over_a_used_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mine = dir.path().join("step_0");
+    std::fs::create_dir_all(&mine).expect("mkdir");
+    std::fs::write(mine.join("part_000.safetensors"), "precious").expect("write");
+    let keep = dir.path().to_str().expect("utf-8");
+    let out = copus(&["bench", "--size-mb", "1", "--steps", "1", "--keep", keep]);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not empty"),
+        "{out:?}"
+    );
+    let kept = std::fs::read_to_string(mine.join("part_000.safetensors")).expect("read");
+    assert_eq!(kept, "precious");
+    // A new directory is written and kept.
+    let fresh = dir.path().join("fresh");
+    let out = copus(&[
+        "bench",
+        "--size-mb",
+        "1",
+        "--steps",
+        "1",
+        "--device",
+        "cpu",
+        "--keep",
+        fresh.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(fresh.join("step_0").is_dir());
+}
+
 fn small_dump(dir: &std::path::Path) {
     let mut r = rng(3);
     for step in 0..4u64 {

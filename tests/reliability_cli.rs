@@ -690,6 +690,38 @@ fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
     )
     .fails_with(&["--run-out ./same.ndjson is also --out"]);
     assert!(!d.join("same.ndjson").exists(), "nothing created");
+    // A --run-out that exists (no --force) is refused before --out is created: an empty --out
+    // left behind made the rerun fail with "exists".
+    std::fs::write(d.join("mine.ndjson"), "mine").expect("write");
+    copus_in(
+        d,
+        &[
+            "branch",
+            "--at",
+            "5",
+            "--out",
+            "new.ndjson",
+            "--run-out",
+            "mine.ndjson",
+            "--budget-samples",
+            "64",
+            "--batches",
+            "8,16,32",
+            "--seeds",
+            "2",
+            "--quiet",
+        ],
+        &[],
+    )
+    .fails_with(&["mine.ndjson", "exists"]);
+    assert!(!d.join("new.ndjson").exists(), "--out not created");
+    assert_eq!(
+        std::fs::read_to_string(d.join("mine.ndjson"))
+            .ok()
+            .as_deref(),
+        Some("mine")
+    );
+    std::fs::remove_file(d.join("mine.ndjson")).expect("remove");
     copus_in(
         d,
         &[

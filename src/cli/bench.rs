@@ -104,6 +104,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    if let Some(d) = &args.keep {
+        refuse_a_used_directory(d)?;
+    }
     let (dir, keep) = match &args.keep {
         Some(d) => (d.clone(), true),
         None => (
@@ -128,6 +131,25 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--keep DIR` writes a dump's files there: only into a new or empty directory, never over
+/// files the user has (a real dump's `step_0/part_000.safetensors` was replaced).
+fn refuse_a_used_directory(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                anyhow::bail!(
+                    "--keep {}: the directory is not empty; bench writes a new dump there and \
+                     would replace files in it: name a new or empty directory",
+                    dir.display()
+                );
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("--keep {}: {e}", dir.display())),
+    }
 }
 
 fn bench_in(dir: &Path, args: &BenchArgs) -> anyhow::Result<BenchReport> {

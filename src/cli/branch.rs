@@ -124,6 +124,11 @@ pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
         crate::fsutil::check_distinct("--run-out", p, &[("--out", &args.out)])?;
     }
     args.trainer.check()?;
+    // Both outputs checked before either is created: a refused --run-out left an empty --out
+    // behind, which the rerun then refused as "exists".
+    for p in std::iter::once(&args.out).chain(args.run_out.as_ref()) {
+        crate::fsutil::check_stream_output(p, args.force).map_err(|e| io_err(p, e))?;
+    }
     let cfg = args.trainer.config(crate::trainer::LrSchedule::Constant);
     let mut out = std::io::BufWriter::new(
         crate::fsutil::create_stream_output(&args.out, args.force)

@@ -241,6 +241,18 @@ pub fn open_fifo_for_writing(
     std::fs::OpenOptions::new().write(true).open(path)
 }
 
+/// Whether [`create_stream_output`] would open `path` (a FIFO, a new file, or an existing
+/// regular file with `force`), without creating anything: a command writing two files checks
+/// both before it creates either (`branch --out F --run-out EXISTING` left an empty `F`).
+pub fn check_stream_output(path: &Path, force: bool) -> std::io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path)
+        && is_fifo(&meta.file_type())
+    {
+        return Ok(());
+    }
+    check_output(path, force).map(|_| ())
+}
+
 /// Open `path` for a stream of records written as they come: a new file, a FIFO (a reader
 /// at its other end) or, with `force`, an existing regular file (truncated; through a
 /// symlink to it). A device, directory or socket is refused, and so is an existing file
