@@ -419,6 +419,13 @@ fn branched_experiment_measured_beside_the_estimate() {
         assert!([8, 32, 128].contains(&th), "{p}");
         let ci = &p["threshold_cbs"]["ci"];
         assert!(ci[0].as_u64().unwrap() <= th && th <= ci[1].as_u64().unwrap());
+        // The bounds say themselves in data: "below 32" at the smallest batch, and whether
+        // the threshold is measured at all (not at the largest against a poor reference).
+        let t = &p["threshold_cbs"];
+        let at_most = t["at_most"].as_bool().unwrap();
+        assert_eq!(t["below"].as_u64(), at_most.then_some(32), "{p}");
+        let poor = p["poor_reference"].as_bool().unwrap() && t["at_least"].as_bool().unwrap();
+        assert_eq!(t["measured"].as_bool(), Some(!poor), "{p}");
         assert!(
             p["b_noise_fit"].is_null() != p["b_noise_note"].is_null(),
             "{p}"

@@ -288,6 +288,8 @@ mod tests {
                 ci: [32, 128],
                 at_least: false,
                 at_most: false,
+                below: None,
+                measured: true,
             },
             b_noise_fit: fitted.map(|value| WithCi {
                 value,

@@ -313,6 +313,8 @@ mod tests {
                 ci: [threshold, threshold],
                 at_least: threshold == 128,
                 at_most: threshold == 8,
+                below: (threshold == 8).then_some(32),
+                measured: true,
             },
             b_noise_fit: None,
             b_noise_note: None,

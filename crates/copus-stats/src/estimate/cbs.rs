@@ -96,6 +96,14 @@ pub struct ThresholdCbs {
     /// batch run, at the smallest or anywhere under it (censored at the grid's bottom), an
     /// upper bound, not a measurement.
     pub at_most: bool,
+    /// With `at_most`: the next batch run, which the CBS lies below ("below 16"), samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub below: Option<u64>,
+    /// Whether the threshold is a value or a bound at all: false where it sits at the largest
+    /// batch against a reference that trained worse than larger batches
+    /// ([`PointReport::poor_reference`]), which `copus cbs` reads as "not measured" (`batch`
+    /// then bounds nothing).
+    pub measured: bool,
 }
 
 /// One batch of a branch point.
@@ -806,6 +814,9 @@ fn measure_point(
     });
     let largest = point.keys().next_back().copied().unwrap_or(th);
     let cautions = cautions(&branches, spread, tolerance, fit);
+    let at_least = th >= largest;
+    let at_most = point.len() >= 2 && point.keys().next() == Some(&th);
+    let poor = poor_reference(&branches, tolerance);
     Ok(PointReport {
         from_step,
         budget_samples: budget,
@@ -813,8 +824,10 @@ fn measure_point(
         threshold_cbs: ThresholdCbs {
             batch: th,
             ci: [grid(percentile(&ths, lo_q)), grid(percentile(&ths, hi_q))],
-            at_least: th >= largest,
-            at_most: point.len() >= 2 && point.keys().next() == Some(&th),
+            at_least,
+            at_most,
+            below: point.keys().nth(1).copied().filter(|_| at_most),
+            measured: !(at_least && poor),
         },
         b_noise_fit: fit.map(|value| WithCi {
             value,
@@ -824,7 +837,7 @@ fn measure_point(
             ],
         }),
         b_noise_note: note,
-        poor_reference: poor_reference(&branches, tolerance),
+        poor_reference: poor,
         branches,
         left_out: Vec::new(),
         budget_set_by: None,
