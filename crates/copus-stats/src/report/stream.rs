@@ -303,7 +303,14 @@ pub fn write_report<W: Write>(
     match style {
         JsonStyle::Pretty => write_report_pretty(report, layers, out),
         JsonStyle::SummaryOnly { pretty } => {
-            let doc = serde_json::json!({ "summary": &report.summary });
+            // A struct, not `json!`: its fields keep their order (a `Value` map sorts them).
+            #[derive(Serialize)]
+            struct SummaryOnly<'a> {
+                summary: &'a crate::report::Summary,
+            }
+            let doc = SummaryOnly {
+                summary: &report.summary,
+            };
             let text = if pretty {
                 serde_json::to_vec_pretty(&doc)
             } else {
@@ -502,6 +509,17 @@ mod tests {
             &mut summary,
         )
         .expect("written");
+        // The summary's fields in the order of the full report (not sorted by name).
+        let full = String::from_utf8(compact).expect("utf-8");
+        let head = String::from_utf8(summary.clone()).expect("utf-8");
+        let inner = head
+            .strip_prefix("{\"summary\":")
+            .and_then(|h| h.trim_end().strip_suffix('}'))
+            .expect("one summary object");
+        assert!(
+            full.starts_with(&format!("{{\"summary\":{inner},")),
+            "{head}"
+        );
         let summary: serde_json::Value = serde_json::from_slice(&summary).expect("JSON");
         assert_eq!(summary, serde_json::json!({ "summary": pretty["summary"] }));
     }
