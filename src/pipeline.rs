@@ -855,6 +855,7 @@ fn build_report(
         costs: p.costs,
         min_dwell_phases: p.min_dwell,
         strategies,
+        end: crate::plan::report::schedule_end(&schedule, r.model.seq_len),
         switches,
         schedule,
         current_batch_static: None,

@@ -616,3 +616,30 @@ fn a_plan_names_its_phases_whose_memory_is_tight() {
         v["caveats"]
     );
 }
+
+/// `plan --json` carries the schedule's totals the text prints ("the plan runs N steps, M
+/// samples"): `end`, the sum of its runs, the same as `--emit json`'s `end`.
+#[test]
+fn plan_json_carries_the_schedules_end() {
+    let demo = sessions().join("demo.ron");
+    let v = plan_json(&demo, &[]);
+    let schedule = v["schedule"].as_array().expect("schedule");
+    let steps: u64 = schedule
+        .iter()
+        .map(|r| r["steps"].as_u64().expect("steps"))
+        .sum();
+    let samples: u64 = schedule
+        .iter()
+        .map(|r| r["steps"].as_u64().expect("steps") * r["state"]["batch"].as_u64().expect("batch"))
+        .sum();
+    assert_eq!(v["end"]["step"].as_u64(), Some(steps), "{}", v["end"]);
+    assert_eq!(v["end"]["samples"].as_u64(), Some(samples));
+    let seq = v["seq_len"].as_f64().expect("seq_len");
+    assert_eq!(v["end"]["tokens"].as_f64(), Some(samples as f64 * seq));
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", demo.to_str().expect("utf-8"), "--emit", "json"])
+        .output()
+        .expect("run copus");
+    let emitted: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(emitted["end"], v["end"]);
+}

@@ -202,10 +202,5 @@ pub fn render_text(rep: &PlanReport) -> String {
 
 /// Steps, samples and tokens of the optimal-joint plan's schedule in all.
 fn plan_end(rep: &PlanReport) -> Option<(u64, u64, f64)> {
-    let last = rep.schedule.last()?;
-    let steps = last.from_step.checked_add(last.steps)?;
-    let samples = last
-        .from_samples
-        .checked_add(last.steps.checked_mul(last.state.batch)?)?;
-    Some((steps, samples, samples as f64 * f64::from(rep.seq_len)))
+    rep.end.map(|e| (e.step, e.samples, e.tokens))
 }

@@ -171,6 +171,9 @@ pub struct PlanReport {
     pub switches: Vec<SwitchRow>,
     /// The optimal-joint plan as runs a trainer can follow (one per held state, in order).
     pub schedule: Vec<ScheduleRun>,
+    /// Where the schedule ends: its optimizer steps, samples and tokens in all (what a trainer
+    /// following it counts; `--emit json`'s `end`), when it holds runs.
+    pub end: Option<crate::emit::EmitEnd>,
     /// The best layout held at the session's `current_batch` for the whole run (what a user who
     /// keeps today's batch would get), when that batch is on the grid and feasible.
     pub current_batch_static: Option<StrategyRow>,
@@ -210,4 +213,19 @@ pub fn state_json(table: &ThroughputTable, p: &Problem, s: usize) -> StateJson {
         batch: st.batch,
         config,
     }
+}
+
+/// Where `schedule` ends (see [`PlanReport::end`]), at `seq_len` tokens a sample; `None`
+/// without runs or past `u64`.
+pub fn schedule_end(schedule: &[ScheduleRun], seq_len: u32) -> Option<crate::emit::EmitEnd> {
+    let last = schedule.last()?;
+    let step = last.from_step.checked_add(last.steps)?;
+    let samples = last
+        .from_samples
+        .checked_add(last.steps.checked_mul(last.state.batch)?)?;
+    Some(crate::emit::EmitEnd {
+        step,
+        samples,
+        tokens: samples as f64 * f64::from(seq_len),
+    })
 }
