@@ -2747,3 +2747,48 @@ fn the_explorer_names_a_calibration_fitted_on_another_model() {
     let own = screen("llama-7b");
     assert!(!own.contains("calibrated on llama-7b's steps"), "{own}");
 }
+
+/// Byte counts are whole numbers in JSON (`activations` read 51707379711.99999): predict's
+/// `memory`, `memory_per_gpu_bytes` and `memory_capacity_bytes`, and grid's byte fields.
+#[test]
+fn json_byte_counts_are_whole_numbers() {
+    let v = copus_json(&[
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "64",
+        "--batch",
+        "256",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--vpp",
+        "auto",
+        "--json",
+    ]);
+    for key in ["activations", "model_states", "output", "reserved"] {
+        assert!(v["memory"][key].is_u64(), "{key}: {}", v["memory"]);
+    }
+    assert!(v["memory_per_gpu_bytes"].is_u64() && v["memory_capacity_bytes"].is_u64());
+    let parts: u64 = ["activations", "model_states", "output", "reserved"]
+        .iter()
+        .map(|k| v["memory"][k].as_u64().unwrap_or(0))
+        .sum();
+    let total = v["memory_per_gpu_bytes"].as_u64().unwrap_or(0);
+    assert!(parts.abs_diff(total) <= 4, "{parts} vs {total}");
+    let grid = copus_json(&["grid", "sessions/demo.ron", "--json"]);
+    let cells = grid["cells"].as_array().expect("cells");
+    let mut seen = 0;
+    for c in cells {
+        for (k, x) in c["memory_parts"].as_object().into_iter().flatten() {
+            assert!(x.is_u64(), "{k}: {x}");
+            seen += 1;
+        }
+        for k in ["memory_per_gpu_bytes", "over_by_bytes"] {
+            assert!(c[k].is_null() || c[k].is_u64(), "{k}: {}", c[k]);
+        }
+    }
+    assert!(seen > 100, "{seen}");
+}

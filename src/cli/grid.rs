@@ -146,13 +146,14 @@ struct CellOut {
     step_time_s: Option<f64>,
     /// Where the step time goes (seconds), the same fields as `copus predict --json`.
     breakdown: Option<crate::perf::Breakdown>,
+    #[serde(serialize_with = "crate::perf::memory::serialize_whole_bytes_opt")]
     memory_per_gpu_bytes: Option<f64>,
     /// Peak memory per GPU by component (bytes).
     memory: Option<crate::perf::memory::MemoryBreakdown>,
     /// The same memory with the model states split by the ZeRO stage into weights, gradients
     /// and optimizer state (bytes; keys `weights`, `gradients`, `optimizer_state`,
     /// `activations`, `output`, `reserved`), as the explorer's `x` shows it.
-    memory_parts: Option<std::collections::BTreeMap<&'static str, f64>>,
+    memory_parts: Option<std::collections::BTreeMap<&'static str, crate::perf::memory::WholeBytes>>,
     reason: Option<String>,
     /// Exposed TP, PP and DP communication as a share of the step (0–1).
     exposed_comm_share: Option<f64>,
@@ -172,6 +173,7 @@ struct CellOut {
     /// searched configuration that comes closest (least memory), whose `config`, step time,
     /// breakdown and memory the cell then carries as the explorer's `x` shows them
     /// (`tokens_per_s`, `mfu` and `goodput` stay null: it does not run).
+    #[serde(serialize_with = "crate::perf::memory::serialize_whole_bytes_opt")]
     over_by_bytes: Option<f64>,
 }
 
@@ -483,7 +485,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                     memory_parts: Some(
                         crate::perf::explain::memory_parts(config, &eff, &resolved.model, &memory)
                             .into_iter()
-                            .map(|p| (p.key, p.value))
+                            .map(|p| (p.key, crate::perf::memory::WholeBytes(p.value)))
                             .collect(),
                     ),
                     ..base
@@ -523,7 +525,12 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                             breakdown: Some(x.prediction.breakdown),
                             memory_per_gpu_bytes: Some(x.prediction.memory_per_gpu_bytes),
                             memory: Some(memory),
-                            memory_parts: Some(x.memory.iter().map(|p| (p.key, p.value)).collect()),
+                            memory_parts: Some(
+                                x.memory
+                                    .iter()
+                                    .map(|p| (p.key, crate::perf::memory::WholeBytes(p.value)))
+                                    .collect(),
+                            ),
                             over_by_bytes: Some(
                                 (x.prediction.memory_per_gpu_bytes - x.capacity_bytes).max(0.0),
                             ),

@@ -150,6 +150,7 @@ struct Output<'a> {
     prediction: Prediction,
     memory: crate::perf::memory::MemoryBreakdown,
     /// The memory a GPU has, bytes (what `fits` compares with).
+    #[serde(serialize_with = "crate::perf::memory::serialize_whole_bytes")]
     memory_capacity_bytes: f64,
     /// Why it does not fit (`None` when it fits).
     reason: Option<String>,
@@ -239,6 +240,7 @@ struct NearestFit {
     /// Its predicted tokens per second.
     tokens_per_s: f64,
     /// Its peak memory per GPU, bytes.
+    #[serde(serialize_with = "crate::perf::memory::serialize_whole_bytes")]
     memory_per_gpu_bytes: f64,
 }
 

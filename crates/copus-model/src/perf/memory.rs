@@ -103,17 +103,55 @@ pub fn layer_activation_bytes_cp(
     split_by(replicated) + (attn_split + ffn_split + scores) / t - fp8_saving
 }
 
-/// Peak memory of one GPU, bytes, by kind.
+/// A byte count (computed in `f64`) as JSON writes it: a whole number of bytes, rounded
+/// (`51707379711.99999` read as a fraction of a byte); a value no `u64` holds is written as
+/// the float it is.
+pub fn serialize_whole_bytes<S: serde::Serializer>(bytes: &f64, ser: S) -> Result<S::Ok, S::Error> {
+    let rounded = bytes.round();
+    if rounded.is_finite() && (0.0..=u64::MAX as f64).contains(&rounded) {
+        ser.serialize_u64(rounded as u64)
+    } else {
+        ser.serialize_f64(*bytes)
+    }
+}
+
+/// [`serialize_whole_bytes`] of an optional byte count (`null` for `None`).
+pub fn serialize_whole_bytes_opt<S: serde::Serializer>(
+    bytes: &Option<f64>,
+    ser: S,
+) -> Result<S::Ok, S::Error> {
+    match bytes {
+        Some(b) => serialize_whole_bytes(b, ser),
+        None => ser.serialize_none(),
+    }
+}
+
+/// A byte count that JSON writes as whole bytes ([`serialize_whole_bytes`]), for maps and
+/// lists of them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WholeBytes(pub f64);
+
+impl Serialize for WholeBytes {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        serialize_whole_bytes(&self.0, ser)
+    }
+}
+
+/// Peak memory of one GPU, bytes, by kind (written to JSON as whole bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct MemoryBreakdown {
     /// Weights, gradients and optimizer state after ZeRO sharding, bytes.
+    #[serde(serialize_with = "serialize_whole_bytes")]
     pub model_states: f64,
     /// Activations kept for backward (all in-flight micro-batches), bytes.
+    #[serde(serialize_with = "serialize_whole_bytes")]
     pub activations: f64,
     /// Logits and the FP32 cross-entropy buffer of the output layer (none with a fused
     /// cross-entropy), bytes.
+    #[serde(serialize_with = "serialize_whole_bytes")]
     pub output: f64,
     /// Reserved by the runtime (hardware profile), bytes.
+    #[serde(serialize_with = "serialize_whole_bytes")]
     pub reserved: f64,
     /// The pipeline stage these figures are for (0-based; the fullest one), 0 without PP.
     pub stage: u32,

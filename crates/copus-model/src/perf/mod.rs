@@ -89,7 +89,8 @@ pub struct Prediction {
     /// Model FLOPs utilisation, 0–1: model TFLOP/s over the hardware's dense BF16 peak, also
     /// for FP8 runs (NVIDIA's and torchtitan's convention; against the FP8 peak it is half).
     pub mfu: f64,
-    /// Peak memory per GPU, bytes.
+    /// Peak memory per GPU, bytes (whole bytes in JSON).
+    #[serde(serialize_with = "memory::serialize_whole_bytes")]
     pub memory_per_gpu_bytes: f64,
     /// Whether the memory fits the GPU.
     pub fits: bool,
