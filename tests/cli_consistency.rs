@@ -1922,3 +1922,69 @@ fn calibrate_names_a_recompute_policy_the_stack_lacks() {
     let v = json(&args("full"));
     assert!(!v["caveats"].to_string().contains("is not a policy"), "{v}");
 }
+
+/// A configuration the flags ask for that cannot be formed, a missing flag and contradicting
+/// flags are command-line errors (exit 2, docs/RELIABILITY.md), told apart from a file's
+/// error (1) and from a configuration that forms but does not fit (a result, 0).
+#[test]
+fn flag_errors_exit_2_and_a_misfit_is_a_result() {
+    let status = |args: &[&str]| copus(args).code;
+    let predict = |extra: &[&str]| {
+        let mut args = vec![
+            "predict", "--model", "llama-7b", "--gpus", "8", "--batch", "8",
+        ];
+        args.extend_from_slice(extra);
+        status(&args)
+    };
+    assert_eq!(predict(&["--tp", "3"]), Some(2));
+    assert_eq!(predict(&["--mbs", "3"]), Some(2));
+    assert_eq!(predict(&["--ep", "2"]), Some(2));
+    assert_eq!(
+        status(&[
+            "predict", "--model", "llama-7b", "--gpus", "6", "--batch", "6", "--cp", "3"
+        ]),
+        Some(2)
+    );
+    assert_eq!(status(&["predict", "--gpus", "8", "--batch", "8"]), Some(2));
+    assert_eq!(
+        status(&[
+            "predict",
+            "--model",
+            "no-such-model",
+            "--gpus",
+            "8",
+            "--batch",
+            "8"
+        ]),
+        Some(1)
+    );
+    assert_eq!(
+        status(&[
+            "predict",
+            "--model",
+            "llama3-70b",
+            "--gpus",
+            "8",
+            "--batch",
+            "8",
+            "--json"
+        ]),
+        Some(0),
+        "does not fit: a result"
+    );
+    let both = copus(&[
+        "plan",
+        "sessions/demo.ron",
+        "--within",
+        "megatron",
+        "--emit",
+        "torchtitan",
+    ]);
+    assert_eq!(both.code, Some(2));
+    assert!(
+        both.stderr
+            .contains("--within megatron and --emit torchtitan"),
+        "{}",
+        both.stderr
+    );
+}

@@ -5,7 +5,6 @@ use crate::perf::calibration_file::CalibrationFile;
 use crate::perf::{EfficiencyParams, HardwareProfile, ModelProfile};
 use crate::profiles;
 use crate::session::SearchBoundSetting;
-use anyhow::Context;
 use clap::Args;
 use std::path::Path;
 
@@ -64,9 +63,12 @@ impl ModelArgs {
             }
             return Ok(m);
         }
+        // A missing flag is a command-line error (exit 2), as clap's own are.
         let need = |v: Option<u32>, flag: &str| {
-            v.with_context(|| {
-                format!("give --model NAME|FILE or the inline shape (missing --{flag})")
+            v.ok_or_else(|| {
+                anyhow::Error::from(super::FlagValueError(format!(
+                    "give --model NAME|FILE or the inline shape (missing --{flag})"
+                )))
             })
         };
         let (layers, hidden, heads) = (

@@ -77,10 +77,17 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     if let (Some(e), Some(w)) = (args.emit, within)
         && e != w
     {
-        anyhow::bail!(
+        // The values as the flags spell them (a command-line error: exit 2).
+        let spelled = |v: Option<clap::builder::PossibleValue>| {
+            v.map_or_else(String::new, |v| v.get_name().to_string())
+        };
+        super::flag_bail!(
             "--within {} and --emit {}: one framework (--emit plans within its own limits)",
-            w.name(),
-            e.name()
+            spelled(
+                args.within
+                    .and_then(|f| clap::ValueEnum::to_possible_value(&f))
+            ),
+            spelled(clap::ValueEnum::to_possible_value(&e))
         );
     }
     let limits = args

@@ -7,7 +7,7 @@ use crate::perf::{
     enumerate, predict,
 };
 use crate::profiles;
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use std::path::Path;
@@ -292,10 +292,12 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         a.gpus, a.tp, a.pp, a.vpp, a.cp, a.batch
     );
     let Some(used) = a.tp.checked_mul(a.pp).and_then(|x| x.checked_mul(a.cp)) else {
-        bail!("invalid configuration ({flags}): cp·tp·pp overflows; it must divide --gpus");
+        super::flag_bail!(
+            "invalid configuration ({flags}): cp·tp·pp overflows; it must divide --gpus"
+        );
     };
     if !a.gpus.is_multiple_of(used) {
-        bail!(
+        super::flag_bail!(
             "invalid configuration ({flags}): cp·tp·pp = {used} does not divide {} GPUs into whole data-parallel replicas",
             a.gpus
         );
@@ -323,7 +325,13 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         None => crate::perf::validate::expert_candidates(&model, cfg.grad_ranks()),
     };
     cfg.ep = expert_parallel[0];
-    let invalid = |e: Invalid| anyhow::anyhow!("invalid configuration ({flags}): {e}");
+    // A configuration the flags ask for that cannot be formed is an error of the flags (exit
+    // 2, docs/RELIABILITY.md); one that forms but does not fit is a result (`fits: false`).
+    let invalid = |e: Invalid| {
+        anyhow::Error::from(super::FlagValueError(format!(
+            "invalid configuration ({flags}): {e}"
+        )))
+    };
     crate::perf::validate::structure(&model, &cfg).map_err(invalid)?;
     let dp = u64::from(cfg.dp);
     if !a.batch.is_multiple_of(dp) {
@@ -334,7 +342,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             Some(above) => format!("the nearest: {above}"),
             None => format!("the nearest: {below}"),
         };
-        bail!(
+        super::flag_bail!(
             "invalid configuration ({flags}): --batch {} does not split over the {dp} \
              data-parallel replicas ({} GPUs / (cp·tp·pp = {used})): each replica takes whole \
              sequences, so the batch must be a multiple of {dp} ({nearest}), or more \
