@@ -1972,6 +1972,11 @@ fn flag_errors_exit_2_and_a_misfit_is_a_result() {
         Some(0),
         "does not fit: a result"
     );
+    assert_eq!(
+        status(&["grid", "sessions/demo.ron", "--seq-len", "1"]),
+        Some(2),
+        "--seq-len is for a stats file"
+    );
     let both = copus(&[
         "plan",
         "sessions/demo.ron",

@@ -46,12 +46,13 @@ pub fn resolve(
     scenario: &ScenarioArgs,
 ) -> anyhow::Result<Resolved> {
     if !super::model_args::is_data_path(path) {
-        anyhow::ensure!(
-            scenario.run_seq_len.is_none(),
-            "--seq-len is the tokens per sample of a stats file or dump; {} is a session \
-             (its source says it)",
-            path.display()
-        );
+        if scenario.run_seq_len.is_some() {
+            super::flag_bail!(
+                "--seq-len is the tokens per sample of a stats file or dump; {} is a session \
+                 (its source says it)",
+                path.display()
+            );
+        }
         let mut r = super::model_args::resolve_session(path, calibration, stack)?;
         scenario.apply(&mut r)?;
         scenario.apply_recompute(&mut r)?;
@@ -64,12 +65,13 @@ pub fn resolve(
     );
     let m = &scenario.model;
     let shaped = m.name.is_none() && (m.layers.is_some() || m.hidden.is_some());
-    anyhow::ensure!(
-        !shaped,
-        "{}: a stats file or dump takes a model by --model NAME|FILE; an inline shape is for a \
-         session",
-        path.display()
-    );
+    if shaped {
+        super::flag_bail!(
+            "{}: a stats file or dump takes a model by --model NAME|FILE; an inline shape is \
+             for a session",
+            path.display()
+        );
+    }
     scenario.check_counts()?;
     let open = super::open::OpenArgs {
         model: m.name.clone(),
