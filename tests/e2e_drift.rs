@@ -13,7 +13,8 @@ use tmux_support::Tmux;
 fn the_sample_run_reads_as_drifting_and_compares() {
     let app = open(&sample_run(), None).expect("opens");
     let report = app.analysis.clone().expect("analysis");
-    let segs = mv::headline_segments(&report);
+    // In the unit the timeline's title counts in (sequences of the run's tokens a sample).
+    let segs = mv::headline_segments_in(&report, mv::sample_word(app.trajectory.seq_len));
     let layer = mv::layer_names(&report)[0].clone();
 
     let command = format!(

@@ -50,7 +50,7 @@ fn a_drifting_run_leads_with_now_and_drift_and_marks_its_causes() {
     update(&mut app, Msg::ShowSide(Panel::Estimators));
     let [small, large] = snapshot_both("drift", &app);
     let report = app.analysis.clone().expect("analysis");
-    let segs = mv::headline_segments(&report);
+    let segs = mv::headline_segments_in(&report, mv::sample_word(app.trajectory.seq_len));
     for screen in [&small, &large] {
         // Now and drift whole, value first, on the timeline's first row.
         let row = screen.lines().nth(2).expect("row");

@@ -33,6 +33,19 @@ pub fn factor_words(x: f64) -> String {
 /// "steady"), and the run-wide value labelled "run-wide". The view drops segments from the end
 /// when they do not fit.
 pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
+    headline_segments_in(report, "samples")
+}
+
+/// What one of a run's samples is called on screen: "sequences" where a sample is a sequence
+/// of several tokens (`seq_len` > 1: the word of the heatmap, the recommendation and `grid`),
+/// "samples" for one-token samples (the built-in trainer's read as they are).
+pub fn sample_word(seq_len: u32) -> &'static str {
+    if seq_len > 1 { "sequences" } else { "samples" }
+}
+
+/// [`headline_segments`] with B_simple counted in `unit` ([`sample_word`]), as the timeline's
+/// title above it counts B_crit.
+pub fn headline_segments_in(report: &AnalyzeReport, unit: &str) -> Vec<String> {
     let s = &report.summary;
     let mut out = Vec::new();
     // "last N steps", not "now": the title above shows the smoothed value at the cursor,
@@ -45,7 +58,7 @@ pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
         format!("last {} steps", s.now.steps)
     };
     out.push(match s.now.b_simple {
-        Some(b) => format!("{window} {} samples {}", si(b), interval_words(s.now.ci)),
+        Some(b) => format!("{window} {} {unit} {}", si(b), interval_words(s.now.ci)),
         None => format!("{window} n/a (|G|² ≤ 0 there)"),
     });
     out.extend(smoother_behind(report));
@@ -100,7 +113,12 @@ fn smoother_behind(report: &AnalyzeReport) -> Option<String> {
 /// while records arrive every step: the first segment says the step it reaches, so that it
 /// does not read as the step in the title above it.
 pub fn live_headline_segments(report: &AnalyzeReport) -> Vec<String> {
-    let mut out = headline_segments(report);
+    live_headline_segments_in(report, "samples")
+}
+
+/// [`live_headline_segments`] in `unit` ([`headline_segments_in`]).
+pub fn live_headline_segments_in(report: &AnalyzeReport, unit: &str) -> Vec<String> {
+    let mut out = headline_segments_in(report, unit);
     if let Some(first) = out.first_mut() {
         *first = format!("to step {}: {first}", report.summary.now.last_step);
     }

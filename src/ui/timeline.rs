@@ -21,16 +21,9 @@ pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
     format!(
         "{} {} ({} tok)",
         si(b_crit),
-        sample_word(seq_len),
+        mv::sample_word(seq_len),
         crate::format::tokens(b_crit * seq_len as f64)
     )
-}
-
-/// What one of the trajectory's samples is called: "sequences" where a sample is a sequence
-/// of several tokens (the word of the heatmap, the recommendation and `grid`), "samples" for
-/// one-token samples (the built-in trainer's).
-fn sample_word(seq_len: u32) -> &'static str {
-    if seq_len > 1 { "sequences" } else { "samples" }
 }
 
 /// B_crit at a point with its interval, as the timeline's title shows it: "1.3k [1.2k–∞]
@@ -43,7 +36,7 @@ pub fn b_crit_interval_words(b_crit: f64, ci: Option<(f64, f64)>, seq_len: u32) 
             "{} {} {} ({} tok)",
             si(b_crit),
             mv::interval_words([lo, hi]),
-            sample_word(seq_len),
+            mv::sample_word(seq_len),
             crate::format::tokens(b_crit * f64::from(seq_len))
         ),
         None => b_crit_words(b_crit, seq_len),

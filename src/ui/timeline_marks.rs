@@ -83,10 +83,11 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
         app.resolved.session.source,
         crate::session::DataSource::Live { .. }
     );
+    let unit = mv::sample_word(app.trajectory.seq_len);
     let mut segments = if live {
-        mv::live_headline_segments(report)
+        mv::live_headline_segments_in(report, unit)
     } else {
-        mv::headline_segments(report)
+        mv::headline_segments_in(report, unit)
     };
     if let Some(c) = &app.compare {
         // After now and drift, before the run-wide value: what a comparison is for.
