@@ -21,6 +21,9 @@ pub struct BranchMark {
     pub fitted: Option<f64>,
     /// The threshold sits at the top of the batches run: a lower bound, not a measurement.
     pub at_least: bool,
+    /// The threshold sits at the smallest batch run: an upper bound (the CBS lies below the
+    /// next batch), not a measurement.
+    pub at_most: bool,
     /// The reference (smallest) batch trained worse than larger ones
     /// ([`crate::stats::estimate::cbs::PointReport::poor_reference`]): with `at_least`, the
     /// threshold is not measured at all.
@@ -60,6 +63,7 @@ pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
                 threshold_words: threshold_words(p),
                 fitted: p.b_noise_fit.map(|f| f.value),
                 at_least: p.threshold_cbs.at_least,
+                at_most: p.threshold_cbs.at_most,
                 poor_reference: p.poor_reference,
                 cautions: p.cautions.clone(),
                 comparison: c,
@@ -120,9 +124,10 @@ pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<(f64, us
         .iter()
         .filter_map(|m| match kind {
             ConversionKind::BNoise => m.comparison.b_noise_ratio,
-            // A threshold at the top of the batches run is a lower bound: averaging it in
-            // would pull the factor toward whatever batch happened to be the largest.
-            ConversionKind::ThresholdCbs if m.at_least => None,
+            // A threshold at an end of the batches run is a bound, not a value: averaging it
+            // in would pull the factor toward whatever batch happened to be the largest or
+            // the smallest ("<16" read as 8 made a ×0.024 conversion).
+            ConversionKind::ThresholdCbs if m.at_least || m.at_most => None,
             ConversionKind::ThresholdCbs => m.comparison.threshold_ratio,
         })
         .map(|r| r.value)
@@ -166,7 +171,7 @@ pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String
             words(r),
             m.from_step
         )),
-        (None, Some(_)) if !m.threshold_measured() => Some(format!(
+        (None, _) if !m.threshold_measured() => Some(format!(
             "threshold CBS not measured at step {} (the reference batch trained worse than \
              larger ones; no B_noise fit)",
             m.from_step
@@ -198,7 +203,14 @@ fn direction(r: &crate::stats::estimate::cbs::WithCi) -> &'static str {
 /// `cursor_step` (else the first): what was measured there and which way the noise scale is
 /// off, so that the advice follows this run's measurement rather than another model's. Empty
 /// without marks.
-pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
+///
+/// `applied`: the factor the session's B_crit is already scaled by from this branch file
+/// (`--b-crit-from`), said instead of advising the conversion.
+pub fn estimator_lines(
+    marks: &[BranchMark],
+    cursor_step: u64,
+    applied: Option<f64>,
+) -> Vec<String> {
     let Some(m) = mark_at(marks, cursor_step) else {
         return Vec::new();
     };
@@ -221,12 +233,12 @@ pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
     let c = &m.comparison;
     let (what, r) = match (&c.b_noise_ratio, &c.threshold_ratio) {
         (Some(r), _) => ("the fitted B_noise", r),
-        (None, Some(_)) if !m.threshold_measured() => {
+        (None, _) if !m.threshold_measured() => {
             lines.push(
-                "every batch ended no worse than the reference (the smallest batch), which \
-                 itself trained worse than larger batches: against it the largest batch bounds \
-                 nothing, and this experiment cannot tell which way the noise scale is off; \
-                 branch again with a larger smallest batch"
+                "every batch came within the tolerance of the reference (the smallest batch), \
+                 which itself trained worse than larger batches: against it the largest batch \
+                 bounds nothing, and this experiment cannot tell which way the noise scale is \
+                 off; branch again with a larger smallest batch"
                     .to_string(),
             );
             lines.extend(m.cautions.iter().map(|c| format!("caution: {c}")));
@@ -247,11 +259,18 @@ pub fn estimator_lines(marks: &[BranchMark], cursor_step: u64) -> Vec<String> {
         (None, Some(r)) => ("the threshold CBS", r),
         (None, None) => return lines,
     };
-    lines.push(format!(
-        "here the noise scale {} {what}: scale B_crit by the measured ratio (what-if panel, or \
-         open --branches FILE --b-crit-from) rather than by another model's",
-        direction(r)
-    ));
+    lines.push(match applied {
+        Some(f) => format!(
+            "here the noise scale {} {what}; B_crit is B_simple × {f:.3} from this branch file \
+             (--b-crit-from: the geometric mean of its measured ratios)",
+            direction(r)
+        ),
+        None => format!(
+            "here the noise scale {} {what}: scale B_crit by the measured ratio (what-if \
+             panel, or open --branches FILE --b-crit-from) rather than by another model's",
+            direction(r)
+        ),
+    });
     lines.extend(m.cautions.iter().map(|c| format!("caution: {c}")));
     lines
 }
@@ -360,7 +379,8 @@ mod tests {
             unmeasured: Vec::new(),
         };
         // B_simple at step 100 is 110 [90, 135].
-        let says = |fitted: f64| estimator_lines(&marks(&report(fitted), &traj()), 0).join("\n");
+        let says =
+            |fitted: f64| estimator_lines(&marks(&report(fitted), &traj()), 0, None).join("\n");
         let over = says(20.0);
         assert!(over.contains("branched training at step 105"), "{over}");
         assert!(over.contains("overestimates the fitted B_noise"), "{over}");
@@ -370,7 +390,12 @@ mod tests {
             "{}",
             says(110.0)
         );
-        assert!(estimator_lines(&[], 0).is_empty());
+        assert!(estimator_lines(&[], 0, None).is_empty());
+        let applied = estimator_lines(&marks(&report(20.0), &traj()), 0, Some(0.182)).join("\n");
+        assert!(
+            applied.contains("B_simple × 0.182") && !applied.contains("scale B_crit by"),
+            "{applied}"
+        );
     }
 
     /// A threshold at an end of the batches run is a bound, said as one (the lesson's run
@@ -420,7 +445,7 @@ mod tests {
         assert!(!poor[0].threshold_measured());
         let h = headline_segment(&poor, 200).unwrap();
         assert!(h.contains("not measured") && !h.contains('×'), "{h}");
-        let lines = estimator_lines(&poor, 200).join("\n");
+        let lines = estimator_lines(&poor, 200, None).join("\n");
         assert!(lines.contains("threshold CBS not measured"), "{lines}");
         assert!(!lines.contains("not measured samples") && !lines.contains("at least ×"));
         assert!(lines.contains("larger smallest batch"), "{lines}");
@@ -429,7 +454,7 @@ mod tests {
         let h = headline_segment(&sound, 200).unwrap();
         assert!(h.contains("or more") && h.contains("lower bound"), "{h}");
         assert!(
-            estimator_lines(&sound, 200)
+            estimator_lines(&sound, 200, None)
                 .join(" ")
                 .contains("at least ×")
         );

@@ -202,9 +202,16 @@ pub fn convert_from_branches(app: &mut App) {
             ));
         }
         None => {
+            let why = match kind {
+                super::branches::ConversionKind::BNoise => "no fitted B_noise",
+                // Bounds at an end of the batches run and unmeasured thresholds are left out.
+                super::branches::ConversionKind::ThresholdCbs => {
+                    "no threshold CBS measured inside its batches (one at an end of them is a \
+                     bound, not a value)"
+                }
+            };
             app.notice = Some(format!(
-                "the branch file has no {} ratio at a step of this run: B_crit left unconverted",
-                kind.name()
+                "the branch file has {why} at a step of this run: B_crit left unconverted"
             ));
         }
     }

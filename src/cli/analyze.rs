@@ -519,12 +519,17 @@ fn render_branches(section: &BranchesSection) -> String {
                 end(c.b_simple_ci[1], 0)
             )
         });
-        let th = format!(
-            "{} [{}, {}]",
-            super::cbs::threshold_bound(p),
-            p.threshold_cbs.ci[0],
-            p.threshold_cbs.ci[1]
-        );
+        // Not measured (a bound against a poor reference): no value, no interval.
+        let th = if p.threshold_cbs.measured {
+            format!(
+                "{} [{}, {}]",
+                super::cbs::threshold_bound(p),
+                p.threshold_cbs.ci[0],
+                p.threshold_cbs.ci[1]
+            )
+        } else {
+            "not measured".to_string()
+        };
         let fit = p.b_noise_fit.map_or("none".to_string(), |f| {
             format!("{:.0} [{}, {}]", f.value, low(f.ci[0], 0), end(f.ci[1], 0))
         });
@@ -546,9 +551,10 @@ fn render_branches(section: &BranchesSection) -> String {
     }
     let _ = writeln!(
         out,
-        "samples; intervals {pct:.0}% (ratios: lowest measured over highest estimated, and the \
-         reverse); B_simple is the run's smoothed estimate at the last analysed step at or before \
-         each branch point"
+        "samples; intervals {pct:.0}%, a ratio's from its two {pct:.0}% intervals' ends (lowest \
+         measured over highest estimated, and the reverse: wider than a {pct:.0}% interval of \
+         the ratio); B_simple is the run's smoothed estimate at the last analysed step at or \
+         before each branch point"
     );
     for (p, c) in section.cbs.points.iter().zip(&section.comparison) {
         if let Some(n) = &p.b_noise_note {

@@ -138,7 +138,7 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
         if p.poor_reference && p.threshold_cbs.at_least {
             let _ = writeln!(
                 out,
-                "  threshold CBS  not measured: every batch ended no worse than the reference, \
+                "  threshold CBS  not measured: every batch came within the tolerance of the reference, \
                  batch {}, which trained worse than larger batches (below)",
                 p.branches.first().map_or(0, |b| b.batch)
             );
@@ -262,7 +262,7 @@ pub fn point_notes(p: &crate::stats::estimate::cbs::PointReport) -> Vec<String> 
         )),
         // Every batch beat a reference that itself trained badly: no bound at all.
         ThresholdBound::AtLeast(th) if p.poor_reference => lines.push(format!(
-            "threshold CBS not measured: every batch ended no worse than the reference, batch \
+            "threshold CBS not measured: every batch came within the tolerance of the reference, batch \
              {}, which itself trained worse than larger batches (below): against it '{th} or \
              more' bounds nothing; branch again with a larger smallest batch",
             p.branches.first().map_or(0, |b| b.batch)

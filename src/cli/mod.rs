@@ -66,7 +66,7 @@ pub enum Command {
     Open(open::OpenArgs),
     /// Follow a live training run: a growing stats file or tcp://HOST:PORT.
     Watch(watch::WatchArgs),
-    /// Estimate the gradient noise scale (B_crit) of a stats file or dump directory.
+    /// Estimate the gradient noise scale B_simple (the usual proxy for the critical batch size) of a stats file or dump directory.
     Analyze(analyze::AnalyzeArgs),
     /// The critical batch size measured by branched training: threshold CBS and fitted
     /// B_noise per branch point, with bootstrap intervals.

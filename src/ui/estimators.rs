@@ -233,7 +233,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         .as_deref()
         .map(|b| {
             let marks = crate::app::branches::marks(b, &app.raw_trajectory);
-            crate::app::branches::estimator_lines(&marks, cursor_step)
+            // The conversion the session already applies from this file, if any.
+            let applied = app
+                .convert_from_branches
+                .and(app.resolved.session.planner.b_crit_scale_source.as_ref())
+                .map(|_| app.resolved.session.b_crit_scale);
+            crate::app::branches::estimator_lines(&marks, cursor_step, applied)
         })
         .unwrap_or_default();
     for l in &branch_lines {

@@ -895,7 +895,10 @@ pub fn compare_with_estimate(
                 estimate_step: est.map(|e| e.0),
                 b_simple: b,
                 b_simple_ci: ci,
-                threshold_ratio: {
+                // Not measured (a bound against a poor reference): no ratio to give.
+                threshold_ratio: if !th.measured {
+                    None
+                } else {
                     // At the smallest batch the CBS lies below the next batch run (and may lie
                     // below the smallest): the ratio is bounded above by the next batch only.
                     let below = match p.branches.as_slice() {
