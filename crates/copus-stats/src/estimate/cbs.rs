@@ -492,6 +492,38 @@ fn b_noise(
     (a > 0.0 && slope > 0.0).then(|| a / slope)
 }
 
+/// Why no B_noise fits the samples each batch needed to reach `target`: they do not grow with
+/// the batch as E = E_min(1 + B/B_noise) has them, said as they ran ("fewer at every larger
+/// batch", or falling and then rising, the U shape a too-small learning rate at the small
+/// batches gives) with the mean samples per batch.
+fn no_fit_note(point: &Point, target: f64) -> String {
+    let means: Vec<(u64, f64)> = point
+        .iter()
+        .filter_map(|(&b, curves)| {
+            let sum: Option<f64> = curves.iter().map(|c| samples_to(c, target)).sum();
+            Some((b, sum? / curves.len().max(1) as f64))
+        })
+        .collect();
+    let listed = means
+        .iter()
+        .map(|(b, e)| format!("{b}: {e:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let falling = means.windows(2).all(|w| w[1].1 <= w[0].1);
+    let rising = means.windows(2).all(|w| w[1].1 >= w[0].1);
+    let shape = if falling {
+        "larger batches needed fewer samples at every step of the grid, where the fit needs \
+         them to grow with the batch"
+    } else if rising {
+        "they grow with the batch, but faster than in proportion: the line through them meets \
+         zero samples at a positive batch (B_noise would lie below the smallest batch run)"
+    } else {
+        "the samples fall and then rise with the batch (no line S_min·(1 + B/B_noise) with a \
+         positive S_min and slope fits them), where the fit needs them to grow with the batch"
+    };
+    format!("samples to reach loss {target:.4} by batch ({listed}): {shape}: no finite B_noise")
+}
+
 /// √(n/(n − 1)): a bootstrap resample of `n` seeds spreads its mean by √((n − 1)/n) of the
 /// mean's standard error (a third too little at 3 seeds, 29 % at 2); 1 for one seed.
 fn seed_inflation(n: usize) -> f64 {
@@ -753,12 +785,7 @@ fn measure_point(
     } else {
         match b_noise(point, &all, target, None) {
             Some(v) => (Some(v), None),
-            None => (
-                None,
-                Some(format!(
-                    "larger batches needed no more samples to reach loss {target:.4}: no finite B_noise"
-                )),
-            ),
+            None => (None, Some(no_fit_note(point, target))),
         }
     };
     let inflate = bootstrap_t_over_z(point, confidence);
@@ -924,6 +951,38 @@ pub fn compare_with_estimate(
 mod tests {
     use super::*;
     use rand_distr::{Distribution, Normal};
+
+    /// Why no B_noise fits is said from the samples as they ran: falling at every larger
+    /// batch, falling then rising (the U shape; it read "larger batches needed no more
+    /// samples" where 64 → 256 needed more), or rising too steeply.
+    #[test]
+    fn the_no_fit_note_says_how_the_samples_ran() {
+        // One curve per batch reaching loss 1.0 at `s` samples (a straight fall from 2.0).
+        let point = |samples: &[(u64, f64)]| -> Point {
+            samples
+                .iter()
+                .map(|&(b, s)| (b, vec![vec![(0.0, 2.0), (s, 1.0)]]))
+                .collect()
+        };
+        let u = no_fit_note(&point(&[(8, 15061.0), (64, 7024.0), (256, 8358.0)]), 1.0);
+        assert!(
+            u.contains("fall and then rise") && u.contains("64: 7024"),
+            "{u}"
+        );
+        let down = no_fit_note(&point(&[(8, 900.0), (64, 500.0), (256, 400.0)]), 1.0);
+        assert!(down.contains("fewer samples at every step"), "{down}");
+        let up = no_fit_note(&point(&[(8, 10.0), (64, 500.0), (256, 4000.0)]), 1.0);
+        assert!(up.contains("below the smallest batch run"), "{up}");
+        // The fit indeed fails on each.
+        for p in [
+            point(&[(8, 15061.0), (64, 7024.0), (256, 8358.0)]),
+            point(&[(8, 900.0), (64, 500.0), (256, 400.0)]),
+            point(&[(8, 10.0), (64, 500.0), (256, 4000.0)]),
+        ] {
+            let all: BTreeMap<u64, Vec<usize>> = p.keys().map(|&b| (b, vec![0])).collect();
+            assert!(b_noise(&p, &all, 1.0, None).is_none());
+        }
+    }
 
     /// A `branch` that is not an object (serde took `[1,2,3]` positionally and the line then
     /// read as a second experiment) and a bare NaN loss (reported as "expected value at
