@@ -224,6 +224,37 @@ fn cautions(
     out
 }
 
+/// Evaluations before a branch reaches the target, fewer than which its samples-to-target are
+/// mostly interpolation between two evaluations.
+const MIN_EVALS_TO_TARGET: usize = 3;
+
+/// A caution where some batch reaches the fit's target loss within its first
+/// [`MIN_EVALS_TO_TARGET`] evaluations (averaged over seeds, rounded down): its
+/// samples-to-target, and so B_noise, are read between a few loss evaluations (a 256-sample
+/// budget evaluated at 0, 128 and 256 gave "B_noise 81 (21..252)" without a word).
+fn coarse_target_note(point: &Point, target: f64) -> Option<String> {
+    let (batch, evals) = point
+        .iter()
+        .filter_map(|(&b, curves)| {
+            let counts: Vec<usize> = curves
+                .iter()
+                .filter_map(|c| {
+                    let s = samples_to(c, target)?;
+                    Some(c.iter().filter(|p| p.0 <= s).count())
+                })
+                .collect();
+            (!counts.is_empty()).then(|| (b, counts.iter().sum::<usize>() / counts.len()))
+        })
+        .min_by_key(|&(_, n)| n)?;
+    (evals < MIN_EVALS_TO_TARGET).then(|| {
+        format!(
+            "batch {batch} reaches the fit's target loss {target:.4} within {evals} loss \
+             evaluation(s): its samples-to-target, and so B_noise, are read between a few \
+             evaluations; evaluate more often (--eval-every) or give a larger budget"
+        )
+    })
+}
+
 /// A branch left out of its point's measurement.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LeftOutBranch {
@@ -840,7 +871,8 @@ fn measure_point(
         if hi >= lo { hi - lo } else { 0.0 }
     });
     let largest = point.keys().next_back().copied().unwrap_or(th);
-    let cautions = cautions(&branches, spread, tolerance, fit);
+    let mut cautions = cautions(&branches, spread, tolerance, fit);
+    cautions.extend(fit.and_then(|_| coarse_target_note(point, target)));
     let at_least = th >= largest;
     let at_most = point.len() >= 2 && point.keys().next() == Some(&th);
     let poor = poor_reference(&branches, tolerance);
@@ -951,6 +983,33 @@ pub fn compare_with_estimate(
 mod tests {
     use super::*;
     use rand_distr::{Distribution, Normal};
+
+    /// A target reached within the first evaluations is cautioned; one reached after many
+    /// is not.
+    #[test]
+    fn a_target_read_between_few_evaluations_is_cautioned() {
+        let curve = |evals: usize, at: f64| -> Curve {
+            // Evaluations every 100 samples; the loss falls linearly to 1.0 at `at`.
+            (0..evals)
+                .map(|i| {
+                    let s = 100.0 * i as f64;
+                    (s, 2.0 - s / at)
+                })
+                .collect()
+        };
+        let coarse: Point = [(8, vec![curve(3, 150.0)]), (16, vec![curve(40, 2000.0)])]
+            .into_iter()
+            .collect();
+        let note = coarse_target_note(&coarse, 1.0).expect("cautioned");
+        assert!(
+            note.contains("batch 8") && note.contains("--eval-every"),
+            "{note}"
+        );
+        let fine: Point = [(8, vec![curve(40, 1500.0)]), (16, vec![curve(40, 2000.0)])]
+            .into_iter()
+            .collect();
+        assert_eq!(coarse_target_note(&fine, 1.0), None);
+    }
 
     /// Why no B_noise fits is said from the samples as they ran: falling at every larger
     /// batch, falling then rising (the U shape; it read "larger batches needed no more
