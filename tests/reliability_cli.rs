@@ -667,16 +667,16 @@ fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
     };
     watch("./run.ndjson").fails_with(&["--advise ./run.ndjson is also the run being followed"]);
     watch("demo.ron").fails_with(&["--advise demo.ron is also --session"]);
-    copus_in(
-        d,
-        &[
+    // A small branched experiment writing `out` and `run_out` (and `extra`).
+    let branch = |out: &str, run_out: &str, extra: &[&str]| {
+        let mut args = vec![
             "branch",
             "--at",
             "5",
             "--out",
-            "same.ndjson",
+            out,
             "--run-out",
-            "./same.ndjson",
+            run_out,
             "--budget-samples",
             "64",
             "--batches",
@@ -684,36 +684,17 @@ fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
             "--seeds",
             "2",
             "--quiet",
-            "--force",
-        ],
-        &[],
-    )
-    .fails_with(&["--run-out ./same.ndjson is also --out"]);
+        ];
+        args.extend_from_slice(extra);
+        copus_in(d, &args, &[])
+    };
+    branch("same.ndjson", "./same.ndjson", &["--force"])
+        .fails_with(&["--run-out ./same.ndjson is also --out"]);
     assert!(!d.join("same.ndjson").exists(), "nothing created");
     // A --run-out that exists (no --force) is refused before --out is created: an empty --out
     // left behind made the rerun fail with "exists".
     std::fs::write(d.join("mine.ndjson"), "mine").expect("write");
-    copus_in(
-        d,
-        &[
-            "branch",
-            "--at",
-            "5",
-            "--out",
-            "new.ndjson",
-            "--run-out",
-            "mine.ndjson",
-            "--budget-samples",
-            "64",
-            "--batches",
-            "8,16,32",
-            "--seeds",
-            "2",
-            "--quiet",
-        ],
-        &[],
-    )
-    .fails_with(&["mine.ndjson", "exists"]);
+    branch("new.ndjson", "mine.ndjson", &[]).fails_with(&["mine.ndjson", "exists"]);
     assert!(!d.join("new.ndjson").exists(), "--out not created");
     assert_eq!(
         std::fs::read_to_string(d.join("mine.ndjson"))
