@@ -881,8 +881,9 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
     out.push_str(&render_headline(s));
     let _ = writeln!(
         out,
-        "|G|^2     {:.6e}   tr(Sigma) {:.6e}  (run averages)",
-        s.g2, s.trace_sigma
+        "|G|^2     {}   tr(Sigma) {}  (run averages)",
+        sig(s.g2),
+        sig(s.trace_sigma)
     );
     labelled(
         &mut out,
