@@ -332,3 +332,25 @@ fn the_recommendation_sentences_add_up_on_screen() {
         }
     }
 }
+
+/// The selection follows the ★ as the cursor moves until the user picks a cell; `*` (select
+/// the best) makes it follow again (the tour's halfway step showed the early best's
+/// throughput beside a ★ that had moved).
+#[test]
+fn the_selection_follows_the_star_until_a_cell_is_picked() {
+    let mut app = demo_at(0);
+    let last = app.trajectory.points.len() - 1;
+    update(&mut app, Msg::ScrubTo(last));
+    assert_eq!(Some(app.selected), app.best_visible(), "follows the ★");
+    let start = demo_at(0).best_visible().expect("a best cell");
+    assert_ne!(Some(start), app.best_visible(), "the ★ moves in the demo");
+    // Picked by hand: scrubbing leaves it.
+    update(&mut app, Msg::MoveSelection(1, 0));
+    let picked = app.selected;
+    update(&mut app, Msg::ScrubTo(0));
+    assert_eq!(app.selected, picked);
+    // `*`: the best again, and following again.
+    update(&mut app, Msg::SelectBest);
+    update(&mut app, Msg::ScrubTo(last));
+    assert_eq!(Some(app.selected), app.best_visible());
+}

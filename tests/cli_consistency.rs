@@ -1977,6 +1977,21 @@ fn flag_errors_exit_2_and_a_misfit_is_a_result() {
         Some(2),
         "--seq-len is for a stats file"
     );
+    for cmd in ["snapshot", "open"] {
+        assert_eq!(status(&[cmd, "demo", "--seq-len", "1"]), Some(2), "{cmd}");
+    }
+    // The JSON schedule of a plan made within a framework's limits: no contradiction.
+    assert_eq!(
+        status(&[
+            "plan",
+            "sessions/demo.ron",
+            "--within",
+            "megatron",
+            "--emit",
+            "json"
+        ]),
+        Some(0)
+    );
     let both = copus(&[
         "plan",
         "sessions/demo.ron",

@@ -696,6 +696,9 @@ fn an_output_that_is_an_input_is_refused_and_nothing_changes() {
     std::fs::write(d.join("mine.ndjson"), "mine").expect("write");
     branch("new.ndjson", "mine.ndjson", &[]).fails_with(&["mine.ndjson", "exists"]);
     assert!(!d.join("new.ndjson").exists(), "--out not created");
+    // A --run-out in a missing directory: the --out this run created is removed again.
+    branch("new.ndjson", "nodir/r.ndjson", &[]).fails_with(&["nodir/r.ndjson"]);
+    assert!(!d.join("new.ndjson").exists(), "--out removed");
     assert_eq!(
         std::fs::read_to_string(d.join("mine.ndjson"))
             .ok()

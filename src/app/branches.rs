@@ -24,6 +24,8 @@ pub struct BranchMark {
     /// The threshold sits at the smallest batch run: an upper bound (the CBS lies below the
     /// next batch), not a measurement.
     pub at_most: bool,
+    /// With `at_most`: the next batch run, which the CBS lies below, samples.
+    pub below: Option<u64>,
     /// The reference (smallest) batch trained worse than larger ones
     /// ([`crate::stats::estimate::cbs::PointReport::poor_reference`]): with `at_least`, the
     /// threshold is not measured at all.
@@ -64,6 +66,7 @@ pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
                 fitted: p.b_noise_fit.map(|f| f.value),
                 at_least: p.threshold_cbs.at_least,
                 at_most: p.threshold_cbs.at_most,
+                below: p.threshold_cbs.below,
                 poor_reference: p.poor_reference,
                 cautions: p.cautions.clone(),
                 comparison: c,
@@ -174,6 +177,11 @@ pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String
         (None, _) if !m.threshold_measured() => Some(format!(
             "threshold CBS not measured at step {} (the reference batch trained worse than \
              larger ones; no B_noise fit)",
+            m.from_step
+        )),
+        (None, Some(_)) if m.below.is_some() && c.b_simple.is_some() => Some(format!(
+            "threshold CBS ÷ B_simple below ×{:.2} at step {} (an upper bound; no B_noise fit)",
+            m.below.unwrap_or(0) as f64 / c.b_simple.unwrap_or(1.0),
             m.from_step
         )),
         (None, Some(r)) if m.at_least => Some(format!(
@@ -458,5 +466,28 @@ mod tests {
                 .join(" ")
                 .contains("at least ×")
         );
+    }
+
+    /// A threshold at the smallest batch is an upper bound, and so is its ratio: the row reads
+    /// "below ×(next batch ÷ B_simple)", not the smallest batch's ratio as a value.
+    #[test]
+    fn a_threshold_at_the_smallest_batch_reads_as_an_upper_bound() {
+        let mut p = point(105, None);
+        p.threshold_cbs.batch = 8;
+        p.threshold_cbs.at_most = true;
+        p.threshold_cbs.below = Some(16);
+        let report = CbsReport {
+            tolerance: 0.01,
+            confidence: 0.95,
+            resamples: 10,
+            points: vec![p],
+            unmeasured: Vec::new(),
+        };
+        let m = marks(&report, &traj());
+        // B_simple at step 100 is 110.
+        let h = headline_segment(&m, 200).unwrap();
+        assert!(h.contains(&format!("below ×{:.2}", 16.0 / 110.0)), "{h}");
+        assert!(!h.contains(&format!("×{:.2}", 8.0 / 110.0)), "{h}");
+        assert!(conversion(&m, ConversionKind::ThresholdCbs).is_none());
     }
 }

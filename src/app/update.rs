@@ -766,7 +766,8 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         }
         Msg::SelectBest => {
             select_best(app);
-            app.user_selected = true;
+            // The selection follows the ★ again as the cursor moves (until a cell is picked).
+            app.user_selected = false;
             app.focus = Panel::Heatmap;
         }
         Msg::MoveSelection(dr, dc) => {

@@ -538,6 +538,14 @@ fn render_branches(section: &BranchesSection) -> String {
                 format!("{:.2} [{}, {}]", r.value, low(r.ci[0], 2), end(r.ci[1], 2))
             })
         };
+        // At the smallest batch the threshold is an upper bound: so is its ratio (the
+        // smallest batch over B_simple is no value; "0.04 [0, 0.11]" read as one).
+        let threshold_ratio = match (p.threshold_cbs.below, c.b_simple, c.threshold_ratio) {
+            (Some(next), Some(b), Some(r)) => {
+                format!("<{:.2} [0, {}]", next as f64 / b, end(r.ci[1], 2))
+            }
+            _ => ratio(c.threshold_ratio),
+        };
         let _ = writeln!(
             out,
             "{:>8} {:>18} {:>15} {:>20} {:>20} {:>20}",
@@ -545,7 +553,7 @@ fn render_branches(section: &BranchesSection) -> String {
             bs,
             th,
             fit,
-            ratio(c.threshold_ratio),
+            threshold_ratio,
             ratio(c.b_noise_ratio)
         );
     }

@@ -130,17 +130,24 @@ pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
         crate::fsutil::check_stream_output(p, args.force).map_err(|e| io_err(p, e))?;
     }
     let cfg = args.trainer.config(crate::trainer::LrSchedule::Constant);
+    // A --run-out that cannot be created (a missing directory) removes the --out this run
+    // created, so that nothing is left behind.
+    let out_existed = args.out.exists();
     let mut out = std::io::BufWriter::new(
         crate::fsutil::create_stream_output(&args.out, args.force)
             .map_err(|e| io_err(&args.out, e))?,
     );
     let mut run_out = match &args.run_out {
-        Some(p) => Some((
-            std::io::BufWriter::new(
-                crate::fsutil::create_stream_output(p, args.force).map_err(|e| io_err(p, e))?,
-            ),
-            p.clone(),
-        )),
+        Some(p) => match crate::fsutil::create_stream_output(p, args.force) {
+            Ok(f) => Some((std::io::BufWriter::new(f), p.clone())),
+            Err(e) => {
+                drop(out);
+                if !out_existed {
+                    let _ = std::fs::remove_file(&args.out);
+                }
+                return Err(io_err(p, e).into());
+            }
+        },
         None => None,
     };
     let total = plan.at_steps.len() * plan.batches.len();

@@ -394,18 +394,20 @@ pub fn explorer_app(args: &OpenArgs) -> anyhow::Result<App> {
     let is_session = demo || (p.is_file() && !super::model_args::is_data_path(p));
     let (resolved, save) = if demo {
         let flags = args.data_flags();
-        anyhow::ensure!(
-            flags.is_empty(),
-            "demo: {} cannot be used with the demo session (they are for a stats file or a dump \
-             directory); change its model and cluster in the what-if panel (key 2)",
-            flags.join(", ")
-        );
+        if !flags.is_empty() {
+            // Flags that do not apply: a command-line error (exit 2), as grid's and plan's.
+            super::flag_bail!(
+                "demo: {} cannot be used with the demo session (they are for a stats file or a \
+                 dump directory); change its model and cluster in the what-if panel (key 2)",
+                flags.join(", ")
+            );
+        }
         let cwd = std::env::current_dir().context("the working directory")?;
         (demo_session(&cwd)?, None)
     } else if is_session {
         let flags = args.data_flags();
         if !flags.is_empty() {
-            anyhow::bail!(
+            super::flag_bail!(
                 "{}: {} cannot be used with a session (they are for a stats file or a dump \
                  directory); a session names its \
                  own model, cluster and settings (change them in the what-if panel, 2)",

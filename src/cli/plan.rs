@@ -74,8 +74,10 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         .apply(&mut resolved, super::whatif_args::Command::Plan)?;
     args.switch_costs.apply(&mut resolved)?;
     let within = args.within.map(Framework::target);
+    // `--emit json` writes the schedule of any plan, one made within a framework's limits too.
     if let (Some(e), Some(w)) = (args.emit, within)
         && e != w
+        && e != crate::plan::emit::EmitTarget::Json
     {
         // The values as the flags spell them (a command-line error: exit 2).
         let spelled = |v: Option<clap::builder::PossibleValue>| {
@@ -90,10 +92,11 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             spelled(clap::ValueEnum::to_possible_value(&e))
         );
     }
-    let limits = args
-        .emit
-        .or(within)
-        .map(|target| EmitLimits::new(target, &resolved));
+    let limits = match (args.emit, within) {
+        (Some(crate::plan::emit::EmitTarget::Json), Some(w)) => Some(w),
+        (e, w) => e.or(w),
+    }
+    .map(|target| EmitLimits::new(target, &resolved));
     let (report, sequence_note, cautions) = match &limits {
         Some(l) => crate::pipeline::plan_session_where(&resolved, &|c| l.refuse(c)).map_err(
             |e| match (&e, l.note(None)) {

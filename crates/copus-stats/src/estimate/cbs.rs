@@ -169,21 +169,26 @@ fn poor_reference(branches: &[BatchSummary], tolerance: f64) -> bool {
 }
 
 /// What limits a point's numbers (see [`PointReport::cautions`]); `spread` is the smallest
-/// batch's range of losses over its seeds at the budget, nats.
+/// batch's range of losses over its seeds at the budget, nats; `at_largest`: the threshold sits
+/// at the largest batch run.
 fn cautions(
     branches: &[BatchSummary],
     spread: f64,
     tolerance: f64,
     fit: Option<f64>,
+    at_largest: bool,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let (Some(first), Some(last)) = (branches.first(), branches.last()) else {
         return out;
     };
+    // At the largest batch against a poor reference the threshold is not measured at all,
+    // which its own note says; "reads high" would speak of a threshold not reported.
     if let Some(best) = branches
         .iter()
         .min_by(|a, b| a.loss_at_budget.total_cmp(&b.loss_at_budget))
         && first.loss_at_budget - best.loss_at_budget > tolerance
+        && !at_largest
     {
         out.push(format!(
             "the reference, batch {}, ends {:.3} nats above batch {} at the budget: larger \
@@ -233,7 +238,7 @@ const MIN_EVALS_TO_TARGET: usize = 3;
 /// samples-to-target, and so B_noise, are read between a few loss evaluations (a 256-sample
 /// budget evaluated at 0, 128 and 256 gave "B_noise 81 (21..252)" without a word).
 fn coarse_target_note(point: &Point, target: f64) -> Option<String> {
-    let (batch, evals) = point
+    let coarse: Vec<(u64, usize)> = point
         .iter()
         .filter_map(|(&b, curves)| {
             let counts: Vec<usize> = curves
@@ -245,14 +250,23 @@ fn coarse_target_note(point: &Point, target: f64) -> Option<String> {
                 .collect();
             (!counts.is_empty()).then(|| (b, counts.iter().sum::<usize>() / counts.len()))
         })
-        .min_by_key(|&(_, n)| n)?;
-    (evals < MIN_EVALS_TO_TARGET).then(|| {
-        format!(
-            "batch {batch} reaches the fit's target loss {target:.4} within {evals} loss \
-             evaluation(s): its samples-to-target, and so B_noise, are read between a few \
-             evaluations; evaluate more often (--eval-every) or give a larger budget"
-        )
-    })
+        .filter(|&(_, n)| n < MIN_EVALS_TO_TARGET)
+        .collect();
+    if coarse.is_empty() {
+        return None;
+    }
+    let which = if coarse.len() == point.len() {
+        "every batch".to_string()
+    } else {
+        let listed: Vec<String> = coarse.iter().map(|(b, _)| b.to_string()).collect();
+        format!("batch {}", listed.join(", "))
+    };
+    let most = coarse.iter().map(|&(_, n)| n).max().unwrap_or(0);
+    Some(format!(
+        "{which} reaches the fit's target loss {target:.4} within {most} loss evaluation(s): \
+         samples-to-target, and so B_noise, are read between a few evaluations; evaluate more \
+         often (--eval-every) or give a larger budget"
+    ))
 }
 
 /// A branch left out of its point's measurement.
@@ -871,9 +885,9 @@ fn measure_point(
         if hi >= lo { hi - lo } else { 0.0 }
     });
     let largest = point.keys().next_back().copied().unwrap_or(th);
-    let mut cautions = cautions(&branches, spread, tolerance, fit);
-    cautions.extend(fit.and_then(|_| coarse_target_note(point, target)));
     let at_least = th >= largest;
+    let mut cautions = cautions(&branches, spread, tolerance, fit, at_least);
+    cautions.extend(fit.and_then(|_| coarse_target_note(point, target)));
     let at_most = point.len() >= 2 && point.keys().next() == Some(&th);
     let poor = poor_reference(&branches, tolerance);
     Ok(PointReport {
