@@ -49,7 +49,7 @@ fn a_measured_run_counts_its_own_tokens_per_sample_and_the_heatmap_converts() {
     );
     update(&mut app, Msg::ShowSide(Panel::Estimators));
     let screen = render(&app, 200, 60);
-    assert!(screen.contains("samples × 2048 tok"), "{screen}");
+    assert!(screen.contains("sequences × 2048 tok"), "{screen}");
     assert!(
         screen.contains("×4096 tok = ") && screen.contains("×2048 "),
         "heatmap title:\n{screen}"

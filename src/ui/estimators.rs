@@ -203,9 +203,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let point = app.trajectory.points.get(app.cursor);
     if let Some(p) = point {
         lines.push(Line::from(format!(
-            "at {} tokens: B_crit {} samples × {} tok = {} tokens",
+            "at {} tokens: B_crit {} {} × {} tok = {} tokens",
             tokens(p.tokens),
             si(p.b_crit),
+            crate::app::measured_view::sample_word(app.trajectory.seq_len),
             app.trajectory.seq_len,
             crate::format::tokens(p.b_crit * app.trajectory.seq_len as f64)
         )));

@@ -700,7 +700,8 @@ fn plan_text_names_the_trainers_step_of_each_switch_and_the_plans_total() {
         assert!(text.contains(&line), "{line}\n{text}");
     }
     let total = format!(
-        "the plan runs {} steps, {} samples",
+        // The model's samples are its sequences (as the explorer names them).
+        "the plan runs {} steps, {} sequences",
         u(&emitted["end"]["step"]),
         u(&emitted["end"]["samples"])
     );
@@ -716,7 +717,7 @@ fn plan_text_names_the_trainers_step_of_each_switch_and_the_plans_total() {
             .and_then(|t| t.split(" tokens)").next())
             .expect("the emit header's tokens");
         assert!(
-            text.contains(&format!(" samples ({tokens} tokens) in all")),
+            text.contains(&format!(" sequences ({tokens} tokens) in all")),
             "{}: {tokens}\n{text}",
             s.display()
         );

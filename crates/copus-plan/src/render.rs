@@ -149,9 +149,16 @@ pub fn render_text(rep: &PlanReport) -> String {
     // Each switch: where (and what it costs and gains) on the first line, then the change and
     // the trainer's step under it, each wrapped at the text width.
     let under = " ".repeat(20);
+    // The plan counts the model's samples: sequences of `seq_len` tokens (as the explorer's
+    // timeline names them).
+    let unit = if rep.seq_len > 1 {
+        "sequences"
+    } else {
+        "samples"
+    };
     for s in &rep.switches {
         let at = format!(
-            "  {:>9} tokens, step {:>7} (B_crit {:.0} samples there): {} switch",
+            "  {:>9} tokens, step {:>7} (B_crit {:.0} {unit} there): {} switch",
             crate::format::tokens(s.at_tokens),
             s.at_step,
             s.b_crit,
@@ -187,7 +194,7 @@ pub fn render_text(rep: &PlanReport) -> String {
         o.push_str(&crate::format::wrap_labelled(
             "",
             &format!(
-                "the plan runs {} steps, {} samples ({} tokens) in all: what a trainer following \
+                "the plan runs {} steps, {} {unit} ({} tokens) in all: what a trainer following \
                  it counts (`--emit json` writes the same; a framework's `--emit` plans within \
                  what it can express, and says what it left out); the trajectory's token axis: {}",
                 end.0,
