@@ -120,27 +120,58 @@ impl ConversionKind {
     }
 }
 
+/// The ratios a conversion to `kind` averages, with their branch points' steps: a threshold
+/// at an end of the batches run is a bound, not a value, and stays out (averaging it in would
+/// pull the factor toward whatever batch happened to be the largest or the smallest: "<16"
+/// read as 8 made a ×0.024 conversion).
+fn used_ratios(
+    marks: &[BranchMark],
+    kind: ConversionKind,
+) -> Vec<(u64, crate::stats::estimate::cbs::WithCi)> {
+    marks
+        .iter()
+        .filter_map(|m| {
+            let r = match kind {
+                ConversionKind::BNoise => m.comparison.b_noise_ratio,
+                ConversionKind::ThresholdCbs if m.at_least || m.at_most => None,
+                ConversionKind::ThresholdCbs => m.comparison.threshold_ratio,
+            }?;
+            (r.value.is_finite() && r.value > 0.0).then_some((m.from_step, r))
+        })
+        .collect()
+}
+
+/// The geometric mean of `xs` (positive and finite), `None` when empty or any is not.
+fn geometric_mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let logs: Option<Vec<f64>> = xs
+        .map(|x| (x.is_finite() && x > 0.0).then(|| x.ln()))
+        .collect();
+    let logs = logs.filter(|l| !l.is_empty())?;
+    Some((logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
 /// The conversion factor from the run's B_simple to the measured `kind`: the geometric mean
 /// of the ratios at the branch points that have one, and how many there were.
 pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<(f64, usize)> {
-    let logs: Vec<f64> = marks
-        .iter()
-        .filter_map(|m| match kind {
-            ConversionKind::BNoise => m.comparison.b_noise_ratio,
-            // A threshold at an end of the batches run is a bound, not a value: averaging it
-            // in would pull the factor toward whatever batch happened to be the largest or
-            // the smallest ("<16" read as 8 made a ×0.024 conversion).
-            ConversionKind::ThresholdCbs if m.at_least || m.at_most => None,
-            ConversionKind::ThresholdCbs => m.comparison.threshold_ratio,
-        })
-        .map(|r| r.value)
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .map(f64::ln)
-        .collect();
-    (!logs.is_empty()).then(|| {
-        let mean = logs.iter().sum::<f64>() / logs.len() as f64;
-        (mean.exp(), logs.len())
-    })
+    let used = used_ratios(marks, kind);
+    let f = geometric_mean(used.iter().map(|(_, r)| r.value))?;
+    Some((f, used.len()))
+}
+
+/// The range of the conversion factor: the geometric means of its ratios' interval ends, when
+/// every ratio has both (a range for the reader, not an interval of the mean), with the steps
+/// of the branch points it averages.
+pub fn conversion_range(
+    marks: &[BranchMark],
+    kind: ConversionKind,
+) -> (Option<[f64; 2]>, Vec<u64>) {
+    let used = used_ratios(marks, kind);
+    let lo = geometric_mean(used.iter().map(|(_, r)| r.ci[0].unwrap_or(f64::NAN)));
+    let hi = geometric_mean(used.iter().map(|(_, r)| r.ci[1].unwrap_or(f64::NAN)));
+    (
+        lo.zip(hi).map(|(a, b)| [a, b]),
+        used.iter().map(|(s, _)| *s).collect(),
+    )
 }
 
 /// The branch point at or before `step` (before the first: the first).
@@ -489,5 +520,29 @@ mod tests {
         assert!(h.contains(&format!("below ×{:.2}", 16.0 / 110.0)), "{h}");
         assert!(!h.contains(&format!("×{:.2}", 8.0 / 110.0)), "{h}");
         assert!(conversion(&m, ConversionKind::ThresholdCbs).is_none());
+    }
+
+    /// The conversion names the points it averages and the range of their ratios' intervals,
+    /// around the factor.
+    #[test]
+    fn the_conversion_names_its_points_and_range() {
+        let report = CbsReport {
+            tolerance: 0.01,
+            confidence: 0.95,
+            resamples: 10,
+            points: vec![
+                point(105, Some(55.0)),
+                point(500, None),
+                point(950, Some(80.0)),
+            ],
+            unmeasured: Vec::new(),
+        };
+        let m = marks(&report, &traj());
+        let (f, n) = conversion(&m, ConversionKind::BNoise).unwrap();
+        assert_eq!(n, 2);
+        let (range, steps) = conversion_range(&m, ConversionKind::BNoise);
+        assert_eq!(steps, [105, 950]);
+        let [lo, hi] = range.expect("both ends");
+        assert!(lo < f && f < hi, "{lo} {f} {hi}");
     }
 }

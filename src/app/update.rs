@@ -182,17 +182,26 @@ pub fn convert_from_branches(app: &mut App) {
     let hi = crate::validate::session::MAX_B_CRIT_SCALE;
     match conversion(&m, kind) {
         Some((f, n)) if (lo..=hi).contains(&f) => {
+            // Which points, and the range their ratios' intervals give (not carried into
+            // B_crit's interval, which stays B_simple's scaled: said).
+            let (range, steps) = super::branches::conversion_range(&m, kind);
+            let steps: Vec<String> = steps.iter().map(u64::to_string).collect();
+            let range = range.map_or_else(String::new, |[a, b]| format!(" [{a:.3}–{b:.3}]"));
             let s = &mut app.resolved.session;
             s.b_crit_scale = f;
             s.planner.b_crit_scale_source = Some(format!(
                 "measured {} ÷ B_simple by branched training, geometric mean over {n} branch \
-                 point(s)",
-                kind.name()
+                 point(s) (step {})",
+                kind.name(),
+                steps.join(", ")
             ));
             app.rescale();
             app.notice = Some(format!(
-                "B_crit × {f:.3}: the measured {} ÷ B_simple of the branch file",
-                kind.name()
+                "B_crit × {f:.3}{range}: the measured {} ÷ B_simple of the branch file at step \
+                 {}, applied at every step (B_crit's interval is B_simple's scaled, without the \
+                 factor's range)",
+                kind.name(),
+                steps.join(", ")
             ));
         }
         Some((f, _)) => {
