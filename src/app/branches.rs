@@ -150,28 +150,30 @@ fn geometric_mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
     Some((logs.iter().sum::<f64>() / logs.len() as f64).exp())
 }
 
-/// The conversion factor from the run's B_simple to the measured `kind`: the geometric mean
-/// of the ratios at the branch points that have one, and how many there were.
-pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<(f64, usize)> {
-    let used = used_ratios(marks, kind);
-    let f = geometric_mean(used.iter().map(|(_, r)| r.value))?;
-    Some((f, used.len()))
+/// A conversion from the run's B_simple to a measured kind ([`conversion`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversion {
+    /// The factor: the geometric mean of the measured ratios.
+    pub factor: f64,
+    /// Steps of the branch points it averages.
+    pub points: Vec<u64>,
+    /// The geometric means of the ratios' interval ends, when every ratio has both (a range
+    /// for the reader, not an interval of the mean).
+    pub range: Option<[f64; 2]>,
 }
 
-/// The range of the conversion factor: the geometric means of its ratios' interval ends, when
-/// every ratio has both (a range for the reader, not an interval of the mean), with the steps
-/// of the branch points it averages.
-pub fn conversion_range(
-    marks: &[BranchMark],
-    kind: ConversionKind,
-) -> (Option<[f64; 2]>, Vec<u64>) {
+/// The conversion from the run's B_simple to the measured `kind` over the branch points that
+/// have a ratio of it, `None` where none has.
+pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<Conversion> {
     let used = used_ratios(marks, kind);
+    let factor = geometric_mean(used.iter().map(|(_, r)| r.value))?;
     let lo = geometric_mean(used.iter().map(|(_, r)| r.ci[0].unwrap_or(f64::NAN)));
     let hi = geometric_mean(used.iter().map(|(_, r)| r.ci[1].unwrap_or(f64::NAN)));
-    (
-        lo.zip(hi).map(|(a, b)| [a, b]),
-        used.iter().map(|(s, _)| *s).collect(),
-    )
+    Some(Conversion {
+        factor,
+        points: used.iter().map(|(s, _)| *s).collect(),
+        range: lo.zip(hi).map(|(a, b)| [a, b]),
+    })
 }
 
 /// The branch point at or before `step` (before the first: the first).
@@ -336,6 +338,17 @@ mod tests {
         }
     }
 
+    /// A branch report of `points` (tolerance 0.01 nats, 95 % intervals).
+    fn report_of(points: Vec<PointReport>) -> CbsReport {
+        CbsReport {
+            tolerance: 0.01,
+            confidence: 0.95,
+            resamples: 10,
+            points,
+            unmeasured: Vec::new(),
+        }
+    }
+
     fn point(step: u64, fitted: Option<f64>) -> PointReport {
         PointReport {
             from_step: step,
@@ -364,19 +377,13 @@ mod tests {
 
     #[test]
     fn marks_sit_on_the_run_and_the_headline_follows_the_cursor() {
-        let report = CbsReport {
-            tolerance: 0.01,
-            confidence: 0.95,
-            resamples: 10,
-            points: vec![
-                point(105, Some(55.0)),
-                point(500, None),
-                point(950, Some(1.0)),
-                // After the run's last step (990): no estimate at it, no mark.
-                point(5000, Some(1.0)),
-            ],
-            unmeasured: Vec::new(),
-        };
+        let report = report_of(vec![
+            point(105, Some(55.0)),
+            point(500, None),
+            point(950, Some(1.0)),
+            // After the run's last step (990): no estimate at it, no mark.
+            point(5000, Some(1.0)),
+        ]);
         let m = marks(&report, &traj());
         assert_eq!(m.len(), 3);
         assert_eq!(m[2].from_step, 950);
@@ -395,13 +402,13 @@ mod tests {
         assert!(headline_segment(&m, 0).unwrap().contains("step 105"));
         assert!(headline_segment(&[], 0).is_none());
         // The conversion: the geometric mean of the ratios that exist.
-        let (f, n) = conversion(&m, ConversionKind::BNoise).unwrap();
+        let c = conversion(&m, ConversionKind::BNoise).unwrap();
         let want = ((55.0 / 110.0f64).ln() + (1.0 / 195.0f64).ln()) / 2.0;
-        assert_eq!(n, 2);
-        assert!((f - want.exp()).abs() < 1e-12, "{f}");
-        let (t, n) = conversion(&m, ConversionKind::ThresholdCbs).unwrap();
-        assert_eq!(n, 3);
-        assert!(t > 0.0);
+        assert_eq!(c.points.len(), 2);
+        assert!((c.factor - want.exp()).abs() < 1e-12, "{}", c.factor);
+        let t = conversion(&m, ConversionKind::ThresholdCbs).unwrap();
+        assert_eq!(t.points.len(), 3);
+        assert!(t.factor > 0.0);
         assert!(conversion(&[], ConversionKind::BNoise).is_none());
     }
 
@@ -410,13 +417,7 @@ mod tests {
     /// where it spans 1 (the advice no longer assumes Merrill et al.'s direction).
     #[test]
     fn estimator_lines_follow_the_measured_direction() {
-        let report = |fitted: f64| CbsReport {
-            tolerance: 0.01,
-            confidence: 0.95,
-            resamples: 10,
-            points: vec![point(105, Some(fitted))],
-            unmeasured: Vec::new(),
-        };
+        let report = |fitted: f64| report_of(vec![point(105, Some(fitted))]);
         // B_simple at step 100 is 110 [90, 135].
         let says =
             |fitted: f64| estimator_lines(&marks(&report(fitted), &traj()), 0, None).join("\n");
@@ -472,13 +473,7 @@ mod tests {
             let mut p = point(105, None);
             p.threshold_cbs.at_least = true;
             p.poor_reference = poor;
-            CbsReport {
-                tolerance: 0.01,
-                confidence: 0.95,
-                resamples: 10,
-                points: vec![p],
-                unmeasured: Vec::new(),
-            }
+            report_of(vec![p])
         };
         let poor = marks(&report(true), &traj());
         assert!(!poor[0].threshold_measured());
@@ -507,13 +502,7 @@ mod tests {
         p.threshold_cbs.batch = 8;
         p.threshold_cbs.at_most = true;
         p.threshold_cbs.below = Some(16);
-        let report = CbsReport {
-            tolerance: 0.01,
-            confidence: 0.95,
-            resamples: 10,
-            points: vec![p],
-            unmeasured: Vec::new(),
-        };
+        let report = report_of(vec![p]);
         let m = marks(&report, &traj());
         // B_simple at step 100 is 110.
         let h = headline_segment(&m, 200).unwrap();
@@ -526,23 +515,15 @@ mod tests {
     /// around the factor.
     #[test]
     fn the_conversion_names_its_points_and_range() {
-        let report = CbsReport {
-            tolerance: 0.01,
-            confidence: 0.95,
-            resamples: 10,
-            points: vec![
-                point(105, Some(55.0)),
-                point(500, None),
-                point(950, Some(80.0)),
-            ],
-            unmeasured: Vec::new(),
-        };
+        let report = report_of(vec![
+            point(105, Some(55.0)),
+            point(500, None),
+            point(950, Some(80.0)),
+        ]);
         let m = marks(&report, &traj());
-        let (f, n) = conversion(&m, ConversionKind::BNoise).unwrap();
-        assert_eq!(n, 2);
-        let (range, steps) = conversion_range(&m, ConversionKind::BNoise);
-        assert_eq!(steps, [105, 950]);
-        let [lo, hi] = range.expect("both ends");
-        assert!(lo < f && f < hi, "{lo} {f} {hi}");
+        let c = conversion(&m, ConversionKind::BNoise).unwrap();
+        assert_eq!(c.points, [105, 950]);
+        let [lo, hi] = c.range.expect("both ends");
+        assert!(lo < c.factor && c.factor < hi, "{lo} {} {hi}", c.factor);
     }
 }

@@ -36,12 +36,7 @@ pub fn headline_segments(report: &AnalyzeReport) -> Vec<String> {
     headline_segments_in(report, "samples")
 }
 
-/// What one of a run's samples is called on screen: "sequences" where a sample is a sequence
-/// of several tokens (`seq_len` > 1: the word of the heatmap, the recommendation and `grid`),
-/// "samples" for one-token samples (the built-in trainer's read as they are).
-pub fn sample_word(seq_len: u32) -> &'static str {
-    if seq_len > 1 { "sequences" } else { "samples" }
-}
+pub use crate::format::sample_word;
 
 /// [`headline_segments`] with B_simple counted in `unit` ([`sample_word`]), as the timeline's
 /// title above it counts B_crit.

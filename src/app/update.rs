@@ -181,18 +181,21 @@ pub fn convert_from_branches(app: &mut App) {
     let lo = crate::validate::session::MIN_B_CRIT_SCALE;
     let hi = crate::validate::session::MAX_B_CRIT_SCALE;
     match conversion(&m, kind) {
-        Some((f, n)) if (lo..=hi).contains(&f) => {
+        Some(c) if (lo..=hi).contains(&c.factor) => {
             // Which points, and the range their ratios' intervals give (not carried into
             // B_crit's interval, which stays B_simple's scaled: said).
-            let (range, steps) = super::branches::conversion_range(&m, kind);
-            let steps: Vec<String> = steps.iter().map(u64::to_string).collect();
-            let range = range.map_or_else(String::new, |[a, b]| format!(" [{a:.3}–{b:.3}]"));
+            let f = c.factor;
+            let steps: Vec<String> = c.points.iter().map(u64::to_string).collect();
+            let range = c
+                .range
+                .map_or_else(String::new, |[a, b]| format!(" [{a:.3}–{b:.3}]"));
             let s = &mut app.resolved.session;
             s.b_crit_scale = f;
             s.planner.b_crit_scale_source = Some(format!(
-                "measured {} ÷ B_simple by branched training, geometric mean over {n} branch \
+                "measured {} ÷ B_simple by branched training, geometric mean over {} branch \
                  point(s) (step {})",
                 kind.name(),
+                c.points.len(),
                 steps.join(", ")
             ));
             app.rescale();
@@ -204,10 +207,11 @@ pub fn convert_from_branches(app: &mut App) {
                 steps.join(", ")
             ));
         }
-        Some((f, _)) => {
+        Some(c) => {
             app.notice = Some(format!(
-                "measured {} ÷ B_simple is {f:.3e}, outside {lo}..{hi}: B_crit left unconverted",
-                kind.name()
+                "measured {} ÷ B_simple is {:.3e}, outside {lo}..{hi}: B_crit left unconverted",
+                kind.name(),
+                c.factor
             ));
         }
         None => {

@@ -43,6 +43,13 @@ pub fn significant(x: f64, digits: usize) -> String {
     format!("{x:.decimals$}")
 }
 
+/// What one sample is called on screen: "sequences" where a sample is a sequence of several
+/// tokens (`seq_len` > 1), "samples" for one-token samples (the built-in trainer's read as
+/// they are); the one word the timeline, the panels and `plan`'s text use.
+pub fn sample_word(seq_len: u32) -> &'static str {
+    if seq_len > 1 { "sequences" } else { "samples" }
+}
+
 /// A count that may be below one (B_crit in another unit): 0.27 → "0.27", 8.5 → "8.50",
 /// larger values as [`si`].
 pub fn count(x: f64) -> String {

@@ -151,11 +151,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     let under = " ".repeat(20);
     // The plan counts the model's samples: sequences of `seq_len` tokens (as the explorer's
     // timeline names them).
-    let unit = if rep.seq_len > 1 {
-        "sequences"
-    } else {
-        "samples"
-    };
+    let unit = crate::format::sample_word(rep.seq_len);
     for s in &rep.switches {
         let at = format!(
             "  {:>9} tokens, step {:>7} (B_crit {:.0} {unit} there): {} switch",
