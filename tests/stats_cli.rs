@@ -464,7 +464,11 @@ fn branched_experiment_measured_beside_the_estimate() {
         assert!(step <= c["from_step"].as_u64().unwrap());
         let b_simple = row(step)["b_simple"].as_f64().unwrap();
         assert_eq!(c["b_simple"].as_f64().unwrap(), b_simple);
-        let th = p["threshold_cbs"]["batch"].as_f64().unwrap();
+        // At the smallest batch the ratio is its upper bound: the next batch over B_simple.
+        let th = p["threshold_cbs"]["below"]
+            .as_f64()
+            .or(p["threshold_cbs"]["batch"].as_f64())
+            .unwrap();
         let r = c["threshold_ratio"]["value"].as_f64().unwrap();
         assert!((r - th / b_simple).abs() < 1e-9 * r.abs().max(1.0));
     }

@@ -24,8 +24,6 @@ pub struct BranchMark {
     /// The threshold sits at the smallest batch run: an upper bound (the CBS lies below the
     /// next batch), not a measurement.
     pub at_most: bool,
-    /// With `at_most`: the next batch run, which the CBS lies below, samples.
-    pub below: Option<u64>,
     /// The reference (smallest) batch trained worse than larger ones
     /// ([`crate::stats::estimate::cbs::PointReport::poor_reference`]): with `at_least`, the
     /// threshold is not measured at all.
@@ -66,7 +64,6 @@ pub fn marks(report: &CbsReport, raw: &Trajectory) -> Vec<BranchMark> {
                 fitted: p.b_noise_fit.map(|f| f.value),
                 at_least: p.threshold_cbs.at_least,
                 at_most: p.threshold_cbs.at_most,
-                below: p.threshold_cbs.below,
                 poor_reference: p.poor_reference,
                 cautions: p.cautions.clone(),
                 comparison: c,
@@ -212,10 +209,9 @@ pub fn headline_segment(marks: &[BranchMark], cursor_step: u64) -> Option<String
              larger ones; no B_noise fit)",
             m.from_step
         )),
-        (None, Some(_)) if m.below.is_some() && c.b_simple.is_some() => Some(format!(
+        (None, Some(r)) if m.at_most => Some(format!(
             "threshold CBS ÷ B_simple below ×{:.2} at step {} (an upper bound; no B_noise fit)",
-            m.below.unwrap_or(0) as f64 / c.b_simple.unwrap_or(1.0),
-            m.from_step
+            r.value, m.from_step
         )),
         (None, Some(r)) if m.at_least => Some(format!(
             "threshold CBS ÷ B_simple ×{:.2} or more at step {} (a lower bound; no B_noise fit)",

@@ -540,11 +540,11 @@ fn render_branches(section: &BranchesSection) -> String {
         };
         // At the smallest batch the threshold is an upper bound: so is its ratio (the
         // smallest batch over B_simple is no value; "0.04 [0, 0.11]" read as one).
-        let threshold_ratio = match (p.threshold_cbs.below, c.b_simple, c.threshold_ratio) {
-            (Some(next), Some(b), Some(r)) => {
-                format!("<{:.2} [0, {}]", next as f64 / b, end(r.ci[1], 2))
+        let threshold_ratio = match c.threshold_ratio {
+            Some(r) if p.threshold_cbs.at_most => {
+                format!("<{:.2} [0, {}]", r.value, end(r.ci[1], 2))
             }
-            _ => ratio(c.threshold_ratio),
+            r => ratio(r),
         };
         let _ = writeln!(
             out,

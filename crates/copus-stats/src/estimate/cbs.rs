@@ -931,7 +931,9 @@ pub struct EstimateComparison {
     pub b_simple_ci: [Option<f64>; 2],
     /// Threshold CBS / B_simple, with the interval of both (lowest measured over highest
     /// estimated, highest over lowest); a threshold at the grid's top (`at_least`) gives a
-    /// lower bound only: its upper end is `None`.
+    /// lower bound only: its upper end is `None`. At the grid's bottom (`at_most`) the value
+    /// is the upper bound, the next batch run over B_simple, and the lower end is `None`;
+    /// `None` for a threshold not measured.
     pub threshold_ratio: Option<WithCi>,
     /// Fitted B_noise / B_simple, likewise.
     pub b_noise_ratio: Option<WithCi>,
@@ -974,12 +976,10 @@ pub fn compare_with_estimate(
                 } else {
                     // At the smallest batch the CBS lies below the next batch run (and may lie
                     // below the smallest): the ratio is bounded above by the next batch only.
-                    let below = match p.branches.as_slice() {
-                        [first, next, ..] if th.batch == first.batch => Some(next.batch),
-                        _ => None,
-                    };
+                    let below = th.below.filter(|_| th.at_most);
                     match below {
-                        Some(next) => ratio(th.batch as f64, None, Some(next as f64)),
+                        // The bound is the value: the smallest batch over B_simple is none.
+                        Some(next) => ratio(next as f64, None, Some(next as f64)),
                         None => ratio(
                             th.batch as f64,
                             Some(th.ci[0] as f64),
@@ -1532,8 +1532,13 @@ mod tests {
         assert!((r.value - f.value / 100.0).abs() < 1e-12);
         assert!((r.ci[0].unwrap() - f.ci[0].unwrap() / 125.0).abs() < 1e-12);
         assert!((r.ci[1].unwrap() - f.ci[1].unwrap() / 80.0).abs() < 1e-12);
+        // The threshold's ratio: its batch, or at the smallest batch the bound it is (the
+        // next batch run), over B_simple.
         let t = c.threshold_ratio.unwrap();
-        assert!((t.value - p.threshold_cbs.batch as f64 / 100.0).abs() < 1e-12);
+        let th = &p.threshold_cbs;
+        let bound = th.below.filter(|_| th.at_most).unwrap_or(th.batch);
+        assert!((t.value - bound as f64 / 100.0).abs() < 1e-12);
+        assert_eq!(t.ci[0].is_none(), th.at_most);
         // An estimate unbounded above puts the ratio's lower end at 0, one whose lower end
         // is 0 leaves the ratio unbounded above; no estimate, no ratio.
         let open =
