@@ -23,10 +23,11 @@ impl Resolved {
 
     /// Multiply the estimated B_crit by `scale` (dimensionless) on the heatmap and in the
     /// planner. A scale set by hand is no longer the measured conversion a source named
-    /// (`planner.b_crit_scale_source` is cleared).
+    /// (`planner.b_crit_scale_source` and its range are cleared).
     pub fn set_b_crit_scale(&mut self, scale: f64) {
         self.session.b_crit_scale = scale;
         self.session.planner.b_crit_scale_source = None;
+        self.session.planner.b_crit_scale_range = None;
     }
 
     /// The Pollux efficiency form with its reference batch `b0` (samples) at the batch the

@@ -429,6 +429,85 @@ fn branch_records_given_with_a_run_are_saved_with_the_session() {
     );
 }
 
+/// `--b-crit-from` converts B_crit by the measured ratio and carries the ratio's range into
+/// B_crit's interval (each end times its end of the range: the interval was B_simple's times
+/// the factor, as precise as if the conversion were exact); the save keeps the range, and a
+/// scale set by hand afterwards drops it with the source.
+#[test]
+fn a_measured_conversion_widens_b_crits_interval_by_its_range() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
+        &run,
+    )
+    .expect("copy");
+    let mut records = String::new();
+    for (batch, seed) in [8u64, 16, 32, 64]
+        .into_iter()
+        .flat_map(|b| [(b, 0), (b, 1), (b, 2)])
+    {
+        for k in 0..=12u64 {
+            let samples = k * 512;
+            let noise = 0.004 * ((seed * 7 + batch + k) % 5) as f64;
+            let loss = 3.0 - samples as f64 / (4096.0 + 64.0 * batch as f64) + noise;
+            records.push_str(&format!(
+                "{{\"v\":1,\"branch\":{{\"from_step\":30,\"batch\":{batch},\"seed\":{seed}}},\"step\":{},\"samples\":{samples},\"loss\":{loss}}}\n",
+                samples / batch
+            ));
+        }
+    }
+    let branch_file = dir.path().join("br.ndjson");
+    std::fs::write(&branch_file, &records).expect("write");
+    let mut app = copus::cli::open::explorer_app(&OpenArgs {
+        device: copus::compute::Device::Cpu,
+        branches: Some(branch_file),
+        b_crit_from: Some(copus::cli::open::BCritFrom::BNoise),
+        ..OpenArgs::for_path(&run)
+    })
+    .expect("opens");
+    let s = &app.resolved.session;
+    let [lo_f, hi_f] = s
+        .planner
+        .b_crit_scale_range
+        .unwrap_or_else(|| panic!("no range: {}", app.status));
+    let f = s.b_crit_scale;
+    assert!(lo_f < f && f < hi_f, "{lo_f} {f} {hi_f}");
+    let notice = app.status.clone();
+    assert!(
+        notice.contains("B_crit's interval is B_simple's times that range"),
+        "{notice}"
+    );
+    let mut checked = 0;
+    for (raw, p) in app.raw_trajectory.points.iter().zip(&app.trajectory.points) {
+        assert!((p.b_crit - raw.b_crit * f).abs() <= 1e-9 * p.b_crit);
+        if let (Some((rl, rh)), Some((l, h))) = (raw.ci, p.ci) {
+            // An open upper end stays open.
+            let close = |a: f64, b: f64| a == b || (a - b).abs() <= 1e-9 * a.abs();
+            assert!(
+                close(l, rl * lo_f) && close(h, rh * hi_f),
+                "{l} {h} from {rl} {rh} by {lo_f} {hi_f} (factor {f})"
+            );
+            assert!(l < rl * f, "not wider than the factor's scaling");
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no interval to check");
+    let job = the_write(update(&mut app, Msg::Save));
+    assert!(
+        job.files[0].1.contains("b_crit_scale_range"),
+        "{}",
+        job.files[0].1
+    );
+    let saved = Session::from_ron(&job.files[0].1, Path::new("x.ron")).expect("parses");
+    assert_eq!(saved.planner.b_crit_scale_range, Some([lo_f, hi_f]));
+    // A factor typed by hand is not the measured one: source and range go.
+    let mut r = app.resolved.clone();
+    r.set_b_crit_scale(2.0);
+    assert!(r.session.planner.b_crit_scale_range.is_none());
+    assert!(r.session.planner.b_crit_scale_source.is_none());
+}
+
 /// Ctrl+C quits from a text prompt as it does everywhere (it did nothing there); with a change
 /// unsaved it asks first.
 #[test]

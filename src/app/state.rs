@@ -206,16 +206,50 @@ fn settings_of(s: &Session) -> Session {
 
 /// `raw` with the B_crit scale applied; at scale 1 the same trajectory, shared (a live run's
 /// is hundreds of thousands of points, replaced several times a second).
-fn scaled(raw: &Arc<Trajectory>, scale: f64) -> Arc<Trajectory> {
-    if scale == 1.0 {
+fn scaled(raw: &Arc<Trajectory>, session: &Session) -> Arc<Trajectory> {
+    let conversion = BCritConversion::of(session);
+    if conversion.is_identity() {
         return Arc::clone(raw);
     }
     let mut t = Trajectory::clone(raw);
-    for p in &mut t.points {
-        p.b_crit *= scale;
-        p.ci = p.ci.map(|(lo, hi)| (lo * scale, hi * scale));
-    }
+    conversion.apply(&mut t);
     Arc::new(t)
+}
+
+/// The session's B_crit conversion: the factor (`b_crit_scale`) and, where it was measured
+/// with one, its range (`planner.b_crit_scale_range`), both dimensionless.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BCritConversion {
+    /// Multiplies B_crit.
+    pub factor: f64,
+    /// Multiply the interval's lower and upper ends (the factor's own range), else `factor`.
+    pub range: Option<[f64; 2]>,
+}
+
+impl BCritConversion {
+    /// The conversion `session` applies.
+    pub fn of(session: &Session) -> Self {
+        Self {
+            factor: session.b_crit_scale,
+            range: session.planner.b_crit_scale_range,
+        }
+    }
+
+    /// True where it changes nothing.
+    pub fn is_identity(&self) -> bool {
+        self.factor == 1.0 && self.range.is_none_or(|r| r == [1.0, 1.0])
+    }
+
+    /// Convert every point of `t`: B_crit times the factor, its interval's ends times the
+    /// range's ends (the factor's uncertainty widens the interval; without a range, times the
+    /// factor).
+    pub fn apply(&self, t: &mut Trajectory) {
+        let [lo_f, hi_f] = self.range.unwrap_or([self.factor, self.factor]);
+        for p in &mut t.points {
+            p.b_crit *= self.factor;
+            p.ci = p.ci.map(|(lo, hi)| (lo * lo_f, hi * hi_f));
+        }
+    }
 }
 
 /// What the app replaced and no longer needs, handed to a background thread to be freed: a
@@ -428,7 +462,7 @@ impl App {
     /// A new explorer on `resolved` with its loaded source.
     pub fn new(resolved: Resolved, loaded: Loaded) -> Self {
         let raw = Arc::new(loaded.trajectory);
-        let trajectory = scaled(&raw, resolved.session.b_crit_scale);
+        let trajectory = scaled(&raw, &resolved.session);
         let view = resolved.session.view.clone();
         let cursor = view.cursor.min(trajectory.points.len().saturating_sub(1));
         let resolved_session = resolved.session.clone();
@@ -531,9 +565,9 @@ impl App {
         self.clean = settings_of(session);
     }
 
-    /// Re-apply the session's B_crit scale to the raw trajectory.
+    /// Re-apply the session's B_crit conversion (factor and range) to the raw trajectory.
     pub fn rescale(&mut self) {
-        let scaled = scaled(&self.raw_trajectory, self.resolved.session.b_crit_scale);
+        let scaled = scaled(&self.raw_trajectory, &self.resolved.session);
         let old = std::mem::replace(&mut self.trajectory, scaled);
         self.retired.push(old);
         self.refresh_grid();

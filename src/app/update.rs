@@ -182,15 +182,17 @@ pub fn convert_from_branches(app: &mut App) {
     let hi = crate::validate::session::MAX_B_CRIT_SCALE;
     match conversion(&m, kind) {
         Some(c) if (lo..=hi).contains(&c.factor) => {
-            // Which points, and the range their ratios' intervals give (not carried into
-            // B_crit's interval, which stays B_simple's scaled: said).
+            // Which points, and the range their ratios' intervals give: B_crit's interval
+            // carries it (each end times its end of the range).
             let f = c.factor;
-            let steps: Vec<String> = c.points.iter().map(u64::to_string).collect();
             let range = c
                 .range
-                .map_or_else(String::new, |[a, b]| format!(" [{a:.3}–{b:.3}]"));
+                .filter(|&[a, b]| a <= f && f <= b && a >= lo && b <= hi);
+            let steps: Vec<String> = c.points.iter().map(u64::to_string).collect();
+            let range_text = range.map_or_else(String::new, |[a, b]| format!(" [{a:.3}–{b:.3}]"));
             let s = &mut app.resolved.session;
             s.b_crit_scale = f;
+            s.planner.b_crit_scale_range = range;
             s.planner.b_crit_scale_source = Some(format!(
                 "measured {} ÷ B_simple by branched training, geometric mean over {} branch \
                  point(s) (step {})",
@@ -199,10 +201,14 @@ pub fn convert_from_branches(app: &mut App) {
                 steps.join(", ")
             ));
             app.rescale();
+            let interval = if range.is_some() {
+                "B_crit's interval is B_simple's times that range"
+            } else {
+                "B_crit's interval is B_simple's times the factor: the ratios have no range"
+            };
             app.notice = Some(format!(
-                "B_crit × {f:.3}{range}: the measured {} ÷ B_simple of the branch file at step \
-                 {}, applied at every step (B_crit's interval is B_simple's scaled, without the \
-                 factor's range)",
+                "B_crit × {f:.3}{range_text}: the measured {} ÷ B_simple of the branch file at \
+                 step {}, applied at every step ({interval})",
                 kind.name(),
                 steps.join(", ")
             ));

@@ -170,15 +170,11 @@ pub fn legend_entries(app: &App, y: Option<(f64, f64)>) -> Vec<String> {
 }
 
 /// The compared run's trajectory as the timeline draws it (A's samples, the session's B_crit
-/// scale applied as to A).
+/// conversion applied as to A).
 pub fn compare_trajectory(app: &App) -> Option<Trajectory> {
     let c = app.compare.as_ref()?;
-    let scale = app.resolved.session.b_crit_scale;
     let mut t = c.trajectory.clone();
-    for p in &mut t.points {
-        p.b_crit *= scale;
-        p.ci = p.ci.map(|(lo, hi)| (lo * scale, hi * scale));
-    }
+    crate::app::state::BCritConversion::of(&app.resolved.session).apply(&mut t);
     Some(t)
 }
 

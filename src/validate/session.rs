@@ -93,6 +93,35 @@ fn planner(p: &crate::plan::objective::PlannerSettings) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// A measured conversion's range: positive, finite, ordered and holding the factor.
+fn scale_range(range: Option<[f64; 2]>, scale: f64) -> Result<(), Invalid> {
+    let Some([lo, hi]) = range else {
+        return Ok(());
+    };
+    let field = "planner.b_crit_scale_range";
+    super::in_range(
+        field,
+        lo,
+        MIN_B_CRIT_SCALE,
+        MAX_B_CRIT_SCALE,
+        "(its lower end)",
+    )?;
+    super::in_range(
+        field,
+        hi,
+        MIN_B_CRIT_SCALE,
+        MAX_B_CRIT_SCALE,
+        "(its upper end)",
+    )?;
+    if !(lo <= scale && scale <= hi) {
+        return Err(Invalid::new(
+            field,
+            format!("({lo}, {hi}) must hold b_crit_scale {scale} (lower end first)"),
+        ));
+    }
+    Ok(())
+}
+
 /// Check everything of a resolved session that a command will compute with.
 pub fn check(r: &Resolved) -> Result<(), Invalid> {
     let s = &r.session;
@@ -116,6 +145,7 @@ pub fn check(r: &Resolved) -> Result<(), Invalid> {
         "(a conversion factor)",
     )?;
     planner(&s.planner)?;
+    scale_range(s.planner.b_crit_scale_range, s.b_crit_scale)?;
     if let StatEffForm::Pollux { b0 } = s.stat_eff {
         positive("stat_eff.Pollux.b0", b0)?;
         if b0 > MAX_BATCH as f64 {

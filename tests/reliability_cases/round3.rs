@@ -203,6 +203,24 @@ fn accepted_extremes_neither_loop_nor_abort() {
             run.stderr
         );
     }
+    // A measured conversion's range must hold its factor, lower end first.
+    for (range, says) in [
+        ("(0.5, 2.0)", None),
+        ("(2.0, 0.5)", Some("must hold b_crit_scale 1")),
+        ("(1.5, 2.0)", Some("must hold b_crit_scale 1")),
+        ("(0.0, 2.0)", Some("its lower end")),
+    ] {
+        let text = demo_with(
+            "b_crit_scale: 1.0",
+            &format!("b_crit_scale: 1.0, planner: (b_crit_scale_range: Some({range}))"),
+        );
+        let s = session(dir.path(), "range.ron", &text);
+        let run = copus(&["plan", &s]);
+        match says {
+            None => run.succeeds(),
+            Some(says) => run.fails_with(&["planner.b_crit_scale_range", says]),
+        };
+    }
 }
 
 #[test]

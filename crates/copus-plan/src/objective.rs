@@ -123,6 +123,12 @@ pub struct PlannerSettings {
     /// Where the session's `b_crit_scale` (the factor converting its B_crit source to the
     /// noise scale B_noise the efficiency formula needs) comes from, e.g. a paper and figure.
     pub b_crit_scale_source: Option<String>,
+    /// The range of `b_crit_scale` where it was measured (lower, upper; dimensionless), e.g.
+    /// the branch points' ratio intervals (`open --b-crit-from`): B_crit's interval is then
+    /// B_simple's lower end times the lower factor and its upper end times the upper one, so
+    /// the conversion's own uncertainty shows. `None`: B_simple's interval times the factor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_crit_scale_range: Option<[f64; 2]>,
     /// Short horizon: plan only until the run's loss (mean over `loss_window` trajectory
     /// points) reaches this value, nats (`super::horizon`); `None`: the whole trajectory.
     /// Needs a source that carries a loss (a measured run).
