@@ -412,9 +412,9 @@ pub fn timeout_of(t: f64) -> anyhow::Result<Duration> {
 fn explorer_session(
     args: &WatchArgs,
 ) -> anyhow::Result<(crate::session::Session, std::path::PathBuf)> {
-    let source = crate::session::DataSource::Live {
+    let source = |seq_len| crate::session::DataSource::Live {
         target: args.target.clone(),
-        seq_len: args.seq_len,
+        seq_len,
     };
     // With --advise, the explorer shows the advice session's model and cluster.
     Ok(match &args.session {
@@ -424,7 +424,11 @@ fn explorer_session(
             let mut s =
                 crate::session::Session::load(p).map_err(|e| anyhow::anyhow!("--session {e}"))?;
             s.name = format!("live: {} · {}", args.target, s.name);
-            s.source = source;
+            // The flag, else what the session says of its own live run.
+            let seq_len = args
+                .seq_len
+                .or_else(|| super::watch_advise::live_seq_len(&s));
+            s.source = source(seq_len);
             // The run's batch is the current one (its records' b_big, as the advice reads it):
             // the session's own current_batch (512 in the demo) was shown as "your batch"
             // beside advice about the run's 32.
@@ -433,7 +437,7 @@ fn explorer_session(
         }
         None => (
             args.cluster
-                .session(format!("live: {}", args.target), source),
+                .session(format!("live: {}", args.target), source(args.seq_len)),
             std::path::PathBuf::from("copus-live.ron"),
         ),
     })

@@ -146,6 +146,15 @@ pub fn session_mismatch(run: &RunState, gpus: u32, batches: &[u64]) -> Option<St
     }
 }
 
+/// The tokens per sample a session states for its live source (`source: Live(seq_len:
+/// Some(N))`), if it does.
+pub fn live_seq_len(session: &crate::session::Session) -> Option<u32> {
+    match &session.source {
+        crate::session::DataSource::Live { seq_len, .. } => *seq_len,
+        _ => None,
+    }
+}
+
 impl Advising {
     /// Resolve the session, tabulate its throughput, open OUT.
     pub fn open(o: &AdviseOptions) -> anyhow::Result<Self> {
@@ -201,7 +210,12 @@ impl Advising {
             mismatch_warned: false,
             scale: SampleScale {
                 model_seq_len: r.model.seq_len,
-                given: o.seq_len.filter(|&s| s > 0),
+                // The flag, else the session's own statement for its live source (`plan`
+                // sends a Live session here without the flag).
+                given: o
+                    .seq_len
+                    .or_else(|| live_seq_len(&r.session))
+                    .filter(|&s| s > 0),
                 ..SampleScale::default()
             },
             model_in_force: (

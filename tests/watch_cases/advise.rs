@@ -277,6 +277,31 @@ fn a_run_whose_samples_are_not_the_models_gets_no_advice_and_is_told_why() {
     write_run(&run, 2000, growing);
     let (m, _) = advise_with_stderr(&run, &dir.path().join("c.ndjson"), &[], 2000);
     assert_eq!(m, n);
+    // A session that states its live run's tokens per sample needs no flag (`plan` sends a
+    // Live session to `watch --session` without one; its seq_len was ignored).
+    write_run_of(&run, 2000, 1, growing);
+    let demo_text = std::fs::read_to_string(demo()).expect("demo");
+    let start = demo_text
+        .find("    source: Scenario((")
+        .expect("the demo's source");
+    let end = start + demo_text[start..].find("    )),\n").expect("its end") + 8;
+    let live = "    source: Live(target: \"run.ndjson\", seq_len: Some(4096)),\n";
+    let session = dir.path().join("live.ron");
+    let text = format!("{}{live}{}", &demo_text[..start], &demo_text[end..]);
+    std::fs::write(&session, text).expect("write");
+    let o = copus()
+        .args(["watch"])
+        .arg(&run)
+        .args(["--headless", "--until-steps", "2000", "--advise"])
+        .arg(dir.path().join("d.ndjson"))
+        .arg("--session")
+        .arg(&session)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let k = std::fs::read_to_string(dir.path().join("d.ndjson")).map_or(0, |t| t.lines().count());
+    assert!(k == n && !err.contains("wrong scale"), "{k} vs {n}: {err}");
 }
 
 #[test]
