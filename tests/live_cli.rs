@@ -224,7 +224,7 @@ fn watch_names_zero_norms_and_no_interval() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("interval         none (no positive value fits the data)"),
+        text.contains("CI none (no positive value fits the data)"),
         "{text}"
     );
     assert!(!text.contains("0.0 .. 0.0"), "{text}");

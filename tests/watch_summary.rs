@@ -595,8 +595,11 @@ fn an_empty_interval_is_null_in_watch_as_in_analyze() {
         .output()
         .expect("run");
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("interval         none"), "{text}");
-    assert!(text.contains("B_simple latest  negative ("), "{text}");
+    assert!(
+        text.contains("CI none (no positive value fits the data)"),
+        "{text}"
+    );
+    assert!(text.contains("latest        negative ("), "{text}");
 }
 
 /// `… | copus watch /dev/stdin` ends when the writer closes the pipe (nobody can open an

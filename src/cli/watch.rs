@@ -183,6 +183,10 @@ pub struct LiveEstimate {
     pub reasons: Vec<crate::stats::Reason>,
     /// Why there is no estimate, when there is none.
     pub error: Option<String>,
+    /// The headline `analyze` prints for the same summary (now, drift, run-wide, verdict and
+    /// its reasons), for the text output; not in the JSON, whose fields carry it.
+    #[serde(skip)]
+    pub headline: Option<String>,
 }
 
 /// Settings the live estimate uses: the engine's defaults with the one-sided smoother.
@@ -216,7 +220,9 @@ fn live_estimate_and_inflation(
             let phi = parts.inflation;
             let report = parts.into_report();
             let now = report.steps.last();
+            let headline = Some(super::analyze::render_headline(&report.summary));
             let estimate = LiveEstimate {
+                headline,
                 steps_used: report.summary.steps,
                 b_simple: report.summary.b_simple,
                 // An empty interval (no positive |G|² fits) is `null`, as in `analyze`.
@@ -837,48 +843,35 @@ fn summary_text(s: &WatchSummary) -> String {
         let _ = writeln!(out, "B_simple         no estimate: {err}");
         return out;
     }
-    let fmt = |x: f64| {
-        if x.is_finite() {
-            format!("{x:.1}")
-        } else {
-            "unbounded".to_owned()
-        }
-    };
-    let b = match e.b_simple {
-        None => "undefined (mean |G|^2 <= 0)".to_owned(),
-        b => super::analyze::fmt_b_simple(b),
-    };
-    let _ = writeln!(out, "B_simple (run)   {b} over {} steps", e.steps_used);
-    match e.ci {
-        Some([lo, hi]) => {
-            let _ = writeln!(out, "interval         {} .. {}", fmt(lo), fmt(hi));
-        }
-        // As `analyze` says it: an empty interval (`null` in JSON) is no interval, not
-        // "0.0 .. 0.0".
-        None => {
-            let _ = writeln!(
-                out,
-                "interval         none (no positive value fits the data)"
-            );
-        }
+    // As `analyze` leads: where the estimate is now (last window), its drift, the run-wide
+    // value labelled as such, the verdict and what to do; then the live smoother's value at
+    // the newest step with its interval. (It led with the run-wide value, which the drift
+    // verdict says not to read, and gave the newest value without its interval.)
+    if let Some(h) = &e.headline {
+        out.push_str(h);
     }
     if let Some(now) = e.b_simple_now {
         // A negative value is no batch size: said as `analyze` says it.
         let value = if now < 0.0 {
             super::analyze::fmt_b_simple(Some(now))
         } else {
-            format!("{now:.1} samples")
+            format!("{} samples", crate::format::significant(now, 4))
         };
+        let ci = e.ci_now.map_or_else(
+            || "none (no positive value fits the data)".to_string(),
+            super::analyze::fmt_ci,
+        );
         out.push_str(&crate::format::line_labelled(
-            "B_simple latest  ",
+            "latest        ",
             &format!(
-                "{value} (one-sided EMA at the last step; `analyze` calls its last-window value \
-                 `now`)"
+                "{value}  {:.0}% CI {ci}  (one-sided smoother at the newest step, over {} steps)",
+                100.0 * live_settings().confidence,
+                e.steps_used
             ),
         ));
     }
-    if let Some(v) = e.verdict {
-        let _ = writeln!(out, "verdict          {}", super::json_name(&v));
+    if !e.diagnostics.is_empty() {
+        out.push_str("diagnostics\n");
     }
     for d in &e.diagnostics {
         out.push_str(&crate::format::line_labelled("  ", &d.message));

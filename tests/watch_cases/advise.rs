@@ -342,6 +342,17 @@ fn the_text_summary_names_the_advice_and_the_verdict() {
         )) && text.contains("verdict "),
         "{text}"
     );
+    // It leads as `analyze` does: the last window's value with its interval before the
+    // run-wide one (which a drifting run's verdict says not to read), and the newest smoothed
+    // value carries its interval.
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {text}"))
+    };
+    assert!(at("B_simple now  ") < at("run-wide      "), "{text}");
+    let latest = &text[at("latest        ")..];
+    assert!(latest.contains("95% CI ["), "{text}");
+    assert!(text.contains("drift         x"), "{text}");
 }
 
 #[test]
