@@ -82,8 +82,9 @@ pub struct WithCi {
     pub ci: [Option<f64>; 2],
 }
 
-/// The threshold CBS of a point.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// The threshold CBS of a point. In JSON its `ci` is `null` where it is not `measured` (a
+/// bound that bounds nothing has no interval either).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ThresholdCbs {
     /// The largest batch within the tolerance, samples.
     pub batch: u64,
@@ -96,14 +97,39 @@ pub struct ThresholdCbs {
     /// batch run, at the smallest or anywhere under it (censored at the grid's bottom), an
     /// upper bound, not a measurement.
     pub at_most: bool,
-    /// With `at_most`: the next batch run, which the CBS lies below ("below 16"), samples.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// With `at_most`: the next batch run, which the CBS lies below ("below 16"), samples
+    /// (left out of JSON without it).
     pub below: Option<u64>,
     /// Whether the threshold is a value or a bound at all: false where it sits at the largest
     /// batch against a reference that trained worse than larger batches
     /// ([`PointReport::poor_reference`]), which `copus cbs` reads as "not measured" (`batch`
     /// then bounds nothing).
     pub measured: bool,
+}
+
+impl Serialize for ThresholdCbs {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// The fields as written, in their order.
+        #[derive(Serialize)]
+        struct Written {
+            batch: u64,
+            ci: Option<[u64; 2]>,
+            at_least: bool,
+            at_most: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            below: Option<u64>,
+            measured: bool,
+        }
+        Written {
+            batch: self.batch,
+            ci: self.measured.then_some(self.ci),
+            at_least: self.at_least,
+            at_most: self.at_most,
+            below: self.below,
+            measured: self.measured,
+        }
+        .serialize(serializer)
+    }
 }
 
 /// One batch of a branch point.
@@ -1489,8 +1515,14 @@ mod tests {
         }
         let p = &measure(&recs, 0.01, 0.95, 200).unwrap().points[0];
         assert!(p.poor_reference && p.threshold_cbs.at_least, "{p:?}");
+        // Not measured: no interval in JSON either (it kept the bootstrap's batches).
+        let json = serde_json::to_value(p.threshold_cbs).unwrap();
+        assert!(json["ci"].is_null() && json["measured"] == false, "{json}");
         let fine = synthetic(200.0, &BATCHES, 4, 60_000.0, 0.0005, 3);
-        assert!(!measure(&fine, 0.01, 0.95, 200).unwrap().points[0].poor_reference);
+        let measured = &measure(&fine, 0.01, 0.95, 200).unwrap().points[0];
+        assert!(!measured.poor_reference);
+        let json = serde_json::to_value(measured.threshold_cbs).unwrap();
+        assert_eq!(json["ci"].as_array().map(Vec::len), Some(2), "{json}");
     }
 
     #[test]
