@@ -1104,6 +1104,28 @@ fn grid_rank_is_the_batch_column_sorted_by_goodput() {
     with_json.push("--json");
     let v = json(&with_json);
     assert!(v["caveats"].to_string().contains("nodes to 16"), "{v}");
+    // A model of another sequence length keeps B_crit's tokens and the current batch's
+    // sequences: the note says what that does to the current batch's tokens.
+    let v = json(&["grid", DEMO, "--model", "llama3-8b", "--json"]);
+    assert!(
+        v["caveats"]
+            .to_string()
+            .contains("current batch kept at 512 sequences, so 4.2M tokens (was 2.1M"),
+        "{v}"
+    );
+    let v = json(&[
+        "grid",
+        DEMO,
+        "--model",
+        "llama3-8b",
+        "--seq",
+        "4096",
+        "--json",
+    ]);
+    assert!(
+        !v["caveats"].to_string().contains("current batch kept"),
+        "{v}"
+    );
     assert!(
         v["calibration"].is_null() && v["step"].is_u64() && v["b_crit"].is_f64(),
         "{v}"

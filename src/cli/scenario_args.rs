@@ -201,6 +201,17 @@ impl ScenarioArgs {
                 "sequence to {} tokens (was {})",
                 r.model.seq_len, was_model.seq_len
             ));
+            // B_crit keeps its tokens; the current batch is counted in sequences and keeps
+            // those, so its tokens change (said: its efficiency moved without a word).
+            if let Some(b) = r.session.current_batch {
+                let tokens = |seq: u32| crate::format::tokens(b as f64 * f64::from(seq));
+                changes.push(format!(
+                    "current batch kept at {b} sequences, so {} tokens (was {}; \
+                     --current-batch sets another)",
+                    tokens(r.model.seq_len),
+                    tokens(was_model.seq_len)
+                ));
+            }
         }
         if r.model != was_model && changes.is_empty() {
             changes.push(format!("model {}'s shape or dropout", r.model.name));
