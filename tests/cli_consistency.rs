@@ -1978,6 +1978,20 @@ fn flag_errors_exit_2_and_a_misfit_is_a_result() {
             "--batch",
             "8"
         ]),
+        // A name that is no built-in profile is the flag's value (as an unknown --stack);
+        // a .ron file that does not read is the file's error (1).
+        Some(2)
+    );
+    assert_eq!(
+        status(&[
+            "predict",
+            "--model",
+            "no-such-model.ron",
+            "--gpus",
+            "8",
+            "--batch",
+            "8"
+        ]),
         Some(1)
     );
     assert_eq!(

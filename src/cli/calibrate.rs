@@ -629,7 +629,10 @@ fn started_from(
 
 /// Run `copus calibrate`.
 pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
-    let hw = profiles::hardware(&a.hardware, Path::new("."))?;
+    let hw = super::flag_profile(
+        "--hardware",
+        profiles::hardware(&a.hardware, Path::new(".")),
+    )?;
     if a.folds < 2 {
         anyhow::bail!(
             "--folds {}: a cross-validation needs at least 2 folds",

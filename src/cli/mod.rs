@@ -250,6 +250,21 @@ pub fn as_flag_error<T>(r: anyhow::Result<T>) -> anyhow::Result<T> {
     })
 }
 
+/// The profile a flag names (`--model NAME|FILE`, `--hardware NAME|FILE`): a name that is no
+/// built-in profile is the flag's value it does not take (exit status 2, as an unknown
+/// `--stack` is); a file that does not read stays an error of the file (1).
+pub fn flag_profile<T>(
+    flag: &str,
+    r: Result<T, crate::profiles::ProfileError>,
+) -> anyhow::Result<T> {
+    r.map_err(|e| match e {
+        crate::profiles::ProfileError::Unknown { .. } => {
+            FlagValueError(format!("{flag}: {e}")).into()
+        }
+        other => anyhow::Error::new(other).context(flag.to_string()),
+    })
+}
+
 /// A count that must be at least 1 (`--batch`, `--tp`): clap's own range check printed
 /// "0 is not in 1..18446744073709551615".
 pub fn at_least_one_u64(s: &str) -> Result<u64, String> {

@@ -54,7 +54,7 @@ impl ModelArgs {
     /// The model profile these arguments name or describe.
     pub fn profile(&self) -> anyhow::Result<ModelProfile> {
         if let Some(name) = &self.name {
-            let mut m = profiles::model(name, Path::new("."))?;
+            let mut m = super::flag_profile("--model", profiles::model(name, Path::new(".")))?;
             if let Some(s) = self.seq {
                 m.seq_len = s;
             }
@@ -147,6 +147,11 @@ pub fn with_stack(
         None => base,
     };
     if let Some(why) = crate::perf::stack::hardware_problem(hw, &e) {
+        // The flags asked for what the hardware cannot run: a configuration that cannot be
+        // formed (exit 2, as docs/RELIABILITY.md says), unless the file's own settings did.
+        if stack.is_some() {
+            super::flag_bail!("{why}");
+        }
         anyhow::bail!("{why}");
     }
     Ok(e)
@@ -286,7 +291,7 @@ pub fn apply_overrides(
         if s.precision.is_some()
             && let Some(why) = crate::perf::stack::hardware_problem(&r.hardware, &eff)
         {
-            anyhow::bail!("--precision: {why}");
+            super::flag_bail!("--precision: {why}");
         }
         if let Some(replaced) = r.switch_stack(overlaid) {
             r.override_notes.push(format!("--stack: {replaced}"));

@@ -246,7 +246,10 @@ struct NearestFit {
 
 /// Run `copus predict`.
 pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
-    let hw = profiles::hardware(&a.hardware, Path::new("."))?;
+    let hw = super::flag_profile(
+        "--hardware",
+        profiles::hardware(&a.hardware, Path::new(".")),
+    )?;
     let model = a.model.profile()?;
     let stack_flags = a.stack.stack();
     // The calibration file, read once: its parameters, and what it was fitted on.

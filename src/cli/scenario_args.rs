@@ -218,8 +218,10 @@ impl ScenarioArgs {
         }
         if let Some(h) = &self.hardware {
             let was = r.hardware.name.clone();
-            r.hardware = profiles::hardware(h, Path::new("."))
-                .map_err(|e| anyhow::anyhow!("--hardware {h}: {e}"))?;
+            r.hardware = super::flag_profile(
+                &format!("--hardware {h}"),
+                profiles::hardware(h, Path::new(".")),
+            )?;
             // A file given here is relative to the working directory, not to the session.
             r.session.cluster.hardware = if h.ends_with(".ron") {
                 ProfileRef::Inline(r.hardware.clone())

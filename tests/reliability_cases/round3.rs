@@ -654,3 +654,47 @@ fn session_values_the_command_line_refuses_are_refused_in_a_session_too() {
         "|     ^",
     ]);
 }
+
+/// A name a flag gives that is no built-in profile, and FP8 asked of hardware without an FP8
+/// peak, are errors of the flags (exit 2, as an unknown `--stack` is); a profile file that
+/// does not read is an error of the file (1).
+#[test]
+fn unknown_profile_names_and_unformable_precisions_are_flag_errors() {
+    let base = ["predict", "--gpus", "8", "--batch", "64"];
+    let with = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        copus(&args)
+    };
+    for (extra, says) in [
+        (
+            &["--model", "llama3-9b"][..],
+            "--model: unknown model profile 'llama3-9b'",
+        ),
+        (
+            &["--model", "llama3-8b", "--hardware", "h100"][..],
+            "--hardware: unknown hardware profile 'h100'",
+        ),
+        (
+            &[
+                "--model",
+                "llama3-8b",
+                "--hardware",
+                "a100-80g",
+                "--precision",
+                "fp8",
+            ][..],
+            "no FP8 peak",
+        ),
+    ] {
+        let run = with(extra);
+        run.fails_with(&[says]);
+        assert_eq!(run.code, Some(2), "{run:?}");
+    }
+    let run = with(&["--model", "no-such-dir/m.ron"]);
+    run.fails_with(&["--model", "m.ron"]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let run = copus(&["grid", "sessions/demo.ron", "--hardware", "h100"]);
+    run.fails_with(&["--hardware h100: unknown hardware profile"]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+}
