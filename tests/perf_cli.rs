@@ -2501,14 +2501,15 @@ fn fits_instead_proposes_a_change_with_room_for_its_logits() {
     // The tight one the search used to take is still cautioned when asked for.
     let tight = with(&[
         "--tp",
-        "2",
+        "4",
         "--mbs",
-        "2",
+        "4",
         "--recompute",
-        "full",
+        "selective",
         "--zero",
         "0",
     ]);
+    assert_eq!(tight["fits"], true, "{tight}");
     assert!(
         tight["caveats"].to_string().contains("to spare"),
         "{}",

@@ -869,13 +869,13 @@ fn print_text(o: &Output) {
         p.memory_per_gpu_bytes / 1e9,
         if p.fits {
             format!(
-                "fits in {:.1} GB, {:.0} GiB",
+                "fits in {:.1} GB, {:.1} GiB",
                 o.memory_capacity_bytes / 1e9,
                 o.memory_capacity_bytes / f64::from(1u32 << 30)
             )
         } else {
             format!(
-                "does NOT fit in {:.1} GB, {:.0} GiB",
+                "does NOT fit in {:.1} GB, {:.1} GiB",
                 o.memory_capacity_bytes / 1e9,
                 o.memory_capacity_bytes / f64::from(1u32 << 30)
             )
@@ -964,7 +964,7 @@ fn fragmentation_caveat(
     (p.fits && room.risk).then(|| {
         format!(
             "fits with {:.1} GB to spare{stage}, counting the loss's logits ({:.1} GB in one \
-             tensor) in the peak; a tensor that large against so little room can fail through \
+             tensor) in the peak: one tensor over half the room left can fail to allocate through \
              the caching allocator's fragmentation \
              (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, a smaller micro-batch or a fused \
              loss leave more room)",
