@@ -1104,6 +1104,51 @@ fn grid_rank_is_the_batch_column_sorted_by_goodput() {
     with_json.push("--json");
     let v = json(&with_json);
     assert!(v["caveats"].to_string().contains("nodes to 16"), "{v}");
+    // A layout that cannot run gets the nearest change that does, in the ranking's text and
+    // JSON as in `predict` and the grid's cells (the text gave only the reason).
+    let rank = [
+        "grid",
+        DEMO,
+        "--model",
+        "llama3-70b",
+        "--nodes",
+        "16",
+        "--rank",
+        "512",
+    ];
+    let text = copus(&rank);
+    text.succeeds();
+    assert!(
+        text.stdout
+            .contains("nearest change that runs, on the same GPUs:")
+            && text.stdout.contains("B_crit 40 sequences of 8192 tokens"),
+        "{}",
+        text.stdout
+    );
+    let mut with_json = rank.to_vec();
+    with_json.push("--json");
+    let v = json(&with_json);
+    let refused = v["cannot_run"].as_array().expect("cannot_run");
+    assert!(!refused.is_empty(), "{v}");
+    for r in refused {
+        let n = &r["nearest_change"];
+        assert!(
+            n["prediction"]["tokens_per_s"]
+                .as_f64()
+                .is_some_and(|t| t > 0.0),
+            "{r}"
+        );
+        let l = &r["layout"];
+        let label = format!("DP{}·TP{}·PP{}", l["dp"], l["tp"], l["pp"]);
+        let changes: Vec<&str> = n["changes"]
+            .as_array()
+            .expect("changes")
+            .iter()
+            .filter_map(|c| c.as_str())
+            .collect();
+        let line = format!("  {label:<20} {}", changes.join(", "));
+        assert!(text.stdout.contains(&line), "{line}\n{}", text.stdout);
+    }
     // A model of another sequence length keeps B_crit's tokens and the current batch's
     // sequences: the note says what that does to the current batch's tokens.
     let v = json(&["grid", DEMO, "--model", "llama3-8b", "--json"]);

@@ -347,6 +347,13 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         .chain(zero_b_crit)
         .chain(unbounded)
         .collect();
+    let choices = crate::perf::enumerate::Choices {
+        micro_batches: &s.search.micro_batches,
+        zero: &s.search.zero,
+        recompute: &s.search.recompute,
+        interleave: &s.search.interleave,
+        expert_parallel: &s.search.expert_parallel,
+    };
     if let Some(batch) = a.rank {
         let col = table
             .batches
@@ -361,10 +368,37 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         let ranked = crate::app::ranked::ranked_at(&table, &grid, col, Some(&keep))
             .context("--rank: no such column")?;
         let stack = resolved.stack().to_json();
+        // For each layout that cannot run, the nearest configuration on the same GPUs that
+        // does (as `predict`'s "fits instead" and the grid's JSON cells give it).
+        let nearest: Vec<Option<crate::perf::explain::NearestChange>> = ranked
+            .cannot_run
+            .iter()
+            .map(|r| {
+                crate::goodput::moe_floor_problem(&ctx, batch)
+                    .is_none()
+                    .then(|| {
+                        crate::perf::explain::nearest_change(
+                            &ctx,
+                            r.layout,
+                            batch,
+                            &choices,
+                            s.search.allow_cross_node_tp,
+                        )
+                    })
+                    .flatten()
+            })
+            .collect();
         if a.json {
             // The ranking's fields with what every other output has beside them: the stack,
             // the calibration in force, the caveats and the trajectory point.
             let mut v = serde_json::to_value(&ranked)?;
+            if let Some(refused) = v.get_mut("cannot_run").and_then(|c| c.as_array_mut()) {
+                for (r, n) in refused.iter_mut().zip(&nearest) {
+                    if let Some(o) = r.as_object_mut() {
+                        o.insert("nearest_change".into(), serde_json::to_value(n)?);
+                    }
+                }
+            }
             if let Some(o) = v.as_object_mut() {
                 o.insert("stack".into(), serde_json::to_value(&stack)?);
                 o.insert("calibration".into(), serde_json::to_value(&calibration)?);
@@ -398,24 +432,43 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             None => "layouts".to_string(),
         };
         text.push_str(&format!(
-            "step {} ({} tokens): B_crit {:.0} samples; {which} at batch {batch}, fastest first\n",
+            "step {} ({} tokens): B_crit {:.0} {}{}; {which} at batch {batch}, fastest first\n",
             point.step,
             crate::format::tokens(point.tokens),
-            grid.b_crit
+            grid.b_crit,
+            crate::format::sample_word(resolved.model.seq_len),
+            match resolved.model.seq_len {
+                0 | 1 => String::new(),
+                seq => format!(" of {seq} tokens"),
+            },
         ));
         for (_, line) in crate::app::ranked::text_lines(&ranked, crate::app::ranked::WIDE_COLUMNS) {
             text.push_str(&line);
             text.push('\n');
         }
+        let fixes: Vec<String> = ranked
+            .cannot_run
+            .iter()
+            .zip(&nearest)
+            .filter_map(|(r, n)| {
+                let n = n.as_ref()?;
+                Some(format!(
+                    "  {:<20} {} ({} tokens/s)",
+                    r.layout.label(),
+                    n.changes.join(", "),
+                    crate::format::si(n.prediction.tokens_per_s)
+                ))
+            })
+            .collect();
+        if !fixes.is_empty() {
+            text.push_str("nearest change that runs, on the same GPUs:\n");
+            for f in fixes {
+                text.push_str(&f);
+                text.push('\n');
+            }
+        }
         return super::write_stdout(&text);
     }
-    let choices = crate::perf::enumerate::Choices {
-        micro_batches: &s.search.micro_batches,
-        zero: &s.search.zero,
-        recompute: &s.search.recompute,
-        interleave: &s.search.interleave,
-        expert_parallel: &s.search.expert_parallel,
-    };
     let objective = crate::pipeline::heatmap_efficiency(&resolved);
     let cell_out = |i: usize| {
         let (l, b) = (i / nb, i % nb);
