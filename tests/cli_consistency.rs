@@ -2005,6 +2005,36 @@ fn flag_errors_exit_2_and_a_misfit_is_a_result() {
     };
     assert_eq!(predict(&["--tp", "3"]), Some(2));
     assert_eq!(predict(&["--mbs", "3"]), Some(2));
+    // A micro-batch too large for the batch says so, with the flag, instead of calling it a
+    // divisibility problem; one that does not divide names the nearest batches.
+    let small = copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "128",
+        "--batch",
+        "512",
+        "--mbs",
+        "8",
+    ]);
+    small.fails_with(&[
+        "--mbs 8",
+        "batch 512 is smaller than dp·mbs = 1024 (128 replicas × mbs 8)",
+    ]);
+    assert_eq!(small.code, Some(2));
+    copus(&[
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "128",
+        "--batch",
+        "1280",
+        "--mbs",
+        "8",
+    ])
+    .fails_with(&["not divisible by dp·mbs = 1024 (the nearest: 1024 or 2048)"]);
     assert_eq!(predict(&["--ep", "2"]), Some(2));
     assert_eq!(
         status(&[

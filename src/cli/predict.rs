@@ -290,8 +290,14 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     } else {
         String::new()
     };
+    // --mbs where one was given (its value is part of what cannot be formed).
+    let mbs = if a.mbs == "auto" {
+        String::new()
+    } else {
+        format!(" --mbs {}", a.mbs)
+    };
     let flags = format!(
-        "--gpus {} --tp {} --pp {} --vpp {} --cp {}{ep} --batch {}",
+        "--gpus {} --tp {} --pp {} --vpp {} --cp {}{ep} --batch {}{mbs}",
         a.gpus, a.tp, a.pp, a.vpp, a.cp, a.batch
     );
     let Some(used) = a.tp.checked_mul(a.pp).and_then(|x| x.checked_mul(a.cp)) else {

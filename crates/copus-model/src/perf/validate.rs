@@ -171,9 +171,21 @@ pub fn interleave_candidates(m: &ModelProfile, pp: u32) -> Vec<u32> {
 /// Micro-batches per step of `cfg` at `global_batch` samples, or why the batch does not split.
 pub fn micro_batches(cfg: &ParallelConfig, global_batch: u64) -> Result<u64, Invalid> {
     let per_step = cfg.dp as u64 * cfg.mbs as u64;
-    if per_step == 0 || global_batch == 0 || !global_batch.is_multiple_of(per_step) {
+    if per_step > 0 && global_batch > 0 && global_batch < per_step {
+        // Not a divisibility problem: the batch is too small for one micro-batch a replica.
         return Err(Invalid::Other(format!(
-            "batch {global_batch} not divisible by dp·mbs = {per_step}"
+            "batch {global_batch} is smaller than dp·mbs = {per_step} ({} replicas × mbs {})",
+            cfg.dp, cfg.mbs
+        )));
+    }
+    if per_step == 0 || global_batch == 0 || !global_batch.is_multiple_of(per_step) {
+        let below = global_batch / per_step.max(1) * per_step;
+        let nearest = match below.checked_add(per_step) {
+            Some(above) if below > 0 => format!(" (the nearest: {below} or {above})"),
+            _ => String::new(),
+        };
+        return Err(Invalid::Other(format!(
+            "batch {global_batch} not divisible by dp·mbs = {per_step}{nearest}"
         )));
     }
     let m = global_batch / per_step;
