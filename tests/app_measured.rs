@@ -362,7 +362,53 @@ fn a_recorded_run_opens_at_its_latest_bounded_point() {
         "{}",
         app.status
     );
+    // Steps without an estimate have no point; the status counts them (they were dropped
+    // without a word).
+    let analysed = app.analysis.as_ref().expect("analysis").steps.len();
+    let missing = analysed - points.len();
+    assert_eq!(
+        app.status
+            .contains(&format!("; {missing} step(s) have no estimate")),
+        missing > 0,
+        "{missing}: {}",
+        app.status
+    );
     let last = points.len() - 1;
     update(&mut app, Msg::End);
     assert_eq!(app.cursor, last);
+}
+
+/// A run whose last steps' |G|² estimates fall below zero: those steps have no B_crit and no
+/// point on the timeline, and the status says how many (393 of 400 points were shown with
+/// nothing said).
+#[test]
+fn steps_without_an_estimate_are_counted_in_the_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("run.ndjson");
+    let mut text = String::new();
+    for s in 0..400u64 {
+        // |G|² = (32·sq_big − 4·sq_small)/28: 1 until step 300, then below zero.
+        let sq_big = if s < 300 { 1.0 + 60.0 / 32.0 } else { 0.02 };
+        let wobble = 0.05 * ((s * 7919) % 13) as f64 / 13.0;
+        text.push_str(&format!(
+            "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"n_small\":8,\"sq_small\":{},\"sq_big\":{}}}\n",
+            1.0 + 60.0 / 4.0 + wobble,
+            sq_big + wobble / 8.0
+        ));
+    }
+    std::fs::write(&path, text).expect("write");
+    let resolved = adhoc_session(&open_args(&path)).expect("ad-hoc session");
+    let loaded = copus::pipeline::load(&resolved).expect("loads");
+    let mut app = App::loading(resolved);
+    update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
+    let analysed = app.analysis.as_ref().expect("analysis").steps.len();
+    let missing = analysed - app.trajectory.points.len();
+    assert!(missing > 0, "every step has an estimate");
+    assert!(
+        app.status.contains(&format!(
+            "{missing} step(s) have no estimate (smoothed |G|² ≤ 0)"
+        )),
+        "{missing}: {}",
+        app.status
+    );
 }

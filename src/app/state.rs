@@ -441,15 +441,27 @@ impl App {
         let (Some(at), Some(last)) = (self.raw_trajectory.latest_bounded(), points.last()) else {
             return;
         };
+        // Steps the analysis gave no estimate (a smoothed |G|² not above zero) have no point:
+        // said, not dropped without a word.
+        let left_out = self
+            .analysis
+            .as_ref()
+            .map_or(0, |a| a.steps.len().saturating_sub(points.len()));
+        let left_out = match left_out {
+            0 => String::new(),
+            n => format!("; {n} step(s) have no estimate (smoothed |G|² ≤ 0)"),
+        };
         if at + 1 < points.len() {
             self.cursor = at;
             self.notice = Some(format!(
                 "opened at step {}, the last bounded B_crit (the {} points after it are open \
-                 above; End goes to step {})",
+                 above; End goes to step {}){left_out}",
                 points[at].step,
                 points.len() - 1 - at,
                 last.step
             ));
+        } else if !left_out.is_empty() {
+            self.notice = Some(format!("opened at step {}{left_out}", last.step));
         }
     }
 

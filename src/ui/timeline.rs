@@ -26,12 +26,21 @@ pub fn b_crit_words(b_crit: f64, seq_len: u32) -> String {
     )
 }
 
-/// B_crit at a point with its interval, as the timeline's title shows it: "1.3k [1.2k–∞]
-/// sequences (5.3M tok)". An interval unbounded above reads "∞", never dropped: the number is
-/// not shown without its uncertainty where the source has one (a measured run); without an
-/// interval, [`b_crit_words`].
+/// B_crit at a point with its interval, as the timeline's title shows it: "38 [33–45]
+/// sequences (77.8k tok)". An interval open above leads with what the data support, its
+/// lower end: "≥1.2k sequences (≥4.9M tok; open above, point 529k)" (the point is a ratio over
+/// a smoothed |G|² near zero there, 275× the last window's value on a finished run's last
+/// steps, and it led the title). The number is not shown without its uncertainty where the
+/// source has one (a measured run); without an interval, [`b_crit_words`].
 pub fn b_crit_interval_words(b_crit: f64, ci: Option<(f64, f64)>, seq_len: u32) -> String {
     match ci {
+        Some((lo, hi)) if !hi.is_finite() && lo.is_finite() => format!(
+            "≥{} {} (≥{} tok; open above, point {})",
+            si(lo),
+            mv::sample_word(seq_len),
+            crate::format::tokens(lo * f64::from(seq_len)),
+            si(b_crit)
+        ),
         Some((lo, hi)) => format!(
             "{} {} {} ({} tok)",
             si(b_crit),
