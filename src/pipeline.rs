@@ -856,6 +856,7 @@ fn build_report(
         min_dwell_phases: p.min_dwell,
         strategies,
         end: crate::plan::report::schedule_end(&schedule, r.model.seq_len),
+        trajectory_end_tokens: p.phases.last().map(|ph| ph.end_tokens),
         switches,
         schedule,
         current_batch_static: None,

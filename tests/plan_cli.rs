@@ -642,4 +642,22 @@ fn plan_json_carries_the_schedules_end() {
         .expect("run copus");
     let emitted: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(emitted["end"], v["end"]);
+    // Beside it, where the trajectory's axis ends: the demo's 600B tokens, of which the plan
+    // trains on fewer at its smaller batches; the text says by how much and why.
+    let axis_end = v["trajectory_end_tokens"]
+        .as_f64()
+        .expect("trajectory_end_tokens");
+    assert!((axis_end - 600e9).abs() < 1e6, "{axis_end}");
+    let tokens = v["end"]["tokens"].as_f64().expect("tokens");
+    let pct = 100.0 * (1.0 - tokens / axis_end);
+    assert!(pct > 0.0, "{pct}");
+    let text = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", demo.to_str().expect("utf-8")])
+        .output()
+        .expect("run copus");
+    let text = String::from_utf8_lossy(&text.stdout).replace('\n', " ");
+    assert!(
+        text.contains(&format!("the plan trains on {pct:.1} % fewer")),
+        "{pct:.1}: {text}"
+    );
 }

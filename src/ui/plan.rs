@@ -55,7 +55,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         None => "the trajectory's end".to_string(),
     };
     lines.push(Line::styled(
-        format!("time to {until}; token axis: {}", plan.token_axis),
+        format!(
+            "time to {until}; token axis: {}",
+            plan.token_axis.words(plan.seq_len)
+        ),
         dim,
     ));
     lines.push(Line::from(""));

@@ -45,6 +45,20 @@ impl Serialize for TokenAxis {
     }
 }
 
+impl TokenAxis {
+    /// The axis in words for a model of `seq_len` tokens a sample ("tokens consumed at a
+    /// batch of 512 sequences"; one-token samples stay samples).
+    pub fn words(&self, seq_len: u32) -> String {
+        match self {
+            TokenAxis::ReferenceBatch(b) => format!(
+                "tokens consumed at a batch of {b:.0} {}",
+                crate::format::sample_word(seq_len)
+            ),
+            other => other.to_string(),
+        }
+    }
+}
+
 impl std::fmt::Display for TokenAxis {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

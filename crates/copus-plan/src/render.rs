@@ -29,7 +29,10 @@ pub fn render_text(rep: &PlanReport) -> String {
         &format!(
             // "Segments": a schedule's "phase" is one held state (`--emit`'s "phase K of N").
             "{} · {} trajectory segments · {} (layout, batch) states · token axis: {}",
-            rep.trajectory, rep.phases, rep.states, rep.token_axis
+            rep.trajectory,
+            rep.phases,
+            rep.states,
+            rep.token_axis.words(rep.seq_len)
         ),
     ));
     if !rep.added_batches.is_empty() {
@@ -187,16 +190,34 @@ pub fn render_text(rep: &PlanReport) -> String {
         ));
     }
     if let Some(end) = plan_end(rep) {
+        // The trajectory's own count beside the plan's: they differ by design (the objective
+        // counts fewer samples at smaller batches for the same progress), and a trainer that
+        // stops at the plan's count relies on that model.
+        let against = rep
+            .trajectory_end_tokens
+            .filter(|t| *t > 0.0 && end.2 > 0.0)
+            .map_or(String::new(), |t| {
+                let pct = 100.0 * (end.2 / t - 1.0);
+                format!(
+                    "; the trajectory's axis ends at {} tokens, so the plan trains on {:.1} % {} \
+                     (the efficiency model's count of the samples its batches need for the same \
+                     progress: a trainer that stops at the plan's count relies on that model)",
+                    crate::format::tokens(t),
+                    pct.abs(),
+                    if pct < 0.0 { "fewer" } else { "more" }
+                )
+            });
         o.push_str(&crate::format::wrap_labelled(
             "",
             &format!(
                 "the plan runs {} steps, {} {unit} ({} tokens) in all: what a trainer following \
                  it counts (`--emit json` writes the same; a framework's `--emit` plans within \
-                 what it can express, and says what it left out); the trajectory's token axis: {}",
+                 what it can express, and says what it left out); the trajectory's token axis: \
+                 {}{against}",
                 end.0,
                 end.1,
                 crate::format::tokens(end.2),
-                rep.token_axis
+                rep.token_axis.words(rep.seq_len)
             ),
         ));
     }

@@ -174,6 +174,10 @@ pub struct PlanReport {
     /// Where the schedule ends: its optimizer steps, samples and tokens in all (what a trainer
     /// following it counts; `--emit json`'s `end`), when it holds runs.
     pub end: Option<crate::emit::EmitEnd>,
+    /// Where the trajectory's token axis ends (its last phase's end; see `token_axis`), tokens:
+    /// `end.tokens` differs from it by design (the objective's count of the samples the plan's
+    /// batches need for the same progress).
+    pub trajectory_end_tokens: Option<f64>,
     /// The best layout held at the session's `current_batch` for the whole run (what a user who
     /// keeps today's batch would get), when that batch is on the grid and feasible.
     pub current_batch_static: Option<StrategyRow>,
