@@ -416,6 +416,9 @@ struct BranchesSection {
     /// The run's first and last analysed steps.
     #[serde(skip)]
     run_steps: Option<(u64, u64)>,
+    /// The smoother B_simple is taken from (`summary.smoother` in JSON).
+    #[serde(skip)]
+    smoother: String,
 }
 
 fn branches_section(
@@ -450,6 +453,7 @@ fn branches_section(
         cbs,
         comparison,
         run_steps,
+        smoother: report.summary.smoother.clone(),
     })
 }
 
@@ -561,8 +565,10 @@ fn render_branches(section: &BranchesSection) -> String {
         out,
         "samples; intervals {pct:.0}%, a ratio's from its two {pct:.0}% intervals' ends (lowest \
          measured over highest estimated, and the reverse: wider than a {pct:.0}% interval of \
-         the ratio); B_simple is the run's smoothed estimate at the last analysed step at or \
-         before each branch point"
+         the ratio); B_simple is the run's smoothed estimate ({}) at the last analysed step at \
+         or before each branch point; the default bandwidth grows with the run's length, so \
+         compare runs of other lengths at one --bandwidth",
+        section.smoother
     );
     for (p, c) in section.cbs.points.iter().zip(&section.comparison) {
         if let Some(n) = &p.b_noise_note {
