@@ -449,6 +449,13 @@ fn branched_experiment_measured_beside_the_estimate() {
     let v: serde_json::Value = serde_json::from_slice(&an.stdout).expect("json");
     assert!(v["summary"]["b_simple"].is_number());
     let cmp = v["branches"]["comparison"].as_array().expect("comparison");
+    // Its own run: the branches' learning rates agree with the run's at its batch.
+    assert_eq!(
+        v["branches"]["run_mismatch"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        v["branches"]["run_mismatch"]
+    );
     assert_eq!(cmp.len(), 2);
     let row = |step: u64| {
         v["steps"]

@@ -419,6 +419,9 @@ struct BranchesSection {
     /// The smoother B_simple is taken from (`summary.smoother` in JSON).
     #[serde(skip)]
     smoother: String,
+    /// Branch points whose learning rates say the branches may not be this run's
+    /// ([`crate::stats::estimate::cbs::run_mismatch`]), each in words.
+    run_mismatch: Vec<String>,
 }
 
 fn branches_section(
@@ -449,7 +452,20 @@ fn branches_section(
         );
     }
     let run_steps = steps.first().zip(last).map(|(a, b)| (a.step, b));
+    // The run's batch and learning rate at each compared point against the branches' rates.
+    let run_mismatch = cbs
+        .points
+        .iter()
+        .zip(&comparison)
+        .filter_map(|(p, c)| {
+            let at = c.estimate_step?;
+            let i = steps.partition_point(|r| r.step < at);
+            let row = steps.get(i).filter(|r| r.step == at)?;
+            crate::stats::estimate::cbs::run_mismatch(p, row.b_big, row.lr?)
+        })
+        .collect();
     Ok(BranchesSection {
+        run_mismatch,
         cbs,
         comparison,
         run_steps,
@@ -590,6 +606,9 @@ fn render_branches(section: &BranchesSection) -> String {
     }
     for line in super::cbs::unmeasured_lines(&section.cbs) {
         let _ = writeln!(out, "{line}");
+    }
+    for line in &section.run_mismatch {
+        let _ = writeln!(out, "caution: {line}");
     }
     out
 }

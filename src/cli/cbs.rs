@@ -326,6 +326,7 @@ mod tests {
                     seeds: 2,
                     loss_at_budget: 2.0,
                     samples_to_target: None,
+                    lr: None,
                 })
                 .collect(),
             left_out: Vec::new(),

@@ -132,6 +132,57 @@ impl Serialize for ThresholdCbs {
     }
 }
 
+/// Why a branch point's learning rates say its branches may not come from the run compared
+/// with them: the run ran `run_lr` at `run_batch` samples (its record at the branch point)
+/// where the branches' rates, as a power law of the batch through the smallest and the largest
+/// batch that carry one (`lr ∝ batch^α`: α 0, ½ or 1 for no, square-root or linear scaling),
+/// give another rate there (off by more than 10 %). `None` when they agree or too little is
+/// recorded to tell (no rates, one rate at another batch).
+pub fn run_mismatch(point: &PointReport, run_batch: f64, run_lr: f64) -> Option<String> {
+    if !(run_batch.is_finite() && run_batch > 0.0 && run_lr.is_finite() && run_lr > 0.0) {
+        return None;
+    }
+    let with: Vec<(f64, f64)> = point
+        .branches
+        .iter()
+        .filter_map(|b| b.lr.map(|lr| (b.batch as f64, lr)))
+        .collect();
+    let (&(b1, l1), &(b2, l2)) = (with.first()?, with.last()?);
+    let alpha = if b2 > b1 {
+        (l2 / l1).ln() / (b2 / b1).ln()
+    } else if (b1 - run_batch).abs() < 0.5 {
+        0.0
+    } else {
+        return None;
+    };
+    let predicted = l1 * (run_batch / b1).powf(alpha);
+    if (run_lr / predicted).ln().abs() <= 1.1f64.ln() {
+        return None;
+    }
+    // Three significant digits (learning rates span decades: 0.0125, 3e-4).
+    let sig = |x: f64| {
+        let decimals = (2 - x.log10().floor() as i32).clamp(0, 12) as usize;
+        format!("{x:.decimals$}")
+    };
+    let rates = if b2 > b1 {
+        format!(
+            "batch {b1:.0} at {}, batch {b2:.0} at {}: lr ∝ batch^{alpha:.2}",
+            sig(l1),
+            sig(l2)
+        )
+    } else {
+        format!("batch {b1:.0} at {}", sig(l1))
+    };
+    Some(format!(
+        "step {}: the branches' learning rates ({rates}) give {} at the run's batch \
+         {run_batch:.0}, where the run ran {}: is the branch file this run's branched \
+         experiment? (its ratios compare another run's measurement with this run's estimate)",
+        point.from_step,
+        sig(predicted),
+        sig(run_lr)
+    ))
+}
+
 /// One batch of a branch point.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchSummary {
@@ -143,6 +194,10 @@ pub struct BatchSummary {
     pub loss_at_budget: f64,
     /// Mean samples to reach the common target loss, if every seed reached it.
     pub samples_to_target: Option<f64>,
+    /// The branch's learning rate (its records' `lr` at their first sample count), where
+    /// they carry one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lr: Option<f64>,
 }
 
 /// The measurement at one branch point.
@@ -635,7 +690,17 @@ pub fn measure(
     resamples: usize,
 ) -> Result<CbsReport, CbsError> {
     let mut by_point: BTreeMap<u64, BTreeMap<u64, BTreeMap<u64, Curve>>> = BTreeMap::new();
+    // Each branch's learning rate: the one at its smallest sample count (samples, lr).
+    let mut lrs: BTreeMap<(u64, u64), (f64, f64)> = BTreeMap::new();
     for r in records {
+        if let Some(lr) = r.lr.filter(|l| l.is_finite() && *l > 0.0) {
+            let e = lrs
+                .entry((r.branch.from_step, r.branch.batch))
+                .or_insert((r.samples, lr));
+            if r.samples < e.0 {
+                *e = (r.samples, lr);
+            }
+        }
         by_point
             .entry(r.branch.from_step)
             .or_default()
@@ -665,6 +730,9 @@ pub fn measure(
             measure_point(from_step, &point, tolerance, confidence, resamples).map(|mut p| {
                 p.left_out = left_out;
                 p.budget_set_by = budget_set_by;
+                for b in &mut p.branches {
+                    b.lr = lrs.get(&(from_step, b.batch)).map(|&(_, lr)| lr);
+                }
                 p
             })
         })
@@ -900,6 +968,7 @@ fn measure_point(
                 loss_at_budget: at,
                 // Without a common target (no branch got below it) the count means nothing.
                 samples_to_target: to.filter(|_| common_target).map(|t| t / n),
+                lr: None,
             }
         })
         .collect::<Vec<BatchSummary>>();
@@ -1503,6 +1572,46 @@ mod tests {
             "{:?}",
             p.cautions
         );
+    }
+
+    /// A run whose learning rate at a branch point is not what the branches' rates give at
+    /// its batch is cautioned (branches of a batch-128 run laid over a batch-16 run read as
+    /// a measurement of it); the branches' own run is not, nor a file without rates.
+    #[test]
+    fn branches_from_another_run_are_told_by_their_learning_rates() {
+        let mut recs = synthetic(200.0, &BATCHES, 2, 60_000.0, 0.001, 9);
+        let p = &measure(&recs, 0.01, 0.95, 50).unwrap().points[0];
+        assert!(
+            run_mismatch(p, 16.0, 0.05).is_none(),
+            "no rates, nothing to tell"
+        );
+        // Square-root scaling from the base run's batch 128 at lr 0.02.
+        let lr = |b: u64| 0.02 * (b as f64 / 128.0).sqrt();
+        for r in &mut recs {
+            r.lr = Some(lr(r.branch.batch));
+        }
+        let p = &measure(&recs, 0.01, 0.95, 50).unwrap().points[0];
+        assert_eq!(p.branches[0].lr, Some(lr(16)));
+        assert!(
+            run_mismatch(p, 128.0, 0.02).is_none(),
+            "the branches' own run"
+        );
+        assert!(
+            run_mismatch(p, 48.0, lr(48)).is_none(),
+            "between the batches run"
+        );
+        let why = run_mismatch(p, 16.0, 0.05).expect("another run");
+        assert!(
+            why.contains("lr ∝ batch^0.50") && why.contains("where the run ran 0.0500"),
+            "{why}"
+        );
+        // No scaling: every branch at the run's rate.
+        for r in &mut recs {
+            r.lr = Some(0.01);
+        }
+        let p = &measure(&recs, 0.01, 0.95, 50).unwrap().points[0];
+        assert!(run_mismatch(p, 16.0, 0.0105).is_none());
+        assert!(run_mismatch(p, 16.0, 0.02).is_some());
     }
 
     /// A reference (the smallest batch) that gets worse than larger batches is flagged: a
