@@ -456,6 +456,50 @@ fn branched_experiment_measured_beside_the_estimate() {
         "{}",
         v["branches"]["run_mismatch"]
     );
+    // Another run (the same records at another learning rate): cautioned, in JSON, the text
+    // and the explorer's estimators panel.
+    let other = dir.path().join("other.ndjson");
+    let run_text = std::fs::read_to_string(&run).expect("run");
+    let relabelled: String = run_text
+        .lines()
+        .map(|l| match l.find("\"lr\":") {
+            Some(i) => {
+                let end = l[i + 5..].find([',', '}']).map_or(l.len(), |j| i + 5 + j);
+                format!("{}\"lr\":0.9{}\n", &l[..i], &l[end..])
+            }
+            None => format!("{l}\n"),
+        })
+        .collect();
+    assert_ne!(relabelled, run_text, "the run's records carry no lr");
+    std::fs::write(&other, relabelled).expect("write");
+    let an = copus()
+        .arg("analyze")
+        .arg(&other)
+        .arg("--branches")
+        .arg(&b)
+        .arg("--json")
+        .output()
+        .expect("run");
+    let w: serde_json::Value = serde_json::from_slice(&an.stdout).expect("json");
+    let said = w["branches"]["run_mismatch"].to_string();
+    assert!(said.contains("where the run ran 0.900"), "{said}");
+    let snap = copus()
+        .arg("snapshot")
+        .arg(&other)
+        .args([
+            "--seq-len",
+            "4096",
+            "--size",
+            "160x50",
+            "--keys",
+            "4",
+            "--branches",
+        ])
+        .arg(&b)
+        .output()
+        .expect("run");
+    let screen = String::from_utf8_lossy(&snap.stdout);
+    assert!(screen.contains("caution: step"), "{screen}");
     assert_eq!(cmp.len(), 2);
     let row = |step: u64| {
         v["steps"]

@@ -453,17 +453,7 @@ fn branches_section(
     }
     let run_steps = steps.first().zip(last).map(|(a, b)| (a.step, b));
     // The run's batch and learning rate at each compared point against the branches' rates.
-    let run_mismatch = cbs
-        .points
-        .iter()
-        .zip(&comparison)
-        .filter_map(|(p, c)| {
-            let at = c.estimate_step?;
-            let i = steps.partition_point(|r| r.step < at);
-            let row = steps.get(i).filter(|r| r.step == at)?;
-            crate::stats::estimate::cbs::run_mismatch(p, row.b_big, row.lr?)
-        })
-        .collect();
+    let run_mismatch = crate::stats::estimate::cbs::run_mismatches(&cbs, steps);
     Ok(BranchesSection {
         run_mismatch,
         cbs,

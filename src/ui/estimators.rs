@@ -239,7 +239,20 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 .convert_from_branches
                 .and(app.resolved.session.planner.b_crit_scale_source.as_ref())
                 .map(|_| app.resolved.session.b_crit_scale);
-            crate::app::branches::estimator_lines(&marks, cursor_step, applied)
+            // A branch file whose learning rates say it is another run's: first, since it
+            // puts every ratio below in doubt.
+            let mut lines: Vec<String> = app.analysis.as_ref().map_or_else(Vec::new, |a| {
+                crate::stats::estimate::cbs::run_mismatches(b, &a.steps)
+                    .into_iter()
+                    .map(|m| format!("caution: {m}"))
+                    .collect()
+            });
+            lines.extend(crate::app::branches::estimator_lines(
+                &marks,
+                cursor_step,
+                applied,
+            ));
+            lines
         })
         .unwrap_or_default();
     for l in &branch_lines {

@@ -183,6 +183,26 @@ pub fn run_mismatch(point: &PointReport, run_batch: f64, run_lr: f64) -> Option<
     ))
 }
 
+/// [`run_mismatch`] at every branch point of `cbs` against the run's analysed `rows` (in step
+/// order): each point is compared with the run's row at the last step at or before it; points
+/// outside the run's steps are passed over.
+pub fn run_mismatches(cbs: &CbsReport, rows: &[crate::report::StepRow]) -> Vec<String> {
+    let last = rows.last().map(|r| r.step);
+    cbs.points
+        .iter()
+        .filter_map(|p| {
+            if last.is_none_or(|last| p.from_step > last) {
+                return None;
+            }
+            let i = rows
+                .partition_point(|r| r.step <= p.from_step)
+                .checked_sub(1)?;
+            let row = &rows[i];
+            run_mismatch(p, row.b_big, row.lr?)
+        })
+        .collect()
+}
+
 /// One batch of a branch point.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchSummary {
