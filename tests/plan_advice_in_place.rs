@@ -35,6 +35,7 @@ fn advise(r: &Resolved, in_place: Option<copus::plan::advice::InPlaceThroughput<
         step: 235,
         b_simple: 19.0,
         bounded: true,
+        ci: None,
         steps: 236,
     };
     advisor

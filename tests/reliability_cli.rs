@@ -1018,6 +1018,8 @@ fn headless_watch_and_demo_train_finish_their_output_on_a_stop_signal() {
     assert_eq!(out.status.code(), Some(130), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the summary");
     assert_eq!(v["summary"]["steps_ingested"], 40, "{v}");
+    // The summary says so too (`complete` alone read an interrupted watch as finished).
+    assert_eq!(v["summary"]["stopped_by"], "SIGINT", "{v}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("stopped by SIGINT"));
     // demo-train stops after a whole step.
     let stats = d.join("slow.ndjson");

@@ -103,6 +103,9 @@ pub fn observe(app: &mut App) {
             // In the model's sequences, as the heatmap's batch axis counts them.
             b_simple: point.b_crit * to_model_seqs,
             bounded: point.ci.is_none_or(|(_, hi)| hi.is_finite()),
+            ci: point
+                .ci
+                .map(|(lo, hi)| (lo * to_model_seqs, hi * to_model_seqs)),
             // The points the trajectory held then (a merged point stands for several steps:
             // this errs on the side of waiting).
             steps: i as u64 + 1,

@@ -124,6 +124,10 @@ pub struct WatchSummary {
     pub last_loss: Option<f64>,
     /// Whether --until-steps was reached (true when it was not asked for).
     pub complete: bool,
+    /// The signal that stopped the watch before it ended by itself ("SIGINT", "SIGTERM",
+    /// "SIGHUP"; the process then exits 128 + its number), `null` otherwise: a script that
+    /// reads `complete` alone saw an interrupted watch as finished.
+    pub stopped_by: Option<&'static str>,
     /// Whether the input ended for good (an anonymous pipe whose writer closed it, as in
     /// `… | copus watch /dev/stdin`): no more records could come.
     pub input_ended: bool,
@@ -370,6 +374,7 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
     );
     let stopped = signals.received();
     drop(signals);
+    summary.stopped_by = stopped.map(crate::signals::signal_name);
     summary.advice = advising.as_ref().map(|a| a.written().to_vec());
     summary.advice_note = advising.as_ref().and_then(|a| a.why_none());
     if let Some(e) = advise_error {
@@ -549,8 +554,7 @@ fn watch_headless(
                     state.event(ev);
                     if let Some((step, b)) = state.b_simple_now()
                         && before != Some((step, b))
-                        && let Err(e) =
-                            adv.observe(step, b, state.core.last_bounded(), state.steps())
+                        && let Err(e) = adv.observe(step, b, state.core.last_ci(), state.steps())
                     {
                         advise_error = Some(e);
                         break 'outer;
@@ -761,6 +765,7 @@ impl WatchState {
             last_step: records.last().map(|r| r.step),
             last_loss: records.iter().rev().find_map(|r| r.loss),
             complete: until_steps.is_none() || self.reached(until_steps),
+            stopped_by: None,
             input_ended: false,
             source_lost: self.lost.as_ref().map(|why| {
                 let after = records
@@ -837,6 +842,12 @@ fn summary_text(s: &WatchSummary) -> String {
     }
     if let Some(lost) = &s.source_lost {
         let _ = writeln!(out, "source lost      {lost}");
+    }
+    if let Some(sig) = s.stopped_by {
+        let _ = writeln!(
+            out,
+            "stopped by       {sig}, before the watch ended by itself"
+        );
     }
     let e = &s.estimate;
     if let Some(err) = &e.error {

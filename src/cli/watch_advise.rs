@@ -264,15 +264,17 @@ impl Advising {
         self.run = Some(run);
     }
 
-    /// Observe the live estimate at `step` (`bounded`: its 95 % interval is bounded above;
-    /// `steps`: the usable steps it rests on); write advice if there is some.
+    /// Observe the live estimate at `step` (`ci`: its 95 % interval, samples, bounded above
+    /// where its upper end is finite; `steps`: the usable steps it rests on); write advice if
+    /// there is some.
     pub fn observe(
         &mut self,
         step: u64,
         b_simple: f64,
-        bounded: bool,
+        ci: Option<[f64; 2]>,
         steps: u64,
     ) -> anyhow::Result<()> {
+        let bounded = ci.is_some_and(|c| c[1].is_finite());
         let Some(run) = self.run else {
             return Ok(());
         };
@@ -280,10 +282,12 @@ impl Advising {
             return Ok(());
         }
         // B_crit in the model's sequences, as the heatmap's batch axis counts them.
+        let factor = self.scale.factor();
         let estimate = crate::plan::advice::LiveB {
             step,
-            b_simple: b_simple * self.scale.factor(),
+            b_simple: b_simple * factor,
             bounded,
+            ci: ci.map(|[lo, hi]| (lo * factor, hi * factor)),
             steps,
         };
         let (hw, model, eff, gpus_per_node) = &self.model_in_force;

@@ -195,6 +195,7 @@ fn live(step: u64, b_simple: f64) -> copus::plan::advice::LiveB {
         step,
         b_simple,
         bounded: true,
+        ci: None,
         steps: 100,
     }
 }
@@ -229,6 +230,7 @@ fn an_estimate_with_an_unbounded_interval_gives_no_advice() {
     let run = run_at(64);
     let noise = copus::plan::advice::LiveB {
         bounded: false,
+        ci: None,
         ..live(10, 1.0e6)
     };
     assert!(a.observe(&t, noise, &run).is_none());
@@ -262,4 +264,34 @@ fn a_run_below_the_sessions_smallest_batch_gets_no_advice_and_is_named() {
         copus::cli::watch_advise::session_mismatch(&fits, 64, &t.batches),
         None
     );
+}
+
+/// Advice carries the interval it rests on and what it is worth at the interval's lower end
+/// (advice fired on an interval 17× wide with neither in its line).
+#[test]
+fn advice_carries_its_interval_and_the_gain_at_its_lower_end() {
+    let t = demo_table();
+    let run = run_at(64);
+    let wide = copus::plan::advice::LiveB {
+        ci: Some((300.0, 2.0e4)),
+        ..live(100, 4000.0)
+    };
+    let a = advisor(0)
+        .observe(&t, wide, &run)
+        .expect("advice at B_crit 4000");
+    assert_eq!(a.b_crit_ci, Some([300.0, 2.0e4]));
+    let low = a.gain_at_lower_end.expect("a gain at the lower end");
+    assert!(low < a.expected_gain, "{low} vs {}", a.expected_gain);
+    assert!(
+        a.reason.contains("B_crit 4000 [300–20000] samples")
+            && a.reason.contains("at the interval's lower end, B_crit 300"),
+        "{}",
+        a.reason
+    );
+    // Without an interval: neither.
+    let a = advisor(0)
+        .observe(&t, live(100, 4000.0), &run)
+        .expect("advice");
+    assert!(a.b_crit_ci.is_none() && a.gain_at_lower_end.is_none());
+    assert!(!a.reason.contains("lower end"), "{}", a.reason);
 }

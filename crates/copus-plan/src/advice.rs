@@ -88,6 +88,13 @@ pub struct Advice {
     pub layout: AdviceLayout,
     /// Predicted goodput gain over the current state, as a fraction (0.12: +12 %).
     pub expected_gain: f64,
+    /// The interval of the B_crit the advice rests on (samples, the session's conversion
+    /// applied), where the estimate has one; `null` otherwise.
+    pub b_crit_ci: Option<[f64; 2]>,
+    /// The same cells' gain at the interval's lower end (the least B_crit the data allow,
+    /// where a larger batch pays least), as a fraction; `null` without an interval. Below
+    /// zero: at that end the advice loses goodput.
+    pub gain_at_lower_end: Option<f64>,
     /// Why, in words.
     pub reason: String,
     /// In place (`batch`) or by a restart (`restart`).
@@ -114,6 +121,8 @@ pub struct LiveB {
     pub b_simple: f64,
     /// Whether its 95 % interval is bounded above (|G|² distinguishable from zero).
     pub bounded: bool,
+    /// Its 95 % interval (samples, the unit of `b_simple`), where known.
+    pub ci: Option<(f64, f64)>,
     /// Usable steps (records) the estimate rests on so far.
     pub steps: u64,
 }
@@ -244,6 +253,7 @@ impl Advisor {
             step,
             b_simple,
             bounded,
+            ci,
             steps,
         } = estimate;
         let quiet = |me: &mut Self, why: String| {
@@ -362,6 +372,17 @@ impl Advisor {
                     _ => false,
                 }
             });
+        // The same two cells at the interval's lower end: what the advice is worth if B_crit
+        // is as small as the data allow (advice fired on intervals 17× wide without a word).
+        let b_crit_ci = ci
+            .filter(|(lo, hi)| lo.is_finite() && *lo > 0.0 && hi.is_finite())
+            .map(|(lo, hi)| [lo * s.b_crit_scale, hi * s.b_crit_scale]);
+        let gain_at_lower_end = b_crit_ci.and_then(|[lo, _]| {
+            let at_lo = GoodputGrid::at(table, lo, s.form);
+            let best = at_lo.goodput[bl * nb + bb]?;
+            let current = at_lo.goodput[cl * nb + cb]?;
+            (current > 0.0).then(|| best / current - 1.0)
+        });
         let micro_batch = keep_mbs.unwrap_or(config.mbs);
         let per_step = u64::from(lay.dp) * u64::from(micro_batch.max(1));
         let apply = if same_layout && (keep_mbs.is_some() || run.micro_batch.is_none()) {
@@ -382,14 +403,24 @@ impl Advisor {
                 pp: lay.pp,
             },
             expected_gain: gain,
+            b_crit_ci,
+            gain_at_lower_end,
             reason: format!(
-                "B_crit {b_noise:.0} samples at step {step}: batch {batch} on {} predicts {:+.1} % goodput over batch {} on {}",
+                "B_crit {b_noise:.0}{} samples at step {step}: batch {batch} on {} predicts {:+.1} % goodput over batch {} on {}{}",
+                b_crit_ci.map_or(String::new(), |[lo, hi]| format!(" [{lo:.0}–{hi:.0}]")),
                 crate::perf::config::layout_label_cp(lay.dp, lay.cp, lay.tp, lay.pp),
                 gain * 100.0,
                 run.batch,
                 {
                     let c = table.layouts[cl];
                     crate::perf::config::layout_label_cp(c.dp, c.cp, c.tp, c.pp)
+                },
+                match (b_crit_ci, gain_at_lower_end) {
+                    (Some([lo, _]), Some(g)) => format!(
+                        " ({:+.1} % at the interval's lower end, B_crit {lo:.0})",
+                        g * 100.0
+                    ),
+                    _ => String::new(),
                 }
             ),
             apply,

@@ -28,7 +28,7 @@ pub struct LiveCore {
     history: History,
     points: Vec<LivePoint>,
     last_point: Option<(u64, f64)>,
-    last_bounded: bool,
+    last_ci: Option<[f64; 2]>,
 }
 
 /// Confidence of the interval that decides whether the newest live estimate is bounded.
@@ -46,7 +46,7 @@ impl LiveCore {
             history: History::default(),
             points: Vec::new(),
             last_point: None,
-            last_bounded: false,
+            last_ci: None,
         }
     }
 
@@ -60,7 +60,7 @@ impl LiveCore {
         if let Some(p) = self.points.last() {
             self.last_point = p.b_simple().map(|b| (p.step, b));
             // Without the variance inflation (unknown live): the most lenient interval.
-            self.last_bounded = p.ci(1.0, BOUNDED_CONFIDENCE)[1].is_finite();
+            self.last_ci = Some(p.ci(1.0, BOUNDED_CONFIDENCE));
         }
         for p in self.points.drain(..) {
             self.history.push(p);
@@ -101,7 +101,13 @@ impl LiveCore {
     /// from zero there. An unbounded one (a step where noise swamps the signal) can read
     /// anything, and advice must not act on it.
     pub fn last_bounded(&self) -> bool {
-        self.last_point.is_some() && self.last_bounded
+        self.last_point.is_some() && self.last_ci.is_some_and(|ci| ci[1].is_finite())
+    }
+
+    /// The newest estimate's 95 % interval (samples; an upper end unbounded above is
+    /// infinite), where there is one.
+    pub fn last_ci(&self) -> Option<[f64; 2]> {
+        self.last_point.and(self.last_ci)
     }
 
     /// The newest step of the incremental estimate and its B_simple, samples.
