@@ -2141,6 +2141,24 @@ fn a_step_time_calibration_can_start_from_a_links_calibration() {
         "{written:?}"
     );
     assert!(written.fitted.iter().any(|f| f == "inter_link_scale"));
+    // The text names what the fit started from: the links file's model, not "profile".
+    let (ok, text, err) = copus(&[
+        "calibrate",
+        csv.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--calibration",
+        links_file.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("rms relative error: links.ron model")
+            && text.contains("per row: measured s, links.ron model s, calibrated s")
+            && !text.contains("profile model"),
+        "{text}"
+    );
     // Another GPU's links are refused.
     let a100 = dir.path().join("a100.ron");
     let other = copus::perf::calibration_file::CalibrationFile {

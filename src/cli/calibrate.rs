@@ -878,8 +878,19 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             out.kept_from_calibration.join(", ")
         );
     }
+    // What the fit started from: the profile, or the calibration file given (its links fitted
+    // on nccl-tests); "profile model" named the file's model as the profile's.
+    let start_name = a.calibration.as_ref().map_or_else(
+        || "profile".to_string(),
+        |c| {
+            super::escape_controls(
+                &c.file_name()
+                    .map_or_else(|| c.display().to_string(), |f| f.to_string_lossy().into()),
+            )
+        },
+    );
     println!(
-        "  rms relative error: profile model {:.1}% → calibrated {:.1}% ({})",
+        "  rms relative error: {start_name} model {:.1}% → calibrated {:.1}% ({})",
         out.profile_rms_rel_error * 100.0,
         out.rms_rel_error * 100.0,
         match (
@@ -918,7 +929,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         let v = out.params[k.name()];
         let v0 = *k.slot(&mut s0);
         let note = param_flag(*k, v, v0).map_or(String::new(), |f| format!("  ({f})"));
-        println!("  {:24} {v:.4e}  (profile {v0:.4e}){note}", k.name());
+        println!("  {:24} {v:.4e}  ({start_name} {v0:.4e}){note}", k.name());
     }
     if let Some(note) = &fp8_scaled {
         println!("  note: {note}");
@@ -926,7 +937,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     if let Some(note) = poor_fit(out.rms_rel_error) {
         println!("  note: {note}");
     }
-    println!("  per row: measured s, profile model s, calibrated s, error");
+    println!("  per row: measured s, {start_name} model s, calibrated s, error");
     for r in &out.rows {
         println!(
             "    {:38} batch {:>6}  {:>9.4}  {:>9.4}  {:>9.4}  {:+6.1}%",
