@@ -2811,3 +2811,47 @@ fn json_byte_counts_are_whole_numbers() {
     }
     assert!(seen > 100, "{seen}");
 }
+
+/// A configuration that fits names the fastest configuration of the same GPUs at the same
+/// batch where it is at least 5 % faster (a what-if on one configuration said nothing of a
+/// split 19 % faster), and that one runs as named; the fastest itself names none.
+#[test]
+fn a_configuration_that_fits_names_a_faster_one_on_the_same_gpus() {
+    let base = [
+        "predict",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "8",
+        "--batch",
+        "128",
+    ];
+    let with = |extra: &[&str]| -> serde_json::Value {
+        let args: Vec<&str> = base
+            .iter()
+            .chain(extra)
+            .chain(&["--json"])
+            .copied()
+            .collect();
+        crate::reliability_support::copus_json(&args)
+    };
+    let v = with(&[]);
+    assert_eq!(v["fits"], true, "{v}");
+    let faster = &v["faster_layout"];
+    let tokens = faster["tokens_per_s"].as_f64().expect("a faster layout");
+    let own = v["tokens_per_s"].as_f64().expect("tokens_per_s");
+    assert!(tokens >= own * 1.05, "{tokens} vs {own}");
+    let flags = faster["flags"].as_str().expect("flags").to_string();
+    let again = with(&flags.split_whitespace().collect::<Vec<_>>());
+    assert_eq!(again["fits"], true, "{flags}: {again}");
+    let again_tokens = again["tokens_per_s"].as_f64().expect("tokens_per_s");
+    assert!(
+        (again_tokens / tokens - 1.0).abs() < 1e-9,
+        "{flags}: {again_tokens} vs {tokens}"
+    );
+    assert!(
+        again["faster_layout"].is_null(),
+        "{}",
+        again["faster_layout"]
+    );
+}
