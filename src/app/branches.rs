@@ -157,6 +157,10 @@ pub struct Conversion {
     /// The geometric means of the ratios' interval ends, when every ratio has both (a range
     /// for the reader, not an interval of the mean).
     pub range: Option<[f64; 2]>,
+    /// Steps of the branch points whose ratio's interval is open at an end (0 below: its
+    /// B_simple unbounded above; or unbounded above): where there is one, `range` is `None`
+    /// though the ratios are uncertain, not exact.
+    pub open_points: Vec<u64>,
 }
 
 /// The conversion from the run's B_simple to the measured `kind` over the branch points that
@@ -170,6 +174,14 @@ pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<Conversi
         factor,
         points: used.iter().map(|(s, _)| *s).collect(),
         range: lo.zip(hi).map(|(a, b)| [a, b]),
+        open_points: used
+            .iter()
+            .filter(|(_, r)| {
+                r.ci.iter()
+                    .any(|e| e.is_none_or(|x| !(x.is_finite() && x > 0.0)))
+            })
+            .map(|(s, _)| *s)
+            .collect(),
     })
 }
 
@@ -242,11 +254,14 @@ fn direction(r: &crate::stats::estimate::cbs::WithCi) -> &'static str {
 /// without marks.
 ///
 /// `applied`: the factor the session's B_crit is already scaled by from this branch file
-/// (`--b-crit-from`), said instead of advising the conversion.
+/// (`--b-crit-from`), said instead of advising the conversion. `another_run`: the branch file
+/// may come from another run (its learning rates disagree with this run's): the conversion
+/// is not advised.
 pub fn estimator_lines(
     marks: &[BranchMark],
     cursor_step: u64,
     applied: Option<f64>,
+    another_run: bool,
 ) -> Vec<String> {
     let Some(m) = mark_at(marks, cursor_step) else {
         return Vec::new();
@@ -300,6 +315,11 @@ pub fn estimator_lines(
         Some(f) => format!(
             "here the noise scale {} {what}; B_crit is B_simple × {f:.3} from this branch file \
              (--b-crit-from: the geometric mean of its measured ratios)",
+            direction(r)
+        ),
+        None if another_run => format!(
+            "here the noise scale {} {what}, if the branch file is this run's (see the caution \
+             above): check that before scaling B_crit by its ratio",
             direction(r)
         ),
         None => format!(
@@ -415,8 +435,9 @@ mod tests {
     fn estimator_lines_follow_the_measured_direction() {
         let report = |fitted: f64| report_of(vec![point(105, Some(fitted))]);
         // B_simple at step 100 is 110 [90, 135].
-        let says =
-            |fitted: f64| estimator_lines(&marks(&report(fitted), &traj()), 0, None).join("\n");
+        let says = |fitted: f64| {
+            estimator_lines(&marks(&report(fitted), &traj()), 0, None, false).join("\n")
+        };
         let over = says(20.0);
         assert!(over.contains("branched training at step 105"), "{over}");
         assert!(over.contains("overestimates the fitted B_noise"), "{over}");
@@ -426,11 +447,18 @@ mod tests {
             "{}",
             says(110.0)
         );
-        assert!(estimator_lines(&[], 0, None).is_empty());
-        let applied = estimator_lines(&marks(&report(20.0), &traj()), 0, Some(0.182)).join("\n");
+        assert!(estimator_lines(&[], 0, None, false).is_empty());
+        let applied =
+            estimator_lines(&marks(&report(20.0), &traj()), 0, Some(0.182), false).join("\n");
         assert!(
             applied.contains("B_simple × 0.182") && !applied.contains("scale B_crit by"),
             "{applied}"
+        );
+        // A branch file that may be another run's: the conversion is not advised.
+        let suspect = estimator_lines(&marks(&report(20.0), &traj()), 0, None, true).join("\n");
+        assert!(
+            suspect.contains("check that before scaling") && !suspect.contains("--b-crit-from"),
+            "{suspect}"
         );
     }
 
@@ -476,7 +504,7 @@ mod tests {
         assert!(!poor[0].threshold_measured());
         let h = headline_segment(&poor, 200).unwrap();
         assert!(h.contains("not measured") && !h.contains('×'), "{h}");
-        let lines = estimator_lines(&poor, 200, None).join("\n");
+        let lines = estimator_lines(&poor, 200, None, false).join("\n");
         assert!(lines.contains("threshold CBS not measured"), "{lines}");
         assert!(!lines.contains("not measured samples") && !lines.contains("at least ×"));
         assert!(lines.contains("larger smallest batch"), "{lines}");
@@ -485,7 +513,7 @@ mod tests {
         let h = headline_segment(&sound, 200).unwrap();
         assert!(h.contains("or more") && h.contains("lower bound"), "{h}");
         assert!(
-            estimator_lines(&sound, 200, None)
+            estimator_lines(&sound, 200, None, false)
                 .join(" ")
                 .contains("at least ×")
         );
@@ -522,5 +550,15 @@ mod tests {
         assert_eq!(c.points, [105, 950]);
         let [lo, hi] = c.range.expect("both ends");
         assert!(lo < c.factor && c.factor < hi, "{lo} {} {hi}", c.factor);
+        assert!(c.open_points.is_empty());
+        // A ratio whose interval reaches 0 (its B_simple unbounded above) leaves the range
+        // out and is named, not read as "no range".
+        let mut m = m;
+        if let Some(r) = m[0].comparison.b_noise_ratio.as_mut() {
+            r.ci[0] = Some(0.0);
+        }
+        let c = conversion(&m, ConversionKind::BNoise).unwrap();
+        assert!(c.range.is_none());
+        assert_eq!(c.open_points, [105]);
     }
 }

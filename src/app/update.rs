@@ -201,10 +201,19 @@ pub fn convert_from_branches(app: &mut App) {
                 steps.join(", ")
             ));
             app.rescale();
+            let open: Vec<String> = c.open_points.iter().map(u64::to_string).collect();
             let interval = if range.is_some() {
-                "B_crit's interval is B_simple's times that range"
+                "B_crit's interval is B_simple's times that range".to_string()
+            } else if !open.is_empty() {
+                // Not "no range": the ratios there are uncertain without bound on a side.
+                format!(
+                    "B_crit's interval is B_simple's times the factor and understates the \
+                     conversion's uncertainty: the ratio's interval at step {} is open at an end",
+                    open.join(", ")
+                )
             } else {
-                "B_crit's interval is B_simple's times the factor: the ratios have no range"
+                "B_crit's interval is B_simple's times the factor: the ratios have no interval"
+                    .to_string()
             };
             app.notice = Some(format!(
                 "B_crit × {f:.3}{range_text}: the measured {} ÷ B_simple of the branch file at \

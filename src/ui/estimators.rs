@@ -247,10 +247,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                     .map(|m| format!("caution: {m}"))
                     .collect()
             });
+            let another_run = !lines.is_empty();
             lines.extend(crate::app::branches::estimator_lines(
                 &marks,
                 cursor_step,
                 applied,
+                another_run,
             ));
             lines
         })
