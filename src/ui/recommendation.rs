@@ -58,6 +58,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 r.best.tokens_per_s,
                 r.best.stat_eff,
             )));
+            // Right under the recommendation it qualifies (as the 4th bullet it went unread
+            // while the title said "≥1.9k … open above" and the panel read 529k).
+            if let Some(note) = open_interval_note(app) {
+                lines.push(Line::styled(
+                    format!("! {note}"),
+                    Style::new().fg(theme::current().warning),
+                ));
+            }
             if let Some(line) = filter_line(app) {
                 lines.push(line);
             }
@@ -81,12 +89,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 lines.push(Line::styled(
                     format!("· {reason}"),
                     Style::new().fg(theme::current().dim),
-                ));
-            }
-            if let Some(note) = open_interval_note(app) {
-                lines.push(Line::styled(
-                    format!("· {note}"),
-                    Style::new().fg(theme::current().warning),
                 ));
             }
         }
@@ -225,7 +227,9 @@ fn open_interval_note(app: &App) -> Option<String> {
         })
         .unwrap_or_default();
     Some(format!(
-        "B_crit's interval here is {} samples, open above, so the recommendation rests on an uncertain value{window}",
-        crate::app::measured_view::interval_words([lo, hi])
+        "B_crit here is only bounded below (≥{} samples; the point {} rests on an estimate the \
+         data do not bound above), so this recommendation rests on an uncertain value{window}",
+        crate::format::si(lo),
+        crate::format::si(point.b_crit)
     ))
 }
