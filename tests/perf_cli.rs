@@ -2156,7 +2156,8 @@ fn a_step_time_calibration_can_start_from_a_links_calibration() {
     assert!(
         text.contains("rms relative error: links.ron model")
             && text.contains("per row: measured s, links.ron model s, calibrated s")
-            && !text.contains("profile model"),
+            && !text.contains("profile model")
+            && !text.contains("uncalibrated"),
         "{text}"
     );
     // Another GPU's links are refused.

@@ -919,7 +919,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(sel) = &out.selection {
-        println!("{}", selection_text(sel));
+        println!("{}", selection_text(sel, &start_name));
         if let Some(note) = selection_caveat(sel) {
             println!("  note: {note}");
         }
@@ -1030,17 +1030,24 @@ fn selection_cv(sel: Option<&KnobSelection>) -> Option<(f64, usize)> {
         .map(|s| (s.cv_rms_rel_error, sel.configurations))
 }
 
-fn selection_text(sel: &KnobSelection) -> String {
+/// `start`: what the fit started from, as the error line names it ("profile", or the
+/// calibration file given).
+fn selection_text(sel: &KnobSelection, start: &str) -> String {
+    let before = if start == "profile" {
+        "uncalibrated".to_string()
+    } else {
+        format!("{start} model")
+    };
     let mut out = if sel.steps.is_empty() && !sel.knobs.is_empty() {
         format!(
-            "  chosen without cross-validation: {} configuration{} (uncalibrated {:.1}%):",
+            "  chosen without cross-validation: {} configuration{} ({before} {:.1}%):",
             sel.configurations,
             if sel.configurations == 1 { "" } else { "s" },
             sel.uncalibrated_rms_rel_error * 100.0
         )
     } else {
         format!(
-            "  chosen by cross-validation over {} configurations (uncalibrated {:.1}%):",
+            "  chosen by cross-validation over {} configurations ({before} {:.1}%):",
             sel.configurations,
             sel.uncalibrated_rms_rel_error * 100.0
         )

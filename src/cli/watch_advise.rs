@@ -211,10 +211,19 @@ impl Advising {
             scale: SampleScale {
                 model_seq_len: r.model.seq_len,
                 // The flag, else the session's own statement for its live source (`plan`
-                // sends a Live session here without the flag).
+                // sends a Live session here without the flag): said, since the session's
+                // live source may be another file than the one followed.
                 given: o
                     .seq_len
-                    .or_else(|| live_seq_len(&r.session))
+                    .or_else(|| {
+                        let from_session = live_seq_len(&r.session)?;
+                        eprintln!(
+                            "copus watch: reading each sample as {from_session} tokens, as \
+                             --session {}'s live source says (--seq-len sets another)",
+                            o.session.display()
+                        );
+                        Some(from_session)
+                    })
                     .filter(|&s| s > 0),
                 ..SampleScale::default()
             },

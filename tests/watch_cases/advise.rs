@@ -302,6 +302,10 @@ fn a_run_whose_samples_are_not_the_models_gets_no_advice_and_is_told_why() {
     assert!(o.status.success(), "{err}");
     let k = std::fs::read_to_string(dir.path().join("d.ndjson")).map_or(0, |t| t.lines().count());
     assert!(k == n && !err.contains("wrong scale"), "{k} vs {n}: {err}");
+    assert!(
+        err.contains("reading each sample as 4096 tokens, as --session"),
+        "{err}"
+    );
 }
 
 #[test]
