@@ -2481,29 +2481,32 @@ fn an_attention_kernel_without_a_fitted_cost_is_named_and_pipelined_fsdp_zero1_i
     assert!(!fsdp("2").contains("FSDP has no ZeRO-1"));
 }
 
-/// The change "fits instead" proposes leaves room for its largest tensor: it proposed TP 2 at
-/// micro-batch 2 (85.86 of 85.9 GB), which predicted then cautioned "fits with 0.0 GB to
-/// spare"; the same layout at micro-batch 1 (81 GB) fits without the caution, and is proposed.
-#[test]
-fn fits_instead_proposes_a_change_with_room_for_its_logits() {
+/// `predict --model llama3-8b --gpus GPUS --batch 128 EXTRA… --json`, parsed.
+fn llama3_8b_json(gpus: &str, extra: &[&str]) -> serde_json::Value {
     let base = [
         "predict",
         "--model",
         "llama3-8b",
         "--gpus",
-        "64",
+        gpus,
         "--batch",
         "128",
     ];
-    let with = |extra: &[&str]| -> serde_json::Value {
-        let args: Vec<&str> = base
-            .iter()
-            .chain(extra)
-            .chain(&["--json"])
-            .copied()
-            .collect();
-        crate::reliability_support::copus_json(&args)
-    };
+    let args: Vec<&str> = base
+        .iter()
+        .chain(extra)
+        .chain(&["--json"])
+        .copied()
+        .collect();
+    crate::reliability_support::copus_json(&args)
+}
+
+/// The change "fits instead" proposes leaves room for its largest tensor: it proposed TP 2 at
+/// micro-batch 2 (85.86 of 85.9 GB), which predicted then cautioned "fits with 0.0 GB to
+/// spare"; the same layout at micro-batch 1 (81 GB) fits without the caution, and is proposed.
+#[test]
+fn fits_instead_proposes_a_change_with_room_for_its_logits() {
+    let with = |extra: &[&str]| llama3_8b_json("64", extra);
     let v = with(&["--mbs", "1", "--recompute", "full", "--zero", "0"]);
     assert_eq!(v["fits"], false, "{v}");
     let flags = v["nearest_change"]["flags"]
@@ -2818,24 +2821,7 @@ fn json_byte_counts_are_whole_numbers() {
 /// split 19 % faster), and that one runs as named; the fastest itself names none.
 #[test]
 fn a_configuration_that_fits_names_a_faster_one_on_the_same_gpus() {
-    let base = [
-        "predict",
-        "--model",
-        "llama3-8b",
-        "--gpus",
-        "8",
-        "--batch",
-        "128",
-    ];
-    let with = |extra: &[&str]| -> serde_json::Value {
-        let args: Vec<&str> = base
-            .iter()
-            .chain(extra)
-            .chain(&["--json"])
-            .copied()
-            .collect();
-        crate::reliability_support::copus_json(&args)
-    };
+    let with = |extra: &[&str]| llama3_8b_json("8", extra);
     let v = with(&[]);
     assert_eq!(v["fits"], true, "{v}");
     let faster = &v["faster_layout"];

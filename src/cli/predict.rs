@@ -441,46 +441,39 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         }
         Err(e) => return Err(invalid(e)),
     };
-    let faster_if_it_fit = if p.fits {
-        enumerate::faster_near_miss(&ctx, &costs, a.batch, p.step_time_s).map(|(c, q)| NearestFit {
-            flags: fit_flags(&c, &cfg),
-            config: (&c).into(),
-            tokens_per_s: q.tokens_per_s,
-            memory_per_gpu_bytes: q.memory_per_gpu_bytes,
-        })
-    } else {
-        None
+    // Only what the stack's framework runs as stated (DeepSpeed's Ulysses and pipeline limits:
+    // it proposed CP 32 with a caveat that DeepSpeed cannot run it).
+    let runs = |c: &ParallelConfig| deepspeed_emit_caveat(&stack, &eff, &model, c).is_none();
+    // A configuration proposed fits with room for its largest tensor first (one that fits with
+    // the logits against almost nothing left is cautioned when predicted: it proposed such a
+    // change); the tight one only where nothing roomier fits.
+    let roomy = |c: &ParallelConfig| {
+        let micro_batches = a.batch / (u64::from(c.dp) * u64::from(c.mbs)).max(1);
+        let room = crate::perf::memory::logits_room(
+            &model,
+            c,
+            (micro_batches, hw.reserved_bytes),
+            &eff,
+            hw.hbm_bytes,
+        );
+        runs(c) && !room.risk
     };
-    let faster_layout = if p.fits {
-        let runs = |c: &ParallelConfig| {
-            let micro_batches = a.batch / (u64::from(c.dp) * u64::from(c.mbs)).max(1);
-            deepspeed_emit_caveat(&stack, &eff, &model, c).is_none()
-                && !crate::perf::memory::logits_room(
-                    &model,
-                    c,
-                    (micro_batches, hw.reserved_bytes),
-                    &eff,
-                    hw.hbm_bytes,
-                )
-                .risk
-        };
-        what_fits(
-            &ctx,
-            a.gpus,
-            a.batch,
-            &cfg,
-            (stack_base, &policies[..]),
-            &runs,
+    let as_fit = |(c, q): (ParallelConfig, Prediction)| NearestFit {
+        flags: fit_flags(&c, &cfg),
+        config: (&c).into(),
+        tokens_per_s: q.tokens_per_s,
+        memory_per_gpu_bytes: q.memory_per_gpu_bytes,
+    };
+    let search = (stack_base, &policies[..]);
+    let (faster_if_it_fit, faster_layout) = if p.fits {
+        (
+            enumerate::faster_near_miss(&ctx, &costs, a.batch, p.step_time_s).map(as_fit),
+            what_fits(&ctx, a.gpus, a.batch, &cfg, search, &roomy)
+                .filter(|(_, q)| q.tokens_per_s >= p.tokens_per_s * (1.0 + FASTER_LAYOUT_MIN_GAIN))
+                .map(as_fit),
         )
-        .filter(|(_, q)| q.tokens_per_s >= p.tokens_per_s * (1.0 + FASTER_LAYOUT_MIN_GAIN))
-        .map(|(c, q)| NearestFit {
-            flags: fit_flags(&c, &cfg),
-            config: (&c).into(),
-            tokens_per_s: q.tokens_per_s,
-            memory_per_gpu_bytes: q.memory_per_gpu_bytes,
-        })
     } else {
-        None
+        (None, None)
     };
     let mb = a.batch / (cfg.dp as u64 * cfg.mbs as u64);
     let memory = peak_memory(&model, &cfg, mb, hw.reserved_bytes, &eff);
@@ -491,32 +484,9 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             need_gb: p.memory_per_gpu_bytes / 1e9,
             have_gb: hw.hbm_bytes / 1e9,
         };
-        // Only what the stack's framework runs as stated (DeepSpeed's Ulysses and pipeline
-        // limits: it proposed CP 32 with a caveat that DeepSpeed cannot run it).
-        let runs = |c: &ParallelConfig| deepspeed_emit_caveat(&stack, &eff, &model, c).is_none();
-        // A change that fits with room for its largest tensor first (one that fits with the
-        // logits against almost nothing left is cautioned when predicted: it proposed such a
-        // change); the tight one where nothing roomier fits.
-        let roomy = |c: &ParallelConfig| {
-            let micro_batches = a.batch / (u64::from(c.dp) * u64::from(c.mbs)).max(1);
-            let room = crate::perf::memory::logits_room(
-                &model,
-                c,
-                (micro_batches, hw.reserved_bytes),
-                &eff,
-                hw.hbm_bytes,
-            );
-            runs(c) && !room.risk
-        };
-        let policies = (stack_base, &policies[..]);
-        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg, policies, &roomy)
-            .or_else(|| what_fits(&ctx, a.gpus, a.batch, &cfg, policies, &runs))
-            .map(|(c, fit)| NearestFit {
-                flags: fit_flags(&c, &cfg),
-                config: (&c).into(),
-                tokens_per_s: fit.tokens_per_s,
-                memory_per_gpu_bytes: fit.memory_per_gpu_bytes,
-            });
+        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg, search, &roomy)
+            .or_else(|| what_fits(&ctx, a.gpus, a.batch, &cfg, search, &runs))
+            .map(as_fit);
         (Some(oom.to_string()), nearest)
     };
     let (calibration, calibration_caveats) = match calibration_file {
