@@ -344,6 +344,32 @@ fn a_session_saved_after_a_what_if_change_of_its_cluster_says_what_it_now_is() {
     );
 }
 
+/// Branch records from step 30 for `batches`, `seeds` seeds each, evaluated every 512
+/// samples `evals` times: a loss falling as samples / (4096 + 64·batch) (B_noise 64), plus
+/// `noise(batch, seed, k)` at the k-th evaluation.
+fn branch_records(
+    batches: &[u64],
+    seeds: u64,
+    evals: u64,
+    noise: impl Fn(u64, u64, u64) -> f64,
+) -> String {
+    let mut records = String::new();
+    for &batch in batches {
+        for seed in 0..seeds {
+            for k in 0..=evals {
+                let samples = k * 512;
+                let loss =
+                    3.0 - samples as f64 / (4096.0 + 64.0 * batch as f64) + noise(batch, seed, k);
+                records.push_str(&format!(
+                    "{{\"v\":1,\"branch\":{{\"from_step\":30,\"batch\":{batch},\"seed\":{seed}}},\"step\":{},\"samples\":{samples},\"loss\":{loss}}}\n",
+                    samples / batch
+                ));
+            }
+        }
+    }
+    records
+}
+
 /// A branch file given with `--branches` from another directory is copied beside the saved
 /// session and named in it; the saved session reopens with the measurements laid over the run.
 /// Opening with the records alone changes nothing to save.
@@ -351,23 +377,8 @@ fn a_session_saved_after_a_what_if_change_of_its_cluster_says_what_it_now_is() {
 fn branch_records_given_with_a_run_are_saved_with_the_session() {
     let dir = tempfile::tempdir().expect("tempdir");
     let elsewhere = tempfile::tempdir().expect("tempdir");
-    let run = dir.path().join("run.ndjson");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
-        &run,
-    )
-    .expect("copy");
-    let mut records = String::new();
-    for (batch, seed) in [8u64, 16, 32].into_iter().flat_map(|b| [(b, 0), (b, 1)]) {
-        for k in 0..=8u64 {
-            let samples = k * 512;
-            let loss = 3.0 - samples as f64 / (4096.0 + 64.0 * batch as f64) + 0.001 * seed as f64;
-            records.push_str(&format!(
-                "{{\"v\":1,\"branch\":{{\"from_step\":30,\"batch\":{batch},\"seed\":{seed}}},\"step\":{},\"samples\":{samples},\"loss\":{loss}}}\n",
-                samples / batch
-            ));
-        }
-    }
+    let run = sample_run_in(dir.path());
+    let records = branch_records(&[8, 16, 32], 2, 8, |_, seed, _| 0.001 * seed as f64);
     let branch_file = elsewhere.path().join("br.ndjson");
     std::fs::write(&branch_file, &records).expect("write");
     let args = OpenArgs {
@@ -436,27 +447,10 @@ fn branch_records_given_with_a_run_are_saved_with_the_session() {
 #[test]
 fn a_measured_conversion_widens_b_crits_interval_by_its_range() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let run = dir.path().join("run.ndjson");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson"),
-        &run,
-    )
-    .expect("copy");
-    let mut records = String::new();
-    for (batch, seed) in [8u64, 16, 32, 64]
-        .into_iter()
-        .flat_map(|b| [(b, 0), (b, 1), (b, 2)])
-    {
-        for k in 0..=12u64 {
-            let samples = k * 512;
-            let noise = 0.004 * ((seed * 7 + batch + k) % 5) as f64;
-            let loss = 3.0 - samples as f64 / (4096.0 + 64.0 * batch as f64) + noise;
-            records.push_str(&format!(
-                "{{\"v\":1,\"branch\":{{\"from_step\":30,\"batch\":{batch},\"seed\":{seed}}},\"step\":{},\"samples\":{samples},\"loss\":{loss}}}\n",
-                samples / batch
-            ));
-        }
-    }
+    let run = sample_run_in(dir.path());
+    let records = branch_records(&[8, 16, 32, 64], 3, 12, |batch, seed, k| {
+        0.004 * ((seed * 7 + batch + k) % 5) as f64
+    });
     let branch_file = dir.path().join("br.ndjson");
     std::fs::write(&branch_file, &records).expect("write");
     let mut app = copus::cli::open::explorer_app(&OpenArgs {
