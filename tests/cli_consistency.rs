@@ -2020,7 +2020,8 @@ fn flag_errors_exit_2_and_a_misfit_is_a_result() {
     ]);
     small.fails_with(&[
         "--mbs 8",
-        "batch 512 is smaller than dp·mbs = 1024 (128 replicas × mbs 8)",
+        "batch 512 is smaller than dp·mbs = 1024 (128 replicas × mbs 8); each replica gets 4 \
+         samples of this batch: an mbs that divides 4",
     ]);
     assert_eq!(small.code, Some(2));
     copus(&[

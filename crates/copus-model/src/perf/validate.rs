@@ -173,8 +173,15 @@ pub fn micro_batches(cfg: &ParallelConfig, global_batch: u64) -> Result<u64, Inv
     let per_step = cfg.dp as u64 * cfg.mbs as u64;
     if per_step > 0 && global_batch > 0 && global_batch < per_step {
         // Not a divisibility problem: the batch is too small for one micro-batch a replica.
+        // The largest micro-batch this batch feeds every replica with, where there is one.
+        let most = global_batch / u64::from(cfg.dp).max(1);
+        let hint = if most >= 1 {
+            format!("; each replica gets {most} samples of this batch: an mbs that divides {most}")
+        } else {
+            String::new()
+        };
         return Err(Invalid::Other(format!(
-            "batch {global_batch} is smaller than dp·mbs = {per_step} ({} replicas × mbs {})",
+            "batch {global_batch} is smaller than dp·mbs = {per_step} ({} replicas × mbs {}){hint}",
             cfg.dp, cfg.mbs
         )));
     }
