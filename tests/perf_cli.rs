@@ -2141,17 +2141,21 @@ fn a_step_time_calibration_can_start_from_a_links_calibration() {
         "{written:?}"
     );
     assert!(written.fitted.iter().any(|f| f == "inter_link_scale"));
+    // `calibrate CSV --hardware h100-sxm --model llama-7b --calibration FILE`.
+    let calibrate_from = |cal: &std::path::Path| {
+        copus(&[
+            "calibrate",
+            csv.to_str().expect("utf-8"),
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama-7b",
+            "--calibration",
+            cal.to_str().expect("utf-8"),
+        ])
+    };
     // The text names what the fit started from: the links file's model, not "profile".
-    let (ok, text, err) = copus(&[
-        "calibrate",
-        csv.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--model",
-        "llama-7b",
-        "--calibration",
-        links_file.to_str().expect("utf-8"),
-    ]);
+    let (ok, text, err) = calibrate_from(&links_file);
     assert!(ok, "{err}");
     assert!(
         text.contains("rms relative error: links.ron model")
@@ -2167,16 +2171,7 @@ fn a_step_time_calibration_can_start_from_a_links_calibration() {
         ..file
     };
     std::fs::write(&a100, other.to_ron().expect("ron")).expect("a100");
-    let (ok, _, err) = copus(&[
-        "calibrate",
-        csv.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--model",
-        "llama-7b",
-        "--calibration",
-        a100.to_str().expect("utf-8"),
-    ]);
+    let (ok, _, err) = calibrate_from(&a100);
     assert!(!ok && err.contains("fitted for a100-80g"), "{err}");
 }
 

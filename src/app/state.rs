@@ -207,7 +207,7 @@ fn settings_of(s: &Session) -> Session {
 /// `raw` with the B_crit scale applied; at scale 1 the same trajectory, shared (a live run's
 /// is hundreds of thousands of points, replaced several times a second).
 fn scaled(raw: &Arc<Trajectory>, session: &Session) -> Arc<Trajectory> {
-    let conversion = BCritConversion::of(session);
+    let conversion = BCritScaling::of(session);
     if conversion.is_identity() {
         return Arc::clone(raw);
     }
@@ -216,17 +216,18 @@ fn scaled(raw: &Arc<Trajectory>, session: &Session) -> Arc<Trajectory> {
     Arc::new(t)
 }
 
-/// The session's B_crit conversion: the factor (`b_crit_scale`) and, where it was measured
-/// with one, its range (`planner.b_crit_scale_range`), both dimensionless.
+/// The session's B_crit scaling: the factor (`b_crit_scale`) and, where it was measured with
+/// one, its range (`planner.b_crit_scale_range`), both dimensionless. (The plan report's
+/// `BCritConversion` describes the factor for JSON.)
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BCritConversion {
+pub struct BCritScaling {
     /// Multiplies B_crit.
     pub factor: f64,
     /// Multiply the interval's lower and upper ends (the factor's own range), else `factor`.
     pub range: Option<[f64; 2]>,
 }
 
-impl BCritConversion {
+impl BCritScaling {
     /// The conversion `session` applies.
     pub fn of(session: &Session) -> Self {
         Self {

@@ -174,7 +174,7 @@ pub fn legend_entries(app: &App, y: Option<(f64, f64)>) -> Vec<String> {
 pub fn compare_trajectory(app: &App) -> Option<Trajectory> {
     let c = app.compare.as_ref()?;
     let mut t = c.trajectory.clone();
-    crate::app::state::BCritConversion::of(&app.resolved.session).apply(&mut t);
+    crate::app::state::BCritScaling::of(&app.resolved.session).apply(&mut t);
     Some(t)
 }
 
