@@ -210,6 +210,8 @@ fn open_interval_note(app: &App) -> Option<String> {
     if hi.is_finite() {
         return None;
     }
+    // The unit the timeline's title gives the same numbers in.
+    let word = crate::format::sample_word(app.trajectory.seq_len);
     let window = app
         .analysis
         .as_deref()
@@ -218,7 +220,7 @@ fn open_interval_note(app: &App) -> Option<String> {
             let b = now.b_simple?;
             now.ci[1].is_finite().then(|| {
                 format!(
-                    "; the run's last {} steps read {} samples {}",
+                    "; the run's last {} steps read {} {word} {}",
                     now.steps,
                     crate::format::si(b),
                     crate::app::measured_view::interval_words(now.ci)
@@ -227,7 +229,7 @@ fn open_interval_note(app: &App) -> Option<String> {
         })
         .unwrap_or_default();
     Some(format!(
-        "B_crit here is only bounded below (≥{} samples; the point {} rests on an estimate the \
+        "B_crit here is only bounded below (≥{} {word}; the point {} rests on an estimate the \
          data do not bound above), so this recommendation rests on an uncertain value{window}",
         crate::format::si(lo),
         crate::format::si(point.b_crit)
