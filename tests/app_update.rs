@@ -991,6 +991,7 @@ fn advice_loop(out: std::path::PathBuf) -> copus::app::advice::AdviceLoop {
             b_crit_scale: 1.0,
             form: copus::goodput::StatEffForm::McCandlish,
             dry_run: false,
+            seq_len: 1,
         }),
         out,
     )

@@ -24,6 +24,7 @@ fn advise(r: &Resolved, in_place: Option<copus::plan::advice::InPlaceThroughput<
         b_crit_scale: 1.0,
         form: r.session.stat_eff,
         dry_run: false,
+        seq_len: r.model.seq_len,
     });
     // The advised run of docs/ADVISED_RUN.md: batch 16 = 2 ranks × micro-batch 8, B_crit 19.
     let run = RunState {

@@ -489,6 +489,7 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
                 b_crit_scale: resolved.session.b_crit_scale,
                 form: resolved.session.stat_eff,
                 dry_run: args.dry_run,
+                seq_len: resolved.model.seq_len,
             });
             Some(crate::app::advice::AdviceLoop::new(advisor, path))
         }

@@ -177,6 +177,7 @@ impl Advising {
             b_crit_scale: r.session.b_crit_scale,
             form: r.session.stat_eff,
             dry_run: o.dry_run,
+            seq_len: r.model.seq_len,
         };
         let sink = if o.out.starts_with("tcp://") {
             let server = crate::trainer::serve::StatsServer::bind(o.out)

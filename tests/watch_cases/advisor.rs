@@ -22,6 +22,11 @@ fn demo_table() -> ThroughputTable {
 }
 
 fn advisor(min_dwell_steps: u64) -> Advisor {
+    advisor_of(min_dwell_steps, 2048)
+}
+
+/// [`advisor`] for a model of `seq_len` tokens a sample.
+fn advisor_of(min_dwell_steps: u64, seq_len: u32) -> Advisor {
     Advisor::new(AdviceSettings {
         threshold: 0.05,
         min_dwell_steps,
@@ -29,6 +34,7 @@ fn advisor(min_dwell_steps: u64) -> Advisor {
         b_crit_scale: 1.0,
         form: StatEffForm::McCandlish,
         dry_run: false,
+        seq_len,
     })
 }
 
@@ -283,8 +289,15 @@ fn advice_carries_its_interval_and_the_gain_at_its_lower_end() {
     let low = a.gain_at_lower_end.expect("a gain at the lower end");
     assert!(low < a.expected_gain, "{low} vs {}", a.expected_gain);
     assert!(
-        a.reason.contains("B_crit 4000 [300–20000] samples")
+        a.reason.contains("B_crit 4000 [300–20000] sequences")
             && a.reason.contains("at the interval's lower end, B_crit 300"),
+        "{}",
+        a.reason
+    );
+    // One-token samples (the built-in trainer's) are called samples, as on screen.
+    let a = advisor_of(0, 1).observe(&t, wide, &run).expect("advice");
+    assert!(
+        a.reason.contains("B_crit 4000 [300–20000] samples"),
         "{}",
         a.reason
     );

@@ -38,6 +38,9 @@ pub struct AdviceSettings {
     pub form: StatEffForm,
     /// Write advice marked not to apply.
     pub dry_run: bool,
+    /// Tokens in one sample of the session's model: the reason names B_crit and batches in
+    /// "sequences" where it is more than one, "samples" otherwise (as the explorer does).
+    pub seq_len: u32,
 }
 
 /// What the run is doing now, as its records say.
@@ -406,8 +409,9 @@ impl Advisor {
             b_crit_ci,
             gain_at_lower_end,
             reason: format!(
-                "B_crit {b_noise:.0}{} samples at step {step}: batch {batch} on {} predicts {:+.1} % goodput over batch {} on {}{}",
+                "B_crit {b_noise:.0}{} {} at step {step}: batch {batch} on {} predicts {:+.1} % goodput over batch {} on {}{}",
                 b_crit_ci.map_or(String::new(), |[lo, hi]| format!(" [{lo:.0}–{hi:.0}]")),
+                crate::format::sample_word(s.seq_len),
                 crate::perf::config::layout_label_cp(lay.dp, lay.cp, lay.tp, lay.pp),
                 gain * 100.0,
                 run.batch,
