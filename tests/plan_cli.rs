@@ -660,4 +660,23 @@ fn plan_json_carries_the_schedules_end() {
         text.contains(&format!("the plan trains on {pct:.1} % fewer")),
         "{pct:.1}: {text}"
     );
+    // The written schedules say it too (a trainer reads them, not the plan's text).
+    let notes = emitted["notes"].as_array().expect("notes");
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains(&format!("{pct:.1} % fewer tokens"))
+                && n.contains("run the last phase on to 600.0B tokens"))),
+        "{pct:.1}: {notes:?}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["plan", demo.to_str().expect("utf-8"), "--emit", "megatron"])
+        .output()
+        .expect("run copus");
+    let megatron = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        megatron.contains("# note: this schedule ends at")
+            && megatron.contains(&format!("{pct:.1} % fewer tokens")),
+        "{megatron}"
+    );
 }

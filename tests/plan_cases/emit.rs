@@ -768,16 +768,23 @@ fn what_a_plan_rests_on_beyond_the_session_is_written_into_every_document() {
         );
     }
     // Without notes of the command line, only what the schedule leaves to the user: the
-    // learning rate the objective assumes.
+    // learning rate the objective assumes, and that it trains on fewer tokens than the
+    // trajectory's axis counts.
     ctx.notes.clear();
     let doc: serde_json::Value =
         serde_json::from_str(&emit(&rep, &ctx, EmitTarget::Json).expect("json")).expect("parses");
     let notes = doc["notes"].as_array().expect("notes");
-    assert_eq!(notes.len(), 1, "{doc}");
+    assert_eq!(notes.len(), 2, "{doc}");
     assert!(
         notes[0]
             .as_str()
             .is_some_and(|n| n.starts_with("the plan assumes the learning rate")),
+        "{doc}"
+    );
+    assert!(
+        notes[1]
+            .as_str()
+            .is_some_and(|n| n.starts_with("this schedule ends at") && n.contains("fewer tokens")),
         "{doc}"
     );
 }

@@ -194,10 +194,9 @@ pub fn render_text(rep: &PlanReport) -> String {
         // counts fewer samples at smaller batches for the same progress), and a trainer that
         // stops at the plan's count relies on that model.
         let against = rep
-            .trajectory_end_tokens
-            .filter(|t| *t > 0.0 && end.2 > 0.0)
-            .map_or(String::new(), |t| {
-                let pct = 100.0 * (end.2 / t - 1.0);
+            .tokens_against_trajectory()
+            .map_or(String::new(), |(t, change)| {
+                let pct = 100.0 * change;
                 format!(
                     "; the trajectory's axis ends at {} tokens, so the plan trains on {:.1} % {} \
                      (the efficiency model's count of the samples its batches need for the same \

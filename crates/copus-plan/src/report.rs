@@ -233,3 +233,14 @@ pub fn schedule_end(schedule: &[ScheduleRun], seq_len: u32) -> Option<crate::emi
         tokens: samples as f64 * f64::from(seq_len),
     })
 }
+
+impl PlanReport {
+    /// The schedule's tokens against the trajectory's: (the trajectory's end, tokens; the
+    /// schedule's tokens over it − 1, a fraction, negative where the plan trains on fewer),
+    /// when both are known and positive.
+    pub fn tokens_against_trajectory(&self) -> Option<(f64, f64)> {
+        let plan = self.end.map(|e| e.tokens).filter(|t| *t > 0.0)?;
+        let trajectory = self.trajectory_end_tokens.filter(|t| *t > 0.0)?;
+        Some((trajectory, plan / trajectory - 1.0))
+    }
+}

@@ -409,7 +409,34 @@ pub fn schedule_notes(
         );
     }
     notes.extend(sharding_note(report, phases, target));
+    notes.extend(length_note(report, phases));
     notes
+}
+
+/// Where the schedule's token count differs from the trajectory's by more than 0.5 %: how
+/// long it trains, and that its length rests on the efficiency model (a trainer that stops at
+/// the schedule's count trains less than the measured run did).
+fn length_note(report: &PlanReport, phases: &[EmitPhase]) -> Option<String> {
+    let trajectory = report.trajectory_end_tokens.filter(|t| *t > 0.0)?;
+    // The written schedule's own end (a framework's schedule may differ from the plan's).
+    let last = phases.last()?;
+    let steps = last.until_step.checked_sub(last.from_step)?;
+    let plan = last.from_tokens
+        + steps as f64 * last.global_batch as f64 * f64::from(report.seq_len.max(1));
+    let change = plan / trajectory - 1.0;
+    (change.abs() > 0.005).then(|| {
+        format!(
+            "this schedule ends at {} tokens where the trajectory's axis ({}) ends at {}: {:.1} \
+             % {} tokens, the efficiency model's count of what its batches need for the same \
+             progress; to reach the trajectory's end instead, run the last phase on to {} tokens",
+            crate::format::tokens(plan),
+            report.token_axis.words(report.seq_len),
+            crate::format::tokens(trajectory),
+            100.0 * change.abs(),
+            if change < 0.0 { "fewer" } else { "more" },
+            crate::format::tokens(trajectory),
+        )
+    })
 }
 
 /// A plan costed with another ZeRO-3 implementation than the target runs (`--sharding
