@@ -356,8 +356,9 @@ fn a_recorded_run_opens_at_its_latest_bounded_point() {
     assert!((app.cursor + 1..points.len()).all(|i| !bounded(i)));
     assert!(
         app.status.starts_with(&format!(
-            "opened at step {}, the last bounded B_crit",
-            points[app.cursor].step
+            "opened at step {} (last bounded B_crit) · {} later points open above",
+            points[app.cursor].step,
+            points.len() - 1 - app.cursor
         )),
         "{}",
         app.status
@@ -368,7 +369,7 @@ fn a_recorded_run_opens_at_its_latest_bounded_point() {
     let missing = analysed - points.len();
     assert_eq!(
         app.status
-            .contains(&format!("; {missing} step(s) have no estimate")),
+            .contains(&format!(" · {missing} steps with no estimate")),
         missing > 0,
         "{missing}: {}",
         app.status
@@ -404,11 +405,17 @@ fn steps_without_an_estimate_are_counted_in_the_status() {
     let analysed = app.analysis.as_ref().expect("analysis").steps.len();
     let missing = analysed - app.trajectory.points.len();
     assert!(missing > 0, "every step has an estimate");
+    let said = format!(
+        "{missing} step{} with no estimate",
+        if missing == 1 { "" } else { "s" }
+    );
+    let at = app.status.find(&said);
     assert!(
-        app.status.contains(&format!(
-            "{missing} step(s) have no estimate (smoothed |G|² ≤ 0)"
-        )),
+        app.status.contains(&format!("{said} (|G|² ≤ 0)")),
         "{missing}: {}",
         app.status
     );
+    // The count within a 100-column status line (it was cut off there).
+    let through = app.status[..at.unwrap_or(0) + said.len()].chars().count();
+    assert!(through <= 98, "{through}: {}", app.status);
 }

@@ -448,18 +448,20 @@ impl App {
             .analysis
             .as_ref()
             .map_or(0, |a| a.steps.len().saturating_sub(points.len()));
+        // Counts first and short: the line is the terminal's width, and at 100 columns the
+        // count of steps without an estimate was cut off.
         let left_out = match left_out {
             0 => String::new(),
-            n => format!("; {n} step(s) have no estimate (smoothed |G|² ≤ 0)"),
+            1 => " · 1 step with no estimate (|G|² ≤ 0)".to_string(),
+            n => format!(" · {n} steps with no estimate (|G|² ≤ 0)"),
         };
         if at + 1 < points.len() {
             self.cursor = at;
+            let open = points.len() - 1 - at;
             self.notice = Some(format!(
-                "opened at step {}, the last bounded B_crit (the {} points after it are open \
-                 above; End goes to step {}){left_out}",
+                "opened at step {} (last bounded B_crit) · {open} later point{} open above{left_out}",
                 points[at].step,
-                points.len() - 1 - at,
-                last.step
+                if open == 1 { "" } else { "s" },
             ));
         } else if !left_out.is_empty() {
             self.notice = Some(format!("opened at step {}{left_out}", last.step));
