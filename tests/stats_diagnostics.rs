@@ -674,3 +674,56 @@ fn drift_not_measured_names_the_window_without_an_estimate() {
         Some("no positive estimate in the last window")
     );
 }
+
+/// A run whose B_simple drifts up and whose last window has no upper bound (the built-in
+/// trainer's cosine-schedule run of 1,500 steps): the verdict's reasons agree on what to read
+/// (the `now` reason said "read the run-wide value" beside the drift reason's "not the
+/// run-wide value").
+#[test]
+fn an_unbounded_now_in_a_drifting_run_does_not_point_at_the_run_wide_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    let copus = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(args)
+            .output()
+            .expect("runs copus");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let path = run.to_str().expect("utf-8");
+    copus(&[
+        "demo-train",
+        "--steps",
+        "1500",
+        "--lr-schedule",
+        "cosine",
+        "--out",
+        path,
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&copus(&["analyze", path, "--json", "--summary-only"]))
+            .expect("json");
+    let s = &v["summary"];
+    assert_eq!(s["drift"]["significant"], true, "{s}");
+    assert!(
+        s["now"]["ci"][1].is_null(),
+        "the last window is bounded: {s}"
+    );
+    let reasons: Vec<&str> = s["reasons"]
+        .as_array()
+        .expect("reasons")
+        .iter()
+        .filter_map(|r| r["message"].as_str())
+        .collect();
+    let now = reasons
+        .iter()
+        .find(|m| m.contains("the `now` value"))
+        .unwrap_or_else(|| panic!("no unbounded `now` among {reasons:?}"));
+    assert!(!now.contains("read the run-wide value"), "{now}");
+    assert!(now.contains("read the trajectory"), "{now}");
+}

@@ -464,11 +464,18 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
             Some(_) => "has an interval with no upper bound".to_string(),
             None => "has no estimate (|G|² not positive there)".to_string(),
         };
+        // Where B_simple drifts, the run-wide value averages a moving target (the drift
+        // reason says not to read it): only the trajectory is left to read.
+        let read = if s.drift.as_ref().is_some_and(|d| d.significant) {
+            "read the trajectory until more steps arrive (not the run-wide value: B_simple \
+             drifts over the run)"
+        } else {
+            "read the run-wide value or the trajectory until more steps arrive"
+        };
         soft.push(reason(
             K::UnboundedInterval,
             format!(
-                "the last window (steps {}-{}, the `now` value) {what}: read the run-wide value \
-                 or the trajectory until more steps arrive",
+                "the last window (steps {}-{}, the `now` value) {what}: {read}",
                 s.now.first_step, s.now.last_step
             ),
         ));
