@@ -366,3 +366,28 @@ fn every_lesson_saves_under_its_own_name_not_over_the_demo() {
         );
     }
 }
+
+/// The measured-run lesson's plan runs at batches (16 → 32) below its B_crit: a panel tall
+/// enough for the intervals widens its axis to draw them; a short one says where they are
+/// (its switches were marked with no batch drawn and no word in the legend).
+#[test]
+fn a_plan_below_the_measured_b_crit_is_drawn_or_said() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lesson = lessons::find("measured-run").expect("lesson");
+    let app = ready(&lesson, dir.path());
+    let plan = copus::ui::timeline_marks::planned_batches(&app);
+    let lowest = plan.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let b_crit_low = app
+        .trajectory
+        .points
+        .iter()
+        .map(|p| p.b_crit)
+        .fold(f64::INFINITY, f64::min);
+    assert!(lowest < 100.0 && lowest < b_crit_low / 2.0, "{plan:?}");
+    let tall = render(&app, 200, 60);
+    assert!(tall.contains("─ plan's batch"), "{tall}");
+    let label = copus::format::count(lowest);
+    assert!(tall.contains(&format!("{label}───")), "{tall}");
+    let short = render(&app, 80, 24);
+    assert!(short.contains(&format!("↓{label}→")), "{short}");
+}

@@ -121,6 +121,13 @@ fn the_plans_batch_is_in_the_legend_only_where_it_is_drawn() {
         !with((8.0, 9.0)).contains(&entry),
         "no plan batch near 10^8"
     );
+    // Where none is drawn, the legend gives the batches and the side of the axis they lie on.
+    let batches: Vec<String> = plan.iter().map(|p| copus::format::count(p.1)).collect();
+    let mut distinct = batches.clone();
+    distinct.dedup();
+    let below = format!("↓{} plan's batch, below the axis", distinct.join("→"));
+    assert!(with((8.0, 9.0)).contains(&below), "{:?}", with((8.0, 9.0)));
+    assert!(with((-3.0, -2.0)).iter().any(|e| e.starts_with('↑')));
     assert!(!copus::ui::timeline_marks::legend_entries(&app, None).contains(&entry));
 }
 

@@ -233,11 +233,19 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Some((blo, bhi)) => (lo.min(blo), hi.max(bhi)),
         None => (lo, hi),
     };
-    // The branched experiment's marks share the axis too.
-    // (The plan's batch is drawn where it falls inside this range: widening the axis for it
-    // squeezed B_crit into one row at 80×24.)
+    // The branched experiment's marks share the axis too, and in a panel tall enough for the
+    // intervals the plan's batch as well (a measured run's plan at batch 16–32 fell below an
+    // axis from 100, its switches marked without their batches). In a short panel it is drawn
+    // where it falls inside the range (widening the axis for it squeezed B_crit into one row
+    // at 80×24), and the legend says where it is not.
+    let plan_values = super::timeline_marks::planned_batches(app)
+        .into_iter()
+        .map(|(_, b)| b)
+        .filter(|_| intervals);
     let (lo, hi) = super::timeline_marks::branch_values(app)
         .into_iter()
+        .chain(plan_values)
+        .filter(|v| v.is_finite() && *v > 0.0)
         .fold((lo, hi), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let current = app.current_batch_in_run_samples();
     let y_lo = current.map_or(lo, |c| c.min(lo)).max(1e-9).log10().floor();

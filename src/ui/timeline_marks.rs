@@ -151,14 +151,32 @@ pub fn legend_entries(app: &App, y: Option<(f64, f64)>) -> Vec<String> {
             out.push(format!("{THRESHOLD_GLYPH} threshold CBS"));
         }
     }
-    // Only where some of the plan's batch falls inside the axis's decades `y` (log10).
-    let drawn = y.is_some_and(|(lo, hi)| {
-        planned_batches(app)
-            .iter()
-            .any(|p| (lo..=hi).contains(&p.1.log10()))
-    });
-    if drawn {
-        out.push(format!("{PLAN_GLYPH} plan's batch"));
+    // Where some of the plan's batch falls inside the axis's decades `y` (log10); where none
+    // does, its batches and which side of the axis they lie on (its switches are marked).
+    let planned = planned_batches(app);
+    if let Some((lo, hi)) = y.filter(|_| !planned.is_empty()) {
+        if planned.iter().any(|p| (lo..=hi).contains(&p.1.log10())) {
+            out.push(format!("{PLAN_GLYPH} plan's batch"));
+        } else {
+            let mut batches: Vec<String> = Vec::new();
+            for p in &planned {
+                let b = crate::format::count(p.1);
+                if batches.last() != Some(&b) {
+                    batches.push(b);
+                }
+            }
+            // Led by an arrow and the batches (the legend's short form keeps the first two
+            // words: "↓16→32 plan").
+            let (arrow, side) = if planned[0].1.log10() < lo {
+                ("↓", "below")
+            } else {
+                ("↑", "above")
+            };
+            out.push(format!(
+                "{arrow}{} plan's batch, {side} the axis",
+                batches.join("→")
+            ));
+        }
     }
     if let Some(c) = &app.compare {
         out.push(format!("{COMPARE_GLYPH} B {}", c.label));
