@@ -149,6 +149,13 @@ fn the_plans_line_names_its_batches_where_a_decade_is_one_row() {
         plan_line.contains(&format!("─{last}─")),
         "{last} on the plan's line: {plan_line}"
     );
+    // The first segment (64, 1.0B to 26.2B tokens: three cells) names its batch too: without
+    // it the line read "───128────256", a plan that seemed to start at 128.
+    let first = copus::format::count(plan[0].1);
+    assert!(
+        plan_line.contains(&format!("{first}─")),
+        "{first} on the plan's line: {plan_line}"
+    );
     // Every label on the line is a batch of the plan (none invented, none of B_crit's).
     let labels: Vec<String> = plan_line
         .split(|c: char| !c.is_ascii_alphanumeric() && c != '.')

@@ -250,9 +250,11 @@ fn label_plan_segments(
         let end = column(plot, until.min(x[1]), x[0], x[1]);
         let label = crate::format::count(batch);
         let width = label.chars().count() as u16;
-        // One cell of line before the label (after a switch marker) and one after it.
+        // One cell of line before the label (after a switch marker); after it, the next
+        // segment's first cell is line (at 80×24 the demo's first segment, 64, had room for
+        // its label only without a cell of its own after it, and the line read "───128").
         let first = start.saturating_add(1);
-        if first.saturating_add(width) >= end.min(plot.right()) {
+        if first.saturating_add(width) > end.min(plot.right()) {
             continue;
         }
         let row = plan_row(plot, y, v);
