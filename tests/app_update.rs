@@ -354,11 +354,12 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
         assert_eq!(s.at_step, step);
         assert!(
             app.status.starts_with("switch 1/")
+                && app.status.contains(&format!(", step {step} ("))
                 && app
                     .status
-                    .contains(&format!("at step {step} = trainer step {}", s.plan_steps))
+                    .contains(&format!(") = trainer step {} (", s.plan_steps))
                 && app.status.contains(&format!(
-                    "batch {} → {}",
+                    "batch {}→{}",
                     s.from_state.batch, s.to_state.batch
                 ))
                 && app.status.contains(&s.to),
@@ -369,6 +370,14 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
             plan.schedule.get(1).map(|r| r.from_step),
             Some(s.plan_steps),
             "the trainer step is the emitted schedule's"
+        );
+        // Both steps and their tokens fit an 80-column status line (the tokens, the one
+        // thing that explains the two step counts, were cut off there).
+        let both = app.status.find(" · ").expect("a separator");
+        assert!(
+            app.status[..both].chars().count() <= 78,
+            "{}",
+            &app.status[..both]
         );
         // Revealing a lesson's answer ("the status line names the switch") keeps it there.
         let said = app.status.clone();

@@ -334,26 +334,22 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         crate::perf::config::layout_label_cp(x.dp, x.cp, x.tp, x.pp)
     };
     let change = if layout(a) == layout(b) {
-        format!("batch {} → {} on {}", a.batch, b.batch, layout(a))
+        format!("batch {}→{}", a.batch, b.batch)
     } else if a.batch == b.batch {
-        format!("{} → {} at batch {}", layout(a), layout(b), a.batch)
+        format!("{}→{} at batch {}", layout(a), layout(b), a.batch)
     } else {
-        format!(
-            "batch {} → {}, {} → {}",
-            a.batch,
-            b.batch,
-            layout(a),
-            layout(b)
-        )
+        format!("batch {}→{}, {}→{}", a.batch, b.batch, layout(a), layout(b))
     };
-    // Both steps before anything else: at 80 columns the trainer's was cut off.
+    // Both steps with their tokens before anything else, compact (at 80 columns the tokens,
+    // the one thing that explains the two step counts, were cut off); the layouts are in the
+    // full states after them.
     Some(format!(
-        "switch {}/{n}: {change} at step {} = trainer step {} · {} ({} consumed by the \
-         trainer) · {}, {:.0} s · {} → {}",
+        "switch {}/{n}: {change}, step {} ({} tok) = trainer step {} ({}) · {}, {:.0} s · {} \
+         → {}",
         k + 1,
         s.at_step,
-        s.plan_steps,
         crate::format::tokens(s.at_tokens),
+        s.plan_steps,
         crate::format::tokens(s.consumed_tokens),
         s.kind,
         s.cost_s,
