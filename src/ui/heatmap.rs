@@ -200,16 +200,18 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
                 ),
                 ColorMode::Monochrome => {
                     // Two shade glyphs, one where a long number would otherwise touch the
-                    // cell to its left.
-                    // The best cell (★, always the top shade) may drop its glyphs so that the
-                    // star never touches the cell to its left.
-                    let number = format!("{star}{}", si(g));
-                    let fewest = if best { 0 } else { 1 };
-                    let room = w
-                        .saturating_sub(1 + number.chars().count())
-                        .clamp(fewest, 2);
-                    let s = shade(t).to_string().repeat(room);
-                    (format!("{number}{s}"), Style::new())
+                    // cell to its left. The best cell (always the top shade) ends in ★ where
+                    // its neighbours end in a shade: a leading star had to drop the cell's
+                    // glyphs to keep clear of the cell to its left, so the best cell looked
+                    // the emptiest of its row.
+                    let number = si(g);
+                    let room = w.saturating_sub(1 + number.chars().count()).clamp(1, 2);
+                    let glyphs = if best {
+                        format!("{}★", shade(t).to_string().repeat(room - 1))
+                    } else {
+                        shade(t).to_string().repeat(room)
+                    };
+                    (format!("{number}{glyphs}"), Style::new())
                 }
             }
         }
