@@ -80,18 +80,35 @@ pub fn tokens(t: f64) -> String {
     }
 }
 
-/// A duration in seconds at a unit its size reads in: "3.2 h" from 0.1 h up, "12 min" from a
-/// minute, else "45 s" (a sign kept: a net loss reads "-12 min").
+/// A duration in seconds at a unit its size reads in, with about three significant digits:
+/// "32.4 h" from 10 h up, "3.24 h" from an hour, "54.4 min" from a minute, else "45 s" (a sign
+/// kept: a net loss reads "-12.0 min"). Short runs' plans differ by minutes: one decimal of an
+/// hour showed "0.9 h" for strategies 6 % apart.
 pub fn duration(seconds: f64) -> String {
     let a = seconds.abs();
     if !a.is_finite() {
         format!("{seconds} s")
-    } else if a >= 360.0 {
+    } else if a >= 36_000.0 {
         format!("{:.1} h", seconds / 3600.0)
+    } else if a >= 3600.0 {
+        format!("{:.2} h", seconds / 3600.0)
     } else if a >= 60.0 {
-        format!("{:.0} min", seconds / 60.0)
+        format!("{:.1} min", seconds / 60.0)
     } else {
         format!("{seconds:.0} s")
+    }
+}
+
+/// The unit and scale a table of durations reads in, chosen by its longest (seconds): hours
+/// with one decimal from 10 h, with two from an hour, else minutes with one: ("h", 3600, 1),
+/// ("h", 3600, 2) or ("min", 60, 1).
+pub fn duration_column(longest_s: f64) -> (&'static str, f64, usize) {
+    if !longest_s.is_finite() || longest_s >= 36_000.0 {
+        ("h", 3600.0, 1)
+    } else if longest_s >= 3600.0 {
+        ("h", 3600.0, 2)
+    } else {
+        ("min", 60.0, 1)
     }
 }
 
@@ -281,6 +298,22 @@ pub fn runs(counts: &[u32]) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Durations keep about three significant digits: two plans 6 % apart over a short run
+    /// both read "0.9 h".
+    #[test]
+    fn durations_tell_short_runs_apart() {
+        assert_eq!(duration(0.86 * 3600.0), "51.6 min");
+        assert_eq!(duration(0.92 * 3600.0), "55.2 min");
+        assert_eq!(duration(1.65 * 3600.0), "1.65 h");
+        assert_eq!(duration(197.1 * 3600.0), "197.1 h");
+        assert_eq!(duration(-720.0), "-12.0 min");
+        assert_eq!(duration(45.0), "45 s");
+        assert_eq!(duration_column(0.92 * 3600.0), ("min", 60.0, 1));
+        assert_eq!(duration_column(1.65 * 3600.0), ("h", 3600.0, 2));
+        assert_eq!(duration_column(197.1 * 3600.0), ("h", 3600.0, 1));
+    }
+
     /// Estimates to four significant digits: no more digits than the interval supports, a
     /// whole number's integer digits kept, tiny and huge values in scientific notation.
     #[test]

@@ -20,7 +20,6 @@ pub fn cbs_baselines_note(rep: &PlanReport) -> Option<&'static str> {
 /// The human-readable report.
 pub fn render_text(rep: &PlanReport) -> String {
     let mut o = String::new();
-    let h = |s: f64| s / 3600.0;
     let _ = writeln!(o, "{}", rep.session);
     let _ = writeln!(o, "planned for: {}", rep.scenario);
     let _ = writeln!(o, "stack: {}", rep.stack.label);
@@ -98,17 +97,30 @@ pub fn render_text(rep: &PlanReport) -> String {
         ),
     ));
     o.push('\n');
+    // The time column's unit from the longest time: a short run's strategies, minutes apart,
+    // all read "0.9" in hours.
+    let longest = rep
+        .strategies
+        .iter()
+        .chain(rep.current_batch_static.as_ref())
+        .map(|s| s.time_s)
+        .filter(|t| t.is_finite())
+        .fold(0.0, f64::max);
+    let (unit, per_unit, decimals) = crate::format::duration_column(longest);
     let _ = writeln!(
         o,
         "{:<16} {:>10} {:>9} {:>8}  starts at",
-        "strategy", "time (h)", "vs static", "switches"
+        "strategy",
+        format!("time ({unit})"),
+        "vs static",
+        "switches"
     );
     for s in &rep.strategies {
         let _ = writeln!(
             o,
-            "{:<16} {:>10.1} {:>8.3}× {:>8}  {}",
+            "{:<16} {:>10.decimals$} {:>8.3}× {:>8}  {}",
             s.name,
-            h(s.time_s),
+            s.time_s / per_unit,
             s.speedup_vs_static,
             s.switches,
             s.start
@@ -120,9 +132,9 @@ pub fn render_text(rep: &PlanReport) -> String {
     if let Some(c) = &rep.current_batch_static {
         let opt = rep.strategies.last().map_or(f64::NAN, |s| s.time_s);
         let row = format!(
-            "{:<16} {:>10.1} {:>8.3}× {:>8}  {}",
+            "{:<16} {:>10.decimals$} {:>8.3}× {:>8}  {}",
             c.name,
-            h(c.time_s),
+            c.time_s / per_unit,
             c.speedup_vs_static,
             0,
             c.start
