@@ -54,7 +54,7 @@ fn a_stats_file_opens_with_intervals_and_estimators() {
     assert!(text.contains("run-wide: B_simple"), "{text}");
     // Diagnostics are listed, warnings first: the sample run drifts.
     assert!(
-        text.contains("B_simple grows x"),
+        text.contains("B_simple grows ×"),
         "diagnostics shown: {text}"
     );
 }

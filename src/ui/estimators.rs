@@ -91,8 +91,12 @@ fn measured_lines(
         s.steps
     )));
     lines.push(Line::styled(format!("verdict {}", word(&s.verdict)), bold));
+    let unit = crate::app::measured_view::sample_word(app.trajectory.seq_len);
     for r in &s.reasons {
-        lines.push(Line::styled(format!("  because {}", r.message), warn));
+        lines.push(Line::styled(
+            format!("  because {}", in_panel_words(&r.message, unit)),
+            warn,
+        ));
         lines.push(Line::styled(format!("  → {}", r.action), dim));
     }
     if let Some(c) = &app.compare {
@@ -189,10 +193,8 @@ fn measured_lines(
                 if at.len() > 5 { ", …" } else { "" }
             ),
         };
-        lines.push(Line::styled(
-            format!("{glyph} {}{at}", crate::format::escape_controls(&d.message)),
-            style,
-        ));
+        let message = in_panel_words(&crate::format::escape_controls(&d.message), unit);
+        lines.push(Line::styled(format!("{glyph} {message}{at}"), style));
     }
 }
 
@@ -284,4 +286,56 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     }
     let scroll = if focused { app.side_scroll } else { 0 };
     super::panel::draw_scrolled(frame, area, block, lines, scroll);
+}
+
+/// A diagnostic's text (written for `analyze`'s plain output: "x5.09 (95% CI x3.13-x8.26)",
+/// counts in "samples") in the panel's words: factors with "×" as the panel's own lines write
+/// them, and the run's samples named `word` ("sequences" where a sample is a sequence of
+/// several tokens, as the panel's title counts them); the panel mixed both within a few lines.
+pub fn in_panel_words(message: &str, word: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut prev: Option<char> = None;
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        let factor = c == 'x'
+            && !prev.is_some_and(char::is_alphanumeric)
+            && chars.peek().is_some_and(char::is_ascii_digit);
+        if factor {
+            // "x3.13-x8.26": the range's dash as the panel's.
+            if out.ends_with("-") && prev == Some('-') {
+                out.pop();
+                out.push('–');
+            }
+            out.push('×');
+        } else {
+            out.push(c);
+        }
+        prev = Some(c);
+    }
+    if word == "samples" {
+        out
+    } else {
+        out.replace(" samples", &format!(" {word}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_panel_words;
+
+    #[test]
+    fn diagnostics_read_in_the_panels_words() {
+        let drift = "B_simple grows x5.09 (95% CI x3.13-x8.26) from 302.8 samples over steps \
+                     0-59 to 1540.1 samples: read E[x/y] max(x2)";
+        assert_eq!(
+            in_panel_words(drift, "sequences"),
+            "B_simple grows ×5.09 (95% CI ×3.13–×8.26) from 302.8 sequences over steps \
+             0-59 to 1540.1 sequences: read E[x/y] max(×2)"
+        );
+        // One-token samples stay samples; words with an x inside stay as they are.
+        assert_eq!(
+            in_panel_words("2 samples, box 3, x4", "samples"),
+            "2 samples, box 3, ×4"
+        );
+    }
 }
