@@ -680,3 +680,105 @@ fn plan_json_carries_the_schedules_end() {
         "{megatron}"
     );
 }
+
+/// `plan` and `grid` convert B_crit by the run's own branched experiment
+/// (`--branches FILE --b-crit-from KIND`), as the explorer's `open --b-crit-from` does: the
+/// factor is the geometric mean of the ratios `analyze --branches` measures, named as the
+/// source, with a note of its range; the flags' misuses are command-line errors (exit 2).
+#[test]
+fn plan_and_grid_convert_b_crit_by_the_runs_branched_experiment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, run) = (dir.path().join("b.ndjson"), dir.path().join("run.ndjson"));
+    let (bs, rs) = (b.to_str().expect("utf-8"), run.to_str().expect("utf-8"));
+    let out = copus_run(&[
+        "branch",
+        "--at",
+        "20,120",
+        "--batches",
+        "8,32,128",
+        "--seeds",
+        "2",
+        "--budget-samples",
+        "4096",
+        "--eval-samples",
+        "256",
+        "--quiet",
+        "--out",
+        bs,
+        "--run-out",
+        rs,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let analyzed = copus_run(&["analyze", rs, "--branches", bs, "--json", "--summary-only"]);
+    assert!(analyzed.status.success());
+    let a: serde_json::Value = serde_json::from_slice(&analyzed.stdout).expect("json");
+    let ratios: Vec<f64> = a["branches"]["comparison"]
+        .as_array()
+        .expect("comparison")
+        .iter()
+        .filter_map(|c| c["b_noise_ratio"]["value"].as_f64())
+        .collect();
+    assert!(!ratios.is_empty(), "{}", a["branches"]);
+    let mean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    let flags = [
+        "--seq-len",
+        "4096",
+        "--branches",
+        bs,
+        "--b-crit-from",
+        "b-noise",
+    ];
+    let v = plan_json(&run, &flags);
+    let factor = v["b_crit"]["factor"].as_f64().expect("factor");
+    assert!((factor / mean - 1.0).abs() < 1e-9, "{factor} vs {mean}");
+    assert!(
+        v["b_crit"]["factor_source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("measured B_noise ÷ B_simple by branched training")),
+        "{}",
+        v["b_crit"]
+    );
+    assert!(
+        v["caveats"].as_array().expect("caveats").iter().any(|c| c
+            .as_str()
+            .is_some_and(|c| c.contains(&format!("B_crit × {factor:.3}")))),
+        "{}",
+        v["caveats"]
+    );
+    // Without the flags, the session's own factor (1).
+    let plain = plan_json(&run, &["--seq-len", "4096"]);
+    assert_eq!(plain["b_crit"]["factor"].as_f64(), Some(1.0));
+    // grid says the same conversion.
+    let grid = copus_run(&[&["grid", rs][..], &flags[..]].concat());
+    assert!(
+        grid.status.success(),
+        "{}",
+        String::from_utf8_lossy(&grid.stderr)
+    );
+    let text = String::from_utf8_lossy(&grid.stdout).replace('\n', " ");
+    assert!(text.contains(&format!("B_crit × {factor:.3}")), "{text}");
+    // Misuses: exit 2, the flag named.
+    for (args, says) in [
+        (
+            vec!["plan", rs, "--seq-len", "4096", "--b-crit-from", "b-noise"],
+            "--branches FILE",
+        ),
+        (
+            [&["plan", rs][..], &flags[..], &["--b-crit-scale", "2"][..]].concat(),
+            "--b-crit-scale",
+        ),
+        (
+            vec!["plan", "demo", "--branches", bs, "--b-crit-from", "b-noise"],
+            "this session's source",
+        ),
+    ] {
+        let out = copus_run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

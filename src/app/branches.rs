@@ -185,6 +185,80 @@ pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<Conversi
     })
 }
 
+/// Set `session`'s B_crit conversion to the measured ratio of a branch file's `marks`
+/// ([`conversion`]: the geometric mean over its branch points) and name it as the
+/// conversion's source (`b_crit_scale`, `planner.b_crit_scale_range` and
+/// `planner.b_crit_scale_source`). `Ok`: what was applied, in words; `Err`: why the session was
+/// left unconverted. The explorer (`open --b-crit-from`), `plan` and `grid` share it.
+pub fn apply_conversion(
+    session: &mut crate::session::Session,
+    marks: &[BranchMark],
+    kind: ConversionKind,
+) -> Result<String, String> {
+    let lo = crate::validate::session::MIN_B_CRIT_SCALE;
+    let hi = crate::validate::session::MAX_B_CRIT_SCALE;
+    match conversion(marks, kind) {
+        Some(c) if (lo..=hi).contains(&c.factor) => {
+            // Which points, and the range their ratios' intervals give: B_crit's interval
+            // carries it (each end times its end of the range).
+            let f = c.factor;
+            let range = c
+                .range
+                .filter(|&[a, b]| a <= f && f <= b && a >= lo && b <= hi);
+            let steps: Vec<String> = c.points.iter().map(u64::to_string).collect();
+            let range_text = range.map_or_else(String::new, |[a, b]| format!(" [{a:.3}–{b:.3}]"));
+            let s = session;
+            s.b_crit_scale = f;
+            s.planner.b_crit_scale_range = range;
+            s.planner.b_crit_scale_source = Some(format!(
+                "measured {} ÷ B_simple by branched training, geometric mean over {} branch \
+                 point(s) (step {})",
+                kind.name(),
+                c.points.len(),
+                steps.join(", ")
+            ));
+            let open: Vec<String> = c.open_points.iter().map(u64::to_string).collect();
+            let interval = if range.is_some() {
+                "B_crit's interval is B_simple's times that range".to_string()
+            } else if !open.is_empty() {
+                // Not "no range": the ratios there are uncertain without bound on a side.
+                format!(
+                    "B_crit's interval is B_simple's times the factor and understates the \
+                     conversion's uncertainty: the ratio's interval at step {} is open at an end",
+                    open.join(", ")
+                )
+            } else {
+                "B_crit's interval is B_simple's times the factor: the ratios have no interval"
+                    .to_string()
+            };
+            Ok(format!(
+                "B_crit × {f:.3}{range_text}: the measured {} ÷ B_simple of the branch file at \
+                 step {}, applied at every step ({interval})",
+                kind.name(),
+                steps.join(", ")
+            ))
+        }
+        Some(c) => Err(format!(
+            "measured {} ÷ B_simple is {:.3e}, outside {lo}..{hi}: B_crit left unconverted",
+            kind.name(),
+            c.factor
+        )),
+        None => {
+            let why = match kind {
+                ConversionKind::BNoise => "no fitted B_noise",
+                // Bounds at an end of the batches run and unmeasured thresholds are left out.
+                ConversionKind::ThresholdCbs => {
+                    "no threshold CBS measured inside its batches (one at an end of them is a \
+                     bound, not a value)"
+                }
+            };
+            Err(format!(
+                "the branch file has {why} at a step of this run: B_crit left unconverted"
+            ))
+        }
+    }
+}
+
 /// The branch point at or before `step` (before the first: the first).
 fn mark_at(marks: &[BranchMark], step: u64) -> Option<&BranchMark> {
     marks
@@ -324,7 +398,8 @@ pub fn estimator_lines(
         ),
         None => format!(
             "here the noise scale {} {what}: scale B_crit by the measured ratio (what-if \
-             panel, or open --branches FILE --b-crit-from) rather than by another model's",
+             panel, or --branches FILE --b-crit-from of open, plan and grid) rather than by \
+             another model's",
             direction(r)
         ),
     });

@@ -165,84 +165,21 @@ fn tour(app: &mut App, delta: i64) {
 /// Smallest and largest smoother bandwidth the keys reach, steps.
 const SMOOTHING_RANGE: (f64, f64) = (1.0, 5000.0);
 
-/// `<` / `>`: the two-sided kernel's bandwidth (or the one-sided EMA's memory) ÷/× 1.5 on a
-/// measured file or dump, then the run is analysed again; a live run keeps its one-sided
-/// smoother.
 /// With `--b-crit-from`, set the session's B_crit scale to the measured ratio of the branch
-/// file (the geometric mean over its branch points) and name it as the conversion's source;
-/// the outcome waits in `app.notice` for the status line. Runs on every completed load (and
-/// on opening, when the run was loaded before the branch file was attached).
+/// file ([`super::branches::apply_conversion`]); the outcome waits in `app.notice` for the
+/// status line. Runs on every completed load (and on opening, when the run was loaded before
+/// the branch file was attached).
 pub fn convert_from_branches(app: &mut App) {
-    use super::branches::{conversion, marks};
+    use super::branches::{apply_conversion, marks};
     let (Some(kind), Some(report)) = (app.convert_from_branches, app.branches.clone()) else {
         return;
     };
     let m = marks(&report, &app.raw_trajectory);
-    let lo = crate::validate::session::MIN_B_CRIT_SCALE;
-    let hi = crate::validate::session::MAX_B_CRIT_SCALE;
-    match conversion(&m, kind) {
-        Some(c) if (lo..=hi).contains(&c.factor) => {
-            // Which points, and the range their ratios' intervals give: B_crit's interval
-            // carries it (each end times its end of the range).
-            let f = c.factor;
-            let range = c
-                .range
-                .filter(|&[a, b]| a <= f && f <= b && a >= lo && b <= hi);
-            let steps: Vec<String> = c.points.iter().map(u64::to_string).collect();
-            let range_text = range.map_or_else(String::new, |[a, b]| format!(" [{a:.3}–{b:.3}]"));
-            let s = &mut app.resolved.session;
-            s.b_crit_scale = f;
-            s.planner.b_crit_scale_range = range;
-            s.planner.b_crit_scale_source = Some(format!(
-                "measured {} ÷ B_simple by branched training, geometric mean over {} branch \
-                 point(s) (step {})",
-                kind.name(),
-                c.points.len(),
-                steps.join(", ")
-            ));
-            app.rescale();
-            let open: Vec<String> = c.open_points.iter().map(u64::to_string).collect();
-            let interval = if range.is_some() {
-                "B_crit's interval is B_simple's times that range".to_string()
-            } else if !open.is_empty() {
-                // Not "no range": the ratios there are uncertain without bound on a side.
-                format!(
-                    "B_crit's interval is B_simple's times the factor and understates the \
-                     conversion's uncertainty: the ratio's interval at step {} is open at an end",
-                    open.join(", ")
-                )
-            } else {
-                "B_crit's interval is B_simple's times the factor: the ratios have no interval"
-                    .to_string()
-            };
-            app.notice = Some(format!(
-                "B_crit × {f:.3}{range_text}: the measured {} ÷ B_simple of the branch file at \
-                 step {}, applied at every step ({interval})",
-                kind.name(),
-                steps.join(", ")
-            ));
-        }
-        Some(c) => {
-            app.notice = Some(format!(
-                "measured {} ÷ B_simple is {:.3e}, outside {lo}..{hi}: B_crit left unconverted",
-                kind.name(),
-                c.factor
-            ));
-        }
-        None => {
-            let why = match kind {
-                super::branches::ConversionKind::BNoise => "no fitted B_noise",
-                // Bounds at an end of the batches run and unmeasured thresholds are left out.
-                super::branches::ConversionKind::ThresholdCbs => {
-                    "no threshold CBS measured inside its batches (one at an end of them is a \
-                     bound, not a value)"
-                }
-            };
-            app.notice = Some(format!(
-                "the branch file has {why} at a step of this run: B_crit left unconverted"
-            ));
-        }
+    let outcome = apply_conversion(&mut app.resolved.session, &m, kind);
+    if outcome.is_ok() {
+        app.rescale();
     }
+    app.notice = Some(outcome.unwrap_or_else(|left| left));
 }
 
 /// `P`: switch a measured run's estimate between the raw and the Adam-preconditioned gradient
@@ -268,6 +205,9 @@ fn toggle_gradient(app: &mut App) -> Vec<Effect> {
     vec![Effect::LoadSource]
 }
 
+/// `<` / `>`: the two-sided kernel's bandwidth (or the one-sided EMA's memory) ÷/× 1.5 on a
+/// measured file or dump, then the run is analysed again; a live run keeps its one-sided
+/// smoother.
 fn smoothing(app: &mut App, direction: i8) -> Vec<Effect> {
     use crate::session::DataSource;
     use crate::stats::SmootherKind;

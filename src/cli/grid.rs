@@ -32,6 +32,9 @@ pub struct GridArgs {
     /// current batch, GEMM plateau, scale-out bandwidth, objective).
     #[command(flatten)]
     pub whatif: super::whatif_args::WhatIfArgs,
+    /// B_crit converted by the run's own branched experiment.
+    #[command(flatten)]
+    pub branches: super::branch_args::BranchArgs,
     /// Instead of the grid: every layout at this batch (samples, a column of the grid) ranked
     /// by goodput, then those that cannot run and why (the explorer's `R`).
     #[arg(long, value_name = "BATCH")]
@@ -244,6 +247,10 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     )?;
     a.whatif
         .apply(&mut resolved, super::whatif_args::Command::Grid)?;
+    let converted = a
+        .branches
+        .apply(&mut resolved, a.whatif.b_crit_scale.is_some())?;
+    resolved.override_notes.extend(converted);
     let (calibration, calibration_caveats) =
         super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());
     let (traj, sequence_note) = load_trajectory_noted(&resolved)?;

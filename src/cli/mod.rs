@@ -5,6 +5,7 @@ pub mod analyze;
 pub mod analyze_compare;
 pub mod bench;
 pub mod branch;
+pub mod branch_args;
 pub mod calibrate;
 pub mod calibrate_links;
 pub mod calibration_in_force;

@@ -24,6 +24,9 @@ pub struct PlanArgs {
     /// The what-if's switch costs.
     #[command(flatten)]
     pub switch_costs: super::whatif_args::SwitchCostArgs,
+    /// B_crit converted by the run's own branched experiment.
+    #[command(flatten)]
+    pub branches: super::branch_args::BranchArgs,
     /// Print JSON.
     #[arg(long, conflicts_with = "emit")]
     pub json: bool,
@@ -72,6 +75,10 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
     )?;
     args.whatif
         .apply(&mut resolved, super::whatif_args::Command::Plan)?;
+    let converted = args
+        .branches
+        .apply(&mut resolved, args.whatif.b_crit_scale.is_some())?;
+    resolved.override_notes.extend(converted);
     args.switch_costs.apply(&mut resolved)?;
     let within = args.within.map(Framework::target);
     // `--emit json` writes the schedule of any plan, one made within a framework's limits too.

@@ -62,7 +62,15 @@ pub fn render_text(rep: &PlanReport) -> String {
         "B_crit kind: ",
         &format!(
             "{} ({}); B_noise = {} × B_crit ({})",
-            b.kind, b.measures, b.factor, b.factor_source
+            b.kind,
+            b.measures,
+            // A measured ratio to three digits (it printed 0.3602868644075818).
+            if b.factor == b.factor.round() {
+                format!("{:.0}", b.factor)
+            } else {
+                crate::format::significant(b.factor, 3)
+            },
+            b.factor_source
         ),
     ));
     if let (Some(f), Some(why)) = (b.implied_factor, &b.implied_because)
