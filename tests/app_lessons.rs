@@ -286,6 +286,26 @@ fn the_estimate_right_answers_match_the_measurement() {
     );
     let row = copus::app::branches::headline_segment(&marks, 599).expect("a row");
     assert!(row.contains("at step 150"), "{row}");
+    // Panel 4 says what the answer says: an interval holding 1 supports no correction (it
+    // advised scaling by the ratio), in the panel's unit.
+    let panel =
+        copus::app::branches::estimator_lines(&marks, 599, None, false, "sequences").join("\n");
+    assert!(panel.contains("supports no correction"), "{panel}");
+    assert!(
+        !panel.contains("scale B_crit by the measured ratio"),
+        "{panel}"
+    );
+    let first = panel.lines().next().unwrap_or_default();
+    assert!(
+        first.contains(" sequences") && !first.contains(" samples"),
+        "{first}"
+    );
+    let at30 =
+        copus::app::branches::estimator_lines(&marks, 30, None, false, "sequences").join("\n");
+    assert!(
+        at30.contains("scale B_crit by the measured ratio"),
+        "{at30}"
+    );
     let b150 = marks[1].comparison.b_simple.expect("B_simple at 150");
     assert!(
         marks[1].threshold < 0.25 * b150,

@@ -331,19 +331,23 @@ fn direction(r: &crate::stats::estimate::cbs::WithCi) -> &'static str {
 /// (`--b-crit-from`), said instead of advising the conversion. `another_run`: the branch file
 /// may come from another run (its learning rates disagree with this run's): the conversion
 /// is not advised.
+///
+/// `unit`: what the run's samples are called on screen ("sequences" where a sample is a
+/// sequence of several tokens, as the panel's title counts them).
 pub fn estimator_lines(
     marks: &[BranchMark],
     cursor_step: u64,
     applied: Option<f64>,
     another_run: bool,
+    unit: &str,
 ) -> Vec<String> {
     let Some(m) = mark_at(marks, cursor_step) else {
         return Vec::new();
     };
     let unit = if m.threshold_measured() {
-        " samples"
+        format!(" {unit}")
     } else {
-        ""
+        String::new()
     };
     let mut lines = vec![format!(
         "branched training at step {}: threshold CBS {}{unit}{}",
@@ -385,7 +389,16 @@ pub fn estimator_lines(
         (None, Some(r)) => ("the threshold CBS", r),
         (None, None) => return lines,
     };
+    let agrees =
+        !matches!(r.ci, [_, Some(hi)] if hi < 1.0) && !matches!(r.ci, [Some(lo), _] if lo > 1.0);
     lines.push(match applied {
+        // The interval holds 1: this point supports no correction (panel 4 advised scaling by
+        // ×0.34 [0.11–1.43] beside a lesson answer that the branches cannot tell).
+        None if agrees => format!(
+            "here the noise scale {} {what}: this point supports no correction of B_crit \
+             (more seeds or samples a batch would narrow the ratio)",
+            direction(r)
+        ),
         Some(f) => format!(
             "here the noise scale {} {what}; B_crit is B_simple × {f:.3} from this branch file \
              (--b-crit-from: the geometric mean of its measured ratios)",
@@ -511,7 +524,7 @@ mod tests {
         let report = |fitted: f64| report_of(vec![point(105, Some(fitted))]);
         // B_simple at step 100 is 110 [90, 135].
         let says = |fitted: f64| {
-            estimator_lines(&marks(&report(fitted), &traj()), 0, None, false).join("\n")
+            estimator_lines(&marks(&report(fitted), &traj()), 0, None, false, "samples").join("\n")
         };
         let over = says(20.0);
         assert!(over.contains("branched training at step 105"), "{over}");
@@ -522,15 +535,22 @@ mod tests {
             "{}",
             says(110.0)
         );
-        assert!(estimator_lines(&[], 0, None, false).is_empty());
-        let applied =
-            estimator_lines(&marks(&report(20.0), &traj()), 0, Some(0.182), false).join("\n");
+        assert!(estimator_lines(&[], 0, None, false, "samples").is_empty());
+        let applied = estimator_lines(
+            &marks(&report(20.0), &traj()),
+            0,
+            Some(0.182),
+            false,
+            "samples",
+        )
+        .join("\n");
         assert!(
             applied.contains("B_simple × 0.182") && !applied.contains("scale B_crit by"),
             "{applied}"
         );
         // A branch file that may be another run's: the conversion is not advised.
-        let suspect = estimator_lines(&marks(&report(20.0), &traj()), 0, None, true).join("\n");
+        let suspect =
+            estimator_lines(&marks(&report(20.0), &traj()), 0, None, true, "samples").join("\n");
         assert!(
             suspect.contains("check that before scaling") && !suspect.contains("--b-crit-from"),
             "{suspect}"
@@ -579,7 +599,7 @@ mod tests {
         assert!(!poor[0].threshold_measured());
         let h = headline_segment(&poor, 200).unwrap();
         assert!(h.contains("not measured") && !h.contains('×'), "{h}");
-        let lines = estimator_lines(&poor, 200, None, false).join("\n");
+        let lines = estimator_lines(&poor, 200, None, false, "samples").join("\n");
         assert!(lines.contains("threshold CBS not measured"), "{lines}");
         assert!(!lines.contains("not measured samples") && !lines.contains("at least ×"));
         assert!(lines.contains("larger smallest batch"), "{lines}");
@@ -588,7 +608,7 @@ mod tests {
         let h = headline_segment(&sound, 200).unwrap();
         assert!(h.contains("or more") && h.contains("lower bound"), "{h}");
         assert!(
-            estimator_lines(&sound, 200, None, false)
+            estimator_lines(&sound, 200, None, false, "samples")
                 .join(" ")
                 .contains("at least ×")
         );

@@ -255,6 +255,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 cursor_step,
                 applied,
                 another_run,
+                crate::app::measured_view::sample_word(app.trajectory.seq_len),
             ));
             lines
         })
