@@ -233,3 +233,50 @@ fn watch_names_zero_norms_and_no_interval() {
         "{text}"
     );
 }
+
+/// `watch --headless --seq-len N` counts the headline's tokens in sequences of N tokens, as
+/// `analyze --seq-len N` does (it said "= 796 tokens (1 token per sample)" beside advice in
+/// sequences).
+#[test]
+fn headless_watch_reads_samples_at_the_given_sequence_length() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/demo-train-3000.ndjson");
+    let f = file.to_str().expect("utf-8");
+    let tokens_line = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.trim_start().starts_with("= ") && l.contains(" tokens ("))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no tokens line in {}", String::from_utf8_lossy(&out.stdout)))
+    };
+    let watched = tokens_line(
+        copus()
+            .args([
+                "watch",
+                f,
+                "--headless",
+                "--seq-len",
+                "4096",
+                "--until-steps",
+                "3000",
+                "--timeout-s",
+                "60",
+            ])
+            .output()
+            .expect("watch"),
+    );
+    let analyzed = tokens_line(
+        copus()
+            .args(["analyze", f, "--seq-len", "4096"])
+            .output()
+            .expect("analyze"),
+    );
+    assert!(watched.contains("(sequences of 4096 tokens)"), "{watched}");
+    // The same number where both read the same last window (watch's one-sided smoothing does
+    // not enter the window's ratio of means).
+    assert_eq!(watched, analyzed);
+}

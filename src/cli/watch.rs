@@ -32,8 +32,9 @@ pub struct WatchArgs {
     /// not reached).
     #[arg(long, requires = "headless")]
     pub timeout_s: Option<f64>,
-    /// Explorer: tokens per sample of the run (default: inferred from the records' tokens and
-    /// b_big; a run far from the model's sequence length is flagged until this is given).
+    /// Tokens per sample of the run (default: inferred from the records' tokens and b_big; in
+    /// the explorer a run far from the model's sequence length is flagged until this is given;
+    /// headless, the summary's tokens and the advice count in it, as `analyze --seq-len`).
     #[arg(long, value_parser = super::at_least_one_u32)]
     pub seq_len: Option<u32>,
     /// Explorer: model and cluster of the run.
@@ -203,15 +204,18 @@ pub fn live_settings() -> EstimatorSettings {
 
 /// Estimate B_simple of the records received so far with the stats engine.
 pub fn live_estimate(records: &[StepStats]) -> LiveEstimate {
-    live_estimate_and_inflation(records, crate::stats::InputCounts::default()).0
+    live_estimate_and_inflation(records, crate::stats::InputCounts::default(), None).0
 }
 
 /// [`live_estimate`] and the variance inflation φ of its smoothed points (1 without one).
 /// `counts`: the lines the follower skipped (malformed, non-finite), which weigh in the
 /// diagnostics and the verdict as they do for `analyze`.
+/// `seq_len`: `--seq-len`, the tokens of one of the run's samples as the user reads them (the
+/// headline's tokens, as `analyze --seq-len` counts them; it said "1 token per sample").
 fn live_estimate_and_inflation(
     records: &[StepStats],
     counts: crate::stats::InputCounts,
+    seq_len: Option<u32>,
 ) -> (LiveEstimate, f64) {
     let settings = live_settings();
     let detail = crate::stats::analysis::layers::LayerDetail::DiagnosticsOnly;
@@ -222,7 +226,11 @@ fn live_estimate_and_inflation(
     match crate::stats::analyze_parts(records, options) {
         Ok(parts) => {
             let phi = parts.inflation;
-            let report = parts.into_report();
+            let mut report = parts.into_report();
+            if let Some(seq) = seq_len.map(f64::from) {
+                report.summary.seq_len = Some(seq);
+                report.summary.b_simple_tokens = report.summary.b_simple.map(|b| b * seq);
+            }
             let now = report.steps.last();
             let headline = Some(super::analyze::render_headline(&report.summary));
             let estimate = LiveEstimate {
@@ -367,7 +375,7 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
     let signals = crate::signals::StopSignals::register_headless()?;
     let (mut summary, advise_error) = watch_headless(
         target,
-        args.until_steps,
+        (args.until_steps, args.seq_len),
         timeout,
         advising.as_mut(),
         &signals,
@@ -512,7 +520,7 @@ fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Res
 /// is left to the OS at exit (private for that reason).
 fn watch_headless(
     target: Target,
-    until_steps: Option<u64>,
+    (until_steps, seq_len): (Option<u64>, Option<u32>),
     timeout: Option<Duration>,
     mut advising: Option<&mut super::watch_advise::Advising>,
     signals: &crate::signals::StopSignals,
@@ -528,7 +536,7 @@ fn watch_headless(
             None
         }
     };
-    let mut state = WatchState::new(shown.clone());
+    let mut state = WatchState::new(shown.clone()).with_seq_len(seq_len);
     let mut input_ended = false;
     'outer: while follower.is_some() && !state.reached(until_steps) {
         let left = timeout.map(|t| t.saturating_sub(start.elapsed()));
@@ -615,6 +623,8 @@ pub struct WatchState {
     last_wait: Option<String>,
     /// What the link said when it lost the source it had reached, while it has not come back.
     lost: Option<String>,
+    /// Tokens of one of the run's samples as the user reads them (`--seq-len`).
+    seq_len: Option<u32>,
 }
 
 impl WatchState {
@@ -634,7 +644,14 @@ impl WatchState {
             reached_source: false,
             last_wait: None,
             lost: None,
+            seq_len: None,
         }
+    }
+
+    /// The same, reading each of the run's samples as `seq_len` tokens (`--seq-len`).
+    pub fn with_seq_len(mut self, seq_len: Option<u32>) -> Self {
+        self.seq_len = seq_len;
+        self
     }
 
     /// Valid records received (including evicted ones).
@@ -728,7 +745,8 @@ impl WatchState {
             non_finite: usize::try_from(self.non_finite).unwrap_or(usize::MAX),
             ..crate::stats::InputCounts::default()
         };
-        let (mut estimate, phi) = live_estimate_and_inflation(self.core.records(), counts);
+        let (mut estimate, phi) =
+            live_estimate_and_inflation(self.core.records(), counts, self.seq_len);
         if self.steps() == 0 && estimate.error.is_some() {
             // The analysis saw no records, so its counts of skipped lines are not the
             // follower's; and a source never reached is not an empty one.
