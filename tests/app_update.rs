@@ -357,7 +357,7 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
                 && app.status.contains(&format!(", step {step} ("))
                 && app
                     .status
-                    .contains(&format!(") = trainer step {} (", s.plan_steps))
+                    .contains(&format!(") = trainer {} (", s.plan_steps))
                 && app.status.contains(&format!(
                     "batch {}→{}",
                     s.from_state.batch, s.to_state.batch
@@ -372,13 +372,18 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
             "the trainer step is the emitted schedule's"
         );
         // Both steps and their tokens fit an 80-column status line (the tokens, the one
-        // thing that explains the two step counts, were cut off there).
-        let both = app.status.find(" · ").expect("a separator");
-        assert!(
-            app.status[..both].chars().count() <= 78,
-            "{}",
-            &app.status[..both]
-        );
+        // thing that explains the two step counts, were cut off there), for every switch
+        // (the second's six-digit steps were cut).
+        let mut walk = app.clone();
+        for _ in 0..walk.switch_points.len() {
+            let both = walk.status.find(" · ").expect("a separator");
+            assert!(
+                walk.status[..both].chars().count() <= 78,
+                "{}",
+                &walk.status[..both]
+            );
+            update(&mut walk, Msg::JumpSwitch(1));
+        }
         // Revealing a lesson's answer ("the status line names the switch") keeps it there.
         let said = app.status.clone();
         update(&mut app, Msg::Reveal);

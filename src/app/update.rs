@@ -284,8 +284,7 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
     // the one thing that explains the two step counts, were cut off); the layouts are in the
     // full states after them.
     Some(format!(
-        "switch {}/{n}: {change}, step {} ({} tok) = trainer step {} ({}) · {}, {:.0} s · {} \
-         → {}",
+        "switch {}/{n}: {change}, step {} ({} tok) = trainer {} ({}) · {}, {:.0} s · {} → {}",
         k + 1,
         s.at_step,
         crate::format::tokens(s.at_tokens),
