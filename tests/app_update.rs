@@ -1092,7 +1092,8 @@ fn pending_advice_follows_the_estimate_and_is_withdrawn_when_it_no_longer_holds(
     assert_eq!(lp.observed_step, Some(base + 39));
     let note = copus::app::advice::pending_note(&app).expect("a note");
     assert!(
-        note.starts_with(&format!("advice withdrawn at step {}", base + 30)),
+        note.starts_with(&format!("advice withdrawn at step {}", base + 30))
+            && note.contains("no switch is worth 5 % now (it was batch"),
         "{note}"
     );
     // B_crit back up: advice again, judged at the latest step, with the gain of now.
@@ -1113,7 +1114,9 @@ fn pending_advice_follows_the_estimate_and_is_withdrawn_when_it_no_longer_holds(
     assert!(pending.batch > 32, "{pending:?}");
     let note = copus::app::advice::pending_note(&app).expect("note");
     assert!(
-        note.starts_with(&format!("advice at step {}:", base + 40)),
+        // The step it applies at, as the file's `at_step` (it gave the step before).
+        note.starts_with(&format!("advice for step {}:", pending.at_step))
+            && (note.contains("apply: batch)") || note.contains("apply: restart)")),
         "{note}"
     );
     // Observed again with nothing new: nothing changes.

@@ -45,15 +45,16 @@ impl AdviceLoop {
     }
 }
 
-/// "batch 128 on DP64·TP1·PP1 (+7.9 %, restart)".
+/// "batch 128 on DP64·TP1·PP1 (+7.9 %, apply: restart)": how it applies in the advice file's
+/// words (`"apply":"batch"` or `"restart"`; it said "in place" for `batch`).
 pub fn advice_label(a: &Advice) -> String {
     format!(
-        "batch {} on {} ({:+.1} %, {})",
+        "batch {} on {} ({:+.1} %, apply: {})",
         a.batch,
         crate::perf::config::layout_label_cp(a.layout.dp, 1, a.layout.tp, a.layout.pp),
         a.expected_gain * 100.0,
         match a.apply {
-            Apply::Batch => "in place",
+            Apply::Batch => "batch",
             Apply::Restart => "restart",
         }
     )
@@ -82,6 +83,7 @@ pub fn observe(app: &mut App) {
         return;
     };
     let to_model_seqs = app.samples_to_model_seqs();
+    let unit = crate::format::sample_word(app.resolved.model.seq_len);
     let Some(lp) = app.advice.as_mut() else {
         return;
     };
@@ -120,12 +122,15 @@ pub fn observe(app: &mut App) {
             // An estimate judged that calls for no switch withdraws what was pending.
             None if lp.advisor.judges(&estimate) => {
                 if let Some(old) = lp.pending.take() {
+                    // The withdrawn advice's gain was judged earlier: the sentence says that
+                    // no switch is worth the threshold now (it read "… (+5.0 %) worth 5 %").
                     lp.withdrawn = Some(format!(
-                        "advice withdrawn at step {}: B_crit {:.0} no longer makes {} worth {:.0} %",
+                        "advice withdrawn at step {}: at B_crit {:.0} {unit} no switch is worth \
+                         {:.0} % now (it was {})",
                         point.step,
                         estimate.b_simple,
+                        lp.advisor.threshold() * 100.0,
                         advice_label(&old),
-                        lp.advisor.threshold() * 100.0
                     ));
                 }
                 lp.pending_advisor = None;
@@ -141,9 +146,11 @@ pub fn pending_note(app: &App) -> Option<String> {
     let lp = app.advice.as_ref()?;
     match &lp.pending {
         // The step it was judged at (its `at_step` is the next, where it applies).
+        // For the step it applies at, as the advice file's `at_step` and `watch --headless`
+        // say (it gave the step it was judged at, one earlier).
         Some(a) => Some(format!(
-            "advice at step {}: {} · A approves",
-            a.at_step.saturating_sub(1),
+            "advice for step {}: {} · A approves",
+            a.at_step,
             advice_label(a)
         )),
         None => lp.withdrawn.clone(),

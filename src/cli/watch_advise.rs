@@ -333,7 +333,7 @@ impl Advising {
             Sink::Tcp(server) => server.publish(&line),
         }
         eprintln!(
-            "copus watch: advice at step {}: {}",
+            "copus watch: advice for step {}: {}",
             advice.at_step, advice.reason
         );
         self.written.push(advice);

@@ -291,6 +291,7 @@ impl Advisor {
         }
         let s = &self.settings;
         let b_noise = b_simple * s.b_crit_scale;
+        let unit = crate::format::sample_word(s.seq_len);
         let grid = GoodputGrid::at(table, b_noise, s.form);
         let Some((cl, cb, current)) = Self::current_cell(table, run, &grid) else {
             return quiet(
@@ -316,7 +317,7 @@ impl Advisor {
             return quiet(
                 self,
                 format!(
-                    "B_crit {b_noise:.0}: the run's own cell (batch {}) is the best at its batch \
+                    "B_crit {b_noise:.0} {unit}: the run's own cell (batch {}) is the best at its batch \
                      or above (advice never shrinks the batch)",
                     table.batches[cb]
                 ),
@@ -326,7 +327,7 @@ impl Advisor {
             return quiet(
                 self,
                 format!(
-                    "B_crit {b_noise:.0}: the best cell is the one advised last (batch {})",
+                    "B_crit {b_noise:.0} {unit}: the best cell is the one advised last (batch {})",
                     table.batches[bb]
                 ),
             );
@@ -336,7 +337,7 @@ impl Advisor {
             return quiet(
                 self,
                 format!(
-                    "B_crit {b_noise:.0}: the best cell, batch {}, predicts {:+.1} % goodput, \
+                    "B_crit {b_noise:.0} {unit}: the best cell, batch {}, predicts {:+.2} % goodput, \
                      not above the {:.1} % threshold",
                     table.batches[bb],
                     gain * 100.0,
