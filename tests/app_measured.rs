@@ -415,6 +415,15 @@ fn steps_without_an_estimate_are_counted_in_the_status() {
         "{missing}: {}",
         app.status
     );
+    // End goes to the last step with an estimate and says that the run goes on (the
+    // timeline, its axis and End stopped before the run's end without a word).
+    let mut ended = app.clone();
+    update(&mut ended, Msg::End);
+    assert!(
+        ended.status.contains("the run goes on to step 399"),
+        "{}",
+        ended.status
+    );
     // The count within a 100-column status line (it was cut off there).
     let through = app.status[..at.unwrap_or(0) + said.len()].chars().count();
     assert!(through <= 98, "{through}: {}", app.status);

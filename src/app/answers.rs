@@ -154,6 +154,12 @@ pub(super) fn live(
                 _ if follow => "following the head",
                 _ => "End resumes following",
             };
+            // A head without an estimate: the cursor stays on the last point, so say why (a
+            // run whose newest steps have no estimate looked stalled while "following").
+            let mode = match app.tail_words().filter(|_| follow) {
+                Some(words) => format!("{mode} · {words}"),
+                None => mode.to_string(),
+            };
             app.status = match warning {
                 Some(w) => format!("{head} · {mode} · {w}"),
                 None => format!("{head} · {mode}"),

@@ -468,6 +468,28 @@ impl App {
         }
     }
 
+    /// Where the run goes on past its last point: (the last point's step, the last analysed
+    /// step, the steps after the point), when steps after the last point have no estimate
+    /// (a smoothed |G|² not above zero gives no point: the timeline ends before the run).
+    pub fn tail_without_estimate(&self) -> Option<(u64, u64, usize)> {
+        let last_point = self.raw_trajectory.points.last()?.step;
+        let rows = &self.analysis.as_ref()?.steps;
+        let last_row = rows.last()?.step;
+        let after = rows.len() - rows.partition_point(|r| r.step <= last_point);
+        (last_row > last_point && after > 0).then_some((last_point, last_row, after))
+    }
+
+    /// [`App::tail_without_estimate`] in words, for the status line.
+    pub fn tail_words(&self) -> Option<String> {
+        self.tail_without_estimate().map(|(point, last, after)| {
+            format!(
+                "the timeline ends at step {point}, the last with an estimate: the run goes on \
+                 to step {last} ({after} step{} with no estimate, |G|² ≤ 0)",
+                if after == 1 { "" } else { "s" }
+            )
+        })
+    }
+
     /// Use the user's key bindings and theme.
     pub fn configure(&mut self, config: &crate::config::Config) {
         self.keymap = config.keymap.clone();

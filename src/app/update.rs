@@ -706,7 +706,14 @@ pub fn update(app: &mut App, msg: Msg) -> Vec<Effect> {
         Msg::Scrub(d) => set_cursor(app, clamp_add(app.cursor, d, n)),
         Msg::ScrubTo(i) => set_cursor(app, i),
         Msg::Home => set_cursor(app, 0),
-        Msg::End => set_cursor(app, n.saturating_sub(1)),
+        Msg::End => {
+            set_cursor(app, n.saturating_sub(1));
+            // End is the last step with an estimate, not the run's last: say so where they
+            // differ (the run seemed to end early).
+            if let Some(words) = app.tail_words() {
+                app.status = words;
+            }
+        }
         Msg::JumpSwitch(d) => {
             let target = if d > 0 {
                 app.switch_points.iter().find(|&&i| i > app.cursor)
