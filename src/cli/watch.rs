@@ -316,10 +316,13 @@ pub fn run(args: &WatchArgs, explorer: &super::ExplorerArgs) -> anyhow::Result<(
         );
     }
     if args.until_steps.is_none() && args.timeout_s.is_none() && !ends_by_itself {
-        eprintln!(
-            "copus watch: advising until Ctrl+C, --until-steps N or --timeout-s S (a file has no \
-             end: its trainer may still append to it)"
-        );
+        // Why it does not stop by itself, for the source it follows.
+        let why = if args.target.starts_with("tcp://") {
+            "a TCP stream ends only when its trainer closes it"
+        } else {
+            "a file has no end: its trainer may still append to it"
+        };
+        eprintln!("copus watch: advising until Ctrl+C, --until-steps N or --timeout-s S ({why})");
     }
     let timeout = args.timeout_s.map(timeout_of).transpose()?;
     let created_advice = new_advice_file(args);

@@ -313,6 +313,8 @@ pub fn in_panel_words(message: &str, word: &str) -> String {
         }
         prev = Some(c);
     }
+    // The panel's notation for the two sums ("tr(Sigma)", "|G|^2" in analyze's ASCII text).
+    let out = out.replace("tr(Sigma)", "tr Σ").replace("|G|^2", "|G|²");
     if word == "samples" {
         out
     } else {
@@ -332,6 +334,10 @@ mod tests {
             in_panel_words(drift, "sequences"),
             "B_simple grows ×5.09 (95% CI ×3.13–×8.26) from 302.8 sequences over steps \
              0-59 to 1540.1 sequences: read E[x/y] max(×2)"
+        );
+        assert_eq!(
+            in_panel_words("tr(Sigma) over |G|^2", "samples"),
+            "tr Σ over |G|²"
         );
         // One-token samples stay samples; words with an x inside stay as they are.
         assert_eq!(
