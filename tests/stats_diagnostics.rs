@@ -726,4 +726,14 @@ fn an_unbounded_now_in_a_drifting_run_does_not_point_at_the_run_wide_value() {
         .unwrap_or_else(|| panic!("no unbounded `now` among {reasons:?}"));
     assert!(!now.contains("read the run-wide value"), "{now}");
     assert!(now.contains("read the trajectory"), "{now}");
+    // Nor does the drift's action send the reader to that unbounded `now`.
+    let drift = s["reasons"]
+        .as_array()
+        .expect("reasons")
+        .iter()
+        .find(|r| r["kind"] == "drift")
+        .unwrap_or_else(|| panic!("no drift reason: {s}"));
+    let action = drift["action"].as_str().expect("action");
+    assert!(!action.contains("read the `now` value"), "{action}");
+    assert!(action.contains("read the trajectory"), "{action}");
 }

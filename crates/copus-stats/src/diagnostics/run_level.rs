@@ -536,7 +536,15 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
         .iter()
         .filter(|d| d.severity == Severity::Warning)
     {
-        soft.push(reason(d.kind, d.message.clone()));
+        let mut r = reason(d.kind, d.message.clone());
+        if d.kind == K::Drift && !now_bounded {
+            // The drift's usual advice reads the `now` value, which has no bound here (the
+            // reason above says so): the trajectory is what is left to read.
+            r.action = "read the trajectory, not the run-wide value (the `now` value has no \
+                        bound yet); re-plan the batch size as B_crit moves"
+                .to_string();
+        }
+        soft.push(r);
     }
     if soft.is_empty() {
         (Verdict::Stable, soft)
