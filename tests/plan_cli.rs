@@ -752,7 +752,8 @@ fn plan_and_grid_convert_b_crit_by_the_runs_branched_experiment() {
     // Without the flags, the session's own factor (1).
     let plain = plan_json(&run, &["--seq-len", "4096"]);
     assert_eq!(plain["b_crit"]["factor"].as_f64(), Some(1.0));
-    // grid says the same conversion.
+    // grid says the same conversion, names its source, and widens B_crit's interval by the
+    // factor's range as the explorer does (it gave B_simple's interval times the factor).
     let grid = copus_run(&[&["grid", rs][..], &flags[..]].concat());
     assert!(
         grid.status.success(),
@@ -761,6 +762,37 @@ fn plan_and_grid_convert_b_crit_by_the_runs_branched_experiment() {
     );
     let text = String::from_utf8_lossy(&grid.stdout).replace('\n', " ");
     assert!(text.contains(&format!("B_crit × {factor:.3}")), "{text}");
+    let grid_json = |extra: &[&str]| -> serde_json::Value {
+        let out = copus_run(&[&["grid", rs, "--json", "--at", "120"][..], extra].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let raw = grid_json(&["--seq-len", "4096"]);
+    let converted = grid_json(&flags);
+    assert!(
+        converted["b_crit_scale_source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("measured B_noise")),
+        "{converted}"
+    );
+    let range = &converted["b_crit_scale_range"];
+    let end = |v: &serde_json::Value, i: usize| v[i].as_f64().expect("a number");
+    let (lo, hi) = (end(range, 0), end(range, 1));
+    assert!(lo < factor && factor < hi, "{range}");
+    let (raw_i, conv_i) = (&raw["b_crit_interval"], &converted["b_crit_interval"]);
+    assert!(
+        (end(conv_i, 0) / (end(raw_i, 0) * lo) - 1.0).abs() < 1e-9,
+        "{raw_i} {conv_i}"
+    );
+    assert!(
+        (end(conv_i, 1) / (end(raw_i, 1) * hi) - 1.0).abs() < 1e-9,
+        "{raw_i} {conv_i}"
+    );
+    assert!(raw.get("b_crit_scale_source").is_none(), "{raw}");
     // Misuses: exit 2, the flag named.
     for (args, says) in [
         (

@@ -2,7 +2,7 @@
 //! the critical batch size measured by branched training of its own run (docs/CBS.md), as the
 //! explorer's `open --branches FILE --b-crit-from KIND` converts it.
 
-use crate::app::branches::{ConversionKind, apply_conversion, marks};
+use crate::app::branches::{ConversionKind, apply_conversion, conversion, marks};
 use crate::session::{DataSource, Resolved};
 use std::path::PathBuf;
 
@@ -58,9 +58,16 @@ impl BranchArgs {
             super::open::BCritFrom::ThresholdCbs => ConversionKind::ThresholdCbs,
         };
         let marks = marks(&report, &loaded.trajectory);
-        let applied = apply_conversion(&mut resolved.session, &marks, kind)
-            .map_err(|left| anyhow::anyhow!("--branches {}: {left}", file.display()))?;
+        let applied = apply_conversion(&mut resolved.session, &marks, kind).map_err(|left| {
+            let why = left.trim_end_matches(": B_crit left unconverted");
+            anyhow::anyhow!(
+                "--branches {}: {why}: no conversion to plan with (another --b-crit-from, or \
+                 none)",
+                file.display()
+            )
+        })?;
         let mut notes = vec![format!("--branches {}: {applied}", file.display())];
+        notes.extend(points_note(&report, &marks, kind, &file));
         // A branch file whose rates disagree with this run's (another run's experiment): said,
         // as `analyze --branches` and the explorer say it.
         if let Some(a) = &loaded.analysis {
@@ -72,4 +79,47 @@ impl BranchArgs {
         }
         Ok(notes)
     }
+}
+
+/// Which branch points the factor leaves out, and how many cautions `copus cbs` gives on the
+/// ones it rests on (the plan dropped points without a word and passed on no caution).
+fn points_note(
+    report: &crate::stats::estimate::cbs::CbsReport,
+    marks: &[crate::app::branches::BranchMark],
+    kind: ConversionKind,
+    file: &std::path::Path,
+) -> Option<String> {
+    let used = conversion(marks, kind)
+        .map(|c| c.points)
+        .unwrap_or_default();
+    let mut left: Vec<String> = report
+        .points
+        .iter()
+        .filter(|p| !used.contains(&p.from_step))
+        .map(|p| p.from_step.to_string())
+        .collect();
+    left.extend(report.unmeasured.iter().map(|u| u.from_step.to_string()));
+    let cautions: usize = report
+        .points
+        .iter()
+        .filter(|p| used.contains(&p.from_step))
+        .map(|p| p.cautions.len())
+        .sum();
+    let mut parts = Vec::new();
+    if !left.is_empty() {
+        parts.push(format!(
+            "left out of the factor: step {} (no {} ratio there: past the run, not measured, or \
+             a bound at an end of the batches run)",
+            left.join(", "),
+            kind.name()
+        ));
+    }
+    if cautions > 0 {
+        parts.push(format!(
+            "{cautions} caution{} on the steps it rests on (`copus cbs {}` lists them)",
+            if cautions == 1 { "" } else { "s" },
+            file.display()
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("--branches {}: {}", file.display(), parts.join("; ")))
 }

@@ -193,11 +193,19 @@ struct GridOut {
     tokens: f64,
     b_crit_estimate: f64,
     b_crit_scale: f64,
+    /// Where `b_crit_scale` comes from, where the session says (a measured conversion:
+    /// "measured B_noise ÷ B_simple by branched training, …"); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    b_crit_scale_source: Option<String>,
+    /// The range of a measured `b_crit_scale` (the ratios' interval ends), where it has one;
+    /// absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    b_crit_scale_range: Option<[f64; 2]>,
     b_crit: f64,
     /// The interval of `b_crit` at this point (the estimate's confidence interval times
-    /// `b_crit_scale`, in `b_crit`'s units: the model's sequences; the upper end `null` when
-    /// unbounded), as the explorer's title gives it in the run's samples; `null` for a
-    /// published law.
+    /// `b_crit_scale`, or its ends times the ends of `b_crit_scale_range` where there is one,
+    /// as the explorer's title gives it; in `b_crit`'s units: the model's sequences; the upper
+    /// end `null` when unbounded); `null` for a published law.
     b_crit_interval: Option<(f64, Option<f64>)>,
     /// The training loss the run recorded at this point (`null` when none).
     loss: Option<f64>,
@@ -640,12 +648,18 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         tokens: point.tokens,
         b_crit_estimate: point.b_crit,
         b_crit_scale: s.b_crit_scale,
+        b_crit_scale_source: s.planner.b_crit_scale_source.clone(),
+        b_crit_scale_range: s.planner.b_crit_scale_range,
         b_crit: grid.b_crit,
+        // The factor's range widens the interval, as the explorer's title (it was B_simple's
+        // interval times the factor alone: about 5× too narrow on each side for a measured
+        // conversion).
         b_crit_interval: point.ci.map(|(lo, hi)| {
-            (
-                lo * s.b_crit_scale,
-                hi.is_finite().then_some(hi * s.b_crit_scale),
-            )
+            let [lo_f, hi_f] = s
+                .planner
+                .b_crit_scale_range
+                .unwrap_or([s.b_crit_scale, s.b_crit_scale]);
+            (lo * lo_f, hi.is_finite().then_some(hi * hi_f))
         }),
         loss: point.loss,
         current_batch,
@@ -721,8 +735,11 @@ fn print_text(o: &GridOut, seq_len: u32) {
         whole_or_count(o.b_crit),
         crate::format::tokens(o.b_crit * f64::from(seq_len)),
         whole_or_count(o.b_crit_estimate),
-        o.b_crit_scale
+        scale_words(o.b_crit_scale, o.b_crit_scale_range)
     );
+    if let Some(source) = &o.b_crit_scale_source {
+        print!("{}", crate::format::wrap_labelled("B_crit scale: ", source));
+    }
     let shown = |label: &str, b: &CellOut| {
         let text = format!(
             "{} at batch {}: {:.0} tokens/s × efficiency {:.3} = goodput {:.0} tokens/s ({})",
@@ -832,5 +849,19 @@ fn whole_or_count(x: f64) -> String {
         format!("{x:.0}")
     } else {
         crate::format::count(x)
+    }
+}
+
+/// A B_crit scale as text: three digits, with its range where it was measured with one
+/// ("0.360 [0.159–0.926]"; it printed 0.3602868644075818).
+fn scale_words(factor: f64, range: Option<[f64; 2]>) -> String {
+    let factor_text = crate::format::factor(factor);
+    match range {
+        Some([lo, hi]) => format!(
+            "{factor_text} [{}–{}]",
+            crate::format::significant(lo, 3),
+            crate::format::significant(hi, 3)
+        ),
+        None => factor_text,
     }
 }

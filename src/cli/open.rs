@@ -491,7 +491,8 @@ fn attach_branches(
     let (file, given) = match (&args.branches, &session.branches) {
         (Some(b), _) => {
             if !matches!(session.source, crate::session::DataSource::Stats { .. }) {
-                anyhow::bail!(
+                // A command-line error (exit 2), as plan's and grid's.
+                super::flag_bail!(
                     "{}: --branches lays a branched experiment over a stats file's run; this \
                      session's source is {}",
                     p.display(),

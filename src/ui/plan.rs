@@ -29,7 +29,9 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         Line::styled(
             format!(
                 "{} · B_crit {} ×{}",
-                plan.objective, plan.b_crit.kind, plan.b_crit.factor
+                plan.objective,
+                plan.b_crit.kind,
+                crate::format::factor(plan.b_crit.factor)
             ),
             dim,
         ),

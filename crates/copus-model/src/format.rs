@@ -50,6 +50,16 @@ pub fn sample_word(seq_len: u32) -> &'static str {
     if seq_len > 1 { "sequences" } else { "samples" }
 }
 
+/// A dimensionless factor (a B_crit scale): a whole number as it is ("1"), else three
+/// significant digits ("0.360"; a measured ratio printed as 0.3602868644075818).
+pub fn factor(x: f64) -> String {
+    if x == x.round() {
+        format!("{x:.0}")
+    } else {
+        significant(x, 3)
+    }
+}
+
 /// A count that may be below one (B_crit in another unit): 0.27 → "0.27", 8.5 → "8.50",
 /// larger values as [`si`].
 pub fn count(x: f64) -> String {

@@ -64,12 +64,7 @@ pub fn render_text(rep: &PlanReport) -> String {
             "{} ({}); B_noise = {} × B_crit ({})",
             b.kind,
             b.measures,
-            // A measured ratio to three digits (it printed 0.3602868644075818).
-            if b.factor == b.factor.round() {
-                format!("{:.0}", b.factor)
-            } else {
-                crate::format::significant(b.factor, 3)
-            },
+            crate::format::factor(b.factor),
             b.factor_source
         ),
     ));
