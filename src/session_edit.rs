@@ -22,11 +22,13 @@ impl Resolved {
     }
 
     /// Multiply the estimated B_crit by `scale` (dimensionless) on the heatmap and in the
-    /// planner. A scale set by hand is no longer the measured conversion a source named
-    /// (`planner.b_crit_scale_source` and its range are cleared).
+    /// planner. A scale set by hand is no longer the measured conversion a source named: its
+    /// range is cleared and its source says it was set by hand (`plan` credited a typed 0.5
+    /// to "session b_crit_scale (no source given)" and a typed 1 to "default").
     pub fn set_b_crit_scale(&mut self, scale: f64) {
         self.session.b_crit_scale = scale;
-        self.session.planner.b_crit_scale_source = None;
+        self.session.planner.b_crit_scale_source =
+            Some("set by hand (--b-crit-scale, or the what-if's B_crit scale)".into());
         self.session.planner.b_crit_scale_range = None;
     }
 

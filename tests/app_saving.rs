@@ -495,11 +495,19 @@ fn a_measured_conversion_widens_b_crits_interval_by_its_range() {
     );
     let saved = Session::from_ron(&job.files[0].1, Path::new("x.ron")).expect("parses");
     assert_eq!(saved.planner.b_crit_scale_range, Some([lo_f, hi_f]));
-    // A factor typed by hand is not the measured one: source and range go.
+    // A factor typed by hand is not the measured one: the range goes, the source says so.
     let mut r = app.resolved.clone();
     r.set_b_crit_scale(2.0);
     assert!(r.session.planner.b_crit_scale_range.is_none());
-    assert!(r.session.planner.b_crit_scale_source.is_none());
+    assert!(
+        r.session
+            .planner
+            .b_crit_scale_source
+            .as_deref()
+            .is_some_and(|s| s.starts_with("set by hand")),
+        "{:?}",
+        r.session.planner.b_crit_scale_source
+    );
 }
 
 /// Ctrl+C quits from a text prompt as it does everywhere (it did nothing there); with a change

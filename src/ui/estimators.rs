@@ -239,7 +239,14 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             // The conversion the session already applies from this file, if any.
             let applied = app
                 .convert_from_branches
-                .and(app.resolved.session.planner.b_crit_scale_source.as_ref())
+                .and(
+                    app.resolved
+                        .session
+                        .planner
+                        .b_crit_scale_source
+                        .as_deref()
+                        .filter(|s| s.starts_with("measured")),
+                )
                 .map(|_| app.resolved.session.b_crit_scale);
             // A branch file whose learning rates say it is another run's: first, since it
             // puts every ratio below in doubt.
