@@ -19,10 +19,14 @@ pub fn interval_words(ci: [f64; 2]) -> String {
     format!("[{}–{hi}]", si(ci[0]))
 }
 
-/// A factor as "×6.74" (two decimals below 10, else compact).
+/// A factor as "×6.74" (two decimals below 10, one below 100, else compact: "×13.9", "×106").
 pub fn factor_words(x: f64) -> String {
+    // About three significant digits at every size: "×27 [6.68–106]" mixed precisions
+    // inside one interval.
     if x.abs() < 10.0 {
         format!("×{x:.2}")
+    } else if x.abs() < 100.0 {
+        format!("×{x:.1}")
     } else {
         format!("×{}", si(x))
     }
@@ -348,4 +352,18 @@ pub fn compare_headline(c: &Comparison) -> String {
             .as_ref()
             .map_or("n/a".into(), |r| factor_words(r.ratio))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    /// About three significant digits at every size, so one interval does not mix precisions
+    /// ("×27 [6.68–106]").
+    #[test]
+    fn factors_keep_three_digits() {
+        let f = super::factor_words;
+        assert_eq!(f(6.744), "×6.74");
+        assert_eq!(f(13.91), "×13.9");
+        assert_eq!(f(26.64), "×26.6");
+        assert_eq!(f(106.29), "×106");
+    }
 }
