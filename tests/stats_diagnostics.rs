@@ -737,3 +737,26 @@ fn an_unbounded_now_in_a_drifting_run_does_not_point_at_the_run_wide_value() {
     assert!(!action.contains("read the `now` value"), "{action}");
     assert!(action.contains("read the trajectory"), "{action}");
 }
+
+/// A short noisy run's wide interval is said with the digits the interval supports (it read
+/// "[68.9015, 308.4454]" beside "[68.90, 308.4]" elsewhere).
+#[test]
+fn a_wide_interval_reason_writes_four_significant_digits() {
+    let m = Model::power_law(100, 1.0, 100.0, 2.0, 4);
+    let records = m.run(3, 200, |_| 2.0);
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    let wide = r
+        .summary
+        .reasons
+        .iter()
+        .find(|x| x.kind == K::WideInterval)
+        .unwrap_or_else(|| panic!("no wide interval among {:?}", r.summary.reasons));
+    let [lo, hi] = r.summary.ci;
+    let four = |x: f64| copus::format::significant(x, 4);
+    assert!(
+        wide.message
+            .contains(&format!("[{}, {}]", four(lo), four(hi))),
+        "{}",
+        wide.message
+    );
+}

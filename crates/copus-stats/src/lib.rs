@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod record;
 pub mod report;
 pub mod smoothing;
+pub mod text;
 
 pub use analysis::compare::{Comparison, compare};
 pub use analysis::settings::{EstimatorSettings, SmootherKind};

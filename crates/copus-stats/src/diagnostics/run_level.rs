@@ -8,6 +8,7 @@ use crate::diagnostics::{Diagnostic, DiagnosticKind as K, Severity, runs};
 use crate::estimate::per_step::StepEstimate;
 use crate::record::step::StepStats;
 use crate::report::{Reason, StepRow, Summary, Verdict};
+use crate::text::significant;
 
 /// Append the run-level diagnostics to `out`.
 #[allow(clippy::too_many_arguments)]
@@ -486,17 +487,17 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
         soft.push(reason(
             K::Drift,
             format!(
-                "the last window (steps {}-{}) reads {:.4} [{:.4}, {:.4}] against the run-wide \
-                 {:.4} [{:.4}, {:.4}]: the intervals do not overlap, so B_simple moves over the \
-                 run (too few steps for the drift test of two windows)",
+                "the last window (steps {}-{}) reads {} [{}, {}] against the run-wide {} [{}, \
+                 {}]: the intervals do not overlap, so B_simple moves over the run (too few \
+                 steps for the drift test of two windows)",
                 s.now.first_step,
                 s.now.last_step,
-                s.now.b_simple.unwrap_or(f64::NAN),
-                s.now.ci[0],
-                s.now.ci[1],
-                s.b_simple.unwrap_or(f64::NAN),
-                s.ci[0],
-                s.ci[1]
+                significant(s.now.b_simple.unwrap_or(f64::NAN), 4),
+                significant(s.now.ci[0], 4),
+                significant(s.now.ci[1], 4),
+                significant(s.b_simple.unwrap_or(f64::NAN), 4),
+                significant(s.ci[0], 4),
+                significant(s.ci[1], 4)
             ),
         ));
     }
@@ -526,8 +527,9 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
         soft.push(reason(
             K::WideInterval,
             format!(
-                "the run-wide interval [{:.4}, {:.4}] spans more than x2",
-                s.ci[0], s.ci[1]
+                "the run-wide interval [{}, {}] spans more than x2",
+                significant(s.ci[0], 4),
+                significant(s.ci[1], 4)
             ),
         ));
     }
