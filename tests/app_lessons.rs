@@ -300,6 +300,17 @@ fn the_estimate_right_answers_match_the_measurement() {
         first.contains(" sequences") && !first.contains(" samples"),
         "{first}"
     );
+    // On screen the experiment's cautions (from `cbs`, in samples) are in the panel's unit too.
+    let mut shown = app.clone();
+    update(&mut shown, Msg::ShowSide(copus::session::Panel::Estimators));
+    update(&mut shown, Msg::End);
+    let screen = render(&shown, 200, 90);
+    let cautions: Vec<&str> = screen.lines().filter(|l| l.contains("caution:")).collect();
+    assert!(!cautions.is_empty(), "{screen}");
+    assert!(
+        cautions.iter().all(|l| !l.contains(" samples")),
+        "{cautions:?}"
+    );
     let at30 =
         copus::app::branches::estimator_lines(&marks, 30, None, false, "sequences").join("\n");
     assert!(

@@ -267,9 +267,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             lines
         })
         .unwrap_or_default();
+    // The experiment's cautions come from `cbs` (counts in samples): in the panel's words.
+    let unit = crate::app::measured_view::sample_word(app.trajectory.seq_len);
     for l in &branch_lines {
         lines.push(Line::styled(
-            l.clone(),
+            in_panel_words(l, unit),
             Style::new().fg(theme::current().mark),
         ));
     }
@@ -282,7 +284,23 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     }
     let scale = app.resolved.session.b_crit_scale;
     if (scale - 1.0).abs() > 1e-12 {
-        lines.push(Line::from(format!("B_crit scaled ×{scale} (what-if)")));
+        // Three digits, and where the factor came from (a measured conversion is no what-if).
+        let measured = app
+            .resolved
+            .session
+            .planner
+            .b_crit_scale_source
+            .as_deref()
+            .is_some_and(|s| s.starts_with("measured"));
+        lines.push(Line::from(format!(
+            "B_crit scaled ×{} ({})",
+            crate::format::factor(scale),
+            if measured {
+                "measured by branching"
+            } else {
+                "what-if"
+            }
+        )));
     }
     if branch_lines.is_empty() {
         lines.push(Line::styled(
