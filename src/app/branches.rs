@@ -185,6 +185,16 @@ pub fn conversion(marks: &[BranchMark], kind: ConversionKind) -> Option<Conversi
     })
 }
 
+/// Whether `session`'s B_crit scale is a conversion measured by branched training (the
+/// source [`apply_conversion`] names), not one set by hand or left at its default.
+pub fn is_measured_conversion(session: &crate::session::Session) -> bool {
+    session
+        .planner
+        .b_crit_scale_source
+        .as_deref()
+        .is_some_and(|s| s.starts_with("measured"))
+}
+
 /// Set `session`'s B_crit conversion to the measured ratio of a branch file's `marks`
 /// ([`conversion`]: the geometric mean over its branch points) and name it as the
 /// conversion's source (`b_crit_scale`, `planner.b_crit_scale_range` and

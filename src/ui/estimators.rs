@@ -239,14 +239,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             // The conversion the session already applies from this file, if any.
             let applied = app
                 .convert_from_branches
-                .and(
-                    app.resolved
-                        .session
-                        .planner
-                        .b_crit_scale_source
-                        .as_deref()
-                        .filter(|s| s.starts_with("measured")),
-                )
+                .filter(|_| crate::app::branches::is_measured_conversion(&app.resolved.session))
                 .map(|_| app.resolved.session.b_crit_scale);
             // A branch file whose learning rates say it is another run's: first, since it
             // puts every ratio below in doubt.
@@ -285,13 +278,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let scale = app.resolved.session.b_crit_scale;
     if (scale - 1.0).abs() > 1e-12 {
         // Three digits, and where the factor came from (a measured conversion is no what-if).
-        let measured = app
-            .resolved
-            .session
-            .planner
-            .b_crit_scale_source
-            .as_deref()
-            .is_some_and(|s| s.starts_with("measured"));
+        let measured = crate::app::branches::is_measured_conversion(&app.resolved.session);
         lines.push(Line::from(format!(
             "B_crit scaled ×{} ({})",
             crate::format::factor(scale),

@@ -60,12 +60,7 @@ fn title_line(app: &App, width: usize) -> Line<'static> {
         );
     }
     if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
-        let measured = r
-            .session
-            .planner
-            .b_crit_scale_source
-            .as_deref()
-            .is_some_and(|s| s.starts_with("measured"));
+        let measured = crate::app::branches::is_measured_conversion(&r.session);
         spans.push(Span::raw(if measured {
             format!(
                 " · B_crit ×{:.3} (measured by branching)",
