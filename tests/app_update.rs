@@ -1127,6 +1127,87 @@ fn pending_advice_follows_the_estimate_and_is_withdrawn_when_it_no_longer_holds(
     );
 }
 
+/// Pending advice has hysteresis: an estimate under which the same switch predicts less than
+/// the threshold but more than half of it keeps the advice pending, with the gain of now and
+/// a note that it is under the threshold; under half it is withdrawn (at the threshold the
+/// advice came and went twice in a live run).
+#[test]
+fn pending_advice_is_withdrawn_only_under_half_the_threshold() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_with_table();
+    app.advice = Some(advice_loop(dir.path().join("advice.ndjson")));
+    let seq = f64::from(app.trajectory.seq_len);
+    let n = app.trajectory.points.len();
+    let trajectory = Arc::make_mut(&mut app.trajectory);
+    // The last two points after the demo's own (steps in order), B_crit 5000, batch 32.
+    let (base, tokens) = (
+        trajectory.points[n - 3].step + 1,
+        trajectory.points[n - 3].tokens,
+    );
+    for (k, p) in trajectory.points[n - 2..].iter_mut().enumerate() {
+        p.step = base + k as u64;
+        p.tokens = tokens + (k + 1) as f64 * 32.0 * seq;
+        p.b_crit = 5000.0;
+    }
+    copus::app::advice::observe(&mut app);
+    let first = app
+        .advice
+        .as_ref()
+        .and_then(|a| a.pending.clone())
+        .expect("pending advice");
+    let gain = first.expected_gain;
+    assert!(gain > 0.05, "{first:?}");
+    // The next estimate, the same B_crit, judged with a threshold a fifth above that gain: the
+    // switch predicts 83 % of the threshold, over half of it: kept, with a note.
+    let push_point = |app: &mut App| {
+        let trajectory = Arc::make_mut(&mut app.trajectory);
+        let last = *trajectory.points.last().expect("points");
+        let mut next = last;
+        next.step = last.step + 1;
+        next.tokens = last.tokens + 32.0 * seq;
+        trajectory.points.push(next);
+        next.step
+    };
+    let set_threshold = |app: &mut App, t: f64| {
+        let lp = app.advice.as_mut().expect("loop");
+        lp.advisor = lp.advisor.with_threshold(t);
+    };
+    set_threshold(&mut app, gain * 1.2);
+    let step = push_point(&mut app);
+    copus::app::advice::observe(&mut app);
+    let lp = app.advice.as_ref().expect("loop");
+    let kept = lp.pending.clone().expect("kept over half the threshold");
+    assert_eq!(
+        (kept.batch, kept.layout, kept.at_step),
+        (first.batch, first.layout, step + 1),
+        "{kept:?}"
+    );
+    assert!((kept.expected_gain - gain).abs() < 1e-9, "{kept:?}");
+    // Its advisor keeps the approved advisor's threshold, not the lower one it was judged by.
+    let approved_threshold = lp.advisor.threshold();
+    assert_eq!(
+        lp.pending_advisor.as_ref().map(|a| a.threshold()),
+        Some(approved_threshold)
+    );
+    let note = copus::app::advice::pending_note(&app).expect("note");
+    assert!(
+        note.contains("under the") && note.contains("threshold now; withdrawn under"),
+        "{note}"
+    );
+    // A threshold over twice the gain: under half of it, withdrawn.
+    set_threshold(&mut app, gain * 2.5);
+    let step = push_point(&mut app);
+    copus::app::advice::observe(&mut app);
+    let lp = app.advice.as_ref().expect("loop");
+    assert_eq!(lp.pending, None, "{:?}", lp.pending);
+    assert!(lp.pending_advisor.is_none());
+    let note = copus::app::advice::pending_note(&app).expect("note");
+    assert!(
+        note.starts_with(&format!("advice withdrawn at step {step}")),
+        "{note}"
+    );
+}
+
 fn type_text(app: &mut App, text: &str) {
     for c in text.chars() {
         let msg = keys::key_to_msg(app, key(KeyCode::Char(c), KeyModifiers::NONE)).expect("typed");

@@ -119,9 +119,19 @@ pub fn observe(app: &mut App) {
                 lp.pending_advisor = Some(trial);
                 lp.withdrawn = None;
             }
-            // An estimate judged that calls for no switch withdraws what was pending.
+            // An estimate judged that calls for no switch withdraws what was pending, unless
+            // the same switch still predicts more than the lower threshold of withdrawal:
+            // it is kept, with the gain of now (at the threshold it came and went twice
+            // in a live run).
             None if lp.advisor.judges(&estimate) => {
-                if let Some(old) = lp.pending.take() {
+                if let Some((kept, advisor)) = lp
+                    .pending
+                    .as_ref()
+                    .and_then(|old| still_holds(&lp.advisor, old, &table, estimate, &run))
+                {
+                    lp.pending = Some(kept);
+                    lp.pending_advisor = Some(advisor);
+                } else if let Some(old) = lp.pending.take() {
                     // The withdrawn advice's gain was judged earlier: the sentence says that
                     // no switch is worth the threshold now (it read "… (+5.0 %) worth 5 %").
                     lp.withdrawn = Some(format!(
@@ -133,12 +143,41 @@ pub fn observe(app: &mut App) {
                         advice_label(&old),
                     ));
                 }
-                lp.pending_advisor = None;
+                if lp.pending.is_none() {
+                    lp.pending_advisor = None;
+                }
             }
             None => {}
         }
         lp.observed_step = Some(point.step);
     }
+}
+
+/// The share of the advice threshold pending advice must keep predicting to stay pending:
+/// advice is given above the threshold and withdrawn only below this share of it.
+pub const WITHDRAW_SHARE: f64 = 0.5;
+
+/// `pending` judged again at `estimate` with the lower threshold of withdrawal: the same
+/// switch (batch, layout, micro-batch) with the gain of now, and the advisor state it leaves
+/// (at the approved advisor's own threshold), or `None` where it no longer holds.
+fn still_holds(
+    advisor: &Advisor,
+    pending: &Advice,
+    table: &crate::goodput::ThroughputTable,
+    estimate: crate::plan::advice::LiveB,
+    run: &RunState,
+) -> Option<(Advice, Advisor)> {
+    let threshold = advisor.threshold();
+    let mut lenient = advisor.with_threshold(threshold * WITHDRAW_SHARE);
+    let again = lenient.observe(table, estimate, run)?;
+    let same = (again.batch, again.layout, again.micro_batch, again.apply)
+        == (
+            pending.batch,
+            pending.layout,
+            pending.micro_batch,
+            pending.apply,
+        );
+    same.then(|| (again, lenient.with_threshold(threshold)))
 }
 
 /// The status-line note of a pending advice.
@@ -148,11 +187,23 @@ pub fn pending_note(app: &App) -> Option<String> {
         // The step it was judged at (its `at_step` is the next, where it applies).
         // For the step it applies at, as the advice file's `at_step` and `watch --headless`
         // say (it gave the step it was judged at, one earlier).
-        Some(a) => Some(format!(
-            "advice for step {}: {} · A approves",
-            a.at_step,
-            advice_label(a)
-        )),
+        Some(a) => {
+            let threshold = lp.advisor.threshold();
+            // Kept below the threshold (within the band of withdrawal): say so.
+            let below = (a.expected_gain <= threshold).then(|| {
+                format!(
+                    " (under the {:.0} % threshold now; withdrawn under {:.1} %)",
+                    threshold * 100.0,
+                    threshold * WITHDRAW_SHARE * 100.0
+                )
+            });
+            Some(format!(
+                "advice for step {}: {}{} · A approves",
+                a.at_step,
+                advice_label(a),
+                below.unwrap_or_default()
+            ))
+        }
         None => lp.withdrawn.clone(),
     }
 }

@@ -172,6 +172,16 @@ impl Advisor {
         self.settings.threshold
     }
 
+    /// This advisor (the same state: last advice, dwell) deciding with another `threshold`
+    /// (a fraction): an explorer judges whether pending advice still holds with a lower one
+    /// than advice must beat to be given, so that an estimate near the threshold does not
+    /// make it come and go.
+    pub fn with_threshold(&self, threshold: f64) -> Self {
+        let mut other = self.clone();
+        other.settings.threshold = threshold;
+        other
+    }
+
     /// The batch column of `batch`: its own, else the largest batch below it (the smallest
     /// column below the axis).
     fn column_of(table: &ThroughputTable, batch: u64) -> usize {
