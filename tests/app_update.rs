@@ -1746,3 +1746,16 @@ fn go_to_a_step_between_points_names_the_nearest() {
     go(&mut app, &step.to_string());
     assert!(!app.status.contains("nearest"), "{}", app.status);
 }
+
+/// A B_crit scale set by hand is shown in the title to three significant digits, as a
+/// measured one is (it printed every digit of 1/3).
+#[test]
+fn the_title_shows_a_hand_set_b_crit_scale_to_three_digits() {
+    let mut app = demo_with_table();
+    app.resolved.session.b_crit_scale = 1.0 / 3.0;
+    let screen = render(&app, 200, 60, ColorMode::Monochrome);
+    assert!(
+        screen.contains("B_crit ×0.333") && !screen.contains("0.3333"),
+        "{screen}"
+    );
+}

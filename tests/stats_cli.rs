@@ -579,7 +579,10 @@ fn branched_experiment_measured_beside_the_estimate() {
         );
     } else {
         assert!(
-            screen.contains(&format!("B_crit ×{factor:.3} (measured by branching)")),
+            screen.contains(&format!(
+                "B_crit ×{} (measured by branching)",
+                copus::format::factor(factor)
+            )),
             "{factor}\n{screen}"
         );
     }

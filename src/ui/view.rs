@@ -61,13 +61,13 @@ fn title_line(app: &App, width: usize) -> Line<'static> {
     }
     if (r.session.b_crit_scale - 1.0).abs() > 1e-12 {
         let measured = crate::app::branches::is_measured_conversion(&r.session);
+        // Three significant digits either way (a scale set by hand printed every digit:
+        // "×0.3333333333333333").
+        let factor = crate::format::factor(r.session.b_crit_scale);
         spans.push(Span::raw(if measured {
-            format!(
-                " · B_crit ×{:.3} (measured by branching)",
-                r.session.b_crit_scale
-            )
+            format!(" · B_crit ×{factor} (measured by branching)")
         } else {
-            format!(" · B_crit ×{}", r.session.b_crit_scale)
+            format!(" · B_crit ×{factor}")
         }));
     }
     // The title's note first (the name is what gets cut), never part of the saved name.
