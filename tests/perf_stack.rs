@@ -1308,3 +1308,37 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
         "{out}"
     );
 }
+
+/// A preset's own Triton attention (llm-foundry's tables) on a GPU whose profile fits no
+/// Triton slowdown is costed as the fused kernel, and the caveat says so as it does for
+/// `--attention triton` (it was silent: the help's "add --attention fused" then changed
+/// nothing); where the profile fits one (A100), no caveat.
+#[test]
+fn a_presets_triton_attention_costed_as_fused_is_said() {
+    let caveats = |hw: &str| {
+        let (code, out, err) = copus(&[
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "8",
+            "--batch",
+            "64",
+            "--stack",
+            "llm-foundry",
+            "--hardware",
+            hw,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        v["caveats"].to_string()
+    };
+    let h100 = caveats("h100-sxm");
+    assert!(
+        h100.contains("attention triton (llm-foundry's)") && h100.contains("costed as fused"),
+        "{h100}"
+    );
+    let a100 = caveats("a100-80g");
+    assert!(!a100.contains("attention triton"), "{a100}");
+}

@@ -1194,14 +1194,19 @@ fn setting_caveats(
                 .to_string(),
         );
     }
-    if attention_given && eff.attention == AttentionKind::Triton && eff.attn_triton_slowdown == 1.0
-    {
-        caveats.push(
-            "attention triton: this GPU's profile has no fitted slowdown of the Triton \
+    // Also where the preset chose it (llm-foundry's tables ran it): its help says the kernel
+    // is slower, and this profile costs it as the fused one without a word.
+    if eff.attention == AttentionKind::Triton && eff.attn_triton_slowdown == 1.0 {
+        let whose = if attention_given {
+            String::new()
+        } else {
+            format!(" ({stack}'s)")
+        };
+        caveats.push(format!(
+            "attention triton{whose}: this GPU's profile has no fitted slowdown of the Triton \
              flash-attention kernel against FlashAttention-2 (attn_triton_slowdown 1): costed as \
              fused"
-                .to_string(),
-        );
+        ));
     }
     if eff.sharding == Sharding::Hsdp && cfg.zero < 3 {
         caveats.push(format!(
