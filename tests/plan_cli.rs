@@ -814,3 +814,36 @@ fn plan_and_grid_convert_b_crit_by_the_runs_branched_experiment() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// A stats file of one record: `grid` computes its grid on an estimate with no interval and
+/// says so (it gave a best cell with only the default-model caveat), and the explorer's
+/// recommendation carries the same caution.
+#[test]
+fn a_one_record_run_is_said_to_have_no_interval() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("one.ndjson");
+    std::fs::write(
+        &file,
+        "{\"v\":1,\"step\":0,\"b_small\":1.0,\"b_big\":16.0,\"sq_small\":2.0,\"sq_big\":0.3,\"n_small\":16}\n",
+    )
+    .expect("write");
+    let f = file.to_str().expect("utf-8");
+    let out = copus_run(&["grid", f, "--seq-len", "4096", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let caveats = v["caveats"].to_string();
+    assert!(
+        caveats.contains("has no interval") && caveats.contains("the run needs more steps"),
+        "{caveats}"
+    );
+    let snap = copus_run(&["snapshot", f, "--seq-len", "4096", "--size", "200x60"]);
+    let screen = String::from_utf8_lossy(&snap.stdout);
+    assert!(screen.contains("B_crit here has no interval"), "{screen}");
+    // A run long enough for intervals has neither.
+    let demo = copus_run(&["grid", "demo", "--json"]);
+    assert!(!String::from_utf8_lossy(&demo.stdout).contains("has no interval"));
+}

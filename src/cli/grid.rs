@@ -328,6 +328,25 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             point.step, point.b_crit
         )
     });
+    // A measured point without any interval (one record, or too few for one) cannot be
+    // judged either: said as the unbounded one is (a one-record file gave a best cell and
+    // only the default-model caveat).
+    let unbounded = unbounded.or_else(|| {
+        (measured && point.ci.is_none()).then(|| {
+            let last = traj.points.last().is_none_or(|p| p.step <= point.step);
+            format!(
+                "B_crit at step {} has no interval: the steps up to it are too few to bound \
+                 it, so the estimate ({:.0}) can read anything and the best cell with it; {}",
+                point.step,
+                point.b_crit,
+                if last {
+                    "the run needs more steps before its estimate can be read"
+                } else {
+                    "choose a later step with --at, or read the run-wide value (`copus analyze`)"
+                }
+            )
+        })
+    });
     let grid = crate::pipeline::session_grid(&resolved, &table, b_noise);
     let nb = table.batches.len();
     let filter = match &a.filter {

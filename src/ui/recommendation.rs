@@ -202,11 +202,19 @@ fn filter_line(app: &App) -> Option<Line<'static>> {
 }
 
 /// A caution where B_crit at the cursor has no upper bound (the edge of a two-sided smoother,
-/// or steps where |G|² is lost in noise): the best batch there may be larger than the heatmap
+/// or steps where |G|² is lost in noise) or, measured, no interval at all: the best batch there may be larger than the heatmap
 /// says. For a measured run, the last window's bounded estimate is named beside it.
 fn open_interval_note(app: &App) -> Option<String> {
     let point = app.trajectory.points.get(app.cursor)?;
-    let (lo, hi) = point.ci?;
+    let Some((lo, hi)) = point.ci else {
+        // A measured point without any interval (one record): as uncertain as an unbounded
+        // one (a one-record file was recommended without a word). A scenario has none.
+        return app.analysis.is_some().then(|| {
+            "B_crit here has no interval (the steps up to it are too few to bound it), so \
+             this recommendation rests on an uncertain value"
+                .to_string()
+        });
+    };
     if hi.is_finite() {
         return None;
     }
