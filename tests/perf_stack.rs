@@ -1342,3 +1342,37 @@ fn a_presets_triton_attention_costed_as_fused_is_said() {
     let a100 = caveats("a100-80g");
     assert!(!a100.contains("attention triton"), "{a100}");
 }
+
+/// `predict`'s "faster here" proposes no layout that `predict` itself calls tight on memory
+/// (it proposed 84.1 GB of 85.5 GB for a 70B in FP8, then cautioned it when run).
+#[test]
+fn faster_here_leaves_the_room_predict_asks_for() {
+    for extra in [
+        &["--precision", "fp8"][..],
+        &["--precision", "bf16"][..],
+        &["--precision", "fp8", "--recompute", "none"][..],
+    ] {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama3-70b",
+            "--gpus",
+            "128",
+            "--tp",
+            "4",
+            "--pp",
+            "4",
+            "--batch",
+            "512",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = copus(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let capacity = v["memory_capacity_bytes"].as_f64().expect("capacity");
+        if let Some(need) = v["faster_layout"]["memory_per_gpu_bytes"].as_f64() {
+            assert!(need <= 0.98 * capacity, "{extra:?}: {need} of {capacity}");
+        }
+    }
+}

@@ -446,7 +446,9 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let runs = |c: &ParallelConfig| deepspeed_emit_caveat(&stack, &eff, &model, c).is_none();
     // A configuration proposed fits with room for its largest tensor first (one that fits with
     // the logits against almost nothing left is cautioned when predicted: it proposed such a
-    // change); the tight one only where nothing roomier fits.
+    // change), and with more than the share of the GPU below which memory is called tight
+    // (it proposed 84.1 of 85.5 GB, which `predict` then called tight); the tight one only
+    // where nothing roomier fits.
     let roomy = |c: &ParallelConfig| {
         let micro_batches = a.batch / (u64::from(c.dp) * u64::from(c.mbs)).max(1);
         let room = crate::perf::memory::logits_room(
@@ -456,7 +458,8 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             &eff,
             hw.hbm_bytes,
         );
-        runs(c) && !room.risk
+        let need = peak_memory(&model, c, micro_batches, hw.reserved_bytes, &eff).total();
+        runs(c) && !room.risk && need <= hw.hbm_bytes * (1.0 - TIGHT_MEMORY_SHARE)
     };
     let as_fit = |(c, q): (ParallelConfig, Prediction)| NearestFit {
         flags: fit_flags(&c, &cfg),
