@@ -822,6 +822,10 @@ fn preconditioned_analysis_reads_the_precond_pair() {
         .map(String::from)
         .collect();
     lines[50] = "{not json".into();
+    // A key named twice inside `precond` is refused with its line (a JSON map kept the last
+    // of the two: B_simple went unbounded with "0 malformed lines").
+    assert!(lines[59].contains("\"precond\":{"), "{}", lines[59]);
+    lines[59] = lines[59].replace("\"precond\":{", "\"precond\":{\"sq_small\":99.0,");
     let mut bytes = lines.join("\n").into_bytes();
     bytes.extend_from_slice(b"\n\xff\xfe\n");
     let c = dir.path().join("bad.ndjson");
@@ -835,6 +839,10 @@ fn preconditioned_analysis_reads_the_precond_pair() {
     let said = String::from_utf8_lossy(&e.stderr);
     assert!(e.status.success(), "{said}");
     assert!(said.contains("bad.ndjson:51: "), "{said}");
+    assert!(
+        said.contains("bad.ndjson:60: bad field: \"sq_small\" appears twice in \"precond\""),
+        "{said}"
+    );
     assert!(
         said.contains(&format!("bad.ndjson:{}: ", lines.len() + 1)),
         "{said}"

@@ -206,10 +206,8 @@ pub(crate) fn parse_general(line: &str) -> Result<StepStats, ProtocolError> {
     let Value::Object(mut obj) = value else {
         return Err(ProtocolError::NotObject(kind_name(&value)));
     };
-    if let Some(key) = repeated_key(line) {
-        return Err(ProtocolError::Field(format!(
-            "\"{key}\" appears twice in the record: which value is meant cannot be known"
-        )));
+    if let Some(found) = repeated_key(line, &["layers", "config"]) {
+        return Err(repeated_key_error(found));
     }
     check_version(&obj)?;
     if !obj.contains_key("step") {
@@ -381,33 +379,99 @@ fn check_number(
     }
 }
 
-/// A key the line's top-level object holds more than once (a JSON map keeps the last, which
-/// hid `"step":5,...,"step":0`), if any; `None` also for a line that does not parse.
-fn repeated_key(line: &str) -> Option<String> {
-    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
-    struct Keys;
-    impl<'de> Visitor<'de> for Keys {
-        type Value = Option<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an object")
+/// The first key named twice in one object of `line`: in the record itself, or at any depth
+/// inside the top-level fields named in `within` (the objects the reader uses: `layers` and
+/// `config` for a record, `precond` for a preconditioned read; an unknown field is skipped
+/// whole, as every parsing path skips it). Returns the object's path (`None` for the record,
+/// `Some("layers.embedding")` for a layer) and the key. A `serde_json::Value` keeps the last of
+/// two; the protocol calls such a line malformed (a layer's `sq_small` given twice was read
+/// with its last value, without a word).
+pub(crate) fn repeated_key(line: &str, within: &[&str]) -> Option<(Option<String>, String)> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    /// Finds the first repeated key of a value (its object's path, the key); `top` holds the
+    /// fields to descend into at the top level (`None`: every field, below it).
+    #[derive(Clone, Copy)]
+    struct Repeated<'w> {
+        top: Option<&'w [&'w str]>,
+    }
+    type Found = Option<(Option<String>, String)>;
+    impl<'de> DeserializeSeed<'de> for Repeated<'_> {
+        type Value = Found;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Found, D::Error> {
+            d.deserialize_any(self)
         }
-        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Option<String>, A::Error> {
-            let mut seen: Vec<String> = Vec::new();
-            let mut repeated = None;
-            while let Some((k, IgnoredAny)) =
-                a.next_entry::<std::borrow::Cow<'de, str>, IgnoredAny>()?
-            {
-                if repeated.is_none() && seen.iter().any(|s| s == &k) {
-                    repeated = Some(k.into_owned());
-                } else {
-                    seen.push(k.into_owned());
+    }
+    impl<'de> Visitor<'de> for Repeated<'_> {
+        type Value = Found;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Found, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Found, A::Error> {
+            let mut found = None;
+            while let Some(inner) = a.next_element_seed(Repeated { top: None })? {
+                if found.is_none() {
+                    found = inner;
                 }
             }
-            Ok(repeated)
+            Ok(found)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Found, A::Error> {
+            let mut seen: Vec<String> = Vec::new();
+            let mut found: Found = None;
+            while let Some(k) = a.next_key::<std::borrow::Cow<'de, str>>()? {
+                let inner = if self.top.is_none_or(|top| top.contains(&k.as_ref())) {
+                    a.next_value_seed(Repeated { top: None })?
+                } else {
+                    a.next_value::<IgnoredAny>()?;
+                    None
+                };
+                if found.is_none() {
+                    if seen.iter().any(|s| s == &k) {
+                        found = Some((None, k.to_string()));
+                    } else if let Some((path, key)) = inner {
+                        let path = match path {
+                            Some(p) => format!("{k}.{p}"),
+                            None => k.to_string(),
+                        };
+                        found = Some((Some(path), key));
+                    }
+                }
+                seen.push(k.into_owned());
+            }
+            Ok(found)
         }
     }
     let mut d = serde_json::Deserializer::from_str(line);
-    d.deserialize_map(Keys).ok().flatten()
+    Repeated { top: Some(within) }
+        .deserialize(&mut d)
+        .ok()
+        .flatten()
+}
+
+/// [`repeated_key`] as the sentence a malformed line gets.
+pub(crate) fn repeated_key_error((path, key): (Option<String>, String)) -> ProtocolError {
+    let within = path.map_or_else(|| "the record".to_string(), |p| format!("\"{p}\""));
+    ProtocolError::Field(format!(
+        "\"{key}\" appears twice in {within}: which value is meant cannot be known"
+    ))
 }
 
 /// `skipped` and `config` checked by name (serde's message names only the type it expected:
@@ -575,6 +639,19 @@ mod tests {
             ),
             (r#","lr":[1]"#, "\"lr\" must be a number, found an array"),
             (r#","step":0"#, "\"step\" appears twice in the record"),
+            // Inside nested objects too: a JSON map kept the last of the two without a word.
+            (
+                r#","layers":{"embed":{"sq_small":0.1,"sq_big":0.01,"sq_small":50}}"#,
+                "\"sq_small\" appears twice in \"layers.embed\"",
+            ),
+            (
+                r#","layers":{"embed":{"sq_small":0.1,"sq_big":0.01},"embed":{"sq_small":1,"sq_big":2}}"#,
+                "\"embed\" appears twice in \"layers\"",
+            ),
+            (
+                r#","config":{"dp":8,"tp":1,"pp":1,"mbs":1,"dp":4}"#,
+                "\"dp\" appears twice in \"config\"",
+            ),
             (
                 r#","config":{"dp":4294967296,"tp":1,"pp":1,"mbs":1}"#,
                 "config.dp: must be a whole number from 0 to 4294967295",

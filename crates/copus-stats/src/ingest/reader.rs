@@ -60,6 +60,18 @@ impl ReadOutcome {
         }
     }
 
+    /// Count problem lines found before the reader (1-based line numbers of the same
+    /// stream), kept in line order with the reader's own.
+    pub fn add_errors(&mut self, problems: Vec<(usize, ProtocolError)>) {
+        if problems.is_empty() {
+            return;
+        }
+        for (line_no, e) in &problems {
+            self.push_error(*line_no, e);
+        }
+        self.errors.sort_by_key(|e| e.line);
+    }
+
     fn push_error(&mut self, line_no: usize, e: &ProtocolError) {
         if e.is_event() {
             self.event_lines += 1;

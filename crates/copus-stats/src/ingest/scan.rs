@@ -262,8 +262,11 @@ pub(crate) fn scan_bytes(line: &[u8]) -> Option<StepStats> {
                 let mut layers = LayerMap::with_capacity(LAYERS_SEEN.get());
                 s.object(|s, name| {
                     let name = std::str::from_utf8(name).ok()?;
-                    layers.insert(intern(name), layer(s)?);
-                    Some(())
+                    // A layer named twice is left to the serde paths (malformed there).
+                    layers
+                        .insert(intern(name), layer(s)?)
+                        .is_none()
+                        .then_some(())
                 })?;
                 LAYERS_SEEN.set(layers.len());
                 r.layers = layers;
@@ -291,7 +294,7 @@ mod tests {
             r#"{"v":1,"step":3,"b_small":16,"b_big":128,"sq_small":-0,"sq_big":-0.0,"loss":-7,"lr":123456789012345678901234567890}"#,
             r#"{"v":1,"step":3,"b_small":16,"b_big":128,"sq_small":0.1,"sq_big":2.2250738585072011e-308,"tokens":9007199254740993,"dot_prev":-9223372036854775809}"#,
             r#"{"v":1,"step":3,"b_small":16,"b_big":128,"sq_small":0.5,"sq_big":0.25,"n_small":8,"config":{"mbs":4,"dp":2,"tp":1,"pp":1},"skipped":"loss-scale change ü","step_time_s":0.2}"#,
-            r#"{"v":1,"step":3,"b_small":16,"b_big":128,"sq_small":0.5,"sq_big":0.25,"layers":{"a":{"sq_small":0.1,"sq_big":0.01},"a":{"sq_big":0.03,"sq_small":0.3},"b.c":{"sq_small":1,"sq_big":2}}}"#,
+            r#"{"v":1,"step":3,"b_small":16,"b_big":128,"sq_small":0.5,"sq_big":0.25,"layers":{"a":{"sq_small":0.1,"sq_big":0.01},"b.c":{"sq_small":1,"sq_big":2}}}"#,
             r#"{"v":1,"step":3,"b_small":16,"b_big":128,"sq_small":0.5,"sq_big":0.25,"layers":{}}"#,
         ];
         for line in lines {
@@ -309,6 +312,9 @@ mod tests {
         for tail in [
             r#","loss":null"#,
             r#","extra":1"#,
+            r#","layers":{"a":{"sq_small":0.1,"sq_big":0.01},"a":{"sq_big":0.03,"sq_small":0.3}}"#,
+            r#","layers":{"a":{"sq_small":0.1,"sq_big":0.01,"sq_small":0.3}}"#,
+            r#","config":{"dp":2,"tp":1,"pp":1,"mbs":1,"dp":4}"#,
             r#","step":4"#,
             r#","loss":"NaN""#,
             r#","skipped":"a\"b""#,

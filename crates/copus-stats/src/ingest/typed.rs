@@ -42,8 +42,8 @@ struct Line {
     skipped: Option<String>,
 }
 
-/// The `layers` object, read entry by entry into the record's map (a repeated name keeps its
-/// last value, as the general path does).
+/// The `layers` object, read entry by entry into the record's map (a repeated name is left
+/// to the general path, which refuses the line).
 struct Layers(LayerMap);
 
 impl<'de> Deserialize<'de> for Layers {
@@ -57,7 +57,10 @@ impl<'de> Deserialize<'de> for Layers {
             fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Layers, A::Error> {
                 let mut m = LayerMap::new();
                 while let Some((k, v)) = a.next_entry::<std::borrow::Cow<'de, str>, LayerSq>()? {
-                    m.insert(intern(&k), v);
+                    if m.insert(intern(&k), v).is_some() {
+                        // A layer named twice: the general path names it as malformed.
+                        return Err(serde::de::Error::custom("a layer named twice"));
+                    }
                 }
                 Ok(Layers(m))
             }
