@@ -94,4 +94,13 @@ fn npy_bad_inputs_name_the_file() {
     std::fs::write(&p, out).expect("write");
     let e = scan(d.path()).expect_err("f64").to_string();
     assert!(e.contains("b/w.npy") && e.contains("<f8"), "{e}");
+    // More data than the header's shape describes (half the tensor was read without a word).
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(&[0u8; 16]);
+    std::fs::write(&p, longer).expect("write");
+    let e = scan(d.path()).expect_err("trailing data").to_string();
+    assert!(
+        e.contains("b/w.npy") && e.contains("16 bytes after the data"),
+        "{e}"
+    );
 }

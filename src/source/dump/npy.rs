@@ -126,6 +126,15 @@ pub fn read_header(path: &Path) -> Result<TensorEntry, DumpError> {
             have,
         });
     }
+    // numpy writes the header and the data, nothing after: more bytes mean a shape that
+    // does not describe the data (half a tensor was read without a word).
+    if have > need {
+        return Err(bad(&format!(
+            "{} bytes after the data its header's shape {shape:?} describes ({nbytes} bytes): \
+             the shape does not match the data",
+            have - need
+        )));
+    }
     Ok(TensorEntry {
         name,
         dtype,
