@@ -73,12 +73,18 @@ fn read(path: &Path) -> anyhow::Result<NcclRun> {
     if !meta.is_file() {
         bail!("{}: not a regular file", path.display());
     }
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     std::fs::File::open(path)
         .with_context(|| format!("{}", path.display()))?
         .take(nccl::MAX_BYTES + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("{}: not UTF-8 text", path.display()))?;
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("{}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        // The line of the first byte that is not UTF-8, as the other readers name it.
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        anyhow::anyhow!("{}:{line}: not UTF-8 text", path.display())
+    })?;
     if text.len() as u64 > nccl::MAX_BYTES {
         bail!(
             "{}: more than {} bytes: not an nccl-tests output",
@@ -90,8 +96,9 @@ fn read(path: &Path) -> anyhow::Result<NcclRun> {
         || path.display().to_string(),
         |n| n.to_string_lossy().into(),
     );
-    // The collective from the file's name; errors name the path as given.
-    let collective = nccl::Collective::from_name(&name);
+    // The collective from the program's own line, else the file's name; errors name the
+    // path as given.
+    let collective = nccl::started_collective(&text).or_else(|| nccl::Collective::from_name(&name));
     Ok(nccl::parse(&text, &path.display().to_string(), collective)?)
 }
 

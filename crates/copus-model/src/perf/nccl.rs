@@ -160,6 +160,72 @@ pub struct NcclError {
     pub msg: String,
 }
 
+/// The data types nccl-tests names in a row's `type` column.
+const DATA_TYPES: [&str; 12] = [
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+    "f8e4m3", "f8e5m2",
+];
+
+/// The collective named by nccl-tests' own `# Collective test starting: NAME` line.
+pub fn started_collective(text: &str) -> Option<Collective> {
+    text.lines().take(200).find_map(|l| {
+        let rest = l.trim_start().strip_prefix('#')?.trim_start();
+        let name = rest.strip_prefix("Collective test starting:")?.trim();
+        Collective::from_name(name)
+    })
+}
+
+/// Where a measurement row's columns are, from the output's column line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Columns {
+    /// The `redop` column, where there is one.
+    redop: Option<usize>,
+    /// The out-of-place `time` column (µs); `algbw`, `busbw` and `#wrong` follow it.
+    time: usize,
+    /// Whether the wrong-results column is the old `error` (a float, 0 when right).
+    wrong_is_error: bool,
+}
+
+impl Columns {
+    /// `size count type redop root time algbw busbw #wrong …`: nccl-tests 2.10 and later.
+    const CURRENT: Self = Self {
+        redop: Some(3),
+        time: 5,
+        wrong_is_error: false,
+    };
+
+    /// The columns the header words (after `#`) name, or `None` for a line without them.
+    fn of_header(words: &[&str]) -> Option<Self> {
+        let time = words.iter().position(|w| *w == "time")?;
+        let wrong = words.get(time + 3)?;
+        Some(Self {
+            redop: words.iter().position(|w| *w == "redop"),
+            time,
+            wrong_is_error: *wrong == "error",
+        })
+    }
+
+    /// Fields a row must have (through the out-of-place wrong-results column).
+    fn fields(self) -> usize {
+        self.time + 4
+    }
+
+    /// The row's columns in words, for an error.
+    fn names(self) -> String {
+        let head: &[&str] = match (self.time, self.redop) {
+            (5, Some(_)) => &["size", "count", "type", "redop", "root"],
+            (4, Some(_)) => &["size", "count", "type", "redop"],
+            _ => &["size", "count", "type", "…"],
+        };
+        let wrong = if self.wrong_is_error {
+            "error"
+        } else {
+            "#wrong"
+        };
+        format!("{} time algbw busbw {wrong}", head.join(" "))
+    }
+}
+
 /// Whether `text` looks like nccl-tests output (its header or its column line).
 pub fn looks_like_nccl_tests(text: &str) -> bool {
     text.lines().take(200).any(|l| {
@@ -179,16 +245,21 @@ pub fn parse(
         line,
         msg,
     };
+    // The program's own line (`# Collective test starting: all_reduce_perf`, printed by
+    // nccl-tests since 2.13) before the file's name: most logs are not named after it.
     let collective = collective
+        .or_else(|| started_collective(text))
         .or_else(|| Collective::from_name(origin))
         .ok_or_else(|| {
             err(
                 0,
-                "cannot tell the collective: name the file after the program \
-                 (all_reduce_perf, all_gather_perf, reduce_scatter_perf, sendrecv_perf)"
+                "cannot tell the collective: the output has no \"# Collective test starting\" \
+                 line; name the file after the program (all_reduce_perf, all_gather_perf, \
+                 reduce_scatter_perf, sendrecv_perf)"
                     .into(),
             )
         })?;
+    let mut columns = Columns::CURRENT;
     // Ranks on each host, to tell an even placement from an uneven one.
     let mut hosts: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
     let mut ranks = 0u32;
@@ -213,6 +284,13 @@ pub fn parse(
                     ));
                 }
             }
+            // The column line (`size count type redop root time …`): where the columns are
+            // (nccl-tests before 2.10 printed no `root`, and `error` for `#wrong`).
+            if words.first() == Some(&"size")
+                && let Some(c) = Columns::of_header(&words)
+            {
+                columns = c;
+            }
             if words.first() == Some(&"Rank")
                 && let Some(on) = words.iter().position(|w| *w == "on")
                 && let Some(host) = words.get(on + 1)
@@ -235,18 +313,35 @@ pub fn parse(
         }
         let f: Vec<&str> = line.split_whitespace().collect();
         // A measurement row starts with its size in bytes; other lines without '#' (NCCL's
-        // own INFO and WARN lines, a launcher's) are not the test's and are passed over.
+        // own INFO and WARN lines, a launcher's) are not the test's and are passed over. A
+        // line shaped as a row (a whole count of elements, then a data type) whose size is
+        // not a whole number is an error at its line: it was dropped without a word.
         let Ok(size) = f[0].parse::<u64>() else {
+            if f.len() >= columns.fields()
+                && f[1].parse::<u64>().is_ok()
+                && DATA_TYPES.contains(&f[2])
+            {
+                return Err(err(
+                    i + 1,
+                    format!(
+                        "size '{}' is not a whole number of bytes (at most 2^48): a cut or \
+                         edited line",
+                        f[0]
+                    ),
+                ));
+            }
             continue;
         };
         // size count type redop root time algbw busbw #wrong (out-of-place first).
-        if f.len() < 9 {
+        if f.len() < columns.fields() {
             return Err(err(
                 i + 1,
                 format!(
-                    "a measurement row of {} fields; nccl-tests prints at least 9 (size count \
-                     type redop root time algbw busbw #wrong): a cut or edited line",
-                    f.len()
+                    "a measurement row of {} fields; nccl-tests prints at least {} ({}): a cut \
+                     or edited line",
+                    f.len(),
+                    columns.fields(),
+                    columns.names()
                 ),
             ));
         }
@@ -259,28 +354,39 @@ pub fn parse(
                 ),
             ));
         }
-        if let Some(why) = collective.redop_problem(f[3]) {
+        if let Some(why) = columns.redop.and_then(|r| collective.redop_problem(f[r])) {
             return Err(err(i + 1, why));
         }
-        let time_us = match f[5].parse::<f64>() {
+        let t = columns.time;
+        let time_us = match f[t].parse::<f64>() {
             Ok(t) if t.is_finite() && t > 0.0 => t,
             _ => {
                 return Err(err(
                     i + 1,
-                    format!("time '{}' (µs) is not a positive number", f[5]),
+                    format!("time '{}' (µs) is not a positive number", f[t]),
                 ));
             }
         };
-        match f[8] {
-            "0" | "N/A" => {}
-            wrong => {
-                return Err(err(
-                    i + 1,
-                    format!(
-                        "#wrong is {wrong} at size {size}: the collective returned wrong \
-                         results, so its time is not one to fit"
-                    ),
-                ));
+        // Out-of-place, then in-place (where the row has it): either wrong, and the
+        // collective's results were wrong on this size.
+        for (at, place) in [(t + 3, "out-of-place"), (t + 7, "in-place")] {
+            match f.get(at).copied() {
+                None | Some("0" | "N/A") => {}
+                Some(wrong) if columns.wrong_is_error && wrong.parse::<f64>() == Ok(0.0) => {}
+                Some(wrong) => {
+                    return Err(err(
+                        i + 1,
+                        format!(
+                            "{} is {wrong} {place} at size {size}: the collective returned \
+                             wrong results, so its time is not one to fit",
+                            if columns.wrong_is_error {
+                                "error"
+                            } else {
+                                "#wrong"
+                            }
+                        ),
+                    ));
+                }
             }
         }
         let bytes = size as f64;
@@ -314,7 +420,7 @@ pub fn parse(
                 ),
             ));
         }
-        if let Ok(printed) = f[6].parse::<f64>()
+        if let Ok(printed) = f[t + 1].parse::<f64>()
             && printed.is_finite()
             && printed > 0.0
         {
@@ -745,6 +851,20 @@ mod tests {
                 "1024 256 float sum -1 -5 0.00 0.00 0 1.0 0 0 0",
                 "not a positive number",
             ),
+            // Wrong results in place are wrong results too (they were fitted).
+            (
+                "1024 256 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 2",
+                "#wrong is 2 in-place",
+            ),
+            // A row whose size is not a whole number was dropped without a word.
+            (
+                "1e3 256 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0",
+                "size '1e3' is not a whole number of bytes",
+            ),
+            (
+                "18446744073709551616 256 float sum -1 10.0 0.00 0.00 0 10.0 0.00 0.00 0",
+                "is not a whole number of bytes",
+            ),
         ] {
             let e = parse(&with(row), "all_reduce_perf.txt", None).expect_err(row);
             assert_eq!(e.line, first + 1, "{e}");
@@ -828,6 +948,44 @@ mod tests {
             ));
         }
         text
+    }
+
+    /// nccl-tests before 2.10 printed no `root` column and `error` (a float) for `#wrong`: the
+    /// columns are read from the output's column line (the algbw column was read as the time),
+    /// and the collective from the program's own "Collective test starting" line whatever the
+    /// file is called.
+    #[test]
+    fn the_old_column_layout_and_the_programs_own_line_are_read() {
+        let current = latency_plus_bandwidth(8, 1, 200.0, 10.0);
+        let old: String = current
+            .lines()
+            .map(|l| {
+                if l.starts_with("#       size") {
+                    "#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error".to_string()
+                } else if l.starts_with('#') {
+                    l.to_string()
+                } else {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    format!(
+                        "{} {} {} {} {} {} {} 0e+00 {} {} {} 0e+00",
+                        f[0], f[1], f[2], f[3], f[5], f[6], f[7], f[9], f[10], f[11]
+                    )
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let named = format!("# Collective test starting: all_reduce_perf\n{old}");
+        let a = parse(&current, "all_reduce_perf.txt", None).expect("current");
+        let b = parse(&named, "nccl-2node.log", None).expect("old layout, named inside");
+        assert_eq!(b.collective, Collective::AllReduce);
+        assert_eq!(a.rows, b.rows);
+        // Without the line and with a file name that says nothing: the error says both ways.
+        let e = parse(&old, "nccl-2node.log", None).expect_err("unnamed");
+        assert!(e.msg.contains("Collective test starting"), "{e}");
+        // An old row with a non-zero error is refused, with the column's own name.
+        let bad = named.replacen("0e+00", "3e-02", 1);
+        let e = parse(&bad, "nccl-2node.log", None).expect_err("error column");
+        assert!(e.msg.contains("error is 3e-02 out-of-place"), "{e}");
     }
 
     /// Two runs in one file (`cat a b`), another program's table under a reduction's name,
