@@ -478,7 +478,7 @@ pub fn split_partial_last_line(text: &str) -> (&str, Option<&str>) {
 
 /// [`parse`] of text whose every line is complete.
 fn parse_complete(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
-    let mut out = Vec::new();
+    let mut out: Vec<(BranchRecord, usize)> = Vec::new();
     // (branch, samples) → (loss, line): a record written twice (a replayed or re-appended
     // file) is read once; two losses at the same point of one branch are two experiments.
     let mut seen: std::collections::HashMap<(u64, u64, u64, u64), (f64, usize)> =
@@ -528,12 +528,47 @@ fn parse_complete(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
             )));
         }
         seen.insert(key, (r.loss, i + 1));
-        out.push(r);
+        out.push((r, i + 1));
     }
     if out.is_empty() {
         return Err(CbsError::Empty);
     }
-    Ok(out)
+    check_samples_grow(&out)?;
+    Ok(out.into_iter().map(|(r, _)| r).collect())
+}
+
+/// Samples count what a branch has trained on since its point: along its steps they never
+/// fall (a branch whose samples fell from 968 at step 4 to 936 at step 8 was fitted without a
+/// word). `records` with their 1-based lines.
+fn check_samples_grow(records: &[(BranchRecord, usize)]) -> Result<(), CbsError> {
+    /// (step, samples, line) of one branch's records.
+    type Steps = Vec<(u64, f64, usize)>;
+    let mut by_branch: BTreeMap<(u64, u64, u64), Steps> = BTreeMap::new();
+    for (r, line) in records {
+        let k = r.branch;
+        by_branch
+            .entry((k.from_step, k.batch, k.seed))
+            .or_default()
+            .push((r.step, r.samples, *line));
+    }
+    for ((from_step, batch, seed), mut points) in by_branch {
+        points.sort_by_key(|p| (p.0, p.2));
+        for pair in points.windows(2) {
+            let [(s0, n0, l0), (s1, n1, l1)] = [pair[0], pair[1]];
+            if s1 > s0 && n1 < n0 {
+                return Err(CbsError::Line {
+                    line: l1,
+                    why: format!(
+                        "branch (from_step {from_step}, batch {batch}, seed {seed}) has {n1} \
+                         samples at step {s1}, fewer than the {n0} at step {s0} (line {l0}): \
+                         samples count what the branch has trained on since its point and \
+                         never fall"
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A branch's loss curve: (samples, loss), ascending in samples.
@@ -1170,6 +1205,25 @@ mod tests {
             let all: BTreeMap<u64, Vec<usize>> = p.keys().map(|&b| (b, vec![0])).collect();
             assert!(b_noise(&p, &all, 1.0, None).is_none());
         }
+    }
+
+    /// Samples that fall along a branch's steps are refused at the line where they fell
+    /// (fitted without a word); lines out of step order that grow are fine.
+    #[test]
+    fn samples_that_fall_along_a_branch_are_refused() {
+        let line = |step: u64, samples: u64| {
+            format!(
+                r#"{{"v":1,"branch":{{"from_step":20,"batch":8,"seed":0}},"step":{step},"samples":{samples},"loss":3.0}}"#
+            )
+        };
+        let fell = [line(0, 0), line(4, 968), line(8, 936)].join("\n");
+        let e = parse(&fell).expect_err("samples fell").to_string();
+        assert!(
+            e.starts_with("line 3:") && e.contains("936 samples at step 8, fewer than the 968"),
+            "{e}"
+        );
+        let shuffled = [line(8, 64), line(0, 0), line(4, 32)].join("\n");
+        assert!(parse(&shuffled).is_ok());
     }
 
     /// A `branch` that is not an object (serde took `[1,2,3]` positionally and the line then
