@@ -219,3 +219,37 @@ fn calibrate_on_a_stats_file_counts_its_configurations() {
     let v: serde_json::Value = serde_json::from_slice(&run(true).stdout).expect("json");
     assert_eq!(v["medians_of_configurations"], true, "{v}");
 }
+
+/// Keys of a record's `config` the protocol does not define (`zero`, `recompute`) are not
+/// read, and `calibrate` says so with the ZeRO stage and recompute it fitted at (it assumed
+/// ZeRO-1 beside `"zero":3` without a word); a run without them gets no such note.
+#[test]
+fn calibrate_names_the_config_keys_it_does_not_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = timed_run(dir.path());
+    let run = |p: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(["calibrate", "--hardware", "h100-sxm", "--model", "llama-7b"])
+            .arg(p)
+            .output()
+            .expect("run")
+    };
+    let plain = run(&path);
+    assert!(plain.status.success());
+    assert!(!String::from_utf8_lossy(&plain.stderr).contains("does not read"));
+    let text = std::fs::read_to_string(&path).expect("read");
+    let extra = dir.path().join("extra.ndjson");
+    std::fs::write(
+        &extra,
+        text.replace("\"mbs\":", "\"zero\":3,\"recompute\":\"full\",\"mbs\":"),
+    )
+    .expect("write");
+    let out = run(&extra);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("config carries recompute, zero, which copus does not read")
+            && err.contains("fitted at ZeRO-1 and recompute selective"),
+        "{err}"
+    );
+}

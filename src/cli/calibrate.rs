@@ -216,6 +216,9 @@ fn read_measurements(
         // As every reader of the protocol does, a bad line is skipped and counted, not the
         // end of the read (a trainer killed mid-line leaves one); the first is named.
         let mut skipped: (usize, Option<String>) = (0, None);
+        // Keys of a record's `config` the protocol does not define (`zero`, `recompute`):
+        // not read, and said (the fit assumed ZeRO-1 beside `"zero":3` without a word).
+        let mut unread: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -241,6 +244,9 @@ fn read_measurements(
                     crate::perf::measurements::MAX_STEP_TIME_S
                 );
             }
+            if r.config.is_some() {
+                unread.extend(unread_config_keys(line));
+            }
             if records.len() == MAX_MEASUREMENTS {
                 bail!(
                     "{origin}:{}: more than {MAX_MEASUREMENTS} records; a calibration needs far fewer",
@@ -255,6 +261,16 @@ fn read_measurements(
             );
         }
         let d = assumed(a, hardware)?;
+        if !unread.is_empty() {
+            eprintln!(
+                "copus calibrate: note: the records' config carries {}, which copus does not \
+                 read from a record (it reads dp, tp, pp, mbs): fitted at ZeRO-{} and recompute \
+                 {} (--zero and --recompute set them)",
+                unread.into_iter().collect::<Vec<_>>().join(", "),
+                d.zero,
+                d.recompute
+            );
+        }
         let steps = from_step_stats(&records, d.zero, d.recompute);
         // A run's steps are fitted as each configuration's median step time: one slow
         // warm-up step (compilation, the first collectives) moved a 20-step fit by 11 %.
@@ -284,6 +300,22 @@ fn read_measurements(
         bail!("{origin}: no measurement rows after the header");
     }
     Ok(rows.into_iter().map(|(line, m)| (m, line)).unzip())
+}
+
+/// The keys of `line`'s `config` object other than the protocol's `dp`, `tp`, `pp`, `mbs`.
+fn unread_config_keys(line: &str) -> Vec<String> {
+    let Ok(serde_json::Value::Object(record)) = serde_json::from_str::<serde_json::Value>(line)
+    else {
+        return Vec::new();
+    };
+    match record.get("config") {
+        Some(serde_json::Value::Object(c)) => c
+            .keys()
+            .filter(|k| !["dp", "tp", "pp", "mbs"].contains(&k.as_str()))
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The columns a measurement CSV may have that copus reads.
