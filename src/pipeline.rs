@@ -91,7 +91,7 @@ fn check_scaled_b_crit(resolved: &Resolved, loaded: &Loaded) -> Result<(), Sourc
         "{}: b_crit_scale {scale}: the median B_crit becomes {median:.3e} samples, outside \
          {MIN_SCALED_B_CRIT}..{MAX_SCALED_B_CRIT:.0e}: every batch's efficiency would round to \
          {} and the plan would mean nothing; check the conversion factor",
-        resolved.path.display(),
+        resolved.error_path().display(),
         if median < MIN_SCALED_B_CRIT { 0 } else { 1 }
     )))
 }
@@ -107,7 +107,7 @@ fn load_source(
             let trajectory = s
                 .trajectory(seq_len)
                 .map_err(|source| SourceError::Scenario {
-                    path: resolved.path.clone(),
+                    path: resolved.error_path(),
                     source,
                 })?;
             Ok(Loaded {
@@ -209,8 +209,8 @@ fn load_source(
         DataSource::Live { target, .. } => Err(SourceError::Unsupported(format!(
             "{}: source Live({target}): a live source is followed with `copus watch {target} \
              --session {}`, not opened or planned from the session",
-            resolved.path.display(),
-            resolved.path.display()
+            resolved.error_path().display(),
+            resolved.error_path().display()
         ))),
     }
 }
@@ -232,7 +232,7 @@ pub(crate) fn missing_source(
     };
     Err(SourceError::Unsupported(format!(
         "{}: source.path \"{written}\": No such file or directory{relative}",
-        resolved.path.display(),
+        resolved.error_path().display(),
     )))
 }
 
@@ -513,7 +513,7 @@ pub fn plan_with(
     traj: &Trajectory,
     table: &ThroughputTable,
 ) -> Result<PlanReport, PlanError> {
-    let path = r.path.clone();
+    let path = r.error_path();
     let costs: &ReconfigCosts = &r.session.costs;
     costs.validate().map_err(|msg| PlanError::Invalid {
         path: path.clone(),

@@ -439,6 +439,20 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// The file an error about this session names: the session file, or, for a session built
+    /// in memory from a data file (`copus plan run.ndjson` resolves it as
+    /// `run.ndjson.copus.ron`, the name it would be saved as), that data file while no such
+    /// session file exists (errors named a file the user never gave).
+    pub fn error_path(&self) -> PathBuf {
+        if self.path.exists() {
+            return self.path.clone();
+        }
+        self.path
+            .to_str()
+            .and_then(|p| p.strip_suffix(".copus.ron"))
+            .map_or_else(|| self.path.clone(), PathBuf::from)
+    }
+
     /// The cluster shape.
     pub fn cluster(&self) -> Cluster {
         Cluster {

@@ -843,6 +843,14 @@ fn a_one_record_run_is_said_to_have_no_interval() {
     let snap = copus_run(&["snapshot", f, "--seq-len", "4096", "--size", "200x60"]);
     let screen = String::from_utf8_lossy(&snap.stdout);
     assert!(screen.contains("B_crit here has no interval"), "{screen}");
+    // `plan` cannot cut one point into phases: its error names the file given, not the
+    // session file it would be saved as (`one.ndjson.copus.ron`, a file the user never gave).
+    let plan = copus_run(&["plan", f, "--seq-len", "4096"]);
+    let err = String::from_utf8_lossy(&plan.stderr);
+    assert!(
+        !plan.status.success() && err.contains(&format!("{f}: ")) && !err.contains(".copus.ron"),
+        "{err}"
+    );
     // A run long enough for intervals has neither.
     let demo = copus_run(&["grid", "demo", "--json"]);
     assert!(!String::from_utf8_lossy(&demo.stdout).contains("has no interval"));

@@ -299,7 +299,7 @@ impl std::fmt::Debug for Retired {
 impl App {
     /// An explorer on `resolved` whose source is still loading (see `Msg::SourceLoaded`).
     pub fn loading(resolved: Resolved) -> Self {
-        let label = format!("loading {}…", resolved.path.display());
+        let label = format!("loading {}…", resolved.error_path().display());
         let seq_len = resolved.model.seq_len;
         let mut app = Self::new(
             resolved,
