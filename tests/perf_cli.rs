@@ -2764,6 +2764,18 @@ fn the_explorer_names_a_calibration_fitted_on_another_model() {
     assert!(other.contains("calibrated on llama-7b's steps"), "{other}");
     let own = screen("llama-7b");
     assert!(!own.contains("calibrated on llama-7b's steps"), "{own}");
+    // Without a path, on the bundled demo (a 7B of its own name), as its help says: it
+    // asked for <PATH>.
+    let demo = Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(["snapshot", "--size", "200x60", "--calibration"])
+        .arg(&cal)
+        .current_dir(dir.path())
+        .output()
+        .expect("snapshot");
+    assert!(demo.status.success(), "{demo:?}");
+    let screen = String::from_utf8_lossy(&demo.stdout);
+    assert!(screen.contains("demo: 7B on 8×8 H100"), "{screen}");
+    assert!(!dir.path().join("copus-demo.ron").exists());
 }
 
 /// Byte counts are whole numbers in JSON (`activations` read 51707379711.99999): predict's

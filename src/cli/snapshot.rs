@@ -28,8 +28,8 @@ pub struct SnapshotArgs {
     #[arg(long, requires = "path", conflicts_with = "lesson", value_parser = super::at_least_one_u32)]
     pub gpus_per_node: Option<u32>,
     /// A calibration file instead of the session's or the profile's efficiencies, as `copus
-    /// open --calibration`.
-    #[arg(long, requires = "path", conflicts_with = "lesson")]
+    /// open --calibration` (on the bundled demo without PATH).
+    #[arg(long, conflicts_with = "lesson")]
     pub calibration: Option<PathBuf>,
     /// Stats file or dump: tokens per sample of the run, as `copus open --seq-len` [default:
     /// inferred from the records' `tokens`/`b_big`, else the model's sequence length].
@@ -156,7 +156,13 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
              a stats file, a dump or the demo"
         );
     }
-    let app = match (&a.path, &a.lesson) {
+    // The bundled demo with a calibration file is opened as `copus open demo` opens it.
+    let demo = std::path::PathBuf::from("demo");
+    let path = a
+        .path
+        .as_ref()
+        .or_else(|| (a.lesson.is_none() && a.calibration.is_some()).then_some(&demo));
+    let app = match (path, &a.lesson) {
         (Some(p), _) => super::open::explorer_app(&super::open::OpenArgs {
             device: crate::compute::Device::Cpu,
             seq_len: a.seq_len,
