@@ -855,3 +855,30 @@ fn a_one_record_run_is_said_to_have_no_interval() {
     let demo = copus_run(&["grid", "demo", "--json"]);
     assert!(!String::from_utf8_lossy(&demo.stdout).contains("has no interval"));
 }
+
+/// `grid --at 40%` takes a share of the run as the explorer's go-to (`g 40%`) does, and lands
+/// on the same point (it was refused as "neither a step nor tokens"); over 100 % is an error.
+#[test]
+fn grid_at_a_share_of_the_run_is_the_explorers_point() {
+    let out = copus_run(&["grid", "demo", "--at", "40%", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let step = v["step"].as_u64().expect("step");
+    let snap = copus_run(&["snapshot", "--keys", "g 4 0 % Enter", "--size", "120x40"]);
+    let screen = String::from_utf8_lossy(&snap.stdout);
+    assert!(
+        screen.contains(&format!("· step {step} ·")),
+        "{step}\n{screen}"
+    );
+    let over = copus_run(&["grid", "demo", "--at", "140%"]);
+    assert_eq!(over.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&over.stderr).contains("0–100%"));
+    // A key snapshot does not know is a bad flag value, exit 2 as the others (it was 1).
+    let typo = copus_run(&["snapshot", "--keys", "Rigth"]);
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("--keys: unknown key 'Rigth'"));
+}

@@ -13,11 +13,12 @@ use std::path::PathBuf;
 pub struct GridArgs {
     /// Session file (.ron), or `demo` for the bundled demo session.
     pub session: PathBuf,
-    /// Where to evaluate: a training step (`1200`) or tokens trained with a K/M/B/T suffix
-    /// (`150B`); the nearest trajectory point is used and a value outside the trajectory is an
-    /// error [default: where the explorer opens: the point a session was saved at (the first
-    /// unless it says), a stats file's or dump's latest].
-    #[arg(long, value_parser = parse_at, value_name = "STEP|TOKENS")]
+    /// Where to evaluate: a training step (`1200`), tokens trained with a K/M/B/T suffix
+    /// (`150B`) or a share of the run (`40%`), as the explorer's `g` takes them; the nearest
+    /// trajectory point is used and a value outside the trajectory is an error [default: where
+    /// the explorer opens: the point a session was saved at (the first unless it says), a
+    /// stats file's or dump's latest].
+    #[arg(long, value_parser = parse_at, value_name = "STEP|TOKENS|SHARE%")]
     pub at: Option<At>,
     /// Calibration file (`copus calibrate --out`) to use instead of the session's model.
     #[arg(long)]
@@ -55,13 +56,22 @@ pub enum At {
     Step(u64),
     /// Tokens trained so far.
     Tokens(f64),
+    /// A share of the run's points, 0–1 (0 the first point, 1 the last).
+    Share(f64),
 }
 
-/// Parse `--at`: a whole step number, or a token count with a K/M/B/T suffix (`150B`).
+/// Parse `--at`: a whole step number, a token count with a K/M/B/T suffix (`150B`), or a share
+/// of the run (`40%`, as the explorer's go-to takes it).
 pub fn parse_at(s: &str) -> Result<At, String> {
     let t = s.trim();
     if let Ok(step) = t.parse::<u64>() {
         return Ok(At::Step(step));
+    }
+    if let Some(share) = t.strip_suffix('%') {
+        return match share.trim().parse::<f64>() {
+            Ok(p) if (0.0..=100.0).contains(&p) => Ok(At::Share(p / 100.0)),
+            _ => Err(format!("'{s}': a share of the run lies in 0–100%")),
+        };
     }
     let scale = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
         Some('K') => 1e3,
@@ -70,7 +80,8 @@ pub fn parse_at(s: &str) -> Result<At, String> {
         Some('T') => 1e12,
         _ => {
             return Err(format!(
-                "'{s}' is neither a step (a whole number) nor tokens with a K/M/B/T suffix (150B)"
+                "'{s}' is neither a step (a whole number), tokens with a K/M/B/T suffix (150B) \
+                 nor a share of the run (40%)"
             ));
         }
     };
@@ -96,6 +107,10 @@ pub fn point_at(
         anyhow::bail!("the trajectory has no points");
     };
     match at {
+        At::Share(f) => {
+            let n = points.len() - 1;
+            points.get(((n as f64) * f).round() as usize)
+        }
         At::Step(step) => {
             if step < first.step || step > last.step {
                 let why = if measured {

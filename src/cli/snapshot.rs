@@ -147,7 +147,8 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
         .split_whitespace()
         .map(snapshot::parse_key)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow::anyhow!("--keys: {e}"))?;
+        // A key it does not know is a flag value it does not take: exit status 2.
+        .map_err(|e| super::FlagValueError(format!("--keys: {e}")))?;
     let cwd = std::env::current_dir().context("the working directory")?;
     let stack = a.stack.stack();
     if a.lesson.is_some() && stack.is_some() {
