@@ -44,8 +44,39 @@ pub struct ConfigFile {
     #[serde(default)]
     pub theme: ThemeName,
     /// Actions rebound: action → its keys (`"q"`, `"ctrl+c"`, `"shift+left"`, `"f1"`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "actions_once")]
     pub keys: BTreeMap<Action, Vec<String>>,
+}
+
+/// The `keys` map, refusing an action listed twice (a map keeps the last: the first list of
+/// keys was dropped and the file called valid).
+fn actions_once<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<Action, Vec<String>>, D::Error> {
+    struct Once;
+    impl<'de> serde::de::Visitor<'de> for Once {
+        type Value = BTreeMap<Action, Vec<String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of actions to their keys")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut a: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some((action, keys)) = a.next_entry::<Action, Vec<String>>()? {
+                if out.insert(action, keys).is_some() {
+                    return Err(serde::de::Error::custom(format!(
+                        "action '{}' is listed twice in keys: which keys are meant cannot be \
+                         known (list its keys once)",
+                        action.name()
+                    )));
+                }
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Once)
 }
 
 /// The configuration in force.
@@ -214,6 +245,12 @@ mod tests {
 
     #[test]
     fn a_rebound_quit_quits_and_the_old_key_does_not() {
+        let (line, msg) = parse("(\n  keys: {\n    quit: [\"Q\"],\n    quit: [\"x\"],\n  },\n)")
+            .expect_err("twice");
+        assert!(
+            msg.contains("'quit' is listed twice") && line >= 3,
+            "{line}: {msg}"
+        );
         let config = parse("(theme: light, keys: { quit: [\"Q\"] })").expect("parse");
         assert_eq!(config.theme, ThemeName::Light);
         let g = [Scope::Global];
