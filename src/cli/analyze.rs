@@ -512,7 +512,7 @@ fn render_branches(section: &BranchesSection) -> String {
     use std::fmt::Write;
     let mut out =
         String::from("measured critical batch size (branched training) beside B_simple\n");
-    let pct = 100.0 * section.cbs.confidence;
+    let pct = confidence_percent(section.cbs.confidence);
     // An unbounded end: above, ∞; below, 0 (every quantity here is positive).
     let end = |x: Option<f64>, d: usize| x.map_or("∞".to_string(), |v| format!("{v:.d$}"));
     let low = |x: Option<f64>, d: usize| x.map_or("0".to_string(), |v| format!("{v:.d$}"));
@@ -569,8 +569,8 @@ fn render_branches(section: &BranchesSection) -> String {
     }
     let _ = writeln!(
         out,
-        "samples; intervals {pct:.0}%, a ratio's from its two {pct:.0}% intervals' ends (lowest \
-         measured over highest estimated, and the reverse: wider than a {pct:.0}% interval of \
+        "samples; intervals {pct}%, a ratio's from its two {pct}% intervals' ends (lowest \
+         measured over highest estimated, and the reverse: wider than a {pct}% interval of \
          the ratio); B_simple is the run's smoothed estimate ({}) at the last analysed step at \
          or before each branch point; the default bandwidth grows with the run's length, so \
          compare runs of other lengths at one --bandwidth",
@@ -737,7 +737,7 @@ const NO_NOISE: &str =
 pub fn render_headline(s: &crate::stats::Summary) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let pct = 100.0 * s.confidence;
+    let pct = confidence_percent(s.confidence);
     let n = &s.now;
     // A coarsened run's rows are records of several steps each: count them as records.
     // More rows than step numbers in the window: steps written more than once (several
@@ -755,7 +755,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         &mut out,
         "B_simple now  ",
         format!(
-            "{}  {pct:.0}% CI {}  (last window: steps {}-{}, {} {unit})",
+            "{}  {pct}% CI {}  (last window: steps {}-{}, {} {unit})",
             if no_noise {
                 NO_NOISE.to_string()
             } else {
@@ -788,7 +788,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         Some(d) if d.significant => {
             let _ = writeln!(
                 out,
-                "drift         x{:.2} ({pct:.0}% CI x{:.2}-x{:.2}) from {} samples over steps {}-{}",
+                "drift         x{:.2} ({pct}% CI x{:.2}-x{:.2}) from {} samples over steps {}-{}",
                 d.factor,
                 d.ci[0],
                 d.ci[1],
@@ -800,7 +800,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         Some(d) if d.ci[0] > 1.0 || d.ci[1] < 1.0 => {
             let _ = writeln!(
                 out,
-                "drift         small: x{:.2} ({pct:.0}% CI x{:.2}-x{:.2}) since steps {}-{}: it changed, \
+                "drift         small: x{:.2} ({pct}% CI x{:.2}-x{:.2}) since steps {}-{}: it changed, \
                  but the interval reaches within x{:.2}, the least that counts as drift",
                 d.factor, d.ci[0], d.ci[1], d.from.first_step, d.from.last_step, d.min_factor
             );
@@ -808,7 +808,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         Some(d) => {
             let _ = writeln!(
                 out,
-                "drift         none: x{:.2} ({pct:.0}% CI x{:.2}-x{:.2}) since steps {}-{} is within \
+                "drift         none: x{:.2} ({pct}% CI x{:.2}-x{:.2}) since steps {}-{} is within \
                  the uncertainty",
                 d.factor, d.ci[0], d.ci[1], d.from.first_step, d.from.last_step
             );
@@ -821,7 +821,7 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
         &mut out,
         "run-wide      ",
         format!(
-            "{}  {pct:.0}% CI {}  (ratio of run averages over steps {}-{}; \
+            "{}  {pct}% CI {}  (ratio of run averages over steps {}-{}; \
          weighted toward early steps where |G|^2 is large)",
             match s.b_simple {
                 _ if no_noise => NO_NOISE.to_string(),
@@ -850,6 +850,20 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
 
 /// `text` after `label` on one line where it fits in [`crate::format::TEXT_COLUMNS`] (as
 /// written, its column spacing kept), else wrapped under the label's end.
+/// A confidence level as a percentage with the digits it needs: 0.95 → "95", 0.9999999999 →
+/// "99.99999999" (it read "100% CI", a level no interval has).
+pub(crate) fn confidence_percent(confidence: f64) -> String {
+    let p = 100.0 * confidence;
+    (0..=12)
+        .map(|d| format!("{p:.d$}"))
+        .find(|s| {
+            s.parse::<f64>().is_ok_and(|b| {
+                (b - p).abs() <= 1e-9 * p.abs().max(1.0) && (b < 100.0 || p >= 100.0)
+            })
+        })
+        .unwrap_or_else(|| format!("{p}"))
+}
+
 fn labelled(out: &mut String, label: &str, text: String) {
     out.push_str(&crate::format::line_labelled(label, &text));
 }
@@ -1058,4 +1072,18 @@ fn max_records(s: &str) -> Result<usize, String> {
 /// whole number from 1 to 10⁹.
 pub(crate) fn samples_per_file(s: &str) -> Result<f64, String> {
     crate::source::dump::st_file::whole_samples(s).map_err(|why| format!("must be {why}, got {s}"))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A level is written with the digits it needs, never rounded up to 100 %.
+    #[test]
+    fn a_confidence_level_keeps_its_digits() {
+        use super::confidence_percent as c;
+        assert_eq!(c(0.95), "95");
+        assert_eq!(c(0.9), "90");
+        assert_eq!(c(0.975), "97.5");
+        assert_eq!(c(0.9999999999), "99.99999999");
+        assert_eq!(c(0.9999999999999), "99.99999999999");
+    }
 }
