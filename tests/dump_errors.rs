@@ -263,3 +263,29 @@ fn shape_disagreeing_with_offsets_names_the_tensor() {
         "{e}"
     );
 }
+
+/// A directory numbered like a step that is none (`step_-1`, one past 2^64 − 1) is an error
+/// naming it (its gradients were passed over without a word); other names stay the user's.
+#[test]
+fn a_step_directory_whose_number_is_no_step_is_named() {
+    for bad in ["step_-1", "step_18446744073709551616"] {
+        let d = tempfile::tempdir().expect("tmp");
+        two_good(d.path());
+        write_st(
+            &d.path().join(bad).join("a.safetensors"),
+            &tensors(5),
+            Some("4"),
+        );
+        write_st(
+            &d.path().join(bad).join("b.safetensors"),
+            &tensors(5),
+            Some("4"),
+        );
+        let e = err_of(d.path());
+        assert!(e.contains(bad) && e.contains("not a step number"), "{e}");
+    }
+    let d = tempfile::tempdir().expect("tmp");
+    two_good(d.path());
+    std::fs::create_dir_all(d.path().join("step_notes")).expect("dir");
+    assert!(scan(d.path()).is_ok());
+}

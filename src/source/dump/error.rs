@@ -22,6 +22,15 @@ pub enum DumpError {
         /// What is wrong.
         message: String,
     },
+    /// A step directory whose number is not a step (`step_-1`, one past 2^64 − 1).
+    #[error(
+        "{path}: not a step number: a step directory is step_<N>, N a whole number from 0 to {}",
+        u64::MAX
+    )]
+    StepNumber {
+        /// The directory.
+        path: PathBuf,
+    },
     /// The file is shorter than its header says (truncated, or offsets past the end).
     #[error("{path}: {}needs {need} bytes but the file has {have} (truncated file or header offsets past the end)", tensor.as_ref().map(|t| format!("tensor {t} ")).unwrap_or_default())]
     Truncated {

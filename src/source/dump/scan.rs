@@ -18,9 +18,14 @@ use std::path::{Path, PathBuf};
 /// A fault no further writing mends (a header that is not valid, a file that cannot be read,
 /// a shape that differs) is an error there as anywhere.
 pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
-    let mut steps: Vec<(u64, PathBuf)> = list(dir)?
+    let dirs: Vec<PathBuf> = list(dir)?.into_iter().filter(|p| p.is_dir()).collect();
+    // A directory numbered like a step that is none (`step_-1`, a number past 2^64 − 1) was
+    // passed over without a word: its gradients were not analysed.
+    if let Some(p) = dirs.iter().find(|p| numbered_but_no_step(p)) {
+        return Err(DumpError::StepNumber { path: p.clone() });
+    }
+    let mut steps: Vec<(u64, PathBuf)> = dirs
         .into_iter()
-        .filter(|p| p.is_dir())
         .filter_map(|p| step_number(&p).map(|n| (n, p)))
         .collect();
     if steps.is_empty() {
@@ -219,6 +224,19 @@ fn same_tensors(first: &StepEntry, step: &StepEntry) -> Result<(), DumpError> {
         }
     }
     Ok(())
+}
+
+/// `step_` followed by a number (digits, with a sign or not) that is no step number.
+fn numbered_but_no_step(p: &Path) -> bool {
+    let Some(rest) = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("step_"))
+    else {
+        return false;
+    };
+    let digits = rest.strip_prefix(['-', '+']).unwrap_or(rest);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && step_number(p).is_none()
 }
 
 /// `step_<N>` → N.
