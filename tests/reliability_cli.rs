@@ -1091,3 +1091,41 @@ fn a_native_attention_speed_up_never_lifts_a_kernel_above_peak() {
     let mfu = v["mfu"].as_f64().expect("mfu");
     assert!(mfu > 0.0 && mfu < 1.0, "{mfu}");
 }
+
+/// A built-in training run that diverges (every step after the first a loss that is not
+/// finite) ends with exit status 1 and says so; it exited 0. Its records are whole; a run
+/// that trains exits 0.
+#[test]
+fn a_diverged_trainer_run_says_so_and_exits_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run.ndjson");
+    let o = out.to_str().expect("utf-8");
+    let r = copus(&[
+        "demo-train",
+        "--steps",
+        "20",
+        "--lr",
+        "1e30",
+        "--out",
+        o,
+        "--quiet",
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the run diverged") && r.stderr.contains("lower --lr"),
+        "{}",
+        r.stderr
+    );
+    let lines = std::fs::read_to_string(&out).expect("read");
+    assert_eq!(lines.lines().count(), 20);
+    let ok = dir.path().join("ok.ndjson");
+    let r = copus(&[
+        "demo-train",
+        "--steps",
+        "20",
+        "--out",
+        ok.to_str().expect("utf-8"),
+        "--quiet",
+    ]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}

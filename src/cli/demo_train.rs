@@ -222,6 +222,8 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
     // Ctrl+C or SIGTERM ends the run after its current step (every record written is whole)
     // and says where; the exit status is then 128 + the signal's number.
     let signals = crate::signals::StopSignals::register_headless()?;
+    // Steps whose loss was not finite, and whether the last one's was (a diverged run).
+    let (mut non_finite, mut ended_non_finite) = (0u64, false);
     for i in 0..args.steps {
         if let Some(sig) = signals.received() {
             if !args.quiet {
@@ -233,6 +235,8 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
             return Err(crate::signals::StoppedBySignal(sig).into());
         }
         let rec = trainer.step();
+        ended_non_finite = !rec.loss.is_some_and(f64::is_finite);
+        non_finite += u64::from(ended_non_finite);
         if let Some(f) = file.as_mut() {
             f.write_record(&rec)?;
         }
@@ -277,6 +281,13 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
     }
     match signals.received() {
         Some(sig) => Err(crate::signals::StoppedBySignal(sig).into()),
+        // A run that ends with a loss that is not finite diverged: said, exit status 1 (it
+        // exited 0 after every step but the first read "loss NaN"). Its records are whole.
+        None if ended_non_finite => anyhow::bail!(
+            "the run diverged: {non_finite} of {} steps had a loss that is not finite, the last \
+             included (their records are marked skipped); lower --lr",
+            args.steps
+        ),
         None => Ok(()),
     }
 }
