@@ -42,7 +42,11 @@ fn npy_dump_matches_reference_and_safetensors() {
             for t in f {
                 write_npy(&part.join(format!("{}.npy", t.name)), t);
             }
-            std::fs::write(part.join("samples.txt"), format!("{}\n", samples[k])).expect("samples");
+            // The second part's count written with a byte-order mark (Notepad, PowerShell): read
+            // as the number it is (it was refused).
+            let bom = if k == 1 { "\u{feff}" } else { "" };
+            std::fs::write(part.join("samples.txt"), format!("{bom}{}\n", samples[k]))
+                .expect("samples");
             write_st(
                 &st_dir.path().join(format!("step_5/rank{k}.safetensors")),
                 f,

@@ -150,7 +150,12 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
                 r.confidence * 100.0,
                 p.threshold_cbs.ci[0],
                 p.threshold_cbs.ci[1],
-                r.tolerance,
+                // Shortest form: 1e308 printed its 309 digits.
+                if (1e-4..1e6).contains(&r.tolerance.abs()) || r.tolerance == 0.0 {
+                    r.tolerance.to_string()
+                } else {
+                    format!("{:e}", r.tolerance)
+                },
                 p.budget_samples
             );
         }

@@ -59,7 +59,10 @@ pub fn count(x: f64) -> String {
 pub fn tokens(t: f64) -> String {
     // Each unit starts where the smaller one's text would round up to 1000 of it (or, for
     // the one-decimal thousands, to 100.0k), so 999 700 is "1.0M", not "1000k".
-    if t >= 999.95e9 {
+    if t >= 999.95e12 {
+        // Past a thousand trillion, an exponent (it read "99999999999.0T").
+        format!("{t:.2e}")
+    } else if t >= 999.95e9 {
         format!("{:.1}T", t / 1e12)
     } else if t >= 999.95e6 {
         format!("{:.1}B", t / 1e9)
@@ -429,5 +432,8 @@ mod tests {
         assert_eq!(tokens(999_999_999.0), "1.0B");
         assert_eq!(tokens(2.2e9), "2.2B");
         assert_eq!(tokens(999.97e9), "1.0T");
+        // Past a thousand trillion, an exponent ("99999999999.0T" was read back to the user).
+        assert_eq!(tokens(999.9e12), "999.9T");
+        assert_eq!(tokens(99_999_999_999e12), "1.00e23");
     }
 }

@@ -30,7 +30,11 @@ pub fn read_part_dir(dir: &Path) -> Result<GradFile, DumpError> {
         .collect::<Result<Vec<_>, _>>()?;
     let sp = dir.join(SAMPLES_FILE);
     let samples = match read_small(&sp) {
-        Ok(s) => Some(parse_samples(&sp, &s)?),
+        // A byte-order mark (Notepad, PowerShell) is no part of the number, as in stats files.
+        Ok(s) => Some(parse_samples(
+            &sp,
+            s.strip_prefix('\u{feff}').unwrap_or(&s),
+        )?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(io(&sp)(e)),
     };
