@@ -110,14 +110,17 @@ fn nearest(name: &str, known: &[&str]) -> Option<String> {
 /// another struct at a similar distance), then every key of the file.
 pub fn misspelled(text: &str, missing: &str, at: (usize, usize)) -> Option<(String, usize, usize)> {
     let keys = keys_of(text);
-    let inside = enclosing_struct(text, at).map(|(open, close, depth)| {
-        keys.iter()
-            .filter(|k| k.offset > open && k.offset < close && k.depth == depth)
-            .collect::<Vec<_>>()
-    });
-    inside
-        .and_then(|ks| closest(ks.into_iter(), missing))
-        .or_else(|| closest(keys.iter(), missing))
+    // Only the keys of the struct the field is missing from, where it can be told: a field of
+    // another struct is no misspelling (a session without `model` was told "'nodes' is not a
+    // field here: did you mean 'model'?", pointing into `cluster`).
+    match enclosing_struct(text, at) {
+        Some((open, close, depth)) => closest(
+            keys.iter()
+                .filter(|k| k.offset > open && k.offset < close && k.depth == depth),
+            missing,
+        ),
+        None => closest(keys.iter(), missing),
+    }
 }
 
 /// A `name:` written in RON text: the name, where it starts (byte offset, 1-based line and
@@ -327,6 +330,11 @@ mod tests {
             misspelled(wrong, "hardware", (3, 44)),
             Some(("hardwar".to_string(), 3, 15))
         );
+        // A field of another struct is no misspelling: a session without `model` was told
+        // "did you mean 'model'?" of `cluster`'s `nodes` (RON reports the missing field at the
+        // closing parenthesis).
+        let no_model = "(\n    name: \"x\",\n    cluster: (hardware: Named(\"h\"), nodes: 8),\n)";
+        assert_eq!(misspelled(no_model, "model", (4, 1)), None);
         // A key in a string or a comment is no key.
         let quoted = "(\n  // nodez: 1\n  name: \"nodez: 2\",\n  cluster: (gpus: 8),\n)";
         assert_eq!(misspelled(quoted, "nodes", (4, 20)), None);
