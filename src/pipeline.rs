@@ -125,6 +125,7 @@ fn load_source(
         } => {
             let file = resolved.resolve_path(path);
             missing_source(resolved, path, &file)?;
+            wrong_kind_of_source(resolved, path, &file, false)?;
             let (trajectory, report, origin, timed) =
                 measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)?;
             let ratio = f64::from(trajectory.seq_len) / f64::from(seq_len.max(1));
@@ -171,6 +172,7 @@ fn load_source(
         } => {
             let dir = resolved.resolve_path(path);
             missing_source(resolved, path, &dir)?;
+            wrong_kind_of_source(resolved, path, &dir, true)?;
             let selected = crate::compute::select(device)?;
             let d = measured::load_dump_dir(
                 &dir,
@@ -212,6 +214,49 @@ fn load_source(
             resolved.error_path().display(),
             resolved.error_path().display()
         ))),
+    }
+}
+
+/// A session's `source.path` that names the wrong kind of thing (a directory as a stats file,
+/// a file as a dump directory, a device): the error names the session and the field (it named
+/// only the path: "copus: .: is a directory").
+fn wrong_kind_of_source(
+    resolved: &Resolved,
+    written: &str,
+    path: &std::path::Path,
+    want_dir: bool,
+) -> Result<(), SourceError> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let kind = meta.file_type();
+    let why = if want_dir && !kind.is_dir() {
+        "not a directory: a dump is a directory of step_<N>/ folders (a stats file is \
+         source: Stats(path: …))"
+    } else if !want_dir && kind.is_dir() {
+        "a directory, not a stats file (a gradient dump's directory is source: Dumps(path: …))"
+    } else if !want_dir && !kind.is_file() && !is_fifo(&kind) {
+        "not a regular file (a device or a socket cannot be read as a stats file)"
+    } else {
+        return Ok(());
+    };
+    Err(SourceError::Unsupported(format!(
+        "{}: source.path \"{written}\": {why}",
+        resolved.error_path().display()
+    )))
+}
+
+/// Whether `kind` is a named pipe (a stats stream may come through one).
+fn is_fifo(kind: &std::fs::FileType) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        kind.is_fifo()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = kind;
+        false
     }
 }
 

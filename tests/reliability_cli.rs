@@ -1129,3 +1129,33 @@ fn a_diverged_trainer_run_says_so_and_exits_1() {
     ]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
 }
+
+/// A session whose `source.path` names the wrong kind of thing (a directory as a stats file,
+/// a device, a file as a dump) is an error naming the session and the field (it named only
+/// the path: "copus: .: is a directory").
+#[test]
+fn a_source_path_of_the_wrong_kind_names_the_session_and_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("run.ndjson"), "").expect("file");
+    for (source, says) in [
+        (r#"Stats(path: ".")"#, "a directory, not a stats file"),
+        (r#"Stats(path: "/dev/zero")"#, "not a regular file"),
+        (r#"Dumps(path: "run.ndjson")"#, "not a directory"),
+    ] {
+        let s = session(
+            dir.path(),
+            "s.ron",
+            &format!(
+                "(name: \"s\", model: Named(\"llama-7b\"), cluster: (hardware: \
+                 Named(\"h100-sxm\"), nodes: 1, gpus_per_node: 8), source: {source})"
+            ),
+        );
+        let r = copus(&["plan", &s]);
+        assert_eq!(r.code, Some(1), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("s.ron: source.path \"") && r.stderr.contains(says),
+            "{source}: {}",
+            r.stderr
+        );
+    }
+}
