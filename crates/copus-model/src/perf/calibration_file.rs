@@ -164,7 +164,7 @@ impl CalibrationFile {
             path: path.display().to_string(),
             line: e.span.start.line,
             col: e.span.start.col,
-            msg: e.code.to_string(),
+            msg: cut_short(&text, e.span.start.line, e.code.to_string()),
         })?;
         file.check(&text)
             .map_err(|msg| CalibrationFileError::Invalid {
@@ -270,6 +270,18 @@ fn preset_of_label(label: &str) -> Option<super::stack::StackPreset> {
     super::stack::StackPreset::parse(name)
 }
 
+/// `msg`, said to be where the file ends when the error is on its last line and the text
+/// stops before its closing parenthesis (a file cut at 700 bytes read "Unexpected variant
+/// named `Cud`" and nothing of the cut).
+fn cut_short(text: &str, line: usize, msg: String) -> String {
+    let body = text.trim_end();
+    if line >= body.lines().count().max(1) && !body.ends_with(')') {
+        format!("{msg}: the file ends there, before its closing parenthesis (cut short?)")
+    } else {
+        msg
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,6 +313,23 @@ mod tests {
             .filter(|l| !l.trim_start().starts_with(&prefix))
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// A file cut short says so where it ends; a whole file with a bad value does not.
+    #[test]
+    fn a_cut_file_is_said_to_end_early() {
+        let dir = std::env::temp_dir().join(format!("copus-cal-cut-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let text = calibration_text("megatron-core", &["max_eff"], &[]);
+        let path = dir.join("cut.ron");
+        std::fs::write(&path, &text[..text.len() * 2 / 3]).expect("write");
+        let e = CalibrationFile::load(&path).expect_err("cut").to_string();
+        assert!(e.contains("the file ends there"), "{e}");
+        let path = dir.join("bad.ron");
+        std::fs::write(&path, text.replacen("h100-sxm", "h100-sxm\", \"x", 1)).expect("write");
+        let e = CalibrationFile::load(&path).expect_err("bad").to_string();
+        assert!(!e.contains("the file ends there"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
