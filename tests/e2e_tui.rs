@@ -265,3 +265,46 @@ fn quit_is_rebound_to_capital_q(tmux: &Tmux) {
     let end = tmux.wait_for("COPUS-EXITED");
     assert!(end.contains("COPUS-EXITED 0"), "{end}");
 }
+
+/// Text output on an 80-column terminal wraps at 80 (it wrapped at 100, so the terminal broke
+/// lines mid-word): with tmux's wrapped lines joined back (`capture-pane -J`), no line of
+/// `predict` with a calibration in force is longer than the terminal.
+#[test]
+fn text_output_wraps_at_the_terminals_width() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("steps.csv");
+    std::fs::write(
+        &csv,
+        "dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,30\n4,2,1,1,64,33\n2,4,1,1,64,38\n",
+    )
+    .expect("csv");
+    let cal = dir.path().join("cal.ron");
+    let bin = env!("CARGO_BIN_EXE_copus");
+    let made = std::process::Command::new(bin)
+        .args([
+            "calibrate",
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama3-8b",
+            "--out",
+        ])
+        .arg(&cal)
+        .arg(&csv)
+        .output()
+        .expect("calibrate");
+    assert!(made.status.success(), "{made:?}");
+    let command = format!(
+        "{bin} predict --model llama3-8b --gpus 8 --batch 64 --hardware a100-80g \
+         --calibration {}; echo PREDICT-DONE; sleep 30",
+        cal.display()
+    );
+    let t = Tmux::start("wrap80", 80, 60, &command);
+    t.wait_for("PREDICT-DONE");
+    let joined = String::from_utf8_lossy(&t.cmd(&["capture-pane", "-p", "-J", "-t", "e2e"]).stdout)
+        .into_owned();
+    assert!(joined.contains("calibration"), "{joined}");
+    for line in joined.lines() {
+        assert!(line.trim_end().chars().count() <= 80, "{line:?}\n{joined}");
+    }
+}

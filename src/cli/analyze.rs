@@ -848,8 +848,6 @@ pub fn render_headline(s: &crate::stats::Summary) -> String {
     out
 }
 
-/// `text` after `label` on one line where it fits in [`crate::format::TEXT_COLUMNS`] (as
-/// written, its column spacing kept), else wrapped under the label's end.
 /// A confidence level as a percentage with the digits it needs: 0.95 → "95", 0.9999999999 →
 /// "99.99999999" (it read "100% CI", a level no interval has).
 pub(crate) fn confidence_percent(confidence: f64) -> String {
@@ -864,6 +862,8 @@ pub(crate) fn confidence_percent(confidence: f64) -> String {
         .unwrap_or_else(|| format!("{p}"))
 }
 
+/// `text` after `label` on one line where it fits in [`crate::format::text_columns`] (as
+/// written, its column spacing kept), else wrapped under the label's end.
 fn labelled(out: &mut String, label: &str, text: String) {
     out.push_str(&crate::format::line_labelled(label, &text));
 }

@@ -953,7 +953,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
     if let Some(sel) = &out.selection {
         println!("{}", selection_text(sel, &start_name));
         if let Some(note) = selection_caveat(sel) {
-            println!("  note: {note}");
+            print!("{}", crate::format::wrap_labelled("  note: ", &note));
         }
     }
     let mut s0 = start.clone();
@@ -964,10 +964,10 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         println!("  {:24} {v:.4e}  ({start_name} {v0:.4e}){note}", k.name());
     }
     if let Some(note) = &fp8_scaled {
-        println!("  note: {note}");
+        print!("{}", crate::format::wrap_labelled("  note: ", note));
     }
     if let Some(note) = poor_fit(out.rms_rel_error) {
-        println!("  note: {note}");
+        print!("{}", crate::format::wrap_labelled("  note: ", &note));
     }
     println!("  per row: measured s, {start_name} model s, calibrated s, error");
     for r in &out.rows {

@@ -84,7 +84,15 @@ pub fn of_session(
     }
 }
 
-/// The text line naming a calibration in force.
+/// The text naming a calibration in force, wrapped as notes are and with a newline (one line
+/// of 230 characters broke mid-word in a terminal), control characters escaped.
+pub fn text_lines(c: &CalibrationUsed) -> String {
+    let line = text_line(c);
+    let text = line.strip_prefix("calibration: ").unwrap_or(&line);
+    super::escape_controls(&crate::format::wrap_labelled("calibration: ", text))
+}
+
+/// The line naming a calibration in force, unwrapped (the explorer's notes, JSON).
 pub fn text_line(c: &CalibrationUsed) -> String {
     format!(
         "calibration: {} ({} fitted on {} {} of {} on {}{}; rms {:.1} %)",

@@ -462,10 +462,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         }
         let mut text = format!("stack: {}\n", stack.label);
         if let Some(c) = &calibration {
-            text.push_str(&super::escape_controls(
-                &super::calibration_in_force::text_line(c),
-            ));
-            text.push('\n');
+            text.push_str(&super::calibration_in_force::text_lines(c));
         }
         for c in &caveats {
             text.push_str(&crate::format::wrap_labelled("note: ", c));
@@ -737,10 +734,7 @@ fn print_text(o: &GridOut, seq_len: u32) {
         list_of(&o.micro_batches_searched)
     );
     if let Some(c) = &o.calibration {
-        println!(
-            "{}",
-            super::escape_controls(&super::calibration_in_force::text_line(c))
-        );
+        print!("{}", super::calibration_in_force::text_lines(c));
     }
     for c in &o.caveats {
         print!("{}", crate::format::wrap_labelled("note: ", c));

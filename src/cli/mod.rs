@@ -124,9 +124,31 @@ impl ExplorerArgs {
     }
 }
 
+/// Text output on a terminal narrower than 100 columns wraps at its width (`COLUMNS` where
+/// set, else the terminal's own): at 80 columns the lines of 100 broke mid-word. Output to a
+/// file or a pipe keeps 100 whatever the environment says.
+fn wrap_at_the_terminal() {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return;
+    }
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .or_else(|| {
+            ratatui::crossterm::terminal::size()
+                .ok()
+                .map(|(w, _)| usize::from(w))
+        });
+    if let Some(c) = columns.filter(|&c| c > 0) {
+        crate::format::set_text_columns(c);
+    }
+}
+
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     PRETTY.store(cli.pretty, std::sync::atomic::Ordering::Relaxed);
+    wrap_at_the_terminal();
     if cli.version {
         print!("{}", version_text());
         return Ok(());

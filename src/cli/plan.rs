@@ -207,8 +207,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
             &emit_fits_text(&emit_fits(&report, &resolved), report.stack.preset),
         ));
         if let Some(c) = &calibration {
-            text.push_str(&super::calibration_in_force::text_line(c));
-            text.push('\n');
+            text.push_str(&super::calibration_in_force::text_lines(c));
         }
         for c in &caveats {
             text.push_str(&crate::format::wrap_labelled("note: ", c));

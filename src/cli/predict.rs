@@ -765,8 +765,12 @@ fn print_text(o: &Output) {
     println!("  stack            {}", o.stack.label);
     if let Some(c) = &o.calibration {
         let line = super::calibration_in_force::text_line(c);
-        let line = line.replacen("calibration: ", "  calibration      ", 1);
-        println!("{}", super::escape_controls(&line));
+        // Wrapped as the other notes are (one line of 230 characters).
+        let text = line.strip_prefix("calibration: ").unwrap_or(&line);
+        print!(
+            "{}",
+            super::escape_controls(&crate::format::wrap_labelled("  calibration      ", text))
+        );
     }
     let ep = if o.ep > 1 {
         format!("  EP {}", o.ep)
@@ -795,9 +799,16 @@ fn print_text(o: &Output) {
     } else {
         String::new()
     };
-    println!(
-        "  micro-batch {}{searched}  {zero}  recompute {}  vpp {}{ep}",
-        o.mbs, o.recompute, o.vpp
+    // On one line where it fits the terminal, else wrapped (as every line here).
+    print!(
+        "{}",
+        crate::format::line_labelled(
+            "  ",
+            &format!(
+                "micro-batch {}{searched}  {zero}  recompute {}  vpp {}{ep}",
+                o.mbs, o.recompute, o.vpp
+            )
+        )
     );
     if let Some(note) = zero_effective_note(o) {
         print!(
@@ -919,14 +930,20 @@ fn print_text(o: &Output) {
     } else {
         String::new()
     };
-    println!(
-        "  breakdown        compute {:.1}%  bubble {:.1}%  TP {:.1}%{ep}{cp}  PP {:.1}%  DP {:.1}%  optimizer {:.1}%",
-        pct(b.compute_s),
-        pct(b.bubble_s),
-        pct(b.tp_s),
-        pct(b.pp_s),
-        pct(b.dp_s),
-        pct(b.optimizer_s)
+    print!(
+        "{}",
+        crate::format::line_labelled(
+            "  breakdown        ",
+            &format!(
+                "compute {:.1}%  bubble {:.1}%  TP {:.1}%{ep}{cp}  PP {:.1}%  DP {:.1}%  optimizer {:.1}%",
+                pct(b.compute_s),
+                pct(b.bubble_s),
+                pct(b.tp_s),
+                pct(b.pp_s),
+                pct(b.dp_s),
+                pct(b.optimizer_s)
+            )
+        )
     );
     for c in &o.caveats {
         print!("{}", crate::format::wrap_labelled("  note             ", c));

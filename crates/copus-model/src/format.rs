@@ -155,13 +155,35 @@ pub fn escape_controls(s: &str) -> String {
 }
 
 /// Columns a wrapped line of text output takes at most (the 100-column terminals most
-/// users have; a word longer than that stays whole).
+/// users have; a word longer than that stays whole): the default of [`text_columns`], and
+/// its largest value.
 pub const TEXT_COLUMNS: usize = 100;
 
-/// `text` after `label` on one line where the two fit in [`TEXT_COLUMNS`] (written as they
+/// Fewest columns [`set_text_columns`] wraps at.
+pub const MIN_TEXT_COLUMNS: usize = 60;
+
+/// The columns text output wraps at now.
+static COLUMNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(TEXT_COLUMNS);
+
+/// Columns a wrapped line of text output takes at most: [`TEXT_COLUMNS`], or the narrower
+/// terminal the command line found ([`set_text_columns`]).
+pub fn text_columns() -> usize {
+    COLUMNS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Wrap text output at `columns` (a terminal's width), kept within
+/// [`MIN_TEXT_COLUMNS`]..=[`TEXT_COLUMNS`]: at 80 columns lines of 100 broke mid-word.
+pub fn set_text_columns(columns: usize) {
+    COLUMNS.store(
+        columns.clamp(MIN_TEXT_COLUMNS, TEXT_COLUMNS),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// `text` after `label` on one line where the two fit in [`text_columns`] (written as they
 /// are, column spacing kept), else [`wrap_labelled`]; ends with a newline.
 pub fn line_labelled(label: &str, text: &str) -> String {
-    if label.chars().count() + text.chars().count() <= TEXT_COLUMNS {
+    if label.chars().count() + text.chars().count() <= text_columns() {
         format!("{label}{text}\n")
     } else {
         wrap_labelled(label, text)
@@ -233,9 +255,10 @@ fn unbreakable_chunks(paragraph: &str) -> Vec<String> {
 }
 
 /// `text` after `label` (e.g. `"note: "`), wrapped at word boundaries to lines of at most
-/// [`TEXT_COLUMNS`] characters, every line after the first indented by `label`'s width;
+/// [`text_columns`] characters, every line after the first indented by `label`'s width;
 /// ends with a newline. Text with newlines of its own keeps them.
 pub fn wrap_labelled(label: &str, text: &str) -> String {
+    let columns = text_columns();
     let indent = label.chars().count();
     let mut out = String::with_capacity(label.len() + text.len() + 16);
     let mut first_line = true;
@@ -252,7 +275,7 @@ pub fn wrap_labelled(label: &str, text: &str) -> String {
         for word in unbreakable_chunks(paragraph) {
             let word = word.as_str();
             let w = word.chars().count();
-            if !line_empty && width + 1 + w > TEXT_COLUMNS {
+            if !line_empty && width + 1 + w > columns {
                 out.push('\n');
                 out.push_str(&" ".repeat(indent));
                 width = indent;

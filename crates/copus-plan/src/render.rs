@@ -144,7 +144,7 @@ pub fn render_text(rep: &PlanReport) -> String {
         );
         let faster = format!("(optimal-joint is {:.3}× faster)", c.time_s / opt);
         // The comparison after the row where both fit the text width, else under it.
-        if row.chars().count() + 2 + faster.chars().count() <= crate::format::TEXT_COLUMNS {
+        if row.chars().count() + 2 + faster.chars().count() <= crate::format::text_columns() {
             let _ = writeln!(o, "{row}  {faster}");
         } else {
             let _ = writeln!(o, "{row}\n  {faster}");
@@ -182,7 +182,7 @@ pub fn render_text(rep: &PlanReport) -> String {
         let with_cost = format!("{at}, cost {:.0} s, {gain}", s.cost_s);
         // Where the line would wrap, the cost goes under it: a reshard's checkpoint-restart is
         // the costliest switch and was the one left out.
-        if with_cost.chars().count() <= crate::format::TEXT_COLUMNS {
+        if with_cost.chars().count() <= crate::format::text_columns() {
             let _ = writeln!(o, "{with_cost}");
         } else {
             let _ = writeln!(o, "{at}, {gain}");
