@@ -135,7 +135,11 @@ fn a_run_without_step_times_keeps_the_profile_model() {
     update(&mut app, Msg::WhatIfRow(row));
     let effects = update(&mut app, Msg::WhatIfChange(1));
     assert!(effects.is_empty(), "{effects:?}");
-    assert!(app.status.contains("no calibration"), "{}", app.status);
+    assert!(
+        app.status.contains("no calibration") && app.status.contains("--calibration FILE"),
+        "{}",
+        app.status
+    );
 }
 
 #[test]

@@ -603,8 +603,10 @@ pub fn apply(r: &mut Resolved, field: Field, delta: i32) -> Result<(), String> {
         }
         Field::PerfModel => {
             if r.calibration.is_none() {
+                // Both ways to one: a file (it named only `copus calibrate`).
                 return Err(
-                    "no calibration: the source carries no step times (see `copus calibrate`)"
+                    "no calibration: open with --calibration FILE (copus calibrate --out \
+                     writes one); the source carries no step times"
                         .into(),
                 );
             }
