@@ -28,7 +28,8 @@ pub struct CalibrateArgs {
     #[arg(required_unless_present = "nccl")]
     pub measurements: Option<PathBuf>,
     /// nccl-tests outputs (`all_reduce_perf`, `all_gather_perf`, `reduce_scatter_perf`,
-    /// `sendrecv_perf`, named after the program; repeat for several): fit the collective
+    /// `sendrecv_perf`: the program from its "# Collective test starting" line, else from the
+    /// file's name; repeat for several): fit the collective
     /// model's bandwidths and latencies to the cluster's own links instead of step times.
     #[arg(long, value_name = "FILE", conflicts_with = "measurements")]
     pub nccl: Vec<PathBuf>,
@@ -1101,19 +1102,39 @@ fn selection_text(sel: &KnobSelection, start: &str) -> String {
             step.cv_rms_rel_error * 100.0
         ));
     }
+    // The error it would be compared with: the last step's, else the uncalibrated one.
+    let now = sel
+        .steps
+        .last()
+        .map_or(sel.uncalibrated_rms_rel_error, |s| s.cv_rms_rel_error);
+    // "less than 5 % better" read beside a figure worse than the current one.
+    let how = |next: &crate::perf::knob_selection::SelectionStep| {
+        if next.cv_rms_rel_error >= now {
+            format!("no better than {:.1}%", now * 100.0)
+        } else {
+            format!(
+                "less than {:.0}% better",
+                crate::perf::knob_selection::MIN_CV_GAIN * 100.0
+            )
+        }
+    };
     match &sel.next_best {
         Some(next) if sel.knobs.is_empty() => out.push_str(&format!(
-            "\n    nothing freed: the best, {}, would give {:.1}% (less than {:.0}% better)",
+            "\n    nothing freed: the best, {}, would give {:.1}% ({})",
             next.knob.name(),
             next.cv_rms_rel_error * 100.0,
-            crate::perf::knob_selection::MIN_CV_GAIN * 100.0
+            how(next)
         )),
         Some(next) => out.push_str(&format!(
-            "\n    stopped: the next best, {}, would give {:.1}% (less than {:.0}% better)",
+            "\n    stopped: the next best, {}, would give {:.1}% ({})",
             next.knob.name(),
             next.cv_rms_rel_error * 100.0,
-            crate::perf::knob_selection::MIN_CV_GAIN * 100.0
+            how(next)
         )),
+        None if sel.knobs.is_empty() => out.push_str(
+            "\n    nothing freed: no parameter predicts the held-out configurations better while \
+             its value stays within 0.5–2× of the profile's, nor twice as well moving further",
+        ),
         None if !sel.steps.is_empty() => out.push_str(&format!(
             "\n    stopped: at most one parameter per {} configurations (one at least)",
             crate::perf::knob_selection::CONFIGS_PER_KNOB
