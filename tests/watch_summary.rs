@@ -764,3 +764,45 @@ fn a_server_that_closed_and_did_not_come_back_is_said_in_the_summary() {
         file["summary"]
     );
 }
+
+/// With `--advise --session S` whose live source says how many tokens a sample is, the summary
+/// counts tokens as the advice reads the samples (it announced "reading each sample as 64
+/// tokens", then counted "1 token per sample").
+#[test]
+fn the_summary_reads_a_sample_as_the_advice_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    write_two_batch_run(&run, 300, 40.0, |_| 0.5);
+    let session = dir.path().join("s.ron");
+    std::fs::write(
+        &session,
+        r#"(name: "advised", model: Inline((name: "tiny", layers: 2, hidden: 64, heads: 4,
+            kv_heads: 4, ffn_hidden: 256, vocab: 72, seq_len: 64, swiglu: false,
+            tied_embeddings: true, source: "test")),
+            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 2),
+            source: Live(target: "run.ndjson", seq_len: Some(64)),
+            search: (batch_sizes: [16, 32, 64, 128], micro_batches: [8], zero: [1],
+                     recompute: [None], interleave: [1], allow_cross_node_tp: false))"#,
+    )
+    .expect("session");
+    let out = copus()
+        .arg("watch")
+        .arg(&run)
+        .args(["--headless", "--until-steps", "300", "--timeout-s", "30"])
+        .arg("--advise")
+        .arg(dir.path().join("advice.ndjson"))
+        .arg("--session")
+        .arg(&session)
+        .output()
+        .expect("watch");
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("reading each sample as 64 tokens"), "{err}");
+    assert!(
+        text.contains("(sequences of 64 tokens)") && !text.contains("1 token per sample"),
+        "{text}"
+    );
+}

@@ -376,9 +376,14 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
     // Ctrl+C or SIGTERM ends the follow with its summary and the advice written so far, then
     // exits 128 + the signal's number (the process died without a word before).
     let signals = crate::signals::StopSignals::register_headless()?;
+    // The summary reads a sample as the advice does (it announced the session's 64 tokens,
+    // then counted "1 token per sample").
+    let seq_len = args
+        .seq_len
+        .or_else(|| advising.as_ref().and_then(|a| a.seq_len()));
     let (mut summary, advise_error) = watch_headless(
         target,
-        (args.until_steps, args.seq_len),
+        (args.until_steps, seq_len),
         timeout,
         advising.as_mut(),
         &signals,

@@ -237,6 +237,12 @@ impl Advising {
         })
     }
 
+    /// Tokens in one of the run's samples as the advice reads them (`--seq-len`, else the
+    /// session's live source), where stated: the summary counts tokens with the same.
+    pub fn seq_len(&self) -> Option<u32> {
+        self.scale.given
+    }
+
     /// Note what the run does at record `r` (its batch and layout).
     pub fn record(&mut self, r: &StepStats) {
         if r.skipped.is_some() || !(r.b_big.is_finite() && r.b_big >= 1.0) {
