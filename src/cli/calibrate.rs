@@ -900,9 +900,15 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             hw.name
         );
     }
-    println!(
-        "  assumed: stack {}; ZeRO-{} and recompute {} where the measurements do not say",
-        out.stack.label, out.assumed_zero, out.assumed_recompute
+    print!(
+        "{}",
+        crate::format::line_labelled(
+            "  assumed: ",
+            &format!(
+                "stack {}; ZeRO-{} and recompute {} where the measurements do not say",
+                out.stack.label, out.assumed_zero, out.assumed_recompute
+            )
+        )
     );
     if let Some(c) = &a.calibration {
         println!(
@@ -922,8 +928,8 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             )
         },
     );
-    println!(
-        "  rms relative error: {start_name} model {:.1}% → calibrated {:.1}% ({})",
+    let rms_line = format!(
+        "{start_name} model {:.1}% → calibrated {:.1}% ({})",
         out.profile_rms_rel_error * 100.0,
         out.rms_rel_error * 100.0,
         match (
@@ -943,6 +949,10 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             ),
             (false, None) => "too few measurements to cross-validate".to_string(),
         }
+    );
+    print!(
+        "{}",
+        crate::format::line_labelled("  rms relative error: ", &rms_line)
     );
     if out.rms_rel_error > out.profile_rms_rel_error {
         println!(
