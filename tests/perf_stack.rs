@@ -1376,3 +1376,52 @@ fn faster_here_leaves_the_room_predict_asks_for() {
         }
     }
 }
+
+/// A stack without pipeline parallelism (llm-foundry) is never proposed pipeline stages,
+/// whether a layout runs faster here or one fits instead (it was proposed `--pp 32`).
+#[test]
+fn a_stack_without_pipelines_is_proposed_none() {
+    // The first is the reviewer's case: it proposed `--tp 4 --pp 32 --zero 3`.
+    /// Model, GPUs, TP, PP, batch and further flags of one case.
+    type Case<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a [&'a str]);
+    let cases: [Case; 4] = [
+        (
+            "llama3-70b",
+            "128",
+            "8",
+            "4",
+            "512",
+            &["--mbs", "1", "--recompute", "none"],
+        ),
+        ("llama3-70b", "128", "8", "4", "512", &[]),
+        ("llama3-70b", "64", "8", "8", "256", &[]),
+        ("llama3-405b", "256", "8", "8", "1024", &[]),
+    ];
+    for (model, gpus, tp, pp, batch, extra) in cases {
+        let mut args = vec![
+            "predict",
+            "--model",
+            model,
+            "--gpus",
+            gpus,
+            "--tp",
+            tp,
+            "--pp",
+            pp,
+            "--batch",
+            batch,
+            "--stack",
+            "llm-foundry",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = copus(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        for key in ["faster_layout", "nearest_change", "faster_if_it_fit"] {
+            if let Some(p) = v[key]["config"]["pp"].as_u64() {
+                assert_eq!(p, 1, "{model} {extra:?} {key}: {}", v[key]);
+            }
+        }
+    }
+}

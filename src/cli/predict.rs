@@ -443,7 +443,11 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     };
     // Only what the stack's framework runs as stated (DeepSpeed's Ulysses and pipeline limits:
     // it proposed CP 32 with a caveat that DeepSpeed cannot run it).
-    let runs = |c: &ParallelConfig| deepspeed_emit_caveat(&stack, &eff, &model, c).is_none();
+    // Nor pipeline stages on a stack without them (llm-foundry was proposed `--pp 32`).
+    let runs = |c: &ParallelConfig| {
+        deepspeed_emit_caveat(&stack, &eff, &model, c).is_none()
+            && (c.pp <= 1 || stack.base().has_pipeline_parallel())
+    };
     // A configuration proposed fits with room for its largest tensor first (one that fits with
     // the logits against almost nothing left is cautioned when predicted: it proposed such a
     // change), and with more than the share of the GPU below which memory is called tight
