@@ -127,7 +127,8 @@ fn load_source(
             missing_source(resolved, path, &file)?;
             wrong_kind_of_source(resolved, path, &file, false)?;
             let (trajectory, report, origin, timed) =
-                measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)?;
+                measured::load_stats_file(&file, &resolved.session.estimator, *given, seq_len)
+                    .map_err(|e| pipe_error(resolved, path, &file, e))?;
             let ratio = f64::from(trajectory.seq_len) / f64::from(seq_len.max(1));
             if origin == measured::SeqLenOrigin::Inferred
                 && !(1.0 / crate::source::MAX_SEQ_LEN_MISMATCH
@@ -244,6 +245,26 @@ fn wrong_kind_of_source(
         "{}: source.path \"{written}\": {why}",
         resolved.error_path().display()
     )))
+}
+
+/// A session's named pipe that could not be read: the error names the session and the field
+/// too (it named only the pipe: "copus: fifo: a named pipe that gave no data within 5 s").
+/// Other errors pass as they are.
+fn pipe_error(
+    resolved: &Resolved,
+    written: &str,
+    path: &std::path::Path,
+    e: measured::MeasuredError,
+) -> SourceError {
+    let fifo = std::fs::metadata(path).is_ok_and(|m| is_fifo(&m.file_type()));
+    if fifo && resolved.path.exists() {
+        SourceError::Unsupported(format!(
+            "{}: source.path \"{written}\": {e}",
+            resolved.path.display()
+        ))
+    } else {
+        e.into()
+    }
 }
 
 /// Whether `kind` is a named pipe (a stats stream may come through one).

@@ -1137,11 +1137,20 @@ fn a_diverged_trainer_run_says_so_and_exits_1() {
 fn a_source_path_of_the_wrong_kind_names_the_session_and_the_field() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("run.ndjson"), "").expect("file");
-    for (source, says) in [
+    // A named pipe nobody writes to (read for 5 s first, then refused).
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("pipe"))
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut cases = vec![
         (r#"Stats(path: ".")"#, "a directory, not a stats file"),
         (r#"Stats(path: "/dev/zero")"#, "not a regular file"),
         (r#"Dumps(path: "run.ndjson")"#, "not a directory"),
-    ] {
+    ];
+    if fifo {
+        cases.push((r#"Stats(path: "pipe")"#, "a named pipe"));
+    }
+    for (source, says) in cases {
         let s = session(
             dir.path(),
             "s.ron",
