@@ -1316,23 +1316,10 @@ fn configurations_a_framework_cannot_run_are_refused_or_said() {
 #[test]
 fn a_presets_triton_attention_costed_as_fused_is_said() {
     let caveats = |hw: &str| {
-        let (code, out, err) = copus(&[
-            "predict",
-            "--model",
-            "llama3-8b",
-            "--gpus",
-            "8",
-            "--batch",
-            "64",
-            "--stack",
-            "llm-foundry",
-            "--hardware",
-            hw,
-            "--json",
-        ]);
-        assert_eq!(code, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-        v["caveats"].to_string()
+        json_of(&format!(
+            "predict --model llama3-8b --gpus 8 --batch 64 --stack llm-foundry --hardware {hw}"
+        ))["caveats"]
+            .to_string()
     };
     let h100 = caveats("h100-sxm");
     assert!(
@@ -1348,31 +1335,16 @@ fn a_presets_triton_attention_costed_as_fused_is_said() {
 #[test]
 fn faster_here_leaves_the_room_predict_asks_for() {
     for extra in [
-        &["--precision", "fp8"][..],
-        &["--precision", "bf16"][..],
-        &["--precision", "fp8", "--recompute", "none"][..],
+        "--precision fp8",
+        "--precision bf16",
+        "--precision fp8 --recompute none",
     ] {
-        let mut args = vec![
-            "predict",
-            "--model",
-            "llama3-70b",
-            "--gpus",
-            "128",
-            "--tp",
-            "4",
-            "--pp",
-            "4",
-            "--batch",
-            "512",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        let (code, out, err) = copus(&args);
-        assert_eq!(code, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let v = json_of(&format!(
+            "predict --model llama3-70b --gpus 128 --tp 4 --pp 4 --batch 512 {extra}"
+        ));
         let capacity = v["memory_capacity_bytes"].as_f64().expect("capacity");
         if let Some(need) = v["faster_layout"]["memory_per_gpu_bytes"].as_f64() {
-            assert!(need <= 0.98 * capacity, "{extra:?}: {need} of {capacity}");
+            assert!(need <= 0.98 * capacity, "{extra}: {need} of {capacity}");
         }
     }
 }
@@ -1381,46 +1353,17 @@ fn faster_here_leaves_the_room_predict_asks_for() {
 /// whether a layout runs faster here or one fits instead (it was proposed `--pp 32`).
 #[test]
 fn a_stack_without_pipelines_is_proposed_none() {
-    // The first is the reviewer's case: it proposed `--tp 4 --pp 32 --zero 3`.
-    /// Model, GPUs, TP, PP, batch and further flags of one case.
-    type Case<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, &'a [&'a str]);
-    let cases: [Case; 4] = [
-        (
-            "llama3-70b",
-            "128",
-            "8",
-            "4",
-            "512",
-            &["--mbs", "1", "--recompute", "none"],
-        ),
-        ("llama3-70b", "128", "8", "4", "512", &[]),
-        ("llama3-70b", "64", "8", "8", "256", &[]),
-        ("llama3-405b", "256", "8", "8", "1024", &[]),
-    ];
-    for (model, gpus, tp, pp, batch, extra) in cases {
-        let mut args = vec![
-            "predict",
-            "--model",
-            model,
-            "--gpus",
-            gpus,
-            "--tp",
-            tp,
-            "--pp",
-            pp,
-            "--batch",
-            batch,
-            "--stack",
-            "llm-foundry",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        let (code, out, err) = copus(&args);
-        assert_eq!(code, 0, "{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    for case in [
+        // The reviewer's case: it proposed `--tp 4 --pp 32 --zero 3`.
+        "--model llama3-70b --gpus 128 --tp 8 --pp 4 --batch 512 --mbs 1 --recompute none",
+        "--model llama3-70b --gpus 128 --tp 8 --pp 4 --batch 512",
+        "--model llama3-70b --gpus 64 --tp 8 --pp 8 --batch 256",
+        "--model llama3-405b --gpus 256 --tp 8 --pp 8 --batch 1024",
+    ] {
+        let v = json_of(&format!("predict {case} --stack llm-foundry"));
         for key in ["faster_layout", "nearest_change", "faster_if_it_fit"] {
             if let Some(p) = v[key]["config"]["pp"].as_u64() {
-                assert_eq!(p, 1, "{model} {extra:?} {key}: {}", v[key]);
+                assert_eq!(p, 1, "{case} {key}: {}", v[key]);
             }
         }
     }
