@@ -272,9 +272,13 @@ fn read_blocks<R: BufRead + Send>(
     // block's parsed lines land in pages touched before: a fresh vector per block (~5 MB, its
     // size never quite the last one's) took new pages from the kernel each time, zero-filled.
     let mut spare: Vec<Parsed> = Vec::new();
+    // The byte buffers take turns the same way: the block just parsed is read into next time
+    // but one (a fresh 8 MB buffer per block took new, zero-filled pages for every block).
+    let mut spare_bytes: Vec<u8> = Vec::new();
     loop {
         let (spans, start) = lines;
-        let mut next: Vec<u8> = Vec::new();
+        let mut next: Vec<u8> = std::mem::take(&mut spare_bytes);
+        next.clear();
         if !eof {
             next.reserve(BLOCK_BYTES + (1 << 16));
             let tail = &buf[start..];
@@ -319,7 +323,7 @@ fn read_blocks<R: BufRead + Send>(
         spare = emptied.unwrap_or_default();
         pending = Some((spans, parsed));
         (eof, lines) = (next_eof, next_lines);
-        buf = next;
+        spare_bytes = std::mem::replace(&mut buf, next);
     }
 }
 
