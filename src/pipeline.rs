@@ -194,6 +194,9 @@ fn load_source(
             if let Some(s) = d.left_out.first() {
                 seq_note = format!("newest step {} left out (incomplete) · {seq_note}", s.step);
             }
+            if let Some(skipped) = crate::source::dump::skipped_note(&d.skipped_dirs) {
+                seq_note = format!("{skipped} · {seq_note}");
+            }
             Ok(Loaded {
                 trajectory: d.trajectory,
                 analysis: Some(d.report),

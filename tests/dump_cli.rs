@@ -371,6 +371,35 @@ fn two_directories_of_one_step_number_are_an_error() {
     );
 }
 
+/// A directory named `step_…` that is no step number (`step_abc`) is passed over, and said so
+/// in the text and the JSON (it had been skipped without a word); the steps are analysed.
+#[test]
+fn a_step_directory_named_without_a_number_is_named_as_passed_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_dump(dir.path(), DType::F32, 3, 17);
+    std::fs::rename(dir.path().join("step_2"), dir.path().join("step_abc")).expect("rename");
+    std::fs::create_dir(dir.path().join("logs")).expect("dir");
+    let out = analyze_text(dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("note: directory step_abc passed over: not named step_<N>"),
+        "{text}"
+    );
+    assert!(!text.contains("logs"), "{text}");
+    let out = analyze(dir.path(), &[]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let skipped = v["skipped_dirs"].as_array().expect("skipped_dirs");
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0].as_str().is_some_and(|p| p.ends_with("step_abc")));
+    assert_eq!(v["steps"].as_array().map(Vec::len), Some(2));
+}
+
 /// A dump whose sets all hold one gradient (written after the all-reduce) measures no noise:
 /// the text says so where the number would be, not "B_simple now 0.0000 samples … = 0 tokens".
 #[test]

@@ -287,5 +287,7 @@ fn a_step_directory_whose_number_is_no_step_is_named() {
     let d = tempfile::tempdir().expect("tmp");
     two_good(d.path());
     std::fs::create_dir_all(d.path().join("step_notes")).expect("dir");
-    assert!(scan(d.path()).is_ok());
+    std::fs::create_dir_all(d.path().join("notes")).expect("dir");
+    let index = scan(d.path()).expect("scans");
+    assert_eq!(index.skipped_dirs, vec![d.path().join("step_notes")]);
 }

@@ -656,8 +656,9 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         summary.b_simple_tokens = summary.b_simple.map(|b| b * seq);
     }
     let left_out = crate::source::measured::left_out_note(&d.left_out);
+    let skipped = crate::source::dump::skipped_note(&d.skipped_dirs);
     if args.json_lines {
-        if let Some(note) = &left_out {
+        for note in left_out.iter().chain(&skipped) {
             eprintln!("copus: {note}");
         }
         let mut text = String::new();
@@ -683,6 +684,8 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
         v["seq_len_assumed"] = args.seq_len.is_none().into();
         // The newest step, when it was still being written: left out, with why.
         v["left_out_steps"] = serde_json::to_value(&d.left_out)?;
+        // Directories named `step_…` that are no step number: passed over.
+        v["skipped_dirs"] = serde_json::to_value(&d.skipped_dirs)?;
         super::write_json(&v)?;
     } else {
         let why = selected
@@ -705,7 +708,7 @@ fn run_dump(args: &AnalyzeArgs) -> anyhow::Result<()> {
                  model reads samples only"
             );
         }
-        if let Some(note) = &left_out {
+        for note in left_out.iter().chain(&skipped) {
             println!("note: {}", super::escape_controls(note));
         }
         if let Some(last) = d.seed_ema.iter().rev().find(|p| p.b_estimate.is_some()) {

@@ -232,6 +232,8 @@ pub struct DumpAnalysis {
     pub steps: Vec<crate::stats::StepStats>,
     /// The newest step, when it could not be read (still being written?): left out.
     pub left_out: Vec<crate::source::dump::LeftOutStep>,
+    /// Directories named `step_…` that are no step number: passed over.
+    pub skipped_dirs: Vec<std::path::PathBuf>,
 }
 
 /// One line for the steps a dump scan left out ("newest step 300 left out (still being
@@ -300,6 +302,7 @@ pub fn load_dump_dir(
         seed_ema: reduction.ema,
         steps: reduction.steps,
         left_out: index.left_out,
+        skipped_dirs: index.skipped_dirs,
     })
 }
 

@@ -14,6 +14,26 @@ pub struct DumpIndex {
     /// The newest step when it could not be read (still being written?) while earlier steps
     /// could: left out of `steps`, with why. Empty otherwise.
     pub left_out: Vec<LeftOutStep>,
+    /// Directories named `step_…` whose name is no step number (`step_abc`, `step_5.tmp`):
+    /// passed over, and said so ([`skipped_note`]). Empty otherwise.
+    pub skipped_dirs: Vec<PathBuf>,
+}
+
+/// One line for the directories a scan passed over because their name is no `step_<N>`, or
+/// `None` when there were none.
+pub fn skipped_note(skipped: &[PathBuf]) -> Option<String> {
+    let first = skipped.first()?;
+    let name = first.file_name().map_or_else(
+        || first.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let more = match skipped.len() {
+        1 => String::new(),
+        n => format!(" and {} more", n - 1),
+    };
+    Some(format!(
+        "directory {name}{more} passed over: not named step_<N> with N a step number"
+    ))
 }
 
 /// A step the scan left out, and why.

@@ -24,7 +24,7 @@ pub mod synth;
 
 pub use crate::compute::ema::ema_estimate;
 pub use error::DumpError;
-pub use index::{DumpIndex, GradFile, LeftOutStep, StepEntry, TensorEntry};
+pub use index::{DumpIndex, GradFile, LeftOutStep, StepEntry, TensorEntry, skipped_note};
 pub use layers::layer_key;
 pub use scan::scan;
 

@@ -24,6 +24,11 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
     if let Some(p) = dirs.iter().find(|p| numbered_but_no_step(p)) {
         return Err(DumpError::StepNumber { path: p.clone() });
     }
+    let skipped_dirs: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|p| named_step_but_no_number(p))
+        .cloned()
+        .collect();
     let mut steps: Vec<(u64, PathBuf)> = dirs
         .into_iter()
         .filter_map(|p| step_number(&p).map(|n| (n, p)))
@@ -101,6 +106,7 @@ pub fn scan(dir: &Path) -> Result<DumpIndex, DumpError> {
         root: dir.into(),
         steps: out,
         left_out: left_out.into_iter().collect(),
+        skipped_dirs,
     })
 }
 
@@ -237,6 +243,15 @@ fn numbered_but_no_step(p: &Path) -> bool {
     };
     let digits = rest.strip_prefix(['-', '+']).unwrap_or(rest);
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && step_number(p).is_none()
+}
+
+/// `step_` followed by something that is no number at all (`step_abc`, `step_5.tmp`): not a
+/// step directory, but likely one the user meant as one (it had been skipped silently).
+fn named_step_but_no_number(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("step_"))
+        .is_some_and(|_| step_number(p).is_none() && !numbered_but_no_step(p))
 }
 
 /// `step_<N>` → N.
