@@ -308,3 +308,32 @@ fn text_output_wraps_at_the_terminals_width() {
         assert!(line.trim_end().chars().count() <= 80, "{line:?}\n{joined}");
     }
 }
+
+/// `grid`'s table and `plan`'s strategy table and switch lines on an 80-column terminal: no
+/// line longer than the terminal (the table rows were 93–136 columns), an infeasible cell's
+/// reason still said, and each switch's net gain with what it is measured against.
+#[test]
+fn grid_and_plan_tables_fit_an_80_column_terminal() {
+    let bin = env!("CARGO_BIN_EXE_copus");
+    let command = format!(
+        "{bin} grid sessions/paper-32b-32xh100.ron; {bin} plan sessions/paper-7b-16xh100.ron; \
+         echo TABLES-DONE; sleep 30"
+    );
+    let t = Tmux::start("tables80", 80, 60, &command);
+    t.wait_for_within("TABLES-DONE", std::time::Duration::from_secs(60));
+    let out = t.cmd(&["capture-pane", "-p", "-J", "-S", "-", "-t", "e2e"]);
+    let joined = String::from_utf8_lossy(&out.stdout).into_owned();
+    for want in [
+        "options / reason",
+        "infeasible",
+        "out of memory",
+        "net gain",
+        "keeping the layout and batch before it",
+        "optimal-joint",
+    ] {
+        assert!(joined.contains(want), "{want:?} missing:\n{joined}");
+    }
+    for line in joined.lines() {
+        assert!(line.trim_end().chars().count() <= 80, "{line:?}\n{joined}");
+    }
+}

@@ -755,15 +755,21 @@ fn print_text(o: &GridOut, seq_len: u32) {
     }
     // In the model's sequences (a run's samples may be shorter: the explorer's title counts
     // those, and the tokens agree).
-    println!(
-        "step {} ({} tokens): B_crit {} sequences of {seq_len} tokens ({} tokens; estimate \
-         {} × scale {})",
-        o.step,
-        crate::format::tokens(o.tokens),
-        whole_or_count(o.b_crit),
-        crate::format::tokens(o.b_crit * f64::from(seq_len)),
-        whole_or_count(o.b_crit_estimate),
-        scale_words(o.b_crit_scale, o.b_crit_scale_range)
+    print!(
+        "{}",
+        crate::format::wrap_labelled(
+            "",
+            &format!(
+                "step {} ({} tokens): B_crit {} sequences of {seq_len} tokens ({} tokens; \
+                 estimate {} × scale {})",
+                o.step,
+                crate::format::tokens(o.tokens),
+                whole_or_count(o.b_crit),
+                crate::format::tokens(o.b_crit * f64::from(seq_len)),
+                whole_or_count(o.b_crit_estimate),
+                scale_words(o.b_crit_scale, o.b_crit_scale_range)
+            )
+        )
     );
     if let Some(source) = &o.b_crit_scale_source {
         print!("{}", crate::format::wrap_labelled("B_crit scale: ", source));
@@ -820,45 +826,86 @@ fn print_text(o: &GridOut, seq_len: u32) {
              100 %"
         );
     }
-    println!(
-        "{:<16} {:>6} {:>12} {:>6} {:>7} {:>12}  configuration / reason",
+    print!("{}", cell_table(&o.cells));
+}
+
+/// The table of cells: one row each (layout, batch, tokens/s, MFU, statistical efficiency,
+/// goodput, and the configuration or why none runs). On a terminal narrower than the usual
+/// text width the number columns are narrower, the configuration leaves out the layout the
+/// row starts with, and an infeasible cell's reason goes on lines of its own under the row.
+fn cell_table(cells: &[CellOut]) -> String {
+    use std::fmt::Write as _;
+    let narrow = crate::format::text_columns() < crate::format::TEXT_COLUMNS;
+    let w = if narrow { 9 } else { 12 };
+    let mut out = String::new();
+    let last = if narrow {
+        "options / reason"
+    } else {
+        "configuration / reason"
+    };
+    let _ = writeln!(
+        out,
+        "{:<16} {:>6} {:>w$} {:>6} {:>7} {:>w$}  {last}",
         "layout", "batch", "tokens/s", "MFU", "eff", "goodput"
     );
-    for c in &o.cells {
+    for c in cells {
+        let configuration = |cfg: crate::perf::ParallelConfig| {
+            let text = cfg.to_string();
+            match text.strip_prefix(&format!("{} ", c.layout)) {
+                Some(rest) if narrow => rest.to_string(),
+                _ => text,
+            }
+        };
         match (c.tokens_per_s, c.goodput, c.parallel) {
-            (Some(t), Some(_), Some(cfg)) if c.diverges => println!(
-                "{:<16} {:>6} {:>12.0} {:>5.1}% {:>7.3} {:>12}  {} (the √-scaled learning rate \
-                 diverges at this batch: scored at the planner's floor)",
-                c.layout,
-                c.batch,
-                t,
-                c.mfu.unwrap_or(0.0) * 100.0,
-                c.stat_eff,
-                "diverges",
-                cfg
-            ),
-            (Some(t), Some(g), Some(cfg)) => println!(
-                "{:<16} {:>6} {:>12.0} {:>5.1}% {:>7.3} {:>12.0}  {}",
-                c.layout,
-                c.batch,
-                t,
-                c.mfu.unwrap_or(0.0) * 100.0,
-                c.stat_eff,
-                g,
-                cfg
-            ),
-            _ => println!(
-                "{:<16} {:>6} {:>12} {:>6} {:>7.3} {:>12}  infeasible: {}",
-                c.layout,
-                c.batch,
-                "-",
-                "-",
-                c.stat_eff,
-                "-",
-                c.reason.as_deref().unwrap_or("")
-            ),
+            (Some(t), Some(_), Some(cfg)) if c.diverges => {
+                let row = format!(
+                    "{:<16} {:>6} {:>w$.0} {:>5.1}% {:>7.3} {:>w$}  {}",
+                    c.layout,
+                    c.batch,
+                    t,
+                    c.mfu.unwrap_or(0.0) * 100.0,
+                    c.stat_eff,
+                    "diverges",
+                    configuration(cfg)
+                );
+                let why = "(the √-scaled learning rate diverges at this batch: scored at the \
+                           planner's floor)";
+                if narrow {
+                    let _ = writeln!(out, "{row}");
+                    out.push_str(&crate::format::wrap_labelled("    ", why));
+                } else {
+                    let _ = writeln!(out, "{row} {why}");
+                }
+            }
+            (Some(t), Some(g), Some(cfg)) => {
+                let _ = writeln!(
+                    out,
+                    "{:<16} {:>6} {:>w$.0} {:>5.1}% {:>7.3} {:>w$.0}  {}",
+                    c.layout,
+                    c.batch,
+                    t,
+                    c.mfu.unwrap_or(0.0) * 100.0,
+                    c.stat_eff,
+                    g,
+                    configuration(cfg)
+                );
+            }
+            _ => {
+                let row = format!(
+                    "{:<16} {:>6} {:>w$} {:>6} {:>7.3} {:>w$}  infeasible",
+                    c.layout, c.batch, "-", "-", c.stat_eff, "-",
+                );
+                let reason = c.reason.as_deref().unwrap_or("");
+                if narrow {
+                    let _ = writeln!(out, "{row}");
+                    out.push_str(&crate::format::wrap_labelled("    ", reason));
+                } else {
+                    let _ = writeln!(out, "{row}: {reason}");
+                }
+            }
         }
     }
+    out
 }
 
 /// `1, 2, 4` for a list of sizes (micro-batches, batches).

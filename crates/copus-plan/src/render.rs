@@ -119,47 +119,52 @@ pub fn render_text(rep: &PlanReport) -> String {
         "switches"
     );
     for s in &rep.strategies {
-        let _ = writeln!(
-            o,
-            "{:<16} {:>10.decimals$} {:>8.3}× {:>8}  {}",
+        let head = format!(
+            "{:<16} {:>10.decimals$} {:>8.3}× {:>8}  ",
             s.name,
             s.time_s / per_unit,
             s.speedup_vs_static,
             s.switches,
-            s.start
         );
+        o.push_str(&strategy_row(&head, &s.start));
     }
     if let Some(note) = cbs_baselines_note(rep) {
         o.push_str(&crate::format::wrap_labelled("  ", &format!("({note})")));
     }
     if let Some(c) = &rep.current_batch_static {
         let opt = rep.strategies.last().map_or(f64::NAN, |s| s.time_s);
-        let row = format!(
-            "{:<16} {:>10.decimals$} {:>8.3}× {:>8}  {}",
+        let head = format!(
+            "{:<16} {:>10.decimals$} {:>8.3}× {:>8}  ",
             c.name,
             c.time_s / per_unit,
             c.speedup_vs_static,
             0,
-            c.start
         );
+        let row = format!("{head}{}", c.start);
         let faster = format!("(optimal-joint is {:.3}× faster)", c.time_s / opt);
         // The comparison after the row where both fit the text width, else under it.
         if row.chars().count() + 2 + faster.chars().count() <= crate::format::text_columns() {
             let _ = writeln!(o, "{row}  {faster}");
         } else {
-            let _ = writeln!(o, "{row}\n  {faster}");
+            o.push_str(&strategy_row(&head, &c.start));
+            let _ = writeln!(o, "  {faster}");
         }
     }
-    let _ = writeln!(
-        o,
-        "\noptimal-joint vs fastest paper baseline ({}): {:.3}× · vs hindsight static: {:.3}×",
-        rep.fastest_baseline, rep.speedup_vs_fastest_baseline, rep.speedup_vs_hindsight_static
-    );
+    o.push('\n');
+    o.push_str(&crate::format::wrap_labelled(
+        "",
+        &format!(
+            "optimal-joint vs fastest paper baseline ({}): {:.3}× · vs hindsight static: {:.3}×",
+            rep.fastest_baseline, rep.speedup_vs_fastest_baseline, rep.speedup_vs_hindsight_static
+        ),
+    ));
     o.push('\n');
     o.push_str(&crate::format::wrap_labelled(
         "",
         "optimal-joint switch points (tokens and step on the trajectory's axis, as the explorer \
-         shows them and `grid --at` takes them):",
+         shows them and `grid --at` takes them; net gain: the time a switch saves over keeping \
+         the layout and batch before it until the next switch, its cost taken off, so the gains \
+         need not add up to the gain over the best static plan):",
     ));
     if rep.switches.is_empty() {
         let _ = writeln!(o, "  none: the best static plan is optimal here");
@@ -182,13 +187,22 @@ pub fn render_text(rep: &PlanReport) -> String {
         let with_cost = format!("{at}, cost {:.0} s, {gain}", s.cost_s);
         // Where the line would wrap, the cost goes under it: a reshard's checkpoint-restart is
         // the costliest switch and was the one left out.
-        if with_cost.chars().count() <= crate::format::text_columns() {
+        let columns = crate::format::text_columns();
+        let with_gain = format!("{at}, {gain}");
+        if with_cost.chars().count() <= columns {
             let _ = writeln!(o, "{with_cost}");
-        } else {
-            let _ = writeln!(o, "{at}, {gain}");
+        } else if with_gain.chars().count() <= columns {
+            let _ = writeln!(o, "{with_gain}");
             o.push_str(&crate::format::line_labelled(
                 &under,
                 &format!("cost {:.0} s", s.cost_s),
+            ));
+        } else {
+            // A narrow terminal: the gain goes under it too.
+            let _ = writeln!(o, "{at}");
+            o.push_str(&crate::format::line_labelled(
+                &under,
+                &format!("cost {:.0} s, {gain}", s.cost_s),
             ));
         }
         o.push_str(&crate::format::line_labelled(
@@ -241,4 +255,21 @@ pub fn render_text(rep: &PlanReport) -> String {
 /// Steps, samples and tokens of the optimal-joint plan's schedule in all.
 fn plan_end(rep: &PlanReport) -> Option<(u64, u64, f64)> {
     rep.end.map(|e| (e.step, e.samples, e.tokens))
+}
+
+/// One row of the strategy table: `head` (the name and number columns) and the layout it
+/// starts at, on one line where it fits the text width, else with the layout's options
+/// (`(mbs1 Z1 rc:none)`) on a line of their own under the layout column.
+fn strategy_row(head: &str, start: &str) -> String {
+    let row = format!("{head}{start}");
+    let width = head.chars().count();
+    match start.rfind(" (") {
+        Some(cut) if row.chars().count() > crate::format::text_columns() => format!(
+            "{head}{}\n{:width$}{}\n",
+            &start[..cut],
+            "",
+            &start[cut + 1..]
+        ),
+        _ => format!("{row}\n"),
+    }
 }
