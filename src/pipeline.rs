@@ -926,6 +926,7 @@ fn build_report(
         strategies,
         end: crate::plan::report::schedule_end(&schedule, r.model.seq_len),
         trajectory_end_tokens: p.phases.last().map(|ph| ph.end_tokens),
+        trajectory_start_tokens: p.phases.first().map(|ph| ph.start_tokens),
         switches,
         schedule,
         current_batch_static: None,

@@ -642,14 +642,20 @@ fn plan_json_carries_the_schedules_end() {
         .expect("run copus");
     let emitted: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(emitted["end"], v["end"]);
-    // Beside it, where the trajectory's axis ends: the demo's 600B tokens, of which the plan
-    // trains on fewer at its smaller batches; the text says by how much and why.
+    // Beside it, where the trajectory's axis starts and ends: the demo's 1B to 600B tokens, of
+    // which the plan trains on fewer at its smaller batches; the text says by how much and
+    // why. The schedule counts from the axis's start (its step 0 is the trajectory's 1B
+    // tokens), so the share is of the 599B it covers (it was of 600B).
     let axis_end = v["trajectory_end_tokens"]
         .as_f64()
         .expect("trajectory_end_tokens");
+    let axis_start = v["trajectory_start_tokens"]
+        .as_f64()
+        .expect("trajectory_start_tokens");
     assert!((axis_end - 600e9).abs() < 1e6, "{axis_end}");
+    assert!((axis_start - 1e9).abs() < 1e3, "{axis_start}");
     let tokens = v["end"]["tokens"].as_f64().expect("tokens");
-    let pct = 100.0 * (1.0 - tokens / axis_end);
+    let pct = 100.0 * (1.0 - tokens / (axis_end - axis_start));
     assert!(pct > 0.0, "{pct}");
     let text = Command::new(env!("CARGO_BIN_EXE_copus"))
         .args(["plan", demo.to_str().expect("utf-8")])
@@ -657,7 +663,8 @@ fn plan_json_carries_the_schedules_end() {
         .expect("run copus");
     let text = String::from_utf8_lossy(&text.stdout).replace('\n', " ");
     assert!(
-        text.contains(&format!("the plan trains on {pct:.1} % fewer")),
+        text.contains(&format!("the plan trains on {pct:.1} % fewer"))
+            && text.contains("from 1.0B to 600.0B tokens (599.0B tokens; the schedule's step 0 is its 1.0B tokens)"),
         "{pct:.1}: {text}"
     );
     // The written schedules say it too (a trainer reads them, not the plan's text).
@@ -666,7 +673,7 @@ fn plan_json_carries_the_schedules_end() {
         notes.iter().any(|n| n
             .as_str()
             .is_some_and(|n| n.contains(&format!("{pct:.1} % fewer tokens"))
-                && n.contains("run the last phase on to 600.0B tokens"))),
+                && n.contains("run the last phase on to 599.0B tokens of this schedule"))),
         "{pct:.1}: {notes:?}"
     );
     let out = Command::new(env!("CARGO_BIN_EXE_copus"))

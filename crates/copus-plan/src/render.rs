@@ -222,15 +222,25 @@ pub fn render_text(rep: &PlanReport) -> String {
         // The trajectory's own count beside the plan's: they differ by design (the objective
         // counts fewer samples at smaller batches for the same progress), and a trainer that
         // stops at the plan's count relies on that model.
+        let stretch = match (rep.trajectory_start_past_zero(), rep.trajectory_end_tokens) {
+            (Some(start), Some(end)) => format!(
+                "runs from {} to {} tokens ({} tokens; the schedule's step 0 is its {} tokens)",
+                crate::format::tokens(start),
+                crate::format::tokens(end),
+                crate::format::tokens(end - start),
+                crate::format::tokens(start),
+            ),
+            (None, Some(end)) => format!("ends at {} tokens", crate::format::tokens(end)),
+            _ => String::new(),
+        };
         let against = rep
             .tokens_against_trajectory()
-            .map_or(String::new(), |(t, change)| {
+            .map_or(String::new(), |(_, change)| {
                 let pct = 100.0 * change;
                 format!(
-                    "; the trajectory's axis ends at {} tokens, so the plan trains on {:.1} % {} \
-                     (the efficiency model's count of the samples its batches need for the same \
+                    "; the trajectory's axis {stretch}, so the plan trains on {:.1} % {} (the \
+                     efficiency model's count of the samples its batches need for the same \
                      progress: a trainer that stops at the plan's count relies on that model)",
-                    crate::format::tokens(t),
                     pct.abs(),
                     if pct < 0.0 { "fewer" } else { "more" }
                 )

@@ -178,6 +178,10 @@ pub struct PlanReport {
     /// `end.tokens` differs from it by design (the objective's count of the samples the plan's
     /// batches need for the same progress).
     pub trajectory_end_tokens: Option<f64>,
+    /// Where the planned stretch of the trajectory's token axis starts (its first phase's
+    /// start, e.g. a session's `start_tokens`), tokens: the schedule's token 0 and step 0 are
+    /// this point of the trajectory.
+    pub trajectory_start_tokens: Option<f64>,
     /// The best layout held at the session's `current_batch` for the whole run (what a user who
     /// keeps today's batch would get), when that batch is on the grid and feasible.
     pub current_batch_static: Option<StrategyRow>,
@@ -235,12 +239,27 @@ pub fn schedule_end(schedule: &[ScheduleRun], seq_len: u32) -> Option<crate::emi
 }
 
 impl PlanReport {
-    /// The schedule's tokens against the trajectory's: (the trajectory's end, tokens; the
-    /// schedule's tokens over it − 1, a fraction, negative where the plan trains on fewer),
-    /// when both are known and positive.
+    /// The schedule's tokens against the trajectory's stretch it plans: (the stretch's
+    /// tokens, its end less its start; the schedule's tokens over them − 1, a fraction,
+    /// negative where the plan trains on fewer), when both are known and positive. The
+    /// schedule counts from the stretch's start, so a trajectory that starts past 0 (a
+    /// session's `start_tokens`) is compared over what the schedule covers, not from 0.
     pub fn tokens_against_trajectory(&self) -> Option<(f64, f64)> {
         let plan = self.end.map(|e| e.tokens).filter(|t| *t > 0.0)?;
-        let trajectory = self.trajectory_end_tokens.filter(|t| *t > 0.0)?;
-        Some((trajectory, plan / trajectory - 1.0))
+        let span = self.trajectory_span_tokens()?;
+        Some((span, plan / span - 1.0))
+    }
+
+    /// Tokens of the trajectory's planned stretch (end less start), when positive.
+    pub fn trajectory_span_tokens(&self) -> Option<f64> {
+        let end = self.trajectory_end_tokens?;
+        let start = self.trajectory_start_tokens.unwrap_or(0.0).max(0.0);
+        Some(end - start).filter(|t| t.is_finite() && *t > 0.0)
+    }
+
+    /// The trajectory's start where it is past 0 (the schedule's step 0 is there), tokens.
+    pub fn trajectory_start_past_zero(&self) -> Option<f64> {
+        self.trajectory_start_tokens
+            .filter(|t| t.is_finite() && *t > 0.0)
     }
 }

@@ -417,21 +417,32 @@ pub fn schedule_notes(
 /// long it trains, and that its length rests on the efficiency model (a trainer that stops at
 /// the schedule's count trains less than the measured run did).
 fn length_note(report: &PlanReport, phases: &[EmitPhase]) -> Option<String> {
-    let trajectory = report.trajectory_end_tokens.filter(|t| *t > 0.0)?;
+    // The schedule counts from the trajectory's start (its step 0 is there).
+    let trajectory = report.trajectory_span_tokens()?;
     // The written schedule's own end (a framework's schedule may differ from the plan's).
     let last = phases.last()?;
     let steps = last.until_step.checked_sub(last.from_step)?;
     let plan = last.from_tokens
         + steps as f64 * last.global_batch as f64 * f64::from(report.seq_len.max(1));
     let change = plan / trajectory - 1.0;
+    let ends = match report.trajectory_start_past_zero() {
+        Some(start) => format!(
+            "covers {} (from {} to {}; this schedule's step 0 is its {} tokens)",
+            crate::format::tokens(trajectory),
+            crate::format::tokens(start),
+            crate::format::tokens(start + trajectory),
+            crate::format::tokens(start),
+        ),
+        None => format!("ends at {}", crate::format::tokens(trajectory)),
+    };
     (change.abs() > 0.005).then(|| {
         format!(
-            "this schedule ends at {} tokens where the trajectory's axis ({}) ends at {}: {:.1} \
-             % {} tokens, the efficiency model's count of what its batches need for the same \
-             progress; to reach the trajectory's end instead, run the last phase on to {} tokens",
+            "this schedule ends at {} tokens where the trajectory's axis ({}) {ends}: {:.1} % {} \
+             tokens, the efficiency model's count of what its batches need for the same \
+             progress; to reach the trajectory's end instead, run the last phase on to {} tokens \
+             of this schedule",
             crate::format::tokens(plan),
             report.token_axis.words(report.seq_len),
-            crate::format::tokens(trajectory),
             100.0 * change.abs(),
             if change < 0.0 { "fewer" } else { "more" },
             crate::format::tokens(trajectory),
