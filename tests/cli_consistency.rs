@@ -251,6 +251,21 @@ fn at_takes_steps_or_tokens_and_refuses_points_outside_the_trajectory() {
     // The same point asked for by its step.
     let by_step = json(&["grid", DEMO, "--at", &step.to_string(), "--json"]);
     assert_eq!(by_step["tokens"], by_tokens["tokens"]);
+    // Between points: the nearest one, said (as the explorer's `g` says it) where an exact
+    // point says nothing (a step just before a planned switch showed the grid after it).
+    let snapped = |v: &Value| v["caveats"].to_string().contains("has no point there");
+    assert!(!snapped(&by_step), "{}", by_step["caveats"]);
+    assert!(snapped(&by_tokens), "{}", by_tokens["caveats"]);
+    let before = json(&["grid", DEMO, "--at", &(step - 1).to_string(), "--json"]);
+    assert_eq!(before["step"], by_step["step"]);
+    assert!(
+        before["caveats"].to_string().contains(&format!(
+            "--at step {}: the trajectory has no point there; this is the nearest, step {step}",
+            step - 1
+        )),
+        "{}",
+        before["caveats"]
+    );
 }
 
 #[test]

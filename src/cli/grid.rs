@@ -144,6 +144,25 @@ pub fn point_at(
     .ok_or_else(|| anyhow::anyhow!("the trajectory has no points"))
 }
 
+/// Where `--at` fell between the trajectory's points and the grid is the nearest one's: said
+/// (as the explorer's `g` says it), not done silently: a step just before a planned switch
+/// showed the grid after it.
+fn snapped_note(at: At, p: &crate::trajectory::TrajectoryPoint) -> Option<String> {
+    let asked = match at {
+        At::Step(step) if step != p.step => format!("step {step}"),
+        At::Tokens(t) if (t - p.tokens).abs() > 0.005 * t.abs().max(1.0) => {
+            format!("{} tokens", crate::format::tokens(t))
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "--at {asked}: the trajectory has no point there; this is the nearest, step {} ({} \
+         tokens)",
+        p.step,
+        crate::format::tokens(p.tokens)
+    ))
+}
+
 /// One cell of `copus grid --json`.
 #[derive(Debug, Serialize)]
 struct CellOut {
@@ -309,7 +328,9 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
                 resolved.session.source,
                 crate::session::DataSource::Scenario(_)
             );
-            Some(point_at(&traj.points, at, measured)?)
+            let p = point_at(&traj.points, at, measured)?;
+            opening_note = snapped_note(at, p);
+            Some(p)
         }
     }
     .with_context(|| format!("{}: the trajectory has no points", a.session.display()))?;
