@@ -1043,9 +1043,19 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
     assert!(pending.batch > 32, "{pending:?}");
     let note = copus::app::advice::pending_note(&app).expect("note");
     assert!(note.contains("A approves"), "{note}");
-    // The key A approves it.
+    // The key A names the switch it would write (advice can change several times a second in
+    // a live run: one press wrote whichever was pending at that instant); the second writes it.
     let msg = copus::runtime::keys::key_to_msg(&app, key(KeyCode::Char('A'), KeyModifiers::SHIFT));
     assert!(matches!(msg, Some(Msg::ApproveAdvice)), "{msg:?}");
+    let effects = update(&mut app, Msg::ApproveAdvice);
+    assert!(effects.is_empty(), "{effects:?}");
+    assert!(
+        app.status
+            .starts_with(&format!("approve batch {} on", pending.batch))
+            && app.status.contains("A again writes it to"),
+        "{}",
+        app.status
+    );
     let effects = update(&mut app, Msg::ApproveAdvice);
     let [Effect::AppendLine { path, line }] = effects.as_slice() else {
         panic!("{effects:?}");
@@ -1060,9 +1070,61 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
         serde_json::from_str(std::fs::read_to_string(&out).expect("read").trim()).expect("JSON");
     assert_eq!(written["advice"]["batch"].as_u64(), Some(pending.batch));
     assert!(app.advice.as_ref().expect("loop").pending.is_none());
-    // The same advice is not offered again.
+    // The same advice is not offered again, and what was written stays said (it was on the
+    // status line for one frame, until the next live update replaced it).
     copus::app::advice::observe(&mut app);
     assert!(app.advice.as_ref().expect("loop").pending.is_none());
+    let note = copus::app::advice::pending_note(&app).expect("approval note");
+    assert!(
+        note.starts_with(&format!("approved: batch {} on", pending.batch)),
+        "{note}"
+    );
+}
+
+/// The first `A` names a switch; if the pending advice is another switch by the second `A`,
+/// nothing is written and the new switch is named instead (a live run's advice flipped
+/// between batch 64 and 128 within seconds, and `A` wrote the one the user had not read).
+#[test]
+fn a_second_a_writes_only_the_switch_the_first_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("advice.ndjson");
+    let mut app = demo_with_table();
+    app.advice = Some(advice_loop(out));
+    let seq = f64::from(app.trajectory.seq_len);
+    let n = app.trajectory.points.len();
+    let trajectory = Arc::make_mut(&mut app.trajectory);
+    for (k, p) in trajectory.points[n - 2..].iter_mut().enumerate() {
+        p.step = 1000 + k as u64;
+        p.tokens = (1000 + k) as f64 * 32.0 * seq;
+        p.b_crit = 5000.0;
+    }
+    copus::app::advice::observe(&mut app);
+    let first = app
+        .advice
+        .as_ref()
+        .and_then(|a| a.pending.clone())
+        .expect("pending advice");
+    assert!(update(&mut app, Msg::ApproveAdvice).is_empty());
+    // The advice moves on to another switch before the second press.
+    let lp = app.advice.as_mut().expect("loop");
+    let mut other = first.clone();
+    other.batch = first.batch * 2;
+    lp.pending = Some(other.clone());
+    let effects = update(&mut app, Msg::ApproveAdvice);
+    assert!(effects.is_empty(), "wrote a switch not named: {effects:?}");
+    assert!(
+        app.status
+            .starts_with(&format!("approve batch {} on", other.batch)),
+        "{}",
+        app.status
+    );
+    // Named now: the next press writes it.
+    let effects = update(&mut app, Msg::ApproveAdvice);
+    let [Effect::AppendLine { line, .. }] = effects.as_slice() else {
+        panic!("{effects:?}");
+    };
+    let written: serde_json::Value = serde_json::from_str(line).expect("JSON");
+    assert_eq!(written["advice"]["batch"].as_u64(), Some(other.batch));
 }
 
 /// Pending advice is what the run should do now: judged again at every estimate from the last

@@ -5,6 +5,12 @@
 //! is what the run should do now, and advice the estimate no longer supports is withdrawn
 //! (advice from step 208 stayed pending at step 1499 beside a recommendation of another
 //! batch, and `A` wrote it with its old gain).
+//!
+//! Approval takes two presses: the first `A` names the switch it would write, the second
+//! writes it while the pending advice is still that switch. In a live run pending advice
+//! can change several times a second (batch 64, then 128, then 64 again), and one `A` wrote
+//! whichever switch was pending at that instant, not the one the user had read; the
+//! confirmation "approved: …" stays on the status line until new advice is pending.
 
 use super::App;
 use super::update::Effect;
@@ -28,6 +34,11 @@ pub struct AdviceLoop {
     pub approved: Vec<Advice>,
     /// The last step observed: each update observes the points after it, in order.
     pub observed_step: Option<u64>,
+    /// The switch the first `A` named: the second `A` writes the pending advice while it is
+    /// still this switch (batch, layout, micro-batch and how it applies).
+    pub armed: Option<Advice>,
+    /// What the last approval wrote, said on the status line until new advice is pending.
+    pub approved_note: Option<String>,
 }
 
 impl AdviceLoop {
@@ -41,6 +52,8 @@ impl AdviceLoop {
             pending: None,
             approved: Vec::new(),
             observed_step: None,
+            armed: None,
+            approved_note: None,
         }
     }
 }
@@ -145,6 +158,7 @@ pub fn observe(app: &mut App) {
                 }
                 if lp.pending.is_none() {
                     lp.pending_advisor = None;
+                    lp.armed = None;
                 }
             }
             None => {}
@@ -170,14 +184,18 @@ fn still_holds(
     let threshold = advisor.threshold();
     let mut lenient = advisor.with_threshold(threshold * WITHDRAW_SHARE);
     let again = lenient.observe(table, estimate, run)?;
-    let same = (again.batch, again.layout, again.micro_batch, again.apply)
-        == (
-            pending.batch,
-            pending.layout,
-            pending.micro_batch,
-            pending.apply,
-        );
-    same.then(|| (again, lenient.with_threshold(threshold)))
+    same_switch(&again, pending).then(|| (again, lenient.with_threshold(threshold)))
+}
+
+/// Whether two pieces of advice name the same switch: batch, layout, micro-batch and how it
+/// applies (their gains and steps may differ).
+fn same_switch(a: &Advice, b: &Advice) -> bool {
+    (a.batch, a.layout, a.micro_batch, a.apply) == (b.batch, b.layout, b.micro_batch, b.apply)
+}
+
+/// Whether the first `A` named the switch pending now.
+fn armed_for(lp: &AdviceLoop, pending: &Advice) -> bool {
+    lp.armed.as_ref().is_some_and(|a| same_switch(a, pending))
 }
 
 /// The status-line note of a pending advice.
@@ -197,6 +215,15 @@ pub fn pending_note(app: &App) -> Option<String> {
                     threshold * WITHDRAW_SHARE * 100.0
                 )
             });
+            if armed_for(lp, a) {
+                return Some(format!(
+                    "approve {} for step {}{}? A again writes it to {}",
+                    advice_label(a),
+                    a.at_step,
+                    below.unwrap_or_default(),
+                    lp.out.display()
+                ));
+            }
             Some(format!(
                 "advice for step {}: {}{} · A approves",
                 a.at_step,
@@ -204,7 +231,7 @@ pub fn pending_note(app: &App) -> Option<String> {
                 below.unwrap_or_default()
             ))
         }
-        None => lp.withdrawn.clone(),
+        None => lp.withdrawn.clone().or_else(|| lp.approved_note.clone()),
     }
 }
 
@@ -214,10 +241,21 @@ pub fn approve(app: &mut App) -> Vec<Effect> {
         app.status = "no advice loop: start with copus watch SRC --advise OUT --session S".into();
         return Vec::new();
     };
-    let Some(a) = lp.pending.take() else {
+    let Some(pending) = lp.pending.as_ref() else {
+        lp.armed = None;
         app.status = "no advice pending".into();
         return Vec::new();
     };
+    // The first press names the switch; the second writes it while it is still pending.
+    if !armed_for(lp, pending) {
+        lp.armed = Some(pending.clone());
+        app.status = pending_note(app).unwrap_or_default();
+        return Vec::new();
+    }
+    let Some(a) = lp.pending.take() else {
+        return Vec::new();
+    };
+    lp.armed = None;
     let line = match serde_json::to_string(&AdviceLine { v: 1, advice: &a }) {
         Ok(l) => l,
         Err(e) => {
@@ -225,7 +263,15 @@ pub fn approve(app: &mut App) -> Vec<Effect> {
             return Vec::new();
         }
     };
-    app.status = format!("approved: {} → {}", advice_label(&a), lp.out.display());
+    let note = format!(
+        "approved: {} for step {} → {}",
+        advice_label(&a),
+        a.at_step,
+        lp.out.display()
+    );
+    app.status = note.clone();
+    lp.approved_note = Some(note);
+    lp.withdrawn = None;
     let path = lp.out.clone();
     if let Some(advisor) = lp.pending_advisor.take() {
         lp.advisor = advisor;

@@ -712,7 +712,7 @@ pub fn default_bindings() -> Vec<Binding> {
         ),
         line(
             "A",
-            "live run with --advise: approve the pending advice (appends it to the advice file the hook reads)",
+            "live run with --advise: approve the pending advice (the first press names the switch, the second appends it to the advice file the hook reads)",
             S::Global,
             &[(A::ApproveAdvice, &[c('A')])],
             None,
