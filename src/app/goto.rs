@@ -57,8 +57,10 @@ pub fn target(traj: &Trajectory, text: &str) -> Result<usize, String> {
             let n = traj.points.len() - 1;
             Ok(((n as f64) * f).round() as usize)
         }
+        // The trajectory, not the run: a measured run's last steps may have no estimate (it
+        // said "outside the run (steps 0 to 392)" of a run logged to step 399).
         Position::Step(s) if s < first.step || s > last.step => Err(format!(
-            "step {s} is outside the run (steps {} to {})",
+            "step {s} is outside the trajectory (its points, the steps with an estimate: {} to {})",
             first.step, last.step
         )),
         Position::Step(s) => Ok(traj
@@ -68,7 +70,7 @@ pub fn target(traj: &Trajectory, text: &str) -> Result<usize, String> {
             .min_by_key(|(_, p)| p.step.abs_diff(s))
             .map_or(0, |(i, _)| i)),
         Position::Tokens(t) if t < first.tokens * 0.999 || t > last.tokens * 1.001 => Err(format!(
-            "{} tokens is outside the run ({} to {} tokens)",
+            "{} tokens is outside the trajectory ({} to {} tokens)",
             crate::format::tokens(t),
             crate::format::tokens(first.tokens),
             crate::format::tokens(last.tokens)
@@ -113,7 +115,11 @@ mod tests {
     fn outside_or_unreadable_is_an_error_that_says_why() {
         let t = traj();
         let e = target(&t, "5000").expect_err("past the end");
-        assert!(e.contains("steps 0 to 1000"), "{e}");
+        // The trajectory's points, not the run's steps (a run's last steps may have none).
+        assert!(
+            e.contains("outside the trajectory") && e.contains("an estimate: 0 to 1000"),
+            "{e}"
+        );
         assert!(
             target(&t, "20B")
                 .expect_err("past the end")
