@@ -93,3 +93,43 @@ fn advice_kept_at_the_run_micro_batch_is_costed_there() {
         costed.expected_gain
     );
 }
+
+/// The advice's reason writes a wide interval's ends as the explorer writes counts (an
+/// approved advice read "B_crit 1061 [527–4941085]").
+#[test]
+fn the_reason_writes_large_interval_ends_short() {
+    let r = session_mbs();
+    let eff = r.efficiency();
+    let ctx = r.perf_context(&eff);
+    let table = copus::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
+    let mut advisor = Advisor::new(AdviceSettings {
+        threshold: 0.05,
+        min_dwell_steps: 0,
+        min_steps: 0,
+        b_crit_scale: 1.0,
+        form: r.session.stat_eff,
+        dry_run: false,
+        seq_len: r.model.seq_len,
+    });
+    let run = RunState {
+        batch: 16,
+        layout: Some((2, 1, 1)),
+        micro_batch: Some(8),
+    };
+    let estimate = LiveB {
+        step: 235,
+        b_simple: 19.0,
+        bounded: true,
+        ci: Some((18.0, 4_941_085.0)),
+        steps: 236,
+    };
+    let advice = advisor
+        .observe(&table, estimate, &run)
+        .expect("the best cell beats the run's");
+    assert!(
+        advice.reason.contains("B_crit 19 [18–4.9M]"),
+        "{}",
+        advice.reason
+    );
+    assert!(!advice.reason.contains("4941085"), "{}", advice.reason);
+}

@@ -420,8 +420,11 @@ impl Advisor {
             b_crit_ci,
             gain_at_lower_end,
             reason: format!(
-                "B_crit {b_noise:.0}{} {} at step {step}: batch {batch} on {} predicts {:+.1} % goodput over batch {} on {}{}",
-                b_crit_ci.map_or(String::new(), |[lo, hi]| format!(" [{lo:.0}–{hi:.0}]")),
+                "B_crit {}{} {} at step {step}: batch {batch} on {} predicts {:+.1} % goodput over batch {} on {}{}",
+                whole(b_noise),
+                b_crit_ci.map_or(String::new(), |[lo, hi]| {
+                    format!(" [{}–{}]", whole(lo), whole(hi))
+                }),
                 crate::format::sample_word(s.seq_len),
                 crate::perf::config::layout_label_cp(lay.dp, lay.cp, lay.tp, lay.pp),
                 gain * 100.0,
@@ -432,8 +435,9 @@ impl Advisor {
                 },
                 match (b_crit_ci, gain_at_lower_end) {
                     (Some([lo, _]), Some(g)) => format!(
-                        " ({:+.1} % at the interval's lower end, B_crit {lo:.0})",
-                        g * 100.0
+                        " ({:+.1} % at the interval's lower end, B_crit {})",
+                        g * 100.0,
+                        whole(lo)
                     ),
                     _ => String::new(),
                 }
@@ -441,5 +445,15 @@ impl Advisor {
             apply,
             dry_run: s.dry_run,
         })
+    }
+}
+
+/// A critical batch in the advice's reason: whole below 1000, else as the explorer writes
+/// counts (`4.9M`; an open interval's upper end was printed as 4941085).
+fn whole(x: f64) -> String {
+    if x.abs() >= 1000.0 {
+        crate::format::si(x)
+    } else {
+        format!("{x:.0}")
     }
 }
