@@ -889,3 +889,51 @@ fn grid_at_a_share_of_the_run_is_the_explorers_point() {
     assert_eq!(typo.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&typo.stderr).contains("--keys: unknown key 'Rigth'"));
 }
+
+/// A plan whose strategies take under an hour in an hours column reads them to three decimals
+/// (five strategies 33.3 to 33.7 min apart all read "0.56" h), and the note on the paper's
+/// baselines sits under the table, not between its rows.
+#[test]
+fn short_plans_read_apart_in_the_hours_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    let made = copus_run(&[
+        "demo-train",
+        "--steps",
+        "400",
+        "--quiet",
+        "--out",
+        run.to_str().expect("utf-8"),
+    ]);
+    assert!(made.status.success(), "{made:?}");
+    let out = copus_run(&["plan", run.to_str().expect("utf-8"), "--seq-len", "4096"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines().skip_while(|l| !l.starts_with("strategy"));
+    let header = lines.next().expect("strategy table");
+    assert!(header.contains("time (h)"), "{text}");
+    let rows: Vec<&str> = lines.take_while(|l| !l.trim().is_empty()).collect();
+    let times: Vec<&str> = rows
+        .iter()
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert!(times.len() >= 8, "{rows:?}");
+    assert!(
+        times
+            .iter()
+            .any(|t| t.parse::<f64>().is_ok_and(|h| h < 1.0)),
+        "{times:?}"
+    );
+    for t in &times {
+        assert_eq!(t.split('.').nth(1).map(str::len), Some(3), "{t}: {times:?}");
+    }
+    let note = rows
+        .iter()
+        .position(|l| l.contains("(cbs-*:"))
+        .expect("the baselines' note");
+    assert!(
+        rows[note..].iter().all(|l| l.starts_with(' ')),
+        "a table row after the note: {rows:?}"
+    );
+}
