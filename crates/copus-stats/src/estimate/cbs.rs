@@ -269,12 +269,12 @@ fn poor_reference(branches: &[BatchSummary], tolerance: f64) -> bool {
         .is_some_and(|first| first.loss_at_budget - best > tolerance)
 }
 
-/// What limits a point's numbers (see [`PointReport::cautions`]); `spread` is the smallest
-/// batch's range of losses over its seeds at the budget, nats; `at_largest`: the threshold sits
-/// at the largest batch run.
+/// What limits a point's numbers (see [`PointReport::cautions`]); `spreads` are each batch's
+/// range of losses over its seeds at the budget, nats, in batch order (the first is the
+/// reference); `at_largest`: the threshold sits at the largest batch run.
 fn cautions(
     branches: &[BatchSummary],
-    spread: f64,
+    spreads: &[(u64, f64)],
     tolerance: f64,
     fit: Option<f64>,
     at_largest: bool,
@@ -299,12 +299,33 @@ fn cautions(
             best.batch
         ));
     }
-    if spread > tolerance {
+    // Every batch whose seeds spread wider than the tolerance, the reference first (it named
+    // the reference alone, where the threshold's own batch spread wider).
+    let wide: Vec<(u64, f64)> = spreads
+        .iter()
+        .copied()
+        .filter(|&(_, s)| s > tolerance)
+        .collect();
+    if let Some(&(batch, spread)) = wide.first() {
+        let seeds = branches
+            .iter()
+            .find(|b| b.batch == batch)
+            .map_or(first.seeds, |b| b.seeds);
+        let others: Vec<String> = wide[1..]
+            .iter()
+            .map(|(b, s)| format!("{b} ({s:.3})"))
+            .collect();
+        let also = match others.len() {
+            0 => String::new(),
+            _ => format!(
+                "; batch {} spread wider than the tolerance too",
+                others.join(", ")
+            ),
+        };
         out.push(format!(
-            "batch {}'s {} seeds spread {spread:.3} nats at the budget, {:.1}× the tolerance: \
-             the seeds do not resolve the threshold, and its interval understates that",
-            first.batch,
-            first.seeds,
+            "batch {batch}'s {seeds} seeds spread {spread:.3} nats at the budget, {:.1}× the \
+             tolerance{also}: the seeds do not resolve the threshold, and its interval \
+             understates that",
             spread / tolerance
         ));
     }
@@ -318,13 +339,22 @@ fn cautions(
         .iter()
         .filter_map(|b| b.samples_to_target.map(|t| (b.batch, t)))
         .collect();
-    if fit.is_some()
-        && let Some(w) = to.windows(2).find(|w| w[1].1 < w[0].1 * 0.95)
-    {
+    // Every step where they fall (it named the first alone).
+    let falls: Vec<String> = to
+        .windows(2)
+        .filter(|w| w[1].1 < w[0].1 * 0.95)
+        .map(|w| {
+            format!(
+                "batch {} to {} ({:.0} → {:.0})",
+                w[0].0, w[1].0, w[0].1, w[1].1
+            )
+        })
+        .collect();
+    if fit.is_some() && !falls.is_empty() {
         out.push(format!(
-            "samples to the target fall from batch {} to {} ({:.0} → {:.0}): the fit's model \
-             (samples grow with the batch) does not hold there; read B_noise loosely",
-            w[0].0, w[1].0, w[0].1, w[1].1
+            "samples to the target fall from {}: the fit's model (samples grow with the batch) \
+             does not hold there; read B_noise loosely",
+            falls.join(", from ")
         ));
     }
     out
@@ -1027,16 +1057,19 @@ fn measure_point(
             }
         })
         .collect::<Vec<BatchSummary>>();
-    let spread = point.values().next().map_or(0.0, |curves| {
-        let losses = curves.iter().filter_map(|c| loss_at(c, budget));
-        let (lo, hi) = losses.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), l| {
-            (lo.min(l), hi.max(l))
-        });
-        if hi >= lo { hi - lo } else { 0.0 }
-    });
+    let spreads: Vec<(u64, f64)> = point
+        .iter()
+        .map(|(&b, curves)| {
+            let losses = curves.iter().filter_map(|c| loss_at(c, budget));
+            let (lo, hi) = losses.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), l| {
+                (lo.min(l), hi.max(l))
+            });
+            (b, if hi >= lo { hi - lo } else { 0.0 })
+        })
+        .collect();
     let largest = point.keys().next_back().copied().unwrap_or(th);
     let at_least = th >= largest;
-    let mut cautions = cautions(&branches, spread, tolerance, fit, at_least);
+    let mut cautions = cautions(&branches, &spreads, tolerance, fit, at_least);
     cautions.extend(fit.and_then(|_| coarse_target_note(point, target)));
     let at_most = point.len() >= 2 && point.keys().next() == Some(&th);
     let poor = poor_reference(&branches, tolerance);
@@ -1623,6 +1656,45 @@ mod tests {
         let recs = synthetic(200.0, &BATCHES, 4, 60_000.0, 0.003, 11);
         let report = measure(&recs, 0.01, 0.95, 200).unwrap();
         assert!(!report.points[0].threshold_cbs.at_least);
+    }
+
+    /// Every batch whose seeds spread wider than the tolerance is named, not the reference
+    /// alone, and every step where samples to the target fall (it named the first alone).
+    #[test]
+    fn cautions_name_every_batch_they_concern() {
+        let summary = |batch: u64, to: f64| BatchSummary {
+            batch,
+            seeds: 3,
+            loss_at_budget: 2.0,
+            samples_to_target: Some(to),
+            lr: None,
+        };
+        let branches = [
+            summary(8, 10_000.0),
+            summary(16, 9_000.0),
+            summary(32, 8_000.0),
+            summary(64, 12_000.0),
+        ];
+        let spreads = [(8, 0.005), (16, 0.004), (32, 0.027), (64, 0.034)];
+        let c = cautions(&branches, &spreads, 0.01, Some(40.0), false);
+        let spread = c
+            .iter()
+            .find(|c| c.contains("seeds spread"))
+            .expect("spread caution");
+        assert!(
+            spread.starts_with("batch 32's 3 seeds spread 0.027 nats")
+                && spread.contains("batch 64 (0.034) spread wider than the tolerance too"),
+            "{spread}"
+        );
+        let fall = c.iter().find(|c| c.contains("fall")).expect("fall caution");
+        assert!(
+            fall.contains("from batch 8 to 16 (10000 → 9000), from batch 16 to 32 (9000 → 8000)"),
+            "{fall}"
+        );
+        // Seeds within the tolerance everywhere: no spread caution.
+        let tight = [(8, 0.005), (16, 0.004), (32, 0.007), (64, 0.009)];
+        let c = cautions(&branches, &tight, 0.01, Some(40.0), false);
+        assert!(!c.iter().any(|c| c.contains("seeds spread")), "{c:?}");
     }
 
     #[test]
