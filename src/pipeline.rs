@@ -570,7 +570,8 @@ fn estimate_caution(analysis: &crate::stats::AnalyzeReport) -> Option<String> {
         Verdict::Unreliable => "unreliable",
     };
     Some(format!(
-        "the run's B_crit estimate is {verdict}: {}; every figure of this plan rests on it          (`copus analyze` on the run says more)",
+        "the run's B_crit estimate is {verdict}: {}; every figure of this plan rests on it \
+         (`copus analyze` on the run says more)",
         reasons.join("; ")
     ))
 }

@@ -936,4 +936,23 @@ fn short_plans_read_apart_in_the_hours_column() {
         rows[note..].iter().all(|l| l.starts_with(' ')),
         "a table row after the note: {rows:?}"
     );
+    // The caution on a noisy estimate says what to do once, without the source's wrapping
+    // spaces (it read "… (widen the smoother or collect more samples per step) (widen the
+    // smoother (press > …) or record more samples per step); … rests on it          (`copus").
+    let out = copus_run(&[
+        "plan",
+        run.to_str().expect("utf-8"),
+        "--seq-len",
+        "4096",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let caveats = v["caveats"].as_array().expect("caveats");
+    let noisy = caveats
+        .iter()
+        .filter_map(|c| c.as_str())
+        .find(|c| c.contains("B_crit estimate is"))
+        .expect("the estimate's caution");
+    assert!(!noisy.contains("  "), "{noisy}");
+    assert_eq!(noisy.matches("widen the smoother").count(), 1, "{noisy}");
 }

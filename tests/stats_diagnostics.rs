@@ -575,6 +575,23 @@ fn a_dominating_layer_is_a_warning_only_when_it_misdescribes_the_rest() {
             .map(|d| d.severity)
     };
     use copus::stats::Severity;
+    // The B_simple values are written as the layer table writes them, not as "8.374e2".
+    let r = analyze(
+        &two_layer_records((80.0, 1.333), (20.0, 0.4), 400),
+        &EstimatorSettings::default(),
+    )
+    .expect("analysis");
+    let d = r
+        .summary
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == K::DominatingLayer)
+        .expect("a dominating layer");
+    assert!(
+        !d.message.contains("e1") && !d.message.contains("e2"),
+        "{}",
+        d.message
+    );
     // (Two layers: "dominating" needs more than 75 % of tr(Σ).)
     // 80 % of tr(Σ), B_simple 60 vs the rest's 50: the whole-model value describes both.
     assert_eq!(severity((80.0, 1.333), (20.0, 0.4)), Some(Severity::Info));

@@ -289,7 +289,7 @@ fn advice_carries_its_interval_and_the_gain_at_its_lower_end() {
     let low = a.gain_at_lower_end.expect("a gain at the lower end");
     assert!(low < a.expected_gain, "{low} vs {}", a.expected_gain);
     assert!(
-        a.reason.contains("B_crit 4000 [300–20000] sequences")
+        a.reason.contains("B_crit 4000 [300–20.0k] sequences")
             && a.reason.contains("at the interval's lower end, B_crit 300"),
         "{}",
         a.reason
@@ -297,7 +297,7 @@ fn advice_carries_its_interval_and_the_gain_at_its_lower_end() {
     // One-token samples (the built-in trainer's) are called samples, as on screen.
     let a = advisor_of(0, 1).observe(&t, wide, &run).expect("advice");
     assert!(
-        a.reason.contains("B_crit 4000 [300–20000] samples"),
+        a.reason.contains("B_crit 4000 [300–20.0k] samples"),
         "{}",
         a.reason
     );

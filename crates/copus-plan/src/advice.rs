@@ -448,10 +448,10 @@ impl Advisor {
     }
 }
 
-/// A critical batch in the advice's reason: whole below 1000, else as the explorer writes
+/// A critical batch in the advice's reason: whole below 10,000, else as the explorer writes
 /// counts (`4.9M`; an open interval's upper end was printed as 4941085).
 fn whole(x: f64) -> String {
-    if x.abs() >= 1000.0 {
+    if x.abs() >= 10_000.0 {
         crate::format::si(x)
     } else {
         format!("{x:.0}")

@@ -238,10 +238,12 @@ fn dominating_layer(top: &LayerRow, rows: &[LayerRow]) -> Diagnostic {
                 DiagnosticKind::DominatingLayer,
                 Severity::Info,
                 format!(
-                    "layer {} holds {share:.0}% of tr(Sigma); its own B_simple ({own:.3e}) and \
-                     the rest of the model's ({rest:.3e}) agree within x{DOMINATING_LAYER_DISAGREEMENT}, \
+                    "layer {} holds {share:.0}% of tr(Sigma); its own B_simple ({}) and \
+                     the rest of the model's ({}) agree within x{DOMINATING_LAYER_DISAGREEMENT}, \
                      so the whole-model value describes both",
-                    top.name
+                    top.name,
+                    crate::text::significant(own, 4),
+                    crate::text::significant(rest, 4)
                 ),
             )
         }
@@ -249,11 +251,13 @@ fn dominating_layer(top: &LayerRow, rows: &[LayerRow]) -> Diagnostic {
             DiagnosticKind::DominatingLayer,
             Severity::Warning,
             format!(
-                "layer {} holds {share:.0}% of tr(Sigma) and its own B_simple ({own:.3e}) is x{:.1} \
-                 the rest of the model's ({rest:.3e}): the whole-model B_simple mostly reflects this \
+                "layer {} holds {share:.0}% of tr(Sigma) and its own B_simple ({}) is x{:.1} \
+                 the rest of the model's ({}): the whole-model B_simple mostly reflects this \
                  one layer (check for clipping or an exploding layer there)",
                 top.name,
-                own / rest
+                crate::text::significant(own, 4),
+                own / rest,
+                crate::text::significant(rest, 4)
             ),
         ),
         _ => Diagnostic::new(

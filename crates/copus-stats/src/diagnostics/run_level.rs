@@ -93,9 +93,10 @@ pub(crate) fn finish_diagnostics(out: &mut Vec<Diagnostic>, run: &RunFacts) {
     let bad_runs = runs(&steps, &flags);
     if !bad_runs.is_empty() {
         let count = flags.iter().filter(|f| **f).count();
+        // What to do is the kind's `action` (said beside the message: it was said twice).
         let msg = format!(
             "the smoothed |G|^2 is not positive on {count} step(s) in {} stretch(es): B_simple is \
-             unbounded there (widen the smoother or collect more samples per step)",
+             unbounded there",
             bad_runs.len()
         );
         let at: Vec<[u64; 2]> = bad_runs.iter().map(|r| [r.0, r.1]).collect();
