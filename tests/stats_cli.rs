@@ -1177,3 +1177,44 @@ fn analyze_on_branch_records_points_to_cbs() {
         "{err}"
     );
 }
+
+/// `branch --run-out` names the base run it wrote and the command that sets its noise scale
+/// beside the measured critical batch (it named only the branch file).
+#[test]
+fn branch_names_the_base_run_it_wrote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, run) = (dir.path().join("b.ndjson"), dir.path().join("run.ndjson"));
+    let out = copus()
+        .args([
+            "branch",
+            "--at",
+            "30",
+            "--batches",
+            "8,16,32",
+            "--seeds",
+            "2",
+        ])
+        .args(["--budget-samples", "512", "--eval-samples", "128"])
+        .arg("--out")
+        .arg(&b)
+        .arg("--run-out")
+        .arg(&run)
+        .output()
+        .expect("run copus");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let want = format!("copus analyze {} --branches {}", run.display(), b.display());
+    assert!(
+        err.contains(&format!("wrote the base run to {}", run.display())) && err.contains(&want),
+        "{err}"
+    );
+    // The command it names runs.
+    let analyzed = copus()
+        .args(["analyze"])
+        .arg(&run)
+        .arg("--branches")
+        .arg(&b)
+        .output()
+        .expect("run copus");
+    assert!(analyzed.status.success(), "{analyzed:?}");
+}

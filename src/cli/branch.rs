@@ -189,15 +189,29 @@ pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
         },
     )?;
     out.flush().map_err(|e| io_err(&args.out, e))?;
-    if let Some((mut w, p)) = run_out {
-        w.flush().map_err(|e| io_err(&p, e))?;
-    }
+    let run_written = match run_out {
+        Some((mut w, p)) => {
+            w.flush().map_err(|e| io_err(&p, e))?;
+            Some(p)
+        }
+        None => None,
+    };
     if !args.quiet {
         eprintln!(
             "copus branch: wrote {}; measure it with: copus cbs {}",
             args.out.display(),
             args.out.display()
         );
+        // The base run too, with the command that sets the two side by side.
+        if let Some(p) = run_written {
+            eprintln!(
+                "copus branch: wrote the base run to {}; its noise scale beside the measured \
+                 critical batch: copus analyze {} --branches {}",
+                p.display(),
+                p.display(),
+                args.out.display()
+            );
+        }
     }
     Ok(())
 }
