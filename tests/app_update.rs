@@ -1042,7 +1042,7 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
         .expect("pending advice");
     assert!(pending.batch > 32, "{pending:?}");
     let note = copus::app::advice::pending_note(&app).expect("note");
-    assert!(note.contains("A approves"), "{note}");
+    assert!(note.starts_with("A approves: "), "{note}");
     // The key A names the switch it would write (advice can change several times a second in
     // a live run: one press wrote whichever was pending at that instant); the second writes it.
     let msg = copus::runtime::keys::key_to_msg(&app, key(KeyCode::Char('A'), KeyModifiers::SHIFT));
@@ -1051,8 +1051,8 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
     assert!(effects.is_empty(), "{effects:?}");
     assert!(
         app.status
-            .starts_with(&format!("approve batch {} on", pending.batch))
-            && app.status.contains("A again writes it to"),
+            .starts_with(&format!("A again writes: batch {} on", pending.batch))
+            && app.status.ends_with(&format!("→ {}", out.display())),
         "{}",
         app.status
     );
@@ -1114,7 +1114,7 @@ fn a_second_a_writes_only_the_switch_the_first_named() {
     assert!(effects.is_empty(), "wrote a switch not named: {effects:?}");
     assert!(
         app.status
-            .starts_with(&format!("approve batch {} on", other.batch)),
+            .starts_with(&format!("A again writes: batch {} on", other.batch)),
         "{}",
         app.status
     );
@@ -1177,7 +1177,8 @@ fn pending_advice_follows_the_estimate_and_is_withdrawn_when_it_no_longer_holds(
     let note = copus::app::advice::pending_note(&app).expect("note");
     assert!(
         // The step it applies at, as the file's `at_step` (it gave the step before).
-        note.starts_with(&format!("advice for step {}:", pending.at_step))
+        note.starts_with("A approves: ")
+            && note.contains(&format!(") for step {}", pending.at_step))
             && (note.contains("apply: batch)") || note.contains("apply: restart)")),
         "{note}"
     );
@@ -1820,4 +1821,54 @@ fn the_title_shows_a_hand_set_b_crit_scale_to_three_digits() {
         screen.contains("B_crit ×0.333") && !screen.contains("0.3333"),
         "{screen}"
     );
+}
+
+/// A first `A` holds only while the advice stays the switch it named: advice that moves to
+/// another switch and back asks for both presses again (it stayed armed, and one press later
+/// wrote the switch when it came back).
+#[test]
+fn advice_that_moves_on_drops_the_first_press() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut app = demo_with_table();
+    app.advice = Some(advice_loop(dir.path().join("advice.ndjson")));
+    let seq = f64::from(app.trajectory.seq_len);
+    let n = app.trajectory.points.len();
+    let set_last = |app: &mut App, step: u64, b_crit: f64| {
+        let trajectory = Arc::make_mut(&mut app.trajectory);
+        for (k, p) in trajectory.points[n - 2..].iter_mut().enumerate() {
+            p.step = step - 1 + k as u64;
+            p.tokens = (step - 1 + k as u64) as f64 * 32.0 * seq;
+            p.b_crit = b_crit;
+        }
+    };
+    set_last(&mut app, 1001, 5000.0);
+    copus::app::advice::observe(&mut app);
+    let first = app
+        .advice
+        .as_ref()
+        .and_then(|a| a.pending.clone())
+        .expect("pending advice");
+    assert!(update(&mut app, Msg::ApproveAdvice).is_empty());
+    assert!(app.status.starts_with("A again writes: "), "{}", app.status);
+    // A much smaller B_crit: another switch, or none.
+    set_last(&mut app, 1003, 200.0);
+    copus::app::advice::observe(&mut app);
+    let moved = app.advice.as_ref().and_then(|a| a.pending.clone());
+    assert!(
+        moved.as_ref().is_none_or(|m| m.batch != first.batch),
+        "{moved:?} vs {first:?}"
+    );
+    // Back to the first switch: a single press names it again, it does not write it.
+    set_last(&mut app, 1005, 5000.0);
+    copus::app::advice::observe(&mut app);
+    let back = app
+        .advice
+        .as_ref()
+        .and_then(|a| a.pending.clone())
+        .expect("advice again");
+    assert_eq!(back.batch, first.batch);
+    let note = copus::app::advice::pending_note(&app).expect("note");
+    assert!(note.starts_with("A approves: "), "{note}");
+    assert!(update(&mut app, Msg::ApproveAdvice).is_empty());
+    assert!(app.status.starts_with("A again writes: "), "{}", app.status);
 }

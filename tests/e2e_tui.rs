@@ -315,9 +315,35 @@ fn text_output_wraps_at_the_terminals_width() {
 #[test]
 fn grid_and_plan_tables_fit_an_80_column_terminal() {
     let bin = env!("CARGO_BIN_EXE_copus");
+    // And `cbs`, whose notes ran to 259 columns.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let branches = dir.path().join("b.ndjson");
+    let made = std::process::Command::new(bin)
+        .args([
+            "branch",
+            "--at",
+            "30",
+            "--batches",
+            "8,16,32",
+            "--seeds",
+            "2",
+        ])
+        .args([
+            "--budget-samples",
+            "512",
+            "--eval-samples",
+            "128",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(&branches)
+        .output()
+        .expect("branch");
+    assert!(made.status.success(), "{made:?}");
     let command = format!(
         "{bin} grid sessions/paper-32b-32xh100.ron; {bin} plan sessions/paper-7b-16xh100.ron; \
-         echo TABLES-DONE; sleep 30"
+         {bin} cbs {}; echo TABLES-DONE; sleep 30",
+        branches.display()
     );
     let t = Tmux::start("tables80", 80, 60, &command);
     t.wait_for_within("TABLES-DONE", std::time::Duration::from_secs(60));
@@ -330,6 +356,8 @@ fn grid_and_plan_tables_fit_an_80_column_terminal() {
         "net gain",
         "keeping the layout and batch before it",
         "optimal-joint",
+        "threshold CBS",
+        "caution:",
     ] {
         assert!(joined.contains(want), "{want:?} missing:\n{joined}");
     }

@@ -7,7 +7,8 @@
 //! batch, and `A` wrote it with its old gain).
 //!
 //! Approval takes two presses: the first `A` names the switch it would write, the second
-//! writes it while the pending advice is still that switch. In a live run pending advice
+//! writes it while the pending advice is still that switch (advice that moves to another
+//! switch in between drops the first press). In a live run pending advice
 //! can change several times a second (batch 64, then 128, then 64 again), and one `A` wrote
 //! whichever switch was pending at that instant, not the one the user had read; the
 //! confirmation "approved: …" stays on the status line until new advice is pending.
@@ -128,6 +129,16 @@ pub fn observe(app: &mut App) {
         let mut trial = lp.advisor.clone();
         match trial.observe(&table, estimate, &run) {
             Some(a) => {
+                // Another switch than the one the first `A` named: that press no longer
+                // holds (it stayed armed, and a single press later wrote the named switch
+                // when it came back).
+                if lp
+                    .armed
+                    .as_ref()
+                    .is_some_and(|armed| !same_switch(armed, &a))
+                {
+                    lp.armed = None;
+                }
                 lp.pending = Some(a);
                 lp.pending_advisor = Some(trial);
                 lp.withdrawn = None;
@@ -215,9 +226,11 @@ pub fn pending_note(app: &App) -> Option<String> {
                     threshold * WITHDRAW_SHARE * 100.0
                 )
             });
+            // The key first: a narrow status line cuts the end (at 80 columns "A approves"
+            // and "A again writes it" were cut off).
             if armed_for(lp, a) {
                 return Some(format!(
-                    "approve {} for step {}{}? A again writes it to {}",
+                    "A again writes: {} for step {}{} → {}",
                     advice_label(a),
                     a.at_step,
                     below.unwrap_or_default(),
@@ -225,9 +238,9 @@ pub fn pending_note(app: &App) -> Option<String> {
                 ));
             }
             Some(format!(
-                "advice for step {}: {}{} · A approves",
-                a.at_step,
+                "A approves: {} for step {}{}",
                 advice_label(a),
+                a.at_step,
                 below.unwrap_or_default()
             ))
         }
@@ -243,7 +256,11 @@ pub fn approve(app: &mut App) -> Vec<Effect> {
     };
     let Some(pending) = lp.pending.as_ref() else {
         lp.armed = None;
-        app.status = "no advice pending".into();
+        // What was written last stays said beside it.
+        app.status = match &lp.approved_note {
+            Some(note) => format!("no advice pending · {note}"),
+            None => "no advice pending".into(),
+        };
         return Vec::new();
     };
     // The first press names the switch; the second writes it while it is still pending.

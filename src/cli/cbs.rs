@@ -143,9 +143,8 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
                 p.branches.first().map_or(0, |b| b.batch)
             );
         } else {
-            let _ = writeln!(
-                out,
-                "  threshold CBS  {} samples ({:.0} % interval of the batch picked {}..{}): the largest batch within {} nats of the smallest batch's loss after {:.0} samples",
+            let text = format!(
+                "{} samples ({:.0} % interval of the batch picked {}..{}): the largest batch within {} nats of the smallest batch's loss after {:.0} samples",
                 threshold_text(p),
                 r.confidence * 100.0,
                 p.threshold_cbs.ci[0],
@@ -158,26 +157,19 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
                 },
                 p.budget_samples
             );
+            out.push_str(&labelled("  threshold CBS  ", &text));
         }
-        match &p.b_noise_fit {
-            Some(f) => {
-                let _ = writeln!(
-                    out,
-                    "  fitted B_noise {:.0} samples ({:.0} % interval {}): from the samples each batch needs to reach loss {:.4}",
-                    f.value,
-                    r.confidence * 100.0,
-                    ci(f.ci),
-                    p.target_loss
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "  fitted B_noise none: {}",
-                    p.b_noise_note.as_deref().unwrap_or("no fit")
-                );
-            }
-        }
+        let fitted = match &p.b_noise_fit {
+            Some(f) => format!(
+                "{:.0} samples ({:.0} % interval {}): from the samples each batch needs to reach loss {:.4}",
+                f.value,
+                r.confidence * 100.0,
+                ci(f.ci),
+                p.target_loss
+            ),
+            None => format!("none: {}", p.b_noise_note.as_deref().unwrap_or("no fit")),
+        };
+        out.push_str(&labelled("  fitted B_noise ", &fitted));
         let _ = writeln!(
             out,
             "  {:>8} {:>6} {:>14} {:>18}",
@@ -196,13 +188,38 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
             );
         }
         for line in point_notes(p) {
-            let _ = writeln!(out, "  {line}");
+            out.push_str(&note_line(&line));
         }
     }
     for line in unmeasured_lines(r) {
         let _ = writeln!(out, "{line}");
     }
     out
+}
+
+/// `label` and `text` on one line or, on a terminal narrower than the usual text width,
+/// wrapped at it with the label hanging.
+fn labelled(label: &str, text: &str) -> String {
+    if crate::format::text_columns() >= crate::format::TEXT_COLUMNS {
+        format!("{label}{text}\n")
+    } else {
+        crate::format::wrap_labelled(label, text)
+    }
+}
+
+/// A note of a branch point, indented under it: on a terminal narrower than the usual text
+/// width wrapped at it with its label (`caution: `) hanging (cautions of 259 columns broke
+/// mid-word at 80); in a file or a pipe one line, as before.
+fn note_line(line: &str) -> String {
+    if crate::format::text_columns() >= crate::format::TEXT_COLUMNS {
+        return format!("  {line}\n");
+    }
+    match line.split_once(": ") {
+        Some((label, rest)) if label.len() <= 12 && !label.contains(' ') => {
+            crate::format::wrap_labelled(&format!("  {label}: "), rest)
+        }
+        _ => crate::format::wrap_labelled("  ", line),
+    }
 }
 
 /// Where a threshold CBS lies on the batches run: at the smallest (the CBS lies below the next

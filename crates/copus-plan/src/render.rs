@@ -151,7 +151,11 @@ pub fn render_text(rep: &PlanReport) -> String {
             0,
         );
         let row = format!("{head}{}", c.start);
-        let faster = format!("(optimal-joint is {:.3}× faster)", c.time_s / opt);
+        let faster = format!(
+            "(optimal-joint is {:.3}× faster than {})",
+            c.time_s / opt,
+            c.name
+        );
         // The comparison after the row where both fit the text width, else under it.
         if row.chars().count() + 2 + faster.chars().count() <= crate::format::text_columns() {
             let _ = writeln!(o, "{row}  {faster}");
