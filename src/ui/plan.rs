@@ -83,7 +83,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
         )));
         lines.push(Line::styled(
             format!(
-                "   {} · cost {} · gains {}",
+                "   {} · cost {} · net gain {}",
                 sw.kind,
                 duration(sw.cost_s),
                 duration(sw.gain_s)
