@@ -342,7 +342,7 @@ fn grid_and_plan_tables_fit_an_80_column_terminal() {
     assert!(made.status.success(), "{made:?}");
     let command = format!(
         "{bin} grid sessions/paper-32b-32xh100.ron; {bin} plan sessions/paper-7b-16xh100.ron; \
-         {bin} cbs {}; echo TABLES-DONE; sleep 30",
+         {bin} cbs {}; {bin} analyze assets/data/sample-run.ndjson; echo TABLES-DONE; sleep 30",
         branches.display()
     );
     let t = Tmux::start("tables80", 80, 60, &command);
@@ -358,10 +358,20 @@ fn grid_and_plan_tables_fit_an_80_column_terminal() {
         "optimal-joint",
         "threshold CBS",
         "caution:",
+        "ratio-EMA*",
     ] {
         assert!(joined.contains(want), "{want:?} missing:\n{joined}");
     }
-    for line in joined.lines() {
+    // The sample's bad lines go to stderr as `FILE:LINE: why`, one a line, as compilers write
+    // them (tools read them so): not wrapped.
+    let located = |l: &str| {
+        l.split_once(": ").is_some_and(|(place, _)| {
+            place
+                .rsplit_once(':')
+                .is_some_and(|(_, n)| n.parse::<u64>().is_ok())
+        })
+    };
+    for line in joined.lines().filter(|l| !located(l)) {
         assert!(line.trim_end().chars().count() <= 80, "{line:?}\n{joined}");
     }
 }

@@ -1008,9 +1008,17 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
             }
         }
     }
+    // On a terminal narrower than the usual text width, narrower columns and the squared
+    // norms to four digits (the 97-column table wrapped every row at 80).
+    let narrow = crate::format::text_columns() < crate::format::TEXT_COLUMNS;
+    let (w_step, w_b, w_ci, w_sq, w_ema, sq_digits) = if narrow {
+        (8, 10, 22, 11, 10, 3)
+    } else {
+        (10, 14, 28, 14, 15, 6)
+    };
     let _ = writeln!(
         out,
-        "\n{:>10} {:>14} {:>28} {:>14} {:>14} {:>15}",
+        "\n{:>w_step$} {:>w_b$} {:>w_ci$} {:>w_sq$} {:>w_sq$} {:>w_ema$}",
         "step", "B_simple", "CI", "sq_small", "sq_big", "ratio-EMA*"
     );
     let every = if rows == 0 {
@@ -1027,7 +1035,7 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>10} {:>14} {:>28} {:>14.6e} {:>14.6e} {:>15}",
+            "{:>w_step$} {:>w_b$} {:>w_ci$} {:>w_sq$.sq_digits$e} {:>w_sq$.sq_digits$e} {:>w_ema$}",
             row.step,
             fmt_opt(row.b_simple),
             ci,
@@ -1036,10 +1044,11 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
             fmt_opt(row.ratio_ema)
         );
     }
-    let _ = writeln!(
-        out,
-        "* ratio-EMA: EMA of per-step tr/|G|^2 ratios, a biased teaching comparison, never the estimate"
-    );
+    out.push_str(&crate::format::wrap_labelled(
+        "",
+        "* ratio-EMA: EMA of per-step tr/|G|^2 ratios, a biased teaching comparison, never the \
+         estimate",
+    ));
     if r.steps
         .iter()
         .step_by(every)
