@@ -1011,6 +1011,24 @@ fn advice_loop(out: std::path::PathBuf) -> copus::app::advice::AdviceLoop {
     )
 }
 
+/// The trajectory's last two points as a live run at batch 32 (its tokens grow by 32
+/// sequences a step) at steps `first` and `first + 1`, with `b_crit`.
+fn live_tail(app: &mut App, first: u64, b_crit: f64) {
+    let seq = f64::from(app.trajectory.seq_len);
+    let n = app.trajectory.points.len();
+    let trajectory = Arc::make_mut(&mut app.trajectory);
+    for (k, p) in trajectory.points[n - 2..].iter_mut().enumerate() {
+        p.step = first + k as u64;
+        p.tokens = (first + k as u64) as f64 * 32.0 * seq;
+        p.b_crit = b_crit;
+    }
+}
+
+/// The advice pending in `app`'s loop.
+fn pending_of(app: &App) -> Option<copus::plan::advice::Advice> {
+    app.advice.as_ref().and_then(|a| a.pending.clone())
+}
+
 #[test]
 fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1026,20 +1044,9 @@ fn live_advice_waits_for_approval_and_a_appends_it_to_the_advice_file() {
         app.status
     );
     // A live run at batch 32 (its tokens grow by 32 sequences a step) with B_crit 5000.
-    let seq = f64::from(app.trajectory.seq_len);
-    let n = app.trajectory.points.len();
-    let trajectory = Arc::make_mut(&mut app.trajectory);
-    for (k, p) in trajectory.points[n - 2..].iter_mut().enumerate() {
-        p.step = 1000 + k as u64;
-        p.tokens = (1000 + k) as f64 * 32.0 * seq;
-        p.b_crit = 5000.0;
-    }
+    live_tail(&mut app, 1000, 5000.0);
     copus::app::advice::observe(&mut app);
-    let pending = app
-        .advice
-        .as_ref()
-        .and_then(|a| a.pending.clone())
-        .expect("pending advice");
+    let pending = pending_of(&app).expect("pending advice");
     assert!(pending.batch > 32, "{pending:?}");
     let note = copus::app::advice::pending_note(&app).expect("note");
     assert!(note.starts_with("A approves: "), "{note}");
@@ -1090,20 +1097,9 @@ fn a_second_a_writes_only_the_switch_the_first_named() {
     let out = dir.path().join("advice.ndjson");
     let mut app = demo_with_table();
     app.advice = Some(advice_loop(out));
-    let seq = f64::from(app.trajectory.seq_len);
-    let n = app.trajectory.points.len();
-    let trajectory = Arc::make_mut(&mut app.trajectory);
-    for (k, p) in trajectory.points[n - 2..].iter_mut().enumerate() {
-        p.step = 1000 + k as u64;
-        p.tokens = (1000 + k) as f64 * 32.0 * seq;
-        p.b_crit = 5000.0;
-    }
+    live_tail(&mut app, 1000, 5000.0);
     copus::app::advice::observe(&mut app);
-    let first = app
-        .advice
-        .as_ref()
-        .and_then(|a| a.pending.clone())
-        .expect("pending advice");
+    let first = pending_of(&app).expect("pending advice");
     assert!(update(&mut app, Msg::ApproveAdvice).is_empty());
     // The advice moves on to another switch before the second press.
     let lp = app.advice.as_mut().expect("loop");
@@ -1831,41 +1827,23 @@ fn advice_that_moves_on_drops_the_first_press() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut app = demo_with_table();
     app.advice = Some(advice_loop(dir.path().join("advice.ndjson")));
-    let seq = f64::from(app.trajectory.seq_len);
-    let n = app.trajectory.points.len();
-    let set_last = |app: &mut App, step: u64, b_crit: f64| {
-        let trajectory = Arc::make_mut(&mut app.trajectory);
-        for (k, p) in trajectory.points[n - 2..].iter_mut().enumerate() {
-            p.step = step - 1 + k as u64;
-            p.tokens = (step - 1 + k as u64) as f64 * 32.0 * seq;
-            p.b_crit = b_crit;
-        }
-    };
-    set_last(&mut app, 1001, 5000.0);
+    live_tail(&mut app, 1000, 5000.0);
     copus::app::advice::observe(&mut app);
-    let first = app
-        .advice
-        .as_ref()
-        .and_then(|a| a.pending.clone())
-        .expect("pending advice");
+    let first = pending_of(&app).expect("pending advice");
     assert!(update(&mut app, Msg::ApproveAdvice).is_empty());
     assert!(app.status.starts_with("A again writes: "), "{}", app.status);
     // A much smaller B_crit: another switch, or none.
-    set_last(&mut app, 1003, 200.0);
+    live_tail(&mut app, 1002, 200.0);
     copus::app::advice::observe(&mut app);
-    let moved = app.advice.as_ref().and_then(|a| a.pending.clone());
+    let moved = pending_of(&app);
     assert!(
         moved.as_ref().is_none_or(|m| m.batch != first.batch),
         "{moved:?} vs {first:?}"
     );
     // Back to the first switch: a single press names it again, it does not write it.
-    set_last(&mut app, 1005, 5000.0);
+    live_tail(&mut app, 1004, 5000.0);
     copus::app::advice::observe(&mut app);
-    let back = app
-        .advice
-        .as_ref()
-        .and_then(|a| a.pending.clone())
-        .expect("advice again");
+    let back = pending_of(&app).expect("advice again");
     assert_eq!(back.batch, first.batch);
     let note = copus::app::advice::pending_note(&app).expect("note");
     assert!(note.starts_with("A approves: "), "{note}");

@@ -13,34 +13,47 @@ fn session_mbs() -> Resolved {
         .expect("resolve")
 }
 
-fn advise(r: &Resolved, in_place: Option<copus::plan::advice::InPlaceThroughput<'_>>) -> Advice {
+/// The session's throughput table.
+fn table_of(r: &Resolved) -> copus::goodput::ThroughputTable {
     let eff = r.efficiency();
     let ctx = r.perf_context(&eff);
-    let table = copus::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
-    let mut advisor = Advisor::new(AdviceSettings {
+    copus::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search)
+}
+
+/// An advisor at a 5 % threshold waiting `wait` steps (dwell and minimum).
+fn advisor_of(r: &Resolved, wait: u64) -> Advisor {
+    Advisor::new(AdviceSettings {
         threshold: 0.05,
-        min_dwell_steps: 50,
-        min_steps: 50,
+        min_dwell_steps: wait,
+        min_steps: wait,
         b_crit_scale: 1.0,
         form: r.session.stat_eff,
         dry_run: false,
         seq_len: r.model.seq_len,
-    });
-    // The advised run of docs/ADVISED_RUN.md: batch 16 = 2 ranks × micro-batch 8, B_crit 19.
-    let run = RunState {
-        batch: 16,
-        layout: Some((2, 1, 1)),
-        micro_batch: Some(8),
-    };
-    let estimate = LiveB {
+    })
+}
+
+/// The advised run of docs/ADVISED_RUN.md: batch 16 = 2 ranks × micro-batch 8.
+const RUN: RunState = RunState {
+    batch: 16,
+    layout: Some((2, 1, 1)),
+    micro_batch: Some(8),
+};
+
+/// Its estimate at step 235: B_crit 19, with the interval `ci`.
+fn estimate(ci: Option<(f64, f64)>) -> LiveB {
+    LiveB {
         step: 235,
         b_simple: 19.0,
         bounded: true,
-        ci: None,
+        ci,
         steps: 236,
-    };
-    advisor
-        .observe_with(&table, estimate, &run, in_place)
+    }
+}
+
+fn advise(r: &Resolved, in_place: Option<copus::plan::advice::InPlaceThroughput<'_>>) -> Advice {
+    advisor_of(r, 50)
+        .observe_with(&table_of(r), estimate(None), &RUN, in_place)
         .expect("the best cell beats the run's")
 }
 
@@ -99,32 +112,8 @@ fn advice_kept_at_the_run_micro_batch_is_costed_there() {
 #[test]
 fn the_reason_writes_large_interval_ends_short() {
     let r = session_mbs();
-    let eff = r.efficiency();
-    let ctx = r.perf_context(&eff);
-    let table = copus::goodput::throughput_table(&ctx, &r.cluster(), &r.session.search);
-    let mut advisor = Advisor::new(AdviceSettings {
-        threshold: 0.05,
-        min_dwell_steps: 0,
-        min_steps: 0,
-        b_crit_scale: 1.0,
-        form: r.session.stat_eff,
-        dry_run: false,
-        seq_len: r.model.seq_len,
-    });
-    let run = RunState {
-        batch: 16,
-        layout: Some((2, 1, 1)),
-        micro_batch: Some(8),
-    };
-    let estimate = LiveB {
-        step: 235,
-        b_simple: 19.0,
-        bounded: true,
-        ci: Some((18.0, 4_941_085.0)),
-        steps: 236,
-    };
-    let advice = advisor
-        .observe(&table, estimate, &run)
+    let advice = advisor_of(&r, 0)
+        .observe(&table_of(&r), estimate(Some((18.0, 4_941_085.0))), &RUN)
         .expect("the best cell beats the run's");
     assert!(
         advice.reason.contains("B_crit 19 [18–4.9M]"),
