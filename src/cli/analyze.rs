@@ -567,8 +567,8 @@ fn render_branches(section: &BranchesSection) -> String {
             ratio(c.b_noise_ratio)
         );
     }
-    let _ = writeln!(
-        out,
+    // Notes wrap on a terminal narrower than the usual text width (one ran to 402 columns).
+    let note = format!(
         "samples; intervals {pct}%, a ratio's from its two {pct}% intervals' ends (lowest \
          measured over highest estimated, and the reverse: wider than a {pct}% interval of \
          the ratio); B_simple is the run's smoothed estimate ({}) at the last analysed step at \
@@ -576,9 +576,14 @@ fn render_branches(section: &BranchesSection) -> String {
          compare runs of other lengths at one --bandwidth",
         section.smoother
     );
+    out.push_str(&super::cbs::labelled("", &note));
     for (p, c) in section.cbs.points.iter().zip(&section.comparison) {
+        let at = format!("step {}: ", p.from_step);
         if let Some(n) = &p.b_noise_note {
-            let _ = writeln!(out, "step {}: fitted B_noise none: {n}", p.from_step);
+            out.push_str(&super::cbs::labelled(
+                &at,
+                &format!("fitted B_noise none: {n}"),
+            ));
         }
         if c.estimate_step.is_none() {
             let why = match section.run_steps {
@@ -591,7 +596,7 @@ fn render_branches(section: &BranchesSection) -> String {
             let _ = writeln!(out, "step {}: not compared: {why}", p.from_step);
         }
         for line in super::cbs::point_notes(p) {
-            let _ = writeln!(out, "step {}: {line}", p.from_step);
+            out.push_str(&super::cbs::labelled(&at, &line));
         }
     }
     for line in super::cbs::unmeasured_lines(&section.cbs) {

@@ -199,7 +199,7 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
 
 /// `label` and `text` on one line or, on a terminal narrower than the usual text width,
 /// wrapped at it with the label hanging.
-fn labelled(label: &str, text: &str) -> String {
+pub(crate) fn labelled(label: &str, text: &str) -> String {
     if crate::format::text_columns() >= crate::format::TEXT_COLUMNS {
         format!("{label}{text}\n")
     } else {
