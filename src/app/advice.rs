@@ -38,8 +38,6 @@ pub struct AdviceLoop {
     /// The switch the first `A` named: the second `A` writes the pending advice while it is
     /// still this switch (batch, layout, micro-batch and how it applies).
     pub armed: Option<Advice>,
-    /// What the last approval wrote, said on the status line until new advice is pending.
-    pub approved_note: Option<String>,
 }
 
 impl AdviceLoop {
@@ -54,7 +52,6 @@ impl AdviceLoop {
             approved: Vec::new(),
             observed_step: None,
             armed: None,
-            approved_note: None,
         }
     }
 }
@@ -244,8 +241,22 @@ pub fn pending_note(app: &App) -> Option<String> {
                 below.unwrap_or_default()
             ))
         }
-        None => lp.withdrawn.clone().or_else(|| lp.approved_note.clone()),
+        // What the last approval wrote stays said until new advice is pending.
+        None => lp
+            .withdrawn
+            .clone()
+            .or_else(|| lp.approved.last().map(|a| approved_text(a, &lp.out))),
     }
+}
+
+/// "approved: batch 128 on … for step 445 → OUT": what an approval wrote, and where.
+fn approved_text(a: &Advice, out: &std::path::Path) -> String {
+    format!(
+        "approved: {} for step {} → {}",
+        advice_label(a),
+        a.at_step,
+        out.display()
+    )
 }
 
 /// `A`: write the pending advice to OUT.
@@ -257,8 +268,8 @@ pub fn approve(app: &mut App) -> Vec<Effect> {
     let Some(pending) = lp.pending.as_ref() else {
         lp.armed = None;
         // What was written last stays said beside it.
-        app.status = match &lp.approved_note {
-            Some(note) => format!("no advice pending · {note}"),
+        app.status = match lp.approved.last() {
+            Some(a) => format!("no advice pending · {}", approved_text(a, &lp.out)),
             None => "no advice pending".into(),
         };
         return Vec::new();
@@ -280,14 +291,7 @@ pub fn approve(app: &mut App) -> Vec<Effect> {
             return Vec::new();
         }
     };
-    let note = format!(
-        "approved: {} for step {} → {}",
-        advice_label(&a),
-        a.at_step,
-        lp.out.display()
-    );
-    app.status = note.clone();
-    lp.approved_note = Some(note);
+    app.status = approved_text(&a, &lp.out);
     lp.withdrawn = None;
     let path = lp.out.clone();
     if let Some(advisor) = lp.pending_advisor.take() {

@@ -576,11 +576,11 @@ fn render_branches(section: &BranchesSection) -> String {
          compare runs of other lengths at one --bandwidth",
         section.smoother
     );
-    out.push_str(&super::cbs::labelled("", &note));
+    out.push_str(&crate::format::one_line_unless_narrow("", &note));
     for (p, c) in section.cbs.points.iter().zip(&section.comparison) {
         let at = format!("step {}: ", p.from_step);
         if let Some(n) = &p.b_noise_note {
-            out.push_str(&super::cbs::labelled(
+            out.push_str(&crate::format::one_line_unless_narrow(
                 &at,
                 &format!("fitted B_noise none: {n}"),
             ));
@@ -596,7 +596,7 @@ fn render_branches(section: &BranchesSection) -> String {
             let _ = writeln!(out, "step {}: not compared: {why}", p.from_step);
         }
         for line in super::cbs::point_notes(p) {
-            out.push_str(&super::cbs::labelled(&at, &line));
+            out.push_str(&crate::format::one_line_unless_narrow(&at, &line));
         }
     }
     for line in super::cbs::unmeasured_lines(&section.cbs) {
@@ -1015,7 +1015,7 @@ pub fn render_table_of(r: &AnalyzeReport, rows: usize, lines: bool) -> String {
     }
     // On a terminal narrower than the usual text width, narrower columns and the squared
     // norms to four digits (the 97-column table wrapped every row at 80).
-    let narrow = crate::format::text_columns() < crate::format::TEXT_COLUMNS;
+    let narrow = crate::format::narrow_text();
     let (w_step, w_b, w_ci, w_sq, w_ema, sq_digits) = if narrow {
         (8, 10, 22, 11, 10, 3)
     } else {

@@ -157,7 +157,10 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
                 },
                 p.budget_samples
             );
-            out.push_str(&labelled("  threshold CBS  ", &text));
+            out.push_str(&crate::format::one_line_unless_narrow(
+                "  threshold CBS  ",
+                &text,
+            ));
         }
         let fitted = match &p.b_noise_fit {
             Some(f) => format!(
@@ -169,7 +172,10 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
             ),
             None => format!("none: {}", p.b_noise_note.as_deref().unwrap_or("no fit")),
         };
-        out.push_str(&labelled("  fitted B_noise ", &fitted));
+        out.push_str(&crate::format::one_line_unless_narrow(
+            "  fitted B_noise ",
+            &fitted,
+        ));
         let _ = writeln!(
             out,
             "  {:>8} {:>6} {:>14} {:>18}",
@@ -197,28 +203,15 @@ pub fn render(r: &crate::stats::estimate::cbs::CbsReport) -> String {
     out
 }
 
-/// `label` and `text` on one line or, on a terminal narrower than the usual text width,
-/// wrapped at it with the label hanging.
-pub(crate) fn labelled(label: &str, text: &str) -> String {
-    if crate::format::text_columns() >= crate::format::TEXT_COLUMNS {
-        format!("{label}{text}\n")
-    } else {
-        crate::format::wrap_labelled(label, text)
-    }
-}
-
 /// A note of a branch point, indented under it: on a terminal narrower than the usual text
 /// width wrapped at it with its label (`caution: `) hanging (cautions of 259 columns broke
 /// mid-word at 80); in a file or a pipe one line, as before.
 fn note_line(line: &str) -> String {
-    if crate::format::text_columns() >= crate::format::TEXT_COLUMNS {
-        return format!("  {line}\n");
-    }
     match line.split_once(": ") {
         Some((label, rest)) if label.len() <= 12 && !label.contains(' ') => {
-            crate::format::wrap_labelled(&format!("  {label}: "), rest)
+            crate::format::one_line_unless_narrow(&format!("  {label}: "), rest)
         }
-        _ => crate::format::wrap_labelled("  ", line),
+        _ => crate::format::one_line_unless_narrow("  ", line),
     }
 }
 

@@ -856,7 +856,7 @@ fn print_text(o: &GridOut, seq_len: u32) {
 /// row starts with, and an infeasible cell's reason goes on lines of its own under the row.
 fn cell_table(cells: &[CellOut]) -> String {
     use std::fmt::Write as _;
-    let narrow = crate::format::text_columns() < crate::format::TEXT_COLUMNS;
+    let narrow = crate::format::narrow_text();
     let w = if narrow { 9 } else { 12 };
     let mut out = String::new();
     let last = if narrow {

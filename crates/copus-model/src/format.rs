@@ -171,6 +171,23 @@ pub fn text_columns() -> usize {
     COLUMNS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Whether text output goes to a terminal narrower than [`TEXT_COLUMNS`] (tables then take
+/// their narrow layouts; files and pipes keep the usual one).
+pub fn narrow_text() -> bool {
+    text_columns() < TEXT_COLUMNS
+}
+
+/// `label` and `text` on one line, however long, where the text width is the usual one (a
+/// file, a pipe, a wide terminal: a line a script may match whole), else [`wrap_labelled`]
+/// at the narrower terminal's width; ends with a newline.
+pub fn one_line_unless_narrow(label: &str, text: &str) -> String {
+    if narrow_text() {
+        wrap_labelled(label, text)
+    } else {
+        format!("{label}{text}\n")
+    }
+}
+
 /// Wrap text output at `columns` (a terminal's width), kept within
 /// [`MIN_TEXT_COLUMNS`]..=[`TEXT_COLUMNS`]: at 80 columns lines of 100 broke mid-word.
 pub fn set_text_columns(columns: usize) {
