@@ -307,6 +307,59 @@ fn json_styles_carry_the_same_values_compact_pretty_lines_and_summary_only() {
     let s: serde_json::Value =
         serde_json::from_str(&run(&["--json", "--summary-only"])).expect("JSON");
     assert_eq!(s, serde_json::json!({ "summary": p["summary"] }));
+    // Before the subcommand too.
+    let before = copus()
+        .args(["--pretty", "analyze"])
+        .arg(&path)
+        .arg("--json")
+        .output()
+        .expect("run");
+    assert_eq!(String::from_utf8_lossy(&before.stdout), pretty);
+    // Without --json there is nothing to indent: said, not ignored.
+    let alone = copus()
+        .arg("analyze")
+        .arg(&path)
+        .arg("--pretty")
+        .output()
+        .expect("run");
+    assert!(!alone.status.success());
+    assert!(
+        String::from_utf8_lossy(&alone.stderr).contains("--json"),
+        "{}",
+        String::from_utf8_lossy(&alone.stderr)
+    );
+}
+
+/// `--pretty` is offered by the commands that print JSON and by no other.
+#[test]
+fn pretty_is_offered_only_where_json_is_printed() {
+    let help = |cmd: &str| -> String {
+        let out = copus().args([cmd, "--help"]).output().expect("run");
+        assert!(out.status.success(), "{cmd}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    for cmd in [
+        "analyze",
+        "cbs",
+        "predict",
+        "calibrate",
+        "grid",
+        "plan",
+        "bench",
+        "watch",
+    ] {
+        assert!(help(cmd).contains("--pretty"), "{cmd}");
+    }
+    for cmd in [
+        "open",
+        "branch",
+        "demo-train",
+        "lesson",
+        "config",
+        "snapshot",
+    ] {
+        assert!(!help(cmd).contains("--pretty"), "{cmd}");
+    }
 }
 
 /// `copus branch` → `copus cbs` → `copus analyze RUN --branches`: the measured CBS of the

@@ -23,6 +23,10 @@ pub struct AnalyzeArgs {
     /// otherwise).
     #[arg(long)]
     pub json: bool,
+    /// Indent the --json output (the default on a terminal; compact into a pipe or a
+    /// file).
+    #[arg(long, requires = "json")]
+    pub pretty: bool,
     /// Print one compact JSON object per step row, one per line, and nothing else (for jq,
     /// pandas or polars `read_ndjson`).
     #[arg(long, conflicts_with_all = ["json", "summary_only", "compare"])]

@@ -42,6 +42,10 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Indent the --json output (the default on a terminal; compact into a pipe or a
+    /// file).
+    #[arg(long, requires = "json")]
+    pub pretty: bool,
     /// Only list the compute backends: compiled in, usable here, or why not.
     #[arg(long)]
     pub devices: bool,

@@ -78,6 +78,10 @@ pub struct CalibrateArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Indent the --json output (the default on a terminal; compact into a pipe or a
+    /// file).
+    #[arg(long, requires = "json")]
+    pub pretty: bool,
 }
 
 /// One measured row with the profile's and the calibrated model's predictions.

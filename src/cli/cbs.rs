@@ -21,6 +21,10 @@ pub struct CbsArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Indent the --json output (the default on a terminal; compact into a pipe or a
+    /// file).
+    #[arg(long, requires = "json")]
+    pub pretty: bool,
 }
 
 /// Default loss tolerance of the threshold CBS, nats.

@@ -47,6 +47,10 @@ pub struct GridArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Indent the --json output (the default on a terminal; compact into a pipe or a
+    /// file).
+    #[arg(long, requires = "json")]
+    pub pretty: bool,
 }
 
 /// A point of training given on the command line.

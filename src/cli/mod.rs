@@ -36,9 +36,9 @@ pub struct Cli {
     /// Print the version and the compute backends: compiled in, usable here, or why not.
     #[arg(short = 'V', long)]
     pub version: bool,
-    /// Indent the --json output of the commands that print it (the default on a terminal;
-    /// written compact to a pipe or a file); the explorer commands print none.
-    #[arg(long, global = true)]
+    /// Indent the --json output of the subcommand that follows (each command that prints JSON
+    /// takes `--pretty` itself too).
+    #[arg(long, hide = true)]
     pub pretty: bool,
     /// The explorer's configuration file and theme, for the bundled demo (no subcommand) and,
     /// given before it, for the explorer commands (`open`, `watch`, `lesson`, `config`).
@@ -97,6 +97,28 @@ pub enum Command {
     Snapshot(snapshot::SnapshotArgs),
 }
 
+impl Command {
+    /// Whether this command was asked for indented JSON (`--pretty` after the subcommand).
+    fn pretty(&self) -> bool {
+        match self {
+            Command::Analyze(a) => a.pretty,
+            Command::Bench(a) => a.pretty,
+            Command::Calibrate(a) => a.pretty,
+            Command::Cbs(a) => a.pretty,
+            Command::Grid(a) => a.pretty,
+            Command::Plan(a) => a.pretty,
+            Command::Predict(a) => a.pretty,
+            Command::Watch(a) => a.pretty,
+            Command::Open(_)
+            | Command::Branch(_)
+            | Command::DemoTrain(_)
+            | Command::Lesson(_)
+            | Command::Config(_)
+            | Command::Snapshot(_) => false,
+        }
+    }
+}
+
 /// The options of the commands that open the explorer: its configuration file and theme.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ExplorerArgs {
@@ -147,7 +169,8 @@ fn wrap_at_the_terminal() {
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    PRETTY.store(cli.pretty, std::sync::atomic::Ordering::Relaxed);
+    let pretty = cli.pretty || cli.command.as_ref().is_some_and(Command::pretty);
+    PRETTY.store(pretty, std::sync::atomic::Ordering::Relaxed);
     wrap_at_the_terminal();
     if cli.version {
         print!("{}", version_text());

@@ -30,6 +30,10 @@ pub struct PlanArgs {
     /// Print JSON.
     #[arg(long, conflicts_with = "emit")]
     pub json: bool,
+    /// Indent the --json output (the default on a terminal; compact into a pipe or a
+    /// file).
+    #[arg(long, requires = "json")]
+    pub pretty: bool,
     /// Write the optimal-joint plan as a schedule a trainer runs: `json` (phases with steps,
     /// batches and layouts), `megatron` (arguments per phase, or one --rampup-batch-size),
     /// `torchtitan` (TOML per phase) or `deepspeed` (JSON configurations per phase).

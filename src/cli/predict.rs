@@ -115,6 +115,10 @@ pub struct PredictArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Indent the --json output (the default on a terminal; compact into a pipe or a
+    /// file).
+    #[arg(long, requires = "json")]
+    pub pretty: bool,
 }
 
 /// What `copus predict --json` prints.

@@ -28,6 +28,10 @@ pub struct WatchArgs {
     /// With --headless: print the summary as JSON.
     #[arg(long, requires = "headless")]
     pub json: bool,
+    /// Indent the --json output (the default on a terminal; compact into a pipe or a
+    /// file).
+    #[arg(long, requires = "json")]
+    pub pretty: bool,
     /// With --headless: give up after this many seconds (non-zero exit if --until-steps was
     /// not reached).
     #[arg(long, requires = "headless")]
