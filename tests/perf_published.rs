@@ -1353,3 +1353,31 @@ fn mt_nlg_530b_is_predicted_too_fast_by_a_cost_per_step_copus_lacks() {
         );
     }
 }
+
+/// Every shipped validation row names its stack as `--stack` does, so that a row can be
+/// re-predicted by copying its stack column into the command line.
+#[test]
+fn validation_rows_name_their_stack_as_the_command_line_does() {
+    let mut files: Vec<_> = std::fs::read_dir("assets/validation")
+        .expect("validation dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .collect();
+    files.sort();
+    let mut named = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable");
+        for line in text.lines().filter(|l| !l.starts_with('#')).skip(1) {
+            let Some(stack) = line.split(',').nth(3).filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            assert!(
+                copus::perf::stack::StackPreset::parse(stack).is_some(),
+                "{}: stack '{stack}' is not a --stack name",
+                file.display()
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 300, "{named}");
+}

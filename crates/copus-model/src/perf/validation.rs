@@ -19,9 +19,9 @@ use super::{
     Prediction, Recompute, enumerate, flops,
 };
 
-/// The stack of a published row as the CSV names it: a preset name
-/// ([`StackPreset::name`]), or one of the names the first tables used (`megatron-2021-torchddp`,
-/// `megatron-2021-local`, `deepspeed-2021`, `mcore-2024`). The stack is a property of the
+/// The stack of a published row as the CSV names it: a preset name ([`StackPreset::name`],
+/// what `--stack` takes), or, in files written before the names were unified, one of
+/// `megatron-2021-torchddp`, `megatron-2021-local` and `mcore-2024`. The stack is a property of the
 /// measurement (what its authors ran), not a fitted parameter; `precision` and `sharding`
 /// columns change single settings.
 pub fn parse_stack(name: &str) -> Option<Stack> {
