@@ -112,6 +112,55 @@ fn io_err(path: &std::path::Path, source: std::io::Error) -> TrainerError {
     }
 }
 
+/// Seconds between two progress lines of the base run.
+const PROGRESS_EVERY_S: f64 = 5.0;
+
+/// Progress of the base run toward the last branch point: a line every few seconds with the
+/// time left at the pace so far, so that a far branch point (`--at 100000000`) says how long
+/// it will take instead of running on in silence.
+struct BaseProgress {
+    /// The last branch point, steps.
+    last_at: u64,
+    started: std::time::Instant,
+    /// Seconds since `started` of the last line written.
+    last_line_s: f64,
+}
+
+impl BaseProgress {
+    fn new(last_at: u64) -> Self {
+        Self {
+            last_at,
+            started: std::time::Instant::now(),
+            last_line_s: 0.0,
+        }
+    }
+
+    /// The line to print after base-run step `step` (0-based), if one is due.
+    fn line(&mut self, step: u64) -> Option<String> {
+        let done = step.saturating_add(1);
+        let elapsed = self.started.elapsed().as_secs_f64();
+        if done >= self.last_at || elapsed - self.last_line_s < PROGRESS_EVERY_S {
+            return None;
+        }
+        self.last_line_s = elapsed;
+        Some(base_progress_text(done, self.last_at, elapsed))
+    }
+}
+
+/// "base run at step D of L (about T left at this pace; Ctrl-C stops it)".
+fn base_progress_text(done: u64, last_at: u64, elapsed_s: f64) -> String {
+    let left_s = elapsed_s / done.max(1) as f64 * last_at.saturating_sub(done) as f64;
+    let left = if left_s > 365.0 * 86_400.0 {
+        "over a year".to_string()
+    } else {
+        format!("about {}", crate::format::duration(left_s))
+    };
+    format!(
+        "copus branch: base run at step {done} of {last_at}, the last branch point ({left} \
+         left at this pace; Ctrl-C stops it)"
+    )
+}
+
 /// Run `copus branch`.
 pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
     let plan = args.plan();
@@ -164,10 +213,16 @@ pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
             args.trainer.batch()
         );
     }
+    let mut progress = BaseProgress::new(plan.at_steps.last().copied().unwrap_or(0));
     run_branches(
         cfg,
         &plan,
         |rec| {
+            if !args.quiet
+                && let Some(line) = progress.line(rec.step)
+            {
+                eprintln!("{line}");
+            }
             if let Some((w, p)) = run_out.as_mut() {
                 let line = crate::trainer::sink::protocol_line(rec);
                 writeln!(w, "{line}").map_err(|e| io_err(p, e))?;
@@ -214,4 +269,20 @@ pub fn run(args: &BranchArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_progress_says_the_time_left_at_the_pace_so_far() {
+        // 100 of 1000 steps in 10 s: 900 steps left, 90 s.
+        let t = base_progress_text(100, 1000, 10.0);
+        assert!(t.contains("step 100 of 1000"), "{t}");
+        assert!(t.contains("about 1.5 min left"), "{t}");
+        // A branch point no run reaches says so instead of a number of hours.
+        let t = base_progress_text(1000, u64::MAX, 10.0);
+        assert!(t.contains("over a year left"), "{t}");
+    }
 }
