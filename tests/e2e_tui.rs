@@ -337,13 +337,18 @@ fn grid_and_plan_tables_fit_an_80_column_terminal() {
         ])
         .arg("--out")
         .arg(&branches)
+        .arg("--run-out")
+        .arg(dir.path().join("run.ndjson"))
         .output()
         .expect("branch");
     assert!(made.status.success(), "{made:?}");
+    // And `analyze --branches`, whose comparison table ran to 106 columns.
     let command = format!(
         "{bin} grid sessions/paper-32b-32xh100.ron; {bin} plan sessions/paper-7b-16xh100.ron; \
-         {bin} cbs {}; {bin} analyze assets/data/sample-run.ndjson; echo TABLES-DONE; sleep 30",
-        branches.display()
+         {bin} cbs {b}; {bin} analyze assets/data/sample-run.ndjson; \
+         {bin} analyze {run} --branches {b}; echo TABLES-DONE; sleep 30",
+        b = branches.display(),
+        run = dir.path().join("run.ndjson").display()
     );
     let t = Tmux::start("tables80", 80, 60, &command);
     t.wait_for_within("TABLES-DONE", std::time::Duration::from_secs(60));
@@ -359,6 +364,7 @@ fn grid_and_plan_tables_fit_an_80_column_terminal() {
         "threshold CBS",
         "caution:",
         "ratio-EMA*",
+        "B_noise/B_s",
     ] {
         assert!(joined.contains(want), "{want:?} missing:\n{joined}");
     }

@@ -520,11 +520,7 @@ fn render_branches(section: &BranchesSection) -> String {
     // An unbounded end: above, ∞; below, 0 (every quantity here is positive).
     let end = |x: Option<f64>, d: usize| x.map_or("∞".to_string(), |v| format!("{v:.d$}"));
     let low = |x: Option<f64>, d: usize| x.map_or("0".to_string(), |v| format!("{v:.d$}"));
-    let _ = writeln!(
-        out,
-        "{:>8} {:>18} {:>15} {:>20} {:>20} {:>20}",
-        "step", "B_simple", "threshold CBS", "fitted B_noise", "threshold/B_s", "B_noise/B_s"
-    );
+    let mut rows: Vec<[String; 6]> = Vec::new();
     for (p, c) in section.cbs.points.iter().zip(&section.comparison) {
         let bs = c.b_simple.map_or("-".to_string(), |b| {
             format!(
@@ -560,17 +556,16 @@ fn render_branches(section: &BranchesSection) -> String {
             }
             r => ratio(r),
         };
-        let _ = writeln!(
-            out,
-            "{:>8} {:>18} {:>15} {:>20} {:>20} {:>20}",
-            p.from_step,
+        rows.push([
+            p.from_step.to_string(),
             bs,
             th,
             fit,
             threshold_ratio,
-            ratio(c.b_noise_ratio)
-        );
+            ratio(c.b_noise_ratio),
+        ]);
     }
+    out.push_str(&branches_table(&rows));
     // Notes wrap on a terminal narrower than the usual text width (one ran to 402 columns).
     let note = format!(
         "samples; intervals {pct}%, a ratio's from its two {pct}% intervals' ends (lowest \
@@ -608,6 +603,41 @@ fn render_branches(section: &BranchesSection) -> String {
     }
     for line in &section.run_mismatch {
         let _ = writeln!(out, "caution: {line}");
+    }
+    out
+}
+
+/// The comparison table of `--branches`: one table of 106 columns, or on a terminal narrower
+/// than the usual text width the measurements and the ratios as two tables (64 and 50
+/// columns), each row led by its step.
+fn branches_table(rows: &[[String; 6]]) -> String {
+    use std::fmt::Write;
+    const HEAD: [&str; 6] = [
+        "step",
+        "B_simple",
+        "threshold CBS",
+        "fitted B_noise",
+        "threshold/B_s",
+        "B_noise/B_s",
+    ];
+    const WIDTH: [usize; 6] = [8, 18, 15, 20, 20, 20];
+    let parts: &[&[usize]] = if crate::format::narrow_text() {
+        &[&[0, 1, 2, 3], &[0, 4, 5]]
+    } else {
+        &[&[0, 1, 2, 3, 4, 5]]
+    };
+    let mut out = String::new();
+    for (k, columns) in parts.iter().enumerate() {
+        if k > 0 {
+            out.push('\n');
+        }
+        for line in std::iter::once(HEAD.map(String::from)).chain(rows.iter().cloned()) {
+            let cells: Vec<String> = columns
+                .iter()
+                .map(|&i| format!("{:>w$}", line[i], w = WIDTH[i]))
+                .collect();
+            let _ = writeln!(out, "{}", cells.join(" "));
+        }
     }
     out
 }
