@@ -545,14 +545,17 @@ fn render_branches(section: &BranchesSection) -> String {
         });
         let ratio = |r: Option<crate::stats::estimate::cbs::WithCi>| {
             r.map_or("-".to_string(), |r| {
-                format!("{:.2} [{}, {}]", r.value, low(r.ci[0], 2), end(r.ci[1], 2))
+                let end = r.ci[1].map_or("∞".to_string(), ratio_number);
+                let low = r.ci[0].map_or("0".to_string(), ratio_number);
+                format!("{} [{low}, {end}]", ratio_number(r.value))
             })
         };
         // At the smallest batch the threshold is an upper bound: so is its ratio (the
         // smallest batch over B_simple is no value; "0.04 [0, 0.11]" read as one).
         let threshold_ratio = match c.threshold_ratio {
             Some(r) if p.threshold_cbs.at_most => {
-                format!("<{:.2} [0, {}]", r.value, end(r.ci[1], 2))
+                let end = r.ci[1].map_or("∞".to_string(), ratio_number);
+                format!("<{} [0, {end}]", ratio_number(r.value))
             }
             r => ratio(r),
         };
@@ -605,6 +608,16 @@ fn render_branches(section: &BranchesSection) -> String {
         let _ = writeln!(out, "caution: {line}");
     }
     out
+}
+
+/// A ratio measured/estimated: two decimals, or two significant digits below 0.01 (a fitted
+/// B_noise of 8 against a B_simple of 3134 read "0.00").
+fn ratio_number(x: f64) -> String {
+    if x != 0.0 && x.abs() < 0.01 {
+        crate::stats::text::significant(x, 2)
+    } else {
+        format!("{x:.2}")
+    }
 }
 
 /// The comparison table of `--branches`: one table of 106 columns, or on a terminal narrower
@@ -1127,6 +1140,16 @@ pub(crate) fn samples_per_file(s: &str) -> Result<f64, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn small_ratios_keep_two_significant_digits() {
+        use super::ratio_number;
+        assert_eq!(ratio_number(0.0025526), "0.0026");
+        assert_eq!(ratio_number(0.0), "0.00");
+        assert_eq!(ratio_number(0.5), "0.50");
+        assert_eq!(ratio_number(12.345), "12.35");
+    }
+
     /// A level is written with the digits it needs, never rounded up to 100 %.
     #[test]
     fn a_confidence_level_keeps_its_digits() {
