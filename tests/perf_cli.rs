@@ -1972,6 +1972,14 @@ fn grid_at_a_step_whose_estimate_is_unbounded_says_so() {
         late[0].contains("∞") && late[0].contains("--at"),
         "{late:?}"
     );
+    // In the unit and with the number of the B_crit line it sits above ("samples" beside
+    // "sequences of 4096 tokens" before).
+    let g = copus_json(&["grid", run, "--at", "380", "--json"]);
+    let b = g["b_crit"].as_f64().expect("b_crit");
+    assert!(
+        late[0].contains("∞) sequences") && late[0].contains(&format!("({b:.0})")),
+        "{late:?} {b}"
+    );
     assert!(caveats("150").is_empty());
 }
 

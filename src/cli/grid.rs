@@ -359,13 +359,17 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
     });
     // A measured run's estimate with no upper bound at this step (|G|² lost in the noise) can
     // read any B_crit: the grid is computed on it, but the user is told.
+    // In the unit of the B_crit line below it (the model's sequences).
+    let word = crate::format::sample_word(resolved.model.seq_len);
     let unbounded = point.ci.filter(|(_, hi)| !hi.is_finite()).map(|(lo, _)| {
         format!(
-            "B_crit at step {} has a 95 % interval [{lo:.0}, ∞) samples: |G|² is not told \
-                 apart from zero there, so the estimate ({:.0}) can read anything and the best \
-                 cell with it; choose a step where it is bounded with --at, or read the run-wide \
-                 value (`copus analyze`)",
-            point.step, point.b_crit
+            "B_crit at step {} has a 95 % interval [{}, ∞) {word}: |G|² is not told apart from \
+             zero there, so the estimate ({}) can read anything and the best cell with it; \
+             choose a step where it is bounded with --at, or read the run-wide value (`copus \
+             analyze`)",
+            point.step,
+            whole_or_count(lo),
+            whole_or_count(point.b_crit)
         )
     });
     // A measured point without any interval (one record, or too few for one) cannot be
@@ -376,9 +380,9 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
             let last = traj.points.last().is_none_or(|p| p.step <= point.step);
             format!(
                 "B_crit at step {} has no interval: the steps up to it are too few to bound \
-                 it, so the estimate ({:.0}) can read anything and the best cell with it; {}",
+                 it, so the estimate ({}) can read anything and the best cell with it; {}",
                 point.step,
-                point.b_crit,
+                whole_or_count(point.b_crit),
                 if last {
                     "the run needs more steps before its estimate can be read"
                 } else {
