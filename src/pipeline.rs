@@ -305,6 +305,62 @@ pub(crate) fn missing_source(
     )))
 }
 
+/// Where a session names no calibration and no efficiency model of its own and its source is
+/// a stats file whose records carry step times and configurations, the model calibrated on
+/// them, adopted as the explorer adopts it on loading the run (so that `grid` and `plan` on
+/// the run give the explorer's numbers; the calibration's line names the run); whether it
+/// was. A file without a `step_time_s` key is not read again.
+pub fn adopt_run_calibration(resolved: &mut Resolved) -> Result<bool, SourceError> {
+    if resolved.calibration.is_some() || resolved.session.efficiency.is_some() {
+        return Ok(false);
+    }
+    let DataSource::Stats { path, .. } = &resolved.session.source else {
+        return Ok(false);
+    };
+    let file = resolved.resolve_path(path);
+    if !mentions(&file, b"\"step_time_s\"") {
+        return Ok(false);
+    }
+    let Some(run) = load(resolved)?.calibration else {
+        return Ok(false);
+    };
+    resolved.calibration = Some(run.file);
+    resolved.use_calibration = true;
+    resolved.calibration_from_run = true;
+    Ok(true)
+}
+
+/// Whether the regular file at `path` holds `needle` anywhere (read in blocks until found;
+/// false where it cannot be read or is no regular file: a FIFO or a device is left to the
+/// loader, which says what it is).
+fn mentions(path: &Path, needle: &[u8]) -> bool {
+    use std::io::Read;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let finder = memchr::memmem::Finder::new(needle);
+    let keep = needle.len().saturating_sub(1);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut held = 0usize;
+    loop {
+        let n = match f.read(&mut buf[held..]) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        let end = held + n;
+        if finder.find(&buf[..end]).is_some() {
+            return true;
+        }
+        // The last bytes may begin the needle: kept before the next block.
+        let tail = end.saturating_sub(keep);
+        buf.copy_within(tail..end, 0);
+        held = end - tail;
+    }
+}
+
 /// The performance model calibrated on a run's timed records (`step_time_s` with `config`),
 /// for the session's hardware and model; `None` when there are too few.
 fn calibrate_run(

@@ -436,6 +436,10 @@ pub struct Resolved {
     /// the what-if or on the command line (`Resolved::edit_efficiency`): outputs still name
     /// the calibration, as edited.
     pub efficiency_edited_from_calibration: bool,
+    /// The calibration in force was fitted on the run's own timed steps (`step_time_s` with
+    /// `config`) when it was loaded, no calibration being named
+    /// ([`crate::pipeline::adopt_run_calibration`]; the explorer does the same on loading).
+    pub calibration_from_run: bool,
 }
 
 impl Resolved {
@@ -954,6 +958,7 @@ impl Session {
             stack_as_opened: None,
             calibration_from_flag: None,
             efficiency_edited_from_calibration: false,
+            calibration_from_run: false,
         };
         resolved.stack_as_opened = Some(resolved.stack());
         resolved.fill_zero_from_stack();

@@ -2857,3 +2857,87 @@ fn a_configuration_that_fits_names_a_faster_one_on_the_same_gpus() {
         again["faster_layout"]
     );
 }
+
+/// A run whose records carry step times and their configuration: `grid` and `plan` calibrate
+/// on them as the explorer does when no calibration is named, say so, and a named calibration
+/// stays in force (the explorer had put the run's fit in its place under the file's name).
+#[test]
+fn a_timed_run_calibrates_grid_and_plan_as_the_explorer_unless_one_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("timed.ndjson");
+    let mut text = String::new();
+    for s in 0..300u64 {
+        let jitter = 1.0 + 0.01 * ((s * 7 % 5) as f64 - 2.0);
+        text.push_str(&format!(
+            "{{\"v\":1,\"step\":{s},\"b_small\":4,\"b_big\":32,\"sq_small\":{},\"sq_big\":{},\
+             \"tokens\":{},\"config\":{{\"dp\":8,\"tp\":1,\"pp\":1,\"mbs\":4}},\
+             \"step_time_s\":{}}}\n",
+            1.0 + 200.0 / 4.0 + jitter,
+            1.0 + 200.0 / 32.0,
+            (s + 1) * 32 * 4096,
+            6.0 * jitter
+        ));
+    }
+    std::fs::write(&run, text).expect("write");
+    let run = run.to_str().expect("utf-8");
+    let base = ["--seq-len", "4096", "--json"];
+    let grid = copus_json(&[&["grid", run][..], &base[..]].concat());
+    let used = &grid["calibration"];
+    assert_eq!(used["run_steps"], true, "{used}");
+    assert_eq!(used["path"], run, "{used}");
+    // The profile's prediction is far from 6 s a step: the fit moved the numbers.
+    let profile = copus_json(&[
+        "predict",
+        "--model",
+        "llama-7b",
+        "--hardware",
+        "h100-sxm",
+        "--gpus",
+        "8",
+        "--tp",
+        "1",
+        "--pp",
+        "1",
+        "--mbs",
+        "4",
+        "--batch",
+        "32",
+        "--json",
+    ]);
+    let profile_s = profile["step_time_s"].as_f64().expect("step time");
+    assert!((profile_s / 6.0 - 1.0).abs() > 0.2, "{profile_s}");
+    let plan = copus_json(&[&["plan", run][..], &base[..]].concat());
+    assert_eq!(
+        plan["calibration"]["run_steps"], true,
+        "{}",
+        plan["calibration"]
+    );
+    // A named calibration is the one in force.
+    let cal = dir.path().join("cal.ron");
+    let (ok, _, err) = copus(&[
+        "calibrate",
+        run,
+        "--hardware",
+        "h100-sxm",
+        "--model",
+        "llama-7b",
+        "--fit",
+        "max_eff",
+        "--out",
+        cal.to_str().expect("utf-8"),
+    ]);
+    assert!(ok, "{err}");
+    let named = copus_json(
+        &[
+            &["grid", run, "--calibration", cal.to_str().expect("utf-8")][..],
+            &base[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(named["calibration"]["run_steps"], false);
+    assert_eq!(named["calibration"]["path"], cal.to_str().expect("utf-8"));
+    // Text names where it came from.
+    let (ok, out, err) = copus(&["grid", run, "--seq-len", "4096"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("the run's timed steps"), "{out}");
+}

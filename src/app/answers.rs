@@ -64,10 +64,25 @@ pub(super) fn source_loaded(
             let calibration = loaded.calibration.clone();
             app.set_loaded(loaded);
             if let Some(c) = calibration {
-                app.resolved.calibration = Some(c.file.clone());
-                app.status = format!("perf model {}", c.summary());
-                app.run_calibration = Some(std::sync::Arc::new(c));
-                return vec![request_table(app)];
+                let named =
+                    app.resolved.calibration.is_some() && !app.resolved.calibration_from_run;
+                if !named {
+                    app.resolved.calibration = Some(c.file.clone());
+                    app.resolved.calibration_from_run = true;
+                    app.status = format!("perf model {}", c.summary());
+                    app.run_calibration = Some(std::sync::Arc::new(c));
+                    return vec![request_table(app)];
+                }
+                // The calibration the user named stays in force: the run's own fit is said,
+                // not put in its place under its name.
+                app.notice = Some(format!(
+                    "the calibration named stays in force; the run's {} timed steps would fit \
+                     the model to ±{:.0} % (the profile ±{:.0} %): open the run without \
+                     --calibration to use them",
+                    c.file.n,
+                    c.file.rms_rel_error * 100.0,
+                    c.file.profile_rms_rel_error * 100.0
+                ));
             }
             convert_from_branches(app);
             app.status = format!(

@@ -364,6 +364,13 @@ pub fn value(r: &Resolved, field: Field) -> String {
             _ if s.efficiency.is_some() && !r.efficiency_edited_from_calibration => {
                 "session's own".into()
             }
+            (Some(c), true) if r.calibration_from_run => {
+                format!(
+                    "calibrated on the run (±{:.0}% on {})",
+                    c.rms_rel_error * 100.0,
+                    c.model
+                )
+            }
             (Some(c), true) => {
                 // Which file: the one given on the command line, else the session's.
                 let file = r

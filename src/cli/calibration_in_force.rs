@@ -23,6 +23,9 @@ pub struct CalibrationUsed {
     pub fitted: Vec<String>,
     /// Root-mean-square relative error of the fit on its measurements, 0–1.
     pub rms_rel_error: f64,
+    /// Fitted on the run's own timed steps when it was loaded (no calibration named; as the
+    /// explorer does): `path` is then the run's stats file.
+    pub run_steps: bool,
 }
 
 /// Where a calibration is used (the model crate's [`CalibrationUse`]).
@@ -44,6 +47,7 @@ pub fn calibration_used(
         measurements: c.n,
         fitted: c.fitted.clone(),
         rms_rel_error: c.rms_rel_error,
+        run_steps: false,
     };
     (used, caveats)
 }
@@ -54,9 +58,16 @@ pub fn of_session(
     r: &crate::session::Resolved,
     cli_path: Option<&Path>,
 ) -> (Option<CalibrationUsed>, Vec<String>) {
+    let run_file = match &r.session.source {
+        crate::session::DataSource::Stats { path, .. } if r.calibration_from_run => {
+            Some(r.resolve_path(path))
+        }
+        _ => None,
+    };
     let path = cli_path
         .map(Path::to_path_buf)
-        .or_else(|| r.session.calibration.as_deref().map(|p| r.resolve_path(p)));
+        .or_else(|| r.session.calibration.as_deref().map(|p| r.resolve_path(p)))
+        .or(run_file);
     match (r.calibration_in_force(), path) {
         (Some(c), Some(path)) => {
             let stack = r.stack();
@@ -71,6 +82,10 @@ pub fn of_session(
                 },
             );
             let mut caveats = caveats;
+            let used = CalibrationUsed {
+                run_steps: r.calibration_from_run,
+                ..used
+            };
             if r.efficiency_edited_from_calibration {
                 caveats.push(format!(
                     "the calibration {} is in force with parameters the command line changed \
@@ -94,9 +109,13 @@ pub fn text_lines(c: &CalibrationUsed) -> String {
 
 /// The line naming a calibration in force, unwrapped (the explorer's notes, JSON).
 pub fn text_line(c: &CalibrationUsed) -> String {
+    let named = if c.run_steps {
+        format!("the run's timed steps ({})", c.path)
+    } else {
+        c.path.clone()
+    };
     format!(
-        "calibration: {} ({} fitted on {} {} of {} on {}{}; rms {:.1} %)",
-        c.path,
+        "calibration: {named} ({} fitted on {} {} of {} on {}{}; rms {:.1} %)",
         c.fitted.join(", "),
         c.measurements,
         if c.model == crate::perf::calibration_file::LINKS_ONLY_MODEL {

@@ -297,6 +297,7 @@ pub fn run(a: &GridArgs) -> anyhow::Result<()> {
         .branches
         .apply(&mut resolved, a.whatif.b_crit_scale.is_some())?;
     resolved.override_notes.extend(converted);
+    crate::pipeline::adopt_run_calibration(&mut resolved)?;
     let (calibration, calibration_caveats) =
         super::calibration_in_force::of_session(&resolved, a.calibration.as_deref());
     let (traj, sequence_note) = load_trajectory_noted(&resolved)?;

@@ -84,6 +84,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<()> {
         .apply(&mut resolved, args.whatif.b_crit_scale.is_some())?;
     resolved.override_notes.extend(converted);
     args.switch_costs.apply(&mut resolved)?;
+    crate::pipeline::adopt_run_calibration(&mut resolved)?;
     let within = args.within.map(Framework::target);
     // `--emit json` writes the schedule of any plan, one made within a framework's limits too.
     if let (Some(e), Some(w)) = (args.emit, within)
