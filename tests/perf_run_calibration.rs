@@ -116,6 +116,59 @@ fn a_timed_run_calibrates_the_explorer_and_the_editor_switches_models() {
     assert!((app.resolved.efficiency().max_eff / 0.4 - 1.0).abs() < 0.05);
 }
 
+/// A calibration the session names stays in force when the run's step times load (the
+/// explorer had put the run's fit in its place, under the named file's name); the status says
+/// what the run's own steps would fit.
+#[test]
+fn a_named_calibration_stays_in_force_over_the_runs_own_fit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    timed_run(dir.path());
+    let slow = copus::perf::calibration_file::CalibrationFile {
+        hardware: "h100-sxm".into(),
+        model: "llama-7b".into(),
+        n: 12,
+        rms_rel_error: 0.01,
+        cv_rel_error: 0.02,
+        profile_rms_rel_error: 0.3,
+        fitted: vec!["max_eff".into()],
+        params: copus::perf::EfficiencyParams {
+            max_eff: 0.2,
+            ..copus::profiles::hardware("h100-sxm", std::path::Path::new("."))
+                .expect("hw")
+                .efficiency
+        },
+        stack: None,
+        recompute: Vec::new(),
+    };
+    std::fs::write(dir.path().join("slow.ron"), slow.to_ron().expect("ron")).expect("write");
+    let session_path = dir.path().join("s.ron");
+    std::fs::write(
+        &session_path,
+        r#"(name: "timed", model: Named("llama-7b"),
+            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 8),
+            source: Stats(path: "run.ndjson"), calibration: Some("slow.ron"),
+            search: (batch_sizes: [16, 32, 64], micro_batches: [1, 2, 4], zero: [1],
+                     recompute: [Selective], interleave: [1], allow_cross_node_tp: false))"#,
+    )
+    .expect("session");
+    let resolved = Session::load(&session_path)
+        .expect("loads")
+        .resolve(&session_path)
+        .expect("resolves");
+    let loaded = copus::pipeline::load(&resolved).expect("source loads");
+    assert!(loaded.calibration.is_some(), "the run has its own fit");
+    let mut app = App::loading(resolved);
+    update(&mut app, Msg::SourceLoaded(Box::new(Ok(loaded))));
+    assert_eq!(app.resolved.efficiency().max_eff, 0.2);
+    assert!(!app.resolved.calibration_from_run);
+    assert!(
+        app.status.contains("the calibration named stays in force")
+            && app.status.contains("60 timed steps"),
+        "{}",
+        app.status
+    );
+}
+
 #[test]
 fn a_run_without_step_times_keeps_the_profile_model() {
     let path = std::path::Path::new("sessions/measured-sample.ron");
