@@ -442,6 +442,12 @@ pub struct Resolved {
     pub calibration_from_run: bool,
 }
 
+/// The note where a stack asks for TP overlap without sequence parallelism: the model costs
+/// TP communication unoverlapped there, as the frameworks run it.
+pub const TP_OVERLAP_NEEDS_SP: &str = "TP communication is costed without overlap: it overlaps \
+its GEMMs only with sequence parallelism (Megatron's --tp-comm-overlap requires \
+--sequence-parallel; torchtitan's async TP runs on its sequence-parallel plan)";
+
 impl Resolved {
     /// The file an error about this session names: the session file, or, for a session built
     /// in memory from a data file (`copus plan run.ndjson` resolves it as
@@ -651,6 +657,10 @@ impl Resolved {
     /// later edit giving the flag an effect (`--cp 1,2`, `--zero 3`) leaves no stale note.
     pub fn notes(&self) -> Vec<String> {
         let mut notes = self.override_notes.clone();
+        let settings = self.stack().settings();
+        if settings.tp_overlap && !settings.sequence_parallel {
+            notes.push(TP_OVERLAP_NEEDS_SP.to_string());
+        }
         for &(flag, setting) in &self.flags_bound_to_search {
             if let Some(why) = self.setting_without_effect(setting) {
                 notes.push(format!("{flag} has no effect on this grid: {why}"));

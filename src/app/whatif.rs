@@ -672,6 +672,10 @@ pub fn without_effect(r: &Resolved, field: Field) -> Option<&'static str> {
         Field::PpOverlap => r.setting_without_effect(S::PpOverlap),
         Field::Sharding => r.setting_without_effect(S::Sharding),
         Field::CpComm => r.setting_without_effect(S::CpComm),
+        Field::TpOverlap if !r.stack().settings().sequence_parallel => Some(
+            "sequence parallelism is off, and TP communication overlaps its GEMMs only with it \
+             (Megatron's --tp-comm-overlap requires --sequence-parallel)",
+        ),
         Field::ExpertParallel if r.model.moe.is_none() => {
             Some("the model is dense (expert parallelism splits a mixture of experts)")
         }

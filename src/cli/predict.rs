@@ -550,6 +550,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             &model,
             &cfg,
             &a.stack,
+            &stack.settings(),
             (stack_base, stack.settings().stage_split),
         )
         .into_iter()
@@ -1067,6 +1068,7 @@ fn layout_caveats(
     model: &crate::perf::ModelProfile,
     cfg: &ParallelConfig,
     given: &super::stack_args::StackArgs,
+    settings: &crate::perf::stack::StackSettings,
     (stack, split): (StackPreset, crate::perf::efficiency::StageSplit),
 ) -> Vec<String> {
     let mut caveats = crate::perf::caveats(model);
@@ -1078,6 +1080,12 @@ fn layout_caveats(
             policy_list(stack.recompute_policies())
         ));
     }
+    // Asked for, or the preset's: the resolved settings read it off after sequence
+    // parallelism has switched it off.
+    let wants_tp_overlap = given.tp_overlap.map_or_else(
+        || crate::perf::Stack::preset(stack).settings().tp_overlap,
+        bool::from,
+    );
     let unused = [
         (
             given.cp_comm.is_some() && cfg.cp <= 1,
@@ -1094,6 +1102,10 @@ fn layout_caveats(
         (
             given.tp_overlap.is_some() && cfg.tp <= 1,
             "--tp-overlap has no effect without tensor parallelism (--tp 2 or more)",
+        ),
+        (
+            cfg.tp > 1 && !settings.sequence_parallel && wants_tp_overlap,
+            crate::session::TP_OVERLAP_NEEDS_SP,
         ),
     ];
     caveats.extend(

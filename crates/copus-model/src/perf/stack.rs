@@ -591,7 +591,10 @@ impl StackSettings {
         } else {
             0.0
         };
-        e.tp_overlap = if self.tp_overlap {
+        // TP communication overlaps its GEMMs only with sequence parallelism: Megatron's
+        // --tp-comm-overlap asserts --sequence-parallel, and torchtitan's async TP runs on its
+        // sequence-parallel plan.
+        e.tp_overlap = if self.tp_overlap && self.sequence_parallel {
             if base.tp_overlap > 0.0 {
                 base.tp_overlap
             } else {
@@ -754,10 +757,18 @@ mod tests {
         assert_eq!(old.apply(&base).attention, AttentionKind::Unfused);
         let on = old.overlaid(&Stack {
             tp_overlap: Some(true),
+            sequence_parallel: Some(true),
             ..Stack::default()
         });
         assert_eq!(on.apply(&base).tp_overlap, 0.7);
         assert_eq!(on.base(), StackPreset::MegatronLm2021Local);
+        // Without sequence parallelism TP communication does not overlap (Megatron's
+        // --tp-comm-overlap requires --sequence-parallel), asked for or not.
+        let without_sp = old.overlaid(&Stack {
+            tp_overlap: Some(true),
+            ..Stack::default()
+        });
+        assert_eq!(without_sp.apply(&base).tp_overlap, 0.0);
     }
 
     #[test]
