@@ -17,8 +17,11 @@ use serde::Serialize;
 
 /// Parameters selection may free, in the order ties are broken: what a user's measurements of
 /// one job usually determine (GEMM plateau and fixed costs, links, overlap, attention).
-pub const CANDIDATES: [Knob; 11] = [
+pub const CANDIDATES: [Knob; 12] = [
     Knob::MaxEff,
+    // FP8 rows' GEMMs run on this plateau, not on `max_eff` (which moves no FP8 row and so
+    // is no candidate there); BF16 rows' times do not depend on it.
+    Knob::Fp8MaxEff,
     Knob::MicrobatchOverhead,
     Knob::GemmOverhead,
     Knob::InterLink,
@@ -208,7 +211,13 @@ fn swap_pass(
             let mut knobs = selection.knobs.clone();
             knobs[i] = other;
             let cv = rms(&cross_validate(target, start, &knobs, configs, folds)?);
-            if cv < current * (1.0 - MIN_CV_GAIN) {
+            // A replacement that moves far from the profile needs the margin a far first
+            // choice needs ([`best_next`]): FP8 rows' plateau, chosen first, was swapped for
+            // the per-GEMM cost at 2.6× its profile value.
+            let better = cv < current * (1.0 - MIN_CV_GAIN)
+                && (cv < current * (1.0 - FAR_MARGIN)
+                    || plausible(target, start, &knobs, other, configs)?);
+            if better {
                 selection.knobs = knobs;
                 selection.steps[i].knob = other;
                 current = cv;
