@@ -2020,6 +2020,29 @@ fn flag_errors_exit_2_and_a_misfit_is_a_result() {
     };
     assert_eq!(predict(&["--tp", "3"]), Some(2));
     assert_eq!(predict(&["--mbs", "3"]), Some(2));
+    // calibrate's flag values refused after parsing exit 2 too (they exited 1).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let csv = dir.path().join("steps.csv");
+    std::fs::write(&csv, "dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,2.0\n").expect("write");
+    let csv = csv.to_str().expect("utf-8");
+    let calibrate = |extra: &[&str]| {
+        let mut args = vec![
+            "calibrate",
+            csv,
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama-7b",
+        ];
+        args.extend_from_slice(extra);
+        copus(&args)
+    };
+    let folds = calibrate(&["--folds", "0"]);
+    folds.fails_with(&["--folds 0"]);
+    assert_eq!(folds.code, Some(2));
+    let fit = calibrate(&["--fit", "max_eff,foo"]);
+    fit.fails_with(&["--fit", "'foo'"]);
+    assert_eq!(fit.code, Some(2));
     // A micro-batch too large for the batch says so, with the flag, instead of calling it a
     // divisibility problem; one that does not divide names the nearest batches.
     let small = copus(&[

@@ -563,15 +563,15 @@ fn refuse_faster_than_peak(
 fn named_knobs(a: &CalibrateArgs) -> anyhow::Result<Vec<Knob>> {
     let mut knobs: Vec<Knob> = Vec::new();
     for name in &a.fit {
-        let k = Knob::from_name(name).with_context(|| {
+        let Some(k) = Knob::from_name(name) else {
             let names: Vec<&str> = Knob::ALL.iter().map(|k| k.name()).collect();
-            format!(
+            super::flag_bail!(
                 "--fit: unknown parameter '{name}' (one of {})",
                 names.join(", ")
-            )
-        })?;
+            );
+        };
         if knobs.contains(&k) {
-            anyhow::bail!("--fit: '{name}' is named twice");
+            super::flag_bail!("--fit: '{name}' is named twice");
         }
         knobs.push(k);
     }
@@ -671,7 +671,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
         profiles::hardware(&a.hardware, Path::new(".")),
     )?;
     if a.folds < 2 {
-        anyhow::bail!(
+        super::flag_bail!(
             "--folds {}: a cross-validation needs at least 2 folds",
             a.folds
         );

@@ -668,7 +668,8 @@ pub fn default_bindings() -> Vec<Binding> {
         ),
         line(
             "↑/↓  ←/→ (+/-)",
-            "what-if: pick a setting / change it (all is recomputed)",
+            "what-if: pick a setting / change it (all is recomputed): cluster, model, \
+             B_crit scale, perf model (calibration), the stack and each of its settings",
             S::WhatIf,
             &[
                 (A::WhatIfPreviousRow, &[p(Up)]),
