@@ -2984,3 +2984,36 @@ fn tp_overlap_is_not_costed_without_sequence_parallelism() {
     assert!(said(&sp_off), "{}", sp_off["caveats"]);
     assert!(!said(&both_off) && !said(&sp_on));
 }
+
+/// A layout that does not fit because of a stack flag that costs memory names that one flag
+/// changed, beside the nearest layout (HSDP at 512 GPUs: "fits instead" changed the whole
+/// layout, where full sharding alone fits and runs 28 % faster).
+#[test]
+fn a_misfit_caused_by_a_stack_flag_names_that_flag_changed() {
+    let args = [
+        "predict",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "512",
+        "--batch",
+        "512",
+        "--mbs",
+        "1",
+        "--zero",
+        "3",
+        "--recompute",
+        "full",
+    ];
+    let hsdp = copus_json(&[&args[..], &["--sharding", "hsdp", "--json"][..]].concat());
+    assert_eq!(hsdp["fits"], false);
+    let change = &hsdp["stack_change"];
+    assert_eq!(change["flags"], "--sharding fsdp2", "{change}");
+    let full = copus_json(&[&args[..], &["--sharding", "fsdp2", "--json"][..]].concat());
+    assert_eq!(full["fits"], true);
+    assert_eq!(change["tokens_per_s"], full["tokens_per_s"]);
+    assert_eq!(full["stack_change"], serde_json::Value::Null);
+    let (ok, out, _) = copus(&[&args[..], &["--sharding", "hsdp"][..]].concat());
+    assert!(ok);
+    assert!(out.contains("or               --sharding fsdp2"), "{out}");
+}

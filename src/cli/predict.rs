@@ -161,6 +161,10 @@ struct Output<'a> {
     /// For a configuration that does not fit: the fastest one on the same GPUs that does, as
     /// flags and its prediction (`None` when it fits or nothing fits).
     nearest_change: Option<NearestFit>,
+    /// For a configuration that does not fit because of a stack setting given on the command
+    /// line that costs memory (`--sharding hsdp`, `--sequence-parallel off`): that one flag
+    /// changed so that the layout as given fits (`None` otherwise).
+    stack_change: Option<StackFit>,
     /// For a configuration that does not fit when nothing on these GPUs does (no
     /// `nearest_change`): what to change instead (`None` otherwise).
     nothing_fits: Option<&'static str>,
@@ -253,6 +257,63 @@ struct NearestFit {
     memory_per_gpu_bytes: f64,
 }
 
+/// One stack flag changed so that a layout that did not fit does.
+#[derive(Debug, Serialize)]
+struct StackFit {
+    /// The flag, as the command line takes it.
+    flags: &'static str,
+    /// Its predicted tokens per second.
+    tokens_per_s: f64,
+    /// Its peak memory per GPU, bytes.
+    #[serde(serialize_with = "crate::perf::memory::serialize_whole_bytes")]
+    memory_per_gpu_bytes: f64,
+}
+
+/// A stack setting given on the command line that costs memory, changed to the one that saves
+/// it, where the layout `cfg` then fits at `batch`: hybrid sharding (states replicated across
+/// nodes) to full FSDP2 sharding, sequence parallelism off to on. `in_force` is the stack the
+/// flags made, applied to `base`.
+fn stack_change_that_fits(
+    ctx: &PerfContext,
+    (base, in_force): (&crate::perf::EfficiencyParams, Option<&crate::perf::Stack>),
+    given: &super::stack_args::StackArgs,
+    cfg: &ParallelConfig,
+    batch: u64,
+) -> Option<StackFit> {
+    use super::stack_args::{OnOff, ShardingArg};
+    let in_force = in_force?;
+    let changes = [
+        (
+            given.sharding == Some(ShardingArg::Hsdp) && cfg.zero == 3,
+            "--sharding fsdp2",
+            crate::perf::Stack {
+                sharding: Some(crate::perf::efficiency::Sharding::Fsdp2),
+                ..crate::perf::Stack::default()
+            },
+        ),
+        (
+            given.sequence_parallel == Some(OnOff::Off) && cfg.tp > 1,
+            "--sequence-parallel on",
+            crate::perf::Stack {
+                sequence_parallel: Some(true),
+                ..crate::perf::Stack::default()
+            },
+        ),
+    ];
+    changes
+        .into_iter()
+        .filter(|(applies, _, _)| *applies)
+        .find_map(|(_, flags, change)| {
+            let eff = in_force.overlaid(&change).apply(base);
+            let p = predict(&PerfContext { eff: &eff, ..*ctx }, cfg, batch).ok()?;
+            p.fits.then_some(StackFit {
+                flags,
+                tokens_per_s: p.tokens_per_s,
+                memory_per_gpu_bytes: p.memory_per_gpu_bytes,
+            })
+        })
+}
+
 /// Run `copus predict`.
 pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let hw = super::flag_profile(
@@ -277,8 +338,8 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         .and_then(|(_, c)| c.stack.as_deref())
         .and_then(super::model_args::preset_of_label);
     let in_force = super::model_args::stack_over(&base, hint, stack_flags.as_ref());
-    let eff = super::model_args::with_stack(&hw, base, in_force.as_ref())?;
-    let stack = crate::perf::Stack::describing(&eff, in_force.map(|s| s.base()).or(hint));
+    let eff = super::model_args::with_stack(&hw, base.clone(), in_force.as_ref())?;
+    let stack = crate::perf::Stack::describing(&eff, in_force.as_ref().map(|s| s.base()).or(hint));
     let stack_base = stack.base();
     let ctx = PerfContext {
         hw: &hw,
@@ -500,6 +561,11 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             .map(as_fit);
         (Some(oom.to_string()), nearest)
     };
+    let stack_change = if p.fits {
+        None
+    } else {
+        stack_change_that_fits(&ctx, (&base, in_force.as_ref()), &a.stack, &cfg, a.batch)
+    };
     let (calibration, calibration_caveats) = match calibration_file {
         Some((path, c)) => {
             let (used, caveats) = super::calibration_in_force::calibration_used(
@@ -543,6 +609,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         memory_capacity_bytes: hw.hbm_bytes,
         reason,
         nearest_change,
+        stack_change,
         nothing_fits,
         faster_if_it_fit,
         faster_layout,
@@ -994,6 +1061,14 @@ fn print_text(o: &Output) {
                 n.memory_per_gpu_bytes / 1e9
             ),
             None => println!("  fits instead     {NOTHING_FITS}"),
+        }
+        if let Some(c) = &o.stack_change {
+            println!(
+                "  or               {} ({:.0} tokens/s, {:.1} GB per GPU; the layout as given)",
+                c.flags,
+                c.tokens_per_s,
+                c.memory_per_gpu_bytes / 1e9
+            );
         }
     }
 }
