@@ -168,10 +168,14 @@ const DATA_TYPES: [&str; 12] = [
 
 /// The collective named by nccl-tests' own `# Collective test starting: NAME` line.
 pub fn started_collective(text: &str) -> Option<Collective> {
+    started_program(text).and_then(Collective::from_name)
+}
+
+/// The program named on nccl-tests' `# Collective test starting: NAME` line, whatever it is.
+fn started_program(text: &str) -> Option<&str> {
     text.lines().take(200).find_map(|l| {
         let rest = l.trim_start().strip_prefix('#')?.trim_start();
-        let name = rest.strip_prefix("Collective test starting:")?.trim();
-        Collective::from_name(name)
+        Some(rest.strip_prefix("Collective test starting:")?.trim())
     })
 }
 
@@ -252,13 +256,18 @@ pub fn parse(
         .or_else(|| started_collective(text))
         .or_else(|| Collective::from_name(origin))
         .ok_or_else(|| {
-            err(
-                0,
-                "cannot tell the collective: the output has no \"# Collective test starting\" \
-                 line; name the file after the program (all_reduce_perf, all_gather_perf, \
-                 reduce_scatter_perf, sendrecv_perf)"
-                    .into(),
-            )
+            let why = match started_program(text) {
+                // The line is there, for a program the collective model does not use.
+                Some(name) => format!(
+                    "{name} is not one of the collectives copus fits (all_reduce_perf, \
+                     all_gather_perf, reduce_scatter_perf, sendrecv_perf)"
+                ),
+                None => "cannot tell the collective: the output has no \"# Collective test \
+                         starting\" line; name the file after the program (all_reduce_perf, \
+                         all_gather_perf, reduce_scatter_perf, sendrecv_perf)"
+                    .to_string(),
+            };
+            err(0, why)
         })?;
     let mut columns = Columns::CURRENT;
     // Ranks on each host, to tell an even placement from an uneven one.
@@ -743,6 +752,24 @@ fn golden_section(f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64, iters: usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unsupported_program_is_named_as_such() {
+        let text = "# Collective test starting: alltoall_perf\n# nThread 1 nGpus 1\n";
+        let e = parse(text, "log.txt", None).expect_err("not fitted");
+        assert!(
+            e.msg
+                .contains("alltoall_perf is not one of the collectives"),
+            "{}",
+            e.msg
+        );
+        let e = parse("", "log.txt", None).expect_err("empty");
+        assert!(
+            e.msg.contains("no \"# Collective test starting\" line"),
+            "{}",
+            e.msg
+        );
+    }
 
     fn hw() -> HardwareProfile {
         ron::from_str(include_str!("../../../../assets/hardware/h100-sxm.ron")).expect("h100")
