@@ -3017,3 +3017,33 @@ fn a_misfit_caused_by_a_stack_flag_names_that_flag_changed() {
     assert!(ok);
     assert!(out.contains("or               --sharding fsdp2"), "{out}");
 }
+
+/// Sequence parallelism asked of a 2021 stack is a what-if of that stack, said as FP8 there
+/// is; the same layout without it has no such caveat.
+#[test]
+fn sequence_parallelism_on_a_2021_stack_is_a_what_if() {
+    let caveats = |extra: &[&str]| {
+        let mut args = vec![
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "16",
+            "--tp",
+            "2",
+            "--batch",
+            "64",
+            "--stack",
+            "megatron-lm-2021",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        copus_json(&args)["caveats"].to_string()
+    };
+    assert!(
+        caveats(&["--sequence-parallel", "on"]).contains("had no sequence parallelism"),
+        "{}",
+        caveats(&["--sequence-parallel", "on"])
+    );
+    assert!(!caveats(&[]).contains("had no sequence parallelism"));
+}

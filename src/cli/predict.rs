@@ -1370,6 +1370,12 @@ fn setting_caveats(
              what-if of its stack with FP8 GEMMs"
         ));
     }
+    if before_fp8 && eff.sequence_parallel && cfg.tp > 1 {
+        caveats.push(format!(
+            "{stack} had no sequence parallelism (Megatron-LM brought it in 2022, Korthikanti \
+             et al., arXiv 2205.05198): a what-if of its stack with TP's activations sharded"
+        ));
+    }
     if !gpus.is_multiple_of(gpus_per_node.max(1)) {
         caveats.push(format!(
             "{gpus} GPUs are not whole nodes of {gpus_per_node}: placed as if every node were \
