@@ -3047,3 +3047,36 @@ fn sequence_parallelism_on_a_2021_stack_is_a_what_if() {
     );
     assert!(!caveats(&[]).contains("had no sequence parallelism"));
 }
+
+/// Megatron-Core's all-to-all context parallelism with one key/value head per TP rank over 8
+/// CP ranks is said not to run as stated (Transformer Engine asserts whole heads per rank),
+/// as the same layout under DeepSpeed's Ulysses is; the ring is not.
+#[test]
+fn megatron_all_to_all_cp_that_splits_heads_is_a_what_if() {
+    let caveats = |comm: &str| {
+        copus_json(&[
+            "predict",
+            "--model",
+            "llama3-70b",
+            "--gpus",
+            "64",
+            "--tp",
+            "8",
+            "--cp",
+            "8",
+            "--batch",
+            "64",
+            "--cp-comm",
+            comm,
+            "--json",
+        ])["caveats"]
+            .to_string()
+    };
+    let a2a = caveats("all-to-all");
+    assert!(
+        a2a.contains("does not run this configuration as stated")
+            && a2a.contains("1 key/value heads per TP rank"),
+        "{a2a}"
+    );
+    assert!(!caveats("ring").contains("does not run this configuration"));
+}

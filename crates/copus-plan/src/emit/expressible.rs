@@ -77,7 +77,7 @@ pub fn shape_problem(
     // The split's reason first where the framework's own stage counts would fail on it too.
     match target {
         EmitTarget::Json => None,
-        EmitTarget::Megatron => split().or_else(|| megatron(shape, layers)),
+        EmitTarget::Megatron => split().or_else(|| megatron(shape, model, settings)),
         EmitTarget::Torchtitan => split().or_else(|| torchtitan(shape, layers, settings)),
         EmitTarget::Deepspeed => deepspeed(shape, model, settings).or_else(split),
     }
@@ -131,10 +131,17 @@ fn split_problem(
     })
 }
 
-fn megatron(s: &ConfigShape<'_>, layers: u32) -> Option<String> {
+fn megatron(
+    s: &ConfigShape<'_>,
+    model: ModelFacts,
+    settings: &StackSettingsJson,
+) -> Option<String> {
     if (s.pp > 1 || s.vpp > 1)
-        && let Err(why) = stage_split(s.pp, s.vpp, layers, false)
+        && let Err(why) = stage_split(s.pp, s.vpp, model.layers, false)
     {
+        return Some(why);
+    }
+    if let Some(why) = a2a_heads_problem(s, model, settings) {
         return Some(why);
     }
     match s.recompute {
@@ -144,6 +151,25 @@ fn megatron(s: &ConfigShape<'_>, layers: u32) -> Option<String> {
              Megatron's selective recompute covers the attention core only)"
         )),
     }
+}
+
+/// Where context parallelism by all-to-all (Megatron-Core's `--cp-comm-type a2a`, Transformer
+/// Engine's) cannot hand each CP rank whole key/value heads: it asserts that the heads on a TP
+/// rank divide by the CP size.
+pub fn a2a_heads_problem(
+    s: &ConfigShape<'_>,
+    model: ModelFacts,
+    settings: &StackSettingsJson,
+) -> Option<String> {
+    let kv_per_tp = (model.kv_heads / s.tp.max(1)).max(1);
+    (s.cp > 1 && settings.cp_comm == "all_to_all" && !kv_per_tp.is_multiple_of(s.cp)).then(|| {
+        format!(
+            "context parallelism by all-to-all over {} ranks with {kv_per_tp} key/value heads \
+             per TP rank (Transformer Engine's all-to-all hands each rank whole heads and \
+             asserts that they divide by the CP size; --cp-comm ring runs it)",
+            s.cp
+        )
+    })
 }
 
 fn torchtitan(s: &ConfigShape<'_>, layers: u32, settings: &StackSettingsJson) -> Option<String> {
@@ -405,6 +431,29 @@ mod tests {
             );
             assert_eq!(shape_problem(t, &uneven, facts126, &mc), None);
         }
+    }
+
+    /// Megatron-Core's all-to-all context parallelism (Transformer Engine's) needs the key/value
+    /// heads on a TP rank to divide by the CP size; the ring has no such limit.
+    #[test]
+    fn megatron_refuses_an_all_to_all_that_splits_heads() {
+        let dense = facts(false);
+        let mut a2a = settings(StackPreset::MegatronCore);
+        a2a.cp_comm = "all_to_all";
+        // (8 key/value heads over TP 2: 4 a TP rank.)
+        let four = shape(1, 1, 4, 1, "selective");
+        let eight = shape(1, 1, 8, 1, "selective");
+        assert_eq!(
+            shape_problem(EmitTarget::Megatron, &four, dense, &a2a),
+            None
+        );
+        let why = shape_problem(EmitTarget::Megatron, &eight, dense, &a2a).expect("refused");
+        assert!(why.contains("4 key/value heads per TP rank"), "{why}");
+        a2a.cp_comm = "ring";
+        assert_eq!(
+            shape_problem(EmitTarget::Megatron, &eight, dense, &a2a),
+            None
+        );
     }
 
     #[test]
