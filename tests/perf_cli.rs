@@ -39,6 +39,15 @@ pub(crate) fn copus_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
 }
 
+/// `copus predict` with the space-separated `layout` and `extra` flags, then `--json`, parsed.
+fn predict_json(layout: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["predict"];
+    args.extend(layout.split_whitespace());
+    args.extend_from_slice(extra);
+    args.push("--json");
+    copus_json(&args)
+}
+
 #[test]
 fn predict_json_has_the_documented_fields_and_picks_mbs() {
     let (ok, out, err) = copus(&[
@@ -2948,26 +2957,10 @@ fn a_timed_run_calibrates_grid_and_plan_as_the_explorer_unless_one_is_named() {
 #[test]
 fn tp_overlap_is_not_costed_without_sequence_parallelism() {
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "predict",
-            "--model",
-            "llama3-8b",
-            "--gpus",
-            "16",
-            "--tp",
-            "2",
-            "--pp",
-            "1",
-            "--batch",
-            "64",
-            "--mbs",
-            "1",
-            "--recompute",
-            "full",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        copus_json(&args)
+        predict_json(
+            "--model llama3-8b --gpus 16 --tp 2 --pp 1 --batch 64 --mbs 1 --recompute full",
+            extra,
+        )
     };
     let sp_off = run(&["--sequence-parallel", "off"]);
     let both_off = run(&["--sequence-parallel", "off", "--tp-overlap", "off"]);
@@ -3023,22 +3016,11 @@ fn a_misfit_caused_by_a_stack_flag_names_that_flag_changed() {
 #[test]
 fn sequence_parallelism_on_a_2021_stack_is_a_what_if() {
     let caveats = |extra: &[&str]| {
-        let mut args = vec![
-            "predict",
-            "--model",
-            "llama3-8b",
-            "--gpus",
-            "16",
-            "--tp",
-            "2",
-            "--batch",
-            "64",
-            "--stack",
-            "megatron-lm-2021",
-            "--json",
-        ];
-        args.extend_from_slice(extra);
-        copus_json(&args)["caveats"].to_string()
+        predict_json(
+            "--model llama3-8b --gpus 16 --tp 2 --batch 64 --stack megatron-lm-2021",
+            extra,
+        )["caveats"]
+            .to_string()
     };
     assert!(
         caveats(&["--sequence-parallel", "on"]).contains("had no sequence parallelism"),
@@ -3054,22 +3036,10 @@ fn sequence_parallelism_on_a_2021_stack_is_a_what_if() {
 #[test]
 fn megatron_all_to_all_cp_that_splits_heads_is_a_what_if() {
     let caveats = |comm: &str| {
-        copus_json(&[
-            "predict",
-            "--model",
-            "llama3-70b",
-            "--gpus",
-            "64",
-            "--tp",
-            "8",
-            "--cp",
-            "8",
-            "--batch",
-            "64",
-            "--cp-comm",
-            comm,
-            "--json",
-        ])["caveats"]
+        predict_json(
+            "--model llama3-70b --gpus 64 --tp 8 --cp 8 --batch 64",
+            &["--cp-comm", comm],
+        )["caveats"]
             .to_string()
     };
     let a2a = caveats("all-to-all");
