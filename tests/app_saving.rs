@@ -720,3 +720,34 @@ fn open_names_the_flag_not_a_session_file_that_does_not_exist() {
     // A batch of the grid is taken.
     assert_eq!(open(&|a| a.current_batch = Some(64)), "opened");
 }
+
+/// The save-as prompt comes pre-filled with the session's path: Ctrl+W deletes its last
+/// word (up to a `/`) and Ctrl+U the whole line, as in a shell (typed text was appended to
+/// it, and only Backspace, once a character, took it away).
+#[test]
+fn the_save_as_prompt_clears_with_ctrl_u_and_ctrl_w() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = measured_project(dir.path());
+    let resolved = copus::session::Session::load(&session)
+        .expect("loads")
+        .resolve(&session)
+        .expect("resolves");
+    let mut app = App::loading(resolved);
+    press(&mut app, KeyCode::Char('S'));
+    let ctrl = |app: &mut App, c: char| {
+        let msg = keys::key_to_msg(app, KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
+            .expect("a prompt edit");
+        update(app, msg);
+    };
+    let full = app.prompt_text().expect("prompt").to_string();
+    assert!(full.ends_with("measured.ron"), "{full}");
+    ctrl(&mut app, 'w');
+    let cut = app.prompt_text().expect("prompt").to_string();
+    assert!(
+        cut.ends_with('/') && full.starts_with(&cut),
+        "{full} -> {cut}"
+    );
+    ctrl(&mut app, 'u');
+    assert_eq!(app.prompt_text(), Some(""));
+    assert!(app.prompt().is_some(), "the prompt stays open");
+}

@@ -160,6 +160,11 @@ pub enum PromptEdit {
     Char(char),
     /// Delete the last character.
     Backspace,
+    /// Delete the whole text (Ctrl+U, as in a shell: the save-as path comes pre-filled).
+    Clear,
+    /// Delete the last word and the separators after it (Ctrl+W, as in a shell; a path's
+    /// `/` separates words).
+    DeleteWord,
     /// Accept the text.
     Submit,
 }

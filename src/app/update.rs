@@ -512,6 +512,15 @@ fn prompt(app: &mut App, edit: PromptEdit) -> Vec<Effect> {
         PromptEdit::Backspace => {
             p.text.pop();
         }
+        PromptEdit::Clear => p.text.clear(),
+        PromptEdit::DeleteWord => {
+            let is_sep = |c: char| c.is_whitespace() || c == '/';
+            let kept = p
+                .text
+                .trim_end_matches(is_sep)
+                .trim_end_matches(|c| !is_sep(c));
+            p.text.truncate(kept.len());
+        }
         PromptEdit::Submit if p.kind == PromptKind::Filter => {
             let text = p.text.clone();
             app.close(OverlayKind::Prompt);

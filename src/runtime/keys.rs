@@ -64,6 +64,8 @@ pub fn key_to_msg(app: &App, key: KeyEvent) -> Option<Msg> {
             KeyCode::Char('c') if ctrl => Some(Msg::Quit),
             KeyCode::Enter => Some(Msg::Prompt(PromptEdit::Submit)),
             KeyCode::Backspace => Some(Msg::Prompt(PromptEdit::Backspace)),
+            KeyCode::Char('u') if ctrl => Some(Msg::Prompt(PromptEdit::Clear)),
+            KeyCode::Char('w') if ctrl => Some(Msg::Prompt(PromptEdit::DeleteWord)),
             KeyCode::Char(c) if !ctrl => Some(Msg::Prompt(PromptEdit::Char(c))),
             _ => None,
         };
