@@ -50,24 +50,32 @@ fn timed_run(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
+/// The session over [`timed_run`]'s file in `dir` on one node of 8 H100, with `extra` fields
+/// (each followed by a comma), resolved.
+fn timed_session(dir: &std::path::Path, extra: &str) -> copus::session::Resolved {
+    let session_path = dir.join("s.ron");
+    std::fs::write(
+        &session_path,
+        format!(
+            r#"(name: "timed", model: Named("llama-7b"),
+            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 8),
+            source: Stats(path: "run.ndjson"), {extra}
+            search: (batch_sizes: [16, 32, 64], micro_batches: [1, 2, 4], zero: [1],
+                     recompute: [Selective], interleave: [1], allow_cross_node_tp: false))"#
+        ),
+    )
+    .expect("session");
+    Session::load(&session_path)
+        .expect("loads")
+        .resolve(&session_path)
+        .expect("resolves")
+}
+
 #[test]
 fn a_timed_run_calibrates_the_explorer_and_the_editor_switches_models() {
     let dir = tempfile::tempdir().expect("tempdir");
     timed_run(dir.path());
-    let session_path = dir.path().join("s.ron");
-    std::fs::write(
-        &session_path,
-        r#"(name: "timed", model: Named("llama-7b"),
-            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 8),
-            source: Stats(path: "run.ndjson"),
-            search: (batch_sizes: [16, 32, 64], micro_batches: [1, 2, 4], zero: [1],
-                     recompute: [Selective], interleave: [1], allow_cross_node_tp: false))"#,
-    )
-    .expect("session");
-    let resolved = Session::load(&session_path)
-        .expect("loads")
-        .resolve(&session_path)
-        .expect("resolves");
+    let resolved = timed_session(dir.path(), "");
     let loaded = copus::pipeline::load(&resolved).expect("source loads");
     let cal = loaded
         .calibration
@@ -141,20 +149,7 @@ fn a_named_calibration_stays_in_force_over_the_runs_own_fit() {
         recompute: Vec::new(),
     };
     std::fs::write(dir.path().join("slow.ron"), slow.to_ron().expect("ron")).expect("write");
-    let session_path = dir.path().join("s.ron");
-    std::fs::write(
-        &session_path,
-        r#"(name: "timed", model: Named("llama-7b"),
-            cluster: (hardware: Named("h100-sxm"), nodes: 1, gpus_per_node: 8),
-            source: Stats(path: "run.ndjson"), calibration: Some("slow.ron"),
-            search: (batch_sizes: [16, 32, 64], micro_batches: [1, 2, 4], zero: [1],
-                     recompute: [Selective], interleave: [1], allow_cross_node_tp: false))"#,
-    )
-    .expect("session");
-    let resolved = Session::load(&session_path)
-        .expect("loads")
-        .resolve(&session_path)
-        .expect("resolves");
+    let resolved = timed_session(dir.path(), r#"calibration: Some("slow.ron"),"#);
     let loaded = copus::pipeline::load(&resolved).expect("source loads");
     assert!(loaded.calibration.is_some(), "the run has its own fit");
     let mut app = App::loading(resolved);
