@@ -2273,6 +2273,24 @@ fn a_link_faster_than_the_profile_allows_and_another_gpu_are_caveats_in_json() {
             .all(|c| !c.contains("is a bound") && !c.contains("ran on")),
         "{h100}"
     );
+    // Past the link's datasheet within one H100 node is NVLink SHARP, not another GPU: the
+    // caveat says so (it named --hardware alone, the wrong lead there); on the A100 profile
+    // (no NVLS) it does not.
+    std::fs::write(&one, nccl_all_reduce(8, 1, 20e-6, 475e9)).expect("writes");
+    let nvls = copus_json(&[
+        "calibrate",
+        "--nccl",
+        one.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--json",
+    ]);
+    let caveats = nvls["caveats"].to_string();
+    assert!(
+        caveats.contains("is a bound") && caveats.contains("NCCL_NVLS_ENABLE=0"),
+        "{nvls}"
+    );
+    assert!(!v["caveats"].to_string().contains("NVLS"), "{v}");
 }
 
 #[test]

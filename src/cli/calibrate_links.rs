@@ -185,8 +185,22 @@ fn at_the_floor(
 
 /// A link scale the fit drove to its roof (the datasheet's bandwidth, 1 / the profile's link
 /// efficiency): the files measured a link faster than the profile allows, so the fitted value
-/// is a bound, not a measurement.
-fn at_the_roof(params: &crate::perf::EfficiencyParams, hw: &HardwareProfile) -> Vec<String> {
+/// is a bound, not a measurement. Within a node that is what NVLink SHARP does (NCCL's NVLS
+/// reduces inside the NVSwitch, and its bus bandwidth passes the link's), so a one-node
+/// collective that NVLS runs is named as the likelier cause than the wrong `--hardware`.
+fn at_the_roof(
+    params: &crate::perf::EfficiencyParams,
+    hw: &HardwareProfile,
+    runs: &[nccl::NcclRun],
+) -> Vec<String> {
+    // NVLS needs third-generation NVSwitch: the SXM boards of H100, H800 and H200.
+    let nvls_gpu = ["h100-sxm", "h200", "h800"]
+        .iter()
+        .any(|g| hw.name.starts_with(g));
+    let in_switch = nvls_gpu
+        && runs
+            .iter()
+            .any(|r| r.nodes == 1 && r.collective != nccl::Collective::SendRecv);
     [
         (
             "intra_link_scale",
@@ -204,10 +218,17 @@ fn at_the_roof(params: &crate::perf::EfficiencyParams, hw: &HardwareProfile) -> 
     .into_iter()
     .filter(|(_, v, eff, _)| *eff > 0.0 && (v * eff - 1.0).abs() < 1e-6)
     .map(|(name, v, _, link)| {
+        let why = if in_switch && link == "scale-up" {
+            ". On NVSwitch nodes of this GPU a one-node collective runs NVLink SHARP, reduced \
+             inside the switch, which the model does not hold: measure with \
+             NCCL_NVLS_ENABLE=0 to fit the links themselves, else check --hardware"
+        } else {
+            " (check --hardware)"
+        };
         format!(
-            "{name} {v:.4} is the datasheet's {link} bandwidth, the most the model allows: the \
-             files measured a faster link than the {} profile's peak (check --hardware), so \
-             the value is a bound",
+            "{name} {v:.4} is the datasheet's {link} bandwidth, the most the model allows, so \
+             the value is a bound: the files measured a faster link than the {} profile's \
+             peak{why}",
             hw.name
         )
     })
@@ -278,6 +299,7 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
             params: fit.params.clone(),
             stack: None,
             recompute: Vec::new(),
+            unwritten: Vec::new(),
         };
         fsutil::write_atomic(out, file.to_ron()?.as_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
@@ -291,7 +313,7 @@ pub fn run(a: &CalibrateArgs, hw: &HardwareProfile) -> anyhow::Result<()> {
         links: nccl::LinkSummary::of(hw, &fit.params),
         caveats: {
             caveats.extend(links_not_separated(&runs));
-            caveats.extend(at_the_roof(&fit.params, hw));
+            caveats.extend(at_the_roof(&fit.params, hw, &runs));
             caveats.extend(at_the_floor(&fit.params, &start));
             caveats.extend(far_from_the_profile(&params, &start));
             caveats
