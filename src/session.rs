@@ -541,7 +541,7 @@ impl Resolved {
             return e.clone();
         }
         match &self.calibration {
-            Some(c) if self.use_calibration => c.params.clone(),
+            Some(c) if self.use_calibration => c.params_on(&self.hardware.efficiency),
             _ => self.hardware.efficiency.clone(),
         }
     }

@@ -447,6 +447,7 @@ fn the_plateau_row_steps_back_to_the_fitted_value() {
         params,
         stack: None,
         recompute: Vec::new(),
+        unwritten: Vec::new(),
     });
     assert_eq!(cal.efficiency().max_eff, 0.5123);
     whatif::apply(&mut cal, Field::GemmPlateau, -1).expect("down");

@@ -147,6 +147,7 @@ fn a_named_calibration_stays_in_force_over_the_runs_own_fit() {
         },
         stack: None,
         recompute: Vec::new(),
+        unwritten: Vec::new(),
     };
     std::fs::write(dir.path().join("slow.ron"), slow.to_ron().expect("ron")).expect("write");
     let resolved = timed_session(dir.path(), r#"calibration: Some("slow.ron"),"#);

@@ -379,6 +379,7 @@ pub(crate) fn calibration_file(
         params,
         stack: None,
         recompute: Vec::new(),
+        unwritten: Vec::new(),
     }
 }
 

@@ -658,6 +658,7 @@ fn mutated_calibration() -> impl Strategy<Value = String> {
         params: copus::perf::EfficiencyParams::default(),
         stack: Some("megatron-core".into()),
         recompute: Vec::new(),
+        unwritten: Vec::new(),
     }
     .to_ron()
     .expect("ron");

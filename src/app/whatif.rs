@@ -224,7 +224,11 @@ fn with_unedited(
 ) -> Vec<f64> {
     let mut stops: Vec<f64> = items.to_vec();
     stops.push(value(&r.hardware.efficiency));
-    stops.extend(r.calibration.as_ref().map(|c| value(&c.params)));
+    stops.extend(
+        r.calibration
+            .as_ref()
+            .map(|c| value(&c.params_on(&r.hardware.efficiency))),
+    );
     stops.retain(|x| x.is_finite());
     stops.sort_by(f64::total_cmp);
     stops.dedup();

@@ -818,6 +818,7 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             r.dedup();
             r
         },
+        unwritten: Vec::new(),
     };
     check_fitted(
         &file.params,

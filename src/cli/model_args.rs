@@ -175,8 +175,9 @@ pub fn load_calibration(p: &Path) -> anyhow::Result<CalibrationFile> {
 
 /// The efficiency parameters of calibration `c` to use on `hw` (a calibration fitted on other
 /// hardware is a caveat of the output that uses it: `calibration_in_force`).
-pub fn calibrated(_hw: &HardwareProfile, _p: &Path, c: &CalibrationFile) -> EfficiencyParams {
-    c.params.clone()
+/// Parameters the file does not write come from `hw`'s profile.
+pub fn calibrated(hw: &HardwareProfile, _p: &Path, c: &CalibrationFile) -> EfficiencyParams {
+    c.params_on(&hw.efficiency)
 }
 
 /// Whether `path` is a run's data (a stats file or a dump directory), not a session.

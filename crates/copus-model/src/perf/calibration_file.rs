@@ -41,6 +41,11 @@ pub struct CalibrationFile {
     /// files written before it was recorded and for fits without steps (links).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recompute: Vec<String>,
+    /// Parameters the file's `params` does not write (a file from before they existed, or
+    /// edited by hand): [`CalibrationFile::params_on`] takes them from the hardware profile
+    /// in use and [`CalibrationFile::caveats_for`] says so. Never written.
+    #[serde(skip)]
+    pub unwritten: Vec<String>,
 }
 
 /// Why a calibration file could not be read or written.
@@ -136,11 +141,39 @@ impl CalibrationFile {
             && !c.recompute.is_empty()
             && !c.recompute.iter().any(|m| m == r)
         {
+            // The hint names a policy the stack in force runs (a torchtitan fit's `op` is
+            // no Megatron-Core flag).
+            let base = to.stack.base();
+            let runs = |m: &&String| {
+                super::Recompute::parse(m).is_some_and(|p| base.recompute_policies().contains(&p))
+            };
+            let hint = match c.recompute.iter().find(runs) {
+                Some(m) => {
+                    format!("give --recompute {m} to predict the runs as they were measured")
+                }
+                None => format!(
+                    "{} runs none of those, so the runs cannot be predicted as they were measured",
+                    base.name()
+                ),
+            };
             caveats.push(format!(
                 "calibrated on steps run with recompute {}, predicted here with recompute {r}: \
-                 give --recompute {} to predict the runs as they were measured",
+                 {hint}",
                 c.recompute.join(", "),
-                c.recompute[0]
+            ));
+        }
+        if !c.unwritten.is_empty() {
+            let (them, value) = if c.unwritten.len() == 1 {
+                ("it", "value")
+            } else {
+                ("them", "values")
+            };
+            caveats.push(format!(
+                "the calibration gives no {}: the {} profile's {value} {} used for {them} \
+                 (a file from an older copus, or edited by hand)",
+                c.unwritten.join(", "),
+                to.hardware,
+                if c.unwritten.len() == 1 { "is" } else { "are" },
             ));
         }
         if c.hardware != to.hardware {
@@ -171,15 +204,57 @@ impl CalibrationFile {
                 path: path.display().to_string(),
                 msg,
             })?;
-        let mut params = file.params.upgrade_legacy();
+        let mut params = file.params.clone().upgrade_legacy();
+        let mut unwritten = file.unwritten_params(&text);
         // Files written before the stage split was a setting (2026-12-06) carry none: the split
         // of the preset they were fitted under, not the generic default.
         if !text.contains("stage_split")
             && let Some(preset) = file.stack.as_deref().and_then(preset_of_label)
         {
             params.stage_split = preset.settings().stage_split;
+            unwritten.retain(|name| name != "stage_split");
         }
-        Ok(Self { params, ..file })
+        Ok(Self {
+            params,
+            unwritten,
+            ..file
+        })
+    }
+
+    /// The known parameters `text`'s `params` does not write (a legacy field counts for the
+    /// parameter it became); empty where the names cannot be read apart.
+    fn unwritten_params(&self, text: &str) -> Vec<String> {
+        let Some(written) = params_fields(text) else {
+            return Vec::new();
+        };
+        let legacy_cross_entropy = written.iter().any(|n| n == "fused_cross_entropy");
+        param_names()
+            .into_iter()
+            .filter(|name| !written.contains(name))
+            .filter(|name| !(legacy_cross_entropy && name == "cross_entropy"))
+            .collect()
+    }
+
+    /// The efficiency parameters to predict with on a GPU whose profile gives `profile`: this
+    /// calibration's, with those its file does not write ([`CalibrationFile::unwritten`])
+    /// taken from `profile` instead of copus's generic defaults.
+    pub fn params_on(&self, profile: &EfficiencyParams) -> EfficiencyParams {
+        if self.unwritten.is_empty() {
+            return self.params.clone();
+        }
+        let (Ok(serde_json::Value::Object(mut ours)), Ok(serde_json::Value::Object(theirs))) = (
+            serde_json::to_value(&self.params),
+            serde_json::to_value(profile),
+        ) else {
+            return self.params.clone();
+        };
+        for name in &self.unwritten {
+            if let Some(v) = theirs.get(name) {
+                ours.insert(name.clone(), v.clone());
+            }
+        }
+        serde_json::from_value(serde_json::Value::Object(ours))
+            .unwrap_or_else(|_| self.params.clone())
     }
 
     /// What the file's `text` says that no calibration says: a fitted parameter absent from
@@ -301,6 +376,7 @@ mod tests {
             params: EfficiencyParams::default(),
             stack: Some(stack.into()),
             recompute: owned(recompute),
+            unwritten: Vec::new(),
         }
         .to_ron()
         .expect("ron")
@@ -329,6 +405,46 @@ mod tests {
         std::fs::write(&path, text.replacen("h100-sxm", "h100-sxm\", \"x", 1)).expect("write");
         let e = CalibrationFile::load(&path).expect_err("bad").to_string();
         assert!(!e.contains("the file ends there"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A parameter the file does not write comes from the hardware profile in use, not from
+    /// copus's generic default, and the caveats say so: an A100 calibration missing its
+    /// `mem_eff` line ran with the H100-class 0.8 and said nothing.
+    #[test]
+    fn an_unwritten_parameter_comes_from_the_profile_and_is_said() {
+        let dir = std::env::temp_dir().join(format!("copus-cal-unwritten-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let text = calibration_text("megatron-core", &["max_eff"], &[]);
+        let path = dir.join("edited.ron");
+        std::fs::write(&path, without_field(&text, "mem_eff")).expect("write");
+        let read = CalibrationFile::load(&path).expect("load");
+        assert_eq!(read.unwritten, ["mem_eff"]);
+        let profile = EfficiencyParams {
+            mem_eff: 0.5,
+            max_eff: 0.3,
+            ..EfficiencyParams::default()
+        };
+        let used = read.params_on(&profile);
+        assert_eq!(used.mem_eff, 0.5);
+        assert_eq!(
+            used.max_eff, read.params.max_eff,
+            "written values are the file's"
+        );
+        let stack =
+            super::super::stack::Stack::preset(super::super::stack::StackPreset::MegatronCore);
+        let caveats = read.caveats_for(&CalibrationUse {
+            model: "llama3-8b",
+            recompute: None,
+            stack: &stack,
+            hardware: "a100-80g",
+        });
+        assert!(
+            caveats
+                .iter()
+                .any(|c| c.contains("gives no mem_eff") && c.contains("a100-80g profile's value")),
+            "{caveats:?}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -373,7 +489,9 @@ mod tests {
         );
         // A parameter that was not fitted may be missing (files older than the parameter).
         let old = without_field(&text, "fp8_max_eff");
-        assert!(load("old.ron", &old).is_ok());
+        let read = load("old.ron", &old).expect("old");
+        assert_eq!(read.unwritten, ["fp8_max_eff"]);
+        assert!(load("good.ron", &text).expect("good").unwritten.is_empty());
         let e = load(
             "stack.ron",
             &text.replace("\"megatron-core\"", "\"megatron\""),
@@ -382,6 +500,23 @@ mod tests {
         assert!(
             e.contains("stack: \"megatron\" names no stack preset"),
             "{e}"
+        );
+        // A policy the stack in force does not run is not advised as a flag.
+        let op = load("op.ron", &text.replace("\"selective\"", "\"op\"")).expect("op");
+        let stack =
+            super::super::stack::Stack::preset(super::super::stack::StackPreset::MegatronCore);
+        let caveats = op.caveats_for(&CalibrationUse {
+            model: "llama3-8b",
+            recompute: Some("full"),
+            stack: &stack,
+            hardware: "h100-sxm",
+        });
+        let said = caveats.join("\n");
+        assert!(
+            said.contains("recompute op, predicted here with recompute full")
+                && !said.contains("--recompute op")
+                && said.contains("megatron-core runs none of those"),
+            "{said}"
         );
         let e =
             load("rc.ron", &text.replace("\"selective\"", "\"sometimes\"")).expect_err("recompute");

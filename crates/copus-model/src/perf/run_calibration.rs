@@ -89,6 +89,7 @@ pub fn calibrate_run(
             params: fit.params,
             stack: None,
             recompute: Vec::new(),
+            unwritten: Vec::new(),
         },
     })
 }
