@@ -21,6 +21,11 @@ use std::path::{Path, PathBuf};
 
 /// Arguments of `copus calibrate`.
 #[derive(Debug, Args)]
+#[command(mut_arg("stack", |a| a.help(
+    "Training stack preset the measurements ran under: the framework's defaults [default: the\n\
+     stack of the --calibration file started from, else the hardware file's: megatron-core for\n\
+     the shipped profiles]. A setting flag without --stack changes that setting of it"
+)))]
 pub struct CalibrateArgs {
     /// Measured step times: a CSV (`dp,tp,pp,mbs,batch,step_time_s`, optional
     /// `zero,recompute,vpp,cp,ep`) or a stats .ndjson whose records carry `step_time_s` and
