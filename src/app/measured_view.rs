@@ -150,8 +150,10 @@ pub fn fit_segments(segments: &[String], width: usize) -> String {
 pub enum CauseKind {
     /// A learning-rate change point (`lr_change`).
     LrChange,
-    /// A sudden level jump of the squared norms (`loss_scale_jump`).
+    /// A sudden level jump of the squared norms by a power of 4 (`loss_scale_jump`).
     LossScaleJump,
+    /// A sudden level jump by another factor (`level_jump`).
+    LevelJump,
     /// A stretch where the smoothed |G|² is not positive (`non_positive_smoothed_g2`).
     NonPositiveG2,
     /// Steps skipped for NaN/Inf values (`non_finite_skipped`).
@@ -164,6 +166,7 @@ impl CauseKind {
         match self {
             CauseKind::LrChange => '◆',
             CauseKind::LossScaleJump => '↯',
+            CauseKind::LevelJump => '↕',
             CauseKind::NonPositiveG2 => '░',
             CauseKind::NonFinite => '✕',
         }
@@ -174,6 +177,7 @@ impl CauseKind {
         match self {
             CauseKind::LrChange => "lr change",
             CauseKind::LossScaleJump => "loss-scale jump",
+            CauseKind::LevelJump => "level jump",
             CauseKind::NonPositiveG2 => "|G|²≤0",
             CauseKind::NonFinite => "NaN step",
         }
@@ -184,6 +188,7 @@ impl CauseKind {
         match self {
             CauseKind::LrChange => DiagnosticKind::LrChange,
             CauseKind::LossScaleJump => DiagnosticKind::LossScaleJump,
+            CauseKind::LevelJump => DiagnosticKind::LevelJump,
             CauseKind::NonPositiveG2 => DiagnosticKind::NonPositiveSmoothedG2,
             CauseKind::NonFinite => DiagnosticKind::NonFiniteSkipped,
         }
@@ -194,6 +199,7 @@ impl CauseKind {
         [
             CauseKind::LrChange,
             CauseKind::LossScaleJump,
+            CauseKind::LevelJump,
             CauseKind::NonPositiveG2,
             CauseKind::NonFinite,
         ]

@@ -69,8 +69,9 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, keymap: &Keymap, scroll: u16)
         .collect();
     lines.push(Line::from(""));
     lines.push(Line::from(
-        " Timeline marks (measured runs): ◆ lr change · ↯ loss-scale jump · ░ |G|²≤0 · ✕ NaN step",
+        " Timeline marks (measured runs): ◆ lr change · ↯ loss-scale jump · ↕ level jump",
     ));
+    lines.push(Line::from("   ░ |G|²≤0 · ✕ NaN step"));
     lines.push(Line::from(
         "   + compared run (open A --compare B) · ≠ the two differ beyond their intervals",
     ));

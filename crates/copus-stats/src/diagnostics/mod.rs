@@ -31,8 +31,13 @@ pub enum DiagnosticKind {
     TooFewSteps,
     /// b_small or b_big changes during the run.
     BatchSizeChange,
-    /// Squared norms jump together by a factor ≥ 3.5 (AMP loss scale not divided out?).
+    /// Squared norms jump together by about a power of 4 (×4, ×16, ×¼: an AMP loss scale
+    /// not divided out).
     LossScaleJump,
+    /// Squared norms change level together by ≥ 3× at once and stay, by a factor no loss
+    /// scale moves them by: the run itself changed (learning rate, data, a restart), or the
+    /// fast fall of early training.
+    LevelJump,
     /// Lines or records with NaN/±Inf values were skipped.
     NonFiniteSkipped,
     /// The producer flagged steps as skipped.
@@ -106,6 +111,10 @@ impl DiagnosticKind {
             K::BatchSizeChange => "compare estimates within stretches of equal batch size",
             K::LossScaleJump => {
                 "divide the squared norms by the loss scale squared before writing them"
+            }
+            K::LevelJump => {
+                "compare estimates within the stretches between the named steps (a change \
+                 of learning rate or data, or a restart, moves both norms at once)"
             }
             K::NonFiniteSkipped => "look at the named steps for overflowing gradients or loss",
             K::ProducerSkipped => "nothing, unless many steps are skipped",
@@ -255,13 +264,11 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
             Diagnostic::new(DiagnosticKind::BatchSizeChange, Severity::Info, msg).at(s, last.0),
         );
     }
-    if let (Some(first), Some(last)) = (jumps.first(), jumps.last()) {
-        let why = if near_power_of_four(first.1) {
-            "an AMP loss scale that was not divided out (norms need /scale^2)?"
-        } else {
-            "not a power of 4, the step an AMP loss scale moves squared norms by: a change in \
-             the run itself (learning rate, data, a restart from another state)?"
-        };
+    // A loss scale moves squared norms by powers of 4; any other factor is the run itself,
+    // and its advice is not the loss scale's (a plain SGD run was told to divide by one).
+    let (scaled, other): (Vec<_>, Vec<_>) = jumps.iter().partition(|j| near_power_of_four(j.1));
+    let jump_diagnostic = |jumps: &[&(u64, f64)], kind, severity, why: &str| {
+        let (first, last) = (jumps.first()?, jumps.last()?);
         let msg = format!(
             "{} sudden level jump(s) of both squared norms, first at step {} by x{:.2}: {why}",
             jumps.len(),
@@ -269,22 +276,37 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
             first.1
         );
         let at: Vec<[u64; 2]> = jumps.iter().map(|j| [j.0, j.0]).collect();
-        out.push(
-            Diagnostic::new(DiagnosticKind::LossScaleJump, Severity::Warning, msg)
+        Some(
+            Diagnostic::new(kind, severity, msg)
                 .at(first.0, last.0)
                 .located(&at),
-        );
-    }
+        )
+    };
+    out.extend(jump_diagnostic(
+        &scaled,
+        DiagnosticKind::LossScaleJump,
+        Severity::Warning,
+        "by a power of 4, the step an AMP loss scale moves squared norms by: a loss scale \
+         that was not divided out (norms need /scale^2)?",
+    ));
+    out.extend(jump_diagnostic(
+        &other,
+        DiagnosticKind::LevelJump,
+        Severity::Info,
+        "not a power of 4, so no loss scale: a change in the run itself (learning rate, \
+         data, a restart from another state) or the fast fall of early training",
+    ));
     out.extend(lr::lr_change(records));
     out.extend(tokens_not_increasing(records));
     out
 }
 
-/// Whether a factor is within about 15 % of a power of 4 (4, 16, ¼, …): what a loss scale
-/// that moves by powers of 2 does to squared norms it was not divided out of.
+/// Whether a factor is within about 23 % of a power of 4 (4, 16, ¼, …): what a loss scale
+/// that moves by powers of 2 does to squared norms it was not divided out of. The margin is
+/// the noise of [`level_factor`] on noisy norms (a ×4 read ×4.4); ×3 and ×6 stay outside it.
 fn near_power_of_four(factor: f64) -> bool {
     let k = factor.abs().log(4.0);
-    k.is_finite() && k.round() != 0.0 && (k - k.round()).abs() < 0.1
+    k.is_finite() && k.round() != 0.0 && (k - k.round()).abs() < 0.15
 }
 
 /// The info diagnostic for steps (in step order) whose cumulative `tokens` are negative or
@@ -327,6 +349,8 @@ fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
     let big: Vec<f64> = records.iter().map(|r| r.sq_big).collect();
     let (med_small, med_big) = (window_medians(&small), window_medians(&big));
     let mut out = Vec::new();
+    // Where the current level starts: the last jump (the factor's "before" stays after it).
+    let mut level_start = 0;
     let mut t = w;
     while t + w <= records.len() {
         let before = med_small[t - w];
@@ -335,14 +359,77 @@ fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
         let ratio_big = med_big[t] / med_big[t - w];
         let up = ratio >= 3.0 && here >= 3.0 && ratio_big >= 2.0;
         let down = ratio <= 1.0 / 3.0 && here <= 1.0 / 3.0 && ratio_big <= 0.5;
-        if before > 0.0 && (up || down) {
-            out.push((records[t].step, ratio));
+        let factor = (before > 0.0 && (up || down))
+            .then(|| level_factor(&small, &big, level_start, t))
+            .filter(|f| stands_out(&small, level_start, t, *f));
+        if let Some(factor) = factor {
+            out.push((records[t].step, factor));
+            level_start = t;
             t += w;
         } else {
             t += 1;
         }
     }
     out
+}
+
+/// Steps on each side of a detected jump whose means measure its factor.
+const FACTOR_SPAN: usize = 10 * JUMP_WINDOW;
+
+/// The factor of the level jump at `t`: the geometric mean of both norms' ratios of the mean
+/// over up to [`FACTOR_SPAN`] steps from `t` to the mean over as many before it (from
+/// `level_start`, the previous jump, at the earliest). Five steps
+/// a side (the detection's medians) read a ×4 as ×4.6 on noisy norms, no power of 4.
+fn level_factor(small: &[f64], big: &[f64], level_start: usize, t: usize) -> f64 {
+    let ratio = |x: &[f64]| {
+        let before = mean(&x[t.saturating_sub(FACTOR_SPAN).max(level_start)..t]);
+        let after = mean(&x[t..(t + FACTOR_SPAN).min(x.len())]);
+        after / before
+    };
+    let (rs, rb) = (ratio(small), ratio(big));
+    if rs > 0.0 && rb > 0.0 {
+        (rs * rb).sqrt()
+    } else {
+        rs
+    }
+}
+
+/// How many of the norm's own step-to-step spreads (in logarithm) a level jump must span.
+const JUMP_SPREADS: f64 = 3.0;
+
+/// Whether a jump by `factor` at `t` stands out of the squared norm's own scatter: its
+/// logarithm is at least [`JUMP_SPREADS`] times the robust spread of `ln sq_small` over the
+/// spans either side. A run whose norms swing ×10 from step to step (plain SGD at a high
+/// learning rate) crosses ×3 between five-step medians by chance, and was called a jump 14
+/// times in 300 steps; a loss scale moves a steady level.
+fn stands_out(small: &[f64], level_start: usize, t: usize, factor: f64) -> bool {
+    let before = &small[t.saturating_sub(FACTOR_SPAN).max(level_start)..t];
+    let after = &small[t..(t + FACTOR_SPAN).min(small.len())];
+    let spread = 0.5 * (log_spread(before) + log_spread(after));
+    factor.ln().abs() >= JUMP_SPREADS * spread
+}
+
+/// The robust standard deviation of `ln x` over the positive values of `x`: 1.4826 × the
+/// median absolute deviation (0 with fewer than two).
+fn log_spread(x: &[f64]) -> f64 {
+    let mut logs: Vec<f64> = x.iter().filter(|v| **v > 0.0).map(|v| v.ln()).collect();
+    if logs.len() < 2 {
+        return 0.0;
+    }
+    let mid = median_in_place(&mut logs);
+    let mut dev: Vec<f64> = logs.iter().map(|l| (l - mid).abs()).collect();
+    1.4826 * median_in_place(&mut dev)
+}
+
+/// The median of `v` (the upper middle of an even count), sorting it.
+fn median_in_place(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The mean of `x` (NaN when empty).
+fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
 }
 
 /// `m[i]` = the median of `x[i..i + JUMP_WINDOW]` in `f64::total_cmp` order (the middle of
