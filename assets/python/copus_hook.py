@@ -375,7 +375,8 @@ def scaler_scale(scaler):
 class _Deferred:
     """What the hooks share: each ``step_end`` stores one row of float64 device values (the
     hook's squared norms, then any of loss / lr / loss_scale / tokens / step_time_s given as
-    tensors) and its host values; every ``flush_every`` steps, at ``flush()`` and at
+    tensors; ``tokens`` is **cumulative**, the tokens the whole job has trained on so far,
+    not this step's) and its host values; every ``flush_every`` steps, at ``flush()`` and at
     ``close()``, the rows are reduced across ranks (the hook's collectives, once per flush
     instead of once per step), moved to the host in one transfer (``.tolist()``) and written
     as one record per step, in step order. Lines queued with ``_queue_line`` (the Advisor's
@@ -387,6 +388,12 @@ class _Deferred:
     _n_reduced = 0   # how many leading values of a row the hook's _reduce sums over ranks
 
     def _init_deferred(self, writer, flush_every, advisor):
+        if not callable(getattr(writer, "write", None)):
+            # Refused here, not at the first flush ``flush_every`` steps into training.
+            raise TypeError(
+                f"writer: a StatsWriter on every rank, got {writer!r}: call "
+                f"copus_hook.open_writer(...) on every rank (it writes on rank 0 and returns "
+                f"a writer that writes nothing on the others)")
         flush_every = int(flush_every)
         if flush_every < 1:
             raise ValueError(f"flush_every must be >= 1 (steps), got {flush_every}")
@@ -556,7 +563,7 @@ class DdpNoiseHook(_Deferred):
                  step_time_s=None):
         """Call on every rank after backward (before the optimizer step). Stores the step's
         norms on the device; writes (rank 0) the stored steps when this one completes a
-        flush, and returns those lines. ``loss`` and ``loss_scale`` may be tensors (e.g.
+        flush, and returns those lines. ``tokens``: cumulative, all ranks' tokens so far. ``loss`` and ``loss_scale`` may be tensors (e.g.
         the summed loss, :func:`scaler_scale`): they are read at the flush, not now."""
         import torch
         import torch.distributed as dist
@@ -1238,6 +1245,33 @@ def _dist():
     return dist if dist.is_available() and dist.is_initialized() else None
 
 
+def _broadcast_json(value, src, group):
+    """``value`` (JSON-able) from global rank ``src`` to every rank of ``group``, as UTF-8
+    JSON in a uint8 tensor after its length: two broadcasts, no pickle and no NumPy
+    (``broadcast_object_list`` unpickles through ``Tensor.numpy()``, and ``pip install torch``
+    brings no NumPy: the first check killed the job). Under NCCL the tensors live on the
+    current GPU, as ``broadcast_object_list`` puts them."""
+    import json
+    import torch
+    import torch.distributed as dist
+    device = torch.device("cpu")
+    if dist.get_backend(group) == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    sending = dist.get_rank() == src
+    data = json.dumps(value).encode("utf-8") if sending else b""
+    size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+    dist.broadcast(size, src=src, group=group)
+    n = int(size.item())
+    if sending:
+        buf = torch.tensor(list(data), dtype=torch.uint8, device=device)
+    else:
+        buf = torch.empty(n, dtype=torch.uint8, device=device)
+    dist.broadcast(buf, src=src, group=group)
+    if sending:
+        return value
+    return json.loads(bytes(buf.tolist()).decode("utf-8"))
+
+
 class Advisor:
     """Applies copus's batch-size advice (``copus watch --advise OUT``) to a running job.
 
@@ -1245,7 +1279,7 @@ class Advisor:
     (a line server; this process connects as a client). Only rank 0 of ``group`` reads it;
     every ``check_every`` optimizer steps (default 16, the hooks' ``flush_every``)
     ``step_boundary`` broadcasts the advice that has come due (``at_step`` <= step) to every
-    rank in one ``broadcast_object_list``, so all ranks change at the same step: advice is
+    rank (its JSON in one tensor, after its length), so all ranks change at the same step: advice is
     applied at the first check at or after its ``at_step`` (up to ``check_every`` - 1 steps
     later), and the steps between checks cost nothing. Without torch.distributed (one
     process) nothing is broadcast. Under NCCL pass a gloo ``group``
@@ -1385,10 +1419,7 @@ class Advisor:
             due = [a for a in self._pending if a["at_step"] <= step] or None
             self._pending = [a for a in self._pending if a["at_step"] > step]
         if self._broadcast:
-            import torch.distributed as dist
-            box = [due]
-            dist.broadcast_object_list(box, src=self._src, group=self.group)
-            due = box[0]
+            due = _broadcast_json(due, self._src, self.group)
         if not due:
             return None
         for a in due:

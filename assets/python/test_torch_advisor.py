@@ -134,8 +134,16 @@ def _train(rank, name, source, outdir):
                    "skipped_lines": adv.skipped_lines, "accumulation": adv.accumulation}, f)
 
 
+def _no_numpy(tensor, *args, **kwargs):
+    raise RuntimeError("Tensor.numpy() called: NumPy is no dependency of copus_hook")
+
+
 def _worker(rank, store_dir, sources, outdir):
     torch.set_num_threads(1)
+    # `pip install torch` brings no NumPy, so nothing on the Advisor's path may read a tensor
+    # through it (broadcast_object_list unpickles through Tensor.numpy(): without NumPy the
+    # first check killed the job).
+    torch.Tensor.numpy = _no_numpy
     dist.init_process_group("gloo", init_method=f"file://{store_dir}/rdzv", rank=rank,
                             world_size=WORLD, timeout=datetime.timedelta(seconds=120))
     try:

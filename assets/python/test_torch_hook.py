@@ -900,6 +900,13 @@ class CallbackTests(unittest.TestCase):
         with self.assertRaises(ValueError):
             copus_hook.GradNoiseMeter(make_model(), copus_hook.StatsWriter(), 4, 1)
 
+    def test_no_writer_is_refused_at_once_naming_open_writer(self):
+        # `writer = open_writer(...) if rank == 0 else None` ran 16 steps, then died in the
+        # first flush with "'NoneType' object has no attribute 'write'".
+        with self.assertRaises(TypeError) as caught:
+            copus_hook.GradNoiseMeter(make_model(), None, 4, 2)
+        self.assertIn("open_writer", str(caught.exception))
+
 
 if __name__ == "__main__":
     unittest.main()
