@@ -445,6 +445,18 @@ fn tokens_that_go_down_are_named() {
     }
     let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
     assert!(!kinds(&r).contains(&K::TokensNotIncreasing));
+    // A per-step count written for the total (2048 a step, 4096 once the batch doubles)
+    // never goes down, but it does not grow either: every step but the first and the change.
+    for (i, r) in records.iter_mut().enumerate() {
+        r.tokens = Some(if i < 64 { 2048.0 } else { 4096.0 });
+    }
+    let r = analyze(&records, &EstimatorSettings::default()).expect("analysis");
+    let d = diagnostic(&r, K::TokensNotIncreasing);
+    assert!(
+        d.message.contains("do not grow") && d.message.contains("198 step(s), first at step 1"),
+        "{}",
+        d.message
+    );
 }
 
 /// A producer's `skipped: "non-finite ..."` (what the dump reader and the trainer write for a

@@ -77,8 +77,8 @@ pub enum DiagnosticKind {
     /// `sq_small` equals `sq_big` on two-batch steps (`b_small < b_big`): the mean small-batch
     /// norm exceeds the big-batch one by the noise, so one norm was written in both fields.
     EqualNorms,
-    /// The cumulative `tokens` go down from one step to the next, or are negative: the token
-    /// axis (and the tokens per sample inferred from it) read them as written.
+    /// The cumulative `tokens` go down or stay from one step to the next, or are negative: the
+    /// token axis (and the tokens per sample inferred from it) read them as written.
     TokensNotIncreasing,
 }
 
@@ -312,20 +312,25 @@ fn near_power_of_four(factor: f64) -> bool {
 /// The info diagnostic for steps (in step order) whose cumulative `tokens` are negative or
 /// below the previous record's, if there are any.
 fn tokens_not_increasing(records: &[&StepStats]) -> Option<Diagnostic> {
-    let mut previous: Option<f64> = None;
+    // Every step trains on some tokens, so the total grows from one step to the next: one
+    // that stays put is a per-step count (2048 on every step) written where the total was
+    // meant, which gave a sequence length off by the batch's change without a word.
+    let mut previous: Option<(u64, f64)> = None;
     let mut steps = Vec::new();
     for r in records {
         let Some(t) = r.tokens else { continue };
-        if t < 0.0 || previous.is_some_and(|p| t < p) {
+        let stays_or_falls = previous.is_some_and(|(step, p)| r.step != step && t <= p);
+        if t < 0.0 || stays_or_falls {
             steps.push(r.step);
         }
-        previous = Some(t);
+        previous = Some((r.step, t));
     }
     let first = *steps.first()?;
     let msg = format!(
-        "the cumulative tokens are negative or go down on {} step(s), first at step {first}: \
-         the token axis and the tokens per sample inferred from it read them as written (a \
-         counter reset at a restart, or tokens per step written where the total was meant?)",
+        "the cumulative tokens are negative, or do not grow from the step before, on {} \
+         step(s), first at step {first}: the token axis and the tokens per sample inferred \
+         from it read them as written (a counter reset at a restart, or tokens per step \
+         written where the total so far was meant?)",
         steps.len()
     );
     Some(crate::analysis::diag(
