@@ -109,6 +109,18 @@ fn every_step_of_every_lesson_does_what_it_says_at_80x24() {
                 "{at}: the question shows\n{screen}"
             );
             assert!(!screen.contains("Answer:"), "{at}: hidden before r");
+            // A step that sends the reader to the side panel on screen keeps its box off it
+            // (estimate-right's step 2 covered the Estimators panel it asked to read).
+            let side_word = app.side.title().split_whitespace().next().expect("a title");
+            if step.text.contains(&format!("{side_word} panel")) {
+                let screen_rect = ratatui::layout::Rect::new(0, 0, 80, 24);
+                let side = copus::ui::geometry::areas(screen_rect).side;
+                let popup = copus::ui::view::tour_area(screen_rect, step.panel, step.popup);
+                assert!(
+                    !popup.intersects(side),
+                    "{at}: the box covers the {side_word} panel the step reads\n{screen}"
+                );
+            }
             press(&mut app, key("r"));
             assert!(app.tour_revealed, "{at}: r reveals");
             // The answer is in view as r reveals it, however long the step's text (the
