@@ -713,8 +713,28 @@ fn branched_experiment_measured_beside_the_estimate() {
         t.contains("step 100000: not compared: after the run's last analysed step"),
         "{t}"
     );
+    // A directory, a missing file and a statistics file for branch records are said in the
+    // same words by `cbs` and `analyze --branches` (they differed), a JSON error's position
+    // once, as a column of the file's line.
+    let missing = dir.path().join("missing.ndjson");
+    for bad in [dir.path(), missing.as_path(), run.as_path()] {
+        let cbs = copus().arg("cbs").arg(bad).output().unwrap();
+        let analyze = copus()
+            .arg("analyze")
+            .arg(&run)
+            .arg("--branches")
+            .arg(bad)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&cbs.stderr).to_string();
+        assert_eq!(said, String::from_utf8_lossy(&analyze.stderr), "{bad:?}");
+        assert!(
+            !cbs.status.success() && !said.contains(" at line "),
+            "{said}"
+        );
+    }
     let e = copus().arg("cbs").arg(dir.path()).output().unwrap();
-    assert!(String::from_utf8_lossy(&e.stderr).contains("a directory; copus cbs reads a file"));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("a directory; branch records are a file"));
     // 64 is a multiple of 8 and of the largest batch, not of 24 (the default is a multiple
     // of every batch).
     let e = copus()

@@ -66,8 +66,7 @@ pub fn load_branch_records(
     path: &std::path::Path,
     confidence: f64,
 ) -> anyhow::Result<(crate::stats::estimate::cbs::CbsReport, String)> {
-    let text = crate::fsutil::read_capped(path, MAX_BRANCH_FILE_BYTES)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let text = read_branch_text(path, path)?;
     let records = crate::stats::estimate::cbs::parse(&text)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let report = crate::stats::estimate::cbs::measure(
@@ -78,6 +77,19 @@ pub fn load_branch_records(
     )
     .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok((report, text))
+}
+
+/// The text of the branch file at `path` (`shown` names it in errors, as the user gave it):
+/// a directory is refused saying what to give, and every command says so in the same words.
+fn read_branch_text(path: &std::path::Path, shown: &std::path::Path) -> anyhow::Result<String> {
+    if path.is_dir() {
+        anyhow::bail!(
+            "{}: a directory; branch records are a file (copus branch --out FILE)",
+            shown.display()
+        );
+    }
+    crate::fsutil::read_stream_capped(path, MAX_BRANCH_FILE_BYTES)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", shown.display()))
 }
 
 /// Run `copus cbs`.
@@ -98,14 +110,7 @@ pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
     } else {
         &args.path
     };
-    if p.is_dir() {
-        anyhow::bail!(
-            "{}: a directory; copus cbs reads a file of branch records (copus branch --out FILE)",
-            args.path.display()
-        );
-    }
-    let text = crate::fsutil::read_stream_capped(p, MAX_BRANCH_FILE_BYTES)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.path.display()))?;
+    let text = read_branch_text(p, &args.path)?;
     if let (_, Some(_)) = crate::stats::estimate::cbs::split_partial_last_line(&text) {
         eprintln!(
             "copus cbs: {}: its last line is incomplete (a file still being written?): left out",

@@ -525,8 +525,9 @@ fn parse_complete(text: &str) -> Result<Vec<BranchRecord>, CbsError> {
         let r: BranchRecord = serde_json::from_str(line).map_err(|e| {
             if line.contains("\"sq_small\"") {
                 bad(format!(
-                    "{e}: this is a gradient-statistics record (`copus analyze` reads those); \
-                     `copus cbs` reads the branch records of a branched experiment"
+                    "{}: this is a gradient-statistics record (`copus analyze` reads those); \
+                     `copus cbs` reads the branch records of a branched experiment",
+                    one_line_json_error(&e)
                 ))
             } else {
                 bad(one_line_json_error(&e))
