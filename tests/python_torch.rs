@@ -75,7 +75,7 @@ fn ddp_hook_under_real_torch_matches_an_independent_recomputation() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "torch tests failed:\n{log}");
     assert!(
-        log.contains("Ran 17 tests") && log.contains("\nOK"),
+        log.contains("Ran 18 tests") && log.contains("\nOK"),
         "{log}"
     );
     assert!(
