@@ -3048,23 +3048,61 @@ fn sequence_parallelism_on_a_2021_stack_is_a_what_if() {
     assert!(!caveats(&[]).contains("had no sequence parallelism"));
 }
 
-/// Megatron-Core's all-to-all context parallelism with one key/value head per TP rank over 8
-/// CP ranks is said not to run as stated (Transformer Engine asserts whole heads per rank),
-/// as the same layout under DeepSpeed's Ulysses is; the ring is not.
+/// All-to-all context parallelism hands each CP rank whole heads of the keys and values too
+/// (Transformer Engine asserts it, DeepSpeed's Ulysses reshapes by heads): one key/value head
+/// per TP rank over 8 CP ranks cannot run, and the ring can. `predict` says so, and the grid
+/// leaves such layouts out (it offered them as feasible while `predict` called them a
+/// what-if).
 #[test]
-fn megatron_all_to_all_cp_that_splits_heads_is_a_what_if() {
-    let caveats = |comm: &str| {
-        predict_json(
-            "--model llama3-70b --gpus 64 --tp 8 --cp 8 --batch 64",
-            &["--cp-comm", comm],
-        )["caveats"]
-            .to_string()
-    };
-    let a2a = caveats("all-to-all");
-    assert!(
-        a2a.contains("does not run this configuration as stated")
-            && a2a.contains("1 key/value heads per TP rank"),
-        "{a2a}"
+fn all_to_all_cp_that_splits_key_value_heads_cannot_run() {
+    let layout = "--model llama3-70b --gpus 64 --tp 8 --cp 8 --batch 64";
+    let (ok, _, err) = copus(
+        &["predict"]
+            .into_iter()
+            .chain(layout.split_whitespace())
+            .chain(["--cp-comm", "all-to-all"])
+            .collect::<Vec<_>>(),
     );
-    assert!(!caveats("ring").contains("does not run this configuration"));
+    assert!(
+        !ok && err.contains("needs the 1 key/value heads per TP rank divisible by cp"),
+        "{err}"
+    );
+    assert!(predict_json(layout, &["--cp-comm", "ring"])["caveats"].is_array());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let demo =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron"))
+            .expect("demo");
+    let session = dir.path().join("cp.ron");
+    std::fs::write(
+        &session,
+        demo.replacen(
+            "interleave: [1],",
+            "interleave: [1], context_parallel: [1, 8],",
+            1,
+        ),
+    )
+    .expect("session");
+    let feasible = |comm: &str| -> Vec<String> {
+        let v = copus_json(&[
+            "grid",
+            session.to_str().expect("utf-8"),
+            "--model",
+            "llama3-70b",
+            "--cp-comm",
+            comm,
+            "--json",
+        ]);
+        v["cells"]
+            .as_array()
+            .expect("cells")
+            .iter()
+            .filter(|c| c["feasible"] == true)
+            .filter_map(|c| c["layout"].as_str().map(str::to_string))
+            .collect()
+    };
+    let split = "DP1·CP8·TP8·PP1";
+    assert!(feasible("ring").iter().any(|l| l == split));
+    let a2a = feasible("all-to-all");
+    assert!(!a2a.iter().any(|l| l == split), "{a2a:?}");
+    assert!(a2a.iter().any(|l| l.contains("CP8·TP1")), "{a2a:?}");
 }

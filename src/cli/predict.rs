@@ -511,7 +511,6 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     // Nor pipeline stages on a stack without them (llm-foundry was proposed `--pp 32`).
     let runs = |c: &ParallelConfig| {
         deepspeed_emit_caveat(&stack, &eff, &model, c).is_none()
-            && megatron_a2a_caveat(&stack, &model, c).is_none()
             && (c.pp <= 1 || stack.base().has_pipeline_parallel())
     };
     // A configuration proposed fits with room for its largest tensor first (one that fits with
@@ -644,7 +643,6 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         ))
         .chain(host_bound_caveat(&eff, &p, &model, &cfg, mb))
         .chain(deepspeed_emit_caveat(&stack, &eff, &model, &cfg))
-        .chain(megatron_a2a_caveat(&stack, &model, &cfg))
         .chain(calibration_caveats)
         .collect(),
         calibration,
@@ -1443,30 +1441,6 @@ fn policy_list(policies: &[Recompute]) -> String {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.concat(),
     }
-}
-
-/// Under a Megatron-Core stack (Megatron-Core, NeMo), context parallelism by all-to-all that
-/// Transformer Engine cannot run: heads per TP rank that do not divide by the CP size
-/// ([`crate::plan::emit::a2a_heads_problem`], what `plan --emit megatron` refuses).
-fn megatron_a2a_caveat(
-    stack: &crate::perf::Stack,
-    model: &crate::perf::ModelProfile,
-    cfg: &ParallelConfig,
-) -> Option<String> {
-    use crate::plan::emit::{ConfigShape, ModelFacts};
-    let base = stack.base();
-    if !matches!(base, StackPreset::MegatronCore | StackPreset::Nemo) {
-        return None;
-    }
-    let settings: crate::perf::stack::StackSettingsJson = stack.settings().into();
-    let why = crate::plan::emit::a2a_heads_problem(
-        &ConfigShape::of(cfg),
-        ModelFacts::of(model),
-        &settings,
-    )?;
-    Some(format!(
-        "{base} does not run this configuration as stated: {why}; a what-if"
-    ))
 }
 
 /// Under a DeepSpeed stack, what of the configuration DeepSpeed (Megatron-DeepSpeed) does not

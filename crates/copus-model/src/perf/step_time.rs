@@ -296,10 +296,10 @@ fn context_parallel_exposed(
             )
         }
         CpComm::AllToAll => {
-            // Queries and the output at the rank's heads; keys and values at least one head a
-            // rank (fewer key/value heads than ranks are replicated, as Ulysses does).
+            // Queries and the output at the rank's heads, keys and values at theirs (whole
+            // heads on every CP rank: `validate::stack_structure` refuses other layouts).
             let head_dim = f64::from(m.hidden) / f64::from(m.heads.max(1));
-            let kv_heads = (f64::from(m.kv_heads) / t).max(cp);
+            let kv_heads = f64::from(m.kv_heads) / t;
             let bytes = 2.0 * tokens * (2.0 * m.hidden as f64 / t + 2.0 * kv_heads * head_dim);
             let pass = comms::all_to_all(bytes, group, net);
             (pass, pass)

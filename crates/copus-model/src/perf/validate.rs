@@ -4,23 +4,28 @@
 use super::{Invalid, ModelProfile, ParallelConfig};
 
 /// Check what the stack `e` adds to [`structure`]: all-to-all context parallelism
-/// (Ulysses) gives each of the `cp` ranks whole heads, so the heads per TP rank must divide
-/// by `cp`.
+/// (Ulysses) gives each of the `cp` ranks whole heads of the queries and of the keys and
+/// values, so both head counts per TP rank must divide by `cp` (Transformer Engine asserts
+/// it for q, k and v alike; DeepSpeed's Ulysses reshapes each by heads).
 pub fn stack_structure(
     m: &ModelProfile,
     cfg: &ParallelConfig,
     e: &super::EfficiencyParams,
 ) -> Result<(), Invalid> {
     let heads_per_rank = m.heads / cfg.tp.max(1);
-    if cfg.cp > 1
-        && e.cp_comm == super::efficiency::CpComm::AllToAll
-        && !heads_per_rank.is_multiple_of(cfg.cp)
-    {
-        return Err(Invalid::Other(format!(
-            "CP {} with cp_comm all_to_all needs the {} heads per TP rank divisible \
-             by cp (use --cp-comm ring or all-gather; in a session: Ring or AllGather)",
-            cfg.cp, heads_per_rank
-        )));
+    let kv_heads_per_rank = (m.kv_heads / cfg.tp.max(1)).max(1);
+    if cfg.cp > 1 && e.cp_comm == super::efficiency::CpComm::AllToAll {
+        let split = [("", heads_per_rank), (" key/value", kv_heads_per_rank)]
+            .into_iter()
+            .find(|(_, n)| !n.is_multiple_of(cfg.cp));
+        if let Some((which, n)) = split {
+            return Err(Invalid::Other(format!(
+                "CP {} with cp_comm all_to_all needs the {n}{which} heads per TP rank \
+                 divisible by cp: each CP rank takes whole heads (use --cp-comm ring or \
+                 all-gather; in a session: Ring or AllGather)",
+                cfg.cp
+            )));
+        }
     }
     // DeepSpeed's pipeline before 0.11 fills stages greedily: few layers on many stages leave
     // the last ones without a transformer layer, which its engine cannot run.

@@ -156,7 +156,7 @@ fn megatron(
 /// Where context parallelism by all-to-all (Megatron-Core's `--cp-comm-type a2a`, Transformer
 /// Engine's) cannot hand each CP rank whole key/value heads: it asserts that the heads on a TP
 /// rank divide by the CP size.
-pub fn a2a_heads_problem(
+fn a2a_heads_problem(
     s: &ConfigShape<'_>,
     model: ModelFacts,
     settings: &StackSettingsJson,

@@ -14,7 +14,7 @@ mod megatron;
 mod torchtitan;
 
 use expressible::stage_split;
-pub use expressible::{ConfigShape, ModelFacts, a2a_heads_problem, shape_problem};
+pub use expressible::{ConfigShape, ModelFacts, shape_problem};
 
 use super::report::{PlanReport, ScheduleRun};
 use serde::Serialize;
