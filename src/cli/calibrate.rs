@@ -355,9 +355,10 @@ fn check_csv_header(text: &str, origin: &str) -> anyhow::Result<()> {
     else {
         return Ok(());
     };
-    let cols: Vec<String> = header
-        .split(',')
-        .map(|c| c.trim().to_ascii_lowercase())
+    let cols: Vec<String> = crate::perf::measurements::split_csv_line(header)
+        .map_err(|e| anyhow::anyhow!("{origin}:{line}: {e}"))?
+        .iter()
+        .map(|c| c.to_ascii_lowercase())
         .collect();
     for (i, c) in cols.iter().enumerate() {
         if let Some(j) = cols[..i].iter().position(|d| d == c) {

@@ -159,6 +159,36 @@ pub fn parse_csv(text: &str, origin: &str) -> Result<Vec<Measurement>, Measureme
         .collect())
 }
 
+/// The fields of one CSV line, trimmed: commas inside double quotes belong to the field (a
+/// user's column `"run a, b"`), and a quote inside quotes is written twice (RFC 4180). A
+/// quote left open is an error.
+pub fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
+    let mut fields = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if field.trim().is_empty() => {
+                field.clear();
+                quoted = true;
+            }
+            (',', false) => fields.push(std::mem::take(&mut field).trim().to_string()),
+            _ => field.push(c),
+        }
+    }
+    if quoted {
+        return Err("a quoted field is not closed (a \" without its pair)".into());
+    }
+    fields.push(field.trim().to_string());
+    Ok(fields)
+}
+
 /// [`parse_csv`] with `defaults` for rows that do not say, each measurement with the 1-based
 /// line of the file it came from (for errors found later, when the model costs it).
 pub fn parse_csv_lines(
@@ -179,7 +209,7 @@ pub fn parse_csv_lines(
     let (hline, header) = lines
         .next()
         .ok_or_else(|| err(1, "no header line".into()))?;
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let cols = split_csv_line(header).map_err(|e| err(hline, e))?;
     let find = |name: &str| cols.iter().position(|c| c.eq_ignore_ascii_case(name));
     let need =
         |name: &str| find(name).ok_or_else(|| err(hline, format!("missing column '{name}'")));
@@ -189,7 +219,8 @@ pub fn parse_csv_lines(
     let (cp, ep) = (find("cp"), find("ep"));
     let mut out = Vec::new();
     for (n, line) in lines {
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let owned = split_csv_line(line).map_err(|e| err(n, e))?;
+        let f: Vec<&str> = owned.iter().map(String::as_str).collect();
         if f.len() != cols.len() {
             return Err(err(
                 n,
@@ -286,6 +317,21 @@ pub fn parse_csv_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A user's quoted column holds commas (RFC 4180): the row has the header's width and
+    /// its measurement reads (it was refused as "8 fields but the header names 7").
+    #[test]
+    fn quoted_fields_keep_their_commas() {
+        assert_eq!(
+            split_csv_line(r#" 4, "run a, b" ,"say ""hi""",x"#).expect("fields"),
+            ["4", "run a, b", r#"say "hi""#, "x"]
+        );
+        assert!(split_csv_line(r#"4,"open"#).is_err());
+        let text = "dp,tp,pp,mbs,batch,step_time_s,note\n4,8,2,1,256,39,\"run a, b\"\n";
+        let rows = parse_csv(text, "q.csv").expect("parses");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].step_time_s, 39.0);
+    }
 
     #[test]
     fn csv_reads_the_optional_degrees() {
