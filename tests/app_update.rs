@@ -362,7 +362,10 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
                     "batch {}→{}",
                     s.from_state.batch, s.to_state.batch
                 ))
-                && app.status.contains(&s.to),
+                && app.status.contains(&format!(
+                    "mbs{}",
+                    s.from_state.config.as_ref().expect("config").mbs
+                )),
             "{}",
             app.status
         );

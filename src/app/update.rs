@@ -273,7 +273,8 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
     let layout = |x: &crate::plan::report::StateJson| {
         crate::perf::config::layout_label_cp(x.dp, x.cp, x.tp, x.pp)
     };
-    let change = if layout(a) == layout(b) {
+    let same_layout = layout(a) == layout(b);
+    let change = if same_layout {
         format!("batch {}→{}", a.batch, b.batch)
     } else if a.batch == b.batch {
         format!("{}→{} at batch {}", layout(a), layout(b), a.batch)
@@ -281,10 +282,16 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         format!("batch {}→{}, {}→{}", a.batch, b.batch, layout(a), layout(b))
     };
     // Both steps with their tokens before anything else, compact (at 80 columns the tokens,
-    // the one thing that explains the two step counts, were cut off); the layouts are in the
-    // full states after them.
+    // the one thing that explains the two step counts, were cut off); then the rest of the
+    // configuration, each part once with what changes (the two full states repeated the
+    // batch and layout and were cut even at 120 columns).
+    let details = match (&a.config, &b.config) {
+        (Some(x), Some(y)) if same_layout => format!("{} {}", layout(a), config_change(x, y)),
+        (Some(x), Some(y)) => config_change(x, y),
+        _ => format!("{} → {}", s.from, s.to),
+    };
     Some(format!(
-        "switch {}/{n}: {change}, step {} ({} tok) = trainer {} ({}) · {}, {:.0} s · {} → {}",
+        "switch {}/{n}: {change}, step {} ({} tok) = trainer {} ({}) · {} {:.0} s · {details}",
         k + 1,
         s.at_step,
         crate::format::tokens(s.at_tokens),
@@ -292,9 +299,31 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         crate::format::tokens(s.consumed_tokens),
         s.kind,
         s.cost_s,
-        s.from,
-        s.to,
     ))
+}
+
+/// The micro-batch, ZeRO stage, recompute policy and interleave of a switch, each once and
+/// with its new value where it changes (`mbs1→2 Z1 rc:none`).
+fn config_change(
+    from: &crate::perf::config::ConfigJson,
+    to: &crate::perf::config::ConfigJson,
+) -> String {
+    let part = |name: &str, x: String, y: String| {
+        if x == y {
+            format!("{name}{x}")
+        } else {
+            format!("{name}{x}→{y}")
+        }
+    };
+    let mut parts = vec![
+        part("mbs", from.mbs.to_string(), to.mbs.to_string()),
+        part("Z", from.zero.to_string(), to.zero.to_string()),
+        part("rc:", from.recompute.clone(), to.recompute.clone()),
+    ];
+    if from.vpp > 1 || to.vpp > 1 {
+        parts.push(part("vpp", from.vpp.to_string(), to.vpp.to_string()));
+    }
+    parts.join(" ")
 }
 
 /// Directory exports go to: beside the save path (the working directory for the demo).
