@@ -448,6 +448,15 @@ pub const TP_OVERLAP_NEEDS_SP: &str = "TP communication is costed without overla
 its GEMMs only with sequence parallelism (Megatron's --tp-comm-overlap requires \
 --sequence-parallel; torchtitan's async TP runs on its sequence-parallel plan)";
 
+/// The what-if note of TP overlap switched on under a stack without it
+/// ([`crate::perf::StackPreset::has_tp_overlap`]).
+pub fn no_tp_overlap_note(stack: crate::perf::StackPreset) -> String {
+    format!(
+        "tp_overlap on: {stack} has no overlap of TP communication with GEMMs (Megatron-Core's \
+         --tp-comm-overlap came after it): a what-if"
+    )
+}
+
 impl Resolved {
     /// The file an error about this session names: the session file, or, for a session built
     /// in memory from a data file (`copus plan run.ndjson` resolves it as
@@ -660,6 +669,8 @@ impl Resolved {
         let settings = self.stack().settings();
         if settings.tp_overlap && !settings.sequence_parallel {
             notes.push(TP_OVERLAP_NEEDS_SP.to_string());
+        } else if settings.tp_overlap && !self.stack().base().has_tp_overlap() {
+            notes.push(no_tp_overlap_note(self.stack().base()));
         }
         for &(flag, setting) in &self.flags_bound_to_search {
             if let Some(why) = self.setting_without_effect(setting) {

@@ -3048,6 +3048,35 @@ fn sequence_parallelism_on_a_2021_stack_is_a_what_if() {
     assert!(!caveats(&[]).contains("had no sequence parallelism"));
 }
 
+/// TP overlap switched on under a stack without it (Megatron-DeepSpeed, the 2021 stacks) is
+/// a what-if in `predict` and a note of `grid`; Megatron-Core runs it and says nothing.
+#[test]
+fn tp_overlap_on_a_stack_without_it_is_a_what_if() {
+    let flags = ["--tp-overlap", "on", "--sequence-parallel", "on"];
+    let caveats = |stack: &str| {
+        predict_json(
+            &format!("--model llama3-8b --gpus 8 --tp 2 --batch 64 --stack {stack}"),
+            &flags,
+        )["caveats"]
+            .to_string()
+    };
+    let what_if = "has no overlap of TP communication with GEMMs";
+    assert!(
+        caveats("deepspeed").contains(what_if),
+        "{}",
+        caveats("deepspeed")
+    );
+    assert!(!caveats("megatron-core").contains(what_if));
+    let grid = copus_json(
+        &[
+            &["grid", "demo", "--stack", "deepspeed", "--json"][..],
+            &flags[..],
+        ]
+        .concat(),
+    );
+    assert!(grid["caveats"].to_string().contains(what_if), "{grid}");
+}
+
 /// All-to-all context parallelism hands each CP rank whole heads of the keys and values too
 /// (Transformer Engine asserts it, DeepSpeed's Ulysses reshapes by heads): one key/value head
 /// per TP rank over 8 CP ranks cannot run, and the ring can. `predict` says so, and the grid

@@ -1323,6 +1323,11 @@ fn setting_caveats(
              fused"
         ));
     }
+    // The older Megatron and Megatron-DeepSpeed have no TP overlap: costed, but a what-if
+    // (it was costed without a word).
+    if !stack.has_tp_overlap() && eff.tp_overlap > 0.0 && cfg.tp > 1 {
+        caveats.push(crate::session::no_tp_overlap_note(stack));
+    }
     if eff.sharding == Sharding::Hsdp && cfg.zero < 3 {
         caveats.push(format!(
             "sharding hsdp changes ZeRO-3 only (shard inside a node, replicate across): no \

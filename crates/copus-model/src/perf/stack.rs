@@ -144,6 +144,16 @@ impl StackPreset {
         }
     }
 
+    /// Whether this framework can overlap TP communication with its GEMMs: Megatron-Core and
+    /// NeMo (`--tp-comm-overlap`, Transformer Engine's userbuffers) and torchtitan (async TP);
+    /// not Megatron-LM or DeepSpeed as of 2021, nor Megatron-DeepSpeed, nor llm-foundry (no TP).
+    pub fn has_tp_overlap(self) -> bool {
+        matches!(
+            self,
+            StackPreset::MegatronCore | StackPreset::Nemo | StackPreset::TorchtitanFsdp2
+        )
+    }
+
     /// Whether this framework runs pipeline stages: every one but llm-foundry, which trains
     /// through Composer's FSDP without a pipeline schedule.
     pub fn has_pipeline_parallel(self) -> bool {
