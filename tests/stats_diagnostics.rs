@@ -168,7 +168,8 @@ fn a_jump_that_is_not_a_power_of_four_is_not_blamed_on_amp() {
         assert!(find(K::LossScaleJump).is_none(), "x{factor}");
         let jump = find(K::LevelJump).expect("a jump");
         assert!(
-            !jump.message.contains("AMP loss scale") && jump.message.contains("not a power of 4"),
+            !jump.message.contains("AMP loss scale")
+                && jump.message.contains("no loss scale's step"),
             "x{factor}: {}",
             jump.message
         );
@@ -219,6 +220,28 @@ fn norms_that_swing_from_step_to_step_are_no_level_jumps() {
         .collect();
     let r = analyze(&steady, &EstimatorSettings::default()).expect("analysis");
     assert_eq!(diagnostic(&r, K::LossScaleJump).steps, Some([150, 150]));
+    // A loss scale leaves the loss where it was: with the loss flat the ×4 stays a loss
+    // scale's; with the loss jumping ×1.5 at the same step (a training spike, ×16 on a run
+    // without AMP was told to divide by the loss scale) it is the run's own level jump.
+    let with_loss = |spike: f64| -> Vec<StepStats> {
+        steady
+            .iter()
+            .map(|r| StepStats {
+                loss: Some(if r.step < 150 { 3.0 } else { 3.0 * spike }),
+                ..r.clone()
+            })
+            .collect()
+    };
+    let r = analyze(&with_loss(1.0), &EstimatorSettings::default()).expect("analysis");
+    assert_eq!(diagnostic(&r, K::LossScaleJump).steps, Some([150, 150]));
+    let r = analyze(&with_loss(1.5), &EstimatorSettings::default()).expect("analysis");
+    assert!(!kinds(&r).contains(&K::LossScaleJump), "{:?}", kinds(&r));
+    let jump = diagnostic(&r, K::LevelJump);
+    assert!(
+        jump.message.contains("the loss moved x1.50"),
+        "{}",
+        jump.message
+    );
 }
 
 #[test]

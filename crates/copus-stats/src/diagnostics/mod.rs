@@ -264,21 +264,31 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
             Diagnostic::new(DiagnosticKind::BatchSizeChange, Severity::Info, msg).at(s, last.0),
         );
     }
-    // A loss scale moves squared norms by powers of 4; any other factor is the run itself,
+    // A loss scale moves squared norms by powers of 4 and leaves the loss where it was; any
+    // other factor, or a loss that moves with the norms (a training spike), is the run itself,
     // and its advice is not the loss scale's (a plain SGD run was told to divide by one).
-    let (scaled, other): (Vec<_>, Vec<_>) = jumps.iter().partition(|j| near_power_of_four(j.1));
-    let jump_diagnostic = |jumps: &[&(u64, f64)], kind, severity, why: &str| {
+    let (scaled, other): (Vec<_>, Vec<_>) = jumps
+        .iter()
+        .partition(|j| near_power_of_four(j.factor) && !j.loss_moved());
+    let jump_diagnostic = |jumps: &[&Jump], kind, severity, why: &str| {
         let (first, last) = (jumps.first()?, jumps.last()?);
+        let loss = match first.loss {
+            Some((r, true)) => {
+                format!(" (the loss moved x{r:.2} with it, which no loss scale does)")
+            }
+            _ => String::new(),
+        };
         let msg = format!(
-            "{} sudden level jump(s) of both squared norms, first at step {} by x{:.2}: {why}",
+            "{} sudden level jump(s) of both squared norms, first at step {} by x{:.2}{loss}: \
+             {why}",
             jumps.len(),
-            first.0,
-            first.1
+            first.step,
+            first.factor
         );
-        let at: Vec<[u64; 2]> = jumps.iter().map(|j| [j.0, j.0]).collect();
+        let at: Vec<[u64; 2]> = jumps.iter().map(|j| [j.step, j.step]).collect();
         Some(
             Diagnostic::new(kind, severity, msg)
-                .at(first.0, last.0)
+                .at(first.step, last.step)
                 .located(&at),
         )
     };
@@ -293,8 +303,9 @@ pub fn record_changes(records: &[&StepStats]) -> Vec<Diagnostic> {
         &other,
         DiagnosticKind::LevelJump,
         Severity::Info,
-        "not a power of 4, so no loss scale: a change in the run itself (learning rate, \
-         data, a restart from another state) or the fast fall of early training",
+        "no loss scale's step (a power of 4 with the loss unmoved): a change in the run \
+         itself (learning rate, data, a restart from another state, a loss spike) or the fast \
+         fall of early training",
     ));
     out.extend(lr::lr_change(records));
     out.extend(tokens_not_increasing(records));
@@ -344,10 +355,67 @@ fn tokens_not_increasing(records: &[&StepStats]) -> Option<Diagnostic> {
 /// Window (steps) of the level-jump detector.
 const JUMP_WINDOW: usize = 5;
 
+/// The least move (in log, about 10 %) of a loss across a jump that counts as the loss
+/// moving, whatever its own scatter.
+const LOSS_MOVE_FLOOR_LOG: f64 = 0.1;
+/// How many of the loss's own robust spreads before a jump a loss after it must stray by to
+/// count as moving with the norms.
+const LOSS_MOVE_SPREADS: f64 = 5.0;
+
+/// One level jump of both squared norms.
+#[derive(Debug, Clone, Copy)]
+struct Jump {
+    /// The first step at the new level.
+    step: u64,
+    /// Its factor ([`level_factor`]).
+    factor: f64,
+    /// The loss's farthest factor over the [`JUMP_WINDOW`] steps from the jump against its
+    /// median before it, and whether that is a move ([`loss_change`]); `None` without losses.
+    loss: Option<(f64, bool)>,
+}
+
+impl Jump {
+    /// Whether the loss moved with the norms: a loss scale never moves it.
+    fn loss_moved(&self) -> bool {
+        self.loss.is_some_and(|(_, moved)| moved)
+    }
+}
+
+/// The loss across a jump at `t`: its farthest factor over `records[t..t + w]` against its
+/// median over the steps before (from `level_start`, at most [`FACTOR_SPAN`]), and whether
+/// that strays past [`LOSS_MOVE_SPREADS`] robust spreads of the loss before (at least
+/// [`LOSS_MOVE_FLOOR_LOG`]). A spike's loss jumps with its norms (×1.5 at a ×16 jump of a run
+/// without AMP); a loss scale's leaves it in its own scatter. `None` where a step lacks a
+/// positive loss.
+fn loss_change(
+    records: &[&StepStats],
+    level_start: usize,
+    t: usize,
+    w: usize,
+) -> Option<(f64, bool)> {
+    let losses = |range: std::ops::Range<usize>| -> Option<Vec<f64>> {
+        records
+            .get(range)?
+            .iter()
+            .map(|r| r.loss.filter(|l| *l > 0.0 && l.is_finite()))
+            .collect()
+    };
+    let before = losses(t.saturating_sub(FACTOR_SPAN).max(level_start)..t)?;
+    let after = losses(t..t + w)?;
+    let spread = log_spread(&before);
+    let mid = median_in_place(&mut before.clone());
+    let farthest = after
+        .iter()
+        .map(|l| l / mid)
+        .max_by(|a, b| a.ln().abs().total_cmp(&b.ln().abs()))?;
+    let limit = (LOSS_MOVE_SPREADS * spread).max(LOSS_MOVE_FLOOR_LOG);
+    Some((farthest, farthest.ln().abs() > limit))
+}
+
 /// Steps where both squared norms change level by ≥ 3× at once and stay there: the medians of
 /// the `JUMP_WINDOW` steps before and from the step differ by ≥ 3× (sq_big: ≥ 2×, same
 /// direction) and the step itself already sits at the new level.
-fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
+fn level_jumps(records: &[&StepStats]) -> Vec<Jump> {
     let w = JUMP_WINDOW;
     // Median of every window of JUMP_WINDOW consecutive values, in one pass each.
     let small: Vec<f64> = records.iter().map(|r| r.sq_small).collect();
@@ -368,7 +436,11 @@ fn level_jumps(records: &[&StepStats]) -> Vec<(u64, f64)> {
             .then(|| level_factor(&small, &big, level_start, t))
             .filter(|f| stands_out(&small, level_start, t, *f));
         if let Some(factor) = factor {
-            out.push((records[t].step, factor));
+            out.push(Jump {
+                step: records[t].step,
+                factor,
+                loss: loss_change(records, level_start, t, w),
+            });
             level_start = t;
             t += w;
         } else {
