@@ -129,6 +129,15 @@ fn the_plans_batch_is_in_the_legend_only_where_it_is_drawn() {
     assert!(with((8.0, 9.0)).contains(&below), "{:?}", with((8.0, 9.0)));
     assert!(with((-3.0, -2.0)).iter().any(|e| e.starts_with('↑')));
     assert!(!copus::ui::timeline_marks::legend_entries(&app, None).contains(&entry));
+    // While the panels withhold goodput as read at the wrong scale (a live run of 1 token a
+    // sample against a 4096-token model), the plan searched at that scale is not drawn
+    // either: `watch` drew a 65.5k-sample plan line beside a run at batch 128.
+    let mut wrong_scale = app.clone();
+    wrong_scale.scale_warning = Some("the run counts 1 token per sample".into());
+    assert!(copus::ui::timeline_marks::planned_batches(&wrong_scale).is_empty());
+    assert!(
+        !copus::ui::timeline_marks::legend_entries(&wrong_scale, Some((0.0, 6.0))).contains(&entry)
+    );
 }
 
 /// At 80x24 a decade of the timeline is one row, and the plan's batches (64 → 128 → 256 in

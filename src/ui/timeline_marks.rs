@@ -26,9 +26,11 @@ pub const SWITCH_GLYPH: &str = "⡇";
 pub const PLAN_GLYPH: &str = "─";
 
 /// The optimal-joint plan's batch over training, in the run's samples (the timeline's axis):
-/// `(from_tokens, batch)` in order, the first from the start. Empty without a plan.
+/// `(from_tokens, batch)` in order, the first from the start. Empty without a plan, and
+/// while the heatmap withholds goodput as read at the wrong scale (`scale_warning`): the plan
+/// was searched at that scale (a 65.5k-sample line beside a run at batch 128).
 pub fn planned_batches(app: &App) -> Vec<(f64, f64)> {
-    let Some(plan) = app.plan.as_deref() else {
+    let Some(plan) = app.plan.as_deref().filter(|_| app.scale_warning.is_none()) else {
         return Vec::new();
     };
     let Some(row) = plan.strategies.iter().find(|s| s.name == "optimal-joint") else {
