@@ -389,6 +389,30 @@ fn the_estimate_right_answers_match_the_measurement() {
     );
 }
 
+/// A reveal key rebound in the configuration is the one the lesson box names (it said
+/// "(r reveals)" while r did nothing and v revealed).
+#[test]
+fn the_lesson_box_names_the_reveal_key_as_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lesson = lessons::builtin()
+        .expect("lessons")
+        .into_iter()
+        .find(|l| l.name == "noise-scale")
+        .expect("noise-scale");
+    let mut app = ready(&lesson, dir.path());
+    assert!(render(&app, 80, 24).contains("(r reveals)"));
+    app.keymap = copus::config::parse("(keys: { reveal: [\"v\"] })")
+        .expect("config")
+        .keymap;
+    let screen = render(&app, 80, 24);
+    assert!(
+        screen.contains("(v reveals)") && !screen.contains("(r reveals)"),
+        "{screen}"
+    );
+    press(&mut app, key("v"));
+    assert!(app.tour_revealed);
+}
+
 #[test]
 fn every_lesson_saves_under_its_own_name_not_over_the_demo() {
     // A lesson on the bundled demo saved to `copus-demo.ron` (asking to replace the user's own

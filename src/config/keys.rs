@@ -695,7 +695,7 @@ pub fn default_bindings() -> Vec<Binding> {
         ),
         line(
             "r  Shift+↑/↓",
-            "tour or lesson: reveal the answer (r) / scroll its text",
+            "tour or lesson: reveal the answer / scroll its text",
             S::Tour,
             &[
                 (A::Reveal, &[c('r')]),

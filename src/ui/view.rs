@@ -143,14 +143,15 @@ pub fn tour_area(screen: Rect, panel: Panel, popup: Option<Panel>) -> Rect {
     }
 }
 
-/// A tour step's text, with its question (lessons) and, once revealed, the answer.
-pub fn tour_text(step: &crate::session::TourStep, revealed: bool) -> String {
+/// A tour step's text, with its question (lessons) and, once revealed, the answer;
+/// `reveal_key` is the key that reveals it, as bound.
+pub fn tour_text(step: &crate::session::TourStep, revealed: bool, reveal_key: &str) -> String {
     let mut text = step.text.clone();
     if let Some(q) = &step.question {
         text.push_str(&format!(" ▸ Predict: {q}"));
         match (&step.answer, revealed) {
             (Some(a), true) => text.push_str(&format!(" ▸ Answer: {a}")),
-            (Some(_), false) => text.push_str(" (r reveals)"),
+            (Some(_), false) => text.push_str(&format!(" ({reveal_key} reveals)")),
             (None, _) => {}
         }
     }
@@ -176,7 +177,8 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
         return;
     }
     let inner_w = panel.width.saturating_sub(2) as usize;
-    let text = tour_text(step, app.tour_revealed);
+    let reveal_key = app.keymap.key_label(crate::config::keys::Action::Reveal);
+    let text = tour_text(step, app.tour_revealed, &reveal_key);
     let total = wrapped_lines(&text, inner_w);
     // As tall as the text, at the foot of the panel it covers: on a large screen a box the
     // panel's height held three lines and hid the whole chart; the panel's title (the value
@@ -219,12 +221,13 @@ fn draw_tour(frame: &mut Frame, area: Rect, app: &App) {
         .title(title)
         .border_style(Style::new().fg(theme::current().warning));
     if max_scroll > 0 {
+        use crate::config::keys::Action;
         let more = if scroll < max_scroll {
-            " Shift+↓ more "
+            format!(" {} more ", app.keymap.key_label(Action::TourScrollDown))
         } else if app.tour_revealed && base > 0 && app.tour_scroll == 0 {
-            " r hides the answer "
+            format!(" {reveal_key} hides the answer ")
         } else {
-            " Shift+↑ back "
+            format!(" {} back ", app.keymap.key_label(Action::TourScrollUp))
         };
         block = block.title_bottom(more);
     }
