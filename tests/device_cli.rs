@@ -93,6 +93,11 @@ fn bench_devices_reports_the_same_in_json() {
         assert_eq!(auto, "CPU (no CUDA driver found)");
         assert_eq!(backends[1]["usable"], false);
         assert!(v["cuda_probe"]["driver"].is_null());
+        // `--device cuda` that cannot run says so before generating a dump for it.
+        let out = copus(&["bench", "--device", "cuda", "--size-mb", "1"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("CUDA"), "{err}");
+        assert!(!err.contains("generating a dump"), "{err}");
     }
 }
 

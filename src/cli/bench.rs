@@ -111,6 +111,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(d) = &args.keep {
         refuse_a_used_directory(d)?;
     }
+    // A device asked for that cannot run is said before a dump is generated for it.
+    if args.device == Device::Cuda {
+        select(Device::Cuda)?;
+    }
     let (dir, keep) = match &args.keep {
         Some(d) => (d.clone(), true),
         None => (

@@ -183,7 +183,11 @@ pub fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
         }
     }
     if quoted {
-        return Err("a quoted field is not closed (a \" without its pair)".into());
+        return Err(
+            "a quoted field is not closed on its line (a \" without its pair; a field cannot \
+             span lines here)"
+                .into(),
+        );
     }
     fields.push(field.trim().to_string());
     Ok(fields)
