@@ -2238,14 +2238,17 @@ fn a_link_faster_than_the_profile_allows_and_another_gpu_are_caveats_in_json() {
     let dir = tempfile::tempdir().expect("tempdir");
     let one = dir.path().join("all_reduce_perf-1node.txt");
     std::fs::write(&one, nccl_all_reduce(8, 1, 20e-6, 360e9)).expect("writes");
-    let v = copus_json(&[
-        "calibrate",
-        "--nccl",
-        one.to_str().expect("utf-8"),
-        "--hardware",
-        "a100-80g",
-        "--json",
-    ]);
+    let fit_on = |hardware: &str| {
+        copus_json(&[
+            "calibrate",
+            "--nccl",
+            one.to_str().expect("utf-8"),
+            "--hardware",
+            hardware,
+            "--json",
+        ])
+    };
+    let v = fit_on("a100-80g");
     let caveats = v["caveats"].to_string();
     assert!(
         caveats.contains("ran on NVIDIA H100 80GB HBM3, fitted here for the a100-80g"),
@@ -2256,14 +2259,7 @@ fn a_link_faster_than_the_profile_allows_and_another_gpu_are_caveats_in_json() {
         "{v}"
     );
     // On its own profile the same file is no bound.
-    let h100 = copus_json(&[
-        "calibrate",
-        "--nccl",
-        one.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--json",
-    ]);
+    let h100 = fit_on("h100-sxm");
     assert!(
         h100["caveats"]
             .as_array()
@@ -2277,14 +2273,7 @@ fn a_link_faster_than_the_profile_allows_and_another_gpu_are_caveats_in_json() {
     // caveat says so (it named --hardware alone, the wrong lead there); on the A100 profile
     // (no NVLS) it does not.
     std::fs::write(&one, nccl_all_reduce(8, 1, 20e-6, 475e9)).expect("writes");
-    let nvls = copus_json(&[
-        "calibrate",
-        "--nccl",
-        one.to_str().expect("utf-8"),
-        "--hardware",
-        "h100-sxm",
-        "--json",
-    ]);
+    let nvls = fit_on("h100-sxm");
     let caveats = nvls["caveats"].to_string();
     assert!(
         caveats.contains("is a bound") && caveats.contains("NCCL_NVLS_ENABLE=0"),
