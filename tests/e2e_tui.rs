@@ -255,6 +255,45 @@ fn watch_uses_the_configuration_file_as_open_does() {
     quit_is_rebound_to_capital_q(&tmux);
 }
 
+/// `watch --session S --advise OUT` reads the run's samples as S's live source says: the
+/// explorer's title says so (headless said it on stderr, the explorer showed 64× the file's
+/// tokens without a word); `--seq-len` given, the note goes.
+#[test]
+fn watch_says_in_its_title_that_the_session_sets_the_tokens_a_sample() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("g.ndjson");
+    let lines: String = (0..50)
+        .map(|i| {
+            format!(
+                "{{\"v\":1,\"step\":{i},\"b_small\":8,\"b_big\":16,\"sq_small\":{},\"sq_big\":1.2,\"tokens\":{}}}\n",
+                2.0 + f64::from(i % 3) * 0.1,
+                16 * (i + 1)
+            )
+        })
+        .collect();
+    std::fs::write(&run, lines).expect("stats");
+    let session = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/advised_run/session.ron");
+    let title = |tag: &str, extra: &str| {
+        let command = format!(
+            "cd {} && {} watch g.ndjson --session {} --advise {tag}.ndjson {extra}; sleep 30",
+            dir.path().display(),
+            env!("CARGO_BIN_EXE_copus"),
+            session.display()
+        );
+        let tmux = Tmux::start(tag, 140, 30, &command);
+        let screen = tmux.wait_for("50 steps");
+        tmux.keys(&["q"]);
+        screen.lines().next().unwrap_or_default().to_string()
+    };
+    let from_session = title("e2e-watch-seq", "");
+    assert!(
+        from_session.contains("64 tokens a sample, from --session"),
+        "{from_session}"
+    );
+    let given = title("e2e-watch-seq-given", "--seq-len 1");
+    assert!(!given.contains("tokens a sample"), "{given}");
+}
+
 /// With quit rebound to "Q" in the configuration file: q leaves the explorer running, Q quits
 /// it with status 0.
 fn quit_is_rebound_to_capital_q(tmux: &Tmux) {

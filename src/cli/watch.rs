@@ -479,11 +479,19 @@ fn explorer_session(
 /// arrive.
 fn run_explorer(args: &WatchArgs, config: &crate::config::Config) -> anyhow::Result<()> {
     let (session, path) = explorer_session(args)?;
+    let session_seq_len = super::watch_advise::live_seq_len(&session);
     let mut resolved = session.resolve(&path)?;
     // As `open` says it: a run costed on copus's defaults says so in its title (a 6k-parameter
     // demo run read as "llama-7b on 1×8 h100-sxm" without a word).
     if args.session.is_none() && args.cluster == super::cluster_args::ClusterArgs::default() {
         resolved.title_note = Some(super::open::ASSUMED_CLUSTER.to_string());
+    }
+    // The session's tokens per sample over the records' own: said on screen, as headless
+    // says it on stderr (3.3M tokens read where the file counted 51.2k, without a word).
+    if args.seq_len.is_none()
+        && let Some(n) = session_seq_len.filter(|_| args.session.is_some())
+    {
+        resolved.title_note = Some(format!("{n} tokens a sample, from --session"));
     }
     super::model_args::apply_overrides_noted(
         &mut resolved,
