@@ -321,7 +321,7 @@ fn near_power_of_four(factor: f64) -> bool {
 }
 
 /// The info diagnostic for steps (in step order) whose cumulative `tokens` are negative or
-/// below the previous record's, if there are any.
+/// not above the previous step's, if there are any.
 fn tokens_not_increasing(records: &[&StepStats]) -> Option<Diagnostic> {
     // Every step trains on some tokens, so the total grows from one step to the next: one
     // that stays put is a per-step count (2048 on every step) written where the total was
