@@ -197,17 +197,7 @@ fn fp8_points(truth: &EfficiencyParams, slow: f64) -> Vec<Measurement> {
         .enumerate()
         .map(|(i, (tp, pp, mbs))| {
             let dp = 16 / tp / pp;
-            let config = ParallelConfig {
-                dp,
-                tp,
-                pp,
-                mbs,
-                zero: 1,
-                recompute: Recompute::Selective,
-                vpp: 1,
-                cp: 1,
-                ep: 1,
-            };
+            let config = crate::perf_model::cfg(dp, tp, pp, mbs);
             let batch = u64::from(dp * mbs) * 8;
             let t = predict(&ctx, &config, batch).expect("runs").step_time_s;
             Measurement {

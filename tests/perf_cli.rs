@@ -222,7 +222,7 @@ fn measured_csv(
     truth: &copus::perf::EfficiencyParams,
     layouts: &[(u32, u32, u32, u32, u64)],
 ) -> String {
-    use copus::perf::{ParallelConfig, PerfContext, Recompute, predict};
+    use copus::perf::{PerfContext, predict};
     let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
     let model = copus::profiles::model("llama-7b", Path::new(".")).expect("model");
     let ctx = PerfContext {
@@ -233,17 +233,7 @@ fn measured_csv(
     };
     let mut csv = String::from("dp,tp,pp,mbs,batch,step_time_s\n");
     for &(dp, tp, pp, mbs, batch) in layouts {
-        let cfg = ParallelConfig {
-            dp,
-            tp,
-            pp,
-            mbs,
-            zero: 1,
-            recompute: Recompute::Selective,
-            vpp: 1,
-            cp: 1,
-            ep: 1,
-        };
+        let cfg = crate::perf_model::cfg(dp, tp, pp, mbs);
         let t = predict(&ctx, &cfg, batch).expect("runs").step_time_s;
         csv.push_str(&format!("{dp},{tp},{pp},{mbs},{batch},{t}\n"));
     }
@@ -434,7 +424,7 @@ fn calibrate_far_off_rows_it_cannot_fit_say_to_check_the_inputs() {
 
 #[test]
 fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
-    use copus::perf::{EfficiencyParams, ParallelConfig, PerfContext, Recompute, predict};
+    use copus::perf::{EfficiencyParams, PerfContext, predict};
     let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
     let model = copus::profiles::model("llama-7b", Path::new(".")).expect("model");
     let truth = EfficiencyParams {
@@ -496,17 +486,7 @@ fn calibrate_fits_a_csv_writes_a_file_that_predict_grid_and_plan_use() {
     );
 
     // predict with the calibration reproduces a measured step; without it, it does not.
-    let cfg = ParallelConfig {
-        dp: 8,
-        tp: 2,
-        pp: 1,
-        mbs: 2,
-        zero: 1,
-        recompute: Recompute::Selective,
-        vpp: 1,
-        cp: 1,
-        ep: 1,
-    };
+    let cfg = crate::perf_model::cfg(8, 2, 1, 2);
     let want = predict(&ctx, &cfg, 64).expect("runs").step_time_s;
     let args = [
         "predict",

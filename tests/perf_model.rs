@@ -19,7 +19,9 @@ fn model(name: &str) -> ModelProfile {
     profiles::model(name, Path::new(".")).expect("model")
 }
 
-fn cfg(dp: u32, tp: u32, pp: u32, mbs: u32) -> ParallelConfig {
+/// A layout with ZeRO-1, selective recompute and no interleave, CP or EP (the integration
+/// tests' common configuration).
+pub(crate) fn cfg(dp: u32, tp: u32, pp: u32, mbs: u32) -> ParallelConfig {
     ParallelConfig {
         dp,
         tp,

@@ -4,7 +4,7 @@
 
 use copus::app::whatif::{FIELDS, Field};
 use copus::app::{App, Effect, Msg, update};
-use copus::perf::{ParallelConfig, PerfContext, Recompute, predict};
+use copus::perf::{PerfContext, predict};
 use copus::session::{Panel, Session};
 use copus::stats::{StepConfig, StepStats};
 use std::io::Write;
@@ -30,17 +30,7 @@ fn timed_run(dir: &std::path::Path) -> std::path::PathBuf {
     for step in 0..60u64 {
         let (dp, tp, pp, mbs) = layouts[(step / 20) as usize];
         let batch = 64u64;
-        let cfg = ParallelConfig {
-            dp,
-            tp,
-            pp,
-            mbs,
-            zero: 1,
-            recompute: Recompute::Selective,
-            vpp: 1,
-            cp: 1,
-            ep: 1,
-        };
+        let cfg = crate::perf_model::cfg(dp, tp, pp, mbs);
         let t = predict(&ctx, &cfg, batch).expect("runs").step_time_s;
         let mut r = StepStats::new(step, mbs as f64, batch as f64, 2.0, 1.0);
         r.step_time_s = Some(t * (1.0 + 0.01 * ((step % 5) as f64 - 2.0)));

@@ -400,7 +400,7 @@ fn loss_change(
             .map(|r| r.loss.filter(|l| *l > 0.0 && l.is_finite()))
             .collect()
     };
-    let before = losses(t.saturating_sub(FACTOR_SPAN).max(level_start)..t)?;
+    let before = losses(span_before(level_start, t))?;
     let after = losses(t..t + w)?;
     let spread = log_spread(&before);
     let mid = median_in_place(&mut before.clone());
@@ -453,14 +453,25 @@ fn level_jumps(records: &[&StepStats]) -> Vec<Jump> {
 /// Steps on each side of a detected jump whose means measure its factor.
 const FACTOR_SPAN: usize = 10 * JUMP_WINDOW;
 
+/// The indices before a jump at `t` its factor and scatter are read over: up to
+/// [`FACTOR_SPAN`], from `level_start` (the previous jump) at the earliest.
+fn span_before(level_start: usize, t: usize) -> std::ops::Range<usize> {
+    t.saturating_sub(FACTOR_SPAN).max(level_start)..t
+}
+
+/// The indices from a jump at `t` on (up to [`FACTOR_SPAN`]) of a series of `len` values.
+fn span_after(t: usize, len: usize) -> std::ops::Range<usize> {
+    t..t.saturating_add(FACTOR_SPAN).min(len)
+}
+
 /// The factor of the level jump at `t`: the geometric mean of both norms' ratios of the mean
 /// over up to [`FACTOR_SPAN`] steps from `t` to the mean over as many before it (from
 /// `level_start`, the previous jump, at the earliest). Five steps
 /// a side (the detection's medians) read a ×4 as ×4.6 on noisy norms, no power of 4.
 fn level_factor(small: &[f64], big: &[f64], level_start: usize, t: usize) -> f64 {
     let ratio = |x: &[f64]| {
-        let before = mean(&x[t.saturating_sub(FACTOR_SPAN).max(level_start)..t]);
-        let after = mean(&x[t..(t + FACTOR_SPAN).min(x.len())]);
+        let before = mean(&x[span_before(level_start, t)]);
+        let after = mean(&x[span_after(t, x.len())]);
         after / before
     };
     let (rs, rb) = (ratio(small), ratio(big));
@@ -480,8 +491,8 @@ const JUMP_SPREADS: f64 = 3.0;
 /// learning rate) crosses ×3 between five-step medians by chance, and was called a jump 14
 /// times in 300 steps; a loss scale moves a steady level.
 fn stands_out(small: &[f64], level_start: usize, t: usize, factor: f64) -> bool {
-    let before = &small[t.saturating_sub(FACTOR_SPAN).max(level_start)..t];
-    let after = &small[t..(t + FACTOR_SPAN).min(small.len())];
+    let before = &small[span_before(level_start, t)];
+    let after = &small[span_after(t, small.len())];
     let spread = 0.5 * (log_spread(before) + log_spread(after));
     factor.ln().abs() >= JUMP_SPREADS * spread
 }
