@@ -254,7 +254,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Vec<PublishedRow>, ParseError> 
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let owned = super::measurements::split_csv_line(line).map_err(err)?;
+        let f: Vec<&str> = owned.iter().map(String::as_str).collect();
         if !header_seen {
             if f.len() < COLUMNS.len() || f[..COLUMNS.len()] != COLUMNS {
                 return Err(err(format!(
@@ -563,6 +564,24 @@ mod tests {
         );
         let e = parse(&text, "f.csv").expect_err("bad mbs");
         assert!(e.to_string().starts_with("f.csv:3:"), "{e}");
+    }
+
+    #[test]
+    fn quoted_fields_keep_their_commas_and_an_open_quote_names_its_line() {
+        let header = COLUMNS.join(",");
+        let row = |name: &str| {
+            format!(
+                "t,{name},h100-sxm,torchtitan-fsdp2,2,64,2,100,16,8,1,2,1,1,1,3,full,8,1,model,test"
+            )
+        };
+        let rows =
+            parse(&format!("{header}\n{}\n", row("\"gpt, small\"")), "f.csv").expect("parses");
+        assert_eq!(rows[0].model.name, "gpt, small");
+        let e = parse(&format!("{header}\n{}\n", row("\"gpt")), "f.csv").expect_err("open quote");
+        assert!(
+            e.to_string().starts_with("f.csv:2:") && e.to_string().contains("not closed"),
+            "{e}"
+        );
     }
 
     #[test]
