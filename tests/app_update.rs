@@ -362,6 +362,9 @@ fn the_plan_arrives_and_brackets_jump_between_switch_points() {
                     "batch {}→{}",
                     s.from_state.batch, s.to_state.batch
                 ))
+                && app
+                    .status
+                    .contains(&format!("· {} costs {:.0} s ·", s.kind, s.cost_s))
                 && app.status.contains(&format!(
                     "mbs{}",
                     s.from_state.config.as_ref().expect("config").mbs

@@ -291,7 +291,7 @@ fn switch_status(app: &App, i: usize) -> Option<String> {
         _ => format!("{} → {}", s.from, s.to),
     };
     Some(format!(
-        "switch {}/{n}: {change}, step {} ({} tok) = trainer {} ({}) · {} {:.0} s · {details}",
+        "switch {}/{n}: {change}, step {} ({} tok) = trainer {} ({}) · {} costs {:.0} s · {details}",
         k + 1,
         s.at_step,
         crate::format::tokens(s.at_tokens),
