@@ -3104,3 +3104,44 @@ fn all_to_all_cp_that_splits_key_value_heads_cannot_run() {
     assert!(!a2a.iter().any(|l| l == split), "{a2a:?}");
     assert!(a2a.iter().any(|l| l.contains("CP8·TP1")), "{a2a:?}");
 }
+
+/// An inline shape the flags describe that cannot be split (hidden not divisible by heads,
+/// key/value heads not dividing the heads) is a command-line error (exit 2) naming the flags,
+/// as docs/RELIABILITY.md says, not an error of a profile's fields.
+#[test]
+fn an_inline_shape_that_cannot_split_names_its_flags_and_exits_2() {
+    let base = [
+        "predict",
+        "--layers",
+        "2",
+        "--vocab",
+        "100",
+        "--seq",
+        "16",
+        "--gpus",
+        "1",
+        "--batch",
+        "1",
+        "--hardware",
+        "a100-80g",
+    ];
+    for (shape, says) in [
+        (
+            &["--hidden", "64", "--heads", "3"][..],
+            "--hidden/--heads: 64 is not divisible by 3",
+        ),
+        (
+            &["--hidden", "64", "--heads", "4", "--kv-heads", "3"][..],
+            "--kv-heads: 3 key/value heads",
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(base)
+            .args(shape)
+            .output()
+            .expect("run copus");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says) && !err.contains("inline."), "{err}");
+    }
+}

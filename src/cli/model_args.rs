@@ -76,7 +76,7 @@ impl ModelArgs {
             need(self.hidden, "hidden")?,
             need(self.heads, "heads")?,
         );
-        Ok(ModelProfile {
+        let m = ModelProfile {
             name: "inline".into(),
             layers,
             hidden,
@@ -98,7 +98,25 @@ impl ModelArgs {
             dropout: self.dropout.map(Into::into),
             moe: None,
             source: "command line".into(),
-        })
+        };
+        // A shape the flags describe that cannot be split is a command-line error (exit 2)
+        // naming the flags, not a profile's fields.
+        crate::validate::profile::model(&m, "inline").map_err(|e| {
+            let flag = match e.field.trim_start_matches("inline.") {
+                "hidden" => "--hidden/--heads",
+                "kv_heads" => "--kv-heads",
+                "ffn_hidden" => "--ffn",
+                "seq_len" => "--seq",
+                other => other,
+            };
+            let flag = if flag.starts_with("--") {
+                flag.to_string()
+            } else {
+                format!("--{flag}")
+            };
+            super::FlagValueError(format!("{flag}: {}", e.msg))
+        })?;
+        Ok(m)
     }
 }
 
