@@ -1329,6 +1329,17 @@ fn a_presets_triton_attention_costed_as_fused_is_said() {
     );
     let a100 = caveats("a100-80g");
     assert!(!a100.contains("attention triton"), "{a100}");
+    // `grid` (and so `plan` and the explorer, which read the session's notes) says it too:
+    // it was only in `predict`.
+    let grid = |extra: &str| {
+        json_of(&format!("grid demo --stack llm-foundry {extra}"))["caveats"].to_string()
+    };
+    let g = grid("");
+    assert!(
+        g.contains("attention triton (llm-foundry's)") && g.contains("costed as fused"),
+        "{g}"
+    );
+    assert!(!grid("--attention fused").contains("attention triton"));
 }
 
 /// `predict`'s "faster here" proposes no layout that `predict` itself calls tight on memory

@@ -1300,29 +1300,13 @@ fn setting_caveats(
     attention_given: bool,
     capacity_bytes: f64,
 ) -> Vec<String> {
-    use crate::perf::efficiency::{AttentionKind, Sharding};
+    use crate::perf::efficiency::Sharding;
     let mut caveats = Vec::new();
-    if attention_given && eff.attention == AttentionKind::Cudnn && eff.attn_native_speedup == 1.0 {
-        caveats.push(
-            "attention cudnn: this GPU's profile gives the Hopper-native kernel no speed-up \
-             over FlashAttention-2 (attn_native_speedup 1): costed as fused"
-                .to_string(),
-        );
-    }
-    // Also where the preset chose it (llm-foundry's tables ran it): its help says the kernel
-    // is slower, and this profile costs it as the fused one without a word.
-    if eff.attention == AttentionKind::Triton && eff.attn_triton_slowdown == 1.0 {
-        let whose = if attention_given {
-            String::new()
-        } else {
-            format!(" ({stack}'s)")
-        };
-        caveats.push(format!(
-            "attention triton{whose}: this GPU's profile has no fitted slowdown of the Triton \
-             flash-attention kernel against FlashAttention-2 (attn_triton_slowdown 1): costed as \
-             fused"
-        ));
-    }
+    caveats.extend(crate::session::attention_cost_note(
+        stack,
+        eff,
+        attention_given,
+    ));
     // The older Megatron and Megatron-DeepSpeed have no TP overlap: costed, but a what-if
     // (it was costed without a word).
     if !stack.has_tp_overlap() && eff.tp_overlap > 0.0 && cfg.tp > 1 {
