@@ -221,10 +221,7 @@ fn compare_lays_b_over_a_and_finds_where_they_differ() {
         .analysis
         .expect("B analysis");
     let settings = &app.resolved.session.estimator;
-    assert_eq!(
-        c.comparison,
-        copus::stats::compare(&a, &b_report, settings.confidence)
-    );
+    assert_eq!(c.comparison, copus::stats::compare(&a, &b_report, settings));
     assert!(!c.comparison.differs.is_empty(), "B differs early");
     assert!(c.comparison.differs.iter().all(|d| d.b_higher));
     assert!(
@@ -242,7 +239,7 @@ fn compare_lays_b_over_a_and_finds_where_they_differ() {
             .iter()
             .all(|r| first <= r[0] && r[0] <= r[1] && r[1] <= last)
     );
-    let summary = mv::compare_summary(&c.comparison);
+    let summary = mv::compare_summary(&c.comparison, &app.trajectory);
     assert!(
         summary.contains(&format!("{:.0}%", 100.0 * c.comparison.differs_share)),
         "{summary}"
@@ -370,4 +367,81 @@ fn a_smoother_behind_the_last_window_is_named() {
         .iter()
         .any(|seg| seg.contains("the smoother lags a fast change"));
     assert_eq!(named, disjoint);
+}
+
+/// Runs that end apart are compared at the latest point both reach, not at their own last
+/// windows (A's last window over B's compared two points in training, and was shown as "B/A
+/// now" without a word); a ratio without an interval says so; the export carries the
+/// comparison and B_crit's interval as the screen shows them (review #12, findings 1 and 2).
+#[test]
+fn runs_that_end_apart_are_compared_where_both_reach_and_exported_as_shown() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(sample_run()).expect("sample run");
+    let lines: Vec<&str> = text.lines().collect();
+    let half = dir.path().join("half.ndjson");
+    std::fs::write(&half, lines[..lines.len() / 2].join("\n") + "\n").expect("write B");
+    let app = open(&sample_run(), Some(&half)).expect("opens with --compare");
+    let c = app
+        .compare
+        .clone()
+        .expect("compared run")
+        .comparison
+        .clone();
+    assert!(!c.now_windows_overlap, "{:?}", c.now_windows);
+    let end = c.shared_end.clone().expect("a shared end");
+    let b_now = open(&half, None)
+        .expect("B opens")
+        .analysis
+        .expect("B")
+        .summary
+        .now
+        .clone();
+    assert_eq!(end.steps_b, [b_now.first_step, b_now.last_step]);
+    let headline = mv::compare_headline(&c, &app.trajectory);
+    assert!(
+        headline.contains("(latest shared)")
+            && headline.contains(&format!("A steps {}–{}", end.steps_a[0], end.steps_a[1]))
+            && !headline.contains("now"),
+        "{headline}"
+    );
+    let summary = mv::compare_summary(&c, &app.trajectory);
+    match end.ratio.ci {
+        Some(_) => assert!(summary.contains(" ["), "{summary}"),
+        None => assert!(summary.contains("(CI unbounded)"), "{summary}"),
+    }
+
+    // The export says what the screen says.
+    let mut app = crate::render_support::with_table(app);
+    let effects = update(&mut app, Msg::Export);
+    let [copus::app::Effect::Write(job)] = effects.as_slice() else {
+        panic!("expected a write, got {effects:?}");
+    };
+    let file = |ext: &str| {
+        job.files
+            .iter()
+            .find(|f| f.0.extension().is_some_and(|e| e == ext))
+            .expect("exported file")
+            .1
+            .clone()
+    };
+    let v: serde_json::Value = serde_json::from_str(&file("json")).expect("json");
+    assert_eq!(v["comparison"]["summary"], summary.as_str());
+    assert_eq!(v["comparison"]["now_windows_overlap"], false);
+    assert_eq!(v["comparison"]["b"], "half.ndjson");
+    let ci = &v["b_crit_interval"];
+    let (lo, b) = (
+        ci[0].as_f64().expect("lo"),
+        v["b_crit"].as_f64().expect("b"),
+    );
+    assert!(lo > 0.0 && lo < b, "{ci} around {b}");
+    let csv = file("csv");
+    assert!(csv.contains(&format!("# comparison: {summary}\n")), "{csv}");
+    assert!(csv.contains("# b_crit_interval_sequences: "), "{csv}");
+
+    // Runs that end together are compared "now", with the interval.
+    let same = open(&sample_run(), Some(&sample_run())).expect("opens");
+    let c = same.compare.clone().expect("compared").comparison.clone();
+    assert!(c.now_windows_overlap);
+    let headline = mv::compare_headline(&c, &same.trajectory);
+    assert!(headline.contains("B/A now ×1.00"), "{headline}");
 }

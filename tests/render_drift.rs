@@ -122,7 +122,7 @@ fn a_compared_run_overlaid() {
     assert!(large.contains("+ B run-b.ndjson"), "{large}");
     let c = app.compare.clone().expect("compare");
     assert!(
-        large.contains(&mv::compare_summary(&c.comparison)),
+        large.contains(&mv::compare_summary(&c.comparison, &app.trajectory)),
         "{large}"
     );
 }

@@ -1291,3 +1291,42 @@ fn branch_names_the_base_run_it_wrote() {
         .expect("run copus");
     assert!(analyzed.status.success(), "{analyzed:?}");
 }
+
+/// `snapshot --compare B` draws the two-run view `open --compare B` shows (it was refused as
+/// an unknown argument, so that view could not be captured), with the comparison in the
+/// estimators panel; `--compare` beside `--out` may not name the same file.
+#[test]
+fn snapshot_draws_the_two_run_view() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
+    let snap = copus()
+        .arg("snapshot")
+        .arg(&a)
+        .args(["--size", "200x90", "--keys", "4", "--compare"])
+        .arg(&a)
+        .output()
+        .expect("run");
+    let screen = String::from_utf8_lossy(&snap.stdout);
+    assert!(
+        snap.status.success(),
+        "{}",
+        String::from_utf8_lossy(&snap.stderr)
+    );
+    assert!(
+        screen.contains("compared with B = sample-run.ndjson") && screen.contains("B/A now ×1.00"),
+        "{screen}"
+    );
+    let out = dir.path().join("b.ndjson");
+    std::fs::copy(&a, &out).expect("copy");
+    let clash = copus()
+        .arg("snapshot")
+        .arg(&a)
+        .arg("--compare")
+        .arg(&out)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert!(!clash.status.success());
+    assert!(String::from_utf8_lossy(&clash.stderr).contains("--compare"));
+}

@@ -159,8 +159,51 @@ pub struct ExportView {
     pub b_crit: f64,
     /// B_crit at the cursor (after the session's scale), samples of the source.
     pub b_crit_run_samples: f64,
+    /// The interval of `b_crit` (sequences of the model), as the timeline's title shows it;
+    /// `null` where the source gives none (a scenario), an unbounded end `null`.
+    pub b_crit_interval: Option<[Option<f64>; 2]>,
+    /// A second run compared with this one (`open A --compare B`), as the explorer shows it;
+    /// absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<ExportComparison>,
     /// Every cell, row-major (layout × batch).
     pub cells: Vec<ExportCell>,
+}
+
+/// The comparison with a second run in an export: what the explorer's headline and
+/// estimators panel say, with the figures behind them (the per-step aligned points are in
+/// `analyze A --compare B --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportComparison {
+    /// Run B (its file name).
+    pub b: String,
+    /// The explorer's one-line summary.
+    pub summary: String,
+    /// Share of aligned points whose intervals do not overlap (0–1).
+    pub differs_share: f64,
+    /// B's last-window estimate over A's (see `now_windows_overlap`).
+    pub now: Option<crate::stats::analysis::compare::WindowRatio>,
+    /// Whether the two last windows overlap in training.
+    pub now_windows_overlap: bool,
+    /// Where the last windows do not overlap: B over A over the shorter run's last window.
+    pub shared_end: Option<crate::stats::analysis::compare::SharedEnd>,
+    /// The stretches where the intervals do not overlap.
+    pub differs: Vec<crate::stats::analysis::compare::DiffStretch>,
+}
+
+/// The comparison of `app` (with its second run) for an export.
+pub fn comparison(app: &App) -> Option<ExportComparison> {
+    let c = app.compare.as_ref()?;
+    let k = &c.comparison;
+    Some(ExportComparison {
+        b: c.label.clone(),
+        summary: super::measured_view::compare_summary(k, &app.trajectory),
+        differs_share: k.differs_share,
+        now: k.now.clone(),
+        now_windows_overlap: k.now_windows_overlap,
+        shared_end: k.shared_end.clone(),
+        differs: k.differs.clone(),
+    })
 }
 
 /// Build the export of `grid` over `table` at trajectory point `at` (B_crit in the source's
@@ -224,6 +267,12 @@ pub fn export_view(
         tokens: at.tokens,
         b_crit: grid.b_crit,
         b_crit_run_samples: at.b_crit,
+        // The run's interval in the model's sequences: the factor that converts the value.
+        b_crit_interval: at.ci.filter(|_| at.b_crit > 0.0).map(|(lo, hi)| {
+            let f = grid.b_crit / at.b_crit;
+            [lo * f, hi * f].map(|x| x.is_finite().then_some(x))
+        }),
+        comparison: None,
         cells,
     }
 }
@@ -267,6 +316,16 @@ pub fn to_csv(view: &ExportView) -> String {
         ("b_crit_source", c.b_crit_source.clone()),
         ("b_crit_sequences", view.b_crit.to_string()),
         (
+            "b_crit_interval_sequences",
+            view.b_crit_interval
+                .map(|[lo, hi]| {
+                    let end =
+                        |x: Option<f64>| x.map_or_else(|| "unbounded".into(), |v| v.to_string());
+                    format!("{} - {}", end(lo), end(hi))
+                })
+                .unwrap_or_else(|| "none (the source gives no interval)".into()),
+        ),
+        (
             "b_crit_run_samples",
             format!("{} (x {} tokens)", view.b_crit_run_samples, c.run_seq_len),
         ),
@@ -283,6 +342,10 @@ pub fn to_csv(view: &ExportView) -> String {
     ];
     for (k, v) in context {
         out.push_str(&format!("# {k}: {}\n", v.replace('\n', " ")));
+    }
+    if let Some(k) = &view.comparison {
+        out.push_str(&format!("# compared_with: {}\n", k.b.replace('\n', " ")));
+        out.push_str(&format!("# comparison: {}\n", k.summary.replace('\n', " ")));
     }
     out.push_str(
         "layout,dp,tp,pp,batch,feasible,reason,tokens_per_s,stat_eff,goodput,mbs,zero,recompute,mfu,step_time_s,best,cp,ep,vpp\n",

@@ -6,6 +6,7 @@
 //! `summary.run_wide`, `diagnostics[].at`, `steps[].layers`, `--compare`'s `comparison`).
 
 use crate::format::si;
+use crate::stats::analysis::compare::{SharedEnd, WindowRatio};
 use crate::stats::{AnalyzeReport, Comparison, DiagnosticKind, LayerPoint};
 use crate::trajectory::{Trajectory, TrajectoryPoint};
 
@@ -322,25 +323,68 @@ pub fn differ_stretches(c: &CompareRun, a: &Trajectory) -> Vec<[f64; 2]> {
         .collect()
 }
 
-/// The one-line summary of a comparison: B over A now (with interval), and the share of the
-/// aligned points where the intervals are apart.
-pub fn compare_summary(c: &Comparison) -> String {
-    let now = match &c.now {
-        Some(r) => format!(
-            "B/A now {}{}{}",
-            factor_words(r.ratio),
-            r.ci.map(|ci| format!(
-                " [{}–{}]",
-                factor_words(ci[0]).trim_start_matches('×'),
-                factor_words(ci[1]).trim_start_matches('×')
-            ))
-            .unwrap_or_default(),
-            if r.differs { " differs" } else { "" }
+/// A ratio with its interval in words: "×1.02 [0.81–1.29]", "differs" where the interval
+/// excludes 1, "(CI unbounded)" where there is none (an estimate's interval is unbounded).
+fn ratio_words(r: &WindowRatio) -> String {
+    let ci = match r.ci {
+        Some(ci) => format!(
+            " [{}–{}]",
+            factor_words(ci[0]).trim_start_matches('×'),
+            factor_words(ci[1]).trim_start_matches('×')
         ),
-        None => "B/A now n/a".into(),
+        None => " (CI unbounded)".into(),
     };
     format!(
-        "{now} · apart on {:.0}% of {} points ({} stretch{})",
+        "{}{ci}{}",
+        factor_words(r.ratio),
+        if r.differs { " differs" } else { "" }
+    )
+}
+
+/// The latest stretch both runs reach in words, on the explorer's own axis (A's steps and
+/// tokens as the trajectory counts them; a comparison's own positions are in the records'
+/// tokens, which `--seq-len` may rescale): "A steps 1350–1499, to 786.4M tok".
+fn shared_end_words(end: &SharedEnd, a: &Trajectory) -> String {
+    let [first, last] = end.steps_a;
+    match tokens_at_step(a, last) {
+        Some(t) => format!(
+            "A steps {first}–{last}, to {} tok",
+            crate::format::tokens(t)
+        ),
+        None => format!("A steps {first}–{last}"),
+    }
+}
+
+/// B over A where the two runs are compared "now": each run's last window where those overlap
+/// in training, else the latest aligned point both share (the runs end apart: A's last window
+/// over B's compared two points in training), in words (with its interval), positions on
+/// A's trajectory `a`.
+fn now_words(c: &Comparison, a: &Trajectory, with_interval: bool) -> String {
+    let words = |r: &WindowRatio| {
+        if with_interval {
+            ratio_words(r)
+        } else {
+            factor_words(r.ratio)
+        }
+    };
+    match (&c.now, &c.shared_end) {
+        (_, Some(end)) if !c.now_windows_overlap => format!(
+            "B/A {} at {} (latest shared)",
+            words(&end.ratio),
+            shared_end_words(end, a)
+        ),
+        (Some(r), _) => format!("B/A now {}", words(r)),
+        _ => "B/A now n/a".into(),
+    }
+}
+
+/// The one-line summary of a comparison: B over A now (with interval; at the latest shared
+/// point where the runs end apart), and the share of the aligned points where the intervals
+/// are apart.
+pub fn compare_summary(c: &Comparison, a: &Trajectory) -> String {
+    format!(
+        "{} · apart on {:.0}% of {} points ({} stretch{})",
+        now_words(c, a, true),
         100.0 * c.differs_share,
         c.points.len(),
         c.differs.len(),
@@ -349,14 +393,12 @@ pub fn compare_summary(c: &Comparison) -> String {
 }
 
 /// The comparison in a few words for the timeline's headline: the share of points where the
-/// intervals are apart and B over A now.
-pub fn compare_headline(c: &Comparison) -> String {
+/// intervals are apart and B over A now (at the latest shared point where the runs end apart).
+pub fn compare_headline(c: &Comparison, a: &Trajectory) -> String {
     format!(
-        "B≠A on {:.0}% · B/A now {}",
+        "B≠A on {:.0}% · {}",
         100.0 * c.differs_share,
-        c.now
-            .as_ref()
-            .map_or("n/a".into(), |r| factor_words(r.ratio))
+        now_words(c, a, false)
     )
 }
 

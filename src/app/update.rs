@@ -348,7 +348,8 @@ fn export(app: &App) -> Result<Effect, String> {
     else {
         return Err("nothing to export yet".into());
     };
-    let view = export_view(table, grid, at, &super::export::context(app));
+    let mut view = export_view(table, grid, at, &super::export::context(app));
+    view.comparison = super::export::comparison(app);
     let json = serde_json::to_string_pretty(&view).map_err(|e| e.to_string())?;
     let base = format!("{}-step{}", export_stem(app), at.step);
     let dir = export_dir(app);

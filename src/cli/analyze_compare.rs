@@ -49,8 +49,9 @@ fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<Analy
 pub fn run(args: &AnalyzeArgs, other: &std::path::Path) -> anyhow::Result<()> {
     let a = report_of(&args.path, args)?;
     let b = report_of(other, args)?;
-    let confidence = args.settings(&EstimatorSettings::default()).confidence;
-    let c = crate::stats::compare(&a, &b, confidence);
+    let settings = args.settings(&EstimatorSettings::default());
+    let confidence = settings.confidence;
+    let c = crate::stats::compare(&a, &b, &settings);
     if args.json {
         let mut v = serde_json::json!({ "a": &a, "b": &b, "comparison": &c });
         if args.summary_only {
@@ -82,17 +83,51 @@ pub fn render_comparison(c: &crate::stats::Comparison, confidence: f64) -> Strin
         crate::stats::analysis::compare::AlignedBy::Tokens => "tokens",
         crate::stats::analysis::compare::AlignedBy::Steps => "steps",
     };
-    let ratio = |name: &str, r: &Option<crate::stats::analysis::compare::WindowRatio>| match r {
-        Some(r) => format!(
-            "{name:<9} B/A x{:.3}{}{}",
+    let words = |r: &crate::stats::analysis::compare::WindowRatio| {
+        format!(
+            "B/A x{:.3}{}{}",
             r.ratio,
-            r.ci.map(|c| format!(" ({pct:.0}% CI x{:.3}-x{:.3})", c[0], c[1]))
-                .unwrap_or_default(),
+            r.ci.map_or_else(
+                || " (interval unbounded: not resolved)".to_string(),
+                |c| format!(" ({pct:.0}% CI x{:.3}-x{:.3})", c[0], c[1])
+            ),
             if r.differs { " differs" } else { "" }
-        ),
-        None => format!("{name:<9} B/A not available (an estimate is not positive)"),
+        )
     };
-    let _ = writeln!(out, "{}", ratio("now", &c.now));
+    let ratio = |name: &str, r: &Option<crate::stats::analysis::compare::WindowRatio>| match r {
+        Some(r) => format!("{name:<10} {}", words(r)),
+        None => format!("{name:<10} B/A not available (an estimate is not positive)"),
+    };
+    let _ = write!(out, "{}", ratio("now", &c.now));
+    // Each run's own last window: where they do not overlap, not one point in training.
+    match c.now_windows {
+        Some([wa, wb]) if !c.now_windows_overlap => {
+            let _ = writeln!(
+                out,
+                "\n           A's last window at {axis} {:.4e}-{:.4e}, B's at {:.4e}-{:.4e}: \
+                 not the same point in training (read the shared end below)",
+                wa[0], wa[1], wb[0], wb[1]
+            );
+        }
+        _ => {
+            let _ = writeln!(out);
+        }
+    }
+    if let Some(end) = &c.shared_end {
+        let _ = writeln!(
+            out,
+            "{:<10} {} over {axis} {:.4e}-{:.4e} (A steps {}-{}, B steps {}-{}): the last \
+             window of the run that ends first, and the other's over the same span",
+            "shared end",
+            words(&end.ratio),
+            end.at[0],
+            end.at[1],
+            end.steps_a[0],
+            end.steps_a[1],
+            end.steps_b[0],
+            end.steps_b[1]
+        );
+    }
     let _ = writeln!(out, "{}", ratio("run-wide", &c.run_wide));
     let _ = writeln!(
         out,

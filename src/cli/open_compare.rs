@@ -50,7 +50,7 @@ pub fn attach(app: &mut App, other: &Path) -> anyhow::Result<()> {
             other.display()
         );
     }
-    let comparison = crate::stats::compare(&a, &report, settings.confidence);
+    let comparison = crate::stats::compare(&a, &report, settings);
     let label = other.file_name().map_or_else(
         || other.display().to_string(),
         |n| n.to_string_lossy().into_owned(),

@@ -51,6 +51,23 @@ pub struct SnapshotArgs {
         value_parser = super::analyze::samples_per_file
     )]
     pub samples: Option<f64>,
+    /// Stats file or dump: estimator settings (smoother, bandwidth, decay, …), as `copus open`
+    /// takes them.
+    #[command(flatten)]
+    pub estimator: super::estimator_args::EstimatorArgs,
+    /// Stats file or dump: the batch (sequences of the model) the run uses now, as `copus open
+    /// --current-batch`.
+    #[arg(
+        long,
+        value_name = "SAMPLES",
+        requires = "path",
+        conflicts_with = "lesson"
+    )]
+    pub current_batch: Option<u64>,
+    /// Stats file: a second run laid over the timeline, as `copus open --compare` (the
+    /// two-run view).
+    #[arg(long, value_name = "B", requires = "path", conflicts_with = "lesson")]
+    pub compare: Option<PathBuf>,
     /// Stats file: branch records laid over the timeline, as `copus open --branches`.
     #[arg(
         long,
@@ -134,6 +151,7 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
             ("the session or run drawn", a.path.as_deref()),
             ("--calibration", a.calibration.as_deref()),
             ("--branches", a.branches.as_deref()),
+            ("--compare", a.compare.as_deref()),
         ]
         .into_iter()
         .filter_map(|(role, p)| p.map(|p| (role, p)))
@@ -176,6 +194,9 @@ pub fn run(a: &SnapshotArgs) -> anyhow::Result<()> {
             b_crit_from: a.b_crit_from,
             stack: a.stack.clone(),
             samples: a.samples,
+            estimator: a.estimator.clone(),
+            current_batch: a.current_batch,
+            compare: a.compare.clone(),
             ..super::open::OpenArgs::for_path(p)
         })?,
         (None, Some(name)) => {

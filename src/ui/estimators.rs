@@ -103,7 +103,7 @@ fn measured_lines(
         lines.push(Line::styled(format!("compared with B = {}", c.label), bold));
         lines.push(Line::from(format!(
             "  {}",
-            mv::compare_summary(&c.comparison)
+            mv::compare_summary(&c.comparison, &app.trajectory)
         )));
         for d in c.comparison.differs.iter().take(4) {
             lines.push(Line::from(format!(

@@ -7,6 +7,8 @@
 //! (for two 95% intervals of similar width it is about a 99.5% test); smoothed neighbouring
 //! steps are strongly correlated, so differences come in stretches, reported as such.
 
+use crate::EstimatorSettings;
+use crate::analysis::summarize::{Series, window_over};
 use crate::diagnostics::MAX_LOCATED;
 use crate::estimate::interval::z_for;
 use crate::estimate::window::WindowEstimate;
@@ -74,6 +76,23 @@ pub struct WindowRatio {
     pub differs: bool,
 }
 
+/// B over A over one stretch of training at the end of the shorter run: that run's last
+/// window and the longer run's window over the same span, both estimated as each run's
+/// windows are ([`crate::analysis::summarize::window_over`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SharedEnd {
+    /// The span on the alignment axis (tokens, or steps as numbers): the shorter run's last
+    /// window.
+    pub at: [f64; 2],
+    /// First and last step of run A's window over the span.
+    pub steps_a: [u64; 2],
+    /// First and last step of run B's window over the span.
+    pub steps_b: [u64; 2],
+    /// B's window estimate over A's, with its interval.
+    #[serde(flatten)]
+    pub ratio: WindowRatio,
+}
+
 /// The comparison of run B with run A.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
@@ -85,17 +104,29 @@ pub struct Comparison {
     pub differs: Vec<DiffStretch>,
     /// Share of aligned points whose intervals do not overlap.
     pub differs_share: f64,
-    /// B's "now" (last window) over A's.
+    /// B's "now" (last window) over A's: each run's own last window, which are not the
+    /// same point in training when the runs end apart (see `now_windows`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub now: Option<WindowRatio>,
+    /// Where the two "now" windows lie on the alignment axis: `[[A first, A last], [B first,
+    /// B last]]` (tokens, or steps as numbers); `null` where a run's window has no position.
+    pub now_windows: Option<[[f64; 2]; 2]>,
+    /// True when the two "now" windows overlap on the axis (the same stretch of training), so
+    /// `now` compares like with like.
+    pub now_windows_overlap: bool,
+    /// Where the "now" windows do not overlap: B over A over the shorter run's last window,
+    /// the latest stretch of training both runs reach (what to read instead of `now`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_end: Option<SharedEnd>,
     /// B's run-wide estimate over A's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_wide: Option<WindowRatio>,
 }
 
-/// Compare run `b` with run `a` (both analysed at the same confidence for meaningful
-/// intervals; `confidence` is used for the window ratios).
-pub fn compare(a: &AnalyzeReport, b: &AnalyzeReport, confidence: f64) -> Comparison {
+/// Compare run `b` with run `a`, both analysed with `settings` (its confidence is the window
+/// ratios'; its windows, the shared end's).
+pub fn compare(a: &AnalyzeReport, b: &AnalyzeReport, settings: &EstimatorSettings) -> Comparison {
+    let confidence = settings.confidence;
     let has_tokens = |r: &AnalyzeReport| {
         !r.steps.is_empty()
             && r.steps
@@ -153,14 +184,81 @@ pub fn compare(a: &AnalyzeReport, b: &AnalyzeReport, confidence: f64) -> Compari
     } else {
         points.iter().filter(|p| p.differs).count() as f64 / points.len() as f64
     };
+    let window_at = |r: &AnalyzeReport, w: &WindowEstimate| -> Option<[f64; 2]> {
+        // The row at the step, or the nearest (a coarsened report keeps merged steps).
+        let at = |step: u64| {
+            r.steps
+                .iter()
+                .min_by_key(|s| s.step.abs_diff(step))
+                .map(pos)
+        };
+        Some([at(w.first_step)?, at(w.last_step)?])
+    };
+    let now_windows = window_at(a, &a.summary.now).zip(window_at(b, &b.summary.now));
+    let now_windows_overlap = now_windows.is_some_and(|([a0, a1], [b0, b1])| a0 <= b1 && b0 <= a1);
+    let shared_end = now_windows
+        .filter(|_| !now_windows_overlap)
+        .and_then(|(wa, wb)| {
+            // The run that ends first keeps its own last window; the other is estimated
+            // over the same span.
+            if wa[1] <= wb[1] {
+                let other = window_at_span(b, wa, &pos, settings)?;
+                shared(wa, &a.summary.now, &other, settings.confidence)
+            } else {
+                let other = window_at_span(a, wb, &pos, settings)?;
+                shared(wb, &other, &b.summary.now, settings.confidence)
+            }
+        });
     Comparison {
         aligned_by,
         differs,
         differs_share: share,
         points,
         now: window_ratio(&a.summary.now, &b.summary.now, confidence),
+        now_windows: now_windows.map(|(x, y)| [x, y]),
+        now_windows_overlap,
+        shared_end,
         run_wide: window_ratio(&a.summary.run_wide, &b.summary.run_wide, confidence),
     }
+}
+
+/// `r`'s window over the rows whose position (`pos`) lies in `span`, estimated as its own
+/// windows are; `None` where no row lies there.
+fn window_at_span(
+    r: &AnalyzeReport,
+    span: [f64; 2],
+    pos: &dyn Fn(&StepRow) -> f64,
+    settings: &EstimatorSettings,
+) -> Option<WindowEstimate> {
+    let inside = |s: &StepRow| (span[0]..=span[1]).contains(&pos(s));
+    let first = r.steps.iter().position(inside)?;
+    let last = r.steps.iter().rposition(inside)?;
+    let steps: Vec<u64> = r.steps.iter().map(|s| s.step).collect();
+    let trace: Vec<f64> = r.steps.iter().map(|s| s.trace_step).collect();
+    let g2: Vec<f64> = r.steps.iter().map(|s| s.g2_step).collect();
+    let b_big: Vec<f64> = r.steps.iter().map(|s| s.b_big).collect();
+    let series = Series {
+        steps: &steps,
+        trace: &trace,
+        g2: &g2,
+        b_big: &b_big,
+    };
+    window_over(&series, settings, first..last + 1).map(|w| (&w).into())
+}
+
+/// The shared end over `span` from A's and B's windows there.
+fn shared(
+    span: [f64; 2],
+    a: &WindowEstimate,
+    b: &WindowEstimate,
+    confidence: f64,
+) -> Option<SharedEnd> {
+    Some(SharedEnd {
+        at: span,
+        steps_a: [a.first_step, a.last_step],
+        steps_b: [b.first_step, b.last_step],
+        ratio: window_ratio(a, b, confidence)?,
+    })
 }
 
 fn stretches(points: &[ComparePoint]) -> Vec<DiffStretch> {
@@ -200,17 +298,24 @@ pub fn window_ratio(
     b: &WindowEstimate,
     confidence: f64,
 ) -> Option<WindowRatio> {
-    let (ba, bb) = (a.b_simple?, b.b_simple?);
+    ratio_of((a.b_simple?, a.ci), (b.b_simple?, b.ci), confidence)
+}
+
+/// B over A from two estimates with their intervals (`confidence`), with an approximate
+/// log-normal interval; `None` unless both estimates are positive.
+fn ratio_of(
+    (ba, ci_a): (f64, [f64; 2]),
+    (bb, ci_b): (f64, [f64; 2]),
+    confidence: f64,
+) -> Option<WindowRatio> {
     if !(ba > 0.0 && bb > 0.0) {
         return None;
     }
     let z = z_for(confidence);
-    let se = |w: &WindowEstimate| {
-        let [lo, hi] = w.ci;
-        (lo > 0.0 && hi.is_finite()).then(|| (hi.ln() - lo.ln()) / (2.0 * z))
-    };
+    let se =
+        |[lo, hi]: [f64; 2]| (lo > 0.0 && hi.is_finite()).then(|| (hi.ln() - lo.ln()) / (2.0 * z));
     let ratio = bb / ba;
-    let ci = se(a).zip(se(b)).map(|(sa, sb)| {
+    let ci = se(ci_a).zip(se(ci_b)).map(|(sa, sb)| {
         let half = z * (sa * sa + sb * sb).sqrt();
         [ratio * (-half).exp(), ratio * half.exp()]
     });

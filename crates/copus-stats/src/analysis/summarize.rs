@@ -178,6 +178,72 @@ fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
+/// Per-step estimates divided by their common scale ([`scale_of`]), with their steps.
+struct Scaled<'a> {
+    t: &'a [f64],
+    g: &'a [f64],
+    steps: &'a [u64],
+    scale: f64,
+}
+
+impl Scaled<'_> {
+    /// The ratio of means over records `range` with its interval (HAC variance of the
+    /// residuals `dw`, Bartlett lag and the detrending kernel's width in records `lags`).
+    fn window(
+        &self,
+        dw: &Detrended,
+        (lag, kernel_records): (usize, f64),
+        z: f64,
+        range: std::ops::Range<usize>,
+    ) -> WindowPoint {
+        let (mt, mg) = (mean(&self.t[range.clone()]), mean(&self.g[range.clone()]));
+        let v = dw.mean_cov(range.clone(), lag, kernel_records);
+        let var_ln = (mt > 0.0 && mg > 0.0)
+            .then(|| v.0 / (mt * mt) - 2.0 * v.1 / (mt * mg) + v.2 / (mg * mg))
+            .filter(|x| x.is_finite() && *x >= 0.0);
+        WindowPoint {
+            first_step: self.steps[range.start],
+            last_step: self.steps[range.end - 1],
+            steps: range.len(),
+            point: point(mt, mg, v, z, self.scale),
+            var_ln,
+        }
+    }
+}
+
+/// The window estimate over records `range` of `series`, computed as [`smooth`] computes its
+/// windows (`now`, the first window): the same detrending kernel, autocorrelation lag and
+/// interval. For a window of one run over the span of another run's window. `None` for an
+/// empty range or one past the series' end.
+pub fn window_over(
+    series: &Series<'_>,
+    settings: &EstimatorSettings,
+    range: std::ops::Range<usize>,
+) -> Option<WindowPoint> {
+    let n = series.trace.len();
+    if range.is_empty() || range.end > n || series.g2.len() != n || series.steps.len() != n {
+        return None;
+    }
+    let scale = scale_of(series.trace, series.g2);
+    let t: Vec<f64> = series.trace.iter().map(|x| x / scale).collect();
+    let g: Vec<f64> = series.g2.iter().map(|x| x / scale).collect();
+    let spacing = typical_spacing(series.steps);
+    let h_windows = settings.window_detrend_for(n, spacing);
+    let dw = detrend(&t, &g, series.steps, h_windows);
+    let scaled = Scaled {
+        t: &t,
+        g: &g,
+        steps: series.steps,
+        scale,
+    };
+    Some(scaled.window(
+        &dw,
+        (settings.block_length_for(n), h_windows / spacing),
+        z_for(settings.confidence),
+        range,
+    ))
+}
+
 /// Run-wide mean tr(Σ) and mean |G|² of a series, bit for bit as [`smooth`]'s summary
 /// computes them, without smoothing (for callers that need only the means).
 pub fn run_means(trace: &[f64], g2: &[f64]) -> (f64, f64) {
@@ -212,20 +278,13 @@ pub fn smooth(series: &Series<'_>, settings: &EstimatorSettings) -> Smoothed {
         Some(other) => (other, h_windows / spacing),
         None => (&d, h_records),
     };
-    let window = |range: std::ops::Range<usize>| {
-        let (mt, mg) = (mean(&t[range.clone()]), mean(&g[range.clone()]));
-        let v = dw.mean_cov(range.clone(), lag, hw_records);
-        let var_ln = (mt > 0.0 && mg > 0.0)
-            .then(|| v.0 / (mt * mt) - 2.0 * v.1 / (mt * mg) + v.2 / (mg * mg))
-            .filter(|x| x.is_finite() && *x >= 0.0);
-        WindowPoint {
-            first_step: series.steps[range.start],
-            last_step: series.steps[range.end - 1],
-            steps: range.len(),
-            point: point(mt, mg, v, z, scale),
-            var_ln,
-        }
+    let scaled = Scaled {
+        t: &t,
+        g: &g,
+        steps: series.steps,
+        scale,
     };
+    let window = |range: std::ops::Range<usize>| scaled.window(dw, (lag, hw_records), z, range);
     let summary = window(0..n).point;
     let w = settings.window_for(n);
     let now = window(n - w..n);
