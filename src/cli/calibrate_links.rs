@@ -92,14 +92,17 @@ fn read(path: &Path) -> anyhow::Result<NcclRun> {
             nccl::MAX_BYTES
         );
     }
+    // A byte-order mark (logs saved by Windows editors or PowerShell's Out-File) is not text
+    // of the log: its first line is the program's, as the other readers take it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let name = path.file_name().map_or_else(
         || path.display().to_string(),
         |n| n.to_string_lossy().into(),
     );
     // The collective from the program's own line, else the file's name; errors name the
     // path as given.
-    let collective = nccl::started_collective(&text).or_else(|| nccl::Collective::from_name(&name));
-    Ok(nccl::parse(&text, &path.display().to_string(), collective)?)
+    let collective = nccl::started_collective(text).or_else(|| nccl::Collective::from_name(&name));
+    Ok(nccl::parse(text, &path.display().to_string(), collective)?)
 }
 
 /// A fitted parameter far from the profile's value (outside 1/32–32×): the files do not pin
