@@ -3145,3 +3145,66 @@ fn an_inline_shape_that_cannot_split_names_its_flags_and_exits_2() {
         assert!(err.contains(says) && !err.contains("inline."), "{err}");
     }
 }
+
+/// An nccl-tests log saved with a byte-order mark (Windows editors, PowerShell's Out-File)
+/// reads as without it: its program line names the collective (it was refused as having no
+/// such line).
+#[test]
+fn calibrate_reads_an_nccl_log_with_a_byte_order_mark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The program's own first line names it (the files' names do not).
+    let log = format!(
+        "# Collective test starting: all_reduce_perf\n{}",
+        nccl_all_reduce(8, 1, 14e-6, 300e9)
+    );
+    let (plain, bom) = (dir.path().join("run1.txt"), dir.path().join("run2.txt"));
+    std::fs::write(&plain, &log).expect("writes");
+    std::fs::write(&bom, format!("\u{feff}{log}")).expect("writes");
+    let fit = |p: &std::path::Path| {
+        let (ok, json, err) = copus(&[
+            "calibrate",
+            "--nccl",
+            p.to_str().expect("utf-8"),
+            "--hardware",
+            "h100-sxm",
+            "--json",
+        ]);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+        v["params"].clone()
+    };
+    assert_eq!(fit(&plain), fit(&bom));
+}
+
+/// A measurement CSV whose last row has no newline (a copy cut part-way: "2.9" of "2.95")
+/// is used as it reads, with a warning naming the file and line; one that ends with its
+/// newline gets no warning.
+#[test]
+fn calibrate_warns_of_a_last_row_without_its_newline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.csv");
+    let run = |end: &str| {
+        std::fs::write(
+            &path,
+            format!("dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,2.9\n4,2,1,2,64,3.1{end}"),
+        )
+        .expect("write");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(["calibrate", "--hardware", "h100-sxm", "--model", "llama-7b"])
+            .arg(&path)
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let cut = run("");
+    assert!(
+        cut.contains("m.csv:3: warning: the last line has no newline"),
+        "{cut}"
+    );
+    assert!(!run("\n").contains("no newline"));
+}

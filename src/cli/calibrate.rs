@@ -309,7 +309,22 @@ fn read_measurements(
     if rows.is_empty() {
         bail!("{origin}: no measurement rows after the header");
     }
+    if let Some(line) = unterminated_last_row(&text, &rows) {
+        // A copy cut part-way ends without its newline, maybe mid-number ("6.6" of
+        // "6.670"): said, as `analyze` says it of a stats file (hand-written files often
+        // lack the newline too, so the row is used).
+        eprintln!(
+            "copus: {origin}:{line}: warning: the last line has no newline; if the file was cut \
+             short, its step time may be cut mid-number (the row is used as it reads)"
+        );
+    }
     Ok(rows.into_iter().map(|(line, m)| (m, line)).unzip())
+}
+
+/// The file line of the last measurement row when the text ends on it without a newline.
+fn unterminated_last_row(text: &str, rows: &[(usize, Measurement)]) -> Option<usize> {
+    let last = rows.last()?.0;
+    (!text.ends_with('\n') && text.lines().count() == last).then_some(last)
 }
 
 /// The keys of `line`'s `config` object other than the protocol's `dp`, `tp`, `pp`, `mbs`.
