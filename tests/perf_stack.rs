@@ -302,7 +302,7 @@ fn the_what_if_editor_changes_the_attention_kernel_and_the_cp_exchange() {
     assert_eq!(r.efficiency().cp_comm, CpComm::AllToAll);
     assert_eq!(
         value(&r, Field::Stack),
-        "megatron-core (attention unfused, cp_comm all_to_all)"
+        "megatron-core (attention unfused, cp-comm all-to-all)"
     );
 }
 
@@ -558,7 +558,7 @@ fn interleaved_pipeline_transfers_hide_where_the_stack_overlaps_them() {
     assert!(
         v["stack"]["label"]
             .as_str()
-            .is_some_and(|l| l.contains("pp_overlap off")),
+            .is_some_and(|l| l.contains("pp-overlap off")),
         "{v}"
     );
     assert!(
@@ -889,7 +889,7 @@ fn the_cp_comm_setting_reaches_every_output_and_ulysses_needs_whole_heads() {
     assert!(
         v["stack"]["label"]
             .as_str()
-            .is_some_and(|l| l.contains("cp_comm all_to_all")),
+            .is_some_and(|l| l.contains("cp-comm all-to-all")),
         "{}",
         v["stack"]
     );
@@ -947,7 +947,7 @@ fn the_cp_comm_setting_reaches_every_output_and_ulysses_needs_whole_heads() {
         .expect("a session's stack");
     assert_eq!(
         stack.label(),
-        "torchtitan-fsdp2 (cp_comm ring)",
+        "torchtitan-fsdp2 (cp-comm ring)",
         "{stack:?}"
     );
 }
@@ -1002,7 +1002,7 @@ fn ranked_grid_and_emitted_schedules_name_the_stack_they_were_costed_for() {
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
-    assert_eq!(v["stack"], "deepspeed (grad_reduce fp32)", "{v}");
+    assert_eq!(v["stack"], "deepspeed (grad-reduce fp32)", "{v}");
     // A flag the session's hardware cannot run is the flag's error, not the session's field.
     let (code, _, err) = copus(&[
         "grid",
@@ -1034,7 +1034,7 @@ fn the_what_if_returns_to_the_sessions_own_stack_settings() {
     let mut r = session.resolve(&path).expect("resolves");
     let own = value(&r, Field::Stack);
     assert!(
-        own.contains("attention fused") && own.contains("grad_reduce bf16"),
+        own.contains("attention fused") && own.contains("grad-reduce bf16"),
         "{own}"
     );
     apply(&mut r, Field::Stack, 1).expect("next preset");

@@ -452,12 +452,14 @@ impl Stack {
     }
 
     /// One line naming the preset and the settings changed from it, e.g.
-    /// "torchtitan-fsdp2 (attention unfused, grad_reduce bf16)".
+    /// "torchtitan-fsdp2 (attention unfused, grad-reduce bf16)", spelled as the command-line flags.
     pub fn label(&self) -> String {
         let changed: Vec<String> = self
             .settings()
             .changed_from(&self.base().settings())
-            .map(|(name, value)| format!("{name} {value}"))
+            // Spelled as the flags are (`cp-comm all-to-all`), so the label can be pasted
+            // back as options; JSON's `settings` keep the snake_case names.
+            .map(|(name, value)| format!("{} {}", name.replace('_', "-"), value.replace('_', "-")))
             .collect();
         if changed.is_empty() {
             self.base().name().to_string()
@@ -756,7 +758,7 @@ mod tests {
         assert_eq!(e.grad_bytes, 2.0);
         assert_eq!(e.sharding, Sharding::Fsdp2);
         assert_eq!(e.tp_overlap, 0.0);
-        assert_eq!(s.label(), "torchtitan-fsdp2 (grad_reduce bf16)");
+        assert_eq!(s.label(), "torchtitan-fsdp2 (grad-reduce bf16)");
         // A 2021 stack turns overlap off; switching it back on restores the fitted share.
         let base = EfficiencyParams {
             tp_overlap: 0.7,
