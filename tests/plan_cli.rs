@@ -521,6 +521,24 @@ fn plan_within_a_framework_is_the_plan_its_emit_writes() {
         for k in ["dp", "tp", "pp"] {
             assert_eq!(p[k], s["state"][k], "{k}: {p} / {s}");
         }
+        // The rest of the layout at the top level, as `--emit json` phases carry it (a
+        // launcher had to parse them out of the arguments).
+        let config = &s["state"]["config"];
+        for (k, want) in [
+            ("cp", "cp"),
+            ("ep", "ep"),
+            ("vpp", "vpp"),
+            ("zero", "zero"),
+            ("recompute", "recompute"),
+            ("micro_batch", "mbs"),
+        ] {
+            assert_eq!(p[k], config[want], "{k}: {p} / {s}");
+        }
+        assert_eq!(p["zero"], p["ds_config"]["zero_optimization"]["stage"]);
+        assert_eq!(
+            p["accumulation"],
+            p["ds_config"]["gradient_accumulation_steps"]
+        );
         assert_eq!(p["from_step"], s["from_step"]);
         let until = s["from_step"].as_u64().expect("from") + s["steps"].as_u64().expect("steps");
         assert_eq!(p["until_step"].as_u64(), Some(until));

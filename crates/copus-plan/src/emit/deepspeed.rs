@@ -36,6 +36,15 @@ struct Phase {
     dp: u32,
     tp: u32,
     pp: u32,
+    // The rest of the layout, as `--emit json`'s phases name it: a launcher reads the
+    // phase's degrees here, not out of the arguments.
+    cp: u32,
+    ep: u32,
+    vpp: u32,
+    zero: u8,
+    recompute: String,
+    micro_batch: u32,
+    accumulation: u64,
     megatron_deepspeed_args: Vec<String>,
     ds_config: DsConfig,
 }
@@ -175,6 +184,13 @@ fn phase(
         dp: p.dp,
         tp: p.tp,
         pp: p.pp,
+        cp: p.cp,
+        ep: p.ep,
+        vpp: p.vpp,
+        zero: p.zero,
+        recompute: p.recompute.clone(),
+        micro_batch: p.micro_batch,
+        accumulation: p.accumulation,
         megatron_deepspeed_args: args,
         ds_config: DsConfig {
             train_batch_size: p.global_batch,
