@@ -348,10 +348,16 @@ fn preset_of_label(label: &str) -> Option<super::stack::StackPreset> {
 /// `msg`, said to be where the file ends when the error is on its last line and the text
 /// stops before its closing parenthesis (a file cut at 700 bytes read "Unexpected variant
 /// named `Cud`" and nothing of the cut).
+/// The cut comes first, and the parser's own words without the list of every field name
+/// (41 names stood before the diagnosis).
 fn cut_short(text: &str, line: usize, msg: String) -> String {
     let body = text.trim_end();
     if line >= body.lines().count().max(1) && !body.ends_with(')') {
-        format!("{msg}: the file ends there, before its closing parenthesis (cut short?)")
+        let read = msg.split(", expected one of").next().unwrap_or(&msg);
+        format!(
+            "the file ends there, before its closing parenthesis: cut short? (where it stops, \
+             the parser read: {read})"
+        )
     } else {
         msg
     }
@@ -401,6 +407,13 @@ mod tests {
         std::fs::write(&path, &text[..text.len() * 2 / 3]).expect("write");
         let e = CalibrationFile::load(&path).expect_err("cut").to_string();
         assert!(e.contains("the file ends there"), "{e}");
+        assert!(!e.contains("expected one of"), "{e}");
+        // Cut inside a field's name: the name read is not a field, said after the cut.
+        let at = text.find("gemm_overhead").expect("a field") + 6;
+        std::fs::write(&path, &text[..at]).expect("write");
+        let e = CalibrationFile::load(&path).expect_err("cut").to_string();
+        let cut = e.find("the file ends there").expect(&e);
+        assert!(e[cut..].contains("gemm_o") && !e.contains("expected one of"), "{e}");
         let path = dir.join("bad.ron");
         std::fs::write(&path, text.replacen("h100-sxm", "h100-sxm\", \"x", 1)).expect("write");
         let e = CalibrationFile::load(&path).expect_err("bad").to_string();
