@@ -1856,3 +1856,24 @@ fn advice_that_moves_on_drops_the_first_press() {
     assert!(update(&mut app, Msg::ApproveAdvice).is_empty());
     assert!(app.status.starts_with("A again writes: "), "{}", app.status);
 }
+
+/// At 80×24 a what-if value too long for its row is written whole on a line under the
+/// selected row (on the bottom border, beside the scroll hint, it was cut again:
+/// `┗ megatron ↑8 ↓14 more`).
+#[test]
+fn a_cut_what_if_value_is_written_whole_under_its_row() {
+    use copus::app::whatif::{FIELDS, Field};
+    let mut app = demo_with_table();
+    update(&mut app, Msg::ShowSide(Panel::WhatIf));
+    let row = FIELDS
+        .iter()
+        .position(|f| *f == Field::Stack)
+        .expect("stack row");
+    let by = row as i64 - app.whatif_row as i64;
+    update(&mut app, Msg::WhatIfRow(by));
+    assert_eq!(app.whatif_row, row);
+    let screen = render(&app, 80, 24, ColorMode::Monochrome);
+    let label = app.resolved.stack().label();
+    assert!(screen.contains("megatron-…"), "{screen}");
+    assert!(screen.contains(&format!("= {label}")), "{screen}");
+}

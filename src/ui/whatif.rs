@@ -14,7 +14,8 @@ use ratatui::widgets::Paragraph;
 const LABEL_COLUMNS: usize = 16;
 
 /// Draw the what-if editor into `area`. A value too long for its row is cut with "…" and,
-/// on the selected row, written whole on the panel's bottom border.
+/// on the selected row, written whole on a line of its own under it (on the bottom border it
+/// shared the room with the scroll hint, which cut it again at 80 columns).
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let full_title = " What-if (↑/↓ field, ←/→ change) ";
     let title = if usize::from(area.width) >= full_title.chars().count() + 2 {
@@ -25,10 +26,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
     let mut block = super::panel::block(title, focused);
     // Inner width less the row's leading space, label and the space before the value.
     let value_columns = usize::from(area.width.saturating_sub(2)).saturating_sub(LABEL_COLUMNS + 2);
+    let inner = usize::from(area.width.saturating_sub(2));
     let mut lines: Vec<Line> = FIELDS
         .iter()
         .enumerate()
-        .map(|(i, f)| {
+        .flat_map(|(i, f)| {
             let selected = i == app.whatif_row;
             let style = if selected && focused {
                 Style::new().add_modifier(Modifier::REVERSED)
@@ -39,13 +41,17 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             };
             let value = shown_value(app, *f);
             let cut = fitted(&value, value_columns);
-            if selected && cut != value {
-                block = std::mem::take(&mut block).title_bottom(format!(" {value} "));
-            }
-            Line::from(vec![
+            let whole = (selected && cut != value).then(|| {
+                Line::styled(
+                    format!("   = {}", fitted(&value, inner.saturating_sub(4))),
+                    style,
+                )
+            });
+            std::iter::once(Line::from(vec![
                 Span::styled(format!(" {:<LABEL_COLUMNS$}", f.label()), style),
                 Span::raw(format!(" {cut}")),
-            ])
+            ]))
+            .chain(whole)
         })
         .collect();
     lines.push(Line::from(""));

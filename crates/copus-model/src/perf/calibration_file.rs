@@ -413,7 +413,10 @@ mod tests {
         std::fs::write(&path, &text[..at]).expect("write");
         let e = CalibrationFile::load(&path).expect_err("cut").to_string();
         let cut = e.find("the file ends there").expect(&e);
-        assert!(e[cut..].contains("gemm_o") && !e.contains("expected one of"), "{e}");
+        assert!(
+            e[cut..].contains("gemm_o") && !e.contains("expected one of"),
+            "{e}"
+        );
         let path = dir.join("bad.ron");
         std::fs::write(&path, text.replacen("h100-sxm", "h100-sxm\", \"x", 1)).expect("write");
         let e = CalibrationFile::load(&path).expect_err("bad").to_string();
