@@ -168,6 +168,9 @@ struct CellStyle {
     mode: ColorMode,
     /// The session's objective when it is not McCandlish's (`lr-sqrt`), read once a frame.
     objective: Option<crate::plan::objective::Efficiency>,
+    /// NO_COLOR: shade glyphs after each number, the same count in every cell (2 where the
+    /// widest number leaves room, else 1).
+    glyphs: usize,
 }
 
 fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
@@ -178,6 +181,7 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
         focused,
         mode,
         objective,
+        glyphs,
     } = *cs;
     let (Some(table), Some(grid)) = (&app.table, &app.grid) else {
         return Span::raw("");
@@ -199,19 +203,18 @@ fn cell_span(app: &App, r: usize, c: usize, cs: &CellStyle) -> Span<'static> {
                     Style::new().bg(ramp_color(t)).fg(text_on(t)),
                 ),
                 ColorMode::Monochrome => {
-                    // Two shade glyphs, one where a long number would otherwise touch the
-                    // cell to its left. The best cell (always the top shade) ends in ★ where
-                    // its neighbours end in a shade: a leading star had to drop the cell's
-                    // glyphs to keep clear of the cell to its left, so the best cell looked
-                    // the emptiest of its row.
-                    let number = si(g);
-                    let room = w.saturating_sub(1 + number.chars().count()).clamp(1, 2);
-                    let glyphs = if best {
-                        format!("{}★", shade(t).to_string().repeat(room - 1))
+                    // As many shade glyphs in every cell (two where each number's own
+                    // room decided made "104k░░" beside "94.2k░" look like two shades). The
+                    // best cell (always the top shade) ends in ★ where its neighbours end in
+                    // a shade: a leading star had to drop the cell's glyphs to keep clear of
+                    // the cell to its left, so the best cell looked the emptiest of its row.
+                    let shades = shade(t).to_string().repeat(glyphs.saturating_sub(1));
+                    let last = if best {
+                        "★".to_string()
                     } else {
-                        shade(t).to_string().repeat(room)
+                        shade(t).to_string()
                     };
-                    (format!("{number}{glyphs}"), Style::new())
+                    (format!("{}{shades}{last}", si(g)), Style::new())
                 }
             }
         }
@@ -349,6 +352,16 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool, mode: Color
         focused,
         mode,
         objective: crate::pipeline::heatmap_efficiency(&app.resolved),
+        glyphs: {
+            let widest = grid
+                .goodput
+                .iter()
+                .flatten()
+                .map(|g| si(*g).chars().count())
+                .max()
+                .unwrap_or(0);
+            cell_w.saturating_sub(1 + widest).clamp(1, 2)
+        },
     };
     let current_col = app.current_batch_column();
     let bold = Style::new().add_modifier(Modifier::BOLD);
