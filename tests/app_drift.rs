@@ -397,13 +397,14 @@ fn runs_that_end_apart_are_compared_where_both_reach_and_exported_as_shown() {
         .now
         .clone();
     assert_eq!(end.steps_b, [b_now.first_step, b_now.last_step]);
-    let headline = mv::compare_headline(&c, &app.trajectory);
+    let headline = mv::compare_headline(&c).join(" · ");
     assert!(
-        headline.contains("(latest shared)")
-            && headline.contains(&format!("A steps {}–{}", end.steps_a[0], end.steps_a[1]))
-            && !headline.contains("now"),
+        headline.contains("at shared end") && !headline.contains("now"),
         "{headline}"
     );
+    if end.ratio.ci.is_none() {
+        assert!(headline.contains("(CI unbounded)"), "{headline}");
+    }
     let summary = mv::compare_summary(&c, &app.trajectory);
     match end.ratio.ci {
         Some(_) => assert!(summary.contains(" ["), "{summary}"),
@@ -442,6 +443,7 @@ fn runs_that_end_apart_are_compared_where_both_reach_and_exported_as_shown() {
     let same = open(&sample_run(), Some(&sample_run())).expect("opens");
     let c = same.compare.clone().expect("compared").comparison.clone();
     assert!(c.now_windows_overlap);
-    let headline = mv::compare_headline(&c, &same.trajectory);
-    assert!(headline.contains("B/A now ×1.00"), "{headline}");
+    let headline = mv::compare_headline(&c);
+    assert!(headline[0].starts_with("B/A now ×1.00 ["), "{headline:?}");
+    assert_eq!(headline[1], "B≠A on 0%");
 }

@@ -356,24 +356,17 @@ fn shared_end_words(end: &SharedEnd, a: &Trajectory) -> String {
 }
 
 /// B over A where the two runs are compared "now": each run's last window where those overlap
-/// in training, else the latest aligned point both share (the runs end apart: A's last window
-/// over B's compared two points in training), in words (with its interval), positions on
-/// A's trajectory `a`.
-fn now_words(c: &Comparison, a: &Trajectory, with_interval: bool) -> String {
-    let words = |r: &WindowRatio| {
-        if with_interval {
-            ratio_words(r)
-        } else {
-            factor_words(r.ratio)
-        }
-    };
+/// in training, else over the shorter run's last window (the runs end apart: A's last window
+/// over B's compared two points in training), in words with its interval, positions on A's
+/// trajectory `a`.
+fn now_words(c: &Comparison, a: &Trajectory) -> String {
     match (&c.now, &c.shared_end) {
         (_, Some(end)) if !c.now_windows_overlap => format!(
             "B/A {} at {} (latest shared)",
-            words(&end.ratio),
+            ratio_words(&end.ratio),
             shared_end_words(end, a)
         ),
-        (Some(r), _) => format!("B/A now {}", words(r)),
+        (Some(r), _) => format!("B/A now {}", ratio_words(r)),
         _ => "B/A now n/a".into(),
     }
 }
@@ -384,7 +377,7 @@ fn now_words(c: &Comparison, a: &Trajectory, with_interval: bool) -> String {
 pub fn compare_summary(c: &Comparison, a: &Trajectory) -> String {
     format!(
         "{} · apart on {:.0}% of {} points ({} stretch{})",
-        now_words(c, a, true),
+        now_words(c, a),
         100.0 * c.differs_share,
         c.points.len(),
         c.differs.len(),
@@ -392,14 +385,19 @@ pub fn compare_summary(c: &Comparison, a: &Trajectory) -> String {
     )
 }
 
-/// The comparison in a few words for the timeline's headline: the share of points where the
-/// intervals are apart and B over A now (at the latest shared point where the runs end apart).
-pub fn compare_headline(c: &Comparison, a: &Trajectory) -> String {
-    format!(
-        "B≠A on {:.0}% · {}",
-        100.0 * c.differs_share,
-        now_words(c, a, false)
-    )
+/// The comparison in a few words for the timeline's headline, as two segments (each left
+/// out alone where it does not fit): B over A with its interval, "now" or at the shared end
+/// where the runs end apart ("(CI unbounded)" where there is no interval, never a bare
+/// factor), then the share of the points where the intervals are apart.
+pub fn compare_headline(c: &Comparison) -> Vec<String> {
+    let ratio = match (&c.now, &c.shared_end) {
+        (_, Some(end)) if !c.now_windows_overlap => {
+            format!("B/A {} at shared end", ratio_words(&end.ratio))
+        }
+        (Some(r), _) => format!("B/A now {}", ratio_words(r)),
+        _ => "B/A now n/a".into(),
+    };
+    vec![ratio, format!("B≠A on {:.0}%", 100.0 * c.differs_share)]
 }
 
 #[cfg(test)]

@@ -93,7 +93,9 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
     };
     if let Some(c) = &app.compare {
         // After now and drift, before the run-wide value: what a comparison is for.
-        segments.insert(2, mv::compare_headline(&c.comparison, &app.trajectory));
+        for (k, seg) in mv::compare_headline(&c.comparison).into_iter().enumerate() {
+            segments.insert(2 + k, seg);
+        }
     }
     // Under one layer's title (`l`) these figures are still the whole model's: said.
     if app.viewed_layer().is_some()
