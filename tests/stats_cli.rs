@@ -1330,3 +1330,62 @@ fn snapshot_draws_the_two_run_view() {
     assert!(!clash.status.success());
     assert!(String::from_utf8_lossy(&clash.stderr).contains("--compare"));
 }
+
+/// `analyze A --compare B --seq-len N` reads both runs' samples as N tokens, as one run's
+/// analysis does, and puts the comparison's token axis on that scale (the flag was ignored:
+/// 1 token a sample, while the explorer drew the same comparison at N tokens a sample).
+#[test]
+fn analyze_compare_honours_seq_len() {
+    let a =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/demo-train-3000.ndjson");
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let out = copus()
+            .arg("analyze")
+            .arg(&a)
+            .arg("--compare")
+            .arg(&a)
+            .args(["--json", "--summary-only"])
+            .args(extra)
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let (plain, read) = (json(&[]), json(&["--seq-len", "4096"]));
+    let own = plain["a"]["summary"]["seq_len"]
+        .as_f64()
+        .expect("own tokens a sample");
+    for run in ["a", "b"] {
+        assert_eq!(read[run]["summary"]["seq_len"], 4096.0, "{run}");
+    }
+    let span = |v: &serde_json::Value| v["comparison"]["now_windows"][0][1].as_f64().expect("end");
+    let scaled = span(&plain) * 4096.0 / own;
+    assert!(
+        (span(&read) / scaled - 1.0).abs() < 1e-12,
+        "{} vs {scaled}",
+        span(&read)
+    );
+}
+
+/// `demo-train --out -` writes to standard output, as `watch -` reads standard input (it
+/// created a file named `-`).
+#[test]
+fn demo_train_out_dash_is_standard_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = copus()
+        .current_dir(dir.path())
+        .args(["demo-train", "--steps", "3", "--out", "-", "--quiet"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    assert!(!dir.path().join("-").exists());
+}

@@ -259,13 +259,7 @@ pub fn run(args: &AnalyzeArgs) -> anyhow::Result<()> {
         }
         format!("{}{first}", path.display())
     })?;
-    if let Some(seq) = args.seq_len {
-        // The user's reading of a sample (the built-in trainer's one-token samples as the
-        // model's sequences, as the measured-run lesson shows them).
-        let seq = f64::from(seq);
-        report.summary.seq_len = Some(seq);
-        report.summary.b_simple_tokens = report.summary.b_simple.map(|b| b * seq);
-    }
+    apply_seq_len(&mut report, args.seq_len);
     let t2 = std::time::Instant::now();
     let cpu_analysis = timing.then(process_cpu_s).flatten();
     let hwm_analysis = timing.then(peak_rss_mib).flatten();
@@ -1136,6 +1130,21 @@ fn max_records(s: &str) -> Result<usize, String> {
 /// whole number from 1 to 10⁹.
 pub(crate) fn samples_per_file(s: &str) -> Result<f64, String> {
     crate::source::dump::st_file::whole_samples(s).map_err(|why| format!("must be {why}, got {s}"))
+}
+
+/// A user's `--seq-len`, the reading of a sample (the built-in trainer's one-token samples as
+/// the model's sequences, as the measured-run lesson shows them), written into `report`'s
+/// summary; returns the factor from the records' own tokens per sample to it (`None` without
+/// the flag or where the records give none).
+pub fn apply_seq_len(
+    report: &mut crate::stats::AnalyzeReport,
+    seq_len: Option<u32>,
+) -> Option<f64> {
+    let seq = f64::from(seq_len?);
+    let own = report.summary.seq_len.filter(|s| *s > 0.0);
+    report.summary.seq_len = Some(seq);
+    report.summary.b_simple_tokens = report.summary.b_simple.map(|b| b * seq);
+    own.map(|own| seq / own)
 }
 
 #[cfg(test)]

@@ -47,11 +47,18 @@ fn report_of(path: &std::path::Path, args: &AnalyzeArgs) -> anyhow::Result<Analy
 
 /// `copus analyze A --compare B`: both analyses and the comparison of B with A.
 pub fn run(args: &AnalyzeArgs, other: &std::path::Path) -> anyhow::Result<()> {
-    let a = report_of(&args.path, args)?;
-    let b = report_of(other, args)?;
+    let mut a = report_of(&args.path, args)?;
+    let mut b = report_of(other, args)?;
     let settings = args.settings(&EstimatorSettings::default());
     let confidence = settings.confidence;
-    let c = crate::stats::compare(&a, &b, &settings);
+    let mut c = crate::stats::compare(&a, &b, &settings);
+    // `--seq-len` reads both runs' samples as it does one run's (it was ignored here), and
+    // the token axis with them, as the explorer draws it.
+    let factor = super::analyze::apply_seq_len(&mut a, args.seq_len);
+    super::analyze::apply_seq_len(&mut b, args.seq_len);
+    if let Some(f) = factor {
+        c.scale_tokens(f);
+    }
     if args.json {
         let mut v = serde_json::json!({ "a": &a, "b": &b, "comparison": &c });
         if args.summary_only {

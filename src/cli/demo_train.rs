@@ -14,7 +14,7 @@ pub struct DemoTrainArgs {
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
     pub steps: u64,
     /// Write protocol v1 lines to this file or FIFO (created, flushed per line; an existing
-    /// file only with --force).
+    /// file only with --force); `-` (or no --out and no --serve) is standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Replace `--out` if it exists.
@@ -168,9 +168,11 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
         );
     }
     let mut trainer = Trainer::new(cfg)?;
+    // `-` is standard output, as `watch -` reads standard input (it created a file named `-`).
     let mut file = args
         .out
         .as_deref()
+        .filter(|p| *p != std::path::Path::new("-"))
         .map(|p| FileSink::create(p, args.force))
         .transpose()?;
     let mut server = args
@@ -218,6 +220,8 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
         );
     }
     let stdout = std::io::stdout();
+    let to_stdout = args.out.as_deref() == Some(std::path::Path::new("-"))
+        || (args.out.is_none() && args.serve.is_none());
     let progress_every = (args.steps / 10).max(1);
     // Ctrl+C or SIGTERM ends the run after its current step (every record written is whole)
     // and says where; the exit status is then 128 + the signal's number.
@@ -243,7 +247,7 @@ pub fn run(args: &DemoTrainArgs) -> anyhow::Result<()> {
         if let Some(s) = server.as_mut() {
             s.write_record(&rec)?;
         }
-        if file.is_none() && server.is_none() {
+        if to_stdout {
             let mut out = stdout.lock();
             let line = crate::trainer::sink::protocol_line(&rec);
             match writeln!(out, "{line}").and_then(|()| out.flush()) {

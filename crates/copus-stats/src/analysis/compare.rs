@@ -261,6 +261,28 @@ fn shared(
     })
 }
 
+impl Comparison {
+    /// Multiply every position on a token axis by `factor` (a user's `--seq-len` read against
+    /// the records' own tokens per sample); positions on a step axis stay.
+    pub fn scale_tokens(&mut self, factor: f64) {
+        if self.aligned_by != AlignedBy::Tokens || !(factor.is_finite() && factor > 0.0) {
+            return;
+        }
+        for p in &mut self.points {
+            p.at *= factor;
+        }
+        for d in &mut self.differs {
+            d.at = d.at.map(|x| x * factor);
+        }
+        if let Some(w) = &mut self.now_windows {
+            *w = w.map(|span| span.map(|x| x * factor));
+        }
+        if let Some(end) = &mut self.shared_end {
+            end.at = end.at.map(|x| x * factor);
+        }
+    }
+}
+
 fn stretches(points: &[ComparePoint]) -> Vec<DiffStretch> {
     let mut out = Vec::new();
     let mut i = 0;
