@@ -1389,3 +1389,64 @@ fn demo_train_out_dash_is_standard_output() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
     assert!(!dir.path().join("-").exists());
 }
+
+/// A run whose last window has no bounded estimate, with a learning-rate drop: the verdict
+/// does not send the reader to the run-wide value (which averages the two regimes; it did,
+/// on a run whose trajectory went from about 470 to 47,700 across the drop).
+#[test]
+fn an_unbounded_now_after_an_lr_change_does_not_point_to_the_run_wide_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("r.ndjson");
+    let out = copus()
+        .args([
+            "demo-train",
+            "--steps",
+            "2000",
+            "--micro-batches",
+            "4",
+            "--micro-batch-size",
+            "32",
+            "--lr-schedule",
+            "step",
+            "--drop-at",
+            "1000",
+            "--drop-factor",
+            "0.2",
+            "--seed",
+            "3",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&run)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = copus()
+        .arg("analyze")
+        .arg(&run)
+        .arg("--json")
+        .arg("--summary-only")
+        .output()
+        .expect("run");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let reasons = v["summary"]["reasons"].to_string();
+    assert!(
+        v["summary"]["diagnostics"]
+            .to_string()
+            .contains("lr_change"),
+        "{}",
+        v["summary"]["diagnostics"]
+    );
+    assert!(
+        reasons.contains("the `now` value")
+            && reasons.contains(
+                "not the run-wide value: it averages the steps before and after the \
+                 learning-rate change"
+            ),
+        "{reasons}"
+    );
+}

@@ -468,11 +468,28 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
         };
         // Where B_simple drifts, the run-wide value averages a moving target (the drift
         // reason says not to read it): only the trajectory is left to read.
+        // A learning-rate change moves B_simple too (the drift test may not have run: no
+        // bounded last window), and the run-wide value then averages the two regimes.
+        let lr_change = s
+            .diagnostics
+            .iter()
+            .find(|d| d.kind == K::LrChange)
+            .map(|d| {
+                d.at.first()
+                    .or(d.steps.as_ref())
+                    .map_or(String::new(), |at| format!(" at step {}", at[0]))
+            });
         let read = if s.drift.as_ref().is_some_and(|d| d.significant) {
             "read the trajectory until more steps arrive (not the run-wide value: B_simple \
              drifts over the run)"
+                .to_string()
+        } else if let Some(at) = lr_change {
+            format!(
+                "read the trajectory until more steps arrive (not the run-wide value: it \
+                 averages the steps before and after the learning-rate change{at})"
+            )
         } else {
-            "read the run-wide value or the trajectory until more steps arrive"
+            "read the run-wide value or the trajectory until more steps arrive".to_string()
         };
         soft.push(reason(
             K::UnboundedInterval,
