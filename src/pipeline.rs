@@ -581,11 +581,13 @@ pub fn switch_cautions(
         {
             out.push(format!(
                 "switch {} at step {} rests on a B_crit whose interval is unbounded above there \
-                 ({} [{}–∞] samples): the data do not bound the estimate it follows",
+                 ({} [{}–∞] {}): the data do not bound the estimate it follows",
                 k + 1,
                 s.at_step,
                 crate::format::si(p.b_crit),
-                crate::format::si(lo)
+                crate::format::si(lo),
+                // The unit the plan's switch line and the explorer name it in.
+                crate::format::sample_word(traj.seq_len)
             ));
         }
         if let Some(j) = jumps

@@ -1422,6 +1422,14 @@ fn plan_cautions_switches_the_estimate_does_not_support() {
         named += usize::from(unbounded_at(step) || after_jump);
     }
     assert!(named > 0, "the run has switches to caution: {caveats:?}");
+    // In the unit the switch lines name B_crit in (sequences at --seq-len 4096; it said
+    // "samples" beside the switch line's "sequences" for the same number).
+    for c in caveats
+        .iter()
+        .filter(|c| c.contains("is unbounded above there"))
+    {
+        assert!(c.contains("–∞] sequences)"), "{c}");
+    }
 }
 
 /// Under `lr-sqrt` a batch whose √-scaled learning rate diverges is said to diverge (grid's
