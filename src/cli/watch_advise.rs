@@ -353,7 +353,7 @@ impl Advising {
 
     /// Why no advice was written, when none was: the run's batch never told, its samples not
     /// the model's, or what the advisor said of the last estimate (the threshold, the dwell,
-    /// the best cell already held).
+    /// the best cell already held) and how many estimates each reason kept quiet.
     pub fn why_none(&self) -> Option<String> {
         if !self.written.is_empty() {
             return None;
@@ -368,11 +368,15 @@ impl Advising {
                     .into(),
             );
         }
-        Some(
-            self.advisor
-                .why_no_advice()
-                .unwrap_or("no estimate was observed")
-                .to_string(),
-        )
+        let last = self
+            .advisor
+            .why_no_advice()
+            .unwrap_or("no estimate was observed");
+        // What kept every estimate quiet, not only the last (an unbounded last step hid
+        // 1199 steps whose best cell was smaller than the run's batch).
+        Some(match self.advisor.quiet_tally() {
+            Some(tally) => format!("{last}; estimates without advice: {tally}"),
+            None => last.to_string(),
+        })
     }
 }

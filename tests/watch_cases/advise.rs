@@ -481,6 +481,12 @@ fn an_advice_file_left_empty_is_removed_unless_it_was_there_before() {
         let v: Value = serde_json::from_slice(&o.stdout).expect("json");
         let note = v["summary"]["advice_note"].as_str().unwrap_or_default();
         assert!(note.contains("fewer than the 50 advice waits for"), "{v}");
+        // And what kept every estimate quiet, counted.
+        assert!(
+            note.contains("; estimates without advice: ")
+                && note.contains(" on fewer steps than advice waits for"),
+            "{note}"
+        );
         assert!(!out.exists(), "the empty advice file is left behind");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
@@ -492,4 +498,32 @@ fn an_advice_file_left_empty_is_removed_unless_it_was_there_before() {
     let o = watch_advising(&run, &out, &["--json", "--force"], 20);
     assert!(o.status.success(), "{o:?}");
     assert!(out.exists(), "a file the user had is removed");
+}
+
+/// A run whose B_crit stays far below its batch gets no advice (advice never shrinks the
+/// batch), and the note counts the estimates that reason kept quiet, not only the last
+/// step's reason.
+#[test]
+fn the_no_advice_note_counts_why_each_estimate_was_quiet() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (run, out) = (
+        dir.path().join("run.ndjson"),
+        dir.path().join("advice.ndjson"),
+    );
+    write_run(&run, 400, |s| 2.0 * wobble(s, 0.1));
+    let o = watch_advising(&run, &out, &["--json"], 400);
+    assert!(o.status.success(), "{o:?}");
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let note = v["summary"]["advice_note"].as_str().unwrap_or_default();
+    let tally = note
+        .split("; estimates without advice: ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no tally: {note}"));
+    let own: u64 = tally
+        .split(", ")
+        .find(|p| p.contains("the run's own cell the best at its batch or above"))
+        .and_then(|p| p.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{note}"));
+    assert!(own > 100, "{note}");
 }

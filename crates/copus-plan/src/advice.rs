@@ -138,6 +138,9 @@ pub struct Advisor {
     last_advice_step: Option<u64>,
     last_advised: Option<(usize, usize)>,
     quiet: Option<String>,
+    /// How many estimates gave no advice, by why (in the words of [`Advisor::why_no_advice`]
+    /// without the numbers), in the order first met.
+    quiet_tally: Vec<(&'static str, u64)>,
 }
 
 impl Advisor {
@@ -148,6 +151,7 @@ impl Advisor {
             last_advice_step: None,
             last_advised: None,
             quiet: None,
+            quiet_tally: Vec::new(),
         }
     }
 
@@ -155,6 +159,23 @@ impl Advisor {
     /// estimate): "advice none written" said nothing of the threshold, the dwell or the rest.
     pub fn why_no_advice(&self) -> Option<&str> {
         self.quiet.as_deref()
+    }
+
+    /// How many of the estimates observed gave no advice, and why, most first ("1199 the
+    /// run's own cell was the best at its batch or above, 12 the interval was unbounded"):
+    /// the last estimate's reason alone hid what kept the rest quiet. `None` before any.
+    pub fn quiet_tally(&self) -> Option<String> {
+        let mut tally = self.quiet_tally.clone();
+        tally.sort_by_key(|t| std::cmp::Reverse(t.1));
+        let parts: Vec<String> = tally.iter().map(|(why, n)| format!("{n} {why}")).collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    fn count_quiet(&mut self, why: &'static str) {
+        match self.quiet_tally.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n = n.saturating_add(1),
+            None => self.quiet_tally.push((why, 1)),
+        }
     }
 
     /// Whether `estimate` is one this advisor judges at all (bounded, positive, on at least
@@ -269,22 +290,29 @@ impl Advisor {
             ci,
             steps,
         } = estimate;
-        let quiet = |me: &mut Self, why: String| {
+        let quiet = |me: &mut Self, (kind, why): (&'static str, String)| {
+            me.count_quiet(kind);
             me.quiet = Some(format!("at step {step}: {why}"));
             None
         };
         if !(bounded && b_simple.is_finite() && b_simple > 0.0) {
             return quiet(
                 self,
-                "the estimate's interval is unbounded (the noise scale is not resolved)".into(),
+                (
+                    "with an unbounded interval",
+                    "the estimate's interval is unbounded (the noise scale is not resolved)".into(),
+                ),
             );
         }
         if steps < self.settings.min_steps {
             return quiet(
                 self,
-                format!(
-                    "{steps} steps estimated, fewer than the {} advice waits for",
-                    self.settings.min_steps
+                (
+                    "on fewer steps than advice waits for",
+                    format!(
+                        "{steps} steps estimated, fewer than the {} advice waits for",
+                        self.settings.min_steps
+                    ),
                 ),
             );
         }
@@ -293,9 +321,12 @@ impl Advisor {
         {
             return quiet(
                 self,
-                format!(
-                    "within {} steps of the last advice (--min-dwell-steps)",
-                    self.settings.min_dwell_steps
+                (
+                    "within the dwell after advice",
+                    format!(
+                        "within {} steps of the last advice (--min-dwell-steps)",
+                        self.settings.min_dwell_steps
+                    ),
                 ),
             );
         }
@@ -306,9 +337,12 @@ impl Advisor {
         let Some((cl, cb, current)) = Self::current_cell(table, run, &grid) else {
             return quiet(
                 self,
-                format!(
-                    "the run's batch of {} is no cell of the session's grid",
-                    run.batch
+                (
+                    "with the run's batch outside the grid",
+                    format!(
+                        "the run's batch of {} is no cell of the session's grid",
+                        run.batch
+                    ),
                 ),
             );
         };
@@ -326,19 +360,25 @@ impl Advisor {
         if (bl, bb) == (cl, cb) {
             return quiet(
                 self,
-                format!(
-                    "B_crit {b_noise:.0} {unit}: the run's own cell (batch {}) is the best at its batch \
+                (
+                    "with the run's own cell the best at its batch or above (advice never shrinks the batch)",
+                    format!(
+                        "B_crit {b_noise:.0} {unit}: the run's own cell (batch {}) is the best at its batch \
                      or above (advice never shrinks the batch)",
-                    table.batches[cb]
+                        table.batches[cb]
+                    ),
                 ),
             );
         }
         if self.last_advised == Some((bl, bb)) {
             return quiet(
                 self,
-                format!(
-                    "B_crit {b_noise:.0} {unit}: the best cell is the one advised last (batch {})",
-                    table.batches[bb]
+                (
+                    "with the best cell the one advised last",
+                    format!(
+                        "B_crit {b_noise:.0} {unit}: the best cell is the one advised last (batch {})",
+                        table.batches[bb]
+                    ),
                 ),
             );
         }
@@ -346,12 +386,15 @@ impl Advisor {
             let threshold = s.threshold;
             return quiet(
                 self,
-                format!(
-                    "B_crit {b_noise:.0} {unit}: the best cell, batch {}, predicts {:+.2} % goodput, \
+                (
+                    "with a gain not above the threshold",
+                    format!(
+                        "B_crit {b_noise:.0} {unit}: the best cell, batch {}, predicts {:+.2} % goodput, \
                      not above the {:.1} % threshold",
-                    table.batches[bb],
-                    gain * 100.0,
-                    threshold * 100.0
+                        table.batches[bb],
+                        gain * 100.0,
+                        threshold * 100.0
+                    ),
                 ),
             );
         }
