@@ -457,23 +457,22 @@ pub fn no_tp_overlap_note(stack: crate::perf::StackPreset) -> String {
     )
 }
 
-/// What the attention kernel in force is costed as where `eff`'s profile has no figure of its
-/// own: `cudnn` (when `given`, stated rather than the preset's) without a Hopper-native
+/// What the attention kernel in force is costed as where `eff`'s profile (of `hardware`, named
+/// in the note) has no figure of its own: `cudnn` (when `given`, stated rather than the preset's) without a Hopper-native
 /// speed-up, and Triton without a fitted slowdown, are both costed as the fused
 /// (FlashAttention-2) kernel, which is said rather than silent. `stack` names whose choice a
 /// preset's kernel was.
 pub fn attention_cost_note(
     stack: crate::perf::StackPreset,
     eff: &EfficiencyParams,
-    given: bool,
+    (given, hardware): (bool, &str),
 ) -> Option<String> {
     use crate::perf::efficiency::AttentionKind;
     match eff.attention {
-        AttentionKind::Cudnn if given && eff.attn_native_speedup == 1.0 => Some(
-            "attention cudnn: this GPU's profile gives the Hopper-native kernel no speed-up \
-             over FlashAttention-2 (attn_native_speedup 1): costed as fused"
-                .to_string(),
-        ),
+        AttentionKind::Cudnn if given && eff.attn_native_speedup == 1.0 => Some(format!(
+            "attention cudnn: {hardware}'s profile gives the Hopper-native kernel no \
+                 speed-up over FlashAttention-2 (attn_native_speedup 1): costed as fused"
+        )),
         // Also where the preset chose it (llm-foundry's tables ran it): its help says the
         // kernel is slower, and this profile costs it as the fused one.
         AttentionKind::Triton if eff.attn_triton_slowdown == 1.0 => {
@@ -483,9 +482,9 @@ pub fn attention_cost_note(
                 format!(" ({stack}'s)")
             };
             Some(format!(
-                "attention triton{whose}: this GPU's profile has no fitted slowdown of the Triton \
-                 flash-attention kernel against FlashAttention-2 (attn_triton_slowdown 1): costed \
-                 as fused"
+                "attention triton{whose}: {hardware}'s profile has no fitted slowdown of the \
+                 Triton flash-attention kernel against FlashAttention-2 (attn_triton_slowdown 1): \
+                 costed as fused"
             ))
         }
         _ => None,
@@ -715,7 +714,7 @@ impl Resolved {
         notes.extend(attention_cost_note(
             self.stack().base(),
             &self.efficiency(),
-            given,
+            (given, &self.hardware.name),
         ));
         for &(flag, setting) in &self.flags_bound_to_search {
             if let Some(why) = self.setting_without_effect(setting) {

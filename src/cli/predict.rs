@@ -628,7 +628,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             &p,
             (a.gpus, a.gpus_per_node),
             a.stack.attention.is_some(),
-            hw.hbm_bytes,
+            &hw,
         ))
         .chain(tp_domain_caveat(
             cfg.tp,
@@ -1298,14 +1298,14 @@ fn setting_caveats(
     p: &Prediction,
     (gpus, gpus_per_node): (u32, u32),
     attention_given: bool,
-    capacity_bytes: f64,
+    hw: &crate::perf::HardwareProfile,
 ) -> Vec<String> {
     use crate::perf::efficiency::Sharding;
     let mut caveats = Vec::new();
     caveats.extend(crate::session::attention_cost_note(
         stack,
         eff,
-        attention_given,
+        (attention_given, &hw.name),
     ));
     // The older Megatron and Megatron-DeepSpeed have no TP overlap: costed, but a what-if
     // (it was costed without a word).
@@ -1339,7 +1339,7 @@ fn setting_caveats(
             cfg.pp
         ));
     }
-    if let Some(note) = tight_memory(p, capacity_bytes) {
+    if let Some(note) = tight_memory(p, hw.hbm_bytes) {
         caveats.push(note);
     }
     if cfg.cp > 1 && !stack.has_context_parallel() {
