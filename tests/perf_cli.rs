@@ -3189,17 +3189,17 @@ fn calibrate_warns_of_a_last_row_without_its_newline() {
             format!("dp,tp,pp,mbs,batch,step_time_s\n8,1,1,1,64,2.9\n4,2,1,2,64,3.1{end}"),
         )
         .expect("write");
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
-            .args(["calibrate", "--hardware", "h100-sxm", "--model", "llama-7b"])
-            .arg(&path)
-            .output()
-            .expect("run");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        let path = path.to_str().expect("utf-8");
+        let (ok, _, err) = copus(&[
+            "calibrate",
+            "--hardware",
+            "h100-sxm",
+            "--model",
+            "llama-7b",
+            path,
+        ]);
+        assert!(ok, "{err}");
+        err
     };
     let cut = run("");
     assert!(

@@ -9,6 +9,24 @@ fn copus() -> Command {
     Command::new(env!("CARGO_BIN_EXE_copus"))
 }
 
+/// The standard output of `cmd`, which must succeed (its standard error in the failure).
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run copus");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A file of the repository's assets/data.
+fn asset(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/data")
+        .join(name)
+}
+
 #[test]
 fn analyze_json_reports_the_documented_fields() {
     let mut m = Model::power_law(200, 1.0, 1000.0, 4.0, 8);
@@ -1298,19 +1316,13 @@ fn branch_names_the_base_run_it_wrote() {
 #[test]
 fn snapshot_draws_the_two_run_view() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let a = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/sample-run.ndjson");
-    let snap = copus()
-        .arg("snapshot")
-        .arg(&a)
-        .args(["--size", "200x90", "--keys", "4", "--compare"])
-        .arg(&a)
-        .output()
-        .expect("run");
-    let screen = String::from_utf8_lossy(&snap.stdout);
-    assert!(
-        snap.status.success(),
-        "{}",
-        String::from_utf8_lossy(&snap.stderr)
+    let a = asset("sample-run.ndjson");
+    let screen = stdout_of(
+        copus()
+            .arg("snapshot")
+            .arg(&a)
+            .args(["--size", "200x90", "--keys", "4", "--compare"])
+            .arg(&a),
     );
     assert!(
         screen.contains("compared with B = sample-run.ndjson") && screen.contains("B/A now ×1.00"),
@@ -1336,24 +1348,18 @@ fn snapshot_draws_the_two_run_view() {
 /// 1 token a sample, while the explorer drew the same comparison at N tokens a sample).
 #[test]
 fn analyze_compare_honours_seq_len() {
-    let a =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/data/demo-train-3000.ndjson");
+    let a = asset("demo-train-3000.ndjson");
     let json = |extra: &[&str]| -> serde_json::Value {
-        let out = copus()
-            .arg("analyze")
-            .arg(&a)
-            .arg("--compare")
-            .arg(&a)
-            .args(["--json", "--summary-only"])
-            .args(extra)
-            .output()
-            .expect("run");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let text = stdout_of(
+            copus()
+                .arg("analyze")
+                .arg(&a)
+                .arg("--compare")
+                .arg(&a)
+                .args(["--json", "--summary-only"])
+                .args(extra),
         );
-        serde_json::from_slice(&out.stdout).expect("json")
+        serde_json::from_str(&text).expect("json")
     };
     let (plain, read) = (json(&[]), json(&["--seq-len", "4096"]));
     let own = plain["a"]["summary"]["seq_len"]
@@ -1376,17 +1382,15 @@ fn analyze_compare_honours_seq_len() {
 #[test]
 fn demo_train_out_dash_is_standard_output() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = copus()
-        .current_dir(dir.path())
-        .args(["demo-train", "--steps", "3", "--out", "-", "--quiet"])
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    let out = stdout_of(copus().current_dir(dir.path()).args([
+        "demo-train",
+        "--steps",
+        "3",
+        "--out",
+        "-",
+        "--quiet",
+    ]));
+    assert_eq!(out.lines().count(), 3);
     assert!(!dir.path().join("-").exists());
 }
 
@@ -1397,42 +1401,36 @@ fn demo_train_out_dash_is_standard_output() {
 fn an_unbounded_now_after_an_lr_change_does_not_point_to_the_run_wide_value() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("r.ndjson");
-    let out = copus()
-        .args([
-            "demo-train",
-            "--steps",
-            "2000",
-            "--micro-batches",
-            "4",
-            "--micro-batch-size",
-            "32",
-            "--lr-schedule",
-            "step",
-            "--drop-at",
-            "1000",
-            "--drop-factor",
-            "0.2",
-            "--seed",
-            "3",
-            "--quiet",
-            "--out",
-        ])
-        .arg(&run)
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    stdout_of(
+        copus()
+            .args([
+                "demo-train",
+                "--steps",
+                "2000",
+                "--micro-batches",
+                "4",
+                "--micro-batch-size",
+                "32",
+                "--lr-schedule",
+                "step",
+                "--drop-at",
+                "1000",
+                "--drop-factor",
+                "0.2",
+                "--seed",
+                "3",
+                "--quiet",
+                "--out",
+            ])
+            .arg(&run),
     );
-    let out = copus()
-        .arg("analyze")
-        .arg(&run)
-        .arg("--json")
-        .arg("--summary-only")
-        .output()
-        .expect("run");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let text = stdout_of(
+        copus()
+            .arg("analyze")
+            .arg(&run)
+            .args(["--json", "--summary-only"]),
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
     let reasons = v["summary"]["reasons"].to_string();
     assert!(
         v["summary"]["diagnostics"]
