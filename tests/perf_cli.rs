@@ -40,6 +40,18 @@ pub(crate) fn copus_json(args: &[&str]) -> serde_json::Value {
 }
 
 /// `copus predict` with the space-separated `layout` and `extra` flags, then `--json`, parsed.
+/// The bundled demo session with its first `from` replaced by `to`, written to `dir/name`
+/// (the replacement must happen: a demo edited since would otherwise test the demo as it is).
+fn demo_with(dir: &Path, name: &str, from: &str, to: &str) -> std::path::PathBuf {
+    let demo =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron"))
+            .expect("demo");
+    assert!(demo.contains(from), "the demo session has no '{from}'");
+    let path = dir.join(name);
+    std::fs::write(&path, demo.replacen(from, to, 1)).expect("session");
+    path
+}
+
 fn predict_json(layout: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["predict"];
     args.extend(layout.split_whitespace());
@@ -2266,19 +2278,12 @@ fn a_link_faster_than_the_profile_allows_and_another_gpu_are_caveats_in_json() {
 fn a_command_line_calibration_replaces_a_sessions_missing_one() {
     let hw = copus::profiles::hardware("h100-sxm", Path::new(".")).expect("hw");
     let dir = tempfile::tempdir().expect("tempdir");
-    let demo =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron"))
-            .expect("demo");
-    let session = dir.path().join("s.ron");
-    std::fs::write(
-        &session,
-        demo.replacen(
-            "b_crit_scale: 1.0",
-            "b_crit_scale: 1.0, calibration: Some(\"gone.ron\")",
-            1,
-        ),
-    )
-    .expect("session");
+    let session = demo_with(
+        dir.path(),
+        "s.ron",
+        "b_crit_scale: 1.0",
+        "b_crit_scale: 1.0, calibration: Some(\"gone.ron\")",
+    );
     let (ok, _, err) = copus(&["grid", session.to_str().expect("utf-8"), "--json"]);
     assert!(!ok && err.contains("gone.ron"), "{err}");
     let cal = dir.path().join("mine.ron");
@@ -3067,19 +3072,12 @@ fn all_to_all_cp_that_splits_key_value_heads_cannot_run() {
     );
     assert!(predict_json(layout, &["--cp-comm", "ring"])["caveats"].is_array());
     let dir = tempfile::tempdir().expect("tempdir");
-    let demo =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.ron"))
-            .expect("demo");
-    let session = dir.path().join("cp.ron");
-    std::fs::write(
-        &session,
-        demo.replacen(
-            "interleave: [1],",
-            "interleave: [1], context_parallel: [1, 8],",
-            1,
-        ),
-    )
-    .expect("session");
+    let session = demo_with(
+        dir.path(),
+        "cp.ron",
+        "interleave: [1],",
+        "interleave: [1], context_parallel: [1, 8],",
+    );
     let feasible = |comm: &str| -> Vec<String> {
         let v = copus_json(&[
             "grid",
