@@ -706,22 +706,28 @@ impl Resolved {
         } else if settings.tp_overlap && !self.stack().base().has_tp_overlap() {
             notes.push(no_tp_overlap_note(self.stack().base()));
         }
-        let given = self
-            .session
-            .stack
-            .as_ref()
-            .is_some_and(|s| s.attention.is_some());
-        notes.extend(attention_cost_note(
-            self.stack().base(),
-            &self.efficiency(),
-            (given, &self.hardware.name),
-        ));
+        notes.extend(self.attention_note());
         for &(flag, setting) in &self.flags_bound_to_search {
             if let Some(why) = self.setting_without_effect(setting) {
                 notes.push(format!("{flag} has no effect on this grid: {why}"));
             }
         }
         notes
+    }
+
+    /// [`attention_cost_note`] for this session's stack, efficiencies and hardware (the
+    /// kernel stated where the session's stack names one, else its preset's).
+    pub fn attention_note(&self) -> Option<String> {
+        let given = self
+            .session
+            .stack
+            .as_ref()
+            .is_some_and(|s| s.attention.is_some());
+        attention_cost_note(
+            self.stack().base(),
+            &self.efficiency(),
+            (given, &self.hardware.name),
+        )
     }
 
     /// Why a stack setting leaves this session's grid unchanged, if it does: one that applies

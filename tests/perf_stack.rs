@@ -1340,6 +1340,16 @@ fn a_presets_triton_attention_costed_as_fused_is_said() {
         "{g}"
     );
     assert!(!grid("--attention fused").contains("attention triton"));
+    // The explorer's recommendation panel says it too.
+    let screen = |extra: &[&str]| {
+        let mut args = vec!["snapshot", "--size", "200x60", "--stack", "llm-foundry"];
+        args.extend(extra);
+        let (code, out, err) = copus(&args);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    assert!(screen(&[]).contains("costed as fused"));
+    assert!(!screen(&["--attention", "fused"]).contains("costed as fused"));
 }
 
 /// `predict`'s "faster here" proposes no layout that `predict` itself calls tight on memory

@@ -145,9 +145,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
             hardware: &r.hardware.name,
         })
     });
+    // And what the stack's attention kernel is costed as where the profile has no figure
+    // (grid and plan said it; the explorer did not).
     for c in crate::perf::caveats(&r.model)
         .into_iter()
         .chain(calibration.into_iter().flatten())
+        .chain(r.attention_note())
     {
         lines.push(Line::from(""));
         lines.push(Line::styled(
