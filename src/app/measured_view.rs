@@ -360,14 +360,24 @@ fn shared_end_words(end: &SharedEnd, a: &Trajectory) -> String {
 /// over B's compared two points in training), in words with its interval, positions on A's
 /// trajectory `a`.
 fn now_words(c: &Comparison, a: &Trajectory) -> String {
-    match (&c.now, &c.shared_end) {
-        (_, Some(end)) if !c.now_windows_overlap => format!(
+    match read_now(c) {
+        Some((r, Some(end))) => format!(
             "B/A {} at {} (latest shared)",
-            ratio_words(&end.ratio),
+            ratio_words(r),
             shared_end_words(end, a)
         ),
-        (Some(r), _) => format!("B/A now {}", ratio_words(r)),
-        _ => "B/A now n/a".into(),
+        Some((r, None)) => format!("B/A now {}", ratio_words(r)),
+        None => "B/A now n/a".into(),
+    }
+}
+
+/// The ratio a comparison is read by "now": the shared end's (with it) where the runs' last
+/// windows do not overlap, else the last windows'; `None` without either.
+fn read_now(c: &Comparison) -> Option<(&WindowRatio, Option<&SharedEnd>)> {
+    match (&c.now, &c.shared_end) {
+        (_, Some(end)) if !c.now_windows_overlap => Some((&end.ratio, Some(end))),
+        (Some(r), _) => Some((r, None)),
+        _ => None,
     }
 }
 
@@ -390,12 +400,10 @@ pub fn compare_summary(c: &Comparison, a: &Trajectory) -> String {
 /// where the runs end apart ("(CI unbounded)" where there is no interval, never a bare
 /// factor), then the share of the points where the intervals are apart.
 pub fn compare_headline(c: &Comparison) -> Vec<String> {
-    let ratio = match (&c.now, &c.shared_end) {
-        (_, Some(end)) if !c.now_windows_overlap => {
-            format!("B/A {} at shared end", ratio_words(&end.ratio))
-        }
-        (Some(r), _) => format!("B/A now {}", ratio_words(r)),
-        _ => "B/A now n/a".into(),
+    let ratio = match read_now(c) {
+        Some((r, Some(_))) => format!("B/A {} at shared end", ratio_words(r)),
+        Some((r, None)) => format!("B/A now {}", ratio_words(r)),
+        None => "B/A now n/a".into(),
     };
     vec![ratio, format!("B≠A on {:.0}%", 100.0 * c.differs_share)]
 }
