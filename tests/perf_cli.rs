@@ -791,9 +791,25 @@ fn calibrate_fits_a_slow_network_and_says_so_in_json_and_text() {
             .is_some_and(|c| c.starts_with("inter_link_scale"))),
         "{json}"
     );
+    // Each file's latency is its smallest size (1 KiB), measured beside fitted (14 µs and
+    // 60 µs were written into the files), never a per-phase term the fit may have set to nothing.
+    let small = v["small_messages"].as_array().expect("small_messages");
+    assert_eq!(small.len(), 2, "{json}");
+    for (m, latency_us) in small.iter().zip([14.0, 60.0]) {
+        let measured = m["measured_us"].as_f64().expect("measured");
+        let fitted = m["calibrated_us"].as_f64().expect("calibrated");
+        assert!((measured / latency_us - 1.0).abs() < 0.05, "{m}");
+        assert!((fitted / measured - 1.0).abs() < 0.15, "{m}");
+    }
     let (ok, text, err) = copus(&args);
     assert!(ok, "{err}");
     assert!(text.contains("scale-out link"), "{text}");
+    assert!(!text.contains("a phase"), "{text}");
+    assert!(
+        text.contains("latency: ")
+            && text.contains("(16 ranks, 2 hosts) at 1024 B: 60.8 µs measured"),
+        "{text}"
+    );
     for c in caveats {
         let c = c.as_str().expect("a sentence");
         assert!(text.contains(&format!("note: {c}")), "{c} not in {text}");
