@@ -806,3 +806,50 @@ fn the_summary_reads_a_sample_as_the_advice_does() {
         "{text}"
     );
 }
+
+/// `--advise` without `--session` advises on the command line's model and cluster (it was a
+/// bare "required argument" error although `watch` takes `--model`, `--hardware` and
+/// `--nodes`), says so when those are copus's defaults, and refuses both at once.
+#[test]
+fn advice_without_a_session_uses_the_command_lines_model_and_cluster() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.ndjson");
+    write_two_batch_run(&run, 300, 40.0, |_| 0.05);
+    let watch = |extra: &[&str]| {
+        let out = copus()
+            .arg("watch")
+            .arg(&run)
+            .args(["--headless", "--until-steps", "300", "--timeout-s", "30"])
+            .args(["--seq-len", "4096", "--advise"])
+            .arg(dir.path().join("advice.ndjson"))
+            .args(extra)
+            .output()
+            .expect("watch");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), text, err)
+    };
+    let (code, text, err) = watch(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("advising on copus's default model and cluster (llama-7b on 1×8 h100-sxm)"),
+        "{err}"
+    );
+    assert!(
+        text.contains("advice ") && text.contains("B_crit"),
+        "{text}"
+    );
+    let (code, text, err) = watch(&["--model", "llama3-8b", "--nodes", "2"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("default model"), "{err}");
+    assert!(
+        text.contains("advice ") && text.contains("B_crit"),
+        "{text}"
+    );
+    let (code, _, err) = watch(&["--model", "llama3-8b", "--session", "s.ron"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--session") && err.contains("--model"),
+        "{err}"
+    );
+}

@@ -45,12 +45,17 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub cluster: super::cluster_args::ClusterArgs,
     /// Write advice (the batch and layout to run now, from the live B_crit and --session's
-    /// model): with --headless to this file, FIFO or tcp://HOST:PORT (served to every client);
+    /// model and cluster, else --model, --hardware and --nodes): with --headless to this file, FIFO or tcp://HOST:PORT (served to every client);
     /// in the explorer each advice waits for approval (A) and is appended to the file.
-    #[arg(long, requires = "session", value_name = "OUT")]
+    #[arg(long, value_name = "OUT")]
     pub advise: Option<String>,
-    /// The session (.ron) whose model, cluster and b_crit_scale --advise uses.
-    #[arg(long, requires = "advise")]
+    /// The session (.ron) whose model, cluster and b_crit_scale --advise uses (over
+    /// --model, --hardware and --nodes).
+    #[arg(
+        long,
+        requires = "advise",
+        conflicts_with_all = ["model", "hardware", "nodes", "gpus_per_node"]
+    )]
     pub session: Option<std::path::PathBuf>,
     /// With --advise: write advice marked `"dry_run": true` (shown, not to be applied).
     #[arg(long, requires = "advise")]
@@ -361,11 +366,11 @@ fn remove_if_left_empty(created: Option<&std::path::Path>) {
 
 /// The headless follower: the run, its advice and its summary.
 fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> anyhow::Result<()> {
-    let mut advising = match (&args.advise, &args.session) {
-        (Some(out), Some(session)) => Some(super::watch_advise::Advising::open(
+    let mut advising = match &args.advise {
+        Some(out) => Some(super::watch_advise::Advising::open(
             &super::watch_advise::AdviseOptions {
                 out,
-                session,
+                session: advice_session(args),
                 dry_run: args.dry_run,
                 min_dwell_steps: args.min_dwell_steps,
                 threshold: args.advise_threshold,
@@ -375,7 +380,7 @@ fn run_headless(args: &WatchArgs, target: Target, timeout: Option<Duration>) -> 
                 stack: args.stack.stack(),
             },
         )?),
-        _ => None,
+        None => None,
     };
     // Ctrl+C or SIGTERM ends the follow with its summary and the advice written so far, then
     // exits 128 + the signal's number (the process died without a word before).
@@ -437,6 +442,33 @@ pub fn timeout_of(t: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(t))
 }
 
+/// The model and cluster `--advise` advises on: `--session`, else the command line's
+/// (copus's defaults said on stderr, as the explorer's title says them).
+fn advice_session(args: &WatchArgs) -> super::watch_advise::AdviceSession<'_> {
+    if let Some(path) = &args.session {
+        return super::watch_advise::AdviceSession::File(path);
+    }
+    let c = &args.cluster;
+    if *c == super::cluster_args::ClusterArgs::default() {
+        eprintln!(
+            "copus watch: advising on copus's default model and cluster ({} on {}×{} {}): set \
+             --model, --hardware and --nodes, or --session, to your run's",
+            c.model, c.nodes, c.gpus_per_node, c.hardware
+        );
+    }
+    let source = crate::session::DataSource::Live {
+        target: args.target.clone(),
+        seq_len: args.seq_len,
+    };
+    super::watch_advise::AdviceSession::Flags {
+        session: Box::new(c.session(format!("live: {}", args.target), source)),
+        shown: format!(
+            "--model {} --hardware {} ({}×{} GPUs)",
+            c.model, c.hardware, c.nodes, c.gpus_per_node
+        ),
+    }
+}
+
 /// The explorer's session for a live run, and where `s` saves it: the `--session` (with
 /// `--advise`) showing its model and cluster and the run's own batch as the current one, else
 /// an ad-hoc one on the command line's model and cluster, saved as `copus-live.ron`.
@@ -469,7 +501,7 @@ fn explorer_session(
         None => (
             args.cluster
                 .session(format!("live: {}", args.target), source(args.seq_len)),
-            std::path::PathBuf::from("copus-live.ron"),
+            std::path::PathBuf::from(super::watch_advise::AD_HOC_SESSION_FILE),
         ),
     })
 }

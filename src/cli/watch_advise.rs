@@ -23,7 +23,7 @@ pub struct Advising {
     written: Vec<Advice>,
     /// GPUs of the session's cluster.
     gpus: u32,
-    /// The session as given, for warnings.
+    /// The session as given, for warnings ("--session FILE", or the flags).
     session: String,
     /// Whether the run was already said not to match the session.
     mismatch_warned: bool,
@@ -104,12 +104,29 @@ impl SampleScale {
     }
 }
 
+/// Where the model and cluster advised on come from.
+pub enum AdviceSession<'a> {
+    /// `--session FILE`.
+    File(&'a Path),
+    /// The command line's `--model`, `--hardware`, `--nodes` and `--gpus-per-node` (or
+    /// copus's defaults): an ad-hoc session, and how to name it in warnings.
+    Flags {
+        /// The ad-hoc session.
+        session: Box<crate::session::Session>,
+        /// How warnings name it ("--model llama-7b --hardware h100-sxm, 1×8 GPUs").
+        shown: String,
+    },
+}
+
+/// Where an ad-hoc session's relative paths resolve from (as the explorer saves it).
+pub const AD_HOC_SESSION_FILE: &str = "copus-live.ron";
+
 /// The options of `--advise`.
 pub struct AdviseOptions<'a> {
     /// OUT: a path or tcp://HOST:PORT.
     pub out: &'a str,
     /// The session whose model and cluster are advised on.
-    pub session: &'a Path,
+    pub session: AdviceSession<'a>,
     /// Write advice marked not to apply.
     pub dry_run: bool,
     /// Steps between two pieces of advice.
@@ -158,8 +175,20 @@ pub fn live_seq_len(session: &crate::session::Session) -> Option<u32> {
 impl Advising {
     /// Resolve the session, tabulate its throughput, open OUT.
     pub fn open(o: &AdviseOptions) -> anyhow::Result<Self> {
-        let mut r = super::model_args::resolve_session(o.session, None, None)
-            .map_err(|e| anyhow::anyhow!("--session {e}"))?;
+        let (mut r, shown) = match &o.session {
+            AdviceSession::File(path) => (
+                super::model_args::resolve_session(path, None, None)
+                    .map_err(|e| anyhow::anyhow!("--session {e}"))?,
+                format!("--session {}", path.display()),
+            ),
+            AdviceSession::Flags { session, shown } => (
+                session
+                    .as_ref()
+                    .clone()
+                    .resolve(Path::new(AD_HOC_SESSION_FILE))?,
+                shown.clone(),
+            ),
+        };
         super::model_args::apply_overrides_noted(&mut r, o.calibration, o.stack.as_ref())?;
         let eff = r.efficiency();
         let ctx = r.perf_context(&eff);
@@ -207,7 +236,7 @@ impl Advising {
             run: None,
             written: Vec::new(),
             gpus: r.cluster().gpus(),
-            session: o.session.display().to_string(),
+            session: shown.clone(),
             mismatch_warned: false,
             scale: SampleScale {
                 model_seq_len: r.model.seq_len,
@@ -220,8 +249,7 @@ impl Advising {
                         let from_session = live_seq_len(&r.session)?;
                         eprintln!(
                             "copus watch: reading each sample as {from_session} tokens, as \
-                             --session {}'s live source says (--seq-len sets another)",
-                            o.session.display()
+                             {shown}'s live source says (--seq-len sets another)"
                         );
                         Some(from_session)
                     })
@@ -255,7 +283,7 @@ impl Advising {
             let model = self.scale.model_seq_len;
             eprintln!(
                 "copus watch: warning: the run counts {run} token(s) per sample (tokens/b_big), \
-                 the model of --session {} {model}: its B_crit would be read at the wrong \
+                 the model of {} {model}: its B_crit would be read at the wrong \
                  scale, so no advice is given; pass --seq-len {model} to read each sample as \
                  one of the model's sequences, or a session whose model matches the run",
                 self.session
@@ -271,7 +299,7 @@ impl Advising {
         {
             self.mismatch_warned = true;
             eprintln!(
-                "copus watch: warning: the run does not match --session {} ({why}): advice \
+                "copus watch: warning: the run does not match {} ({why}): advice \
                  is for the session's cluster and model, and none is given while the run's \
                  batch or layout is not one of its cells",
                 self.session
