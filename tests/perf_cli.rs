@@ -904,6 +904,29 @@ fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
         ok && text.contains("note: every file spans several hosts"),
         "{err}{text}"
     );
+    // ... and keeps the scale-up link at the profile's: fitted on this file alone, the slow
+    // network was once explained as NVLink at a third of its datasheet.
+    let (ok, json, err) = copus(&[
+        "calibrate",
+        "--nccl",
+        four.to_str().expect("utf-8"),
+        "--hardware",
+        "h100-sxm",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let alone: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert!(alone["params"].get("intra_link_scale").is_none(), "{json}");
+    assert_eq!(
+        alone["links"]["intra_gb_per_s"],
+        alone["profile_links"]["intra_gb_per_s"]
+    );
+    assert!(
+        alone["params"]["inter_link_scale"]
+            .as_f64()
+            .is_some_and(|s| s < 0.5),
+        "{json}"
+    );
     // Not an nccl-tests output, and a file named after no collective: clear errors.
     let (ok, _, err) = copus(&["calibrate", "--nccl", "README.md", "--hardware", "h100-sxm"]);
     assert!(

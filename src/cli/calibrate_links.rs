@@ -97,16 +97,18 @@ struct Output {
 }
 
 /// The caveat of runs that all span several hosts: each time mixes the scale-up and the
-/// scale-out link, so the fit can move either to explain a slow network (`None` when a
-/// single-host run, or no multi-host one, is among them).
+/// scale-out link, so the scale-up link is kept at the profile's and a slow one would be
+/// read as a slow network (`None` when a single-host run, or no multi-host one, is among
+/// them).
 fn links_not_separated(runs: &[nccl::NcclRun]) -> Option<String> {
     let all_multi_host = runs.iter().all(|r| r.nodes > 1);
     let intra_too = runs.iter().any(|r| r.ranks / r.nodes > 1);
     (all_multi_host && intra_too).then(|| {
         "every file spans several hosts: each measured time mixes the scale-up link inside a \
-         host and the scale-out link across hosts, so the fit cannot tell which one is slow \
-         (intra_link_scale and inter_link_scale trade off); add the same test run on one host \
-         to pin the scale-up link down"
+         host and the scale-out link across hosts, which these files cannot tell apart, so \
+         the scale-up link is kept at the profile's and fitted only on the scale-out one (a \
+         slow scale-up link would show as a slow network); add the same test run on one host \
+         to fit the scale-up link too"
             .to_string()
     })
 }
