@@ -31,7 +31,13 @@ use clap::{Parser, Subcommand};
 
 /// copus: explore how batch size (gradient noise scale) and 3D parallelism interact.
 #[derive(Debug, Parser)]
-#[command(name = "copus", about, long_about = None, disable_version_flag = true)]
+#[command(
+    name = "copus",
+    about,
+    long_about = None,
+    disable_version_flag = true,
+    after_help = EXIT_STATUS
+)]
 pub struct Cli {
     /// Print the version and the compute backends: compiled in, usable here, or why not.
     #[arg(short = 'V', long)]
@@ -59,6 +65,14 @@ pub fn version_text() -> String {
     )
 }
 
+/// The exit statuses, as `--help` states them (docs/RELIABILITY.md has the full table).
+pub const EXIT_STATUS: &str = "Exit status: 0 success (a configuration that does not fit is a \
+result: \"cannot run\" and `fits: false` in --json, exit 0); 1 an error of a file, its content \
+or the run (the message names the file and line; also `plan` when no cell of its search can \
+run); 2 a command-line error (a flag's value, a \
+configuration the flags cannot form, an unknown built-in name; the message names the flag); \
+4 out of memory; 128+N stopped by signal N (130 Ctrl+C). See docs/RELIABILITY.md.";
+
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -75,12 +89,16 @@ pub enum Command {
     /// The built-in trainer's branched experiment: branch records for `copus cbs`.
     Branch(branch::BranchArgs),
     /// Predict step time, throughput and memory of one parallel configuration.
+    #[command(after_help = EXIT_STATUS)]
     Predict(predict::PredictArgs),
     /// Fit the performance model's efficiencies to measured step times (CSV or stats file).
+    #[command(after_help = EXIT_STATUS)]
     Calibrate(calibrate::CalibrateArgs),
     /// The Goodput grid (batch sizes × parallel layouts) of a session at one training point.
+    #[command(after_help = EXIT_STATUS)]
     Grid(grid::GridArgs),
     /// Plan batch-size and parallel-configuration switch points for a session.
+    #[command(after_help = EXIT_STATUS)]
     Plan(plan::PlanArgs),
     /// Measure the gradient-reduction bandwidth against a memory-read baseline.
     Bench(bench::BenchArgs),
