@@ -2433,6 +2433,18 @@ fn fits_instead_keeps_to_the_stacks_recompute_policies() {
         .collect();
     let v = crate::reliability_support::copus_json(&args);
     assert_eq!(v["fits"], false, "{v}");
+    // The throughput the text prints "(if it fit)" is in `if_it_fit`, not where a script
+    // reads the throughput of a configuration that runs.
+    assert!(v["tokens_per_s"].is_null() && v["mfu"].is_null(), "{v}");
+    let would = v["if_it_fit"]["tokens_per_s"].as_f64().expect("if_it_fit");
+    let step = v["step_time_s"].as_f64().expect("step");
+    assert!((would * step / (64.0 * 8192.0) - 1.0).abs() < 1e-9, "{v}");
+    assert!(
+        v["if_it_fit"]["mfu"]
+            .as_f64()
+            .is_some_and(|m| m > 0.0 && m < 1.0),
+        "{v}"
+    );
     let near = &v["nearest_change"];
     let policy = near["config"]["recompute"].as_str().expect("policy");
     assert!(["none", "selective", "full"].contains(&policy), "{near}");

@@ -185,7 +185,8 @@ struct Output<'a> {
 
 /// The throughput figures of a prediction, which mean nothing for a configuration that does
 /// not fit: `null` then, as in `grid --json`'s cells that cannot run (the step time, its
-/// breakdown and the memory stay: what it would take, and why it does not fit).
+/// breakdown and the memory stay: what it would take, and why it does not fit); their values
+/// move into `if_it_fit`, as the text prints them marked "(if it fit)" (`null` when it fits).
 const IF_IT_FIT: [&str; 5] = [
     "tokens_per_s",
     "tokens_per_s_per_gpu",
@@ -203,14 +204,17 @@ fn json_of(out: &Output) -> anyhow::Result<serde_json::Value> {
     {
         caveats.insert(0, serde_json::Value::String(note));
     }
-    if !out.prediction.fits
-        && let Some(o) = v.as_object_mut()
-    {
-        for key in IF_IT_FIT {
-            if let Some(x) = o.get_mut(key) {
-                *x = serde_json::Value::Null;
+    if let Some(o) = v.as_object_mut() {
+        let mut if_it_fit = serde_json::Map::new();
+        if !out.prediction.fits {
+            for key in IF_IT_FIT {
+                if let Some(x) = o.get_mut(key) {
+                    if_it_fit.insert(key.to_string(), x.take());
+                }
             }
         }
+        let moved = (!if_it_fit.is_empty()).then_some(serde_json::Value::Object(if_it_fit));
+        o.insert("if_it_fit".into(), moved.unwrap_or(serde_json::Value::Null));
     }
     Ok(v)
 }
