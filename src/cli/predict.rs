@@ -544,7 +544,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
     let (faster_if_it_fit, faster_layout) = if p.fits {
         (
             enumerate::faster_near_miss(&ctx, &costs, a.batch, p.step_time_s).map(as_fit),
-            what_fits(&ctx, a.gpus, a.batch, &cfg, search, &roomy)
+            what_fits(&ctx, a.gpus, a.batch, &cfg, search, &roomy, Purpose::Faster)
                 .filter(|(_, q)| q.tokens_per_s >= p.tokens_per_s * (1.0 + FASTER_LAYOUT_MIN_GAIN))
                 .map(as_fit),
         )
@@ -560,8 +560,8 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
             need_gb: p.memory_per_gpu_bytes / 1e9,
             have_gb: hw.hbm_bytes / 1e9,
         };
-        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg, search, &roomy)
-            .or_else(|| what_fits(&ctx, a.gpus, a.batch, &cfg, search, &runs))
+        let nearest = what_fits(&ctx, a.gpus, a.batch, &cfg, search, &roomy, Purpose::Fits)
+            .or_else(|| what_fits(&ctx, a.gpus, a.batch, &cfg, search, &runs, Purpose::Fits))
             .map(as_fit);
         (Some(oom.to_string()), nearest)
     };
@@ -716,6 +716,21 @@ fn fit_flags(c: &ParallelConfig, asked: &ParallelConfig) -> String {
 /// 128K-token stage ran CP 16).
 pub const MAX_SEARCHED_CP: u32 = 32;
 
+/// What [`what_fits`] looks for, and so how far it strays from the configuration asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A configuration that fits where the one asked for does not: the ZeRO stage and
+    /// recompute policies asked for first, any the stack runs only where none fits so; no
+    /// interleave (`nearest_change`).
+    Fits,
+    /// The fastest configuration of the same GPUs and batch (`faster_layout`): every ZeRO
+    /// stage, the recompute policies allowed (the stack's when none of them is its), and
+    /// every interleave the layout takes, whatever was asked (the search once stayed at the
+    /// ZeRO stage asked for unless `--recompute` named a policy the stack lacks, and never
+    /// tried interleaving: Llama 3 405B at vpp 1 read 21 % MFU without a word of vpp 8).
+    Faster,
+}
+
 /// The fastest configuration of `gpus` GPUs that fits at `batch`: first with `base`'s ZeRO
 /// stage and the recompute policies the command allowed that the stack has (`allowed`: every
 /// policy of the stack under `--recompute auto`, the one given otherwise) on every (tp, pp) layout within a
@@ -723,7 +738,8 @@ pub const MAX_SEARCHED_CP: u32 = 32;
 /// [`MAX_SEARCHED_CP`] in powers of two where the stack's framework has CP: at 128K tokens CP
 /// is what lets a layout fit), then
 /// with any ZeRO stage and any recompute policy `stack` has; only configurations `runs`
-/// accepts (what the stack's framework runs as stated). `None` when nothing fits.
+/// accepts (what the stack's framework runs as stated); for [`Purpose::Faster`] every ZeRO
+/// stage and interleave at once. `None` when nothing fits.
 pub fn what_fits(
     ctx: &PerfContext,
     gpus: u32,
@@ -731,6 +747,7 @@ pub fn what_fits(
     base: &ParallelConfig,
     (stack, allowed): (StackPreset, &[Recompute]),
     runs: &dyn Fn(&ParallelConfig) -> bool,
+    purpose: Purpose,
 ) -> Option<(ParallelConfig, Prediction)> {
     let all = stack.recompute_policies();
     // Only policies the stack's framework has: a what-if policy (`--recompute op` on
@@ -740,10 +757,15 @@ pub fn what_fits(
         .copied()
         .filter(|p| all.contains(p))
         .collect();
-    let tries: [(&[u8], &[Recompute]); 2] = [
-        (std::slice::from_ref(&base.zero), &allowed),
-        (&[0, 1, 2, 3], all),
-    ];
+    let allowed_or_all: &[Recompute] = if allowed.is_empty() { all } else { &allowed };
+    const EVERY_ZERO: [u8; 4] = [0, 1, 2, 3];
+    let tries: Vec<(&[u8], &[Recompute])> = match purpose {
+        Purpose::Fits => vec![
+            (std::slice::from_ref(&base.zero), &allowed),
+            (&EVERY_ZERO, all),
+        ],
+        Purpose::Faster => vec![(&EVERY_ZERO, allowed_or_all)],
+    };
     let mut cps = vec![base.cp.max(1)];
     if stack.has_context_parallel() {
         cps.extend(
@@ -787,9 +809,14 @@ pub fn what_fits(
                     ep: 1,
                 };
                 let eps = crate::perf::validate::expert_candidates(ctx.model, dp * cp);
-                // The fastest choice of the layout that runs (a micro-batch, a recompute), not
-                // the layout's fastest only when that one runs.
-                let Ok(costs) = enumerate::auto_choices(ctx, &cfg, batch, recomputes, (&[1], &eps))
+                let vpps = match purpose {
+                    Purpose::Fits => vec![1],
+                    Purpose::Faster => crate::perf::validate::interleave_candidates(ctx.model, pp),
+                };
+                // The fastest choice of the layout that runs (a micro-batch, a recompute, an
+                // interleave), not the layout's fastest only when that one runs.
+                let Ok(costs) =
+                    enumerate::auto_choices(ctx, &cfg, batch, recomputes, (&vpps, &eps))
                 else {
                     continue;
                 };
@@ -1237,10 +1264,12 @@ fn split_caveat(
 }
 
 /// The caveat of an interleave that splits some pipeline stage into virtual stages of unequal
-/// layers (uneven stages, e.g. 27/27/26 layers at vpp 7): Megatron-Core runs it only with an
-/// explicit layout (`--pipeline-model-parallel-layout`), as Meta's Llama 3 schedule ran chunks
-/// of unequal depth; `--num-layers-per-virtual-pipeline-stage` needs vpp to divide every
-/// stage's layers.
+/// layers (uneven stages: vpp divides the full stages' layers, the rule `structure` applies,
+/// but not the short ones'). Where the short stages are the ends, one layer short each, the
+/// embedding and the output layer take that layer's place, as Megatron-Core places them with
+/// `--account-for-embedding-in-pipeline-split` and `--account-for-loss-in-pipeline-split`
+/// (Llama 3 405B: 126 layers on PP 16 × vpp 8); any other split needs an explicit
+/// `--pipeline-model-parallel-layout`.
 fn uneven_chunks(
     model: &crate::perf::ModelProfile,
     cfg: &ParallelConfig,
@@ -1259,7 +1288,28 @@ fn uneven_chunks(
         .filter(|&&n| !n.is_multiple_of(cfg.vpp))
         .map(u32::to_string)
         .collect();
-    (!odd.is_empty()).then(|| {
+    if odd.is_empty() {
+        return None;
+    }
+    let full = model.layers.div_ceil(cfg.pp);
+    let short = u64::from(cfg.pp) * u64::from(full) - u64::from(model.layers);
+    let ends = split == crate::perf::efficiency::StageSplit::Ends
+        && short <= 2
+        && counts.iter().all(|&n| n + 1 >= full);
+    Some(if ends {
+        let flags = if short == 2 {
+            "--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split"
+        } else {
+            "--account-for-embedding-in-pipeline-split"
+        };
+        format!(
+            "vpp {} on end stages of {} layers, one short of the others' {full}: the embedding \
+             (and the output layer) takes the missing layer's place in their virtual stages, \
+             costed as a full stage, as Megatron-Core places them with {flags}",
+            cfg.vpp,
+            odd.join(" and ")
+        )
+    } else {
         format!(
             "vpp {} does not divide the {} layers of some pipeline stages: their virtual stages \
              hold unequal layers (costed as if they split evenly); Megatron-Core runs that only \
