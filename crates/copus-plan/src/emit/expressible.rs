@@ -137,6 +137,7 @@ fn megatron(
     settings: &StackSettingsJson,
 ) -> Option<String> {
     if (s.pp > 1 || s.vpp > 1)
+        && embedding_in_split(s.pp, s.vpp, model.layers).is_none()
         && let Err(why) = stage_split(s.pp, s.vpp, model.layers, false)
     {
         return Some(why);
@@ -261,6 +262,21 @@ fn deepspeed(
     }
 }
 
+/// An interleaved schedule over end stages one layer short (the first, or the first and the
+/// last): Megatron-Core counts the embedding (and the output layer) as a layer of the split
+/// (`--account-for-embedding-in-pipeline-split`, `--account-for-loss-in-pipeline-split`), so
+/// `layers` + the short count split evenly into `pp·vpp` virtual stages, as copus costs them
+/// (Llama 3 405B: 126 + 2 on PP 16 × vpp 8). The layers of one virtual stage and how many
+/// end stages are short (1: the first; 2: both), or `None` when the split is not that one.
+pub(super) fn embedding_in_split(pp: u32, vpp: u32, layers: u32) -> Option<(u32, u32)> {
+    if vpp <= 1 || pp <= 1 {
+        return None;
+    }
+    let full = layers.div_ceil(pp);
+    let short = pp.checked_mul(full)?.checked_sub(layers)?;
+    ((1..=2).contains(&short) && full.is_multiple_of(vpp)).then_some((full / vpp, short))
+}
+
 /// How a phase's transformer layers split over its pipeline stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct StageLayers {
@@ -379,6 +395,16 @@ mod tests {
         // Megatron: op-level recompute, uneven interleaved stages.
         assert!(refused(EmitTarget::Megatron, shape(1, 1, 1, 1, "op"), 32).is_some());
         assert!(refused(EmitTarget::Megatron, shape(4, 3, 1, 1, "full"), 30).is_some());
+        // ... unless the end stages are a layer short and vpp divides the full ones: the
+        // embedding and the output layer counted in the split (Llama 3 405B's vpp 8).
+        assert_eq!(
+            refused(EmitTarget::Megatron, shape(4, 2, 1, 1, "full"), 30),
+            None
+        );
+        assert_eq!(
+            refused(EmitTarget::Megatron, shape(16, 8, 1, 1, "full"), 126),
+            None
+        );
         assert_eq!(
             refused(EmitTarget::Megatron, shape(4, 2, 2, 3, "selective"), 32),
             None
@@ -430,6 +456,39 @@ mod tests {
                 shape_problem(t, &uneven, facts126, &ds).is_some_and(|w| w.contains("balanced"))
             );
             assert_eq!(shape_problem(t, &uneven, facts126, &mc), None);
+        }
+    }
+
+    /// The split Megatron-Core expresses with the embedding (and the output layer) counted as
+    /// layers: end stages a layer short, vpp dividing the full stages' layers.
+    #[test]
+    fn the_embedding_counted_in_the_split_is_found_exactly_where_it_runs() {
+        // 126 + 2 = 128 on PP 16 × vpp 8: one layer a virtual stage, both ends short.
+        assert_eq!(embedding_in_split(16, 8, 126), Some((1, 2)));
+        assert_eq!(embedding_in_split(8, 2, 126), Some((8, 2)));
+        // 80 + 1 = 81 on PP 3 × vpp 3: the first stage short only.
+        assert_eq!(embedding_in_split(3, 3, 80), Some((9, 1)));
+        // Even stages, no interleave, more than two short stages, vpp not dividing: not it.
+        for (pp, vpp, layers) in [(4, 2, 32), (16, 1, 126), (6, 2, 80), (16, 3, 126)] {
+            assert_eq!(
+                embedding_in_split(pp, vpp, layers),
+                None,
+                "{pp} {vpp} {layers}"
+            );
+        }
+        // Brute force: where found, Megatron's own arithmetic holds (layers + short divide
+        // by pp, and the stage's share by the layers of a virtual stage).
+        for layers in 1..=130u32 {
+            for pp in 2..=16u32 {
+                for vpp in 2..=8u32 {
+                    if let Some((per, short)) = embedding_in_split(pp, vpp, layers) {
+                        let counted = layers + short;
+                        assert!(counted.is_multiple_of(pp), "{layers} {pp} {vpp}");
+                        assert_eq!(counted / pp, per * vpp, "{layers} {pp} {vpp}");
+                        assert_eq!(counted / pp, layers.div_ceil(pp), "{layers} {pp} {vpp}");
+                    }
+                }
+            }
         }
     }
 

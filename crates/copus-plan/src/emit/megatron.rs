@@ -2,7 +2,9 @@
 //! (`PHASE_1="..."`), or one `--rampup-batch-size` where the whole plan is a ramp Megatron's
 //! schedule reproduces.
 
-use super::{EmitContext, EmitEnd, EmitError, EmitPhase, EmitTarget, stage_split};
+use super::{
+    EmitContext, EmitEnd, EmitError, EmitPhase, EmitTarget, embedding_in_split, stage_split,
+};
 use crate::report::PlanReport;
 use std::fmt::Write as _;
 
@@ -176,6 +178,20 @@ pub fn megatron_ramp(r: &Ramp, global_batch: u64, train_samples: u64) -> Megatro
     MegatronRamp { steps, starts }
 }
 
+/// Megatron's interleaved schedule runs only with the micro-batches per step a multiple of pp.
+fn interleave_accumulation(p: &EmitPhase) -> Result<(), EmitError> {
+    if p.accumulation.is_multiple_of(u64::from(p.pp)) {
+        return Ok(());
+    }
+    Err(p.inexpressible(
+        TARGET,
+        format!(
+            "the interleaved schedule needs the micro-batches per step ({}) to be a multiple of pp ({})",
+            p.accumulation, p.pp
+        ),
+    ))
+}
+
 /// The arguments of one phase's layout and configuration (not its batch or length).
 fn layout_args(
     p: &EmitPhase,
@@ -204,7 +220,16 @@ fn layout_args(
     if p.ep > 1 {
         a.push(format!("--expert-model-parallel-size {}", p.ep));
     }
-    if p.pp > 1 || p.vpp > 1 {
+    if let Some((per, short)) = embedding_in_split(p.pp, p.vpp, ctx.layers) {
+        interleave_accumulation(p)?;
+        // The end stages a layer short: the embedding (and the output layer) counted as a
+        // layer of the split, so every virtual stage holds `per`.
+        a.push("--account-for-embedding-in-pipeline-split".into());
+        if short == 2 {
+            a.push("--account-for-loss-in-pipeline-split".into());
+        }
+        a.push(format!("--num-layers-per-virtual-pipeline-stage {per}"));
+    } else if p.pp > 1 || p.vpp > 1 {
         let split = stage_split(p.pp, p.vpp, ctx.layers, false)
             .map_err(|why| p.inexpressible(TARGET, why))?;
         let per = split.per_stage;
@@ -223,15 +248,7 @@ fn layout_args(
             ));
         }
         if p.vpp > 1 {
-            if !p.accumulation.is_multiple_of(u64::from(p.pp)) {
-                return Err(p.inexpressible(
-                    TARGET,
-                    format!(
-                        "the interleaved schedule needs the micro-batches per step ({}) to be a multiple of pp ({})",
-                        p.accumulation, p.pp
-                    ),
-                ));
-            }
+            interleave_accumulation(p)?;
             a.push(format!("--num-layers-per-virtual-pipeline-stage {per}"));
         }
     }

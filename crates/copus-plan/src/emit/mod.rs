@@ -13,8 +13,8 @@ mod expressible;
 mod megatron;
 mod torchtitan;
 
-use expressible::stage_split;
 pub use expressible::{ConfigShape, ModelFacts, shape_problem};
+use expressible::{embedding_in_split, stage_split};
 
 use super::report::{PlanReport, ScheduleRun};
 use serde::Serialize;
