@@ -69,12 +69,14 @@ pub fn is_builtin_model(name: &str) -> bool {
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     /// Neither a built-in name nor an existing file.
-    #[error("unknown {kind} profile '{name}' (built-in: {known}; or give a .ron file)")]
+    #[error("unknown {kind} profile '{name}'{hint} (built-in: {known}; or give a .ron file)")]
     Unknown {
         /// "hardware" or "model".
         kind: &'static str,
         /// What was asked for.
         name: String,
+        /// ": did you mean 'NAME'?" where a built-in name is close, else empty.
+        hint: String,
         /// Comma-separated built-in names.
         known: String,
     },
@@ -188,11 +190,47 @@ fn load<T: DeserializeOwned + serde::Serialize>(
             }
         });
     }
+    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
     Err(ProfileError::Unknown {
         kind,
         name: name_or_path.to_string(),
-        known: table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
+        hint: did_you_mean(name_or_path, &names)
+            .map(|s| format!(": did you mean {s}?"))
+            .unwrap_or_default(),
+        known: names.join(", "),
     })
+}
+
+/// The built-in names `asked` most likely meant, quoted ("'llama3-8b'", "'h100-sxm' or
+/// 'h100-pcie'"): the same name in another case, else the names it begins (up to three), else
+/// the one within a small edit distance.
+fn did_you_mean(asked: &str, names: &[&str]) -> Option<String> {
+    let lower = asked.to_lowercase();
+    let quote = |n: &[&str]| {
+        n.iter()
+            .map(|n| format!("'{n}'"))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    if let Some(same) = names.iter().find(|n| n.to_lowercase() == lower) {
+        return Some(quote(&[same]));
+    }
+    let mut starting: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !lower.is_empty() && n.starts_with(lower.as_str()))
+        .collect();
+    if (1..=3).contains(&starting.len()) {
+        starting.sort_by_key(|n| n.len());
+        return Some(quote(&starting));
+    }
+    let limit = (lower.chars().count() / 3).clamp(1, 2);
+    names
+        .iter()
+        .map(|n| (crate::validate::fields::edit_distance(n, &lower), *n))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| quote(&[n]))
 }
 
 /// Largest profile file read, bytes (the built-in ones are under 2 KB).

@@ -927,6 +927,21 @@ fn calibrate_fits_the_links_to_nccl_tests_and_predict_uses_them() {
             .is_some_and(|s| s < 0.5),
         "{json}"
     );
+    // A model given to the link fit is refused, not silently ignored.
+    for model in [&["--model", "llama3-8b"][..], &["--layers", "4"][..]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+            .args(["calibrate", "--nccl", one.to_str().expect("utf-8")])
+            .args(["--hardware", "h100-sxm"])
+            .args(model)
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!("{}: the link fit", model[0])),
+            "{err}"
+        );
+    }
     // Not an nccl-tests output, and a file named after no collective: clear errors.
     let (ok, _, err) = copus(&["calibrate", "--nccl", "README.md", "--hardware", "h100-sxm"]);
     assert!(

@@ -697,6 +697,16 @@ pub fn run(a: &CalibrateArgs) -> anyhow::Result<()> {
             a.folds
         );
     }
+    // The link fit uses no model: a --model given with --nccl alone was silently ignored.
+    if !a.nccl.is_empty()
+        && a.measurements.is_none()
+        && let Some(flag) = a.model.first_given()
+    {
+        super::flag_bail!(
+            "{flag}: the link fit (--nccl without step times) uses no model; drop {flag}, or \
+             give step times to fit with it"
+        );
+    }
     if !a.nccl.is_empty() && a.measurements.is_none() && !a.fit.is_empty() {
         anyhow::bail!(
             "--fit chooses the parameters of a step-time calibration; with --nccl alone the \

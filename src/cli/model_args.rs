@@ -51,6 +51,28 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
+    /// The first model flag given, if any (`--model`, or a flag of the inline shape).
+    pub fn first_given(&self) -> Option<&'static str> {
+        let numbers = [
+            (self.layers, "--layers"),
+            (self.hidden, "--hidden"),
+            (self.heads, "--heads"),
+            (self.vocab, "--vocab"),
+            (self.seq, "--seq"),
+            (self.ffn, "--ffn"),
+            (self.kv_heads, "--kv-heads"),
+        ];
+        if self.name.is_some() {
+            return Some("--model");
+        }
+        numbers
+            .into_iter()
+            .find_map(|(v, flag)| v.map(|_| flag))
+            .or(self.swiglu.then_some("--swiglu"))
+            .or(self.tied_embeddings.then_some("--tied-embeddings"))
+            .or(self.dropout.map(|_| "--dropout"))
+    }
+
     /// The model profile these arguments name or describe.
     pub fn profile(&self) -> anyhow::Result<ModelProfile> {
         if let Some(name) = &self.name {

@@ -691,6 +691,19 @@ fn unknown_profile_names_and_unformable_precisions_are_flag_errors() {
         run.fails_with(&[says]);
         assert_eq!(run.code, Some(2), "{run:?}");
     }
+    // A near miss names the built-in it most likely meant (case, a prefix, a typo).
+    for (extra, meant) in [
+        (&["--model", "Llama3-8B"][..], "did you mean 'llama3-8b'?"),
+        (&["--model", "llama3-9b"][..], "did you mean 'llama3-8b'?"),
+        (
+            &["--model", "llama3-8b", "--hardware", "h100"][..],
+            "did you mean 'h100-sxm' or 'h100-pcie'",
+        ),
+    ] {
+        let run = with(extra);
+        run.fails_with(&[meant]);
+        assert_eq!(run.code, Some(2), "{run:?}");
+    }
     let run = with(&["--model", "no-such-dir/m.ron"]);
     run.fails_with(&["--model", "m.ron"]);
     assert_eq!(run.code, Some(1), "{run:?}");

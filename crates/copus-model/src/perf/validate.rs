@@ -188,7 +188,9 @@ pub fn micro_batches(cfg: &ParallelConfig, global_batch: u64) -> Result<u64, Inv
         // Not a divisibility problem: the batch is too small for one micro-batch a replica.
         // The largest micro-batch this batch feeds every replica with, where there is one.
         let most = global_batch / u64::from(cfg.dp).max(1);
-        let hint = if most >= 1 {
+        let hint = if most == 1 {
+            "; each replica gets 1 sample of this batch: mbs 1".to_string()
+        } else if most > 1 {
             format!("; each replica gets {most} samples of this batch: an mbs that divides {most}")
         } else {
             String::new()
