@@ -2261,3 +2261,59 @@ fn faster_here_searches_every_zero_stage_and_interleave() {
         / v["tokens_per_s"].as_f64().expect("tokens");
     assert!(gain > 1.05, "{gain}");
 }
+
+/// At long sequences the attention is most of the FLOPs MFU counts (in full, Megatron's
+/// convention), and `predict` says the MFU of what causal kernels execute beside it (at 128K
+/// tokens the headline read 1.7× that without a word).
+#[test]
+fn predict_says_the_causal_mfu_where_attention_dominates_the_count() {
+    let args = |seq: &'static str| {
+        vec![
+            "predict",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "128",
+            "--cp",
+            "16",
+            "--seq",
+            seq,
+            "--batch",
+            "8",
+        ]
+    };
+    let long = json(&[&args("131072")[..], &["--json"]].concat());
+    let share = long["attention_flop_share"].as_f64().expect("share");
+    assert!((0.75..0.9).contains(&share), "{share}");
+    let (mfu, causal) = (
+        long["mfu"].as_f64().expect("mfu"),
+        long["mfu_causal"].as_f64().expect("mfu_causal"),
+    );
+    assert!((causal / (mfu * (1.0 - share / 2.0)) - 1.0).abs() < 1e-12);
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(args("131072"))
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&text.stdout).replace('\n', " ");
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains(&format!(
+            "attention is {:.0}% of that count at 131072 tokens: MFU {:.1}% counting its causal half only",
+            share * 100.0,
+            causal * 100.0
+        )),
+        "{text}"
+    );
+    let short = json(&[&args("2048")[..], &["--json"]].concat());
+    assert!(
+        short["attention_flop_share"]
+            .as_f64()
+            .is_some_and(|s| s < 0.1),
+        "{short}"
+    );
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_copus"))
+        .args(args("2048"))
+        .output()
+        .expect("runs");
+    assert!(!String::from_utf8_lossy(&text.stdout).contains("causal half only"));
+}

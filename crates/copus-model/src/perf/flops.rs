@@ -29,6 +29,17 @@ pub fn model_flops(m: &ModelProfile, tokens: f64) -> f64 {
     3.0 * tokens * (m.layers as f64 * per_layer + logits_flops_per_token(m))
 }
 
+/// Share (0–1) of [`model_flops`] that is the attention core's (QKᵀ and AV counted in full):
+/// half of it is the causal mask's upper triangle, which fused kernels skip, so an MFU over
+/// the FLOPs the kernels execute is `mfu · (1 − share/2)`.
+pub fn attention_flop_share(m: &ModelProfile) -> f64 {
+    let layers = m.layers as f64;
+    let attention = layers * layer_attention_flops_per_token(m);
+    let all = layers * (layer_gemm_flops_per_token(m) + layer_attention_flops_per_token(m))
+        + logits_flops_per_token(m);
+    if all > 0.0 { attention / all } else { 0.0 }
+}
+
 /// FLOPs the hardware executes in one step over `tokens` tokens, counting recomputation:
 /// selective recompute repeats the attention core's forward, full recompute every layer's
 /// forward (the output layer is never recomputed).

@@ -28,6 +28,7 @@ pub mod validation;
 
 pub use config::{ParallelConfig, Recompute};
 pub use efficiency::EfficiencyParams;
+pub use flops::attention_flop_share;
 pub use hardware::HardwareProfile;
 pub use measurements::Measurement;
 pub use model::{ModelProfile, MoeSpec};
