@@ -92,9 +92,10 @@ pub fn headline(app: &App, width: usize) -> Option<Line<'static>> {
         mv::headline_segments_in(report, unit)
     };
     if let Some(c) = &app.compare {
-        // After now and drift, before the run-wide value: what a comparison is for.
+        // Right after now, before drift and the run-wide value: what a comparison is opened
+        // for, so it is what a narrow screen keeps (at 80 columns it was left out for drift).
         for (k, seg) in mv::compare_headline(&c.comparison).into_iter().enumerate() {
-            segments.insert(2 + k, seg);
+            segments.insert((1 + k).min(segments.len()), seg);
         }
     }
     // Under one layer's title (`l`) these figures are still the whole model's: said.
