@@ -380,6 +380,87 @@ fn pretty_is_offered_only_where_json_is_printed() {
     }
 }
 
+/// Branch records carry the base run's record before their branch point (`base`), so a
+/// branch file laid over another run (another seed, the same learning rates: nothing said so)
+/// is named in `run_mismatch`, and its own run's is not.
+#[test]
+fn a_branch_file_of_another_run_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write = |seed: &str| {
+        let (b, run) = (
+            dir.path().join(format!("b{seed}.ndjson")),
+            dir.path().join(format!("run{seed}.ndjson")),
+        );
+        let out = copus()
+            .args([
+                "branch",
+                "--at",
+                "20",
+                "--batches",
+                "8,32,128",
+                "--seeds",
+                "2",
+            ])
+            .args([
+                "--budget-samples",
+                "2048",
+                "--eval-samples",
+                "128",
+                "--quiet",
+            ])
+            .args(["--seed", seed, "--out"])
+            .arg(&b)
+            .arg("--run-out")
+            .arg(&run)
+            .output()
+            .expect("run copus");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (b, run)
+    };
+    let ((b0, run0), (b3, _)) = (write("0"), write("3"));
+    let first: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&b0)
+            .expect("branches")
+            .lines()
+            .next()
+            .expect("a line"),
+    )
+    .expect("json");
+    // The base mark is the run's own record at step 19, loss for loss.
+    let run19: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&run0)
+            .expect("run")
+            .lines()
+            .nth(19)
+            .expect("step 19"),
+    )
+    .expect("json");
+    assert_eq!(first["base"]["step"], 19);
+    assert_eq!(first["base"]["loss"], run19["loss"]);
+    let mismatch = |b: &std::path::Path| {
+        let out = copus()
+            .arg("analyze")
+            .arg(&run0)
+            .arg("--branches")
+            .arg(b)
+            .arg("--json")
+            .output()
+            .expect("run copus");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["branches"]["run_mismatch"].clone()
+    };
+    assert_eq!(mismatch(&b0), serde_json::json!([]));
+    let other = mismatch(&b3).to_string();
+    assert!(
+        other.contains("the branches were taken from a run whose training loss at step 19"),
+        "{other}"
+    );
+}
+
 /// `copus branch` → `copus cbs` → `copus analyze RUN --branches`: the measured CBS of the
 /// built-in trainer beside its B_simple, through the real binary, and the errors that name
 /// the place.

@@ -482,6 +482,7 @@ mod tests {
             }),
             b_noise_note: None,
             poor_reference: false,
+            base: None,
             branches: Vec::new(),
             left_out: Vec::new(),
             budget_set_by: None,

@@ -343,6 +343,7 @@ mod tests {
             b_noise_fit: None,
             b_noise_note: None,
             poor_reference: false,
+            base: None,
             branches: [8, 32, 128]
                 .into_iter()
                 .map(|batch| BatchSummary {

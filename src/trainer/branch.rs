@@ -160,6 +160,10 @@ pub struct BranchLine {
     pub loss: f64,
     /// The branch's learning rate.
     pub lr: f64,
+    /// The base run's record just before the branch point (its step and training loss), by
+    /// which a branch file is told from another run's; `None` at step 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<crate::stats::estimate::cbs::BaseMark>,
 }
 
 impl Trainer {
@@ -267,10 +271,15 @@ pub fn run_branches(
     let eval: Vec<usize> = (0..plan.eval_samples)
         .map(|_| eval_rng.random_range(0..ids_len - ctx))
         .collect();
+    let mut last_base: Option<crate::stats::estimate::cbs::BaseMark> = None;
     for &at in &plan.at_steps {
         while base.step < at {
             let rec = base.step();
             on_base(&rec)?;
+            last_base = rec.loss.map(|loss| crate::stats::estimate::cbs::BaseMark {
+                step: rec.step,
+                loss,
+            });
         }
         let lr0 = base.lr_now();
         for &batch in &plan.batches {
@@ -295,6 +304,7 @@ pub fn run_branches(
                             tokens: samples,
                             loss,
                             lr,
+                            base: last_base,
                         })?;
                         if !loss.is_finite() {
                             break;

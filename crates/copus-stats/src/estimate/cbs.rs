@@ -28,6 +28,18 @@ pub struct BranchKey {
     pub seed: u64,
 }
 
+/// The base run's own record just before a branch point, as the branched experiment saw it:
+/// the run's stats record at `step` carries the same training loss, so a branch file laid
+/// over another run (another seed, the same learning rates) is told apart.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaseMark {
+    /// The base run's step (the last before the branch point).
+    pub step: u64,
+    /// Its training loss, nats.
+    pub loss: f64,
+}
+
 /// One line of a branched experiment.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct BranchRecord {
@@ -47,6 +59,9 @@ pub struct BranchRecord {
     /// Learning rate (optional).
     #[serde(default)]
     pub lr: Option<f64>,
+    /// The base run's record before the branch point (optional; `copus branch` writes it).
+    #[serde(default)]
+    pub base: Option<BaseMark>,
 }
 
 /// Why branches could not be read or measured.
@@ -198,9 +213,29 @@ pub fn run_mismatches(cbs: &CbsReport, rows: &[crate::report::StepRow]) -> Vec<S
                 .partition_point(|r| r.step <= p.from_step)
                 .checked_sub(1)?;
             let row = &rows[i];
-            run_mismatch(p, row.b_big, row.lr?)
+            base_mismatch(p, rows).or_else(|| run_mismatch(p, row.b_big, row.lr?))
         })
         .collect()
+}
+
+/// Why a branch point's base mark says its branches come from another run: the run's own
+/// row at the mark's step (in step order in `rows`) has another training loss (beyond
+/// rounding). `None` when they agree, or without a mark, that row (merged records) or its loss.
+pub fn base_mismatch(point: &PointReport, rows: &[crate::report::StepRow]) -> Option<String> {
+    let base = point.base?;
+    let i = rows.partition_point(|r| r.step < base.step);
+    let row = rows.get(i).filter(|r| r.step == base.step)?;
+    let loss = row.loss.filter(|l| l.is_finite())?;
+    let same = (loss - base.loss).abs() <= 1e-9 * base.loss.abs().max(1.0);
+    (!same).then(|| {
+        format!(
+            "step {}: the branches were taken from a run whose training loss at step {} was \
+             {:.6}, where this run's is {loss:.6}: is the branch file this run's branched \
+             experiment? (its ratios compare another run's measurement with this run's \
+             estimate)",
+            point.from_step, base.step, base.loss
+        )
+    })
 }
 
 /// One batch of a branch point.
@@ -236,6 +271,9 @@ pub struct PointReport {
     pub b_noise_fit: Option<WithCi>,
     /// Why `b_noise_fit` is `None`, when it is.
     pub b_noise_note: Option<String>,
+    /// The base run's record before the branch point, where the branch records carry it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseMark>,
     /// Per batch.
     pub branches: Vec<BatchSummary>,
     /// Branches left out because they stopped far short of the others (interrupted runs):
@@ -778,7 +816,12 @@ pub fn measure(
     let mut by_point: BTreeMap<u64, BTreeMap<u64, BTreeMap<u64, Curve>>> = BTreeMap::new();
     // Each branch's learning rate: the one at its smallest sample count (samples, lr).
     let mut lrs: BTreeMap<(u64, u64), (f64, f64)> = BTreeMap::new();
+    // Each point's base-run mark, the first its records carry.
+    let mut bases: BTreeMap<u64, BaseMark> = BTreeMap::new();
     for r in records {
+        if let Some(base) = r.base {
+            bases.entry(r.branch.from_step).or_insert(base);
+        }
         if let Some(lr) = r.lr.filter(|l| l.is_finite() && *l > 0.0) {
             let e = lrs
                 .entry((r.branch.from_step, r.branch.batch))
@@ -816,6 +859,7 @@ pub fn measure(
             measure_point(from_step, &point, tolerance, confidence, resamples).map(|mut p| {
                 p.left_out = left_out;
                 p.budget_set_by = budget_set_by;
+                p.base = bases.get(&from_step).copied();
                 for b in &mut p.branches {
                     b.lr = lrs.get(&(from_step, b.batch)).map(|&(_, lr)| lr);
                 }
@@ -1095,6 +1139,7 @@ fn measure_point(
         }),
         b_noise_note: note,
         poor_reference: poor,
+        base: None,
         branches,
         left_out: Vec::new(),
         budget_set_by: None,
@@ -1325,6 +1370,7 @@ mod tests {
                             + offset
                             + normal.sample(&mut rng),
                         lr: None,
+                        base: None,
                     });
                     s += 2048.0;
                     step += 1;
@@ -1456,6 +1502,7 @@ mod tests {
                         tokens: None,
                         loss: 3.0 - x / e,
                         lr: None,
+                        base: None,
                     });
                 }
             }
