@@ -94,9 +94,9 @@ fn read_branch_text(path: &std::path::Path, shown: &std::path::Path) -> anyhow::
 
 /// Run `copus cbs`.
 pub fn run(args: &CbsArgs) -> anyhow::Result<()> {
-    if !(args.tolerance.is_finite() && args.tolerance >= 0.0) {
+    if !(args.tolerance.is_finite() && args.tolerance > 0.0) {
         anyhow::bail!(
-            "--tolerance {}: must be a loss difference ≥ 0 (nats)",
+            "--tolerance {}: must be a loss difference > 0 (nats; at 0 every seed's noise counts as a difference)",
             args.tolerance
         );
     }

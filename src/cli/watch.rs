@@ -49,8 +49,8 @@ pub struct WatchArgs {
     /// in the explorer each advice waits for approval (A) and is appended to the file.
     #[arg(long, value_name = "OUT")]
     pub advise: Option<String>,
-    /// The session (.ron) whose model, cluster and b_crit_scale --advise uses (over
-    /// --model, --hardware and --nodes).
+    /// The session (.ron) whose model, cluster and b_crit_scale --advise uses (instead of
+    /// --model, --hardware and --nodes; not together with them).
     #[arg(
         long,
         requires = "advise",

@@ -283,9 +283,10 @@ impl Advising {
             let model = self.scale.model_seq_len;
             eprintln!(
                 "copus watch: warning: the run counts {run} token(s) per sample (tokens/b_big), \
-                 the model of {} {model}: its B_crit would be read at the wrong \
-                 scale, so no advice is given; pass --seq-len {model} to read each sample as \
-                 one of the model's sequences, or a session whose model matches the run",
+                 where the model of {} trains sequences of {model} tokens: its B_crit would be \
+                 read at the wrong scale, so no advice is given; pass --seq-len {model} to read \
+                 each sample as one of the model's sequences, or a session whose model matches \
+                 the run",
                 self.session
             );
         }

@@ -61,7 +61,7 @@ pub fn render_text(rep: &PlanReport) -> String {
     o.push_str(&crate::format::line_labelled(
         "B_crit kind: ",
         &format!(
-            "{} ({}); B_noise = {} × B_crit ({})",
+            "{} ({}); planned with B_noise = {} × this B_crit ({})",
             b.kind,
             b.measures,
             crate::format::factor(b.factor),

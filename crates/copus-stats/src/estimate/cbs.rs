@@ -97,8 +97,8 @@ pub struct WithCi {
     pub ci: [Option<f64>; 2],
 }
 
-/// The threshold CBS of a point. In JSON its `ci` is `null` where it is not `measured` (a
-/// bound that bounds nothing has no interval either).
+/// The threshold CBS of a point. In JSON its `ci` is `null` and `at_least` false where it is
+/// not `measured` (a bound that bounds nothing has no interval either, nor is it a bound).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ThresholdCbs {
     /// The largest batch within the tolerance, samples.
@@ -138,7 +138,9 @@ impl Serialize for ThresholdCbs {
         Written {
             batch: self.batch,
             ci: self.measured.then_some(self.ci),
-            at_least: self.at_least,
+            // Not a lower bound where it bounds nothing: a script reading `at_least` read
+            // "CBS ≥ 512" where the text said the bound means nothing.
+            at_least: self.at_least && self.measured,
             at_most: self.at_most,
             below: self.below,
             measured: self.measured,
@@ -856,9 +858,16 @@ pub fn measure(
                 })
                 .collect();
             let (point, left_out, budget_set_by) = leave_out_short_branches(point);
+            let (point, one_seed) = leave_out_single_seed_batches(point);
             measure_point(from_step, &point, tolerance, confidence, resamples).map(|mut p| {
                 p.left_out = left_out;
                 p.budget_set_by = budget_set_by;
+                p.cautions.extend(one_seed.iter().map(|b| {
+                    format!(
+                        "batch {b} left out: it has 1 seed, and intervals need at least 2 (run \
+                         it with 2 seeds or more to measure it)"
+                    )
+                }));
                 p.base = bases.get(&from_step).copied();
                 for b in &mut p.branches {
                     b.lr = lrs.get(&(from_step, b.batch)).map(|&(_, lr)| lr);
@@ -903,6 +912,18 @@ pub fn measure(
 pub const SHORT_BRANCH_FRACTION: f64 = 0.5;
 /// A budget under this fraction of the median branch end names the branch that set it.
 pub const SHORT_BUDGET_FRACTION: f64 = 0.9;
+
+/// `point` without its batches of one seed, where at least 3 batches of 2 seeds or more are
+/// left to measure (a single-seed batch once dropped the whole branch point), and those
+/// batches; else `point` as it is (its measurement then says why it cannot be made).
+fn leave_out_single_seed_batches(point: Point) -> (Point, Vec<u64>) {
+    let seeded = point.values().filter(|c| c.len() >= 2).count();
+    if seeded < 3 || seeded == point.len() {
+        return (point, Vec::new());
+    }
+    let (kept, dropped): (Point, Point) = point.into_iter().partition(|(_, c)| c.len() >= 2);
+    (kept, dropped.into_keys().collect())
+}
 
 /// `point` without the branches that stopped before [`SHORT_BRANCH_FRACTION`] of the median
 /// branch end (an interrupted run would otherwise set the common budget of every batch), and
@@ -1811,6 +1832,36 @@ mod tests {
     /// A reference (the smallest batch) that gets worse than larger batches is flagged: a
     /// threshold against it bounds nothing (the text said both "512 or more" and "reads high").
     #[test]
+    fn a_batch_of_one_seed_is_left_out_not_the_whole_point() {
+        let mut recs = synthetic(200.0, &BATCHES, 3, 60_000.0, 0.0005, 3);
+        let top = BATCHES[BATCHES.len() - 1];
+        recs.retain(|r| r.branch.batch != top || r.branch.seed == 0);
+        let report = measure(&recs, 0.01, 0.95, 200).expect("measured");
+        let p = &report.points[0];
+        assert!(report.unmeasured.is_empty(), "{:?}", report.unmeasured);
+        assert!(p.branches.iter().all(|b| b.batch != top), "{p:?}");
+        assert!(
+            p.cautions
+                .iter()
+                .any(|c| c.starts_with(&format!("batch {top} left out: it has 1 seed"))),
+            "{:?}",
+            p.cautions
+        );
+        // With fewer than 3 batches of 2 seeds left, the point is not measured, as before.
+        let few: Vec<BranchRecord> = recs
+            .iter()
+            .filter(|r| r.branch.batch <= 32 || r.branch.seed == 0)
+            .cloned()
+            .collect();
+        let err = measure(&few, 0.01, 0.95, 200).expect_err("not measured");
+        assert!(
+            err.to_string()
+                .contains("seed(s); intervals need at least 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_reference_that_trains_worse_than_larger_batches_is_flagged() {
         let mut recs = synthetic(1e7, &BATCHES, 3, 60_000.0, 0.001, 5);
         for r in recs.iter_mut().filter(|r| r.branch.batch == BATCHES[0]) {
@@ -1821,6 +1872,7 @@ mod tests {
         // Not measured: no interval in JSON either (it kept the bootstrap's batches).
         let json = serde_json::to_value(p.threshold_cbs).unwrap();
         assert!(json["ci"].is_null() && json["measured"] == false, "{json}");
+        assert_eq!(json["at_least"], false, "{json}");
         let fine = synthetic(200.0, &BATCHES, 4, 60_000.0, 0.0005, 3);
         let measured = &measure(&fine, 0.01, 0.95, 200).unwrap().points[0];
         assert!(!measured.poor_reference);
