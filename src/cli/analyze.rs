@@ -420,6 +420,9 @@ struct BranchesSection {
     /// Branch points whose learning rates say the branches may not be this run's
     /// ([`crate::stats::estimate::cbs::run_mismatch`]), each in words.
     run_mismatch: Vec<String>,
+    /// Branch points where B_simple moves more within one smoothing width than its interval
+    /// spans ([`crate::stats::estimate::cbs::steep_estimates`]), each in words.
+    smoothing_sensitive: Vec<String>,
 }
 
 fn branches_section(
@@ -452,8 +455,11 @@ fn branches_section(
     let run_steps = steps.first().zip(last).map(|(a, b)| (a.step, b));
     // The run's batch and learning rate at each compared point against the branches' rates.
     let run_mismatch = crate::stats::estimate::cbs::run_mismatches(&cbs, steps);
+    let smoothing_sensitive =
+        crate::stats::estimate::cbs::steep_estimates(&cbs, steps, report.summary.bandwidth_steps);
     Ok(BranchesSection {
         run_mismatch,
+        smoothing_sensitive,
         cbs,
         comparison,
         run_steps,
@@ -598,7 +604,11 @@ fn render_branches(section: &BranchesSection) -> String {
     for line in super::cbs::unmeasured_lines(&section.cbs) {
         let _ = writeln!(out, "{line}");
     }
-    for line in &section.run_mismatch {
+    for line in section
+        .run_mismatch
+        .iter()
+        .chain(&section.smoothing_sensitive)
+    {
         let _ = writeln!(out, "caution: {line}");
     }
     out

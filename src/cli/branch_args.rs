@@ -71,9 +71,13 @@ impl BranchArgs {
         // A branch file whose rates disagree with this run's (another run's experiment): said,
         // as `analyze --branches` and the explorer say it.
         if let Some(a) = &loaded.analysis {
+            let sigma = a.summary.bandwidth_steps;
             notes.extend(
                 crate::stats::estimate::cbs::run_mismatches(&report, &a.steps)
                     .into_iter()
+                    .chain(crate::stats::estimate::cbs::steep_estimates(
+                        &report, &a.steps, sigma,
+                    ))
                     .map(|m| format!("--branches {}: caution: {m}", file.display())),
             );
         }

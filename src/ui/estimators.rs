@@ -257,6 +257,19 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, focused: bool) {
                 another_run,
                 crate::app::measured_view::sample_word(app.trajectory.seq_len),
             ));
+            // Points where the compared B_simple rests on the smoother's width: after the
+            // ratios they qualify.
+            if let Some(a) = app.analysis.as_ref() {
+                lines.extend(
+                    crate::stats::estimate::cbs::steep_estimates(
+                        b,
+                        &a.steps,
+                        a.summary.bandwidth_steps,
+                    )
+                    .into_iter()
+                    .map(|m| format!("caution: {m}")),
+                );
+            }
             lines
         })
         .unwrap_or_default();

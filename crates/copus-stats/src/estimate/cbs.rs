@@ -220,6 +220,59 @@ pub fn run_mismatches(cbs: &CbsReport, rows: &[crate::report::StepRow]) -> Vec<S
         .collect()
 }
 
+/// Branch points where the run's smoothed B_simple moves more within one kernel width
+/// (`sigma_steps`) on either side than its own interval spans: there the value compared
+/// depends on the smoother's width beyond its interval (a reviewer's step-50 point of a
+/// 1,500-step run read 553 [444, 726] at the default width and 1,689 [1,065, 3,943] at 7.5
+/// steps, the ratio to the measured B_noise 0.40 or 0.13), and the ratios carry that. `rows`
+/// in step order; points outside them, and rows without an estimate, are passed over.
+pub fn steep_estimates(
+    cbs: &CbsReport,
+    rows: &[crate::report::StepRow],
+    sigma_steps: f64,
+) -> Vec<String> {
+    if !(sigma_steps.is_finite() && sigma_steps > 0.0) {
+        return Vec::new();
+    }
+    let last = rows.last().map(|r| r.step);
+    // The estimate at the last row at or before `step` (the first row before the run's start).
+    let at = |step: f64| {
+        let i = rows
+            .partition_point(|r| (r.step as f64) <= step)
+            .saturating_sub(1);
+        rows.get(i)
+            .and_then(|r| Some((r.step, r.b_simple.filter(|b| b.is_finite() && *b > 0.0)?)))
+    };
+    cbs.points
+        .iter()
+        .filter(|p| last.is_some_and(|last| p.from_step <= last))
+        .filter_map(|p| {
+            let here = p.from_step as f64;
+            let i = rows
+                .partition_point(|r| r.step <= p.from_step)
+                .checked_sub(1)?;
+            let [lo, hi] = rows[i].ci;
+            let width = if lo > 0.0 && hi.is_finite() && hi > lo {
+                hi / lo
+            } else {
+                return None;
+            };
+            let (before, after) = (at(here - sigma_steps)?, at(here + sigma_steps)?);
+            let moves = before.1.max(after.1) / before.1.min(after.1);
+            (moves > width).then(|| {
+                format!(
+                    "step {}: B_simple moves ×{moves:.2} within one smoothing width (σ {:.0} \
+                     steps: {:.0} at step {}, {:.0} at step {}), more than its interval there \
+                     spans (×{width:.2}): the value compared depends on the smoother's width \
+                     beyond its interval, and so do the ratios (compare at a smaller \
+                     --bandwidth, or branch where B_simple moves less)",
+                    p.from_step, sigma_steps, before.1, before.0, after.1, after.0
+                )
+            })
+        })
+        .collect()
+}
+
 /// Why a branch point's base mark says its branches come from another run: the run's own
 /// row at the mark's step (in step order in `rows`) has another training loss (beyond
 /// rounding). `None` when they agree, or without a mark, that row (merged records) or its loss.
@@ -1831,6 +1884,55 @@ mod tests {
 
     /// A reference (the smallest batch) that gets worse than larger batches is flagged: a
     /// threshold against it bounds nothing (the text said both "512 or more" and "reads high").
+    /// A run's row at `step` with B_simple `b` and its interval.
+    fn row(step: u64, b: f64, ci: [f64; 2]) -> crate::report::StepRow {
+        crate::report::StepRow {
+            step,
+            b_simple: Some(b),
+            ci,
+            sq_small: 1.0,
+            sq_big: 1.0,
+            b_small: 8.0,
+            b_big: 64.0,
+            g2: 1.0,
+            trace_sigma: b,
+            g2_step: 1.0,
+            trace_step: b,
+            ratio_ema: None,
+            estimator: crate::estimate::per_step::EstimatorKind::TwoBatch,
+            tokens: None,
+            loss: Some(2.0),
+            lr: None,
+            layers: BTreeMap::new(),
+        }
+    }
+
+    /// A branch point where B_simple climbs more within one kernel width than its interval
+    /// spans is named; one on a flat stretch, or where the kernel is narrower, is not.
+    #[test]
+    fn a_branch_point_on_a_steep_trajectory_is_named() {
+        let recs = synthetic(200.0, &BATCHES, 3, 60_000.0, 0.0005, 3);
+        let report = measure(&recs, 0.01, 0.95, 100).expect("measured");
+        assert_eq!(report.points[0].from_step, 100);
+        // B_simple grows 1 % a step around step 100; its interval spans ×1.5.
+        let steep: Vec<_> = (0..300u64)
+            .map(|k| {
+                let b = 100.0 * 1.01f64.powi(k as i32);
+                row(k, b, [b / 1.22, b * 1.22])
+            })
+            .collect();
+        let said = steep_estimates(&report, &steep, 40.0);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("step 100: B_simple moves ×2.2"),
+            "{said:?}"
+        );
+        // Over σ 10 steps it moves ×1.22: inside its interval.
+        assert!(steep_estimates(&report, &steep, 10.0).is_empty());
+        let flat: Vec<_> = (0..300u64).map(|k| row(k, 500.0, [400.0, 650.0])).collect();
+        assert!(steep_estimates(&report, &flat, 40.0).is_empty());
+    }
+
     #[test]
     fn a_batch_of_one_seed_is_left_out_not_the_whole_point() {
         let mut recs = synthetic(200.0, &BATCHES, 3, 60_000.0, 0.0005, 3);
