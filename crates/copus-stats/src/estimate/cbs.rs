@@ -873,7 +873,15 @@ pub fn measure(
     let mut lrs: BTreeMap<(u64, u64), (f64, f64)> = BTreeMap::new();
     // Each point's base-run mark, the first its records carry.
     let mut bases: BTreeMap<u64, BaseMark> = BTreeMap::new();
+    // Each batch's samples a step (samples/step of its records past the branch point).
+    let mut per_step: BTreeMap<(u64, u64), Vec<f64>> = BTreeMap::new();
     for r in records {
+        if r.step > 0 {
+            per_step
+                .entry((r.branch.from_step, r.branch.batch))
+                .or_default()
+                .push(r.samples / r.step as f64);
+        }
         if let Some(base) = r.base {
             bases.entry(r.branch.from_step).or_insert(base);
         }
@@ -922,6 +930,7 @@ pub fn measure(
                     )
                 }));
                 p.base = bases.get(&from_step).copied();
+                p.cautions.extend(samples_not_batches(from_step, &per_step));
                 for b in &mut p.branches {
                     b.lr = lrs.get(&(from_step, b.batch)).map(|&(_, lr)| lr);
                 }
@@ -965,6 +974,33 @@ pub fn measure(
 pub const SHORT_BRANCH_FRACTION: f64 = 0.5;
 /// A budget under this fraction of the median branch end names the branch that set it.
 pub const SHORT_BUDGET_FRACTION: f64 = 0.9;
+
+/// The batches of the point at `from_step` whose records count other than their batch a
+/// step (the median of samples/step off by more than 1 %), one caution for all: the fit reads
+/// `samples` as the x-axis, so tokens logged as samples or per-rank counts move it (doubling
+/// one batch's samples moved a fitted B_noise from 221 to 320 without a word).
+fn samples_not_batches(
+    from_step: u64,
+    per_step: &BTreeMap<(u64, u64), Vec<f64>>,
+) -> Option<String> {
+    let off: Vec<String> = per_step
+        .range((from_step, 0)..=(from_step, u64::MAX))
+        .filter_map(|(&(_, batch), ratios)| {
+            let mut r = ratios.clone();
+            r.sort_by(f64::total_cmp);
+            let median = *r.get(r.len() / 2)?;
+            ((median / batch as f64 - 1.0).abs() > 0.01)
+                .then(|| format!("batch {batch} at {median:.4} samples a step"))
+        })
+        .collect();
+    (!off.is_empty()).then(|| {
+        format!(
+            "{}: samples since the branch point should grow by the batch each step; the \
+             measurement reads `samples` as given (tokens logged as samples? per-rank counts?)",
+            off.join(", ")
+        )
+    })
+}
 
 /// `point` without its batches of one seed, where at least 3 batches of 2 seeds or more are
 /// left to measure (a single-seed batch once dropped the whole branch point), and those
@@ -1428,7 +1464,6 @@ mod tests {
             for seed in 0..seeds {
                 let offset = normal.sample(&mut rng) * 0.5;
                 let mut s = 0.0;
-                let mut step = 0;
                 while s <= budget {
                     out.push(BranchRecord {
                         v: 1,
@@ -1437,7 +1472,8 @@ mod tests {
                             batch,
                             seed,
                         },
-                        step,
+                        // Optimizer steps of the branch's batch since the point.
+                        step: (s / batch as f64) as u64,
                         samples: s,
                         tokens: None,
                         loss: progress_loss(s, batch as f64, b_noise)
@@ -1447,7 +1483,6 @@ mod tests {
                         base: None,
                     });
                     s += 2048.0;
-                    step += 1;
                 }
             }
         }
@@ -1931,6 +1966,40 @@ mod tests {
         assert!(steep_estimates(&report, &steep, 10.0).is_empty());
         let flat: Vec<_> = (0..300u64).map(|k| row(k, 500.0, [400.0, 650.0])).collect();
         assert!(steep_estimates(&report, &flat, 40.0).is_empty());
+    }
+
+    /// Records whose samples do not grow by the batch each step are cautioned, naming the
+    /// batch; consistent ones are not.
+    #[test]
+    fn samples_that_are_not_steps_times_the_batch_are_cautioned() {
+        let recs = synthetic(200.0, &BATCHES, 3, 60_000.0, 0.0005, 3);
+        let fine = measure(&recs, 0.01, 0.95, 100).expect("measured");
+        assert!(
+            fine.points[0]
+                .cautions
+                .iter()
+                .all(|c| !c.contains("samples a step")),
+            "{:?}",
+            fine.points[0].cautions
+        );
+        let doubled: Vec<BranchRecord> = recs
+            .into_iter()
+            .map(|mut r| {
+                if r.branch.batch == 64 {
+                    r.samples *= 2.0;
+                }
+                r
+            })
+            .collect();
+        let off = measure(&doubled, 0.01, 0.95, 100).expect("measured");
+        assert!(
+            off.points[0]
+                .cautions
+                .iter()
+                .any(|c| c.starts_with("batch 64 at 128.0000 samples a step")),
+            "{:?}",
+            off.points[0].cautions
+        );
     }
 
     #[test]
