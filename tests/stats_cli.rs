@@ -380,6 +380,25 @@ fn pretty_is_offered_only_where_json_is_printed() {
     }
 }
 
+/// `copus branch ARGS --quiet --out OUT --run-out RUN`, which must succeed.
+fn branch_experiment(args: &[&str], out: &std::path::Path, run: &std::path::Path) {
+    let done = copus()
+        .arg("branch")
+        .args(args)
+        .arg("--quiet")
+        .arg("--out")
+        .arg(out)
+        .arg("--run-out")
+        .arg(run)
+        .output()
+        .expect("run copus");
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
 /// Branch records carry the base run's record before their branch point (`base`), so a
 /// branch file laid over another run (another seed, the same learning rates: nothing said so)
 /// is named in `run_mismatch`, and its own run's is not.
@@ -391,33 +410,23 @@ fn a_branch_file_of_another_run_is_named() {
             dir.path().join(format!("b{seed}.ndjson")),
             dir.path().join(format!("run{seed}.ndjson")),
         );
-        let out = copus()
-            .args([
-                "branch",
+        branch_experiment(
+            &[
                 "--at",
                 "20",
                 "--batches",
                 "8,32,128",
                 "--seeds",
                 "2",
-            ])
-            .args([
                 "--budget-samples",
                 "2048",
                 "--eval-samples",
                 "128",
-                "--quiet",
-            ])
-            .args(["--seed", seed, "--out"])
-            .arg(&b)
-            .arg("--run-out")
-            .arg(&run)
-            .output()
-            .expect("run copus");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+                "--seed",
+                seed,
+            ],
+            &b,
+            &run,
         );
         (b, run)
     };
@@ -468,33 +477,21 @@ fn a_branch_file_of_another_run_is_named() {
 fn branched_experiment_measured_beside_the_estimate() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (b, run) = (dir.path().join("b.ndjson"), dir.path().join("run.ndjson"));
-    let out = copus()
-        .args([
-            "branch",
+    branch_experiment(
+        &[
             "--at",
             "20,120",
             "--batches",
             "8,32,128",
             "--seeds",
             "2",
-        ])
-        .args([
             "--budget-samples",
             "4096",
             "--eval-samples",
             "256",
-            "--quiet",
-        ])
-        .arg("--out")
-        .arg(&b)
-        .arg("--run-out")
-        .arg(&run)
-        .output()
-        .expect("run copus");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
+        &b,
+        &run,
     );
     let text = std::fs::read_to_string(&b).expect("branch file");
     // 2 points × 3 batches × 2 seeds, every branch evaluated at the same sample counts.
