@@ -1521,8 +1521,32 @@ fn an_unbounded_now_after_an_lr_change_does_not_point_to_the_run_wide_value() {
         reasons.contains("the `now` value")
             && reasons.contains(
                 "not the run-wide value: it averages the steps before and after the \
-                 learning-rate change"
+                 learning-rate change at step 1000"
             ),
+        "{reasons}"
+    );
+    // A schedule that moves smoothly is named over the steps it moves, not as a change at
+    // its first step (a cosine run read "the learning-rate change at step 1").
+    let cosine = dir.path().join("cosine.ndjson");
+    stdout_of(
+        copus()
+            .args(["demo-train", "--steps", "1500", "--lr-schedule", "cosine"])
+            .args(["--seed", "7", "--quiet", "--out"])
+            .arg(&cosine),
+    );
+    let text = stdout_of(
+        copus()
+            .arg("analyze")
+            .arg(&cosine)
+            .args(["--json", "--summary-only"]),
+    );
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let reasons = v["summary"]["reasons"].to_string();
+    assert!(
+        reasons.contains(
+            "not the run-wide value: it averages steps at the different learning rates of its \
+             schedule, which moves over steps 1-1499"
+        ) && !reasons.contains("change at step 1)"),
         "{reasons}"
     );
 }

@@ -470,23 +470,30 @@ pub(crate) fn verdict(s: &Summary, settings: &EstimatorSettings) -> (Verdict, Ve
         // reason says not to read it): only the trajectory is left to read.
         // A learning-rate change moves B_simple too (the drift test may not have run: no
         // bounded last window), and the run-wide value then averages the two regimes.
+        // A jump is named at its step; a schedule that moves smoothly (a warm-up, a cosine
+        // decay) over the stretch it moves (a cosine run read "the change at step 1").
         let lr_change = s
             .diagnostics
             .iter()
             .find(|d| d.kind == K::LrChange)
-            .map(|d| {
-                d.at.first()
-                    .or(d.steps.as_ref())
-                    .map_or(String::new(), |at| format!(" at step {}", at[0]))
+            .map(|d| match (d.at.first(), d.steps) {
+                (Some([a, b]), _) if a == b => {
+                    format!("the steps before and after the learning-rate change at step {a}")
+                }
+                (_, Some([a, b])) => format!(
+                    "steps at the different learning rates of its schedule, which moves over \
+                     steps {a}-{b}"
+                ),
+                _ => "the steps before and after the learning-rate change".to_string(),
             });
         let read = if s.drift.as_ref().is_some_and(|d| d.significant) {
             "read the trajectory until more steps arrive (not the run-wide value: B_simple \
              drifts over the run)"
                 .to_string()
-        } else if let Some(at) = lr_change {
+        } else if let Some(what) = lr_change {
             format!(
                 "read the trajectory until more steps arrive (not the run-wide value: it \
-                 averages the steps before and after the learning-rate change{at})"
+                 averages {what})"
             )
         } else {
             "read the run-wide value or the trajectory until more steps arrive".to_string()
