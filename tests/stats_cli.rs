@@ -831,6 +831,18 @@ fn branched_experiment_measured_beside_the_estimate() {
     }
     let e = copus().arg("cbs").arg(dir.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&e.stderr).contains("a directory; branch records are a file"));
+    // A device is named as what it is, not as "a stats file" (branch records are not one).
+    #[cfg(unix)]
+    {
+        let e = copus().args(["cbs", "/dev/null"]).output().unwrap();
+        let said = String::from_utf8_lossy(&e.stderr);
+        assert_eq!(e.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains("/dev/null: not a regular file or a pipe")
+                && !said.contains("stats file"),
+            "{said}"
+        );
+    }
     // 64 is a multiple of 8 and of the largest batch, not of 24 (the default is a multiple
     // of every batch).
     let e = copus()

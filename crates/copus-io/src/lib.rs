@@ -390,10 +390,11 @@ pub fn check_readable_stream(path: &Path) -> std::io::Result<()> {
     if ft.is_file() || pipe {
         Ok(())
     } else if ft.is_dir() {
-        Err(std::io::Error::other("is a directory, not a stats file"))
+        Err(std::io::Error::other("is a directory, not a file"))
     } else {
+        // Said of any input read to its end (branch records read "as a stats file").
         Err(std::io::Error::other(
-            "not a regular file or a pipe (a device or socket cannot be read as a stats file)",
+            "not a regular file or a pipe (a device or socket has no end to read to)",
         ))
     }
 }
