@@ -1514,20 +1514,23 @@ fn an_unbounded_now_after_an_lr_change_does_not_point_to_the_run_wide_value() {
             ])
             .arg(&run),
     );
-    let text = stdout_of(
-        copus()
-            .arg("analyze")
-            .arg(&run)
-            .args(["--json", "--summary-only"]),
-    );
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-    let reasons = v["summary"]["reasons"].to_string();
+    // The summary of `analyze PATH --json --summary-only`.
+    let summary_of = |path: &std::path::Path| -> serde_json::Value {
+        let text = stdout_of(
+            copus()
+                .arg("analyze")
+                .arg(path)
+                .args(["--json", "--summary-only"]),
+        );
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        v["summary"].clone()
+    };
+    let summary = summary_of(&run);
+    let reasons = summary["reasons"].to_string();
     assert!(
-        v["summary"]["diagnostics"]
-            .to_string()
-            .contains("lr_change"),
+        summary["diagnostics"].to_string().contains("lr_change"),
         "{}",
-        v["summary"]["diagnostics"]
+        summary["diagnostics"]
     );
     assert!(
         reasons.contains("the `now` value")
@@ -1546,14 +1549,7 @@ fn an_unbounded_now_after_an_lr_change_does_not_point_to_the_run_wide_value() {
             .args(["--seed", "7", "--quiet", "--out"])
             .arg(&cosine),
     );
-    let text = stdout_of(
-        copus()
-            .arg("analyze")
-            .arg(&cosine)
-            .args(["--json", "--summary-only"]),
-    );
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-    let reasons = v["summary"]["reasons"].to_string();
+    let reasons = summary_of(&cosine)["reasons"].to_string();
     assert!(
         reasons.contains(
             "not the run-wide value: it averages steps at the different learning rates of its \

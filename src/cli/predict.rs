@@ -594,6 +594,7 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         None => (None, Vec::new()),
     };
     let nothing_fits = (!p.fits && nearest_change.is_none()).then_some(NOTHING_FITS);
+    let attention_flop_share = crate::perf::attention_flop_share(&model);
     let mut out = Output {
         model: &model.name,
         seq_len: model.seq_len,
@@ -615,8 +616,8 @@ pub fn run(a: &PredictArgs) -> anyhow::Result<()> {
         recompute: cfg.recompute.to_string(),
         stage_layers: crate::perf::memory::stage_layer_counts(&model, cfg.pp, eff.stage_split),
         batch: a.batch,
-        attention_flop_share: crate::perf::attention_flop_share(&model),
-        mfu_causal: p.mfu * (1.0 - crate::perf::attention_flop_share(&model) / 2.0),
+        attention_flop_share,
+        mfu_causal: p.mfu * (1.0 - attention_flop_share / 2.0),
         prediction: p,
         memory,
         memory_capacity_bytes: hw.hbm_bytes,
